@@ -1,0 +1,88 @@
+"""chatagent: streaming chat assistants and agents on large language models.
+
+    from chatagent import BasicAgent
+    bot = BasicAgent(llm={'model': 'qwen-plus', 'model_server': 'dashscope'})
+    for rsp in bot.run([{'role': 'user', 'content': 'hi'}]):
+        print(rsp[-1]['content'])
+
+Names are imported on first use, so `import chatagent` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "Agent": "chatagent.agent",
+    "Run": "chatagent.agent",
+    "BasicAgent": "chatagent.agents.basic",
+    "Message": "chatagent.schema",
+    "ContentItem": "chatagent.schema",
+    "FunctionCall": "chatagent.schema",
+    "MessageError": "chatagent.schema",
+    "to_messages": "chatagent.schema",
+    "to_openai": "chatagent.schema",
+    "merge_delta": "chatagent.stream",
+    "ChatAgentError": "chatagent.errors",
+    "ModelServiceError": "chatagent.errors",
+    "RunDeadlineExceeded": "chatagent.errors",
+    "BaseChatModel": "chatagent.llm.base",
+    "Usage": "chatagent.llm.base",
+    "get_chat_model": "chatagent.llm.base",
+    "register_llm": "chatagent.llm.base",
+    "ScriptedLLM": "chatagent.llm.scripted",
+    "Reply": "chatagent.llm.scripted",
+    "tool_call": "chatagent.llm.scripted",
+    "count_tokens": "chatagent.tokens",
+}
+
+__all__ = [
+    "Agent",
+    "BaseChatModel",
+    "BasicAgent",
+    "ChatAgentError",
+    "ContentItem",
+    "FunctionCall",
+    "Message",
+    "MessageError",
+    "ModelServiceError",
+    "Reply",
+    "Run",
+    "RunDeadlineExceeded",
+    "ScriptedLLM",
+    "Usage",
+    "count_tokens",
+    "get_chat_model",
+    "merge_delta",
+    "register_llm",
+    "to_messages",
+    "to_openai",
+    "tool_call",
+]
+
+if TYPE_CHECKING:
+    from chatagent.agent import Agent, Run
+    from chatagent.agents.basic import BasicAgent
+    from chatagent.errors import ChatAgentError, ModelServiceError, RunDeadlineExceeded
+    from chatagent.llm.base import BaseChatModel, Usage, get_chat_model, register_llm
+    from chatagent.llm.scripted import Reply, ScriptedLLM, tool_call
+    from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, to_messages, to_openai
+    from chatagent.stream import merge_delta
+    from chatagent.tokens import count_tokens
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

@@ -1,0 +1,1 @@
+"""The agents, one per module."""

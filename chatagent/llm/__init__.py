@@ -1,0 +1,16 @@
+"""Model backends behind one interface: `get_chat_model(cfg).chat(messages, functions, stream=...)`."""
+
+from chatagent.llm.base import LLM_REGISTRY, BaseChatModel, Usage, default_llm_config, get_chat_model, register_llm
+from chatagent.llm.scripted import Reply, ScriptedLLM, tool_call
+
+__all__ = [
+    "BaseChatModel",
+    "LLM_REGISTRY",
+    "Reply",
+    "ScriptedLLM",
+    "Usage",
+    "default_llm_config",
+    "get_chat_model",
+    "register_llm",
+    "tool_call",
+]

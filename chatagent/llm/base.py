@@ -1,0 +1,401 @@
+"""BaseChatModel: the one interface every model backend keeps, and the work they share.
+
+A backend implements `_chat_stream` (and `_chat_once` when the server has a cheaper non-streaming
+call). Both speak in fragments (see `chatagent.stream`): lists of assistant Messages carrying
+`extra['index']`. This class adds what every backend needs: input checks and truncation, retries with
+backoff, the three stream modes, usage accounting and prompt-based function calling.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from chatagent.errors import ModelServiceError
+from chatagent.schema import FUNCTION, SYSTEM, USER, ContentItem, Message, content_text, to_messages
+from chatagent.stream import INDEX, accumulate, collect, fragment
+from chatagent.tokens import count_tokens, truncate_tokens
+
+logger = logging.getLogger("chatagent.llm")
+
+# generate_cfg keys the framework reads itself; every other key goes to the backend's request.
+FRAMEWORK_KEYS = frozenset(
+    {
+        "max_retries",
+        "retry_delay",
+        "max_retry_wait",
+        "max_input_tokens",
+        "fncall_prompt_type",
+        "parallel_function_calls",
+        "function_choice",
+        "request_timeout",
+    }
+)
+DEFAULT_MAX_INPUT_TOKENS = 58_000
+FUNCTION_RESULT_KEEP_TOKENS = 500  # an old function result is shortened to this before turns are dropped
+
+
+@dataclass
+class Usage:
+    """Tokens used, summed over every model call it was passed to."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+        self.prompt_tokens += prompt_tokens or 0
+        self.completion_tokens += completion_tokens or 0
+
+
+@dataclass
+class Settings:
+    """The framework's own settings for one call, taken out of generate_cfg."""
+
+    max_retries: int = 3
+    retry_delay: float = 0.5
+    max_retry_wait: float = 60.0
+    max_input_tokens: int = DEFAULT_MAX_INPUT_TOKENS
+    fncall_prompt_type: str | None = None
+    parallel_function_calls: bool = True
+    function_choice: str = "auto"
+    request_timeout: float | None = None
+
+
+def split_generate_cfg(cfg: dict) -> tuple[Settings, dict]:
+    """Framework settings and the keys to pass through to the backend."""
+    ours = {k: v for k, v in cfg.items() if k in FRAMEWORK_KEYS and v is not None}
+    rest = {k: v for k, v in cfg.items() if k not in FRAMEWORK_KEYS}
+    return Settings(**ours), rest
+
+
+def normalize_functions(functions: Iterable[Any] | None) -> list[dict] | None:
+    """Function schemas as `{'name', 'description', 'parameters'}` dicts (OpenAI tool dicts accepted)."""
+    if not functions:
+        return None
+    out = []
+    for f in functions:
+        if not isinstance(f, dict):
+            schema = getattr(f, "function", None)  # a BaseTool
+            if not isinstance(schema, dict):
+                raise TypeError(f"a function must be a schema dict or a tool, got {type(f).__name__}")
+            f = schema
+        if f.get("type") == "function" and isinstance(f.get("function"), dict):
+            f = f["function"]
+        if not isinstance(f.get("name"), str):
+            raise ValueError(f"function schema without a name: {f!r:.200}")
+        out.append(
+            {
+                "name": f["name"],
+                "description": f.get("description", ""),
+                "parameters": f.get("parameters") or {"type": "object", "properties": {}},
+            }
+        )
+    return out
+
+
+class BaseChatModel:
+    """A chat model. Configure with a dict; call `chat()`.
+
+    `cfg` keys: `model`, `model_server`, `api_key`, `generate_cfg` (passed through to the request, except
+    the keys in FRAMEWORK_KEYS), and backend-specific ones.
+    """
+
+    model_type = "base"
+    #: Whether image content reaches the model as images (else as a text placeholder).
+    support_multimodal_input = False
+
+    def __init__(self, cfg: dict | None = None) -> None:
+        cfg = dict(cfg or {})
+        self.cfg = cfg
+        self.model: str = cfg.get("model", "")
+        self.generate_cfg: dict = dict(cfg.get("generate_cfg") or {})
+        self.api_key: str | None = cfg.get("api_key")
+        if "multimodal" in cfg:
+            self.support_multimodal_input = bool(cfg["multimodal"])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r})"
+
+    # ---- the public call -------------------------------------------------------------------------------
+
+    def chat(
+        self,
+        messages: Iterable[dict | Message],
+        functions: Iterable[dict] | None = None,
+        stream: bool = True,
+        delta_stream: bool = False,
+        extra_generate_cfg: dict | None = None,
+        *,
+        usage: Usage | None = None,
+    ) -> list[Message] | Iterator[list[Message]]:
+        """Ask the model.
+
+        - `stream=False`: returns the list of assistant messages.
+        - `stream=True`: an iterator of lists; each the whole response so far (cumulative), or with
+          `delta_stream=True` only the new fragments (each with `extra['index']`).
+
+        A reply with function calls holds one assistant message per call (after any text), each with
+        `extra['function_id']`; a call appears only once its arguments are complete.
+        """
+        msgs = to_messages(messages)
+        if not msgs:
+            raise ValueError("messages is empty: give at least one user message")
+        settings, gen_cfg = split_generate_cfg({**self.generate_cfg, **(extra_generate_cfg or {})})
+        funcs = normalize_functions(functions)
+        msgs = self._prepare(msgs, settings)
+        fragments = self._call(msgs, funcs, gen_cfg, settings, usage, stream)
+        if not stream:
+            return collect(fragments)
+        return fragments if delta_stream else accumulate(fragments)
+
+    # ---- what backends implement -------------------------------------------------------------------------
+
+    def _chat_stream(
+        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+    ) -> Iterator[list[Message]]:
+        """Yield fragments of the reply. Raise ModelServiceError (retryable where it is) on failure."""
+        raise NotImplementedError
+
+    def _chat_once(
+        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+    ) -> list[Message]:
+        """The whole reply at once; by default the collected stream."""
+        return collect(self._chat_stream(messages, functions, cfg, usage))
+
+    # ---- shared machinery ------------------------------------------------------------------------------
+
+    def _prepare(self, msgs: list[Message], settings: Settings) -> list[Message]:
+        if not self.support_multimodal_input:
+            msgs = [_without_media(m) for m in msgs]
+        return truncate_messages(msgs, settings.max_input_tokens)
+
+    def _call(
+        self,
+        msgs: list[Message],
+        funcs: list[dict] | None,
+        cfg: dict,
+        settings: Settings,
+        usage: Usage | None,
+        stream: bool,
+    ) -> Iterator[list[Message]]:
+        if funcs and settings.fncall_prompt_type:
+            from chatagent.llm import fncall_prompt
+
+            return fncall_prompt.chat(self, msgs, funcs, cfg, settings, usage, stream)
+        if stream:
+            return self._retrying(lambda: self._chat_stream(msgs, funcs, cfg, usage), settings)
+        return self._retrying(lambda: _as_fragments(self._chat_once(msgs, funcs, cfg, usage)), settings)
+
+    def _retrying(self, attempt: Callable[[], Iterable[list[Message]]], settings: Settings) -> Iterator[list[Message]]:
+        """Run `attempt`, retrying transient failures that happen before anything was yielded.
+
+        A stream that breaks after content was yielded is not replayed (the caller would see the
+        start twice): it raises ModelServiceError with `partial=True`.
+        """
+        tries = 0
+        while True:
+            yielded = False
+            try:
+                for fragments in attempt():
+                    yielded = True
+                    yield fragments
+                return
+            except ModelServiceError as e:
+                e.scrubbed(self.api_key)
+                if yielded:
+                    e.partial = True
+                    raise
+                if not e.retryable or tries >= settings.max_retries:
+                    raise
+                wait = _backoff(tries, settings.retry_delay, e.retry_after, settings.max_retry_wait)
+                tries += 1
+                logger.warning(
+                    "%s: %s; retry %d/%d in %.2fs", self.model or self.model_type, e, tries, settings.max_retries, wait
+                )
+                time.sleep(wait)
+
+
+def _as_fragments(msgs: list[Message]) -> Iterator[list[Message]]:
+    yield [fragment(m, i) for i, m in enumerate(msgs)]
+
+
+def _backoff(tries: int, base: float, retry_after: float | None, cap: float) -> float:
+    """Exponential backoff with full jitter; the server's Retry-After wins when it gave one."""
+    if retry_after is not None:
+        return min(max(retry_after, 0.0), cap)
+    return min(cap, base * (2**tries)) * (0.5 + random.random() / 2)
+
+
+def _without_media(m: Message) -> Message:
+    """A text-only model gets a readable placeholder for each image, audio or video item."""
+    if isinstance(m.content, str) or all(item.kind in ("text", "file") for item in m.content):
+        return m
+    items = [
+        item if item.kind in ("text", "file") else ContentItem(text=f"[{item.kind}: {os.path.basename(item.value)}]")
+        for item in m.content
+    ]
+    return m.copy(content=items)
+
+
+def message_tokens(m: Message) -> int:
+    n = count_tokens(content_text(m.content)) + 4
+    if m.function_call is not None:
+        n += count_tokens(m.function_call.name) + count_tokens(m.function_call.arguments)
+    if m.reasoning_content:
+        n += count_tokens(m.reasoning_content)
+    return n
+
+
+def truncate_messages(msgs: list[Message], max_tokens: int) -> list[Message]:
+    """Fit the conversation into `max_tokens` by a fixed rule.
+
+    1. The system message and the latest turn (the last user message and all after it) are always kept.
+    2. Function results before the latest turn are shortened, oldest first, to FUNCTION_RESULT_KEEP_TOKENS.
+    3. Then whole earlier turns are dropped, oldest first (a call is never separated from its result).
+    4. If the kept part alone is still too long, ModelServiceError('context_too_long') is raised: text is
+       never cut out of the middle of a message the model must read.
+    """
+    sizes = [message_tokens(m) for m in msgs]
+    total = sum(sizes)
+    if total <= max_tokens:
+        return msgs
+    msgs = list(msgs)
+    head = 1 if msgs[0].role == SYSTEM else 0
+    last_user = max((i for i, m in enumerate(msgs) if m.role == USER), default=head)
+    last_user = max(last_user, head)
+    for i in range(head, last_user):
+        if total <= max_tokens:
+            break
+        m = msgs[i]
+        if m.role == FUNCTION and sizes[i] > FUNCTION_RESULT_KEEP_TOKENS + 4:
+            text = truncate_tokens(content_text(m.content), FUNCTION_RESULT_KEEP_TOKENS)
+            msgs[i] = m.copy(content=text)
+            new = message_tokens(msgs[i])
+            total += new - sizes[i]
+            sizes[i] = new
+    start = head
+    while total > max_tokens and start < last_user:
+        # drop one whole turn: up to the next user message
+        end = start + 1
+        while end < last_user and msgs[end].role != USER:
+            end += 1
+        total -= sum(sizes[start:end])
+        start = end
+    if total > max_tokens:
+        raise ModelServiceError(
+            "context_too_long",
+            f"the latest turn needs about {total} tokens, more than max_input_tokens={max_tokens}; "
+            "shorten the input or raise max_input_tokens",
+        )
+    if start > head:
+        logger.warning("input truncated: dropped %d earlier messages to fit %d tokens", start - head, max_tokens)
+    return msgs[:head] + msgs[start:]
+
+
+# ---- registry ---------------------------------------------------------------------------------------------
+
+# model_type -> class, or "module:Class" imported on first use so that `import chatagent` stays fast.
+LLM_REGISTRY: dict[str, type[BaseChatModel] | str] = {
+    "oai": "chatagent.llm.openai_compat:OpenAICompatModel",
+    "dashscope": "chatagent.llm.dashscope:DashScopeModel",
+    "local": "chatagent.llm.local:LocalModel",
+    "scripted": "chatagent.llm.scripted:ScriptedLLM",
+}
+
+
+def register_llm(model_type: str) -> Callable[[type[BaseChatModel]], type[BaseChatModel]]:
+    """Class decorator: make `{'model_type': model_type}` configs build this class."""
+
+    def decorator(cls: type[BaseChatModel]) -> type[BaseChatModel]:
+        cls.model_type = model_type
+        LLM_REGISTRY[model_type] = cls
+        return cls
+
+    return decorator
+
+
+def _llm_class(model_type: str) -> type[BaseChatModel]:
+    entry = LLM_REGISTRY.get(model_type)
+    if entry is None:
+        raise ValueError(f"unknown model_type {model_type!r}; registered: {', '.join(sorted(LLM_REGISTRY))}")
+    if isinstance(entry, str):
+        import importlib
+
+        module, _, name = entry.partition(":")
+        entry = getattr(importlib.import_module(module), name)
+        LLM_REGISTRY[model_type] = entry
+    return entry
+
+
+def default_llm_config() -> dict:
+    """The model to use when an agent gets none: DashScope, then an OpenAI-compatible server, then local.
+
+    `DASHSCOPE_API_KEY` set gives DashScope's qwen-plus; `OPENAI_API_KEY` (with `OPENAI_BASE_URL` and
+    `OPENAI_MODEL`) gives that server; otherwise the embedded local model.
+    """
+    if os.environ.get("DASHSCOPE_API_KEY"):
+        return {"model_type": "dashscope", "model": os.environ.get("DASHSCOPE_MODEL", "qwen-plus")}
+    if os.environ.get("OPENAI_API_KEY"):
+        cfg = {"model_type": "oai", "model": os.environ.get("OPENAI_MODEL", "gpt-4o-mini")}
+        if os.environ.get("OPENAI_BASE_URL"):
+            cfg["model_server"] = os.environ["OPENAI_BASE_URL"]
+        return cfg
+    logger.warning(
+        "no model configured: using the embedded local model (small and weak). "
+        "Set DASHSCOPE_API_KEY, or OPENAI_API_KEY with OPENAI_BASE_URL and OPENAI_MODEL, to use a real one."
+    )
+    return {"model_type": "local"}
+
+
+def get_chat_model(cfg: dict | BaseChatModel | None = None) -> BaseChatModel:
+    """A model from a config dict (or the instance itself); None picks `default_llm_config()`."""
+    if isinstance(cfg, BaseChatModel):
+        return cfg
+    if cfg is None:
+        cfg = default_llm_config()
+    if not isinstance(cfg, dict):
+        raise TypeError(f"llm must be a config dict or a BaseChatModel, got {type(cfg).__name__}")
+    cfg = dict(cfg)
+    model_type = cfg.get("model_type")
+    if model_type is None:
+        server = str(cfg.get("model_server") or "").strip()
+        if server.lower() == "dashscope":
+            model_type = "dashscope"
+        elif server.lower() == "local" or str(cfg.get("model", "")).endswith(".gguf"):
+            model_type = "local"
+        elif server.startswith(("http://", "https://")) or server.lower() == "openai":
+            model_type = "oai"
+        elif not server and os.environ.get("DASHSCOPE_API_KEY") and str(cfg.get("model", "")).startswith("qwen"):
+            model_type = "dashscope"
+        else:
+            model_type = "oai"
+    cfg["model_type"] = model_type
+    return _llm_class(model_type)(cfg)
+
+
+def response_text(msgs: list[Message]) -> str:
+    """The text of an LLM reply: its assistant messages' text joined."""
+    return "".join(content_text(m.content) for m in msgs if m.function_call is None)
+
+
+__all__ = [
+    "BaseChatModel",
+    "LLM_REGISTRY",
+    "ModelServiceError",
+    "Usage",
+    "get_chat_model",
+    "register_llm",
+    "default_llm_config",
+    "truncate_messages",
+    "INDEX",
+]

@@ -1,0 +1,128 @@
+"""Incremental streaming: message fragments and how they add up to a response.
+
+Every stream in chatagent is, underneath, a stream of *fragments*: lists of Messages each carrying
+`extra['index']`, the position in the response of the message it belongs to. A fragment at a new
+index starts a message; a fragment at an existing index appends its `content` and
+`reasoning_content` text to that message and sets any other field it carries. Text only ever grows,
+so the total cost of an incremental stream is linear in the length of the answer.
+
+`Response` turns fragments into the cumulative view (each yield the whole response so far), copying
+only the message that changed, so that earlier yields stay valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from chatagent.schema import ContentItem, Message, to_message
+
+INDEX = "index"
+
+
+def fragment(msg: Message, index: int) -> Message:
+    """`msg` as a fragment of the message at `index` (a copy; `msg` is not changed)."""
+    extra = dict(msg.extra) if msg.extra else {}
+    extra[INDEX] = index
+    return Message._make(msg.role, msg.content, msg.name, msg.function_call, msg.reasoning_content, extra)
+
+
+def shift(fragments: list[Message], offset: int) -> list[Message]:
+    """The fragments moved `offset` places later in the response (in place: fragments are single-use)."""
+    if offset:
+        for f in fragments:
+            f.extra[INDEX] += offset
+    return fragments
+
+
+class Response:
+    """Adds up fragments into full messages; `messages` is the response so far."""
+
+    __slots__ = ("messages",)
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+
+    def add(self, fragments: Iterable[Message]) -> list[int]:
+        """Apply fragments; returns the indexes that changed. Changed messages are new objects."""
+        msgs = self.messages
+        changed = []
+        for f in fragments:
+            extra = f.extra
+            i = extra[INDEX]
+            rest = {k: v for k, v in extra.items() if k != INDEX} if len(extra) > 1 else None
+            if i == len(msgs):
+                msgs.append(Message._make(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest))
+            elif 0 <= i < len(msgs):
+                msgs[i] = _extend(msgs[i], f, rest)
+            else:
+                raise ValueError(f"fragment index {i} skips past the end of a response of {len(msgs)} messages")
+            if not changed or changed[-1] != i:
+                changed.append(i)
+        return changed
+
+
+def _extend(m: Message, f: Message, extra: dict | None) -> Message:
+    content = m.content
+    if f.content:
+        if isinstance(content, str) and isinstance(f.content, str):
+            content = content + f.content
+        else:
+            content = _as_list(content) + _as_list(f.content)
+    reasoning = m.reasoning_content
+    if f.reasoning_content:
+        reasoning = (reasoning or "") + f.reasoning_content
+    if extra:
+        extra = {**m.extra, **extra} if m.extra else extra
+    else:
+        extra = m.extra
+    return Message._make(
+        m.role,
+        content,
+        f.name if f.name is not None else m.name,
+        f.function_call if f.function_call is not None else m.function_call,
+        reasoning,
+        extra,
+    )
+
+
+def _as_list(content: str | list[ContentItem]) -> list[ContentItem]:
+    return [ContentItem(text=content)] if isinstance(content, str) else list(content) if content else []
+
+
+def accumulate(stream: Iterable[list[Message]]) -> Iterator[list[Message]]:
+    """Fragments in, cumulative lists out: each yield is the whole response so far (a new list)."""
+    response = Response()
+    for fragments in stream:
+        if fragments:
+            response.add(fragments)
+            yield list(response.messages)
+
+
+def collect(stream: Iterable[list[Message]]) -> list[Message]:
+    """Consume a fragment stream; the final response."""
+    response = Response()
+    for fragments in stream:
+        response.add(fragments)
+    return response.messages
+
+
+def merge_delta(response: list, fragments: list) -> list:
+    """For users of incremental mode: fold one yield of fragments (dicts or Messages) into `response`.
+
+    Works on the caller's own list in place and returns it, so `for d in bot.run(m, delta_stream=True):
+    merge_delta(full, d)` leaves `full` equal to what cumulative mode would have yielded last.
+    """
+    for f in fragments:
+        as_dict = isinstance(f, dict)
+        if as_dict:
+            f = to_message(f)
+        i = f.extra[INDEX]
+        rest = {k: v for k, v in f.extra.items() if k != INDEX} or None
+        if i == len(response):
+            new = Message._make(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest)
+            response.append(new.model_dump() if as_dict else new)
+        else:
+            old = to_message(response[i]) if as_dict else response[i]
+            new = _extend(old, f, rest)
+            response[i] = new.model_dump() if as_dict else new
+    return response

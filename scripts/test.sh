@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The whole test suite: lint, then every test (end-to-end ones included).
+set -euo pipefail
+venv=${1:-.venv}
+"$venv/bin/ruff" check .
+"$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=15 "${@:2}"
