@@ -113,6 +113,8 @@ class BaseChatModel:
     model_type = "base"
     #: Whether image content reaches the model as images (else as a text placeholder).
     support_multimodal_input = False
+    #: Whether the server takes `tools`; a backend sets it False when the server rejects them.
+    native_tools = True
 
     def __init__(self, cfg: dict | None = None) -> None:
         cfg = dict(cfg or {})
@@ -188,13 +190,33 @@ class BaseChatModel:
         usage: Usage | None,
         stream: bool,
     ) -> Iterator[list[Message]]:
-        if funcs and settings.fncall_prompt_type:
-            from chatagent.llm import fncall_prompt
-
-            return fncall_prompt.chat(self, msgs, funcs, cfg, settings, usage, stream)
+        if usage is not None:
+            usage.calls += 1
+        if funcs and (settings.fncall_prompt_type or not self.native_tools):
+            return self._prompted_fncall(msgs, funcs, cfg, settings, usage, stream)
         if stream:
-            return self._retrying(lambda: self._chat_stream(msgs, funcs, cfg, usage), settings)
-        return self._retrying(lambda: _as_fragments(self._chat_once(msgs, funcs, cfg, usage)), settings)
+            native = self._retrying(lambda: self._chat_stream(msgs, funcs, cfg, usage), settings)
+        else:
+            native = self._retrying(lambda: _as_fragments(self._chat_once(msgs, funcs, cfg, usage)), settings)
+        return self._falling_back(native, msgs, funcs, cfg, settings, usage, stream) if funcs else native
+
+    def _prompted_fncall(self, msgs, funcs, cfg, settings, usage, stream) -> Iterator[list[Message]]:
+        from chatagent.llm import fncall_prompt
+
+        settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
+        return fncall_prompt.chat(self, msgs, funcs, cfg, settings, usage, stream)
+
+    def _falling_back(self, native, msgs, funcs, cfg, settings, usage, stream) -> Iterator[list[Message]]:
+        """Native tool calling; if the server rejects `tools` (code 'tools_unsupported'), switch this model
+        to prompt-based function calling for good and answer this call that way."""
+        try:
+            yield from native
+        except ModelServiceError as e:
+            if e.code != "tools_unsupported" or e.partial:
+                raise
+            logger.warning("%s rejects native tools (%s): using prompt-based function calling", self.model, e.message)
+            self.native_tools = False
+            yield from self._prompted_fncall(msgs, funcs, cfg, settings, usage, stream)
 
     def _retrying(self, attempt: Callable[[], Iterable[list[Message]]], settings: Settings) -> Iterator[list[Message]]:
         """Run `attempt`, retrying transient failures that happen before anything was yielded.
