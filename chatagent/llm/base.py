@@ -200,13 +200,30 @@ class BaseChatModel:
             native = self._retrying(lambda: _as_fragments(self._chat_once(msgs, funcs, cfg, usage)), settings)
         return self._falling_back(native, msgs, funcs, cfg, settings, usage, stream) if funcs else native
 
-    def _prompted_fncall(self, msgs, funcs, cfg, settings, usage, stream) -> Iterator[list[Message]]:
+    def _prompted_fncall(
+        self,
+        msgs: list[Message],
+        funcs: list[dict],
+        cfg: dict,
+        settings: Settings,
+        usage: Usage | None,
+        stream: bool,
+    ) -> Iterator[list[Message]]:
         from chatagent.llm import fncall_prompt
 
         settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
         return fncall_prompt.chat(self, msgs, funcs, cfg, settings, usage, stream)
 
-    def _falling_back(self, native, msgs, funcs, cfg, settings, usage, stream) -> Iterator[list[Message]]:
+    def _falling_back(
+        self,
+        native: Iterator[list[Message]],
+        msgs: list[Message],
+        funcs: list[dict],
+        cfg: dict,
+        settings: Settings,
+        usage: Usage | None,
+        stream: bool,
+    ) -> Iterator[list[Message]]:
         """Native tool calling; if the server rejects `tools` (code 'tools_unsupported'), switch this model
         to prompt-based function calling for good and answer this call that way."""
         try:

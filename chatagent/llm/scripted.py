@@ -107,9 +107,11 @@ class ScriptedLLM(BaseChatModel):
                 f"(next: {self.script[self._next]!r:.100})"
             )
 
-    def _take(self, messages: list[Message], functions: list[dict] | None, cfg: dict) -> ScriptItem:
+    def _take(self, messages: list[Message], functions: list[dict] | None, cfg: dict) -> tuple[int, ScriptItem]:
+        """Record the call; its number (from 1) and the script item that answers it."""
         with self._lock:
             self.calls.append(ScriptedCall(messages, functions, cfg))
+            number = len(self.calls)
             if self._next < len(self.script):
                 item = self.script[self._next]
                 self._next += 1
@@ -123,12 +125,13 @@ class ScriptedLLM(BaseChatModel):
             item = item(messages, functions)
         if isinstance(item, BaseException):
             raise item
-        return item
+        return number, item
 
     def _chat_stream(
         self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
     ) -> Iterator[list[Message]]:
-        reply = _as_reply(self._take(messages, functions, cfg))
+        number, item = self._take(messages, functions, cfg)
+        reply = _as_reply(item)
         make = Message._make
         index = 0
         if reply.reasoning:

@@ -1,0 +1,162 @@
+"""BaseChatModel machinery over ScriptedLLM: stream modes, retries, truncation, registry, placeholders."""
+
+import time
+
+import pytest
+
+from chatagent import ModelServiceError, Reply, ScriptedLLM, get_chat_model, register_llm, tool_call
+from chatagent.llm.base import LLM_REGISTRY, BaseChatModel, split_generate_cfg, truncate_messages
+from chatagent.schema import ContentItem, Message, to_messages
+from chatagent.tokens import count_tokens, truncate_tokens
+
+USER = [{"role": "user", "content": "hi"}]
+FAST = {"retry_delay": 0.001}
+
+
+def test_three_modes_agree():
+    reply = Reply(text="hello world", function_calls=[tool_call("f", {"x": 1})])
+    llm = ScriptedLLM([reply] * 3, generate_cfg=FAST)
+    once = llm.chat(USER, stream=False)
+    cumulative = list(llm.chat(USER))[-1]
+    from chatagent.stream import collect
+
+    delta = collect(llm.chat(USER, delta_stream=True))
+    assert [m.extra["function_id"] for m in (once[1], cumulative[1], delta[1])] == ["call_1_0", "call_2_0", "call_3_0"]
+    for m in (once[1], cumulative[1], delta[1]):
+        m.extra = None
+    assert once == cumulative == delta
+
+
+def test_retries_transient_errors_then_succeeds():
+    llm = ScriptedLLM([ModelServiceError(503, "busy", retryable=True)] * 2 + ["ok"], generate_cfg=FAST)
+    assert llm.chat(USER, stream=False)[0].content == "ok"
+    assert len(llm.calls) == 3
+
+
+def test_retries_are_bounded():
+    err = ModelServiceError(429, "slow down", retryable=True)
+    llm = ScriptedLLM([err] * 10, generate_cfg={**FAST, "max_retries": 2})
+    with pytest.raises(ModelServiceError):
+        llm.chat(USER, stream=False)
+    assert len(llm.calls) == 3
+
+
+def test_retry_after_is_honoured():
+    llm = ScriptedLLM([ModelServiceError(429, "wait", retryable=True, retry_after=0.2), "ok"], generate_cfg=FAST)
+    t = time.monotonic()
+    llm.chat(USER, stream=False)
+    assert time.monotonic() - t >= 0.2
+
+
+def test_no_retry_for_client_errors_and_key_scrubbed():
+    llm = ScriptedLLM([ModelServiceError(401, "invalid key sk-secret-123")], generate_cfg=FAST)
+    llm.api_key = "sk-secret-123"
+    with pytest.raises(ModelServiceError) as e:
+        list(llm.chat(USER))
+    assert "sk-secret-123" not in str(e.value) and len(llm.calls) == 1
+
+
+def test_break_after_content_is_not_replayed():
+    class Breaking(ScriptedLLM):
+        def _chat_stream(self, *a, **kw):
+            yield from list(super()._chat_stream(*a, **kw))[:2]
+            raise ModelServiceError("stream_interrupted", "connection reset", retryable=True)
+
+    llm = Breaking(["abcdefgh", "never"], generate_cfg=FAST)
+    seen = []
+    with pytest.raises(ModelServiceError) as e:
+        for rsp in llm.chat(USER):
+            seen.append(rsp[-1].content)
+    assert e.value.partial and seen == ["abcd", "abcdefgh"] and len(llm.calls) == 1
+
+
+def test_generate_cfg_split_and_passthrough():
+    settings, rest = split_generate_cfg({"max_retries": 1, "temperature": 0.3, "extra_body": {"a": 1}})
+    assert settings.max_retries == 1 and rest == {"temperature": 0.3, "extra_body": {"a": 1}}
+    llm = ScriptedLLM(["ok"], generate_cfg={"temperature": 0.1})
+    llm.chat(USER, stream=False, extra_generate_cfg={"top_p": 0.5, "max_retries": 0})
+    assert llm.calls[0].generate_cfg == {"temperature": 0.1, "top_p": 0.5}
+
+
+def test_text_only_models_get_placeholders():
+    class TextOnly(ScriptedLLM):
+        support_multimodal_input = False
+
+    llm = TextOnly(["ok"])
+    llm.chat([{"role": "user", "content": [{"text": "look"}, {"image": "/tmp/cat.png"}]}], stream=False)
+    sent = llm.calls[0].messages[0].content
+    assert [i.text for i in sent] == ["look", "[image: cat.png]"]
+
+
+def conversation(n_turns, result_size=2000):
+    msgs = [Message("system", "sys")]
+    for i in range(n_turns):
+        msgs += [
+            Message("user", f"question {i}"),
+            Message("assistant", "", function_call={"name": "f", "arguments": "{}"}),
+            Message("function", "word " * result_size, name="f"),
+            Message("assistant", f"answer {i}"),
+        ]
+    return msgs + [Message("user", "latest question")]
+
+
+def test_truncation_shortens_old_results_first():
+    msgs = conversation(3)
+    out = truncate_messages(msgs, 3000)
+    assert len(out) == len(msgs)
+    assert all(count_tokens(m.text) <= 520 for m in out if m.role == "function")
+    assert out[0].content == "sys" and out[-1].content == "latest question"
+
+
+def test_truncation_drops_whole_old_turns_and_keeps_pairs():
+    msgs = conversation(10)
+    out = truncate_messages(msgs, 1200)
+    assert out[0].content == "sys" and out[-1].content == "latest question"
+    assert out[1].role == "user"  # starts at a turn boundary: no orphan function result
+    assert sum(count_tokens(m.text) for m in out) < 1200
+
+
+def test_truncation_refuses_to_cut_the_latest_turn():
+    with pytest.raises(ModelServiceError) as e:
+        truncate_messages([Message("user", "word " * 1000)], 100)
+    assert e.value.code == "context_too_long"
+
+
+def test_tokens_estimate():
+    assert count_tokens("") == 0
+    assert 8 <= count_tokens("The quick brown fox jumps over the lazy dog.") <= 12
+    assert count_tokens("你好世界") == 4
+    cut = truncate_tokens("one two three four five", 2)
+    assert cut.startswith("one two") and cut.endswith("[truncated]")
+
+
+def test_registry_and_get_chat_model():
+    @register_llm("test-echo")
+    class Echo(BaseChatModel):
+        def _chat_stream(self, messages, functions, cfg, usage):
+            yield [Message._make("assistant", messages[-1].text, extra={"index": 0})]
+
+    try:
+        llm = get_chat_model({"model_type": "test-echo", "model": "e"})
+        assert isinstance(llm, Echo) and llm.chat(USER, stream=False)[0].content == "hi"
+        assert get_chat_model(llm) is llm
+        with pytest.raises(ValueError, match="unknown model_type"):
+            get_chat_model({"model_type": "nope"})
+    finally:
+        LLM_REGISTRY.pop("test-echo")
+    assert isinstance(get_chat_model({"model_type": "scripted", "replies": ["x"]}), ScriptedLLM)
+
+
+def test_empty_messages_rejected():
+    with pytest.raises(ValueError):
+        ScriptedLLM(["x"]).chat([], stream=False)
+
+
+def test_scripted_assert_complete():
+    llm = ScriptedLLM(["a", "b"])
+    llm.chat(USER, stream=False)
+    with pytest.raises(AssertionError, match="1 of 2"):
+        llm.assert_complete()
+    with pytest.raises(AssertionError):
+        ScriptedLLM([]).chat(USER, stream=False)
+    assert to_messages([{"role": "user", "content": [ContentItem(text="x")]}])
