@@ -24,7 +24,7 @@ from typing import Any
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.llm.base import BaseChatModel, Usage, get_chat_model
 from chatagent.schema import SYSTEM, USER, ContentItem, Message, content_text, to_messages
-from chatagent.stream import INDEX, Response, collect
+from chatagent.stream import INDEX, Collector, Response, collect
 
 logger = logging.getLogger("chatagent.agent")
 
@@ -204,17 +204,18 @@ class Agent:
         stream = self.llm.chat(
             messages, functions, stream=True, delta_stream=True, extra_generate_cfg=cfg, usage=ctx.usage
         )
-        reply = Response()
+        reply = Collector()
         add = reply.add
+        deadline = ctx.deadline
         for fragments in stream:
             add(fragments)
             if start:
                 for f in fragments:
                     f.extra[INDEX] += start
             yield fragments
-            if ctx.deadline is not None:
+            if deadline is not None:
                 ctx.check_deadline()
-        return reply.messages
+        return reply.messages()
 
     def _with_system_message(self, msgs: list[Message]) -> list[Message]:
         if not self.system_message:

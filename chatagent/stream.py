@@ -98,12 +98,62 @@ def accumulate(stream: Iterable[list[Message]]) -> Iterator[list[Message]]:
             yield list(response.messages)
 
 
+class Collector:
+    """Adds up fragments in linear time (text pieces joined once at the end); `messages()` gives the result.
+
+    Use it where nobody looks at the response until it is complete; `Response` copies on every change.
+    """
+
+    __slots__ = ("_parts",)
+
+    def __init__(self) -> None:
+        # per message: [first fragment, content pieces, reasoning pieces, extra, name, function_call]
+        self._parts: list[list] = []
+
+    def add(self, fragments: Iterable[Message]) -> None:
+        parts = self._parts
+        for f in fragments:
+            i = f.extra[INDEX]
+            if i == len(parts):
+                extra = {k: v for k, v in f.extra.items() if k != INDEX} if len(f.extra) > 1 else None
+                parts.append([f, [f.content], [f.reasoning_content] if f.reasoning_content else [], extra])
+                continue
+            if not 0 <= i < len(parts):
+                raise ValueError(f"fragment index {i} skips past the end of a response of {len(parts)} messages")
+            p = parts[i]
+            if f.content:
+                p[1].append(f.content)
+            if f.reasoning_content:
+                p[2].append(f.reasoning_content)
+            if len(f.extra) > 1:
+                p[3] = {**(p[3] or {}), **{k: v for k, v in f.extra.items() if k != INDEX}}
+            if f.name is not None or f.function_call is not None:
+                first = p[0]
+                p[0] = Message._make(
+                    first.role,
+                    "",
+                    f.name if f.name is not None else first.name,
+                    f.function_call if f.function_call is not None else first.function_call,
+                )
+
+    def messages(self) -> list[Message]:
+        out = []
+        for first, contents, reasonings, extra in self._parts:
+            if all(isinstance(c, str) for c in contents):
+                content: str | list[ContentItem] = "".join(contents)
+            else:
+                content = [item for c in contents if c for item in _as_list(c)]
+            reasoning = "".join(reasonings) if reasonings else None
+            out.append(Message._make(first.role, content, first.name, first.function_call, reasoning, extra))
+        return out
+
+
 def collect(stream: Iterable[list[Message]]) -> list[Message]:
-    """Consume a fragment stream; the final response."""
-    response = Response()
+    """Consume a fragment stream; the final response (linear in its length)."""
+    collector = Collector()
     for fragments in stream:
-        response.add(fragments)
-    return response.messages
+        collector.add(fragments)
+    return collector.messages()
 
 
 def merge_delta(response: list, fragments: list) -> list:
