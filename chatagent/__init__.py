@@ -38,9 +38,43 @@ _EXPORTS: dict[str, str] = {
     "Reply": "chatagent.llm.scripted",
     "tool_call": "chatagent.llm.scripted",
     "count_tokens": "chatagent.tokens",
+    "FnCallAgent": "chatagent.agents.fncall",
+    "Assistant": "chatagent.agents.assistant",
+    "BaseTool": "chatagent.tools.base",
+    "register_tool": "chatagent.tools.base",
+    "TOOL_REGISTRY": "chatagent.tools.base",
+    "tool": "chatagent.tools.from_function",
+    "FunctionTool": "chatagent.tools.from_function",
+    "ToolArgumentError": "chatagent.tools.arguments",
+    "Event": "chatagent.events",
+    "Callbacks": "chatagent.events",
+    "StructuredOutputError": "chatagent.structured",
+    "ReActChat": "chatagent.agents.react_chat",
+    "GroupChat": "chatagent.agents.group_chat",
+    "Router": "chatagent.agents.router",
+    "UserAgent": "chatagent.agents.user",
+    "PENDING_USER_INPUT": "chatagent.agents.user",
+    "pending_input": "chatagent.agents.user",
 }
 
 __all__ = [
+    "BaseTool",
+    "Callbacks",
+    "Event",
+    "FnCallAgent",
+    "Assistant",
+    "FunctionTool",
+    "StructuredOutputError",
+    "TOOL_REGISTRY",
+    "ToolArgumentError",
+    "register_tool",
+    "tool",
+    "GroupChat",
+    "PENDING_USER_INPUT",
+    "ReActChat",
+    "Router",
+    "UserAgent",
+    "pending_input",
     "Agent",
     "BaseChatModel",
     "BasicAgent",
@@ -66,13 +100,24 @@ __all__ = [
 
 if TYPE_CHECKING:
     from chatagent.agent import Agent, Run
+    from chatagent.agents.assistant import Assistant
     from chatagent.agents.basic import BasicAgent
+    from chatagent.agents.fncall import FnCallAgent
+    from chatagent.agents.group_chat import GroupChat
+    from chatagent.agents.react_chat import ReActChat
+    from chatagent.agents.router import Router
+    from chatagent.agents.user import PENDING_USER_INPUT, UserAgent, pending_input
     from chatagent.errors import ChatAgentError, ModelServiceError, RunDeadlineExceeded
+    from chatagent.events import Callbacks, Event
     from chatagent.llm.base import BaseChatModel, Usage, get_chat_model, register_llm
     from chatagent.llm.scripted import Reply, ScriptedLLM, tool_call
     from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, to_messages, to_openai
     from chatagent.stream import merge_delta
+    from chatagent.structured import StructuredOutputError
     from chatagent.tokens import count_tokens
+    from chatagent.tools.arguments import ToolArgumentError
+    from chatagent.tools.base import TOOL_REGISTRY, BaseTool, register_tool
+    from chatagent.tools.from_function import FunctionTool, tool
 
 
 def __getattr__(name: str) -> Any:

@@ -41,13 +41,17 @@ def detect_lang(messages: list[Message]) -> str:
 
 
 class RunContext:
-    """Per-run state, readable while and after the run: token usage, the deadline."""
+    """Per-run state, readable while and after the run: token usage, the deadline, the callbacks,
+    how often each tool was called, generate_cfg for this run only."""
 
-    __slots__ = ("usage", "deadline")
+    __slots__ = ("usage", "deadline", "callbacks", "tool_calls", "generate_cfg")
 
-    def __init__(self, deadline: float | None = None) -> None:
+    def __init__(self, deadline: float | None = None, callbacks: tuple = ()) -> None:
         self.usage = Usage()
         self.deadline = deadline  # time.monotonic() value, or None
+        self.callbacks = callbacks  # see chatagent.events; empty means no Event is ever built
+        self.tool_calls: dict[str, int] = {}
+        self.generate_cfg: dict | None = None
 
     def check_deadline(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
@@ -103,7 +107,11 @@ class Agent:
         llm: a model config dict, a BaseChatModel, or None for the default (see `default_llm_config`).
         system_message: put before the conversation (merged into the caller's system message if any).
         name, description: how other agents and the UI refer to this one.
-        function_list: tools (used by the agents that call tools).
+        function_list: tools (used by the agents that call tools): registered names, `{'name': ..., <cfg>}`
+            dicts, BaseTool instances or classes, typed functions (see `chatagent.tools.make_tools`).
+        callbacks: functions or `chatagent.events.Callbacks` told about each run's model and tool calls.
+        response_format: a pydantic model class (or JSON Schema dict): `run_nonstream` then returns a
+            validated instance (see `chatagent.structured`).
     """
 
     def __init__(
@@ -122,6 +130,17 @@ class Agent:
         self.description = description
         self.extra_generate_cfg: dict = dict(kwargs.pop("generate_cfg", None) or {})
         self.function_list = list(function_list or [])
+        self.callbacks: tuple = tuple(kwargs.pop("callbacks", None) or ())
+        self.response_format = kwargs.pop("response_format", None)
+        if self.function_list:
+            from chatagent.tools.base import make_tools
+            from chatagent.tools.calling import ToolCache
+
+            self.function_map = make_tools(self.function_list)
+            self._tool_cache = ToolCache()
+        else:
+            self.function_map = {}
+            self._tool_cache = None
         self._init_lock = threading.Lock()
 
     @property
@@ -132,6 +151,20 @@ class Agent:
                 if self._llm is None:
                     self._llm = get_chat_model(self._llm_cfg)
         return self._llm
+
+    def close(self) -> None:
+        """Close the tools: end the processes and connections they hold (code sandboxes, MCP servers).
+
+        A tool used again afterwards starts them anew. Also called by `with agent: ...`.
+        """
+        for t in self.function_map.values():
+            t.close()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ---- the template ----------------------------------------------------------------------------------
 
@@ -162,7 +195,16 @@ class Agent:
         deadline: float | None = None,
         **kwargs: Any,
     ) -> list:
-        """The final response at once: equal to the last yield of `run()`."""
+        """The final response at once: equal to the last yield of `run()`.
+
+        With `response_format` (a pydantic model class or a JSON Schema dict; here or on the agent) it
+        returns the validated answer instead; see `chatagent.structured.run_structured`.
+        """
+        response_format = kwargs.pop("response_format", None) or self.response_format
+        if response_format is not None:
+            from chatagent.structured import run_structured
+
+            return run_structured(self, messages, response_format, lang=lang, deadline=deadline, **kwargs)
         fragments, as_dicts, context = self._start(messages, lang, deadline, kwargs)
         response = collect(Run(self._deltas(fragments, False), context))
         return [m.model_dump() for m in response] if as_dicts else response
@@ -179,9 +221,32 @@ class Agent:
         if not msgs:
             raise ValueError("messages is empty: give at least one message")
         msgs = self._with_system_message(msgs)
-        context = RunContext(time.monotonic() + deadline if deadline else None)
+        callbacks = self.callbacks + tuple(kwargs.pop("callbacks", None) or ())
+        context = RunContext(time.monotonic() + deadline if deadline else None, callbacks)
+        run_cfg = kwargs.pop("generate_cfg", None)
+        if run_cfg:
+            context.generate_cfg = dict(run_cfg)
         fragments = self._run(msgs, lang=lang or detect_lang(msgs), **kwargs)
+        if callbacks:
+            fragments = self._observed(fragments, context)
         return fragments, as_dicts, context
+
+    def _observed(self, fragments: Iterator[list[Message]], ctx: RunContext) -> Iterator[list[Message]]:
+        """The run's fragments, with run_start and run_end events around them."""
+        from chatagent.events import RUN_END, RUN_START, Event, emit
+
+        emit(ctx.callbacks, Event(RUN_START, self.name))
+        start = time.perf_counter()
+        error = None
+        try:
+            yield from fragments
+        except BaseException as e:
+            error = "closed before the end" if isinstance(e, GeneratorExit) else f"{type(e).__name__}: {e}"
+            raise
+        finally:
+            _close(fragments)
+            end = Event(RUN_END, self.name, duration=time.perf_counter() - start, usage=ctx.usage, error=error)
+            emit(ctx.callbacks, end)
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         """Yield fragments of the response (see the module docstring)."""
@@ -200,7 +265,9 @@ class Agent:
         """Stream the model's reply as fragments placed from `start`; return the complete reply."""
         ctx = current_run()
         ctx.check_deadline()
-        cfg = {**self.extra_generate_cfg, **(extra_generate_cfg or {})}
+        cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
+        if ctx.callbacks:
+            return (yield from self._call_llm_observed(messages, functions, start, cfg, ctx))
         stream = self.llm.chat(
             messages, functions, stream=True, delta_stream=True, extra_generate_cfg=cfg, usage=ctx.usage
         )
@@ -216,6 +283,72 @@ class Agent:
             if deadline is not None:
                 ctx.check_deadline()
         return reply.messages()
+
+    def _call_llm_observed(
+        self, messages: list[Message], functions: list[dict] | None, start: int, cfg: dict, ctx: RunContext
+    ) -> Iterator[list[Message]]:
+        """`_call_llm` with llm_start and llm_end events (usage of this call, duration, error)."""
+        from chatagent.events import LLM_END, LLM_START, Event, emit
+
+        names = [f.get("name") if isinstance(f, dict) else getattr(f, "name", None) for f in functions or ()]
+        emit(ctx.callbacks, Event(LLM_START, self.name, data={"messages": len(messages), "functions": names}))
+        usage = Usage()
+        t0 = time.perf_counter()
+        error = None
+        reply = Collector()
+        try:
+            stream = self.llm.chat(
+                messages, functions, stream=True, delta_stream=True, extra_generate_cfg=cfg, usage=usage
+            )
+            for fragments in stream:
+                reply.add(fragments)
+                if start:
+                    for f in fragments:
+                        f.extra[INDEX] += start
+                yield fragments
+                if ctx.deadline is not None:
+                    ctx.check_deadline()
+        except BaseException as e:
+            error = "closed before the end" if isinstance(e, GeneratorExit) else f"{type(e).__name__}: {e}"
+            raise
+        finally:
+            ctx.usage.add(usage.prompt_tokens, usage.completion_tokens)
+            ctx.usage.calls += usage.calls
+            emit(ctx.callbacks, Event(LLM_END, self.name, duration=time.perf_counter() - t0, usage=usage, error=error))
+        return reply.messages()
+
+    def _call_tool(self, tool_name: str, tool_args: str | dict | None = "{}", **kwargs: Any) -> str | list:
+        """Run one tool the model asked for; returns the content for the function message.
+
+        Every failure the model can fix (unknown tool, bad arguments, the tool raising or timing out,
+        `max_calls` used up) comes back as a short error text for the model; the traceback goes to the log.
+        """
+        from chatagent.tools.calling import PreparedCall, execute, prepare_call
+
+        ctx = current_run()
+        call_id = kwargs.pop("call_id", None)
+        if ctx.callbacks:
+            from chatagent.events import TOOL_START, Event, emit
+
+            raw = tool_args if isinstance(tool_args, str) else str(tool_args)
+            emit(ctx.callbacks, Event(TOOL_START, self.name, tool=tool_name, arguments=raw, call_id=call_id))
+        call = prepare_call(
+            self.function_map, tool_name, tool_args, call_id=call_id, counts=ctx.tool_calls,
+            cache=self._tool_cache, kwargs=kwargs,
+        )  # fmt: skip
+        outcome = execute(call, self._tool_cache, ctx.deadline) if isinstance(call, PreparedCall) else call
+        if ctx.callbacks:
+            emit(ctx.callbacks, tool_end_event(self.name, outcome))
+        ctx.check_deadline()
+        return outcome.content
+
+    def _detect_tool(self, message: Message) -> tuple[bool, str, str, str]:
+        """(whether it calls a tool, the tool's name, its arguments, the text): Qwen-Agent's helper."""
+        call = message.function_call
+        text = content_text(message.content)
+        if call is None:
+            return False, "", "", text
+        return True, call.name, call.arguments, text
 
     def _with_system_message(self, msgs: list[Message]) -> list[Message]:
         if not self.system_message:
@@ -271,6 +404,17 @@ class Agent:
                 yield list(dumped)
         finally:
             _close(stream)
+
+
+def tool_end_event(agent: str | None, outcome: Any) -> Any:
+    """The tool_end Event for a ToolOutcome (chatagent.tools.calling)."""
+    from chatagent.events import TOOL_END, Event
+
+    return Event(
+        TOOL_END, agent, duration=outcome.duration, tool=outcome.name, arguments=outcome.arguments,
+        call_id=outcome.call_id, result=outcome.content, error=outcome.content if outcome.error else None,
+        data={"error_kind": outcome.error, "cached": outcome.cached},
+    )  # fmt: skip
 
 
 def _close(stream: Iterator) -> None:

@@ -427,3 +427,25 @@ def _openai_content(content: str | list[ContentItem], image_url: Callable[[str],
 def from_openai(messages: Iterable[dict]) -> list[Message]:
     """Messages from the OpenAI chat format (same as `to_messages`, named for symmetry)."""
     return to_messages(messages)
+
+
+def drop_unanswered_calls(messages: list[Message]) -> list[Message]:
+    """The messages without function calls that have no result (after a stopped or failed turn).
+
+    A call is answered by a function message with the same `extra['function_id']`; calls without ids are
+    matched to results by count. Keeps a history valid for APIs that reject a call without its result.
+    """
+    answered = {(m.extra or {}).get("function_id") for m in messages if m.role == FUNCTION}
+    n_results = sum(1 for m in messages if m.role == FUNCTION)
+    n_calls = 0
+    out = []
+    for m in messages:
+        if m.role == ASSISTANT and m.function_call is not None:
+            fid = (m.extra or {}).get("function_id")
+            n_calls += 1
+            if fid is not None and fid not in answered:
+                continue
+            if fid is None and n_calls > n_results:
+                continue
+        out.append(m)
+    return out

@@ -22,7 +22,7 @@ def count_tokens(text: str) -> int:
     """Estimated number of tokens in `text`."""
     if not text:
         return 0
-    return sum(1 for _ in _TOKEN.finditer(text))
+    return len(_TOKEN.findall(text))
 
 
 def truncate_tokens(text: str, max_tokens: int, marker: str = " ...[truncated]") -> str:

@@ -192,8 +192,11 @@ class BaseChatModel:
     ) -> Iterator[list[Message]]:
         if usage is not None:
             usage.calls += 1
-        if funcs and (settings.fncall_prompt_type or not self.native_tools):
-            return self._prompted_fncall(msgs, funcs, cfg, settings, usage, stream)
+        if settings.request_timeout is not None:  # the one framework setting a backend applies itself
+            cfg = {**cfg, "request_timeout": settings.request_timeout}
+        if (settings.fncall_prompt_type or not self.native_tools) and (funcs or _has_calls(msgs)):
+            # without tools too: earlier calls and results must reach the model as the prompt's text
+            return self._prompted_fncall(msgs, funcs or [], cfg, settings, usage, stream)
         if stream:
             native = self._retrying(lambda: self._chat_stream(msgs, funcs, cfg, usage), settings)
         else:
@@ -262,6 +265,10 @@ class BaseChatModel:
                     "%s: %s; retry %d/%d in %.2fs", self.model or self.model_type, e, tries, settings.max_retries, wait
                 )
                 time.sleep(wait)
+
+
+def _has_calls(msgs: list[Message]) -> bool:
+    return any(m.role == FUNCTION or m.function_call is not None for m in msgs)
 
 
 def _as_fragments(msgs: list[Message]) -> Iterator[list[Message]]:

@@ -1,0 +1,92 @@
+"""Retrieval quality of chatagent's keyword index on the evaluation sets, beside Qwen-Agent's figures.
+
+    .venv/bin/python bench/rag_quality.py [--data DIR] [--sets hotpotqa,cmrc2018]
+
+Each passage is one document (its title as the title field); the query is the raw question, no LLM.
+Prints recall@1/5/10 (fraction of a query's gold passages in the top k, averaged), MRR (first gold
+hit) and index build time (analysis + postings), with Qwen-Agent 0.0.34's figures from BASELINE.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from chatagent.rag import Index  # noqa: E402
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "rag_eval"
+if not DEFAULT_DATA.exists():
+    DEFAULT_DATA = Path("/work/shared/data/rag_eval")
+
+# Qwen-Agent 0.0.34, from BASELINE.md (measured on the same machine class): r@1, r@5, r@10, MRR, build s
+QWEN_AGENT = {
+    "hotpotqa": (0.395, 0.815, 0.895, 0.878, 3.2),
+    "cmrc2018": (0.973, 0.995, 0.996, 0.982, 6.4),
+}
+TARGETS = {"hotpotqa": "recall@5 >= 0.865", "cmrc2018": "recall@1 >= 0.973, recall@5 >= 0.995"}
+
+
+def load(path: Path) -> list[dict]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def evaluate(name: str, data: Path, lang: str = "auto", **params: float) -> dict[str, float]:
+    passages = load(data / name / "passages.jsonl")
+    queries = load(data / name / "queries.jsonl")
+    start = time.perf_counter()
+    index = Index(lang, **params)
+    index.add_texts([p["id"] for p in passages], [p["text"] for p in passages], [p.get("title") for p in passages])
+    index.search("warm up")  # builds the postings
+    build = time.perf_counter() - start
+    recall = {1: 0.0, 5: 0.0, 10: 0.0}
+    mrr = 0.0
+    start = time.perf_counter()
+    for q in queries:
+        gold = set(q["gold_ids"])
+        ranked = [doc_id for doc_id, _ in index.search(q["question"], top_k=10)]
+        for k in recall:
+            recall[k] += len(gold.intersection(ranked[:k])) / len(gold)
+        for rank, doc_id in enumerate(ranked, 1):
+            if doc_id in gold:
+                mrr += 1 / rank
+                break
+    query_ms = (time.perf_counter() - start) * 1000 / len(queries)
+    n = len(queries)
+    return {
+        "recall@1": recall[1] / n,
+        "recall@5": recall[5] / n,
+        "recall@10": recall[10] / n,
+        "mrr": mrr / n,
+        "build_s": build,
+        "query_ms": query_ms,
+        "passages": len(passages),
+        "queries": n,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--sets", default="hotpotqa,cmrc2018")
+    parser.add_argument("--lang", default="auto", choices=["auto", "en", "zh"])
+    args = parser.parse_args()
+    for name in args.sets.split(","):
+        r = evaluate(name, args.data, args.lang)
+        qa = QWEN_AGENT.get(name)
+        print(f"== {name} ({r['passages']} passages, {r['queries']} queries; target {TARGETS.get(name, '-')})")
+        for i, key in enumerate(("recall@1", "recall@5", "recall@10", "mrr")):
+            ref = f"   qwen-agent: {qa[i]:.3f}" if qa else ""
+            print(f"{name} {key}: {r[key]:.3f}{ref}")
+        ref = f"   qwen-agent: {qa[4]:.1f} s (+ chunking)" if qa else ""
+        print(f"{name} index_build_s: {r['build_s']:.3f}{ref}")
+        print(f"{name} query_ms: {r['query_ms']:.2f}   qwen-agent: ~3 ms (index built once)")
+
+
+if __name__ == "__main__":
+    main()

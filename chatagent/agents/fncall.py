@@ -1,0 +1,211 @@
+"""FnCallAgent: the tool loop. The model asks for tools, the agent runs them, the model continues.
+
+    bot = FnCallAgent(llm=cfg, function_list=[get_weather, 'code_interpreter', {'name': 'my_tool', 'timeout': 5}])
+    for rsp in bot.run([{'role': 'user', 'content': 'Weather in Paris?'}]):
+        ...
+
+Limits: at most `max_llm_calls` model calls per run; when they are used up while the model still
+wants tools, it is asked once more, without tools, for a final answer, and that message carries
+`extra['stop_reason'] = 'max_llm_calls'`. Parallel calls run concurrently (up to
+`max_parallel_tools` threads) and their results keep the call order. The same call (name and
+arguments) three times in a row is not run again: the model is told it is looping. A tool with
+`return_direct` ends the run with its result as the answer (`stop_reason = 'return_direct'`).
+
+The agent keeps no per-run state on itself, so one instance serves many threads at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from chatagent.agent import Agent, current_run, tool_end_event
+from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, content_text
+from chatagent.stream import INDEX, fragment
+from chatagent.tools.calling import PreparedCall, ToolOutcome, call_key, execute, prepare_call, run_batch
+
+logger = logging.getLogger("chatagent.agent")
+
+REPEAT_LIMIT = 3  # the same call this many times in a row is reported as a loop
+FINAL_ANSWER_PROMPT = (
+    "You have used all the tool calls available for this request. Do not call any more tools: answer now "
+    "with what you have found so far, and say briefly what is still missing, if anything."
+)
+FINAL_ANSWER_PROMPT_ZH = (
+    "可用的工具调用次数已经用完。请不要再调用工具，根据目前已有的信息直接回答，如有缺失请简要说明。"
+)
+
+
+class FnCallAgent(Agent):
+    """An agent that calls tools (native function calling, or prompt-based where the model lacks it).
+
+    Args:
+        function_list: the tools (see `Agent`).
+        llm, system_message, name, description: see `Agent`.
+        max_llm_calls: model calls per run before the model is asked for a final answer (default 20).
+        max_parallel_tools: threads for the calls of one reply (default 8).
+    """
+
+    def __init__(
+        self,
+        function_list: list | None = None,
+        llm: Any = None,
+        system_message: str | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        max_llm_calls: int = 20,
+        max_parallel_tools: int = 8,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(function_list, llm, system_message, name, description, **kwargs)
+        if not isinstance(max_llm_calls, int) or max_llm_calls < 1:
+            raise ValueError(f"max_llm_calls must be a positive integer, got {max_llm_calls!r}")
+        self.max_llm_calls = max_llm_calls
+        self.max_parallel_tools = max(1, int(max_parallel_tools))
+
+    @property
+    def functions(self) -> list[dict] | None:
+        """The tool schemas sent to the model."""
+        return [t.function for t in self.function_map.values()] or None
+
+    def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
+        functions = self.functions
+        response: list[Message] = []
+        history = _History()
+        for _ in range(self.max_llm_calls):
+            reply = yield from self._call_llm(messages + response, functions, start=len(response))
+            response.extend(reply)
+            calls = [m for m in reply if m.function_call is not None]
+            if not calls:
+                return
+            outcomes = yield from self._run_calls(calls, history, messages + response, response, lang, kwargs)
+            direct = [o for o in outcomes if o.return_direct and o.error is None]
+            if direct:
+                text = "\n\n".join(
+                    content_text(o.content) if isinstance(o.content, list) else o.content for o in direct
+                )
+                extra = {INDEX: len(response), "stop_reason": "return_direct"}
+                yield [Message._make(ASSISTANT, text, None, None, None, extra)]
+                return
+        yield from self._final_answer(messages, response, lang)
+
+    def _final_answer(self, messages: list[Message], response: list[Message], lang: str) -> Iterator[list[Message]]:
+        """The budget is spent: ask once more, without tools, and mark the answer with why the run stopped."""
+        logger.warning(
+            "%s used all %d model calls; asking for a final answer", self.name or "agent", self.max_llm_calls
+        )
+        note = Message._make(USER, FINAL_ANSWER_PROMPT_ZH if lang == "zh" else FINAL_ANSWER_PROMPT)
+        start = len(response)
+        reply = yield from self._call_llm(messages + response + [note], None, start=start)
+        texts = [i for i, m in enumerate(reply) if m.function_call is None]
+        if not texts or not any(content_text(reply[i].content).strip() for i in texts):
+            extra = {INDEX: start + len(reply), "stop_reason": "max_llm_calls"}
+            text = f"Stopped after {self.max_llm_calls} model calls without reaching a final answer."
+            yield [Message._make(ASSISTANT, text, None, None, None, extra)]
+            return
+        yield [
+            Message._make(ASSISTANT, "", None, None, None, {INDEX: start + texts[-1], "stop_reason": "max_llm_calls"})
+        ]
+
+    def _run_calls(
+        self,
+        calls: list[Message],
+        history: _History,
+        context: list[Message],
+        response: list[Message],
+        lang: str,
+        kwargs: dict,
+    ) -> Iterator[list[Message]]:
+        """Run one reply's calls (concurrently when there are several); yield and append their results in order."""
+        ctx = current_run()
+        callbacks = ctx.callbacks
+        tool_kwargs = {**kwargs, "messages": context, "lang": lang}
+        prepared: list[PreparedCall | ToolOutcome] = []
+        for m in calls:
+            fc = m.function_call
+            call_id = (m.extra or {}).get("function_id")
+            if callbacks:
+                from chatagent.events import TOOL_START, Event, emit
+
+                emit(callbacks, Event(TOOL_START, self.name, tool=fc.name, arguments=fc.arguments, call_id=call_id))
+            if history.repeated(fc.name, fc.arguments):
+                outcome = ToolOutcome(fc.name, fc.arguments, call_id)
+                prepared.append(outcome.fail("loop", _loop_message(fc.name)))
+                continue
+            prepared.append(
+                prepare_call(
+                    self.function_map,
+                    fc.name,
+                    fc.arguments,
+                    call_id=call_id,
+                    counts=ctx.tool_calls,
+                    cache=self._tool_cache,
+                    kwargs=tool_kwargs,
+                )
+            )
+        pending = {n: k for k, n in enumerate(i for i, p in enumerate(prepared) if isinstance(p, PreparedCall))}
+        cache, deadline = self._tool_cache, ctx.deadline
+        wait = None
+        if len(pending) > 1:
+            jobs = [lambda p=prepared[n]: execute(p, cache, deadline) for n in pending]
+            wait = run_batch(jobs, self.max_parallel_tools)
+        outcomes: list[ToolOutcome] = []
+        for n, p in enumerate(prepared):
+            if isinstance(p, PreparedCall):
+                outcome = wait(pending[n]) if wait is not None else execute(p, cache, deadline)
+            else:
+                outcome = p
+            if callbacks:
+                from chatagent.events import emit
+
+                emit(callbacks, tool_end_event(self.name, outcome))
+            outcomes.append(outcome)
+            extra = {"function_id": outcome.call_id} if outcome.call_id is not None else None
+            msg = Message._make(FUNCTION, outcome.content, outcome.name, None, None, extra)
+            yield [fragment(msg, len(response))]
+            response.append(msg)
+        ctx.check_deadline()
+        return outcomes
+
+
+class _History:
+    """The run's calls in order, to notice the same call repeated."""
+
+    __slots__ = ("last", "count")
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+        self.count = 0
+
+    def repeated(self, name: str, arguments: str) -> bool:
+        """Record a call; True when it is the REPEAT_LIMIT-th identical call in a row."""
+        key = _canonical(name, arguments)
+        if key == self.last:
+            self.count += 1
+        else:
+            self.last, self.count = key, 1
+        return self.count >= REPEAT_LIMIT
+
+
+def _canonical(name: str, arguments: str) -> str:
+    """(name, arguments) with key order and spacing made canonical when the arguments are strict JSON."""
+    try:
+        args = orjson.loads(arguments)
+    except (ValueError, RecursionError):
+        args = None
+    key = call_key(name, args) if isinstance(args, dict) else None
+    return key if key is not None else name + "\x00" + arguments.strip()
+
+
+def _loop_message(name: str) -> str:
+    return (
+        f"Error: you called {name} with the same arguments {REPEAT_LIMIT} times in a row; it was not run again "
+        "because the result will not change. Use the results you already have, try different arguments, "
+        "or answer the user."
+    )
+
+
+__all__ = ["FnCallAgent"]

@@ -1,0 +1,196 @@
+"""Router: answers a request itself or hands it to the sub-agent best suited for it.
+
+    router = Router(llm=cfg, agents=[coder, translator])
+    response = router.run_nonstream([{'role': 'user', 'content': 'Translate "hello" into French'}])
+
+The router's model sees the sub-agents' names and descriptions and either answers the user directly or
+writes a first line `Call: <name>`. A call is never shown: the text is held back until the first line
+is complete and is not a call (`**Call:** name` and extra spaces are understood; the name is matched
+exactly, then ignoring case). The chosen agent then runs on the original conversation (the caller's
+messages, without the router's own system message) and its messages, carrying its name, are the
+response. A name that matches no agent is logged and the router answers the user itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from chatagent.agent import Agent, current_run
+from chatagent.llm.base import BaseChatModel
+from chatagent.schema import ASSISTANT, SYSTEM, ContentItem, Message
+from chatagent.stream import Collector, fragment, shift
+
+logger = logging.getLogger("chatagent.router")
+
+ROUTER_PROMPT = {
+    "en": (
+        "You can hand the user's request to one of these agents:\n{roster}\n\n"
+        "If one of them is better suited to the request, reply with only one line: Call: <agent name>\n"
+        "Otherwise answer the user directly yourself (do not start your answer with 'Call:')."
+    ),
+    "zh": (
+        "你可以把用户的请求交给以下智能体之一：\n{roster}\n\n"
+        "如果其中某个智能体更适合处理这个请求，只回复一行：Call: <智能体名字>\n"
+        "否则请你自己直接回答用户（回答不要以“Call:”开头）。"
+    ),
+}
+UNKNOWN_AGENT = {
+    "en": "There is no agent called {name!r}. Answer the user directly yourself; do not write 'Call:'.",
+    "zh": "没有名为“{name}”的智能体。请你自己直接回答用户，不要写“Call:”。",
+}
+
+# "Call: name", "**Call:** name", "call：name" at the very start of the reply
+_CALL = re.compile(r"^\s*[*_]*\s*call\s*[*_]*\s*[:：]\s*[*_`\"']*\s*(?P<name>.*?)\s*[*_`\"'.。]*\s*$", re.IGNORECASE)
+_CALL_WORD = "call"
+
+
+class Router(Agent):
+    """Answers itself or delegates to one of `agents` by name (see the module docstring).
+
+    Args:
+        agents: the sub-agents, each with a unique `name` and ideally a `description`.
+        llm: the router's own model.
+        system_message: the router's instructions (its sub-agents never see them).
+    """
+
+    def __init__(
+        self,
+        agents: list[Agent],
+        llm: dict | BaseChatModel | None = None,
+        system_message: str | None = None,
+        name: str | None = "Router",
+        description: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(llm=llm, system_message=system_message, name=name, description=description, **kwargs)
+        self.agents = list(agents)
+        if not self.agents:
+            raise ValueError("a Router needs at least one sub-agent")
+        names = [a.name for a in self.agents]
+        if any(not n for n in names):
+            raise ValueError("every sub-agent of a Router needs a name")
+        if len(set(names)) != len(names):
+            raise ValueError(f"the sub-agents' names must be unique, got {names}")
+        self._by_name: dict[str, Agent] = {a.name: a for a in self.agents}  # type: ignore[misc]
+
+    def _with_system_message(self, msgs: list[Message]) -> list[Message]:
+        return msgs  # the router's instructions go to its own model only (see _router_messages)
+
+    def _router_messages(self, messages: list[Message], lang: str) -> list[Message]:
+        roster = "\n".join(f"- {a.name}: {a.description or ''}".rstrip(": ") for a in self.agents)
+        prompt = ROUTER_PROMPT[lang].format(roster=roster)
+        if self.system_message:
+            prompt = self.system_message + "\n\n" + prompt
+        if messages[0].role != SYSTEM:
+            return [Message._make(SYSTEM, prompt)] + messages
+        first = messages[0]
+        if isinstance(first.content, str):
+            return [first.copy(content=prompt + "\n\n" + first.content)] + messages[1:]
+        return [first.copy(content=[ContentItem(text=prompt + "\n\n")] + list(first.content))] + messages[1:]
+
+    def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
+        lang = lang if lang in ROUTER_PROMPT else "en"
+        routed = self._router_messages(messages, lang)
+        name, shown = yield from self._answer_or_call(routed)
+        if name is None:
+            return
+        agent = self.match(name)
+        if agent is None:
+            logger.warning("router: the model called unknown agent %r; answering itself", name)
+            retry = routed + [
+                Message._make(ASSISTANT, f"Call: {name}"),
+                Message._make("user", UNKNOWN_AGENT[lang].format(name=name)),
+            ]
+            yield from self._call_llm(retry, start=shown)
+            return
+        logger.info("router: handing the request to %s", agent.name)
+        yield from run_subagent(agent, messages, lang, start=shown)
+
+    def match(self, name: str) -> Agent | None:
+        """The sub-agent called `name` (exactly, else ignoring case), or None."""
+        if name in self._by_name:
+            return self._by_name[name]
+        lowered = name.lower()
+        return next((a for n, a in self._by_name.items() if n.lower() == lowered), None)
+
+    def _answer_or_call(self, messages: list[Message]) -> Iterator[list[Message]]:
+        """Stream the model's own answer; or, when its first line is a call, return the called name.
+
+        Returns (name or None, how many messages were shown: 1 when a thinking model's reasoning was).
+        """
+        shown = 0
+        held = ""  # text held back while it may still become "Call: name"
+        deciding = True
+        stream = self._call_llm(messages)
+        try:
+            for fragments in stream:
+                if not deciding:
+                    yield fragments
+                    continue
+                out = []
+                for f in fragments:
+                    if f.extra["index"] != 0 or not isinstance(f.content, str):
+                        out.append(f)
+                        continue
+                    held += f.content
+                    verdict = _first_line_verdict(held)
+                    if verdict is None:  # still undecided: hold back the text, keep other fields
+                        if f.reasoning_content:
+                            out.append(f.copy(content=""))
+                            shown = 1
+                        continue
+                    if verdict is True:
+                        line = held.lstrip().split("\n", 1)[0]
+                        return _CALL.match(line).group("name"), shown  # type: ignore[union-attr]
+                    deciding = False
+                    out.append(f.copy(content=held))
+                if out:
+                    yield out
+        finally:
+            stream.close()
+        if deciding:
+            match = _CALL.match(held)
+            if match and match.group("name"):
+                return match.group("name"), shown
+            if held:
+                yield [fragment(Message._make(ASSISTANT, held), 0)]
+        return None, shown
+
+
+def _first_line_verdict(text: str) -> bool | None:
+    """True: the reply starts with a complete `Call: name` line; False: it cannot be a call; None: not yet known."""
+    head = text.lstrip()
+    if not head:
+        return None
+    bare = head.lstrip("*_ ").lower()
+    if bare and not (bare.startswith(_CALL_WORD) or _CALL_WORD.startswith(bare)):
+        return False
+    newline = head.find("\n")
+    if newline < 0:
+        return None if len(head) < 200 else False
+    match = _CALL.match(head[:newline])
+    return bool(match and match.group("name"))
+
+
+def run_subagent(agent: Agent, messages: list[Message], lang: str, start: int = 0) -> Iterator[list[Message]]:
+    """Run `agent` on `messages` as part of the current run: its fragments placed from `start`, the run's
+    deadline and callbacks passed on, its token usage added to the run's. Returns its response."""
+    ctx = current_run()
+    ctx.check_deadline()
+    remaining = ctx.deadline - time.monotonic() if ctx.deadline is not None else None
+    extra = {"callbacks": ctx.callbacks} if ctx.callbacks else {}
+    sub = agent.run(messages, delta_stream=True, lang=lang, deadline=remaining, **extra)
+    collector = Collector()
+    try:
+        for fragments in sub:
+            collector.add(fragments)
+            yield shift(fragments, start)
+    finally:
+        sub.close()
+        ctx.usage.add(sub.usage.prompt_tokens, sub.usage.completion_tokens)
+        ctx.usage.calls += sub.usage.calls
+    return collector.messages()

@@ -1,0 +1,91 @@
+"""Events: watch a run's model calls and tool calls as they happen.
+
+    def log(event):
+        print(event.kind, event.tool or '', event.duration, event.usage)
+
+    bot = FnCallAgent(llm=cfg, function_list=[...], callbacks=[log])
+    bot.run_nonstream(messages, callbacks=[other])        # per-run callbacks add to the agent's
+
+A callback is a function taking an Event, or an object with `on_<kind>(event)` methods (subclass
+`Callbacks` and override the ones you need). Kinds, in the order they happen:
+
+    run_start  llm_start  llm_end(usage, duration)  tool_start(tool, arguments)  tool_end(duration, error)
+    ...        run_end(usage: the whole run's, duration, error)
+
+All callbacks run in the thread iterating the run, also for tools that ran in parallel (their start
+events come before the batch runs, their end events in call order). A callback that raises is logged
+and does not stop the run. With no callback set, no Event is ever built.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+logger = logging.getLogger("chatagent.events")
+
+RUN_START, RUN_END = "run_start", "run_end"
+LLM_START, LLM_END = "llm_start", "llm_end"
+TOOL_START, TOOL_END = "tool_start", "tool_end"
+KINDS = (RUN_START, RUN_END, LLM_START, LLM_END, TOOL_START, TOOL_END)
+
+
+@dataclass
+class Event:
+    """Something that happened in a run. Fields that do not apply to the kind are None."""
+
+    kind: str
+    agent: str | None = None
+    time: float = field(default_factory=time.time)
+    duration: float | None = None  # seconds, on *_end events
+    usage: Any = None  # llm_end: this call's Usage; run_end: the run's total
+    tool: str | None = None
+    arguments: str | None = None  # tool_start/tool_end: the arguments as the model wrote them
+    call_id: str | None = None  # the function call's id, when the model gave one
+    result: Any = None  # tool_end: the content sent back to the model
+    error: str | None = None  # *_end: what went wrong (tool_end: the message the model got)
+    data: dict = field(default_factory=dict)  # anything else: llm_start has 'messages' (count) and 'functions'
+
+
+class Callbacks:
+    """Base for callback objects: override the `on_<kind>` methods you need."""
+
+    def on_run_start(self, event: Event) -> None: ...
+    def on_run_end(self, event: Event) -> None: ...
+    def on_llm_start(self, event: Event) -> None: ...
+    def on_llm_end(self, event: Event) -> None: ...
+    def on_tool_start(self, event: Event) -> None: ...
+    def on_tool_end(self, event: Event) -> None: ...
+
+
+Callback = Callable[[Event], Any] | Callbacks
+
+
+def emit(callbacks: Iterable[Callback], event: Event) -> None:
+    """Deliver `event` to each callback; one that raises is logged with its traceback and skipped."""
+    method = "on_" + event.kind
+    for cb in callbacks:
+        handler = getattr(cb, method, None)
+        if handler is None:
+            if not callable(cb) or isinstance(cb, Callbacks):
+                continue
+            handler = cb
+        try:
+            handler(event)
+        except Exception:
+            logger.exception("callback %r failed on %s", cb, event.kind)
+
+
+def as_callbacks(value: Any) -> tuple:
+    """Callbacks given as one callback, a list, or None, as a tuple."""
+    if value is None:
+        return ()
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    return (value,)
+
+
+__all__ = ["Callbacks", "Event", "emit", "KINDS"]

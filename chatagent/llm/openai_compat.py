@@ -1,0 +1,519 @@
+"""Every OpenAI-compatible chat server: OpenAI, vLLM, Ollama, llama.cpp server, SGLang, DashScope's compatible mode.
+
+    llm = get_chat_model({'model': 'Qwen2.5-7B-Instruct', 'model_server': 'http://127.0.0.1:8000/v1',
+                          'api_key': 'EMPTY', 'generate_cfg': {'temperature': 0.2, 'extra_body': {'top_k': 20}}})
+
+The request goes through the openai SDK (one client per model, so connections are reused; the SDK's own
+retries are off because BaseChatModel retries). The streamed answer is read from the raw HTTP response
+and parsed with orjson, event by event: no pydantic object per chunk.
+
+Streamed tool calls are assembled by their index and each is yielded, complete, when the stream ends:
+the reply is not acted on before it is complete anyway, servers may interleave the deltas of parallel
+calls, and the text (at index 0) always comes before the calls, even when a server sends more text after
+a call has started. A stream that ends without `[DONE]` or a finish_reason is an error, never a reply.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import inspect
+import logging
+import mimetypes
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import orjson
+
+from chatagent.errors import ModelServiceError
+from chatagent.llm.base import BaseChatModel, Settings, Usage, register_llm
+from chatagent.schema import ASSISTANT, FunctionCall, Message, to_openai
+
+logger = logging.getLogger("chatagent.llm")
+
+_MULTIMODAL = re.compile(
+    r"(?<![a-z])vl(?![a-z])|vision|gpt-4o|gpt-4\.1|gpt-5|omni|qvq|llava|pixtral|gemini|claude|internvl|minicpm-v|glm-4v",
+    re.IGNORECASE,
+)
+_CONTEXT = re.compile(
+    r"context[ _-]?length|context window|maximum context|too many tokens|prompt is too long|input is too long"
+    r"|input length|reduce the length|maximum input length|exceeds? the model",
+    re.IGNORECASE,
+)
+_TOOLS = re.compile(r"\btools?\b|tool_choice|function[ _]?call", re.IGNORECASE)
+_UNSUPPORTED = re.compile(
+    r"support|require|unrecogni[sz]ed|unknown|not allowed|not permitted|extra|--jinja", re.IGNORECASE
+)
+_RETRYABLE_STATUS = {408, 409, 425, 429}
+
+
+def looks_multimodal(model: str) -> bool:
+    """Whether a model name suggests it takes images (Qwen-VL, GPT-4o, LLaVA, ...)."""
+    return bool(_MULTIMODAL.search(model or ""))
+
+
+def image_url(value: str) -> str:
+    """An image item's value as a URL the server can read: local files (paths or file://) as base64 data URLs."""
+    if value.startswith(("http://", "https://", "data:")):
+        return value
+    path = value[len("file://") :] if value.startswith("file://") else value
+    path = os.path.expanduser(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"image not found: {value!r} (give a local file path, a file:// or an http(s) URL)")
+    mime = mimetypes.guess_type(path)[0] or "image/png"
+    with open(path, "rb") as f:
+        return f"data:{mime};base64,{base64.b64encode(f.read()).decode('ascii')}"
+
+
+@register_llm("oai")
+class OpenAICompatModel(BaseChatModel):
+    """A model behind an OpenAI-compatible `/chat/completions` endpoint.
+
+    cfg: `model`; `model_server` (the base URL, e.g. `http://127.0.0.1:8000/v1`; missing or 'openai' means
+    `OPENAI_BASE_URL` or api.openai.com); `api_key` (else `OPENAI_API_KEY`, else 'EMPTY' for local servers);
+    `multimodal` (else guessed from the model name); `generate_cfg`: every key but the framework's goes
+    into the request (`temperature`, `max_tokens`, `stop`, `seed`, `extra_body`, `extra_headers`, and keys
+    the SDK does not know, such as vLLM's `top_k`, are sent in the JSON body); `request_timeout` (seconds)
+    is the connect and read timeout.
+    """
+
+    def __init__(self, cfg: dict | None = None) -> None:
+        super().__init__(cfg)
+        cfg = self.cfg
+        server = str(cfg.get("model_server") or cfg.get("base_url") or "").strip()
+        if not server or server.lower() == "openai":
+            server = os.environ.get("OPENAI_BASE_URL", "")
+        self.base_url: str | None = server.rstrip("/") or None
+        self.api_key = cfg.get("api_key") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        if "multimodal" not in cfg:
+            self.support_multimodal_input = looks_multimodal(self.model)
+        self._client: Any = None
+        self._client_lock = threading.Lock()
+
+    @property
+    def client(self) -> Any:
+        """The openai.OpenAI client of this model (made on first use)."""
+        if self._client is None:
+            with self._client_lock:
+                if self._client is None:
+                    import openai
+
+                    self._client = openai.OpenAI(api_key=self.api_key, base_url=self.base_url, max_retries=0)
+        return self._client
+
+    # ---- requests ------------------------------------------------------------------------------------
+
+    def _call(
+        self,
+        msgs: list[Message],
+        funcs: list[dict] | None,
+        cfg: dict,
+        settings: Settings,
+        usage: Usage | None,
+        stream: bool,
+    ) -> Iterator[list[Message]]:
+        # the function-calling settings become tool_choice / parallel_tool_calls when tools are sent natively
+        if funcs and settings.function_choice not in (None, "auto"):
+            cfg = {**cfg, "_function_choice": settings.function_choice}
+        if funcs and not settings.parallel_function_calls:
+            cfg = {**cfg, "_parallel_function_calls": False}
+        return super()._call(msgs, funcs, cfg, settings, usage, stream)
+
+    def _request(self, messages: list[Message], functions: list[dict] | None, cfg: dict, stream: bool) -> dict:
+        """The keyword arguments of `chat.completions.create`."""
+        known = _create_params(self.client)
+        kwargs: dict[str, Any] = {"model": self.model, "messages": to_openai(messages, image_url=image_url)}
+        if functions:
+            kwargs["tools"] = [{"type": "function", "function": f} for f in functions]
+        if stream:
+            kwargs["stream"] = True
+            kwargs["stream_options"] = {"include_usage": True}
+        extra_body: dict = {}
+        for key, value in cfg.items():
+            if key == "_function_choice":
+                if functions:
+                    choice = (
+                        value if value in ("none", "required") else {"type": "function", "function": {"name": value}}
+                    )
+                    kwargs["tool_choice"] = choice
+            elif key == "_parallel_function_calls":
+                if functions:
+                    kwargs["parallel_tool_calls"] = value
+            elif key in ("stream", "messages"):
+                logger.warning("generate_cfg[%r] is ignored: chatagent sets it", key)
+            elif key == "request_timeout":
+                kwargs["timeout"] = value
+            elif key == "extra_body":
+                extra_body.update(value or {})
+            elif key in known:
+                kwargs[key] = value
+            else:  # a key the SDK does not know (top_k, repetition_penalty, enable_thinking, ...): into the body
+                extra_body[key] = value
+        if extra_body:
+            kwargs["extra_body"] = extra_body
+        return kwargs
+
+    def _send(self, kwargs: dict, has_tools: bool) -> Any:
+        """POST the request; the raw (unread when streaming) httpx response. Errors as ModelServiceError."""
+        import openai
+
+        try:
+            return self.client.chat.completions.with_raw_response.create(**kwargs).http_response
+        except openai.APIStatusError as e:
+            raise self._status_error(e.status_code, e.response, e.body, has_tools) from None
+        except openai.APITimeoutError:
+            raise ModelServiceError("timeout", f"no answer from {self._where()} in time", retryable=True) from None
+        except openai.APIConnectionError as e:
+            cause = e.__cause__ or e
+            raise ModelServiceError(
+                "connection_error", f"cannot reach {self._where()}: {_scrub(str(cause), self.api_key)}", retryable=True
+            ) from None
+
+    def _where(self) -> str:
+        return self.base_url or "api.openai.com"
+
+    def _status_error(self, status: int, response: Any, body: Any, has_tools: bool) -> ModelServiceError:
+        message, code = _error_message(body, response)
+        message = _scrub(message, self.api_key)
+        retry_after = _retry_after(response.headers) if response is not None else None
+        if status in _RETRYABLE_STATUS or status >= 500:
+            return ModelServiceError(status, message, retryable=True, retry_after=retry_after)
+        if status in (400, 413, 422):
+            if code == "context_length_exceeded" or _CONTEXT.search(message):
+                return ModelServiceError("context_too_long", message)
+            if has_tools and _TOOLS.search(message) and _UNSUPPORTED.search(message):
+                return ModelServiceError("tools_unsupported", message)
+        if status in (401, 403):
+            message = f"{message} (check api_key / OPENAI_API_KEY for {self._where()})"
+        elif status == 404:
+            message = f"{message} (check the model name {self.model!r} and model_server {self._where()!r})"
+        return ModelServiceError(status, message)
+
+    # ---- streaming -----------------------------------------------------------------------------------
+
+    def _chat_stream(
+        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+    ) -> Iterator[list[Message]]:
+        kwargs = self._request(messages, functions, cfg, stream=True)
+        response = self._send(kwargs, bool(functions))
+        try:
+            yield from self._read_stream(response, usage, bool(functions))
+        finally:
+            response.close()
+
+    def _read_stream(self, response: Any, usage: Usage | None, has_tools: bool) -> Iterator[list[Message]]:
+        ctype = response.headers.get("content-type", "")
+        if "event-stream" not in ctype:
+            yield from self._non_sse_body(response, ctype, usage, has_tools)
+            return
+        make = Message._make
+        loads = orjson.loads
+        calls: dict[int, list] = {}  # tool index -> [id, name, argument pieces]
+        text_seen = choice_seen = finished = done = False
+        last_usage = None
+        try:
+            for data in _sse_data(response.iter_bytes()):
+                if done:  # read on to the end of the body, so that the connection goes back to the pool
+                    continue
+                if data == b"[DONE]":
+                    done = True
+                    continue
+                try:
+                    obj = loads(data)
+                except orjson.JSONDecodeError:
+                    raise ModelServiceError(
+                        "bad_response", f"malformed event from {self._where()}: {_snippet(data)}", retryable=True
+                    ) from None
+                if type(obj) is not dict:
+                    raise ModelServiceError("bad_response", f"unexpected event: {_snippet(data)}", retryable=True)
+                choices = obj.get("choices")
+                if not choices:  # the usage chunk, an error, or a keep-alive
+                    if obj.get("error"):
+                        status = _int(obj["error"].get("code") if isinstance(obj["error"], dict) else None) or 500
+                        raise self._status_error(status, None, obj, has_tools)
+                    last_usage = obj.get("usage") or last_usage
+                    continue
+                choice_seen = True
+                choice = choices[0]
+                if choice.get("index"):  # with n > 1 choices only the first counts
+                    choice = next((c for c in choices if not c.get("index")), None)
+                    if choice is None:
+                        continue
+                delta = choice.get("delta") or {}
+                content = delta.get("content")
+                if content and len(delta) == 1 and type(content) is str:  # the usual chunk: text only
+                    text_seen = True
+                    yield [make(ASSISTANT, content, None, None, None, {"index": 0})]
+                else:
+                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                    if content or reasoning:
+                        if content and type(content) is not str:  # a list of parts, as a few servers send
+                            content = _parts_text(content)
+                        text_seen = True
+                        yield [make(ASSISTANT, content or "", None, None, reasoning or None, {"index": 0})]
+                    tool_calls = delta.get("tool_calls")
+                    if tool_calls:
+                        for n, tc in enumerate(tool_calls):
+                            _add_call_delta(calls, tc, n)
+                    elif delta.get("function_call"):  # the legacy single-call form
+                        _add_call_delta(calls, {"index": 0, "function": delta["function_call"]}, 0)
+                if choice.get("finish_reason"):
+                    finished = True
+                    last_usage = obj.get("usage") or last_usage  # some servers put it on the last chunk
+        except Exception as e:
+            if not _is_http_error(e):
+                raise
+            raise self._transport_error(e) from None
+        if not (done or finished):
+            raise ModelServiceError(
+                "stream_incomplete", f"the stream from {self._where()} ended before the answer did", retryable=True
+            )
+        if not choice_seen:
+            raise ModelServiceError("empty_response", f"{self._where()} sent no choices", retryable=True)
+        if usage is not None and last_usage:
+            usage.add(last_usage.get("prompt_tokens") or 0, last_usage.get("completion_tokens") or 0)
+        start = 1 if text_seen else 0
+        for n, i in enumerate(sorted(calls)):
+            fid, name, pieces = calls[i]
+            extra = {"index": start + n, "function_id": fid or _call_id()}
+            yield [make(ASSISTANT, "", None, FunctionCall(name, "".join(pieces)), None, extra)]
+        if not (text_seen or calls):
+            yield [make(ASSISTANT, "", None, None, None, {"index": 0})]
+
+    def _non_sse_body(self, response: Any, ctype: str, usage: Usage | None, has_tools: bool) -> Iterator[list[Message]]:
+        """A streaming request answered without an event stream: a whole JSON completion, an error, or junk."""
+        try:
+            body = response.read()
+        except Exception as e:
+            if not _is_http_error(e):
+                raise
+            raise self._transport_error(e) from None
+        if "json" in ctype:
+            reply = self._parse_completion(body, usage, has_tools)
+            yield [m.copy(extra={**(m.extra or {}), "index": i}) for i, m in enumerate(reply)]
+            return
+        raise ModelServiceError(
+            "bad_response",
+            f"{self._where()} answered {ctype or 'no content type'}, not an event stream "
+            f"(is model_server the API's base URL, ending in /v1?): {_snippet(body)}",
+        )
+
+    def _transport_error(self, e: Exception) -> ModelServiceError:
+        """An httpx failure while reading the body, as a retryable ModelServiceError."""
+        if "Timeout" in type(e).__name__:
+            return ModelServiceError("timeout", f"{self._where()} stopped sending (read timeout)", retryable=True)
+        return ModelServiceError(
+            "stream_broken", f"connection to {self._where()} broke: {_scrub(str(e), self.api_key)}", retryable=True
+        )
+
+    # ---- non-streaming -------------------------------------------------------------------------------
+
+    def _chat_once(
+        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+    ) -> list[Message]:
+        kwargs = self._request(messages, functions, cfg, stream=False)
+        response = self._send(kwargs, bool(functions))
+        try:
+            body = response.read()
+        except Exception as e:
+            if not _is_http_error(e):
+                raise
+            raise self._transport_error(e) from None
+        finally:
+            response.close()
+        return self._parse_completion(body, usage, bool(functions))
+
+    def _parse_completion(self, body: bytes, usage: Usage | None, has_tools: bool) -> list[Message]:
+        try:
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise ModelServiceError(
+                "bad_response", f"{self._where()} sent a body that is not JSON: {_snippet(body)}"
+            ) from None
+        if not isinstance(obj, dict):
+            raise ModelServiceError("bad_response", f"unexpected answer: {_snippet(body)}")
+        if obj.get("error") and not obj.get("choices"):
+            status = _int(obj["error"].get("code") if isinstance(obj["error"], dict) else None) or 500
+            raise self._status_error(status, None, obj, has_tools)
+        choices = obj.get("choices")
+        if not choices:
+            raise ModelServiceError("empty_response", f"{self._where()} sent no choices", retryable=True)
+        msg = choices[0].get("message") or {}
+        out = []
+        text = msg.get("content") or ""
+        if type(text) is not str:
+            text = _parts_text(text)
+        reasoning = msg.get("reasoning_content") or msg.get("reasoning")
+        if text or reasoning:
+            out.append(Message._make(ASSISTANT, text, None, None, reasoning or None, None))
+        tool_calls = msg.get("tool_calls") or []
+        if not tool_calls and msg.get("function_call"):
+            tool_calls = [{"function": msg["function_call"]}]
+        for tc in tool_calls:
+            fn = tc.get("function") or {}
+            args = fn.get("arguments")
+            call = FunctionCall(fn.get("name") or "", args if isinstance(args, (str, dict)) else "")
+            out.append(Message._make(ASSISTANT, "", None, call, None, {"function_id": tc.get("id") or _call_id()}))
+        if not out:
+            out.append(Message._make(ASSISTANT, "", None, None, None, None))
+        u = obj.get("usage")
+        if usage is not None and u:
+            usage.add(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)
+        return out
+
+
+# ---- helpers ------------------------------------------------------------------------------------------------
+
+_PARAMS: frozenset[str] | None = None
+
+
+def _create_params(client: Any) -> frozenset[str]:
+    """Names `chat.completions.create` takes (known request fields go as arguments, the rest in extra_body)."""
+    global _PARAMS
+    if _PARAMS is None:
+        _PARAMS = frozenset(inspect.signature(client.chat.completions.create).parameters) - {"stream", "messages"}
+    return _PARAMS
+
+
+def _add_call_delta(calls: dict[int, list], tc: dict, position: int) -> None:
+    i = tc.get("index")
+    if not isinstance(i, int):
+        i = position
+    fn = tc.get("function") or {}
+    entry = calls.get(i)
+    if entry is None:
+        entry = calls[i] = [None, "", []]
+    if tc.get("id"):
+        entry[0] = tc["id"]
+    name = fn.get("name")
+    if name and name != entry[1]:
+        # most servers send the name once; some repeat it; a few stream it in pieces before the arguments
+        entry[1] = entry[1] + name if entry[1] and not entry[2] else name
+    args = fn.get("arguments")
+    if args:
+        entry[2].append(args if isinstance(args, str) else orjson.dumps(args).decode())
+
+
+def _call_id() -> str:
+    """An id for a tool call the server sent without one."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def _parts_text(content: Any) -> str:
+    """The text of content sent as a list of parts ({'type': 'text', 'text': ...})."""
+    if isinstance(content, list):
+        return "".join(p.get("text") or "" if isinstance(p, dict) else str(p) for p in content)
+    return str(content)
+
+
+def _is_http_error(e: BaseException) -> bool:
+    """Whether `e` is an httpx (or the SDK's httpx2) transport error raised while reading a body."""
+    return any(c.__name__ == "HTTPError" and c.__module__.startswith("httpx") for c in type(e).__mro__)
+
+
+def _sse_data(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The data of each server-sent event in a byte stream (multi-line data joined with newlines).
+
+    A bare JSON line (some servers send errors without `data:`) counts as an event of its own.
+    """
+    buf = b""
+    data: bytes | None = None
+    for chunk in chunks:
+        buf = buf + chunk if buf else chunk
+        if b"\r" in buf:
+            buf = buf.replace(b"\r\n", b"\n")  # a "\r" at the very end meets its "\n" with the next chunk
+        lines = buf.split(b"\n")
+        buf = lines.pop()
+        for line in lines:
+            if not line:
+                if data is not None:
+                    yield data
+                    data = None
+            elif line.startswith(b"data: "):
+                data = line[6:] if data is None else data + b"\n" + line[6:]
+            elif line.startswith(b"data:"):
+                data = line[5:] if data is None else data + b"\n" + line[5:]
+            elif line[:1] in (b"{", b"["):
+                yield line
+            # comments (":...") and other fields (event, id, retry) are ignored
+    buf = buf.rstrip(b"\r")
+    if buf.startswith(b"data:"):
+        buf = buf[6:] if buf[5:6] == b" " else buf[5:]
+        data = buf if data is None else data + b"\n" + buf
+    elif buf[:1] in (b"{", b"["):
+        yield buf
+    if data is not None:
+        yield data
+
+
+def _error_message(body: Any, response: Any) -> tuple[str, str | None]:
+    """The server's error message and code, from an OpenAI error JSON or whatever else it sent."""
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("msg") or err.get("detail") or body.get("message")
+            code = err.get("code") or err.get("type")
+            if msg:
+                return str(msg), str(code) if code is not None else None
+        elif isinstance(err, str):
+            return err, None
+    if isinstance(body, str) and body:
+        return _snippet(body.encode()), None
+    text = ""
+    if response is not None:
+        try:
+            text = response.text
+        except Exception:
+            text = ""
+    return (_snippet(text.encode()) if text else f"HTTP {getattr(response, 'status_code', '?')}"), None
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds to wait from Retry-After (seconds or an HTTP date) or retry-after-ms."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return float(ms) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+_TAG = re.compile(rb"<[^>]*>|\s+")
+
+
+def _snippet(data: bytes | str, limit: int = 200) -> str:
+    """A short readable excerpt of a body (HTML tags and runs of spaces squeezed)."""
+    if isinstance(data, str):
+        data = data.encode()
+    text = _TAG.sub(b" ", data[:4000]).strip().decode("utf-8", "replace")
+    return text[:limit] + ("..." if len(text) > limit else "")
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    if secret and len(secret) >= 4 and secret != "EMPTY":
+        text = text.replace(secret, "***")
+    return text
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None

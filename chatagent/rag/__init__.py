@@ -1,0 +1,72 @@
+"""Retrieval-augmented generation: parse files, chunk them, index them once, retrieve the best chunks.
+
+    from chatagent.rag import parse_file, Index, retrieve
+    doc = parse_file('manual.pdf')                 # Document: .pages[i].text / .number
+    hits = retrieve(['manual.pdf'], 'How do I install packages?', max_tokens=4000)
+
+Names are imported on first use, so importing this package loads no parser or tokenizer.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    "Document": "chatagent.rag.parsers",
+    "DocumentError": "chatagent.rag.parsers",
+    "Page": "chatagent.rag.parsers",
+    "parse_file": "chatagent.rag.parsers",
+    "SUPPORTED_EXTENSIONS": "chatagent.rag.parsers",
+    "Chunk": "chatagent.rag.chunking",
+    "chunk_document": "chatagent.rag.chunking",
+    "Index": "chatagent.rag.index",
+    "analyze": "chatagent.rag.analysis",
+    "DocStore": "chatagent.rag.store",
+    "FileIndex": "chatagent.rag.store",
+    "Retrieved": "chatagent.rag.store",
+    "Progress": "chatagent.rag.store",
+    "default_store": "chatagent.rag.store",
+    "retrieve": "chatagent.rag.store",
+    "workspace_root": "chatagent.rag.workspace",
+}
+
+__all__ = [
+    "SUPPORTED_EXTENSIONS",
+    "Chunk",
+    "DocStore",
+    "Document",
+    "DocumentError",
+    "FileIndex",
+    "Index",
+    "Page",
+    "Progress",
+    "Retrieved",
+    "analyze",
+    "chunk_document",
+    "default_store",
+    "parse_file",
+    "retrieve",
+    "workspace_root",
+]
+
+if TYPE_CHECKING:
+    from chatagent.rag.analysis import analyze
+    from chatagent.rag.chunking import Chunk, chunk_document
+    from chatagent.rag.index import Index
+    from chatagent.rag.parsers import SUPPORTED_EXTENSIONS, Document, DocumentError, Page, parse_file
+    from chatagent.rag.store import DocStore, FileIndex, Progress, Retrieved, default_store, retrieve
+    from chatagent.rag.workspace import workspace_root
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

@@ -1,0 +1,116 @@
+"""Text analysis for keyword search: text -> index terms, for English, Chinese and mixed text.
+
+Latin-script words are lower-cased, stop words dropped and the rest stemmed (Snowball English);
+numbers are kept whole. Runs of CJK characters are split at function characters (的, 了, 是, ...) and the
+pieces become overlapping character bigrams (a single character stays a unigram), which needs no dictionary, costs nothing to load and, on the CMRC2018
+evaluation, retrieves as well as jieba's word segmentation at a fraction of the time.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_IS_CJK = re.compile(f"[{_CJK}]")
+# A run of CJK characters, or a word or number (with an English clitic: don't, O'Neil).
+_TOKENS = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:['’][^\W\d_{_CJK}]+)?")
+
+# A common English stop list (the union of the usual short lists), lower case, apostrophes removed.
+ENGLISH_STOP_WORDS: frozenset[str] = frozenset(
+    """a about above after again against all am an and any are aren arent as at be because been before being
+    below between both but by can cannot could couldn couldnt did didn didnt do does doesn doesnt doing don dont
+    down during each few for from further had hadn hadnt has hasn hasnt have haven havent having he hed hell hes
+    her here heres hers herself him himself his how hows i id ill im ive if in into is isn isnt it its itself
+    lets me more most mustn mustnt my myself no nor not of off on once only or other ought our ours ourselves
+    out over own same shan shant she shed shell shes should shouldn shouldnt so some such than that thats the
+    their theirs them themselves then there theres these they theyd theyll theyre theyve this those through to
+    too under until up very was wasn wasnt we wed well were weve weren werent what whats when whens where wheres
+    which while who whos whom why whys will with won wont would wouldn wouldnt you youd youll youre youve your
+    yours yourself yourselves also s t just""".split()  # noqa: SIM905
+)
+
+# Chinese function characters: a CJK run is split at them before bigrams are made, so that no bigram
+# straddles a particle (on CMRC2018 this lifts recall@1 from 0.970 to 0.984).
+CHINESE_STOP_CHARS: frozenset[str] = frozenset("的了是在和与或及也就都而之其这那有为以于被把让给吗呢吧啊么")
+_CJK_SPLIT = re.compile("[" + "".join(sorted(CHINESE_STOP_CHARS)) + "]+")
+
+
+@lru_cache(maxsize=1)
+def _stem_word() -> Callable[[str], str]:
+    import snowballstemmer  # lazy; it uses PyStemmer's C implementation of the same algorithm when installed
+
+    stem = snowballstemmer.stemmer("english").stemWord
+    return lambda word: stem(word) if len(word) > 2 and not word.isdigit() else word
+
+
+_terms: dict[str, str] = {}  # word as found (lower case) -> its term, '' for a stop word
+
+
+def _term(word: str) -> str:
+    term = _terms.get(word)
+    if term is None:
+        plain = word.replace("'", "").replace("’", "")
+        term = "" if plain in ENGLISH_STOP_WORDS else _stem_word()(plain)
+        if len(_terms) < 1_000_000:
+            _terms[word] = term
+    return term
+
+
+def analyze(text: str) -> list[str]:
+    """The index terms of `text`, in order (duplicates kept, as BM25 counts them)."""
+    out: list[str] = []
+    append = out.append
+    terms = _terms
+    for token in _TOKENS.findall(text.lower()):
+        if token[0] > "\u303f" and _IS_CJK.match(token):
+            for piece in _CJK_SPLIT.split(token):
+                if len(piece) == 1:
+                    append(piece)
+                elif piece:
+                    out.extend([piece[i : i + 2] for i in range(len(piece) - 1)])
+        else:
+            term = terms.get(token)
+            if term is None:
+                term = _term(token)
+            if term:
+                append(term)
+    return out
+
+
+_jieba_lock = threading.Lock()
+_jieba_tokenizer: Any = None
+
+
+def jieba_analyze(text: str) -> list[str]:
+    """Like `analyze`, but Chinese runs are segmented into jieba words (search mode) instead of bigrams."""
+    tokenizer = _jieba()
+    out: list[str] = []
+    for token in _TOKENS.findall(text.lower()):
+        if token[0] > "\u303f" and _IS_CJK.match(token):
+            out.extend(w for w in tokenizer.cut_for_search(token, HMM=True) if w not in CHINESE_STOP_CHARS)
+        elif term := _term(token):
+            out.append(term)
+    return out
+
+
+def _jieba() -> Any:
+    """jieba's tokenizer, initialised once, its dictionary cache kept in the workspace (no network is used)."""
+    global _jieba_tokenizer
+    with _jieba_lock:
+        if _jieba_tokenizer is None:
+            import logging
+
+            import jieba
+
+            from chatagent.rag.workspace import workspace_dir
+
+            logging.getLogger("jieba").setLevel(logging.WARNING)
+            tokenizer = jieba.Tokenizer()
+            tokenizer.tmp_dir = str(workspace_dir("jieba"))
+            tokenizer.initialize()
+            _jieba_tokenizer = tokenizer
+        return _jieba_tokenizer

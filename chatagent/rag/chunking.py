@@ -1,0 +1,184 @@
+"""Documents -> chunks of about `chunk_tokens` tokens, each with its source, page and a stable id.
+
+Text is cut at paragraph boundaries where it can, at sentence boundaries inside a long paragraph,
+and at token boundaries only inside a sentence longer than a chunk. Consecutive chunks share up to
+`overlap_tokens` of text (whole sentences or paragraphs when they fit). Short pages are packed
+together (a chunk then spans pages `page`..`last_page`); a document that fits in one chunk is one
+chunk. A chunk's id is derived from its content and its document's key, so the same file gives the
+same ids on every run and machine.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import re
+from dataclasses import dataclass
+
+from chatagent.rag.parsers import Document
+from chatagent.tokens import _TOKEN, count_tokens
+
+__all__ = ["DEFAULT_CHUNK_TOKENS", "DEFAULT_OVERLAP_TOKENS", "Chunk", "chunk_document"]
+
+DEFAULT_CHUNK_TOKENS = 400
+DEFAULT_OVERLAP_TOKENS = 40
+
+_PARAGRAPHS = re.compile(r"\n\s*\n")
+# End of a sentence: ., ! or ? followed by whitespace, or a CJK full stop / mark (no space needed).
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=\S)|(?<=[。！？；])|\n")
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A piece of a document: `text` from page `page` (to `last_page`) of `source`, `tokens` long."""
+
+    id: str
+    source: str
+    page: int
+    last_page: int
+    text: str
+    tokens: int
+
+    @property
+    def pages(self) -> str:
+        """'p. 3' or 'pp. 3-4', for citations."""
+        return f"p. {self.page}" if self.last_page == self.page else f"pp. {self.page}-{self.last_page}"
+
+
+@dataclass(slots=True)
+class _Unit:
+    text: str
+    page: int
+    tokens: int
+    joiner: str  # what separates it from the unit before ("\n\n" between paragraphs, " " in one)
+
+
+def chunk_document(
+    doc: Document,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    overlap_tokens: int = DEFAULT_OVERLAP_TOKENS,
+    key: str = "",
+    page_tokens: list[int] | None = None,
+) -> list[Chunk]:
+    """Cut `doc` into chunks (see the module docstring).
+
+    `key` (e.g. the file's content hash) seeds the ids; `page_tokens` are the pages' token counts if known.
+    """
+    if chunk_tokens < 1:
+        raise ValueError("chunk_tokens must be at least 1")
+    overlap_tokens = max(0, min(overlap_tokens, chunk_tokens // 2))
+    key = key or doc.source
+    if page_tokens is None:
+        page_tokens = [count_tokens(page.text) for page in doc.pages]
+    total = [(p.number, p.text, n) for p, n in zip(doc.pages, page_tokens, strict=True) if p.text.strip()]
+    if not total:
+        return []
+    if sum(t for _, _, t in total) <= chunk_tokens:  # a tiny document is one chunk
+        text = "\n\n".join(t for _, t, _ in total)
+        return [_make(key, doc.source, total[0][0], total[-1][0], text, count_tokens(text), {})]
+    units: list[_Unit] = []
+    for number, text, tokens in total:
+        if tokens <= chunk_tokens:
+            units.append(_Unit(text, number, tokens, "\n\n"))
+            continue
+        paragraphs = _PARAGRAPHS.split(text)
+        if len(paragraphs) == 1:
+            units.extend(_split_sentences(text, number, chunk_tokens))
+            continue
+        for paragraph in paragraphs:
+            units.extend(_split_paragraph(paragraph.strip(), number, chunk_tokens))
+    return _pack(units, key, doc.source, chunk_tokens, overlap_tokens)
+
+
+def _split_paragraph(paragraph: str, page: int, limit: int) -> list[_Unit]:
+    if not paragraph:
+        return []
+    tokens = count_tokens(paragraph)
+    if tokens <= limit:
+        return [_Unit(paragraph, page, tokens, "\n\n")]
+    return _split_sentences(paragraph, page, limit)
+
+
+def _split_sentences(paragraph: str, page: int, limit: int) -> list[_Unit]:
+    units: list[_Unit] = []
+    joiner = "\n\n"
+    for sentence in _SENTENCE_END.split(paragraph):
+        sentence = sentence.strip()
+        if not sentence:
+            continue
+        n = count_tokens(sentence)
+        if n <= limit:
+            units.append(_Unit(sentence, page, n, joiner))
+        else:
+            for piece in _split_tokens(sentence, limit):
+                units.append(_Unit(piece, page, count_tokens(piece), joiner))
+                joiner = " "
+        joiner = " "
+    return units
+
+
+def _split_tokens(text: str, limit: int) -> list[str]:
+    """Cut `text` into pieces of at most `limit` tokens, at a space where one is near the cut, else at a token."""
+    starts = [m.start() for m in _TOKEN.finditer(text)]
+    pieces: list[str] = []
+    begin = 0  # index in `starts` of the first token of the current piece
+    while len(starts) - begin > limit:
+        cut = starts[begin + limit]
+        space = text.rfind(" ", starts[begin] + 1, cut + 1)
+        if space > starts[begin]:
+            cut = space
+        pieces.append(text[starts[begin] : cut].strip())
+        begin = bisect.bisect_left(starts, cut)
+    pieces.append(text[starts[begin] :].strip() if begin < len(starts) else "")
+    return [p for p in pieces if p]
+
+
+def _pack(units: list[_Unit], key: str, source: str, limit: int, overlap: int) -> list[Chunk]:
+    chunks: list[Chunk] = []
+    seen: dict[str, int] = {}
+    current: list[_Unit] = []
+    size = 0
+    fresh = 0  # units in `current` not carried over from the previous chunk
+    for unit in units:
+        if current and size + unit.tokens > limit:
+            if fresh:
+                chunks.append(_emit(current, key, source, seen))
+            current, size = _tail(current, overlap, limit - unit.tokens)
+            fresh = 0
+        current.append(unit)
+        size += unit.tokens
+        fresh += 1
+    if current and fresh:
+        chunks.append(_emit(current, key, source, seen))
+    return chunks
+
+
+def _tail(units: list[_Unit], overlap: int, room: int) -> tuple[list[_Unit], int]:
+    """The last units of a chunk totalling at most `overlap` tokens (and at most `room`), to start the next."""
+    kept: list[_Unit] = []
+    size = 0
+    budget = min(overlap, room)
+    for unit in reversed(units):
+        if size + unit.tokens > budget:
+            break
+        kept.append(unit)
+        size += unit.tokens
+    kept.reverse()
+    return kept, size
+
+
+def _emit(units: list[_Unit], key: str, source: str, seen: dict[str, int]) -> Chunk:
+    parts = [units[0].text]
+    for unit in units[1:]:
+        parts.append(unit.joiner if unit.joiner == " " else "\n\n")
+        parts.append(unit.text)
+    text = "".join(parts)
+    return _make(key, source, units[0].page, units[-1].page, text, sum(u.tokens for u in units), seen)
+
+
+def _make(key: str, source: str, page: int, last_page: int, text: str, tokens: int, seen: dict[str, int]) -> Chunk:
+    digest = hashlib.blake2b(f"{key}\x00{page}\x00{text}".encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    n = seen.get(digest, 0)
+    seen[digest] = n + 1
+    chunk_id = digest if n == 0 else f"{digest}-{n}"
+    return Chunk(chunk_id, source, page, last_page, text, tokens)

@@ -1,0 +1,554 @@
+"""Parsed documents and their indexes, cached by content hash in memory and on disk; retrieval within a budget.
+
+    from chatagent.rag import retrieve
+    found = retrieve(['manual.pdf', 'notes.docx'], 'How do I install packages?', max_tokens=3000)
+    for chunk in found.chunks:
+        print(chunk.source, chunk.pages, chunk.text[:80])
+    print(found.errors)        # DocumentErrors of files that could not be read (the rest still answer)
+
+A file is keyed by the SHA-256 of its bytes, not by its path: an edited file is read again, a copy
+under another name is not. Parsed documents (as chunks) and the index of each set of files are kept in
+memory and under `<workspace>/rag/` (CHATAGENT_WORKSPACE, default ~/.cache/chatagent) in files named by
+hashes only. Adding a file to a set parses only that file. Threads asking for the same new file
+wait for one parse. Documents opened with a password are cached in memory only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from chatagent.rag.chunking import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS, Chunk, chunk_document
+from chatagent.rag.parsers import Document, DocumentError, Page, max_file_bytes, parse_bytes
+from chatagent.rag.workspace import workspace_root
+from chatagent.tokens import count_tokens, truncate_tokens
+
+__all__ = ["DocStore", "FileIndex", "Progress", "Retrieved", "default_store", "format_chunks", "retrieve"]
+
+logger = logging.getLogger(__name__)
+
+CACHE_VERSION = "1"  # bump when parsing, chunking or analysis changes what is cached
+URL_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """One step of loading a file set: `stage` is 'parse', 'cached', 'failed' or 'index'."""
+
+    stage: str
+    source: str
+    done: int
+    total: int
+    seconds: float = 0.0
+
+
+ProgressCallback = Callable[[Progress], Any]
+
+
+@dataclass(slots=True)
+class _Entry:
+    """A parsed file: its chunks and pages (under the name it was first parsed with)."""
+
+    digest: str
+    source: str
+    pages: list[Page]
+    chunks: list[Chunk]
+    tokens: int  # of all pages
+
+
+@dataclass(slots=True)
+class Retrieved:
+    """The result of a retrieval: `chunks` best first (or in document order when `complete`), and the files that failed."""
+
+    chunks: list[Chunk]
+    errors: list[DocumentError] = field(default_factory=list)
+    complete: bool = False  # every file's full text fitted in the budget and is here
+    tokens: int = 0
+
+    def as_text(self) -> str:
+        """The chunks formatted for a prompt, each headed by its citation `[file, p. N]`."""
+        return format_chunks(self.chunks)
+
+
+def format_chunks(chunks: Sequence[Chunk]) -> str:
+    """Chunks as prompt text: `[file, p. N]` then the text, separated by blank lines."""
+    return "\n\n".join(f"[{c.source}, {c.pages}]\n{c.text}" for c in chunks)
+
+
+class FileIndex:
+    """The chunks of a set of files and one BM25 index over them, built once and searched per query."""
+
+    def __init__(self, entries: list[_Entry], index: Any) -> None:
+        self.entries = entries
+        self.chunks: dict[str, Chunk] = {c.id: c for e in entries for c in e.chunks}
+        self.index = index
+        self.total_tokens = sum(e.tokens for e in entries)
+
+    def search(self, query: str, top_k: int = 10) -> list[tuple[Chunk, float]]:
+        """The best chunks for `query` with their scores, best first."""
+        return [(self.chunks[str(i)], s) for i, s in self.index.search(query, top_k=top_k)]
+
+    def select(self, query: str, max_tokens: int) -> Retrieved:
+        """Everything when it fits in `max_tokens`, else the best chunks that fit, best first."""
+        if self.total_tokens <= max_tokens:
+            pages = [_page_chunk(e, p) for e in self.entries for p in e.pages]
+            return Retrieved(pages, complete=True, tokens=sum(c.tokens for c in pages))
+        chosen: list[Chunk] = []
+        used = 0
+        top_k = min(len(self.chunks), max(64, max_tokens // 50))
+        for chunk, _ in self.search(query, top_k=top_k):
+            room = max_tokens - used
+            if chunk.tokens <= room:
+                chosen.append(chunk)
+                used += chunk.tokens
+            elif not chosen or room >= 100:  # the budget is smaller than the chunk: its best sentences
+                text = _best_part(chunk.text, query, room, self.index.analyze)
+                if text:
+                    chosen.append(replace(chunk, text=text, tokens=count_tokens(text)))
+                    used += chosen[-1].tokens
+            if max_tokens - used < 20:
+                break
+        if not chosen:  # the query matches nothing ("summarise this"): the documents' beginnings
+            for entry in self.entries:
+                for chunk in entry.chunks[:3]:
+                    if used + chunk.tokens <= max_tokens:
+                        chosen.append(chunk)
+                        used += chunk.tokens
+        return Retrieved(chosen, tokens=used)
+
+
+class DocStore:
+    """Parses, chunks and indexes files once per content, and retrieves from sets of them (thread-safe)."""
+
+    def __init__(
+        self,
+        workspace: str | os.PathLike[str] | None = None,
+        *,
+        chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+        overlap_tokens: int = DEFAULT_OVERLAP_TOKENS,
+        max_bytes: int | None = None,
+        disk_cache: bool = True,
+        memory_docs: int = 256,
+        memory_indexes: int = 32,
+    ) -> None:
+        self.root = (Path(workspace).expanduser() if workspace is not None else workspace_root()) / "rag"
+        self.chunk_tokens = chunk_tokens
+        self.overlap_tokens = overlap_tokens
+        self.max_bytes = max_bytes
+        self.disk_cache = disk_cache
+        self._docs: OrderedDict[str, _Entry] = OrderedDict()
+        self._failed: dict[str, DocumentError] = {}
+        self._indexes: OrderedDict[str, FileIndex] = OrderedDict()
+        self._memory_docs = memory_docs
+        self._memory_indexes = memory_indexes
+        self._lock = threading.Lock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self._urls: dict[str, tuple[bytes, str]] = {}
+        self.parses = 0  # files actually parsed by this store (not served from a cache)
+
+    # ------------------------------------------------------------------------------ public API
+
+    def retrieve(
+        self,
+        files: Sequence[str | os.PathLike[str]],
+        query: str,
+        max_tokens: int = 4000,
+        *,
+        passwords: dict[str, str] | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> Retrieved:
+        """The best chunks of `files` (paths or http(s) URLs) for `query` within `max_tokens`; see Retrieved."""
+        file_index, errors = self.load(files, passwords=passwords, on_progress=on_progress)
+        found = file_index.select(query, max_tokens)
+        found.errors = errors
+        return found
+
+    def load(
+        self,
+        files: Sequence[str | os.PathLike[str]],
+        *,
+        passwords: dict[str, str] | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> tuple[FileIndex, list[DocumentError]]:
+        """The index of `files` (built once per set of contents) and the errors of files that could not be read."""
+        entries: list[_Entry] = []
+        errors: list[DocumentError] = []
+        seen: set[str] = set()
+        total = len(files)
+        for n, file in enumerate(files, 1):
+            name = _display_name(file)
+            started = time.perf_counter()
+            try:
+                data, name = self._read(file)
+                password = (passwords or {}).get(str(file)) or (passwords or {}).get(name)
+                entry, parsed = self._entry(data, name, password)
+            except DocumentError as e:
+                errors.append(e)
+                logger.warning("could not read %s: %s", name, e)
+                _report(on_progress, Progress("failed", name, n, total, time.perf_counter() - started))
+                continue
+            if entry.digest in seen:
+                continue  # the same content twice in one set is indexed once
+            seen.add(entry.digest)
+            if entry.source != name:  # same content under another name: cite the name the user gave
+                entry = _renamed(entry, name)
+            entries.append(entry)
+            seconds = time.perf_counter() - started
+            if parsed:
+                logger.info("parsed %s: %d pages, %d chunks in %.2f s [%d/%d]", name, len(entry.pages),
+                            len(entry.chunks), seconds, n, total)  # fmt: skip
+            _report(on_progress, Progress("parse" if parsed else "cached", name, n, total, seconds))
+        return self._index(entries, on_progress), errors
+
+    def document(self, file: str | os.PathLike[str], password: str | None = None) -> Document:
+        """The parsed Document of one file (cached like everything else); raises DocumentError."""
+        data, name = self._read(file)
+        entry, _ = self._entry(data, name, password)
+        return Document(source=name, kind=Path(name).suffix.lower().lstrip("."), pages=list(entry.pages))
+
+    def clear_memory(self) -> None:
+        """Forget the in-memory caches (the disk cache stays)."""
+        with self._lock:
+            self._docs.clear()
+            self._failed.clear()
+            self._indexes.clear()
+            self._urls.clear()
+
+    # ------------------------------------------------------------------------------ files
+
+    def _read(self, file: str | os.PathLike[str]) -> tuple[bytes, str]:
+        text = os.fspath(file)
+        if isinstance(text, str) and text.startswith(("http://", "https://")):
+            return self._fetch(text)
+        name = _display_name(file)
+        limit = max_file_bytes(self.max_bytes)
+        try:
+            size = os.stat(text).st_size
+            if size > limit:
+                raise DocumentError(
+                    "too_large",
+                    f"'{name}' is {size / 2**20:.1f} MB, over the limit of {limit / 2**20:.1f} MB "
+                    "(raise it with max_bytes= or CHATAGENT_MAX_FILE_MB).",
+                    name,
+                )
+            with open(text, "rb") as f:
+                return f.read(min(size, limit) + 1), name  # read(n) allocates n bytes up front
+        except FileNotFoundError:
+            raise DocumentError("broken", f"'{name}' was not found.", name) from None
+        except IsADirectoryError:
+            raise DocumentError("unsupported", f"'{name}' is a directory, not a file.", name) from None
+        except (OSError, ValueError) as e:
+            raise DocumentError(
+                "broken", f"'{name}' could not be read: {getattr(e, 'strerror', None) or e}.", name
+            ) from None
+
+    def _fetch(self, url: str) -> tuple[bytes, str]:
+        with self._lock:
+            cached = self._urls.get(url)
+        if cached is not None:
+            return cached
+        data, name = fetch_url(url, max_file_bytes(self.max_bytes))
+        with self._lock:
+            self._urls[url] = (data, name)
+        return data, name
+
+    # ------------------------------------------------------------------------------ documents
+
+    def _entry(self, data: bytes, name: str, password: str | None) -> tuple[_Entry, bool]:
+        """The parsed entry for this content: from memory, disk, or parsed now (once, even across threads)."""
+        digest = hashlib.sha256(data).hexdigest()
+        kind = Path(name).suffix.lower()
+        key = _hash(CACHE_VERSION, digest, kind, str(self.chunk_tokens), str(self.overlap_tokens))
+        fail_key = _hash(key, password or "")
+        with self._lock:
+            entry = self._docs.get(key)
+            if entry is not None:
+                self._docs.move_to_end(key)
+                return entry, False
+            failure = self._failed.get(fail_key)
+            lock = self._key_locks.setdefault(key, threading.Lock())
+        if failure is not None:
+            raise _renamed_error(failure, name)
+        with lock:
+            with self._lock:
+                entry = self._docs.get(key)
+                failure = self._failed.get(fail_key)
+            if entry is not None:
+                return entry, False
+            if failure is not None:
+                raise _renamed_error(failure, name)
+            entry = self._load_doc(key) if self.disk_cache else None
+            parsed = entry is None
+            if entry is None:
+                try:
+                    entry = self._parse(data, name, password, digest)
+                except DocumentError as e:
+                    with self._lock:
+                        self._failed[fail_key] = e
+                    raise
+                if self.disk_cache and not password:
+                    self._save_doc(key, entry)
+            with self._lock:
+                self._docs[key] = entry
+                while len(self._docs) > self._memory_docs:
+                    self._docs.popitem(last=False)
+                self._key_locks.pop(key, None)
+            return entry, parsed
+
+    def _parse(self, data: bytes, name: str, password: str | None, digest: str) -> _Entry:
+        self.parses += 1
+        doc = parse_bytes(data, name, password, max_bytes=self.max_bytes)
+        counts = [count_tokens(p.text) for p in doc.pages]
+        chunks = chunk_document(doc, self.chunk_tokens, self.overlap_tokens, key=digest, page_tokens=counts)
+        return _Entry(digest, name, doc.pages, chunks, sum(counts))
+
+    def _doc_path(self, key: str) -> Path:
+        return self.root / "docs" / key[:2] / f"{key}.json"
+
+    def _load_doc(self, key: str) -> _Entry | None:
+        path = self._doc_path(key)
+        try:
+            raw = orjson.loads(path.read_bytes())
+            pages = [Page(n, t) for n, t in raw["pages"]]
+            chunks = [Chunk(i, raw["source"], p, lp, t, k) for i, p, lp, k, t in raw["chunks"]]
+            return _Entry(raw["digest"], raw["source"], pages, chunks, int(raw["tokens"]))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            logger.warning("ignoring an unreadable cache file %s: %s", path, e)
+            return None
+
+    def _save_doc(self, key: str, entry: _Entry) -> None:
+        payload = {
+            "digest": entry.digest,
+            "source": entry.source,
+            "tokens": entry.tokens,
+            "pages": [[p.number, p.text] for p in entry.pages],
+            "chunks": [[c.id, c.page, c.last_page, c.tokens, c.text] for c in entry.chunks],
+        }
+        _write_atomic(self._doc_path(key), orjson.dumps(payload))
+
+    # ------------------------------------------------------------------------------ indexes
+
+    def _index(self, entries: list[_Entry], on_progress: ProgressCallback | None) -> FileIndex:
+        from chatagent.rag.index import Index
+
+        key = _hash(CACHE_VERSION, "index", *sorted({f"{e.digest}:{e.source}" for e in entries}),
+                    str(self.chunk_tokens), str(self.overlap_tokens))  # fmt: skip
+        with self._lock:
+            found = self._indexes.get(key)
+            if found is not None:
+                self._indexes.move_to_end(key)
+                return found
+            lock = self._key_locks.setdefault(key, threading.Lock())
+        with lock:
+            with self._lock:
+                found = self._indexes.get(key)
+            if found is not None:
+                return found
+            started = time.perf_counter()
+            index = self._load_index(key) if self.disk_cache else None
+            if index is None:
+                index = Index()
+                chunks = [c for e in entries for c in e.chunks]
+                index.add_texts([c.id for c in chunks], [c.text for c in chunks])
+                index.search("")  # build the postings now, not at the first query
+                if self.disk_cache:
+                    _write_atomic(self._index_path(key), index.to_bytes())
+            file_index = FileIndex(entries, index)
+            seconds = time.perf_counter() - started
+            logger.info("indexed %d files, %d chunks in %.2f s", len(entries), len(file_index.chunks), seconds)
+            _report(on_progress, Progress("index", "", len(entries), len(entries), seconds))
+            with self._lock:
+                self._indexes[key] = file_index
+                while len(self._indexes) > self._memory_indexes:
+                    self._indexes.popitem(last=False)
+                self._key_locks.pop(key, None)
+            return file_index
+
+    def _index_path(self, key: str) -> Path:
+        return self.root / "indexes" / key[:2] / f"{key}.npz"
+
+    def _load_index(self, key: str) -> Any:
+        from chatagent.rag.index import Index
+
+        path = self._index_path(key)
+        try:
+            return Index.from_bytes(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            logger.warning("ignoring an unreadable cache file %s: %s", path, e)
+            return None
+
+
+_default_stores: dict[Path, DocStore] = {}
+_default_lock = threading.Lock()
+
+
+def default_store() -> DocStore:
+    """The process-wide store for the current workspace directory."""
+    root = workspace_root()
+    with _default_lock:
+        store = _default_stores.get(root)
+        if store is None:
+            store = _default_stores[root] = DocStore(root)
+        return store
+
+
+def retrieve(
+    files: Sequence[str | os.PathLike[str]],
+    query: str,
+    max_tokens: int = 4000,
+    *,
+    passwords: dict[str, str] | None = None,
+    on_progress: ProgressCallback | None = None,
+    store: DocStore | None = None,
+) -> Retrieved:
+    """The best chunks of `files` for `query` within `max_tokens` (everything, in order, when it all fits)."""
+    return (store or default_store()).retrieve(files, query, max_tokens, passwords=passwords, on_progress=on_progress)
+
+
+def fetch_url(url: str, max_bytes: int, timeout: float = URL_TIMEOUT_S) -> tuple[bytes, str]:
+    """Download `url` (at most `max_bytes` within `timeout` seconds in all) -> (content, a file name for it)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    shown = url if len(url) <= 120 else url[:117] + "..."
+    try:
+        with (
+            httpx.Client(timeout=timeout, follow_redirects=True, max_redirects=5) as client,
+            client.stream("GET", url) as response,
+        ):
+            if response.status_code >= 400:
+                raise DocumentError("broken", f"'{shown}' could not be fetched: HTTP {response.status_code}.", shown)
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > max_bytes:
+                raise _url_too_large(shown, max_bytes)
+            chunks: list[bytes] = []
+            size = 0
+            for part in response.iter_bytes():
+                size += len(part)
+                if size > max_bytes:
+                    raise _url_too_large(shown, max_bytes)
+                if time.monotonic() > deadline:
+                    raise DocumentError("broken", f"'{shown}' could not be fetched in {timeout:.0f} s.", shown)
+                chunks.append(part)
+            content_type = response.headers.get("content-type", "")
+            final_url = str(response.url)
+    except httpx.HTTPError as e:
+        raise DocumentError("broken", f"'{shown}' could not be fetched: {type(e).__name__}: {e}.", shown) from None
+    return b"".join(chunks), _url_name(final_url, content_type)
+
+
+_CONTENT_TYPES = {
+    "application/pdf": "pdf",
+    "text/html": "html",
+    "application/xhtml+xml": "html",
+    "text/plain": "txt",
+    "text/markdown": "md",
+    "text/csv": "csv",
+    "text/tab-separated-values": "tsv",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": "pptx",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+}
+
+
+def _url_name(url: str, content_type: str) -> str:
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(url)
+    base = os.path.basename(unquote(parts.path).rstrip("/")) or parts.hostname or "page"
+    by_type = _CONTENT_TYPES.get(content_type.split(";")[0].strip().lower())
+    if by_type and Path(base).suffix.lower().lstrip(".") != by_type:
+        base = f"{base}.{by_type}"
+    return base
+
+
+def _url_too_large(url: str, limit: int) -> DocumentError:
+    return DocumentError("too_large", f"'{url}' is larger than the limit of {limit / 2**20:.1f} MB.", url)
+
+
+def _display_name(file: str | os.PathLike[str]) -> str:
+    text = os.fspath(file)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return os.path.basename(text.replace("\\", "/").rstrip("/")).replace("\x00", "") or text.replace("\x00", "")
+
+
+def _renamed(entry: _Entry, name: str) -> _Entry:
+    return _Entry(entry.digest, name, entry.pages, [replace(c, source=name) for c in entry.chunks], entry.tokens)
+
+
+def _renamed_error(error: DocumentError, name: str) -> DocumentError:
+    if not error.source or error.source == name:
+        return error
+    return DocumentError(error.reason, str(error).replace(f"'{error.source}'", f"'{name}'"), name)
+
+
+_PIECES = re.compile(r"(?<=[.!?;:。！？；])\s+|\n")
+
+
+def _best_part(text: str, query: str, budget: int, analyze: Callable[[str], list[str]]) -> str:
+    """The sentences of `text` sharing most terms with `query`, in their order, within `budget` tokens."""
+    wanted = set(analyze(query))
+    pieces = [p.strip() for p in _PIECES.split(text) if p.strip()]
+    ranked = sorted(range(len(pieces)), key=lambda i: -len(wanted.intersection(analyze(pieces[i]))))
+    keep: set[int] = set()
+    used = 0
+    for i in ranked:
+        n = count_tokens(pieces[i]) + 3  # + the " ... " separator
+        if used + n <= budget:
+            keep.add(i)
+            used += n
+    if not keep:
+        return truncate_tokens(pieces[ranked[0]], max(budget - 3, 1), marker=" ...") if pieces else ""
+    return " ... ".join(pieces[i] for i in sorted(keep))
+
+
+def _page_chunk(entry: _Entry, page: Page) -> Chunk:
+    chunk_id = _hash(entry.digest, "page", str(page.number))[:16]
+    return Chunk(chunk_id, entry.source, page.number, page.number, page.text, count_tokens(page.text))
+
+
+def _hash(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file and a rename, so readers never see half a file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as e:  # a read-only or full workspace costs the cache, not the answer
+        logger.warning("could not write the cache file %s: %s", path, e)
+
+
+def _report(callback: ProgressCallback | None, progress: Progress) -> None:
+    if callback is not None:
+        try:
+            callback(progress)
+        except Exception:  # a broken progress display must not break retrieval
+            logger.exception("progress callback failed")

@@ -1,0 +1,247 @@
+"""Running the tools a model asks for: parse, validate, limit, cache, time out, and report every failure
+as a message the model can read.
+
+A call goes through two steps. `prepare_call` runs in the run's own thread and decides everything that
+needs no tool: unknown name, bad arguments, `max_calls`, a cached result. `execute` runs the tool
+(possibly in a worker thread) under its `timeout`. `run_batch` executes several calls concurrently
+in a bounded set of daemon threads and returns their outcomes in call order.
+
+A tool that runs past its timeout is abandoned: the model is told it timed out and the run goes on,
+but Python cannot stop the thread, which keeps running in the background until the tool returns (it
+is a daemon thread, so it never keeps the process alive).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from chatagent.tools.arguments import ToolArgumentError, parse_arguments, unknown_tool_message
+from chatagent.tools.base import BaseTool, result_content
+
+logger = logging.getLogger("chatagent.tools")
+
+MAX_ERROR_CHARS = 300
+
+
+class ToolOutcome:
+    """What became of one call: the content for the function message, and how it went.
+
+    `error` is None on success, else one of 'unknown_tool', 'bad_arguments', 'max_calls', 'loop',
+    'timeout', 'exception'; `content` then holds the message the model reads.
+    """
+
+    __slots__ = ("name", "arguments", "call_id", "content", "error", "duration", "cached", "return_direct")
+
+    def __init__(self, name: str, arguments: str, call_id: str | None = None) -> None:
+        self.name = name
+        self.arguments = arguments
+        self.call_id = call_id
+        self.content: Any = ""
+        self.error: str | None = None
+        self.duration = 0.0
+        self.cached = False
+        self.return_direct = False
+
+    def fail(self, error: str, content: str) -> ToolOutcome:
+        self.error, self.content = error, content
+        return self
+
+    def __repr__(self) -> str:
+        return f"ToolOutcome({self.name!r}, error={self.error!r}, content={str(self.content)[:60]!r})"
+
+
+class PreparedCall:
+    """A call that passed every check and still has to run (`outcome` is filled when it has)."""
+
+    __slots__ = ("tool", "args", "outcome", "cache_key", "kwargs")
+
+    def __init__(self, tool: BaseTool, args: dict, outcome: ToolOutcome, cache_key: str | None, kwargs: dict) -> None:
+        self.tool, self.args, self.outcome, self.cache_key, self.kwargs = tool, args, outcome, cache_key, kwargs
+
+
+class ToolCache:
+    """Results of `cache=True` tools by (name, canonical arguments); thread-safe, least recently used out."""
+
+    def __init__(self, maxsize: int = 1024) -> None:
+        self.maxsize = maxsize
+        self._data: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Any:
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        return _MISSING
+
+    def put(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+_MISSING = object()
+
+
+def call_key(name: str, args: dict) -> str | None:
+    """A canonical key for (name, arguments): sorted-key JSON; None if the arguments are not JSON data."""
+    try:
+        return name + "\x00" + orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return None
+
+
+def prepare_call(
+    tools: dict[str, BaseTool],
+    name: str,
+    arguments: str | dict | None,
+    *,
+    call_id: str | None = None,
+    counts: dict[str, int] | None = None,
+    cache: ToolCache | None = None,
+    kwargs: dict | None = None,
+) -> PreparedCall | ToolOutcome:
+    """Check a call without running it: a finished ToolOutcome (an error or a cached result) or a PreparedCall."""
+    if isinstance(arguments, str):
+        raw = arguments
+    else:
+        try:
+            raw = orjson.dumps(arguments or {}).decode()
+        except TypeError:
+            raw = str(arguments)
+    outcome = ToolOutcome(name, raw, call_id)
+    tool = tools.get(name)
+    if tool is None:
+        logger.warning("the model called an unknown tool %r", name)
+        return outcome.fail("unknown_tool", unknown_tool_message(name, tools))
+    try:
+        args = tool.validate(parse_arguments(arguments))
+    except ToolArgumentError as e:
+        logger.warning("bad arguments for %s: %s", name, e)
+        return outcome.fail("bad_arguments", _bad_arguments(name, str(e)))
+    if tool.max_calls is not None and counts is not None:
+        used = counts.get(name, 0)
+        if used >= tool.max_calls:
+            return outcome.fail(
+                "max_calls",
+                f"Error: {name} may be called at most {tool.max_calls} time(s) per conversation turn and was not "
+                "run again. Continue with the results you already have.",
+            )
+        counts[name] = used + 1
+    outcome.return_direct = bool(tool.return_direct)
+    key = None
+    if tool.cache and cache is not None:
+        key = call_key(name, args)
+        if key is not None:
+            hit = cache.get(key)
+            if hit is not _MISSING:
+                outcome.content, outcome.cached = hit, True
+                return outcome
+    return PreparedCall(tool, args, outcome, key, kwargs or {})
+
+
+def _bad_arguments(name: str, problem: str) -> str:
+    return f"Error: invalid arguments for {name}: {problem}. Call {name} again with corrected arguments."
+
+
+def execute(call: PreparedCall, cache: ToolCache | None = None, deadline: float | None = None) -> ToolOutcome:
+    """Run a prepared call under its timeout (and the run's deadline, a time.monotonic() value)."""
+    tool, outcome = call.tool, call.outcome
+    limit = tool.timeout
+    if deadline is not None:
+        left = max(deadline - time.monotonic(), 0.0)
+        limit = left if limit is None else min(limit, left)
+    start = time.perf_counter()
+    if limit is None:
+        ok, value = _invoke(tool, call.args, call.kwargs)
+    else:
+        box: list = []
+        done = threading.Event()
+
+        def target() -> None:
+            box.append(_invoke(tool, call.args, call.kwargs))
+            done.set()
+
+        threading.Thread(target=target, name=f"tool-{tool.name}", daemon=True).start()
+        if not done.wait(limit):
+            outcome.duration = time.perf_counter() - start
+            logger.warning(
+                "tool %s did not finish within %.3gs: abandoned (its thread keeps running)", tool.name, limit
+            )
+            return outcome.fail(
+                "timeout",
+                f"Error: {tool.name} did not finish within {limit:.3g} seconds and was stopped waiting for. "
+                "Try different arguments, another tool, or answer without it.",
+            )
+        ok, value = box[0]
+    outcome.duration = time.perf_counter() - start
+    if not ok:
+        return outcome.fail(*value)
+    outcome.content = result_content(value)
+    if call.cache_key is not None and cache is not None:
+        cache.put(call.cache_key, outcome.content)
+    return outcome
+
+
+def _invoke(tool: BaseTool, args: dict, kwargs: dict) -> tuple[bool, Any]:
+    """(True, result) or (False, (error kind, message for the model)); tracebacks go to the log only."""
+    try:
+        return True, tool.call(args, **kwargs)
+    except ToolArgumentError as e:
+        logger.warning("bad arguments for %s: %s", tool.name, e)
+        return False, ("bad_arguments", _bad_arguments(tool.name, str(e)))
+    except Exception as e:
+        logger.warning("tool %s raised %s", tool.name, type(e).__name__, exc_info=True)
+        text = str(e).strip().replace("\n", " ")
+        if len(text) > MAX_ERROR_CHARS:
+            text = text[:MAX_ERROR_CHARS] + "..."
+        detail = f"{type(e).__name__}: {text}" if text else type(e).__name__
+        return False, ("exception", f"Error: {tool.name} failed: {detail}")
+
+
+def run_batch(calls: list[Callable[[], ToolOutcome]], max_workers: int = 8) -> Callable[[int], ToolOutcome]:
+    """Start `calls` concurrently on up to `max_workers` daemon threads; returns `wait(i)`, which blocks
+    until call i is done and returns its outcome (so results can be taken in call order as they come)."""
+    n = len(calls)
+    results: list[Any] = [None] * n
+    done = [threading.Event() for _ in range(n)]
+    next_job = iter(range(n))
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                i = next(next_job, None)
+            if i is None:
+                return
+            try:
+                results[i] = calls[i]()
+            except BaseException as e:  # our own bug: hand it to the waiting thread
+                results[i] = e
+            done[i].set()
+
+    for k in range(min(n, max(1, max_workers))):
+        threading.Thread(target=worker, name=f"tool-worker-{k}", daemon=True).start()
+
+    def wait(i: int) -> ToolOutcome:
+        done[i].wait()
+        if isinstance(results[i], BaseException):
+            raise results[i]
+        return results[i]
+
+    return wait
+
+
+__all__ = ["ToolCache", "ToolOutcome", "PreparedCall", "call_key", "execute", "prepare_call", "run_batch"]

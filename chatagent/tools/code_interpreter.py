@@ -1,0 +1,194 @@
+"""code_interpreter: run the Python code the model writes, in a sandbox, with state kept per conversation.
+
+    bot = FnCallAgent(llm=cfg, function_list=[{'name': 'code_interpreter', 'timeout': 20}])
+    for rsp in bot.run(messages, session_id='user-42'):   # one sandboxed process per session_id
+        ...
+    bot.close()                                            # ends the sandbox processes
+
+A call returns what the code printed (stdout, stderr), the value of its last expression and, when it
+draws with matplotlib, the figures as PNG files in the session's work directory (image content items).
+Errors (syntax, exceptions, time, memory, too much output) come back as short text the model can act on.
+
+Each session (the `session_id` keyword passed to `agent.run`, else 'default') has its own process and its
+own work directory under `work_dir`; see `chatagent.tools.sandbox` for what isolates it with and
+without bubblewrap. Settings in the tool's cfg: `timeout` (seconds per call, default 30), `work_dir`,
+`sandbox` ('auto' | 'bwrap' | 'process'), `memory_mb`, `cpu_seconds`, `max_processes`, `max_file_mb`,
+`max_output_chars`, `max_sessions` (live processes kept, least recently used closed first), `python`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from chatagent.schema import ContentItem
+from chatagent.tools.base import BaseTool, register_tool
+from chatagent.tools.sandbox import Limits, Sandbox, isolation_summary
+
+DEFAULT_TIMEOUT = 30.0
+_FENCE = re.compile(r"^\s*```[\w+-]*[ \t]*\n(.*?)\n?```\s*$", re.S)
+
+
+@register_tool("code_interpreter")
+class CodeInterpreter(BaseTool):
+    """Python in a sandboxed, persistent process per conversation."""
+
+    description = (
+        "Run Python code in a sandboxed Jupyter-like session and get back what it prints, the value of the last "
+        "expression, and matplotlib figures as images. Variables, imports and files persist between calls in the "
+        "same conversation. Files are read and written in the current directory. There is no internet access "
+        "and no way to install packages."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {"code": {"type": "string", "description": "The Python code to run."}},
+        "required": ["code"],
+    }
+
+    def __init__(self, cfg: dict | None = None) -> None:
+        super().__init__(cfg)
+        cfg = self.cfg
+        self.exec_timeout = float(self.timeout or DEFAULT_TIMEOUT)
+        # the framework's own timeout is only a backstop: the sandbox reports (and recovers from) its timeouts
+        self.timeout = self.exec_timeout * 1.2 + 15.0
+        defaults = Limits()
+        self.limits = Limits(
+            memory_mb=cfg.get("memory_mb", defaults.memory_mb),
+            cpu_seconds=cfg.get("cpu_seconds", defaults.cpu_seconds),
+            max_processes=cfg.get("max_processes", defaults.max_processes),
+            max_file_mb=cfg.get("max_file_mb", defaults.max_file_mb),
+            max_output_chars=int(cfg.get("max_output_chars", defaults.max_output_chars)),
+        )
+        self.sandbox_mode = cfg.get("sandbox", "auto")
+        if self.sandbox_mode not in ("auto", "bwrap", "process"):
+            raise ValueError(f"code_interpreter: sandbox must be 'auto', 'bwrap' or 'process', got {self.sandbox_mode!r}")
+        self.python = cfg.get("python")
+        self.max_sessions = max(1, int(cfg.get("max_sessions", 8)))
+        self._work_dir = cfg.get("work_dir")
+        self._sessions: OrderedDict[str, Sandbox] = OrderedDict()
+        self._noted: set[str] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def work_dir(self) -> str:
+        """The directory that holds one subdirectory per session."""
+        with self._lock:
+            if self._work_dir is None:
+                self._work_dir = tempfile.mkdtemp(prefix="chatagent-code-")
+            os.makedirs(self._work_dir, exist_ok=True)
+            if os.geteuid() == 0:
+                os.chmod(self._work_dir, 0o711)  # the sandbox's own uid must reach its session directory
+            return str(self._work_dir)
+
+    def session_dir(self, session_id: str) -> str:
+        """The work directory of one session (a readable name plus a hash, so different ids never collide)."""
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", session_id)[:48].lstrip(".") or "session"
+        digest = hashlib.sha1(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        return os.path.join(self.work_dir, f"{safe}-{digest}")
+
+    def sandbox(self, session_id: str = "default") -> Sandbox:
+        """The session's sandbox (created on first use; the least recently used beyond max_sessions is closed)."""
+        with self._lock:
+            sb = self._sessions.get(session_id)
+            if sb is not None:
+                self._sessions.move_to_end(session_id)
+                return sb
+        sb = Sandbox(self.session_dir(session_id), self.limits, self.sandbox_mode, self.python)
+        evicted = []
+        with self._lock:
+            self._sessions[session_id] = sb
+            while len(self._sessions) > self.max_sessions:
+                evicted.append(self._sessions.popitem(last=False)[1])
+        for old in evicted:
+            old.close()
+        return sb
+
+    def call(self, params: str | dict, **kwargs: Any) -> str | list[ContentItem]:
+        code = _strip_fence(self.parse_params(params)["code"])
+        session_id = str(kwargs.get("session_id") or "default")
+        sb = self.sandbox(session_id)
+        if kwargs.get("messages"):
+            _copy_input_files(kwargs["messages"], sb.work_dir)
+        reply = sb.run(code, self.exec_timeout)
+        note = None
+        if sb.mode != "bwrap" and session_id not in self._noted:
+            self._noted.add(session_id)
+            note = isolation_summary(sb)
+        return format_reply(reply, note)
+
+    @property
+    def isolation(self) -> str:
+        """What the sandbox guarantees on this machine (starts a probe session if none has run yet)."""
+        with self._lock:
+            live = next((s for s in self._sessions.values() if s.alive), None)
+        if live is None:
+            live = self.sandbox("default")
+            live.start()
+        return isolation_summary(live)
+
+    def close(self) -> None:
+        """End every session's process (their work directories are kept)."""
+        with self._lock:
+            sessions = list(self._sessions.values())
+            self._sessions.clear()
+        for sb in sessions:
+            sb.close()
+
+
+def _strip_fence(code: str) -> str:
+    """Code without a surrounding Markdown fence (models often send ```python ... ```)."""
+    m = _FENCE.match(code)
+    return m.group(1) if m else code
+
+
+def _copy_input_files(messages: list, work_dir: str) -> None:
+    """Copy the local files attached to the conversation into the work directory, so the code can open them."""
+    for msg in messages:
+        content = msg.get("content") if hasattr(msg, "get") else None
+        if not isinstance(content, list):
+            continue
+        for item in content:
+            path = item.get("file") if hasattr(item, "get") else None
+            if not path or "://" in path:
+                continue
+            src = Path(path)
+            dst = Path(work_dir) / src.name
+            if src.is_file() and not dst.exists():
+                shutil.copyfile(src, dst)
+                st = os.stat(work_dir)
+                if os.geteuid() == 0:
+                    os.chown(dst, st.st_uid, st.st_gid)
+
+
+def format_reply(reply: dict, note: str | None = None) -> str | list[ContentItem]:
+    """The sandbox's reply as the function message's content: text, plus an image item per figure."""
+    parts: list[str] = [note] if note else []
+    if reply.get("stdout"):
+        parts.append("stdout:\n" + reply["stdout"].rstrip("\n"))
+    if reply.get("stderr"):
+        parts.append("stderr:\n" + reply["stderr"].rstrip("\n"))
+    if reply.get("dropped"):
+        parts.append(f"[{reply['dropped']} more characters of output were not kept]")
+    if reply.get("result") is not None:
+        parts.append("result:\n" + reply["result"])
+    if reply.get("error"):
+        parts.append("error:\n" + reply["error"])
+    figures = reply.get("figures") or []
+    for path in figures:
+        parts.append(f"[figure saved to {path}]")
+    if not parts:
+        parts.append("Finished with no output.")
+    text = "\n\n".join(parts)
+    if not figures:
+        return text
+    return [ContentItem(text=text)] + [ContentItem(image=p) for p in figures]
+
+
+__all__ = ["CodeInterpreter", "format_reply"]

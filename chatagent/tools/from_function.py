@@ -1,0 +1,360 @@
+"""Tools from typed Python functions: `@tool`.
+
+    @tool
+    def get_weather(city: str, unit: Literal['celsius', 'fahrenheit'] = 'celsius') -> str:
+        \"\"\"Current weather for a city.
+
+        Args:
+            city: City name, e.g. "Paris".
+            unit: Temperature unit.
+        \"\"\"
+
+The schema comes from the type hints (str, int, float, bool, list[...], dict, tuple, set, Optional,
+unions, Literal, Enum, Annotated[..., "description"], pydantic models, Any) and the docstring: its text
+before the sections is the description, its `Args:` section (Google style, or Sphinx `:param x:`)
+describes each parameter. Parameters with defaults are optional. When called, arguments are validated
+and converted back to the annotated types (Enum members, pydantic model instances). Async functions
+work too: each call runs the coroutine to completion.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import inspect
+import logging
+import re
+import threading
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+from chatagent.tools.arguments import ToolArgumentError, parse_arguments
+from chatagent.tools.base import TOOL_SETTINGS, BaseTool, is_pydantic_model, pydantic_schema, validate_with_pydantic
+
+logger = logging.getLogger("chatagent.tools")
+
+_SECTION = re.compile(
+    r"^(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Returns?|Yields?|Raises|Examples?|Notes?|"
+    r"See Also|References|Attributes|Warnings?|Todo)\s*:\s*$",
+    re.I,
+)
+_ARG_LINE = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_SPHINX_PARAM = re.compile(r"^:param\s+(?:[^:]*\s)?(\w+)\s*:\s*(.*)$")
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """(description, {parameter: description}) from a Google- or Sphinx-style docstring."""
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    description: list[str] = []
+    params: dict[str, str] = {}
+    section: str | None = None
+    base_indent: int | None = None
+    current: str | None = None
+    for line in lines:
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        header = _SECTION.match(stripped) if indent == 0 else None
+        if header:
+            section = header.group(1).lower()
+            base_indent, current = None, None
+            continue
+        sphinx = _SPHINX_PARAM.match(stripped)
+        if sphinx:
+            section, current = "sphinx", sphinx.group(1)
+            params[current] = sphinx.group(2).strip()
+            continue
+        if section is None:
+            description.append(line)
+            continue
+        if section in ("args", "arguments", "parameters", "params", "keyword args", "keyword arguments", "sphinx"):
+            if not stripped:
+                current = None if section != "sphinx" else current
+                continue
+            if section == "sphinx":
+                if stripped.startswith(":"):
+                    current = None
+                elif current:
+                    params[current] = (params[current] + " " + stripped).strip()
+                continue
+            if base_indent is None:
+                base_indent = indent
+            m = _ARG_LINE.match(stripped) if indent <= base_indent else None
+            if m:
+                current = m.group(1)
+                params[current] = m.group(2).strip()
+            elif current:
+                params[current] = (params[current] + " " + stripped).strip()
+    text = "\n".join(description).strip()
+    return re.sub(r"\n{3,}", "\n\n", text), params
+
+
+class _Schemas:
+    """Builds JSON Schemas from type hints, collecting pydantic models' `$defs`."""
+
+    def __init__(self) -> None:
+        self.defs: dict[str, Any] = {}
+
+    def of(self, tp: Any) -> dict:
+        if tp is inspect.Parameter.empty or tp is Any or tp is object:
+            return {}
+        if tp is type(None) or tp is None:
+            return {"type": "null"}
+        if tp is str:
+            return {"type": "string"}
+        if tp is bool:
+            return {"type": "boolean"}
+        if tp is int:
+            return {"type": "integer"}
+        if tp is float:
+            return {"type": "number"}
+        if isinstance(tp, type) and issubclass(tp, enum.Enum):
+            values = [m.value for m in tp]
+            schema: dict = {"enum": values}
+            kinds = {type(v) for v in values}
+            if kinds <= {str}:
+                schema["type"] = "string"
+            elif kinds <= {int}:
+                schema["type"] = "integer"
+            return schema
+        if is_pydantic_model(tp):
+            schema = pydantic_schema(tp)
+            self.defs.update(schema.pop("$defs", {}))
+            return schema
+        origin, args = get_origin(tp), get_args(tp)
+        if origin is typing.Annotated:
+            schema = dict(self.of(args[0]))
+            for meta in args[1:]:
+                text = meta if isinstance(meta, str) else getattr(meta, "description", None)
+                if isinstance(text, str):
+                    schema["description"] = text
+            return schema
+        if origin is Literal:
+            schema = {"enum": list(args)}
+            kinds = {type(v) for v in args}
+            if len(kinds) == 1:
+                kind = {str: "string", int: "integer", bool: "boolean", float: "number"}.get(kinds.pop())
+                if kind:
+                    schema["type"] = kind
+            return schema
+        if origin is Union or origin is types.UnionType:
+            members = [a for a in args if a is not type(None)]
+            if len(members) == 1 and len(args) == 2:
+                return {"anyOf": [self.of(members[0]), {"type": "null"}]}
+            return {"anyOf": [self.of(a) for a in args]}
+        if tp in (list, set, frozenset, tuple) or origin in (list, set, frozenset, tuple):
+            schema = {"type": "array"}
+            if args and not (origin is tuple and len(args) != 2):
+                item = args[0]
+                if item is not Ellipsis:
+                    schema["items"] = self.of(item)
+            elif args and origin is tuple:
+                schema["prefixItems"] = [self.of(a) for a in args]
+            return schema
+        if tp is dict or origin is dict:
+            schema = {"type": "object"}
+            if len(args) == 2 and args[1] is not Any:
+                schema["additionalProperties"] = self.of(args[1])
+            return schema
+        if origin is not None and isinstance(origin, type):
+            import collections.abc as cabc
+
+            if issubclass(origin, cabc.Mapping):
+                return {"type": "object"}
+            if issubclass(origin, cabc.Sequence | cabc.Set):
+                return {"type": "array", "items": self.of(args[0])} if args else {"type": "array"}
+        return {}
+
+
+def _optional_schema(schema: dict) -> dict:
+    """For a parameter with a default: `X | None` is shown to the model as plain X (null is accepted anyway)."""
+    branches = schema.get("anyOf")
+    if isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
+        other = branches[0] if branches[1] == {"type": "null"} else branches[1]
+        return {**{k: v for k, v in schema.items() if k != "anyOf"}, **other}
+    return schema
+
+
+def function_schema(fn: Callable, name: str | None = None, description: str | None = None) -> dict:
+    """`{'name', 'description', 'parameters'}` for a typed function."""
+    sig = inspect.signature(fn)
+    try:
+        hints = get_type_hints(fn, include_extras=True)
+    except Exception:  # unresolvable forward references: fall back to the raw annotations
+        hints = {k: p.annotation for k, p in sig.parameters.items()}
+    doc, arg_docs = parse_docstring(inspect.getdoc(fn))
+    builder = _Schemas()
+    properties: dict[str, dict] = {}
+    required: list[str] = []
+    for pname, p in sig.parameters.items():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        schema = dict(builder.of(hints.get(pname, p.annotation)))
+        if p.default is not p.empty:
+            schema = _optional_schema(schema)
+            default = p.default.value if isinstance(p.default, enum.Enum) else p.default
+            if isinstance(default, (str, int, float, bool, list, dict)):
+                schema["default"] = default
+        else:
+            required.append(pname)
+        if arg_docs.get(pname) and "description" not in schema:
+            schema["description"] = arg_docs[pname]
+        properties[pname] = schema
+    parameters: dict = {"type": "object", "properties": properties, "required": required}
+    if builder.defs:
+        parameters["$defs"] = builder.defs
+    return {
+        "name": name or fn.__name__,
+        "description": description if description is not None else doc,
+        "parameters": parameters,
+    }
+
+
+def _converter(tp: Any) -> Callable[[Any], Any] | None:
+    """A function turning a validated JSON value into the annotated type, or None when none is needed."""
+    origin, args = get_origin(tp), get_args(tp)
+    if origin is typing.Annotated:
+        return _converter(args[0])
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return tp
+    if is_pydantic_model(tp):
+        return lambda v, _m=tp: validate_with_pydantic(_m, v)
+    if origin is Union or origin is types.UnionType:
+        members = [(a, _converter(a)) for a in args if a is not type(None)]
+        if len(members) == 1 and members[0][1] is not None:
+            conv = members[0][1]
+            return lambda v: None if v is None else conv(v)
+        return None
+    if origin in (list, set, frozenset, tuple) and args:
+        item = _converter(args[0])
+        kind = origin
+        if item is None:
+            return None if origin is list else kind
+        return lambda v: kind(item(x) for x in v)
+    if tp in (set, frozenset, tuple):
+        return tp
+    return None
+
+
+def _run_coroutine(coro: Any) -> Any:
+    """Run a coroutine to completion, also from a thread that already runs an event loop."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as e:
+            box["error"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+class FunctionTool(BaseTool):
+    """A tool that calls a Python function; its schema comes from the function's signature and docstring.
+
+    Calling the tool object directly (`get_weather('Paris')`) calls the function itself.
+    """
+
+    def __init__(
+        self,
+        fn: Callable,
+        cfg: dict | None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> None:
+        cfg = dict(cfg or {})
+        self.fn = fn
+        self.name = name or cfg.get("name") or getattr(self, "name", "") or fn.__name__
+        schema = function_schema(fn, self.name, description)
+        self.description = schema["description"]
+        self.parameters = schema["parameters"]
+        super().__init__(cfg)
+        sig = inspect.signature(fn)
+        try:
+            hints = get_type_hints(fn, include_extras=True)
+        except Exception:
+            hints = {}
+        self._converters = {k: c for k, tp in hints.items() if k in sig.parameters and (c := _converter(tp))}
+        self._accepts_kwargs = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+        self._is_async = inspect.iscoroutinefunction(fn)
+        functools.update_wrapper(self, fn, updated=())
+
+    def call(self, params: str | dict, **kwargs: Any) -> Any:
+        args = self.validate(parse_arguments(params))
+        for key, convert in self._converters.items():
+            if key in args:
+                try:
+                    args[key] = convert(args[key])
+                except ToolArgumentError as e:
+                    raise ToolArgumentError(f"'{key}': {e}") from None
+                except (ValueError, TypeError) as e:
+                    raise ToolArgumentError(f"'{key}' is not valid: {e}") from None
+        if not self._accepts_kwargs:
+            unknown = [k for k in args if k not in self.parameters["properties"]]
+            if unknown:
+                logger.warning("%s: ignoring arguments it does not take: %s", self.name, ", ".join(unknown))
+                for key in unknown:
+                    args.pop(key)
+        result = self.fn(**args)
+        if self._is_async or inspect.isawaitable(result):
+            result = _run_coroutine(result)
+        return result
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+
+def function_tool_class(fn: Callable, name: str | None = None) -> type[FunctionTool]:
+    """A FunctionTool subclass for `fn`, so a function can be registered and built from a name plus cfg."""
+
+    def __init__(self: FunctionTool, cfg: dict | None = None) -> None:
+        FunctionTool.__init__(self, fn, cfg, name=name or fn.__name__)
+
+    cls_name = "".join(part.title() for part in (name or fn.__name__).split("_")) or "FunctionTool"
+    return type(cls_name, (FunctionTool,), {"__init__": __init__, "__module__": fn.__module__, "name": name or ""})
+
+
+def tool(
+    fn: Callable | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    **cfg: Any,
+) -> Any:
+    """Make a typed function a tool. Use bare (`@tool`) or with settings (`@tool(timeout=5, cache=True)`).
+
+    Settings: `timeout`, `cache`, `max_calls`, `return_direct` (see BaseTool); `name` and `description`
+    override the function's name and docstring.
+    """
+    unknown = set(cfg) - set(TOOL_SETTINGS)
+    if unknown:
+        raise TypeError(
+            f"@tool got unknown settings {sorted(unknown)}; known: name, description, {', '.join(TOOL_SETTINGS)}"
+        )
+
+    def make(f: Callable) -> FunctionTool:
+        if isinstance(f, FunctionTool):
+            f = f.fn
+        if not callable(f):
+            raise TypeError(f"@tool decorates a function, got {type(f).__name__}")
+        return FunctionTool(f, cfg, name=name, description=description)
+
+    return make(fn) if fn is not None else make
+
+
+__all__ = ["FunctionTool", "function_schema", "function_tool_class", "parse_docstring", "tool"]

@@ -1,0 +1,100 @@
+"""The `retrieval` tool: search the user's files for passages, for agents that retrieve through tool calls.
+
+    bot = FnCallAgent(llm=cfg, function_list=[{'name': 'retrieval', 'files': ['manual.pdf']}])
+
+It reads only the files the user gave: those in the tool's `files` setting and the file items of the
+user's messages. A file the model names that is not among them (another path, `../`, a URL of its own)
+is refused with a message the model can read. Settings: `files`, `max_ref_token` (default 4000),
+`passwords`, `store` (a DocStore).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from chatagent.tools.base import BaseTool, register_tool
+
+__all__ = ["Retrieval", "allowed_files", "choose_files"]
+
+
+@register_tool("retrieval")
+class Retrieval(BaseTool):
+    """Search the user's files; returns excerpts headed `[file, p. N]`."""
+
+    description = (
+        "Search the files the user gave for passages relevant to a query. Returns excerpts, each headed by "
+        "its source as [file, p. N]; cite them that way."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to look for, in the words of the documents."},
+            "files": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Optional: names of the user's files to search (all of them when omitted).",
+            },
+        },
+        "required": ["query"],
+    }
+
+    def call(self, params: str | dict, **kwargs: Any) -> str:
+        args = self.parse_params(params)
+        allowed = allowed_files(self.cfg.get("files"), kwargs.get("messages"))
+        files = choose_files(args.get("files"), allowed)
+        if isinstance(files, str):
+            return files
+        found = _store(self.cfg).retrieve(
+            files, args["query"], int(self.cfg.get("max_ref_token", 4000)), passwords=self.cfg.get("passwords")
+        )
+        parts = [found.as_text()] if found.chunks else ["No passage of the files matches this query."]
+        if found.errors:
+            parts.append("These files could not be read:\n" + "\n".join(f"- {e}" for e in found.errors))
+        return "\n\n".join(parts)
+
+
+def allowed_files(configured: list[str] | None, messages: list | None) -> list[str]:
+    """The files the user gave: the configured ones, then the file items of the user's messages."""
+    files = [os.fspath(f) for f in configured or []]
+    for m in messages or []:
+        role = m.get("role") if isinstance(m, dict) else m.role
+        content = m.get("content") if isinstance(m, dict) else m.content
+        if role == "user" and isinstance(content, list):
+            for item in content:
+                file = item.get("file") if isinstance(item, dict) else item.file
+                if file:
+                    files.append(file)
+    return list(dict.fromkeys(files))
+
+
+def choose_files(requested: list[str] | None, allowed: list[str]) -> list[str] | str:
+    """The allowed files the model asked for (by full path/URL or by file name), or a refusal text."""
+    if not allowed:
+        return "The user has not given any files, so there is nothing to read."
+    if not requested:
+        return allowed
+    by_name: dict[str, str] = {}
+    for f in allowed:
+        by_name.setdefault(f, f)
+        by_name.setdefault(os.path.basename(f.rstrip("/")), f)
+    chosen, refused = [], []
+    for r in requested:
+        match = by_name.get(r) if isinstance(r, str) else None
+        (chosen if match else refused).append(match or str(r))
+    if refused:
+        names = ", ".join(os.path.basename(f.rstrip("/")) or f for f in allowed)
+        return (
+            f"Refused: {', '.join(refused)} is not one of the user's files. Only these can be read: {names}. "
+            "Use their names exactly."
+        )
+    return list(dict.fromkeys(chosen))
+
+
+def _store(cfg: dict) -> Any:
+    store = cfg.get("store")
+    if store is None:
+        from chatagent.rag.store import default_store
+
+        store = default_store()
+    return store

@@ -1,0 +1,191 @@
+"""chatagent messages -> Gradio chatbot messages: escaped text, collapsible tool and reasoning blocks.
+
+Pure functions (no Gradio import), so they are cheap to test and to call on every streamed chunk.
+Everything that came from a model, a tool or a user is escaped: `<` and `&` outside Markdown code become
+entities, so a reply holding `<script>` or `<img onerror=...>` shows as text while lists, tables and code
+still render as Markdown.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from chatagent.schema import ASSISTANT, FUNCTION, USER, Message
+
+THINKING_TITLE = "💭 Thinking"
+PENDING_KEY = "pending_user_input"  # a group chat's marker: a person's turn (see chatagent.agents.user)
+_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})")
+_SAFE_NAME = re.compile(r"[^\w .:/@-]")
+
+
+def escape_html(text: str) -> str:
+    """`&` and `<` as entities: no tag, comment or entity of the input can reach the page as HTML."""
+    return text.replace("&", "&amp;").replace("<", "&lt;")
+
+
+def escape_markdown(text: str) -> str:
+    """Escape HTML in Markdown text, leaving fenced code blocks and inline code spans as they are.
+
+    Markdown shows code literally (the renderer escapes it), and an entity inside code would show as
+    `&lt;`; everywhere else raw HTML would be live, so there `<` and `&` are escaped.
+    """
+    if "<" not in text and "&" not in text:
+        return text
+    out: list[str] = []
+    prose: list[str] = []
+    fence: str | None = None
+    for line in text.splitlines(keepends=True):
+        if fence is not None:
+            out.append(line)
+            stripped = line.strip()
+            if stripped.startswith(fence) and not stripped.strip(fence[0]) and len(line) - len(line.lstrip(" ")) <= 3:
+                fence = None
+            continue
+        m = _FENCE_OPEN.match(line)
+        if m:
+            out.append(_escape_inline("".join(prose)))
+            prose = []
+            fence = m.group(1)
+            out.append(line)
+            continue
+        prose.append(line)
+    out.append(_escape_inline("".join(prose)))
+    return "".join(out)
+
+
+def _escape_inline(text: str) -> str:
+    """Escape prose, keeping inline code spans (a run of n backticks closed by a run of exactly n)."""
+    if "<" not in text and "&" not in text:
+        return text
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        j = text.find("`", i)
+        if j < 0:
+            out.append(escape_html(text[i:]))
+            break
+        out.append(escape_html(text[i:j]))
+        k = j
+        while k < n and text[k] == "`":
+            k += 1
+        close = re.compile(r"(?<!`)" + text[j:k] + r"(?!`)").search(text, k)
+        if close is None:
+            out.append(text[j:k])
+            i = k
+        else:
+            out.append(text[j : close.end()])
+            i = close.end()
+    return "".join(out)
+
+
+def code_block(text: str, lang: str = "") -> str:
+    """`text` in a fenced code block whose fence no backtick run inside the text can close."""
+    longest = max((len(r) for r in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{text}\n{fence}"
+
+
+def safe_name(name: str) -> str:
+    """A tool or speaker name reduced to harmless characters, for titles and labels."""
+    return _SAFE_NAME.sub("", name)[:80] or "?"
+
+
+def _pretty_json(arguments: str) -> str:
+    import json
+
+    try:
+        return json.dumps(json.loads(arguments), ensure_ascii=False, indent=2)
+    except (ValueError, TypeError):
+        return arguments
+
+
+def render_user(msg: Message) -> list[dict[str, Any]]:
+    """A user message: its text (escaped) and a line per attached file."""
+    if isinstance(msg.content, str):
+        return [{"role": "user", "content": escape_markdown(msg.content)}]
+    parts: list[str] = []
+    for item in msg.content:
+        if item.kind == "text":
+            parts.append(escape_markdown(item.value))
+        else:
+            icon = {"image": "🖼️", "audio": "🔊", "video": "🎞️"}.get(item.kind, "📎")
+            parts.append(f"{icon} {escape_html(os.path.basename(item.value))}")
+    return [{"role": "user", "content": "\n\n".join(p for p in parts if p)}]
+
+
+def render_message(msg: Message, *, show_name: bool = False, result_of: str | None = None) -> list[dict[str, Any]]:
+    """One chatagent message as zero or more Gradio chatbot messages (role, content, metadata).
+
+    - user: text and attachments; assistant text: Markdown, with the speaker's name first if `show_name`;
+    - reasoning_content: a collapsed "Thinking" block before the text;
+    - a function call: a collapsed block with the arguments; a function result: a collapsed block with it.
+    """
+    if msg.role == USER:
+        return render_user(msg)
+    out: list[dict[str, Any]] = []
+    if msg.role == FUNCTION:
+        name = safe_name(msg.name or result_of or "tool")
+        text = msg.text
+        out.append(
+            {
+                "role": "assistant",
+                "content": code_block(text) if text else "*(empty result)*",
+                "metadata": {"title": f"📋 Result of {name}", "status": "done"},
+            }
+        )
+        return out
+    if msg.role != ASSISTANT:
+        return out
+    waiting_for = (msg.extra or {}).get(PENDING_KEY)
+    if waiting_for is not None:  # a group chat waits for a person's message
+        who = escape_html(safe_name(str(waiting_for or msg.name or "you")))
+        return [{"role": "assistant", "content": f"⏳ *Waiting for **{who}**: type the next message.*"}]
+    if msg.reasoning_content:
+        out.append(
+            {
+                "role": "assistant",
+                "content": escape_markdown(msg.reasoning_content),
+                "metadata": {"title": THINKING_TITLE, "status": "done"},
+            }
+        )
+    text = msg.text
+    if text:
+        if show_name and msg.name:
+            text = f"**{escape_html(safe_name(msg.name))}**\n\n{escape_markdown(text)}"
+        else:
+            text = escape_markdown(text)
+        out.append({"role": "assistant", "content": text})
+    if msg.function_call is not None:
+        call = msg.function_call
+        who = f"{safe_name(msg.name)} → " if show_name and msg.name else ""
+        out.append(
+            {
+                "role": "assistant",
+                "content": code_block(_pretty_json(call.arguments), "json"),
+                "metadata": {"title": f"🛠️ {who}{safe_name(call.name)}", "status": "done"},
+            }
+        )
+    return out
+
+
+def render_error(error: BaseException) -> dict[str, Any]:
+    """An error as a readable chat message (its type and message, never a traceback)."""
+    from chatagent.errors import ModelServiceError, RunDeadlineExceeded
+
+    if isinstance(error, ModelServiceError):
+        text = f"The model service failed ({error.code}): {error.message}"
+    elif isinstance(error, RunDeadlineExceeded):
+        text = "The answer took too long and was stopped."
+    else:
+        text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return {"role": "assistant", "content": f"⚠️ **Error.** {escape_markdown(text)}"}
+
+
+def render_conversation(messages: list[Message], *, show_names: bool = False) -> list[dict[str, Any]]:
+    """A whole conversation (system messages left out)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        out.extend(render_message(m, show_name=show_names))
+    return out

@@ -1,0 +1,176 @@
+"""One browser session: its conversation, its agents, and the streaming of one turn.
+
+A turn runs the agent in a worker thread (agents are synchronous iterators) and hands its incremental
+output to the event loop through an asyncio queue. The Gradio handler awaits that queue, so it holds no
+thread while the model thinks, takes every fragment that arrived since its last update in one go (a fast
+model costs one UI update per batch, not per chunk), and can stop at once: `request_stop()` wakes it, the
+worker closes the agent's Run iterator, and closing the Run closes the model's stream underneath.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import mimetypes
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from chatagent.agent import Agent
+from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls, to_messages
+from chatagent.stream import Response
+from gui.render import render_conversation, render_error, render_message
+
+logger = logging.getLogger("chatagent.gui")
+
+STOPPED_NOTE = {"role": "assistant", "content": "⏹️ *Stopped.*"}
+_END = object()
+_STOP = object()
+
+
+class _Failed:
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def content_kind(path: str) -> str:
+    """The content item kind for an uploaded file: image, audio or video by its type, else file."""
+    mime = mimetypes.guess_type(path)[0] or ""
+    kind = mime.split("/", 1)[0]
+    return kind if kind in ("image", "audio", "video") else "file"
+
+
+def user_message(text: str, files: list[str]) -> Message:
+    """The user's message: plain text, or text then one content item per uploaded file."""
+    if not files:
+        return Message(USER, text)
+    items = [ContentItem(text=text)] if text else []
+    items += [ContentItem(**{content_kind(f): f}) for f in files]
+    return Message(USER, items)
+
+
+class ChatSession:
+    """The state of one browser session: the conversation (as Messages and as rendered) and the agents."""
+
+    def __init__(self, agents: list[Agent], history: list[Message] | None = None, show_names: bool = False) -> None:
+        self.agents = agents
+        self.show_names = show_names
+        self.history: list[Message] = list(history or [])
+        self.display: list[dict[str, Any]] = render_conversation(self.history, show_names=show_names)
+        self.generation = 0  # bumped by clear(): a turn from before a clear must not write back
+        self._stop: threading.Event | None = None
+        self._wake: Callable[[], None] | None = None
+
+    # ---- conversation edits ----------------------------------------------------------------------------
+
+    def add_user(self, msg: Message) -> None:
+        self.history.append(msg)
+        self.display = self.display + render_message(msg)
+
+    def clear(self) -> None:
+        self.request_stop()
+        self.generation += 1
+        self.history = []
+        self.display = []
+
+    def pop_response(self) -> bool:
+        """Drop everything after the last user message (for regenerate); False if there is no user message."""
+        last = max((i for i, m in enumerate(self.history) if m.role == USER), default=-1)
+        if last < 0:
+            return False
+        self.history = self.history[: last + 1]
+        self.display = render_conversation(self.history, show_names=self.show_names)
+        return True
+
+    @property
+    def running(self) -> bool:
+        return self._stop is not None
+
+    def request_stop(self) -> None:
+        """Stop the turn in progress, if any: the handler returns now, the agent's run is closed."""
+        if self._stop is not None:
+            self._stop.set()
+        if self._wake is not None:
+            self._wake()
+
+    # ---- one turn ----------------------------------------------------------------------------------------
+
+    async def stream_turn(self, agent: Agent, **run_kwargs: Any) -> AsyncIterator[list[dict[str, Any]]]:
+        """Run `agent` on the conversation; yield the rendered conversation as the answer grows.
+
+        The answer (partial, if stopped) is added to the history when the turn ends.
+        """
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        stop = threading.Event()
+        generation = self.generation
+
+        def put(item: object) -> None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the event loop is gone (server shutting down)
+                stop.set()
+
+        def pump() -> None:
+            run = None
+            try:
+                run = agent.run(to_messages(self.history), delta_stream=True, **run_kwargs)
+                for delta in run:
+                    put(delta)
+                    if stop.is_set():
+                        break
+            except BaseException as e:  # reported in the chat by the handler
+                put(_Failed(e))
+            finally:
+                if run is not None:
+                    try:
+                        run.close()
+                    except Exception:
+                        logger.exception("closing the agent's run failed")
+                put(_END)
+
+        self._stop = stop
+        self._wake = lambda: put(_STOP)
+        worker = threading.Thread(target=pump, name="chatagent-gui-turn", daemon=True)
+        response = Response()
+        rendered: list[list[dict[str, Any]]] = []
+        tail: list[dict[str, Any]] = []
+        worker.start()
+        try:
+            done = False
+            while not done:
+                items = [await queue.get()]
+                while not queue.empty():
+                    items.append(queue.get_nowait())
+                for item in items:
+                    if item is _END or item is _STOP:
+                        done = True
+                        break
+                    if isinstance(item, _Failed):
+                        logger.error("the agent failed", exc_info=item.error)
+                        tail = [render_error(item.error)]
+                        continue
+                    for i in response.add(item):
+                        msg = response.messages[i]
+                        view = render_message(msg, show_name=self.show_names)
+                        if i == len(rendered):
+                            rendered.append(view)
+                        else:
+                            rendered[i] = view
+                if stop.is_set() and not tail:
+                    tail = [STOPPED_NOTE]
+                if self.generation != generation:
+                    return
+                yield self.display + [d for view in rendered for d in view] + tail
+        finally:
+            stop.set()
+            self._stop = None
+            self._wake = None
+            if self.generation == generation:
+                answer = response.messages
+                if tail:
+                    answer = drop_unanswered_calls(answer)
+                self.history.extend(answer)
+                self.display = self.display + [d for view in rendered for d in view] + tail

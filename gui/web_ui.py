@@ -1,0 +1,271 @@
+"""WebUI: a Gradio chat page over one agent, several agents (with a selector) or a group chat.
+
+    from chatagent import BasicAgent
+    from gui import WebUI
+    WebUI(BasicAgent(llm=...), chatbot_config={'prompt.suggestions': ['Hello!']}).run()
+
+Each browser session gets its own conversation (a `ChatSession` in `gr.State`). Agents keep no state
+between runs, so one agent object serves every session; to give each session its own agents (say, for
+a tool with a live process), pass a factory instead: `WebUI(lambda: make_agent())`.
+
+Nothing reaches the internet: Gradio's analytics are off, no share link unless asked, fonts are local.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from chatagent.agent import Agent
+from chatagent.schema import Message, to_messages
+from gui.render import escape_html, safe_name
+from gui.session import ChatSession, user_message
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+logger = logging.getLogger("chatagent.gui")
+
+AgentSource = Agent | Sequence[Agent] | Callable[[], Agent | Sequence[Agent]]
+
+
+def _is_group_chat(agent: Agent) -> bool:
+    return isinstance(getattr(agent, "agents", None), (list, tuple))
+
+
+def _agent_names(agents: Sequence[Agent]) -> list[str]:
+    names: list[str] = []
+    for i, a in enumerate(agents):
+        base = a.name or f"Agent {i + 1}"
+        name, n = base, 2
+        while name in names:
+            name, n = f"{base} ({n})", n + 1
+        names.append(name)
+    return names
+
+
+def _as_agent_list(value: Agent | Sequence[Agent]) -> list[Agent]:
+    agents = [value] if isinstance(value, Agent) else list(value)
+    if not agents or not all(isinstance(a, Agent) for a in agents):
+        raise TypeError("WebUI needs an Agent, a non-empty list of Agents, or a function returning one")
+    return agents
+
+
+class WebUI:
+    """A chat web page over agents.
+
+    Args:
+        agent: an Agent, a list of Agents (the page shows a selector), a group chat (an agent with an
+            `agents` list: each speaker's name is shown), or a function returning one of those, called
+            once per browser session so each session has its own agent objects.
+        chatbot_config: optional settings: `title`, `description`, `prompt.suggestions` (list of str),
+            `input.placeholder`, `user.avatar`, `agent.avatar` (image paths), `height` (pixels),
+            `max_file_size` (e.g. '50mb'), `show_names` (force speaker names on or off).
+    """
+
+    def __init__(self, agent: AgentSource, chatbot_config: dict | None = None) -> None:
+        if callable(agent) and not isinstance(agent, Agent):
+            self._factory: Callable[[], Agent | Sequence[Agent]] | None = agent
+            sample = _as_agent_list(agent())
+        else:
+            self._factory = None
+            sample = _as_agent_list(agent)
+        self._agents = sample
+        self.agent_names = _agent_names(sample)
+        self.config = dict(chatbot_config or {})
+        show = self.config.get("show_names")
+        self.show_names = bool(show) if show is not None else len(sample) > 1 or any(map(_is_group_chat, sample))
+        self.demo: Any = None  # the gr.Blocks, once built
+        self._initial: list[Message] = []
+
+    # ---- sessions ------------------------------------------------------------------------------------
+
+    def new_session(self) -> ChatSession:
+        """A fresh session: its own agents when a factory was given, its own copy of the initial messages."""
+        agents = _as_agent_list(self._factory()) if self._factory is not None else self._agents
+        return ChatSession(agents, [m.copy() for m in self._initial], show_names=self.show_names)
+
+    def _agent_for(self, session: ChatSession, name: str | None) -> Agent:
+        if name in self.agent_names:
+            return session.agents[self.agent_names.index(name)]
+        return session.agents[0]
+
+    # ---- the page ----------------------------------------------------------------------------------------
+
+    def build(self, messages: list | None = None) -> Any:
+        """The Gradio Blocks of the page (`messages`: a conversation every session starts with)."""
+        import gradio as gr
+
+        self._initial = to_messages(messages) if messages else []
+        cfg = self.config
+        avatars = (cfg.get("user.avatar"), cfg.get("agent.avatar"))
+        with gr.Blocks(title=cfg.get("title", "chatagent"), analytics_enabled=False, fill_height=True) as demo:
+            state = gr.State(None)
+            if cfg.get("title") or cfg.get("description"):
+                gr.Markdown(f"## {cfg.get('title', '')}\n{cfg.get('description', '')}")
+            for chat in filter(_is_group_chat, self._agents):
+                names = ", ".join(f"**@{escape_html(safe_name(a.name or '?'))}**" for a in chat.agents)
+                gr.Markdown(
+                    f"{escape_html(safe_name(chat.name or 'Group chat'))}: {names}. Write @name to ask one of them."
+                )
+            selector = gr.Dropdown(
+                choices=self.agent_names,
+                value=self.agent_names[0],
+                label="Agent",
+                interactive=True,
+                visible=len(self.agent_names) > 1,
+                elem_id="agent-selector",
+            )
+            chatbot = gr.Chatbot(
+                value=ChatSession([], self._initial, self.show_names).display,
+                elem_id="chatbot",
+                label=self.agent_names[0] if len(self.agent_names) == 1 else "Chat",
+                height=cfg.get("height", 560),
+                avatar_images=avatars if any(avatars) else None,
+                sanitize_html=True,
+                allow_tags=False,
+                buttons=["copy", "copy_all"],
+                feedback_options=None,
+                group_consecutive_messages=not self.show_names,
+                scale=1,
+            )
+            textbox = gr.MultimodalTextbox(
+                placeholder=cfg.get("input.placeholder", "Type a message, or attach files…"),
+                file_count="multiple",
+                sources=["upload"],
+                show_label=False,
+                elem_id="chat-input",
+                autofocus=True,
+            )
+            with gr.Row():
+                stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn", size="sm")
+                regen_btn = gr.Button("Regenerate", elem_id="regenerate-btn", size="sm")
+                clear_btn = gr.Button("Clear", elem_id="clear-btn", size="sm")
+            suggestions = [s if isinstance(s, str) else s.get("text", "") for s in cfg.get("prompt.suggestions") or []]
+            if suggestions:
+                gr.Examples(examples=[[s] for s in suggestions], inputs=[textbox], label="Try")
+
+            outputs = [chatbot, textbox, state]
+            textbox.submit(
+                self._on_submit,
+                [textbox, state, selector],
+                outputs,
+                concurrency_limit=None,
+                show_progress="hidden",
+                api_name="chat",
+            )
+            regen_btn.click(
+                self._on_regenerate,
+                [state, selector],
+                outputs,
+                concurrency_limit=None,
+                show_progress="hidden",
+                api_name="regenerate",
+            )
+            stop_btn.click(self._on_stop, [state], [], queue=False, api_name="stop")
+            clear_btn.click(self._on_clear, [state], outputs, queue=False, api_name="clear")
+            chatbot.clear(self._on_clear, [state], outputs, queue=False, api_visibility="private")
+        self.demo = demo
+        return demo
+
+    # ---- handlers ----------------------------------------------------------------------------------------
+
+    async def _on_submit(
+        self, message: dict | str | None, session: ChatSession | None, agent_name: str | None
+    ) -> AsyncIterator[tuple]:
+        import gradio as gr
+
+        session = session or self.new_session()
+        if isinstance(message, str):
+            message = {"text": message, "files": []}
+        message = message or {}
+        text = (message.get("text") or "").strip()
+        files = [f if isinstance(f, str) else f.get("path", "") for f in message.get("files") or []]
+        if session.running or (not text and not files):
+            yield session.display, gr.skip(), session
+            return
+        session.add_user(user_message(text, [f for f in files if f]))
+        async for update in self._turn(session, agent_name):
+            yield update
+
+    async def _on_regenerate(self, session: ChatSession | None, agent_name: str | None) -> AsyncIterator[tuple]:
+        import gradio as gr
+
+        session = session or self.new_session()
+        if session.running or not session.pop_response():
+            yield session.display, gr.skip(), session
+            return
+        async for update in self._turn(session, agent_name):
+            yield update
+
+    async def _turn(self, session: ChatSession, agent_name: str | None) -> AsyncIterator[tuple]:
+        import gradio as gr
+
+        busy = gr.MultimodalTextbox(value=None, interactive=False)
+        yield session.display, busy, session
+        generation = session.generation
+        async for display in session.stream_turn(self._agent_for(session, agent_name)):
+            yield display, gr.skip(), session
+        if session.generation == generation:
+            yield session.display, gr.MultimodalTextbox(interactive=True), session
+
+    def _on_stop(self, session: ChatSession | None) -> None:
+        if session is not None:
+            session.request_stop()
+
+    def _on_clear(self, session: ChatSession | None) -> tuple:
+        import gradio as gr
+
+        session = session or self.new_session()
+        session.clear()
+        return [], gr.MultimodalTextbox(value=None, interactive=True), session
+
+    # ---- serving -----------------------------------------------------------------------------------------
+
+    def run(
+        self,
+        messages: list | None = None,
+        share: bool = False,
+        server_name: str = "127.0.0.1",
+        server_port: int | None = 7860,
+        *,
+        block: bool = True,
+        max_threads: int = 64,
+        **launch_kwargs: Any,
+    ) -> str:
+        """Serve the page; blocks until stopped unless `block=False`. Returns the local URL.
+
+        `share=True` asks Gradio for a public link, which contacts Gradio's share server: off by default.
+        Other keyword arguments go to `gr.Blocks.launch`.
+        """
+        demo = self.build(messages)
+        demo.queue(default_concurrency_limit=None)
+        if share:
+            logger.warning("share=True: Gradio will contact its share server to make a public link")
+        _, url, _ = demo.launch(
+            server_name=server_name,
+            server_port=server_port,
+            share=share,
+            prevent_thread_lock=True,
+            show_error=False,
+            quiet=not block,
+            max_threads=max_threads,
+            max_file_size=self.config.get("max_file_size", "50mb"),
+            footer_links=[],
+            **launch_kwargs,
+        )
+        logger.info("chatagent web UI on %s", url)
+        if block:
+            try:
+                demo.block_thread()
+            finally:
+                demo.close()
+        return url
+
+    def close(self) -> None:
+        """Stop serving (for `run(block=False)`)."""
+        if self.demo is not None:
+            self.demo.close()

@@ -1,0 +1,260 @@
+"""The `chatagent` command: chat (in-process and as a real process with Ctrl-C), serve and gui as processes."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from chatagent import BasicAgent, ScriptedLLM, tool_call
+from chatagent.cli import CliError, chat_loop, collect_files, default_agent, llm_config, load_object, main
+
+AGENT_MODULE = '''
+import os, time
+from chatagent import BasicAgent
+from chatagent.llm.base import BaseChatModel
+from chatagent.schema import Message
+
+
+class SlowEcho(BaseChatModel):
+    """'slow N' streams N words slowly (writing $CLOSED_MARKER if closed early); else echoes."""
+
+    def _chat_stream(self, messages, functions, cfg, usage):
+        text = messages[-1].text
+        if not text.startswith("slow"):
+            yield [Message._make("assistant", "echo: " + text, None, None, None, {"index": 0})]
+            return
+        n, sent = int(text.split()[1]), 0
+        try:
+            for i in range(n):
+                sent = i + 1
+                yield [Message._make("assistant", f"w{i} ", None, None, None, {"index": 0})]
+                time.sleep(0.02)
+        finally:
+            if sent < n and os.environ.get("CLOSED_MARKER"):
+                open(os.environ["CLOSED_MARKER"], "w").write(str(sent))
+
+
+agent = BasicAgent(llm=SlowEcho({"model": "slow-echo"}), name="echo")
+
+
+def make_agent():
+    return BasicAgent(llm=SlowEcho({"model": "slow-echo"}), name="made")
+'''
+
+
+@pytest.fixture
+def agent_file(tmp_path: Path) -> Path:
+    path = tmp_path / "my_agent.py"
+    path.write_text(textwrap.dedent(AGENT_MODULE))
+    return path
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("API_KEY")}
+    env.update(PYTHONUNBUFFERED="1", **extra)
+    return env
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Proc:
+    """A child process whose output is read without blocking the test forever."""
+
+    def __init__(self, args: list[str], **env: str) -> None:
+        self.p = subprocess.Popen(
+            [sys.executable, "-m", "chatagent", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=_env(**env),
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        os.set_blocking(self.p.stdout.fileno(), False)
+        self.out = b""
+
+    def read_until(self, marker: str, timeout: float = 30) -> str:
+        end = time.monotonic() + timeout
+        while marker.encode() not in self.out:
+            if time.monotonic() > end or self.p.poll() is not None and not self._read():
+                raise AssertionError(f"no {marker!r} in the output:\n{self.out.decode(errors='replace')}")
+            self._read()
+            time.sleep(0.02)
+        return self.out.decode()
+
+    def _read(self) -> bool:
+        chunk = self.p.stdout.read()
+        if chunk:
+            self.out += chunk
+        return bool(chunk)
+
+    def send(self, line: str) -> None:
+        self.p.stdin.write(line.encode() + b"\n")
+        self.p.stdin.flush()
+
+    def close(self) -> None:
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait(10)
+
+
+# ---- in-process ---------------------------------------------------------------------------------------
+
+
+def test_chat_loop_streams_shows_tools_and_clears() -> None:
+    fncall = pytest.importorskip("chatagent.agents.fncall", reason="FnCallAgent has not landed yet")
+
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    llm = ScriptedLLM([tool_call("add", {"a": 2, "b": 3}), "It is 5.", "fresh start"])
+    agent = fncall.FnCallAgent(function_list=[add], llm=llm)
+    lines = iter(["2+3?", "/clear", "hello", "/exit"])
+    out = io.StringIO()
+    chat_loop(agent, read=lambda prompt: next(lines), out=out, color=False)
+    text = out.getvalue()
+    assert '[tool] add({"a": 2, "b": 3})' in text
+    assert "[result of add] 5" in text and "It is 5." in text and "(conversation cleared)" in text
+    assert [m.text for m in llm.calls[-1].messages] == ["hello"]
+
+
+def test_chat_loop_attaches_files_to_the_first_message_and_reports_errors(tmp_path: Path) -> None:
+    from chatagent import ModelServiceError
+
+    llm = ScriptedLLM(["seen", ModelServiceError(400, "nope"), "ok"])
+    lines = iter(["read it", "again", "third"])
+
+    def read(prompt: str) -> str:
+        try:
+            return next(lines)
+        except StopIteration:
+            raise EOFError from None
+
+    out = io.StringIO()
+    chat_loop(BasicAgent(llm=llm), ["/data/a.pdf"], read=read, out=out, color=False)
+    first = llm.calls[0].messages[-1]
+    assert [i.model_dump() for i in first.content] == [{"text": "read it"}, {"file": "/data/a.pdf"}]
+    assert "[error] ModelServiceError: 400: nope" in out.getvalue()
+    assert llm.calls[2].messages[-1].text == "third"  # the chat went on after the error
+
+
+def test_agent_specs_model_flags_and_file_lists(agent_file: Path, tmp_path: Path, caplog) -> None:
+    assert load_object(f"{agent_file}:agent").name == "echo"
+    assert load_object(f"{agent_file}:make_agent").name == "made"  # a factory is called
+    with pytest.raises(CliError, match="no 'nothing'"):
+        load_object(f"{agent_file}:nothing")
+    with pytest.raises(CliError, match="cannot import"):
+        load_object("no_such_module_xyz:agent")
+    with pytest.raises(CliError, match="module:object"):
+        load_object("justaname")
+    assert llm_config(None, None) is None
+    assert llm_config("qwen-max", "http://127.0.0.1:9/v1")["model_server"] == "http://127.0.0.1:9/v1"
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "b.txt").write_text("b")
+    (tmp_path / "docs" / ".hidden").write_text("h")
+    assert [Path(f).name for f in collect_files([str(agent_file)], str(tmp_path / "docs"))] == ["my_agent.py", "b.txt"]
+    with pytest.raises(CliError, match="no such file"):
+        collect_files([str(tmp_path / "missing.pdf")], None)
+    with caplog.at_level(logging.INFO, logger="chatagent.cli"):
+        agent = default_agent({"model_type": "scripted", "replies": ["x"]})
+    assert agent.name == "Assistant"
+    assert any(r.getMessage().startswith("agent: ") for r in caplog.records)
+
+
+def test_main_reports_mistakes_without_a_traceback(capsys, agent_file: Path) -> None:
+    assert main(["chat", "--agent", f"{agent_file}:agent", "--model", "m"]) == 2
+    assert "cannot be combined" in capsys.readouterr().err
+    assert main(["serve", "--agent", "nowhere_xyz:agent"]) == 2
+    assert "cannot import" in capsys.readouterr().err
+
+
+# ---- real processes -----------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_terminal_chat_ctrl_c_stops_the_answer_not_the_chat(agent_file: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "closed"
+    proc = Proc(["chat", "--agent", f"{agent_file}:agent"], CLOSED_MARKER=str(marker))
+    try:
+        proc.read_until("you> ")
+        proc.send("hello")
+        proc.read_until("echo: hello")
+        proc.send("slow 2000")
+        proc.read_until("w5 ")
+        proc.p.send_signal(signal.SIGINT)
+        proc.read_until("[stopped]")
+        for _ in range(100):
+            if marker.exists():
+                break
+            time.sleep(0.05)
+        assert marker.exists(), "the model's stream was not closed by Ctrl-C"
+        assert int(marker.read_text()) < 2000
+        proc.send("still there?")
+        proc.read_until("echo: still there?")
+        proc.send("/exit")
+        assert proc.p.wait(10) == 0
+    finally:
+        proc.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_serve_command_with_an_api_key(agent_file: Path) -> None:
+    import openai
+
+    port = _free_port()
+    proc = Proc(["serve", "--agent", f"{agent_file}:agent", "--port", str(port), "--api-key", "k1"])
+    try:
+        proc.read_until("API key required")
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="k1", max_retries=0, timeout=10)
+        assert [m.id for m in client.models.list()] == ["echo"]
+        out = client.chat.completions.create(model="echo", messages=[{"role": "user", "content": "hi"}])
+        assert out.choices[0].message.content == "echo: hi"
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="bad", max_retries=0).models.list()
+        proc.p.send_signal(signal.SIGINT)
+        assert proc.p.wait(10) == 0
+    finally:
+        proc.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_gui_command_serves_the_page(agent_file: Path) -> None:
+    port = _free_port()
+    proc = Proc(["gui", "--agent", f"{agent_file}:agent", "--port", str(port), "--title", "Hello"])
+    try:
+        url = f"http://127.0.0.1:{port}"
+        end = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(url, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < end and proc.p.poll() is None, proc.read_until("never")
+            time.sleep(0.2)
+        from gradio_client import Client
+
+        client = Client(url, verbose=False)
+        chat, _ = client.predict({"text": "ping", "files": []}, "echo", api_name="/chat")
+        assert chat[-1]["content"][0]["text"] == "echo: ping"
+    finally:
+        proc.close()

@@ -1,0 +1,114 @@
+"""gui.render: escaping that keeps Markdown working, and the chatbot view of each kind of message."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chatagent.schema import ContentItem, FunctionCall, Message
+from gui.render import (
+    code_block,
+    escape_markdown,
+    render_conversation,
+    render_error,
+    render_message,
+    safe_name,
+)
+
+
+def _outside_code(text: str) -> str:
+    """The text with fenced blocks and inline code spans removed (a simple reference for the tests)."""
+    text = re.sub(r"(?ms)^(`{3,}|~{3,}).*?(^\1[^\n]*$|\Z)", "", text)
+    return re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", text, flags=re.S)
+
+
+def test_html_outside_code_is_escaped() -> None:
+    out = escape_markdown('Hi <script>alert(1)</script> and <img src=x onerror="alert(2)"> & more')
+    assert "<" not in out
+    assert out == 'Hi &lt;script>alert(1)&lt;/script> and &lt;img src=x onerror="alert(2)"> &amp; more'
+
+
+def test_code_is_left_alone_so_it_shows_literally() -> None:
+    text = "Use `a < b` here.\n\n```html\n<b>bold</b> & co\n```\n\nthen <i>not code</i>"
+    out = escape_markdown(text)
+    assert "`a < b`" in out
+    assert "```html\n<b>bold</b> & co\n```" in out
+    assert out.endswith("then &lt;i>not code&lt;/i>")
+
+
+def test_unclosed_fence_runs_to_the_end_and_unmatched_backticks_are_text() -> None:
+    assert escape_markdown("```\n<x>") == "```\n<x>"
+    assert escape_markdown("a ` b <x>") == "a ` b &lt;x>"
+    assert escape_markdown("``a`<b>``") == "``a`<b>``"  # a span of two backticks closes only on two
+
+
+def test_markdown_structure_survives() -> None:
+    table = "| a | b |\n|---|---|\n| 1 | 2 |\n\n- one\n- two\n\n> quote"
+    assert escape_markdown(table) == table
+
+
+@given(st.text(alphabet="ab<>&`~\n *-", max_size=80))
+def test_no_tag_can_open_outside_code(text: str) -> None:
+    out = escape_markdown(text)
+    assert "<" not in _outside_code(out)
+    assert out.replace("&lt;", "<").replace("&amp;", "&") == text or "`" in text or "~~~" in text
+
+
+def test_code_block_fence_is_longer_than_any_backtick_run() -> None:
+    block = code_block("x ```` y")
+    assert block.startswith("`````\n") and block.endswith("\n`````")
+
+
+def test_names_in_titles_are_reduced_to_harmless_characters() -> None:
+    assert safe_name('<img src=x onerror="alert(1)">') == "img srcx onerroralert1"
+    assert safe_name("") == "?"
+
+
+def test_assistant_reasoning_text_and_call_render_as_blocks() -> None:
+    msg = Message(
+        "assistant",
+        "Let me <b>look</b>.",
+        name="Bot",
+        reasoning_content="I should <think>",
+        function_call=FunctionCall("search", {"q": "x<y"}),
+    )
+    views = render_message(msg, show_name=True)
+    assert [v.get("metadata", {}).get("title") for v in views] == ["💭 Thinking", None, "🛠️ Bot → search"]
+    assert views[0]["metadata"]["status"] == "done"  # collapsed
+    assert views[0]["content"] == "I should &lt;think>"
+    assert views[1]["content"] == "**Bot**\n\nLet me &lt;b>look&lt;/b>."
+    assert views[2]["content"] == '```json\n{\n  "q": "x<y"\n}\n```'
+
+
+def test_function_result_and_user_files() -> None:
+    result = render_message(Message("function", "42 <ok>", name="calc"))
+    assert result == [
+        {
+            "role": "assistant",
+            "content": "```\n42 <ok>\n```",
+            "metadata": {"title": "📋 Result of calc", "status": "done"},
+        }
+    ]
+    user = render_message(Message("user", [ContentItem(text="read <this>"), ContentItem(file="/tmp/up/a&b.pdf")]))
+    assert user == [{"role": "user", "content": "read &lt;this>\n\n📎 a&amp;b.pdf"}]
+
+
+def test_pending_input_marker_and_errors_are_readable() -> None:
+    marker = Message(
+        "assistant", "<!-- INTERRUPT: PENDING_USER_INPUT -->", name="Alice", extra={"pending_user_input": "Alice"}
+    )
+    assert render_message(marker) == [
+        {"role": "assistant", "content": "⏳ *Waiting for **Alice**: type the next message.*"}
+    ]
+    from chatagent.errors import ModelServiceError
+
+    err = render_error(ModelServiceError(429, "slow <down>"))
+    assert err["content"] == "⚠️ **Error.** The model service failed (429): slow &lt;down>"
+    assert "Traceback" not in render_error(RuntimeError("boom"))["content"]
+
+
+def test_conversation_skips_system_messages() -> None:
+    views = render_conversation([Message("system", "secret"), Message("user", "hi"), Message("assistant", "hello")])
+    assert [v["content"] for v in views] == ["hi", "hello"]

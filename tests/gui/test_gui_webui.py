@@ -1,0 +1,82 @@
+"""WebUI without a server: agents, factories, speaker names, group chats and the page it builds."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from chatagent import BasicAgent, ScriptedLLM
+from gui import WebUI
+from gui.session import user_message
+
+
+def test_one_agent_is_shared_and_a_factory_makes_agents_per_session() -> None:
+    shared = BasicAgent(llm=ScriptedLLM(default="x"), name="Bot")
+    ui = WebUI(shared)
+    assert ui.new_session().agents[0] is ui.new_session().agents[0] is shared
+    assert not ui.show_names and ui.agent_names == ["Bot"]
+    made = []
+
+    def factory():
+        made.append(BasicAgent(llm=ScriptedLLM(default="x"), name="Fresh"))
+        return made[-1]
+
+    ui = WebUI(factory)
+    a, b = ui.new_session(), ui.new_session()
+    assert a.agents[0] is not b.agents[0] and len(made) == 3  # one sample at construction, one per session
+
+
+def test_several_agents_get_unique_names_and_speaker_names_shown() -> None:
+    agents = [
+        BasicAgent(llm=ScriptedLLM(default="x"), name="Bot"),
+        BasicAgent(llm=ScriptedLLM(default="y"), name="Bot"),
+        BasicAgent(llm=ScriptedLLM(default="z")),
+    ]
+    ui = WebUI(agents)
+    assert ui.agent_names == ["Bot", "Bot (2)", "Agent 3"] and ui.show_names
+    session = ui.new_session()
+    assert ui._agent_for(session, "Bot (2)") is agents[1]
+    assert ui._agent_for(session, "unknown") is agents[0]
+    assert WebUI(agents, chatbot_config={"show_names": False}).show_names is False
+
+
+def test_bad_agents_are_refused() -> None:
+    with pytest.raises(TypeError):
+        WebUI([])
+    with pytest.raises(TypeError):
+        WebUI(["not an agent"])
+
+
+def test_a_group_chat_shows_speakers_and_waits_for_the_person() -> None:
+    group_chat = pytest.importorskip("chatagent.agents.group_chat", reason="GroupChat has not landed yet")
+    from chatagent.agents.user import UserAgent
+
+    alice = BasicAgent(llm=ScriptedLLM(default="Hi, I am Alice."), name="Alice")
+    chat = group_chat.GroupChat([alice, UserAgent("Me")], selection="round_robin", max_rounds=4)
+    ui = WebUI(chat)
+    assert ui.show_names
+    session = ui.new_session()
+    session.add_user(user_message("Hello all", []))
+
+    async def turn():
+        async for _ in session.stream_turn(session.agents[0]):
+            pass
+
+    asyncio.run(turn())
+    contents = [d["content"] for d in session.display]
+    assert contents[1] == "**Alice**\n\nHi, I am Alice."
+    assert contents[-1] == "⏳ *Waiting for **Me**: type the next message.*"
+
+
+def test_the_page_builds_with_its_controls() -> None:
+    ui = WebUI(
+        BasicAgent(llm=ScriptedLLM(default="x"), name="Bot"),
+        chatbot_config={"prompt.suggestions": ["Hello!"], "title": "T"},
+    )
+    demo = ui.build(messages=[{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "reply"}])
+    ids = {getattr(b, "elem_id", None) for b in demo.blocks.values()}
+    assert {"chatbot", "chat-input", "stop-btn", "regenerate-btn", "clear-btn", "agent-selector"} <= ids
+    chatbot = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "chatbot")
+    assert [m["content"] for m in chatbot.value] == ["earlier", "reply"] or len(chatbot.value) == 2
+    assert [m.text for m in ui.new_session().history] == ["earlier", "reply"]

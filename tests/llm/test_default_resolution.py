@@ -1,0 +1,101 @@
+"""Default model resolution: an agent given no `llm` picks its backend from the environment.
+
+DASHSCOPE_API_KEY -> DashScope qwen-plus; else OPENAI_API_KEY (+ OPENAI_BASE_URL, OPENAI_MODEL) -> that
+server; else the embedded local model, with one log line saying so. Nothing remote is contacted: the
+OpenAI case talks to the loopback test server, the others only check the class chosen.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from chatagent import BasicAgent
+from chatagent.llm.base import LLM_REGISTRY, _llm_class, default_llm_config, get_chat_model
+
+ENV = ("DASHSCOPE_API_KEY", "DASHSCOPE_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL")
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_dashscope_key_gives_qwen_plus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-ds")
+    assert default_llm_config() == {"model_type": "dashscope", "model": "qwen-plus"}
+
+
+def test_dashscope_wins_over_openai(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-ds")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-oa")
+    assert default_llm_config()["model_type"] == "dashscope"
+
+
+def test_dashscope_default_builds_the_dashscope_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("chatagent.llm.dashscope", reason="the DashScope backend (issue 2) is not written yet")
+    monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-ds")
+    llm = get_chat_model(None)
+    assert type(llm).__name__ == "DashScopeModel"
+    assert llm.model == "qwen-plus"
+
+
+def test_openai_key_gives_that_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-oa")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("OPENAI_MODEL", "my-model")
+    assert default_llm_config() == {"model_type": "oai", "model": "my-model", "model_server": "http://127.0.0.1:9/v1"}
+
+
+def test_openai_key_alone_means_openai(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-oa")
+    cfg = default_llm_config()
+    assert cfg["model_type"] == "oai" and "model_server" not in cfg
+    llm = get_chat_model(None)
+    assert type(llm).__name__ == "OpenAICompatModel"
+    assert llm.base_url is None  # the SDK's default, api.openai.com; nothing is sent here
+    assert llm.api_key == "sk-oa"
+
+
+def test_agent_without_llm_talks_to_the_openai_server_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, openai_server
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("OPENAI_MODEL", "env-model")
+    openai_server.add("Hello from the env server")
+    bot = BasicAgent()
+    *_, last = bot.run([{"role": "user", "content": "hi"}])
+    assert last[-1]["content"] == "Hello from the env server"
+    request = openai_server.requests[0]
+    assert request.json["model"] == "env-model"
+    assert request.headers["authorization"] == "Bearer sk-from-env"
+
+
+def test_empty_variables_are_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DASHSCOPE_API_KEY", "")
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    assert default_llm_config()["model_type"] == "local"
+
+
+def test_nothing_configured_gives_the_local_model_and_one_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="chatagent"):
+        cfg = default_llm_config()
+    assert cfg == {"model_type": "local"}
+    lines = [r for r in caplog.records if r.name.startswith("chatagent")]
+    assert len(lines) == 1
+    text = lines[0].getMessage()
+    assert "embedded local model" in text
+    assert "DASHSCOPE_API_KEY" in text and "OPENAI_API_KEY" in text  # says how to configure a real one
+    assert LLM_REGISTRY["local"] is not None
+    assert _llm_class("local").__name__ == "LocalModel"  # resolved without starting the server
+
+
+def test_explicit_llm_config_ignores_the_environment(monkeypatch: pytest.MonkeyPatch, openai_server) -> None:
+    monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-ds")
+    openai_server.add("explicit")
+    bot = BasicAgent(llm={"model": "m", "model_server": openai_server.base_url, "api_key": "k"})
+    *_, last = bot.run([{"role": "user", "content": "hi"}])
+    assert last[-1]["content"] == "explicit"

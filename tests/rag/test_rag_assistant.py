@@ -1,0 +1,144 @@
+"""Assistant and the retrieval / doc_parser tools, with ScriptedLLM and real files."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from chatagent import Assistant, FnCallAgent, ScriptedLLM, tool_call
+from chatagent.rag import DocStore, Progress
+from chatagent.schema import content_text
+
+pytestmark = pytest.mark.timeout(60)
+
+FILLER = "\n\n".join(f"Filler paragraph {i} says nothing of note about any subject." for i in range(60))
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> DocStore:
+    return DocStore(tmp_path / "ws", chunk_tokens=80, overlap_tokens=10)
+
+
+def system_text(llm: ScriptedLLM, call: int = 0) -> str:
+    first = llm.calls[call].messages[0]
+    assert first.role == "system"
+    return content_text(first.content)
+
+
+def test_assistant_puts_cited_excerpts_of_files_and_message_files_in_the_system_message(
+    tmp_path: Path, store: DocStore
+) -> None:
+    manual = write(tmp_path / "manual.txt", FILLER + "\n\nInstall packages with install.packages('name').\n\n" + FILLER)
+    extra = write(tmp_path / "extra.md", "# Extra\n\nThe office opens at nine.")
+    llm = ScriptedLLM(["Use install.packages [manual.txt, p. 1]."])
+    bot = Assistant(llm=llm, files=[str(manual)], rag_cfg={"store": store, "max_ref_token": 300})
+    messages = [
+        {"role": "system", "content": "You are helpful."},
+        {"role": "user", "content": [{"text": "How do I install packages?"}, {"file": str(extra)}]},
+    ]
+    before = copy.deepcopy(messages)
+    out = bot.run_nonstream(messages)
+    assert out[-1]["content"] == "Use install.packages [manual.txt, p. 1]."
+    assert messages == before  # the caller's list is untouched
+    system = system_text(llm)
+    assert system.startswith("You are helpful.")
+    assert "[manual.txt, p. 1]\n" in system and "install.packages('name')" in system
+    assert "cite" in system
+    sent_user = llm.calls[0].messages[-1]
+    assert [item.text for item in sent_user.content] == ["How do I install packages?", "[file: extra.md]"]
+
+
+def test_everything_goes_in_when_it_fits(tmp_path: Path, store: DocStore) -> None:
+    a = write(tmp_path / "a.txt", "Alpha: the code is 11.")
+    b = write(tmp_path / "b.txt", "Beta: the code is 22.")
+    llm = ScriptedLLM(["ok"])
+    Assistant(llm=llm, files=[str(a), str(b)], rag_cfg={"store": store}).run_nonstream(
+        [{"role": "user", "content": "codes?"}]
+    )
+    system = system_text(llm)
+    assert system.index("[a.txt, p. 1]\nAlpha") < system.index("[b.txt, p. 1]\nBeta")
+
+
+def test_unreadable_files_are_named_and_the_rest_answers(tmp_path: Path, store: DocStore) -> None:
+    good = write(tmp_path / "good.txt", "The answer is 42.")
+    empty = write(tmp_path / "empty.txt", "")
+    llm = ScriptedLLM(["42, but empty.txt could not be read."])
+    bot = Assistant(llm=llm, rag_cfg={"store": store})
+    content = [{"text": "What is the answer?"}, {"file": str(good)}, {"file": str(empty)}]
+    bot.run_nonstream([{"role": "user", "content": content}])
+    system = system_text(llm)
+    assert "The answer is 42." in system
+    assert "could not be read" in system and "'empty.txt' is empty" in system
+
+
+def test_chinese_prompt_and_progress(tmp_path: Path, store: DocStore) -> None:
+    doc = write(tmp_path / "说明.txt", "大熊猫主要以竹子为食。")
+    events: list[Progress] = []
+    llm = ScriptedLLM(["竹子 [说明.txt, p. 1]"])
+    bot = Assistant(llm=llm, files=[str(doc)], rag_cfg={"store": store, "on_progress": events.append})
+    bot.run_nonstream([{"role": "user", "content": "大熊猫吃什么？"}])
+    system = system_text(llm)
+    assert "用户文件中的知识" in system and "[说明.txt, p. 1]\n大熊猫主要以竹子为食。" in system
+    assert [e.stage for e in events] == ["parse", "index"]
+
+
+def test_no_files_means_no_knowledge(store: DocStore) -> None:
+    llm = ScriptedLLM(["hi"])
+    Assistant(llm=llm, rag_cfg={"store": store}).run_nonstream([{"role": "user", "content": "hello"}])
+    assert llm.calls[0].messages[0].role == "user"
+
+
+def test_streaming_yields_the_answer(tmp_path: Path, store: DocStore) -> None:
+    doc = write(tmp_path / "a.txt", "Alpha facts.")
+    llm = ScriptedLLM(["Alpha is a fact of the file."], chunk_size=3)
+    bot = Assistant(llm=llm, files=[str(doc)], rag_cfg={"store": store})
+    outs = list(bot.run([{"role": "user", "content": "alpha?"}]))
+    assert len(outs) > 1 and outs[-1][-1]["content"] == "Alpha is a fact of the file."
+
+
+# ------------------------------------------------------------------------------------------- tools
+
+
+def test_retrieval_tool_reads_only_the_users_files(tmp_path: Path, store: DocStore) -> None:
+    manual = write(tmp_path / "manual.txt", FILLER + "\n\nThe vault code is 7781.\n\n" + FILLER)
+    secret = write(tmp_path / "secret.txt", "Not for the model.")
+    llm = ScriptedLLM(
+        [
+            tool_call("retrieval", {"query": "vault code"}),
+            tool_call("retrieval", {"query": "anything", "files": [str(secret)]}),
+            tool_call("retrieval", {"query": "anything", "files": ["../../etc/passwd"]}),
+            tool_call("retrieval", {"query": "vault", "files": ["manual.txt"]}),
+            "The code is 7781 [manual.txt, p. 1].",
+        ]
+    )
+    bot = FnCallAgent(llm=llm, function_list=[{"name": "retrieval", "store": store, "max_ref_token": 200}])
+    out = bot.run_nonstream([{"role": "user", "content": [{"text": "vault code?"}, {"file": str(manual)}]}])
+    results = [m["content"] for m in out if m["role"] == "function"]
+    assert "The vault code is 7781." in results[0] and "[manual.txt, p. 1]" in results[0]
+    assert results[1].startswith("Refused") and "manual.txt" in results[1] and "Not for the model" not in results[1]
+    assert results[2].startswith("Refused")
+    assert "7781" in results[3]
+    assert out[-1]["content"] == "The code is 7781 [manual.txt, p. 1]."
+
+
+def test_doc_parser_tool(tmp_path: Path, store: DocStore) -> None:
+    notes = write(tmp_path / "notes.md", "# Notes\n\nBuy milk.")
+    llm = ScriptedLLM(
+        [
+            tool_call("doc_parser", {"url": "notes.md"}),
+            tool_call("doc_parser", {"url": "/etc/hostname"}),
+            "done",
+        ]
+    )
+    bot = FnCallAgent(llm=llm, function_list=[{"name": "doc_parser", "store": store, "files": [str(notes)]}])
+    out = bot.run_nonstream([{"role": "user", "content": "read my notes"}])
+    results = [m["content"] for m in out if m["role"] == "function"]
+    assert results[0] == "[notes.md, p. 1]\n# Notes\n\nBuy milk."
+    assert results[1].startswith("Refused")

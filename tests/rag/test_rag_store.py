@@ -1,0 +1,266 @@
+"""DocStore / retrieve: budgets, content-hash caching, disk cache, concurrency, progress, URLs, hostile names."""
+
+from __future__ import annotations
+
+import http.server
+import logging
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from chatagent.rag import DocStore, Progress, retrieve
+from chatagent.rag.store import fetch_url, format_chunks
+
+pytestmark = pytest.mark.timeout(60)
+
+TOPICS = {
+    "install": "To install packages, call install.packages with the package name and a repository mirror.",
+    "plot": "The plot function draws scatter plots; use par to change margins and colours of graphics.",
+    "frame": "A data frame is a list of vectors of equal length, printed as a table of rows and columns.",
+    "loop": "A for loop repeats its body; vectorised functions like sapply are usually faster than loops.",
+}
+
+
+def manual_text(topic: str, repeat: int = 40) -> str:
+    """A long text where one paragraph in the middle is about `topic`, the rest filler."""
+    filler = [f"Filler paragraph {i} describes nothing in particular about anything at all." for i in range(repeat)]
+    return "\n\n".join(filler[: repeat // 2] + [TOPICS[topic]] + filler[repeat // 2 :])
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> DocStore:
+    return DocStore(tmp_path / "ws", chunk_tokens=60, overlap_tokens=10)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_retrieve_gives_the_best_chunks_within_the_budget(tmp_path: Path, store: DocStore) -> None:
+    files = [write(tmp_path / f"{t}.txt", manual_text(t)) for t in TOPICS]
+    found = store.retrieve(files, "How do I install packages from a mirror?", max_tokens=100)
+    assert not found.complete and found.errors == []
+    assert found.chunks[0].source == "install.txt" and "install.packages" in found.chunks[0].text
+    assert found.tokens == sum(c.tokens for c in found.chunks) <= 100
+    assert found.chunks[0].page == 1
+    text = found.as_text()
+    assert text.startswith("[install.txt, p. 1]\n") and format_chunks(found.chunks) == text
+
+
+def test_everything_is_returned_in_order_when_it_fits(tmp_path: Path, store: DocStore) -> None:
+    a = write(tmp_path / "a.md", "# A\n\nAlpha facts.")
+    b = write(tmp_path / "b.txt", "Beta facts, unrelated to the question.")
+    found = store.retrieve([a, b], "alpha", max_tokens=1000)
+    assert found.complete
+    assert [(c.source, c.page, c.text) for c in found.chunks] == [
+        ("a.md", 1, "# A\n\nAlpha facts."),
+        ("b.txt", 1, "Beta facts, unrelated to the question."),
+    ]
+
+
+def test_cache_is_by_content_not_by_path(tmp_path: Path, store: DocStore) -> None:
+    path = write(tmp_path / "notes.txt", manual_text("plot"))
+    assert "plot" in store.retrieve([path], "scatter plots margins", 80).chunks[0].text
+    assert store.parses == 1
+    store.retrieve([path], "scatter plots margins", 80)
+    assert store.parses == 1  # unchanged: not parsed again
+    write(path, manual_text("frame"))  # edited in place, same name
+    found = store.retrieve([path], "data frame list of vectors", 80)
+    assert store.parses == 2 and "data frame" in found.chunks[0].text
+    copy = write(tmp_path / "other" / "renamed.txt", manual_text("frame"))
+    found = store.retrieve([copy], "data frame list of vectors", 80)
+    assert store.parses == 2  # same content, new name: no parse
+    assert found.chunks[0].source == "renamed.txt"  # cited under the name the user gave
+
+
+def test_adding_a_file_to_a_set_parses_only_that_file(tmp_path: Path, store: DocStore) -> None:
+    files = [write(tmp_path / f"{t}.txt", manual_text(t)) for t in TOPICS]
+    store.retrieve(files[:3], "loop", 100)
+    assert store.parses == 3
+    found = store.retrieve(files, "for loop repeats its body", 100)
+    assert store.parses == 4 and found.chunks[0].source == "loop.txt"
+
+
+def test_disk_cache_serves_a_new_store(tmp_path: Path) -> None:
+    files = [write(tmp_path / f"{t}.txt", manual_text(t)) for t in TOPICS]
+    first = DocStore(tmp_path / "ws", chunk_tokens=60)
+    expected = first.retrieve(files, "install packages", 100)
+    second = DocStore(tmp_path / "ws", chunk_tokens=60)
+    again = second.retrieve(files, "install packages", 100)
+    assert second.parses == 0
+    assert [(c.id, c.text) for c in again.chunks] == [(c.id, c.text) for c in expected.chunks]
+    third = DocStore(tmp_path / "ws", chunk_tokens=60, disk_cache=False)
+    third.retrieve(files, "install packages", 100)
+    assert third.parses == 4
+
+
+def test_corrupt_cache_files_are_ignored(tmp_path: Path) -> None:
+    path = write(tmp_path / "a.txt", manual_text("install"))
+    DocStore(tmp_path / "ws", chunk_tokens=60).retrieve([path], "install", 100)
+    for cached in (tmp_path / "ws").rglob("*.*"):
+        cached.write_bytes(b"\x00garbage")
+    store = DocStore(tmp_path / "ws", chunk_tokens=60)
+    assert "install.packages" in store.retrieve([path], "install packages", 100).chunks[0].text
+    assert store.parses == 1
+
+
+def test_workspace_file_names_come_from_hashes_only(tmp_path: Path) -> None:
+    hostile = tmp_path / "in" / "..; rm -rf ~; ..txt.txt"
+    write(hostile, manual_text("install"))
+    nested = tmp_path / "in" / "sub" / ".." / "..%2F..%2Fescape.txt"
+    write(nested, manual_text("plot"))
+    store = DocStore(tmp_path / "ws", chunk_tokens=60)
+    found = store.retrieve([hostile, nested, tmp_path / "bad\x00name.txt"], "install packages", 100)
+    assert [e.reason for e in found.errors] == ["broken"]
+    assert "\x00" not in str(found.errors[0])
+    names = [p.relative_to(tmp_path / "ws") for p in (tmp_path / "ws").rglob("*") if p.is_file()]
+    assert names
+    for name in names:
+        assert re.fullmatch(r"rag/(docs|indexes)/[0-9a-f]{2}/[0-9a-f]{64}\.(json|npz)", name.as_posix()), name
+    outside = {p for p in tmp_path.rglob("*") if p.is_file()} - {tmp_path / "ws" / n for n in names}
+    assert outside == {hostile, tmp_path / "in" / "..%2F..%2Fescape.txt"}  # nothing written anywhere else
+
+
+@pytest.mark.timeout(60)
+def test_fifty_threads_asking_for_one_new_file_parse_it_once(tmp_path: Path, store: DocStore) -> None:
+    path = write(tmp_path / "shared.txt", manual_text("frame", repeat=400))
+    barrier = threading.Barrier(50)
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            barrier.wait(timeout=20)
+            found = store.retrieve([path], "data frame", 80)
+            results.append(found.chunks[0].text)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not errors and len(results) == 50
+    assert store.parses == 1
+    assert all("data frame" in r for r in results)
+
+
+def test_bad_files_are_reported_and_the_rest_still_answer(tmp_path: Path, store: DocStore) -> None:
+    good = write(tmp_path / "good.txt", manual_text("install"))
+    empty = write(tmp_path / "empty.txt", "")
+    binary = tmp_path / "prog.txt"
+    binary.write_bytes(b"\x7fELF" + bytes(range(256)) * 8)
+    found = store.retrieve([empty, good, binary, tmp_path / "missing.pdf"], "install packages", 100)
+    assert [(e.source, e.reason) for e in found.errors] == [
+        ("empty.txt", "no_text"),
+        ("prog.txt", "unsupported"),
+        ("missing.pdf", "broken"),
+    ]
+    assert found.chunks and all(c.source == "good.txt" for c in found.chunks)
+    again = store.retrieve([empty, good], "install packages", 100)  # failures are remembered, not re-parsed
+    assert [e.reason for e in again.errors] == ["no_text"] and store.parses == 3
+
+
+def test_too_large_limit_applies_in_the_store(tmp_path: Path) -> None:
+    path = write(tmp_path / "big.txt", "word " * 1000)
+    found = DocStore(tmp_path / "ws", max_bytes=100).retrieve([path], "word", 100)
+    assert [e.reason for e in found.errors] == ["too_large"] and found.chunks == []
+
+
+def test_progress_callback_and_log_lines(tmp_path: Path, store: DocStore, caplog: pytest.LogCaptureFixture) -> None:
+    files = [write(tmp_path / f"{t}.txt", manual_text(t)) for t in TOPICS]
+    events: list[Progress] = []
+    with caplog.at_level(logging.INFO, logger="chatagent.rag.store"):
+        store.retrieve(files[:2], "x", 100, on_progress=events.append)
+        store.retrieve(files, "x", 100, on_progress=events.append)
+    stages = [(e.stage, e.source, e.done, e.total) for e in events]
+    assert stages == [
+        ("parse", "install.txt", 1, 2),
+        ("parse", "plot.txt", 2, 2),
+        ("index", "", 2, 2),
+        ("cached", "install.txt", 1, 4),
+        ("cached", "plot.txt", 2, 4),
+        ("parse", "frame.txt", 3, 4),
+        ("parse", "loop.txt", 4, 4),
+        ("index", "", 4, 4),
+    ]
+    assert any("parsed frame.txt" in r.getMessage() and "[3/4]" in r.getMessage() for r in caplog.records)
+
+    def broken_callback(progress: Progress) -> None:
+        raise RuntimeError("ui gone")
+
+    assert store.retrieve(files, "install packages", 100, on_progress=broken_callback).chunks
+
+
+def test_password_reaches_the_pdf_parser(tmp_path: Path, store: DocStore) -> None:
+    from tests.rag.test_rag_parsers import encrypt_pdf, make_pdf
+
+    path = tmp_path / "locked.pdf"
+    path.write_bytes(encrypt_pdf(make_pdf(["The vault code is 1234."]), "pw"))
+    assert [e.reason for e in store.retrieve([path], "vault code", 100).errors] == ["needs_password"]
+    found = store.retrieve([path], "vault code", 100, passwords={"locked.pdf": "pw"})
+    assert found.errors == [] and "1234" in found.chunks[0].text
+    assert not list((tmp_path / "ws").rglob("*.json"))  # text opened with a password is not written to disk
+
+
+def test_module_level_retrieve_uses_the_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHATAGENT_WORKSPACE", str(tmp_path / "env-ws"))
+    path = write(tmp_path / "a.txt", manual_text("loop"))
+    found = retrieve([path], "for loop", max_tokens=60)  # chunks are bigger than 60: the best sentences of one
+    assert "for loop repeats" in found.chunks[0].text and found.tokens <= 60 and len(found.chunks) == 1
+    assert list((tmp_path / "env-ws" / "rag").rglob("*.json"))
+
+
+# -------------------------------------------------------------------------------------------- URLs
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path == "/slow":
+            time.sleep(3)
+        if self.path == "/big":
+            body = b"x" * 200_000
+        else:
+            body = b"<html><head><title>Remote doc</title></head><body><p>The remote answer is 42.</p></body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def web() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.timeout(30)
+def test_urls_are_fetched_with_a_size_limit_and_a_timeout(web: str, tmp_path: Path) -> None:
+    store = DocStore(tmp_path / "ws", max_bytes=100_000)
+    found = store.retrieve([f"{web}/docs/page"], "remote answer", 100)
+    assert found.errors == [] and found.chunks[0].source == "page.html" and "42" in found.chunks[0].text
+    big = store.retrieve([f"{web}/big"], "x", 100)
+    assert [e.reason for e in big.errors] == ["too_large"]
+    started = time.monotonic()
+    with pytest.raises(Exception) as info:
+        fetch_url(f"{web}/slow", 100_000, timeout=0.5)
+    assert getattr(info.value, "reason", None) == "broken" and time.monotonic() - started < 2.5
+    refused = store.retrieve(["http://127.0.0.1:9/nothing.pdf"], "x", 100)
+    assert [e.reason for e in refused.errors] == ["broken"]

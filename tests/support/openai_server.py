@@ -1,0 +1,419 @@
+"""A loopback OpenAI-compatible server for tests and benchmarks: real HTTP/1.1 and SSE on 127.0.0.1.
+
+Use the `openai_server` fixture (tests/conftest.py): one server per session, emptied before each test.
+
+    def test_hello(openai_server):
+        openai_server.add('Hello there!')                              # a text reply, streamed 4 chars a chunk
+        llm = get_chat_model({'model': 'm', 'model_server': openai_server.base_url, 'api_key': 'k'})
+        assert llm.chat([{'role': 'user', 'content': 'hi'}], stream=False)[0].content == 'Hello there!'
+        assert openai_server.requests[0].json['messages'][0]['content'] == 'hi'
+
+Replies are served in order, one per POST /v1/chat/completions (streamed when the request says
+`stream: true`). `add()` takes a `Reply` or a str. A `Reply` says what to answer and how to misbehave:
+
+    Reply(text='Hi', chunks=['H', 'i'])                     # explicit chunking (else `chunk_size`, default 4)
+    Reply(tool_calls=[('get_weather', {'city': 'Paris'})])  # one or more calls (args: dict or JSON string)
+    Reply(reasoning='thinking...', text='42')               # `reasoning_field='reasoning'` for the other name
+    Reply(usage={'prompt_tokens': 7, 'completion_tokens': 3})   # sent when the request asks for it
+    Reply(status=429, headers={'Retry-After': '0.2'})       # an HTTP error with an OpenAI error JSON body
+    Reply(status=400, error={'message': 'bad', 'code': 'context_length_exceeded'})
+    Reply(status=502, body='<html>Bad gateway</html>', content_type='text/html')   # any raw body
+    Reply(delay=0.5)                                        # wait before the first byte (headers included)
+    Reply(text=..., interval=0.01)                          # wait between chunks
+    Reply(text=..., drop_after=3)                           # close the connection after 3 SSE events
+    Reply(text=..., stall_after=3, stall=5)                 # send 3 events, then nothing for 5 s
+    Reply(text=..., malformed_after=2)                      # after 2 events, a data line that is not JSON
+    Reply(text=..., end_after=2)                            # end the body cleanly after 2 events, no [DONE]
+    Reply(empty_choices=True)                               # every chunk (or the JSON body) has `choices: []`
+    Reply(text='x', repeat=True)                            # served for every request from now on
+
+`add()` also takes a callable `request -> Reply | str`, for replies computed from what was sent.
+
+When the queue is empty the server answers 418 with an error saying so (not retryable, so a test that
+asks for more than it scripted fails at once). What was received is in `server.requests`: one
+`Request(method, path, headers, json, peer)` each, `headers` with lower-case names, `peer` the client's
+(host, port) so that connection reuse can be checked; `request.outcome` becomes 'complete', 'dropped'
+(by the script) or 'aborted' (the client went away) once the reply is over; `request.done` is an Event.
+
+Events count from the first, which carries only `role` (so `drop_after=1` drops before any text).
+
+`Reply(chunks=['x'] * 16000, repeat=True)` is the benchmark mode: with no interval or fault the
+whole stream is encoded once, cached, and written in one go.
+
+GET /v1/models lists `server.models`.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """One scripted answer of the server (see the module docstring)."""
+
+    text: str = ""
+    chunks: list[str] | None = None
+    chunk_size: int = 4
+    tool_calls: list[tuple[str, dict | str]] = field(default_factory=list)
+    reasoning: str = ""
+    reasoning_field: str = "reasoning_content"
+    usage: dict | None = None
+    finish_reason: str | None = None
+    model: str | None = None
+    # faults
+    status: int = 200
+    error: dict | None = None
+    body: str | bytes | None = None
+    content_type: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    interval: float = 0.0
+    drop_after: int | None = None
+    stall_after: int | None = None
+    stall: float = 30.0
+    malformed_after: int | None = None
+    end_after: int | None = None
+    empty_choices: bool = False
+    repeat: bool = False
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def text_chunks(self) -> list[str]:
+        if self.chunks is not None:
+            return list(self.chunks)
+        n = self.chunk_size
+        return [self.text[i : i + n] for i in range(0, len(self.text), n)]
+
+    def full_text(self) -> str:
+        return "".join(self.chunks) if self.chunks is not None else self.text
+
+    def calls(self) -> list[tuple[str, str, str]]:
+        """(id, name, arguments JSON) of each tool call."""
+        return [
+            (f"call_{i}_{name}", name, args if isinstance(args, str) else json.dumps(args, ensure_ascii=False))
+            for i, (name, args) in enumerate(self.tool_calls)
+        ]
+
+    def usage_for(self, request: Request) -> dict:
+        if self.usage is not None:
+            return {**self.usage, "total_tokens": sum(v for v in self.usage.values() if isinstance(v, int))}
+        msgs = (request.json or {}).get("messages") or []
+        prompt = sum(len(json.dumps(m.get("content"), ensure_ascii=False)) for m in msgs) // 4 + 1
+        completion = (len(self.full_text()) + len(self.reasoning)) // 4 + len(self.tool_calls)
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+@dataclass
+class Request:
+    """One request the server received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    json: Any
+    peer: tuple[str, int]
+    outcome: str | None = None
+    done: threading.Event = field(default_factory=threading.Event, repr=False)
+
+
+class OpenAIServer:
+    """The server; `start()` it (the fixture does), `add()` replies, read `requests`."""
+
+    def __init__(self) -> None:
+        self.models = ["test-model"]
+        self.requests: list[Request] = []
+        self._queue: list[Reply | str | Callable[[Request], Reply | str]] = []
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- control -----------------------------------------------------------------------------------
+
+    def start(self) -> OpenAIServer:
+        handler = type("Handler", (_Handler,), {"owner": self})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.05,), name="openai-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> OpenAIServer:
+        return self.start() if self._httpd is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """The URL to give as `model_server` / `base_url` (ends in /v1)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def add(self, *replies: Reply | str | Callable[[Request], Reply | str]) -> OpenAIServer:
+        """Queue replies, served one per chat request in order."""
+        with self._lock:
+            self._queue.extend(replies)
+        return self
+
+    def reset(self) -> None:
+        """Forget queued replies and recorded requests."""
+        with self._lock:
+            self._queue.clear()
+            self.requests = []
+
+    @property
+    def pending(self) -> int:
+        """Queued replies not served yet (a `repeat` reply counts once)."""
+        return len(self._queue)
+
+    @property
+    def chat_requests(self) -> list[Request]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def wait_done(self, index: int = -1, timeout: float = 5.0) -> str | None:
+        """Wait until request `index` was answered (or abandoned); its outcome."""
+        deadline = time.monotonic() + timeout
+        while not self.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        req = self.requests[index]
+        req.done.wait(max(0.0, deadline - time.monotonic()))
+        return req.outcome
+
+    def _next_reply(self, request: Request) -> Reply:
+        with self._lock:
+            self.requests.append(request)
+            if not self._queue:
+                return Reply(status=418, error={"message": "loopback server: no scripted reply left"})
+            item = self._queue[0]
+            if not (isinstance(item, Reply) and item.repeat):
+                self._queue.pop(0)
+        if callable(item) and not isinstance(item, Reply):
+            item = item(request)
+        return Reply(text=item) if isinstance(item, str) else item
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    owner: OpenAIServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except ConnectionError:  # the client went away between two requests
+            pass
+
+    def _record(self) -> Request:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        return Request(self.command, self.path, headers, body, self.client_address[:2])
+
+    def do_GET(self) -> None:
+        req = self._record()
+        if self.path.rstrip("/").endswith("/models"):
+            self.owner.requests.append(req)
+            data = [{"id": m, "object": "model", "created": 0, "owned_by": "loopback"} for m in self.owner.models]
+            self._send_json(200, {"object": "list", "data": data})
+        else:
+            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+        req.outcome = "complete"
+        req.done.set()
+
+    def do_POST(self) -> None:
+        req = self._record()
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            return
+        reply = self.owner._next_reply(req)
+        try:
+            req.outcome = self._answer(req, reply)
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            req.outcome = "aborted"
+            self.close_connection = True
+        finally:
+            req.done.set()
+
+    # ---- answers ---------------------------------------------------------------------------------------
+
+    def _answer(self, req: Request, reply: Reply) -> str:
+        if reply.delay:
+            time.sleep(reply.delay)
+        if reply.status != 200 or reply.body is not None:
+            return self._send_raw(reply)
+        body = req.json if isinstance(req.json, dict) else {}
+        model = reply.model or body.get("model") or "test-model"
+        if not body.get("stream"):
+            self._send_json(200, _completion(reply, req, model), reply.headers)
+            return "complete"
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        for k, v in reply.headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        faults = (reply.drop_after, reply.stall_after, reply.malformed_after, reply.end_after)
+        faulty = any(f is not None for f in faults)
+        if not (reply.interval or faulty):
+            key = (model, include_usage, reply.usage is None and _usage_key(req))
+            data = reply._cache.get(key) if reply.repeat else None
+            if data is None:
+                data = b"".join(_sse_events(reply, req, model, include_usage)) + b"data: [DONE]\n\n"
+                if reply.repeat:
+                    reply._cache[key] = data
+            self._write_chunk(data)
+            self._write_chunk(b"")
+            return "complete"
+        for sent, event in enumerate(_sse_events(reply, req, model, include_usage)):
+            if sent and reply.interval:
+                time.sleep(reply.interval)
+            if reply.drop_after is not None and sent >= reply.drop_after:
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return "dropped"
+            if reply.stall_after is not None and sent >= reply.stall_after:
+                time.sleep(reply.stall)
+                self.close_connection = True
+                return "dropped"
+            if reply.end_after is not None and sent >= reply.end_after:
+                self._write_chunk(b"")
+                return "dropped"
+            if reply.malformed_after is not None and sent == reply.malformed_after:
+                self._write_chunk(b'data: {"id": "broken", "choices": [\n\n')
+            self._write_chunk(event)
+        self._write_chunk(b"data: [DONE]\n\n")
+        self._write_chunk(b"")
+        return "complete"
+
+    def _send_raw(self, reply: Reply) -> str:
+        if reply.body is not None:
+            body = reply.body.encode() if isinstance(reply.body, str) else reply.body
+            ctype = reply.content_type or "text/plain; charset=utf-8"
+        else:
+            err = {"message": f"scripted error {reply.status}", "type": "error", "param": None, "code": None}
+            err.update(reply.error or {})
+            body = json.dumps({"error": err}).encode()
+            ctype = reply.content_type or "application/json"
+        self.send_response(reply.status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in reply.headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+        return "complete"
+
+    def _send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+        body = json.dumps(obj, ensure_ascii=False).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+
+def _usage_key(req: Request) -> int:
+    msgs = (req.json or {}).get("messages") or []
+    return len(json.dumps(msgs))
+
+
+def _chunk(model: str, choices: list, usage: dict | None = None) -> dict:
+    obj: dict[str, Any] = {
+        "id": "chatcmpl-loopback",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": model,
+        "choices": choices,
+    }
+    if usage is not None:
+        obj["usage"] = usage
+    return obj
+
+
+def _sse_events(reply: Reply, req: Request, model: str, include_usage: bool):
+    """The reply as SSE events (bytes), without the final [DONE]."""
+
+    def event(obj: dict) -> bytes:
+        return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+    def delta(d: dict, finish: str | None = None) -> bytes:
+        if reply.empty_choices:
+            return event(_chunk(model, []))
+        return event(_chunk(model, [{"index": 0, "delta": d, "logprobs": None, "finish_reason": finish}]))
+
+    yield delta({"role": "assistant", "content": ""})
+    n = reply.chunk_size
+    for i in range(0, len(reply.reasoning), n):
+        yield delta({reply.reasoning_field: reply.reasoning[i : i + n]})
+    for piece in reply.text_chunks():
+        yield delta({"content": piece})
+    for i, (cid, name, args) in enumerate(reply.calls()):
+        yield delta(
+            {"tool_calls": [{"index": i, "id": cid, "type": "function", "function": {"name": name, "arguments": ""}}]}
+        )
+        for j in range(0, len(args), n):
+            yield delta({"tool_calls": [{"index": i, "function": {"arguments": args[j : j + n]}}]})
+    finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+    yield delta({}, finish)
+    if include_usage:
+        yield event(_chunk(model, [], reply.usage_for(req)))
+
+
+def _completion(reply: Reply, req: Request, model: str) -> dict:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.full_text() or None}
+    if reply.reasoning:
+        message[reply.reasoning_field] = reply.reasoning
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+            for cid, name, args in reply.calls()
+        ]
+    finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+    choices = (
+        [] if reply.empty_choices else [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}]
+    )
+    return {
+        "id": "chatcmpl-loopback",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": choices,
+        "usage": reply.usage_for(req),
+    }
