@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
     "Agent": "chatagent.agent",
+    "AgentServer": "chatagent.server",
     "Run": "chatagent.agent",
     "BasicAgent": "chatagent.agents.basic",
     "Message": "chatagent.schema",
@@ -76,6 +77,7 @@ __all__ = [
     "UserAgent",
     "pending_input",
     "Agent",
+    "AgentServer",
     "BaseChatModel",
     "BasicAgent",
     "ChatAgentError",
@@ -112,6 +114,7 @@ if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel, Usage, get_chat_model, register_llm
     from chatagent.llm.scripted import Reply, ScriptedLLM, tool_call
     from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, to_messages, to_openai
+    from chatagent.server import AgentServer
     from chatagent.stream import merge_delta
     from chatagent.structured import StructuredOutputError
     from chatagent.tokens import count_tokens

@@ -20,6 +20,23 @@ _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})")
 _SAFE_NAME = re.compile(r"[^\w .:/@-]")
 
 
+def chat_message(role: str, text: str, title: str | None = None) -> dict[str, Any]:
+    """A Gradio chatbot message; with a `title` it shows as a collapsed block.
+
+    The text goes as a typed text part, which Gradio passes through as is (a bare string would be
+    dedented and have its tabs expanded, changing code the model wrote).
+    """
+    msg: dict[str, Any] = {"role": role, "content": {"type": "text", "text": text}}
+    if title is not None:
+        msg["metadata"] = {"title": title, "status": "done"}
+    return msg
+
+
+def message_text(msg: dict[str, Any]) -> str:
+    """The text of a message made by `chat_message`."""
+    return msg["content"]["text"]
+
+
 def escape_html(text: str) -> str:
     """`&` and `<` as entities: no tag, comment or entity of the input can reach the page as HTML."""
     return text.replace("&", "&amp;").replace("<", "&lt;")
@@ -87,6 +104,16 @@ def code_block(text: str, lang: str = "") -> str:
     return f"{fence}{lang}\n{text}\n{fence}"
 
 
+_BADGES = ("🔵", "🟢", "🟣", "🟠", "🔴", "🟡", "🟤", "⚫")
+
+
+def speaker_badge(name: str) -> str:
+    """A coloured dot that stays the same for a speaker's name: its avatar in a group chat."""
+    import zlib
+
+    return _BADGES[zlib.crc32(name.encode()) % len(_BADGES)]
+
+
 def safe_name(name: str) -> str:
     """A tool or speaker name reduced to harmless characters, for titles and labels."""
     return _SAFE_NAME.sub("", name)[:80] or "?"
@@ -104,7 +131,7 @@ def _pretty_json(arguments: str) -> str:
 def render_user(msg: Message) -> list[dict[str, Any]]:
     """A user message: its text (escaped) and a line per attached file."""
     if isinstance(msg.content, str):
-        return [{"role": "user", "content": escape_markdown(msg.content)}]
+        return [chat_message("user", escape_markdown(msg.content))]
     parts: list[str] = []
     for item in msg.content:
         if item.kind == "text":
@@ -112,7 +139,7 @@ def render_user(msg: Message) -> list[dict[str, Any]]:
         else:
             icon = {"image": "🖼️", "audio": "🔊", "video": "🎞️"}.get(item.kind, "📎")
             parts.append(f"{icon} {escape_html(os.path.basename(item.value))}")
-    return [{"role": "user", "content": "\n\n".join(p for p in parts if p)}]
+    return [chat_message("user", "\n\n".join(p for p in parts if p))]
 
 
 def render_message(msg: Message, *, show_name: bool = False, result_of: str | None = None) -> list[dict[str, Any]]:
@@ -128,44 +155,30 @@ def render_message(msg: Message, *, show_name: bool = False, result_of: str | No
     if msg.role == FUNCTION:
         name = safe_name(msg.name or result_of or "tool")
         text = msg.text
-        out.append(
-            {
-                "role": "assistant",
-                "content": code_block(text) if text else "*(empty result)*",
-                "metadata": {"title": f"📋 Result of {name}", "status": "done"},
-            }
-        )
+        out.append(chat_message("assistant", code_block(text) if text else "*(empty result)*", f"📋 Result of {name}"))
         return out
     if msg.role != ASSISTANT:
         return out
     waiting_for = (msg.extra or {}).get(PENDING_KEY)
     if waiting_for is not None:  # a group chat waits for a person's message
         who = escape_html(safe_name(str(waiting_for or msg.name or "you")))
-        return [{"role": "assistant", "content": f"⏳ *Waiting for **{who}**: type the next message.*"}]
+        return [chat_message("assistant", f"⏳ *Waiting for **{who}**: type the next message.*")]
     if msg.reasoning_content:
-        out.append(
-            {
-                "role": "assistant",
-                "content": escape_markdown(msg.reasoning_content),
-                "metadata": {"title": THINKING_TITLE, "status": "done"},
-            }
-        )
+        out.append(chat_message("assistant", escape_markdown(msg.reasoning_content), THINKING_TITLE))
     text = msg.text
     if text:
         if show_name and msg.name:
-            text = f"**{escape_html(safe_name(msg.name))}**\n\n{escape_markdown(text)}"
+            text = f"{speaker_badge(msg.name)} **{escape_html(safe_name(msg.name))}**\n\n{escape_markdown(text)}"
         else:
             text = escape_markdown(text)
-        out.append({"role": "assistant", "content": text})
+        out.append(chat_message("assistant", text))
     if msg.function_call is not None:
         call = msg.function_call
         who = f"{safe_name(msg.name)} → " if show_name and msg.name else ""
         out.append(
-            {
-                "role": "assistant",
-                "content": code_block(_pretty_json(call.arguments), "json"),
-                "metadata": {"title": f"🛠️ {who}{safe_name(call.name)}", "status": "done"},
-            }
+            chat_message(
+                "assistant", code_block(_pretty_json(call.arguments), "json"), f"🛠️ {who}{safe_name(call.name)}"
+            )
         )
     return out
 
@@ -180,7 +193,7 @@ def render_error(error: BaseException) -> dict[str, Any]:
         text = "The answer took too long and was stopped."
     else:
         text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-    return {"role": "assistant", "content": f"⚠️ **Error.** {escape_markdown(text)}"}
+    return chat_message("assistant", f"⚠️ **Error.** {escape_markdown(text)}")
 
 
 def render_conversation(messages: list[Message], *, show_names: bool = False) -> list[dict[str, Any]]:

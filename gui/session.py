@@ -19,11 +19,11 @@ from typing import Any
 from chatagent.agent import Agent
 from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls, to_messages
 from chatagent.stream import Response
-from gui.render import render_conversation, render_error, render_message
+from gui.render import chat_message, render_conversation, render_error, render_message
 
 logger = logging.getLogger("chatagent.gui")
 
-STOPPED_NOTE = {"role": "assistant", "content": "⏹️ *Stopped.*"}
+STOPPED_NOTE = chat_message("assistant", "⏹️ *Stopped.*")
 _END = object()
 _STOP = object()
 

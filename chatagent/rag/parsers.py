@@ -209,10 +209,19 @@ def _parse_pdf_pdfium(data: bytes, name: str, password: str | None) -> list[Page
                     text = ""  # one unreadable page does not lose the others
                 finally:
                     page.close()
-                pages.append(Page(i + 1, text.replace("\r\n", "\n").replace("\r", "\n")))
+                pages.append(Page(i + 1, _clean_pdf_text(text)))
         finally:
             pdf.close()
     return pages
+
+
+_LEADERS = re.compile(r"(?:\. ?){4,}")  # the dot leaders of a table of contents or an index
+
+
+def _clean_pdf_text(text: str) -> str:
+    """PDFium's text with line ends normalised, soft hyphens (U+FFFE) joined and dot leaders shortened."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\ufffe\n", "").replace("\ufffe", "")
+    return _LEADERS.sub(" ... ", text)
 
 
 def _parse_pdf_pypdf(data: bytes, name: str, password: str | None) -> list[Page]:
@@ -234,7 +243,7 @@ def _parse_pdf_pypdf(data: bytes, name: str, password: str | None) -> list[Page]
             text = page.extract_text() or ""
         except Exception:
             text = ""
-        pages.append(Page(i, text))
+        pages.append(Page(i, _LEADERS.sub(" ... ", text)))
     return pages
 
 

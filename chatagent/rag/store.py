@@ -40,8 +40,9 @@ __all__ = ["DocStore", "FileIndex", "Progress", "Retrieved", "default_store", "f
 
 logger = logging.getLogger(__name__)
 
-CACHE_VERSION = "1"  # bump when parsing, chunking or analysis changes what is cached
+CACHE_VERSION = "2"  # bump when parsing, chunking or analysis changes what is cached
 URL_TIMEOUT_S = 30.0
+URL_CACHE_S = 300.0  # a fetched URL is fetched again after this many seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +157,7 @@ class DocStore:
         self._memory_indexes = memory_indexes
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
-        self._urls: dict[str, tuple[bytes, str]] = {}
+        self._urls: dict[str, tuple[float, bytes, str]] = {}  # url -> (when fetched, content, name)
         self.parses = 0  # files actually parsed by this store (not served from a cache)
 
     # ------------------------------------------------------------------------------ public API
@@ -258,11 +259,11 @@ class DocStore:
     def _fetch(self, url: str) -> tuple[bytes, str]:
         with self._lock:
             cached = self._urls.get(url)
-        if cached is not None:
-            return cached
+        if cached is not None and time.monotonic() - cached[0] < URL_CACHE_S:
+            return cached[1], cached[2]
         data, name = fetch_url(url, max_file_bytes(self.max_bytes))
         with self._lock:
-            self._urls[url] = (data, name)
+            self._urls[url] = (time.monotonic(), data, name)
         return data, name
 
     # ------------------------------------------------------------------------------ documents
@@ -272,6 +273,8 @@ class DocStore:
         digest = hashlib.sha256(data).hexdigest()
         kind = Path(name).suffix.lower()
         key = _hash(CACHE_VERSION, digest, kind, str(self.chunk_tokens), str(self.overlap_tokens))
+        if password:  # text opened with a password is served only to callers who give that password
+            key = _hash(key, "password", password)
         fail_key = _hash(key, password or "")
         with self._lock:
             entry = self._docs.get(key)
@@ -298,6 +301,7 @@ class DocStore:
                 except DocumentError as e:
                     with self._lock:
                         self._failed[fail_key] = e
+                        self._key_locks.pop(key, None)
                     raise
                 if self.disk_cache and not password:
                     self._save_doc(key, entry)
@@ -309,7 +313,8 @@ class DocStore:
             return entry, parsed
 
     def _parse(self, data: bytes, name: str, password: str | None, digest: str) -> _Entry:
-        self.parses += 1
+        with self._lock:
+            self.parses += 1
         doc = parse_bytes(data, name, password, max_bytes=self.max_bytes)
         counts = [count_tokens(p.text) for p in doc.pages]
         chunks = chunk_document(doc, self.chunk_tokens, self.overlap_tokens, key=digest, page_tokens=counts)

@@ -16,6 +16,7 @@ import os
 import resource
 import signal
 import sys
+import time
 import traceback
 
 CONFIG = json.loads(sys.argv[1])
@@ -65,7 +66,9 @@ def _setup() -> tuple[int, int, dict]:
 
     mb = 1024 * 1024
     limit(resource.RLIMIT_AS, CONFIG["memory_mb"] * mb if CONFIG.get("memory_mb") else None)
-    limit(resource.RLIMIT_CPU, CONFIG.get("cpu_seconds"))
+    cpu = CONFIG.get("cpu_seconds")
+    if cpu is not None:  # SIGXCPU at the soft limit ends the process; SIGKILL 2 s later if it survives
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 2))
     limit(resource.RLIMIT_NPROC, CONFIG.get("nproc"))
     limit(resource.RLIMIT_FSIZE, CONFIG["max_file_mb"] * mb if CONFIG.get("max_file_mb") else None)
     limit(resource.RLIMIT_CORE, 0)
@@ -123,18 +126,22 @@ class _CappedWriter(io.TextIOBase):
         return "".join(self.parts)
 
 
-def _reap() -> None:
-    """Collect the cell's finished child processes: zombies would count against the process limit.
+def _reap(wait: float = 0.0) -> None:
+    """Collect the cell's finished child processes (zombies would count against the process limit), waiting
+    up to `wait` seconds for the ones just killed.
 
     (A subprocess.Popen finished between cells then reports returncode 0 from wait(): the price of that.)
     """
+    deadline = time.monotonic() + wait
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
-            return
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.01)
 
 
 def _kill_others() -> None:
@@ -145,7 +152,7 @@ def _kill_others() -> None:
                 os.kill(-1, signal.SIGKILL)  # in our own pid namespace: all but init and ourselves
             except OSError:
                 break
-        _reap()
+        _reap(1.0)
         return
     pgid = os.getpgid(0)
     for name in os.listdir("/proc"):
@@ -158,7 +165,7 @@ def _kill_others() -> None:
                 os.kill(int(name), signal.SIGKILL)
         except (OSError, IndexError, ValueError):
             pass
-    _reap()
+    _reap(1.0)
 
 
 def _short(text: str, limit: int = MAX_ERROR_CHARS) -> str:

@@ -178,13 +178,24 @@ def _optional_schema(schema: dict) -> dict:
     return schema
 
 
+def _type_hints(fn: Callable, warn: bool = True) -> dict[str, Any]:
+    """The function's resolved type hints; {} (and a warning) when some cannot be resolved."""
+    try:
+        return get_type_hints(fn, include_extras=True)
+    except Exception as e:  # a forward reference to a name that does not exist at module level
+        if warn:
+            logger.warning(
+                "%s: cannot resolve its type hints (%s); its parameters will accept any value",
+                getattr(fn, "__name__", fn),
+                e,
+            )
+        return {}
+
+
 def function_schema(fn: Callable, name: str | None = None, description: str | None = None) -> dict:
     """`{'name', 'description', 'parameters'}` for a typed function."""
     sig = inspect.signature(fn)
-    try:
-        hints = get_type_hints(fn, include_extras=True)
-    except Exception:  # unresolvable forward references: fall back to the raw annotations
-        hints = {k: p.annotation for k, p in sig.parameters.items()}
+    hints = _type_hints(fn)
     doc, arg_docs = parse_docstring(inspect.getdoc(fn))
     builder = _Schemas()
     properties: dict[str, dict] = {}
@@ -285,10 +296,7 @@ class FunctionTool(BaseTool):
         self.parameters = schema["parameters"]
         super().__init__(cfg)
         sig = inspect.signature(fn)
-        try:
-            hints = get_type_hints(fn, include_extras=True)
-        except Exception:
-            hints = {}
+        hints = _type_hints(fn, warn=False)
         self._converters = {k: c for k, tp in hints.items() if k in sig.parameters and (c := _converter(tp))}
         self._accepts_kwargs = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
         self._is_async = inspect.iscoroutinefunction(fn)

@@ -280,6 +280,14 @@ class Sandbox:
         proc, self._proc = self._proc, None
         if proc is None:
             return
+        # every descendant (processes in the sandbox's pid namespace have host pids too), the process group,
+        # and when the sandbox has its own uid every process of that uid
+        victims = _descendants(proc.pid) | (_processes_of(self._uid) if self._uid is not None else set())
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except OSError:
@@ -292,6 +300,7 @@ class Sandbox:
             proc.wait(5)
         except subprocess.TimeoutExpired:
             logger.warning("sandbox process %d did not exit after SIGKILL", proc.pid)
+        _wait_gone(victims - {proc.pid}, 3.0)
         for f in (proc.stdin, proc.stdout, proc.stderr):
             try:
                 if f is not None:
@@ -330,10 +339,10 @@ class Sandbox:
                     kind = "timeout"
                 else:
                     why = _death_reason(code_)
-                    error = (
-                        f"The Python process died{why} (the sandbox's memory, CPU-time or process limit, or a crash); "
-                        "it was restarted, so all variables are lost."
-                    )
+                    cause = "the sandbox's memory, CPU-time or process limit, or a crash"
+                    if why == " (SIGXCPU)":
+                        cause = f"it used up the session's CPU time limit of {self.limits.cpu_seconds} s"
+                    error = f"The Python process died{why} ({cause}); it was restarted, so all variables are lost."
                     kind = "crashed"
                 return {"stdout": "", "stderr": "", "result": None, "error": error, "error_kind": kind, "figures": [],
                         "restarted": True}  # fmt: skip
@@ -360,13 +369,65 @@ class Sandbox:
             raise SandboxError(f"unreadable reply from the sandbox: {e}") from None
 
 
+def _proc_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) for every process visible in /proc."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                table[int(name)] = (int(fields[1]), fields[0].decode())
+            except (OSError, IndexError, ValueError):
+                pass
+    return table
+
+
+def _descendants(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in _proc_table().items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        for c in children.get(pid, ()):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def _processes_of(uid: int) -> set[int]:
+    out = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}").st_uid == uid:
+                    out.add(int(name))
+            except OSError:
+                pass
+    return out
+
+
+def _wait_gone(pids: set[int], timeout: float) -> None:
+    """Wait until the killed `pids` are gone (or zombies), so none outlives `close()`."""
+    deadline = time.monotonic() + timeout
+    while pids and time.monotonic() < deadline:
+        table = _proc_table()
+        pids = {p for p in pids if p in table and table[p][1] != "Z"}
+        if pids:
+            time.sleep(0.01)
+
+
 def _death_reason(returncode: int | None) -> str:
-    if returncode is None or returncode >= 0:
+    """' (SIGNAME)' for a process killed by a signal (bubblewrap reports its child's as 128 + n), else ''."""
+    if returncode is None or 0 <= returncode <= 128:
         return ""
+    num = -returncode if returncode < 0 else returncode - 128
     try:
-        return f" ({signal.Signals(-returncode).name})"
+        return f" ({signal.Signals(num).name})"
     except ValueError:
-        return f" (signal {-returncode})"
+        return f" (signal {num})"
 
 
 def isolation_summary(sandbox: Sandbox) -> str:

@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 
 from chatagent.schema import ContentItem, FunctionCall, Message
 from gui.render import (
+    chat_message,
     code_block,
     escape_markdown,
+    message_text,
     render_conversation,
     render_error,
     render_message,
@@ -77,9 +79,9 @@ def test_assistant_reasoning_text_and_call_render_as_blocks() -> None:
     views = render_message(msg, show_name=True)
     assert [v.get("metadata", {}).get("title") for v in views] == ["💭 Thinking", None, "🛠️ Bot → search"]
     assert views[0]["metadata"]["status"] == "done"  # collapsed
-    assert views[0]["content"] == "I should &lt;think>"
-    assert views[1]["content"] == "**Bot**\n\nLet me &lt;b>look&lt;/b>."
-    assert views[2]["content"] == '```json\n{\n  "q": "x<y"\n}\n```'
+    assert message_text(views[0]) == "I should &lt;think>"
+    assert message_text(views[1]) == "**Bot**\n\nLet me &lt;b>look&lt;/b>."
+    assert message_text(views[2]) == '```json\n{\n  "q": "x<y"\n}\n```'
 
 
 def test_function_result_and_user_files() -> None:
@@ -87,28 +89,26 @@ def test_function_result_and_user_files() -> None:
     assert result == [
         {
             "role": "assistant",
-            "content": "```\n42 <ok>\n```",
+            "content": {"type": "text", "text": "```\n42 <ok>\n```"},
             "metadata": {"title": "📋 Result of calc", "status": "done"},
         }
     ]
     user = render_message(Message("user", [ContentItem(text="read <this>"), ContentItem(file="/tmp/up/a&b.pdf")]))
-    assert user == [{"role": "user", "content": "read &lt;this>\n\n📎 a&amp;b.pdf"}]
+    assert user == [chat_message("user", "read &lt;this>\n\n📎 a&amp;b.pdf")]
 
 
 def test_pending_input_marker_and_errors_are_readable() -> None:
     marker = Message(
         "assistant", "<!-- INTERRUPT: PENDING_USER_INPUT -->", name="Alice", extra={"pending_user_input": "Alice"}
     )
-    assert render_message(marker) == [
-        {"role": "assistant", "content": "⏳ *Waiting for **Alice**: type the next message.*"}
-    ]
+    assert render_message(marker) == [chat_message("assistant", "⏳ *Waiting for **Alice**: type the next message.*")]
     from chatagent.errors import ModelServiceError
 
     err = render_error(ModelServiceError(429, "slow <down>"))
-    assert err["content"] == "⚠️ **Error.** The model service failed (429): slow &lt;down>"
-    assert "Traceback" not in render_error(RuntimeError("boom"))["content"]
+    assert message_text(err) == "⚠️ **Error.** The model service failed (429): slow &lt;down>"
+    assert "Traceback" not in message_text(render_error(RuntimeError("boom")))
 
 
 def test_conversation_skips_system_messages() -> None:
     views = render_conversation([Message("system", "secret"), Message("user", "hi"), Message("assistant", "hello")])
-    assert [v["content"] for v in views] == ["hi", "hello"]
+    assert [message_text(v) for v in views] == ["hi", "hello"]

@@ -12,6 +12,7 @@ import pytest
 from chatagent import BasicAgent, Message, ModelServiceError, Reply, ScriptedLLM, tool_call
 from chatagent.llm.base import BaseChatModel, Usage
 from chatagent.schema import FunctionCall
+from gui.render import chat_message, message_text
 from gui.session import STOPPED_NOTE, ChatSession, content_kind, user_message
 
 pytestmark = pytest.mark.timeout(30)
@@ -54,8 +55,8 @@ def test_a_turn_streams_and_lands_in_the_history() -> None:
     session = ChatSession([BasicAgent(llm=llm)])
     session.add_user(user_message("hi", []))
     updates = run_turn(session, session.agents[0])
-    assert updates[-1][-1] == {"role": "assistant", "content": "Hello there, how are you?"}
-    assert all(u[0] == {"role": "user", "content": "hi"} for u in updates)
+    assert updates[-1][-1] == chat_message("assistant", "Hello there, how are you?")
+    assert all(u[0] == chat_message("user", "hi") for u in updates)
     assert [m.role for m in session.history] == ["user", "assistant"]
     assert session.history[1].text == "Hello there, how are you?" and not session.history[1].extra
     assert session.display == updates[-1]
@@ -71,7 +72,7 @@ def test_a_slow_model_gives_several_updates_and_a_fast_one_is_batched() -> None:
     session = ChatSession([BasicAgent(llm=fast)])
     session.add_user(user_message("go", []))
     updates = run_turn(session, session.agents[0])
-    assert updates[-1][-1]["content"] == "x" * 4000
+    assert message_text(updates[-1][-1]) == "x" * 4000
     assert len(updates) < 4000  # chunks that arrive together cost one update
 
 
@@ -93,7 +94,6 @@ def test_stop_closes_the_agents_run_and_keeps_the_partial_answer() -> None:
 
 
 def test_stop_drops_a_call_that_has_no_result() -> None:
-    session = ChatSession([])
     calls = [
         Message("assistant", "", function_call=FunctionCall("a", "{}"), extra={"function_id": "1"}),
         Message("function", "ok", name="a", extra={"function_id": "1"}),
@@ -105,7 +105,7 @@ def test_stop_drops_a_call_that_has_no_result() -> None:
         "a",
         "function",
     ]
-    assert session.history == []
+    assert drop_unanswered_calls([Message("assistant", "", function_call=FunctionCall("c", "{}"))]) == []
 
 
 def test_errors_show_as_a_readable_message_and_the_chat_goes_on() -> None:
@@ -113,9 +113,9 @@ def test_errors_show_as_a_readable_message_and_the_chat_goes_on() -> None:
     session = ChatSession([BasicAgent(llm=llm)])
     session.add_user(user_message("hi", []))
     updates = run_turn(session, session.agents[0])
-    assert updates[-1][-1]["content"] == "⚠️ **Error.** The model service failed (401): bad key &lt;x>"
+    assert message_text(updates[-1][-1]) == "⚠️ **Error.** The model service failed (401): bad key &lt;x>"
     session.add_user(user_message("again", []))
-    assert run_turn(session, session.agents[0])[-1][-1] == {"role": "assistant", "content": "recovered"}
+    assert run_turn(session, session.agents[0])[-1][-1] == chat_message("assistant", "recovered")
 
 
 def test_tool_calls_and_results_render_collapsed() -> None:
@@ -131,7 +131,7 @@ def test_tool_calls_and_results_render_collapsed() -> None:
     final = run_turn(session, session.agents[0])[-1]
     titles = [d.get("metadata", {}).get("title") for d in final[1:]]
     assert titles == ["🛠️ add", "📋 Result of add", None]
-    assert final[2]["content"] == "```\n5\n```" and final[3]["content"] == "It is 5."
+    assert message_text(final[2]) == "```\n5\n```" and message_text(final[3]) == "It is 5."
 
 
 def test_regenerate_and_clear() -> None:

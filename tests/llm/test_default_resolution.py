@@ -40,6 +40,7 @@ def test_dashscope_default_builds_the_dashscope_backend(monkeypatch: pytest.Monk
     llm = get_chat_model(None)
     assert type(llm).__name__ == "DashScopeModel"
     assert llm.model == "qwen-plus"
+    assert llm.api_key == "sk-ds"
 
 
 def test_openai_key_gives_that_server(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -391,12 +391,13 @@ def test_tools_rejected_is_reported_as_tools_unsupported(openai_server):
     assert info.value.code == "tools_unsupported"
 
 
-def test_html_instead_of_event_stream(openai_server):
+@pytest.mark.parametrize("stream", [True, False])
+def test_html_instead_of_an_answer(openai_server, stream):
     openai_server.add(Reply(body="<html><body>Welcome to my web UI</body></html>", content_type="text/html"), "x")
     with pytest.raises(ModelServiceError) as info:
-        list(model(openai_server).chat(USER))
+        list(model(openai_server).chat(USER, stream=stream))
     assert info.value.code == "bad_response" and "Welcome to my web UI" in info.value.message
-    assert "/v1" in info.value.message and len(openai_server.requests) == 1
+    assert not info.value.retryable and len(openai_server.requests) == 1
 
 
 def test_json_error_event_in_stream(openai_server):

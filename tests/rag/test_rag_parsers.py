@@ -357,3 +357,11 @@ def test_importing_the_rag_package_loads_no_parser_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_pdf_text_cleanup_joins_soft_hyphens_and_shortens_dot_leaders() -> None:
+    from chatagent.rag.parsers import _clean_pdf_text
+
+    assert _clean_pdf_text("Oth\ufffe\nerwise\r\nline") == "Otherwise\nline"
+    assert _clean_pdf_text("Introduction . . . . . . . . . 5") == "Introduction  ... 5"
+    assert _clean_pdf_text("Wait... what.") == "Wait... what."

@@ -207,6 +207,8 @@ def test_password_reaches_the_pdf_parser(tmp_path: Path, store: DocStore) -> Non
     assert [e.reason for e in store.retrieve([path], "vault code", 100).errors] == ["needs_password"]
     found = store.retrieve([path], "vault code", 100, passwords={"locked.pdf": "pw"})
     assert found.errors == [] and "1234" in found.chunks[0].text
+    again = store.retrieve([path], "vault code", 100)  # the decrypted text is not served without the password
+    assert [e.reason for e in again.errors] == ["needs_password"] and again.chunks == []
     assert not list((tmp_path / "ws").rglob("*.json"))  # text opened with a password is not written to disk
 
 

@@ -41,6 +41,10 @@ Events count from the first, which carries only `role` (so `drop_after=1` drops 
 whole stream is encoded once, cached, and written in one go.
 
 GET /v1/models lists `server.models`.
+
+The rest of the API: `server.base_url` (ends in /v1), `server.pending` (replies not served yet),
+`server.wait_done(i)` (wait for request i's outcome), `server.reset()`; outside pytest,
+`with OpenAIServer() as server: ...` starts and stops one.
 """
 
 from __future__ import annotations

@@ -259,8 +259,9 @@ def test_agent_goes_on_after_every_attack(tmp_path: Path, monkeypatch: pytest.Mo
         response = bot.run_nonstream([{"role": "user", "content": "try to escape"}], session_id="attack")
         sandbox = bot.function_map["code_interpreter"].sandbox("attack")
         proc = sandbox._proc
-    assert proc.poll() is not None  # closing the agent ended the sandbox
     results = [_text(m["content"]) for m in response if m["role"] == "function"]
+    print(results)
+    assert proc.poll() is not None  # closing the agent ended the sandbox
     assert len(results) == len(attacks)
     expected = ["KeyError", "Error", "BlockingIOError", "MemoryError", "Timeout", "Read-only file system", "Output"]
     for got, want in zip(results, expected):
