@@ -1,6 +1,6 @@
 """The embedded model's speed: server start, prompt reading and generation, through chatagent and raw HTTP.
 
-    .venv/bin/python bench/local_model.py [--tokens 256] [--runs 3] [--model /path/to/model.gguf]
+    .venv/bin/python bench/local_model.py [--tokens 256] [--runs 3] [--model /path/to/model.gguf] [--threads N]
 
 The reference is the same llama.cpp server read with plain httpx (one SSE event at a time), measured in
 the same run; `chatagent_*` go through LocalModel (the OpenAI-compatible backend) and BasicAgent.
@@ -102,12 +102,13 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--model", default=None, help="a .gguf file (default: SmolLM2-135M-Instruct)")
+    ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: the cores)")
     args = ap.parse_args()
 
     started = time.perf_counter()
-    server = get_server(args.model)
+    server = get_server(args.model, threads=args.threads)
     print(f"server_start_seconds: {server.start_seconds:.2f}")
-    llm = LocalModel({"model": args.model} if args.model else {})
+    llm = LocalModel({"model": args.model, "threads": args.threads})
     print(f"model_ready_seconds: {time.perf_counter() - started:.2f}")
     print(f"threads: {server.threads}")
     llm.chat([{"role": "user", "content": "hi"}], stream=False, extra_generate_cfg={"max_tokens": 4})  # warm

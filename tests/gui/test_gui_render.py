@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,13 +15,23 @@ from gui.render import (
     render_error,
     render_message,
     safe_name,
+    speaker_badge,
 )
 
 
-def _outside_code(text: str) -> str:
-    """The text with fenced blocks and inline code spans removed (a simple reference for the tests)."""
-    text = re.sub(r"(?ms)^(`{3,}|~{3,}).*?(^\1[^\n]*$|\Z)", "", text)
-    return re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", text, flags=re.S)
+def _html_tokens(markdown: str) -> list[str]:
+    """Raw HTML that a CommonMark + GFM-tables renderer (markdown-it) would pass through to the page."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    found = []
+    for token in md.parse(markdown):
+        if token.type == "html_block":
+            found.append(token.content)
+        for child in token.children or []:
+            if child.type == "html_inline":
+                found.append(child.content)
+    return found
 
 
 def test_html_outside_code_is_escaped() -> None:
@@ -34,6 +42,7 @@ def test_html_outside_code_is_escaped() -> None:
 
 def test_code_is_left_alone_so_it_shows_literally() -> None:
     text = "Use `a < b` here.\n\n```html\n<b>bold</b> & co\n```\n\nthen <i>not code</i>"
+    assert _html_tokens(escape_markdown(text)) == []
     out = escape_markdown(text)
     assert "`a < b`" in out
     assert "```html\n<b>bold</b> & co\n```" in out
@@ -43,7 +52,7 @@ def test_code_is_left_alone_so_it_shows_literally() -> None:
 def test_unclosed_fence_runs_to_the_end_and_unmatched_backticks_are_text() -> None:
     assert escape_markdown("```\n<x>") == "```\n<x>"
     assert escape_markdown("a ` b <x>") == "a ` b &lt;x>"
-    assert escape_markdown("``a`<b>``") == "``a`<b>``"  # a span of two backticks closes only on two
+    assert escape_markdown("``a`<b>``") == "``a`<\u200bb>``"  # a span of two backticks closes only on two
 
 
 def test_markdown_structure_survives() -> None:
@@ -51,11 +60,22 @@ def test_markdown_structure_survives() -> None:
     assert escape_markdown(table) == table
 
 
-@given(st.text(alphabet="ab<>&`~\n *-", max_size=80))
-def test_no_tag_can_open_outside_code(text: str) -> None:
-    out = escape_markdown(text)
-    assert "<" not in _outside_code(out)
-    assert out.replace("&lt;", "<").replace("&amp;", "&") == text or "`" in text or "~~~" in text
+@given(st.text(alphabet="ab<>&`~\\|\n *-#[]()!/=:", max_size=120))
+def test_no_html_reaches_a_markdown_renderer(text: str) -> None:
+    assert _html_tokens(escape_markdown(text)) == []
+
+
+def test_inline_code_keeps_its_text_but_cannot_open_a_tag() -> None:
+    out = escape_markdown("Write `<div>` or `a < b`; [x](`c) <img src=x onerror=alert(1)> `")
+    assert "`<\u200bdiv>`" in out and "`a < b`" in out
+    assert _html_tokens(out) == []
+    table = "| a | b |\n|---|---|\n| `x | <img src=x onerror=alert(1)> y` | z |"
+    assert _html_tokens(escape_markdown(table)) == []
+
+
+def test_a_fence_with_backticks_in_its_info_string_is_not_a_fence() -> None:
+    out = escape_markdown("```a`b\n<script>x</script>\n```")
+    assert "&lt;script>" in out and _html_tokens(out) == []
 
 
 def test_code_block_fence_is_longer_than_any_backtick_run() -> None:
@@ -80,7 +100,7 @@ def test_assistant_reasoning_text_and_call_render_as_blocks() -> None:
     assert [v.get("metadata", {}).get("title") for v in views] == ["💭 Thinking", None, "🛠️ Bot → search"]
     assert views[0]["metadata"]["status"] == "done"  # collapsed
     assert message_text(views[0]) == "I should &lt;think>"
-    assert message_text(views[1]) == "**Bot**\n\nLet me &lt;b>look&lt;/b>."
+    assert message_text(views[1]) == f"{speaker_badge('Bot')} **Bot**\n\nLet me &lt;b>look&lt;/b>."
     assert message_text(views[2]) == '```json\n{\n  "q": "x<y"\n}\n```'
 
 

@@ -149,3 +149,18 @@ def test_jieba_mode_keeps_its_dictionary_cache_in_the_workspace(
     assert index.search("大熊猫吃竹子")[0][0] == "panda"
     assert "熊猫" in analysis.jieba_analyze("大熊猫吃竹子")
     assert list((tmp_path / "jieba").glob("jieba*.cache"))
+
+
+def test_generic_titles_are_not_links() -> None:
+    index = Index()
+    ids = ["hit"] + [f"intro{i}" for i in range(5)] + ["water"] + [f"w{i}" for i in range(30)]
+    texts = (
+        ["The reactor manual starts with an introduction and mentions water cooling."]
+        + [f"Chapter {i} opening remarks." for i in range(5)]
+        + ["Water is a liquid."]
+        + [f"Page {i} mentions water in passing." for i in range(30)]
+    )
+    titles = ["Reactor"] + ["Introduction"] * 5 + ["Water"] + [f"Page {i}" for i in range(30)]
+    index.add_texts(ids, texts, titles=titles)
+    found = [h[0] for h in index.search("reactor manual", top_k=10)]
+    assert found == ["hit"]  # neither the five "Introduction"s nor the common word "Water" is lifted
