@@ -24,7 +24,7 @@ from typing import Any
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.llm.base import BaseChatModel, Usage, get_chat_model
 from chatagent.schema import SYSTEM, USER, ContentItem, Message, content_text, to_messages
-from chatagent.stream import INDEX, Collector, Response, collect
+from chatagent.stream import INDEX, Collector, DictResponse, Response, collect
 
 logger = logging.getLogger("chatagent.agent")
 
@@ -384,24 +384,13 @@ class Agent:
             _close(stream)
 
     def _cumulative(self, stream: Iterator[list[Message]], as_dicts: bool) -> Iterator[list]:
-        response = Response()
-        named = self._named
-        dumped: list[dict] = []
+        response = DictResponse() if as_dicts else Response()
+        add, msgs, named = response.add, response.messages, self._named
         try:
             for fragments in stream:
-                if not fragments:
-                    continue
-                changed = response.add(named(fragments))
-                msgs = response.messages
-                if not as_dicts:
+                if fragments:
+                    add(named(fragments))
                     yield list(msgs)
-                    continue
-                for i in changed:
-                    if i == len(dumped):
-                        dumped.append(msgs[i].model_dump())
-                    else:
-                        dumped[i] = msgs[i].model_dump()
-                yield list(dumped)
         finally:
             _close(stream)
 

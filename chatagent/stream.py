@@ -61,6 +61,54 @@ class Response:
         return changed
 
 
+class DictResponse:
+    """Like `Response`, but the response is kept as dicts (what `model_dump` gives): cumulative output to
+    callers who passed dicts, without building a Message and dumping it again on every chunk."""
+
+    __slots__ = ('messages',)
+
+    def __init__(self, messages: list[dict] | None = None) -> None:
+        self.messages: list[dict] = [] if messages is None else messages
+
+    def add(self, fragments: Iterable[Message]) -> None:
+        msgs = self.messages
+        for f in fragments:
+            i = f.extra[INDEX]
+            if i == len(msgs):
+                d = f.model_dump()
+                extra = d['extra']
+                del extra[INDEX]
+                if not extra:
+                    del d['extra']
+                msgs.append(d)
+            elif 0 <= i < len(msgs):
+                msgs[i] = _extend_dict(msgs[i], f)
+            else:
+                raise ValueError(f'fragment index {i} skips past the end of a response of {len(msgs)} messages')
+
+
+def _extend_dict(d: dict, f: Message) -> dict:
+    """A copy of message dict `d` with fragment `f` applied (text appended, other fields set)."""
+    d = d.copy()
+    c = f.content
+    if c:
+        old = d['content']
+        if isinstance(c, str) and isinstance(old, str):
+            d['content'] = old + c
+        else:
+            old_items = [{'text': old}] if isinstance(old, str) and old else [] if isinstance(old, str) else old
+            d['content'] = old_items + [item.model_dump() for item in _as_list(c)]
+    if f.reasoning_content:
+        d['reasoning_content'] = (d.get('reasoning_content') or '') + f.reasoning_content
+    if f.name is not None:
+        d['name'] = f.name
+    if f.function_call is not None:
+        d['function_call'] = f.function_call.model_dump()
+    if len(f.extra) > 1:
+        d['extra'] = {**d.get('extra', {}), **{k: v for k, v in f.extra.items() if k != INDEX}}
+    return d
+
+
 def _extend(m: Message, f: Message, extra: dict | None) -> Message:
     content = m.content
     if f.content:
@@ -167,12 +215,12 @@ def merge_delta(response: list, fragments: list) -> list:
         if as_dict:
             f = to_message(f)
         i = f.extra[INDEX]
+        if as_dict:
+            DictResponse(response).add([f])
+            continue
         rest = {k: v for k, v in f.extra.items() if k != INDEX} or None
         if i == len(response):
-            new = Message._make(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest)
-            response.append(new.model_dump() if as_dict else new)
+            response.append(Message._make(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest))
         else:
-            old = to_message(response[i]) if as_dict else response[i]
-            new = _extend(old, f, rest)
-            response[i] = new.model_dump() if as_dict else new
+            response[i] = _extend(response[i], f, rest)
     return response
