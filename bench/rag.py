@@ -113,6 +113,21 @@ def child(scenario: str, manual_dir: Path, n_queries: int) -> dict[str, object]:
     }
 
 
+def compare_pdf_parsers(manual_dir: Path) -> None:
+    """PDFium (pypdfium2, used) against pypdf (the fallback) on two manuals: the gain that justifies PDFium."""
+    from chatagent.rag.parsers import _parse_pdf_pdfium, _parse_pdf_pypdf
+
+    for name in ("R-FAQ", "R-data"):
+        data = (manual_dir / f"{name}.pdf").read_bytes()
+        timings = {}
+        for label, parse in (("pypdfium2", _parse_pdf_pdfium), ("pypdf", _parse_pdf_pypdf)):
+            t = time.perf_counter()
+            pages = parse(data, name, None)
+            timings[label] = (time.perf_counter() - t, len(pages))
+        (fast, n), (slow, _) = timings["pypdfium2"], timings["pypdf"]
+        print(f"pdf_parse {name} ({n} pages): pypdfium2 {fast:.2f} s   pypdf {slow:.2f} s   ({slow / fast:.0f}x)")
+
+
 def run_child(scenario: str, manual_dir: Path, workspace: Path, n_queries: int) -> dict[str, object]:
     env = {**os.environ, "CHATAGENT_WORKSPACE": str(workspace)}
     cmd = [sys.executable, __file__, "--child", scenario, "--manuals", str(manual_dir), "--queries", str(n_queries)]
@@ -131,6 +146,7 @@ def main() -> None:
         print(json.dumps(child(args.child, args.manuals, args.queries)))
         return
     manual_dir = fetch_manuals(args.cache)
+    compare_pdf_parsers(manual_dir)
     for scenario in ("manuals7", "refman"):
         workspace = Path(tempfile.mkdtemp(prefix="chatagent-bench-"))
         try:

@@ -143,7 +143,9 @@ class AgentServer:
         """Serve in a background thread (once; calling it again does nothing)."""
         if self._thread is not None:
             return self
-        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.1,), name="chatagent-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, args=(0.1,), name="chatagent-server", daemon=True
+        )
         self._thread.start()
         return self
 

@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from chatagent.agent import current_run
 from chatagent.agents.fncall import FnCallAgent
 from chatagent.schema import SYSTEM, USER, ContentItem, Message
 
@@ -94,6 +95,7 @@ class Assistant(FnCallAgent):
         files = _unique(self.files + message_files(messages))
         if files:
             knowledge = self._knowledge(files, messages, lang, on_progress)
+            current_run().check_deadline()  # reading many new files can take a while
             messages = _with_system_text(messages, knowledge)
         return (yield from super()._run(_files_as_text(messages), lang=lang, **kwargs))
 

@@ -77,7 +77,7 @@ class Retrieved:
     chunks: list[Chunk]
     errors: list[DocumentError] = field(default_factory=list)
     complete: bool = False  # every file's full text fitted in the budget and is here
-    tokens: int = 0
+    tokens: int = 0  # of `as_text()`, headers included (about)
 
     def as_text(self) -> str:
         """The chunks formatted for a prompt, each headed by its citation `[file, p. N]`."""
@@ -96,7 +96,8 @@ class FileIndex:
         self.entries = entries
         self.chunks: dict[str, Chunk] = {c.id: c for e in entries for c in e.chunks}
         self.index = index
-        self.total_tokens = sum(e.tokens for e in entries)
+        # everything, with a `[file, p. N]` header per page
+        self.total_tokens = sum(e.tokens + len(e.pages) * _header_tokens(e.source) for e in entries)
 
     def search(self, query: str, top_k: int = 10) -> list[tuple[Chunk, float]]:
         """The best chunks for `query` with their scores, best first."""
@@ -106,28 +107,30 @@ class FileIndex:
         """Everything when it fits in `max_tokens`, else the best chunks that fit, best first."""
         if self.total_tokens <= max_tokens:
             pages = [_page_chunk(e, p) for e in self.entries for p in e.pages]
-            return Retrieved(pages, complete=True, tokens=sum(c.tokens for c in pages))
+            return Retrieved(pages, complete=True, tokens=self.total_tokens)
         chosen: list[Chunk] = []
-        used = 0
+        used = 0  # tokens of the chosen chunks with their `[file, p. N]` headers
         top_k = min(len(self.chunks), max(64, max_tokens // 50))
         for chunk, _ in self.search(query, top_k=top_k):
-            room = max_tokens - used
+            header = _header_tokens(chunk.source)
+            room = max_tokens - used - header
             if chunk.tokens <= room:
                 chosen.append(chunk)
-                used += chunk.tokens
-            elif not chosen or room >= 100:  # the budget is smaller than the chunk: its best sentences
+                used += header + chunk.tokens
+            elif room >= 100 or (not chosen and room > 0):  # too big for what is left: its best sentences
                 text = _best_part(chunk.text, query, room, self.index.analyze)
                 if text:
                     chosen.append(replace(chunk, text=text, tokens=count_tokens(text)))
-                    used += chosen[-1].tokens
+                    used += header + chosen[-1].tokens
             if max_tokens - used < 20:
                 break
         if not chosen:  # the query matches nothing ("summarise this"): the documents' beginnings
             for entry in self.entries:
                 for chunk in entry.chunks[:3]:
-                    if used + chunk.tokens <= max_tokens:
+                    cost = _header_tokens(chunk.source) + chunk.tokens
+                    if used + cost <= max_tokens:
                         chosen.append(chunk)
-                        used += chunk.tokens
+                        used += cost
         return Retrieved(chosen, tokens=used)
 
 
@@ -523,6 +526,11 @@ def _best_part(text: str, query: str, budget: int, analyze: Callable[[str], list
     if not keep:
         return truncate_tokens(pieces[ranked[0]], max(budget - 3, 1), marker=" ...") if pieces else ""
     return " ... ".join(pieces[i] for i in sorted(keep))
+
+
+def _header_tokens(source: str) -> int:
+    """Tokens of a chunk's `[file, p. N]` header and the blank line before it (a page number of 4 digits)."""
+    return count_tokens(source) + 8
 
 
 def _page_chunk(entry: _Entry, page: Page) -> Chunk:

@@ -68,7 +68,9 @@ class CodeInterpreter(BaseTool):
         )
         self.sandbox_mode = cfg.get("sandbox", "auto")
         if self.sandbox_mode not in ("auto", "bwrap", "process"):
-            raise ValueError(f"code_interpreter: sandbox must be 'auto', 'bwrap' or 'process', got {self.sandbox_mode!r}")
+            raise ValueError(
+                f"code_interpreter: sandbox must be 'auto', 'bwrap' or 'process', got {self.sandbox_mode!r}"
+            )
         self.python = cfg.get("python")
         self.max_sessions = max(1, int(cfg.get("max_sessions", 8)))
         self._work_dir = cfg.get("work_dir")

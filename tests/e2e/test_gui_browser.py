@@ -28,7 +28,12 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-XSS = 'Look: <script>window.__pwned=1</script> and <img src=x onerror="window.__pwned=2"> done.'
+XSS = (
+    'Look: <script>window.__pwned=1</script> and <img src=x onerror="window.__pwned=2"> done.\n\n'
+    "Inline `<b onmouseover=window.__pwned=4>code</b>` and [x](`c) <img src=x onerror=window.__pwned=5> `\n\n"
+    "| a | b |\n|---|---|\n| `x | <img src=x onerror=window.__pwned=6> y` | z |\n\n"
+    "```html\n<script>window.__pwned=7</script>\n```\n"
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -282,11 +287,13 @@ def test_html_in_replies_and_input_stays_text(page, app: App) -> None:
     send(page, "xss")
     expect(page.locator("#chatbot")).to_contain_text("<script>window.__pwned=1</script>")
     expect(page.locator("#chatbot")).to_contain_text('<img src=x onerror="window.__pwned=2">')
+    expect(page.locator("#chatbot pre")).to_contain_text("<script>window.__pwned=7</script>")  # code stays code
+    expect(page.locator("#chatbot table")).to_have_count(1)
     send(page, '<img src=y onerror="window.__pwned=3"> hi')
     expect(page.locator('#chatbot [data-testid="user"]').last).to_contain_text('<img src=y onerror="window.__pwned=3">')
     time.sleep(0.3)
     assert page.evaluate("window.__pwned") is None
-    assert page.locator("#chatbot img[onerror], #chatbot script").count() == 0
+    assert page.locator("#chatbot img, #chatbot script, #chatbot [onmouseover]").count() == 0
 
 
 def test_errors_show_as_a_readable_message(page, app: App) -> None:

@@ -159,8 +159,12 @@ def test_without_the_document_the_model_does_not_know(local_server: LocalServer)
     importlib.util.find_spec("chatagent.agents.assistant") is None,
     reason="chatagent.agents.assistant (issue 5) does not exist yet",
 )
-def test_assistant_answers_from_a_pdf(local_server: LocalServer, tmp_path: Path) -> None:
+def test_assistant_answers_from_a_pdf(
+    local_server: LocalServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from chatagent.agents.assistant import Assistant
+
+    monkeypatch.setenv("CHATAGENT_WORKSPACE", str(tmp_path / "workspace"))  # parsed-file cache of this test
 
     pdf = tmp_path / "harbor_report.pdf"
     write_pdf(pdf, FACT_LINES)

@@ -142,3 +142,14 @@ def test_doc_parser_tool(tmp_path: Path, store: DocStore) -> None:
     results = [m["content"] for m in out if m["role"] == "function"]
     assert results[0] == "[notes.md, p. 1]\n# Notes\n\nBuy milk."
     assert results[1].startswith("Refused")
+
+
+def test_the_run_deadline_covers_reading_the_files(tmp_path: Path, store: DocStore) -> None:
+    from chatagent import RunDeadlineExceeded
+
+    doc = write(tmp_path / "big.txt", FILLER * 20)
+    llm = ScriptedLLM(["never asked"])
+    bot = Assistant(llm=llm, files=[str(doc)], rag_cfg={"store": store})
+    with pytest.raises(RunDeadlineExceeded):
+        list(bot.run([{"role": "user", "content": "filler?"}], deadline=1e-6))
+    assert llm.calls == []

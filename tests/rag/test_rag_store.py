@@ -14,6 +14,7 @@ import pytest
 
 from chatagent.rag import DocStore, Progress, retrieve
 from chatagent.rag.store import fetch_url, format_chunks
+from chatagent.tokens import count_tokens
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -47,7 +48,8 @@ def test_retrieve_gives_the_best_chunks_within_the_budget(tmp_path: Path, store:
     found = store.retrieve(files, "How do I install packages from a mirror?", max_tokens=100)
     assert not found.complete and found.errors == []
     assert found.chunks[0].source == "install.txt" and "install.packages" in found.chunks[0].text
-    assert found.tokens == sum(c.tokens for c in found.chunks) <= 100
+    assert sum(c.tokens for c in found.chunks) < found.tokens <= 100  # headers are counted too
+    assert count_tokens(found.as_text()) <= found.tokens
     assert found.chunks[0].page == 1
     text = found.as_text()
     assert text.startswith("[install.txt, p. 1]\n") and format_chunks(found.chunks) == text
@@ -216,7 +218,8 @@ def test_module_level_retrieve_uses_the_workspace(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("CHATAGENT_WORKSPACE", str(tmp_path / "env-ws"))
     path = write(tmp_path / "a.txt", manual_text("loop"))
     found = retrieve([path], "for loop", max_tokens=60)  # chunks are bigger than 60: the best sentences of one
-    assert "for loop repeats" in found.chunks[0].text and found.tokens <= 60 and len(found.chunks) == 1
+    assert "for loop repeats" in found.chunks[0].text and len(found.chunks) == 1
+    assert count_tokens(found.as_text()) <= found.tokens <= 60
     assert list((tmp_path / "env-ws" / "rag").rglob("*.json"))
 
 
@@ -266,3 +269,13 @@ def test_urls_are_fetched_with_a_size_limit_and_a_timeout(web: str, tmp_path: Pa
     assert getattr(info.value, "reason", None) == "broken" and time.monotonic() - started < 2.5
     refused = store.retrieve(["http://127.0.0.1:9/nothing.pdf"], "x", 100)
     assert [e.reason for e in refused.errors] == ["broken"]
+
+
+@pytest.mark.parametrize("budget", [25, 60, 150, 400, 1000, 100_000])
+def test_the_prompt_text_never_exceeds_the_budget(tmp_path: Path, store: DocStore, budget: int) -> None:
+    files = [write(tmp_path / f"{t}.txt", manual_text(t)) for t in TOPICS]
+    for query in ("install packages", "data frame vectors", "nothing matches zzz"):
+        found = store.retrieve(files, query, max_tokens=budget)
+        assert found.chunks, (budget, query)
+        assert count_tokens(found.as_text()) <= budget
+        assert found.complete == (budget == 100_000)

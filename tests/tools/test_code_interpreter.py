@@ -17,7 +17,9 @@ from chatagent.tools.base import make_tools
 from chatagent.tools.code_interpreter import CodeInterpreter
 from chatagent.tools.sandbox import bwrap_path
 
-needs_bwrap = pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap is not installed (apt-get install bubblewrap)")
+needs_bwrap = pytest.mark.skipif(
+    bwrap_path() is None, reason="bubblewrap is not installed (apt-get install bubblewrap)"
+)
 
 
 def _text(content: str | list) -> str:
@@ -263,7 +265,7 @@ def test_agent_goes_on_after_every_attack(tmp_path: Path, monkeypatch: pytest.Mo
     assert proc.poll() is not None  # closing the agent ended the sandbox
     assert len(results) == len(attacks)
     expected = ["KeyError", "Error", "BlockingIOError", "MemoryError", "Timeout", "Read-only file system", "Output"]
-    for got, want in zip(results, expected):
+    for got, want in zip(results, expected, strict=True):
         assert want in got and len(got) < 25_000
         assert "sk-fake-secret-456" not in got
     assert not (tmp_path / "escape.txt").exists()

@@ -1,0 +1,181 @@
+"""MCP servers as tools, against real MCP servers (tests/support/mcp_servers) over stdio and streamable HTTP."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from chatagent.agents.fncall import FnCallAgent  # noqa: E402
+from chatagent.llm.scripted import ScriptedLLM, tool_call  # noqa: E402
+from chatagent.schema import ContentItem  # noqa: E402
+from chatagent.tools.base import make_tools  # noqa: E402
+from chatagent.tools.mcp import MCPServerError  # noqa: E402
+
+SERVER = str(Path(__file__).resolve().parents[1] / "support" / "mcp_servers" / "demo_server.py")
+
+
+def stdio_cfg(**extra: object) -> dict:
+    return {"command": sys.executable, "args": [SERVER, "stdio"], "timeout": 3, **extra}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_http(port: int) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, SERVER, "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("the MCP HTTP test server did not start")
+
+
+@pytest.fixture
+def http_server() -> Iterator[tuple[int, list[subprocess.Popen]]]:
+    port = _free_port()
+    procs = [_start_http(port)]
+    yield port, procs
+    for p in procs:
+        p.kill()
+        p.wait(5)
+
+
+@pytest.fixture(scope="module")
+def stdio_tools() -> Iterator[dict]:
+    tools = make_tools([{"mcpServers": {"demo": stdio_cfg()}}])
+    yield tools
+    next(iter(tools.values())).close()
+
+
+@pytest.mark.timeout(60)
+def test_every_tool_is_listed_with_its_full_schema(stdio_tools: dict) -> None:
+    assert sorted(stdio_tools) == sorted(
+        f"demo-{n}" for n in ("add", "echo", "fail", "slow", "pid", "picture", "document")
+    )
+    echo = stdio_tools["demo-echo"].function
+    assert echo["description"] == "Repeat a text."
+    assert echo["parameters"] == {
+        "type": "object",
+        "properties": {
+            "text": {"title": "Text", "type": "string"},
+            "times": {"default": 1, "title": "Times", "type": "integer"},
+        },
+        "required": ["text"],
+        "title": "echoArguments",
+    }
+
+
+@pytest.mark.timeout(60)
+def test_calls_map_text_image_and_resource_contents(stdio_tools: dict) -> None:
+    assert stdio_tools["demo-add"].call({"a": 2, "b": 40}) == "42"
+    assert stdio_tools["demo-echo"].call('{"text": "hi", "times": 3}') == "hi hi hi"
+    picture = stdio_tools["demo-picture"].call({})
+    assert isinstance(picture, list) and len(picture) == 1 and isinstance(picture[0], ContentItem)
+    assert picture[0].image.startswith("data:image/png;base64,iVBORw0KGgo")
+    assert (
+        stdio_tools["demo-document"].call({})
+        == "see the attached notes\n[resource file:///notes.txt]\nremember the milk"
+    )
+
+
+@pytest.mark.timeout(60)
+def test_tool_error_and_timeout_become_messages(stdio_tools: dict) -> None:
+    err = stdio_tools["demo-fail"].call({"reason": "no"})
+    assert err.startswith("Error: demo-fail failed:")
+    t0 = time.monotonic()
+    slow = stdio_tools["demo-slow"].call({"seconds": 30})
+    assert time.monotonic() - t0 < 6
+    assert slow.startswith("Error: demo-slow did not answer within 3 seconds")
+    assert stdio_tools["demo-add"].call({"a": 1, "b": 1}) == "2"  # the session is still usable
+
+
+@pytest.mark.timeout(90)
+def test_server_killed_mid_conversation_then_reconnected() -> None:
+    pids: list[int] = []
+
+    def kill_then_call(messages: list, functions: list) -> object:
+        pids.append(int(messages[-1].text))
+        os.kill(pids[0], signal.SIGKILL)
+        time.sleep(0.2)
+        return tool_call("demo-add", {"a": 1, "b": 2})
+
+    llm = ScriptedLLM(
+        [
+            tool_call("demo-pid", {}),
+            kill_then_call,
+            tool_call("demo-add", {"a": 1, "b": 2}),
+            tool_call("demo-pid", {}),
+            "Done.",
+        ]
+    )
+    with FnCallAgent(llm=llm, function_list=[{"mcpServers": {"demo": stdio_cfg()}}]) as bot:
+        response = bot.run_nonstream([{"role": "user", "content": "go"}])
+        results = [m["content"] for m in response if m["role"] == "function"]
+        new_pid = int(results[3])
+        assert _alive(new_pid)
+    assert "Error: demo-add failed" in results[1] and "reconnects" in results[1]
+    assert results[2] == "3"
+    assert new_pid != pids[0]
+    assert response[-1]["content"] == "Done."
+    deadline = time.monotonic() + 10
+    while _alive(new_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(new_pid), "closing the agent must end the stdio server"
+
+
+@pytest.mark.timeout(90)
+def test_streamable_http_list_call_error_and_reconnect(http_server: tuple[int, list[subprocess.Popen]]) -> None:
+    port, procs = http_server
+    url = f"http://127.0.0.1:{port}/mcp"
+    tools = make_tools([{"mcpServers": {"remote": {"url": url, "timeout": 3}}}])
+    try:
+        assert "remote-add" in tools and tools["remote-add"].function["parameters"]["required"] == ["a", "b"]
+        assert tools["remote-add"].call({"a": 5, "b": 6}) == "11"
+        assert tools["remote-fail"].call({"reason": "x"}).startswith("Error: remote-fail failed:")
+        assert tools["remote-slow"].call({"seconds": 30}).startswith("Error: remote-slow did not answer within 3")
+        procs[0].kill()
+        procs[0].wait(5)
+        t0 = time.monotonic()
+        down = tools["remote-add"].call({"a": 1, "b": 1})
+        assert down.startswith("Error: remote-add") and time.monotonic() - t0 < 40
+        procs.append(_start_http(port))
+        assert tools["remote-add"].call({"a": 1, "b": 1}) == "2"
+    finally:
+        tools["remote-add"].close()
+
+
+@pytest.mark.timeout(60)
+def test_bad_configs_fail_at_once_with_the_servers_name() -> None:
+    with pytest.raises(ValueError, match="'broken'.*'command'"):
+        make_tools([{"mcpServers": {"broken": {"args": ["x"]}}}])
+    with pytest.raises(MCPServerError, match="'gone'"):
+        make_tools([{"mcpServers": {"gone": {"command": sys.executable, "args": ["-c", "pass"], "timeout": 3}}}])
+    with pytest.raises(MCPServerError, match="'nothere'"):
+        make_tools([{"mcpServers": {"nothere": {"url": f"http://127.0.0.1:{_free_port()}/mcp", "connect_timeout": 5}}}])
