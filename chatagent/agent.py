@@ -213,7 +213,7 @@ class Agent:
         self, messages: Iterable[dict | Message], lang: str | None, deadline: float | None, kwargs: dict
     ) -> tuple[Iterator[list[Message]], bool, RunContext]:
         """Normalise the input (a copy) and start `_run`: its fragment stream, the output type, the context."""
-        if isinstance(messages, (dict, str, bytes, Message)):
+        if isinstance(messages, (dict, str, bytes, Message)) or not isinstance(messages, Iterable):
             raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
         messages = list(messages)
         as_dicts = not messages or not all(isinstance(m, Message) for m in messages)
@@ -266,6 +266,8 @@ class Agent:
         ctx = current_run()
         ctx.check_deadline()
         cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
+        if ctx.deadline is not None:  # the model layer caps its timeouts and retry waits by it
+            cfg["deadline"] = ctx.deadline
         if ctx.callbacks:
             return (yield from self._call_llm_observed(messages, functions, start, cfg, ctx))
         stream = self.llm.chat(

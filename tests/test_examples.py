@@ -64,6 +64,20 @@ EXAMPLES: dict[str, Case] = {
             "assistant: It is 64°F and cloudy in Paris; 100 EUR is 108 USD.",
         ],
     ),
+    "code_interpreter.py": Case(
+        replies=[
+            Reply(
+                tool_calls=[("code_interpreter", {"code": "a, b = 0, 1\nfor _ in range(30):\n    a, b = b, a + b\na"})]
+            ),
+            Reply(tool_calls=[("code_interpreter", {"code": "print(a * 2)"})]),
+            Reply(text="The 30th Fibonacci number is 832040."),
+        ],
+        expect=[
+            "result:\nresult:\n832040",
+            "result:\nstdout:\n1664080",
+            "assistant: The 30th Fibonacci number is 832040.",
+        ],
+    ),
     "parallel_tools.py": Case(
         replies=[
             Reply(tool_calls=[("slow_weather", {"city": c}) for c in ("Paris", "Rome", "Oslo")]),

@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from chatagent.errors import ModelServiceError
-from chatagent.schema import FUNCTION, SYSTEM, USER, ContentItem, Message, content_text, to_messages
+from chatagent.errors import ModelServiceError, RunDeadlineExceeded
+from chatagent.schema import FUNCTION, SYSTEM, USER, ContentItem, FunctionCall, Message, content_text, to_messages
 from chatagent.stream import INDEX, accumulate, collect, fragment
 from chatagent.tokens import count_tokens, truncate_tokens
 
@@ -34,6 +35,7 @@ FRAMEWORK_KEYS = frozenset(
         "parallel_function_calls",
         "function_choice",
         "request_timeout",
+        "deadline",
     }
 )
 DEFAULT_MAX_INPUT_TOKENS = 58_000
@@ -69,6 +71,7 @@ class Settings:
     parallel_function_calls: bool = True
     function_choice: str = "auto"
     request_timeout: float | None = None
+    deadline: float | None = None  # a time.monotonic() value; Agent.run(deadline=...) sets it
 
 
 def split_generate_cfg(cfg: dict) -> tuple[Settings, dict]:
@@ -177,6 +180,7 @@ class BaseChatModel:
     # ---- shared machinery ------------------------------------------------------------------------------
 
     def _prepare(self, msgs: list[Message], settings: Settings) -> list[Message]:
+        msgs = [_valid_unicode(m) for m in msgs]
         if not self.support_multimodal_input:
             msgs = [_without_media(m) for m in msgs]
         return truncate_messages(msgs, settings.max_input_tokens)
@@ -198,9 +202,11 @@ class BaseChatModel:
             # without tools too: earlier calls and results must reach the model as the prompt's text
             return self._prompted_fncall(msgs, funcs or [], cfg, settings, usage, stream)
         if stream:
-            native = self._retrying(lambda: self._chat_stream(msgs, funcs, cfg, usage), settings)
+            native = self._retrying(lambda: self._chat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage), settings)
         else:
-            native = self._retrying(lambda: _as_fragments(self._chat_once(msgs, funcs, cfg, usage)), settings)
+            native = self._retrying(
+                lambda: _as_fragments(self._chat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
+            )
         return self._falling_back(native, msgs, funcs, cfg, settings, usage, stream) if funcs else native
 
     def _prompted_fncall(
@@ -242,7 +248,8 @@ class BaseChatModel:
         """Run `attempt`, retrying transient failures that happen before anything was yielded.
 
         A stream that breaks after content was yielded is not replayed (the caller would see the
-        start twice): it raises ModelServiceError with `partial=True`.
+        start twice): it raises ModelServiceError with `partial=True`. With `settings.deadline`, a failure
+        after the deadline raises RunDeadlineExceeded, and no retry waits past the deadline.
         """
         tries = 0
         while True:
@@ -254,17 +261,37 @@ class BaseChatModel:
                 return
             except ModelServiceError as e:
                 e.scrubbed(self.api_key)
+                deadline = settings.deadline
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise RunDeadlineExceeded(f"the run went past its deadline waiting for the model ({e})") from e
                 if yielded:
                     e.partial = True
                     raise
                 if not e.retryable or tries >= settings.max_retries:
                     raise
                 wait = _backoff(tries, settings.retry_delay, e.retry_after, settings.max_retry_wait)
+                if deadline is not None and time.monotonic() + wait >= deadline:
+                    logger.warning(
+                        "%s: %s; not retried: waiting %.2fs would pass the run's deadline", self.model, e, wait
+                    )
+                    raise
                 tries += 1
                 logger.warning(
                     "%s: %s; retry %d/%d in %.2fs", self.model or self.model_type, e, tries, settings.max_retries, wait
                 )
                 time.sleep(wait)
+
+
+def attempt_cfg(cfg: dict, settings: Settings) -> dict:
+    """`cfg` for one request. With `settings.deadline`, `request_timeout` (the backend's connect and read
+    timeout) is capped by the time left, so that a stalled server cannot hold a run past its deadline."""
+    if settings.deadline is None:
+        return cfg
+    left = settings.deadline - time.monotonic()
+    if left <= 0:
+        raise RunDeadlineExceeded("the run went past its deadline before the model was called")
+    timeout = cfg.get("request_timeout")
+    return {**cfg, "request_timeout": left if timeout is None else min(timeout, left)}
 
 
 def _has_calls(msgs: list[Message]) -> bool:
@@ -280,6 +307,41 @@ def _backoff(tries: int, base: float, retry_after: float | None, cap: float) -> 
     if retry_after is not None:
         return min(max(retry_after, 0.0), cap)
     return min(cap, base * (2**tries)) * (0.5 + random.random() / 2)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _fix_surrogates(text: str) -> str:
+    """`text` with surrogate pairs joined and lone surrogates replaced by U+FFFD."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _valid_unicode(m: Message) -> Message:
+    """`m` encodable as UTF-8: lone surrogates (from broken decoding upstream) in its text become U+FFFD.
+
+    Without this, one such character makes the request's JSON encoding fail before anything is sent.
+    Non-text content items (paths, URLs) are left as they are: they must still name their files.
+    """
+    fc = m.function_call
+    texts = [m.content if isinstance(m.content, str) else "", m.name or "", m.reasoning_content or ""]
+    if fc is not None:
+        texts += [fc.name, fc.arguments]
+    if not isinstance(m.content, str):
+        texts += [item.text for item in m.content if item.text is not None]
+    if not any(_SURROGATE.search(t) for t in texts):
+        return m
+    logger.warning("invalid Unicode (lone surrogates) in a %s message replaced with U+FFFD", m.role)
+    if isinstance(m.content, str):
+        content: str | list[ContentItem] = _fix_surrogates(m.content)
+    else:
+        content = [ContentItem(text=_fix_surrogates(i.text)) if i.text is not None else i for i in m.content]
+    return m.copy(
+        content=content,
+        name=_fix_surrogates(m.name) if m.name else m.name,
+        reasoning_content=_fix_surrogates(m.reasoning_content) if m.reasoning_content else m.reasoning_content,
+        function_call=FunctionCall(_fix_surrogates(fc.name), _fix_surrogates(fc.arguments)) if fc else None,
+    )
 
 
 def _without_media(m: Message) -> Message:
@@ -308,7 +370,9 @@ def truncate_messages(msgs: list[Message], max_tokens: int) -> list[Message]:
     1. The system message and the latest turn (the last user message and all after it) are always kept.
     2. Function results before the latest turn are shortened, oldest first, to FUNCTION_RESULT_KEEP_TOKENS.
     3. Then whole earlier turns are dropped, oldest first (a call is never separated from its result).
-    4. If the kept part alone is still too long, ModelServiceError('context_too_long') is raised: text is
+    4. Then function results of the latest turn, largest first, are cut at the end (marked "[truncated]")
+       to fit, down to FUNCTION_RESULT_KEEP_TOKENS each: a tool that returns megabytes does not end the run.
+    5. If the kept part is still too long, ModelServiceError('context_too_long') is raised: text is
        never cut out of the middle of a message the model must read.
     """
     sizes = [message_tokens(m) for m in msgs]
@@ -337,6 +401,18 @@ def truncate_messages(msgs: list[Message], max_tokens: int) -> list[Message]:
             end += 1
         total -= sum(sizes[start:end])
         start = end
+    if total > max_tokens:
+        results = sorted((i for i in range(last_user, len(msgs)) if msgs[i].role == FUNCTION), key=lambda i: -sizes[i])
+        for i in results:
+            text = content_text(msgs[i].content)
+            keep = max(FUNCTION_RESULT_KEEP_TOKENS, count_tokens(text) - (total - max_tokens) - 8)
+            if total <= max_tokens or keep >= sizes[i] - 4:
+                continue
+            msgs[i] = msgs[i].copy(content=truncate_tokens(text, keep))
+            new = message_tokens(msgs[i])
+            logger.warning("input truncated: a function result of %d tokens cut to %d", sizes[i], new)
+            total += new - sizes[i]
+            sizes[i] = new
     if total > max_tokens:
         raise ModelServiceError(
             "context_too_long",

@@ -136,6 +136,8 @@ def chat(
     tool's name) and `parallel_function_calls` are honoured. The backend is called without functions,
     through the model's retry logic; the format's stop words are added to the user's own `stop`.
     """
+    from chatagent.llm.base import attempt_cfg
+
     fmt = get_format(settings.fncall_prompt_type or "nous")
     choice = settings.function_choice or "auto"
     use_tools = bool(funcs) and choice != "none"
@@ -150,9 +152,11 @@ def chat(
         functions=funcs,
     )
     if stream:
-        raw = model._retrying(lambda: model._chat_stream(converted, None, cfg, usage), settings)
+        raw = model._retrying(lambda: model._chat_stream(converted, None, attempt_cfg(cfg, settings), usage), settings)
     else:
-        raw = model._retrying(lambda: iter([model._chat_once(converted, None, cfg, usage)]), settings)
+        raw = model._retrying(
+            lambda: iter([model._chat_once(converted, None, attempt_cfg(cfg, settings), usage)]), settings
+        )
     return parser.run(raw)
 
 

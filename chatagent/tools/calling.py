@@ -202,7 +202,7 @@ def _invoke(tool: BaseTool, args: dict, kwargs: dict) -> tuple[bool, Any]:
     except ToolArgumentError as e:
         logger.warning("bad arguments for %s: %s", tool.name, e)
         return False, ("bad_arguments", _bad_arguments(tool.name, str(e)))
-    except Exception as e:
+    except (Exception, SystemExit) as e:  # SystemExit: a tool's sys.exit() or argparse must not end the run
         logger.warning("tool %s raised %s", tool.name, type(e).__name__, exc_info=True)
         text = str(e).strip().replace("\n", " ")
         if len(text) > MAX_ERROR_CHARS:

@@ -136,17 +136,16 @@ def _user_process_count(uid: int) -> int:
     return n
 
 
-def _world_accessible(path: str) -> bool:
-    """Whether every directory on the way to `path` can be entered, and the file read, by any user."""
+def _world_accessible(path: str, read: bool = True) -> bool:
+    """Whether every directory on the way to `path` can be entered (and `path` read) by any user."""
     p = Path(path).resolve()
-    for part in [*reversed(p.parents), p]:
+    for part in reversed(p.parents):
         try:
-            mode = part.stat().st_mode
+            if not part.stat().st_mode & 0o001:
+                return False
         except OSError:
             return False
-        if part.is_dir() and not mode & 0o001:
-            return False
-    return bool(p.stat().st_mode & 0o004)
+    return not read or bool(p.stat().st_mode & 0o004)
 
 
 def _ro_paths() -> list[str]:
@@ -231,7 +230,8 @@ class Sandbox:
             "pid_namespace": bwrap,
             "unshare_net": not bwrap,
         }
-        drop = root and (bwrap or _world_accessible(self.python))
+        # without bubblewrap another uid must reach the interpreter and the work directory on the real filesystem
+        drop = root and (bwrap or (_world_accessible(self.python) and _world_accessible(self.work_dir, read=False)))
         if drop:
             self._uid = self._uid or _next_uid()
             config["uid"] = config["gid"] = self._uid
