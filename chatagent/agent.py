@@ -268,55 +268,41 @@ class Agent:
         cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
         if ctx.deadline is not None:  # the model layer caps its timeouts and retry waits by it
             cfg["deadline"] = ctx.deadline
-        if ctx.callbacks:
-            return (yield from self._call_llm_observed(messages, functions, start, cfg, ctx))
-        stream = self.llm.chat(
-            messages, functions, stream=True, delta_stream=True, extra_generate_cfg=cfg, usage=ctx.usage
-        )
+        observed = bool(ctx.callbacks)
+        usage = Usage() if observed else ctx.usage  # observed: this call's own usage, for its event
+        if observed:
+            from chatagent.events import LLM_END, LLM_START, Event, emit
+
+            names = [f.get("name") if isinstance(f, dict) else getattr(f, "name", None) for f in functions or ()]
+            emit(ctx.callbacks, Event(LLM_START, self.name, data={"messages": len(messages), "functions": names}))
+            t0 = time.perf_counter()
+        error = None
         reply = Collector()
         add = reply.add
         deadline = ctx.deadline
-        for fragments in stream:
-            add(fragments)
-            if start:
-                for f in fragments:
-                    f.extra[INDEX] += start
-            yield fragments
-            if deadline is not None:
-                ctx.check_deadline()
-        return reply.messages()
-
-    def _call_llm_observed(
-        self, messages: list[Message], functions: list[dict] | None, start: int, cfg: dict, ctx: RunContext
-    ) -> Iterator[list[Message]]:
-        """`_call_llm` with llm_start and llm_end events (usage of this call, duration, error)."""
-        from chatagent.events import LLM_END, LLM_START, Event, emit
-
-        names = [f.get("name") if isinstance(f, dict) else getattr(f, "name", None) for f in functions or ()]
-        emit(ctx.callbacks, Event(LLM_START, self.name, data={"messages": len(messages), "functions": names}))
-        usage = Usage()
-        t0 = time.perf_counter()
-        error = None
-        reply = Collector()
         try:
             stream = self.llm.chat(
                 messages, functions, stream=True, delta_stream=True, extra_generate_cfg=cfg, usage=usage
             )
             for fragments in stream:
-                reply.add(fragments)
+                add(fragments)
                 if start:
                     for f in fragments:
                         f.extra[INDEX] += start
                 yield fragments
-                if ctx.deadline is not None:
+                if deadline is not None:
                     ctx.check_deadline()
         except BaseException as e:
             error = "closed before the end" if isinstance(e, GeneratorExit) else f"{type(e).__name__}: {e}"
             raise
         finally:
-            ctx.usage.add(usage.prompt_tokens, usage.completion_tokens)
-            ctx.usage.calls += usage.calls
-            emit(ctx.callbacks, Event(LLM_END, self.name, duration=time.perf_counter() - t0, usage=usage, error=error))
+            if observed:
+                ctx.usage.add(usage.prompt_tokens, usage.completion_tokens)
+                ctx.usage.calls += usage.calls
+                emit(
+                    ctx.callbacks,
+                    Event(LLM_END, self.name, duration=time.perf_counter() - t0, usage=usage, error=error),
+                )
         return reply.messages()
 
     def _call_tool(self, tool_name: str, tool_args: str | dict | None = "{}", **kwargs: Any) -> str | list:
