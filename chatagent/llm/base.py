@@ -201,6 +201,11 @@ class BaseChatModel:
         if (settings.fncall_prompt_type or not self.native_tools) and (funcs or _has_calls(msgs)):
             # without tools too: earlier calls and results must reach the model as the prompt's text
             return self._prompted_fncall(msgs, funcs or [], cfg, settings, usage, stream)
+        if funcs:  # how to call tools travels to the backend inside cfg (tool_choice, parallel_tool_calls)
+            if settings.function_choice not in (None, "auto"):
+                cfg = {**cfg, "_function_choice": settings.function_choice}
+            if not settings.parallel_function_calls:
+                cfg = {**cfg, "_parallel_function_calls": False}
         if stream:
             native = self._retrying(lambda: self._chat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage), settings)
         else:

@@ -31,7 +31,7 @@ from dashscope.common.error import DashScopeException
 from dashscope.utils.oss_utils import OssUtils
 
 from chatagent.errors import ModelServiceError
-from chatagent.llm.base import BaseChatModel, Settings, Usage, register_llm
+from chatagent.llm.base import BaseChatModel, Usage, register_llm
 from chatagent.schema import ASSISTANT, FUNCTION, ContentItem, FunctionCall, Message, content_text
 from chatagent.stream import INDEX
 
@@ -83,24 +83,6 @@ class DashScopeModel(BaseChatModel):
         self._uploads: dict[tuple, tuple[str, float]] = {}  # (path, size, mtime) -> (oss url, time)
 
     # ---- BaseChatModel ---------------------------------------------------------------------------------
-
-    def _call(
-        self,
-        msgs: list[Message],
-        funcs: list[dict] | None,
-        cfg: dict,
-        settings: Settings,
-        usage: Usage | None,
-        stream: bool,
-    ) -> Iterator[list[Message]]:
-        # The framework settings this backend acts on travel to _chat_stream/_chat_once inside cfg.
-        cfg = {
-            **cfg,
-            "_function_choice": settings.function_choice,
-            "_parallel_function_calls": settings.parallel_function_calls,
-            "request_timeout": settings.request_timeout,
-        }
-        return super()._call(msgs, funcs, cfg, settings, usage, stream)
 
     def _chat_stream(
         self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None

@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from chatagent.errors import ModelServiceError
-from chatagent.llm.base import BaseChatModel, Settings, Usage, register_llm
+from chatagent.llm.base import BaseChatModel, Usage, register_llm
 from chatagent.schema import ASSISTANT, FunctionCall, Message, to_openai
 
 logger = logging.getLogger("chatagent.llm")
@@ -107,22 +107,6 @@ class OpenAICompatModel(BaseChatModel):
         return self._client
 
     # ---- requests ------------------------------------------------------------------------------------
-
-    def _call(
-        self,
-        msgs: list[Message],
-        funcs: list[dict] | None,
-        cfg: dict,
-        settings: Settings,
-        usage: Usage | None,
-        stream: bool,
-    ) -> Iterator[list[Message]]:
-        # the function-calling settings become tool_choice / parallel_tool_calls when tools are sent natively
-        if funcs and settings.function_choice not in (None, "auto"):
-            cfg = {**cfg, "_function_choice": settings.function_choice}
-        if funcs and not settings.parallel_function_calls:
-            cfg = {**cfg, "_parallel_function_calls": False}
-        return super()._call(msgs, funcs, cfg, settings, usage, stream)
 
     def _request(self, messages: list[Message], functions: list[dict] | None, cfg: dict, stream: bool) -> dict:
         """The keyword arguments of `chat.completions.create`."""
