@@ -186,7 +186,7 @@ class ReActParser:
         self._out_r: list[str] = []
         self._out_c: list[str] = []
 
-    def feed(self, chunk: str) -> tuple[str, str]:
+    def feed(self, chunk: str, _last: bool = False) -> tuple[str, str]:
         """Add a piece of the reply; the (reasoning, content) text to show now."""
         if self.cut or not chunk:
             return "", ""
@@ -198,6 +198,9 @@ class ReActParser:
             end = n if nl < 0 else nl + 1
             if self._line_start:
                 match = _MARKER.match(text, pos, end)
+                if match is not None and match.end() == n and not _last:
+                    self._pending = text[pos:]  # the marker's decoration (`**`) may go on in the next chunk
+                    break
                 if match is not None and self._marker(_kind(match.group(1))):
                     if self.cut:
                         break
@@ -209,7 +212,7 @@ class ReActParser:
                     closed = len(marker) - len(marker.rstrip("*_"))
                     self._skip_decor = max(opened - closed, 0)
                     continue
-                if match is None and nl < 0 and _maybe_marker(text[pos:]):
+                if match is None and nl < 0 and not _last and _maybe_marker(text[pos:]):
                     self._pending = text[pos:]
                     break
             self._text(text[pos:end])
@@ -220,12 +223,12 @@ class ReActParser:
 
     def finish(self) -> tuple[str, str, ReActStep]:
         """The end of the reply: the last (reasoning, content) text to show, and the parsed step."""
+        reasoning = content = ""
         if self._pending and not self.cut:
-            self._raw.append(self._pending)
-            self._text(self._pending)
-            self._pending = ""
-        reasoning, content = self._take()
-        return reasoning, content, self._step()
+            pending, self._pending = self._pending, ""
+            reasoning, content = self.feed(pending, _last=True)
+        r, c = self._take()
+        return reasoning + r, content + c, self._step()
 
     # ---- internals -------------------------------------------------------------------------------------
 

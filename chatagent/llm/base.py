@@ -78,7 +78,31 @@ def split_generate_cfg(cfg: dict) -> tuple[Settings, dict]:
     """Framework settings and the keys to pass through to the backend."""
     ours = {k: v for k, v in cfg.items() if k in FRAMEWORK_KEYS and v is not None}
     rest = {k: v for k, v in cfg.items() if k not in FRAMEWORK_KEYS}
+    for key, value in ours.items():
+        limit = _NUMERIC_SETTINGS.get(key)
+        if limit is not None and not _number_at_least(value, *limit):
+            kind = "an integer" if limit[0] else "a number"
+            raise ValueError(
+                f"generate_cfg[{key!r}] must be {kind} {'>=' if limit[2] else '>'} {limit[1]}, got {value!r}"
+            )
     return Settings(**ours), rest
+
+
+# key -> (integer only, bound, bound included)
+_NUMERIC_SETTINGS = {
+    "max_retries": (True, 0, True),
+    "retry_delay": (False, 0, True),
+    "max_retry_wait": (False, 0, True),
+    "max_input_tokens": (True, 0, False),
+    "request_timeout": (False, 0, False),
+    "deadline": (False, 0, False),
+}
+
+
+def _number_at_least(value: Any, integer: bool, bound: float, inclusive: bool) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        return False
+    return value >= bound if inclusive else value > bound
 
 
 def normalize_functions(functions: Iterable[Any] | None) -> list[dict] | None:

@@ -290,7 +290,9 @@ class FunctionTool(BaseTool):
     ) -> None:
         cfg = dict(cfg or {})
         self.fn = fn
-        self.name = name or cfg.get("name") or getattr(self, "name", "") or fn.__name__
+        self.name = name or cfg.get("name") or getattr(self, "name", "") or getattr(fn, "__name__", "")
+        if not self.name:
+            raise TypeError(f"{fn!r:.80} has no __name__: name the tool, e.g. tool(fn, name='lookup')")
         schema = function_schema(fn, self.name, description)
         self.description = schema["description"]
         self.parameters = schema["parameters"]

@@ -69,26 +69,25 @@ def test_streaming_modes_agree():
 
 @pytest.mark.timeout(30)
 def test_parallel_calls_run_concurrently_and_keep_order():
-    started: list[str] = []
+    # all three calls must be inside the tool at once to pass the barrier: run one after another, they
+    # would each wait for the others and fail with BrokenBarrierError
+    barrier = threading.Barrier(3, timeout=5)
 
     @tool
     def slow(name: str, seconds: float) -> str:
-        """Sleep, then answer."""
-        started.append(name)
+        """Wait for the other calls, then answer (the slowest first, to prove results keep call order)."""
+        barrier.wait()
         time.sleep(seconds)
         return f"{name} done"
 
-    calls = [tool_call("slow", {"name": n, "seconds": s}) for n, s in (("a", 0.6), ("b", 0.3), ("c", 0.1))]
+    calls = [tool_call("slow", {"name": n, "seconds": s}) for n, s in (("a", 0.3), ("b", 0.1), ("c", 0.0))]
     llm = ScriptedLLM([calls, "All done."])
     bot = FnCallAgent(llm=llm, function_list=[slow])
-    t0 = time.perf_counter()
     rsp = bot.run_nonstream(USER)
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 0.95, f"calls ran one after another ({elapsed:.2f}s)"
+    assert not barrier.broken
     assert [m["content"] for m in rsp if m["role"] == "function"] == ["a done", "b done", "c done"]
     ids = [m["extra"]["function_id"] for m in rsp if m.get("function_call")]
     assert [m["extra"]["function_id"] for m in rsp if m["role"] == "function"] == ids
-    assert sorted(started) == ["a", "b", "c"]
 
 
 @pytest.mark.timeout(30)

@@ -28,6 +28,12 @@ def test_dashscope_key_gives_qwen_plus(monkeypatch: pytest.MonkeyPatch) -> None:
     assert default_llm_config() == {"model_type": "dashscope", "model": "qwen-plus"}
 
 
+def test_dashscope_model_can_be_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-ds")
+    monkeypatch.setenv("DASHSCOPE_MODEL", "qwen-max")
+    assert default_llm_config()["model"] == "qwen-max"
+
+
 def test_dashscope_wins_over_openai(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-ds")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-oa")

@@ -47,7 +47,7 @@ class Weather:
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    def __call__(self, city: str) -> str:
+    def weather(self, city: str) -> str:
         """Current weather for a city.
 
         Args:
@@ -64,7 +64,7 @@ def make_llm(server_url: str, **generate_cfg: object) -> object:
 
 def make_agent(kind: str, server_url: str, tmp_path: Path, tool: Weather | None = None, **cfg: object) -> FnCallAgent:
     llm = make_llm(server_url, **cfg)
-    tools = [tool or Weather()]
+    tools = [(tool or Weather()).weather]
     if kind == "assistant":
         notes = tmp_path / "notes.txt"
         notes.write_text("Paris weather notes: bring sunglasses.", encoding="utf-8")
