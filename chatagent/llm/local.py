@@ -283,26 +283,13 @@ class LocalModel(OpenAICompatModel):
         if not self.server.supports_tools:
             self.native_tools = False
 
-    @property
-    def client(self) -> Any:
-        """The openai client: no HTTP(S)_PROXY (the server is on this machine) and no connection reuse.
+    def _client_options(self, openai: Any) -> dict:
+        """No HTTP(S)_PROXY (the server is on this machine) and no connection reuse.
 
         llama.cpp's server closes a connection after a streamed answer without saying so, and the next
         request on it would fail; a fresh loopback connection per request costs well under a millisecond.
         """
-        if self._client is None:
-            with self._client_lock:
-                if self._client is None:
-                    import openai
-
-                    self._client = openai.OpenAI(
-                        api_key=self.api_key,
-                        base_url=self.base_url,
-                        max_retries=0,
-                        default_headers={"Connection": "close"},
-                        http_client=openai.DefaultHttpxClient(trust_env=False),
-                    )
-        return self._client
+        return {"default_headers": {"Connection": "close"}, "http_client": openai.DefaultHttpxClient(trust_env=False)}
 
     def __repr__(self) -> str:
         return f"LocalModel({os.path.basename(self.model)!r}, {self.server.address})"

@@ -103,8 +103,13 @@ class OpenAICompatModel(BaseChatModel):
                 if self._client is None:
                     import openai
 
-                    self._client = openai.OpenAI(api_key=self.api_key, base_url=self.base_url, max_retries=0)
+                    options = self._client_options(openai)
+                    self._client = openai.OpenAI(api_key=self.api_key, base_url=self.base_url, max_retries=0, **options)
         return self._client
+
+    def _client_options(self, openai: Any) -> dict:
+        """Extra keyword arguments for `openai.OpenAI` (subclasses: headers, an own HTTP client)."""
+        return {}
 
     # ---- requests ------------------------------------------------------------------------------------
 
