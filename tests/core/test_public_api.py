@@ -1,0 +1,23 @@
+"""The public API: every exported name resolves, and `import chatagent` imports nothing heavy."""
+
+import subprocess
+import sys
+
+import chatagent
+
+HEAVY = ['openai', 'dashscope', 'gradio', 'pydantic', 'httpx', 'pypdf', 'pypdfium2', 'mcp', 'xllamacpp', 'jieba', 'numpy']
+
+
+def test_all_matches_exports_and_every_name_resolves():
+    assert sorted(chatagent.__all__) == sorted(chatagent._EXPORTS)
+    for name in chatagent.__all__:
+        assert getattr(chatagent, name) is not None, name
+
+
+def test_import_is_light():
+    code = (
+        'import sys, chatagent, chatagent.agents.basic, chatagent.llm.scripted;'
+        f'print([m for m in {HEAVY!r} if m in sys.modules])'
+    )
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == '[]'
