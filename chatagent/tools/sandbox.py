@@ -368,7 +368,7 @@ class Sandbox:
                 return self._read_reply(time.monotonic() + timeout + grace)
             except (OSError, SandboxError) as e:
                 timed_out = isinstance(e, SandboxError) and "no reply" in str(e)
-                code_ = self._proc.poll() if self._proc is not None else None
+                code_ = None if timed_out or self._proc is None else _exit_code(self._proc)
                 self.close()
                 if timed_out:
                     error = (
@@ -456,6 +456,14 @@ def _wait_gone(pids: set[int], timeout: float) -> None:
         pids = {p for p in pids if p in table and table[p][1] != "Z"}
         if pids:
             time.sleep(0.01)
+
+
+def _exit_code(proc: subprocess.Popen, wait: float = 2.0) -> int | None:
+    """The exit code of a process whose output just ended: it may take a moment to be reaped."""
+    try:
+        return proc.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def _death_reason(returncode: int | None) -> str:
