@@ -108,16 +108,22 @@ def load_agent(spec: str) -> Agent:
     return obj
 
 
+def _check_agent_args(args: argparse.Namespace) -> None:
+    if args.agent and (args.model or args.server):
+        raise CliError("--agent cannot be combined with --model/--server (the agent brings its own model)")
+
+
 def _agent_from_args(args: argparse.Namespace, files: Sequence[str] = ()) -> Agent:
+    _check_agent_args(args)
     if args.agent:
-        if args.model or args.server:
-            raise CliError("--agent cannot be combined with --model/--server (the agent brings its own model)")
         return load_agent(args.agent)
     return default_agent(llm_config(args.model, args.server), files)
 
 
 def collect_files(files: Sequence[str], directory: str | None) -> list[str]:
-    """The --file paths and every file under --dir (sorted), checked to exist."""
+    """The --file paths (checked to exist) and every readable file under --dir (sorted; others are skipped)."""
+    from chatagent.rag.parsers import SUPPORTED_EXTENSIONS
+
     out = []
     for f in files:
         if not Path(f).is_file():
@@ -127,7 +133,13 @@ def collect_files(files: Sequence[str], directory: str | None) -> list[str]:
         root = Path(directory)
         if not root.is_dir():
             raise CliError(f"--dir {directory}: no such directory")
-        out += sorted(str(p.resolve()) for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
+        found = sorted(p.resolve() for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
+        readable = [str(p) for p in found if p.suffix.lower().lstrip(".") in SUPPORTED_EXTENSIONS]
+        if len(readable) < len(found):
+            logger.info(
+                "--dir %s: skipping %d files of types that cannot be read", directory, len(found) - len(readable)
+            )
+        out += readable
     return out
 
 
@@ -198,10 +210,7 @@ def chat_loop(
     while True:
         try:
             line = read("you> ")
-        except EOFError:
-            out.write("\n")
-            return
-        except KeyboardInterrupt:
+        except (EOFError, KeyboardInterrupt):  # Ctrl-D or Ctrl-C at the prompt: leave
             out.write("\n")
             return
         text = line.strip()
@@ -243,13 +252,14 @@ def chat_loop(
 def cmd_chat(args: argparse.Namespace) -> int:
     files = collect_files(args.file, None)
     agent = _agent_from_args(args, files)
-    if files and not _is_assistant(agent):
+    took_files = not args.agent and _is_assistant(agent)  # the default Assistant was built with the files
+    if files and not took_files:
         logger.info("attaching %d files to the first message", len(files))
     try:
         import readline  # noqa: F401  (line editing and history for input())
     except ImportError:
         pass
-    chat_loop(agent, () if _is_assistant(agent) and not args.agent else files)
+    chat_loop(agent, () if took_files else files)
     return 0
 
 
@@ -268,9 +278,8 @@ def cmd_gui(args: argparse.Namespace) -> int:
     except ImportError as e:
         raise CliError(f"the web UI needs gradio: pip install 'chatagent[gui]' ({e})") from None
     files = collect_files(args.file, args.dir)
+    _check_agent_args(args)
     if args.agent:
-        if args.model or args.server:
-            raise CliError("--agent cannot be combined with --model/--server (the agent brings its own model)")
         if files:
             raise CliError("--file/--dir build the default Assistant: give them to your agent instead of --agent")
         agent: Any = load_object(args.agent)
@@ -307,11 +316,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        server.httpd.server_close()
+        server.close()
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `chatagent` command."""
+    from chatagent.server import DEFAULT_MAX_REQUEST_BYTES
+
     parser = argparse.ArgumentParser(prog="chatagent", description="Chat with agents: terminal, web UI, API server.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{chat,gui,serve}")
@@ -341,7 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--api-key", help="require this key from clients (default: $CHATAGENT_API_KEY, else none)")
     p.add_argument("--model-name", help="the model id clients see (default: the agent's name)")
-    p.add_argument("--max-request-bytes", type=int, default=4 * 1024 * 1024)
+    p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
     p.add_argument("--max-concurrency", type=int, default=32)
     p.set_defaults(func=cmd_serve)
     return parser

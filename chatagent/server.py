@@ -24,8 +24,8 @@ from typing import Any
 
 from chatagent.agent import Agent, Run
 from chatagent.errors import ModelServiceError, RunDeadlineExceeded
-from chatagent.schema import ASSISTANT, MessageError, to_messages
-from chatagent.stream import INDEX, Response
+from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
+from chatagent.stream import INDEX
 
 logger = logging.getLogger("chatagent.server")
 
@@ -50,7 +50,7 @@ def _error_for(e: BaseException) -> RequestError:
     """How an agent's failure is reported to the client (never with a traceback)."""
     if isinstance(e, RequestError):
         return e
-    if isinstance(e, (MessageError, ValueError, TypeError)) and not isinstance(e, ModelServiceError):
+    if isinstance(e, MessageError):  # a message the agent could not accept; any other error is ours, a 500
         return RequestError(400, str(e), "invalid_messages", "messages")
     if isinstance(e, ModelServiceError):
         status = 400 if e.code == "context_too_long" else 502
@@ -64,15 +64,13 @@ class _Answer:
     """Turns the agent's fragments into the OpenAI view: text deltas (separate messages' texts joined
     by a blank line) and reasoning deltas; tool calls and results stay server-side."""
 
-    __slots__ = ("response", "text_indexes", "started_text")
+    __slots__ = ("text_indexes",)
 
     def __init__(self) -> None:
-        self.response = Response()
-        self.text_indexes: set[int] = set()
-        self.started_text = False
+        self.text_indexes: set[int] = set()  # the messages whose text has started
 
-    def add(self, fragments: list) -> tuple[str, str]:
-        self.response.add(fragments)
+    def add(self, fragments: list[Message]) -> tuple[str, str]:
+        """The (text, reasoning) these fragments add to the answer."""
         text, reasoning = [], []
         for f in fragments:
             if f.role != ASSISTANT:
@@ -83,10 +81,9 @@ class _Answer:
             if piece:
                 i = f.extra[INDEX]
                 if i not in self.text_indexes:
-                    if self.started_text:
+                    if self.text_indexes:
                         piece = "\n\n" + piece
                     self.text_indexes.add(i)
-                    self.started_text = True
                 text.append(piece)
         return "".join(text), "".join(reasoning)
 
@@ -128,6 +125,7 @@ class AgentServer:
         self.httpd = ThreadingHTTPServer((host, port), _make_handler(self))
         self.httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
+        self._served = False  # serve_forever was entered: close() must stop it before closing the socket
 
     @property
     def url(self) -> str:
@@ -136,6 +134,8 @@ class AgentServer:
         return f"http://{host}:{port}/v1"
 
     def serve_forever(self) -> None:
+        """Serve in this thread until `close()` is called from another thread (or KeyboardInterrupt)."""
+        self._served = True
         logger.info("serving %s (OpenAI-compatible) on %s", self.model_name, self.url)
         self.httpd.serve_forever()
 
@@ -143,6 +143,7 @@ class AgentServer:
         """Serve in a background thread (once; calling it again does nothing)."""
         if self._thread is not None:
             return self
+        self._served = True
         self._thread = threading.Thread(
             target=self.httpd.serve_forever, args=(0.1,), name="chatagent-server", daemon=True
         )
@@ -150,7 +151,9 @@ class AgentServer:
         return self
 
     def close(self) -> None:
-        self.httpd.shutdown()
+        """Stop serving and close the listening socket (a server never started is just closed)."""
+        if self._served:  # shutdown() waits for serve_forever to exit: it would hang if it never ran
+            self.httpd.shutdown()
         self.httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -164,6 +167,7 @@ class AgentServer:
     # ---- request handling (called by the handler) ------------------------------------------------------
 
     def check_key(self, authorization: str | None) -> None:
+        """Raise RequestError 401 unless the Authorization header carries the API key (when one is set)."""
         if self.api_key is None:
             return
         given = (authorization or "").removeprefix("Bearer ").strip()
@@ -171,12 +175,14 @@ class AgentServer:
             raise RequestError(401, "invalid or missing API key (send Authorization: Bearer <key>)", "invalid_api_key")
 
     def models(self) -> dict:
-        return {"object": "list", "data": [self._model_card()]}
+        """The `/v1/models` list: this server's one model."""
+        return {"object": "list", "data": [self.model_card()]}
 
-    def _model_card(self) -> dict:
+    def model_card(self) -> dict:
+        """The OpenAI model object of the served agent."""
         return {"id": self.model_name, "object": "model", "created": self.created, "owned_by": "chatagent"}
 
-    def parse_request(self, body: bytes) -> tuple[list, bool, bool]:
+    def parse_request(self, body: bytes) -> tuple[list[Message], bool, bool]:
         """The messages, whether to stream, whether to report usage in the stream; RequestError if invalid."""
         try:
             req = json.loads(body)
@@ -208,16 +214,19 @@ class AgentServer:
         return msgs, stream, include_usage
 
     def acquire(self) -> None:
+        """Take a run slot, or raise RequestError 429 when `max_concurrency` runs are going."""
         if not self._slots.acquire(blocking=False):
             raise RequestError(429, "the server is busy; retry shortly", "busy")
 
     def release(self) -> None:
+        """Give back the slot taken by `acquire`."""
         self._slots.release()
 
-    def start_run(self, msgs: list) -> Run:
+    def start_run(self, msgs: list[Message]) -> Run:
+        """The agent's incremental run on `msgs`, within the server's deadline."""
         return self.agent.run(msgs, delta_stream=True, deadline=self.deadline)
 
-    def completion(self, msgs: list) -> dict:
+    def completion(self, msgs: list[Message]) -> dict:
         """A whole chat.completion."""
         run = self.start_run(msgs)
         answer = _Answer()
@@ -319,7 +328,7 @@ def _make_handler(server: AgentServer) -> type[BaseHTTPRequestHandler]:
                 if path == "/v1/models":
                     self._send_json(200, server.models())
                 elif path == f"/v1/models/{server.model_name}":
-                    self._send_json(200, server._model_card())
+                    self._send_json(200, server.model_card())
                 elif path.startswith("/v1/models/"):
                     raise RequestError(404, f"the model {path[11:]!r} does not exist", "model_not_found")
                 else:
@@ -372,7 +381,7 @@ def _make_handler(server: AgentServer) -> type[BaseHTTPRequestHandler]:
                 )
             return self.rfile.read(length)
 
-        def _stream(self, msgs: list, include_usage: bool) -> None:
+        def _stream(self, msgs: list[Message], include_usage: bool) -> None:
             try:
                 run = server.start_run(msgs)
             except Exception as e:

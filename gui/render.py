@@ -8,14 +8,16 @@ still render as Markdown.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import zlib
 from typing import Any
 
+from chatagent.agents.user import pending_input
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message
 
 THINKING_TITLE = "💭 Thinking"
-PENDING_KEY = "pending_user_input"  # a group chat's marker: a person's turn (see chatagent.agents.user)
 # a fence opens with 3+ backticks (no backtick after them on the line) or 3+ tildes, indented 0-3 spaces
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}(?=[^`]*$)|~{3,})")
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
@@ -114,8 +116,6 @@ _BADGES = ("🔵", "🟢", "🟣", "🟠", "🔴", "🟡", "🟤", "⚫")
 
 def speaker_badge(name: str) -> str:
     """A coloured dot that stays the same for a speaker's name: its avatar in a group chat."""
-    import zlib
-
     return _BADGES[zlib.crc32(name.encode()) % len(_BADGES)]
 
 
@@ -125,8 +125,6 @@ def safe_name(name: str) -> str:
 
 
 def _pretty_json(arguments: str) -> str:
-    import json
-
     try:
         return json.dumps(json.loads(arguments), ensure_ascii=False, indent=2)
     except (ValueError, TypeError):
@@ -147,7 +145,7 @@ def render_user(msg: Message) -> list[dict[str, Any]]:
     return [chat_message("user", "\n\n".join(p for p in parts if p))]
 
 
-def render_message(msg: Message, *, show_name: bool = False, result_of: str | None = None) -> list[dict[str, Any]]:
+def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, Any]]:
     """One chatagent message as zero or more Gradio chatbot messages (role, content, metadata).
 
     - user: text and attachments; assistant text: Markdown, with the speaker's name first if `show_name`;
@@ -156,18 +154,17 @@ def render_message(msg: Message, *, show_name: bool = False, result_of: str | No
     """
     if msg.role == USER:
         return render_user(msg)
-    out: list[dict[str, Any]] = []
     if msg.role == FUNCTION:
-        name = safe_name(msg.name or result_of or "tool")
         text = msg.text
-        out.append(chat_message("assistant", code_block(text) if text else "*(empty result)*", f"📋 Result of {name}"))
-        return out
+        body = code_block(text) if text else "*(empty result)*"
+        return [chat_message("assistant", body, f"📋 Result of {safe_name(msg.name or 'tool')}")]
     if msg.role != ASSISTANT:
-        return out
-    waiting_for = (msg.extra or {}).get(PENDING_KEY)
+        return []
+    waiting_for = pending_input([msg])
     if waiting_for is not None:  # a group chat waits for a person's message
-        who = escape_html(safe_name(str(waiting_for or msg.name or "you")))
+        who = escape_html(safe_name(waiting_for or "you"))
         return [chat_message("assistant", f"⏳ *Waiting for **{who}**: type the next message.*")]
+    out: list[dict[str, Any]] = []
     if msg.reasoning_content:
         out.append(chat_message("assistant", escape_markdown(msg.reasoning_content), THINKING_TITLE))
     text = msg.text

@@ -66,10 +66,12 @@ class ChatSession:
     # ---- conversation edits ----------------------------------------------------------------------------
 
     def add_user(self, msg: Message) -> None:
+        """Append the user's message to the conversation."""
         self.history.append(msg)
         self.display = self.display + render_message(msg)
 
     def clear(self) -> None:
+        """Stop any turn and forget the conversation."""
         self.request_stop()
         self.generation += 1
         self.history = []
@@ -86,6 +88,7 @@ class ChatSession:
 
     @property
     def running(self) -> bool:
+        """Whether a turn is streaming."""
         return self._stop is not None
 
     def request_stop(self) -> None:
@@ -103,7 +106,7 @@ class ChatSession:
         The answer (partial, if stopped) is added to the history when the turn ends.
         """
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
+        queue: asyncio.Queue[object] = asyncio.Queue()
         stop = threading.Event()
         generation = self.generation
 
@@ -137,9 +140,9 @@ class ChatSession:
         response = Response()
         rendered: list[list[dict[str, Any]]] = []
         tail: list[dict[str, Any]] = []
+        done = False  # the run ended or was stopped (not: the handler was closed mid-turn)
         worker.start()
         try:
-            done = False
             while not done:
                 items = [await queue.get()]
                 while not queue.empty():
@@ -166,11 +169,12 @@ class ChatSession:
                 yield self.display + [d for view in rendered for d in view] + tail
         finally:
             stop.set()
-            self._stop = None
-            self._wake = None
+            if self._stop is stop:  # not a turn started after a clear
+                self._stop = None
+                self._wake = None
             if self.generation == generation:
                 answer = response.messages
-                if tail:
+                if tail or not done:  # stopped, failed or abandoned: a call without its result would be invalid
                     answer = drop_unanswered_calls(answer)
                 self.history.extend(answer)
                 self.display = self.display + [d for view in rendered for d in view] + tail

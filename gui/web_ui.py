@@ -20,16 +20,19 @@ from typing import Any
 
 from chatagent.agent import Agent
 from chatagent.schema import Message, to_messages
-from gui.render import escape_html, safe_name
+from gui.render import escape_html, render_conversation, safe_name
 from gui.session import ChatSession, user_message
-
-os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 logger = logging.getLogger("chatagent.gui")
 
 AgentSource = Agent | Sequence[Agent] | Callable[[], Agent | Sequence[Agent]]
+
+
+def _offline_env() -> None:
+    """Keep Gradio and huggingface_hub off the network (they read these when first imported)."""
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def _is_group_chat(agent: Agent) -> bool:
@@ -97,6 +100,7 @@ class WebUI:
 
     def build(self, messages: list | None = None) -> Any:
         """The Gradio Blocks of the page (`messages`: a conversation every session starts with)."""
+        _offline_env()
         import gradio as gr
 
         self._initial = to_messages(messages) if messages else []
@@ -120,7 +124,7 @@ class WebUI:
                 elem_id="agent-selector",
             )
             chatbot = gr.Chatbot(
-                value=ChatSession([], self._initial, self.show_names).display,
+                value=render_conversation(self._initial, show_names=self.show_names),
                 elem_id="chatbot",
                 label=self.agent_names[0] if len(self.agent_names) == 1 else "Chat",
                 height=cfg.get("height", 560),

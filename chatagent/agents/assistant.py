@@ -17,18 +17,22 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from chatagent.agent import current_run
 from chatagent.agents.fncall import FnCallAgent
+from chatagent.rag.parsers import display_name
 from chatagent.schema import SYSTEM, USER, ContentItem, Message
+from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN, allowed_files, message_files
+
+if TYPE_CHECKING:
+    from chatagent.rag.store import DocStore, ProgressCallback
 
 __all__ = ["Assistant", "message_files"]
 
 logger = logging.getLogger("chatagent.agent")
 
-DEFAULT_MAX_REF_TOKEN = 4000
 RAG_CFG_KEYS = ("max_ref_token", "passwords", "on_progress", "store", "chunk_tokens", "overlap_tokens", "max_bytes")
 
 KNOWLEDGE_PROMPT = """# Knowledge from the user's files
@@ -77,31 +81,23 @@ class Assistant(FnCallAgent):
             logger.warning("Assistant: ignoring unknown rag_cfg keys %s", unknown)
         self.max_ref_token = int(cfg.get("max_ref_token", DEFAULT_MAX_REF_TOKEN))
         self.passwords: dict[str, str] = dict(cfg.get("passwords") or {})
-        self.on_progress: Callable[[Any], Any] | None = cfg.get("on_progress")
-        self._store = cfg.get("store")
-        self._store_cfg = {k: cfg[k] for k in ("chunk_tokens", "overlap_tokens", "max_bytes") if k in cfg}
-
-    @property
-    def store(self) -> Any:
-        """The DocStore this assistant reads files through."""
-        if self._store is None:
-            from chatagent.rag.store import DocStore, default_store
-
-            self._store = DocStore(**self._store_cfg) if self._store_cfg else default_store()
-        return self._store
+        self.on_progress: ProgressCallback | None = cfg.get("on_progress")
+        self.store: DocStore = cfg.get("store") or _make_store(cfg)
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         on_progress = kwargs.pop("on_progress", None) or self.on_progress
-        files = _unique(self.files + message_files(messages))
+        files = allowed_files(self.files, messages)
         if files:
             knowledge = self._knowledge(files, messages, lang, on_progress)
             current_run().check_deadline()  # reading many new files can take a while
             messages = _with_system_text(messages, knowledge)
         return (yield from super()._run(_files_as_text(messages), lang=lang, **kwargs))
 
-    def _knowledge(self, files: list[str], messages: list[Message], lang: str, on_progress: Any) -> str:
+    def _knowledge(
+        self, files: list[str], messages: list[Message], lang: str, on_progress: ProgressCallback | None
+    ) -> str:
         """The system-message text: the best excerpts for the latest user message, and any unreadable files."""
-        query = next((_text_of(m) for m in reversed(messages) if m.role == USER), "")
+        query = next((m.text for m in reversed(messages) if m.role == USER), "")
         found = self.store.retrieve(
             files, query, self.max_ref_token, passwords=self.passwords, on_progress=on_progress
         )  # fmt: skip
@@ -115,23 +111,12 @@ class Assistant(FnCallAgent):
         return "\n\n".join(parts)
 
 
-def message_files(messages: list[Message]) -> list[str]:
-    """The file items of all user messages, in order (paths or URLs as given)."""
-    files = []
-    for m in messages:
-        if m.role == USER and not isinstance(m.content, str):
-            files.extend(item.file for item in m.content if item.file is not None)
-    return files
+def _make_store(cfg: dict[str, Any]) -> DocStore:
+    """A store of its own when `cfg` sets chunking or size options, else the workspace's."""
+    from chatagent.rag.store import DocStore, default_store
 
-
-def _text_of(message: Message) -> str:
-    if isinstance(message.content, str):
-        return message.content
-    return "\n".join(item.text for item in message.content if item.text is not None)
-
-
-def _unique(items: list[str]) -> list[str]:
-    return list(dict.fromkeys(items))
+    options = {k: cfg[k] for k in ("chunk_tokens", "overlap_tokens", "max_bytes") if k in cfg}
+    return DocStore(**options) if options else default_store()
 
 
 def _with_system_text(messages: list[Message], text: str) -> list[Message]:
@@ -153,12 +138,9 @@ def _files_as_text(messages: list[Message]) -> list[Message]:
     for m in messages:
         if not isinstance(m.content, str) and any(item.file is not None for item in m.content):
             items = [
-                ContentItem(text=f"[file: {_base(item.file)}]") if item.file is not None else item for item in m.content
+                ContentItem(text=f"[file: {display_name(item.file)}]") if item.file is not None else item
+                for item in m.content
             ]
             m = m.copy(content=items)
         out.append(m)
     return out
-
-
-def _base(file: str) -> str:
-    return os.path.basename(file.rstrip("/")) or file

@@ -2,8 +2,8 @@
 
 Latin-script words are lower-cased, stop words dropped and the rest stemmed (Snowball English);
 numbers are kept whole. Runs of CJK characters are split at function characters (的, 了, 是, ...) and the
-pieces become overlapping character bigrams (a single character stays a unigram), which needs no dictionary, costs nothing to load and, on the CMRC2018
-evaluation, retrieves as well as jieba's word segmentation at a fraction of the time.
+pieces become overlapping character bigrams (a single character stays a unigram), which needs no
+dictionary, costs nothing to load and, on the CMRC2018 evaluation, retrieves as well as jieba's word segmentation at a fraction of the time.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from chatagent.rag.parsers import Document
 from chatagent.tokens import _TOKEN, count_tokens
 
-__all__ = ["DEFAULT_CHUNK_TOKENS", "DEFAULT_OVERLAP_TOKENS", "Chunk", "chunk_document"]
+__all__ = ["DEFAULT_CHUNK_TOKENS", "DEFAULT_OVERLAP_TOKENS", "Chunk", "chunk_document", "split_sentences"]
 
 DEFAULT_CHUNK_TOKENS = 400
 DEFAULT_OVERLAP_TOKENS = 40
@@ -99,13 +99,15 @@ def _split_paragraph(paragraph: str, page: int, limit: int) -> list[_Unit]:
     return _split_sentences(paragraph, page, limit)
 
 
+def split_sentences(text: str) -> list[str]:
+    """The sentences (and lines) of `text`, stripped, empty ones left out; CJK sentences need no space after them."""
+    return [s for s in (part.strip() for part in _SENTENCE_END.split(text)) if s]
+
+
 def _split_sentences(paragraph: str, page: int, limit: int) -> list[_Unit]:
     units: list[_Unit] = []
     joiner = "\n\n"
-    for sentence in _SENTENCE_END.split(paragraph):
-        sentence = sentence.strip()
-        if not sentence:
-            continue
+    for sentence in split_sentences(paragraph):
         n = count_tokens(sentence)
         if n <= limit:
             units.append(_Unit(sentence, page, n, joiner))
@@ -168,11 +170,7 @@ def _tail(units: list[_Unit], overlap: int, room: int) -> tuple[list[_Unit], int
 
 
 def _emit(units: list[_Unit], key: str, source: str, seen: dict[str, int]) -> Chunk:
-    parts = [units[0].text]
-    for unit in units[1:]:
-        parts.append(unit.joiner if unit.joiner == " " else "\n\n")
-        parts.append(unit.text)
-    text = "".join(parts)
+    text = units[0].text + "".join(unit.joiner + unit.text for unit in units[1:])
     return _make(key, source, units[0].page, units[-1].page, text, sum(u.tokens for u in units), seen)
 
 

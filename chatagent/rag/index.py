@@ -83,6 +83,7 @@ class Index:
         self._title_terms: list[tuple[int, ...]] = []  # per document: term ids of its title ('' -> ())
         self._built: _Postings | None = None
         self._titles_by_first: dict[int, list[tuple[tuple[int, ...], int]]] | None = None
+        self._frozen = False  # loaded by from_bytes: searchable, not extensible
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -124,7 +125,7 @@ class Index:
         return self._analyze(text)
 
     def search(self, query: str, top_k: int = 10) -> list[tuple[Hashable, float]]:
-        """The `top_k` best documents for `query` as (id, score), best first; documents matching no term are left out."""
+        """The `top_k` best documents for `query` as (id, score), best first; documents matching no term are out."""
         if top_k <= 0 or not self._ids:
             return []
         scores, matched = self._bm25(query)
@@ -192,8 +193,6 @@ class Index:
             raise ValueError("not a saved index: inconsistent sizes")
         index._frozen = True
         return index
-
-    _frozen = False
 
     def _require_mutable(self) -> None:
         if self._frozen:

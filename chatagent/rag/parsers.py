@@ -21,6 +21,7 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+import logging
 import os
 import re
 import threading
@@ -49,6 +50,8 @@ MAX_ZIP_MEMBERS = 20_000
 ROWS_PER_PAGE = 100  # CSV / sheet rows per page (each page repeats the header row)
 
 REASONS = ("needs_password", "no_text", "broken", "too_large", "unsupported")
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,31 +102,44 @@ def parse_file(
     `password` opens an encrypted PDF. `max_bytes` caps the file size (default DEFAULT_MAX_FILE_BYTES or
     CHATAGENT_MAX_FILE_MB). `kind` overrides the type that the extension implies ('pdf', 'docx', ...).
     """
-    path = Path(path)
-    name = path.name
     limit = max_file_bytes(max_bytes)
+    data, name = read_file(path, limit)
+    return parse_bytes(data, name, password, max_bytes=limit, kind=kind)
+
+
+def read_file(path: str | os.PathLike[str], max_bytes: int) -> tuple[bytes, str]:
+    """The bytes of the file at `path` and its display name; DocumentError if missing, unreadable or too large."""
+    name = display_name(path)
     try:
-        size = path.stat().st_size
-        if size > limit:
-            raise _too_large(name, size, limit)
-        with path.open("rb") as f:
-            data = f.read(min(size, limit) + 1)  # read(n) allocates n bytes up front: ask for what is there
-    except DocumentError:
-        raise
+        size = os.stat(path).st_size
+        if size > max_bytes:
+            raise _too_large(name, size, max_bytes)
+        with open(path, "rb") as f:
+            return f.read(min(size, max_bytes) + 1), name  # read(n) allocates n bytes up front: ask for what is there
     except FileNotFoundError:
         raise DocumentError("broken", f"'{name}' was not found.", name) from None
     except IsADirectoryError:
         raise DocumentError("unsupported", f"'{name}' is a directory, not a file.", name) from None
-    except OSError as e:
-        raise DocumentError("broken", f"'{name}' could not be read: {e.strerror or e}.", name) from None
-    return parse_bytes(data, name, password, max_bytes=limit, kind=kind)
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
+        raise DocumentError(
+            "broken", f"'{name}' could not be read: {getattr(e, 'strerror', None) or e}.", name
+        ) from None
+
+
+def display_name(file: str | os.PathLike[str]) -> str:
+    """The file name of a path or URL (no directories, no NUL bytes), as shown to users and cited."""
+    text = os.fspath(file)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    text = text.replace("\x00", "")
+    return os.path.basename(text.replace("\\", "/").rstrip("/")) or text
 
 
 def parse_bytes(
     data: bytes, name: str, password: str | None = None, *, max_bytes: int | None = None, kind: str | None = None
 ) -> Document:
     """Parse a file's content; `name` is its file name (for the type and for messages only)."""
-    name = os.path.basename(name.replace("\\", "/")) or "file"
+    name = display_name(name) or "file"
     limit = max_file_bytes(max_bytes)
     if len(data) > limit:
         raise _too_large(name, len(data), limit)
@@ -132,7 +148,7 @@ def parse_bytes(
     if parser is None:
         shown = f".{kind} files are" if kind else "files without an extension are"
         raise DocumentError(
-            "unsupported", f"'{name}' cannot be read: {shown} not supported (supported: {_supported()}).", name
+            "unsupported", f"'{name}' cannot be read: {shown} not supported (supported: {_SUPPORTED_SHOWN}).", name
         )
     if not data.strip():
         raise DocumentError("no_text", f"'{name}' is empty.", name)
@@ -164,7 +180,7 @@ def max_file_bytes(max_bytes: int | None = None) -> int:
         try:
             return int(float(env) * 1024 * 1024)
         except ValueError:
-            pass
+            logger.warning("ignoring CHATAGENT_MAX_FILE_MB=%r: not a number", env)
     return DEFAULT_MAX_FILE_BYTES
 
 
@@ -205,8 +221,9 @@ def _parse_pdf_pdfium(data: bytes, name: str, password: str | None) -> list[Page
                         text = textpage.get_text_range()
                     finally:
                         textpage.close()
-                except pdfium.PdfiumError:
-                    text = ""  # one unreadable page does not lose the others
+                except pdfium.PdfiumError as e:  # one unreadable page does not lose the others
+                    logger.warning("%s: page %d could not be read (%s); it is left out", name, i + 1, _why(e))
+                    text = ""
                 finally:
                     page.close()
                 pages.append(Page(i + 1, _clean_pdf_text(text)))
@@ -241,7 +258,8 @@ def _parse_pdf_pypdf(data: bytes, name: str, password: str | None) -> list[Page]
     for i, page in enumerate(reader.pages, 1):
         try:
             text = page.extract_text() or ""
-        except Exception:
+        except Exception as e:  # one unreadable page does not lose the others
+            logger.warning("%s: page %d could not be read (%s); it is left out", name, i, _why(e))
             text = ""
         pages.append(Page(i, _LEADERS.sub(" ... ", text)))
     return pages
@@ -533,8 +551,7 @@ def _extension(name: str) -> str:
     return Path(name).suffix.lower().lstrip(".")
 
 
-def _supported() -> str:
-    return ", ".join(sorted({"pdf", "docx", "pptx", "xlsx", "csv", "tsv", "html", "md", "txt"}))
+_SUPPORTED_SHOWN = "csv, docx, html, md, pdf, pptx, tsv, txt, xlsx"  # the main ones, for messages
 
 
 def _too_large(name: str, size: int, limit: int) -> DocumentError:

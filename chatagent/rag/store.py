@@ -19,7 +19,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import re
 import tempfile
 import threading
 import time
@@ -27,14 +26,23 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from chatagent.rag.chunking import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS, Chunk, chunk_document
-from chatagent.rag.parsers import Document, DocumentError, Page, max_file_bytes, parse_bytes
+from chatagent.rag.chunking import (
+    DEFAULT_CHUNK_TOKENS,
+    DEFAULT_OVERLAP_TOKENS,
+    Chunk,
+    chunk_document,
+    split_sentences,
+)
+from chatagent.rag.parsers import Document, DocumentError, Page, display_name, max_file_bytes, parse_bytes, read_file
 from chatagent.rag.workspace import workspace_root
 from chatagent.tokens import count_tokens, truncate_tokens
+
+if TYPE_CHECKING:
+    from chatagent.rag.index import Index
 
 __all__ = ["DocStore", "FileIndex", "Progress", "Retrieved", "default_store", "format_chunks", "retrieve"]
 
@@ -72,7 +80,7 @@ class _Entry:
 
 @dataclass(slots=True)
 class Retrieved:
-    """The result of a retrieval: `chunks` best first (or in document order when `complete`), and the files that failed."""
+    """A retrieval's `chunks`, best first (in document order when `complete`), and the files that failed."""
 
     chunks: list[Chunk]
     errors: list[DocumentError] = field(default_factory=list)
@@ -92,12 +100,13 @@ def format_chunks(chunks: Sequence[Chunk]) -> str:
 class FileIndex:
     """The chunks of a set of files and one BM25 index over them, built once and searched per query."""
 
-    def __init__(self, entries: list[_Entry], index: Any) -> None:
+    def __init__(self, entries: list[_Entry], index: Index) -> None:
         self.entries = entries
         self.chunks: dict[str, Chunk] = {c.id: c for e in entries for c in e.chunks}
         self.index = index
         # everything, with a `[file, p. N]` header per page
         self.total_tokens = sum(e.tokens + len(e.pages) * _header_tokens(e.source) for e in entries)
+        self._pages: list[Chunk] | None = None  # every page as a chunk, made at the first query that fits them all
 
     def search(self, query: str, top_k: int = 10) -> list[tuple[Chunk, float]]:
         """The best chunks for `query` with their scores, best first."""
@@ -106,8 +115,9 @@ class FileIndex:
     def select(self, query: str, max_tokens: int) -> Retrieved:
         """Everything when it fits in `max_tokens`, else the best chunks that fit, best first."""
         if self.total_tokens <= max_tokens:
-            pages = [_page_chunk(e, p) for e in self.entries for p in e.pages]
-            return Retrieved(pages, complete=True, tokens=self.total_tokens)
+            if self._pages is None:  # a benign race: two threads may both make the same list
+                self._pages = [_page_chunk(e, p) for e in self.entries for p in e.pages]
+            return Retrieved(list(self._pages), complete=True, tokens=self.total_tokens)
         chosen: list[Chunk] = []
         used = 0  # tokens of the chosen chunks with their `[file, p. N]` headers
         top_k = min(len(self.chunks), max(64, max_tokens // 50))
@@ -154,7 +164,7 @@ class DocStore:
         self.max_bytes = max_bytes
         self.disk_cache = disk_cache
         self._docs: OrderedDict[str, _Entry] = OrderedDict()
-        self._failed: dict[str, DocumentError] = {}
+        self._failed: OrderedDict[str, DocumentError] = OrderedDict()
         self._indexes: OrderedDict[str, FileIndex] = OrderedDict()
         self._memory_docs = memory_docs
         self._memory_indexes = memory_indexes
@@ -193,7 +203,7 @@ class DocStore:
         seen: set[str] = set()
         total = len(files)
         for n, file in enumerate(files, 1):
-            name = _display_name(file)
+            name = display_name(file)
             started = time.perf_counter()
             try:
                 data, name = self._read(file)
@@ -237,27 +247,7 @@ class DocStore:
         text = os.fspath(file)
         if isinstance(text, str) and text.startswith(("http://", "https://")):
             return self._fetch(text)
-        name = _display_name(file)
-        limit = max_file_bytes(self.max_bytes)
-        try:
-            size = os.stat(text).st_size
-            if size > limit:
-                raise DocumentError(
-                    "too_large",
-                    f"'{name}' is {size / 2**20:.1f} MB, over the limit of {limit / 2**20:.1f} MB "
-                    "(raise it with max_bytes= or CHATAGENT_MAX_FILE_MB).",
-                    name,
-                )
-            with open(text, "rb") as f:
-                return f.read(min(size, limit) + 1), name  # read(n) allocates n bytes up front
-        except FileNotFoundError:
-            raise DocumentError("broken", f"'{name}' was not found.", name) from None
-        except IsADirectoryError:
-            raise DocumentError("unsupported", f"'{name}' is a directory, not a file.", name) from None
-        except (OSError, ValueError) as e:
-            raise DocumentError(
-                "broken", f"'{name}' could not be read: {getattr(e, 'strerror', None) or e}.", name
-            ) from None
+        return read_file(file, max_file_bytes(self.max_bytes))
 
     def _fetch(self, url: str) -> tuple[bytes, str]:
         with self._lock:
@@ -265,8 +255,11 @@ class DocStore:
         if cached is not None and time.monotonic() - cached[0] < URL_CACHE_S:
             return cached[1], cached[2]
         data, name = fetch_url(url, max_file_bytes(self.max_bytes))
+        now = time.monotonic()
         with self._lock:
-            self._urls[url] = (time.monotonic(), data, name)
+            for old in [u for u, (when, _, _) in self._urls.items() if now - when >= URL_CACHE_S]:
+                del self._urls[old]  # expired content is not kept in memory
+            self._urls[url] = (now, data, name)
         return data, name
 
     # ------------------------------------------------------------------------------ documents
@@ -278,20 +271,20 @@ class DocStore:
         key = _hash(CACHE_VERSION, digest, kind, str(self.chunk_tokens), str(self.overlap_tokens))
         if password:  # text opened with a password is served only to callers who give that password
             key = _hash(key, "password", password)
-        fail_key = _hash(key, password or "")
         with self._lock:
             entry = self._docs.get(key)
             if entry is not None:
                 self._docs.move_to_end(key)
                 return entry, False
-            failure = self._failed.get(fail_key)
-            lock = self._key_locks.setdefault(key, threading.Lock())
+            failure = self._failed.get(key)
+            if failure is None:
+                lock = self._key_locks.setdefault(key, threading.Lock())
         if failure is not None:
             raise _renamed_error(failure, name)
         with lock:
             with self._lock:
                 entry = self._docs.get(key)
-                failure = self._failed.get(fail_key)
+                failure = self._failed.get(key)
             if entry is not None:
                 return entry, False
             if failure is not None:
@@ -303,7 +296,9 @@ class DocStore:
                     entry = self._parse(data, name, password, digest)
                 except DocumentError as e:
                     with self._lock:
-                        self._failed[fail_key] = e
+                        self._failed[key] = e
+                        while len(self._failed) > self._memory_docs:
+                            self._failed.popitem(last=False)
                         self._key_locks.pop(key, None)
                     raise
                 if self.disk_cache and not password:
@@ -354,7 +349,8 @@ class DocStore:
     def _index(self, entries: list[_Entry], on_progress: ProgressCallback | None) -> FileIndex:
         from chatagent.rag.index import Index
 
-        key = _hash(CACHE_VERSION, "index", *sorted({f"{e.digest}:{e.source}" for e in entries}),
+        # in the caller's order: a set that fits comes back whole, in that order
+        key = _hash(CACHE_VERSION, "index", *(f"{e.digest}:{e.source}" for e in entries),
                     str(self.chunk_tokens), str(self.overlap_tokens))  # fmt: skip
         with self._lock:
             found = self._indexes.get(key)
@@ -390,7 +386,7 @@ class DocStore:
     def _index_path(self, key: str) -> Path:
         return self.root / "indexes" / key[:2] / f"{key}.npz"
 
-    def _load_index(self, key: str) -> Any:
+    def _load_index(self, key: str) -> Index | None:
         from chatagent.rag.index import Index
 
         path = self._index_path(key)
@@ -491,13 +487,6 @@ def _url_too_large(url: str, limit: int) -> DocumentError:
     return DocumentError("too_large", f"'{url}' is larger than the limit of {limit / 2**20:.1f} MB.", url)
 
 
-def _display_name(file: str | os.PathLike[str]) -> str:
-    text = os.fspath(file)
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    return os.path.basename(text.replace("\\", "/").rstrip("/")).replace("\x00", "") or text.replace("\x00", "")
-
-
 def _renamed(entry: _Entry, name: str) -> _Entry:
     return _Entry(entry.digest, name, entry.pages, [replace(c, source=name) for c in entry.chunks], entry.tokens)
 
@@ -508,13 +497,10 @@ def _renamed_error(error: DocumentError, name: str) -> DocumentError:
     return DocumentError(error.reason, str(error).replace(f"'{error.source}'", f"'{name}'"), name)
 
 
-_PIECES = re.compile(r"(?<=[.!?;:。！？；])\s+|\n")
-
-
 def _best_part(text: str, query: str, budget: int, analyze: Callable[[str], list[str]]) -> str:
     """The sentences of `text` sharing most terms with `query`, in their order, within `budget` tokens."""
     wanted = set(analyze(query))
-    pieces = [p.strip() for p in _PIECES.split(text) if p.strip()]
+    pieces = split_sentences(text)
     ranked = sorted(range(len(pieces)), key=lambda i: -len(wanted.intersection(analyze(pieces[i]))))
     keep: set[int] = set()
     used = 0

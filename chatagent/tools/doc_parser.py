@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from chatagent.rag.parsers import DocumentError
+from chatagent.rag.parsers import DocumentError, display_name
 from chatagent.tokens import count_tokens, truncate_tokens
 from chatagent.tools.base import BaseTool, register_tool
-from chatagent.tools.retrieval import _store, allowed_files, choose_files
+from chatagent.tools.retrieval import allowed_files, choose_files, store_from_cfg
 
 __all__ = ["DocParser"]
 
@@ -37,8 +37,9 @@ class DocParser(BaseTool):
             return files
         file = files[0]
         passwords = self.cfg.get("passwords") or {}
+        password = passwords.get(file) or passwords.get(display_name(file))  # by path or by name, like retrieval
         try:
-            doc = _store(self.cfg).document(file, password=passwords.get(file))
+            doc = store_from_cfg(self.cfg).document(file, password=password)
         except DocumentError as e:
             return f"The file could not be read: {e}"
         budget = int(self.cfg.get("max_tokens", 8000))

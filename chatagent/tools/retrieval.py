@@ -11,11 +11,18 @@ is refused with a message the model can read. Settings: `files`, `max_ref_token`
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from chatagent.rag.parsers import display_name
+from chatagent.schema import USER, Message, to_messages
 from chatagent.tools.base import BaseTool, register_tool
 
-__all__ = ["Retrieval", "allowed_files", "choose_files"]
+if TYPE_CHECKING:
+    from chatagent.rag.store import DocStore
+
+__all__ = ["Retrieval", "allowed_files", "choose_files", "message_files", "store_from_cfg"]
+
+DEFAULT_MAX_REF_TOKEN = 4000
 
 
 @register_tool("retrieval")
@@ -45,8 +52,11 @@ class Retrieval(BaseTool):
         files = choose_files(args.get("files"), allowed)
         if isinstance(files, str):
             return files
-        found = _store(self.cfg).retrieve(
-            files, args["query"], int(self.cfg.get("max_ref_token", 4000)), passwords=self.cfg.get("passwords")
+        found = store_from_cfg(self.cfg).retrieve(
+            files,
+            args["query"],
+            int(self.cfg.get("max_ref_token", DEFAULT_MAX_REF_TOKEN)),
+            passwords=self.cfg.get("passwords"),
         )
         parts = [found.as_text()] if found.chunks else ["No passage of the files matches this query."]
         if found.errors:
@@ -54,18 +64,21 @@ class Retrieval(BaseTool):
         return "\n\n".join(parts)
 
 
-def allowed_files(configured: list[str] | None, messages: list | None) -> list[str]:
-    """The files the user gave: the configured ones, then the file items of the user's messages."""
-    files = [os.fspath(f) for f in configured or []]
-    for m in messages or []:
-        role = m.get("role") if isinstance(m, dict) else m.role
-        content = m.get("content") if isinstance(m, dict) else m.content
-        if role == "user" and isinstance(content, list):
-            for item in content:
-                file = item.get("file") if isinstance(item, dict) else item.file
-                if file:
-                    files.append(file)
-    return list(dict.fromkeys(files))
+def allowed_files(configured: list[str] | None, messages: list[Message] | list[dict] | None) -> list[str]:
+    """The files the user gave: the configured ones, then the file items of the user's messages (no repeats)."""
+    msgs = messages or []
+    if any(not isinstance(m, Message) for m in msgs):
+        msgs = to_messages(msgs)
+    return list(dict.fromkeys([os.fspath(f) for f in configured or []] + message_files(msgs)))
+
+
+def message_files(messages: list[Message]) -> list[str]:
+    """The file items of all user messages, in order (paths or URLs as given)."""
+    files = []
+    for m in messages:
+        if m.role == USER and not isinstance(m.content, str):
+            files.extend(item.file for item in m.content if item.file)
+    return files
 
 
 def choose_files(requested: list[str] | None, allowed: list[str]) -> list[str] | str:
@@ -77,13 +90,13 @@ def choose_files(requested: list[str] | None, allowed: list[str]) -> list[str] |
     by_name: dict[str, str] = {}
     for f in allowed:
         by_name.setdefault(f, f)
-        by_name.setdefault(os.path.basename(f.rstrip("/")), f)
+        by_name.setdefault(display_name(f), f)
     chosen, refused = [], []
     for r in requested:
         match = by_name.get(r) if isinstance(r, str) else None
         (chosen if match else refused).append(match or str(r))
     if refused:
-        names = ", ".join(os.path.basename(f.rstrip("/")) or f for f in allowed)
+        names = ", ".join(display_name(f) for f in allowed)
         return (
             f"Refused: {', '.join(refused)} is not one of the user's files. Only these can be read: {names}. "
             "Use their names exactly."
@@ -91,7 +104,8 @@ def choose_files(requested: list[str] | None, allowed: list[str]) -> list[str] |
     return list(dict.fromkeys(chosen))
 
 
-def _store(cfg: dict) -> Any:
+def store_from_cfg(cfg: dict) -> DocStore:
+    """The DocStore in a tool's `store` setting, else the workspace's."""
     store = cfg.get("store")
     if store is None:
         from chatagent.rag.store import default_store

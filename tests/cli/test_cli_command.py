@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from chatagent import BasicAgent, ScriptedLLM, tool_call
+from chatagent import BasicAgent, FnCallAgent, ScriptedLLM, tool_call
 from chatagent.cli import CliError, chat_loop, collect_files, default_agent, llm_config, load_object, main
 
 AGENT_MODULE = '''
@@ -117,14 +117,12 @@ class Proc:
 
 
 def test_chat_loop_streams_shows_tools_and_clears() -> None:
-    fncall = pytest.importorskip("chatagent.agents.fncall", reason="FnCallAgent has not landed yet")
-
     def add(a: int, b: int) -> int:
         """Add two integers."""
         return a + b
 
     llm = ScriptedLLM([tool_call("add", {"a": 2, "b": 3}), "It is 5.", "fresh start"])
-    agent = fncall.FnCallAgent(function_list=[add], llm=llm)
+    agent = FnCallAgent(function_list=[add], llm=llm)
     lines = iter(["2+3?", "/clear", "hello", "/exit"])
     out = io.StringIO()
     chat_loop(agent, read=lambda prompt: next(lines), out=out, color=False)
@@ -168,6 +166,7 @@ def test_agent_specs_model_flags_and_file_lists(agent_file: Path, tmp_path: Path
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "b.txt").write_text("b")
     (tmp_path / "docs" / ".hidden").write_text("h")
+    (tmp_path / "docs" / "tool.exe").write_bytes(b"MZ")  # a type no parser reads: skipped, not an error per question
     assert [Path(f).name for f in collect_files([str(agent_file)], str(tmp_path / "docs"))] == ["my_agent.py", "b.txt"]
     with pytest.raises(CliError, match="no such file"):
         collect_files([str(tmp_path / "missing.pdf")], None)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from chatagent import BasicAgent, Message, ModelServiceError, ScriptedLLM, tool_call
+from chatagent import Assistant, BasicAgent, FnCallAgent, Message, ModelServiceError, ScriptedLLM, tool_call
 from chatagent.llm.base import BaseChatModel, Usage
 from gui import WebUI
 
@@ -121,12 +121,7 @@ def make_pdf(path: Path, lines: list[str]) -> Path:
     return path
 
 
-def _calculator():
-    try:
-        from chatagent.agents.fncall import FnCallAgent
-    except ImportError:
-        return None
-
+def _calculator() -> FnCallAgent:
     def add(a: int, b: int) -> int:
         """Add two integers."""
         return a + b
@@ -143,19 +138,15 @@ def _calculator():
 class App:
     url: str
     llm: BrowserLLM
-    has_calculator: bool
 
 
 @pytest.fixture(scope="module")
 def app() -> Iterator[App]:
     llm = BrowserLLM()
-    agents = [BasicAgent(llm=llm, name="Echo")]
-    calc = _calculator()
-    if calc is not None:
-        agents.append(calc)
+    agents = [BasicAgent(llm=llm, name="Echo"), _calculator()]
     ui = WebUI(agents, chatbot_config={"prompt.suggestions": ["echo suggested"]})
     url = ui.run(server_port=free_port(), block=False)
-    yield App(url.rstrip("/"), llm, calc is not None)
+    yield App(url.rstrip("/"), llm)
     ui.close()
 
 
@@ -328,8 +319,6 @@ def test_regenerate_clear_and_suggestions(page, app: App) -> None:
 def test_agent_selector_and_collapsible_tool_blocks(page, app: App) -> None:
     from playwright.sync_api import expect
 
-    if not app.has_calculator:
-        pytest.skip("FnCallAgent has not landed yet")
     page.click("#agent-selector input")
     page.get_by_role("option", name="Calculator").click()
     send(page, "what is 2+3?")
@@ -341,7 +330,6 @@ def test_agent_selector_and_collapsible_tool_blocks(page, app: App) -> None:
 
 
 def test_an_assistant_cites_an_uploaded_pdf(browser, tmp_path: Path) -> None:
-    assistant = pytest.importorskip("chatagent.agents.assistant", reason="the Assistant has not landed yet")
     from playwright.sync_api import expect
 
     def answer(messages, functions) -> str:
@@ -349,7 +337,7 @@ def test_an_assistant_cites_an_uploaded_pdf(browser, tmp_path: Path) -> None:
         found = "ZEBRA-42" in context
         return f"The code is {'ZEBRA-42' if found else 'unknown'} (source: {'report.pdf' if 'report.pdf' in context else '?'})"
 
-    ui = WebUI(assistant.Assistant(llm=ScriptedLLM(default=answer), name="Assistant"))
+    ui = WebUI(Assistant(llm=ScriptedLLM(default=answer), name="Assistant"))
     url = ui.run(server_port=free_port(), block=False)
     context = browser.new_context()
     try:

@@ -3,42 +3,18 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
-from collections.abc import Iterator
 
 import httpx
 import openai
 import pytest
 
 from chatagent import Agent, BasicAgent, Message, ModelServiceError, Reply, ScriptedLLM, tool_call
-from chatagent.llm.base import BaseChatModel, Usage
+from chatagent.llm.base import BaseChatModel
 from chatagent.schema import FUNCTION
 from chatagent.server import AgentServer
+from tests.gui.test_gui_session import PacedLLM
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
-
-
-class PacedLLM(BaseChatModel):
-    """Streams `n` chunks, one every `delay` seconds; records whether its stream was closed early."""
-
-    def __init__(self, n: int = 200, delay: float = 0.02) -> None:
-        super().__init__({"model": "paced"})
-        self.n, self.delay = n, delay
-        self.started = threading.Event()
-        self.closed = threading.Event()
-        self.sent = 0
-
-    def _chat_stream(self, messages, functions, cfg, usage: Usage | None) -> Iterator[list[Message]]:
-        self.started.set()
-        try:
-            for i in range(self.n):
-                self.sent = i + 1
-                yield [Message._make("assistant", f"w{i} ", None, None, None, {"index": 0})]
-                time.sleep(self.delay)
-        finally:
-            if self.sent < self.n:
-                self.closed.set()
 
 
 class WeatherAgent(Agent):
@@ -237,3 +213,22 @@ def test_client_going_away_closes_the_model_stream() -> None:
         stream.close()
         assert llm.closed.wait(10), "the model's stream was not closed after the client left"
     assert llm.sent < llm.n
+
+
+def test_a_bug_in_the_agent_is_a_500_not_the_clients_fault() -> None:
+    llm = ScriptedLLM([ValueError("internal detail"), ValueError("internal detail")])
+    with serve(BasicAgent(llm=llm)) as server:
+        c = client(server)
+        with pytest.raises(openai.InternalServerError) as info:
+            c.chat.completions.create(model="x", messages=[{"role": "user", "content": "hi"}])
+        assert info.value.status_code == 500 and info.value.body["code"] == "agent_error"
+        assert "Traceback" not in str(info.value)
+
+
+@pytest.mark.timeout(10)
+def test_a_server_never_started_closes_at_once() -> None:
+    server = AgentServer(BasicAgent(llm=ScriptedLLM(default="x")), "127.0.0.1", 0)
+    port = server.httpd.server_address[1]
+    server.close()  # shutdown() would wait forever for a serve loop that never ran
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)

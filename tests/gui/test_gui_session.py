@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from chatagent import BasicAgent, Message, ModelServiceError, Reply, ScriptedLLM, tool_call
+from chatagent import BasicAgent, FnCallAgent, Message, ModelServiceError, Reply, ScriptedLLM, tool_call
 from chatagent.llm.base import BaseChatModel, Usage
 from chatagent.schema import FunctionCall
 from gui.render import chat_message, message_text
@@ -108,6 +108,33 @@ def test_stop_drops_a_call_that_has_no_result() -> None:
     assert drop_unanswered_calls([Message("assistant", "", function_call=FunctionCall("c", "{}"))]) == []
 
 
+def test_a_turn_abandoned_during_a_tool_call_leaves_a_valid_history() -> None:
+    release = threading.Event()
+
+    def slow() -> str:
+        """Take a while."""
+        release.wait(10)
+        return "late"
+
+    llm = ScriptedLLM([tool_call("slow", {}), "never reached"])
+    session = ChatSession([FnCallAgent(function_list=[slow], llm=llm)])
+    session.add_user(user_message("go", []))
+
+    async def abandon() -> None:  # the browser goes away: Gradio closes the handler mid-turn
+        turn = session.stream_turn(session.agents[0])
+        async for display in turn:
+            if any(d.get("metadata", {}).get("title") == "🛠️ slow" for d in display):
+                break
+        await turn.aclose()
+
+    try:
+        asyncio.run(abandon())
+    finally:
+        release.set()
+    assert [m.role for m in session.history] == ["user"]  # the call without its result is not kept
+    assert not session.running
+
+
 def test_errors_show_as_a_readable_message_and_the_chat_goes_on() -> None:
     llm = ScriptedLLM([ModelServiceError(401, "bad key <x>"), "recovered"])
     session = ChatSession([BasicAgent(llm=llm)])
@@ -119,14 +146,12 @@ def test_errors_show_as_a_readable_message_and_the_chat_goes_on() -> None:
 
 
 def test_tool_calls_and_results_render_collapsed() -> None:
-    fncall = pytest.importorskip("chatagent.agents.fncall", reason="FnCallAgent has not landed yet")
-
     def add(a: int, b: int) -> int:
         """Add two integers."""
         return a + b
 
     llm = ScriptedLLM([tool_call("add", {"a": 2, "b": 3}), "It is 5."])
-    session = ChatSession([fncall.FnCallAgent(function_list=[add], llm=llm)])
+    session = ChatSession([FnCallAgent(function_list=[add], llm=llm)])
     session.add_user(user_message("2+3?", []))
     final = run_turn(session, session.agents[0])[-1]
     titles = [d.get("metadata", {}).get("title") for d in final[1:]]

@@ -50,7 +50,7 @@ def test_bad_agents_are_refused() -> None:
 
 
 def test_a_group_chat_shows_speakers_and_waits_for_the_person() -> None:
-    group_chat = pytest.importorskip("chatagent.agents.group_chat", reason="GroupChat has not landed yet")
+    from chatagent.agents import group_chat
     from chatagent.agents.user import UserAgent
 
     alice = BasicAgent(llm=ScriptedLLM(default="Hi, I am Alice."), name="Alice")

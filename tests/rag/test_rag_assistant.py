@@ -153,3 +153,30 @@ def test_the_run_deadline_covers_reading_the_files(tmp_path: Path, store: DocSto
     with pytest.raises(RunDeadlineExceeded):
         list(bot.run([{"role": "user", "content": "filler?"}], deadline=1e-6))
     assert llm.calls == []
+
+
+def test_tools_called_directly_with_dict_messages_read_the_users_files(tmp_path: Path, store: DocStore) -> None:
+    from chatagent.tools.retrieval import Retrieval
+
+    manual = write(tmp_path / "manual.txt", "The vault code is 7781.")
+    tool = Retrieval({"store": store})
+    messages = [
+        {"role": "user", "content": [{"text": "vault code?"}, {"file": str(manual)}]},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "1", "type": "function", "function": {
+            "name": "retrieval", "arguments": "{}"}}]},  # OpenAI-format history is understood too
+        {"role": "tool", "tool_call_id": "1", "content": "..."},
+    ]  # fmt: skip
+    assert "7781" in tool.call({"query": "vault code"}, messages=messages)
+    assert tool.call({"query": "vault code"}, messages=[]).startswith("The user has not given any files")
+
+
+def test_doc_parser_finds_a_password_by_file_name(tmp_path: Path, store: DocStore) -> None:
+    from chatagent.tools.doc_parser import DocParser
+    from tests.rag.test_rag_parsers import encrypt_pdf, make_pdf
+
+    path = tmp_path / "locked.pdf"
+    path.write_bytes(encrypt_pdf(make_pdf(["The vault code is 1234."]), "pw"))
+    locked = DocParser({"store": store, "files": [str(path)]})
+    assert "password" in locked.call({"url": "locked.pdf"})
+    tool = DocParser({"store": store, "files": [str(path)], "passwords": {"locked.pdf": "pw"}})
+    assert "The vault code is 1234." in tool.call({"url": "locked.pdf"})

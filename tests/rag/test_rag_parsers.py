@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import os
 import pickle
 import struct
@@ -225,7 +226,8 @@ def test_zip_bomb_posing_as_office_file_is_refused_fast(tmp_path: Path, member: 
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert error.reason == "too_large" and "expands" in str(error)
-    assert time.perf_counter() - started < 2 and peak < 20 * 1024 * 1024
+    assert peak < 20 * 1024 * 1024  # the memory bound is the proof; the time bound only proves no hang
+    assert time.perf_counter() - started < 30
 
 
 def test_zip_that_lies_about_its_sizes_is_read_no_further_than_declared(tmp_path: Path) -> None:
@@ -314,12 +316,18 @@ def test_binary_renamed_txt_is_refused(tmp_path: Path) -> None:
     assert reason_of(write(tmp_path, "image.md", png)).reason == "unsupported"
 
 
-def test_too_large_files_are_refused_before_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_too_large_files_are_refused_before_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     path = write(tmp_path, "big.txt", b"word " * 5000)
     error = reason_of(path, max_bytes=1000)
     assert error.reason == "too_large" and "limit" in str(error)
     monkeypatch.setenv("CHATAGENT_MAX_FILE_MB", "0.001")
     assert reason_of(path).reason == "too_large"
+    monkeypatch.setenv("CHATAGENT_MAX_FILE_MB", "lots")  # ignored, with a warning: the default limit applies
+    with caplog.at_level(logging.WARNING, logger="chatagent.rag.parsers"):
+        assert parse_file(path).pages
+    assert "CHATAGENT_MAX_FILE_MB" in caplog.text
     monkeypatch.delenv("CHATAGENT_MAX_FILE_MB")
     assert parse_file(path).pages
 
@@ -332,6 +340,9 @@ def test_unsupported_and_missing(tmp_path: Path) -> None:
     assert reason_of(tmp_path / "folder.txt").reason == "unsupported"
     assert parse_file(write(tmp_path, "noext2", b"plain words"), kind="txt").pages[0].text == "plain words"
     assert {"pdf", "docx", "pptx", "xlsx", "csv", "tsv", "html", "md", "txt"} <= SUPPORTED_EXTENSIONS
+    with pytest.raises(DocumentError) as info:  # a NUL byte in a path: a DocumentError, not a ValueError
+        parse_file(tmp_path / "bad\x00name.txt")
+    assert info.value.reason == "broken" and info.value.source == "badname.txt" and "\x00" not in str(info.value)
 
 
 def test_document_error_is_picklable_and_checks_its_reason() -> None:

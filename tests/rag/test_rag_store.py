@@ -64,6 +64,7 @@ def test_everything_is_returned_in_order_when_it_fits(tmp_path: Path, store: Doc
         ("a.md", 1, "# A\n\nAlpha facts."),
         ("b.txt", 1, "Beta facts, unrelated to the question."),
     ]
+    assert [c.source for c in store.retrieve([b, a], "alpha", max_tokens=1000).chunks] == ["b.txt", "a.md"]
 
 
 def test_cache_is_by_content_not_by_path(tmp_path: Path, store: DocStore) -> None:
@@ -279,3 +280,35 @@ def test_the_prompt_text_never_exceeds_the_budget(tmp_path: Path, store: DocStor
         assert found.chunks, (budget, query)
         assert count_tokens(found.as_text()) <= budget
         assert found.complete == (budget == 100_000)
+
+
+def test_an_oversized_chinese_chunk_gives_its_best_sentences(tmp_path: Path) -> None:
+    filler = "".join(f"第{i}段文字只是填充内容，没有任何意义。" for i in range(8))
+    text = filler + "大熊猫主要以竹子为食。" + filler  # one chunk of sentences with no space after 。
+    path = write(tmp_path / "熊猫.txt", text)
+    store = DocStore(tmp_path / "ws", chunk_tokens=400, overlap_tokens=0)
+    found = store.retrieve([path], "大熊猫吃什么", max_tokens=40)
+    assert len(found.chunks) == 1 and not found.complete
+    assert "大熊猫主要以竹子为食。" in found.chunks[0].text  # the matching sentence, not the start
+    assert count_tokens(found.as_text()) <= found.tokens <= 40
+
+
+def test_a_set_that_fits_is_formatted_once_not_per_question(tmp_path: Path, store: DocStore) -> None:
+    a = write(tmp_path / "a.md", "# A\n\nAlpha facts.")
+    first = store.retrieve([a], "alpha", max_tokens=1000)
+    second = store.retrieve([a], "something else", max_tokens=1000)
+    assert first.complete and second.complete
+    assert second.chunks[0] is first.chunks[0]  # the page chunks are made once per index
+    second.chunks.clear()  # a caller's list is its own
+    assert store.retrieve([a], "alpha", max_tokens=1000).chunks == first.chunks
+
+
+def test_expired_urls_are_dropped_from_memory(web: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import chatagent.rag.store as store_module
+
+    store = DocStore(tmp_path / "ws")
+    store.retrieve([f"{web}/one.html"], "remote", 100)
+    assert list(store._urls) == [f"{web}/one.html"]
+    monkeypatch.setattr(store_module, "URL_CACHE_S", 0.0)
+    store.retrieve([f"{web}/two.html"], "remote", 100)
+    assert list(store._urls) == [f"{web}/two.html"]
