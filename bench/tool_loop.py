@@ -1,6 +1,6 @@
 """The tool loop's own cost, and the argument parser's throughput, each beside a reference from the same run.
 
-    .venv/bin/python bench/tool_loop.py [--quick]
+    .venv/bin/python bench/tool_loop.py [--quick] [--no-qwen-agent]
 
 (a) framework time per tool round trip: FnCallAgent with 20 tools over ScriptedLLM, runs of 5 round
     trips (model asks for a tool, the tool runs, its result goes back) and a final answer. The model's
@@ -11,6 +11,10 @@
     JSON, and malformed ones that need repair), beside json5.loads alone (Qwen-Agent's lenient parser)
     on the same strings.
 
+Qwen-Agent (pinned, in its own venv made once by bench/_qwen_agent.py) is measured in the same run, the same
+way, by bench/qa_tool_loop.py (its FnCallAgent, 20 tools, its default <tool_call> prompt format; see there):
+`qwen_agent=` beside our figure, then the ratio. It has no callbacks nor tool timeouts, so those have no reference.
+
 Each figure is the best (lowest) of a few repeats, to damp the noise of a shared machine.
 """
 
@@ -18,13 +22,17 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+import _qwen_agent  # noqa: E402
 
 from chatagent import FnCallAgent, ScriptedLLM, tool, tool_call  # noqa: E402
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments, validate_arguments  # noqa: E402
@@ -75,7 +83,8 @@ def script(parallel: int) -> list:
     return replies
 
 
-def round_trip_seconds(runs: int, repeats: int, parallel: int = 1, **agent_kwargs) -> float:
+def round_trip_seconds(runs: int, repeats: int, parallel: int = 1, **agent_kwargs) -> tuple[float, float]:
+    """(framework, total) seconds per round trip: total less the model's share, and total."""
     tools = make_tools()
     if agent_kwargs.pop("timeout", None):
         tools = [tool(t.fn, name=t.name, timeout=30) for t in tools]
@@ -102,7 +111,7 @@ def round_trip_seconds(runs: int, repeats: int, parallel: int = 1, **agent_kwarg
                 pass
 
     model = best(replay, repeats)
-    return (total - model) / (runs * ROUND_TRIPS)
+    return (total - model) / (runs * ROUND_TRIPS), total / (runs * ROUND_TRIPS)
 
 
 # ---- (b) the parser -----------------------------------------------------------------------------------------
@@ -147,33 +156,66 @@ def json5_rate(corpus: list[str], repeats: int, n: int) -> float:
     return n * len(corpus) / best(go, repeats)
 
 
+def qwen_agent_reference(runs: int, repeats: int, n: int) -> dict | None:
+    """Qwen-Agent's figures from bench/qa_tool_loop.py, or None after printing why they are missing."""
+    spec = {"schema": SCHEMA, "runs": runs, "repeats": repeats, "round_trips": ROUND_TRIPS, "parse_n": n}
+    spec.update(valid=VALID, malformed=MALFORMED)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="qa-tool-loop-") as f:
+        json.dump(spec, f)
+        f.flush()
+        result = _qwen_agent.reference("qa_tool_loop.py", f.name)
+    if isinstance(result, str):
+        show("qwen_agent_tool_loop", result)
+        return None
+    return result
+
+
+def beside(ours: float, ref: dict | None, key: str) -> str:
+    """`; qwen_agent=<ref>, ratio <ours/ref>x` (lower is better), or nothing without a reference."""
+    return f"; qwen_agent={ref[key]:.0f}, ratio {ours / ref[key]:.2f}x" if ref else ""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-qwen-agent", action="store_true", help="skip the Qwen-Agent reference (its own venv)")
     args = ap.parse_args()
     runs, repeats, n = (20, 2, 200) if args.quick else (100, 3, 1000)
     logging_off()
+    qa = None if args.no_qwen_agent else qwen_agent_reference(runs, repeats, n)
 
-    us = round_trip_seconds(runs, repeats) * 1e6
-    show("round_trip_framework_us (20 tools, target <= 1000)", f"{us:.0f}")
-    us_cb = round_trip_seconds(runs, repeats, callbacks=[lambda e: None]) * 1e6
+    us, total = (t * 1e6 for t in round_trip_seconds(runs, repeats))
+    ref = qa["single"] if qa else None
+    show("round_trip_framework_us (20 tools, target <= 1000)", f"{us:.0f}{beside(us, ref, 'framework_us')}")
+    show("round_trip_total_us (framework + scripted model)", f"{total:.0f}{beside(total, ref, 'total_us')}")
+    us_cb = round_trip_seconds(runs, repeats, callbacks=[lambda e: None])[0] * 1e6
     show("round_trip_framework_with_callbacks_us", f"{us_cb:.0f}")
-    us_to = round_trip_seconds(runs, repeats, timeout=True) * 1e6
+    us_to = round_trip_seconds(runs, repeats, timeout=True)[0] * 1e6
     show("round_trip_framework_with_tool_timeout_us (a thread per call)", f"{us_to:.0f}")
-    us_par = round_trip_seconds(runs, repeats, parallel=4) * 1e6
-    show("round_trip_framework_4_parallel_calls_us (per reply)", f"{us_par:.0f}")
+    us_par, total_par = (t * 1e6 for t in round_trip_seconds(runs, repeats, parallel=4))
+    ref = qa["parallel4"] if qa else None
+    show("round_trip_framework_4_parallel_calls_us (per reply)", f"{us_par:.0f}{beside(us_par, ref, 'framework_us')}")
+    show("round_trip_total_4_parallel_calls_us (per reply)", f"{total_par:.0f}{beside(total_par, ref, 'total_us')}")
 
     for label, corpus in (("valid", VALID), ("malformed", MALFORMED)):
         ours = parse_rate(corpus, repeats, n)
-        ref = json5_rate(corpus, repeats, n)
-        show(f"parse_validate_{label}_per_s", f"{ours:,.0f}  (json5.loads alone: {ref:,.0f}, ratio {ours / ref:.1f}x)")
+        ref_json5 = json5_rate(corpus, repeats, n)
+        qa_rate = ""
+        if qa:  # a rate: higher is better
+            rate = qa["parse"][f"{label}_per_s"]
+            qa_rate = f"; qwen_agent _verify_json_format_args={rate:,.0f}, ours is {ours / rate:.1f}x its rate"
+        show(
+            f"parse_validate_{label}_per_s",
+            f"{ours:,.0f}  (json5.loads alone: {ref_json5:,.0f}, ratio {ours / ref_json5:.1f}x{qa_rate})",
+        )
     bad = 0
     for text in MALFORMED:
         try:
             validate_arguments(parse_arguments(text), SCHEMA)
         except ToolArgumentError:
             bad += 1
-    show("malformed_corpus_repaired", f"{len(MALFORMED) - bad}/{len(MALFORMED)}")
+    ref = f"  (qwen_agent accepts {qa['parse']['malformed_accepted']}/{len(MALFORMED)})" if qa else ""
+    show("malformed_corpus_repaired", f"{len(MALFORMED) - bad}/{len(MALFORMED)}{ref}")
 
 
 def logging_off() -> None:

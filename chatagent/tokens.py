@@ -25,6 +25,11 @@ def count_tokens(text: str) -> int:
     return len(_TOKEN.findall(text))
 
 
+def token_starts(text: str) -> list[int]:
+    """Where each token of `text` begins (for cutting text at token boundaries)."""
+    return [m.start() for m in _TOKEN.finditer(text)]
+
+
 def truncate_tokens(text: str, max_tokens: int, marker: str = " ...[truncated]") -> str:
     """`text` cut to about `max_tokens` tokens at a token boundary, with `marker` appended when cut."""
     if max_tokens <= 0:

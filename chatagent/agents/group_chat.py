@@ -351,6 +351,7 @@ def _without_own_name(stream: Iterator[list[Message]], name: str, index: int) ->
     others' messages look to them. Only the start of the turn's first message is held back to decide."""
     held: str | None = ""  # None once decided
     strip = False  # after a removed prefix: drop whitespace until the reply's first character
+    shown = False  # whether the turn's first message has been yielded
     try:
         while True:
             try:
@@ -387,11 +388,12 @@ def _without_own_name(stream: Iterator[list[Message]], name: str, index: int) ->
                 if text or f.reasoning_content or f.function_call is not None:
                     out.append(f.copy(content=text))
             if out:
+                shown = shown or any(f.extra["index"] == index for f in out)
                 yield out
     finally:
         stream.close()  # type: ignore[attr-defined]
-    if held:
-        yield [fragment(Message._make(ASSISTANT, held, name), index)]
+    if held or (turn and not shown):  # an empty reply is still a message of the response: yield it
+        yield [fragment(Message._make(ASSISTANT, held or "", name), index)]
     first = turn[0] if turn else None
     if first is not None and first.role == ASSISTANT and isinstance(first.content, str):
         cut = _name_prefix(first.content, name)

@@ -311,6 +311,17 @@ class BaseChatModel:
                 time.sleep(wait)
 
 
+def cut_call_error(partial: bool = False) -> ModelServiceError:
+    """The error for a reply cut off by the token limit (finish_reason 'length') in the middle of a tool call:
+    the call is never run (its arguments are incomplete), and the same request would be cut the same way."""
+    return ModelServiceError(
+        "length",
+        "the reply was cut off by the token limit (finish_reason 'length') in the middle of a tool call, so the "
+        "call was not run; raise max_tokens in generate_cfg",
+        partial=partial,
+    )
+
+
 def attempt_cfg(cfg: dict, settings: Settings) -> dict:
     """`cfg` for one request. With `settings.deadline`, `request_timeout` (the backend's connect and read
     timeout) is capped by the time left, so that a stalled server cannot hold a run past its deadline."""

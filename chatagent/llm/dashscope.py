@@ -31,7 +31,7 @@ from dashscope.common.error import DashScopeException
 from dashscope.utils.oss_utils import OssUtils
 
 from chatagent.errors import ModelServiceError
-from chatagent.llm.base import BaseChatModel, Usage, register_llm
+from chatagent.llm.base import BaseChatModel, Usage, cut_call_error, register_llm
 from chatagent.schema import ASSISTANT, FUNCTION, ContentItem, FunctionCall, Message, content_text
 from chatagent.stream import INDEX
 
@@ -110,6 +110,10 @@ class DashScopeModel(BaseChatModel):
         if usage is not None and rsp.get("usage"):
             _add_usage(usage, rsp["usage"])
         msg = _first_message(rsp) or {}
+        choices = (rsp.output or {}).get("choices") or [{}]
+        cut = choices[0].get("finish_reason") == "length"
+        if cut and msg.get("tool_calls"):
+            raise cut_call_error()
         out: list[Message] = []
         text = _text(msg.get("content"))
         reasoning = msg.get("reasoning_content") or None
@@ -128,7 +132,10 @@ class DashScopeModel(BaseChatModel):
                     {"function_id": fid},
                 )
             )
-        return out or [Message._make(ASSISTANT, "")]
+        out = out or [Message._make(ASSISTANT, "")]
+        if cut:
+            out[0].extra = {**(out[0].extra or {}), "stop_reason": "length"}
+        return out
 
     # ---- the request -----------------------------------------------------------------------------------
 
@@ -227,13 +234,16 @@ class DashScopeModel(BaseChatModel):
             raise ModelServiceError(
                 "stream_incomplete", "the stream ended without a finish_reason (connection cut?)", retryable=True
             )
+        if finished == "length" and calls:
+            raise cut_call_error()
         base = 1 if started else 0
         for n, key in enumerate(sorted(calls)):
             fid, name, pieces = calls[key]
             call = FunctionCall(name, "".join(pieces))
             yield [make(ASSISTANT, "", None, call, None, {INDEX: base + n, "function_id": fid or f"call_{key}"})]
-        if not started and not calls:
-            yield [make(ASSISTANT, "", None, None, None, {INDEX: 0})]
+        if (not started and not calls) or finished == "length":  # a text cut off by max_tokens says so
+            extra = {INDEX: 0, "stop_reason": "length"} if finished == "length" else {INDEX: 0}
+            yield [make(ASSISTANT, "", None, None, None, extra)]
 
     # ---- errors ----------------------------------------------------------------------------------------
 

@@ -467,9 +467,17 @@ class StreamParser:
         self._calls_out: list[tuple[FunctionCall, str]] = []
 
     def run(self, stream: Iterable[list[Message]]) -> Iterator[list[Message]]:
-        """Parse a stream of fragment lists (or whole messages); yield our fragments."""
+        """Parse a stream of fragment lists (or whole messages); yield our fragments.
+
+        A reply the backend marks as cut off by the token limit (extra['stop_reason'] == 'length') keeps the
+        mark on its text; if it was cut in the middle of a call, ModelServiceError('length') is raised and the
+        call is not emitted.
+        """
+        cut = False
         for fragments in stream:
             for f in fragments:
+                if f.extra and f.extra.get("stop_reason") == "length":
+                    cut = True
                 if f.reasoning_content:
                     self._reasoning(f.reasoning_content, raw=True)
                 if f.content:
@@ -481,10 +489,16 @@ class StreamParser:
             out = self.take()
             if out:
                 yield out
+        if cut and self._mode in (_CALL, _NAME, _ARGS):
+            from chatagent.llm.base import cut_call_error
+
+            raise cut_call_error(partial=self._head)
         self.close()
         out = self.take()
         if not out and not self._head and not self._emitted:
             out = [Message._make(ASSISTANT, "", None, None, None, {INDEX: 0})]
+        if cut and (self._head or not self._emitted):  # index 0 is the text: say that it was cut off
+            out.append(Message._make(ASSISTANT, "", None, None, None, {INDEX: 0, "stop_reason": "length"}))
         if out:
             yield out
         if self._dropped:

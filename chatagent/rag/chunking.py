@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from chatagent.rag.parsers import Document
-from chatagent.tokens import _TOKEN, count_tokens
+from chatagent.tokens import count_tokens, token_starts
 
 __all__ = ["DEFAULT_CHUNK_TOKENS", "DEFAULT_OVERLAP_TOKENS", "Chunk", "chunk_document", "split_sentences"]
 
@@ -121,7 +121,7 @@ def _split_sentences(paragraph: str, page: int, limit: int) -> list[_Unit]:
 
 def _split_tokens(text: str, limit: int) -> list[str]:
     """Cut `text` into pieces of at most `limit` tokens, at a space where one is near the cut, else at a token."""
-    starts = [m.start() for m in _TOKEN.finditer(text)]
+    starts = token_starts(text)
     pieces: list[str] = []
     begin = 0  # index in `starts` of the first token of the current piece
     while len(starts) - begin > limit:

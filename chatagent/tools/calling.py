@@ -67,12 +67,35 @@ class PreparedCall:
 
 
 class ToolCache:
-    """Results of `cache=True` tools by (name, canonical arguments); thread-safe, least recently used out."""
+    """Results of `cache=True` tools by (name, canonical arguments); thread-safe, least recently used out.
+
+    `claim` and `release` let concurrent calls with the same key run the tool once (see `execute`).
+    """
 
     def __init__(self, maxsize: int = 1024) -> None:
         self.maxsize = maxsize
         self._data: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
+        self._running: dict[str, threading.Event] = {}
+
+    def claim(self, key: str) -> tuple[Any, threading.Event | None]:
+        """(the cached value, None) on a hit; else (_MISSING, None) when the caller is to compute the value
+        (and must `release` the key), or (_MISSING, event) when another thread is computing it."""
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key], None
+            running = self._running.get(key)
+            if running is None:
+                self._running[key] = threading.Event()
+            return _MISSING, running
+
+    def release(self, key: str) -> None:
+        """The claimed computation of `key` is over (its value is cached, or it failed): wake the waiters."""
+        with self._lock:
+            running = self._running.pop(key, None)
+        if running is not None:
+            running.set()
 
     def get(self, key: str) -> Any:
         with self._lock:
@@ -157,12 +180,39 @@ def _bad_arguments(name: str, problem: str) -> str:
 
 
 def execute(call: PreparedCall, cache: ToolCache | None = None, deadline: float | None = None) -> ToolOutcome:
-    """Run a prepared call under its timeout (and the run's deadline, a time.monotonic() value)."""
+    """Run a prepared call under its timeout (and the run's deadline, a time.monotonic() value).
+
+    Concurrent calls of a `cache=True` tool with the same arguments run it once: the others wait for
+    that result (within their own time limit) and take it from the cache; if it failed, the next runs it.
+    """
     tool, outcome = call.tool, call.outcome
     limit = tool.timeout
     if deadline is not None:
         left = max(deadline - time.monotonic(), 0.0)
         limit = left if limit is None else min(limit, left)
+    key = call.cache_key
+    if cache is None or key is None:
+        return _execute(call, None, limit)
+    start = time.perf_counter()
+    end = None if limit is None else time.monotonic() + limit
+    while True:
+        hit, running = cache.claim(key)
+        if hit is not _MISSING:
+            outcome.content, outcome.cached = hit, True
+            outcome.duration = time.perf_counter() - start
+            return outcome
+        if running is None:
+            break  # this call runs the tool
+        if not running.wait(None if end is None else max(end - time.monotonic(), 0.0)):
+            return _timed_out(outcome, tool, limit or 0.0, start)  # only with a limit: wait(None) returns True
+    try:
+        return _execute(call, cache, None if end is None else max(end - time.monotonic(), 0.0))
+    finally:
+        cache.release(key)
+
+
+def _execute(call: PreparedCall, cache: ToolCache | None, limit: float | None) -> ToolOutcome:
+    tool, outcome = call.tool, call.outcome
     start = time.perf_counter()
     if limit is None:
         ok, value = _invoke(tool, call.args, call.kwargs)
@@ -176,15 +226,7 @@ def execute(call: PreparedCall, cache: ToolCache | None = None, deadline: float 
 
         threading.Thread(target=target, name=f"tool-{tool.name}", daemon=True).start()
         if not done.wait(limit):
-            outcome.duration = time.perf_counter() - start
-            logger.warning(
-                "tool %s did not finish within %.3gs: abandoned (its thread keeps running)", tool.name, limit
-            )
-            return outcome.fail(
-                "timeout",
-                f"Error: {tool.name} did not finish within {limit:.3g} seconds and was stopped waiting for. "
-                "Try different arguments, another tool, or answer without it.",
-            )
+            return _timed_out(outcome, tool, limit, start)
         ok, value = box[0]
     outcome.duration = time.perf_counter() - start
     if not ok:
@@ -193,6 +235,16 @@ def execute(call: PreparedCall, cache: ToolCache | None = None, deadline: float 
     if call.cache_key is not None and cache is not None:
         cache.put(call.cache_key, outcome.content)
     return outcome
+
+
+def _timed_out(outcome: ToolOutcome, tool: BaseTool, limit: float, start: float) -> ToolOutcome:
+    outcome.duration = time.perf_counter() - start
+    logger.warning("tool %s did not finish within %.3gs: abandoned (its thread keeps running)", tool.name, limit)
+    return outcome.fail(
+        "timeout",
+        f"Error: {tool.name} did not finish within {limit:.3g} seconds and was stopped waiting for. "
+        "Try different arguments, another tool, or answer without it.",
+    )
 
 
 def _invoke(tool: BaseTool, args: dict, kwargs: dict) -> tuple[bool, Any]:

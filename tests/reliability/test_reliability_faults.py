@@ -454,3 +454,70 @@ def test_every_error_raised_here_is_a_chatagent_error(openai_server: OpenAIServe
         for stream in (True, False):
             _, error, _ = drive(agent, stream)
             assert error is None or isinstance(error, ChatAgentError), (fault, error)
+
+
+# ---- the native DashScope backend keeps the same promises ------------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_dashscope_backend_faults_are_typed_bounded_and_never_show_the_key(tmp_path: Path) -> None:
+    from tests.support.dashscope_server import DashScopeServer
+    from tests.support.dashscope_server import Reply as DSReply
+
+    with DashScopeServer().start() as server:
+        cfg = {"retry_delay": 0.01, "max_retries": 1}
+        llm = get_chat_model(
+            {"model": "qwen-plus", "model_server": "dashscope", "base_url": server.base_url, "api_key": KEY,
+             "generate_cfg": cfg}
+        )  # fmt: skip
+        bot = FnCallAgent(llm=llm, function_list=[Weather().weather])
+        cases = [
+            ([DSReply(status=500), FULL], None),
+            ([DSReply(status=429, code="Throttling.RateQuota", headers={"Retry-After": "0.05"}), FULL], None),
+            ([DSReply(status=401, code="InvalidApiKey")], "InvalidApiKey"),
+            ([DSReply(status=502, body=f"<html>proxy saw {KEY}</html>")] * 2, 502),
+        ]
+        for stream in (True, False):
+            for replies, code in cases:
+                server.reset()
+                server.add(*replies)
+                final, error, _ = drive(bot, stream)
+                if code is None:
+                    assert error is None and final[-1]["content"] == FULL
+                else:
+                    assert isinstance(error, ModelServiceError) and KEY not in str(error)
+                    assert str(error.code) == str(code)  # DashScope gives an HTTP status as a str, OpenAI as an int
+        server.reset()
+        server.add(DSReply(text=FULL, interval=3))
+        start = time.monotonic()
+        _, error, _ = drive(bot, True, deadline=0.8)
+        assert isinstance(error, RunDeadlineExceeded) and time.monotonic() - start < 2
+
+
+@pytest.mark.timeout(30)
+def test_dashscope_replies_cut_off_by_the_token_limit(tmp_path: Path) -> None:
+    """Regression: a tool call cut off by max_tokens was repaired and run; a cut text looked complete."""
+    from tests.support.dashscope_server import DashScopeServer
+    from tests.support.dashscope_server import Reply as DSReply
+
+    with DashScopeServer().start() as server:
+        llm = get_chat_model(
+            {"model": "qwen-plus", "model_server": "dashscope", "base_url": server.base_url, "api_key": KEY}
+        )
+        tool = Weather()
+        bot = FnCallAgent(llm=llm, function_list=[tool.weather])
+        for stream in (True, False):
+            server.reset()
+            server.add(DSReply(tool_calls=[("weather", '{"city": "San Fra')], finish_reason="length"))
+            _, error, _ = drive(bot, stream)
+            assert isinstance(error, ModelServiceError) and error.code == "length" and tool.calls == []
+            server.reset()
+            server.add(DSReply(text="The weather in", finish_reason="length"))
+            final, error, _ = drive(bot, stream)
+            assert error is None and final[-1]["extra"]["stop_reason"] == "length"
+        server.reset()
+        server.add(DSReply(tool_calls=[("weather", '{"city": "Par')], finish_reason="length"))
+        with pytest.raises(ModelServiceError, match="max_tokens"):
+            llm.chat(USER, functions=[{"name": "weather", "parameters": {}}], stream=False)
+        server.add(DSReply(text="The weather", finish_reason="length"))
+        assert llm.chat(USER, stream=False)[0].extra["stop_reason"] == "length"
