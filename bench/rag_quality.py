@@ -82,7 +82,9 @@ def main() -> None:
     parser.add_argument("--no-qwen-agent", action="store_true", help="skip the Qwen-Agent reference (its own venv)")
     args = parser.parse_args()
     measured: dict = {}
-    if not args.no_qwen_agent:
+    if args.no_qwen_agent:
+        print("qwen_agent: reference skipped (--no-qwen-agent)")
+    else:
         result = _qwen_agent.reference("qa_rag_quality.py", "--data", str(args.data.resolve()), "--sets", args.sets)
         if isinstance(result, str):
             print(result)

@@ -74,7 +74,7 @@ def qwen_agent(what: str, *args: str, enabled: bool = True) -> dict | None:
 
 def versus(ours: float, ref: float, unit: str, digits: int = 2) -> str:
     """`qwen_agent=<ref><unit>, ratio <ours/ref>x` for a figure where lower is better."""
-    return f"qwen_agent={ref:.{digits}f}{unit}, ratio {ours / ref:.2f}x"
+    return f"qwen_agent={ref:.{digits}f}{unit}, ratio {ours / ref:.3g}x"
 
 
 # ---- (a) per-chunk overhead over ScriptedLLM ------------------------------------------------------------
@@ -263,6 +263,8 @@ def main() -> None:
     args = parser.parse_args()
     repeats = 2 if args.quick else 7
     with_qa = not args.no_qwen_agent
+    if not with_qa:
+        show("qwen_agent", "reference skipped (--no-qwen-agent)")
     samples = 20 if args.quick else 100
 
     sizes = [1000, 4000, 16000]

@@ -172,7 +172,7 @@ def qwen_agent_reference(runs: int, repeats: int, n: int) -> dict | None:
 
 def beside(ours: float, ref: dict | None, key: str) -> str:
     """`; qwen_agent=<ref>, ratio <ours/ref>x` (lower is better), or nothing without a reference."""
-    return f"; qwen_agent={ref[key]:.0f}, ratio {ours / ref[key]:.2f}x" if ref else ""
+    return f"; qwen_agent={ref[key]:.0f}, ratio {ours / ref[key]:.3g}x" if ref else ""
 
 
 def main() -> None:
@@ -183,6 +183,8 @@ def main() -> None:
     runs, repeats, n = (20, 2, 200) if args.quick else (100, 3, 1000)
     logging_off()
     qa = None if args.no_qwen_agent else qwen_agent_reference(runs, repeats, n)
+    if args.no_qwen_agent:
+        show("qwen_agent", "reference skipped (--no-qwen-agent)")
 
     us, total = (t * 1e6 for t in round_trip_seconds(runs, repeats))
     ref = qa["single"] if qa else None
