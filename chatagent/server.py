@@ -46,6 +46,27 @@ class RequestError(Exception):
         return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
 
 
+_REMOTE_SCHEMES = ("http://", "https://", "data:")
+
+
+def _refuse_local_paths(msgs: list[Message]) -> None:
+    """A remote client may attach media only by URL: an item naming a path would make the agent read (or a
+    multimodal model upload) a file of this machine."""
+    for i, m in enumerate(msgs):
+        if isinstance(m.content, str):
+            continue
+        for j, item in enumerate(m.content):
+            kind = item.kind
+            if kind != "text" and not item.value.lower().startswith(_REMOTE_SCHEMES):
+                raise RequestError(
+                    400,
+                    f"messages[{i}].content[{j}]: a {kind} must be an http(s) or data: URL; "
+                    "this server does not read files from its own disk for clients",
+                    "invalid_messages",
+                    "messages",
+                )
+
+
 def _error_for(e: BaseException) -> RequestError:
     """How an agent's failure is reported to the client (never with a traceback)."""
     if isinstance(e, RequestError):
@@ -211,6 +232,7 @@ class AgentServer:
             msgs = to_messages(messages)
         except MessageError as e:
             raise RequestError(400, str(e), "invalid_messages", "messages") from None
+        _refuse_local_paths(msgs)
         return msgs, stream, include_usage
 
     def acquire(self) -> None:

@@ -494,11 +494,6 @@ def test_text_protocol_answers_do_not_depend_on_stream_chunking(
 
 
 @pytest.mark.timeout(30)
-@pytest.mark.xfail(
-    strict=True,
-    reason="chatagent/server.py: a remote client's file/image items naming server-side paths are passed to the "
-    "agent, so an Assistant reads (and a multimodal model uploads) any local file the process can read",
-)
 @pytest.mark.parametrize("item", ["file", "image"])
 def test_a_remote_client_cannot_make_the_served_agent_read_local_files(
     openai_server: OpenAIServer, tmp_path: Path, item: str
@@ -528,7 +523,7 @@ def test_a_remote_client_cannot_make_the_served_agent_read_local_files(
         server.close()
     sent = json.dumps([r.json for r in openai_server.chat_requests])
     assert "hunter2" not in sent and "aHVudGVyM" not in sent  # neither as text nor as base64
-    assert reply.status_code in (200, 400)
+    assert reply.status_code == 400 and "must be an http(s) or data: URL" in reply.text
 
 
 # ---- framework settings of the wrong type or range --------------------------------------------------------------------
@@ -614,3 +609,19 @@ def test_router_and_group_chat_survive_any_model_output_and_any_chunking(
     finally:
         logging.disable(logging.NOTSET)
     assert (small[-1] if small else []) == (whole[-1] if whole else []) == once
+
+
+def test_react_marker_decoration_streamed_a_character_at_a_time_costs_linear_time() -> None:
+    """The hold-back for a marker cut at a chunk boundary is bounded: 20,000 one-character chunks of
+    decoration after 'Final Answer:' do not make the parser quadratic."""
+    from chatagent.agents.react_chat import ReActParser
+
+    parser = ReActParser()
+    start = time.monotonic()
+    parser.feed("Final Answer:")
+    for _ in range(20_000):
+        parser.feed("*")
+    parser.feed(" done")
+    step = parser.finish()[2]
+    assert step.kind == "final" and step.answer.endswith("done")
+    assert time.monotonic() - start < 2
