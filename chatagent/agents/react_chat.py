@@ -198,7 +198,7 @@ class ReActParser:
             end = n if nl < 0 else nl + 1
             if self._line_start:
                 match = _MARKER.match(text, pos, end)
-                if match is not None and match.end() == n and not _last:
+                if match is not None and match.end() == n and not _last and n - pos <= MAX_MARKER_PREFIX:
                     self._pending = text[pos:]  # the marker's decoration (`**`) may go on in the next chunk
                     break
                 if match is not None and self._marker(_kind(match.group(1))):

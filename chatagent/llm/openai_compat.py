@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from chatagent.errors import ModelServiceError
-from chatagent.llm.base import BaseChatModel, Usage, register_llm
+from chatagent.llm.base import BaseChatModel, Usage, cut_call_error, register_llm
 from chatagent.schema import ASSISTANT, FunctionCall, Message, to_openai
 
 logger = logging.getLogger("chatagent.llm")
@@ -204,6 +204,7 @@ class OpenAICompatModel(BaseChatModel):
         loads = orjson.loads
         calls: dict[int, list] = {}  # tool index -> [id, name, argument pieces]
         text_seen = choice_seen = finished = done = False
+        finish_reason = None
         last_usage = None
         try:
             for data in _sse_data(response.iter_bytes()):
@@ -215,9 +216,11 @@ class OpenAICompatModel(BaseChatModel):
                 try:
                     obj = loads(data)
                 except orjson.JSONDecodeError:
-                    raise ModelServiceError(
-                        "bad_response", f"malformed event from {self._where()}: {_snippet(data)}", retryable=True
-                    ) from None
+                    obj = _loads_lone_surrogates(data)
+                    if obj is None:
+                        raise ModelServiceError(
+                            "bad_response", f"malformed event from {self._where()}: {_snippet(data)}", retryable=True
+                        ) from None
                 if type(obj) is not dict:
                     raise ModelServiceError("bad_response", f"unexpected event: {_snippet(data)}", retryable=True)
                 choices = obj.get("choices")
@@ -253,6 +256,7 @@ class OpenAICompatModel(BaseChatModel):
                         _add_call_delta(calls, {"index": 0, "function": delta["function_call"]}, 0)
                 if choice.get("finish_reason"):
                     finished = True
+                    finish_reason = choice["finish_reason"]
                     last_usage = obj.get("usage") or last_usage  # some servers put it on the last chunk
         except Exception as e:
             if not _is_http_error(e):
@@ -266,13 +270,16 @@ class OpenAICompatModel(BaseChatModel):
             raise ModelServiceError("empty_response", f"{self._where()} sent no choices", retryable=True)
         if usage is not None and last_usage:
             usage.add(last_usage.get("prompt_tokens") or 0, last_usage.get("completion_tokens") or 0)
+        if finish_reason == "length" and calls:
+            raise cut_call_error()
         start = 1 if text_seen else 0
         for n, i in enumerate(sorted(calls)):
             fid, name, pieces = calls[i]
             extra = {"index": start + n, "function_id": fid or _call_id()}
             yield [make(ASSISTANT, "", None, FunctionCall(name, "".join(pieces)), None, extra)]
-        if not (text_seen or calls):
-            yield [make(ASSISTANT, "", None, None, None, {"index": 0})]
+        if not (text_seen or calls) or finish_reason == "length":  # a text cut off by max_tokens says so
+            extra = {"index": 0, "stop_reason": "length"} if finish_reason == "length" else {"index": 0}
+            yield [make(ASSISTANT, "", None, None, None, extra)]
 
     def _non_sse_body(self, response: Any, ctype: str, usage: Usage | None, has_tools: bool) -> Iterator[list[Message]]:
         """A streaming request answered without an event stream: a whole JSON completion, an error, or junk."""
@@ -321,11 +328,13 @@ class OpenAICompatModel(BaseChatModel):
         try:
             obj = orjson.loads(body)
         except orjson.JSONDecodeError:
+            obj = _loads_lone_surrogates(body)
+        if obj is None:
             raise ModelServiceError(
                 "bad_response",
                 f"{self._where()} answered with a body that is not JSON "
                 f"(is model_server the API's base URL, ending in /v1?): {_snippet(body)}",
-            ) from None
+            )
         if not isinstance(obj, dict):
             raise ModelServiceError("bad_response", f"unexpected answer: {_snippet(body)}")
         if obj.get("error") and not obj.get("choices"):
@@ -345,6 +354,9 @@ class OpenAICompatModel(BaseChatModel):
         tool_calls = msg.get("tool_calls") or []
         if not tool_calls and msg.get("function_call"):
             tool_calls = [{"function": msg["function_call"]}]
+        cut = choices[0].get("finish_reason") == "length"
+        if cut and tool_calls:
+            raise cut_call_error()
         for tc in tool_calls:
             fn = tc.get("function") or {}
             args = fn.get("arguments")
@@ -352,6 +364,8 @@ class OpenAICompatModel(BaseChatModel):
             out.append(Message._make(ASSISTANT, "", None, call, None, {"function_id": tc.get("id") or _call_id()}))
         if not out:
             out.append(Message._make(ASSISTANT, "", None, None, None, None))
+        if cut:
+            out[0].extra = {**(out[0].extra or {}), "stop_reason": "length"}
         u = obj.get("usage")
         if usage is not None and u:
             usage.add(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)
@@ -388,6 +402,30 @@ def _add_call_delta(calls: dict[int, list], tc: dict, position: int) -> None:
     args = fn.get("arguments")
     if args:
         entry[2].append(args if isinstance(args, str) else orjson.dumps(args).decode())
+
+
+def _loads_lone_surrogates(data: bytes) -> Any:
+    """JSON that orjson refuses only for a lone surrogate escape (\\ud800, from a server that split a character
+    between tokens), read with those characters as U+FFFD; None if it is not JSON at all."""
+    if b"\\u" not in data:
+        return None
+    import json
+
+    from chatagent.llm.base import _fix_surrogates
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str):
+            return _fix_surrogates(value)
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        if isinstance(value, dict):
+            return {fix(k): fix(v) for k, v in value.items()}
+        return value
+
+    try:
+        return fix(json.loads(data))
+    except (ValueError, RecursionError):
+        return None
 
 
 def _call_id() -> str:

@@ -233,7 +233,7 @@ def test_a_caller_waiting_for_a_cached_call_keeps_its_own_timeout() -> None:
     time.sleep(0.05)
     start = time.monotonic()
     outcome = execute(waiter, cache)
-    assert outcome.error == "timeout" and time.monotonic() - start < 0.6
+    assert outcome.error == "timeout" and time.monotonic() - start < 0.9  # the leader takes 1 s
     assert impatient.runs == 0
     thread.join(5)
     again = prepare_call({"flaky": impatient}, "flaky", {"q": "y"}, cache=cache)

@@ -388,7 +388,7 @@ def test_deadline_cuts_a_stalled_stream(openai_server: OpenAIServer, tmp_path: P
     start = time.monotonic()
     _, error, _ = drive(agent, True, deadline=0.6)
     assert isinstance(error, RunDeadlineExceeded), error
-    assert time.monotonic() - start < 2  # not the 8 s stall, nor the SDK's 10 min timeout
+    assert time.monotonic() - start < 4  # not the 8 s stall, nor the SDK's 10 min timeout
 
 
 def test_deadline_is_not_waited_past_for_a_retry(openai_server: OpenAIServer, tmp_path: Path) -> None:
@@ -396,7 +396,7 @@ def test_deadline_is_not_waited_past_for_a_retry(openai_server: OpenAIServer, tm
     start = time.monotonic()
     _, error, _ = drive(make_agent("fncall", openai_server.base_url, tmp_path), True, deadline=1.0)
     assert isinstance(error, ModelServiceError) and error.code == 429 and "slow down" in error.message
-    assert time.monotonic() - start < 1.5 and len(openai_server.chat_requests) == 1
+    assert time.monotonic() - start < 5 and len(openai_server.chat_requests) == 1  # not the 20 s wait
 
 
 def test_deadline_leaves_retries_that_fit(openai_server: OpenAIServer, tmp_path: Path) -> None:
@@ -406,27 +406,59 @@ def test_deadline_leaves_retries_that_fit(openai_server: OpenAIServer, tmp_path:
     assert "deadline" not in openai_server.chat_requests[1].json  # the deadline is ours, not a request field
 
 
-# ---- found here, routed to the owner of chatagent/llm/openai_compat.py ---------------------------------------------
+# ---- replies cut off by max_tokens, and odd characters from the server --------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="chatagent/llm/openai_compat.py (+ agents/fncall.py): a tool call cut off by max_tokens "
-    "(finish_reason='length') is repaired and run with truncated arguments",
-)
-def test_a_tool_call_cut_off_by_the_token_limit_is_not_run(openai_server: OpenAIServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "nonstream"])
+def test_a_tool_call_cut_off_by_the_token_limit_is_not_run(
+    openai_server: OpenAIServer, tmp_path: Path, stream: bool
+) -> None:
+    """Regression: a call cut off by max_tokens (finish_reason 'length') was repaired and run with "San Fra"."""
     openai_server.add(Reply(tool_calls=[("weather", '{"city": "San Fra')], finish_reason="length"), FULL)
     tool = Weather()
-    drive(make_agent("fncall", openai_server.base_url, tmp_path, tool), True)
+    _, error, _ = drive(make_agent("fncall", openai_server.base_url, tmp_path, tool), stream)
     assert tool.calls == []  # "San Fra" is not a city the model asked for
+    assert isinstance(error, ModelServiceError) and error.code == "length" and "max_tokens" in error.message
+    assert len(openai_server.chat_requests) == 1  # the same request would be cut the same way: not retried
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="chatagent/llm/openai_compat.py: one lone-surrogate escape (\\ud800) in an SSE event aborts the "
-    "whole answer as a malformed event instead of becoming U+FFFD",
-)
-def test_a_lone_surrogate_escape_from_the_server_does_not_abort_the_answer(tmp_path: Path) -> None:
+def test_the_model_layer_reports_cut_off_replies_the_same_without_streaming(openai_server: OpenAIServer) -> None:
+    llm = make_llm(openai_server.base_url)
+    openai_server.add(Reply(tool_calls=[("weather", '{"city": "Par')], finish_reason="length"))
+    with pytest.raises(ModelServiceError, match="max_tokens") as info:
+        llm.chat(USER, functions=[{"name": "weather", "parameters": {}}], stream=False)
+    assert info.value.code == "length" and len(openai_server.chat_requests) == 1
+    openai_server.add(Reply(text="The weather", finish_reason="length"))
+    reply = llm.chat(USER, stream=False)
+    assert reply[0].content == "The weather" and reply[0].extra["stop_reason"] == "length"
+
+
+@pytest.mark.parametrize("fmt", ["nous", "qwen"])
+def test_a_prompt_based_call_cut_off_by_the_token_limit_is_not_run(
+    openai_server: OpenAIServer, tmp_path: Path, fmt: str
+) -> None:
+    text = {
+        "nous": '<tool_call>\n{"name": "weather", "arguments": {"city": "San Fra',
+        "qwen": '✿FUNCTION✿: weather\n✿ARGS✿: {"city": "San Fra',
+    }[fmt]
+    openai_server.add(Reply(text=text, finish_reason="length"), FULL)
+    tool = Weather()
+    _, error, _ = drive(make_agent("fncall", openai_server.base_url, tmp_path, tool, fncall_prompt_type=fmt), True)
+    assert isinstance(error, ModelServiceError) and error.code == "length" and tool.calls == []
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "nonstream"])
+def test_a_text_cut_off_by_the_token_limit_says_so(openai_server: OpenAIServer, tmp_path: Path, stream: bool) -> None:
+    openai_server.add(Reply(text="The weather in Paris is", finish_reason="length"))
+    final, error, _ = drive(make_agent("fncall", openai_server.base_url, tmp_path), stream)
+    assert error is None and final[-1]["content"] == "The weather in Paris is"
+    assert final[-1]["extra"]["stop_reason"] == "length"  # not presented as a complete answer
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "nonstream"])
+def test_a_lone_surrogate_escape_from_the_server_does_not_abort_the_answer(tmp_path: Path, stream: bool) -> None:
+    """Regression: one lone-surrogate escape (\\ud800) in an event made the whole answer a malformed event."""
+
     def respond(conn: socket.socket) -> None:
         events = [
             b'data: {"choices":[{"index":0,"delta":{"content":"ab"}}]}\n\n',
@@ -436,9 +468,16 @@ def test_a_lone_surrogate_escape_from_the_server_does_not_abort_the_answer(tmp_p
         ]
         conn.sendall(SSE_HEAD + b"".join(sse_chunk(e) for e in events) + sse_chunk(b""))
 
-    server = RawServer(respond)
+    def respond_once(conn: socket.socket) -> None:
+        body = (
+            b'{"choices":[{"index":0,"message":{"role":"assistant","content":"ab\\udc80cd"},"finish_reason":"stop"}]}'
+        )
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        conn.sendall(head + body)
+
+    server = RawServer(respond if stream else respond_once)
     try:
-        final, error, _ = drive(make_agent("fncall", server.base_url, tmp_path, max_retries=0), True)
+        final, error, _ = drive(make_agent("fncall", server.base_url, tmp_path, max_retries=0), stream)
     finally:
         server.close()
     assert error is None and final[-1]["content"] == "ab\ufffdcd"
@@ -491,7 +530,7 @@ def test_dashscope_backend_faults_are_typed_bounded_and_never_show_the_key(tmp_p
         server.add(DSReply(text=FULL, interval=3))
         start = time.monotonic()
         _, error, _ = drive(bot, True, deadline=0.8)
-        assert isinstance(error, RunDeadlineExceeded) and time.monotonic() - start < 2
+        assert isinstance(error, RunDeadlineExceeded) and time.monotonic() - start < 4
 
 
 @pytest.mark.timeout(30)
@@ -521,3 +560,21 @@ def test_dashscope_replies_cut_off_by_the_token_limit(tmp_path: Path) -> None:
             llm.chat(USER, functions=[{"name": "weather", "parameters": {}}], stream=False)
         server.add(DSReply(text="The weather", finish_reason="length"))
         assert llm.chat(USER, stream=False)[0].extra["stop_reason"] == "length"
+        prompted = get_chat_model(
+            {"model": "qwen-plus", "model_server": "dashscope", "base_url": server.base_url, "api_key": KEY,
+             "generate_cfg": {"fncall_prompt_type": "nous"}}
+        )  # fmt: skip
+        bot = FnCallAgent(llm=prompted, function_list=[tool.weather])
+        server.reset()
+        server.add(
+            DSReply(text='<tool_call>\n{"name": "weather", "arguments": {"city": "San Fra', finish_reason="length")
+        )
+        _, error, _ = drive(bot, True)
+        assert isinstance(error, ModelServiceError) and error.code == "length" and tool.calls == []
+        server.add(DSReply(text="Prompted and cut", finish_reason="length"))
+        final, error, _ = drive(bot, False)
+        assert error is None and final[-1] == {
+            "role": "assistant",
+            "content": "Prompted and cut",
+            "extra": {"stop_reason": "length"},
+        }

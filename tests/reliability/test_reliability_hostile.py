@@ -490,7 +490,7 @@ def test_text_protocol_answers_do_not_depend_on_stream_chunking(
     assert final_small == final_whole == _without_ids(once)
 
 
-# ---- remote clients must not reach the server's own files (routed: chatagent/server.py) ---------------------------
+# ---- remote clients must not reach the server's own files (regression: chatagent/server.py) -----------------------
 
 
 @pytest.mark.timeout(30)

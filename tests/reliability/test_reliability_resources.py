@@ -71,7 +71,7 @@ def test_deadline_stops_an_endless_tool_loop() -> None:
     with pytest.raises(RunDeadlineExceeded):
         for _ in bot.run(USER, deadline=0.5):
             pass
-    assert 0.5 <= time.monotonic() - start < 1.5
+    assert 0.5 <= time.monotonic() - start < 3
 
 
 def test_deadline_abandons_a_tool_that_runs_past_it() -> None:
@@ -81,14 +81,14 @@ def test_deadline_abandons_a_tool_that_runs_past_it() -> None:
         Args:
             query: anything
         """
-        time.sleep(3)
+        time.sleep(6)
         return "too late"
 
     bot = FnCallAgent(llm=ScriptedLLM([tool_call("stuck", {"query": "x"})]), function_list=[stuck])
     start = time.monotonic()
     with pytest.raises(RunDeadlineExceeded):
         bot.run_nonstream(USER, deadline=0.4)
-    assert time.monotonic() - start < 1.2
+    assert time.monotonic() - start < 3  # not the 6 s the tool takes
 
 
 @pytest.mark.timeout(30)
@@ -96,25 +96,34 @@ def test_deadline_over_http_across_model_and_tool_calls(openai_server: OpenAISer
     openai_server.add(
         Reply(tool_calls=[("slow_lookup", {"query": "a"})]),
         Reply(tool_calls=[("slow_lookup", {"query": "b"})]),
-        Reply(text="never reached", delay=3),
+        Reply(text="never reached", delay=8),
     )
     bot = FnCallAgent(llm=oai(openai_server), function_list=[slow_lookup])
     start = time.monotonic()
     with pytest.raises(RunDeadlineExceeded):
         bot.run_nonstream(USER, deadline=1.0)
-    assert time.monotonic() - start < 1.8  # not the 3 s the server waits before answering
+    assert time.monotonic() - start < 4  # not the 8 s the server waits before answering
 
 
 # ---- closing early -------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.timeout(30)
-@pytest.mark.parametrize("delta", [False, True], ids=["cumulative", "delta"])
+@pytest.mark.parametrize(
+    "kind,delta",
+    [("native", False), ("native", True), ("prompt-based", False), ("react", False)],
+    ids=["native-cumulative", "native-delta", "prompt-based", "react"],
+)
 def test_closing_a_run_mid_stream_closes_the_http_stream_and_leaves_no_thread(
-    openai_server: OpenAIServer, delta: bool
+    openai_server: OpenAIServer, kind: str, delta: bool
 ) -> None:
+    from chatagent.agents.react_chat import ReActChat
+
     openai_server.add(Reply(text="z" * 2000, chunk_size=1, interval=0.002))
-    bot = FnCallAgent(llm=oai(openai_server), function_list=[lookup])
+    llm = oai(openai_server)
+    if kind == "prompt-based":
+        llm.generate_cfg["fncall_prompt_type"] = "nous"  # type: ignore[attr-defined]
+    bot = (ReActChat if kind == "react" else FnCallAgent)(llm=llm, function_list=[lookup])
     before = set(our_threads())
     run = bot.run(USER, delta_stream=delta)
     next(run)
