@@ -3,6 +3,7 @@ import from chatagent must exist."""
 
 import importlib
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ def test_readme_has_snippets():
 
 @pytest.mark.parametrize('n', range(len(BLOCKS)))
 def test_snippet_compiles_and_its_imports_exist(n):
-    code = BLOCKS[n]
+    code = textwrap.dedent(BLOCKS[n])
     compile(code, f'README.md python block {n}', 'exec')
     for module, names in re.findall(r'^from ((?:chatagent|gui)[\w.]*) import ([^\n(]+)$', code, flags=re.M):
         mod = importlib.import_module(module)
