@@ -65,7 +65,7 @@ class DictResponse:
     """Like `Response`, but the response is kept as dicts (what `model_dump` gives): cumulative output to
     callers who passed dicts, without building a Message and dumping it again on every chunk."""
 
-    __slots__ = ('messages',)
+    __slots__ = ("messages",)
 
     def __init__(self, messages: list[dict] | None = None) -> None:
         self.messages: list[dict] = [] if messages is None else messages
@@ -76,15 +76,15 @@ class DictResponse:
             i = f.extra[INDEX]
             if i == len(msgs):
                 d = f.model_dump()
-                extra = d['extra']
+                extra = d["extra"]
                 del extra[INDEX]
                 if not extra:
-                    del d['extra']
+                    del d["extra"]
                 msgs.append(d)
             elif 0 <= i < len(msgs):
                 msgs[i] = _extend_dict(msgs[i], f)
             else:
-                raise ValueError(f'fragment index {i} skips past the end of a response of {len(msgs)} messages')
+                raise ValueError(f"fragment index {i} skips past the end of a response of {len(msgs)} messages")
 
 
 def _extend_dict(d: dict, f: Message) -> dict:
@@ -92,20 +92,20 @@ def _extend_dict(d: dict, f: Message) -> dict:
     d = d.copy()
     c = f.content
     if c:
-        old = d['content']
+        old = d["content"]
         if isinstance(c, str) and isinstance(old, str):
-            d['content'] = old + c
+            d["content"] = old + c
         else:
-            old_items = [{'text': old}] if isinstance(old, str) and old else [] if isinstance(old, str) else old
-            d['content'] = old_items + [item.model_dump() for item in _as_list(c)]
+            old_items = [{"text": old}] if isinstance(old, str) and old else [] if isinstance(old, str) else old
+            d["content"] = old_items + [item.model_dump() for item in _as_list(c)]
     if f.reasoning_content:
-        d['reasoning_content'] = (d.get('reasoning_content') or '') + f.reasoning_content
+        d["reasoning_content"] = (d.get("reasoning_content") or "") + f.reasoning_content
     if f.name is not None:
-        d['name'] = f.name
+        d["name"] = f.name
     if f.function_call is not None:
-        d['function_call'] = f.function_call.model_dump()
+        d["function_call"] = f.function_call.model_dump()
     if len(f.extra) > 1:
-        d['extra'] = {**d.get('extra', {}), **{k: v for k, v in f.extra.items() if k != INDEX}}
+        d["extra"] = {**d.get("extra", {}), **{k: v for k, v in f.extra.items() if k != INDEX}}
     return d
 
 

@@ -3,4 +3,5 @@
 set -euo pipefail
 venv=${1:-.venv}
 "$venv/bin/ruff" check .
+"$venv/bin/ruff" format --check .
 "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=15 "${@:2}"

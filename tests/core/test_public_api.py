@@ -5,7 +5,19 @@ import sys
 
 import chatagent
 
-HEAVY = ['openai', 'dashscope', 'gradio', 'pydantic', 'httpx', 'pypdf', 'pypdfium2', 'mcp', 'xllamacpp', 'jieba', 'numpy']
+HEAVY = [
+    "openai",
+    "dashscope",
+    "gradio",
+    "pydantic",
+    "httpx",
+    "pypdf",
+    "pypdfium2",
+    "mcp",
+    "xllamacpp",
+    "jieba",
+    "numpy",
+]
 
 
 def test_all_matches_exports_and_every_name_resolves():
@@ -16,8 +28,8 @@ def test_all_matches_exports_and_every_name_resolves():
 
 def test_import_is_light():
     code = (
-        'import sys, chatagent, chatagent.agents.basic, chatagent.llm.scripted;'
-        f'print([m for m in {HEAVY!r} if m in sys.modules])'
+        "import sys, chatagent, chatagent.agents.basic, chatagent.llm.scripted;"
+        f"print([m for m in {HEAVY!r} if m in sys.modules])"
     )
-    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == '[]'
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
