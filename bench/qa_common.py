@@ -6,12 +6,11 @@ network unnoticed; emit() prints the result as the last JSON line, with what was
 
 from __future__ import annotations
 
-import gc
 import json
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
+
+from _timing import best  # noqa: F401  (the qa_* scripts time with it, as our benches do)
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 BLOCKED: list[str] = []
@@ -50,14 +49,3 @@ def emit(result: dict[str, Any]) -> None:
     """Print the result as one JSON line (the runner reads the last line)."""
     result["blocked_network"] = BLOCKED
     print(json.dumps(result), flush=True)
-
-
-def best(fn: Callable[[], object], repeats: int, clock: Callable[[], float] = time.perf_counter) -> float:
-    """The lowest time of `repeats` calls of `fn`, in seconds (as bench/stream_overhead.py measures ours)."""
-    times = []
-    for _ in range(repeats):
-        gc.collect()
-        start = clock()
-        fn()
-        times.append(clock() - start)
-    return min(times)

@@ -22,7 +22,6 @@ Each figure is the best (lowest) of a few repeats, to damp the noise of a shared
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import statistics
 import subprocess
@@ -35,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import _qwen_agent  # noqa: E402
+from _timing import best, show  # noqa: E402
 
 from chatagent import BasicAgent, Reply, ScriptedLLM, get_chat_model  # noqa: E402
 from tests.support.openai_server import OpenAIServer  # noqa: E402
@@ -44,21 +44,6 @@ USER = [{"role": "user", "content": "Tell me a long story."}]
 QWEN_AGENT_PER_CHUNK = "Qwen-Agent 48-58 us"
 ISSUE_E2E = "bare loop 0.13 s, openai SDK typed stream 1.5-3.3 s, Qwen-Agent 5.8-6.2 s (issue 2)"
 CHUNK = "tok "
-
-
-def best(fn: Callable[[], object], repeats: int, clock: Callable[[], float] = time.perf_counter) -> float:
-    """The lowest time (wall clock by default) of `repeats` calls of `fn`, in seconds."""
-    times = []
-    for _ in range(repeats):
-        gc.collect()
-        start = clock()
-        fn()
-        times.append(clock() - start)
-    return min(times)
-
-
-def show(name: str, value: str) -> None:
-    print(f"{name}: {value}", flush=True)
 
 
 def qwen_agent(what: str, *args: str, enabled: bool = True) -> dict | None:

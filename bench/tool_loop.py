@@ -21,7 +21,6 @@ Each figure is the best (lowest) of a few repeats, to damp the noise of a shared
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import sys
 import tempfile
@@ -33,27 +32,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import _qwen_agent  # noqa: E402
+from _timing import best as best_on_clock  # noqa: E402
+from _timing import show  # noqa: E402
 
 from chatagent import FnCallAgent, ScriptedLLM, tool, tool_call  # noqa: E402
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments, validate_arguments  # noqa: E402
 from chatagent.tools.from_function import FunctionTool  # noqa: E402
 
+
+def best(fn: Callable[[], object], repeats: int) -> float:
+    """Lowest CPU time of `repeats` calls."""
+    return best_on_clock(fn, repeats, time.process_time)
+
+
 USER = [{"role": "user", "content": "Please look these up for me."}]
 ROUND_TRIPS = 5
-
-
-def best(fn: Callable[[], object], repeats: int, clock: Callable[[], float] = time.process_time) -> float:
-    times = []
-    for _ in range(repeats):
-        gc.collect()
-        start = clock()
-        fn()
-        times.append(clock() - start)
-    return min(times)
-
-
-def show(name: str, value: str) -> None:
-    print(f"{name}: {value}", flush=True)
 
 
 def make_tools(n: int = 20) -> list[FunctionTool]:
