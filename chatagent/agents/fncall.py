@@ -74,7 +74,7 @@ class FnCallAgent(Agent):
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         functions = self.functions
         response: list[Message] = []
-        history = _History()
+        history = CallHistory()
         for _ in range(self.max_llm_calls):
             reply = yield from self._call_llm(messages + response, functions, start=len(response))
             response.extend(reply)
@@ -113,7 +113,7 @@ class FnCallAgent(Agent):
     def _run_calls(
         self,
         calls: list[Message],
-        history: _History,
+        history: CallHistory,
         context: list[Message],
         response: list[Message],
         lang: str,
@@ -133,7 +133,7 @@ class FnCallAgent(Agent):
                 emit(callbacks, Event(TOOL_START, self.name, tool=fc.name, arguments=fc.arguments, call_id=call_id))
             if history.repeated(fc.name, fc.arguments):
                 outcome = ToolOutcome(fc.name, fc.arguments, call_id)
-                prepared.append(outcome.fail("loop", _loop_message(fc.name)))
+                prepared.append(outcome.fail("loop", loop_message(fc.name)))
                 continue
             prepared.append(
                 prepare_call(
@@ -171,7 +171,7 @@ class FnCallAgent(Agent):
         return outcomes
 
 
-class _History:
+class CallHistory:
     """The run's calls in order, to notice the same call repeated."""
 
     __slots__ = ("last", "count")
@@ -200,7 +200,7 @@ def _canonical(name: str, arguments: str) -> str:
     return key if key is not None else name + "\x00" + arguments.strip()
 
 
-def _loop_message(name: str) -> str:
+def loop_message(name: str) -> str:
     return (
         f"Error: you called {name} with the same arguments {REPEAT_LIMIT} times in a row; it was not run again "
         "because the result will not change. Use the results you already have, try different arguments, "
@@ -208,4 +208,4 @@ def _loop_message(name: str) -> str:
     )
 
 
-__all__ = ["FnCallAgent"]
+__all__ = ["CallHistory", "FnCallAgent", "loop_message"]

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatagent.agent import current_run
-from chatagent.agents.fncall import FnCallAgent, _History, _loop_message
+from chatagent.agents.fncall import CallHistory, FnCallAgent, loop_message
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, FunctionCall, Message, content_text
 from chatagent.stream import INDEX
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments, parse_json
@@ -350,7 +350,7 @@ class ReActChat(FnCallAgent):
         cfg = {"stop": self._stop_words()}
         scratch: list[Message] = []  # the conversation with the model in ReAct text
         count = 0  # messages in the response so far
-        history = _History()
+        history = CallHistory()
         for _ in range(self.max_llm_calls):
             step, count = yield from self._step(prompt + scratch, count, cfg)
             if step.raw:
@@ -407,7 +407,7 @@ class ReActChat(FnCallAgent):
         return step, count + (1 if shown else 0)
 
     def _act(
-        self, step: ReActStep, count: int, history: _History, messages: list[Message], lang: str, kwargs: dict
+        self, step: ReActStep, count: int, history: CallHistory, messages: list[Message], lang: str, kwargs: dict
     ) -> Iterator[list[Message]]:
         """Run the step's action; yields the call and its result, returns (the observation text, new count)."""
         tool = self._match_tool(step.action or "")
@@ -420,7 +420,7 @@ class ReActChat(FnCallAgent):
             )
         ]
         if history.repeated(name, arguments):
-            result: Any = _loop_message(name)
+            result: Any = loop_message(name)
         else:
             result = self._call_tool(name, arguments, call_id=call_id, messages=messages, lang=lang, **kwargs)
         extra = {INDEX: count + 1, "function_id": call_id}
