@@ -37,14 +37,14 @@ from __future__ import annotations
 import email.parser
 import email.policy
 import json
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.support import loopback
+from tests.support.loopback import LoopbackHandler, LoopbackServer, ScriptedText
 
 GENERATION_PATHS = (
     "/api/v1/services/aigc/text-generation/generation",
@@ -53,7 +53,7 @@ GENERATION_PATHS = (
 
 
 @dataclass
-class Reply:
+class Reply(ScriptedText):
     """One scripted answer (see the module docstring)."""
 
     text: str = ""
@@ -74,38 +74,13 @@ class Reply:
     drop_after: int | None = None
     error_after: int | None = None
 
-    def text_chunks(self) -> list[str]:
-        if self.chunks is not None:
-            return list(self.chunks)
-        n = self.chunk_size
-        return [self.text[i : i + n] for i in range(0, len(self.text), n)]
-
-    def full_text(self) -> str:
-        return "".join(self.text_chunks())
-
-    def calls(self) -> list[tuple[str, str, str]]:
-        """(id, name, arguments JSON) of each tool call."""
-        return [
-            (f"call_{i}_{name}", name, a if isinstance(a, str) else json.dumps(a, ensure_ascii=False))
-            for i, (name, a) in enumerate(self.tool_calls)
-        ]
-
     def error_body(self, request_id: str) -> dict:
         code = self.code or {401: "InvalidApiKey", 429: "Throttling.RateQuota"}.get(self.status, "InternalError")
         return {"code": code, "message": self.message or f"scripted error {self.status}", "request_id": request_id}
 
 
-@dataclass
-class Request:
+class Request(loopback.Request):
     """One request the server received."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    json: Any
-    peer: tuple[str, int]
-    outcome: str | None = None
-    done: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
     def parameters(self) -> dict:
@@ -116,98 +91,11 @@ class Request:
         return ((self.json or {}).get("input") or {}).get("messages") or []
 
 
-class DashScopeServer:
-    """The server: `start()` it, `add()` replies, read `requests` and `uploads`."""
-
-    def __init__(self) -> None:
-        self.api_key: str | None = None
-        self.requests: list[Request] = []
-        self.uploads: dict[str, bytes] = {}
-        self._queue: list[Reply | str | Callable[[Request], Reply | str]] = []
-        self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-
-    def start(self) -> DashScopeServer:
-        handler = type("Handler", (_Handler,), {"owner": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, name="dashscope-server", daemon=True).start()
-        return self
-
-    def close(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> DashScopeServer:
-        return self.start() if self._httpd is None else self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def base_url(self) -> str:
-        """The HTTP API root to give as `base_url` (what the SDK calls base_http_api_url)."""
-        assert self._httpd is not None, "server not started"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/api/v1"
-
-    def add(self, *replies: Reply | str | Callable[[Request], Reply | str]) -> DashScopeServer:
-        """Queue replies, one per generation request, in order."""
-        with self._lock:
-            self._queue.extend(replies)
-        return self
-
-    def reset(self) -> None:
-        """Forget queued replies, recorded requests, uploads and the expected key."""
-        with self._lock:
-            self._queue.clear()
-            self.requests = []
-            self.uploads = {}
-            self.api_key = None
-
-    @property
-    def pending(self) -> int:
-        return len(self._queue)
-
-    @property
-    def generation_requests(self) -> list[Request]:
-        return [r for r in self.requests if r.path in GENERATION_PATHS]
-
-    def wait_done(self, index: int = -1, timeout: float = 5.0) -> str | None:
-        """Wait until request `index` was answered or abandoned; its outcome."""
-        deadline = time.monotonic() + timeout
-        while not self.requests and time.monotonic() < deadline:
-            time.sleep(0.01)
-        req = self.requests[index]
-        req.done.wait(max(0.0, deadline - time.monotonic()))
-        return req.outcome
-
-    def _next_reply(self, request: Request) -> Reply:
-        with self._lock:
-            item = self._queue.pop(0) if self._queue else None
-        if item is None:
-            return Reply(status=400, code="NoScriptedReply", message="loopback server: no scripted reply left")
-        if callable(item) and not isinstance(item, Reply):
-            item = item(request)
-        return Reply(text=item) if isinstance(item, str) else item
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(LoopbackHandler):
     owner: DashScopeServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        pass
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
     def _record(self) -> tuple[Request, bytes]:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        headers = {k.lower(): v for k, v in self.headers.items()}
+        raw, headers = self._read_body()
         body: Any = None
         if raw and "json" in headers.get("content-type", ""):
             body = json.loads(raw)
@@ -249,22 +137,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         req, raw = self._record()
-        try:
-            if req.path == "/oss":
-                self._upload(req, raw)
-                req.outcome = "complete"
-            elif req.path not in GENERATION_PATHS:
-                self._send_json(404, {"code": "NotFound", "message": f"no route {req.path}"})
-                req.outcome = "complete"
-            elif self._authorized(req):
-                req.outcome = self._answer(req, self.owner._next_reply(req))
-            else:
-                req.outcome = "complete"
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
-            req.outcome = "aborted"
-            self.close_connection = True
-        finally:
-            req.done.set()
+        self._finish(req, lambda: self._route(req, raw))
+
+    def _route(self, req: Request, raw: bytes) -> str:
+        if req.path == "/oss":
+            self._upload(req, raw)
+        elif req.path not in GENERATION_PATHS:
+            self._send_json(404, {"code": "NotFound", "message": f"no route {req.path}"})
+        elif self._authorized(req):
+            return self._answer(req, self.owner._next_reply(req))
+        return "complete"
 
     def _upload(self, req: Request, raw: bytes) -> None:
         head = f"Content-Type: {req.headers.get('content-type', '')}\r\n\r\n".encode()
@@ -279,12 +161,7 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(reply.delay)
         request_id = f"r-{len(self.owner.requests)}"
         if reply.body is not None:
-            data = reply.body.encode()
-            self.send_response(reply.status)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self._send_body(reply.status, reply.body.encode(), "text/html; charset=utf-8")
             return "complete"
         if reply.status != 200:
             self._send_json(reply.status, reply.error_body(request_id), reply.headers)
@@ -293,22 +170,14 @@ class _Handler(BaseHTTPRequestHandler):
         if req.headers.get("x-dashscope-sse") != "enable":
             self._send_json(200, _whole(reply, multimodal, request_id), reply.headers)
             return "complete"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream;charset=UTF-8")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("X-Request-Id", request_id)
-        for k, v in reply.headers.items():
-            self.send_header(k, v)
-        self.end_headers()
+        sse = {"Content-Type": "text/event-stream;charset=UTF-8", "Transfer-Encoding": "chunked"}
+        self._send_head(200, sse, {"X-Request-Id": request_id}, reply.headers)
         incremental = bool(req.parameters.get("incremental_output"))
         for n, data in enumerate(_events(reply, multimodal, incremental, request_id)):
             if n and reply.interval:
                 time.sleep(reply.interval)
             if reply.drop_after is not None and n >= reply.drop_after:
-                self.wfile.flush()
-                self.connection.shutdown(socket.SHUT_RDWR)
-                self.close_connection = True
-                return "dropped"
+                return self._drop()
             if reply.error_after is not None and n >= reply.error_after:
                 body = json.dumps(reply.error_body(request_id))
                 status = reply.status if reply.status != 200 else 500
@@ -318,18 +187,40 @@ class _Handler(BaseHTTPRequestHandler):
         self._write_chunk(b"")
         return "complete"
 
-    def _send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
-        body = json.dumps(obj, ensure_ascii=False).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
 
-    def _write_chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+class DashScopeServer(LoopbackServer):
+    """The server: `start()` it, `add()` replies, read `requests` and `uploads`."""
+
+    handler = _Handler
+    reply_type = Reply
+    thread_name = "dashscope-server"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.api_key: str | None = None
+        self.uploads: dict[str, bytes] = {}
+
+    @property
+    def base_url(self) -> str:
+        """The HTTP API root to give as `base_url` (what the SDK calls base_http_api_url)."""
+        return f"http://127.0.0.1:{self.port}/api/v1"
+
+    def add(self, *replies: Reply | str | Callable[[Request], Reply | str]) -> DashScopeServer:
+        """Queue replies, one per generation request, in order."""
+        return super().add(*replies)
+
+    def reset(self) -> None:
+        """Forget queued replies, recorded requests, uploads and the expected key."""
+        super().reset()
+        self.uploads = {}
+        self.api_key = None
+
+    @property
+    def generation_requests(self) -> list[Request]:
+        return [r for r in self.requests if r.path in GENERATION_PATHS]
+
+    def _no_reply(self) -> Reply:
+        return Reply(status=400, code="NoScriptedReply", message="loopback server: no scripted reply left")
 
 
 def _usage(reply: Reply, produced: int) -> dict:

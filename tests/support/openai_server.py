@@ -50,17 +50,16 @@ The rest of the API: `server.base_url` (ends in /v1), `server.pending` (replies 
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.support.loopback import LoopbackHandler, LoopbackServer, Request, ScriptedText
 
 
 @dataclass
-class Reply:
+class Reply(ScriptedText):
     """One scripted answer of the server (see the module docstring)."""
 
     text: str = ""
@@ -89,22 +88,6 @@ class Reply:
     repeat: bool = False
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
-    def text_chunks(self) -> list[str]:
-        if self.chunks is not None:
-            return list(self.chunks)
-        n = self.chunk_size
-        return [self.text[i : i + n] for i in range(0, len(self.text), n)]
-
-    def full_text(self) -> str:
-        return "".join(self.chunks) if self.chunks is not None else self.text
-
-    def calls(self) -> list[tuple[str, str, str]]:
-        """(id, name, arguments JSON) of each tool call."""
-        return [
-            (f"call_{i}_{name}", name, args if isinstance(args, str) else json.dumps(args, ensure_ascii=False))
-            for i, (name, args) in enumerate(self.tool_calls)
-        ]
-
     def usage_for(self, request: Request) -> dict:
         if self.usage is not None:
             return {**self.usage, "total_tokens": sum(v for v in self.usage.values() if isinstance(v, int))}
@@ -114,117 +97,8 @@ class Reply:
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-@dataclass
-class Request:
-    """One request the server received."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    json: Any
-    peer: tuple[str, int]
-    outcome: str | None = None
-    done: threading.Event = field(default_factory=threading.Event, repr=False)
-
-
-class OpenAIServer:
-    """The server; `start()` it (the fixture does), `add()` replies, read `requests`."""
-
-    def __init__(self) -> None:
-        self.models = ["test-model"]
-        self.requests: list[Request] = []
-        self._queue: list[Reply | str | Callable[[Request], Reply | str]] = []
-        self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # ---- control -----------------------------------------------------------------------------------
-
-    def start(self) -> OpenAIServer:
-        handler = type("Handler", (_Handler,), {"owner": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, args=(0.05,), name="openai-server", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> OpenAIServer:
-        return self.start() if self._httpd is None else self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def port(self) -> int:
-        assert self._httpd is not None, "server not started"
-        return self._httpd.server_address[1]
-
-    @property
-    def base_url(self) -> str:
-        """The URL to give as `model_server` / `base_url` (ends in /v1)."""
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def add(self, *replies: Reply | str | Callable[[Request], Reply | str]) -> OpenAIServer:
-        """Queue replies, served one per chat request in order."""
-        with self._lock:
-            self._queue.extend(replies)
-        return self
-
-    def reset(self) -> None:
-        """Forget queued replies and recorded requests."""
-        with self._lock:
-            self._queue.clear()
-            self.requests = []
-
-    @property
-    def pending(self) -> int:
-        """Queued replies not served yet (a `repeat` reply counts once)."""
-        return len(self._queue)
-
-    @property
-    def chat_requests(self) -> list[Request]:
-        return [r for r in self.requests if r.path.endswith("/chat/completions")]
-
-    def wait_done(self, index: int = -1, timeout: float = 5.0) -> str | None:
-        """Wait until request `index` was answered (or abandoned); its outcome."""
-        deadline = time.monotonic() + timeout
-        while not self.requests and time.monotonic() < deadline:
-            time.sleep(0.01)
-        req = self.requests[index]
-        req.done.wait(max(0.0, deadline - time.monotonic()))
-        return req.outcome
-
-    def _next_reply(self, request: Request) -> Reply:
-        with self._lock:
-            self.requests.append(request)
-            if not self._queue:
-                return Reply(status=418, error={"message": "loopback server: no scripted reply left"})
-            item = self._queue[0]
-            if not (isinstance(item, Reply) and item.repeat):
-                self._queue.pop(0)
-        if callable(item) and not isinstance(item, Reply):
-            item = item(request)
-        return Reply(text=item) if isinstance(item, str) else item
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(LoopbackHandler):
     owner: OpenAIServer
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        pass
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def handle(self) -> None:
         try:
@@ -233,13 +107,11 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _record(self) -> Request:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        raw, headers = self._read_body()
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
             body = raw.decode("utf-8", "replace")
-        headers = {k.lower(): v for k, v in self.headers.items()}
         return Request(self.command, self.path, headers, body, self.client_address[:2])
 
     def do_GET(self) -> None:
@@ -258,14 +130,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
-        reply = self.owner._next_reply(req)
-        try:
-            req.outcome = self._answer(req, reply)
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
-            req.outcome = "aborted"
-            self.close_connection = True
-        finally:
-            req.done.set()
+        reply = self.owner._next_reply(req, record=True)
+        self._finish(req, lambda: self._answer(req, reply))
 
     # ---- answers ---------------------------------------------------------------------------------------
 
@@ -280,13 +146,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, _completion(reply, req, model), reply.headers)
             return "complete"
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        for k, v in reply.headers.items():
-            self.send_header(k, v)
-        self.end_headers()
+        sse = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
+        self._send_head(200, sse, {"Transfer-Encoding": "chunked"}, reply.headers)
         faults = (reply.drop_after, reply.stall_after, reply.malformed_after, reply.end_after)
         faulty = any(f is not None for f in faults)
         if not (reply.interval or faulty):
@@ -303,10 +164,7 @@ class _Handler(BaseHTTPRequestHandler):
             if sent and reply.interval:
                 time.sleep(reply.interval)
             if reply.drop_after is not None and sent >= reply.drop_after:
-                self.wfile.flush()
-                self.connection.shutdown(socket.SHUT_RDWR)
-                self.close_connection = True
-                return "dropped"
+                return self._drop()
             if reply.stall_after is not None and sent >= reply.stall_after:
                 time.sleep(reply.stall)
                 self.close_connection = True
@@ -330,27 +188,37 @@ class _Handler(BaseHTTPRequestHandler):
             err.update(reply.error or {})
             body = json.dumps({"error": err}).encode()
             ctype = reply.content_type or "application/json"
-        self.send_response(reply.status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in reply.headers.items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
+        self._send_body(reply.status, body, ctype, reply.headers)
         return "complete"
 
-    def _send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
-        body = json.dumps(obj, ensure_ascii=False).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
 
-    def _write_chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+class OpenAIServer(LoopbackServer):
+    """The server; `start()` it (the fixture does), `add()` replies, read `requests`."""
+
+    handler = _Handler
+    reply_type = Reply
+    thread_name = "openai-server"
+    poll_interval = 0.05
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.models = ["test-model"]
+
+    @property
+    def base_url(self) -> str:
+        """The URL to give as `model_server` / `base_url` (ends in /v1)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def add(self, *replies: Reply | str | Callable[[Request], Reply | str]) -> OpenAIServer:
+        """Queue replies, served one per chat request in order."""
+        return super().add(*replies)
+
+    @property
+    def chat_requests(self) -> list[Request]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def _no_reply(self) -> Reply:
+        return Reply(status=418, error={"message": "loopback server: no scripted reply left"})
 
 
 def _usage_key(req: Request) -> int:
