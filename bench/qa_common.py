@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any
 
-from _timing import best  # noqa: F401  (the qa_* scripts time with it, as our benches do)
+from _measure import best  # noqa: F401  (the qa_* scripts time with it, as our benches do)
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 BLOCKED: list[str] = []

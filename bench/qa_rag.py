@@ -20,6 +20,7 @@ import resource  # noqa: E402
 import statistics  # noqa: E402
 
 import qa_common  # noqa: E402
+from _measure import seconds_to_first_text  # noqa: E402
 
 qa_common.guard()
 
@@ -38,19 +39,9 @@ def main() -> None:
     llm = {"model": "instant", "model_server": args.url, "api_key": "k"}
     bot = Assistant(llm=llm, files=args.files.split(","), rag_cfg={"max_ref_token": 4000})
 
-    def first_chunk(question: str) -> float:
-        t = time.perf_counter()
-        run = bot.run([{"role": "user", "content": question}])
-        for rsp in run:
-            if rsp and rsp[-1].get("content"):
-                break
-        elapsed = time.perf_counter() - t
-        run.close()
-        return elapsed
-
-    first_chunk(questions[0])
+    seconds_to_first_text(bot, questions[0])
     cold = time.perf_counter() - STARTED
-    warm = [first_chunk(q) for q in (questions * 4)[1 : 1 + args.queries]]
+    warm = [seconds_to_first_text(bot, q) for q in (questions * 4)[1 : 1 + args.queries]]
     qa_common.emit(
         {
             "cold_s": cold,

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import qa_common
+from _measure import RankingScore
 
 qa_common.guard()
 
@@ -62,8 +63,7 @@ def evaluate(name: str, data: Path, rebuilt_queries: int) -> dict:
         found.sort(key=lambda item: item[2], reverse=True)  # as sort_by_scores: stable, best first
         return found
 
-    recall = {1: 0.0, 5: 0.0, 10: 0.0}
-    mrr = 0.0
+    score = RankingScore()
     start = time.perf_counter()
     for q in queries:
         ranked: list[str] = []
@@ -72,13 +72,7 @@ def evaluate(name: str, data: Path, rebuilt_queries: int) -> dict:
                 ranked.append(src)
                 if len(ranked) == 10:
                     break
-        gold = set(q["gold_ids"])
-        for k in recall:
-            recall[k] += len(gold.intersection(ranked[:k])) / len(gold)
-        for rank, doc_id in enumerate(ranked, 1):
-            if doc_id in gold:
-                mrr += 1 / rank
-                break
+        score.add(set(q["gold_ids"]), ranked)
     query_ms = (time.perf_counter() - start) * 1000 / len(queries)
     search = KeywordSearch()
     rebuilt = []
@@ -88,12 +82,8 @@ def evaluate(name: str, data: Path, rebuilt_queries: int) -> dict:
         rebuilt.append(time.perf_counter() - start)
         mine = ranked_chunks(q["question"])
         assert [(s, c) for s, c, _ in theirs[:10]] == [(s, c) for s, c, _ in mine[:10]], q["question"]
-    n = len(queries)
     return {
-        "recall@1": recall[1] / n,
-        "recall@5": recall[5] / n,
-        "recall@10": recall[10] / n,
-        "mrr": mrr / n,
+        **score.summary(),
         "chunking_s": chunking,
         "build_s": build,
         "query_ms": query_ms,

@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import _qwen_agent  # noqa: E402
+from _measure import seconds_to_first_text  # noqa: E402
 
 MANUALS = ["R-FAQ", "R-admin", "R-data", "R-exts", "R-intro", "R-ints", "R-lang"]
 QUERIES = [
@@ -82,19 +83,9 @@ def child(scenario: str, manual_dir: Path, n_queries: int) -> dict[str, object]:
         store = DocStore()  # the workspace comes from CHATAGENT_WORKSPACE, set by the parent
         bot = Assistant(llm=llm, files=[str(f) for f in files], rag_cfg={"store": store, "max_ref_token": 4000})
 
-        def first_chunk(question: str) -> float:
-            t = time.perf_counter()
-            run = bot.run([{"role": "user", "content": question}])
-            for rsp in run:
-                if rsp and rsp[-1].get("content"):
-                    break
-            elapsed = time.perf_counter() - t
-            run.close()
-            return elapsed
-
-        first_chunk(QUERIES[0])
+        seconds_to_first_text(bot, QUERIES[0])
         cold = time.perf_counter() - started
-        warm = [first_chunk(q) for q in (QUERIES * 4)[:n_queries]]
+        warm = [seconds_to_first_text(bot, q) for q in (QUERIES * 4)[:n_queries]]
     retrieval = []
     for query in (QUERIES * 4)[:n_queries]:
         t = time.perf_counter()

@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import _qwen_agent  # noqa: E402
+from _measure import RankingScore  # noqa: E402
 
 from chatagent.rag import Index  # noqa: E402
 
@@ -48,25 +49,14 @@ def evaluate(name: str, data: Path, lang: str = "auto", **params: float) -> dict
     index.add_texts([p["id"] for p in passages], [p["text"] for p in passages], [p.get("title") for p in passages])
     index.search("warm up")  # builds the postings
     build = time.perf_counter() - start
-    recall = {1: 0.0, 5: 0.0, 10: 0.0}
-    mrr = 0.0
+    score = RankingScore()
     start = time.perf_counter()
     for q in queries:
-        gold = set(q["gold_ids"])
-        ranked = [doc_id for doc_id, _ in index.search(q["question"], top_k=10)]
-        for k in recall:
-            recall[k] += len(gold.intersection(ranked[:k])) / len(gold)
-        for rank, doc_id in enumerate(ranked, 1):
-            if doc_id in gold:
-                mrr += 1 / rank
-                break
+        score.add(set(q["gold_ids"]), [doc_id for doc_id, _ in index.search(q["question"], top_k=10)])
     query_ms = (time.perf_counter() - start) * 1000 / len(queries)
     n = len(queries)
     return {
-        "recall@1": recall[1] / n,
-        "recall@5": recall[5] / n,
-        "recall@10": recall[10] / n,
-        "mrr": mrr / n,
+        **score.summary(),
         "build_s": build,
         "query_ms": query_ms,
         "passages": len(passages),

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import _qwen_agent  # noqa: E402
-from _timing import best, show  # noqa: E402
+from _measure import best, show  # noqa: E402
 
 from chatagent import BasicAgent, Reply, ScriptedLLM, get_chat_model  # noqa: E402
 from tests.support.openai_server import OpenAIServer  # noqa: E402

@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import _qwen_agent  # noqa: E402
-from _timing import best as best_on_clock  # noqa: E402
-from _timing import show  # noqa: E402
+from _measure import best as best_on_clock  # noqa: E402
+from _measure import show  # noqa: E402
 
 from chatagent import FnCallAgent, ScriptedLLM, tool, tool_call  # noqa: E402
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments, validate_arguments  # noqa: E402

@@ -1,0 +1,55 @@
+"""Timing and scoring helpers shared by the benchmarks (standard library only: the Qwen-Agent side imports it too)."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def best(fn: Callable[[], object], repeats: int, clock: Callable[[], float] = time.perf_counter) -> float:
+    """The lowest time of `repeats` calls of `fn`, in seconds, on `clock` (wall clock by default)."""
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        start = clock()
+        fn()
+        times.append(clock() - start)
+    return min(times)
+
+
+def show(name: str, value: str) -> None:
+    """One `name: value` line of benchmark output."""
+    print(f"{name}: {value}", flush=True)
+
+
+def seconds_to_first_text(bot: Any, question: str) -> float:
+    """Seconds from `bot.run([question])` to the first yield with answer text; the run is then closed."""
+    start = time.perf_counter()
+    run = bot.run([{"role": "user", "content": question}])
+    for rsp in run:
+        if rsp and rsp[-1].get("content"):
+            break
+    elapsed = time.perf_counter() - start
+    run.close()
+    return elapsed
+
+
+class RankingScore:
+    """Recall@1/5/10 and MRR over queries, each ranking scored against its gold ids."""
+
+    def __init__(self) -> None:
+        self.recall = {1: 0.0, 5: 0.0, 10: 0.0}
+        self.mrr = 0.0
+        self.n = 0
+
+    def add(self, gold: set[str], ranked: list[str]) -> None:
+        self.n += 1
+        for k in self.recall:
+            self.recall[k] += len(gold.intersection(ranked[:k])) / len(gold)
+        self.mrr += next((1 / rank for rank, doc_id in enumerate(ranked, 1) if doc_id in gold), 0.0)
+
+    def summary(self) -> dict[str, float]:
+        n = self.n or 1
+        return {f"recall@{k}": v / n for k, v in self.recall.items()} | {"mrr": self.mrr / n}
