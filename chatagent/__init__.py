@@ -10,8 +10,9 @@ Names are imported on first use, so `import chatagent` stays fast.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from chatagent._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -122,15 +123,4 @@ if TYPE_CHECKING:
     from chatagent.tools.base import TOOL_REGISTRY, BaseTool, register_tool
     from chatagent.tools.from_function import FunctionTool, tool
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -9,8 +9,9 @@ Names are imported on first use, so importing this package loads no parser or to
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from chatagent._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "Document": "chatagent.rag.parsers",
@@ -70,15 +71,4 @@ if TYPE_CHECKING:
     )
     from chatagent.rag.workspace import workspace_root
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
