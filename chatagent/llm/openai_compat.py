@@ -283,12 +283,7 @@ class OpenAICompatModel(BaseChatModel):
 
     def _non_sse_body(self, response: Any, ctype: str, usage: Usage | None, has_tools: bool) -> Iterator[list[Message]]:
         """A streaming request answered without an event stream: a whole JSON completion, an error, or junk."""
-        try:
-            body = response.read()
-        except Exception as e:
-            if not _is_http_error(e):
-                raise
-            raise self._transport_error(e) from None
+        body = self._read_body(response)
         if "json" in ctype:
             reply = self._parse_completion(body, usage, has_tools)
             yield [m.copy(extra={**(m.extra or {}), "index": i}) for i, m in enumerate(reply)]
@@ -298,6 +293,15 @@ class OpenAICompatModel(BaseChatModel):
             f"{self._where()} answered {ctype or 'no content type'}, not an event stream "
             f"(is model_server the API's base URL, ending in /v1?): {_snippet(body)}",
         )
+
+    def _read_body(self, response: Any) -> bytes:
+        """The whole response body; an httpx failure becomes a retryable ModelServiceError."""
+        try:
+            return response.read()
+        except Exception as e:
+            if not _is_http_error(e):
+                raise
+            raise self._transport_error(e) from None
 
     def _transport_error(self, e: Exception) -> ModelServiceError:
         """An httpx failure while reading the body, as a retryable ModelServiceError."""
@@ -315,11 +319,7 @@ class OpenAICompatModel(BaseChatModel):
         kwargs = self._request(messages, functions, cfg, stream=False)
         response = self._send(kwargs, bool(functions))
         try:
-            body = response.read()
-        except Exception as e:
-            if not _is_http_error(e):
-                raise
-            raise self._transport_error(e) from None
+            body = self._read_body(response)
         finally:
             response.close()
         return self._parse_completion(body, usage, bool(functions))
