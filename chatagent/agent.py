@@ -1,15 +1,19 @@
-"""Agent: the run() template every agent shares.
+"""Agent: the run() / arun() template every agent shares.
 
 `run()` copies and normalises the input, detects the language, merges the agent's system message,
 calls the subclass's `_run()` and turns what it yields into what the caller asked for: dicts if the
 caller gave dicts, Messages if it gave Messages; the whole response so far on each yield (cumulative,
-the default) or only what is new (`delta_stream=True`).
+the default) or only what is new (`delta_stream=True`). `arun()` is the same on an asyncio event loop.
 
-A subclass's `_run(messages, lang, **kwargs)` yields *fragments* (see `chatagent.stream`): lists of
-Messages each carrying `extra['index']`, its position in this run's response. `_call_llm()` yields
-them ready-made and returns the model's complete reply, so a tool loop reads:
+A subclass's `_run(messages, lang, **kwargs)` is a generator that yields *fragments* (see
+`chatagent.stream`: lists of Messages each carrying `extra['index']`, its position in this run's
+response) and *requests* (see `chatagent.effects`) made by the helpers below and used with `yield from`,
+so that one loop definition serves `run()` and `arun()`:
 
     reply = yield from self._call_llm(messages, functions, start=len(response))
+
+A `_run` written the Qwen-Agent way, yielding the whole response so far each time and iterating
+`_call_llm` with a plain `for` loop, works too (see `_call_llm`).
 """
 
 from __future__ import annotations
@@ -18,18 +22,22 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextvars import ContextVar
+from typing import Any, ClassVar
 
+from chatagent.driver import ModelStream, adrive, drive
+from chatagent.effects import REQUESTS, Blocking, ModelCall, ToolBatch, ToolWait, View
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.llm.base import BaseChatModel, Usage, get_chat_model
 from chatagent.schema import SYSTEM, USER, ContentItem, Message, content_text, to_messages
-from chatagent.stream import INDEX, Collector, DictResponse, Response, collect
+from chatagent.stream import INDEX, Collector, DictResponse, Response, WholeLists, accumulate, collect, fragment
 
 logger = logging.getLogger("chatagent.agent")
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
-_local = threading.local()
+_CURRENT: ContextVar[RunContext | None] = ContextVar("chatagent_run", default=None)
+_UNSET: Any = object()
 
 
 def detect_lang(messages: list[Message]) -> str:
@@ -42,25 +50,32 @@ def detect_lang(messages: list[Message]) -> str:
 
 class RunContext:
     """Per-run state, readable while and after the run: token usage, the deadline, the callbacks,
-    how often each tool was called, generate_cfg for this run only."""
+    how often each tool was called, generate_cfg for this run only, the agent it belongs to."""
 
-    __slots__ = ("usage", "deadline", "callbacks", "tool_calls", "generate_cfg")
+    __slots__ = ("usage", "deadline", "callbacks", "tool_calls", "generate_cfg", "agent_name")
 
-    def __init__(self, deadline: float | None = None, callbacks: tuple = ()) -> None:
+    def __init__(self, deadline: float | None = None, callbacks: tuple = (), agent_name: str | None = None) -> None:
         self.usage = Usage()
         self.deadline = deadline  # time.monotonic() value, or None
         self.callbacks = callbacks  # see chatagent.events; empty means no Event is ever built
         self.tool_calls: dict[str, int] = {}
         self.generate_cfg: dict | None = None
+        self.agent_name = agent_name
 
     def check_deadline(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise RunDeadlineExceeded("the run went past its deadline")
 
+    def child(self, agent_name: str | None) -> RunContext:
+        """The context of a sub-agent's part of this run: same deadline, callbacks and usage totals."""
+        ctx = RunContext(self.deadline, self.callbacks, agent_name)
+        ctx.usage = self.usage
+        return ctx
+
 
 def current_run() -> RunContext:
-    """The context of the run whose code is executing in this thread (a fresh one outside any run)."""
-    ctx = getattr(_local, "run", None)
+    """The context of the run whose code is executing now (a fresh one outside any run)."""
+    ctx = _CURRENT.get()
     return ctx if ctx is not None else RunContext()
 
 
@@ -70,10 +85,11 @@ class Run(Iterator[list]):
     Closing it (or dropping it) closes the model stream underneath.
     """
 
-    __slots__ = ("_gen", "context")
+    __slots__ = ("_gen", "_out", "context")
 
-    def __init__(self, gen: Iterator[list], context: RunContext) -> None:
+    def __init__(self, gen: Iterator[list[Message]], out: Callable[[list[Message]], list], context: RunContext) -> None:
         self._gen = gen
+        self._out = out
         self.context = context
 
     @property
@@ -84,20 +100,56 @@ class Run(Iterator[list]):
         return self
 
     def __next__(self) -> list:
-        prev = getattr(_local, "run", None)
-        _local.run = self.context
+        token = _CURRENT.set(self.context)
         try:
-            return next(self._gen)
+            return self._out(next(self._gen))
         finally:
-            _local.run = prev
+            _CURRENT.reset(token)
 
     def close(self) -> None:
-        prev = getattr(_local, "run", None)
-        _local.run = self.context
+        token = _CURRENT.set(self.context)
         try:
             self._gen.close()
         finally:
-            _local.run = prev
+            _CURRENT.reset(token)
+
+
+class ARun(AsyncIterator[list]):
+    """The async iterator `Agent.arun()` returns: `async for rsp in bot.arun(messages)`.
+
+    `usage` holds the tokens used so far. `aclose()` (or breaking out of the loop and dropping it, or
+    cancelling the task) closes the model's HTTP stream at once.
+    """
+
+    __slots__ = ("_agen", "_out", "context")
+
+    def __init__(
+        self, agen: AsyncIterator[list[Message]], out: Callable[[list[Message]], list], context: RunContext
+    ) -> None:
+        self._agen = agen
+        self._out = out
+        self.context = context
+
+    @property
+    def usage(self) -> Usage:
+        return self.context.usage
+
+    def __aiter__(self) -> ARun:
+        return self
+
+    async def __anext__(self) -> list:
+        token = _CURRENT.set(self.context)
+        try:
+            return self._out(await self._agen.__anext__())
+        finally:
+            _CURRENT.reset(token)
+
+    async def aclose(self) -> None:
+        token = _CURRENT.set(self.context)
+        try:
+            await self._agen.aclose()  # type: ignore[attr-defined]
+        finally:
+            _CURRENT.reset(token)
 
 
 class Agent:
@@ -113,6 +165,16 @@ class Agent:
         response_format: a pydantic model class (or JSON Schema dict): `run_nonstream` then returns a
             validated instance (see `chatagent.structured`).
     """
+
+    #: True when `_run` never blocks: all its waiting goes through `_call_llm`, `_run_tools`, `_blocking`
+    #: and `_subagent`. `arun()` then steps it on the event loop itself; otherwise in a worker thread.
+    #: A subclass that defines its own `_run` is assumed to block unless it sets this to True.
+    async_safe: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "_run" in cls.__dict__ and "async_safe" not in cls.__dict__:
+            cls.async_safe = False
 
     def __init__(
         self,
@@ -183,9 +245,25 @@ class Agent:
         fragments (each with `extra['index']`; fold them with `chatagent.merge_delta`). `deadline`
         is a time limit in seconds for the whole run. The caller's messages are never modified.
         """
-        fragments, as_dicts, context = self._start(messages, lang, deadline, kwargs)
-        gen = self._deltas(fragments, as_dicts) if delta_stream else self._cumulative(fragments, as_dicts)
-        return Run(gen, context)
+        gen, as_dicts, context = self._start(messages, lang, deadline, kwargs)
+        return Run(drive(gen), self._output(as_dicts, delta_stream), context)
+
+    def arun(
+        self,
+        messages: Iterable[dict | Message],
+        *,
+        delta_stream: bool = False,
+        lang: str | None = None,
+        deadline: float | None = None,
+        **kwargs: Any,
+    ) -> ARun:
+        """`run()` on the running asyncio event loop: `async for rsp in bot.arun(messages): ...`.
+
+        Yields exactly what `run()` yields. The model streams over an async HTTP client, `async def` tools
+        are awaited on this loop, other tools and blocking work run in worker threads.
+        """
+        gen, as_dicts, context = self._start(messages, lang, deadline, kwargs)
+        return ARun(adrive(gen, not self.async_safe), self._output(as_dicts, delta_stream), context)
 
     def run_nonstream(
         self,
@@ -193,26 +271,46 @@ class Agent:
         *,
         lang: str | None = None,
         deadline: float | None = None,
+        response_format: Any = _UNSET,
         **kwargs: Any,
     ) -> list:
         """The final response at once: equal to the last yield of `run()`.
 
         With `response_format` (a pydantic model class or a JSON Schema dict; here or on the agent) it
-        returns the validated answer instead; see `chatagent.structured.run_structured`.
+        returns the validated answer instead; see `chatagent.structured.run_structured`. Pass
+        `response_format=None` to get the response even when the agent has one.
         """
-        response_format = kwargs.pop("response_format", None) or self.response_format
+        if response_format is _UNSET:
+            response_format = self.response_format
         if response_format is not None:
             from chatagent.structured import run_structured
 
             return run_structured(self, messages, response_format, lang=lang, deadline=deadline, **kwargs)
-        fragments, as_dicts, context = self._start(messages, lang, deadline, kwargs)
-        response = collect(Run(self._deltas(fragments, False), context))
+        gen, as_dicts, context = self._start(messages, lang, deadline, kwargs)
+        response = collect(Run(drive(gen), self._output(False, True), context))
+        return [m.model_dump() for m in response] if as_dicts else response
+
+    async def arun_nonstream(
+        self,
+        messages: Iterable[dict | Message],
+        *,
+        lang: str | None = None,
+        deadline: float | None = None,
+        **kwargs: Any,
+    ) -> list:
+        """`run_nonstream()` on the running event loop (without `response_format`)."""
+        gen, as_dicts, context = self._start(messages, lang, deadline, kwargs)
+        collector = Collector()
+        async for fragments in ARun(adrive(gen, not self.async_safe), self._output(False, True), context):
+            collector.add(fragments)
+        response = collector.messages()
         return [m.model_dump() for m in response] if as_dicts else response
 
     def _start(
         self, messages: Iterable[dict | Message], lang: str | None, deadline: float | None, kwargs: dict
-    ) -> tuple[Iterator[list[Message]], bool, RunContext]:
-        """Normalise the input (a copy) and start `_run`: its fragment stream, the output type, the context."""
+    ) -> tuple[Iterator[Any], bool, RunContext]:
+        """Normalise the input (a copy) and start `_run`: its stream of fragments and requests, the output
+        type, the context."""
         if isinstance(messages, (dict, str, bytes, Message)) or not isinstance(messages, Iterable):
             raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
         messages = list(messages)
@@ -220,36 +318,46 @@ class Agent:
         msgs = to_messages(messages)
         if not msgs:
             raise ValueError("messages is empty: give at least one message")
-        msgs = self._with_system_message(msgs)
         callbacks = self.callbacks + tuple(kwargs.pop("callbacks", None) or ())
-        context = RunContext(time.monotonic() + deadline if deadline else None, callbacks)
+        context = RunContext(time.monotonic() + deadline if deadline else None, callbacks, self.name)
         run_cfg = kwargs.pop("generate_cfg", None)
         if run_cfg:
             context.generate_cfg = dict(run_cfg)
-        fragments = self._run(msgs, lang=lang or detect_lang(msgs), **kwargs)
+        token = _CURRENT.set(context)  # a Qwen-style _run may do work before its first yield
+        try:
+            gen = self._fragments(msgs, lang or detect_lang(msgs), kwargs)
+        finally:
+            _CURRENT.reset(token)
         if callbacks:
-            fragments = self._observed(fragments, context)
-        return fragments, as_dicts, context
+            gen = self._observed(gen, context)
+        return gen, as_dicts, context
 
-    def _observed(self, fragments: Iterator[list[Message]], ctx: RunContext) -> Iterator[list[Message]]:
-        """The run's fragments, with run_start and run_end events around them."""
+    def _fragments(self, msgs: list[Message], lang: str, kwargs: dict) -> Iterator[Any]:
+        """`_run` on the conversation with the system message merged, as fragments and requests."""
+        gen = self._run(self._with_system_message(msgs), lang=lang, **kwargs)
+        if getattr(gen, "gi_code", None) is _LLM_CALL_CODE:
+            return gen  # `return self._call_llm(...)`: already speaks in fragments and requests
+        return _whole_lists_as_fragments(gen)
+
+    def _observed(self, gen: Iterator[Any], ctx: RunContext) -> Iterator[Any]:
+        """The run's stream, with run_start and run_end events around it."""
         from chatagent.events import RUN_END, RUN_START, Event, emit
 
-        emit(ctx.callbacks, Event(RUN_START, self.name))
+        emit(ctx.callbacks, Event(RUN_START, ctx.agent_name))
         start = time.perf_counter()
         error = None
         try:
-            yield from fragments
+            return (yield from gen)
         except BaseException as e:
             error = "closed before the end" if isinstance(e, GeneratorExit) else f"{type(e).__name__}: {e}"
             raise
         finally:
-            _close(fragments)
-            end = Event(RUN_END, self.name, duration=time.perf_counter() - start, usage=ctx.usage, error=error)
+            _close(gen)
+            end = Event(RUN_END, ctx.agent_name, duration=time.perf_counter() - start, usage=ctx.usage, error=error)
             emit(ctx.callbacks, end)
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
-        """Yield fragments of the response (see the module docstring)."""
+        """Yield fragments of the response and requests (see the module docstring)."""
         raise NotImplementedError
 
     # ---- helpers for subclasses ------------------------------------------------------------------------
@@ -258,77 +366,115 @@ class Agent:
         self,
         messages: list[Message],
         functions: list[dict] | None = None,
+        stream: bool = True,
+        extra_generate_cfg: dict | None = None,
         *,
         start: int = 0,
-        extra_generate_cfg: dict | None = None,
-    ) -> Iterator[list[Message]]:
-        """Stream the model's reply as fragments placed from `start`; return the complete reply."""
+        view: View | None = None,
+        hide: bool = False,
+    ) -> Any:
+        """Ask the model; use as `reply = yield from self._call_llm(...)`.
+
+        The reply streams out as fragments placed from `start` (through `view`, see `ModelCall`; none with
+        `hide=True`), and the complete reply (a list of Messages) is the return value.
+
+        Qwen-Agent style works too: `for rsp in self._call_llm(...)` yields the reply so far as whole lists
+        (an empty one first), and `stream=False` returns the whole reply at once.
+        """
         ctx = current_run()
         ctx.check_deadline()
         cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
         if ctx.deadline is not None:  # the model layer caps its timeouts and retry waits by it
             cfg["deadline"] = ctx.deadline
-        observed = bool(ctx.callbacks)
-        usage = Usage() if observed else ctx.usage  # observed: this call's own usage, for its event
-        if observed:
-            from chatagent.events import LLM_END, LLM_START, Event, emit
+        if not stream:
+            return self.llm.chat(messages, functions, stream=False, extra_generate_cfg=cfg, usage=ctx.usage)
+        call = ModelCall(self.llm, messages, functions, cfg, start, ctx, view, hide)
+        return self._llm_call(call)
 
-            names = [f.get("name") if isinstance(f, dict) else getattr(f, "name", None) for f in functions or ()]
-            emit(ctx.callbacks, Event(LLM_START, self.name, data={"messages": len(messages), "functions": names}))
-            t0 = time.perf_counter()
-        error = None
-        reply = Collector()
-        add = reply.add
-        deadline = ctx.deadline
+    def _llm_call(self, call: ModelCall) -> Iterator[Any]:
+        reply = yield call
+        if reply is not None:
+            return reply
+        if call.done:  # a plain for loop passed the request on itself and the driver carried it out
+            return list(call)
+        # a plain for loop iterates us (Qwen-Agent style): call the model here, yield the reply as whole lists
+        call.hide = True
+        s = ModelStream(call)
+        stream = call.llm.chat(
+            call.messages, call.functions, stream=True, delta_stream=True, extra_generate_cfg=call.cfg, usage=s.usage
+        )
         try:
-            stream = self.llm.chat(
-                messages, functions, stream=True, delta_stream=True, extra_generate_cfg=cfg, usage=usage
-            )
-            for fragments in stream:
-                add(fragments)
-                if start:
-                    for f in fragments:
-                        f.extra[INDEX] += start
-                yield fragments
-                if deadline is not None:
-                    ctx.check_deadline()
+            yield from accumulate(_collected(stream, s))
         except BaseException as e:
-            error = "closed before the end" if isinstance(e, GeneratorExit) else f"{type(e).__name__}: {e}"
+            s.failed(e)
             raise
         finally:
-            if observed:
-                ctx.usage.add(usage.prompt_tokens, usage.completion_tokens)
-                ctx.usage.calls += usage.calls
-                emit(
-                    ctx.callbacks,
-                    Event(LLM_END, self.name, duration=time.perf_counter() - t0, usage=usage, error=error),
-                )
-        return reply.messages()
+            stream.close()  # type: ignore[union-attr]
+            reply = s.finish()
+        return reply
 
-    def _call_tool(self, tool_name: str, tool_args: str | dict | None = "{}", **kwargs: Any) -> str | list:
-        """Run one tool the model asked for; returns the content for the function message.
+    def _run_tools(self, calls: list[Any], max_parallel: int = 8) -> Iterator[Any]:
+        """Run prepared tool calls (see `chatagent.tools.calling.prepare_call`), concurrently when there are
+        several; use as `handle = yield from ...`, then `outcome = yield from self._tool_result(handle, i)`."""
+        ctx = current_run()
+        return (yield ToolBatch(calls, max_parallel, self._tool_cache, ctx.deadline))
 
-        Every failure the model can fix (unknown tool, bad arguments, the tool raising or timing out,
-        `max_calls` used up) comes back as a short error text for the model; the traceback goes to the log.
-        """
-        from chatagent.tools.calling import PreparedCall, execute, prepare_call
+    @staticmethod
+    def _tool_result(handle: Any, index: int) -> Iterator[Any]:
+        """The ToolOutcome of call `index` of a batch started with `_run_tools` (waits until it is done)."""
+        return (yield ToolWait(handle, index))
+
+    def _run_tool(self, tool_name: str, tool_args: str | dict | None = "{}", **kwargs: Any) -> Iterator[Any]:
+        """`_call_tool` for loops that serve `arun` too: `content = yield from self._run_tool(name, args)`."""
+        from chatagent.tools.calling import PreparedCall, prepare_call
 
         ctx = current_run()
         call_id = kwargs.pop("call_id", None)
-        if ctx.callbacks:
-            from chatagent.events import TOOL_START, Event, emit
-
-            raw = tool_args if isinstance(tool_args, str) else str(tool_args)
-            emit(ctx.callbacks, Event(TOOL_START, self.name, tool=tool_name, arguments=raw, call_id=call_id))
+        self._tool_start(ctx, tool_name, tool_args, call_id)
         call = prepare_call(
             self.function_map, tool_name, tool_args, call_id=call_id, counts=ctx.tool_calls,
             cache=self._tool_cache, kwargs=kwargs,
         )  # fmt: skip
-        outcome = execute(call, self._tool_cache, ctx.deadline) if isinstance(call, PreparedCall) else call
+        if isinstance(call, PreparedCall):
+            handle = yield ToolBatch([call], 1, self._tool_cache, ctx.deadline)
+            outcome = yield ToolWait(handle, 0)
+        else:
+            outcome = call
         if ctx.callbacks:
+            from chatagent.events import emit
+
             emit(ctx.callbacks, tool_end_event(self.name, outcome))
         ctx.check_deadline()
         return outcome.content
+
+    def _call_tool(self, tool_name: str, tool_args: str | dict | None = "{}", **kwargs: Any) -> str | list:
+        """Run one tool the model asked for, here and now; returns the content for the function message
+        (Qwen-Agent's helper; a loop that should also serve `arun` uses `yield from self._run_tool(...)`).
+
+        Every failure the model can fix (unknown tool, bad arguments, the tool raising or timing out,
+        `max_calls` used up) comes back as a short error text for the model; the traceback goes to the log.
+        """
+        return _drain(self._run_tool(tool_name, tool_args, **kwargs))
+
+    def _tool_start(self, ctx: RunContext, name: str, arguments: Any, call_id: str | None) -> None:
+        if ctx.callbacks:
+            from chatagent.events import TOOL_START, Event, emit
+
+            raw = arguments if isinstance(arguments, str) else str(arguments)
+            emit(ctx.callbacks, Event(TOOL_START, self.name, tool=name, arguments=raw, call_id=call_id))
+
+    @staticmethod
+    def _blocking(fn: Callable[..., Any], *args: Any) -> Iterator[Any]:
+        """`fn(*args)`, which may block (parsing files, a synchronous library): `x = yield from self._blocking(f, a)`.
+        `run()` calls it in place, `arun()` in a worker thread."""
+        return (yield Blocking(fn, *args))
+
+    def _subagent(
+        self, agent: Agent, messages: list[Message], lang: str, start: int = 0, view: Any = None, **kwargs: Any
+    ) -> Iterator[Any]:
+        """Run `agent` as part of this run: `turn = yield from self._subagent(agent, messages, lang, start)`
+        (see `run_subagent`)."""
+        return (yield from run_subagent(agent, messages, lang, start, view, **kwargs))
 
     def _detect_tool(self, message: Message) -> tuple[bool, str, str, str]:
         """(whether it calls a tool, the tool's name, its arguments, the text): Qwen-Agent's helper."""
@@ -352,35 +498,175 @@ class Agent:
 
     # ---- output conversion ---------------------------------------------------------------------------
 
-    def _named(self, fragments: list[Message]) -> list[Message]:
+    def _output(self, as_dicts: bool, delta_stream: bool) -> Callable[[list[Message]], list]:
+        """What turns each list of fragments into what the caller gets."""
         name = self.name
-        if name is not None:
-            for f in fragments:
-                if f.name is None:
-                    f.name = name
+        if delta_stream:
+            if as_dicts:
+                return lambda fragments: [f.model_dump() for f in _named(fragments, name)]
+            return lambda fragments: _named(fragments, name)
+        response = DictResponse() if as_dicts else Response()
+        add, msgs = response.add, response.messages
+
+        def cumulative(fragments: list[Message]) -> list:
+            add(_named(fragments, name))
+            return list(msgs)
+
+        return cumulative
+
+
+def run_subagent(
+    agent: Agent,
+    messages: list[Message],
+    lang: str,
+    start: int = 0,
+    view: Callable[[list[Message]], list[Message]] | None = None,
+    **kwargs: Any,
+) -> Iterator[Any]:
+    """Run `agent` on `messages` as part of the current run; use with `yield from`.
+
+    Its fragments are placed from `start`, named after it, then passed through `view` if given; it shares
+    the run's deadline, callbacks and usage totals; its requests go to the run's driver (so it streams
+    under `arun` too). Returns what it showed (its response, before `view`).
+    """
+    parent = current_run()
+    parent.check_deadline()
+    ctx = parent.child(agent.name)
+    token = _CURRENT.set(ctx)
+    try:
+        gen = agent._fragments(list(messages), lang, kwargs)
+    finally:
+        _CURRENT.reset(token)
+    if ctx.callbacks:
+        gen = agent._observed(gen, ctx)
+    shown = Collector()
+    name = agent.name
+
+    def place(fragments: list[Message]) -> list[Message]:
+        shown.add(fragments)
+        for f in fragments:
+            f.extra[INDEX] += start
+            if f.name is None:
+                f.name = name
         return fragments
 
-    def _deltas(self, stream: Iterator[list[Message]], as_dicts: bool) -> Iterator[list]:
-        named = self._named
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            token = _CURRENT.set(ctx)
+            try:
+                item = gen.throw(error) if error is not None else gen.send(value)
+            except StopIteration:
+                break
+            finally:
+                _CURRENT.reset(token)
+            error = value = None
+            if type(item) is list:
+                if item:
+                    item = place(item)
+                    if view is not None:
+                        item = view(item)
+                    if item:
+                        yield item
+                continue
+            if type(item) is ModelCall:
+                item.maps.append(place)
+                if view is not None:
+                    item.maps.append(view)
+            try:
+                value = yield item
+            except GeneratorExit:
+                raise
+            except Exception as e:
+                error = e
+    finally:
+        token = _CURRENT.set(ctx)
         try:
-            for fragments in stream:
-                if not fragments:
-                    continue
-                fragments = named(fragments)
-                yield [f.model_dump() for f in fragments] if as_dicts else fragments
+            gen.close()
         finally:
-            _close(stream)
+            _CURRENT.reset(token)
+    return shown.messages()
 
-    def _cumulative(self, stream: Iterator[list[Message]], as_dicts: bool) -> Iterator[list]:
-        response = DictResponse() if as_dicts else Response()
-        add, msgs, named = response.add, response.messages, self._named
-        try:
-            for fragments in stream:
-                if fragments:
-                    add(named(fragments))
-                    yield list(msgs)
-        finally:
-            _close(stream)
+
+def _named(fragments: list[Message], name: str | None) -> list[Message]:
+    if name is not None:
+        for f in fragments:
+            if f.name is None:
+                f.name = name
+    return fragments
+
+
+def _collected(stream: Iterable[list[Message]], s: ModelStream) -> Iterator[list[Message]]:
+    """The stream's fragments, also collected (and the deadline checked) by `s`."""
+    for fragments in stream:
+        s.push(fragments)
+        yield fragments
+
+
+def _whole_lists_as_fragments(gen: Iterator[Any]) -> Iterator[Any]:
+    """`gen` with yields of the whole response so far (Qwen-Agent style) turned into fragments; fragments and
+    requests pass through. What was shown before the first whole list is remembered (cheaply: copies of the
+    few messages an agent yields itself, and the model replies) so that a whole list can be told apart
+    from it."""
+    seen: list[list[Message]] | None = []
+    whole: WholeLists | None = None
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            try:
+                item = gen.throw(error) if error is not None else gen.send(value)
+            except StopIteration as stop:
+                return stop.value
+            error = value = None
+            if isinstance(item, REQUESTS):
+                try:
+                    value = yield item
+                except GeneratorExit:
+                    raise
+                except Exception as e:
+                    error = e
+                    continue
+                if type(item) is ModelCall and not item.hide and isinstance(value, list):
+                    shown = [fragment(m, item.start + i) for i, m in enumerate(value)]
+                    if whole is None:
+                        seen.append(shown)  # type: ignore[union-attr]
+                    else:
+                        whole.add(shown)
+                continue
+            if not item:
+                continue
+            first = item[0]
+            if isinstance(first, Message) and first.extra is not None and INDEX in first.extra:
+                if whole is None:
+                    seen.append([fragment(f, f.extra[INDEX]) for f in item])  # type: ignore[union-attr]
+                else:
+                    whole.add([fragment(f, f.extra[INDEX]) for f in item])
+                yield item
+                continue
+            if whole is None:
+                whole = WholeLists()
+                for shown in seen or ():
+                    whole.add(shown)
+                seen = None
+            out = whole.fragments(item)
+            if out:
+                yield out
+    finally:
+        gen.close()
+
+
+def _drain(gen: Iterator[Any]) -> Any:
+    """Run a helper generator whose only yields are requests, carrying them out here; its return value."""
+    box: list = []
+
+    def returning() -> Iterator[Any]:
+        box.append((yield from gen))
+
+    for _ in drive(returning()):
+        pass
+    return box[0]
 
 
 def tool_end_event(agent: str | None, outcome: Any) -> Any:
@@ -398,3 +684,6 @@ def _close(stream: Iterator) -> None:
     close = getattr(stream, "close", None)
     if close is not None:
         close()
+
+
+_LLM_CALL_CODE = Agent._llm_call.__code__

@@ -4,7 +4,9 @@ Every stream in chatagent is, underneath, a stream of *fragments*: lists of Mess
 `extra['index']`, the position in the response of the message it belongs to. A fragment at a new
 index starts a message; a fragment at an existing index appends its `content` and
 `reasoning_content` text to that message and sets any other field it carries. Text only ever grows,
-so the total cost of an incremental stream is linear in the length of the answer.
+so the total cost of an incremental stream is linear in the length of the answer. The one exception:
+a fragment with `extra['replace'] = True` replaces the message at its index whole (what a Qwen-Agent-style
+agent needs when it rewrites a message it showed before; see `whole_list_fragments`).
 
 `Response` turns fragments into the cumulative view (each yield the whole response so far), copying
 only the message that changed, so that earlier yields stay valid.
@@ -17,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from chatagent.schema import ContentItem, Message, to_message
 
 INDEX = "index"
+REPLACE = "replace"
 
 
 def fragment(msg: Message, index: int) -> Message:
@@ -49,9 +52,11 @@ class Response:
         for f in fragments:
             extra = f.extra
             i = extra[INDEX]
-            rest = {k: v for k, v in extra.items() if k != INDEX} if len(extra) > 1 else None
+            rest = _rest(extra) if len(extra) > 1 else None
             if i == len(msgs):
-                msgs.append(Message._make(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest))
+                msgs.append(Message._make(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest or None))
+            elif rest is not None and extra.get(REPLACE) and 0 <= i < len(msgs):
+                msgs[i] = Message._make(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest or None)
             elif 0 <= i < len(msgs):
                 msgs[i] = _extend(msgs[i], f, rest)
             else:
@@ -74,13 +79,18 @@ class DictResponse:
         msgs = self.messages
         for f in fragments:
             i = f.extra[INDEX]
-            if i == len(msgs):
+            new = i == len(msgs)
+            if new or (len(f.extra) > 1 and f.extra.get(REPLACE) and 0 <= i < len(msgs)):
                 d = f.model_dump()
                 extra = d["extra"]
                 del extra[INDEX]
+                extra.pop(REPLACE, None)
                 if not extra:
                     del d["extra"]
-                msgs.append(d)
+                if new:
+                    msgs.append(d)
+                else:
+                    msgs[i] = d
             elif 0 <= i < len(msgs):
                 msgs[i] = _extend_dict(msgs[i], f)
             else:
@@ -105,8 +115,13 @@ def _extend_dict(d: dict, f: Message) -> dict:
     if f.function_call is not None:
         d["function_call"] = f.function_call.model_dump()
     if len(f.extra) > 1:
-        d["extra"] = {**d.get("extra", {}), **{k: v for k, v in f.extra.items() if k != INDEX}}
+        d["extra"] = {**d.get("extra", {}), **_rest(f.extra)}
     return d
+
+
+def _rest(extra: dict) -> dict:
+    """A fragment's extra without the protocol's own keys."""
+    return {k: v for k, v in extra.items() if k != INDEX and k != REPLACE}
 
 
 def _extend(m: Message, f: Message, extra: dict | None) -> Message:
@@ -162,9 +177,9 @@ class Collector:
         parts = self._parts
         for f in fragments:
             i = f.extra[INDEX]
-            if i == len(parts):
-                extra = {k: v for k, v in f.extra.items() if k != INDEX} if len(f.extra) > 1 else None
-                parts.append([f, [f.content], [f.reasoning_content] if f.reasoning_content else [], extra])
+            if i == len(parts) or (f.extra.get(REPLACE) and 0 <= i < len(parts)):
+                extra = _rest(f.extra) if len(f.extra) > 1 else None
+                parts[i : i + 1] = [[f, [f.content], [f.reasoning_content] if f.reasoning_content else [], extra]]
                 continue
             if not 0 <= i < len(parts):
                 raise ValueError(f"fragment index {i} skips past the end of a response of {len(parts)} messages")
@@ -174,7 +189,7 @@ class Collector:
             if f.reasoning_content:
                 p[2].append(f.reasoning_content)
             if len(f.extra) > 1:
-                p[3] = {**(p[3] or {}), **{k: v for k, v in f.extra.items() if k != INDEX}}
+                p[3] = {**(p[3] or {}), **_rest(f.extra)}
             if f.name is not None or f.function_call is not None:
                 first = p[0]
                 p[0] = Message._make(
@@ -218,9 +233,92 @@ def merge_delta(response: list, fragments: list) -> list:
         if as_dict:
             DictResponse(response).add([f])
             continue
-        rest = {k: v for k, v in f.extra.items() if k != INDEX} or None
-        if i == len(response):
-            response.append(Message._make(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest))
+        rest = _rest(f.extra) or None
+        if i == len(response) or (f.extra.get(REPLACE) and 0 <= i < len(response)):
+            response[i : i + 1] = [Message._make(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest)]
         else:
             response[i] = _extend(response[i], f, rest)
     return response
+
+
+class WholeLists:
+    """Turns a stream in which each yield is the whole response so far (Qwen-Agent style) into fragments.
+
+    Such agents may change a message in place between yields, so what was shown is kept as copies. A message
+    that only grew becomes an appending fragment; one that changed otherwise a replacing one (`REPLACE`).
+    """
+
+    __slots__ = ("shown",)
+
+    def __init__(self) -> None:
+        self.shown: list[Message] = []
+
+    def add(self, fragments: Iterable[Message]) -> None:
+        """Fragments shown by other means (requests carried out by the driver, the agent's own fragments)."""
+        response = Response()
+        response.messages = self.shown
+        response.add(fragments)
+
+    def fragments(self, messages: list) -> list[Message]:
+        """The fragments that turn what was shown into `messages`; remembers `messages`."""
+        shown = self.shown
+        out = []
+        for i, m in enumerate(messages):
+            if not isinstance(m, Message):
+                m = to_message(m)
+            if i >= len(shown):
+                out.append(fragment(m, i))
+                shown.append(m.copy())
+                continue
+            f = _growth(shown[i], m, i)
+            if f is None:
+                f = m.copy(extra={**(m.extra or {}), INDEX: i, REPLACE: True})
+            elif f is _SAME:
+                continue
+            out.append(f)
+            shown[i] = m.copy()
+        if len(messages) < len(shown):
+            # fragments cannot take a message back; keep showing it rather than lose track of the indexes
+            import logging
+
+            logging.getLogger("chatagent.agent").warning(
+                "an agent yielded a response of %d messages after one of %d: the extra messages stay shown",
+                len(messages),
+                len(shown),
+            )
+        return out
+
+
+_SAME: Message = Message._make("assistant", "")  # marker: nothing changed
+
+
+def _grown_text(old: str | None, new: str | None) -> str | None:
+    """The text appended to `old` to make `new`; None if `new` does not extend `old`."""
+    old, new = old or "", new or ""
+    return new[len(old) :] if new.startswith(old) else None
+
+
+def _growth(old: Message, new: Message, i: int) -> Message | None:
+    """The appending fragment that makes `old` into `new`; _SAME if equal; None if only a replacement can."""
+    if old.role != new.role:
+        return None
+    if isinstance(old.content, str) and isinstance(new.content, str):
+        text: str | list[ContentItem] | None = _grown_text(old.content, new.content)
+    else:
+        before, after = _as_list(old.content), _as_list(new.content)
+        text = after[len(before) :] if after[: len(before)] == before else None
+    reasoning = _grown_text(old.reasoning_content, new.reasoning_content)
+    if text is None or reasoning is None:
+        return None
+    name = new.name if new.name != old.name else None
+    call = new.function_call if new.function_call != old.function_call else None
+    if (old.name is not None and new.name is None) or (old.function_call is not None and new.function_call is None):
+        return None
+    old_extra, new_extra = old.extra or {}, new.extra or {}
+    if any(k not in new_extra for k in old_extra):
+        return None
+    extra = {k: v for k, v in new_extra.items() if k not in old_extra or old_extra[k] != v}
+    if not (text or reasoning or name is not None or call is not None or extra):
+        return _SAME
+    extra[INDEX] = i
+    return Message._make(new.role, text or "", name, call, reasoning or None, extra)

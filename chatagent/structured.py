@@ -24,7 +24,6 @@ from typing import Any
 
 from chatagent.errors import ChatAgentError
 from chatagent.schema import ASSISTANT, SYSTEM, USER, ContentItem, Message, content_text, to_messages
-from chatagent.stream import collect
 from chatagent.tools.arguments import ToolArgumentError, parse_json, validate_arguments
 from chatagent.tools.base import is_pydantic_model, pydantic_errors, pydantic_schema
 
@@ -85,8 +84,6 @@ def run_structured(
     **kwargs: Any,
 ) -> Any:
     """Run `agent` until its final answer validates against `response_format` (see the module docstring)."""
-    from chatagent.agent import Run
-
     name, schema = schema_of(response_format)
     instruction = INSTRUCTION.format(schema=json.dumps(schema, ensure_ascii=False))
     msgs = _with_instruction(to_messages(messages), instruction)
@@ -98,8 +95,7 @@ def run_structured(
     history: list[Message] = []
     text, error = "", ""
     for _attempt in range(retries + 1):
-        fragments, _, context = agent._start(msgs + history, lang, deadline, dict(kwargs))
-        response = collect(Run(agent._deltas(fragments, False), context))
+        response = agent.run_nonstream(msgs + history, lang=lang, deadline=deadline, response_format=None, **kwargs)
         answers = [m for m in response if m.role == ASSISTANT and m.function_call is None and content_text(m.content)]
         text = content_text(answers[-1].content) if answers else ""
         try:

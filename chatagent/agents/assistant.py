@@ -84,11 +84,13 @@ class Assistant(FnCallAgent):
         self.on_progress: ProgressCallback | None = cfg.get("on_progress")
         self.store: DocStore = cfg.get("store") or _make_store(cfg)
 
+    async_safe = True  # reading files goes through _blocking
+
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         on_progress = kwargs.pop("on_progress", None) or self.on_progress
         files = allowed_files(self.files, messages)
         if files:
-            knowledge = self._knowledge(files, messages, lang, on_progress)
+            knowledge = yield from self._blocking(self._knowledge, files, messages, lang, on_progress)
             current_run().check_deadline()  # reading many new files can take a while
             messages = _with_system_text(messages, knowledge)
         return (yield from super()._run(_files_as_text(messages), lang=lang, **kwargs))

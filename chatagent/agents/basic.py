@@ -12,5 +12,7 @@ from chatagent.schema import Message
 class BasicAgent(Agent):
     """Sends the conversation to the model and streams its answer."""
 
+    async_safe = True
+
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         yield from self._call_llm(messages)

@@ -25,7 +25,7 @@ import orjson
 from chatagent.agent import Agent, current_run, tool_end_event
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, content_text
 from chatagent.stream import INDEX, fragment
-from chatagent.tools.calling import PreparedCall, ToolOutcome, call_key, execute, prepare_call, run_batch
+from chatagent.tools.calling import PreparedCall, ToolOutcome, call_key, prepare_call
 
 logger = logging.getLogger("chatagent.agent")
 
@@ -65,6 +65,8 @@ class FnCallAgent(Agent):
             raise ValueError(f"max_llm_calls must be a positive integer, got {max_llm_calls!r}")
         self.max_llm_calls = max_llm_calls
         self.max_parallel_tools = max(1, int(max_parallel_tools))
+
+    async_safe = True
 
     @property
     def functions(self) -> list[dict] | None:
@@ -127,10 +129,7 @@ class FnCallAgent(Agent):
         for m in calls:
             fc = m.function_call
             call_id = (m.extra or {}).get("function_id")
-            if callbacks:
-                from chatagent.events import TOOL_START, Event, emit
-
-                emit(callbacks, Event(TOOL_START, self.name, tool=fc.name, arguments=fc.arguments, call_id=call_id))
+            self._tool_start(ctx, fc.name, fc.arguments, call_id)
             if history.repeated(fc.name, fc.arguments):
                 outcome = ToolOutcome(fc.name, fc.arguments, call_id)
                 prepared.append(outcome.fail("loop", loop_message(fc.name)))
@@ -146,16 +145,14 @@ class FnCallAgent(Agent):
                     kwargs=tool_kwargs,
                 )
             )
-        pending = {n: k for k, n in enumerate(i for i, p in enumerate(prepared) if isinstance(p, PreparedCall))}
-        cache, deadline = self._tool_cache, ctx.deadline
-        wait = None
-        if len(pending) > 1:
-            jobs = [lambda p=prepared[n]: execute(p, cache, deadline) for n in pending]
-            wait = run_batch(jobs, self.max_parallel_tools)
+        pending = [p for p in prepared if isinstance(p, PreparedCall)]
+        handle = (yield from self._run_tools(pending, self.max_parallel_tools)) if pending else None
         outcomes: list[ToolOutcome] = []
-        for n, p in enumerate(prepared):
+        waited = 0
+        for p in prepared:
             if isinstance(p, PreparedCall):
-                outcome = wait(pending[n]) if wait is not None else execute(p, cache, deadline)
+                outcome = yield from self._tool_result(handle, waited)
+                waited += 1
             else:
                 outcome = p
             if callbacks:

@@ -58,7 +58,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from chatagent.agent import Agent
-from chatagent.agents.router import run_subagent
 from chatagent.agents.user import is_pending_input, pending_marker
 from chatagent.llm.base import BaseChatModel, response_text
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, ContentItem, Message, content_text
@@ -167,6 +166,8 @@ class GroupChat(Agent):
 
     # ---- the loop --------------------------------------------------------------------------------------
 
+    async_safe = True
+
     def _run(
         self, messages: list[Message], lang: str = "en", speaker: str | None = None, **kwargs: Any
     ) -> Iterator[list[Message]]:
@@ -181,7 +182,7 @@ class GroupChat(Agent):
             if nxt is None:
                 nxt = self._mentioned(conversation)
             if nxt is None:
-                nxt = self._select(conversation, lang)
+                nxt = yield from self._select(conversation, lang)
             if nxt is None:
                 if self.selection == "manual" and not response:
                     raise ValueError("selection='manual': name the speaker with run(..., speaker=name) or @name")
@@ -191,8 +192,12 @@ class GroupChat(Agent):
             if _is_human(agent):
                 yield [fragment(pending_marker(nxt), start)]
                 return
-            view = self._seat_view(nxt, conversation, lang)
-            turn = yield from _without_own_name(run_subagent(agent, view, lang, start=start), nxt, start)
+            seat = self._seat_view(nxt, conversation, lang)
+            stripper = _OwnNameStripper(nxt, start)
+            turn = yield from self._subagent(agent, seat, lang, start=start, view=stripper)
+            tail = stripper.finish(turn)
+            if tail:
+                yield tail
             response.extend(turn)
             if not turn:
                 logger.warning("group chat: %s said nothing", nxt)
@@ -243,7 +248,8 @@ class GroupChat(Agent):
             return None
         return find_mention(text, [n for n in self._order if n != last])
 
-    def _select(self, conversation: list[Message], lang: str) -> str | None:
+    def _select(self, conversation: list[Message], lang: str) -> Iterator[Any]:
+        """The next speaker (None: nobody); use with `yield from` (the host may be asked)."""
         if self.selection == "round_robin":
             return self._round_robin(conversation)
         if self.selection == "random":
@@ -252,7 +258,7 @@ class GroupChat(Agent):
             return self._rng.choice(choices)
         if self.selection == "manual":
             return None
-        return self._ask_host(conversation, lang)
+        return (yield from self._ask_host(conversation, lang))
 
     def _round_robin(self, conversation: list[Message]) -> str:
         last = self._last_speaker(conversation)
@@ -260,7 +266,7 @@ class GroupChat(Agent):
             return self._order[0]
         return self._order[(self._order.index(last) + 1) % len(self._order)]
 
-    def _ask_host(self, conversation: list[Message], lang: str) -> str | None:
+    def _ask_host(self, conversation: list[Message], lang: str) -> Iterator[Any]:
         prompt = HOST_PROMPT[lang].format(
             background=HOST_BACKGROUND[lang].format(self.background) if self.background else "",
             roster=self._roster(),
@@ -268,7 +274,7 @@ class GroupChat(Agent):
             names=", ".join(self._order),
         )
         msgs = [Message._make(SYSTEM, HOST_SYSTEM[lang]), Message._make(USER, prompt)]
-        answer = response_text(_drain(self._call_llm(msgs)))
+        answer = response_text((yield from self._call_llm(msgs, hide=True)))
         choice = parse_host_answer(answer, self._order)
         if choice == STOP:
             logger.info("group chat: the host ended the chat")
@@ -346,69 +352,62 @@ def _name_prefix(text: str, name: str) -> int | None:
     return None if undecided else 0
 
 
-def _without_own_name(stream: Iterator[list[Message]], name: str, index: int) -> Iterator[list[Message]]:
+class _OwnNameStripper:
     """A participant's turn without the "Name: " some models put before their reply, imitating how the
     others' messages look to them. Only the start of the turn's first message is held back to decide."""
-    held: str | None = ""  # None once decided
-    strip = False  # after a removed prefix: drop whitespace until the reply's first character
-    shown = False  # whether the turn's first message has been yielded
-    try:
-        while True:
-            try:
-                fragments = next(stream)
-            except StopIteration as stop:
-                turn: list[Message] = stop.value
-                break
-            out = []
-            for f in fragments:
-                if (
-                    f.extra["index"] != index
-                    or f.role != ASSISTANT
-                    or f.function_call is not None
-                    or not isinstance(f.content, str)
-                ):
-                    if held:  # the turn went on before the name could be told apart: show it as it was
-                        out.append(fragment(Message._make(ASSISTANT, held, name), index))
-                    held = None
-                    out.append(f)
+
+    def __init__(self, name: str, index: int) -> None:
+        self.name, self.index = name, index
+        self.held: str | None = ""  # None once decided
+        self.strip = False  # after a removed prefix: drop whitespace until the reply's first character
+        self.shown = False  # whether the turn's first message has been shown
+
+    def __call__(self, fragments: list[Message]) -> list[Message]:
+        name, index = self.name, self.index
+        out = []
+        for f in fragments:
+            if (
+                f.extra["index"] != index
+                or f.role != ASSISTANT
+                or f.function_call is not None
+                or not isinstance(f.content, str)
+            ):
+                if self.held:  # the turn went on before the name could be told apart: show it as it was
+                    out.append(fragment(Message._make(ASSISTANT, self.held, name), index))
+                self.held = None
+                out.append(f)
+                continue
+            text = f.content
+            if self.held is not None:
+                text = self.held + text
+                cut = _name_prefix(text, name)
+                if cut is None:
+                    self.held = text
+                    if f.reasoning_content:
+                        out.append(f.copy(content=""))
                     continue
-                text = f.content
-                if held is not None:
-                    text = held + text
-                    cut = _name_prefix(text, name)
-                    if cut is None:
-                        held = text
-                        if f.reasoning_content:
-                            out.append(f.copy(content=""))
-                        continue
-                    held, strip, text = None, cut > 0, text[cut:]
-                if strip:
-                    text = text.lstrip()
-                    strip = not text
-                if text or f.reasoning_content or f.function_call is not None:
-                    out.append(f.copy(content=text))
-            if out:
-                shown = shown or any(f.extra["index"] == index for f in out)
-                yield out
-    finally:
-        stream.close()  # type: ignore[attr-defined]
-    if held or (turn and not shown):  # an empty reply is still a message of the response: yield it
-        yield [fragment(Message._make(ASSISTANT, held or "", name), index)]
-    first = turn[0] if turn else None
-    if first is not None and first.role == ASSISTANT and isinstance(first.content, str):
-        cut = _name_prefix(first.content, name)
-        if cut:
-            turn[0] = first.copy(content=first.content[cut:])
-    return turn
+                self.held, self.strip, text = None, cut > 0, text[cut:]
+            if self.strip:
+                text = text.lstrip()
+                self.strip = not text
+            if text or f.reasoning_content or f.function_call is not None:
+                out.append(f.copy(content=text))
+        if out:
+            self.shown = self.shown or any(f.extra["index"] == index for f in out)
+        return out
 
-
-def _drain(stream: Iterator[list[Message]]) -> list[Message]:
-    """Run a `_call_llm` stream to its end without showing it; its return value (the reply)."""
-    while True:
-        try:
-            next(stream)
-        except StopIteration as stop:
-            return stop.value
+    def finish(self, turn: list[Message]) -> list[Message] | None:
+        """After the turn: what is still held back (an empty reply is still a message of the response), and
+        `turn` (what the participant said) without the prefix."""
+        tail = None
+        if self.held or (turn and not self.shown):
+            tail = [fragment(Message._make(ASSISTANT, self.held or "", self.name), self.index)]
+        first = turn[0] if turn else None
+        if first is not None and first.role == ASSISTANT and isinstance(first.content, str):
+            cut = _name_prefix(first.content, self.name)
+            if cut:
+                turn[0] = first.copy(content=first.content[cut:])
+        return tail
 
 
 def _is_human(agent: Agent) -> bool:

@@ -47,6 +47,7 @@ from typing import Any
 
 from chatagent.agent import current_run
 from chatagent.agents.fncall import CallHistory, FnCallAgent, loop_message
+from chatagent.effects import View
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, FunctionCall, Message, content_text
 from chatagent.stream import INDEX
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments, parse_json
@@ -333,12 +334,38 @@ def parse_react(text: str) -> ReActStep:
 # ---- the agent --------------------------------------------------------------------------------------------
 
 
+class _ReActView(View):
+    """Shows a streamed ReAct reply as the parser reads it: the thought as reasoning, the answer as text."""
+
+    def __init__(self, count: int) -> None:
+        self.parser = ReActParser()
+        self.count = count
+        self.shown = False
+
+    def __call__(self, fragments: list[Message]) -> list[Message]:
+        out = []
+        count, parser = self.count, self.parser
+        for f in fragments:
+            if f.extra[INDEX] != count:
+                continue  # no tools are sent, so nothing but the text message is expected
+            reasoning, content = parser.feed(f.content) if isinstance(f.content, str) else ("", "")
+            if f.reasoning_content:  # a thinking model's own reasoning
+                reasoning = f.reasoning_content + reasoning
+            if reasoning or content:
+                out.append(Message._make(ASSISTANT, content, None, None, reasoning or None, {INDEX: count}))
+                self.shown = True
+        self.done = parser.cut
+        return out
+
+
 class ReActChat(FnCallAgent):
     """Tool use through the ReAct text format; works with any chat model (see the module docstring).
 
     Args: as FnCallAgent (`function_list`, `llm`, `system_message`, `name`, `description`,
     `max_llm_calls` — every reply counts, malformed ones too).
     """
+
+    async_safe = True
 
     @property
     def functions(self) -> list[dict] | None:
@@ -379,32 +406,13 @@ class ReActChat(FnCallAgent):
 
     def _step(self, messages: list[Message], count: int, cfg: dict) -> Iterator[list[Message]]:
         """One model reply, streamed through the parser; returns (the step, the response length after it)."""
-        parser = ReActParser()
-        shown = False
-        stream = self._call_llm(messages, None, start=count, extra_generate_cfg=cfg)
-        try:
-            for fragments in stream:
-                out = []
-                for f in fragments:
-                    if f.extra[INDEX] != count:
-                        continue  # no tools are sent, so nothing but the text message is expected
-                    reasoning, content = parser.feed(f.content) if isinstance(f.content, str) else ("", "")
-                    if f.reasoning_content:  # a thinking model's own reasoning
-                        reasoning = f.reasoning_content + reasoning
-                    if reasoning or content:
-                        out.append(Message._make(ASSISTANT, content, None, None, reasoning or None, {INDEX: count}))
-                        shown = True
-                if out:
-                    yield out
-                if parser.cut:
-                    break
-        finally:
-            stream.close()
-        reasoning, content, step = parser.finish()
+        view = _ReActView(count)
+        yield from self._call_llm(messages, None, start=count, extra_generate_cfg=cfg, view=view)
+        reasoning, content, step = view.parser.finish()
         if reasoning or content:
             yield [Message._make(ASSISTANT, content, None, None, reasoning or None, {INDEX: count})]
-            shown = True
-        return step, count + (1 if shown else 0)
+            view.shown = True
+        return step, count + (1 if view.shown else 0)
 
     def _act(
         self, step: ReActStep, count: int, history: CallHistory, messages: list[Message], lang: str, kwargs: dict
@@ -422,7 +430,7 @@ class ReActChat(FnCallAgent):
         if history.repeated(name, arguments):
             result: Any = loop_message(name)
         else:
-            result = self._call_tool(name, arguments, call_id=call_id, messages=messages, lang=lang, **kwargs)
+            result = yield from self._run_tool(name, arguments, call_id=call_id, messages=messages, lang=lang, **kwargs)
         extra = {INDEX: count + 1, "function_id": call_id}
         yield [Message._make(FUNCTION, result, name, None, None, extra)]
         current_run().check_deadline()

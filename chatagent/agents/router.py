@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
-from chatagent.agent import Agent, current_run
+from chatagent.agent import Agent, run_subagent
+from chatagent.effects import View
 from chatagent.llm.base import BaseChatModel
 from chatagent.schema import ASSISTANT, SYSTEM, ContentItem, Message
-from chatagent.stream import Collector, fragment, shift
+from chatagent.stream import INDEX, fragment
 
 logger = logging.getLogger("chatagent.router")
 
@@ -77,6 +77,8 @@ class Router(Agent):
             raise ValueError(f"the sub-agents' names must be unique, got {names}")
         self._by_name: dict[str, Agent] = {a.name: a for a in self.agents}  # type: ignore[misc]
 
+    async_safe = True
+
     def _with_system_message(self, msgs: list[Message]) -> list[Message]:
         return msgs  # the router's instructions go to its own model only (see _router_messages)
 
@@ -95,7 +97,12 @@ class Router(Agent):
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         lang = lang if lang in ROUTER_PROMPT else "en"
         routed = self._router_messages(messages, lang)
-        name, shown = yield from self._answer_or_call(routed)
+        detector = _CallDetector()
+        yield from self._call_llm(routed, view=detector)
+        tail = detector.finish()
+        if tail:
+            yield tail
+        name, shown = detector.name, detector.shown
         if name is None:
             return
         agent = self.match(name)
@@ -108,7 +115,7 @@ class Router(Agent):
             yield from self._call_llm(retry, start=shown)
             return
         logger.info("router: handing the request to %s", agent.name)
-        yield from run_subagent(agent, messages, lang, start=shown)
+        yield from self._subagent(agent, messages, lang, start=shown)
 
     def match(self, name: str) -> Agent | None:
         """The sub-agent called `name` (exactly, else ignoring case), or None."""
@@ -117,48 +124,51 @@ class Router(Agent):
         lowered = name.lower()
         return next((a for n, a in self._by_name.items() if n.lower() == lowered), None)
 
-    def _answer_or_call(self, messages: list[Message]) -> Iterator[list[Message]]:
-        """Stream the model's own answer; or, when its first line is a call, return the called name.
 
-        Returns (name or None, how many messages were shown: 1 when a thinking model's reasoning was).
-        """
-        shown = 0
-        held = ""  # text held back while it may still become "Call: name"
-        deciding = True
-        stream = self._call_llm(messages)
-        try:
-            for fragments in stream:
-                if not deciding:
-                    yield fragments
-                    continue
-                out = []
-                for f in fragments:
-                    if f.extra["index"] != 0 or not isinstance(f.content, str):
-                        out.append(f)
-                        continue
-                    held += f.content
-                    verdict = _first_line_verdict(held)
-                    if verdict is None:  # still undecided: hold back the text, keep other fields
-                        if f.reasoning_content:
-                            out.append(f.copy(content=""))
-                            shown = 1
-                        continue
-                    if verdict is True:
-                        line = held.lstrip().split("\n", 1)[0]
-                        return _CALL.match(line).group("name"), shown  # type: ignore[union-attr]
-                    deciding = False
-                    out.append(f.copy(content=held))
-                if out:
-                    yield out
-        finally:
-            stream.close()
-        if deciding:
-            match = _CALL.match(held)
-            if match and match.group("name"):
-                return match.group("name"), shown
-            if held:
-                yield [fragment(Message._make(ASSISTANT, held), 0)]
-        return None, shown
+class _CallDetector(View):
+    """Shows the router model's own answer as it streams, holding back its first line until it is known not to
+    be `Call: name`; a call ends the stream unseen (`name` is then the called agent)."""
+
+    def __init__(self) -> None:
+        self.held = ""  # text held back while it may still become "Call: name"
+        self.deciding = True
+        self.shown = 0  # 1 when a thinking model's reasoning was shown while deciding
+        self.name: str | None = None
+
+    def __call__(self, fragments: list[Message]) -> list[Message]:
+        if not self.deciding:
+            return fragments
+        out = []
+        for f in fragments:
+            if not self.deciding or f.extra[INDEX] != 0 or not isinstance(f.content, str):
+                out.append(f)
+                continue
+            self.held += f.content
+            verdict = _first_line_verdict(self.held)
+            if verdict is None:  # still undecided: hold back the text, keep other fields
+                if f.reasoning_content:
+                    out.append(f.copy(content=""))
+                    self.shown = 1
+                continue
+            if verdict is True:
+                line = self.held.lstrip().split("\n", 1)[0]
+                self.name = _CALL.match(line).group("name")  # type: ignore[union-attr]
+                self.deciding, self.done = False, True
+                return [f for f in out if f.extra[INDEX] != 0]
+            self.deciding = False
+            out.append(f.copy(content=self.held))
+        return out
+
+    def finish(self) -> list[Message] | None:
+        """After the stream: the held-back text if the reply was short and not a call."""
+        if not self.deciding:
+            return None
+        self.deciding = False
+        match = _CALL.match(self.held)
+        if match and match.group("name"):
+            self.name = match.group("name")
+            return None
+        return [fragment(Message._make(ASSISTANT, self.held), 0)] if self.held else None
 
 
 def _first_line_verdict(text: str) -> bool | None:
@@ -176,21 +186,4 @@ def _first_line_verdict(text: str) -> bool | None:
     return bool(match and match.group("name"))
 
 
-def run_subagent(agent: Agent, messages: list[Message], lang: str, start: int = 0) -> Iterator[list[Message]]:
-    """Run `agent` on `messages` as part of the current run: its fragments placed from `start`, the run's
-    deadline and callbacks passed on, its token usage added to the run's. Returns its response."""
-    ctx = current_run()
-    ctx.check_deadline()
-    remaining = ctx.deadline - time.monotonic() if ctx.deadline is not None else None
-    extra = {"callbacks": ctx.callbacks} if ctx.callbacks else {}
-    sub = agent.run(messages, delta_stream=True, lang=lang, deadline=remaining, **extra)
-    collector = Collector()
-    try:
-        for fragments in sub:
-            collector.add(fragments)
-            yield shift(fragments, start)
-    finally:
-        sub.close()
-        ctx.usage.add(sub.usage.prompt_tokens, sub.usage.completion_tokens)
-        ctx.usage.calls += sub.usage.calls
-    return collector.messages()
+__all__ = ["Router", "run_subagent"]  # run_subagent: from chatagent.agent, for older imports

@@ -57,5 +57,7 @@ class UserAgent(Agent):
     def __init__(self, name: str = "user", description: str | None = None, **kwargs: Any) -> None:
         super().__init__(name=name, description=description or "a human participant", **kwargs)
 
+    async_safe = True
+
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         yield [fragment(pending_marker(self.name or "user"), 0)]

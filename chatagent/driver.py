@@ -1,0 +1,266 @@
+"""Driving an agent's loop: its requests (`chatagent.effects`) carried out synchronously or on an event loop.
+
+`drive(gen)` iterates an agent's fragment-and-request stream in the calling thread and yields only
+fragments; `adrive(gen, in_thread)` is the same on an asyncio event loop: the model streams over an async
+HTTP client, async tools are awaited on the caller's loop, sync tools and blocking work run in worker
+threads. Both share `ModelStream` (what happens to each piece of a model reply) so that the two paths
+cannot drift, and both hand a failed request back into the agent's loop (`gen.throw`), where it can be
+handled like an exception raised in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import aclosing
+from typing import Any
+
+from chatagent.effects import Blocking, ModelCall, ToolBatch, ToolWait
+from chatagent.stream import INDEX, Collector
+
+Fragments = list
+
+_DONE = object()  # what `_step` returns when the agent's loop has ended
+
+
+class ModelStream:
+    """One model call as the driver runs it: usage and events, and each piece of the reply placed, viewed and
+    collected. `push(fragments)` returns what to show (or None); `finish()` the complete reply."""
+
+    __slots__ = ("call", "usage", "reply", "start", "view", "maps", "deadline", "t0", "error", "_observed")
+
+    def __init__(self, call: ModelCall) -> None:
+        from chatagent.llm.base import Usage
+
+        self.call = call
+        ctx = call.context
+        self._observed = bool(ctx.callbacks)
+        self.usage = Usage() if self._observed else ctx.usage  # observed: this call's own usage, for its event
+        self.reply = Collector()
+        self.start = call.start
+        self.view = call.view
+        self.maps = call.maps
+        self.deadline = ctx.deadline
+        self.error: str | None = None
+        self.t0 = 0.0
+        if self._observed:
+            from chatagent.events import LLM_START, Event, emit
+
+            fns = call.functions or ()
+            names = [f.get("name") if isinstance(f, dict) else getattr(f, "name", None) for f in fns]
+            data = {"messages": len(call.messages), "functions": names}
+            emit(ctx.callbacks, Event(LLM_START, _agent_name(ctx), data=data))
+            self.t0 = time.perf_counter()
+
+    def push(self, fragments: Fragments) -> Fragments | None:
+        self.reply.add(fragments)
+        if self.deadline is not None:
+            self.call.context.check_deadline()
+        call = self.call
+        if call.hide:
+            return None
+        start = self.start
+        if start:
+            for f in fragments:
+                f.extra[INDEX] += start
+        view = self.view
+        if view is not None:
+            fragments = view(fragments)
+            if view.done:
+                call.stop = True
+        for m in self.maps:
+            if not fragments:
+                break
+            fragments = m(fragments)
+        return fragments or None
+
+    def failed(self, e: BaseException) -> None:
+        self.error = "closed before the end" if isinstance(e, GeneratorExit) else f"{type(e).__name__}: {e}"
+
+    def finish(self) -> list:
+        """Account for the call (events, usage) and return the complete reply, also kept in the request."""
+        call = self.call
+        if self._observed:
+            from chatagent.events import LLM_END, Event, emit
+
+            ctx = call.context
+            usage = self.usage
+            ctx.usage.add(usage.prompt_tokens, usage.completion_tokens)
+            ctx.usage.calls += usage.calls
+            event = Event(LLM_END, _agent_name(ctx), duration=time.perf_counter() - self.t0, usage=usage, error=self.error)
+            emit(ctx.callbacks, event)
+        reply = self.reply.messages()
+        call[:] = reply
+        call.done = True
+        return reply
+
+
+def _agent_name(ctx: Any) -> str | None:
+    return getattr(ctx, "agent_name", None)
+
+
+def _chat_args(call: ModelCall, usage: Any) -> dict:
+    return {"stream": True, "delta_stream": True, "extra_generate_cfg": call.cfg, "usage": usage}
+
+
+# ---- synchronous ----------------------------------------------------------------------------------------
+
+
+def drive(gen: Iterator[Any]) -> Iterator[Fragments]:
+    """Run an agent's loop in this thread: yield its fragments, carry out its requests."""
+    value: Any = None
+    error: BaseException | None = None
+    send = gen.send
+    try:
+        while True:
+            try:
+                item = gen.throw(error) if error is not None else send(value)
+            except StopIteration:
+                return
+            error = None
+            if type(item) is list:
+                value = None
+                if item:
+                    yield item
+                continue
+            try:
+                if type(item) is ModelCall:
+                    value = yield from _model(item)
+                elif type(item) is ToolWait:
+                    value = item.handle(item.index)
+                elif type(item) is ToolBatch:
+                    value = _start_tools(item)
+                elif type(item) is Blocking:
+                    value = item.fn(*item.args)
+                else:
+                    raise TypeError(f"an agent's _run yielded {type(item).__name__}, not a list of messages")
+            except Exception as e:
+                error, value = e, None
+    finally:
+        gen.close()
+
+
+def _model(call: ModelCall) -> Iterator[Fragments]:
+    s = ModelStream(call)
+    push = s.push
+    stream = call.llm.chat(call.messages, call.functions, **_chat_args(call, s.usage))
+    try:
+        for fragments in stream:
+            out = push(fragments)
+            if out:
+                yield out
+            if call.stop:
+                break
+    except BaseException as e:
+        s.failed(e)
+        raise
+    finally:
+        stream.close()  # type: ignore[union-attr]
+        reply = s.finish()
+    return reply
+
+
+def _start_tools(batch: ToolBatch) -> Callable[[int], Any]:
+    from chatagent.tools.calling import execute, run_batch
+
+    calls, cache, deadline = batch.calls, batch.cache, batch.deadline
+    if len(calls) == 1:  # one call runs in this thread, when it is waited for
+        return lambda i: execute(calls[i], cache, deadline)
+    jobs = [lambda p=p: execute(p, cache, deadline) for p in calls]
+    return run_batch(jobs, batch.max_parallel)
+
+
+# ---- asynchronous ---------------------------------------------------------------------------------------
+
+
+def _step(gen: Any, value: Any, error: BaseException | None) -> Any:
+    """One step of the agent's loop: its next item, or _DONE (StopIteration cannot cross a thread's future)."""
+    try:
+        return gen.throw(error) if error is not None else gen.send(value)
+    except StopIteration:
+        return _DONE
+
+
+async def adrive(gen: Iterator[Any], in_thread: bool) -> AsyncIterator[Fragments]:
+    """Run an agent's loop on the running event loop: yield its fragments, carry out its requests.
+
+    `in_thread`: step the loop's own code in a worker thread (for agents whose `_run` may block).
+    """
+    value: Any = None
+    error: BaseException | None = None
+    tasks: list[asyncio.Future] = []
+    try:
+        while True:
+            if in_thread:
+                item = await asyncio.to_thread(_step, gen, value, error)
+            else:
+                item = _step(gen, value, error)
+            if item is _DONE:
+                return
+            error = None
+            if type(item) is list:
+                value = None
+                if item:
+                    yield item
+                continue
+            try:
+                if type(item) is ModelCall:
+                    holder: list = []
+                    async with aclosing(_amodel(item, holder)) as replies:  # closed at once if we are
+                        async for out in replies:
+                            yield out
+                    value = holder[0]
+                elif type(item) is ToolWait:
+                    value = await item.handle[item.index]
+                elif type(item) is ToolBatch:
+                    value = _astart_tools(item)
+                    tasks.extend(value)
+                elif type(item) is Blocking:
+                    value = await asyncio.to_thread(item.fn, *item.args)
+                else:
+                    raise TypeError(f"an agent's _run yielded {type(item).__name__}, not a list of messages")
+            except Exception as e:
+                error, value = e, None
+    finally:
+        for t in tasks:
+            t.cancel()
+        if in_thread:
+            await asyncio.to_thread(gen.close)
+        else:
+            gen.close()
+
+
+async def _amodel(call: ModelCall, holder: list) -> AsyncIterator[Fragments]:
+    s = ModelStream(call)
+    push = s.push
+    stream = call.llm.achat(call.messages, call.functions, **_chat_args(call, s.usage))
+    try:
+        async for fragments in stream:
+            out = push(fragments)
+            if out:
+                yield out
+            if call.stop:
+                break
+    except BaseException as e:
+        s.failed(e)
+        raise
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]
+        holder.append(s.finish())
+
+
+def _astart_tools(batch: ToolBatch) -> list[asyncio.Future]:
+    from chatagent.tools.calling import aexecute
+
+    limit = asyncio.Semaphore(max(1, batch.max_parallel))
+    cache, deadline = batch.cache, batch.deadline
+
+    async def one(call: Any) -> Any:
+        async with limit:
+            return await aexecute(call, cache, deadline)
+
+    return [asyncio.ensure_future(one(c)) for c in batch.calls]
+
+
+__all__ = ["ModelStream", "adrive", "drive"]

@@ -1,0 +1,131 @@
+"""What an agent's loop asks of the run that drives it.
+
+An agent's `_run` is a generator. Besides fragments (what to show, see `chatagent.stream`) it yields
+*requests*: call the model, run tools, run a blocking function. The driver (`chatagent.driver`:
+`Agent.run()` drives synchronously, `Agent.arun()` on an event loop) carries each request out and
+sends its result back into the generator, so one loop definition serves both. Agents do not build
+requests by hand: `Agent._call_llm`, `Agent._run_tools` and `Agent._blocking` do, used with `yield from`:
+
+    reply = yield from self._call_llm(messages, functions, start=len(response))
+    outcomes = yield from self._run_tools(prepared_calls)
+
+Each request is carried out once, by the innermost driver that sees it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chatagent.llm.base import BaseChatModel
+    from chatagent.schema import Message
+
+Fragments = list["Message"]
+
+
+class View:
+    """What to show of a model reply as it streams (subclass and override `__call__`).
+
+    Called with each piece of the reply (fragments already placed in the response); returns the fragments
+    to show instead (or none). Setting `done = True` ends the model's stream after this piece.
+    """
+
+    done = False
+
+    def __call__(self, fragments: Fragments) -> Fragments:
+        return fragments
+
+
+class ModelCall(list):  # type: ignore[type-arg]
+    """Call `llm` on `messages`. The driver streams the reply's fragments out (placed from `start`, passed
+    through `view` and then each of `maps`) and sends the complete reply back.
+
+    - `view`: what to show of each piece of the reply (a `View`, e.g. a ReAct parser), which may end the
+      stream early. `hide=True` shows nothing (the reply is still sent back).
+    - `maps`: outer transformations added by whoever forwards the request (a sub-agent's placement in its
+      parent's response, name fills), applied after `view`.
+
+    It is an (empty) list so that Qwen-Agent-style code iterating `_call_llm` with a plain `for` loop sees a
+    harmless empty first item (see `Agent._call_llm`); the driver fills it with the reply when done.
+    """
+
+    __slots__ = ("llm", "messages", "functions", "cfg", "start", "view", "hide", "maps", "stop", "context", "done")
+
+    def __init__(
+        self,
+        llm: BaseChatModel,
+        messages: list[Message],
+        functions: list[dict] | None,
+        cfg: dict,
+        start: int,
+        context: Any,
+        view: View | None = None,
+        hide: bool = False,
+    ) -> None:
+        super().__init__()
+        self.llm = llm
+        self.messages = messages
+        self.functions = functions
+        self.cfg = cfg
+        self.start = start
+        self.context = context
+        self.view = view
+        self.hide = hide
+        self.maps: list[Callable[[Fragments], Fragments]] = []
+        self.stop = False
+        self.done = False
+
+    def __repr__(self) -> str:
+        return f"ModelCall({self.llm!r}, {len(self.messages)} messages, start={self.start})"
+
+    # a list compares by content; a request is only ever equal to itself
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+    __hash__ = object.__hash__  # type: ignore[assignment]
+
+
+class ToolBatch:
+    """Run prepared tool calls (`chatagent.tools.calling.PreparedCall`), up to `max_parallel` at once.
+
+    The driver starts them and sends back a handle; `ToolWait(handle, i)` then waits for call i and sends
+    back its ToolOutcome, so results can be shown in call order as they come.
+    """
+
+    __slots__ = ("calls", "max_parallel", "cache", "deadline")
+
+    def __init__(self, calls: list[Any], max_parallel: int, cache: Any, deadline: float | None) -> None:
+        self.calls = calls
+        self.max_parallel = max_parallel
+        self.cache = cache
+        self.deadline = deadline
+
+
+class ToolWait:
+    """Wait for call `index` of a started ToolBatch (`handle` is what the driver sent back for it)."""
+
+    __slots__ = ("handle", "index")
+
+    def __init__(self, handle: Any, index: int) -> None:
+        self.handle = handle
+        self.index = index
+
+
+class Blocking:
+    """Call `fn(*args)`, which may block for a while (reading files, a synchronous library): the synchronous
+    driver calls it in place, the asynchronous one in a worker thread."""
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        self.fn = fn
+        self.args = args
+
+
+REQUESTS = (ModelCall, ToolBatch, ToolWait, Blocking)
+
+__all__ = ["Blocking", "Fragments", "ModelCall", "REQUESTS", "ToolBatch", "ToolWait", "View"]
