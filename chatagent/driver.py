@@ -10,14 +10,16 @@ handled like an exception raised in place.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chatagent.effects import Blocking, ModelCall, ToolBatch, ToolWait
 from chatagent.stream import INDEX, Collector
+
+if TYPE_CHECKING:
+    import asyncio
 
 Fragments = list
 
@@ -88,7 +90,9 @@ class ModelStream:
             usage = self.usage
             ctx.usage.add(usage.prompt_tokens, usage.completion_tokens)
             ctx.usage.calls += usage.calls
-            event = Event(LLM_END, _agent_name(ctx), duration=time.perf_counter() - self.t0, usage=usage, error=self.error)
+            event = Event(
+                LLM_END, _agent_name(ctx), duration=time.perf_counter() - self.t0, usage=usage, error=self.error
+            )
             emit(ctx.callbacks, event)
         reply = self.reply.messages()
         call[:] = reply
@@ -187,6 +191,8 @@ async def adrive(gen: Iterator[Any], in_thread: bool) -> AsyncIterator[Fragments
 
     `in_thread`: step the loop's own code in a worker thread (for agents whose `_run` may block).
     """
+    import asyncio  # here, not at the top: `import chatagent` stays fast for code that never goes async
+
     value: Any = None
     error: BaseException | None = None
     tasks: list[asyncio.Future] = []
@@ -251,6 +257,8 @@ async def _amodel(call: ModelCall, holder: list) -> AsyncIterator[Fragments]:
 
 
 def _astart_tools(batch: ToolBatch) -> list[asyncio.Future]:
+    import asyncio
+
     from chatagent.tools.calling import aexecute
 
     limit = asyncio.Semaphore(max(1, batch.max_parallel))

@@ -54,7 +54,9 @@ class Response:
             i = extra[INDEX]
             rest = _rest(extra) if len(extra) > 1 else None
             if i == len(msgs):
-                msgs.append(Message._make(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest or None))
+                msgs.append(
+                    Message._make(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest or None)
+                )
             elif rest is not None and extra.get(REPLACE) and 0 <= i < len(msgs):
                 msgs[i] = Message._make(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest or None)
             elif 0 <= i < len(msgs):

@@ -13,13 +13,14 @@ import os
 import random
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
 from chatagent.errors import ModelServiceError, RunDeadlineExceeded
 from chatagent.schema import FUNCTION, SYSTEM, USER, ContentItem, FunctionCall, Message, content_text, to_messages
-from chatagent.stream import INDEX, accumulate, collect, fragment
+from chatagent.stream import INDEX, Collector, Response, accumulate, collect, fragment
 from chatagent.tokens import count_tokens, truncate_tokens
 
 logger = logging.getLogger("chatagent.llm")
@@ -176,16 +177,43 @@ class BaseChatModel:
         A reply with function calls holds one assistant message per call (after any text), each with
         `extra['function_id']`; a call appears only once its arguments are complete.
         """
+        msgs, funcs, gen_cfg, settings = self._inputs(messages, functions, extra_generate_cfg)
+        fragments = self._call(msgs, funcs, gen_cfg, settings, usage, stream)
+        if not stream:
+            return collect(fragments)
+        return fragments if delta_stream else accumulate(fragments)
+
+    def achat(
+        self,
+        messages: Iterable[dict | Message],
+        functions: Iterable[dict] | None = None,
+        stream: bool = True,
+        delta_stream: bool = False,
+        extra_generate_cfg: dict | None = None,
+        *,
+        usage: Usage | None = None,
+    ) -> Any:
+        """`chat()` for asyncio, with the same retries, fallbacks and truncation.
+
+        - `stream=False`: an awaitable of the list of assistant messages.
+        - `stream=True`: an async iterator of lists, as `chat()` yields them (`async for rsp in llm.achat(...)`).
+        """
+        msgs, funcs, gen_cfg, settings = self._inputs(messages, functions, extra_generate_cfg)
+        fragments = self._acall(msgs, funcs, gen_cfg, settings, usage, stream)
+        if not stream:
+            return _acollect(fragments)
+        return fragments if delta_stream else _aaccumulate(fragments)
+
+    def _inputs(
+        self, messages: Iterable[dict | Message], functions: Iterable[dict] | None, extra_generate_cfg: dict | None
+    ) -> tuple[list[Message], list[dict] | None, dict, Settings]:
+        """The checked, truncated messages, the function schemas, the backend's cfg and our settings."""
         msgs = to_messages(messages)
         if not msgs:
             raise ValueError("messages is empty: give at least one user message")
         settings, gen_cfg = split_generate_cfg({**self.generate_cfg, **(extra_generate_cfg or {})})
         funcs = normalize_functions(functions)
-        msgs = self._prepare(msgs, settings)
-        fragments = self._call(msgs, funcs, gen_cfg, settings, usage, stream)
-        if not stream:
-            return collect(fragments)
-        return fragments if delta_stream else accumulate(fragments)
+        return self._prepare(msgs, settings), funcs, gen_cfg, settings
 
     # ---- what backends implement -------------------------------------------------------------------------
 
@@ -201,6 +229,33 @@ class BaseChatModel:
         """The whole reply at once; by default the collected stream."""
         return collect(self._chat_stream(messages, functions, cfg, usage))
 
+    async def _achat_stream(
+        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+    ) -> AsyncIterator[list[Message]]:
+        """`_chat_stream` for asyncio. By default the synchronous stream, read in a worker thread; backends with
+        an async client override it."""
+        import asyncio
+
+        stream = self._chat_stream(messages, functions, cfg, usage)
+        try:
+            while True:
+                fragments = await asyncio.to_thread(next, stream, None)
+                if fragments is None:
+                    return
+                yield fragments
+        finally:
+            await asyncio.to_thread(stream.close)  # type: ignore[attr-defined]
+
+    async def _achat_once(
+        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+    ) -> list[Message]:
+        """`_chat_once` for asyncio; by default the collected async stream."""
+        out: list[list[Message]] = []
+        async with aclosing(self._achat_stream(messages, functions, cfg, usage)) as stream:
+            async for fragments in stream:
+                out.append(fragments)
+        return collect(out)
+
     # ---- shared machinery ------------------------------------------------------------------------------
 
     def _prepare(self, msgs: list[Message], settings: Settings) -> list[Message]:
@@ -208,6 +263,25 @@ class BaseChatModel:
         if not self.support_multimodal_input:
             msgs = [_without_media(m) for m in msgs]
         return truncate_messages(msgs, settings.max_input_tokens)
+
+    def _route(
+        self, msgs: list[Message], funcs: list[dict] | None, cfg: dict, settings: Settings, usage: Usage | None
+    ) -> tuple[bool, dict]:
+        """(whether to call tools through a prompt, the backend's cfg) for one call, counted in `usage`."""
+        if usage is not None:
+            usage.calls += 1
+        if settings.request_timeout is not None:  # the one framework setting a backend applies itself
+            cfg = {**cfg, "request_timeout": settings.request_timeout}
+        if (settings.fncall_prompt_type or not self.native_tools) and (funcs or _has_calls(msgs)):
+            # without tools too: earlier calls and results must reach the model as the prompt's text
+            settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
+            return True, cfg
+        if funcs:  # how to call tools travels to the backend inside cfg (tool_choice, parallel_tool_calls)
+            if settings.function_choice not in (None, "auto"):
+                cfg = {**cfg, "_function_choice": settings.function_choice}
+            if not settings.parallel_function_calls:
+                cfg = {**cfg, "_parallel_function_calls": False}
+        return False, cfg
 
     def _call(
         self,
@@ -218,18 +292,11 @@ class BaseChatModel:
         usage: Usage | None,
         stream: bool,
     ) -> Iterator[list[Message]]:
-        if usage is not None:
-            usage.calls += 1
-        if settings.request_timeout is not None:  # the one framework setting a backend applies itself
-            cfg = {**cfg, "request_timeout": settings.request_timeout}
-        if (settings.fncall_prompt_type or not self.native_tools) and (funcs or _has_calls(msgs)):
-            # without tools too: earlier calls and results must reach the model as the prompt's text
-            return self._prompted_fncall(msgs, funcs or [], cfg, settings, usage, stream)
-        if funcs:  # how to call tools travels to the backend inside cfg (tool_choice, parallel_tool_calls)
-            if settings.function_choice not in (None, "auto"):
-                cfg = {**cfg, "_function_choice": settings.function_choice}
-            if not settings.parallel_function_calls:
-                cfg = {**cfg, "_parallel_function_calls": False}
+        from chatagent.llm import fncall_prompt
+
+        prompted, cfg = self._route(msgs, funcs, cfg, settings, usage)
+        if prompted:
+            return fncall_prompt.chat(self, msgs, funcs or [], cfg, settings, usage, stream)
         if stream:
             native = self._retrying(lambda: self._chat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage), settings)
         else:
@@ -238,19 +305,33 @@ class BaseChatModel:
             )
         return self._falling_back(native, msgs, funcs, cfg, settings, usage, stream) if funcs else native
 
-    def _prompted_fncall(
+    async def _acall(
         self,
         msgs: list[Message],
-        funcs: list[dict],
+        funcs: list[dict] | None,
         cfg: dict,
         settings: Settings,
         usage: Usage | None,
         stream: bool,
-    ) -> Iterator[list[Message]]:
+    ) -> AsyncIterator[list[Message]]:
         from chatagent.llm import fncall_prompt
 
-        settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
-        return fncall_prompt.chat(self, msgs, funcs, cfg, settings, usage, stream)
+        prompted, cfg = self._route(msgs, funcs, cfg, settings, usage)
+        if prompted:
+            parts = fncall_prompt.achat(self, msgs, funcs or [], cfg, settings, usage, stream)
+        else:
+            if stream:
+                native = self._aretrying(
+                    lambda: self._achat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage), settings
+                )
+            else:
+                native = self._aretrying(
+                    lambda: _aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
+                )
+            parts = self._afalling_back(native, msgs, funcs, cfg, settings, usage, stream) if funcs else native
+        async with aclosing(parts) as fragments:
+            async for f in fragments:
+                yield f
 
     def _falling_back(
         self,
@@ -264,14 +345,47 @@ class BaseChatModel:
     ) -> Iterator[list[Message]]:
         """Native tool calling; if the server rejects `tools` (code 'tools_unsupported'), switch this model
         to prompt-based function calling for good and answer this call that way."""
+        from chatagent.llm import fncall_prompt
+
         try:
             yield from native
         except ModelServiceError as e:
-            if e.code != "tools_unsupported" or e.partial:
-                raise
-            logger.warning("%s rejects native tools (%s): using prompt-based function calling", self.model, e.message)
-            self.native_tools = False
-            yield from self._prompted_fncall(msgs, funcs, cfg, settings, usage, stream)
+            self._give_up_native_tools(e)
+            settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
+            yield from fncall_prompt.chat(self, msgs, funcs, cfg, settings, usage, stream)
+
+    async def _afalling_back(
+        self,
+        native: AsyncIterator[list[Message]],
+        msgs: list[Message],
+        funcs: list[dict],
+        cfg: dict,
+        settings: Settings,
+        usage: Usage | None,
+        stream: bool,
+    ) -> AsyncIterator[list[Message]]:
+        """`_falling_back` for asyncio."""
+        from chatagent.llm import fncall_prompt
+
+        try:
+            async with aclosing(native) as parts:  # type: ignore[type-var]
+                async for f in parts:
+                    yield f
+            return
+        except ModelServiceError as e:
+            self._give_up_native_tools(e)
+        settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
+        async with aclosing(fncall_prompt.achat(self, msgs, funcs, cfg, settings, usage, stream)) as parts:
+            async for f in parts:
+                yield f
+
+    def _give_up_native_tools(self, e: ModelServiceError) -> None:
+        """After `e` from a call with native tools: re-raise it, unless the server rejects tools (then this model
+        uses prompt-based function calling from now on)."""
+        if e.code != "tools_unsupported" or e.partial:
+            raise e
+        logger.warning("%s rejects native tools (%s): using prompt-based function calling", self.model, e.message)
+        self.native_tools = False
 
     def _retrying(self, attempt: Callable[[], Iterable[list[Message]]], settings: Settings) -> Iterator[list[Message]]:
         """Run `attempt`, retrying transient failures that happen before anything was yielded.
@@ -289,26 +403,50 @@ class BaseChatModel:
                     yield fragments
                 return
             except ModelServiceError as e:
-                e.scrubbed(self.api_key)
-                deadline = settings.deadline
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise RunDeadlineExceeded(f"the run went past its deadline waiting for the model ({e})") from e
-                if yielded:
-                    e.partial = True
-                    raise
-                if not e.retryable or tries >= settings.max_retries:
-                    raise
-                wait = _backoff(tries, settings.retry_delay, e.retry_after, settings.max_retry_wait)
-                if deadline is not None and time.monotonic() + wait >= deadline:
-                    logger.warning(
-                        "%s: %s; not retried: waiting %.2fs would pass the run's deadline", self.model, e, wait
-                    )
-                    raise
-                tries += 1
-                logger.warning(
-                    "%s: %s; retry %d/%d in %.2fs", self.model or self.model_type, e, tries, settings.max_retries, wait
-                )
-                time.sleep(wait)
+                wait = self._retry_wait(e, tries, settings, yielded)
+            tries += 1
+            time.sleep(wait)
+
+    async def _aretrying(
+        self, attempt: Callable[[], AsyncIterator[list[Message]]], settings: Settings
+    ) -> AsyncIterator[list[Message]]:
+        """`_retrying` for asyncio (the same rules)."""
+        import asyncio
+
+        tries = 0
+        while True:
+            yielded = False
+            try:
+                async with aclosing(attempt()) as stream:  # type: ignore[type-var]
+                    async for fragments in stream:
+                        yielded = True
+                        yield fragments
+                return
+            except ModelServiceError as e:
+                wait = self._retry_wait(e, tries, settings, yielded)
+            tries += 1
+            await asyncio.sleep(wait)
+
+    def _retry_wait(self, e: ModelServiceError, tries: int, settings: Settings, yielded: bool) -> float:
+        """After failure `e` of try number `tries`: how long to wait before the next try, or raise what the
+        caller must raise instead."""
+        e.scrubbed(self.api_key)
+        deadline = settings.deadline
+        if deadline is not None and time.monotonic() >= deadline:
+            raise RunDeadlineExceeded(f"the run went past its deadline waiting for the model ({e})") from e
+        if yielded:
+            e.partial = True
+            raise e
+        if not e.retryable or tries >= settings.max_retries:
+            raise e
+        wait = _backoff(tries, settings.retry_delay, e.retry_after, settings.max_retry_wait)
+        if deadline is not None and time.monotonic() + wait >= deadline:
+            logger.warning("%s: %s; not retried: waiting %.2fs would pass the run's deadline", self.model, e, wait)
+            raise e
+        logger.warning(
+            "%s: %s; retry %d/%d in %.2fs", self.model or self.model_type, e, tries + 1, settings.max_retries, wait
+        )
+        return wait
 
 
 def cut_call_error(partial: bool = False) -> ModelServiceError:
@@ -340,6 +478,27 @@ def _has_calls(msgs: list[Message]) -> bool:
 
 def _as_fragments(msgs: list[Message]) -> Iterator[list[Message]]:
     yield [fragment(m, i) for i, m in enumerate(msgs)]
+
+
+async def _aas_fragments(reply: Awaitable[list[Message]]) -> AsyncIterator[list[Message]]:
+    yield [fragment(m, i) for i, m in enumerate(await reply)]
+
+
+async def _acollect(fragments: AsyncIterator[list[Message]]) -> list[Message]:
+    collector = Collector()
+    async with aclosing(fragments) as parts:  # type: ignore[type-var]
+        async for f in parts:
+            collector.add(f)
+    return collector.messages()
+
+
+async def _aaccumulate(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[Message]]:
+    response = Response()
+    async with aclosing(fragments) as parts:  # type: ignore[type-var]
+        async for f in parts:
+            if f:
+                response.add(f)
+                yield list(response.messages)
 
 
 def _backoff(tries: int, base: float, retry_after: float | None, cap: float) -> float:

@@ -26,7 +26,8 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, ContentItem, FunctionCall, Message, content_text
@@ -138,6 +139,53 @@ def chat(
     """
     from chatagent.llm.base import attempt_cfg
 
+    converted, cfg, parser = _prepare(msgs, funcs, cfg, settings)
+    if stream:
+        raw = model._retrying(lambda: model._chat_stream(converted, None, attempt_cfg(cfg, settings), usage), settings)
+    else:
+        raw = model._retrying(
+            lambda: iter([model._chat_once(converted, None, attempt_cfg(cfg, settings), usage)]), settings
+        )
+    return parser.run(raw)
+
+
+async def achat(
+    model: BaseChatModel,
+    msgs: list[Message],
+    funcs: list[dict],
+    cfg: dict,
+    settings: Settings,
+    usage: Usage | None,
+    stream: bool,
+) -> AsyncIterator[list[Message]]:
+    """`chat` for asyncio."""
+    from chatagent.llm.base import attempt_cfg
+
+    converted, cfg, parser = _prepare(msgs, funcs, cfg, settings)
+    if stream:
+        raw = model._aretrying(
+            lambda: model._achat_stream(converted, None, attempt_cfg(cfg, settings), usage), settings
+        )
+    else:
+
+        async def once() -> AsyncIterator[list[Message]]:
+            yield await model._achat_once(converted, None, attempt_cfg(cfg, settings), usage)
+
+        raw = model._aretrying(once, settings)
+    async with aclosing(raw) as parts:  # type: ignore[type-var]
+        async for fragments in parts:
+            out = parser.push(fragments)
+            if out:
+                yield out
+    out = parser.end()
+    if out:
+        yield out
+
+
+def _prepare(
+    msgs: list[Message], funcs: list[dict], cfg: dict, settings: Settings
+) -> tuple[list[Message], dict, StreamParser]:
+    """The conversation in the prompt format, the cfg with its stop words, and the parser for the reply."""
     fmt = get_format(settings.fncall_prompt_type or "nous")
     choice = settings.function_choice or "auto"
     use_tools = bool(funcs) and choice != "none"
@@ -151,13 +199,7 @@ def chat(
         continued=continued,
         functions=funcs,
     )
-    if stream:
-        raw = model._retrying(lambda: model._chat_stream(converted, None, attempt_cfg(cfg, settings), usage), settings)
-    else:
-        raw = model._retrying(
-            lambda: iter([model._chat_once(converted, None, attempt_cfg(cfg, settings), usage)]), settings
-        )
-    return parser.run(raw)
+    return converted, cfg, parser
 
 
 def get_format(name: str) -> PromptFormat:
@@ -465,6 +507,7 @@ class StreamParser:
         self._text_out: list[str] = []
         self._reasoning_out: list[str] = []
         self._calls_out: list[tuple[FunctionCall, str]] = []
+        self._cut = False  # the backend said the reply was cut off by the token limit
 
     def run(self, stream: Iterable[list[Message]]) -> Iterator[list[Message]]:
         """Parse a stream of fragment lists (or whole messages); yield our fragments.
@@ -473,22 +516,32 @@ class StreamParser:
         mark on its text; if it was cut in the middle of a call, ModelServiceError('length') is raised and the
         call is not emitted.
         """
-        cut = False
         for fragments in stream:
-            for f in fragments:
-                if f.extra and f.extra.get("stop_reason") == "length":
-                    cut = True
-                if f.reasoning_content:
-                    self._reasoning(f.reasoning_content, raw=True)
-                if f.content:
-                    self.feed(f.content if isinstance(f.content, str) else content_text(f.content))
-                if f.function_call is not None:  # a server that parsed the call itself
-                    fid = (f.extra or {}).get("function_id")
-                    self._calls_started = True
-                    self._emit_call(f.function_call, fid)
-            out = self.take()
+            out = self.push(fragments)
             if out:
                 yield out
+        out = self.end()
+        if out:
+            yield out
+
+    def push(self, fragments: list[Message]) -> list[Message]:
+        """Read one list of the backend's fragments; our fragments so far."""
+        for f in fragments:
+            if f.extra and f.extra.get("stop_reason") == "length":
+                self._cut = True
+            if f.reasoning_content:
+                self._reasoning(f.reasoning_content, raw=True)
+            if f.content:
+                self.feed(f.content if isinstance(f.content, str) else content_text(f.content))
+            if f.function_call is not None:  # a server that parsed the call itself
+                fid = (f.extra or {}).get("function_id")
+                self._calls_started = True
+                self._emit_call(f.function_call, fid)
+        return self.take()
+
+    def end(self) -> list[Message]:
+        """The stream ended: the last fragments (see `run`)."""
+        cut = self._cut
         if cut and self._mode in (_CALL, _NAME, _ARGS):
             from chatagent.llm.base import cut_call_error
 
@@ -499,10 +552,9 @@ class StreamParser:
             out = [Message._make(ASSISTANT, "", None, None, None, {INDEX: 0})]
         if cut and (self._head or not self._emitted):  # index 0 is the text: say that it was cut off
             out.append(Message._make(ASSISTANT, "", None, None, None, {INDEX: 0, "stop_reason": "length"}))
-        if out:
-            yield out
         if self._dropped:
             logger.debug("prompt-based function calling: dropped %d characters after the calls", self._dropped)
+        return out
 
     def feed(self, chunk: str) -> None:
         """Read the next piece of the model's text."""

@@ -291,5 +291,8 @@ class LocalModel(OpenAICompatModel):
         """
         return {"default_headers": {"Connection": "close"}, "http_client": openai.DefaultHttpxClient(trust_env=False)}
 
+    def _aclient_options(self) -> dict:
+        return {"headers": {"Connection": "close"}, "trust_env": False}  # as _client_options, for the async path
+
     def __repr__(self) -> str:
         return f"LocalModel({os.path.basename(self.model)!r}, {self.server.address})"

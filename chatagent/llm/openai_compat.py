@@ -25,7 +25,8 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+import weakref
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -94,6 +95,7 @@ class OpenAICompatModel(BaseChatModel):
             self.support_multimodal_input = looks_multimodal(self.model)
         self._client: Any = None
         self._client_lock = threading.Lock()
+        self._aclients: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # event loop -> client
 
     @property
     def client(self) -> Any:
@@ -109,6 +111,23 @@ class OpenAICompatModel(BaseChatModel):
 
     def _client_options(self, openai: Any) -> dict:
         """Extra keyword arguments for `openai.OpenAI` (subclasses: headers, an own HTTP client)."""
+        return {}
+
+    def _aclient(self) -> Any:
+        """This model's `httpx.AsyncClient` on the running event loop (a client cannot move between loops)."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        client = self._aclients.get(loop)
+        if client is None:
+            import httpx
+
+            options = {"timeout": httpx.Timeout(600.0, connect=5.0), "limits": httpx.Limits(max_connections=1000)}
+            client = self._aclients[loop] = httpx.AsyncClient(**{**options, **self._aclient_options()})
+        return client
+
+    def _aclient_options(self) -> dict:
+        """Extra keyword arguments for the `httpx.AsyncClient` of the async path (subclasses: headers, no proxy)."""
         return {}
 
     # ---- requests ------------------------------------------------------------------------------------
@@ -198,92 +217,23 @@ class OpenAICompatModel(BaseChatModel):
     def _read_stream(self, response: Any, usage: Usage | None, has_tools: bool) -> Iterator[list[Message]]:
         ctype = response.headers.get("content-type", "")
         if "event-stream" not in ctype:
-            yield from self._non_sse_body(response, ctype, usage, has_tools)
+            yield from self._non_sse_body(self._read_body(response), ctype, usage, has_tools)
             return
-        make = Message._make
-        loads = orjson.loads
-        calls: dict[int, list] = {}  # tool index -> [id, name, argument pieces]
-        text_seen = choice_seen = finished = done = False
-        finish_reason = None
-        last_usage = None
+        reader = _ReplyReader(self, has_tools)
+        event = reader.event
         try:
             for data in _sse_data(response.iter_bytes()):
-                if done:  # read on to the end of the body, so that the connection goes back to the pool
-                    continue
-                if data == b"[DONE]":
-                    done = True
-                    continue
-                try:
-                    obj = loads(data)
-                except orjson.JSONDecodeError:
-                    obj = _loads_lone_surrogates(data)
-                    if obj is None:
-                        raise ModelServiceError(
-                            "bad_response", f"malformed event from {self._where()}: {_snippet(data)}", retryable=True
-                        ) from None
-                if type(obj) is not dict:
-                    raise ModelServiceError("bad_response", f"unexpected event: {_snippet(data)}", retryable=True)
-                choices = obj.get("choices")
-                if not choices:  # the usage chunk, an error, or a keep-alive
-                    if obj.get("error"):
-                        status = _int(obj["error"].get("code") if isinstance(obj["error"], dict) else None) or 500
-                        raise self._status_error(status, None, obj, has_tools)
-                    last_usage = obj.get("usage") or last_usage
-                    continue
-                choice_seen = True
-                choice = choices[0]
-                if choice.get("index"):  # with n > 1 choices only the first counts
-                    choice = next((c for c in choices if not c.get("index")), None)
-                    if choice is None:
-                        continue
-                delta = choice.get("delta") or {}
-                content = delta.get("content")
-                if content and len(delta) == 1 and type(content) is str:  # the usual chunk: text only
-                    text_seen = True
-                    yield [make(ASSISTANT, content, None, None, None, {"index": 0})]
-                else:
-                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                    if content or reasoning:
-                        if content and type(content) is not str:  # a list of parts, as a few servers send
-                            content = _parts_text(content)
-                        text_seen = True
-                        yield [make(ASSISTANT, content or "", None, None, reasoning or None, {"index": 0})]
-                    tool_calls = delta.get("tool_calls")
-                    if tool_calls:
-                        for n, tc in enumerate(tool_calls):
-                            _add_call_delta(calls, tc, n)
-                    elif delta.get("function_call"):  # the legacy single-call form
-                        _add_call_delta(calls, {"index": 0, "function": delta["function_call"]}, 0)
-                if choice.get("finish_reason"):
-                    finished = True
-                    finish_reason = choice["finish_reason"]
-                    last_usage = obj.get("usage") or last_usage  # some servers put it on the last chunk
+                out = event(data)
+                if out is not None:
+                    yield out
         except Exception as e:
             if not _is_http_error(e):
                 raise
             raise self._transport_error(e) from None
-        if not (done or finished):
-            raise ModelServiceError(
-                "stream_incomplete", f"the stream from {self._where()} ended before the answer did", retryable=True
-            )
-        if not choice_seen:
-            raise ModelServiceError("empty_response", f"{self._where()} sent no choices", retryable=True)
-        if usage is not None and last_usage:
-            usage.add(last_usage.get("prompt_tokens") or 0, last_usage.get("completion_tokens") or 0)
-        if finish_reason == "length" and calls:
-            raise cut_call_error()
-        start = 1 if text_seen else 0
-        for n, i in enumerate(sorted(calls)):
-            fid, name, pieces = calls[i]
-            extra = {"index": start + n, "function_id": fid or _call_id()}
-            yield [make(ASSISTANT, "", None, FunctionCall(name, "".join(pieces)), None, extra)]
-        if not (text_seen or calls) or finish_reason == "length":  # a text cut off by max_tokens says so
-            extra = {"index": 0, "stop_reason": "length"} if finish_reason == "length" else {"index": 0}
-            yield [make(ASSISTANT, "", None, None, None, extra)]
+        yield from reader.finish(usage)
 
-    def _non_sse_body(self, response: Any, ctype: str, usage: Usage | None, has_tools: bool) -> Iterator[list[Message]]:
+    def _non_sse_body(self, body: bytes, ctype: str, usage: Usage | None, has_tools: bool) -> Iterator[list[Message]]:
         """A streaming request answered without an event stream: a whole JSON completion, an error, or junk."""
-        body = self._read_body(response)
         if "json" in ctype:
             reply = self._parse_completion(body, usage, has_tools)
             yield [m.copy(extra={**(m.extra or {}), "index": i}) for i, m in enumerate(reply)]
@@ -323,6 +273,99 @@ class OpenAICompatModel(BaseChatModel):
         finally:
             response.close()
         return self._parse_completion(body, usage, bool(functions))
+
+    # ---- asyncio: the same request and parsing over httpx.AsyncClient ------------------------------------
+
+    async def _achat_stream(
+        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+    ) -> AsyncIterator[list[Message]]:
+        has_tools = bool(functions)
+        response = await self._asend(self._request(messages, functions, cfg, stream=True), has_tools)
+        try:
+            ctype = response.headers.get("content-type", "")
+            if "event-stream" not in ctype:
+                for out in self._non_sse_body(await self._aread_body(response), ctype, usage, has_tools):
+                    yield out
+                return
+            reader = _ReplyReader(self, has_tools)
+            event = reader.event
+            sse = _SSESplitter()
+            try:
+                async for chunk in response.aiter_bytes():
+                    for data in sse.feed(chunk):
+                        out = event(data)
+                        if out is not None:
+                            yield out
+            except Exception as e:
+                if not _is_http_error(e):
+                    raise
+                raise self._transport_error(e) from None
+            for data in sse.end():
+                out = event(data)
+                if out is not None:
+                    yield out
+            for out in reader.finish(usage):
+                yield out
+        finally:
+            await response.aclose()
+
+    async def _achat_once(
+        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+    ) -> list[Message]:
+        response = await self._asend(self._request(messages, functions, cfg, stream=False), bool(functions))
+        try:
+            body = await self._aread_body(response)
+        finally:
+            await response.aclose()
+        return self._parse_completion(body, usage, bool(functions))
+
+    async def _asend(self, kwargs: dict, has_tools: bool) -> Any:
+        """POST the request on the async client; the response, its body unread. Errors as ModelServiceError."""
+        import httpx
+
+        client = self._aclient()
+        kwargs = dict(kwargs)
+        timeout = kwargs.pop("timeout", None)
+        headers = {"Authorization": f"Bearer {self.api_key}", **(kwargs.pop("extra_headers", None) or {})}
+        query = kwargs.pop("extra_query", None)
+        extra_body = kwargs.pop("extra_body", None) or {}
+        body = {**kwargs, **extra_body}
+        url = (self.base_url or "https://api.openai.com/v1") + "/chat/completions"
+        headers["Content-Type"] = "application/json"
+        request = client.build_request(
+            "POST", url, content=orjson.dumps(body), headers=headers, params=query,
+            timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+        )  # fmt: skip
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.TimeoutException:
+            raise ModelServiceError("timeout", f"no answer from {self._where()} in time", retryable=True) from None
+        except httpx.HTTPError as e:
+            raise ModelServiceError(
+                "connection_error", f"cannot reach {self._where()}: {_scrub(str(e), self.api_key)}", retryable=True
+            ) from None
+        if response.status_code >= 400:
+            try:
+                data = await self._aread_body(response)
+            finally:
+                await response.aclose()
+            try:
+                parsed: Any = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                parsed = data.decode("utf-8", "replace")
+            if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
+                parsed = parsed["error"]  # as the SDK hands over an error body
+            raise self._status_error(response.status_code, response, parsed, has_tools)
+        return response
+
+    async def _aread_body(self, response: Any) -> bytes:
+        """The whole response body; an httpx failure becomes a retryable ModelServiceError."""
+        try:
+            return await response.aread()
+        except Exception as e:
+            if not _is_http_error(e):
+                raise
+            raise self._transport_error(e) from None
 
     def _parse_completion(self, body: bytes, usage: Usage | None, has_tools: bool) -> list[Message]:
         try:
@@ -369,6 +412,101 @@ class OpenAICompatModel(BaseChatModel):
         u = obj.get("usage")
         if usage is not None and u:
             usage.add(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)
+        return out
+
+
+class _ReplyReader:
+    """The events of one streamed reply, read one by one (`event`), and its end (`finish`): the same parsing
+    for the synchronous and the asynchronous stream."""
+
+    __slots__ = ("model", "has_tools", "calls", "text_seen", "choice_seen", "finished", "done", "reason", "usage")
+
+    def __init__(self, model: OpenAICompatModel, has_tools: bool) -> None:
+        self.model = model
+        self.has_tools = has_tools
+        self.calls: dict[int, list] = {}  # tool index -> [id, name, argument pieces]
+        self.text_seen = self.choice_seen = self.finished = self.done = False
+        self.reason: str | None = None
+        self.usage: dict | None = None
+
+    def event(self, data: bytes) -> list[Message] | None:
+        """The fragments of one server-sent event's data (None for events without any)."""
+        if self.done:  # read on to the end of the body, so that the connection goes back to the pool
+            return None
+        if data == b"[DONE]":
+            self.done = True
+            return None
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            obj = _loads_lone_surrogates(data)
+            if obj is None:
+                raise ModelServiceError(
+                    "bad_response", f"malformed event from {self.model._where()}: {_snippet(data)}", retryable=True
+                ) from None
+        if type(obj) is not dict:
+            raise ModelServiceError("bad_response", f"unexpected event: {_snippet(data)}", retryable=True)
+        choices = obj.get("choices")
+        if not choices:  # the usage chunk, an error, or a keep-alive
+            if obj.get("error"):
+                status = _int(obj["error"].get("code") if isinstance(obj["error"], dict) else None) or 500
+                raise self.model._status_error(status, None, obj, self.has_tools)
+            self.usage = obj.get("usage") or self.usage
+            return None
+        self.choice_seen = True
+        choice = choices[0]
+        if choice.get("index"):  # with n > 1 choices only the first counts
+            choice = next((c for c in choices if not c.get("index")), None)
+            if choice is None:
+                return None
+        delta = choice.get("delta") or {}
+        content = delta.get("content")
+        out = None
+        if content and len(delta) == 1 and type(content) is str:  # the usual chunk: text only
+            self.text_seen = True
+            out = [Message._make(ASSISTANT, content, None, None, None, {"index": 0})]
+        else:
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if content or reasoning:
+                if content and type(content) is not str:  # a list of parts, as a few servers send
+                    content = _parts_text(content)
+                self.text_seen = True
+                out = [Message._make(ASSISTANT, content or "", None, None, reasoning or None, {"index": 0})]
+            tool_calls = delta.get("tool_calls")
+            if tool_calls:
+                for n, tc in enumerate(tool_calls):
+                    _add_call_delta(self.calls, tc, n)
+            elif delta.get("function_call"):  # the legacy single-call form
+                _add_call_delta(self.calls, {"index": 0, "function": delta["function_call"]}, 0)
+        if choice.get("finish_reason"):
+            self.finished = True
+            self.reason = choice["finish_reason"]
+            self.usage = obj.get("usage") or self.usage  # some servers put it on the last chunk
+        return out
+
+    def finish(self, usage: Usage | None) -> list[list[Message]]:
+        """After the last event: the calls, a length mark, the usage; or the error the stream amounts to."""
+        where = self.model._where()
+        if not (self.done or self.finished):
+            raise ModelServiceError(
+                "stream_incomplete", f"the stream from {where} ended before the answer did", retryable=True
+            )
+        if not self.choice_seen:
+            raise ModelServiceError("empty_response", f"{where} sent no choices", retryable=True)
+        if usage is not None and self.usage:
+            usage.add(self.usage.get("prompt_tokens") or 0, self.usage.get("completion_tokens") or 0)
+        calls, cut = self.calls, self.reason == "length"
+        if cut and calls:
+            raise cut_call_error()
+        out = []
+        start = 1 if self.text_seen else 0
+        for n, i in enumerate(sorted(calls)):
+            fid, name, pieces = calls[i]
+            extra = {"index": start + n, "function_id": fid or _call_id()}
+            out.append([Message._make(ASSISTANT, "", None, FunctionCall(name, "".join(pieces)), None, extra)])
+        if not (self.text_seen or calls) or cut:  # a text cut off by max_tokens says so
+            extra = {"index": 0, "stop_reason": "length"} if cut else {"index": 0}
+            out.append([Message._make(ASSISTANT, "", None, None, None, extra)])
         return out
 
 
@@ -446,38 +584,61 @@ def _is_http_error(e: BaseException) -> bool:
 
 
 def _sse_data(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """The data of each server-sent event in a byte stream (multi-line data joined with newlines).
+    """The data of each server-sent event in a byte stream (see `_SSESplitter`)."""
+    sse = _SSESplitter()
+    for chunk in chunks:
+        yield from sse.feed(chunk)
+    yield from sse.end()
+
+
+class _SSESplitter:
+    """Splits a byte stream into the data of its server-sent events (multi-line data joined with newlines).
 
     A bare JSON line (some servers send errors without `data:`) counts as an event of its own.
     """
-    buf = b""
-    data: bytes | None = None
-    for chunk in chunks:
-        buf = buf + chunk if buf else chunk
+
+    __slots__ = ("buf", "data")
+
+    def __init__(self) -> None:
+        self.buf = b""
+        self.data: bytes | None = None
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        buf = self.buf + chunk if self.buf else chunk
         if b"\r" in buf:
             buf = buf.replace(b"\r\n", b"\n")  # a "\r" at the very end meets its "\n" with the next chunk
         lines = buf.split(b"\n")
-        buf = lines.pop()
+        self.buf = lines.pop()
+        out = []
+        data = self.data
         for line in lines:
             if not line:
                 if data is not None:
-                    yield data
+                    out.append(data)
                     data = None
             elif line.startswith(b"data: "):
                 data = line[6:] if data is None else data + b"\n" + line[6:]
             elif line.startswith(b"data:"):
                 data = line[5:] if data is None else data + b"\n" + line[5:]
             elif line[:1] in (b"{", b"["):
-                yield line
+                out.append(line)
             # comments (":...") and other fields (event, id, retry) are ignored
-    buf = buf.rstrip(b"\r")
-    if buf.startswith(b"data:"):
-        buf = buf[6:] if buf[5:6] == b" " else buf[5:]
-        data = buf if data is None else data + b"\n" + buf
-    elif buf[:1] in (b"{", b"["):
-        yield buf
-    if data is not None:
-        yield data
+        self.data = data
+        return out
+
+    def end(self) -> list[bytes]:
+        """The stream ended: an unterminated last event still counts."""
+        buf, data = self.buf.rstrip(b"\r"), self.data
+        self.buf, self.data = b"", None
+        out = []
+        if buf.startswith(b"data:"):
+            buf = buf[6:] if buf[5:6] == b" " else buf[5:]
+            data = buf if data is None else data + b"\n" + buf
+        elif buf[:1] in (b"{", b"["):
+            out.append(buf)
+        if data is not None:
+            out.append(data)
+        return out
 
 
 def _error_message(body: Any, response: Any) -> tuple[str, str | None]:

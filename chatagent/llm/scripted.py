@@ -18,7 +18,7 @@ It goes through the same BaseChatModel machinery (retries, truncation, stream mo
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,6 +149,15 @@ class ScriptedLLM(BaseChatModel):
         if usage is not None:
             prompt = sum(count_tokens(m.text) for m in messages)
             usage.add(prompt, count_tokens(reply.text) + count_tokens(reply.reasoning))
+
+    async def _achat_stream(
+        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+    ) -> AsyncIterator[list[Message]]:
+        import asyncio
+
+        for fragments in self._chat_stream(messages, functions, cfg, usage):  # nothing here blocks
+            yield fragments
+            await asyncio.sleep(0)  # as a network stream would, let other tasks run between chunks
 
 
 def _as_reply(item: Any) -> Reply:

@@ -17,6 +17,7 @@ arguments), `max_calls` (per run), `return_direct` (the result is the final answ
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import sys
 from collections.abc import Callable, Iterable
@@ -54,12 +55,25 @@ class BaseTool:
         if self.max_calls is not None and not (isinstance(self.max_calls, int) and self.max_calls >= 0):
             raise ValueError(f"tool {self.name!r}: max_calls must be a non-negative integer, got {self.max_calls!r}")
         self._function: dict | None = None
+        cls = type(self)
+        #: Whether the tool is a coroutine at heart (`acall` overridden, or `call` an `async def`): `arun()` then
+        #: awaits it on the caller's event loop; other tools run in worker threads there.
+        self.is_async: bool = cls.acall is not BaseTool.acall or inspect.iscoroutinefunction(cls.call)
 
     def call(self, params: str | dict, **kwargs: Any) -> Any:
         """Run the tool. `params` is the model's arguments (a dict the agent has already validated, or
         a JSON string when called directly; `parse_params` handles both). Return a string, a list of
         ContentItems, or anything JSON-serialisable."""
         raise NotImplementedError
+
+    async def acall(self, params: str | dict, **kwargs: Any) -> Any:
+        """`call` for asyncio. Override it for a tool that does its I/O with async libraries; by default it
+        awaits an `async def call`, and runs a plain `call` in a worker thread."""
+        import asyncio
+
+        if inspect.iscoroutinefunction(type(self).call):
+            return await self.call(params, **kwargs)
+        return await asyncio.to_thread(self.call, params, **kwargs)
 
     @property
     def function(self) -> dict:

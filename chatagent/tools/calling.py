@@ -237,9 +237,59 @@ def _execute(call: PreparedCall, cache: ToolCache | None, limit: float | None) -
     return outcome
 
 
-def _timed_out(outcome: ToolOutcome, tool: BaseTool, limit: float, start: float) -> ToolOutcome:
+async def aexecute(call: PreparedCall, cache: ToolCache | None = None, deadline: float | None = None) -> ToolOutcome:
+    """`execute` on the running event loop: an async tool is awaited here (cancelled at its timeout), any
+    other runs in a worker thread."""
+    import asyncio
+
+    tool, outcome = call.tool, call.outcome
+    if not tool.is_async:
+        return await asyncio.to_thread(execute, call, cache, deadline)
+    limit = tool.timeout
+    if deadline is not None:
+        left = max(deadline - time.monotonic(), 0.0)
+        limit = left if limit is None else min(limit, left)
+    start = time.perf_counter()
+    end = None if limit is None else time.monotonic() + limit
+    key = call.cache_key if cache is not None else None
+    while key is not None:  # concurrent identical calls of a cached tool: one runs, the others take its result
+        hit, running = cache.claim(key)  # type: ignore[union-attr]
+        if hit is not _MISSING:
+            outcome.content, outcome.cached = hit, True
+            outcome.duration = time.perf_counter() - start
+            return outcome
+        if running is None:
+            break
+        left = None if end is None else max(end - time.monotonic(), 0.0)
+        if not await asyncio.to_thread(running.wait, left):
+            return _timed_out(outcome, tool, limit or 0.0, start, cancelled=True)
+    try:
+        left = None if end is None else max(end - time.monotonic(), 0.0)
+        try:
+            value = await asyncio.wait_for(tool.acall(call.args, **call.kwargs), left)
+        except TimeoutError:
+            return _timed_out(outcome, tool, limit or 0.0, start, cancelled=True)
+        except (Exception, SystemExit) as e:
+            outcome.duration = time.perf_counter() - start
+            return outcome.fail(*_failure(tool, e))
+        outcome.duration = time.perf_counter() - start
+        outcome.content = result_content(value)
+        if key is not None:
+            cache.put(key, outcome.content)  # type: ignore[union-attr]
+        return outcome
+    finally:
+        if key is not None:
+            cache.release(key)  # type: ignore[union-attr]
+
+
+def _timed_out(
+    outcome: ToolOutcome, tool: BaseTool, limit: float, start: float, cancelled: bool = False
+) -> ToolOutcome:
     outcome.duration = time.perf_counter() - start
-    logger.warning("tool %s did not finish within %.3gs: abandoned (its thread keeps running)", tool.name, limit)
+    if cancelled:
+        logger.warning("tool %s did not finish within %.3gs: cancelled", tool.name, limit)
+    else:
+        logger.warning("tool %s did not finish within %.3gs: abandoned (its thread keeps running)", tool.name, limit)
     return outcome.fail(
         "timeout",
         f"Error: {tool.name} did not finish within {limit:.3g} seconds and was stopped waiting for. "
@@ -251,16 +301,21 @@ def _invoke(tool: BaseTool, args: dict, kwargs: dict) -> tuple[bool, Any]:
     """(True, result) or (False, (error kind, message for the model)); tracebacks go to the log only."""
     try:
         return True, tool.call(args, **kwargs)
-    except ToolArgumentError as e:
-        logger.warning("bad arguments for %s: %s", tool.name, e)
-        return False, ("bad_arguments", _bad_arguments(tool.name, str(e)))
     except (Exception, SystemExit) as e:  # SystemExit: a tool's sys.exit() or argparse must not end the run
-        logger.warning("tool %s raised %s", tool.name, type(e).__name__, exc_info=True)
-        text = str(e).strip().replace("\n", " ")
-        if len(text) > MAX_ERROR_CHARS:
-            text = text[:MAX_ERROR_CHARS] + "..."
-        detail = f"{type(e).__name__}: {text}" if text else type(e).__name__
-        return False, ("exception", f"Error: {tool.name} failed: {detail}")
+        return False, _failure(tool, e)
+
+
+def _failure(tool: BaseTool, e: BaseException) -> tuple[str, str]:
+    """(error kind, message for the model) for an exception raised by a tool; the traceback goes to the log."""
+    if isinstance(e, ToolArgumentError):
+        logger.warning("bad arguments for %s: %s", tool.name, e)
+        return "bad_arguments", _bad_arguments(tool.name, str(e))
+    logger.warning("tool %s raised %s", tool.name, type(e).__name__, exc_info=e)
+    text = str(e).strip().replace("\n", " ")
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[:MAX_ERROR_CHARS] + "..."
+    detail = f"{type(e).__name__}: {text}" if text else type(e).__name__
+    return "exception", f"Error: {tool.name} failed: {detail}"
 
 
 def run_batch(calls: list[Callable[[], ToolOutcome]], max_workers: int = 8) -> Callable[[int], ToolOutcome]:
@@ -296,4 +351,4 @@ def run_batch(calls: list[Callable[[], ToolOutcome]], max_workers: int = 8) -> C
     return wait
 
 
-__all__ = ["ToolCache", "ToolOutcome", "PreparedCall", "call_key", "execute", "prepare_call", "run_batch"]
+__all__ = ["ToolCache", "ToolOutcome", "PreparedCall", "aexecute", "call_key", "execute", "prepare_call", "run_batch"]

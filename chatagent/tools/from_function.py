@@ -14,7 +14,9 @@ unions, Literal, Enum, Annotated[..., "description"], pydantic models, Any) and 
 before the sections is the description, its `Args:` section (Google style, or Sphinx `:param x:`)
 describes each parameter. Parameters with defaults are optional. When called, arguments are validated
 and converted back to the annotated types (Enum members, pydantic model instances). Async functions
-work too: each call runs the coroutine to completion.
+work too: `arun()` awaits them on the caller's event loop; `run()` runs them on one background event loop
+that lives as long as the process (so a client the function keeps, such as an `httpx.AsyncClient`, works
+across calls).
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import functools
 import inspect
 import logging
 import re
-import threading
 import types
 import typing
 from collections.abc import Callable
@@ -250,30 +251,6 @@ def _converter(tp: Any) -> Callable[[Any], Any] | None:
     return None
 
 
-def _run_coroutine(coro: Any) -> Any:
-    """Run a coroutine to completion, also from a thread that already runs an event loop."""
-    import asyncio
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as e:
-            box["error"] = e
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join()
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
-
-
 class FunctionTool(BaseTool):
     """A tool that calls a Python function; its schema comes from the function's signature and docstring.
 
@@ -301,10 +278,24 @@ class FunctionTool(BaseTool):
         hints = _type_hints(fn, warn=False)
         self._converters = {k: c for k, tp in hints.items() if k in sig.parameters and (c := _converter(tp))}
         self._accepts_kwargs = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
-        self._is_async = inspect.iscoroutinefunction(fn)
+        self.is_async = inspect.iscoroutinefunction(fn)
         functools.update_wrapper(self, fn, updated=())
 
     def call(self, params: str | dict, **kwargs: Any) -> Any:
+        result = self.fn(**self._arguments(params))
+        if inspect.isawaitable(result):  # an async function: on the process's one background loop
+            from chatagent._aio import run_coroutine
+
+            result = run_coroutine(result)
+        return result
+
+    async def acall(self, params: str | dict, **kwargs: Any) -> Any:
+        if not self.is_async:
+            return await super().acall(params, **kwargs)
+        return await self.fn(**self._arguments(params))
+
+    def _arguments(self, params: str | dict) -> dict:
+        """The function's keyword arguments: validated, converted to the annotated types."""
         args = self.validate(parse_arguments(params))
         for key, convert in self._converters.items():
             if key in args:
@@ -320,10 +311,7 @@ class FunctionTool(BaseTool):
                 logger.warning("%s: ignoring arguments it does not take: %s", self.name, ", ".join(unknown))
                 for key in unknown:
                     args.pop(key)
-        result = self.fn(**args)
-        if self._is_async or inspect.isawaitable(result):
-            result = _run_coroutine(result)
-        return result
+        return args
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
