@@ -26,8 +26,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextvars import ContextVar
 from typing import Any, ClassVar
 
-from chatagent.driver import ModelStream, adrive, drive
-from chatagent.effects import REQUESTS, Blocking, ModelCall, ToolBatch, ToolWait, View
+from chatagent.driver import ModelStream, adrive, carry_out, drive
+from chatagent.effects import Blocking, ModelCall, Request, ToolBatch, ToolWait, View
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.llm.base import BaseChatModel, Usage, get_chat_model
 from chatagent.schema import SYSTEM, USER, ContentItem, Message, content_text, to_messages
@@ -396,7 +396,7 @@ class Agent:
         if reply is not None:
             return reply
         if call.done:  # a plain for loop passed the request on itself and the driver carried it out
-            return list(call)
+            return call.result
         # a plain for loop iterates us (Qwen-Agent style): call the model here, yield the reply as whole lists
         call.hide = True
         s = ModelStream(call)
@@ -417,12 +417,12 @@ class Agent:
         """Run prepared tool calls (see `chatagent.tools.calling.prepare_call`), concurrently when there are
         several; use as `handle = yield from ...`, then `outcome = yield from self._tool_result(handle, i)`."""
         ctx = current_run()
-        return (yield ToolBatch(calls, max_parallel, self._tool_cache, ctx.deadline))
+        return (yield from _ask(ToolBatch(calls, max_parallel, self._tool_cache, ctx.deadline)))
 
     @staticmethod
     def _tool_result(handle: Any, index: int) -> Iterator[Any]:
         """The ToolOutcome of call `index` of a batch started with `_run_tools` (waits until it is done)."""
-        return (yield ToolWait(handle, index))
+        return (yield from _ask(ToolWait(handle, index)))
 
     def _run_tool(self, tool_name: str, tool_args: str | dict | None = "{}", **kwargs: Any) -> Iterator[Any]:
         """`_call_tool` for loops that serve `arun` too: `content = yield from self._run_tool(name, args)`."""
@@ -436,8 +436,8 @@ class Agent:
             cache=self._tool_cache, kwargs=kwargs,
         )  # fmt: skip
         if isinstance(call, PreparedCall):
-            handle = yield ToolBatch([call], 1, self._tool_cache, ctx.deadline)
-            outcome = yield ToolWait(handle, 0)
+            handle = yield from _ask(ToolBatch([call], 1, self._tool_cache, ctx.deadline))
+            outcome = yield from _ask(ToolWait(handle, 0))
         else:
             outcome = call
         if ctx.callbacks:
@@ -467,7 +467,7 @@ class Agent:
     def _blocking(fn: Callable[..., Any], *args: Any) -> Iterator[Any]:
         """`fn(*args)`, which may block (parsing files, a synchronous library): `x = yield from self._blocking(f, a)`.
         `run()` calls it in place, `arun()` in a worker thread."""
-        return (yield Blocking(fn, *args))
+        return (yield from _ask(Blocking(fn, *args)))
 
     def _subagent(
         self, agent: Agent, messages: list[Message], lang: str, start: int = 0, view: Any = None, **kwargs: Any
@@ -620,7 +620,7 @@ def _whole_lists_as_fragments(gen: Iterator[Any]) -> Iterator[Any]:
             except StopIteration as stop:
                 return stop.value
             error = value = None
-            if isinstance(item, REQUESTS):
+            if isinstance(item, Request):
                 try:
                     value = yield item
                 except GeneratorExit:
@@ -655,6 +655,13 @@ def _whole_lists_as_fragments(gen: Iterator[Any]) -> Iterator[Any]:
                 yield out
     finally:
         gen.close()
+
+
+def _ask(request: Request) -> Iterator[Any]:
+    """Yield `request` to the driver; its result. Carried out here if nobody did (a plain for loop iterating
+    the helper without passing the request on)."""
+    yield request
+    return request.result if request.done else carry_out(request)
 
 
 def _drain(gen: Iterator[Any]) -> Any:

@@ -96,7 +96,7 @@ class ModelStream:
             emit(ctx.callbacks, event)
         reply = self.reply.messages()
         call[:] = reply
-        call.done = True
+        call.done, call.result = True, reply
         return reply
 
 
@@ -131,18 +131,27 @@ def drive(gen: Iterator[Any]) -> Iterator[Fragments]:
             try:
                 if type(item) is ModelCall:
                     value = yield from _model(item)
-                elif type(item) is ToolWait:
-                    value = item.handle(item.index)
-                elif type(item) is ToolBatch:
-                    value = _start_tools(item)
-                elif type(item) is Blocking:
-                    value = item.fn(*item.args)
                 else:
-                    raise TypeError(f"an agent's _run yielded {type(item).__name__}, not a list of messages")
+                    value = carry_out(item)
             except Exception as e:
                 error, value = e, None
     finally:
         gen.close()
+
+
+def carry_out(request: Any) -> Any:
+    """Carry out a request other than a model call here and now; its result (also kept in the request)."""
+    kind = type(request)
+    if kind is ToolWait:
+        value = request.handle(request.index)
+    elif kind is ToolBatch:
+        value = _start_tools(request)
+    elif kind is Blocking:
+        value = request.fn(*request.args)
+    else:
+        raise TypeError(f"an agent's _run yielded {kind.__name__}, not a list of messages")
+    request.done, request.result = True, value
+    return value
 
 
 def _model(call: ModelCall) -> Iterator[Fragments]:
@@ -226,6 +235,7 @@ async def adrive(gen: Iterator[Any], in_thread: bool) -> AsyncIterator[Fragments
                     value = await asyncio.to_thread(item.fn, *item.args)
                 else:
                     raise TypeError(f"an agent's _run yielded {type(item).__name__}, not a list of messages")
+                item.done, item.result = True, value
             except Exception as e:
                 error, value = e, None
     finally:

@@ -37,7 +37,16 @@ class View:
         return fragments
 
 
-class ModelCall(list):  # type: ignore[type-arg]
+class Request:
+    """Base of the requests. A driver that carries one out sets `done` and `result` (also on the request itself,
+    so that the result reaches code that passed the request on through a plain `for` loop)."""
+
+    __slots__ = ()
+    done: bool
+    result: Any
+
+
+class ModelCall(list, Request):  # type: ignore[type-arg]
     """Call `llm` on `messages`. The driver streams the reply's fragments out (placed from `start`, passed
     through `view` and then each of `maps`) and sends the complete reply back.
 
@@ -50,7 +59,20 @@ class ModelCall(list):  # type: ignore[type-arg]
     harmless empty first item (see `Agent._call_llm`); the driver fills it with the reply when done.
     """
 
-    __slots__ = ("llm", "messages", "functions", "cfg", "start", "view", "hide", "maps", "stop", "context", "done")
+    __slots__ = (
+        "llm",
+        "messages",
+        "functions",
+        "cfg",
+        "start",
+        "view",
+        "hide",
+        "maps",
+        "stop",
+        "context",
+        "done",
+        "result",
+    )
 
     def __init__(
         self,
@@ -75,6 +97,7 @@ class ModelCall(list):  # type: ignore[type-arg]
         self.maps: list[Callable[[Fragments], Fragments]] = []
         self.stop = False
         self.done = False
+        self.result: Any = None
 
     def __repr__(self) -> str:
         return f"ModelCall({self.llm!r}, {len(self.messages)} messages, start={self.start})"
@@ -89,43 +112,44 @@ class ModelCall(list):  # type: ignore[type-arg]
     __hash__ = object.__hash__  # type: ignore[assignment]
 
 
-class ToolBatch:
+class ToolBatch(Request):
     """Run prepared tool calls (`chatagent.tools.calling.PreparedCall`), up to `max_parallel` at once.
 
     The driver starts them and sends back a handle; `ToolWait(handle, i)` then waits for call i and sends
     back its ToolOutcome, so results can be shown in call order as they come.
     """
 
-    __slots__ = ("calls", "max_parallel", "cache", "deadline")
+    __slots__ = ("calls", "max_parallel", "cache", "deadline", "done", "result")
 
     def __init__(self, calls: list[Any], max_parallel: int, cache: Any, deadline: float | None) -> None:
         self.calls = calls
         self.max_parallel = max_parallel
         self.cache = cache
         self.deadline = deadline
+        self.done, self.result = False, None
 
 
-class ToolWait:
+class ToolWait(Request):
     """Wait for call `index` of a started ToolBatch (`handle` is what the driver sent back for it)."""
 
-    __slots__ = ("handle", "index")
+    __slots__ = ("handle", "index", "done", "result")
 
     def __init__(self, handle: Any, index: int) -> None:
         self.handle = handle
         self.index = index
+        self.done, self.result = False, None
 
 
-class Blocking:
+class Blocking(Request):
     """Call `fn(*args)`, which may block for a while (reading files, a synchronous library): the synchronous
     driver calls it in place, the asynchronous one in a worker thread."""
 
-    __slots__ = ("fn", "args")
+    __slots__ = ("fn", "args", "done", "result")
 
     def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
         self.fn = fn
         self.args = args
+        self.done, self.result = False, None
 
 
-REQUESTS = (ModelCall, ToolBatch, ToolWait, Blocking)
-
-__all__ = ["Blocking", "Fragments", "ModelCall", "REQUESTS", "ToolBatch", "ToolWait", "View"]
+__all__ = ["Blocking", "Fragments", "ModelCall", "Request", "ToolBatch", "ToolWait", "View"]
