@@ -41,3 +41,7 @@ class ModelServiceError(ChatAgentError):
 
 class RunDeadlineExceeded(ChatAgentError):
     """A run went past the deadline its caller set."""
+
+
+class MissingDependencyError(ChatAgentError, ImportError):
+    """An optional package is not installed: the message names the extra of chatagent that installs it."""
