@@ -12,12 +12,15 @@ them, on the default model (see `chatagent.llm.base.default_llm_config`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import logging
 import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -368,7 +371,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         for noisy in ("httpx", "httpcore", "urllib3"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        return args.func(args)
+        with stop_signals():
+            return args.func(args)
     except CliError as e:
         print(f"chatagent: error: {e}", file=sys.stderr)
         return 2
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt and SIGTERM exits cleanly, whatever handling this process inherited
+    (a background job starts with SIGINT ignored, and an ignored signal stays ignored across exec); the previous
+    handlers are restored afterwards. SIGINT stops the answer in the terminal chat and stops `serve` and `gui`;
+    SIGTERM stops any of them, closing the run, the server and its connections on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

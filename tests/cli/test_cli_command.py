@@ -17,6 +17,10 @@ import pytest
 
 from chatagent import BasicAgent, FnCallAgent, ScriptedLLM, tool_call
 from chatagent.cli import CliError, chat_loop, collect_files, default_agent, llm_config, load_object, main
+from tests.support import processes
+
+# how a background job starts: SIGINT (and here SIGTERM too) ignored; the commands must handle both anyway
+IGNORED = (signal.SIGINT, signal.SIGTERM)
 
 AGENT_MODULE = '''
 import os, time
@@ -76,9 +80,10 @@ def _free_port() -> int:
 class Proc:
     """A child process whose output is read without blocking the test forever."""
 
-    def __init__(self, args: list[str], **env: str) -> None:
-        self.p = subprocess.Popen(
+    def __init__(self, args: list[str], ignore: tuple[signal.Signals, ...] = (), **env: str) -> None:
+        self.p = processes.popen(
             [sys.executable, "-m", "chatagent", *args],
+            ignore=ignore,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -188,9 +193,11 @@ def test_main_reports_mistakes_without_a_traceback(capsys, agent_file: Path) -> 
 
 @pytest.mark.slow
 @pytest.mark.timeout(60)
-def test_terminal_chat_ctrl_c_stops_the_answer_not_the_chat(agent_file: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_terminal_chat_ctrl_c_stops_the_answer_not_the_chat(agent_file: Path, tmp_path: Path, inherited: str) -> None:
     marker = tmp_path / "closed"
-    proc = Proc(["chat", "--agent", f"{agent_file}:agent"], CLOSED_MARKER=str(marker))
+    ignore = IGNORED if inherited == "ignored" else ()
+    proc = Proc(["chat", "--agent", f"{agent_file}:agent"], ignore, CLOSED_MARKER=str(marker))
     try:
         proc.read_until("you> ")
         proc.send("hello")
@@ -207,7 +214,10 @@ def test_terminal_chat_ctrl_c_stops_the_answer_not_the_chat(agent_file: Path, tm
         assert int(marker.read_text()) < 2000
         proc.send("still there?")
         proc.read_until("echo: still there?")
-        proc.send("/exit")
+        if inherited == "ignored":
+            proc.p.send_signal(signal.SIGTERM)  # leaves the chat
+        else:
+            proc.send("/exit")
         assert proc.p.wait(10) == 0
     finally:
         proc.close()
@@ -215,11 +225,12 @@ def test_terminal_chat_ctrl_c_stops_the_answer_not_the_chat(agent_file: Path, tm
 
 @pytest.mark.slow
 @pytest.mark.timeout(60)
-def test_serve_command_with_an_api_key(agent_file: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_serve_command_with_an_api_key(agent_file: Path, stop: signal.Signals) -> None:
     import openai
 
     port = _free_port()
-    proc = Proc(["serve", "--agent", f"{agent_file}:agent", "--port", str(port), "--api-key", "k1"])
+    proc = Proc(["serve", "--agent", f"{agent_file}:agent", "--port", str(port), "--api-key", "k1"], IGNORED)
     try:
         proc.read_until("API key required")
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="k1", max_retries=0, timeout=10)
@@ -228,7 +239,7 @@ def test_serve_command_with_an_api_key(agent_file: Path) -> None:
         assert out.choices[0].message.content == "echo: hi"
         with pytest.raises(openai.AuthenticationError):
             openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="bad", max_retries=0).models.list()
-        proc.p.send_signal(signal.SIGINT)
+        proc.p.send_signal(stop)
         assert proc.p.wait(10) == 0
     finally:
         proc.close()
@@ -238,7 +249,7 @@ def test_serve_command_with_an_api_key(agent_file: Path) -> None:
 @pytest.mark.timeout(90)
 def test_gui_command_serves_the_page(agent_file: Path) -> None:
     port = _free_port()
-    proc = Proc(["gui", "--agent", f"{agent_file}:agent", "--port", str(port), "--title", "Hello"])
+    proc = Proc(["gui", "--agent", f"{agent_file}:agent", "--port", str(port), "--title", "Hello"], IGNORED)
     try:
         url = f"http://127.0.0.1:{port}"
         end = time.monotonic() + 60
@@ -255,5 +266,7 @@ def test_gui_command_serves_the_page(agent_file: Path) -> None:
         client = Client(url, verbose=False)
         chat, _ = client.predict({"text": "ping", "files": []}, "echo", api_name="/chat")
         assert chat[-1]["content"][0]["text"] == "echo: ping"
+        proc.p.send_signal(signal.SIGTERM)
+        assert proc.p.wait(30) == 0
     finally:
         proc.close()

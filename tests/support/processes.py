@@ -15,27 +15,30 @@ from __future__ import annotations
 
 import signal
 import subprocess
+from collections.abc import Iterable
 from typing import Any
 
 RESET = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT)
 
 
-def _restore_default_signals() -> None:
-    for sig in RESET:
-        signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+def default_signals(ignore: Iterable[signal.Signals] = ()) -> dict[str, Any]:
+    """Keyword arguments for subprocess.Popen/run that start the child with default signal handling (but with the
+    signals in `ignore` ignored, to test a program's own handling of what a background job inherits)."""
+    ignored = tuple(ignore)
+
+    def restore() -> None:
+        for sig in RESET:
+            signal.signal(sig, signal.SIG_IGN if sig in ignored else signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
+    return {"preexec_fn": restore}
 
 
-def default_signals() -> dict[str, Any]:
-    """Keyword arguments for subprocess.Popen/run that start the child with default signal handling."""
-    return {"preexec_fn": _restore_default_signals}
+def popen(args: Any, *, ignore: Iterable[signal.Signals] = (), **kwargs: Any) -> subprocess.Popen:
+    """subprocess.Popen, the child starting with default signal handling (but `ignore`d signals)."""
+    return subprocess.Popen(args, **default_signals(ignore), **kwargs)
 
 
-def popen(args: Any, **kwargs: Any) -> subprocess.Popen:
-    """subprocess.Popen, the child starting with default signal handling."""
-    return subprocess.Popen(args, **default_signals(), **kwargs)
-
-
-def run(args: Any, **kwargs: Any) -> subprocess.CompletedProcess:
-    """subprocess.run, the child starting with default signal handling."""
-    return subprocess.run(args, **default_signals(), **kwargs)
+def run(args: Any, *, ignore: Iterable[signal.Signals] = (), **kwargs: Any) -> subprocess.CompletedProcess:
+    """subprocess.run, the child starting with default signal handling (but `ignore`d signals)."""
+    return subprocess.run(args, **default_signals(ignore), **kwargs)

@@ -17,12 +17,12 @@ import csv
 import functools
 import re
 import subprocess
-import tomllib
 import venv
 from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
+import tomllib
 from packaging.requirements import Requirement
 
 from tests.support.processes import default_signals
