@@ -366,10 +366,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `chatagent` command; returns the exit status."""
     args = build_parser().parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if args.command == "chat" else logging.INFO
-    logging.basicConfig(level=level, format="chatagent: %(message)s")
-    if not args.verbose:
-        for noisy in ("httpx", "httpcore", "urllib3"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
+    handler = logging.StreamHandler()
+    if not args.verbose:  # other libraries' INFO is per request (HTTP clients log every model call): -v shows it
+        handler.addFilter(lambda r: r.levelno >= logging.WARNING or r.name.partition(".")[0] in ("chatagent", "gui"))
+    logging.basicConfig(level=level, format="chatagent: %(message)s", handlers=[handler])
     try:
         with stop_signals():
             return args.func(args)

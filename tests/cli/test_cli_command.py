@@ -270,3 +270,29 @@ def test_gui_command_serves_the_page(agent_file: Path) -> None:
         assert proc.p.wait(30) == 0
     finally:
         proc.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_serve_logs_no_line_per_model_call(openai_server) -> None:
+    import openai
+
+    port = _free_port()
+    calls = 3
+    for _ in range(calls):
+        openai_server.add("pong")
+    proc = Proc(["serve", "--server", openai_server.base_url, "--model", "m", "--port", str(port)])
+    try:
+        proc.read_until("serving")
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0, timeout=20)
+        for _ in range(calls):
+            out = client.chat.completions.create(model="Assistant", messages=[{"role": "user", "content": "ping"}])
+            assert out.choices[0].message.content == "pong"
+        assert len(openai_server.chat_requests) == calls
+        proc.p.send_signal(signal.SIGTERM)
+        assert proc.p.wait(10) == 0
+        proc._read()
+        log = proc.out.decode(errors="replace")
+        assert "/chat/completions" not in log and "HTTP Request" not in log, log
+    finally:
+        proc.close()
