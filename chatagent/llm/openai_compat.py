@@ -50,6 +50,9 @@ _UNSUPPORTED = re.compile(
     r"support|require|unrecogni[sz]ed|unknown|not allowed|not permitted|extra|--jinja", re.IGNORECASE
 )
 _RETRYABLE_STATUS = {408, 409, 425, 429}
+_STREAM_OPTIONS = re.compile(r"stream_options|include_usage", re.IGNORECASE)
+# servers (by base URL) that refused `stream_options` (older Azure api-versions, some proxies): not sent again
+_NO_STREAM_OPTIONS: set[str] = set()
 
 
 def looks_multimodal(model: str) -> bool:
@@ -121,7 +124,8 @@ class OpenAICompatModel(BaseChatModel):
             kwargs["tools"] = [{"type": "function", "function": f} for f in functions]
         if stream:
             kwargs["stream"] = True
-            kwargs["stream_options"] = {"include_usage": True}
+            if self._where() not in _NO_STREAM_OPTIONS:
+                kwargs["stream_options"] = {"include_usage": True}
         extra_body: dict = {}
         for key, value in cfg.items():
             if key == "_function_choice":
@@ -177,6 +181,8 @@ class OpenAICompatModel(BaseChatModel):
                 return ModelServiceError("context_too_long", message)
             if has_tools and _TOOLS.search(message) and _UNSUPPORTED.search(message):
                 return ModelServiceError("tools_unsupported", message)
+            if _STREAM_OPTIONS.search(message):
+                return ModelServiceError("stream_options_unsupported", message)
         if status in (401, 403):
             message = f"{message} (check api_key / OPENAI_API_KEY for {self._where()})"
         elif status == 404:
@@ -189,16 +195,26 @@ class OpenAICompatModel(BaseChatModel):
         self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
     ) -> Iterator[list[Message]]:
         kwargs = self._request(messages, functions, cfg, stream=True)
-        response = self._send(kwargs, bool(functions))
         try:
-            yield from self._read_stream(response, usage, bool(functions))
+            response = self._send(kwargs, bool(functions))
+        except ModelServiceError as e:
+            if e.code != "stream_options_unsupported" or "stream_options" not in kwargs:
+                raise
+            # as with tools: remember it (for every model on this server) and ask again without
+            logger.warning("%s rejects stream_options (%s): usage will be estimated", self._where(), e.message)
+            _NO_STREAM_OPTIONS.add(self._where())
+            del kwargs["stream_options"]
+            response = self._send(kwargs, bool(functions))
+        try:
+            yield from self._read_stream(response, usage, (messages, functions))
         finally:
             response.close()
 
-    def _read_stream(self, response: Any, usage: Usage | None, has_tools: bool) -> Iterator[list[Message]]:
+    def _read_stream(self, response: Any, usage: Usage | None, prompt: _Prompt) -> Iterator[list[Message]]:
+        has_tools = bool(prompt[1])
         ctype = response.headers.get("content-type", "")
         if "event-stream" not in ctype:
-            yield from self._non_sse_body(response, ctype, usage, has_tools)
+            yield from self._non_sse_body(response, ctype, usage, prompt)
             return
         make = Message._make
         loads = orjson.loads
@@ -206,6 +222,8 @@ class OpenAICompatModel(BaseChatModel):
         text_seen = choice_seen = finished = done = False
         finish_reason = None
         last_usage = None
+        texts: list[str] = []  # to estimate the usage when the server reports none
+        keep = texts.append
         try:
             for data in _sse_data(response.iter_bytes()):
                 if done:  # read on to the end of the body, so that the connection goes back to the pool
@@ -240,6 +258,7 @@ class OpenAICompatModel(BaseChatModel):
                 content = delta.get("content")
                 if content and len(delta) == 1 and type(content) is str:  # the usual chunk: text only
                     text_seen = True
+                    keep(content)
                     yield [make(ASSISTANT, content, None, None, None, {"index": 0})]
                 else:
                     reasoning = delta.get("reasoning_content") or delta.get("reasoning")
@@ -247,6 +266,8 @@ class OpenAICompatModel(BaseChatModel):
                         if content and type(content) is not str:  # a list of parts, as a few servers send
                             content = _parts_text(content)
                         text_seen = True
+                        keep(content or "")
+                        keep(reasoning or "")
                         yield [make(ASSISTANT, content or "", None, None, reasoning or None, {"index": 0})]
                     tool_calls = delta.get("tool_calls")
                     if tool_calls:
@@ -268,8 +289,10 @@ class OpenAICompatModel(BaseChatModel):
             )
         if not choice_seen:
             raise ModelServiceError("empty_response", f"{self._where()} sent no choices", retryable=True)
-        if usage is not None and last_usage:
-            usage.add(last_usage.get("prompt_tokens") or 0, last_usage.get("completion_tokens") or 0)
+        if usage is not None:
+            for _, name, pieces in calls.values():
+                texts += [name, *pieces]
+            _add_usage(usage, last_usage, prompt, "".join(texts))
         if finish_reason == "length" and calls:
             raise cut_call_error()
         start = 1 if text_seen else 0
@@ -281,11 +304,11 @@ class OpenAICompatModel(BaseChatModel):
             extra = {"index": 0, "stop_reason": "length"} if finish_reason == "length" else {"index": 0}
             yield [make(ASSISTANT, "", None, None, None, extra)]
 
-    def _non_sse_body(self, response: Any, ctype: str, usage: Usage | None, has_tools: bool) -> Iterator[list[Message]]:
+    def _non_sse_body(self, response: Any, ctype: str, usage: Usage | None, prompt: _Prompt) -> Iterator[list[Message]]:
         """A streaming request answered without an event stream: a whole JSON completion, an error, or junk."""
         body = self._read_body(response)
         if "json" in ctype:
-            reply = self._parse_completion(body, usage, has_tools)
+            reply = self._parse_completion(body, usage, prompt)
             yield [m.copy(extra={**(m.extra or {}), "index": i}) for i, m in enumerate(reply)]
             return
         raise ModelServiceError(
@@ -322,9 +345,10 @@ class OpenAICompatModel(BaseChatModel):
             body = self._read_body(response)
         finally:
             response.close()
-        return self._parse_completion(body, usage, bool(functions))
+        return self._parse_completion(body, usage, (messages, functions))
 
-    def _parse_completion(self, body: bytes, usage: Usage | None, has_tools: bool) -> list[Message]:
+    def _parse_completion(self, body: bytes, usage: Usage | None, prompt: _Prompt) -> list[Message]:
+        has_tools = bool(prompt[1])
         try:
             obj = orjson.loads(body)
         except orjson.JSONDecodeError:
@@ -366,13 +390,36 @@ class OpenAICompatModel(BaseChatModel):
             out.append(Message._make(ASSISTANT, "", None, None, None, None))
         if cut:
             out[0].extra = {**(out[0].extra or {}), "stop_reason": "length"}
-        u = obj.get("usage")
-        if usage is not None and u:
-            usage.add(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)
+        if usage is not None:
+            _add_usage(usage, obj.get("usage"), prompt, "".join(map(_said, out)))
         return out
 
 
 # ---- helpers ------------------------------------------------------------------------------------------------
+
+_Prompt = tuple[list[Message], "list[dict] | None"]  # what a request asked: the messages and the functions
+
+
+def _said(m: Message) -> str:
+    """Everything a message says that costs tokens: text, reasoning, a call's name and arguments."""
+    call = m.function_call
+    return m.text + (m.reasoning_content or "") + (f"{call.name}{call.arguments}" if call else "")
+
+
+def _add_usage(usage: Usage, reported: Any, prompt: _Prompt, reply_text: str) -> None:
+    """Add the server's usage report to `usage`; without one (a server that ignores or refuses stream_options),
+    an offline estimate (chatagent.tokens) of the prompt and of the reply, so that usage never stays 0."""
+    if isinstance(reported, dict) and (reported.get("prompt_tokens") or reported.get("completion_tokens")):
+        usage.add(_int(reported.get("prompt_tokens")) or 0, _int(reported.get("completion_tokens")) or 0)
+        return
+    from chatagent.tokens import count_tokens
+
+    messages, functions = prompt
+    asked = sum(4 + count_tokens(_said(m)) for m in messages)  # about 4 tokens of each message's framing
+    if functions:
+        asked += count_tokens(orjson.dumps(functions).decode())
+    usage.add(asked, count_tokens(reply_text))
+
 
 _PARAMS: frozenset[str] | None = None
 
