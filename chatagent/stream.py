@@ -208,19 +208,71 @@ def merge_delta(response: list, fragments: list) -> list:
     """For users of incremental mode: fold one yield of fragments (dicts or Messages) into `response`.
 
     Works on the caller's own list in place and returns it, so `for d in bot.run(m, delta_stream=True):
-    merge_delta(full, d)` leaves `full` equal to what cumulative mode would have yielded last.
+    merge_delta(full, d)` leaves `full` equal to what cumulative mode would have yielded last. The messages
+    in `response` are updated in place, and their text grows in place where the interpreter allows it (a str
+    nobody else holds), so folding a whole answer costs time linear in its length.
     """
     for f in fragments:
         as_dict = isinstance(f, dict)
         if as_dict:
             f = to_message(f)
         i = f.extra[INDEX]
-        if as_dict:
-            DictResponse(response).add([f])
-            continue
-        rest = {k: v for k, v in f.extra.items() if k != INDEX} or None
         if i == len(response):
-            response.append(Message._make(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest))
+            if as_dict:
+                DictResponse(response).add([f])
+            else:
+                rest = {k: v for k, v in f.extra.items() if k != INDEX} or None
+                response.append(Message._make(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest))
+        elif 0 <= i < len(response):
+            (_grow_dict if as_dict else _grow_message)(response[i], f)
         else:
-            response[i] = _extend(response[i], f, rest)
+            raise ValueError(f"fragment index {i} skips past the end of a response of {len(response)} messages")
     return response
+
+
+def _grow_dict(d: dict, f: Message) -> None:
+    """Apply fragment `f` to message dict `d` in place."""
+    c = f.content
+    if c:
+        old = d.get("content")
+        if isinstance(c, str) and isinstance(old, str):
+            d["content"] = None  # `old` is then the string's only reference: `+=` extends it in place
+            old += c
+            d["content"] = old
+        else:
+            d["content"] = _extend_dict(d, f)["content"]
+    if f.reasoning_content:
+        old = d.get("reasoning_content") or ""
+        d["reasoning_content"] = None
+        old += f.reasoning_content
+        d["reasoning_content"] = old
+    if f.name is not None:
+        d["name"] = f.name
+    if f.function_call is not None:
+        d["function_call"] = f.function_call.model_dump()
+    if len(f.extra) > 1:
+        d["extra"] = {**d.get("extra", {}), **{k: v for k, v in f.extra.items() if k != INDEX}}
+
+
+def _grow_message(m: Message, f: Message) -> None:
+    """Apply fragment `f` to message `m` in place."""
+    c = f.content
+    if c:
+        old = m.content
+        if isinstance(c, str) and isinstance(old, str):
+            m.content = ""  # as in _grow_dict: the text grows in place when nobody else holds it
+            old += c
+            m.content = old
+        else:
+            m.content = _as_list(old) + _as_list(c)
+    if f.reasoning_content:
+        old = m.reasoning_content or ""
+        m.reasoning_content = None
+        old += f.reasoning_content
+        m.reasoning_content = old
+    if f.name is not None:
+        m.name = f.name
+    if f.function_call is not None:
+        m.function_call = f.function_call
+    if len(f.extra) > 1:
+        m.extra = {**(m.extra or {}), **{k: v for k, v in f.extra.items() if k != INDEX}}
