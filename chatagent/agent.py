@@ -15,29 +15,25 @@ them ready-made and returns the model's complete reply, so a tool loop reads:
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from chatagent.errors import RunDeadlineExceeded
+from chatagent.lang import conversation_lang
 from chatagent.llm.base import BaseChatModel, Usage, get_chat_model
-from chatagent.schema import SYSTEM, USER, ContentItem, Message, content_text, to_messages
+from chatagent.schema import SYSTEM, ContentItem, Message, content_text, to_messages
 from chatagent.stream import INDEX, Collector, DictResponse, Response, collect
 
 logger = logging.getLogger("chatagent.agent")
 
-_CJK = re.compile(r"[\u4e00-\u9fff]")
 _local = threading.local()
 
 
 def detect_lang(messages: list[Message]) -> str:
-    """'zh' when the latest user message has Chinese characters, else 'en'."""
-    for m in reversed(messages):
-        if m.role == USER:
-            return "zh" if _CJK.search(content_text(m.content)) else "en"
-    return "en"
+    """The language of the latest user message: 'zh', 'ja', 'ko' or 'en' (see `chatagent.lang`)."""
+    return conversation_lang(messages)
 
 
 class RunContext:

@@ -643,7 +643,9 @@ def test_a_server_refusing_stream_options_is_asked_again_without_and_remembered(
 def test_a_stream_without_a_usage_report_is_estimated_and_a_run_counts_it(openai_server):
     from chatagent.tokens import count_tokens
 
-    events = [{"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]} for piece in ("Hel", "lo")]
+    events = [
+        {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]} for piece in ("Hel", "lo")
+    ]
     events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
     openai_server.add(Reply(body=body, content_type="text/event-stream"))
