@@ -27,6 +27,7 @@ EXTRA_OF: dict[str, str] = {
     "snowballstemmer": "rag",
     "Stemmer": "rag",
     "gradio": "gui",
+    "starlette": "gui",
     "xllamacpp": "local",
     "mcp": "mcp",
     "httpx2": "mcp",

@@ -245,10 +245,16 @@ class WebUI:
         `share=True` asks Gradio for a public link, which contacts Gradio's share server: off by default.
         Other keyword arguments go to `gr.Blocks.launch`.
         """
+        from starlette.middleware import Middleware
+
+        from gui.security import SecurityHeaders
+
         demo = self.build(messages)
         demo.queue(default_concurrency_limit=None)
         if share:
             logger.warning("share=True: Gradio will contact its share server to make a public link")
+        app_kwargs = dict(launch_kwargs.pop("app_kwargs", None) or {})
+        app_kwargs["middleware"] = [Middleware(SecurityHeaders), *app_kwargs.get("middleware", [])]
         _, url, _ = demo.launch(
             server_name=server_name,
             server_port=server_port,
@@ -259,6 +265,7 @@ class WebUI:
             max_threads=max_threads,
             max_file_size=self.config.get("max_file_size", "50mb"),
             footer_links=[],
+            app_kwargs=app_kwargs,
             **launch_kwargs,
         )
         logger.info("chatagent web UI on %s", url)
