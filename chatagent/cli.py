@@ -2,7 +2,7 @@
 
     chatagent chat  [--model M] [--server URL] [--agent module:object] [--file F ...]
     chatagent gui   [--file F ...] [--dir D] [--host H] [--port P] [--agent module:object]
-    chatagent serve [--agent module:object] [--host H] [--port P] [--api-key K]
+    chatagent serve [--agent module:object] [--host H] [--port P] [--api-key-file PATH]  (or $CHATAGENT_API_KEY)
 
 Without --agent the command builds the default agent: the Assistant when it is available, else the
 function-calling agent, else the basic chat agent, on the model given by --model/--server or, without
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from chatagent.agent import Agent
+from chatagent.keys import MaskSecretsFilter, clean_api_key, mask_secrets
 
 logger = logging.getLogger("chatagent.cli")
 
@@ -241,7 +242,7 @@ def chat_loop(
             note = "[stopped]"
         except Exception as e:  # shown, and the chat goes on
             logger.debug("the agent failed", exc_info=True)
-            note = f"[error] {type(e).__name__}: {e}"
+            note = mask_secrets(f"[error] {type(e).__name__}: {e}")
         finally:
             run.close()
         printer.end(note)
@@ -302,7 +303,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from chatagent.server import AgentServer
 
     agent = _agent_from_args(args)
-    api_key = args.api_key or os.environ.get("CHATAGENT_API_KEY") or None
+    api_key = serve_api_key(args.api_key, args.api_key_file)
     server = AgentServer(
         agent,
         args.host,
@@ -321,6 +322,32 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         server.close()
     return 0
+
+
+def serve_api_key(given: str | None, path: str | None) -> str | None:
+    """The key clients must send: --api-key-file's content, else --api-key (with a warning: a command line is
+    readable by every user of the machine), else $CHATAGENT_API_KEY, else none."""
+    if given is not None and path is not None:
+        raise CliError("give --api-key or --api-key-file, not both")
+    try:
+        if path is not None:
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise CliError(f"--api-key-file {path}: cannot read it ({type(e).__name__})") from None
+            key = clean_api_key(text, f"the key in {path}")
+            if key is None:
+                raise CliError(f"--api-key-file {path} is empty")
+            return key
+        if given is not None:
+            logger.warning(
+                "--api-key on the command line is visible to every user of this machine (ps, /proc/<pid>/cmdline); "
+                "use CHATAGENT_API_KEY or --api-key-file instead"
+            )
+            return clean_api_key(given, "--api-key")
+        return clean_api_key(os.environ.get("CHATAGENT_API_KEY"), "CHATAGENT_API_KEY")
+    except ValueError as e:
+        raise CliError(str(e)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -354,7 +381,10 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(p)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--api-key", help="require this key from clients (default: $CHATAGENT_API_KEY, else none)")
+    p.add_argument(
+        "--api-key-file", metavar="PATH", help="require the key in this file from clients (default: $CHATAGENT_API_KEY)"
+    )
+    p.add_argument("--api-key", help="the key on the command line: visible to other users, prefer the two above")
     p.add_argument("--model-name", help="the model id clients see (default: the agent's name)")
     p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
     p.add_argument("--max-concurrency", type=int, default=32)
@@ -367,6 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if args.command == "chat" else logging.INFO
     handler = logging.StreamHandler()
+    handler.addFilter(MaskSecretsFilter())  # no key in any line, ours or a library's
     if not args.verbose:  # other libraries' INFO is per request (HTTP clients log every model call): -v shows it
         handler.addFilter(lambda r: r.levelno >= logging.WARNING or r.name.partition(".")[0] in ("chatagent", "gui"))
     logging.basicConfig(level=level, format="chatagent: %(message)s", handlers=[handler])

@@ -196,6 +196,7 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
 def render_error(error: BaseException) -> dict[str, Any]:
     """An error as a readable chat message (its type and message, never a traceback)."""
     from chatagent.errors import ModelServiceError, RunDeadlineExceeded
+    from chatagent.keys import mask_secrets
 
     if isinstance(error, ModelServiceError):
         text = f"The model service failed ({error.code}): {error.message}"
@@ -203,7 +204,7 @@ def render_error(error: BaseException) -> dict[str, Any]:
         text = "The answer took too long and was stopped."
     else:
         text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-    return chat_message("assistant", f"⚠️ **Error.** {escape_markdown(text)}")
+    return chat_message("assistant", f"⚠️ **Error.** {escape_markdown(mask_secrets(text))}")
 
 
 def render_conversation(messages: list[Message], *, show_names: bool = False) -> list[dict[str, Any]]:

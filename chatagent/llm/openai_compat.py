@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from chatagent.errors import ModelServiceError
+from chatagent.keys import clean_api_key, clean_headers, mask_secrets
 from chatagent.llm.base import BaseChatModel, Usage, cut_call_error, register_llm
 from chatagent.schema import ASSISTANT, FunctionCall, Message, to_openai
 
@@ -92,7 +93,7 @@ class OpenAICompatModel(BaseChatModel):
         if not server or server.lower() == "openai":
             server = os.environ.get("OPENAI_BASE_URL", "")
         self.base_url: str | None = server.rstrip("/") or None
-        self.api_key = cfg.get("api_key") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        self.api_key = clean_api_key(cfg.get("api_key") or os.environ.get("OPENAI_API_KEY")) or "EMPTY"
         if "multimodal" not in cfg:
             self.support_multimodal_input = looks_multimodal(self.model)
         self._client: Any = None
@@ -141,6 +142,8 @@ class OpenAICompatModel(BaseChatModel):
                 logger.warning("generate_cfg[%r] is ignored: chatagent sets it", key)
             elif key == "request_timeout":
                 kwargs["timeout"] = value
+            elif key == "extra_headers":
+                kwargs["extra_headers"] = clean_headers(value)
             elif key == "extra_body":
                 extra_body.update(value or {})
             elif key in known:
@@ -583,9 +586,7 @@ def _snippet(data: bytes | str, limit: int = 200) -> str:
 
 
 def _scrub(text: str, secret: str | None) -> str:
-    if secret and len(secret) >= 4 and secret != "EMPTY":
-        text = text.replace(secret, "***")
-    return text
+    return mask_secrets(text, [secret])
 
 
 def _int(value: Any) -> int | None:

@@ -223,17 +223,35 @@ def test_terminal_chat_ctrl_c_stops_the_answer_not_the_chat(agent_file: Path, tm
         proc.close()
 
 
+KEY = "k-serve-7d41c0ffee"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_serve_command_with_an_api_key(agent_file: Path, stop: signal.Signals) -> None:
+@pytest.mark.parametrize(
+    ("stop", "given"),
+    [(signal.SIGINT, "file"), (signal.SIGTERM, "env"), (signal.SIGINT, "flag")],
+    ids=["SIGINT-key-file", "SIGTERM-key-env", "SIGINT-key-flag"],
+)
+def test_serve_command_with_an_api_key(agent_file: Path, tmp_path: Path, stop: signal.Signals, given: str) -> None:
     import openai
 
     port = _free_port()
-    proc = Proc(["serve", "--agent", f"{agent_file}:agent", "--port", str(port), "--api-key", "k1"], IGNORED)
+    args, env = ["serve", "--agent", f"{agent_file}:agent", "--port", str(port)], {}
+    if given == "file":
+        (tmp_path / "key").write_text(KEY + "\n")  # as a mounted secret: with its newline
+        args += ["--api-key-file", str(tmp_path / "key")]
+    elif given == "env":
+        env["CHATAGENT_API_KEY"] = KEY
+    else:
+        args += ["--api-key", KEY]
+    proc = Proc(args, IGNORED, **env)
     try:
         proc.read_until("API key required")
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="k1", max_retries=0, timeout=10)
+        cmdline = Path(f"/proc/{proc.p.pid}/cmdline").read_bytes()
+        assert (KEY.encode() in cmdline) == (given == "flag")  # only --api-key shows it to other users...
+        assert ("visible to every user" in proc.out.decode()) == (given == "flag")  # ...and says so
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0, timeout=10)
         assert [m.id for m in client.models.list()] == ["echo"]
         out = client.chat.completions.create(model="echo", messages=[{"role": "user", "content": "hi"}])
         assert out.choices[0].message.content == "echo: hi"
@@ -243,6 +261,31 @@ def test_serve_command_with_an_api_key(agent_file: Path, stop: signal.Signals) -
         assert proc.p.wait(10) == 0
     finally:
         proc.close()
+
+
+def test_serve_api_key_sources_and_mistakes(tmp_path: Path, monkeypatch, caplog) -> None:
+    from chatagent.cli import serve_api_key
+
+    (tmp_path / "key").write_text(" k-file-123456\n")
+    (tmp_path / "empty").write_text("\n")
+    (tmp_path / "spaced").write_text("k-file 123456")
+    monkeypatch.setenv("CHATAGENT_API_KEY", "k-env-123456\r\n")
+    assert serve_api_key(None, str(tmp_path / "key")) == "k-file-123456"
+    assert serve_api_key(None, None) == "k-env-123456"
+    with caplog.at_level(logging.WARNING, logger="chatagent.cli"):
+        assert serve_api_key("k-flag-123456", None) == "k-flag-123456"
+    assert "visible to every user" in caplog.text and "k-flag" not in caplog.text
+    for given, path, message in [
+        ("k", str(tmp_path / "key"), "not both"),
+        (None, str(tmp_path / "empty"), "is empty"),
+        (None, str(tmp_path / "missing"), "cannot read it"),
+        (None, str(tmp_path / "spaced"), "a space at position 7"),
+    ]:
+        with pytest.raises(CliError, match=message) as info:
+            serve_api_key(given, path)
+        assert "123456" not in str(info.value)
+    monkeypatch.delenv("CHATAGENT_API_KEY")
+    assert serve_api_key(None, None) is None
 
 
 @pytest.mark.slow
