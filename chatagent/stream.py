@@ -231,48 +231,38 @@ def merge_delta(response: list, fragments: list) -> list:
 
 
 def _grow_dict(d: dict, f: Message) -> None:
-    """Apply fragment `f` to message dict `d` in place."""
-    c = f.content
-    if c:
-        old = d.get("content")
-        if isinstance(c, str) and isinstance(old, str):
-            d["content"] = None  # `old` is then the string's only reference: `+=` extends it in place
-            old += c
-            d["content"] = old
-        else:
-            d["content"] = _extend_dict(d, f)["content"]
-    if f.reasoning_content:
-        old = d.get("reasoning_content") or ""
-        d["reasoning_content"] = None
-        old += f.reasoning_content
-        d["reasoning_content"] = old
-    if f.name is not None:
-        d["name"] = f.name
-    if f.function_call is not None:
-        d["function_call"] = f.function_call.model_dump()
-    if len(f.extra) > 1:
-        d["extra"] = {**d.get("extra", {}), **{k: v for k, v in f.extra.items() if k != INDEX}}
+    """Apply fragment `f` to message dict `d` in place: text (the usual fragment) grows in place, where the
+    interpreter can (a str that nobody else holds); anything else is applied as `_extend_dict` does."""
+    if _text_only(f) and isinstance(d.get("content"), str):
+        for key, piece in (("content", f.content), ("reasoning_content", f.reasoning_content)):
+            if piece:
+                text = d.get(key) or ""
+                d[key] = None  # `text` may then be the string's only reference: `+=` extends it in place
+                text += piece
+                d[key] = text
+    else:
+        d.update(_extend_dict(d, f))
 
 
 def _grow_message(m: Message, f: Message) -> None:
-    """Apply fragment `f` to message `m` in place."""
-    c = f.content
-    if c:
-        old = m.content
-        if isinstance(c, str) and isinstance(old, str):
-            m.content = ""  # as in _grow_dict: the text grows in place when nobody else holds it
-            old += c
-            m.content = old
-        else:
-            m.content = _as_list(old) + _as_list(c)
-    if f.reasoning_content:
-        old = m.reasoning_content or ""
-        m.reasoning_content = None
-        old += f.reasoning_content
-        m.reasoning_content = old
-    if f.name is not None:
-        m.name = f.name
-    if f.function_call is not None:
-        m.function_call = f.function_call
-    if len(f.extra) > 1:
-        m.extra = {**(m.extra or {}), **{k: v for k, v in f.extra.items() if k != INDEX}}
+    """Apply fragment `f` to message `m` in place, as `_grow_dict` does."""
+    if _text_only(f) and isinstance(m.content, str):
+        if f.content:
+            text = m.content
+            m.content = ""
+            text += f.content
+            m.content = text
+        if f.reasoning_content:
+            text = m.reasoning_content or ""
+            m.reasoning_content = None
+            text += f.reasoning_content
+            m.reasoning_content = text
+    else:
+        grown = _extend(m, f, {k: v for k, v in f.extra.items() if k != INDEX} or None)
+        for name in Message.__slots__:
+            setattr(m, name, getattr(grown, name))
+
+
+def _text_only(f: Message) -> bool:
+    """Whether fragment `f` only adds text (content as a str, reasoning): no name, call or extra to set."""
+    return isinstance(f.content, str) and f.name is None and f.function_call is None and len(f.extra) == 1
