@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from chatagent.agent import Agent
+from chatagent.errors import MissingDependencyError
 from chatagent.keys import MaskSecretsFilter, clean_api_key, mask_secrets
 
 logger = logging.getLogger("chatagent.cli")
@@ -295,7 +296,10 @@ def cmd_gui(args: argparse.Namespace) -> int:
     if files:
         names = ", ".join(Path(f).name for f in files[:5]) + (" …" if len(files) > 5 else "")
         config["description"] = f"Files: {names}"
-    WebUI(agent, chatbot_config=config).run(server_name=args.host, server_port=args.port)
+    try:
+        WebUI(agent, chatbot_config=config).run(server_name=args.host, server_port=args.port)
+    except MissingDependencyError as e:
+        raise CliError(str(e)) from None
     return 0
 
 

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from chatagent.agent import Agent
+from chatagent.extras import missing_dependency
 from chatagent.schema import Message, to_messages
 from gui.render import escape_html, render_conversation, safe_name
 from gui.session import ChatSession, user_message
@@ -101,7 +102,10 @@ class WebUI:
     def build(self, messages: list | None = None) -> Any:
         """The Gradio Blocks of the page (`messages`: a conversation every session starts with)."""
         _offline_env()
-        import gradio as gr
+        try:
+            import gradio as gr
+        except ModuleNotFoundError as e:
+            raise missing_dependency(e, "the web UI") from None
 
         self._initial = to_messages(messages) if messages else []
         cfg = self.config

@@ -168,6 +168,11 @@ for what, call in [
         out[what] = "no error"
     except MissingDependencyError as e:
         out[what] = str(e)
+import contextlib, io
+from chatagent.cli import main
+err = io.StringIO()
+with contextlib.redirect_stderr(err):
+    out["gui"] = [main(["gui", "--port", "0"]), err.getvalue()]
 print(json.dumps(out))
 """
 
@@ -206,6 +211,7 @@ def test_a_core_only_install_imports_runs_and_names_the_extra_it_lacks(
     assert out["fncall"] == "hello"
     assert "pip install 'chatagent[rag]'" in out["assistant"], out
     assert "pip install 'chatagent[rag]'" in out["pdf"] and "reading .pdf files" in out["pdf"], out
+    assert out["gui"][0] == 2 and "pip install 'chatagent[gui]'" in out["gui"][1], out
 
 
 @pytest.mark.slow
