@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "merge_delta": "chatagent.stream",
     "ChatAgentError": "chatagent.errors",
     "ModelServiceError": "chatagent.errors",
+    "MissingDependencyError": "chatagent.errors",
     "RunDeadlineExceeded": "chatagent.errors",
     "BaseChatModel": "chatagent.llm.base",
     "Usage": "chatagent.llm.base",
@@ -86,6 +87,7 @@ __all__ = [
     "FunctionCall",
     "Message",
     "MessageError",
+    "MissingDependencyError",
     "ModelServiceError",
     "Reply",
     "Run",
@@ -110,7 +112,7 @@ if TYPE_CHECKING:
     from chatagent.agents.react_chat import ReActChat
     from chatagent.agents.router import Router
     from chatagent.agents.user import PENDING_USER_INPUT, UserAgent, pending_input
-    from chatagent.errors import ChatAgentError, ModelServiceError, RunDeadlineExceeded
+    from chatagent.errors import ChatAgentError, MissingDependencyError, ModelServiceError, RunDeadlineExceeded
     from chatagent.events import Callbacks, Event
     from chatagent.llm.base import BaseChatModel, Usage, get_chat_model, register_llm
     from chatagent.llm.scripted import Reply, ScriptedLLM, tool_call

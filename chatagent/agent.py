@@ -19,7 +19,6 @@ A `_run` written the Qwen-Agent way, yielding the whole response so far each tim
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -29,23 +28,20 @@ from typing import Any, ClassVar
 from chatagent.driver import ModelStream, adrive, carry_out, drive
 from chatagent.effects import Blocking, ModelCall, Request, ToolBatch, ToolWait, View
 from chatagent.errors import RunDeadlineExceeded
+from chatagent.lang import conversation_lang
 from chatagent.llm.base import BaseChatModel, Usage, get_chat_model
-from chatagent.schema import SYSTEM, USER, ContentItem, Message, content_text, to_messages
+from chatagent.schema import SYSTEM, ContentItem, Message, content_text, to_messages
 from chatagent.stream import INDEX, Collector, DictResponse, Response, WholeLists, accumulate, collect, fragment
 
 logger = logging.getLogger("chatagent.agent")
 
-_CJK = re.compile(r"[\u4e00-\u9fff]")
 _CURRENT: ContextVar[RunContext | None] = ContextVar("chatagent_run", default=None)
 _UNSET: Any = object()
 
 
 def detect_lang(messages: list[Message]) -> str:
-    """'zh' when the latest user message has Chinese characters, else 'en'."""
-    for m in reversed(messages):
-        if m.role == USER:
-            return "zh" if _CJK.search(content_text(m.content)) else "en"
-    return "en"
+    """The language of the latest user message: 'zh', 'ja', 'ko' or 'en' (see `chatagent.lang`)."""
+    return conversation_lang(messages)
 
 
 class RunContext:

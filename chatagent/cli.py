@@ -2,7 +2,7 @@
 
     chatagent chat  [--model M] [--server URL] [--agent module:object] [--file F ...]
     chatagent gui   [--file F ...] [--dir D] [--host H] [--port P] [--agent module:object]
-    chatagent serve [--agent module:object] [--host H] [--port P] [--api-key K]
+    chatagent serve [--agent module:object] [--host H] [--port P] [--api-key-file PATH]  (or $CHATAGENT_API_KEY)
 
 Without --agent the command builds the default agent: the Assistant when it is available, else the
 function-calling agent, else the basic chat agent, on the model given by --model/--server or, without
@@ -12,16 +12,21 @@ them, on the default model (see `chatagent.llm.base.default_llm_config`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import logging
 import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from chatagent.agent import Agent
+from chatagent.errors import MissingDependencyError
+from chatagent.keys import MaskSecretsFilter, clean_api_key, mask_secrets
 
 logger = logging.getLogger("chatagent.cli")
 
@@ -238,7 +243,7 @@ def chat_loop(
             note = "[stopped]"
         except Exception as e:  # shown, and the chat goes on
             logger.debug("the agent failed", exc_info=True)
-            note = f"[error] {type(e).__name__}: {e}"
+            note = mask_secrets(f"[error] {type(e).__name__}: {e}")
         finally:
             run.close()
         printer.end(note)
@@ -291,7 +296,10 @@ def cmd_gui(args: argparse.Namespace) -> int:
     if files:
         names = ", ".join(Path(f).name for f in files[:5]) + (" …" if len(files) > 5 else "")
         config["description"] = f"Files: {names}"
-    WebUI(agent, chatbot_config=config).run(server_name=args.host, server_port=args.port)
+    try:
+        WebUI(agent, chatbot_config=config).run(server_name=args.host, server_port=args.port)
+    except MissingDependencyError as e:
+        raise CliError(str(e)) from None
     return 0
 
 
@@ -299,7 +307,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from chatagent.server import AgentServer
 
     agent = _agent_from_args(args)
-    api_key = args.api_key or os.environ.get("CHATAGENT_API_KEY") or None
+    api_key = serve_api_key(args.api_key, args.api_key_file)
     server = AgentServer(
         agent,
         args.host,
@@ -318,6 +326,32 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         server.close()
     return 0
+
+
+def serve_api_key(given: str | None, path: str | None) -> str | None:
+    """The key clients must send: --api-key-file's content, else --api-key (with a warning: a command line is
+    readable by every user of the machine), else $CHATAGENT_API_KEY, else none."""
+    if given is not None and path is not None:
+        raise CliError("give --api-key or --api-key-file, not both")
+    try:
+        if path is not None:
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise CliError(f"--api-key-file {path}: cannot read it ({type(e).__name__})") from None
+            key = clean_api_key(text, f"the key in {path}")
+            if key is None:
+                raise CliError(f"--api-key-file {path} is empty")
+            return key
+        if given is not None:
+            logger.warning(
+                "--api-key on the command line is visible to every user of this machine (ps, /proc/<pid>/cmdline); "
+                "use CHATAGENT_API_KEY or --api-key-file instead"
+            )
+            return clean_api_key(given, "--api-key")
+        return clean_api_key(os.environ.get("CHATAGENT_API_KEY"), "CHATAGENT_API_KEY")
+    except ValueError as e:
+        raise CliError(str(e)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -351,7 +385,10 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(p)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--api-key", help="require this key from clients (default: $CHATAGENT_API_KEY, else none)")
+    p.add_argument(
+        "--api-key-file", metavar="PATH", help="require the key in this file from clients (default: $CHATAGENT_API_KEY)"
+    )
+    p.add_argument("--api-key", help="the key on the command line: visible to other users, prefer the two above")
     p.add_argument("--model-name", help="the model id clients see (default: the agent's name)")
     p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
     p.add_argument("--max-concurrency", type=int, default=32)
@@ -363,12 +400,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `chatagent` command; returns the exit status."""
     args = build_parser().parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if args.command == "chat" else logging.INFO
-    logging.basicConfig(level=level, format="chatagent: %(message)s")
-    if not args.verbose:
-        for noisy in ("httpx", "httpcore", "urllib3"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
+    handler = logging.StreamHandler()
+    handler.addFilter(MaskSecretsFilter())  # no key in any line, ours or a library's
+    if not args.verbose:  # other libraries' INFO is per request (HTTP clients log every model call): -v shows it
+        handler.addFilter(lambda r: r.levelno >= logging.WARNING or r.name.partition(".")[0] in ("chatagent", "gui"))
+    logging.basicConfig(level=level, format="chatagent: %(message)s", handlers=[handler])
     try:
-        return args.func(args)
+        with stop_signals():
+            return args.func(args)
     except CliError as e:
         print(f"chatagent: error: {e}", file=sys.stderr)
         return 2
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt and SIGTERM exits cleanly, whatever handling this process inherited
+    (a background job starts with SIGINT ignored, and an ignored signal stays ignored across exec); the previous
+    handlers are restored afterwards. SIGINT stops the answer in the terminal chat and stops `serve` and `gui`;
+    SIGTERM stops any of them, closing the run, the server and its connections on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

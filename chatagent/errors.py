@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from chatagent.keys import mask_secrets
+
 
 class ChatAgentError(Exception):
     """Base of every error chatagent raises on purpose."""
@@ -12,7 +14,7 @@ class ModelServiceError(ChatAgentError):
 
     `retryable` errors (timeouts, dropped connections, 429, 5xx) are retried by the model layer before
     they reach you; `retry_after` is the server's Retry-After in seconds when it sent one. The message
-    never contains the API key.
+    never contains an API key (see `chatagent.keys`).
     """
 
     def __init__(
@@ -25,19 +27,24 @@ class ModelServiceError(ChatAgentError):
         partial: bool = False,
     ) -> None:
         self.code = code
-        self.message = message
+        self.message = message = mask_secrets(message)
         self.retryable = retryable
         self.retry_after = retry_after
         self.partial = partial  # content had already been streamed when this happened
         super().__init__(f"{code}: {message}")
 
     def scrubbed(self, secret: str | None) -> ModelServiceError:
-        """This error with every occurrence of `secret` masked."""
-        if secret and len(secret) >= 4 and secret in self.message:
-            self.message = self.message.replace(secret, "***")
+        """This error with `secret` masked too (keys configured through chatagent are masked already)."""
+        masked = mask_secrets(self.message, [secret])
+        if masked != self.message:
+            self.message = masked
             self.args = (f"{self.code}: {self.message}",)
         return self
 
 
 class RunDeadlineExceeded(ChatAgentError):
     """A run went past the deadline its caller set."""
+
+
+class MissingDependencyError(ChatAgentError, ImportError):
+    """An optional package is not installed: the message names the extra of chatagent that installs it."""

@@ -24,6 +24,7 @@ from typing import Any
 
 from chatagent.agent import Agent, Run
 from chatagent.errors import ModelServiceError, RunDeadlineExceeded
+from chatagent.keys import clean_api_key, mask_secrets
 from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
 from chatagent.stream import INDEX
 
@@ -36,6 +37,7 @@ class RequestError(Exception):
     """A request we refuse: the HTTP status and an OpenAI-style error body."""
 
     def __init__(self, status: int, message: str, code: str | None = None, param: str | None = None) -> None:
+        message = mask_secrets(message)  # whatever failed, no key reaches a client
         super().__init__(message)
         self.status, self.message, self.code, self.param = status, message, code, param
 
@@ -115,7 +117,8 @@ class AgentServer:
     Args:
         agent: any Agent; one object serves every request (agents keep no state between runs).
         host, port: where to listen (port 0 picks a free one; see `url`).
-        api_key: when set, requests must send `Authorization: Bearer <api_key>`.
+        api_key: when set, requests must send `Authorization: Bearer <api_key>` (surrounding whitespace, as
+            in a key read from a file, is ignored).
         model_name: the id shown in `/v1/models` (default: the agent's name, else 'chatagent').
         max_request_bytes: larger request bodies get 413.
         max_concurrency: runs at once; more get 429.
@@ -137,7 +140,7 @@ class AgentServer:
         if not isinstance(agent, Agent):
             raise TypeError(f"AgentServer needs an Agent, got {type(agent).__name__}")
         self.agent = agent
-        self.api_key = api_key or None
+        self.api_key = clean_api_key(api_key, "the server's api_key")
         self.model_name = model_name or agent.name or "chatagent"
         self.max_request_bytes = max_request_bytes
         self.deadline = deadline

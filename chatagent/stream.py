@@ -225,22 +225,69 @@ def merge_delta(response: list, fragments: list) -> list:
     """For users of incremental mode: fold one yield of fragments (dicts or Messages) into `response`.
 
     Works on the caller's own list in place and returns it, so `for d in bot.run(m, delta_stream=True):
-    merge_delta(full, d)` leaves `full` equal to what cumulative mode would have yielded last.
+    merge_delta(full, d)` leaves `full` equal to what cumulative mode would have yielded last. The messages
+    in `response` are updated in place, and their text grows in place where the interpreter allows it (a str
+    nobody else holds), so folding a whole answer costs time linear in its length.
     """
     for f in fragments:
         as_dict = isinstance(f, dict)
         if as_dict:
             f = to_message(f)
         i = f.extra[INDEX]
-        if as_dict:
-            DictResponse(response).add([f])
-            continue
-        rest = _rest(f.extra) or None
         if i == len(response) or (f.extra.get(REPLACE) and 0 <= i < len(response)):
-            response[i : i + 1] = [Message._make(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest)]
+            if as_dict:
+                DictResponse(response).add([f])
+            else:
+                msg = Message._make(
+                    f.role, f.content, f.name, f.function_call, f.reasoning_content, _rest(f.extra) or None
+                )
+                if i == len(response):
+                    response.append(msg)
+                else:
+                    response[i] = msg
+        elif 0 <= i < len(response):
+            (_grow_dict if as_dict else _grow_message)(response[i], f)
         else:
-            response[i] = _extend(response[i], f, rest)
+            raise ValueError(f"fragment index {i} skips past the end of a response of {len(response)} messages")
     return response
+
+
+def _grow_dict(d: dict, f: Message) -> None:
+    """Apply fragment `f` to message dict `d` in place: text (the usual fragment) grows in place, where the
+    interpreter can (a str that nobody else holds); anything else is applied as `_extend_dict` does."""
+    if _text_only(f) and isinstance(d.get("content"), str):
+        for key, piece in (("content", f.content), ("reasoning_content", f.reasoning_content)):
+            if piece:
+                text = d.get(key) or ""
+                d[key] = None  # `text` may then be the string's only reference: `+=` extends it in place
+                text += piece
+                d[key] = text
+    else:
+        d.update(_extend_dict(d, f))
+
+
+def _grow_message(m: Message, f: Message) -> None:
+    """Apply fragment `f` to message `m` in place, as `_grow_dict` does."""
+    if _text_only(f) and isinstance(m.content, str):
+        if f.content:
+            text = m.content
+            m.content = ""
+            text += f.content
+            m.content = text
+        if f.reasoning_content:
+            text = m.reasoning_content or ""
+            m.reasoning_content = None
+            text += f.reasoning_content
+            m.reasoning_content = text
+    else:
+        grown = _extend(m, f, _rest(f.extra) or None)
+        for name in Message.__slots__:
+            setattr(m, name, getattr(grown, name))
+
+
+def _text_only(f: Message) -> bool:
+    """Whether fragment `f` only adds text (content as a str, reasoning): no name, call or extra to set."""
+    return isinstance(f.content, str) and f.name is None and f.function_call is None and len(f.extra) == 1
 
 
 class WholeLists:

@@ -3,7 +3,9 @@
 Pure functions (no Gradio import), so they are cheap to test and to call on every streamed chunk.
 Everything that came from a model, a tool or a user is escaped: `<` and `&` outside Markdown code become
 entities, so a reply holding `<script>` or `<img onerror=...>` shows as text while lists, tables and code
-still render as Markdown.
+still render as Markdown. Markdown images become links: an image the page loads by itself is a request to
+wherever its URL says, carrying whatever the URL holds (a prompt-injected document's way to leak the
+conversation); a link needs a click. The page's Content-Security-Policy (gui/security.py) is the second guard.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ THINKING_TITLE = "💭 Thinking"
 # a fence opens with 3+ backticks (no backtick after them on the line) or 3+ tildes, indented 0-3 spaces
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}(?=[^`]*$)|~{3,})")
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+_IMAGE_START = "!["
+_AS_LINK = "!\u200b["  # a zero-width space after `!`: `![alt](url)` reads as "!" and a link
 _SAFE_NAME = re.compile(r"[^\w .:/@-]")
 
 
@@ -55,7 +59,7 @@ def escape_markdown(text: str) -> str:
     links, tables and escapes, a `<` that could open a tag gets an invisible zero-width space after it,
     so it stays text whichever way the span is read. Gradio's own sanitiser stays on as a second guard.
     """
-    if "<" not in text and "&" not in text:
+    if "<" not in text and "&" not in text and _IMAGE_START not in text:
         return text
     out: list[str] = []
     prose: list[str] = []
@@ -80,17 +84,17 @@ def escape_markdown(text: str) -> str:
 
 
 def _escape_inline(text: str) -> str:
-    """Escape prose; in inline code spans (n backticks closed by exactly n) only defuse tag openings."""
-    if "<" not in text and "&" not in text:
+    """Escape prose; in inline code spans (n backticks closed by exactly n) only defuse tag and image openings."""
+    if "<" not in text and "&" not in text and _IMAGE_START not in text:
         return text
     out: list[str] = []
     i, n = 0, len(text)
     while i < n:
         j = text.find("`", i)
         if j < 0:
-            out.append(escape_html(text[i:]))
+            out.append(_prose(text[i:]))
             break
-        out.append(escape_html(text[i:j]))
+        out.append(_prose(text[i:j]))
         k = j
         while k < n and text[k] == "`":
             k += 1
@@ -99,9 +103,13 @@ def _escape_inline(text: str) -> str:
             out.append(text[j:k])
             i = k
         else:
-            out.append(_TAG_START.sub("<\u200b", text[j : close.end()]))
+            out.append(_TAG_START.sub("<\u200b", text[j : close.end()]).replace(_IMAGE_START, _AS_LINK))
             i = close.end()
     return "".join(out)
+
+
+def _prose(text: str) -> str:
+    return escape_html(text).replace(_IMAGE_START, _AS_LINK)
 
 
 def code_block(text: str, lang: str = "") -> str:
@@ -188,6 +196,7 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
 def render_error(error: BaseException) -> dict[str, Any]:
     """An error as a readable chat message (its type and message, never a traceback)."""
     from chatagent.errors import ModelServiceError, RunDeadlineExceeded
+    from chatagent.keys import mask_secrets
 
     if isinstance(error, ModelServiceError):
         text = f"The model service failed ({error.code}): {error.message}"
@@ -195,7 +204,7 @@ def render_error(error: BaseException) -> dict[str, Any]:
         text = "The answer took too long and was stopped."
     else:
         text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-    return chat_message("assistant", f"⚠️ **Error.** {escape_markdown(text)}")
+    return chat_message("assistant", f"⚠️ **Error.** {escape_markdown(mask_secrets(text))}")
 
 
 def render_conversation(messages: list[Message], *, show_names: bool = False) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from chatagent.agent import Agent
+from chatagent.extras import missing_dependency
 from chatagent.schema import Message, to_messages
 from gui.render import escape_html, render_conversation, safe_name
 from gui.session import ChatSession, user_message
@@ -101,7 +102,10 @@ class WebUI:
     def build(self, messages: list | None = None) -> Any:
         """The Gradio Blocks of the page (`messages`: a conversation every session starts with)."""
         _offline_env()
-        import gradio as gr
+        try:
+            import gradio as gr
+        except ModuleNotFoundError as e:
+            raise missing_dependency(e, "the web UI") from None
 
         self._initial = to_messages(messages) if messages else []
         cfg = self.config
@@ -245,10 +249,16 @@ class WebUI:
         `share=True` asks Gradio for a public link, which contacts Gradio's share server: off by default.
         Other keyword arguments go to `gr.Blocks.launch`.
         """
+        from starlette.middleware import Middleware
+
+        from gui.security import SecurityHeaders
+
         demo = self.build(messages)
         demo.queue(default_concurrency_limit=None)
         if share:
             logger.warning("share=True: Gradio will contact its share server to make a public link")
+        app_kwargs = dict(launch_kwargs.pop("app_kwargs", None) or {})
+        app_kwargs["middleware"] = [Middleware(SecurityHeaders), *app_kwargs.get("middleware", [])]
         _, url, _ = demo.launch(
             server_name=server_name,
             server_port=server_port,
@@ -259,6 +269,7 @@ class WebUI:
             max_threads=max_threads,
             max_file_size=self.config.get("max_file_size", "50mb"),
             footer_links=[],
+            app_kwargs=app_kwargs,
             **launch_kwargs,
         )
         logger.info("chatagent web UI on %s", url)

@@ -16,7 +16,6 @@ Optional: `stdin` (text fed to the example), `env` (extra variables), `timeout` 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import processes
 from tests.support.openai_server import Reply
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,7 +159,7 @@ def test_example_runs(openai_server, name):
         PYTHONUNBUFFERED="1",
     )
     env.update(case.env)
-    proc = subprocess.run(
+    proc = processes.run(
         [sys.executable, str(ROOT / "examples" / name), *case.args],
         input=case.stdin,
         capture_output=True,

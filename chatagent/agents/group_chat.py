@@ -60,6 +60,7 @@ from typing import Any
 from chatagent.agent import Agent
 from chatagent.agents.user import is_pending_input, pending_marker
 from chatagent.llm.base import BaseChatModel, response_text
+from chatagent.logs import quote
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, ContentItem, Message, content_text
 from chatagent.stream import fragment
 from chatagent.tokens import truncate_tokens
@@ -210,7 +211,7 @@ class GroupChat(Agent):
             text = "\n".join(content_text(m.content) for m in turn if m.role == ASSISTANT)
             word = next((w for w in self.termination_words if w in text), None)
             if word is not None:
-                logger.info("group chat: ended by the termination word %r", word)
+                logger.info("group chat: ended by the termination word %s", quote(word))
                 return True
         if self.is_termination is not None and self.is_termination(conversation):
             logger.info("group chat: ended by is_termination")
@@ -281,7 +282,9 @@ class GroupChat(Agent):
             return None
         if choice is None:
             fallback = self._round_robin(conversation)
-            logger.warning("group chat: the host answered %r, naming no participant; %s speaks next", answer, fallback)
+            logger.warning(
+                "group chat: the host answered %s, naming no participant; %s speaks next", quote(answer), fallback
+            )
             return fallback
         return choice
 

@@ -48,6 +48,7 @@ from typing import Any
 from chatagent.agent import current_run
 from chatagent.agents.fncall import CallHistory, FnCallAgent, loop_message
 from chatagent.effects import View
+from chatagent.logs import quote
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, FunctionCall, Message, content_text
 from chatagent.stream import INDEX
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments, parse_json
@@ -385,7 +386,7 @@ class ReActChat(FnCallAgent):
             if step.kind == "final":
                 return
             if step.kind == "malformed":
-                logger.warning("ReAct: malformed reply (%s): %.200r", step.problem, step.raw)
+                logger.warning("ReAct: malformed reply (%s): %s", step.problem, quote(step.raw))
                 note = CORRECTIONS[lang][step.problem].format(tool_names=", ".join(self.function_map))
                 scratch.append(Message._make(USER, note))
                 continue

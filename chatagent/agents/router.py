@@ -21,6 +21,7 @@ from typing import Any
 from chatagent.agent import Agent, run_subagent
 from chatagent.effects import View
 from chatagent.llm.base import BaseChatModel
+from chatagent.logs import quote
 from chatagent.schema import ASSISTANT, SYSTEM, ContentItem, Message
 from chatagent.stream import INDEX, fragment
 
@@ -107,7 +108,7 @@ class Router(Agent):
             return
         agent = self.match(name)
         if agent is None:
-            logger.warning("router: the model called unknown agent %r; answering itself", name)
+            logger.warning("router: the model called unknown agent %s; answering itself", quote(name))
             retry = routed + [
                 Message._make(ASSISTANT, f"Call: {name}"),
                 Message._make("user", UNKNOWN_AGENT[lang].format(name=name)),

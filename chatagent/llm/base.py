@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatagent.errors import ModelServiceError, RunDeadlineExceeded
+from chatagent.keys import clean_api_key
 from chatagent.schema import FUNCTION, SYSTEM, USER, ContentItem, FunctionCall, Message, content_text, to_messages
 from chatagent.stream import INDEX, Collector, Response, accumulate, collect, fragment
 from chatagent.tokens import count_tokens, truncate_tokens
@@ -149,7 +150,7 @@ class BaseChatModel:
         self.cfg = cfg
         self.model: str = cfg.get("model", "")
         self.generate_cfg: dict = dict(cfg.get("generate_cfg") or {})
-        self.api_key: str | None = cfg.get("api_key")
+        self.api_key: str | None = clean_api_key(cfg.get("api_key"))
         if "multimodal" in cfg:
             self.support_multimodal_input = bool(cfg["multimodal"])
 

@@ -31,6 +31,7 @@ from dashscope.common.error import DashScopeException
 from dashscope.utils.oss_utils import OssUtils
 
 from chatagent.errors import ModelServiceError
+from chatagent.keys import clean_api_key
 from chatagent.llm.base import BaseChatModel, Usage, cut_call_error, register_llm
 from chatagent.schema import ASSISTANT, FUNCTION, ContentItem, FunctionCall, Message, content_text
 from chatagent.stream import INDEX
@@ -72,7 +73,7 @@ class DashScopeModel(BaseChatModel):
             self.model = "qwen-plus"
         if "multimodal" not in cfg:
             self.support_multimodal_input = bool(_MULTIMODAL_NAME.search(self.model.lower()))
-        self.api_key = cfg.get("api_key") or os.environ.get("DASHSCOPE_API_KEY") or None
+        self.api_key = clean_api_key(cfg.get("api_key") or os.environ.get("DASHSCOPE_API_KEY"))
         server = str(cfg.get("model_server") or "")
         self.base_url: str | None = cfg.get("base_url") or (
             server if server.startswith(("http://", "https://")) else None

@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
+from chatagent.lang import conversation_lang
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, ContentItem, FunctionCall, Message, content_text
 from chatagent.stream import INDEX, collect
 
@@ -115,8 +116,6 @@ QWEN_USAGE_PARALLEL = {
 }
 CHOICE_REQUIRED = {"en": "You must call at least one tool in this reply.", "zh": "本次回复必须至少调用一个工具。"}
 CHOICE_NAMED = {"en": "You must call the tool {name} in this reply.", "zh": "本次回复必须调用工具 {name}。"}
-
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 # ---- the entry point ----------------------------------------------------------------------------------------
@@ -340,7 +339,7 @@ class QwenFormat(PromptFormat):
                 out[-1] = out[-1].copy(content=_cat(out[-1].content, "\n\n", turn.content))
             continued = True
         if funcs:
-            lang = "zh" if _last_user_is_chinese(msgs) else "en"
+            lang = "zh" if conversation_lang(msgs) == "zh" else "en"  # prompts exist in these two
             descs = "\n\n".join(
                 QWEN_TOOL_DESC[lang].format(
                     name=f["name"],
@@ -375,13 +374,6 @@ def _choice_text(choice: str, lang: str) -> str:
     if choice in ("required", "any"):
         return "\n\n" + CHOICE_REQUIRED[lang]
     return "\n\n" + CHOICE_NAMED[lang].format(name=choice)
-
-
-def _last_user_is_chinese(msgs: list[Message]) -> bool:
-    for m in reversed(msgs):
-        if m.role == USER:
-            return bool(_CJK.search(content_text(m.content)))
-    return False
 
 
 def _cat(*parts: str | list[ContentItem]) -> str | list[ContentItem]:

@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from chatagent.errors import ModelServiceError
+from chatagent.keys import clean_api_key, clean_headers, mask_secrets
 from chatagent.llm.base import BaseChatModel, Usage, cut_call_error, register_llm
 from chatagent.schema import ASSISTANT, FunctionCall, Message, to_openai
 
@@ -51,6 +52,9 @@ _UNSUPPORTED = re.compile(
     r"support|require|unrecogni[sz]ed|unknown|not allowed|not permitted|extra|--jinja", re.IGNORECASE
 )
 _RETRYABLE_STATUS = {408, 409, 425, 429}
+_STREAM_OPTIONS = re.compile(r"stream_options|include_usage", re.IGNORECASE)
+# servers (by base URL) that refused `stream_options` (older Azure api-versions, some proxies): not sent again
+_NO_STREAM_OPTIONS: set[str] = set()
 
 
 def looks_multimodal(model: str) -> bool:
@@ -90,7 +94,7 @@ class OpenAICompatModel(BaseChatModel):
         if not server or server.lower() == "openai":
             server = os.environ.get("OPENAI_BASE_URL", "")
         self.base_url: str | None = server.rstrip("/") or None
-        self.api_key = cfg.get("api_key") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        self.api_key = clean_api_key(cfg.get("api_key") or os.environ.get("OPENAI_API_KEY")) or "EMPTY"
         if "multimodal" not in cfg:
             self.support_multimodal_input = looks_multimodal(self.model)
         self._client: Any = None
@@ -140,7 +144,8 @@ class OpenAICompatModel(BaseChatModel):
             kwargs["tools"] = [{"type": "function", "function": f} for f in functions]
         if stream:
             kwargs["stream"] = True
-            kwargs["stream_options"] = {"include_usage": True}
+            if self._where() not in _NO_STREAM_OPTIONS:
+                kwargs["stream_options"] = {"include_usage": True}
         extra_body: dict = {}
         for key, value in cfg.items():
             if key == "_function_choice":
@@ -156,6 +161,8 @@ class OpenAICompatModel(BaseChatModel):
                 logger.warning("generate_cfg[%r] is ignored: chatagent sets it", key)
             elif key == "request_timeout":
                 kwargs["timeout"] = value
+            elif key == "extra_headers":
+                kwargs["extra_headers"] = clean_headers(value)
             elif key == "extra_body":
                 extra_body.update(value or {})
             elif key in known:
@@ -196,6 +203,8 @@ class OpenAICompatModel(BaseChatModel):
                 return ModelServiceError("context_too_long", message)
             if has_tools and _TOOLS.search(message) and _UNSUPPORTED.search(message):
                 return ModelServiceError("tools_unsupported", message)
+            if _STREAM_OPTIONS.search(message):
+                return ModelServiceError("stream_options_unsupported", message)
         if status in (401, 403):
             message = f"{message} (check api_key / OPENAI_API_KEY for {self._where()})"
         elif status == 404:
@@ -208,18 +217,31 @@ class OpenAICompatModel(BaseChatModel):
         self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
     ) -> Iterator[list[Message]]:
         kwargs = self._request(messages, functions, cfg, stream=True)
-        response = self._send(kwargs, bool(functions))
         try:
-            yield from self._read_stream(response, usage, bool(functions))
+            response = self._send(kwargs, bool(functions))
+        except ModelServiceError as e:
+            self._drop_stream_options(e, kwargs)
+            response = self._send(kwargs, bool(functions))
+        try:
+            yield from self._read_stream(response, usage, (messages, functions))
         finally:
             response.close()
 
-    def _read_stream(self, response: Any, usage: Usage | None, has_tools: bool) -> Iterator[list[Message]]:
+    def _drop_stream_options(self, e: ModelServiceError, kwargs: dict) -> None:
+        """After `e`: re-raise it, unless the server refused `stream_options`; then remember that (for every model
+        on this server, as with tools) and take it out of `kwargs` to ask again."""
+        if e.code != "stream_options_unsupported" or "stream_options" not in kwargs:
+            raise e
+        logger.warning("%s rejects stream_options (%s): usage will be estimated", self._where(), e.message)
+        _NO_STREAM_OPTIONS.add(self._where())
+        del kwargs["stream_options"]
+
+    def _read_stream(self, response: Any, usage: Usage | None, prompt: _Prompt) -> Iterator[list[Message]]:
         ctype = response.headers.get("content-type", "")
         if "event-stream" not in ctype:
-            yield from self._non_sse_body(self._read_body(response), ctype, usage, has_tools)
+            yield from self._non_sse_body(self._read_body(response), ctype, usage, prompt)
             return
-        reader = _ReplyReader(self, has_tools)
+        reader = _ReplyReader(self, prompt)
         event = reader.event
         try:
             for data in _sse_data(response.iter_bytes()):
@@ -232,10 +254,10 @@ class OpenAICompatModel(BaseChatModel):
             raise self._transport_error(e) from None
         yield from reader.finish(usage)
 
-    def _non_sse_body(self, body: bytes, ctype: str, usage: Usage | None, has_tools: bool) -> Iterator[list[Message]]:
+    def _non_sse_body(self, body: bytes, ctype: str, usage: Usage | None, prompt: _Prompt) -> Iterator[list[Message]]:
         """A streaming request answered without an event stream: a whole JSON completion, an error, or junk."""
         if "json" in ctype:
-            reply = self._parse_completion(body, usage, has_tools)
+            reply = self._parse_completion(body, usage, prompt)
             yield [m.copy(extra={**(m.extra or {}), "index": i}) for i, m in enumerate(reply)]
             return
         raise ModelServiceError(
@@ -272,22 +294,27 @@ class OpenAICompatModel(BaseChatModel):
             body = self._read_body(response)
         finally:
             response.close()
-        return self._parse_completion(body, usage, bool(functions))
+        return self._parse_completion(body, usage, (messages, functions))
 
     # ---- asyncio: the same request and parsing over httpx.AsyncClient ------------------------------------
 
     async def _achat_stream(
         self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
     ) -> AsyncIterator[list[Message]]:
-        has_tools = bool(functions)
-        response = await self._asend(self._request(messages, functions, cfg, stream=True), has_tools)
+        kwargs = self._request(messages, functions, cfg, stream=True)
+        prompt = (messages, functions)
+        try:
+            response = await self._asend(kwargs, bool(functions))
+        except ModelServiceError as e:
+            self._drop_stream_options(e, kwargs)
+            response = await self._asend(kwargs, bool(functions))
         try:
             ctype = response.headers.get("content-type", "")
             if "event-stream" not in ctype:
-                for out in self._non_sse_body(await self._aread_body(response), ctype, usage, has_tools):
+                for out in self._non_sse_body(await self._aread_body(response), ctype, usage, prompt):
                     yield out
                 return
-            reader = _ReplyReader(self, has_tools)
+            reader = _ReplyReader(self, prompt)
             event = reader.event
             sse = _SSESplitter()
             try:
@@ -317,7 +344,7 @@ class OpenAICompatModel(BaseChatModel):
             body = await self._aread_body(response)
         finally:
             await response.aclose()
-        return self._parse_completion(body, usage, bool(functions))
+        return self._parse_completion(body, usage, (messages, functions))
 
     async def _asend(self, kwargs: dict, has_tools: bool) -> Any:
         """POST the request on the async client; the response, its body unread. Errors as ModelServiceError."""
@@ -326,7 +353,7 @@ class OpenAICompatModel(BaseChatModel):
         client = self._aclient()
         kwargs = dict(kwargs)
         timeout = kwargs.pop("timeout", None)
-        headers = {"Authorization": f"Bearer {self.api_key}", **(kwargs.pop("extra_headers", None) or {})}
+        headers = {"Authorization": f"Bearer {self.api_key}", **clean_headers(kwargs.pop("extra_headers", None) or {})}
         query = kwargs.pop("extra_query", None)
         extra_body = kwargs.pop("extra_body", None) or {}
         body = {**kwargs, **extra_body}
@@ -367,7 +394,8 @@ class OpenAICompatModel(BaseChatModel):
                 raise
             raise self._transport_error(e) from None
 
-    def _parse_completion(self, body: bytes, usage: Usage | None, has_tools: bool) -> list[Message]:
+    def _parse_completion(self, body: bytes, usage: Usage | None, prompt: _Prompt) -> list[Message]:
+        has_tools = bool(prompt[1])
         try:
             obj = orjson.loads(body)
         except orjson.JSONDecodeError:
@@ -409,9 +437,8 @@ class OpenAICompatModel(BaseChatModel):
             out.append(Message._make(ASSISTANT, "", None, None, None, None))
         if cut:
             out[0].extra = {**(out[0].extra or {}), "stop_reason": "length"}
-        u = obj.get("usage")
-        if usage is not None and u:
-            usage.add(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)
+        if usage is not None:
+            _add_usage(usage, obj.get("usage"), prompt, "".join(map(_said, out)))
         return out
 
 
@@ -419,11 +446,16 @@ class _ReplyReader:
     """The events of one streamed reply, read one by one (`event`), and its end (`finish`): the same parsing
     for the synchronous and the asynchronous stream."""
 
-    __slots__ = ("model", "has_tools", "calls", "text_seen", "choice_seen", "finished", "done", "reason", "usage")
+    __slots__ = (
+        "model", "prompt", "has_tools", "calls", "text_seen", "choice_seen", "finished", "done", "reason", "usage",
+        "texts",
+    )  # fmt: skip
 
-    def __init__(self, model: OpenAICompatModel, has_tools: bool) -> None:
+    def __init__(self, model: OpenAICompatModel, prompt: _Prompt) -> None:
         self.model = model
-        self.has_tools = has_tools
+        self.prompt = prompt
+        self.has_tools = bool(prompt[1])
+        self.texts: list[str] = []  # to estimate the usage when the server reports none
         self.calls: dict[int, list] = {}  # tool index -> [id, name, argument pieces]
         self.text_seen = self.choice_seen = self.finished = self.done = False
         self.reason: str | None = None
@@ -464,6 +496,7 @@ class _ReplyReader:
         out = None
         if content and len(delta) == 1 and type(content) is str:  # the usual chunk: text only
             self.text_seen = True
+            self.texts.append(content)
             out = [Message._make(ASSISTANT, content, None, None, None, {"index": 0})]
         else:
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
@@ -471,6 +504,7 @@ class _ReplyReader:
                 if content and type(content) is not str:  # a list of parts, as a few servers send
                     content = _parts_text(content)
                 self.text_seen = True
+                self.texts += (content or "", reasoning or "")
                 out = [Message._make(ASSISTANT, content or "", None, None, reasoning or None, {"index": 0})]
             tool_calls = delta.get("tool_calls")
             if tool_calls:
@@ -493,9 +527,12 @@ class _ReplyReader:
             )
         if not self.choice_seen:
             raise ModelServiceError("empty_response", f"{where} sent no choices", retryable=True)
-        if usage is not None and self.usage:
-            usage.add(self.usage.get("prompt_tokens") or 0, self.usage.get("completion_tokens") or 0)
         calls, cut = self.calls, self.reason == "length"
+        if usage is not None:
+            texts = self.texts
+            for _, name, pieces in calls.values():
+                texts += [name, *pieces]
+            _add_usage(usage, self.usage, self.prompt, "".join(texts))
         if cut and calls:
             raise cut_call_error()
         out = []
@@ -511,6 +548,30 @@ class _ReplyReader:
 
 
 # ---- helpers ------------------------------------------------------------------------------------------------
+
+_Prompt = tuple[list[Message], "list[dict] | None"]  # what a request asked: the messages and the functions
+
+
+def _said(m: Message) -> str:
+    """Everything a message says that costs tokens: text, reasoning, a call's name and arguments."""
+    call = m.function_call
+    return m.text + (m.reasoning_content or "") + (f"{call.name}{call.arguments}" if call else "")
+
+
+def _add_usage(usage: Usage, reported: Any, prompt: _Prompt, reply_text: str) -> None:
+    """Add the server's usage report to `usage`; without one (a server that ignores or refuses stream_options),
+    an offline estimate (chatagent.tokens) of the prompt and of the reply, so that usage never stays 0."""
+    if isinstance(reported, dict) and (reported.get("prompt_tokens") or reported.get("completion_tokens")):
+        usage.add(_int(reported.get("prompt_tokens")) or 0, _int(reported.get("completion_tokens")) or 0)
+        return
+    from chatagent.tokens import count_tokens
+
+    messages, functions = prompt
+    asked = sum(4 + count_tokens(_said(m)) for m in messages)  # about 4 tokens of each message's framing
+    if functions:
+        asked += count_tokens(orjson.dumps(functions).decode())
+    usage.add(asked, count_tokens(reply_text))
+
 
 _PARAMS: frozenset[str] | None = None
 
@@ -697,9 +758,7 @@ def _snippet(data: bytes | str, limit: int = 200) -> str:
 
 
 def _scrub(text: str, secret: str | None) -> str:
-    if secret and len(secret) >= 4 and secret != "EMPTY":
-        text = text.replace(secret, "***")
-    return text
+    return mask_secrets(text, [secret])
 
 
 def _int(value: Any) -> int | None:

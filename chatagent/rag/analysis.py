@@ -14,6 +14,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from chatagent.extras import missing_dependency
+
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _IS_CJK = re.compile(f"[{_CJK}]")
 # A run of CJK characters, or a word or number (with an English clitic: don't, O'Neil).
@@ -41,7 +43,10 @@ _CJK_SPLIT = re.compile("[" + "".join(sorted(CHINESE_STOP_CHARS)) + "]+")
 
 @lru_cache(maxsize=1)
 def _stem_word() -> Callable[[str], str]:
-    import snowballstemmer  # lazy; it uses PyStemmer's C implementation of the same algorithm when installed
+    try:
+        import snowballstemmer  # lazy; it uses PyStemmer's C implementation of the same algorithm when installed
+    except ModuleNotFoundError as e:
+        raise missing_dependency(e, "English word stemming for search") from None
 
     stem = snowballstemmer.stemmer("english").stemWord
     return lambda word: stem(word) if len(word) > 2 and not word.isdigit() else word
@@ -104,7 +109,10 @@ def _jieba() -> Any:
         if _jieba_tokenizer is None:
             import logging
 
-            import jieba
+            try:
+                import jieba
+            except ModuleNotFoundError as e:
+                raise missing_dependency(e, "Chinese word segmentation (lang='zh')") from None
 
             from chatagent.rag.workspace import workspace_dir
 

@@ -20,9 +20,13 @@ import re
 import zipfile
 from collections.abc import Callable, Hashable, Iterable, Sequence
 
-import numpy as np
-
+from chatagent.extras import missing_dependency
 from chatagent.rag.analysis import analyze
+
+try:
+    import numpy as np
+except ModuleNotFoundError as e:
+    raise missing_dependency(e, "the search index (and so the Assistant's retrieval)") from None
 
 __all__ = ["Index"]
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from chatagent.errors import ChatAgentError
+from chatagent.extras import missing_dependency
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
@@ -156,6 +157,8 @@ def parse_bytes(
         pages = parser(data, name, password)
     except DocumentError:
         raise
+    except ModuleNotFoundError as e:  # the rag extra is not installed: say so, not "the file is damaged"
+        raise missing_dependency(e, f"reading .{kind} files") from None
     except MemoryError:
         raise DocumentError("too_large", f"'{name}' is too large to parse in the memory available.", name) from None
     except Exception as e:  # any parser failure on a bad file: a message for the user, not a traceback

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from chatagent.logs import quote
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments, unknown_tool_message
 from chatagent.tools.base import BaseTool, result_content
 
@@ -147,7 +148,7 @@ def prepare_call(
     outcome = ToolOutcome(name, raw, call_id)
     tool = tools.get(name)
     if tool is None:
-        logger.warning("the model called an unknown tool %r", name)
+        logger.warning("the model called an unknown tool %s", quote(name))
         return outcome.fail("unknown_tool", unknown_tool_message(name, tools))
     try:
         args = tool.validate(parse_arguments(arguments))

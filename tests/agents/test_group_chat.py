@@ -144,6 +144,17 @@ def test_auto_selection_falls_back_to_round_robin_on_an_invalid_answer(caplog):
     assert "naming no participant" in caplog.text and "Carol should speak" in caplog.text
 
 
+def test_a_long_host_answer_is_quoted_by_a_short_prefix_in_the_log(caplog):
+    rambling = "I think that the next speaker should be someone thoughtful. " * 70
+    host = ScriptedLLM([rambling, "[STOP]"])
+    with caplog.at_level(logging.WARNING, logger="chatagent.group_chat"):
+        GroupChat([bot("Alice", "Tabs."), bot("Bob", "Spaces.")], llm=host).run_nonstream(ASK)
+    (record,) = [r for r in caplog.records if "naming no participant" in r.getMessage()]
+    line = record.getMessage()
+    assert "I think that the next speaker" in line and f"({len(rambling)} chars)" in line
+    assert len(line) < 250 and line.count("someone thoughtful") <= 1
+
+
 def test_auto_selection_uses_chinese_prompts_for_chinese_input():
     alice = bot("小明", "用制表符。")
     host = ScriptedLLM(["下一位：小明", "[STOP]"])

@@ -17,6 +17,10 @@ import pytest
 
 from chatagent import BasicAgent, FnCallAgent, ScriptedLLM, tool_call
 from chatagent.cli import CliError, chat_loop, collect_files, default_agent, llm_config, load_object, main
+from tests.support import processes
+
+# how a background job starts: SIGINT (and here SIGTERM too) ignored; the commands must handle both anyway
+IGNORED = (signal.SIGINT, signal.SIGTERM)
 
 AGENT_MODULE = '''
 import os, time
@@ -76,9 +80,10 @@ def _free_port() -> int:
 class Proc:
     """A child process whose output is read without blocking the test forever."""
 
-    def __init__(self, args: list[str], **env: str) -> None:
-        self.p = subprocess.Popen(
+    def __init__(self, args: list[str], ignore: tuple[signal.Signals, ...] = (), **env: str) -> None:
+        self.p = processes.popen(
             [sys.executable, "-m", "chatagent", *args],
+            ignore=ignore,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -188,9 +193,11 @@ def test_main_reports_mistakes_without_a_traceback(capsys, agent_file: Path) -> 
 
 @pytest.mark.slow
 @pytest.mark.timeout(60)
-def test_terminal_chat_ctrl_c_stops_the_answer_not_the_chat(agent_file: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_terminal_chat_ctrl_c_stops_the_answer_not_the_chat(agent_file: Path, tmp_path: Path, inherited: str) -> None:
     marker = tmp_path / "closed"
-    proc = Proc(["chat", "--agent", f"{agent_file}:agent"], CLOSED_MARKER=str(marker))
+    ignore = IGNORED if inherited == "ignored" else ()
+    proc = Proc(["chat", "--agent", f"{agent_file}:agent"], ignore, CLOSED_MARKER=str(marker))
     try:
         proc.read_until("you> ")
         proc.send("hello")
@@ -207,38 +214,85 @@ def test_terminal_chat_ctrl_c_stops_the_answer_not_the_chat(agent_file: Path, tm
         assert int(marker.read_text()) < 2000
         proc.send("still there?")
         proc.read_until("echo: still there?")
-        proc.send("/exit")
+        if inherited == "ignored":
+            proc.p.send_signal(signal.SIGTERM)  # leaves the chat
+        else:
+            proc.send("/exit")
         assert proc.p.wait(10) == 0
     finally:
         proc.close()
 
 
+KEY = "k-serve-7d41c0ffee"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(60)
-def test_serve_command_with_an_api_key(agent_file: Path) -> None:
+@pytest.mark.parametrize(
+    ("stop", "given"),
+    [(signal.SIGINT, "file"), (signal.SIGTERM, "env"), (signal.SIGINT, "flag")],
+    ids=["SIGINT-key-file", "SIGTERM-key-env", "SIGINT-key-flag"],
+)
+def test_serve_command_with_an_api_key(agent_file: Path, tmp_path: Path, stop: signal.Signals, given: str) -> None:
     import openai
 
     port = _free_port()
-    proc = Proc(["serve", "--agent", f"{agent_file}:agent", "--port", str(port), "--api-key", "k1"])
+    args, env = ["serve", "--agent", f"{agent_file}:agent", "--port", str(port)], {}
+    if given == "file":
+        (tmp_path / "key").write_text(KEY + "\n")  # as a mounted secret: with its newline
+        args += ["--api-key-file", str(tmp_path / "key")]
+    elif given == "env":
+        env["CHATAGENT_API_KEY"] = KEY
+    else:
+        args += ["--api-key", KEY]
+    proc = Proc(args, IGNORED, **env)
     try:
         proc.read_until("API key required")
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="k1", max_retries=0, timeout=10)
+        cmdline = Path(f"/proc/{proc.p.pid}/cmdline").read_bytes()
+        assert (KEY.encode() in cmdline) == (given == "flag")  # only --api-key shows it to other users...
+        assert ("visible to every user" in proc.out.decode()) == (given == "flag")  # ...and says so
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0, timeout=10)
         assert [m.id for m in client.models.list()] == ["echo"]
         out = client.chat.completions.create(model="echo", messages=[{"role": "user", "content": "hi"}])
         assert out.choices[0].message.content == "echo: hi"
         with pytest.raises(openai.AuthenticationError):
             openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="bad", max_retries=0).models.list()
-        proc.p.send_signal(signal.SIGINT)
+        proc.p.send_signal(stop)
         assert proc.p.wait(10) == 0
     finally:
         proc.close()
+
+
+def test_serve_api_key_sources_and_mistakes(tmp_path: Path, monkeypatch, caplog) -> None:
+    from chatagent.cli import serve_api_key
+
+    (tmp_path / "key").write_text(" k-file-123456\n")
+    (tmp_path / "empty").write_text("\n")
+    (tmp_path / "spaced").write_text("k-file 123456")
+    monkeypatch.setenv("CHATAGENT_API_KEY", "k-env-123456\r\n")
+    assert serve_api_key(None, str(tmp_path / "key")) == "k-file-123456"
+    assert serve_api_key(None, None) == "k-env-123456"
+    with caplog.at_level(logging.WARNING, logger="chatagent.cli"):
+        assert serve_api_key("k-flag-123456", None) == "k-flag-123456"
+    assert "visible to every user" in caplog.text and "k-flag" not in caplog.text
+    for given, path, message in [
+        ("k", str(tmp_path / "key"), "not both"),
+        (None, str(tmp_path / "empty"), "is empty"),
+        (None, str(tmp_path / "missing"), "cannot read it"),
+        (None, str(tmp_path / "spaced"), "a space at position 7"),
+    ]:
+        with pytest.raises(CliError, match=message) as info:
+            serve_api_key(given, path)
+        assert "123456" not in str(info.value)
+    monkeypatch.delenv("CHATAGENT_API_KEY")
+    assert serve_api_key(None, None) is None
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_gui_command_serves_the_page(agent_file: Path) -> None:
     port = _free_port()
-    proc = Proc(["gui", "--agent", f"{agent_file}:agent", "--port", str(port), "--title", "Hello"])
+    proc = Proc(["gui", "--agent", f"{agent_file}:agent", "--port", str(port), "--title", "Hello"], IGNORED)
     try:
         url = f"http://127.0.0.1:{port}"
         end = time.monotonic() + 60
@@ -255,5 +309,33 @@ def test_gui_command_serves_the_page(agent_file: Path) -> None:
         client = Client(url, verbose=False)
         chat, _ = client.predict({"text": "ping", "files": []}, "echo", api_name="/chat")
         assert chat[-1]["content"][0]["text"] == "echo: ping"
+        proc.p.send_signal(signal.SIGTERM)
+        assert proc.p.wait(30) == 0
+    finally:
+        proc.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_serve_logs_no_line_per_model_call(openai_server) -> None:
+    import openai
+
+    port = _free_port()
+    calls = 3
+    for _ in range(calls):
+        openai_server.add("pong")
+    proc = Proc(["serve", "--server", openai_server.base_url, "--model", "m", "--port", str(port)])
+    try:
+        proc.read_until("serving")
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0, timeout=20)
+        for _ in range(calls):
+            out = client.chat.completions.create(model="Assistant", messages=[{"role": "user", "content": "ping"}])
+            assert out.choices[0].message.content == "pong"
+        assert len(openai_server.chat_requests) == calls
+        proc.p.send_signal(signal.SIGTERM)
+        assert proc.p.wait(10) == 0
+        proc._read()
+        log = proc.out.decode(errors="replace")
+        assert "/chat/completions" not in log and "HTTP Request" not in log, log
     finally:
         proc.close()

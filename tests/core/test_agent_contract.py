@@ -84,7 +84,14 @@ class LangAgent(Agent):
 
 
 @pytest.mark.parametrize(
-    ("text", "lang"), [("hello there", "en"), ("你好，请介绍一下", "zh"), ("use 中文 please", "zh")]
+    ("text", "lang"),
+    [
+        ("hello there", "en"),
+        ("你好，请介绍一下", "zh"),
+        ("use 中文 please", "zh"),
+        ("東京の天気は？", "ja"),
+        ("서울 날씨는?", "ko"),
+    ],
 )
 def test_language_detection(text, lang):
     assert LangAgent().run_nonstream([{"role": "user", "content": text}])[0]["content"] == lang

@@ -1,9 +1,9 @@
 """The public API: every exported name resolves, and `import chatagent` imports nothing heavy."""
 
-import subprocess
 import sys
 
 import chatagent
+from tests.support import processes
 
 HEAVY = [
     "openai",
@@ -31,5 +31,5 @@ def test_import_is_light():
         "import sys, chatagent, chatagent.agents.basic, chatagent.llm.scripted;"
         f"print([m for m in {HEAVY!r} if m in sys.modules])"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = processes.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -42,3 +42,52 @@ def test_fragment_helper_keeps_original():
     m = Message("assistant", "x", extra={"function_id": "c"})
     f = fragment(m, 3)
     assert f.extra == {"function_id": "c", "index": 3} and m.extra == {"function_id": "c"}
+
+
+def _bytes_allocated_folding(n: int, as_dicts: bool) -> int:
+    """Memory allocated while folding n one-character fragments (summed per call: what each call had to
+    allocate on top of what it kept). A fold that rebuilds the whole text per fragment allocates the text
+    each time (quadratic in n); one that grows it in place allocates about one character per fragment."""
+    import tracemalloc
+
+    frags = [[frag(0, "x", reasoning="y")] for _ in range(n)]
+    if as_dicts:
+        frags = [[f.model_dump() for f in fs] for fs in frags]
+    full: list = []
+    total = 0
+    tracemalloc.start()
+    try:
+        for fs in frags:
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            merge_delta(full, fs)
+            total += tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    got = full[0]["content"] if as_dicts else full[0].content
+    assert got == "x" * n
+    return total
+
+
+@pytest.mark.parametrize("as_dicts", [False, True], ids=["messages", "dicts"])
+def test_merge_delta_does_work_linear_in_the_answer(as_dicts):
+    small, large = (_bytes_allocated_folding(n, as_dicts) for n in (4_000, 16_000))
+    # 4x the fragments: about 4x the work when linear, 16x when every fragment copies the whole text
+    assert large / small < 6, (small, large)
+    assert large / 16_000 < 4_000  # bytes per fragment stay bounded (the old fold: ~16 kB per fragment here)
+
+
+def test_merge_delta_updates_in_place_and_leaves_fragments_alone():
+    first = frag(0, "He", reasoning="r1")
+    full: list = []
+    merge_delta(full, [first])
+    merge_delta(full, [frag(0, "llo", reasoning="r2", name="bot"), frag(1, fc=FunctionCall("f", "{}"))])
+    assert first.content == "He" and first.reasoning_content == "r1"  # the caller's fragment is unchanged
+    assert full[0].content == "Hello" and full[0].reasoning_content == "r1r2" and full[0].name == "bot"
+    assert full[1].function_call.name == "f"
+    dicts: list = []
+    merge_delta(dicts, [{"role": "assistant", "content": "He", "extra": {"index": 0}}])
+    merge_delta(dicts, [{"role": "assistant", "content": "llo", "extra": {"index": 0, "function_id": "c1"}}])
+    assert dicts == [{"role": "assistant", "content": "Hello", "extra": {"function_id": "c1"}}]
+    with pytest.raises(ValueError):
+        merge_delta(dicts, [{"role": "assistant", "content": "x", "extra": {"index": 5}}])

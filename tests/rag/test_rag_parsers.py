@@ -7,7 +7,6 @@ import logging
 import os
 import pickle
 import struct
-import subprocess
 import sys
 import time
 import tracemalloc
@@ -18,6 +17,7 @@ import pytest
 
 from chatagent.rag import SUPPORTED_EXTENSIONS, Document, DocumentError, parse_file
 from chatagent.rag.parsers import REASONS, _parse_pdf_pypdf, decode_text, parse_bytes
+from tests.support import processes
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -366,7 +366,7 @@ def test_importing_the_rag_package_loads_no_parser_library() -> None:
         "heavy = {'pypdf', 'pypdfium2', 'docx', 'pptx', 'openpyxl', 'bs4', 'jieba', 'snowballstemmer'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = processes.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 

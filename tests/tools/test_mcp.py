@@ -20,6 +20,7 @@ from chatagent.llm.scripted import ScriptedLLM, tool_call  # noqa: E402
 from chatagent.schema import ContentItem  # noqa: E402
 from chatagent.tools.base import make_tools  # noqa: E402
 from chatagent.tools.mcp import MCPServerError  # noqa: E402
+from tests.support import processes  # noqa: E402
 
 SERVER = str(Path(__file__).resolve().parents[1] / "support" / "mcp_servers" / "demo_server.py")
 
@@ -43,7 +44,7 @@ def _free_port() -> int:
 
 
 def _start_http(port: int) -> subprocess.Popen:
-    proc = subprocess.Popen(
+    proc = processes.popen(
         [sys.executable, SERVER, "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     deadline = time.monotonic() + 30

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import subprocess
 import sys
 from typing import Annotated, Literal, Optional
 
@@ -13,6 +12,7 @@ from pydantic import BaseModel, Field
 from chatagent.tools import TOOL_REGISTRY, TOOL_SOURCES, BaseTool, FunctionTool, make_tools, register_tool, tool
 from chatagent.tools.arguments import ToolArgumentError
 from chatagent.tools.from_function import function_schema, parse_docstring
+from tests.support import processes
 
 
 @pytest.fixture
@@ -298,7 +298,7 @@ def test_import_costs():
         "t = time.perf_counter(); import chatagent.tools; b = time.perf_counter() - t; "
         "print(a, b, 'pydantic' in sys.modules, 'json5' in sys.modules, 'asyncio' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    out = processes.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert float(out[0]) < 0.3
     assert float(out[1]) < 0.5
     assert out[2:] == ["False", "False", "False"]  # pydantic, json5 and asyncio stay lazy

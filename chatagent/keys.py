@@ -1,0 +1,136 @@
+"""API keys: cleaned when they are configured, and masked in every error and log line.
+
+    key = clean_api_key(os.environ.get("OPENAI_API_KEY"))   # stripped, checked, remembered for masking
+    message = mask_secrets(f"cannot reach the server: {error}")
+
+A key read from a file or a mounted secret usually ends in a newline; sent as is, the HTTP client refuses
+the header and its error quotes the whole header (`Illegal header value b'Bearer sk-...\\n'`). So a key is
+stripped of surrounding whitespace when it is configured, and a key holding a character no HTTP header can
+carry is refused then, with a message that names the position, not the key.
+
+Every key configured in this process is remembered; `mask_secrets` replaces any run of 8 or more characters
+of one of them (so a key quoted with escapes, cut, or with its newline still counts) and the token of any
+`Bearer ...` header form. Errors (ModelServiceError, the server's error bodies, the web UI's and the terminal's
+error lines) pass through it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Iterable
+
+MIN_MASKED = 8  # a run of this many characters of a key is masked wherever it appears
+MASK = "***"
+PLACEHOLDERS = frozenset({"EMPTY", "none", "None", "dummy", "sk-no-key-required"})
+_BEARER = re.compile(r"(?i)(\bbearer\s+)[^\s'\",;)\]}]+")
+_known: set[str] = set()
+_lock = threading.Lock()
+
+
+def clean_api_key(value: str | None, what: str = "api_key") -> str | None:
+    """`value` without surrounding whitespace, None if nothing is left; ValueError if a character in it cannot be
+    sent in an HTTP header. The key is remembered so that `mask_secrets` hides it from then on."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, not {type(value).__name__}")
+    key = value.strip()
+    if not key:
+        return None
+    for position, char in enumerate(key):
+        if not "!" <= char <= "~":
+            kind = "a space" if char == " " else "a control character" if ord(char) < 32 else "a non-ASCII character"
+            raise ValueError(
+                f"{what} has {kind} at position {position + 1} of {len(key)}: an API key is printable ASCII with "
+                "no spaces; check the file or variable it was read from"
+            )
+    remember_secret(key)
+    return key
+
+
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key"})
+
+
+def clean_headers(headers: dict | None) -> dict | None:
+    """Extra HTTP headers with each value cleaned as `clean_api_key` cleans a key (credentials among them are
+    remembered for masking, without their 'Bearer ' prefix)."""
+    if not headers:
+        return headers
+    out = {}
+    for name, value in headers.items():
+        if not isinstance(value, str):
+            out[name] = value  # the HTTP client's own sentinels (e.g. openai.Omit) pass through
+            continue
+        lower = str(name).lower()
+        scheme, _, token = value.strip().partition(" ")
+        if lower in _SECRET_HEADERS and token and scheme.lower() in ("bearer", "basic", "token"):
+            out[name] = f"{scheme} {clean_api_key(token.strip(), f'the {name} header') or ''}".strip()
+        elif lower in _SECRET_HEADERS:
+            out[name] = clean_api_key(value, f"the {name} header") or ""
+        else:
+            out[name] = value.strip()
+    return out
+
+
+def remember_secret(secret: str) -> None:
+    """Mask `secret` in every error and log line from now on (placeholders like 'EMPTY' are not secrets)."""
+    secret = secret.strip()
+    if len(secret) >= 4 and secret not in PLACEHOLDERS:
+        with _lock:
+            _known.add(secret)
+
+
+def mask_secrets(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """`text` with every known key (and `secrets`) masked, by any run of MIN_MASKED or more of its characters,
+    and the token of every `Bearer ...` masked."""
+    if not text:
+        return text
+    with _lock:
+        candidates = set(_known)
+    candidates.update(s.strip() for s in secrets if s and s.strip() not in PLACEHOLDERS)
+    for secret in sorted(candidates, key=len, reverse=True):
+        if len(secret) < 4:
+            continue
+        if len(secret) < MIN_MASKED:
+            text = text.replace(secret, MASK)
+        else:
+            text = _mask_runs(text, secret)
+    return _BEARER.sub(lambda m: m.group(1) + MASK, text)
+
+
+def _mask_runs(text: str, secret: str) -> str:
+    """`text` with every run of MIN_MASKED or more consecutive characters of `secret` replaced by MASK."""
+    n = MIN_MASKED
+    pieces = {secret[i : i + n] for i in range(len(secret) - n + 1)}
+    if not any(p[:4] in text for p in pieces):  # the common case, cheaply: nothing of the key is there
+        return text
+    out: list[str] = []
+    start = i = 0
+    while i + n <= len(text):
+        if text[i : i + n] in pieces:
+            end = i + n
+            while end < len(text) and text[end - n + 1 : end + 1] in pieces:
+                end += 1
+            out += [text[start:i], MASK]
+            start = i = end
+        else:
+            i += 1
+    out.append(text[start:])
+    return "".join(out)
+
+
+class MaskSecretsFilter(logging.Filter):
+    """A logging filter (for a handler) that masks keys in the message and in the exception text of each record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = mask_secrets(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = mask_secrets(record.exc_text)
+        return True
