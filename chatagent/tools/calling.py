@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments, unknown_tool_message
-from chatagent.tools.base import BaseTool, result_content
+from chatagent.tools.base import BaseTool, ToolServiceError, result_content
 
 logger = logging.getLogger("chatagent.tools")
 
@@ -250,7 +250,9 @@ def _timed_out(outcome: ToolOutcome, tool: BaseTool, limit: float, start: float)
 def _invoke(tool: BaseTool, args: dict, kwargs: dict) -> tuple[bool, Any]:
     """(True, result) or (False, (error kind, message for the model)); tracebacks go to the log only."""
     try:
-        return True, tool.call(args, **kwargs)
+        return True, tool.run_validated(args, **kwargs)
+    except ToolServiceError:  # the tool says the run cannot go on
+        raise
     except ToolArgumentError as e:
         logger.warning("bad arguments for %s: %s", tool.name, e)
         return False, ("bad_arguments", _bad_arguments(tool.name, str(e)))
