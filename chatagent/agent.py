@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from chatagent._kwargs import reject_unknown
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.llm.base import BaseChatModel, Usage, get_chat_model
 from chatagent.schema import SYSTEM, USER, ContentItem, Message, content_text, to_messages
@@ -112,6 +113,9 @@ class Agent:
         callbacks: functions or `chatagent.events.Callbacks` told about each run's model and tool calls.
         response_format: a pydantic model class (or JSON Schema dict): `run_nonstream` then returns a
             validated instance (see `chatagent.structured`).
+        generate_cfg: generation settings for this agent's model calls, over the model's own.
+
+    An unknown keyword argument raises TypeError naming it (in every subclass too: they pass theirs on here).
     """
 
     def __init__(
@@ -121,17 +125,22 @@ class Agent:
         system_message: str | None = None,
         name: str | None = None,
         description: str | None = None,
+        *,
+        generate_cfg: dict | None = None,
+        callbacks: Iterable | None = None,
+        response_format: Any = None,
         **kwargs: Any,
     ) -> None:
+        reject_unknown(type(self), kwargs)
         self._llm_cfg = llm
         self._llm: BaseChatModel | None = llm if isinstance(llm, BaseChatModel) else None
         self.system_message = system_message
         self.name = name
         self.description = description
-        self.extra_generate_cfg: dict = dict(kwargs.pop("generate_cfg", None) or {})
+        self.extra_generate_cfg: dict = dict(generate_cfg or {})
         self.function_list = list(function_list or [])
-        self.callbacks: tuple = tuple(kwargs.pop("callbacks", None) or ())
-        self.response_format = kwargs.pop("response_format", None)
+        self.callbacks: tuple = tuple(callbacks or ())
+        self.response_format = response_format
         if self.function_list:
             from chatagent.tools.base import make_tools
             from chatagent.tools.calling import ToolCache
@@ -151,6 +160,11 @@ class Agent:
                 if self._llm is None:
                     self._llm = get_chat_model(self._llm_cfg)
         return self._llm
+
+    @llm.setter
+    def llm(self, value: dict | BaseChatModel | None) -> None:
+        self._llm_cfg = value
+        self._llm = value if isinstance(value, BaseChatModel) else None
 
     def close(self) -> None:
         """Close the tools: end the processes and connections they hold (code sandboxes, MCP servers).

@@ -17,13 +17,14 @@ The agent keeps no per-run state on itself, so one instance serves many threads 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
 from chatagent.agent import Agent, current_run, tool_end_event
-from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, content_text
+from chatagent.schema import ASSISTANT, FUNCTION, USER, ContentItem, Message, content_text
 from chatagent.stream import INDEX, fragment
 from chatagent.tools.calling import PreparedCall, ToolOutcome, call_key, execute, prepare_call, run_batch
 
@@ -45,6 +46,8 @@ class FnCallAgent(Agent):
     Args:
         function_list: the tools (see `Agent`).
         llm, system_message, name, description: see `Agent`.
+        files: paths or URLs the tools see as attached to the conversation (the code interpreter copies
+            them into its work directory, `retrieval` searches them).
         max_llm_calls: model calls per run before the model is asked for a final answer (default 20).
         max_parallel_tools: threads for the calls of one reply (default 8).
     """
@@ -56,11 +59,13 @@ class FnCallAgent(Agent):
         system_message: str | None = None,
         name: str | None = None,
         description: str | None = None,
+        files: list[str] | None = None,
         max_llm_calls: int = 20,
         max_parallel_tools: int = 8,
         **kwargs: Any,
     ) -> None:
         super().__init__(function_list, llm, system_message, name, description, **kwargs)
+        self.files = [os.fspath(f) for f in files or []]
         if not isinstance(max_llm_calls, int) or max_llm_calls < 1:
             raise ValueError(f"max_llm_calls must be a positive integer, got {max_llm_calls!r}")
         self.max_llm_calls = max_llm_calls
@@ -122,6 +127,8 @@ class FnCallAgent(Agent):
         """Run one reply's calls (concurrently when there are several); yield and append their results in order."""
         ctx = current_run()
         callbacks = ctx.callbacks
+        if self.files:  # the agent's own files, as if the user had attached them
+            context = [Message._make(USER, [ContentItem(file=f) for f in self.files])] + context
         tool_kwargs = {**kwargs, "messages": context, "lang": lang}
         prepared: list[PreparedCall | ToolOutcome] = []
         for m in calls:

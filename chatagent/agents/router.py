@@ -66,6 +66,8 @@ class Router(Agent):
         description: str | None = None,
         **kwargs: Any,
     ) -> None:
+        if kwargs.get("function_list"):
+            raise TypeError("Router() does not take function_list: it answers or hands over; give tools to a sub-agent")
         super().__init__(llm=llm, system_message=system_message, name=name, description=description, **kwargs)
         self.agents = list(agents)
         if not self.agents:
