@@ -127,7 +127,7 @@ class _Handler(LoopbackHandler):
 
     def do_POST(self) -> None:
         req = self._record()
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        if not self.path.split("?")[0].rstrip("/").endswith("/chat/completions"):  # Azure adds ?api-version=
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
         reply = self.owner._next_reply(req, record=True)
