@@ -30,6 +30,7 @@ from chatagent.tools.calling import PreparedCall, ToolOutcome, call_key, execute
 
 logger = logging.getLogger("chatagent.agent")
 
+MAX_LLM_CALLS = 20  # model calls per run, by default
 REPEAT_LIMIT = 3  # the same call this many times in a row is reported as a loop
 FINAL_ANSWER_PROMPT = (
     "You have used all the tool calls available for this request. Do not call any more tools: answer now "
@@ -60,7 +61,7 @@ class FnCallAgent(Agent):
         name: str | None = None,
         description: str | None = None,
         files: list[str] | None = None,
-        max_llm_calls: int = 20,
+        max_llm_calls: int = MAX_LLM_CALLS,
         max_parallel_tools: int = 8,
         **kwargs: Any,
     ) -> None:
@@ -171,11 +172,16 @@ class FnCallAgent(Agent):
                 emit(callbacks, tool_end_event(self.name, outcome))
             outcomes.append(outcome)
             extra = {"function_id": outcome.call_id} if outcome.call_id is not None else None
-            msg = Message._make(FUNCTION, outcome.content, outcome.name, None, None, extra)
+            msg = Message._make(FUNCTION, self._shown_result(outcome, lang), outcome.name, None, None, extra)
             yield [fragment(msg, len(response))]
             response.append(msg)
         ctx.check_deadline()
         return outcomes
+
+    def _shown_result(self, outcome: ToolOutcome, lang: str) -> str | list:
+        """The content of the function message for a call's outcome (the tool's result; subclasses may
+        put it elsewhere, as VirtualMemoryAgent does with retrieved excerpts)."""
+        return outcome.content
 
 
 class CallHistory:

@@ -59,9 +59,10 @@ from typing import Any
 
 from chatagent.agent import Agent
 from chatagent.agents.group_chat_auto_router import STOP, GroupChatAutoRouter, bounded, parse_host_answer, roster
-from chatagent.agents.router import run_subagent
+from chatagent.agents.router import quiet, run_subagent
 from chatagent.agents.user import is_pending_input, pending_marker
 from chatagent.llm.base import BaseChatModel, response_text
+from chatagent.multi_agent_hub import MultiAgentHub
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, ContentItem, Message, content_text
 from chatagent.stream import fragment
 
@@ -86,7 +87,7 @@ SEAT_PROMPT = {
 BACKGROUND = {"en": "\nBackground: {}", "zh": "\n背景：{}"}
 
 
-class GroupChat(Agent):
+class GroupChat(Agent, MultiAgentHub):
     """Agents and people taking turns in one conversation (see the module docstring).
 
     Args:
@@ -101,6 +102,8 @@ class GroupChat(Agent):
         seed: seeds 'random' selection.
         function_list: tools for the host ('auto' selection only), see GroupChatAutoRouter.
     """
+
+    _agent_noun = "participant"
 
     def __init__(
         self,
@@ -131,20 +134,9 @@ class GroupChat(Agent):
         if isinstance(agents, dict):
             background = background if background is not None else agents.get("background")
             agents = agents_from_config(agents, llm)
-        self.agents: list[Agent] = list(agents)
-        if not self.agents:
-            raise ValueError("a group chat needs at least one participant")
-        bad = next((a for a in self.agents if not isinstance(a, Agent)), None)
-        if bad is not None:
-            raise TypeError(f"group chat participants must be Agents, got {type(bad).__name__}")
-        names = [a.name for a in self.agents]
-        if any(not n for n in names):
-            raise ValueError("every participant of a group chat needs a name")
-        dup = next((n for n in names if names.count(n) > 1), None)
-        if dup is not None:
-            raise ValueError(f"two participants are called {dup!r}: names must be unique")
-        self._by_name: dict[str, Agent] = {a.name: a for a in self.agents}  # type: ignore[misc]
-        self._order: list[str] = names  # type: ignore[assignment]
+        self.agents = list(agents)  # checked: Agents with unique names
+        self._by_name: dict[str, Agent] = {a.name: a for a in self._agents}  # type: ignore[misc]
+        self._order: list[str] = list(self._by_name)
         self.selection = selection
         self.max_rounds = max_rounds
         self.termination_words = tuple(termination_words)
@@ -155,15 +147,6 @@ class GroupChat(Agent):
         self.host: GroupChatAutoRouter | None = None
         if selection == "auto":
             self.host = GroupChatAutoRouter(function_list, llm, self.agents, "host", background=background)
-
-    @property
-    def agent_names(self) -> list[str]:
-        return list(self._order)
-
-    @property
-    def nonuser_agents(self) -> list[Agent]:
-        """The participants that are not people (Qwen-Agent's name)."""
-        return [a for a in self.agents if not _is_human(a)]
 
     # ---- the loop --------------------------------------------------------------------------------------
 
@@ -192,8 +175,10 @@ class GroupChat(Agent):
         for _ in range(rounds):
             conversation = history + response
             nxt = forced.pop(0) if forced else self._mentioned(conversation)
-            if nxt is None:
-                nxt = self._select(conversation, lang)
+            if nxt is None and self.selection == "auto":
+                nxt = yield from self._ask_host(conversation, lang)
+            elif nxt is None:
+                nxt = self._select(conversation)
             if nxt is None:
                 if self.selection == "manual" and not response:
                     raise ValueError("selection='manual': name the speaker with run(..., speaker=name) or @name")
@@ -254,16 +239,15 @@ class GroupChat(Agent):
             return None
         return find_mention(text, [n for n in self._order if n != last])
 
-    def _select(self, conversation: list[Message], lang: str) -> str | None:
+    def _select(self, conversation: list[Message]) -> str | None:
+        """The next speaker by round robin or at random; None for manual selection ('auto' asks the host)."""
         if self.selection == "round_robin":
             return self._round_robin(conversation)
         if self.selection == "random":
             last = self._last_speaker(conversation)
             choices = [n for n in self._order if n != last] or self._order
             return self._rng.choice(choices)
-        if self.selection == "manual":
-            return None
-        return self._ask_host(conversation, lang)
+        return None
 
     def _round_robin(self, conversation: list[Message]) -> str:
         last = self._last_speaker(conversation)
@@ -271,10 +255,11 @@ class GroupChat(Agent):
             return self._order[0]
         return self._order[(self._order.index(last) + 1) % len(self._order)]
 
-    def _ask_host(self, conversation: list[Message], lang: str) -> str | None:
+    def _ask_host(self, conversation: list[Message], lang: str) -> Iterator[list[Message]]:
+        """The host's choice (its turn is not shown): a name, or None when it ends the chat."""
         assert self.host is not None
         named = [m if m.name or m.role == SYSTEM else m.copy(name=self._speaker_of(m) or m.role) for m in conversation]
-        answer = response_text(_drain(run_subagent(self.host, named, lang)))
+        answer = response_text((yield from quiet(run_subagent(self.host, named, lang))))
         choice = parse_host_answer(answer, self._order)
         if choice == STOP:
             logger.info("group chat: the host ended the chat")
@@ -396,15 +381,6 @@ def _without_own_name(stream: Iterator[list[Message]], name: str, index: int) ->
         if cut:
             turn[0] = first.copy(content=first.content[cut:])
     return turn
-
-
-def _drain(stream: Iterator[list[Message]]) -> list[Message]:
-    """Run a `_call_llm` stream to its end without showing it; its return value (the reply)."""
-    while True:
-        try:
-            next(stream)
-        except StopIteration as stop:
-            return stop.value
 
 
 def _check_rounds(n: int, what: str) -> int:

@@ -21,6 +21,7 @@ from typing import Any
 
 from chatagent.agent import Agent, current_run
 from chatagent.llm.base import BaseChatModel
+from chatagent.multi_agent_hub import MultiAgentHub
 from chatagent.schema import ASSISTANT, SYSTEM, ContentItem, Message
 from chatagent.stream import Collector, fragment, shift
 
@@ -48,7 +49,7 @@ _CALL = re.compile(r"^\s*[*_]*\s*call\s*[*_]*\s*[:：]\s*[*_`\"']*\s*(?P<name>.*
 _CALL_WORD = "call"
 
 
-class Router(Agent):
+class Router(Agent, MultiAgentHub):
     """Answers itself or delegates to one of `agents` by name (see the module docstring).
 
     Args:
@@ -56,6 +57,8 @@ class Router(Agent):
         llm: the router's own model.
         system_message: the router's instructions (its sub-agents never see them).
     """
+
+    _agent_noun = "sub-agent"
 
     def __init__(
         self,
@@ -69,15 +72,8 @@ class Router(Agent):
         if kwargs.get("function_list"):
             raise TypeError("Router() does not take function_list: it answers or hands over; give tools to a sub-agent")
         super().__init__(llm=llm, system_message=system_message, name=name, description=description, **kwargs)
-        self.agents = list(agents)
-        if not self.agents:
-            raise ValueError("a Router needs at least one sub-agent")
-        names = [a.name for a in self.agents]
-        if any(not n for n in names):
-            raise ValueError("every sub-agent of a Router needs a name")
-        if len(set(names)) != len(names):
-            raise ValueError(f"the sub-agents' names must be unique, got {names}")
-        self._by_name: dict[str, Agent] = {a.name: a for a in self.agents}  # type: ignore[misc]
+        self.agents = list(agents)  # checked: Agents with unique names
+        self._by_name: dict[str, Agent] = {a.name: a for a in self._agents}  # type: ignore[misc]
 
     def _with_system_message(self, msgs: list[Message]) -> list[Message]:
         return msgs  # the router's instructions go to its own model only (see _router_messages)
@@ -196,3 +192,14 @@ def run_subagent(agent: Agent, messages: list[Message], lang: str, start: int = 
         ctx.usage.add(sub.usage.prompt_tokens, sub.usage.completion_tokens)
         ctx.usage.calls += sub.usage.calls
     return collector.messages()
+
+
+def quiet(stream: Iterator[list[Message]]) -> Iterator[list[Message]]:
+    """Run a fragment stream (a `_call_llm` or `run_subagent`) without showing it: an empty list per step
+    keeps the run's driver in control; returns the stream's return value (the reply)."""
+    while True:
+        try:
+            next(stream)
+        except StopIteration as stop:
+            return stop.value
+        yield []
