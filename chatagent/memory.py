@@ -72,16 +72,9 @@ class Memory(Agent):
 
     def retrieve(self, messages: list[Message], max_ref_token: int | None = None, on_progress: Any = None) -> Retrieved:
         """The best excerpts of the conversation's files for its latest user message."""
-        from chatagent.rag.store import Retrieved
-
         files = self.get_rag_files(messages)
-        if not files:
-            return Retrieved([])
-        query = next((m.text for m in reversed(messages) if m.role == USER), "")
-        return self.store.retrieve(
-            files, query, max_ref_token or self.max_ref_token, passwords=self.passwords,
-            on_progress=on_progress or self.on_progress,
-        )  # fmt: skip
+        tokens = max_ref_token or self.max_ref_token
+        return search_files(self.store, files, messages, tokens, self.passwords, on_progress or self.on_progress)
 
     def _run(
         self, messages: list[Message], lang: str = "en", max_ref_token: int | None = None, **kwargs: Any
@@ -92,6 +85,23 @@ class Memory(Agent):
             extra["errors"] = [str(e) for e in found.errors]
         content = knowledge_json(found) if found.chunks else ""
         yield [fragment(Message._make(ASSISTANT, content, "memory", None, None, extra), 0)]
+
+
+def search_files(
+    store: DocStore,
+    files: list[str],
+    messages: list[Message],
+    max_tokens: int,
+    passwords: dict[str, str] | None = None,
+    on_progress: Any = None,
+) -> Retrieved:
+    """The best excerpts of `files` for the latest user message of `messages` (none without files)."""
+    from chatagent.rag.store import Retrieved
+
+    if not files:
+        return Retrieved([])
+    query = next((m.text for m in reversed(messages) if m.role == USER), "")
+    return store.retrieve(files, query, max_tokens, passwords=passwords, on_progress=on_progress)
 
 
 def knowledge_json(found: Retrieved) -> str:
@@ -119,4 +129,4 @@ def rag_settings(rag_cfg: dict | None) -> dict:
     return cfg
 
 
-__all__ = ["Memory", "knowledge_json", "rag_settings"]
+__all__ = ["Memory", "knowledge_json", "rag_settings", "search_files"]

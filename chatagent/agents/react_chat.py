@@ -337,14 +337,28 @@ class ReActChat(FnCallAgent):
     """Tool use through the ReAct text format; works with any chat model (see the module docstring).
 
     Args: as FnCallAgent (`function_list`, `llm`, `system_message`, `name`, `description`,
-    `max_llm_calls` — every reply counts, malformed ones too).
+    `max_llm_calls` — every reply counts, malformed ones too), and
+        transcript: True gives the response as Qwen-Agent's ReActChat does: one assistant message holding
+            the whole Thought / Action / Action Input / Observation / Final Answer text
+            (see `chatagent.agents.react_transcript`).
     """
+
+    def __init__(self, *args: Any, transcript: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.transcript = transcript
 
     @property
     def functions(self) -> list[dict] | None:
         return None  # the tools are described in the prompt, never sent as native tools
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
+        if self.transcript:
+            from chatagent.agents.react_transcript import as_transcript
+
+            return (yield from as_transcript(self._react(messages, lang, **kwargs)))
+        return (yield from self._react(messages, lang, **kwargs))
+
+    def _react(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         lang = lang if lang in REACT_PROMPT else "en"
         prompt = self._prompt(messages, lang)
         cfg = {"stop": self._stop_words()}
