@@ -85,6 +85,7 @@ class Reply(ScriptedText):
     malformed_after: int | None = None
     end_after: int | None = None
     empty_choices: bool = False
+    role_chunk: bool = True  # the first event carries only the role (as OpenAI and vLLM send it)
     repeat: bool = False
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -250,7 +251,8 @@ def _sse_events(reply: Reply, req: Request, model: str, include_usage: bool):
             return event(_chunk(model, []))
         return event(_chunk(model, [{"index": 0, "delta": d, "logprobs": None, "finish_reason": finish}]))
 
-    yield delta({"role": "assistant", "content": ""})
+    if reply.role_chunk:
+        yield delta({"role": "assistant", "content": ""})
     n = reply.chunk_size
     for i in range(0, len(reply.reasoning), n):
         yield delta({reply.reasoning_field: reply.reasoning[i : i + n]})
