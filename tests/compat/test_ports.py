@@ -13,13 +13,14 @@ import pytest
 from tests.compat.ports import PORTS, load
 
 
-def setup_server(server, port) -> None:
+def setup_server(server, port, resources) -> None:
+    """Queue the port's model decisions (`MODEL`, or `MODEL(resources)`) and set its server rules."""
     for rule in getattr(port, "RULES", ()):
         if rule == "keywords":
             server.answer_keyword_generation()
         elif rule[0] == "members":
             server.answer_members(rule[1], rule[2])
-    server.script(*port.MODEL)
+    server.script(*(port.MODEL(str(resources)) if callable(port.MODEL) else port.MODEL))
 
 
 @pytest.mark.parametrize("name", PORTS)
@@ -28,7 +29,7 @@ def test_port_runs_unchanged(name, protocol_server, resources, request):
     expect = getattr(port, "EXPECT", "pass")
     if expect != "pass":
         request.applymarker(pytest.mark.xfail(reason=expect, strict=True))
-    setup_server(protocol_server, port)
+    setup_server(protocol_server, port, resources)
     port.main(protocol_server.base_url, str(resources))
     assert not protocol_server.rejected, f"sent what a strict server rejects: {protocol_server.rejected[0][1]}"
     assert protocol_server.pending == 0, f"{protocol_server.pending} scripted model decisions were never asked for"

@@ -34,7 +34,7 @@ def test_port_runs_on_qwen_agent(name, protocol_server, resources, tmp_path):
         pytest.skip(skip)
     script = tmp_path / f"{name}.py"
     script.write_text(as_qwen_agent(Path(port.__file__).read_text()))
-    setup_server(protocol_server, port)
+    setup_server(protocol_server, port, resources)
     env = _qwen_agent.offline_env({"QWEN_AGENT_DEFAULT_WORKSPACE": str(tmp_path / "workspace")})
     done = subprocess.run(
         [str(_qwen_agent.python()), str(script), protocol_server.base_url, str(resources)],
