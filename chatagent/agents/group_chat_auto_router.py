@@ -18,8 +18,7 @@ from typing import Any
 
 from chatagent.agent import Agent
 from chatagent.agents.fncall import FnCallAgent
-from chatagent.llm.base import response_text
-from chatagent.schema import FUNCTION, SYSTEM, USER, Message, content_text
+from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, Message, content_text, to_messages
 from chatagent.tokens import truncate_tokens
 
 STOP = "[STOP]"
@@ -97,9 +96,14 @@ class GroupChatAutoRouter(FnCallAgent):
 
     def choose(self, conversation: list[dict] | list[Message], lang: str | None = None) -> str | None:
         """Ask the host: a participant's name, or None when it answered [STOP] or named nobody."""
-        answer = response_text(self.run_nonstream(conversation, lang=lang) if conversation else [])
+        answer = final_text(to_messages(self.run_nonstream(conversation, lang=lang))) if conversation else ""
         choice = parse_host_answer(answer, self.names)
         return None if choice == STOP else choice
+
+
+def final_text(turn: list[Message]) -> str:
+    """The host's answer: the text of its turn's last assistant message (after any tool calls and results)."""
+    return next((m.text for m in reversed(turn) if m.role == ASSISTANT and m.function_call is None), "")
 
 
 def roster(agents: list[Agent]) -> str:
@@ -135,4 +139,4 @@ def parse_host_answer(answer: str, names: list[str]) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-__all__ = ["GroupChatAutoRouter", "STOP", "parse_host_answer", "roster"]
+__all__ = ["GroupChatAutoRouter", "STOP", "final_text", "parse_host_answer", "roster"]
