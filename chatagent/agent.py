@@ -18,7 +18,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from chatagent._kwargs import reject_unknown
@@ -275,8 +275,14 @@ class Agent:
         *,
         start: int = 0,
         extra_generate_cfg: dict | None = None,
+        view: Callable[[list[Message]], list[Message]] | None = None,
+        hide: bool = False,
     ) -> Iterator[list[Message]]:
-        """Stream the model's reply as fragments placed from `start`; return the complete reply."""
+        """Stream the model's reply as fragments placed from `start`; return the complete reply.
+
+        `view` (a callable with a `done` attribute) is given each piece and returns what to show instead;
+        `done = True` ends the stream there. With `hide=True` nothing is shown (an empty list per piece).
+        """
         ctx = current_run()
         ctx.check_deadline()
         cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
@@ -303,9 +309,15 @@ class Agent:
                 if start:
                     for f in fragments:
                         f.extra[INDEX] += start
+                if hide:
+                    fragments = []
+                elif view is not None:
+                    fragments = view(fragments)
                 yield fragments
                 if deadline is not None:
                     ctx.check_deadline()
+                if view is not None and view.done:
+                    break
         except BaseException as e:
             error = "closed before the end" if isinstance(e, GeneratorExit) else f"{type(e).__name__}: {e}"
             raise
@@ -343,6 +355,32 @@ class Agent:
             emit(ctx.callbacks, tool_end_event(self.name, outcome))
         ctx.check_deadline()
         return outcome.content
+
+    @staticmethod
+    def _blocking(fn: Callable[..., Any], *args: Any) -> Iterator[Any]:
+        """`fn(*args)`, which may block (reading files): `x = yield from self._blocking(fn, a)`."""
+        return fn(*args)
+        yield  # a generator, used with `yield from` like the other helpers
+
+    def _subagent(
+        self, agent: Agent, messages: list[Message], lang: str, start: int = 0, view: Any = None, **kwargs: Any
+    ) -> Iterator[list[Message]]:
+        """Run `agent` as part of this run: `turn = yield from self._subagent(agent, messages, lang, start)`;
+        its fragments placed from `start`, then passed through `view` if given (return [] to hide them)."""
+        from chatagent.agents.router import run_subagent
+
+        stream = run_subagent(agent, messages, lang, start=start, **kwargs)
+        if view is None:
+            return (yield from stream)
+        try:
+            while True:
+                try:
+                    fragments = next(stream)
+                except StopIteration as stop:
+                    return stop.value
+                yield view(fragments)
+        finally:
+            stream.close()  # type: ignore[attr-defined]
 
     def _detect_tool(self, message: Message) -> tuple[bool, str, str, str]:
         """(whether it calls a tool, the tool's name, its arguments, the text): Qwen-Agent's helper."""
@@ -395,6 +433,11 @@ class Agent:
                     yield list(msgs)
         finally:
             _close(stream)
+
+
+def hidden(fragments: list[Message]) -> list[Message]:
+    """A view that shows nothing: `yield from self._subagent(agent, messages, lang, view=hidden)` runs it unseen."""
+    return []
 
 
 def tool_end_event(agent: str | None, outcome: Any) -> Any:

@@ -79,7 +79,7 @@ class Memory(Agent):
     def _run(
         self, messages: list[Message], lang: str = "en", max_ref_token: int | None = None, **kwargs: Any
     ) -> Iterator[list[Message]]:
-        found = self.retrieve(messages, max_ref_token, kwargs.get("on_progress"))
+        found = yield from self._blocking(self.retrieve, messages, max_ref_token, kwargs.get("on_progress"))
         extra: dict[str, Any] = {"sources": [{"file": c.source, "pages": c.pages} for c in found.chunks]}
         if found.errors:
             extra["errors"] = [str(e) for e in found.errors]

@@ -53,7 +53,9 @@ class ArticleAgent(Assistant):
     ) -> Iterator[list[Message]]:
         lang = lang if lang in CONTINUE else "en"
         files = allowed_files(self.files, messages)
-        found = search_files(self.store, files, messages, self.max_ref_token, self.passwords, self.on_progress)
+        found = yield from self._blocking(
+            search_files, self.store, files, messages, self.max_ref_token, self.passwords, self.on_progress
+        )
         knowledge = found.as_text()
         n = 0
         if knowledge:

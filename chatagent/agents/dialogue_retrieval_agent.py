@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from chatagent.agents.assistant import Assistant
-from chatagent.agents.router import quiet
 from chatagent.llm.base import response_text
 from chatagent.rag.workspace import workspace_dir
 from chatagent.schema import SYSTEM, USER, ContentItem, Message
@@ -47,11 +46,11 @@ class DialogueRetrievalAgent(Assistant):
                 text if len(text) <= 2 * MAX_QUERY_CHARS else f"{text[:MAX_QUERY_CHARS]} ... {text[-MAX_QUERY_CHARS:]}"
             )
             ask = EXTRACT_QUERY_PROMPT.get(lang, EXTRACT_QUERY_PROMPT["en"]).format(text=head)
-            query = response_text((yield from quiet(self._call_llm([Message._make(USER, ask)])))).strip() or head
+            query = response_text((yield from self._call_llm([Message._make(USER, ask)], hide=True))).strip() or head
             history.append(text.replace(query, "") if query in text else text)
         items = [ContentItem(text=query)]
         if history:
-            items.append(ContentItem(file=save_dialogue("\n".join(history))))
+            items.append(ContentItem(file=(yield from self._blocking(save_dialogue, "\n".join(history)))))
         if not isinstance(latest.content, str):
             items += [item for item in latest.content if item.kind != "text"]
         asked = [m for m in messages[:-1] if m.role == SYSTEM] + [latest.copy(content=items)]

@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from chatagent.agent import Agent
+from chatagent.agent import Agent, hidden
 from chatagent.agents.human_simulator import BEGIN, STOP
-from chatagent.agents.router import quiet, run_subagent
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, Message, content_text
 from chatagent.stream import fragment
 
@@ -57,7 +56,7 @@ class DialogueSimulator(Agent):
         for _ in range(self.max_round):
             if not conversation or conversation[-1].role == ASSISTANT:
                 seen = swap_roles(conversation) or [Message._make(USER, BEGIN)]  # the user's side of it
-                turn = yield from quiet(run_subagent(self.user_agent, seen, lang))
+                turn = yield from self._subagent(self.user_agent, seen, lang, view=hidden)
                 text = "".join(content_text(m.content) for m in turn if m.role == ASSISTANT)
                 if not text or STOP in text:
                     return
@@ -66,7 +65,7 @@ class DialogueSimulator(Agent):
                 conversation.append(said)
                 response.append(said)
             if conversation[-1].role == USER:
-                turn = yield from run_subagent(self.assistant_agent, conversation, lang, start=len(response))
+                turn = yield from self._subagent(self.assistant_agent, conversation, lang, start=len(response))
                 conversation += turn
                 response += turn
 

@@ -57,7 +57,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from chatagent.agent import Agent
+from chatagent.agent import Agent, hidden
 from chatagent.agents.group_chat_auto_router import (
     STOP,
     GroupChatAutoRouter,
@@ -66,7 +66,7 @@ from chatagent.agents.group_chat_auto_router import (
     parse_host_answer,
     roster,
 )
-from chatagent.agents.router import quiet, run_subagent
+from chatagent.agents.router import run_subagent
 from chatagent.agents.user import is_pending_input, pending_marker
 from chatagent.llm.base import BaseChatModel
 from chatagent.multi_agent_hub import MultiAgentHub
@@ -266,7 +266,7 @@ class GroupChat(Agent, MultiAgentHub):
         """The host's choice (its turn is not shown): a name, or None when it ends the chat."""
         assert self.host is not None
         named = [m if m.name or m.role == SYSTEM else m.copy(name=self._speaker_of(m) or m.role) for m in conversation]
-        answer = final_text((yield from quiet(run_subagent(self.host, named, lang))))
+        answer = final_text((yield from self._subagent(self.host, named, lang, view=hidden)))
         choice = parse_host_answer(answer, self._order)
         if choice == STOP:
             logger.info("group chat: the host ended the chat")

@@ -104,8 +104,11 @@ class GroupChatCreator(Agent):
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         system = Message._make("system", creator_prompt(lang))
         history = [m for m in messages if m.role != "system"]
-        stream = self._call_llm([system, *as_written(history)])
-        return (yield from _sections(stream))
+        sections = Sections()
+        yield from self._call_llm([system, *as_written(history)], view=sections)
+        tail = sections.finish()
+        if tail:
+            yield tail
 
 
 def as_written(messages: list[Message]) -> list[Message]:
@@ -131,22 +134,11 @@ def as_written(messages: list[Message]) -> list[Message]:
     return out
 
 
-def _sections(stream: Iterator[list[Message]]) -> Iterator[list[Message]]:
-    """The reply split at its markers into messages (see the module docstring)."""
-    splitter = _Splitter()
-    for fragments in stream:
-        text = "".join(f.content for f in fragments if isinstance(f.content, str))
-        out = splitter.feed(text) if text else []
-        out += [f.copy(content="") for f in fragments if f.reasoning_content]
-        if out:
-            yield out
-    out = splitter.close()
-    if out:
-        yield out
+class Sections:
+    """A view of the creator's reply that splits it at its markers into messages (see the module docstring);
+    work per piece is proportional to the piece (plus a marker's length)."""
 
-
-class _Splitter:
-    """Assigns streamed text to sections; work per chunk is proportional to the chunk (plus a marker's length)."""
+    done = False  # the whole reply is read
 
     def __init__(self) -> None:
         self.kind: str | None = None  # None before the first marker
@@ -155,6 +147,11 @@ class _Splitter:
         self.index: int | None = None  # the message of the streamed section, once it has text
         self.count = 0  # messages started
         self.seen_marker = False
+
+    def __call__(self, fragments: list[Message]) -> list[Message]:
+        text = "".join(f.content for f in fragments if isinstance(f.content, str))
+        out = self.feed(text) if text else []
+        return out + [f.copy(content="") for f in fragments if f.reasoning_content]
 
     def feed(self, text: str) -> list[Message]:
         out: list[Message] = []
@@ -171,7 +168,8 @@ class _Splitter:
             self._end(out)
             self.kind, self.seen_marker, buf = MARKERS[marker], True, buf[pos + len(marker) :]
 
-    def close(self) -> list[Message]:
+    def finish(self) -> list[Message]:
+        """After the stream: the rest of the reply."""
         out: list[Message] = []
         self._add(self.held, out)
         self.held = ""
@@ -218,4 +216,4 @@ def _partial_marker(text: str) -> int:
     return 0
 
 
-__all__ = ["GroupChatCreator", "as_written"]
+__all__ = ["GroupChatCreator", "Sections", "as_written"]

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from chatagent.agent import Agent
-from chatagent.agents.router import quiet
 from chatagent.llm.base import response_text
 from chatagent.schema import ASSISTANT, USER, Message
 from chatagent.stream import fragment
@@ -61,7 +60,7 @@ class HumanSimulator(Agent):
         first = 1 if messages and messages[0].role == "system" else 0
         if len(messages) == first or messages[first].role != USER:
             messages = messages[:first] + [Message._make(USER, BEGIN)] + messages[first:]
-        reply = yield from quiet(self._call_llm(messages))
+        reply = yield from self._call_llm(messages, hide=True)
         seed = kwargs.get("seed")
         yield [
             fragment(

@@ -174,14 +174,17 @@ def _first_line_verdict(text: str) -> bool | None:
     return bool(match and match.group("name"))
 
 
-def run_subagent(agent: Agent, messages: list[Message], lang: str, start: int = 0) -> Iterator[list[Message]]:
+def run_subagent(
+    agent: Agent, messages: list[Message], lang: str, start: int = 0, **kwargs: Any
+) -> Iterator[list[Message]]:
     """Run `agent` on `messages` as part of the current run: its fragments placed from `start`, the run's
-    deadline and callbacks passed on, its token usage added to the run's. Returns its response."""
+    deadline and callbacks passed on, its token usage added to the run's; `kwargs` go to its `run()`.
+    Returns its response."""
     ctx = current_run()
     ctx.check_deadline()
     remaining = ctx.deadline - time.monotonic() if ctx.deadline is not None else None
     extra = {"callbacks": ctx.callbacks} if ctx.callbacks else {}
-    sub = agent.run(messages, delta_stream=True, lang=lang, deadline=remaining, **extra)
+    sub = agent.run(messages, delta_stream=True, lang=lang, deadline=remaining, **extra, **kwargs)
     collector = Collector()
     try:
         for fragments in sub:
@@ -192,14 +195,3 @@ def run_subagent(agent: Agent, messages: list[Message], lang: str, start: int = 
         ctx.usage.add(sub.usage.prompt_tokens, sub.usage.completion_tokens)
         ctx.usage.calls += sub.usage.calls
     return collector.messages()
-
-
-def quiet(stream: Iterator[list[Message]]) -> Iterator[list[Message]]:
-    """Run a fragment stream (a `_call_llm` or `run_subagent`) without showing it: an empty list per step
-    keeps the run's driver in control; returns the stream's return value (the reply)."""
-    while True:
-        try:
-            next(stream)
-        except StopIteration as stop:
-            return stop.value
-        yield []

@@ -62,10 +62,13 @@ class TIRMathAgent(FnCallAgent):
         kwargs.setdefault("session_id", f"tir-{uuid.uuid4().hex}")  # programs of this run share one session
         for _ in range(self.max_llm_calls):
             context = text_messages + ([Message._make(ASSISTANT, answer)] if answer else [])
-            reply = yield from _cut_at(self._call_llm(context), OBS_START)
-            written = "".join(content_text(m.content) for m in reply if m.function_call is None)
-            answer += written
-            program = extract_program(written)
+            view = StopAt(OBS_START)
+            yield from self._call_llm(context, view=view)
+            tail = view.finish()
+            if tail:
+                yield tail
+            answer += view.text
+            program = extract_program(view.text)
             if not program:
                 return
             result = self._call_tool(TOOL, json.dumps({"code": program}), messages=messages, **kwargs)
@@ -93,38 +96,48 @@ def plain_output(result: Any) -> str:
     return _SECTION.sub("", text).strip()
 
 
-def _cut_at(stream: Iterator[list[Message]], stop: str) -> Iterator[list[Message]]:
-    """The fragments of `stream` (at index 0) with its text ended before `stop`, for a server that ignores
-    stop words; returns the reply as written. A suffix that may begin `stop` is held back until it cannot."""
-    held, done, written = "", False, []
-    try:
-        for fragments in stream:
-            out = []
-            for f in fragments:
-                if done or not isinstance(f.content, str) or not f.content:
-                    if not done and (f.reasoning_content or f.function_call is not None):
-                        out.append(f)
-                    continue
-                text = held + f.content
-                cut = text.find(stop)
-                if cut >= 0:
-                    text, held, done = text[:cut], "", True
-                else:
-                    keep = _partial_suffix(text, stop)
-                    text, held = text[: len(text) - keep], text[len(text) - keep :]
-                if text:
-                    written.append(text)
-                    out.append(f.copy(content=text))
-            if out:
-                yield out
-            if done:
+class StopAt:
+    """A view of a model reply (at index 0) that ends its text before `stop`, for servers that ignore stop
+    words: a suffix that may begin `stop` is held back until it cannot; `text` is what was shown."""
+
+    def __init__(self, stop: str) -> None:
+        self.stop = stop
+        self.done = False  # True once `stop` was seen: the model's stream ends there
+        self.held = ""
+        self.parts: list[str] = []
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    def __call__(self, fragments: list[Message]) -> list[Message]:
+        out = []
+        for f in fragments:
+            if self.done:
                 break
-    finally:
-        stream.close()  # type: ignore[attr-defined]
-    if held:
-        written.append(held)
-        yield [fragment(Message._make(ASSISTANT, held), 0)]
-    return [Message._make(ASSISTANT, "".join(written))]
+            if not isinstance(f.content, str) or not f.content:
+                if f.reasoning_content or f.function_call is not None:
+                    out.append(f)
+                continue
+            text = self.held + f.content
+            cut = text.find(self.stop)
+            if cut >= 0:
+                text, self.held, self.done = text[:cut], "", True
+            else:
+                keep = _partial_suffix(text, self.stop)
+                text, self.held = text[: len(text) - keep], text[len(text) - keep :]
+            if text:
+                self.parts.append(text)
+                out.append(f.copy(content=text))
+        return out
+
+    def finish(self) -> list[Message]:
+        """After the stream: the held-back text, if any, as a fragment to show."""
+        held, self.held = self.held, ""
+        if not held:
+            return []
+        self.parts.append(held)
+        return [fragment(Message._make(ASSISTANT, held), 0)]
 
 
 def _partial_suffix(text: str, stop: str) -> int:
@@ -135,4 +148,4 @@ def _partial_suffix(text: str, stop: str) -> int:
     return 0
 
 
-__all__ = ["TIRMathAgent", "extract_program", "plain_output"]
+__all__ = ["StopAt", "TIRMathAgent", "extract_program", "plain_output"]

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from chatagent.agent import Agent, current_run
+from chatagent.agent import Agent, RunContext, current_run
 from chatagent.agents.assistant import Assistant
 from chatagent.rag.store import FileIndex
 from chatagent.schema import ASSISTANT, SYSTEM, USER, Message, content_text
@@ -120,9 +120,10 @@ class ParallelDocQA(Assistant):
         if not files:
             return (yield from super()._run(messages, lang=lang, **kwargs))
         question = next((m.text for m in reversed(messages) if m.role == USER), "")
-        index, errors = self.store.load(files, passwords=self.passwords, on_progress=self.on_progress)
-        current_run().check_deadline()
-        answers = self._ask_members(parts(index, PART_TOKENS), question, lang)
+        index, errors = yield from self._blocking(self._load, files)
+        ctx = current_run()
+        ctx.check_deadline()
+        answers = yield from self._blocking(self._ask_members, parts(index, PART_TOKENS), question, lang, ctx)
         found = index.select("\n\n".join([question, *answers]), MAX_REF_TOKENS)
         knowledge = found.as_text()
         if answers:
@@ -141,11 +142,14 @@ class ParallelDocQA(Assistant):
         }
         yield [Message._make(ASSISTANT, "", None, None, None, extra)]
 
-    def _ask_members(self, pieces: list[str], question: str, lang: str) -> list[str]:
-        """Every part's answer (in document order), members run `max_workers` at a time; parts without one left out."""
+    def _load(self, files: list[str]) -> tuple[FileIndex, list]:
+        return self.store.load(files, passwords=self.passwords, on_progress=self.on_progress)
+
+    def _ask_members(self, pieces: list[str], question: str, lang: str, ctx: RunContext) -> list[str]:
+        """Every part's answer (in document order), members run `max_workers` at a time on threads (each
+        stream read to its end); parts without an answer are left out. `ctx`: the run's context."""
         if not pieces:
             return []
-        ctx = current_run()
         remaining = ctx.deadline - time.monotonic() if ctx.deadline is not None else None
         member = ParallelDocQAMember(llm=self.llm, generate_cfg=self.extra_generate_cfg, name="member")
         extra = {"callbacks": ctx.callbacks} if ctx.callbacks else {}
