@@ -5,7 +5,7 @@ Use the `openai_server` fixture (tests/conftest.py): one server per session, emp
     def test_hello(openai_server):
         openai_server.add('Hello there!')                              # a text reply, streamed 4 chars a chunk
         llm = get_chat_model({'model': 'm', 'model_server': openai_server.base_url, 'api_key': 'k'})
-        assert llm.chat([{'role': 'user', 'content': 'hi'}], stream=False)[0].content == 'Hello there!'
+        assert llm.chat([{'role': 'user', 'content': 'hi'}], stream=False)[0]['content'] == 'Hello there!'
         assert openai_server.requests[0].json['messages'][0]['content'] == 'hi'
 
 Replies are served in order, one per POST /v1/chat/completions (streamed when the request says
