@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextvars import ContextVar
 from typing import Any, ClassVar
 
+from chatagent._kwargs import reject_unknown
 from chatagent.driver import ModelStream, adrive, carry_out, drive
 from chatagent.effects import Blocking, ModelCall, Request, ToolBatch, ToolWait, View
 from chatagent.errors import RunDeadlineExceeded
@@ -160,6 +161,9 @@ class Agent:
         callbacks: functions or `chatagent.events.Callbacks` told about each run's model and tool calls.
         response_format: a pydantic model class (or JSON Schema dict): `run_nonstream` then returns a
             validated instance (see `chatagent.structured`).
+        generate_cfg: generation settings for this agent's model calls, over the model's own.
+
+    An unknown keyword argument raises TypeError naming it (in every subclass too: they pass theirs on here).
     """
 
     #: True when `_run` never blocks: all its waiting goes through `_call_llm`, `_run_tools`, `_blocking`
@@ -179,17 +183,22 @@ class Agent:
         system_message: str | None = None,
         name: str | None = None,
         description: str | None = None,
+        *,
+        generate_cfg: dict | None = None,
+        callbacks: Iterable | None = None,
+        response_format: Any = None,
         **kwargs: Any,
     ) -> None:
+        reject_unknown(type(self), kwargs)
         self._llm_cfg = llm
         self._llm: BaseChatModel | None = llm if isinstance(llm, BaseChatModel) else None
         self.system_message = system_message
         self.name = name
         self.description = description
-        self.extra_generate_cfg: dict = dict(kwargs.pop("generate_cfg", None) or {})
+        self.extra_generate_cfg: dict = dict(generate_cfg or {})
         self.function_list = list(function_list or [])
-        self.callbacks: tuple = tuple(kwargs.pop("callbacks", None) or ())
-        self.response_format = kwargs.pop("response_format", None)
+        self.callbacks: tuple = tuple(callbacks or ())
+        self.response_format = response_format
         if self.function_list:
             from chatagent.tools.base import make_tools
             from chatagent.tools.calling import ToolCache
@@ -209,6 +218,11 @@ class Agent:
                 if self._llm is None:
                     self._llm = get_chat_model(self._llm_cfg)
         return self._llm
+
+    @llm.setter
+    def llm(self, value: dict | BaseChatModel | None) -> None:
+        self._llm_cfg = value
+        self._llm = value if isinstance(value, BaseChatModel) else None
 
     def close(self) -> None:
         """Close the tools: end the processes and connections they hold (code sandboxes, MCP servers).
@@ -585,6 +599,37 @@ def run_subagent(
     return shown.messages()
 
 
+def map_fragments(gen: Iterator[Any], fn: Callable[[list[Message]], list[Message]]) -> Iterator[Any]:
+    """`gen` (an agent's fragments and requests) with `fn` applied to every list of fragments it shows, the
+    model's streamed pieces included (through the model calls' maps); requests pass on. Use with `yield from`;
+    returns what `gen` returns."""
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            try:
+                item = gen.throw(error) if error is not None else gen.send(value)
+            except StopIteration as stop:
+                return stop.value
+            error = value = None
+            if type(item) is list:
+                if item:
+                    out = fn(item)
+                    if out:
+                        yield out
+                continue
+            if type(item) is ModelCall:
+                item.maps.append(fn)
+            try:
+                value = yield item
+            except GeneratorExit:
+                raise
+            except Exception as e:
+                error = e
+    finally:
+        gen.close()
+
+
 def _named(fragments: list[Message], name: str | None) -> list[Message]:
     if name is not None:
         for f in fragments:
@@ -670,6 +715,11 @@ def _drain(gen: Iterator[Any]) -> Any:
     for _ in drive(returning()):
         pass
     return box[0]
+
+
+def hidden(fragments: list[Message]) -> list[Message]:
+    """A view that shows nothing: `yield from self._subagent(agent, messages, lang, view=hidden)` runs it unseen."""
+    return []
 
 
 def tool_end_event(agent: str | None, outcome: Any) -> Any:

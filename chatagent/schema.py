@@ -14,7 +14,11 @@ from typing import Any
 
 SYSTEM, USER, ASSISTANT, FUNCTION = "system", "user", "assistant", "function"
 ROLES = (SYSTEM, USER, ASSISTANT, FUNCTION)
-CONTENT_KINDS = ("text", "image", "file", "audio", "video")
+TEXT, IMAGE, FILE, AUDIO, VIDEO = "text", "image", "file", "audio", "video"
+CONTENT_KINDS = (TEXT, IMAGE, FILE, AUDIO, VIDEO)
+# field names, as Qwen-Agent spells them (msg[ROLE], msg[CONTENT], ...)
+ROLE, CONTENT, NAME, REASONING_CONTENT = "role", "content", "name", "reasoning_content"
+DEFAULT_SYSTEM_MESSAGE = ""  # Qwen-Agent's default system message: none
 
 
 class MessageError(ValueError):
@@ -54,6 +58,9 @@ class _DictLike:
         fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__ if getattr(self, k) is not None)
         return f"{type(self).__name__}({fields})"
 
+    def __str__(self) -> str:
+        return str(self.model_dump())  # type: ignore[attr-defined]
+
 
 class ContentItem(_DictLike):
     """One part of a multimodal message: exactly one of text, image, file, audio, video."""
@@ -86,9 +93,16 @@ class ContentItem(_DictLike):
                 return k
         raise AssertionError("unreachable: validated in __init__")
 
+    type = kind  # Qwen-Agent's name
+
     @property
     def value(self) -> str:
         return getattr(self, self.kind)
+
+    def get_type_and_value(self) -> tuple[str, str]:
+        """(kind, value), e.g. ('image', 'cat.png')."""
+        kind = self.kind
+        return kind, getattr(self, kind)
 
     def model_dump(self) -> dict[str, str]:
         return {self.kind: self.value}
@@ -128,9 +142,9 @@ class Message(_DictLike):
         self,
         role: str,
         content: str | list[ContentItem] | list[dict] | None = "",
+        reasoning_content: str | None = None,
         name: str | None = None,
         function_call: FunctionCall | dict | None = None,
-        reasoning_content: str | None = None,
         extra: dict | None = None,
     ) -> None:
         if role not in ROLES:
@@ -322,7 +336,7 @@ def _from_dict(d: dict, where: str) -> list[Message]:
         extra = extra or {}
         if d.get("tool_call_id") is not None:
             extra["function_id"] = d["tool_call_id"]
-        return [_build(where, FUNCTION, content, d.get("name"), None, None, extra)]
+        return [_build(where, FUNCTION, content, None, d.get("name"), None, extra)]
     if role not in ROLES:
         raise MessageError(f"{where}.role must be one of {', '.join(ROLES)} (or tool), got {role!r}")
     fc = d.get("function_call")
@@ -330,12 +344,12 @@ def _from_dict(d: dict, where: str) -> list[Message]:
     reasoning = d.get("reasoning_content")
     tool_calls = d.get("tool_calls")
     if not tool_calls:
-        return [_build(where, role, content, d.get("name"), fc, reasoning, extra)]
+        return [_build(where, role, content, reasoning, d.get("name"), fc, extra)]
     if not isinstance(tool_calls, list):
         raise MessageError(f"{where}.tool_calls must be a list, got {type(tool_calls).__name__}")
     out = []
     if content or reasoning:
-        out.append(_build(where, role, content, d.get("name"), None, reasoning, extra))
+        out.append(_build(where, role, content, reasoning, d.get("name"), None, extra))
     for j, tc in enumerate(tool_calls):
         tw = f"{where}.tool_calls[{j}]"
         if not isinstance(tc, dict):
@@ -344,7 +358,7 @@ def _from_dict(d: dict, where: str) -> list[Message]:
         call_extra = dict(extra or {})
         if tc.get("id") is not None:
             call_extra["function_id"] = tc["id"]
-        out.append(_build(tw, ASSISTANT, "", d.get("name"), call, None, call_extra or None))
+        out.append(_build(tw, ASSISTANT, "", None, d.get("name"), call, call_extra or None))
     return out
 
 

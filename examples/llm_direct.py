@@ -20,7 +20,7 @@ def main() -> None:
     print("streaming:")
     printed = 0
     for response in llm.chat(messages, stream=True, usage=usage):  # each yield: the whole answer so far
-        text = response[0].content
+        text = response[0]["content"]  # dicts in, dicts out
         print(text[printed:], end="", flush=True)
         printed = len(text)
     print()
@@ -28,7 +28,7 @@ def main() -> None:
     print("non-streaming:")
     messages = [{"role": "user", "content": "Now the same haiku, in French."}]
     reply = llm.chat(messages, stream=False, extra_generate_cfg={"temperature": 0.2}, usage=usage)
-    print(reply[0].content)
+    print(reply[0]["content"])
     print(f"tokens: {usage.prompt_tokens} in, {usage.completion_tokens} out, {usage.calls} calls")
 
 

@@ -84,6 +84,8 @@ class WebUI:
         self.show_names = bool(show) if show is not None else len(sample) > 1 or any(map(_is_group_chat, sample))
         self.demo: Any = None  # the gr.Blocks, once built
         self._initial: list[Message] = []
+        self.concurrency_limit: int | None = None  # turns streamed at once (None: no limit); see run()
+        self.enable_mention = False  # see run()
 
     # ---- sessions ------------------------------------------------------------------------------------
 
@@ -161,7 +163,7 @@ class WebUI:
                 self._on_submit,
                 [textbox, state, selector],
                 outputs,
-                concurrency_limit=None,
+                concurrency_limit=self.concurrency_limit,
                 show_progress="hidden",
                 api_name="chat",
             )
@@ -169,7 +171,7 @@ class WebUI:
                 self._on_regenerate,
                 [state, selector],
                 outputs,
-                concurrency_limit=None,
+                concurrency_limit=self.concurrency_limit,
                 show_progress="hidden",
                 api_name="regenerate",
             )
@@ -195,6 +197,10 @@ class WebUI:
         if session.running or (not text and not files):  # nothing to send, or a turn is streaming already
             yield gr.skip(), gr.skip(), session
             return
+        if self.enable_mention and "@" in text:  # "@name" picks that agent
+            from chatagent.agents.group_chat import find_mention
+
+            agent_name = find_mention(text, self.agent_names) or agent_name
         session.add_user(user_message(text, [f for f in files if f]))
         async for update in self._turn(session, agent_name):
             yield update
@@ -237,8 +243,10 @@ class WebUI:
         self,
         messages: list | None = None,
         share: bool = False,
-        server_name: str = "127.0.0.1",
+        server_name: str | None = "127.0.0.1",
         server_port: int | None = 7860,
+        concurrency_limit: int | None = None,
+        enable_mention: bool = False,
         *,
         block: bool = True,
         max_threads: int = 64,
@@ -246,9 +254,14 @@ class WebUI:
     ) -> str:
         """Serve the page; blocks until stopped unless `block=False`. Returns the local URL.
 
-        `share=True` asks Gradio for a public link, which contacts Gradio's share server: off by default.
-        Other keyword arguments go to `gr.Blocks.launch`.
+        `concurrency_limit`: turns streamed at once across all sessions (None, the default: no limit; others
+        wait in Gradio's queue). `enable_mention=True`: with several agents, "@name" in a message sends it
+        to that agent. `share=True` asks Gradio for a public link, which contacts Gradio's share server: off
+        by default. Other keyword arguments go to `gr.Blocks.launch`.
         """
+        if concurrency_limit is not None and (not isinstance(concurrency_limit, int) or concurrency_limit < 1):
+            raise ValueError(f"concurrency_limit must be a positive integer or None, got {concurrency_limit!r}")
+        self.concurrency_limit, self.enable_mention = concurrency_limit, bool(enable_mention)
         from starlette.middleware import Middleware
 
         from gui.security import SecurityHeaders

@@ -16,7 +16,6 @@ The Assistant is a FnCallAgent: it also calls the tools in `function_list`.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -73,8 +72,7 @@ class Assistant(FnCallAgent):
         rag_cfg: dict | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(function_list, llm, system_message, name, description, **kwargs)
-        self.files = [os.fspath(f) for f in files or []]
+        super().__init__(function_list, llm, system_message, name, description, files, **kwargs)
         cfg = dict(rag_cfg or {})
         unknown = sorted(set(cfg) - set(RAG_CFG_KEYS))
         if unknown:

@@ -17,18 +17,20 @@ The agent keeps no per-run state on itself, so one instance serves many threads 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
 from chatagent.agent import Agent, current_run, tool_end_event
-from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, content_text
+from chatagent.schema import ASSISTANT, FUNCTION, USER, ContentItem, Message, content_text
 from chatagent.stream import INDEX, fragment
 from chatagent.tools.calling import PreparedCall, ToolOutcome, call_key, prepare_call
 
 logger = logging.getLogger("chatagent.agent")
 
+MAX_LLM_CALLS = 20  # model calls per run, by default
 REPEAT_LIMIT = 3  # the same call this many times in a row is reported as a loop
 FINAL_ANSWER_PROMPT = (
     "You have used all the tool calls available for this request. Do not call any more tools: answer now "
@@ -45,6 +47,8 @@ class FnCallAgent(Agent):
     Args:
         function_list: the tools (see `Agent`).
         llm, system_message, name, description: see `Agent`.
+        files: paths or URLs the tools see as attached to the conversation (the code interpreter copies
+            them into its work directory, `retrieval` searches them).
         max_llm_calls: model calls per run before the model is asked for a final answer (default 20).
         max_parallel_tools: threads for the calls of one reply (default 8).
     """
@@ -56,11 +60,13 @@ class FnCallAgent(Agent):
         system_message: str | None = None,
         name: str | None = None,
         description: str | None = None,
-        max_llm_calls: int = 20,
+        files: list[str] | None = None,
+        max_llm_calls: int = MAX_LLM_CALLS,
         max_parallel_tools: int = 8,
         **kwargs: Any,
     ) -> None:
         super().__init__(function_list, llm, system_message, name, description, **kwargs)
+        self.files = [os.fspath(f) for f in files or []]
         if not isinstance(max_llm_calls, int) or max_llm_calls < 1:
             raise ValueError(f"max_llm_calls must be a positive integer, got {max_llm_calls!r}")
         self.max_llm_calls = max_llm_calls
@@ -124,6 +130,8 @@ class FnCallAgent(Agent):
         """Run one reply's calls (concurrently when there are several); yield and append their results in order."""
         ctx = current_run()
         callbacks = ctx.callbacks
+        if self.files:  # the agent's own files, as if the user had attached them
+            context = [Message._make(USER, [ContentItem(file=f) for f in self.files])] + context
         tool_kwargs = {**kwargs, "messages": context, "lang": lang}
         prepared: list[PreparedCall | ToolOutcome] = []
         for m in calls:
@@ -161,11 +169,16 @@ class FnCallAgent(Agent):
                 emit(callbacks, tool_end_event(self.name, outcome))
             outcomes.append(outcome)
             extra = {"function_id": outcome.call_id} if outcome.call_id is not None else None
-            msg = Message._make(FUNCTION, outcome.content, outcome.name, None, None, extra)
+            msg = Message._make(FUNCTION, self._shown_result(outcome, lang), outcome.name, None, None, extra)
             yield [fragment(msg, len(response))]
             response.append(msg)
         ctx.check_deadline()
         return outcomes
+
+    def _shown_result(self, outcome: ToolOutcome, lang: str) -> str | list:
+        """The content of the function message for a call's outcome (the tool's result; subclasses may
+        put it elsewhere, as VirtualMemoryAgent does with retrieved excerpts)."""
+        return outcome.content
 
 
 class CallHistory:

@@ -57,20 +57,25 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from chatagent.agent import Agent
+from chatagent.agent import Agent, hidden
+from chatagent.agents.group_chat_auto_router import (
+    STOP,
+    GroupChatAutoRouter,
+    bounded,
+    final_text,
+    parse_host_answer,
+    roster,
+)
 from chatagent.agents.user import is_pending_input, pending_marker
-from chatagent.llm.base import BaseChatModel, response_text
+from chatagent.llm.base import BaseChatModel
 from chatagent.logs import quote
+from chatagent.multi_agent_hub import MultiAgentHub
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, ContentItem, Message, content_text
 from chatagent.stream import fragment
-from chatagent.tokens import truncate_tokens
 
 logger = logging.getLogger("chatagent.group_chat")
 
 SELECTIONS = ("auto", "round_robin", "random", "manual")
-STOP = "[STOP]"
-HOST_TRANSCRIPT_MESSAGES = 30  # the host reads at most this many latest messages
-HOST_MESSAGE_TOKENS = 400  # each shortened to about this many tokens
 
 SEAT_PROMPT = {
     "en": (
@@ -86,46 +91,32 @@ SEAT_PROMPT = {
         "如需请某人回答，请写 @名字。"
     ),
 }
-HOST_SYSTEM = {
-    "en": "You are the host of a group chat. You decide who speaks next; you never speak yourself.",
-    "zh": "你是一个群聊的主持人。你决定下一位发言者，自己不发言。",
-}
-HOST_PROMPT = {
-    "en": (
-        "{background}Participants:\n{roster}\n\nConversation so far:\n{transcript}\n\n"
-        "Who should speak next? Answer with exactly one name from: {names}. "
-        "Answer [STOP] if the conversation has reached its goal or should end."
-    ),
-    "zh": (
-        "{background}参与者：\n{roster}\n\n目前的对话：\n{transcript}\n\n"
-        "下一位应该由谁发言？只回答一个名字，从以下名字中选：{names}。"
-        "如果对话已达到目的或应当结束，回答 [STOP]。"
-    ),
-}
 BACKGROUND = {"en": "\nBackground: {}", "zh": "\n背景：{}"}
-HOST_BACKGROUND = {"en": "Background: {}\n\n", "zh": "背景：{}\n\n"}
-EMPTY_TRANSCRIPT = {"en": "(nothing yet)", "zh": "（尚无发言）"}
 
 
-class GroupChat(Agent):
+class GroupChat(Agent, MultiAgentHub):
     """Agents and people taking turns in one conversation (see the module docstring).
 
     Args:
         agents: the participants (each with a unique `name`), or a config dict (see the module docstring).
-        selection: 'auto', 'round_robin', 'random' or 'manual'.
-        max_rounds: at most this many turns per `run()` call.
+        selection: 'auto', 'round_robin', 'random' or 'manual' (`agent_selection_method`, Qwen-Agent's
+            name, is accepted too).
+        max_rounds: at most this many turns per `run()` call (default 3; `run(..., max_round=n)` for one run).
         llm: the host model ('auto' selection) and the default model of participants built from a config.
         termination_words: a turn containing any of these (case-sensitive) ends the chat.
         is_termination: called with the whole conversation (Messages) after each turn; True ends the chat.
         background: what the chat is about, shown to every participant and the host.
         seed: seeds 'random' selection.
+        function_list: tools for the host ('auto' selection only), see GroupChatAutoRouter.
     """
+
+    _agent_noun = "participant"
 
     def __init__(
         self,
         agents: list[Agent] | dict,
-        selection: str = "auto",
-        max_rounds: int = 10,
+        selection: str | None = None,
+        max_rounds: int = 3,
         llm: dict | BaseChatModel | None = None,
         termination_words: list[str] | tuple[str, ...] = (),
         is_termination: Callable[[list[Message]], bool] | None = None,
@@ -133,30 +124,26 @@ class GroupChat(Agent):
         seed: int | None = None,
         name: str | None = "GroupChat",
         description: str | None = None,
+        *,
+        agent_selection_method: str | None = None,
+        function_list: list | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(llm=llm, name=name, description=description, **kwargs)
+        if selection is not None and agent_selection_method is not None and selection != agent_selection_method:
+            raise ValueError(f"selection={selection!r} and agent_selection_method={agent_selection_method!r} differ")
+        selection = selection or agent_selection_method or "auto"
         if selection not in SELECTIONS:
             raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
-        if max_rounds < 1:
-            raise ValueError(f"max_rounds must be at least 1, got {max_rounds}")
+        _check_rounds(max_rounds, "max_rounds")
+        if function_list and selection != "auto":
+            raise ValueError(f"function_list gives the host tools; with selection={selection!r} there is no host")
         if isinstance(agents, dict):
             background = background if background is not None else agents.get("background")
             agents = agents_from_config(agents, llm)
-        self.agents: list[Agent] = list(agents)
-        if not self.agents:
-            raise ValueError("a group chat needs at least one participant")
-        bad = next((a for a in self.agents if not isinstance(a, Agent)), None)
-        if bad is not None:
-            raise TypeError(f"group chat participants must be Agents, got {type(bad).__name__}")
-        names = [a.name for a in self.agents]
-        if any(not n for n in names):
-            raise ValueError("every participant of a group chat needs a name")
-        dup = next((n for n in names if names.count(n) > 1), None)
-        if dup is not None:
-            raise ValueError(f"two participants are called {dup!r}: names must be unique")
-        self._by_name: dict[str, Agent] = {a.name: a for a in self.agents}  # type: ignore[misc]
-        self._order: list[str] = names  # type: ignore[assignment]
+        self.agents = list(agents)  # checked: Agents with unique names
+        self._by_name: dict[str, Agent] = {a.name: a for a in self._agents}  # type: ignore[misc]
+        self._order: list[str] = list(self._by_name)
         self.selection = selection
         self.max_rounds = max_rounds
         self.termination_words = tuple(termination_words)
@@ -164,26 +151,43 @@ class GroupChat(Agent):
         self.background = background
         self._rng = random.Random(seed)
         self._first_human = next((a.name for a in self.agents if _is_human(a)), None)
+        self.host: GroupChatAutoRouter | None = None
+        if selection == "auto":
+            self.host = GroupChatAutoRouter(function_list, llm, self.agents, "host", background=background)
 
     # ---- the loop --------------------------------------------------------------------------------------
 
     async_safe = True
 
     def _run(
-        self, messages: list[Message], lang: str = "en", speaker: str | None = None, **kwargs: Any
+        self,
+        messages: list[Message],
+        lang: str = "en",
+        speaker: str | None = None,
+        max_round: int | None = None,
+        need_batch_response: bool = True,
+        mentioned_agents_name: list[str] | None = None,
+        **kwargs: Any,
     ) -> Iterator[list[Message]]:
+        """One run: up to `max_round` turns (default `max_rounds`), one turn when `need_batch_response` is
+        False; `speaker` speaks first, then the participants in `mentioned_agents_name`, in order."""
         lang = lang if lang in SEAT_PROMPT else "en"
         history = [m for m in messages if not is_pending_input(m)]
         response: list[Message] = []
-        if speaker is not None and speaker not in self._by_name:
-            raise ValueError(f"speaker {speaker!r} is not in this group chat ({', '.join(self._order)})")
-        nxt = speaker
-        for _ in range(self.max_rounds):
+        forced = ([speaker] if speaker is not None else []) + list(mentioned_agents_name or ())
+        unknown = next((n for n in forced if n not in self._by_name), None)
+        if unknown is not None:
+            raise ValueError(f"speaker {unknown!r} is not in this group chat ({', '.join(self._order)})")
+        rounds = self.max_rounds if max_round is None else _check_rounds(max_round, "max_round")
+        if not need_batch_response:
+            rounds = 1
+        for _ in range(rounds):
             conversation = history + response
-            if nxt is None:
-                nxt = self._mentioned(conversation)
-            if nxt is None:
-                nxt = yield from self._select(conversation, lang)
+            nxt = forced.pop(0) if forced else self._mentioned(conversation)
+            if nxt is None and self.selection == "auto":
+                nxt = yield from self._ask_host(conversation, lang)
+            elif nxt is None:
+                nxt = self._select(conversation)
             if nxt is None:
                 if self.selection == "manual" and not response:
                     raise ValueError("selection='manual': name the speaker with run(..., speaker=name) or @name")
@@ -202,7 +206,6 @@ class GroupChat(Agent):
             response.extend(turn)
             if not turn:
                 logger.warning("group chat: %s said nothing", nxt)
-            nxt = None
             if self._terminated(turn, history + response):
                 return
 
@@ -249,17 +252,15 @@ class GroupChat(Agent):
             return None
         return find_mention(text, [n for n in self._order if n != last])
 
-    def _select(self, conversation: list[Message], lang: str) -> Iterator[Any]:
-        """The next speaker (None: nobody); use with `yield from` (the host may be asked)."""
+    def _select(self, conversation: list[Message]) -> str | None:
+        """The next speaker by round robin or at random; None for manual selection ('auto' asks the host)."""
         if self.selection == "round_robin":
             return self._round_robin(conversation)
         if self.selection == "random":
             last = self._last_speaker(conversation)
             choices = [n for n in self._order if n != last] or self._order
             return self._rng.choice(choices)
-        if self.selection == "manual":
-            return None
-        return (yield from self._ask_host(conversation, lang))
+        return None
 
     def _round_robin(self, conversation: list[Message]) -> str:
         last = self._last_speaker(conversation)
@@ -267,15 +268,11 @@ class GroupChat(Agent):
             return self._order[0]
         return self._order[(self._order.index(last) + 1) % len(self._order)]
 
-    def _ask_host(self, conversation: list[Message], lang: str) -> Iterator[Any]:
-        prompt = HOST_PROMPT[lang].format(
-            background=HOST_BACKGROUND[lang].format(self.background) if self.background else "",
-            roster=self._roster(),
-            transcript=self._transcript(conversation, lang),
-            names=", ".join(self._order),
-        )
-        msgs = [Message._make(SYSTEM, HOST_SYSTEM[lang]), Message._make(USER, prompt)]
-        answer = response_text((yield from self._call_llm(msgs, hide=True)))
+    def _ask_host(self, conversation: list[Message], lang: str) -> Iterator[list[Message]]:
+        """The host's choice (its turn is not shown): a name, or None when it ends the chat."""
+        assert self.host is not None
+        named = [m if m.name or m.role == SYSTEM else m.copy(name=self._speaker_of(m) or m.role) for m in conversation]
+        answer = final_text((yield from self._subagent(self.host, named, lang, view=hidden)))
         choice = parse_host_answer(answer, self._order)
         if choice == STOP:
             logger.info("group chat: the host ended the chat")
@@ -291,17 +288,7 @@ class GroupChat(Agent):
     # ---- what each participant sees --------------------------------------------------------------------
 
     def _roster(self) -> str:
-        return "\n".join(f"- {a.name}: {a.description or ''}".rstrip(": ") for a in self.agents)
-
-    def _transcript(self, conversation: list[Message], lang: str) -> str:
-        lines = []
-        for m in conversation[-HOST_TRANSCRIPT_MESSAGES:]:
-            if m.role in (SYSTEM, FUNCTION) or m.function_call is not None:
-                continue
-            text = truncate_tokens(content_text(m.content).strip(), HOST_MESSAGE_TOKENS)
-            who = self._speaker_of(m) or m.role
-            lines.append(f"{who}: {text}")
-        return "\n".join(lines) or EMPTY_TRANSCRIPT[lang]
+        return roster(self.agents)
 
     def _seat_view(self, name: str, conversation: list[Message], lang: str) -> list[Message]:
         """The conversation as `name` sees it (see the module docstring)."""
@@ -413,6 +400,12 @@ class _OwnNameStripper:
         return tail
 
 
+def _check_rounds(n: int, what: str) -> int:
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"{what} must be a positive integer, got {n!r}")
+    return n
+
+
 def _is_human(agent: Agent) -> bool:
     return bool(getattr(agent, "is_human", False))
 
@@ -422,42 +415,14 @@ def _add_usage(total: Any, part: Any) -> None:
     total.calls += part.calls
 
 
-def _bounded(name: str) -> str:
-    """A regex for `name` that does not match inside a longer ASCII word."""
-    pattern = re.escape(name)
-    if name[:1].isascii() and (name[:1].isalnum() or name[:1] == "_"):
-        pattern = r"(?<![A-Za-z0-9_])" + pattern
-    if name[-1:].isascii() and (name[-1:].isalnum() or name[-1:] == "_"):
-        pattern += r"(?![A-Za-z0-9_])"
-    return pattern
-
-
 def find_mention(text: str, names: list[str]) -> str | None:
     """The name in `names` that `text` @mentions first (longest name wins at the same place), or None."""
     best: tuple[int, int, str] | None = None
     for n in names:
-        match = re.search("@" + _bounded(n), text, re.IGNORECASE)
+        match = re.search("@" + bounded(n), text, re.IGNORECASE)
         if match and (best is None or (match.start(), -len(n)) < best[:2]):
             best = (match.start(), -len(n), n)
     return best[2] if best else None
-
-
-_HOST_STRIP = " \t\r\n*`'\"“”‘’「」『』[]()（）<>.,。，!！:："
-_STOP_ANSWER = re.compile(r"^\W*stop\W*$", re.IGNORECASE)
-
-
-def parse_host_answer(answer: str, names: list[str]) -> str | None:
-    """The host's choice: a name from `names`, STOP, or None when the answer names nobody (or several)."""
-    bare = answer.strip().strip(_HOST_STRIP)
-    for n in names:
-        if bare.lower() == n.lower():
-            return n
-    if _STOP_ANSWER.match(answer) or STOP.lower() in answer.lower():
-        return STOP
-    found = [n for n in names if re.search(_bounded(n), answer, re.IGNORECASE)]
-    # a name found inside a longer one ("Bob" in "Bobby Tables") is not a second choice
-    found = [n for n in found if not any(n != o and n.lower() in o.lower() for o in found)]
-    return found[0] if len(found) == 1 else None
 
 
 def agents_from_config(config: dict, llm: dict | BaseChatModel | None = None) -> list[Agent]:

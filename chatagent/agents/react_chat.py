@@ -45,7 +45,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from chatagent.agent import current_run
+from chatagent.agent import current_run, map_fragments
 from chatagent.agents.fncall import CallHistory, FnCallAgent, loop_message
 from chatagent.effects import View
 from chatagent.logs import quote
@@ -363,16 +363,35 @@ class ReActChat(FnCallAgent):
     """Tool use through the ReAct text format; works with any chat model (see the module docstring).
 
     Args: as FnCallAgent (`function_list`, `llm`, `system_message`, `name`, `description`,
-    `max_llm_calls` — every reply counts, malformed ones too).
+    `max_llm_calls` — every reply counts, malformed ones too), and
+        transcript: True gives the response as Qwen-Agent's ReActChat does: one assistant message holding
+            the whole Thought / Action / Action Input / Observation / Final Answer text
+            (see `chatagent.agents.react_transcript`).
     """
 
     async_safe = True
+
+    def __init__(self, *args: Any, transcript: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.transcript = transcript
 
     @property
     def functions(self) -> list[dict] | None:
         return None  # the tools are described in the prompt, never sent as native tools
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
+        if self.transcript:
+            from chatagent.agents.react_transcript import Transcript
+
+            transcript = Transcript()
+            result = yield from map_fragments(self._react(messages, lang, **kwargs), transcript)
+            tail = transcript.finish()
+            if tail:
+                yield tail
+            return result
+        return (yield from self._react(messages, lang, **kwargs))
+
+    def _react(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         lang = lang if lang in REACT_PROMPT else "en"
         prompt = self._prompt(messages, lang)
         cfg = {"stop": self._stop_words()}

@@ -22,6 +22,7 @@ from chatagent.agent import Agent, run_subagent
 from chatagent.effects import View
 from chatagent.llm.base import BaseChatModel
 from chatagent.logs import quote
+from chatagent.multi_agent_hub import MultiAgentHub
 from chatagent.schema import ASSISTANT, SYSTEM, ContentItem, Message
 from chatagent.stream import INDEX, fragment
 
@@ -49,7 +50,7 @@ _CALL = re.compile(r"^\s*[*_]*\s*call\s*[*_]*\s*[:：]\s*[*_`\"']*\s*(?P<name>.*
 _CALL_WORD = "call"
 
 
-class Router(Agent):
+class Router(Agent, MultiAgentHub):
     """Answers itself or delegates to one of `agents` by name (see the module docstring).
 
     Args:
@@ -57,6 +58,8 @@ class Router(Agent):
         llm: the router's own model.
         system_message: the router's instructions (its sub-agents never see them).
     """
+
+    _agent_noun = "sub-agent"
 
     def __init__(
         self,
@@ -67,16 +70,11 @@ class Router(Agent):
         description: str | None = None,
         **kwargs: Any,
     ) -> None:
+        if kwargs.get("function_list"):
+            raise TypeError("Router() does not take function_list: it answers or hands over; give tools to a sub-agent")
         super().__init__(llm=llm, system_message=system_message, name=name, description=description, **kwargs)
-        self.agents = list(agents)
-        if not self.agents:
-            raise ValueError("a Router needs at least one sub-agent")
-        names = [a.name for a in self.agents]
-        if any(not n for n in names):
-            raise ValueError("every sub-agent of a Router needs a name")
-        if len(set(names)) != len(names):
-            raise ValueError(f"the sub-agents' names must be unique, got {names}")
-        self._by_name: dict[str, Agent] = {a.name: a for a in self.agents}  # type: ignore[misc]
+        self.agents = list(agents)  # checked: Agents with unique names
+        self._by_name: dict[str, Agent] = {a.name: a for a in self._agents}  # type: ignore[misc]
 
     async_safe = True
 

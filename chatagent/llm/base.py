@@ -21,7 +21,7 @@ from typing import Any
 from chatagent.errors import ModelServiceError, RunDeadlineExceeded
 from chatagent.keys import clean_api_key
 from chatagent.schema import FUNCTION, SYSTEM, USER, ContentItem, FunctionCall, Message, content_text, to_messages
-from chatagent.stream import INDEX, Collector, Response, accumulate, collect, fragment
+from chatagent.stream import INDEX, Collector, DictResponse, Response, accumulate, collect, fragment
 from chatagent.tokens import count_tokens, truncate_tokens
 
 logger = logging.getLogger("chatagent.llm")
@@ -38,8 +38,13 @@ FRAMEWORK_KEYS = frozenset(
         "function_choice",
         "request_timeout",
         "deadline",
+        "use_raw_api",
+        "thought_in_content",
+        "lang",
     }
 )
+# Qwen-Agent keys that have no effect here: taken out of the request, never sent (a strict server rejects them)
+IGNORED_KEYS = frozenset({"skip_stopword_postproc", "cache_dir"})
 DEFAULT_MAX_INPUT_TOKENS = 58_000
 FUNCTION_RESULT_KEEP_TOKENS = 500  # an old function result is shortened to this before turns are dropped
 
@@ -74,12 +79,18 @@ class Settings:
     function_choice: str = "auto"
     request_timeout: float | None = None
     deadline: float | None = None  # a time.monotonic() value; Agent.run(deadline=...) sets it
+    use_raw_api: bool | None = None  # Qwen-Agent's switch: True native tool calling, False prompt-based
+    thought_in_content: bool = False  # `<think>...</think>` in the reply's text is reasoning
+    lang: str | None = None  # Qwen-Agent's; chatagent detects the language of each conversation itself
 
 
 def split_generate_cfg(cfg: dict) -> tuple[Settings, dict]:
     """Framework settings and the keys to pass through to the backend."""
     ours = {k: v for k, v in cfg.items() if k in FRAMEWORK_KEYS and v is not None}
-    rest = {k: v for k, v in cfg.items() if k not in FRAMEWORK_KEYS}
+    rest = {k: v for k, v in cfg.items() if k not in FRAMEWORK_KEYS and k not in IGNORED_KEYS}
+    for key in ("use_raw_api", "thought_in_content"):  # Qwen-Agent's docs write them as strings too
+        if isinstance(ours.get(key), str):
+            ours[key] = ours[key].strip().lower() in ("true", "1", "yes")
     for key, value in ours.items():
         limit = _NUMERIC_SETTINGS.get(key)
         if limit is not None and not _number_at_least(value, *limit):
@@ -144,15 +155,22 @@ class BaseChatModel:
     support_multimodal_input = False
     #: Whether the server takes `tools`; a backend sets it False when the server rejects them.
     native_tools = True
+    #: The config keys this class reads (each subclass adds its own); any other key is a TypeError.
+    cfg_keys: frozenset[str] = frozenset(
+        {"model", "model_type", "model_server", "api_key", "generate_cfg", "multimodal"}
+    )
 
     def __init__(self, cfg: dict | None = None) -> None:
         cfg = dict(cfg or {})
+        check_cfg_keys(type(self), cfg)
         self.cfg = cfg
         self.model: str = cfg.get("model", "")
         self.generate_cfg: dict = dict(cfg.get("generate_cfg") or {})
         self.api_key: str | None = clean_api_key(cfg.get("api_key"))
         if "multimodal" in cfg:
             self.support_multimodal_input = bool(cfg["multimodal"])
+        if "cache_dir" in cfg or "cache_dir" in self.generate_cfg:
+            logger.warning("%s: cache_dir (Qwen-Agent's response cache) is not supported; ignored", type(self).__name__)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r})"
@@ -177,12 +195,21 @@ class BaseChatModel:
 
         A reply with function calls holds one assistant message per call (after any text), each with
         `extra['function_id']`; a call appears only once its arguments are complete.
+
+        Messages given as dicts (all of them) get dicts back, as from an agent; Messages get Messages.
         """
-        msgs, funcs, gen_cfg, settings = self._inputs(messages, functions, extra_generate_cfg)
+        msgs, funcs, gen_cfg, settings, as_dicts = self._inputs(messages, functions, extra_generate_cfg)
         fragments = self._call(msgs, funcs, gen_cfg, settings, usage, stream)
         if not stream:
-            return collect(fragments)
-        return fragments if delta_stream else accumulate(fragments)
+            reply = collect(fragments)
+            return [m.model_dump() for m in reply] if as_dicts else reply
+        if delta_stream:
+            return _dumped(fragments) if as_dicts else fragments
+        return _dict_accumulate(fragments) if as_dicts else accumulate(fragments)
+
+    def quick_chat(self, prompt: str) -> str:
+        """The model's answer to one user message, as text (Qwen-Agent's helper)."""
+        return response_text(collect(self.chat([Message._make(USER, prompt)], stream=True, delta_stream=True)))
 
     def achat(
         self,
@@ -198,23 +225,32 @@ class BaseChatModel:
 
         - `stream=False`: an awaitable of the list of assistant messages.
         - `stream=True`: an async iterator of lists, as `chat()` yields them (`async for rsp in llm.achat(...)`).
+
+        Dicts in give dicts out, as with `chat()`.
         """
-        msgs, funcs, gen_cfg, settings = self._inputs(messages, functions, extra_generate_cfg)
+        msgs, funcs, gen_cfg, settings, as_dicts = self._inputs(messages, functions, extra_generate_cfg)
         fragments = self._acall(msgs, funcs, gen_cfg, settings, usage, stream)
         if not stream:
-            return _acollect(fragments)
-        return fragments if delta_stream else _aaccumulate(fragments)
+            return _acollect(fragments, as_dicts)
+        if delta_stream:
+            return _adumped(fragments) if as_dicts else fragments
+        return _aaccumulate(fragments, as_dicts)
 
     def _inputs(
         self, messages: Iterable[dict | Message], functions: Iterable[dict] | None, extra_generate_cfg: dict | None
-    ) -> tuple[list[Message], list[dict] | None, dict, Settings]:
-        """The checked, truncated messages, the function schemas, the backend's cfg and our settings."""
+    ) -> tuple[list[Message], list[dict] | None, dict, Settings, bool]:
+        """The checked, truncated messages, the function schemas, the backend's cfg, our settings, and whether
+        the caller gave dicts (and so gets dicts)."""
+        if isinstance(messages, (dict, str, bytes, Message)) or not isinstance(messages, Iterable):
+            raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
+        messages = list(messages)
+        as_dicts = bool(messages) and not any(isinstance(m, Message) for m in messages)
         msgs = to_messages(messages)
         if not msgs:
             raise ValueError("messages is empty: give at least one user message")
         settings, gen_cfg = split_generate_cfg({**self.generate_cfg, **(extra_generate_cfg or {})})
         funcs = normalize_functions(functions)
-        return self._prepare(msgs, settings), funcs, gen_cfg, settings
+        return self._prepare(msgs, settings), funcs, gen_cfg, settings, as_dicts
 
     # ---- what backends implement -------------------------------------------------------------------------
 
@@ -273,7 +309,9 @@ class BaseChatModel:
             usage.calls += 1
         if settings.request_timeout is not None:  # the one framework setting a backend applies itself
             cfg = {**cfg, "request_timeout": settings.request_timeout}
-        if (settings.fncall_prompt_type or not self.native_tools) and (funcs or _has_calls(msgs)):
+        raw_api = settings.use_raw_api
+        prompted = not self.native_tools or raw_api is False or (bool(settings.fncall_prompt_type) and not raw_api)
+        if prompted and (funcs or _has_calls(msgs)):
             # without tools too: earlier calls and results must reach the model as the prompt's text
             settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
             return True, cfg
@@ -304,7 +342,13 @@ class BaseChatModel:
             native = self._retrying(
                 lambda: _as_fragments(self._chat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
             )
-        return self._falling_back(native, msgs, funcs, cfg, settings, usage, stream) if funcs else native
+        if funcs:
+            native = self._falling_back(native, msgs, funcs, cfg, settings, usage, stream)
+        if settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
+            from chatagent.llm.fncall_prompt import StreamParser
+
+            native = StreamParser(parse_calls=False).run(native)
+        return native
 
     async def _acall(
         self,
@@ -330,9 +374,22 @@ class BaseChatModel:
                     lambda: _aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
                 )
             parts = self._afalling_back(native, msgs, funcs, cfg, settings, usage, stream) if funcs else native
+        parser = None
+        if settings.thought_in_content and not prompted:  # <think>...</think> in the text becomes reasoning_content
+            from chatagent.llm.fncall_prompt import StreamParser
+
+            parser = StreamParser(parse_calls=False)
         async with aclosing(parts) as fragments:
             async for f in fragments:
+                if parser is not None:
+                    f = parser.push(f)
+                    if not f:
+                        continue
                 yield f
+        if parser is not None:
+            tail = parser.end()
+            if tail:
+                yield tail
 
     def _falling_back(
         self,
@@ -473,6 +530,32 @@ def attempt_cfg(cfg: dict, settings: Settings) -> dict:
     return {**cfg, "request_timeout": left if timeout is None else min(timeout, left)}
 
 
+def check_cfg_keys(cls: type[BaseChatModel], cfg: dict) -> None:
+    """TypeError for a config key no class in `cls`'s hierarchy reads (a misspelt `model_server` would
+    otherwise fall back to another server without a word)."""
+    known = set().union(*(getattr(k, "cfg_keys", ()) for k in cls.__mro__))
+    unknown = [k for k in cfg if k not in known and k not in IGNORED_KEYS]
+    if unknown:
+        from chatagent._kwargs import unexpected_keyword
+
+        error = unexpected_keyword(f"{cls.__name__} config", unknown, known)
+        raise TypeError(str(error).replace("keyword argument", "key"))
+
+
+def _dumped(fragments: Iterator[list[Message]]) -> Iterator[list[dict]]:
+    for frs in fragments:
+        yield [f.model_dump() for f in frs]
+
+
+def _dict_accumulate(fragments: Iterator[list[Message]]) -> Iterator[list[dict]]:
+    """Fragments in, the whole response so far as dicts out (each yield a new list)."""
+    response = DictResponse()
+    for frs in fragments:
+        if frs:
+            response.add(frs)
+            yield list(response.messages)
+
+
 def _has_calls(msgs: list[Message]) -> bool:
     return any(m.role == FUNCTION or m.function_call is not None for m in msgs)
 
@@ -485,21 +568,28 @@ async def _aas_fragments(reply: Awaitable[list[Message]]) -> AsyncIterator[list[
     yield [fragment(m, i) for i, m in enumerate(await reply)]
 
 
-async def _acollect(fragments: AsyncIterator[list[Message]]) -> list[Message]:
+async def _acollect(fragments: AsyncIterator[list[Message]], as_dicts: bool = False) -> list:
     collector = Collector()
     async with aclosing(fragments) as parts:  # type: ignore[type-var]
         async for f in parts:
             collector.add(f)
-    return collector.messages()
+    reply = collector.messages()
+    return [m.model_dump() for m in reply] if as_dicts else reply
 
 
-async def _aaccumulate(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[Message]]:
-    response = Response()
+async def _aaccumulate(fragments: AsyncIterator[list[Message]], as_dicts: bool = False) -> AsyncIterator[list]:
+    response: Response | DictResponse = DictResponse() if as_dicts else Response()
     async with aclosing(fragments) as parts:  # type: ignore[type-var]
         async for f in parts:
             if f:
                 response.add(f)
                 yield list(response.messages)
+
+
+async def _adumped(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[dict]]:
+    async with aclosing(fragments) as parts:  # type: ignore[type-var]
+        async for frs in parts:
+            yield [f.model_dump() for f in frs]
 
 
 def _backoff(tries: int, base: float, retry_after: float | None, cap: float) -> float:
@@ -630,9 +720,25 @@ def truncate_messages(msgs: list[Message], max_tokens: int) -> list[Message]:
 LLM_REGISTRY: dict[str, type[BaseChatModel] | str] = {
     "oai": "chatagent.llm.openai_compat:OpenAICompatModel",
     "dashscope": "chatagent.llm.dashscope:DashScopeModel",
+    "azure": "chatagent.llm.azure:AzureModel",
     "local": "chatagent.llm.local:LocalModel",
     "scripted": "chatagent.llm.scripted:ScriptedLLM",
 }
+# Qwen-Agent's model_type names: (ours, config defaults they imply)
+MODEL_TYPE_ALIASES: dict[str, tuple[str, dict]] = {
+    "qwen_dashscope": ("dashscope", {}),
+    "qwenvl_dashscope": ("dashscope", {"multimodal": True}),
+    "qwenaudio_dashscope": ("dashscope", {"multimodal": True}),
+    "qwenvlo_dashscope": ("dashscope", {"multimodal": True}),
+    "qwenvl_oai": ("oai", {"multimodal": True}),
+    "qwenaudio_oai": ("oai", {"multimodal": True}),
+    "qwenomni_oai": ("oai", {"multimodal": True}),
+}
+UNSUPPORTED_MODEL_TYPES = {
+    "transformers": "Hugging Face transformers in-process",
+    "openvino": "OpenVINO in-process",
+}
+DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
 
 
 def register_llm(model_type: str) -> Callable[[type[BaseChatModel]], type[BaseChatModel]]:
@@ -649,6 +755,12 @@ def register_llm(model_type: str) -> Callable[[type[BaseChatModel]], type[BaseCh
 def _llm_class(model_type: str) -> type[BaseChatModel]:
     entry = LLM_REGISTRY.get(model_type)
     if entry is None:
+        if model_type in UNSUPPORTED_MODEL_TYPES:
+            raise ValueError(
+                f"model_type {model_type!r} ({UNSUPPORTED_MODEL_TYPES[model_type]}) is not supported: serve the "
+                "model with an OpenAI-compatible server (vLLM, SGLang, Ollama) and give its URL as model_server, "
+                "or use a GGUF file with model_type 'local'"
+            )
         raise ValueError(f"unknown model_type {model_type!r}; registered: {', '.join(sorted(LLM_REGISTRY))}")
     if isinstance(entry, str):
         import importlib
@@ -679,16 +791,26 @@ def default_llm_config() -> dict:
     return {"model_type": "local"}
 
 
-def get_chat_model(cfg: dict | BaseChatModel | None = None) -> BaseChatModel:
-    """A model from a config dict (or the instance itself); None picks `default_llm_config()`."""
+def get_chat_model(cfg: dict | str | BaseChatModel | None = None) -> BaseChatModel:
+    """A model from a config dict (or the instance itself; a string is a model name); None picks
+    `default_llm_config()`. Qwen-Agent's model_type names are accepted (see MODEL_TYPE_ALIASES)."""
     if isinstance(cfg, BaseChatModel):
         return cfg
     if cfg is None:
         cfg = default_llm_config()
+    if isinstance(cfg, str):
+        cfg = {"model": cfg}
     if not isinstance(cfg, dict):
         raise TypeError(f"llm must be a config dict or a BaseChatModel, got {type(cfg).__name__}")
     cfg = dict(cfg)
     model_type = cfg.get("model_type")
+    if model_type in MODEL_TYPE_ALIASES:
+        model_type, implied = MODEL_TYPE_ALIASES[model_type]
+        cfg = {**implied, **cfg}
+    if model_type == "oai" and str(cfg.get("model_server") or "").strip().lower() == "dashscope":
+        cfg["model_server"] = DASHSCOPE_COMPATIBLE_URL  # DashScope's OpenAI-compatible mode, as Qwen-Agent reads it
+    if model_type is None and cfg.get("azure_endpoint"):
+        model_type = "azure"
     if model_type is None:
         server = str(cfg.get("model_server") or "").strip()
         if server.lower() == "dashscope":

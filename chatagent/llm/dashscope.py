@@ -66,6 +66,8 @@ logging.getLogger("dashscope").addFilter(_QuietSdkFailures())
 class DashScopeModel(BaseChatModel):
     """A model served by DashScope's native API. See the module docstring for the config keys."""
 
+    cfg_keys = frozenset({"base_url", "workspace"})
+
     def __init__(self, cfg: dict | None = None) -> None:
         super().__init__(cfg)
         cfg = self.cfg

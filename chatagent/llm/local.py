@@ -257,6 +257,8 @@ class LocalModel(OpenAICompatModel):
     chat template without tool support (SmolLM2's) switches function calling to the prompt-based form.
     """
 
+    cfg_keys = frozenset({"n_ctx", "port", "threads", "n_parallel", "verbose"})
+
     def __init__(self, cfg: dict | None = None) -> None:
         cfg = dict(cfg or {})
         path = cfg.get("model") or None

@@ -87,10 +87,12 @@ class OpenAICompatModel(BaseChatModel):
     is the connect and read timeout.
     """
 
+    cfg_keys = frozenset({"base_url", "api_base"})  # other names of model_server
+
     def __init__(self, cfg: dict | None = None) -> None:
         super().__init__(cfg)
         cfg = self.cfg
-        server = str(cfg.get("model_server") or cfg.get("base_url") or "").strip()
+        server = str(cfg.get("model_server") or cfg.get("base_url") or cfg.get("api_base") or "").strip()
         if not server or server.lower() == "openai":
             server = os.environ.get("OPENAI_BASE_URL", "")
         self.base_url: str | None = server.rstrip("/") or None

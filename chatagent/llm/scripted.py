@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from chatagent.llm.base import BaseChatModel, Usage, register_llm
+from chatagent.llm.base import BaseChatModel, Usage, check_cfg_keys, register_llm
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.tokens import count_tokens
 
@@ -69,6 +69,7 @@ class ScriptedLLM(BaseChatModel):
     """
 
     support_multimodal_input = True
+    cfg_keys = frozenset({"replies", "default", "chunk_size"})
 
     def __init__(
         self,
@@ -81,6 +82,7 @@ class ScriptedLLM(BaseChatModel):
     ) -> None:
         if isinstance(replies, dict):  # built from a config dict by get_chat_model
             cfg = replies
+            check_cfg_keys(type(self), cfg)
             replies = cfg.get("replies", [])
             default = cfg.get("default", default)
             chunk_size = cfg.get("chunk_size", chunk_size)

@@ -34,8 +34,9 @@ MAX_JSON5_CHARS = 20_000  # json5 is pure Python (about 5 us a character): longe
 _MAX_ERRORS = 3
 
 
-class ToolArgumentError(ChatAgentError):
-    """Arguments the model gave cannot be used; the message says which field and what was expected."""
+class ToolArgumentError(ChatAgentError, ValueError):
+    """Arguments the model gave cannot be used; the message says which field and what was expected.
+    A ValueError too, as Qwen-Agent's `_verify_json_format_args` raises."""
 
 
 # ---- parsing ------------------------------------------------------------------------------------------------

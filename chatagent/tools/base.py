@@ -6,12 +6,15 @@
         parameters = {'type': 'object', 'properties': {'city': {'type': 'string'}}, 'required': ['city']}
 
         def call(self, params, **kwargs):
-            args = self.parse_params(params)
+            args = self.parse_params(params)   # or json5.loads(params), as Qwen-Agent tools do
             return f"Sunny in {args['city']}"
 
 `parameters` is a JSON Schema (passed to the model as given) or a pydantic model class. `cfg` carries
 per-instance settings the agent reads: `timeout` (seconds), `cache` (reuse results for the same
 arguments), `max_calls` (per run), `return_direct` (the result is the final answer).
+
+The agent hands `call()` the model's arguments as a JSON string, as Qwen-Agent does, after parsing them
+leniently and validating them against `parameters` (the string is the repaired, validated arguments).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from chatagent.errors import ChatAgentError
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments, validate_arguments
 
 _EMPTY_SCHEMA: dict = {"type": "object", "properties": {}}
@@ -61,9 +65,9 @@ class BaseTool:
         self.is_async: bool = cls.acall is not BaseTool.acall or inspect.iscoroutinefunction(cls.call)
 
     def call(self, params: str | dict, **kwargs: Any) -> Any:
-        """Run the tool. `params` is the model's arguments (a dict the agent has already validated, or
-        a JSON string when called directly; `parse_params` handles both). Return a string, a list of
-        ContentItems, or anything JSON-serialisable."""
+        """Run the tool. `params` is the model's arguments: from an agent, a JSON string of arguments already
+        repaired and validated; called directly, a dict or a JSON string (`parse_params` handles both).
+        Return a string, a list of ContentItems, or anything JSON-serialisable."""
         raise NotImplementedError
 
     async def acall(self, params: str | dict, **kwargs: Any) -> Any:
@@ -74,6 +78,15 @@ class BaseTool:
         if inspect.iscoroutinefunction(type(self).call):
             return await self.call(params, **kwargs)
         return await asyncio.to_thread(self.call, params, **kwargs)
+
+    def run_validated(self, args: dict, **kwargs: Any) -> Any:
+        """Run the tool on arguments the agent has parsed and validated: `call()` gets them as a JSON string
+        (what Qwen-Agent tools expect). FunctionTool overrides it to call its function with typed arguments."""
+        return self.call(json.dumps(args, ensure_ascii=False), **kwargs)
+
+    async def arun_validated(self, args: dict, **kwargs: Any) -> Any:
+        """`run_validated` for asyncio: `acall()` gets the arguments as a JSON string."""
+        return await self.acall(json.dumps(args, ensure_ascii=False), **kwargs)
 
     @property
     def function(self) -> dict:
@@ -111,8 +124,21 @@ class BaseTool:
     def close(self) -> None:
         """Release what the tool holds (processes, connections); `Agent.close()` calls it. Default: nothing."""
 
-    # Qwen-Agent's name for the same thing
-    _verify_json_format_args = parse_params
+    def _verify_json_format_args(self, params: str | dict, strict_json: bool = False) -> dict:
+        """Qwen-Agent's name for `parse_params`; `strict_json=True` accepts strict JSON only. Raises ValueError."""
+        if strict_json and isinstance(params, str):
+            try:
+                params = json.loads(params)
+            except ValueError as e:
+                raise ToolArgumentError(f"the arguments are not valid JSON: {e}") from None
+        return self.parse_params(params)
+
+    # Qwen-Agent's tool attributes
+    file_access = False
+
+    @property
+    def name_for_human(self) -> str:
+        return self.cfg.get("name_for_human", self.name)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
@@ -167,11 +193,44 @@ def pydantic_errors(e: Any, limit: int = 3) -> str:
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
 
+class ToolServiceError(ChatAgentError):
+    """Raised by a tool when the run cannot go on (a service it needs is down): unlike other errors in a tool,
+    it is not reported to the model but propagates to the caller of `run()`, as in Qwen-Agent."""
+
+    def __init__(
+        self, exception: Exception | None = None, code: str | None = None, message: str | None = None, extra=None
+    ) -> None:
+        super().__init__(exception if exception is not None else f"Error code: {code}. Error message: {message}")
+        self.exception, self.code, self.message, self.extra = exception, code, message, extra
+
+
 # ---- the registry --------------------------------------------------------------------------------------------
 
-# name -> tool class, or "module:Class" / "module" imported on first use (built-ins register lazily this way:
-# a module entry must register the name itself with @register_tool when imported).
-TOOL_REGISTRY: dict[str, type[BaseTool] | str] = {}
+
+class ToolRegistry(dict):
+    """name -> tool class. An entry may be registered lazily as "module:Class" or "module" (a module that
+    registers the name itself with @register_tool when imported): reading it (`[name]`, `get`, `values`,
+    `items`) imports it, so the values a caller sees are always classes."""
+
+    def __getitem__(self, name: str) -> type[BaseTool]:
+        entry = dict.__getitem__(self, name)
+        return tool_class(name) if isinstance(entry, str) else entry
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        return self[name] if dict.__contains__(self, name) else default
+
+    def values(self) -> list[type[BaseTool]]:  # type: ignore[override]
+        return [self[name] for name in self]
+
+    def items(self) -> list[tuple[str, type[BaseTool]]]:  # type: ignore[override]
+        return [(name, self[name]) for name in self]
+
+    def entry(self, name: str) -> type[BaseTool] | str | None:
+        """The entry as registered, without importing anything: a class, a lazy string, or None."""
+        return dict.get(self, name)
+
+
+TOOL_REGISTRY: ToolRegistry = ToolRegistry()
 
 # A dict in function_list with one of these keys is a source of several tools, e.g. {'mcpServers': {...}}:
 # key -> "module:function" (or the function itself) taking that dict and returning a list of BaseTools.
@@ -180,12 +239,13 @@ TOOL_SOURCES: dict[str, Callable[[dict], list[BaseTool]] | str] = {
 }
 
 
-def register_tool(name: str, overwrite: bool = False) -> Callable[[Any], Any]:
+def register_tool(name: str, allow_overwrite: bool = False, *, overwrite: bool = False) -> Callable[[Any], Any]:
     """Register a tool class (or a typed function) under `name`, so function_list can refer to it.
 
-    A second registration under the same name is an error unless `overwrite=True`. Returns the class
-    (for a function: the generated tool class).
+    A second registration under the same name is an error unless `allow_overwrite=True` (Qwen-Agent's
+    spelling) or `overwrite=True`. Returns the class (for a function: the generated tool class).
     """
+    overwrite = overwrite or allow_overwrite
 
     def decorator(obj: Any) -> Any:
         if isinstance(obj, type) and issubclass(obj, BaseTool):
@@ -196,7 +256,7 @@ def register_tool(name: str, overwrite: bool = False) -> Callable[[Any], Any]:
             cls = function_tool_class(obj, name=name)
         else:
             raise TypeError(f"register_tool({name!r}) decorates a BaseTool subclass or a function, got {obj!r:.80}")
-        existing = TOOL_REGISTRY.get(name)
+        existing = TOOL_REGISTRY.entry(name)
         if existing is not None and not overwrite and not _same_lazy_entry(existing, cls):
             where = existing if isinstance(existing, str) else f"{existing.__module__}.{existing.__qualname__}"
             raise ValueError(
@@ -220,7 +280,7 @@ def _same_lazy_entry(existing: type[BaseTool] | str, cls: type) -> bool:
 
 def tool_class(name: str) -> type[BaseTool]:
     """The registered class for `name` (importing it if registered lazily). Raises ValueError if unknown."""
-    entry = TOOL_REGISTRY.get(name)
+    entry = TOOL_REGISTRY.entry(name)
     if entry is None:
         from chatagent.tools.arguments import unknown_tool_message
 
@@ -231,7 +291,7 @@ def tool_class(name: str) -> type[BaseTool]:
         module, _, qualname = entry.partition(":")
         try:
             loaded = importlib.import_module(module)
-            cls = getattr(loaded, qualname) if qualname else TOOL_REGISTRY.get(name)
+            cls = getattr(loaded, qualname) if qualname else TOOL_REGISTRY.entry(name)
         except (ImportError, AttributeError) as e:
             raise ValueError(f"tool {name!r} is registered as {entry} but cannot be loaded: {e}") from e
         if not (isinstance(cls, type) and issubclass(cls, BaseTool)):
@@ -330,6 +390,8 @@ def _jsonable(obj: Any) -> Any:
 __all__ = [
     "BaseTool",
     "TOOL_REGISTRY",
+    "ToolRegistry",
+    "ToolServiceError",
     "TOOL_SOURCES",
     "make_tools",
     "register_tool",

@@ -24,7 +24,7 @@ import orjson
 
 from chatagent.logs import quote
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments, unknown_tool_message
-from chatagent.tools.base import BaseTool, result_content
+from chatagent.tools.base import BaseTool, ToolServiceError, result_content
 
 logger = logging.getLogger("chatagent.tools")
 
@@ -222,12 +222,17 @@ def _execute(call: PreparedCall, cache: ToolCache | None, limit: float | None) -
         done = threading.Event()
 
         def target() -> None:
-            box.append(_invoke(tool, call.args, call.kwargs))
+            try:
+                box.append(_invoke(tool, call.args, call.kwargs))
+            except BaseException as e:  # ToolServiceError: handed to the run's thread
+                box.append(e)
             done.set()
 
         threading.Thread(target=target, name=f"tool-{tool.name}", daemon=True).start()
         if not done.wait(limit):
             return _timed_out(outcome, tool, limit, start)
+        if isinstance(box[0], BaseException):
+            raise box[0]
         ok, value = box[0]
     outcome.duration = time.perf_counter() - start
     if not ok:
@@ -267,9 +272,11 @@ async def aexecute(call: PreparedCall, cache: ToolCache | None = None, deadline:
     try:
         left = None if end is None else max(end - time.monotonic(), 0.0)
         try:
-            value = await asyncio.wait_for(tool.acall(call.args, **call.kwargs), left)
+            value = await asyncio.wait_for(tool.arun_validated(call.args, **call.kwargs), left)
         except TimeoutError:
             return _timed_out(outcome, tool, limit or 0.0, start, cancelled=True)
+        except ToolServiceError:  # the tool says the run cannot go on
+            raise
         except (Exception, SystemExit) as e:
             outcome.duration = time.perf_counter() - start
             return outcome.fail(*_failure(tool, e))
@@ -301,7 +308,9 @@ def _timed_out(
 def _invoke(tool: BaseTool, args: dict, kwargs: dict) -> tuple[bool, Any]:
     """(True, result) or (False, (error kind, message for the model)); tracebacks go to the log only."""
     try:
-        return True, tool.call(args, **kwargs)
+        return True, tool.run_validated(args, **kwargs)
+    except ToolServiceError:  # the tool says the run cannot go on
+        raise
     except (Exception, SystemExit) as e:  # SystemExit: a tool's sys.exit() or argparse must not end the run
         return False, _failure(tool, e)
 

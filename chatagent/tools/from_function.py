@@ -282,21 +282,31 @@ class FunctionTool(BaseTool):
         functools.update_wrapper(self, fn, updated=())
 
     def call(self, params: str | dict, **kwargs: Any) -> Any:
-        result = self.fn(**self._arguments(params))
-        if inspect.isawaitable(result):  # an async function: on the process's one background loop
+        return self.run_validated(self.validate(parse_arguments(params)), **kwargs)
+
+    async def acall(self, params: str | dict, **kwargs: Any) -> Any:
+        return await self.arun_validated(self.validate(parse_arguments(params)), **kwargs)
+
+    def run_validated(self, args: dict, **kwargs: Any) -> Any:
+        """Call the function with validated arguments, converted to the annotated types (an async function on
+        the process's one background event loop)."""
+        if type(self).call is not FunctionTool.call:  # a subclass with its own call(): it gets the JSON string
+            return super().run_validated(args, **kwargs)
+        result = self.fn(**self._typed(args))
+        if inspect.isawaitable(result):
             from chatagent._aio import run_coroutine
 
             result = run_coroutine(result)
         return result
 
-    async def acall(self, params: str | dict, **kwargs: Any) -> Any:
-        if not self.is_async:
-            return await super().acall(params, **kwargs)
-        return await self.fn(**self._arguments(params))
+    async def arun_validated(self, args: dict, **kwargs: Any) -> Any:
+        """`run_validated` for asyncio: an async function is awaited here, a plain one runs in a worker thread."""
+        if type(self).call is not FunctionTool.call or not self.is_async:
+            return await super().arun_validated(args, **kwargs)
+        return await self.fn(**self._typed(args))
 
-    def _arguments(self, params: str | dict) -> dict:
-        """The function's keyword arguments: validated, converted to the annotated types."""
-        args = self.validate(parse_arguments(params))
+    def _typed(self, args: dict) -> dict:
+        """Validated arguments converted to the annotated types, without any the function does not take."""
         for key, convert in self._converters.items():
             if key in args:
                 try:

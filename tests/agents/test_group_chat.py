@@ -423,16 +423,15 @@ def test_callbacks_hear_the_host_and_the_participants():
     alice = bot("Alice", "Tabs.")
     chat = GroupChat([alice], llm=ScriptedLLM(["Alice", "[STOP]"]))
     chat.run_nonstream(ASK, callbacks=[lambda e: events.append((e.kind, e.agent))])
+    host_turn = [("run_start", "host"), ("llm_start", "host"), ("llm_end", "host"), ("run_end", "host")]
     assert events == [
         ("run_start", "GroupChat"),
-        ("llm_start", "GroupChat"),
-        ("llm_end", "GroupChat"),
+        *host_turn,
         ("run_start", "Alice"),
         ("llm_start", "Alice"),
         ("llm_end", "Alice"),
         ("run_end", "Alice"),
-        ("llm_start", "GroupChat"),
-        ("llm_end", "GroupChat"),
+        *host_turn,
         ("run_end", "GroupChat"),
     ]
 

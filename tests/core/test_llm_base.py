@@ -9,7 +9,7 @@ from chatagent.llm.base import LLM_REGISTRY, BaseChatModel, split_generate_cfg, 
 from chatagent.schema import ContentItem, Message, to_messages
 from chatagent.tokens import count_tokens, truncate_tokens
 
-USER = [{"role": "user", "content": "hi"}]
+USER = to_messages([{"role": "user", "content": "hi"}])  # Messages in, Messages out (dicts in give dicts)
 FAST = {"retry_delay": 0.001}
 
 

@@ -72,7 +72,7 @@ def test_nonstream_and_usage(local_server: LocalServer) -> None:
     llm = LocalModel({"generate_cfg": {"temperature": 0, "max_tokens": 8}})
     usage = Usage()
     reply = llm.chat([{"role": "user", "content": "Count: one, two, three,"}], stream=False, usage=usage)
-    assert reply[0].role == "assistant" and reply[0].content
+    assert reply[0]["role"] == "assistant" and reply[0]["content"]  # dicts in, dicts out
     assert 0 < usage.completion_tokens <= 8
 
 
@@ -83,7 +83,7 @@ def test_back_to_back_requests_need_no_retries(local_server: LocalServer, caplog
         for _ in range(4):
             for _ in llm.chat([{"role": "user", "content": "hi"}]):
                 pass
-            assert llm.chat([{"role": "user", "content": "hi"}], stream=False)[0].role == "assistant"
+            assert llm.chat([{"role": "user", "content": "hi"}], stream=False)[0]["role"] == "assistant"
     assert [r.getMessage() for r in caplog.records] == []
 
 

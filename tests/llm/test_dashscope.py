@@ -11,14 +11,14 @@ import pytest
 
 from chatagent import BasicAgent, ModelServiceError, Usage, get_chat_model, merge_delta
 from chatagent.llm.dashscope import DashScopeModel
-from chatagent.schema import ContentItem, Message
+from chatagent.schema import ContentItem, Message, to_messages
 from tests.support import processes
 from tests.support.dashscope_server import DashScopeServer, Reply
 
 pytestmark = pytest.mark.timeout(30)
 
 KEY = "sk-test-0123456789abcdef"
-USER = [{"role": "user", "content": "hi"}]
+USER = to_messages([{"role": "user", "content": "hi"}])  # Messages in, Messages out (dicts in give dicts)
 WEATHER = {
     "name": "get_weather",
     "description": "Weather of a city",
@@ -230,8 +230,8 @@ def test_vl_model_gets_images_in_dashscope_format(server: DashScopeServer, tmp_p
     assert llm.support_multimodal_input
     content = [{"image": str(image)}, {"image": "https://example.com/dog.jpg"}, {"text": "What is this?"}]
     msgs = [{"role": "system", "content": "You see."}, {"role": "user", "content": content}]
-    assert list(llm.chat(msgs))[-1][0].content == "A cat."
-    assert llm.chat([msgs[1]], stream=False)[0].content == "Still a cat."
+    assert list(llm.chat(msgs))[-1][0]["content"] == "A cat."  # dicts in, dicts out
+    assert llm.chat([msgs[1]], stream=False)[0]["content"] == "Still a cat."
     gen = server.generation_requests
     assert gen[0].path.endswith("/multimodal-generation/generation")
     (key,) = server.uploads

@@ -37,7 +37,9 @@ WEATHER = {
 }
 TIME = {"name": "get_time", "description": "The time now.", "parameters": {"type": "object", "properties": {}}}
 FUNCS = [WEATHER, TIME]
-USER = [{"role": "user", "content": "What's the weather in Paris?"}]
+USER = to_messages(
+    [{"role": "user", "content": "What's the weather in Paris?"}]
+)  # Messages in, Messages out (dicts in give dicts)
 FAST = {"retry_delay": 0.001}
 
 
@@ -50,7 +52,7 @@ def dump(msgs: list[Message]) -> list[dict]:
     """Messages as dicts without the generated call ids (checked separately)."""
     out = []
     for m in msgs:
-        d = m.model_dump()
+        d = dict(m) if isinstance(m, dict) else m.model_dump()
         extra = {k: v for k, v in (d.pop("extra", None) or {}).items() if k not in ("function_id", INDEX)}
         if extra:
             d["extra"] = extra

@@ -18,7 +18,7 @@ from tests.support.openai_server import Reply
 
 pytestmark = pytest.mark.timeout(30)
 
-USER = [{"role": "user", "content": "hi"}]
+USER = to_messages([{"role": "user", "content": "hi"}])  # Messages in, Messages out (dicts in give dicts)
 KEY = "sk-test-secret-4f2a9"
 FAST = {"retry_delay": 0.001, "max_retries": 2}
 WEATHER = {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {}}}
@@ -44,10 +44,10 @@ def test_cumulative_stream_extends_and_ends_equal_to_nonstream(openai_server):
     before = json.dumps(messages)
     yields = list(llm.chat(messages))
     assert len(yields) == len(range(0, len(text), 3))
-    for prev, cur in zip(yields, yields[1:], strict=False):
-        assert cur[0].content.startswith(prev[0].content) and len(cur[0].content) > len(prev[0].content)
+    for prev, cur in zip(yields, yields[1:], strict=False):  # dicts in, dicts out
+        assert cur[0]["content"].startswith(prev[0]["content"]) and len(cur[0]["content"]) > len(prev[0]["content"])
     assert llm.chat(messages, stream=False) == yields[-1]
-    assert yields[-1][0].content == text
+    assert yields[-1][0]["content"] == text
     assert json.dumps(messages) == before
     assert openai_server.requests[0].json["stream"] is True and "stream" not in openai_server.requests[1].json
 

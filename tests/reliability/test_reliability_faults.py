@@ -22,6 +22,7 @@ import pytest
 from chatagent import Assistant, FnCallAgent, get_chat_model
 from chatagent.errors import ChatAgentError, ModelServiceError, RunDeadlineExceeded
 from chatagent.rag import DocStore
+from chatagent.schema import to_messages
 from tests.support.openai_server import OpenAIServer, Reply
 
 pytestmark = pytest.mark.timeout(30)
@@ -426,10 +427,10 @@ def test_the_model_layer_reports_cut_off_replies_the_same_without_streaming(open
     llm = make_llm(openai_server.base_url)
     openai_server.add(Reply(tool_calls=[("weather", '{"city": "Par')], finish_reason="length"))
     with pytest.raises(ModelServiceError, match="max_tokens") as info:
-        llm.chat(USER, functions=[{"name": "weather", "parameters": {}}], stream=False)
+        llm.chat(to_messages(USER), functions=[{"name": "weather", "parameters": {}}], stream=False)
     assert info.value.code == "length" and len(openai_server.chat_requests) == 1
     openai_server.add(Reply(text="The weather", finish_reason="length"))
-    reply = llm.chat(USER, stream=False)
+    reply = llm.chat(to_messages(USER), stream=False)
     assert reply[0].content == "The weather" and reply[0].extra["stop_reason"] == "length"
 
 
@@ -557,9 +558,9 @@ def test_dashscope_replies_cut_off_by_the_token_limit(tmp_path: Path) -> None:
         server.reset()
         server.add(DSReply(tool_calls=[("weather", '{"city": "Par')], finish_reason="length"))
         with pytest.raises(ModelServiceError, match="max_tokens"):
-            llm.chat(USER, functions=[{"name": "weather", "parameters": {}}], stream=False)
+            llm.chat(to_messages(USER), functions=[{"name": "weather", "parameters": {}}], stream=False)
         server.add(DSReply(text="The weather", finish_reason="length"))
-        assert llm.chat(USER, stream=False)[0].extra["stop_reason"] == "length"
+        assert llm.chat(to_messages(USER), stream=False)[0].extra["stop_reason"] == "length"
         prompted = get_chat_model(
             {"model": "qwen-plus", "model_server": "dashscope", "base_url": server.base_url, "api_key": KEY,
              "generate_cfg": {"fncall_prompt_type": "nous"}}

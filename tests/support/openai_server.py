@@ -5,7 +5,7 @@ Use the `openai_server` fixture (tests/conftest.py): one server per session, emp
     def test_hello(openai_server):
         openai_server.add('Hello there!')                              # a text reply, streamed 4 chars a chunk
         llm = get_chat_model({'model': 'm', 'model_server': openai_server.base_url, 'api_key': 'k'})
-        assert llm.chat([{'role': 'user', 'content': 'hi'}], stream=False)[0].content == 'Hello there!'
+        assert llm.chat([{'role': 'user', 'content': 'hi'}], stream=False)[0]['content'] == 'Hello there!'
         assert openai_server.requests[0].json['messages'][0]['content'] == 'hi'
 
 Replies are served in order, one per POST /v1/chat/completions (streamed when the request says
@@ -85,6 +85,7 @@ class Reply(ScriptedText):
     malformed_after: int | None = None
     end_after: int | None = None
     empty_choices: bool = False
+    role_chunk: bool = True  # the first event carries only the role (as OpenAI and vLLM send it)
     repeat: bool = False
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -127,7 +128,7 @@ class _Handler(LoopbackHandler):
 
     def do_POST(self) -> None:
         req = self._record()
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        if not self.path.split("?")[0].rstrip("/").endswith("/chat/completions"):  # Azure adds ?api-version=
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
         reply = self.owner._next_reply(req, record=True)
@@ -250,7 +251,8 @@ def _sse_events(reply: Reply, req: Request, model: str, include_usage: bool):
             return event(_chunk(model, []))
         return event(_chunk(model, [{"index": 0, "delta": d, "logprobs": None, "finish_reason": finish}]))
 
-    yield delta({"role": "assistant", "content": ""})
+    if reply.role_chunk:
+        yield delta({"role": "assistant", "content": ""})
     n = reply.chunk_size
     for i in range(0, len(reply.reasoning), n):
         yield delta({reply.reasoning_field: reply.reasoning[i : i + n]})

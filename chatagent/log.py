@@ -1,0 +1,30 @@
+"""chatagent's logger, under Qwen-Agent's `qwen_agent.log` names.
+
+Every chatagent module logs under `chatagent.*`; as a library it adds no handler of its own. Call
+`setup_logger()` to see its records on stderr (DEBUG when CHATAGENT_DEBUG=1, else INFO).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+logger = logging.getLogger("chatagent")
+
+
+def setup_logger(level: int | None = None) -> logging.Logger:
+    """Send chatagent's records to stderr at `level` (once: calling it again only changes the level)."""
+    if level is None:
+        level = (
+            logging.DEBUG if os.environ.get("CHATAGENT_DEBUG", "").strip().lower() in ("1", "true") else logging.INFO
+        )
+    if not any(getattr(h, "_chatagent", False) for h in logger.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
+        handler._chatagent = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.setLevel(level)
+    return logger
+
+
+__all__ = ["logger", "setup_logger"]
