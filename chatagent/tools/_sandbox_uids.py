@@ -1,0 +1,161 @@
+"""Sandbox uids (only when chatagent runs as root): no two live sandbox sessions ever share one, across processes.
+
+A lease is a lock file `<state dir>/<uid>` held with flock(2) for the session's whole life; the kernel drops the
+lock when its holder dies, however it dies. A uid is leased only when its lock is free *and* no process of that
+uid exists. The lease file records the session's work directory on the host (process mode), so that whoever
+next finds the lock free can remove what a killed agent left behind.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import secrets
+import stat
+import threading
+
+logger = logging.getLogger("chatagent.tools")
+
+UID_BASE = 1_900_000_000  # far above any real account, below 2**31
+UID_SPAN = 1_000_000
+_STATE_DIRS = ("/run/chatagent-sandbox", "/var/tmp/chatagent-sandbox-root")
+_swept = False
+_sweep_lock = threading.Lock()
+
+
+class UidLease:
+    """A uid held for one sandbox session until `release()` (or until this process ends)."""
+
+    def __init__(self, uid: int, fd: int, path: str) -> None:
+        self.uid, self._fd, self._path = uid, fd, path
+
+    def record(self, work_dir: str) -> None:
+        """Remember the session's host work directory (removed by the next leaser if we die holding it)."""
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, work_dir.encode("utf-8", "surrogateescape"), 0)
+
+    def release(self) -> None:
+        """Give the uid back (call only once none of its processes and files are left)."""
+        if self._fd < 0:
+            return
+        try:
+            os.unlink(self._path)  # while locked: a waiter that opened the old file sees it is gone
+        except OSError:
+            pass
+        os.close(self._fd)
+        self._fd = -1
+
+
+def state_dir() -> str:
+    """A directory only root can write (created 0700 if missing), for the lease files."""
+    for path in _STATE_DIRS:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        except OSError:
+            continue
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and not st.st_mode & 0o022:
+            return path
+        logger.warning("not using %s for sandbox uid leases: not a root-owned, root-only directory", path)
+    raise OSError("no directory for sandbox uid leases: /run and /var/tmp are not usable")
+
+
+def lease_uid() -> UidLease:
+    """A uid that no process has and no other session holds. Raises OSError when none is found."""
+    directory = state_dir()
+    _sweep_once(directory)
+    start = secrets.randbelow(UID_SPAN)
+    for i in range(200):
+        uid = UID_BASE + (start + i) % UID_SPAN
+        lease = _try_lock(directory, uid)
+        if lease is None:
+            continue
+        if uid_has_processes(uid):  # left running by an agent that was killed: leave this uid alone
+            lease._fd, fd = -1, lease._fd
+            os.close(fd)
+            continue
+        _clean_up(lease)
+        return lease
+    raise OSError("no free sandbox uid found")
+
+
+def _try_lock(directory: str, uid: int) -> UidLease | None:
+    path = os.path.join(directory, str(uid))
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(path, follow_symlinks=False))
+        except FileNotFoundError:
+            same = False  # released (unlinked) between our open and our lock: try another uid
+        if same:
+            return UidLease(uid, fd, path)
+    except BlockingIOError:
+        pass
+    os.close(fd)
+    return None
+
+
+def _clean_up(lease: UidLease) -> None:
+    """Remove the work directory a dead holder of this uid recorded, then forget it."""
+    size = os.fstat(lease._fd).st_size
+    if not size:
+        return
+    recorded = os.pread(lease._fd, min(size, 8192), 0).decode("utf-8", "surrogateescape")
+    from chatagent.tools._sandbox_fs import remove_tree
+
+    try:
+        remove_tree(recorded, owner=lease.uid)
+    except OSError as e:
+        logger.warning("could not remove %s, left by a sandbox session that ended abruptly: %s", recorded, e)
+    os.ftruncate(lease._fd, 0)
+
+
+def _sweep_once(directory: str) -> None:
+    """Once per process: clean up after every lease whose holder died, and give those uids back."""
+    global _swept
+    with _sweep_lock:
+        if _swept:
+            return
+        _swept = True
+    for name in os.listdir(directory):
+        if not name.isdigit():
+            continue
+        uid = int(name)
+        lease = _try_lock(directory, uid)
+        if lease is not None:
+            if uid_has_processes(uid):
+                os.close(lease._fd)
+                continue
+            _clean_up(lease)
+            lease.release()
+
+
+def uid_has_processes(uid: int) -> bool:
+    """Whether any process of `uid` exists (as seen in this pid namespace's /proc)."""
+    return bool(processes_of_uid(uid, first=True))
+
+
+def processes_of_uid(uid: int, first: bool = False) -> list[int]:
+    """The live (not zombie) pids whose real, effective or saved uid is `uid` (read from /proc/<pid>/status: a
+    process that changed its uid is not dumpable, and its /proc directory then belongs to root)."""
+    found = []
+    wanted = str(uid).encode()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/status", "rb") as f:
+                    status = f.read(4096)
+            except OSError:
+                continue
+            start = status.find(b"\nUid:")
+            if b"\nState:\tZ" in status or start < 0:
+                continue
+            if wanted in status[start + 5 : status.find(b"\n", start + 5)].split()[:3]:
+                found.append(int(name))
+                if first:
+                    break
+    return found

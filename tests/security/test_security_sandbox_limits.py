@@ -1,0 +1,140 @@
+"""Limits hold per session, not per process: memory, CPU time, processes left running, disk. Issue 19 item 4."""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from pathlib import Path
+
+import pytest
+
+from chatagent.tools.code_interpreter import CodeInterpreter
+from tests.security.conftest import needs_bwrap, run
+
+CHILDREN = (
+    "import subprocess, sys\n"
+    "procs = [subprocess.Popen([sys.executable, '-c', CHILD, str(i)]) for i in range({n})]\n"
+    "for p in procs:\n"
+    "    p.wait()\n"
+)
+
+
+def _children(child: str, n: int) -> str:
+    return f"CHILD = {child!r}\n" + CHILDREN.format(n=n)
+
+
+def _tool(tmp_path: Path, **cfg: object) -> CodeInterpreter:
+    return CodeInterpreter({"timeout": 40, "work_dir": str(tmp_path / "w"), "sandbox": "bwrap", **cfg})
+
+
+@needs_bwrap
+@pytest.mark.timeout(120)
+def test_memory_is_limited_for_the_session_as_a_whole(tmp_path: Path) -> None:
+    """memory_mb=300 and six processes of 180 MB each: once, each process was allowed its own 300 MB."""
+    child = (
+        "import sys, time\n"
+        "block = b'\\x01' * (180 * 1024 * 1024)\n"
+        "time.sleep(4)\n"
+        "open(f'alive-{sys.argv[1]}', 'w').write('x')\n"
+    )
+    tool = _tool(tmp_path, memory_mb=300)
+    try:
+        run(tool, _children(child, 6), session="m")
+        survivors = run(tool, "import glob\nlen(glob.glob('alive-*'))", session="m")
+        assert survivors in ("result:\n0", "result:\n1"), survivors
+    finally:
+        tool.close()
+
+
+@needs_bwrap
+@pytest.mark.timeout(180)
+def test_cpu_time_is_limited_for_the_session_as_a_whole(tmp_path: Path) -> None:
+    """cpu_seconds=3 and four processes that each want 10 s: once, each process had its own 3 s (12 s in all).
+    What the sandbox's processes used is read from our own children's rusage once they are all reaped."""
+    child = "import time\nwhile time.process_time() < 10:\n    pass\n"
+    tool = _tool(tmp_path, cpu_seconds=3)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        out = run(tool, _children(child, 4), session="c")
+    finally:
+        tool.close()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    assert used < 3 + 2.5, f"the session's processes used {used:.1f} s of CPU with a limit of 3 s"
+    assert "CPU" in out, out
+
+
+def _processes_named(cmdline: bytes) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if Path(f"/proc/{name}/cmdline").read_bytes() == cmdline:
+                    found.append(int(name))
+            except OSError:
+                pass
+    return found
+
+
+def _gone(cmdline: bytes, wait: float = 5.0) -> bool:
+    deadline = time.monotonic() + wait
+    while _processes_named(cmdline) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _processes_named(cmdline)
+
+
+@needs_bwrap
+@pytest.mark.timeout(60)
+def test_processes_a_call_started_end_with_it_unless_kept(tmp_path: Path) -> None:
+    tool = _tool(tmp_path)
+    kept = _tool(tmp_path / "kept", keep_processes=True)
+    try:
+        code = "import subprocess, sys\na = subprocess.Popen(['sleep', '{n}'])\nb = subprocess.Popen([sys.executable, '-c', 'while 1: pass'])"
+        assert run(tool, code.format(n=9741), session="bg") == "Finished with no output."
+        assert _gone(b"sleep\x009741\x00"), "a process the call started is still running after it returned"
+        assert run(tool, "import os\nlen([p for p in os.listdir('/proc') if p.isdigit()])", session="bg") in (
+            "result:\n2",  # the namespace's init and the kernel
+        )
+        run(kept, code.format(n=9742), session="bg")
+        assert _processes_named(b"sleep\x009742\x00"), "keep_processes=True keeps them"
+        kept.close_session("bg")
+        assert _gone(b"sleep\x009742\x00"), "closing the session ends them"
+    finally:
+        tool.close()
+        kept.close()
+        for pid in _processes_named(b"sleep\x009741\x00") + _processes_named(b"sleep\x009742\x00"):
+            os.kill(pid, 9)
+
+
+@needs_bwrap
+@pytest.mark.timeout(120)
+def test_the_work_directory_has_a_size_limit(tmp_path: Path) -> None:
+    """max_disk_mb=100 with max_file_mb=64: eight files of 60 MB once all fit (480 MB)."""
+    tool = _tool(tmp_path, max_disk_mb=100, max_file_mb=64)
+    code = (
+        "import os\n"
+        "errors = 0\n"
+        "for i in range(8):\n"
+        "    try:\n"
+        "        with open(f'f{i}', 'wb') as f:\n"
+        "            for _ in range(60):\n"
+        "                f.write(b'\\x00' * 1024 * 1024)\n"
+        "    except OSError:\n"
+        "        errors += 1\n"
+        "total = sum(os.path.getsize(n) for n in os.listdir('.') if os.path.isfile(n))\n"
+        "print(errors > 0, total <= 100 * 1024 * 1024)\n"
+    )
+    try:
+        assert run(tool, code, session="d") == "stdout:\nTrue True"
+        # the files count against the quota until removed; then there is room again
+        assert (
+            run(
+                tool,
+                "import os\nfor n in os.listdir('.'):\n    os.remove(n)\nn = open('x', 'wb').write(b'1' * 50_000_000)",
+                session="d",
+            )
+            == "Finished with no output."
+        )
+    finally:
+        tool.close()
