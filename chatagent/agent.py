@@ -42,9 +42,9 @@ def detect_lang(messages: list[Message]) -> str:
 
 class RunContext:
     """Per-run state, readable while and after the run: token usage, the deadline, the callbacks,
-    how often each tool was called, generate_cfg for this run only."""
+    how often each tool was called, generate_cfg for this run only, the conversation's session_id."""
 
-    __slots__ = ("usage", "deadline", "callbacks", "tool_calls", "generate_cfg")
+    __slots__ = ("usage", "deadline", "callbacks", "tool_calls", "generate_cfg", "session_id")
 
     def __init__(self, deadline: float | None = None, callbacks: tuple = ()) -> None:
         self.usage = Usage()
@@ -52,6 +52,7 @@ class RunContext:
         self.callbacks = callbacks  # see chatagent.events; empty means no Event is ever built
         self.tool_calls: dict[str, int] = {}
         self.generate_cfg: dict | None = None
+        self.session_id: str | None = None  # run(..., session_id=...): tools keep per-conversation state under it
 
     def check_deadline(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
@@ -159,6 +160,21 @@ class Agent:
         """
         for t in self.function_map.values():
             t.close()
+        for a in self._sub_agents():
+            a.close()
+
+    def close_session(self, session_id: str) -> None:
+        """End what the tools keep for one conversation (`run(..., session_id=...)`): its code sandbox and files."""
+        for t in self.function_map.values():
+            end = getattr(t, "close_session", None)
+            if end is not None:
+                end(session_id)
+        for a in self._sub_agents():
+            a.close_session(session_id)
+
+    def _sub_agents(self) -> list[Agent]:
+        """The agents this one runs (a router's or a group chat's members)."""
+        return []
 
     def __enter__(self) -> Agent:
         return self
@@ -226,6 +242,7 @@ class Agent:
         run_cfg = kwargs.pop("generate_cfg", None)
         if run_cfg:
             context.generate_cfg = dict(run_cfg)
+        context.session_id = kwargs.get("session_id")
         fragments = self._run(msgs, lang=lang or detect_lang(msgs), **kwargs)
         if callbacks:
             fragments = self._observed(fragments, context)

@@ -165,6 +165,9 @@ class GroupChat(Agent):
         self._rng = random.Random(seed)
         self._first_human = next((a.name for a in self.agents if _is_human(a)), None)
 
+    def _sub_agents(self) -> list[Agent]:
+        return self.agents
+
     # ---- the loop --------------------------------------------------------------------------------------
 
     def _run(

@@ -77,6 +77,9 @@ class Router(Agent):
             raise ValueError(f"the sub-agents' names must be unique, got {names}")
         self._by_name: dict[str, Agent] = {a.name: a for a in self.agents}  # type: ignore[misc]
 
+    def _sub_agents(self) -> list[Agent]:
+        return self.agents
+
     def _with_system_message(self, msgs: list[Message]) -> list[Message]:
         return msgs  # the router's instructions go to its own model only (see _router_messages)
 
@@ -182,7 +185,9 @@ def run_subagent(agent: Agent, messages: list[Message], lang: str, start: int = 
     ctx = current_run()
     ctx.check_deadline()
     remaining = ctx.deadline - time.monotonic() if ctx.deadline is not None else None
-    extra = {"callbacks": ctx.callbacks} if ctx.callbacks else {}
+    extra: dict = {"callbacks": ctx.callbacks} if ctx.callbacks else {}
+    if ctx.session_id is not None:
+        extra["session_id"] = ctx.session_id  # the members' tools keep their state per conversation too
     sub = agent.run(messages, delta_stream=True, lang=lang, deadline=remaining, **extra)
     collector = Collector()
     try:

@@ -430,6 +430,9 @@ class Sandbox:
 
     def close(self) -> None:
         """End every process of the session and remove its files; the uid goes back for others to use."""
+        proc = self._proc
+        if proc is not None:
+            self._kill(proc)  # a call running in another thread returns at once instead of holding the lock
         with self._lock:
             self.stop()
             clean = self._kill_survivors()

@@ -38,14 +38,12 @@ def test_browser_sessions_do_not_share_variables_or_uploads(tmp_path: Path) -> N
 
     upload = tmp_path / "alice-upload.csv"
     upload.write_text("salary\n100000\n")
-    agent = _agent(tmp_path)
     script = [
-        tool_call("code_interpreter", {"code": "secret = 'alice'\nopen('alice-notes.txt', 'w').write('x')"}),
-        _echo_result,
-        tool_call("code_interpreter", {"code": LOOK}),
-        _echo_result,
-    ]
-    agent._llm = ScriptedLLM(script)
+        tool_call("code_interpreter", {"code": "secret = 'alice'"}), _echo_result,
+        tool_call("code_interpreter", {"code": "print(open('alice-upload.csv').read())"}), _echo_result,
+        tool_call("code_interpreter", {"code": LOOK}), _echo_result,
+    ]  # fmt: skip
+    agent = _agent(tmp_path, script)
     alice, bob = ChatSession([agent]), ChatSession([agent])
 
     async def turn(s: ChatSession, text: str, files: list[str]) -> None:
@@ -54,12 +52,14 @@ def test_browser_sessions_do_not_share_variables_or_uploads(tmp_path: Path) -> N
             pass
 
     try:
-        asyncio.run(turn(alice, "remember this", [str(upload)]))
+        asyncio.run(turn(alice, "remember this", []))
+        asyncio.run(turn(alice, "and read my file", [str(upload)]))
+        assert "100000" in [m for m in alice.history if m.role == "function"][-1].text
         asyncio.run(turn(bob, "what do you see?", []))
         seen = [m for m in bob.history if m.role == "function"][-1].text
         assert "no secret" in seen and "alice" not in seen, seen
         alice.close()
-        bob.close()
+        assert agent.function_map["code_interpreter"].live_sessions() == [bob.session_id]
     finally:
         agent.close()
 
@@ -97,8 +97,8 @@ def test_api_clients_do_not_share_a_sandbox(tmp_path: Path) -> None:
     try:
         user = {"model": server.model_name, "messages": [{"role": "user", "content": "go"}]}
         assert "stored" in _answer(_post(server.url, user))
+        assert "no secret" in _answer(_post(server.url, user))  # another request: another client, maybe
         assert tool.live_sessions() == []  # a request without a session gets one that ends with it
-        assert "no secret" in _answer(_post(server.url, user))
         assert "stored" in _answer(_post(server.url, {**user, "session_id": "conv-1"}))
         later = _answer(_post(server.url, user, {"X-Session-Id": "conv-1"}))
         assert "client-a" in later and "a.txt" in later  # the same client's named conversation goes on

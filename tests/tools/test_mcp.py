@@ -177,5 +177,7 @@ def test_bad_configs_fail_at_once_with_the_servers_name() -> None:
         make_tools([{"mcpServers": {"broken": {"args": ["x"]}}}])
     with pytest.raises(MCPServerError, match="'gone'"):
         make_tools([{"mcpServers": {"gone": {"command": sys.executable, "args": ["-c", "pass"], "timeout": 3}}}])
+    with pytest.raises(MCPServerError, match="'missing'.*'surely-not-a-command-xyz' was not found"):
+        make_tools([{"mcpServers": {"missing": {"command": "surely-not-a-command-xyz"}}}])
     with pytest.raises(MCPServerError, match="'nothere'"):
         make_tools([{"mcpServers": {"nothere": {"url": f"http://127.0.0.1:{_free_port()}/mcp", "connect_timeout": 5}}}])
