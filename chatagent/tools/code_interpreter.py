@@ -190,7 +190,7 @@ def _input_files(messages: list) -> list[str]:
 
 def format_reply(reply: dict, note: str | None = None) -> str | list[ContentItem]:
     """The sandbox's reply as the function message's content: text, plus an image item per figure."""
-    parts: list[str] = [note] if note else []
+    parts: list[str] = []
     if reply.get("stdout"):
         parts.append("stdout:\n" + reply["stdout"].rstrip("\n"))
     if reply.get("stderr"):
@@ -206,7 +206,7 @@ def format_reply(reply: dict, note: str | None = None) -> str | list[ContentItem
         parts.append(f"[figure {n}: a {fig.width}x{fig.height} PNG image]")
     if not parts:
         parts.append("Finished with no output.")
-    text = "\n\n".join(parts)
+    text = "\n\n".join([note, *parts] if note else parts)
     if not figures:
         return text
     return [ContentItem(text=text)] + [ContentItem(image=fig.data_url) for fig in figures]

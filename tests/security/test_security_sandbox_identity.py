@@ -223,3 +223,54 @@ def test_a_killed_agent_leaves_no_sandbox_process_behind(tmp_path: Path, mode: s
         if agent.poll() is None:
             agent.kill()
     assert not left, "a background process of the killed agent's sandbox is still running"
+
+
+NOBODY_SCRIPT = """
+import json, os
+from chatagent.tools.code_interpreter import CodeInterpreter
+tool = CodeInterpreter({"timeout": 20, "max_disk_mb": 10, "cpu_seconds": 3})
+out = {}
+out["who"] = tool.call({"code": "import os\\nprint(os.getuid(), os.getcwd())"})
+out["disk"] = tool.call({"code": "try:\\n    open('big', 'wb').write(b'x' * 20_000_000)\\nexcept OSError as e:\\n    print(e)"})
+out["bg"] = tool.call({"code": "import subprocess\\np = subprocess.Popen(['sleep', '9751'])"})
+out["procs"] = tool.call({"code": "import os\\nlen([p for p in os.listdir('/proc') if p.isdigit()])"})
+child = "import time\\nwhile time.process_time() < 10:\\n    pass"
+burn = "import subprocess, sys\\nps = [subprocess.Popen([sys.executable, '-c', %r]) for _ in range(3)]\\nfor p in ps:\\n    p.wait()" % child
+out["cpu"] = tool.call({"code": burn})
+out["isolation"] = tool.isolation
+tool.close()
+print(json.dumps(out))
+"""
+
+
+@needs_bwrap
+@needs_root
+@pytest.mark.timeout(120)
+def test_without_root_bubblewrap_isolates_in_a_user_namespace(tmp_path: Path) -> None:
+    """As an ordinary user (here: nobody) the sandbox cannot have a uid of its own: it runs in a user namespace,
+    with the same private work directory, quota, process and CPU limits (by accounting: no cgroup)."""
+    import json
+    import shutil
+
+    import orjson
+
+    python = system_python()
+    setpriv = shutil.which("setpriv")
+    site = str(Path(orjson.__file__).parents[1])
+    repo = str(Path(__file__).resolve().parents[2])
+    if python is None or setpriv is None:
+        pytest.skip("needs setpriv and an interpreter every user can run")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": f"{repo}:{site}"}
+    as_nobody = [setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups", "--", python]
+    probe = subprocess.run([*as_nobody, "-c", "import chatagent.tools.code_interpreter"], env=env, capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"nobody cannot import chatagent here: {probe.stderr.decode()[-200:]}")
+    os.chmod(tmp_path, 0o777)
+    done = subprocess.run([*as_nobody, "-c", NOBODY_SCRIPT], env=env, capture_output=True, cwd=tmp_path, timeout=100)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    out = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    assert out["who"] == "stdout:\n65534 /sandbox"
+    assert "No space left on device" in out["disk"]
+    assert out["procs"] == "result:\n2"
+    assert "CPU time limit of 3 s" in out["cpu"], out["cpu"]
+    assert "user namespace" in out["isolation"] and "checked every 0.2 s" in out["isolation"]
