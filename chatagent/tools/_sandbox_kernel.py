@@ -6,7 +6,8 @@ limits, stdin/stdout of the user code pointed at /dev/null), then answers one JS
 protocol pipes. Variables persist between requests. Everything here runs before any model code is read.
 
     {"op": "run", "id", "code", "cell", "timeout", "max_output"}
-        -> {"id", "cell", "stdout", "stderr", "result", "error", "error_kind", "figures": [base64 PNG], "dropped"}
+        -> {"id", "cell", "stdout", "stderr", "result", "error", "error_kind", "figures": [n1, n2...], "dropped"}
+           then the figures' PNG bytes, n1 + n2 + ... of them, right after the line
     {"op": "put", "id", "name", "size"} -> {"id", "ok": true} or {"id", "ok": false, "exists"|"error"};
         after "ok", exactly `size` raw bytes follow -> {"id", "written", "error"}
 
@@ -14,7 +15,6 @@ Model code runs in this process and can rewrite any of it: the host trusts nothi
 """
 
 import ast
-import base64
 import ctypes
 import io
 import json
@@ -199,12 +199,12 @@ def _format_exception(e: BaseException) -> str:
     return _short(text)
 
 
-def _figures() -> tuple[list[str], str]:
-    """The open matplotlib figures as base64 PNGs (within the size caps), and a note on any left out."""
+def _figures() -> tuple[list[bytes], str]:
+    """The open matplotlib figures as PNG bytes (within the size caps), and a note on any left out."""
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None:
         return [], ""
-    figures: list[str] = []
+    figures: list[bytes] = []
     left_out = 0
     budget = CONFIG["max_figures_total"]
     try:
@@ -216,7 +216,7 @@ def _figures() -> tuple[list[str], str]:
                 left_out += 1
                 continue
             budget -= len(data)
-            figures.append(base64.b64encode(data).decode("ascii"))
+            figures.append(data)
     finally:
         plt.close("all")
     note = f"({left_out} figure(s) left out: too many or too large)" if left_out else ""
@@ -324,7 +324,10 @@ def put_file(req: dict, requests: io.BufferedReader, out: int) -> dict:
 
 
 def _send(fd: int, obj: dict) -> None:
-    data = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8", "replace")
+    figures = obj.pop("figures", None)
+    if figures is not None:
+        obj["figures"] = [len(f) for f in figures]
+    data = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8", "replace") + b"".join(figures or ())
     while data:
         data = data[os.write(fd, data) :]
 

@@ -2,14 +2,14 @@
 
 Everything that comes back is bounded and checked before the host keeps it: a reply line has a size cap (a
 longer one is a protocol error and the session restarts), texts are cut to the output limit, the error kind
-is one of the known ones, and a figure is kept only if it is a well-formed PNG within the size caps. A figure
-is bytes from the pipe, never a path: the host opens nothing the sandbox names.
+is one of the known ones. Figures follow their reply line as raw PNG bytes whose sizes the line declares
+(checked against the caps before a byte is read), and a figure is kept only if it is a well-formed PNG. A
+figure is bytes from the pipe, never a path: the host opens nothing the sandbox names.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import os
 import select
@@ -43,8 +43,8 @@ class Figure:
 
 
 def reply_cap(max_output_chars: int) -> int:
-    """The longest reply line an honest kernel can send: the figures (base64) and the texts, JSON-escaped."""
-    return MAX_FIGURES_TOTAL * 4 // 3 + 1024 * 1024 + 24 * max_output_chars
+    """The longest reply line an honest kernel can send: its texts, JSON-escaped, and some room."""
+    return 1024 * 1024 + 24 * max_output_chars
 
 
 class Channel:
@@ -85,30 +85,49 @@ class Channel:
                 raise ProtocolError("a reply that is not JSON") from None
             if not isinstance(obj, dict):
                 raise ProtocolError("a reply that is not a JSON object")
+            if "figures" in obj:  # read them even for a reply we skip: they are part of it
+                obj["figures"] = self._figures(obj["figures"], deadline)
             if request_id is None or obj.get("id") == request_id:
                 return obj
+
+    def _figures(self, sizes: object, deadline: float) -> list[bytes]:
+        ok = isinstance(sizes, list) and len(sizes) <= MAX_FIGURES
+        ok = ok and all(type(n) is int and 0 <= n <= MAX_FIGURE_BYTES for n in sizes)  # type: ignore[union-attr]
+        if not ok or sum(sizes) > MAX_FIGURES_TOTAL:  # type: ignore[arg-type]
+            raise ProtocolError("figures larger or more than the limits allow")
+        return [self._exactly(n, deadline) for n in sizes]  # type: ignore[union-attr]
+
+    def _exactly(self, n: int, deadline: float) -> bytes:
+        while len(self._buf) < n:
+            self._fill(deadline)
+        data = bytes(self._buf[:n])
+        del self._buf[:n]
+        return data
+
+    def _fill(self, deadline: float) -> None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no reply in time")
+        ready, _, _ = select.select([self.read_fd], [], [], left)
+        if ready:
+            chunk = os.read(self.read_fd, 1 << 20)
+            if not chunk:
+                raise ProtocolError("the sandbox process ended")
+            self._buf += chunk
 
     def _line(self, deadline: float) -> bytes:
         start = 0
         while True:
             end = self._buf.find(b"\n", start)
-            if end >= 0:
+            if 0 <= end <= self.cap:
                 line = bytes(self._buf[:end])
                 del self._buf[: end + 1]
                 return line
-            if len(self._buf) > self.cap:
+            if end > self.cap or len(self._buf) > self.cap:
                 self._buf = bytearray()
                 raise ProtocolError(f"a reply larger than {self.cap >> 20} MB")
             start = len(self._buf)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("no reply in time")
-            ready, _, _ = select.select([self.read_fd], [], [], left)
-            if ready:
-                chunk = os.read(self.read_fd, 1 << 20)
-                if not chunk:
-                    raise ProtocolError("the sandbox process ended")
-                self._buf += chunk
+            self._fill(deadline)
 
 
 def clean_reply(raw: dict, max_output: int) -> dict:
@@ -126,14 +145,12 @@ def clean_reply(raw: dict, max_output: int) -> dict:
     figures: list[Figure] = []
     rejected = 0
     items = raw.get("figures")
-    budget = MAX_FIGURES_TOTAL
     for item in items if isinstance(items, list) else []:
-        figure = check_png(item, budget) if len(figures) < MAX_FIGURES else None
+        figure = check_png(item)
         if figure is None:
             rejected += 1
-            continue
-        budget -= len(figure.base64) * 3 // 4
-        figures.append(figure)
+        else:
+            figures.append(figure)
     if rejected:
         stderr += f"\n({rejected} figure(s) dropped: not a valid PNG within the size limits)"
     return {"stdout": stdout, "stderr": stderr, "result": result, "error": error, "error_kind": kind,
@@ -144,20 +161,15 @@ def _text(value: object, limit: int) -> str:
     return value[:limit] if isinstance(value, str) else ""
 
 
-def check_png(item: object, budget: int = MAX_FIGURES_TOTAL) -> Figure | None:
-    """`item` as a Figure if it is base64 of a PNG (signature, then a valid IHDR chunk) within the caps."""
-    limit = min(MAX_FIGURE_BYTES, budget)
-    if not isinstance(item, str) or len(item) > limit * 4 // 3 + 4:
+def check_png(data: object) -> Figure | None:
+    """`data` as a Figure if it is a PNG (the signature, then a valid IHDR chunk) within the size cap."""
+    if not isinstance(data, bytes) or not 33 <= len(data) <= MAX_FIGURE_BYTES or not data.startswith(PNG_MAGIC):
         return None
-    try:
-        data = base64.b64decode(item, validate=True)
-    except (binascii.Error, ValueError):
+    if data[12:16] != b"IHDR" or int.from_bytes(data[8:12], "big") != 13:
         return None
-    if len(data) > limit or len(data) < 33 or not data.startswith(PNG_MAGIC) or data[12:16] != b"IHDR":
-        return None
-    if int.from_bytes(data[8:12], "big") != 13 or zlib.crc32(data[12:29]) != int.from_bytes(data[29:33], "big"):
+    if zlib.crc32(data[12:29]) != int.from_bytes(data[29:33], "big"):
         return None
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     if not (0 < width <= 32768 and 0 < height <= 32768):
         return None
-    return Figure(item, width, height)
+    return Figure(base64.b64encode(data).decode("ascii"), width, height)

@@ -47,6 +47,11 @@ class UidLease:
         self._fd = -1
 
 
+def is_sandbox_uid(uid: int) -> bool:
+    """Whether `uid` is one the sandboxes lease (so a file it owns was made by model code)."""
+    return UID_BASE <= uid < UID_BASE + UID_SPAN
+
+
 def state_dir() -> str:
     """A directory only root can write (created 0700 if missing), for the lease files."""
     for path in _STATE_DIRS:

@@ -28,7 +28,6 @@ import os
 import queue
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -40,10 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from chatagent.tools import _sandbox_protocol as protocol
-from chatagent.tools._sandbox_fs import make_dir, remove_tree
+from chatagent.tools._sandbox_fs import make_dir, open_host_file, remove_tree
 from chatagent.tools._sandbox_limits import WATCHDOG, SessionCgroup, sampled_usage
 from chatagent.tools._sandbox_protocol import Channel, ProtocolError
-from chatagent.tools._sandbox_uids import UidLease, lease_uid, processes_of_uid
+from chatagent.tools._sandbox_uids import UidLease, is_sandbox_uid, lease_uid, processes_of_uid
 
 logger = logging.getLogger("chatagent.tools")
 
@@ -489,18 +488,15 @@ class Sandbox:
                 return None
             self.start()
             try:
-                fd = os.open(src, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+                fd = open_host_file(src, is_sandbox_uid)
             except OSError as e:
                 return f"{name} was not copied into the work directory: {e.strerror}"
             with open(fd, "rb") as f:
-                st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode):
-                    return f"{name} was not copied into the work directory: not a regular file"
+                size = os.fstat(fd).st_size
                 quota = self.limits.max_disk_mb
-                if quota is not None and st.st_size > quota << 20:
+                if quota is not None and size > quota << 20:
                     return f"{name} was not copied into the work directory: larger than its {quota} MB"
-                os.set_blocking(fd, True)
-                return self._send_file(f, name, st.st_size)
+                return self._send_file(f, name, size)
 
     def _send_file(self, f: Any, name: str, size: int) -> str | None:
         assert self._channel is not None

@@ -15,7 +15,7 @@ import pytest
 from chatagent.agents.fncall import FnCallAgent
 from chatagent.schema import ContentItem
 from chatagent.tools.code_interpreter import CodeInterpreter
-from tests.security.conftest import needs_bwrap, run, text
+from tests.security.conftest import needs_bwrap, needs_root, needs_system_python, run, text
 from tests.support.openai_server import Reply
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -186,3 +186,20 @@ def test_a_deleted_figure_does_not_break_the_conversation(openai_server, tmp_pat
     assert any(c.get("image", "").startswith("data:image/png;base64,") for c in results[0]["content"])
     assert "wiped" in text(results[1]["content"]) and "42" in text(results[2]["content"])
     assert again[-1]["content"] == "Still fine."  # a later run over the same conversation works too
+
+
+@needs_root
+@needs_system_python
+@pytest.mark.timeout(60)
+def test_a_link_a_sandbox_planted_on_the_host_is_not_followed_when_attached(ci_process: CodeInterpreter) -> None:
+    """Process mode: the code can write world-writable directories; a link it plants there (to /etc/shadow),
+    once attached to the conversation, must not make the host read the target and hand it to the sandbox."""
+    link = f"/tmp/chatagent-attack-{os.getpid()}.csv"
+    try:
+        run(ci_process, f"import os\nos.symlink('/etc/shadow', {link!r})", session="p")
+        out = run(ci_process, f"print(open({os.path.basename(link)!r}).read()[:40])", session="p",
+                  messages=_attached(Path(link)))  # fmt: skip
+        assert "was not copied into the work directory" in out and "root:" not in out, out
+    finally:
+        if os.path.lexists(link):
+            os.unlink(link)
