@@ -48,58 +48,51 @@ def _descendants(root: int) -> list[int]:
 
 
 def _kill_uid(uid: int) -> None:
-    """SIGKILL every process of `uid`: a child that becomes `uid` and kill(-1)s until none is left."""
+    """SIGKILL every process of `uid`, in one pass: a child that becomes `uid` and calls kill(-1)."""
     pid = os.fork()
     if pid == 0:
         try:
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
-            for _ in range(1000):
-                os.kill(-1, signal.SIGKILL)  # every process of this uid but the caller; ESRCH when none is left
+            os.kill(-1, signal.SIGKILL)  # every process this uid may signal (its own), but not the caller
         except OSError:
             pass
         os._exit(0)
     os.waitpid(pid, 0)
 
 
-def _reap_all() -> None:
+def _reap_all() -> bool:
+    """Collect the finished children; whether any child is left (we are a subreaper: no child, no descendant)."""
     while True:
         try:
             if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                return
+                return True
         except ChildProcessError:
-            return
+            return False
 
 
 def _end_all(grace: float, uid: int | None) -> None:
     """SIGTERM the descendants, wait up to `grace` seconds, then SIGKILL until none is left."""
-    me = os.getpid()
     if grace > 0:
-        for pid in _descendants(me):
+        for pid in _descendants(os.getpid()):
             try:
                 os.kill(pid, signal.SIGTERM)
             except OSError:
                 pass
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            _reap_all()
-            if not _descendants(me):
-                break
+        while _reap_all() and time.monotonic() < deadline:
             time.sleep(0.02)
-    for _ in range(200):
+    deadline = time.monotonic() + 30.0  # a process stuck in the kernel (D state) dies when it can; we cannot wait
+    while _reap_all() and time.monotonic() < deadline:
         if uid is not None:
             _kill_uid(uid)
-        left = _descendants(me)
-        for pid in left:
+        for pid in _descendants(os.getpid()):
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        _reap_all()
-        if not left and not _descendants(me):
-            return
-        time.sleep(0.01)
+        time.sleep(0.002)
 
 
 def main() -> int:

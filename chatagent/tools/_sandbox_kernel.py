@@ -150,35 +150,37 @@ class _CappedWriter(io.TextIOBase):
         return "".join(self.parts)
 
 
-def _reap(wait: float = 0.0) -> None:
-    """Collect finished child processes (zombies would count against the process limit), waiting up to
-    `wait` seconds for the ones just killed.
+def _reap() -> bool:
+    """Collect finished child processes (zombies would count against the process limit); whether any child is
+    left. The kernel is a subreaper, so no child left means no descendant left at all.
 
     (A subprocess.Popen finished between cells then reports returncode 0 from wait(): the price of that.)
     """
-    deadline = time.monotonic() + wait
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return False
         if pid == 0:
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(0.01)
+            return True
 
 
 def _kill_others() -> None:
-    """Kill every other process of the session: kill(-1) reaches exactly them, because the session has its own
-    uid (as root) or its own pid namespace (bubblewrap), and it never reaches this process itself."""
+    """Kill every process the code started, detached or not (each is our descendant: we are a subreaper).
+
+    kill(-1) reaches exactly the session's processes, because the session has its own uid (as root) or its own
+    pid namespace (bubblewrap), and never this process itself. A fork bomb is still forking while we kill:
+    we go on until no child is left.
+    """
     if os.getuid() == 0 or not (CONFIG.get("pid_namespace") or CONFIG.get("uid") is not None):
         return  # never kill(-1) as root or outside a namespace of our own (the host starts neither)
-    for _ in range(50):  # a fork bomb may still be forking while we kill
+    deadline = time.monotonic() + 5.0
+    while _reap() and time.monotonic() < deadline:
         try:
             os.kill(-1, signal.SIGKILL)
-        except OSError:  # ESRCH: nothing left to kill
-            break
-    _reap(1.0)
+        except OSError:
+            pass
+        time.sleep(0.001)
 
 
 def _short(text: str, limit: int = MAX_ERROR_CHARS) -> str:
