@@ -1,4 +1,4 @@
-"""Run a command so that nothing it starts outlives it (standard library only; run as a program, never imported).
+"""Run a command so that nothing it starts outlives it (standard library only; run as a program).
 
     python -I -S _reaper.py --parent PID [--grace SECONDS] [--uid UID] -- command args...
 
@@ -8,6 +8,7 @@ when its parent (process PID, the thread that started it) dies, it sends SIGTERM
 up to `--grace` seconds, SIGKILLs whatever is left until nothing is, and exits (with the command's status).
 With `--uid`, it also kills every process of that uid (the sandbox's own uid: only its processes have it).
 The command gets the reaper's stdin, stdout and stderr; the reaper keeps none of them open.
+(`chatagent.tools.sandbox` imports `descendants` from here.)
 """
 
 import ctypes
@@ -28,7 +29,8 @@ def _on_signal(signum: int, frame: object) -> None:
     raise _Stop()
 
 
-def _descendants(root: int) -> list[int]:
+def descendants(root: int) -> list[int]:
+    """Every live (not zombie) descendant of `root`, from /proc."""
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -75,7 +77,7 @@ def _reap_all() -> bool:
 def _end_all(grace: float, uid: int | None) -> None:
     """SIGTERM the descendants, wait up to `grace` seconds, then SIGKILL until none is left."""
     if grace > 0:
-        for pid in _descendants(os.getpid()):
+        for pid in descendants(os.getpid()):
             try:
                 os.kill(pid, signal.SIGTERM)
             except OSError:
@@ -87,7 +89,7 @@ def _end_all(grace: float, uid: int | None) -> None:
     while _reap_all() and time.monotonic() < deadline:
         if uid is not None:
             _kill_uid(uid)
-        for pid in _descendants(os.getpid()):
+        for pid in descendants(os.getpid()):
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:

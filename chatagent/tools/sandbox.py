@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from chatagent.tools import _sandbox_protocol as protocol
+from chatagent.tools._reaper import descendants
 from chatagent.tools._sandbox_fs import make_dir, open_host_file, remove_tree
 from chatagent.tools._sandbox_limits import WATCHDOG, SessionCgroup, sampled_usage
 from chatagent.tools._sandbox_protocol import Channel, ProtocolError
@@ -296,7 +297,7 @@ class Sandbox:
         self._limit_hit = None
         proc.stderr.close()  # type: ignore[union-attr]  # the kernel points its fd 2 at /dev/null
         # nothing runs in the sandbox until our first request: its processes can be moved into its cgroups now
-        tree = [proc.pid, *_descendants(proc.pid)]
+        tree = [proc.pid, *descendants(proc.pid)]
         name = f"chatagent-sandbox-{uid if uid is not None else f'{os.getpid()}-{proc.pid}'}"
         self._cgroup = SessionCgroup(name, lim.memory_mb * 1024 * 1024 if lim.memory_mb else None)
         self._cgroup.add(tree)
@@ -571,23 +572,6 @@ class Sandbox:
             self._limit_hit = f"memory limit of {lim.memory_mb} MB (all its processes together)"
         if self._limit_hit:
             self._kill(proc)
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    children.setdefault(int(f.read().rsplit(b")", 1)[1].split()[1]), []).append(int(name))
-            except (OSError, IndexError, ValueError):
-                pass
-    out, todo = [], [root]
-    while todo:
-        for c in children.get(todo.pop(), ()):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 def _pid_namespace(pid: int) -> str:

@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("mcp")
 
 from chatagent.tools.base import make_tools  # noqa: E402
+from tests.support.processes import alive  # noqa: E402
 
 SERVER = str(Path(__file__).resolve().parents[1] / "support" / "mcp_servers" / "stubborn_server.py")
 
@@ -26,19 +27,11 @@ def _pids(pidfile: Path) -> list[int]:
         return []
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
-
-
 def _wait_dead(pids: list[int], wait: float = 15.0) -> list[int]:
     deadline = time.monotonic() + wait
-    while any(map(_alive, pids)) and time.monotonic() < deadline:
+    while any(map(alive, pids)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return [p for p in pids if _alive(p)]
+    return [p for p in pids if alive(p)]
 
 
 def _kill(pids: list[int]) -> None:
@@ -87,7 +80,7 @@ def test_close_ends_a_detached_grandchild_of_a_server_that_ignores_sigterm(tmp_p
     try:
         assert tools["stubborn-add"].call({"a": 2, "b": 3}) == "5"
         pids = _pids(pidfile)
-        assert len(pids) == 2 and all(map(_alive, pids))
+        assert len(pids) == 2 and all(map(alive, pids))
         tools["stubborn-add"].close()
         left = _wait_dead(pids, wait=5.0)
     finally:

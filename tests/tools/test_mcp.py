@@ -20,20 +20,13 @@ from chatagent.llm.scripted import ScriptedLLM, tool_call  # noqa: E402
 from chatagent.schema import ContentItem  # noqa: E402
 from chatagent.tools.base import make_tools  # noqa: E402
 from chatagent.tools.mcp import MCPServerError  # noqa: E402
+from tests.support.processes import alive  # noqa: E402
 
 SERVER = str(Path(__file__).resolve().parents[1] / "support" / "mcp_servers" / "demo_server.py")
 
 
 def stdio_cfg(**extra: object) -> dict:
     return {"command": sys.executable, "args": [SERVER, "stdio"], "timeout": 3, **extra}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
 
 
 def _free_port() -> int:
@@ -139,15 +132,15 @@ def test_server_killed_mid_conversation_then_reconnected() -> None:
         response = bot.run_nonstream([{"role": "user", "content": "go"}])
         results = [m["content"] for m in response if m["role"] == "function"]
         new_pid = int(results[3])
-        assert _alive(new_pid)
+        assert alive(new_pid)
     assert "Error: demo-add failed" in results[1] and "reconnects" in results[1]
     assert results[2] == "3"
     assert new_pid != pids[0]
     assert response[-1]["content"] == "Done."
     deadline = time.monotonic() + 10
-    while _alive(new_pid) and time.monotonic() < deadline:
+    while alive(new_pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(new_pid), "closing the agent must end the stdio server"
+    assert not alive(new_pid), "closing the agent must end the stdio server"
 
 
 @pytest.mark.timeout(90)
