@@ -245,7 +245,7 @@ class Sandbox:
             "max_figures_total": protocol.MAX_FIGURES_TOTAL,
         }
         if lim.max_processes is not None:  # RLIMIT_NPROC counts every process of the (real) uid
-            config["nproc"] = 1 + lim.max_processes + (0 if root else len(_processes_of_user(os.getuid())))
+            config["nproc"] = 1 + lim.max_processes + (0 if root else len(processes_of_uid(os.getuid())))
         work = config["work_dir"]
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -372,7 +372,7 @@ class Sandbox:
 
     def _kill(self, proc: subprocess.Popen) -> None:
         """Signal every process of the session to die (does not wait)."""
-        if self.mode == "process" or self.requested_mode == "process":
+        if self.requested_mode == "process":
             try:
                 proc.send_signal(signal.SIGTERM)  # the reaper SIGKILLs every process of the uid, then exits
             except OSError:
@@ -435,7 +435,7 @@ class Sandbox:
             self._kill(proc)  # a call running in another thread returns at once instead of holding the lock
         with self._lock:
             self.stop()
-            clean = self._kill_survivors()
+            clean = not self._members()
             if self._dir_made and self._host_dir is not None and clean:
                 try:
                     remove_tree(self._host_dir, owner=self.uid)
@@ -583,10 +583,6 @@ def _pid_namespace(pid: int) -> str:
 
 def _pid_namespace_members(ns: str) -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and _pid_namespace(int(p)) == ns]
-
-
-def _processes_of_user(uid: int) -> list[int]:
-    return processes_of_uid(uid)
 
 
 def _exit_code(proc: subprocess.Popen, wait: float = 2.0) -> int | None:
