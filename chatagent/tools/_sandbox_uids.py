@@ -15,6 +15,8 @@ import secrets
 import stat
 import threading
 
+from chatagent.tools._sandbox_fs import remove_tree
+
 logger = logging.getLogger("chatagent.tools")
 
 UID_BASE = 1_900_000_000  # far above any real account, below 2**31
@@ -75,21 +77,26 @@ def lease_uid() -> UidLease:
     start = secrets.randbelow(UID_SPAN)
     for i in range(200):
         uid = UID_BASE + (start + i) % UID_SPAN
-        lease = _try_lock(directory, uid)
+        lease, fresh = _try_lock(directory, uid)
         if lease is None:
             continue
-        if uid_has_processes(uid):  # left running by an agent that was killed: leave this uid alone
-            lease._fd, fd = -1, lease._fd
-            os.close(fd)
+        if not fresh and uid_has_processes(uid):  # left running by an agent that was killed: leave it alone
+            os.close(lease._fd)
             continue
         _clean_up(lease)
         return lease
     raise OSError("no free sandbox uid found")
 
 
-def _try_lock(directory: str, uid: int) -> UidLease | None:
+def _try_lock(directory: str, uid: int) -> tuple[UidLease | None, bool]:
+    """The lease of `uid` if its lock is free, and whether its lease file is new: a uid with no lease file
+    was never leased, or was given back only once nothing of it was left, so it needs no look for processes."""
     path = os.path.join(directory, str(uid))
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd, fresh = os.open(path, flags | os.O_EXCL, 0o600), True
+    except FileExistsError:
+        fd, fresh = os.open(path, flags, 0o600), False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         try:
@@ -97,11 +104,11 @@ def _try_lock(directory: str, uid: int) -> UidLease | None:
         except FileNotFoundError:
             same = False  # released (unlinked) between our open and our lock: try another uid
         if same:
-            return UidLease(uid, fd, path)
+            return UidLease(uid, fd, path), fresh
     except BlockingIOError:
         pass
     os.close(fd)
-    return None
+    return None, False
 
 
 def _clean_up(lease: UidLease) -> None:
@@ -110,8 +117,6 @@ def _clean_up(lease: UidLease) -> None:
     if not size:
         return
     recorded = os.pread(lease._fd, min(size, 8192), 0).decode("utf-8", "surrogateescape")
-    from chatagent.tools._sandbox_fs import remove_tree
-
     try:
         remove_tree(recorded, owner=lease.uid)
     except OSError as e:
@@ -130,7 +135,7 @@ def _sweep_once(directory: str) -> None:
         if not name.isdigit():
             continue
         uid = int(name)
-        lease = _try_lock(directory, uid)
+        lease, _ = _try_lock(directory, uid)
         if lease is not None:
             if uid_has_processes(uid):
                 os.close(lease._fd)
