@@ -63,6 +63,28 @@ def _own_cgroup_dirs() -> dict[str, str]:
     return dirs
 
 
+def cgroup_name(uid: int | None) -> str:
+    """The name of the cgroups of the session that has `uid` (only root makes cgroups, and then has a uid)."""
+    return f"chatagent-sandbox-{uid}"
+
+
+def remove_stale_cgroups(name: str) -> bool:
+    """Remove the (empty) cgroups of that name left by a session whose agent was killed; whether none is left."""
+    try:
+        parents = _own_cgroup_dirs()
+    except OSError:
+        return True
+    gone = True
+    for parent in parents.values():
+        try:
+            os.rmdir(os.path.join(parent, name))
+        except FileNotFoundError:
+            pass
+        except OSError:  # not empty yet
+            gone = False
+    return gone
+
+
 class SessionCgroup:
     """The cgroups of one sandbox session (whichever of v2 and v1-memory the kernel lets us make)."""
 

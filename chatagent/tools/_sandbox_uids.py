@@ -16,6 +16,7 @@ import stat
 import threading
 
 from chatagent.tools._sandbox_fs import remove_tree
+from chatagent.tools._sandbox_limits import cgroup_name, remove_stale_cgroups
 
 logger = logging.getLogger("chatagent.tools")
 
@@ -80,10 +81,9 @@ def lease_uid() -> UidLease:
         lease, fresh = _try_lock(directory, uid)
         if lease is None:
             continue
-        if not fresh and uid_has_processes(uid):  # left running by an agent that was killed: leave it alone
-            os.close(lease._fd)
+        if not fresh and (uid_has_processes(uid) or not _clean_up(lease)):
+            os.close(lease._fd)  # what a killed agent left is still running or there: leave this uid alone
             continue
-        _clean_up(lease)
         return lease
     raise OSError("no free sandbox uid found")
 
@@ -111,17 +111,20 @@ def _try_lock(directory: str, uid: int) -> tuple[UidLease | None, bool]:
     return None, False
 
 
-def _clean_up(lease: UidLease) -> None:
-    """Remove the work directory a dead holder of this uid recorded, then forget it."""
+def _clean_up(lease: UidLease) -> bool:
+    """Remove what a dead holder of this uid left: its cgroups, and the work directory it recorded (then forget
+    it). Whether nothing is left."""
+    clean = remove_stale_cgroups(cgroup_name(lease.uid))
     size = os.fstat(lease._fd).st_size
-    if not size:
-        return
-    recorded = os.pread(lease._fd, min(size, 8192), 0).decode("utf-8", "surrogateescape")
-    try:
-        remove_tree(recorded, owner=lease.uid)
-    except OSError as e:
-        logger.warning("could not remove %s, left by a sandbox session that ended abruptly: %s", recorded, e)
-    os.ftruncate(lease._fd, 0)
+    if size:
+        recorded = os.pread(lease._fd, min(size, 8192), 0).decode("utf-8", "surrogateescape")
+        try:
+            remove_tree(recorded, owner=lease.uid)
+            os.ftruncate(lease._fd, 0)
+        except OSError as e:
+            logger.warning("could not remove %s, left by a sandbox session that ended abruptly: %s", recorded, e)
+            clean = False
+    return clean
 
 
 def _sweep_once(directory: str) -> None:
@@ -137,10 +140,9 @@ def _sweep_once(directory: str) -> None:
         uid = int(name)
         lease, _ = _try_lock(directory, uid)
         if lease is not None:
-            if uid_has_processes(uid):
-                os.close(lease._fd)
+            if uid_has_processes(uid) or not _clean_up(lease):
+                os.close(lease._fd)  # keep its lease file: a later sweep finishes the job
                 continue
-            _clean_up(lease)
             lease.release()
 
 

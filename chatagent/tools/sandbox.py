@@ -41,7 +41,7 @@ from typing import Any
 from chatagent.tools import _sandbox_protocol as protocol
 from chatagent.tools._reaper import descendants
 from chatagent.tools._sandbox_fs import make_dir, open_host_file, remove_tree
-from chatagent.tools._sandbox_limits import WATCHDOG, SessionCgroup, sampled_usage
+from chatagent.tools._sandbox_limits import WATCHDOG, SessionCgroup, cgroup_name, sampled_usage
 from chatagent.tools._sandbox_protocol import Channel, ProtocolError
 from chatagent.tools._sandbox_uids import UidLease, is_sandbox_uid, lease_uid, processes_of_uid
 
@@ -298,8 +298,7 @@ class Sandbox:
         proc.stderr.close()  # type: ignore[union-attr]  # the kernel points its fd 2 at /dev/null
         # nothing runs in the sandbox until our first request: its processes can be moved into its cgroups now
         tree = [proc.pid, *descendants(proc.pid)]
-        name = f"chatagent-sandbox-{uid if uid is not None else f'{os.getpid()}-{proc.pid}'}"
-        self._cgroup = SessionCgroup(name, lim.memory_mb * 1024 * 1024 if lim.memory_mb else None)
+        self._cgroup = SessionCgroup(cgroup_name(uid), lim.memory_mb * 1024 * 1024 if lim.memory_mb else None)
         self._cgroup.add(tree)
         if uid is None and len(tree) > 1:
             self._pidns = _pid_namespace(tree[1])

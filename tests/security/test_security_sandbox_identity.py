@@ -176,6 +176,8 @@ def _agent_script(tmp_path: Path, mode: str) -> str:
         f"""
         from chatagent.tools.code_interpreter import CodeInterpreter
         tool = CodeInterpreter({cfg!r})
+        tool.sandbox().start()
+        open({str(tmp_path / "uid")!r}, "w").write(str(tool.sandbox().uid))
         tool.call({{"code": "import subprocess, time\\nsubprocess.Popen(['sleep', '9731'])\\n"
                               "open('started', 'w').write('x')\\ntime.sleep(120)"}})
         """
@@ -202,6 +204,8 @@ def test_a_killed_agent_leaves_no_sandbox_process_behind(tmp_path: Path, mode: s
         pytest.skip("bubblewrap is not installed")
     if mode == "process" and system_python() is None:
         pytest.skip("no interpreter all users can run")
+    from chatagent.tools._sandbox_uids import state_dir
+
     agent = subprocess.Popen(
         [sys.executable, "-c", _agent_script(tmp_path, mode)],
         preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGTERM)],
@@ -223,6 +227,19 @@ def test_a_killed_agent_leaves_no_sandbox_process_behind(tmp_path: Path, mode: s
         if agent.poll() is None:
             agent.kill()
     assert not left, "a background process of the killed agent's sandbox is still running"
+    # what it left (its uid's lease, cgroups, and in process mode its work directory) goes with the next agent
+    uid = (tmp_path / "uid").read_text()
+    lease = Path(state_dir(), uid)
+    try:
+        recorded = lease.read_text()
+        assert bool(recorded) == (mode == "process") and (not recorded or os.path.isdir(recorded))
+    except FileNotFoundError:  # another process on this machine swept it first
+        recorded = ""
+    next_agent = "from chatagent.tools._sandbox_uids import lease_uid\nlease_uid().release()"
+    subprocess.run([sys.executable, "-c", next_agent], check=True, timeout=60)
+    assert not lease.exists()
+    assert not recorded or not os.path.exists(recorded)
+    assert not list(Path("/sys/fs/cgroup").glob(f"**/chatagent-sandbox-{uid}"))
 
 
 NOBODY_SCRIPT = """
