@@ -151,23 +151,32 @@ def uid_has_processes(uid: int) -> bool:
     return bool(processes_of_uid(uid, first=True))
 
 
+def uid_of(pid: int) -> int | None:
+    """The real uid of a live process (None if it is gone or a zombie)."""
+    uids = _uids(pid)
+    return uids[0] if uids else None
+
+
 def processes_of_uid(uid: int, first: bool = False) -> list[int]:
-    """The live (not zombie) pids whose real, effective or saved uid is `uid` (read from /proc/<pid>/status: a
-    process that changed its uid is not dumpable, and its /proc directory then belongs to root)."""
+    """The live (not zombie) pids whose real, effective or saved uid is `uid`."""
     found = []
-    wanted = str(uid).encode()
     for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/status", "rb") as f:
-                    status = f.read(4096)
-            except OSError:
-                continue
-            start = status.find(b"\nUid:")
-            if b"\nState:\tZ" in status or start < 0:
-                continue
-            if wanted in status[start + 5 : status.find(b"\n", start + 5)].split()[:3]:
-                found.append(int(name))
-                if first:
-                    break
+        if name.isdigit() and uid in (_uids(int(name)) or ())[:3]:
+            found.append(int(name))
+            if first:
+                break
     return found
+
+
+def _uids(pid: int) -> list[int] | None:
+    """A live process's real, effective, saved and filesystem uids, from /proc/<pid>/status (a process that
+    changed its uid is not dumpable, and its /proc directory then belongs to root, whatever its uid)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            status = f.read(4096)
+    except OSError:
+        return None
+    start = status.find(b"\nUid:")
+    if start < 0 or b"\nState:\tZ" in status:
+        return None
+    return [int(x) for x in status[start + 5 : status.find(b"\n", start + 5)].split()]

@@ -43,7 +43,7 @@ from chatagent.tools._reaper import descendants
 from chatagent.tools._sandbox_fs import make_dir, open_host_file, remove_tree
 from chatagent.tools._sandbox_limits import WATCHDOG, SessionCgroup, cgroup_name, sampled_usage
 from chatagent.tools._sandbox_protocol import Channel, ProtocolError
-from chatagent.tools._sandbox_uids import UidLease, is_sandbox_uid, lease_uid, processes_of_uid
+from chatagent.tools._sandbox_uids import UidLease, is_sandbox_uid, lease_uid, processes_of_uid, uid_of
 
 logger = logging.getLogger("chatagent.tools")
 
@@ -182,6 +182,7 @@ class Sandbox:
         self._seq = 0
         self._delivered: set[str] = set()
         self._limit_hit: str | None = None
+        self._clean = True  # no process of the session was left when it was last stopped
         self._lock = threading.RLock()
         _LIVE.add(self)
 
@@ -296,12 +297,14 @@ class Sandbox:
         self._delivered = set()
         self._limit_hit = None
         proc.stderr.close()  # type: ignore[union-attr]  # the kernel points its fd 2 at /dev/null
-        # nothing runs in the sandbox until our first request: its processes can be moved into its cgroups now
-        tree = [proc.pid, *descendants(proc.pid)]
+        # nothing runs in the sandbox until our first request, and only the kernel has the session's uid: what
+        # the code starts, it starts from the kernel, so moving the kernel puts the whole session in its cgroups
+        tree = descendants(proc.pid)
         self._cgroup = SessionCgroup(cgroup_name(uid), lim.memory_mb * 1024 * 1024 if lim.memory_mb else None)
-        self._cgroup.add(tree)
-        if uid is None and len(tree) > 1:
-            self._pidns = _pid_namespace(tree[1])
+        if self._cgroup.dirs:
+            self._cgroup.add([p for p in tree if uid_of(p) == uid])
+        if uid is None and tree:
+            self._pidns = _pid_namespace(tree[0])
         if lim.keep_processes:
             WATCHDOG.watch(self)
 
@@ -399,7 +402,7 @@ class Sandbox:
                     proc.wait(5)
                 except subprocess.TimeoutExpired:
                     logger.warning("sandbox process %d did not exit after SIGKILL", proc.pid)
-            self._kill_survivors()
+            self._clean = self._kill_survivors()
             for f in (proc.stdin, proc.stdout, proc.stderr):
                 try:
                     if f is not None:
@@ -434,7 +437,7 @@ class Sandbox:
             self._kill(proc)  # a call running in another thread returns at once instead of holding the lock
         with self._lock:
             self.stop()
-            clean = not self._members()
+            clean = self._clean
             if self._dir_made and self._host_dir is not None and clean:
                 try:
                     remove_tree(self._host_dir, owner=self.uid)
