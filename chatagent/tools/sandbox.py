@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import queue
+import select
 import shutil
 import signal
 import subprocess
@@ -361,7 +362,7 @@ class Sandbox:
         try:
             if proc.poll() is None:
                 self._kill(proc)
-            proc.wait(5)
+            _exit_code(proc, 5.0)
             return proc.stderr.read(2000).decode("utf-8", "replace").strip()
         except (OSError, ValueError, subprocess.TimeoutExpired):
             return ""
@@ -394,13 +395,9 @@ class Sandbox:
             if proc is None:
                 return
             self._kill(proc)
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
+            if _exit_code(proc, 5.0) is None:
                 proc.kill()
-                try:
-                    proc.wait(5)
-                except subprocess.TimeoutExpired:
+                if _exit_code(proc, 5.0) is None:
                     logger.warning("sandbox process %d did not exit after SIGKILL", proc.pid)
             self._clean = self._kill_survivors()
             for f in (proc.stdin, proc.stdout, proc.stderr):
@@ -588,9 +585,23 @@ def _pid_namespace_members(ns: str) -> list[int]:
 
 
 def _exit_code(proc: subprocess.Popen, wait: float = 2.0) -> int | None:
-    """The exit code of a process whose output just ended: it may take a moment to be reaped."""
+    """The exit code of a process that is ending, waiting up to `wait` seconds (None if it has not ended).
+
+    Waits on a pidfd where there is one: Popen.wait(timeout) polls with sleeps of up to 50 ms.
+    """
+    if proc.poll() is not None:
+        return proc.returncode
     try:
-        return proc.wait(timeout=wait)
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        fd = -1
+    if fd >= 0:
+        try:
+            select.select([fd], [], [], wait)
+        finally:
+            os.close(fd)
+    try:
+        return proc.wait(timeout=0 if fd >= 0 else wait)
     except subprocess.TimeoutExpired:
         return None
 
