@@ -138,3 +138,23 @@ def test_chat_session_ids_are_unguessable_and_new_after_clear() -> None:
     old = a.session_id
     a.clear()
     assert a.session_id != old
+
+
+@needs_bwrap
+@pytest.mark.timeout(60)
+def test_a_group_chats_members_keep_their_tools_state_per_conversation(tmp_path: Path) -> None:
+    from chatagent.agents.group_chat import GroupChat
+
+    cfg = {"name": "code_interpreter", "timeout": 10, "sandbox": "bwrap"}
+    member = FnCallAgent(
+        llm=ScriptedLLM([tool_call("code_interpreter", {"code": "x = 1"}), "done"]), function_list=[cfg], name="coder"
+    )
+    chat = GroupChat([member], selection="round_robin", max_rounds=1, llm=ScriptedLLM(default="unused"))
+    tool = member.function_map["code_interpreter"]
+    try:
+        chat.run_nonstream([{"role": "user", "content": "go"}], session_id="conv-9")
+        assert tool.live_sessions() == ["conv-9"]  # not 'default', shared by every conversation
+        chat.close_session("conv-9")
+        assert tool.live_sessions() == []
+    finally:
+        chat.close()
