@@ -47,9 +47,10 @@ def detect_lang(messages: list[Message]) -> str:
 
 class RunContext:
     """Per-run state, readable while and after the run: token usage, the deadline, the callbacks,
-    how often each tool was called, generate_cfg for this run only, the agent it belongs to."""
+    how often each tool was called, generate_cfg for this run only, the agent it belongs to, the conversation's
+    session_id."""
 
-    __slots__ = ("usage", "deadline", "callbacks", "tool_calls", "generate_cfg", "agent_name")
+    __slots__ = ("usage", "deadline", "callbacks", "tool_calls", "generate_cfg", "agent_name", "session_id")
 
     def __init__(self, deadline: float | None = None, callbacks: tuple = (), agent_name: str | None = None) -> None:
         self.usage = Usage()
@@ -58,6 +59,7 @@ class RunContext:
         self.tool_calls: dict[str, int] = {}
         self.generate_cfg: dict | None = None
         self.agent_name = agent_name
+        self.session_id: str | None = None  # run(..., session_id=...): tools keep per-conversation state under it
 
     def check_deadline(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
@@ -67,6 +69,7 @@ class RunContext:
         """The context of a sub-agent's part of this run: same deadline, callbacks and usage totals."""
         ctx = RunContext(self.deadline, self.callbacks, agent_name)
         ctx.usage = self.usage
+        ctx.session_id = self.session_id
         return ctx
 
 
@@ -231,6 +234,21 @@ class Agent:
         """
         for t in self.function_map.values():
             t.close()
+        for a in self._sub_agents():
+            a.close()
+
+    def close_session(self, session_id: str) -> None:
+        """End what the tools keep for one conversation (`run(..., session_id=...)`): its code sandbox and files."""
+        for t in self.function_map.values():
+            end = getattr(t, "close_session", None)
+            if end is not None:
+                end(session_id)
+        for a in self._sub_agents():
+            a.close_session(session_id)
+
+    def _sub_agents(self) -> list[Agent]:
+        """The agents this one runs (a router's or a group chat's members)."""
+        return []
 
     def __enter__(self) -> Agent:
         return self
@@ -333,6 +351,7 @@ class Agent:
         run_cfg = kwargs.pop("generate_cfg", None)
         if run_cfg:
             context.generate_cfg = dict(run_cfg)
+        context.session_id = kwargs.get("session_id")
         token = _CURRENT.set(context)  # a Qwen-style _run may do work before its first yield
         try:
             gen = self._fragments(msgs, lang or detect_lang(msgs), kwargs)
@@ -542,6 +561,8 @@ def run_subagent(
     parent = current_run()
     parent.check_deadline()
     ctx = parent.child(agent.name)
+    if parent.session_id is not None:  # the members' tools keep their state per conversation too
+        kwargs.setdefault("session_id", parent.session_id)
     token = _CURRENT.set(ctx)
     try:
         gen = agent._fragments(list(messages), lang, kwargs)

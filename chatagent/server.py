@@ -5,13 +5,17 @@
     server.serve_forever()          # or server.start() for a background thread; server.close()
 
 Any OpenAI client can then talk to the agent. The agent runs its tools itself, server-side: the client
-sees the assistant's text (and `reasoning_content`), not the calls. Standard library only (a thread per
+sees the assistant's text (and `reasoning_content`), not the calls. Tools that keep state (the code
+interpreter's sandbox and files) keep it per conversation: a client names one with the body field
+`session_id` or the header `X-Session-Id` (scoped by its API key: no client reaches another's); a request
+without one gets a fresh session that ends with the request. Standard library only (a thread per
 request, like the agents themselves), so serving needs no web framework. Requests are bounded in size,
 concurrent runs are bounded in number, and when an API key is set every request must carry it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import logging
@@ -31,6 +35,7 @@ from chatagent.stream import INDEX
 logger = logging.getLogger("chatagent.server")
 
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+MAX_SESSION_ID_CHARS = 128
 
 
 class RequestError(Exception):
@@ -206,8 +211,9 @@ class AgentServer:
         """The OpenAI model object of the served agent."""
         return {"id": self.model_name, "object": "model", "created": self.created, "owned_by": "chatagent"}
 
-    def parse_request(self, body: bytes) -> tuple[list[Message], bool, bool]:
-        """The messages, whether to stream, whether to report usage in the stream; RequestError if invalid."""
+    def parse_request(self, body: bytes) -> tuple[list[Message], bool, bool, str | None]:
+        """The messages, whether to stream, whether to report usage in the stream, the client's `session_id`
+        (None if it named none); RequestError if invalid."""
         try:
             req = json.loads(body)
         except ValueError as e:
@@ -229,6 +235,10 @@ class AgentServer:
         stream = req.get("stream", False)
         if not isinstance(stream, bool):
             raise RequestError(400, "'stream' must be a boolean", "invalid_stream", "stream")
+        session_id = req.get("session_id")
+        if session_id is not None and not (isinstance(session_id, str) and 0 < len(session_id) <= MAX_SESSION_ID_CHARS):
+            why = f"'session_id' must be a string of 1 to {MAX_SESSION_ID_CHARS} characters"
+            raise RequestError(400, why, "invalid_session_id", "session_id")
         options = req.get("stream_options") or {}
         include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
         try:
@@ -236,7 +246,16 @@ class AgentServer:
         except MessageError as e:
             raise RequestError(400, str(e), "invalid_messages", "messages") from None
         _refuse_local_paths(msgs)
-        return msgs, stream, include_usage
+        return msgs, stream, include_usage, session_id
+
+    def session_for(self, named: str | None, authorization: str | None) -> tuple[str, bool]:
+        """The session the agent's tools use for a request, and whether it ends with the request: the client's
+        named conversation scoped by the API key it presented, else a fresh one."""
+        if named is None:
+            return f"serve-request-{uuid.uuid4().hex}", True
+        key = (authorization or "").removeprefix("Bearer ").strip() if self.api_key else ""
+        scope = hashlib.sha256(key.encode()).hexdigest()[:16] if key else "open"
+        return f"serve:{scope}:{named}", False
 
     def acquire(self) -> None:
         """Take a run slot, or raise RequestError 429 when `max_concurrency` runs are going."""
@@ -247,13 +266,13 @@ class AgentServer:
         """Give back the slot taken by `acquire`."""
         self._slots.release()
 
-    def start_run(self, msgs: list[Message]) -> Run:
+    def start_run(self, msgs: list[Message], session_id: str | None = None) -> Run:
         """The agent's incremental run on `msgs`, within the server's deadline."""
-        return self.agent.run(msgs, delta_stream=True, deadline=self.deadline)
+        return self.agent.run(msgs, delta_stream=True, deadline=self.deadline, session_id=session_id)
 
-    def completion(self, msgs: list[Message]) -> dict:
+    def completion(self, msgs: list[Message], session_id: str | None = None) -> dict:
         """A whole chat.completion."""
-        run = self.start_run(msgs)
+        run = self.start_run(msgs, session_id)
         answer = _Answer()
         text: list[str] = []
         reasoning: list[str] = []
@@ -368,7 +387,11 @@ def _make_handler(server: AgentServer) -> type[BaseHTTPRequestHandler]:
                     raise RequestError(404, f"no route {path!r} (POST /v1/chat/completions)", "not_found")
                 server.check_key(self.headers.get("Authorization"))
                 body = self._read_body()
-                msgs, stream, include_usage = server.parse_request(body)
+                msgs, stream, include_usage, named = server.parse_request(body)
+                named = named if named is not None else self.headers.get("X-Session-Id") or None
+                if named is not None and len(named) > MAX_SESSION_ID_CHARS:
+                    raise RequestError(400, "X-Session-Id is too long", "invalid_session_id", "session_id")
+                session_id, ephemeral = server.session_for(named, self.headers.get("Authorization"))
             except RequestError as e:
                 self._send_error(e, close=e.status in (411, 413))
                 return
@@ -379,10 +402,10 @@ def _make_handler(server: AgentServer) -> type[BaseHTTPRequestHandler]:
                 return
             try:
                 if stream:
-                    self._stream(msgs, include_usage)
+                    self._stream(msgs, include_usage, session_id)
                 else:
                     try:
-                        payload = server.completion(msgs)
+                        payload = server.completion(msgs, session_id)
                     except Exception as e:
                         err = _error_for(e)
                         if err.status >= 500:
@@ -391,6 +414,8 @@ def _make_handler(server: AgentServer) -> type[BaseHTTPRequestHandler]:
                         return
                     self._send_json(200, payload)
             finally:
+                if ephemeral:
+                    server.agent.close_session(session_id)
                 server.release()
 
         def _read_body(self) -> bytes:
@@ -406,9 +431,9 @@ def _make_handler(server: AgentServer) -> type[BaseHTTPRequestHandler]:
                 )
             return self.rfile.read(length)
 
-        def _stream(self, msgs: list[Message], include_usage: bool) -> None:
+        def _stream(self, msgs: list[Message], include_usage: bool, session_id: str) -> None:
             try:
-                run = server.start_run(msgs)
+                run = server.start_run(msgs, session_id)
             except Exception as e:
                 self._send_error(_error_for(e))
                 return

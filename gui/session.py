@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import mimetypes
+import secrets
 import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -52,7 +53,11 @@ def user_message(text: str, files: list[str]) -> Message:
 
 
 class ChatSession:
-    """The state of one browser session: the conversation (as Messages and as rendered) and the agents."""
+    """The state of one browser session: the conversation (as Messages and as rendered) and the agents.
+
+    `session_id` (random, unguessable) is what the agents' tools keep per-conversation state under: each
+    browser session has its own code sandbox and files. `clear()` starts a new one; `close()` ends it.
+    """
 
     def __init__(self, agents: list[Agent], history: list[Message] | None = None, show_names: bool = False) -> None:
         self.agents = agents
@@ -60,6 +65,7 @@ class ChatSession:
         self.history: list[Message] = list(history or [])
         self.display: list[dict[str, Any]] = render_conversation(self.history, show_names=show_names)
         self.generation = 0  # bumped by clear(): a turn from before a clear must not write back
+        self.session_id = secrets.token_hex(16)
         self._stop: threading.Event | None = None
         self._wake: Callable[[], None] | None = None
 
@@ -71,11 +77,21 @@ class ChatSession:
         self.display = self.display + render_message(msg)
 
     def clear(self) -> None:
-        """Stop any turn and forget the conversation."""
+        """Stop any turn and forget the conversation (its tools' state too: a new session_id)."""
         self.request_stop()
         self.generation += 1
         self.history = []
         self.display = []
+        self.close()
+        self.session_id = secrets.token_hex(16)
+
+    def close(self) -> None:
+        """End what the agents' tools keep for this session (its code sandbox and files)."""
+        for agent in self.agents:
+            try:
+                agent.close_session(self.session_id)
+            except Exception:  # the browser session is going away: never let one tool keep the others alive
+                logger.exception("ending the session's tool state failed")
 
     def pop_response(self) -> bool:
         """Drop everything after the last user message (for regenerate); False if there is no user message."""
@@ -119,7 +135,8 @@ class ChatSession:
         def pump() -> None:
             run = None
             try:
-                run = agent.run(to_messages(self.history), delta_stream=True, **run_kwargs)
+                kwargs = {"session_id": self.session_id, **run_kwargs}
+                run = agent.run(to_messages(self.history), delta_stream=True, **kwargs)
                 for delta in run:
                     put(delta)
                     if stop.is_set():

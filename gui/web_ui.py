@@ -113,7 +113,7 @@ class WebUI:
         cfg = self.config
         avatars = (cfg.get("user.avatar"), cfg.get("agent.avatar"))
         with gr.Blocks(title=cfg.get("title", "chatagent"), analytics_enabled=False, fill_height=True) as demo:
-            state = gr.State(None)
+            state = gr.State(None, delete_callback=_close_session)  # the tab closed: end its sandbox
             if cfg.get("title") or cfg.get("description"):
                 gr.Markdown(f"## {cfg.get('title', '')}\n{cfg.get('description', '')}")
             for chat in filter(_is_group_chat, self._agents):
@@ -297,3 +297,8 @@ class WebUI:
         """Stop serving (for `run(block=False)`)."""
         if self.demo is not None:
             self.demo.close()
+
+
+def _close_session(session: ChatSession | None) -> None:
+    if session is not None:
+        session.close()

@@ -22,4 +22,4 @@ debian_package() {  # command, package, what happens without it
 }
 debian_package chromium chromium "the browser tests are skipped"
 # bubblewrap isolates the code interpreter's sandbox (no network, read-only system, own pid namespace).
-debian_package bwrap bubblewrap "the code interpreter falls back to a plain process"
+debian_package bwrap bubblewrap "the code interpreter refuses to run (or opt in to its process mode)"

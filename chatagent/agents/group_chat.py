@@ -155,6 +155,9 @@ class GroupChat(Agent, MultiAgentHub):
         if selection == "auto":
             self.host = GroupChatAutoRouter(function_list, llm, self.agents, "host", background=background)
 
+    def _sub_agents(self) -> list[Agent]:
+        return self.agents
+
     # ---- the loop --------------------------------------------------------------------------------------
 
     async_safe = True

@@ -78,6 +78,9 @@ class Router(Agent, MultiAgentHub):
 
     async_safe = True
 
+    def _sub_agents(self) -> list[Agent]:
+        return self.agents
+
     def _with_system_message(self, msgs: list[Message]) -> list[Message]:
         return msgs  # the router's instructions go to its own model only (see _router_messages)
 

@@ -1,10 +1,17 @@
 """The kernel that runs inside the code interpreter's sandbox (standard library only; never imported by chatagent).
 
 Started as ``python -I -c <this source> <config JSON>`` by `chatagent.tools.sandbox.Sandbox`. It first makes
-itself safe (network namespace when asked and possible, drop to the sandbox uid, resource limits, stdin/stdout
-of the user code pointed at /dev/null), then answers one JSON request per line on the saved protocol pipes:
-``{"code": ..., "cell": n, "timeout": s}`` -> ``{"stdout", "stderr", "result", "error", "error_kind", "figures"}``.
-Variables persist between requests. Everything here runs before any model code is read.
+itself safe (network namespace when asked and possible, drop to the sandbox uid, no new privileges, resource
+limits, stdin/stdout of the user code pointed at /dev/null), then answers one JSON request per line on the saved
+protocol pipes. Variables persist between requests. Everything here runs before any model code is read.
+
+    {"op": "run", "id", "code", "cell", "timeout", "max_output"}
+        -> {"id", "cell", "stdout", "stderr", "result", "error", "error_kind", "figures": [n1, n2...], "dropped"}
+           then the figures' PNG bytes, n1 + n2 + ... of them, right after the line
+    {"op": "put", "id", "name", "size"} -> {"id", "ok": true} or {"id", "ok": false, "exists"|"error"};
+        after "ok", exactly `size` raw bytes follow -> {"id", "written", "error"}
+
+Model code runs in this process and can rewrite any of it: the host trusts nothing it receives from here.
 """
 
 import ast
@@ -22,6 +29,8 @@ import traceback
 CONFIG = json.loads(sys.argv[1])
 KERNEL_PID = os.getpid()
 MAX_ERROR_CHARS = 2000
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
+WORK_FD = -1  # the work directory, opened once: files the host sends are created relative to it
 
 
 class CellTimeout(BaseException):
@@ -32,9 +41,8 @@ class OutputLimit(BaseException):
     """The cell printed more than the output limit."""
 
 
-def _unshare_network() -> str:
+def _unshare_network(libc: ctypes.CDLL) -> str:
     """Move into a fresh network namespace (only loopback, down): as root, else through a user namespace."""
-    libc = ctypes.CDLL(None, use_errno=True)
     clone_newnet, clone_newuser = 0x40000000, 0x10000000
     if libc.unshare(clone_newnet) == 0:
         return "network namespace"
@@ -44,18 +52,33 @@ def _unshare_network() -> str:
 
 
 def _setup() -> tuple[int, int, dict]:
+    global WORK_FD
     status: dict = {"pid": KERNEL_PID}
-    inp, out = os.dup(0), os.dup(1)  # os.dup makes non-inheritable copies: child processes never see them
+    libc = ctypes.CDLL(None, use_errno=True)
+    inp, out = os.dup(0), os.dup(1)  # os.dup makes non-inheritable copies: exec'd programs never see them
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
     if CONFIG.get("unshare_net"):
-        status["network"] = _unshare_network()
+        status["network"] = _unshare_network(libc)
+    work_dir = CONFIG["work_dir"]
     uid = CONFIG.get("uid")
+    needed = [os.path.realpath(sys.executable), os.path.dirname(os.__file__), work_dir]
     if uid is not None:
+        if CONFIG.get("own_work_dir"):  # a fresh tmpfs made by bubblewrap, owned by root until now
+            os.chown(work_dir, uid, uid)
+            os.chmod(work_dir, 0o700)
         os.setgroups([])
-        os.setgid(CONFIG["gid"])
+        os.setgid(uid)
         os.setuid(uid)
+        if os.getuid() == 0 or os.geteuid() == 0:
+            raise SystemExit("the sandbox could not drop root")
+        for path in needed:
+            if not os.access(path, os.R_OK | os.X_OK):
+                raise SystemExit(f"the sandbox's uid cannot reach {path} (a directory on its way is private)")
+    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # setuid programs give no privileges from here on
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # set after setuid, which clears it
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans of the code come back to us to be reaped
     status["uid"] = os.getuid()
 
     def limit(which: int, value: int | None) -> None:
@@ -73,8 +96,9 @@ def _setup() -> tuple[int, int, dict]:
     limit(resource.RLIMIT_FSIZE, CONFIG["max_file_mb"] * mb if CONFIG.get("max_file_mb") else None)
     limit(resource.RLIMIT_CORE, 0)
     limit(resource.RLIMIT_NOFILE, 256)
-    os.chdir(CONFIG["work_dir"])
-    sys.path.insert(0, CONFIG["work_dir"])
+    os.chdir(work_dir)
+    WORK_FD = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    sys.path.insert(0, work_dir)
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writing past the file size limit raises OSError instead
     os.dup2(null, 2)
@@ -126,46 +150,37 @@ class _CappedWriter(io.TextIOBase):
         return "".join(self.parts)
 
 
-def _reap(wait: float = 0.0) -> None:
-    """Collect the cell's finished child processes (zombies would count against the process limit), waiting
-    up to `wait` seconds for the ones just killed.
+def _reap() -> bool:
+    """Collect finished child processes (zombies would count against the process limit); whether any child is
+    left. The kernel is a subreaper, so no child left means no descendant left at all.
 
     (A subprocess.Popen finished between cells then reports returncode 0 from wait(): the price of that.)
     """
-    deadline = time.monotonic() + wait
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return False
         if pid == 0:
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(0.01)
+            return True
 
 
 def _kill_others() -> None:
-    """Kill every other process the cell left behind (after a timeout)."""
-    if CONFIG.get("pid_namespace"):
-        for _ in range(20):  # a fork bomb may still be forking while we kill
-            try:
-                os.kill(-1, signal.SIGKILL)  # in our own pid namespace: all but init and ourselves
-            except OSError:
-                break
-        _reap(1.0)
-        return
-    pgid = os.getpgid(0)
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == KERNEL_PID:
-            continue
+    """Kill every process the code started, detached or not (each is our descendant: we are a subreaper).
+
+    kill(-1) reaches exactly the session's processes, because the session has its own uid (as root) or its own
+    pid namespace (bubblewrap), and never this process itself. A fork bomb is still forking while we kill:
+    we go on until no child is left.
+    """
+    if os.getuid() == 0 or not (CONFIG.get("pid_namespace") or CONFIG.get("uid") is not None):
+        return  # never kill(-1) as root or outside a namespace of our own (the host starts neither)
+    deadline = time.monotonic() + 5.0
+    while _reap() and time.monotonic() < deadline:
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            if int(fields[2]) == pgid:
-                os.kill(int(name), signal.SIGKILL)
-        except (OSError, IndexError, ValueError):
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
             pass
-    _reap(1.0)
+        time.sleep(0.001)
 
 
 def _short(text: str, limit: int = MAX_ERROR_CHARS) -> str:
@@ -186,29 +201,39 @@ def _format_exception(e: BaseException) -> str:
     return _short(text)
 
 
-def _save_figures(cell: int) -> list[str]:
+def _figures() -> tuple[list[bytes], str]:
+    """The open matplotlib figures as PNG bytes (within the size caps), and a note on any left out."""
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None:
-        return []
-    saved = []
+        return [], ""
+    figures: list[bytes] = []
+    left_out = 0
+    budget = CONFIG["max_figures_total"]
     try:
-        for k, num in enumerate(plt.get_fignums(), 1):
-            path = os.path.join(CONFIG["work_dir"], f"figure_{cell}_{k}.png")
-            plt.figure(num).savefig(path, format="png", dpi=100, bbox_inches="tight")
-            saved.append(path)
+        for num in plt.get_fignums():
+            buf = io.BytesIO()
+            plt.figure(num).savefig(buf, format="png", dpi=100, bbox_inches="tight")
+            data = buf.getvalue()
+            if len(figures) >= CONFIG["max_figures"] or len(data) > min(CONFIG["max_figure_bytes"], budget):
+                left_out += 1
+                continue
+            budget -= len(data)
+            figures.append(data)
     finally:
         plt.close("all")
-    return saved
+    note = f"({left_out} figure(s) left out: too many or too large)" if left_out else ""
+    return figures, note
 
 
 def run_cell(code: str, cell: int, timeout: float, namespace: dict, max_output: int) -> dict:
     """Execute one cell in `namespace`; the reply dict (never raises, never returns in a forked child)."""
     budget = _Budget(max_output)
     out, err = _CappedWriter(budget), _CappedWriter(budget)
-    reply: dict = {"result": None, "error": None, "error_kind": None, "figures": []}
+    reply: dict = {"cell": cell, "result": None, "error": None, "error_kind": None, "figures": []}
     filename = f"<cell-{cell}>"
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = out, err
+    notes: list[str] = []
     try:
         try:
             tree = ast.parse(code, filename)
@@ -259,18 +284,52 @@ def run_cell(code: str, cell: int, timeout: float, namespace: dict, max_output: 
         if os.getpid() != KERNEL_PID:
             os._exit(1)
         sys.stdout, sys.stderr = saved
+        if not CONFIG.get("keep_processes"):
+            _kill_others()  # nothing the call started keeps running after it
         _reap()
         try:
-            reply["figures"] = _save_figures(cell)
+            reply["figures"], note = _figures()
+            notes.append(note)
         except Exception as e:  # a figure that cannot be drawn must not lose the rest of the reply
-            reply["stderr_extra"] = f"(figures could not be saved: {type(e).__name__}: {e})"
-        reply["stdout"], reply["stderr"] = out.text(), err.text() + reply.pop("stderr_extra", "")
+            notes.append(f"(figures could not be saved: {type(e).__name__}: {e})")
+        reply["stdout"], reply["stderr"] = out.text(), err.text() + "".join(notes)
         reply["dropped"] = budget.dropped
     return reply
 
 
+def put_file(req: dict, requests: io.BufferedReader, out: int) -> dict:
+    """Create a file the host sends (never replacing one: the code may have changed or replaced it)."""
+    name, size, rid = str(req.get("name", "")), int(req.get("size", 0)), req.get("id")
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        return {"ok": False, "error": f"bad file name {name!r}"}
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=WORK_FD)
+    except FileExistsError:
+        return {"ok": False, "exists": True}
+    except OSError as e:
+        return {"ok": False, "error": f"{type(e).__name__}: {e.strerror}"}
+    _send(out, {"id": rid, "ok": True})
+    written, error = 0, None
+    with os.fdopen(fd, "wb") as f:
+        while size > 0:
+            chunk = requests.read(min(size, 1 << 20))
+            if not chunk:
+                break
+            size -= len(chunk)
+            if error is None:
+                try:
+                    f.write(chunk)
+                    written += len(chunk)
+                except OSError as e:  # the disk quota or the file size limit: keep reading to stay in step
+                    error = f"{type(e).__name__}: {e.strerror}"
+    return {"written": written, "error": error}
+
+
 def _send(fd: int, obj: dict) -> None:
-    data = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8", "replace")
+    figures = obj.pop("figures", None)
+    if figures is not None:
+        obj["figures"] = [len(f) for f in figures]
+    data = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8", "replace") + b"".join(figures or ())
     while data:
         data = data[os.write(fd, data) :]
 
@@ -282,15 +341,19 @@ def main() -> None:
     namespace: dict = {"__name__": "__main__", "__builtins__": __builtins__}
     requests = os.fdopen(inp, "rb")
     for line in requests:
+        req: dict = {}
         try:
             req = json.loads(line)
-        except ValueError:
-            _send(out, {"error": "bad request", "error_kind": "protocol"})
-            continue
-        try:
-            reply = run_cell(req["code"], int(req["cell"]), float(req["timeout"]), namespace, int(req["max_output"]))
+            if req.get("op") == "put":
+                reply = put_file(req, requests, out)
+            else:
+                code, cell, timeout, max_output = req["code"], req["cell"], req["timeout"], req["max_output"]
+                reply = run_cell(code, int(cell), float(timeout), namespace, int(max_output))
         except MemoryError:
             reply = {"error": "MemoryError while preparing the reply.", "error_kind": "memory"}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            reply = {"error": "bad request", "error_kind": "protocol"}
+        reply["id"] = req.get("id") if isinstance(req, dict) else None
         _send(out, reply)
 
 

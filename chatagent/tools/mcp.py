@@ -5,13 +5,15 @@
         'remote': {'url': 'http://127.0.0.1:8765/mcp', 'headers': {...}},                   # streamable HTTP
     }}])
     ...
-    bot.close()   # ends the stdio servers (they also end when the interpreter exits)
+    bot.close()   # ends the stdio servers and everything they started (they also end when the agent's process does)
 
 Each server gets one session, opened when the agent is built (its tools are listed then) and reused by every
 call; a session that broke (the server died, the connection dropped) is reopened by the next call. Every
 call has a timeout (`timeout` in the server's config, default 30 s; `connect_timeout` for opening, default
 30 s). A tool error, a timeout or a dead server comes back as a function message the model can read, never
-as a hang. Text, image, audio and resource contents become content items. Needs the `mcp` package (>= 2):
+as a hang. A stdio server runs under a reaper (`chatagent/tools/_reaper.py`): every process it starts, even one
+that detaches, is ended with it, and it is ended when the agent's process ends, however that ends. Text, image,
+audio and resource contents become content items. Needs the `mcp` package (>= 2):
 ``pip install 'chatagent[mcp]'``. The sessions live on one asyncio loop in a background thread.
 """
 
@@ -21,9 +23,13 @@ import asyncio
 import atexit
 import json
 import logging
+import os
+import shutil
+import sys
 import threading
 import weakref
 from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
 from typing import Any
 
 from chatagent.schema import ContentItem
@@ -33,6 +39,7 @@ logger = logging.getLogger("chatagent.tools")
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_CONNECT_TIMEOUT = 30.0
+_REAPER = str(Path(__file__).with_name("_reaper.py"))
 _CONNECTIONS: weakref.WeakSet[MCPConnection] = weakref.WeakSet()
 
 
@@ -107,9 +114,15 @@ class MCPConnection:
             from mcp.client.streamable_http import streamable_http_client
 
             return streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers))
-        params = StdioServerParameters(
-            command=cfg["command"], args=[str(a) for a in cfg.get("args", [])], env=cfg.get("env"), cwd=cfg.get("cwd")
-        )
+        command = str(cfg["command"])
+        where = os.path.join(cfg.get("cwd") or ".", command) if "/" in command else None
+        path = (cfg.get("env") or {}).get("PATH") or os.environ.get("PATH")
+        if not (os.access(where, os.X_OK) if where else shutil.which(command, path=path)):
+            raise FileNotFoundError(f"the command {command!r} was not found (or is not executable)")
+        # the server runs under a reaper: whatever it starts (even detached) ends with it, and it ends with us
+        reaper = ["-I", "-S", _REAPER, "--parent", str(os.getpid()), "--grace", "1", "--", command]
+        args = reaper + [str(a) for a in cfg.get("args", [])]
+        params = StdioServerParameters(command=sys.executable, args=args, env=cfg.get("env"), cwd=cfg.get("cwd"))
         return stdio_client(params)
 
     async def _hold(self, ready: asyncio.Future) -> None:

@@ -1,21 +1,22 @@
 """A sandboxed, persistent Python process for the code interpreter.
 
-`Sandbox(work_dir, limits)` starts `_sandbox_kernel.py` in a separate process and runs cells in it
-(`run(code, timeout)`); variables persist until `close()`. What isolates it:
+`Sandbox()` starts `_sandbox_kernel.py` in an isolated process and runs cells in it (`run(code, timeout)`);
+variables persist until `close()`, which also ends every process of the session and removes its files.
+Two modes, and no silent fallback between them (`SandboxError` says how to get a working one):
 
-- **bubblewrap** (the `bwrap` command, Debian package ``bubblewrap``), when it is installed and can create
-  namespaces: own network namespace (no network at all, not even the host's 127.0.0.1), own pid namespace
-  (the host's processes are invisible; killing the sandbox kills every process in it), a read-only view of
-  only the system and Python directories, and the work directory as the only writable place.
-- **otherwise a plain child process** ("process" mode): the kernel still tries to enter a new network
-  namespace (which works as root or where unprivileged user namespaces are allowed); the filesystem is
-  NOT confined (the code can write wherever the user it runs as can) and the host's processes are visible.
+- **bubblewrap** (`'auto'`, the default, or `'bwrap'`): no network (own network namespace), own pid namespace,
+  a read-only view of only the system and Python directories, and a private work directory: a tmpfs of
+  `max_disk_mb` inside the sandbox (the host never reads or writes the session's files by path). As root the
+  code runs as a uid of its own, leased so that no other live session has it; otherwise in a user namespace.
+- **process** (`'process'`, an explicit opt-in, root only): a plain child process under a reaper, running as a
+  leased uid of its own, in a work directory on the host. The filesystem is not confined (the code reads what
+  any user can and writes world-writable directories), host processes are visible (not their memory or
+  environment), and the work directory has no size limit.
 
-In both modes: a separate process in its own session, no inherited environment variables (API keys stay
-out), resource limits set in the child before any model code runs (address space, CPU seconds, processes,
-file size, open files), output capped, a wall-clock limit per cell (the kernel interrupts the cell; if it
-does not answer in time the whole process tree is killed and the session restarts). When we are root the
-sandbox runs as its own unprivileged uid, so the process limit counts only the sandbox's processes.
+In both modes: no inherited environment, no new privileges (setuid programs give none), limits set before
+any model code runs, memory and CPU time limited per session (`chatagent.tools._sandbox_limits`), every
+process a call started ended when it returns (unless `keep_processes`), a wall-clock limit per cell, and a
+kernel that nothing the host receives from is trusted (`chatagent.tools._sandbox_protocol`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import weakref
@@ -37,14 +39,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chatagent.tools import _sandbox_protocol as protocol
+from chatagent.tools._reaper import descendants
+from chatagent.tools._sandbox_fs import make_dir, open_host_file, remove_tree
+from chatagent.tools._sandbox_limits import WATCHDOG, SessionCgroup, cgroup_name, sampled_usage
+from chatagent.tools._sandbox_protocol import Channel, ProtocolError
+from chatagent.tools._sandbox_uids import UidLease, is_sandbox_uid, lease_uid, processes_of_uid, uid_of
+
 logger = logging.getLogger("chatagent.tools")
 
+SANDBOX_DIR = "/sandbox"  # the work directory's path inside bubblewrap
+SHM_MB = 16  # /dev/shm inside bubblewrap (POSIX semaphores for multiprocessing)
+_KERNEL = Path(__file__).with_name("_sandbox_kernel.py")
+_REAPER = str(Path(__file__).with_name("_reaper.py"))
 _KERNEL_SOURCE: str | None = None
 _LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
-_UID_BASE = 1_900_000_000  # uids for sandboxes when we are root: far above any real account
-_uid_counter = 0
-_uid_lock = threading.Lock()
-_BWRAP_BROKEN: str | None = None  # why bubblewrap failed here once (then "auto" uses process mode)
+HOW_TO_ISOLATE = (
+    "The code interpreter does not run model code without isolation. Install bubblewrap "
+    "(Debian/Ubuntu: apt-get install bubblewrap) where it can create namespaces (in a container: allow user "
+    "namespaces, or run it with --privileged / a seccomp profile that permits unshare), or opt in to the weaker "
+    "process mode with {'sandbox': 'process'} (root only: the code runs as a uid of its own but is not "
+    "confined to its directory)."
+)
 
 
 class SandboxError(RuntimeError):
@@ -53,21 +69,23 @@ class SandboxError(RuntimeError):
 
 @dataclass
 class Limits:
-    """Resource limits of one sandbox. Sizes in MB; None means no limit."""
+    """Resource limits of one sandbox session. Sizes in MB; None means no limit."""
 
-    memory_mb: int | None = 1024
-    cpu_seconds: int | None = 600
+    memory_mb: int | None = 1024  # all the session's processes together (each one also gets it as address space)
+    cpu_seconds: int | None = 600  # all the session's processes together, from each (re)start
     max_processes: int | None = 64
-    max_file_mb: int | None = 256
+    max_file_mb: int | None = 256  # one file
+    max_disk_mb: int | None = 512  # the work directory (bubblewrap: the size of its tmpfs)
     max_output_chars: int = 20_000
+    keep_processes: bool = False  # let processes a call started run on after it (they end with the session)
     startup_timeout: float = 30.0
 
 
 class _Spawner:
     """Starts every sandbox from one long-lived thread.
 
-    bubblewrap's --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that started it ends, and tools
-    often run in short-lived worker threads: the sandbox would be killed as soon as that thread returned.
+    bubblewrap's --die-with-parent and the reaper's parent-death signal (PR_SET_PDEATHSIG) fire when the
+    *thread* that started them ends, and tools often run in short-lived worker threads.
     """
 
     def __init__(self) -> None:
@@ -109,43 +127,8 @@ def bwrap_path() -> str | None:
 def _kernel_source() -> str:
     global _KERNEL_SOURCE
     if _KERNEL_SOURCE is None:
-        _KERNEL_SOURCE = (Path(__file__).with_name("_sandbox_kernel.py")).read_text(encoding="utf-8")
+        _KERNEL_SOURCE = _KERNEL.read_text(encoding="utf-8")
     return _KERNEL_SOURCE
-
-
-def _next_uid() -> int:
-    global _uid_counter
-    with _uid_lock:
-        _uid_counter += 1
-        return _UID_BASE + (os.getpid() % 100_000) * 1000 + _uid_counter % 1000
-
-
-def _user_process_count(uid: int) -> int:
-    """How many processes `uid` has now (RLIMIT_NPROC counts them all, not just the sandbox's)."""
-    n = 0
-    try:
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                try:
-                    if os.stat(f"/proc/{name}").st_uid == uid:
-                        n += 1
-                except OSError:
-                    pass
-    except OSError:
-        return 0
-    return n
-
-
-def _world_accessible(path: str, read: bool = True) -> bool:
-    """Whether every directory on the way to `path` can be entered (and `path` read) by any user."""
-    p = Path(path).resolve()
-    for part in reversed(p.parents):
-        try:
-            if not part.stat().st_mode & 0o001:
-                return False
-        except OSError:
-            return False
-    return not read or bool(p.stat().st_mode & 0o004)
 
 
 def _ro_paths() -> list[str]:
@@ -166,28 +149,42 @@ class Sandbox:
     """One persistent, isolated Python process with its own work directory.
 
     Args:
-        work_dir: the only writable directory (created if missing).
-        limits: resource limits.
-        mode: 'auto' (bubblewrap when it works, else a plain process), 'bwrap' (required) or 'process'.
+        work_dir: process mode only: the session's directory on the host, created at the first start (it must
+            not exist; its parent must be reachable by other users) and removed by `close()`. Default: a new
+            directory under a new temporary directory. bubblewrap keeps the session's files inside the sandbox.
+        limits: resource limits (per session).
+        mode: 'auto' or 'bwrap' (bubblewrap, required), or 'process' (the explicit opt-in; root only).
         python: the interpreter to run (default: this one, so its installed packages are available).
     """
 
     def __init__(
-        self, work_dir: str | os.PathLike, limits: Limits | None = None, mode: str = "auto", python: str | None = None
+        self,
+        work_dir: str | os.PathLike | None = None,
+        limits: Limits | None = None,
+        mode: str = "auto",
+        python: str | None = None,
     ) -> None:
         if mode not in ("auto", "bwrap", "process"):
             raise ValueError(f"sandbox mode must be 'auto', 'bwrap' or 'process', got {mode!r}")
-        self.work_dir = str(Path(work_dir).resolve())
         self.limits = limits or Limits()
         self.requested_mode = mode
         self.python = python or sys.executable
         self.mode = ""
         self.status: dict = {}
+        self._host_dir = str(Path(work_dir).absolute()) if work_dir is not None else None
+        self._temp_parent: str | None = None
+        self._dir_made = False
         self._proc: subprocess.Popen | None = None
-        self._buf = b""
+        self._channel: Channel | None = None
+        self._cgroup: SessionCgroup | None = None
+        self._lease: UidLease | None = None
+        self._pidns = ""
         self._cell = 0
-        self._lock = threading.Lock()
-        self._uid: int | None = None
+        self._seq = 0
+        self._delivered: set[str] = set()
+        self._limit_hit: str | None = None
+        self._clean = True  # no process of the session was left when it was last stopped
+        self._lock = threading.RLock()
         _LIVE.add(self)
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
@@ -196,85 +193,81 @@ class Sandbox:
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def uid(self) -> int | None:
+        """The session's own uid (as root), or None (a user namespace of the agent's user)."""
+        return self._lease.uid if self._lease is not None else None
+
+    @property
+    def work_dir(self) -> str:
+        """Where the code runs: inside bubblewrap, or the session's directory on the host (process mode)."""
+        return self._host_dir or "" if self.requested_mode == "process" else SANDBOX_DIR
+
     def start(self) -> None:
-        """Start the kernel (if not running)."""
-        global _BWRAP_BROKEN
-        if self.alive:
-            return
-        self.close()
-        os.makedirs(self.work_dir, mode=0o700, exist_ok=True)
-        want_bwrap = self.requested_mode == "bwrap" or (self.requested_mode == "auto" and _BWRAP_BROKEN is None)
-        if want_bwrap and bwrap_path() is None:
-            if self.requested_mode == "bwrap":
-                raise SandboxError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
-            want_bwrap = False
-        if want_bwrap:
-            try:
-                self._launch(bwrap=True)
+        """Start the kernel (if not running). Raises SandboxError when no isolated process can be made."""
+        with self._lock:
+            if self.alive:
                 return
-            except SandboxError as e:
-                if self.requested_mode == "bwrap":
-                    raise
-                _BWRAP_BROKEN = str(e)
-                logger.warning("bubblewrap cannot create a sandbox here (%s); using a plain child process", e)
-        self._launch(bwrap=False)
+            self.stop()
+            if self.requested_mode == "process":
+                if os.geteuid() != 0:
+                    raise SandboxError(
+                        "process mode runs the code as a uid of its own, which needs root; without root only "
+                        "bubblewrap isolates it (apt-get install bubblewrap, and 'sandbox': 'auto')"
+                    )
+                self._launch(bwrap=False)
+                return
+            if bwrap_path() is None:
+                raise SandboxError(f"bubblewrap (bwrap) is not installed. {HOW_TO_ISOLATE}")
+            self._launch(bwrap=True)
 
     def _launch(self, bwrap: bool) -> None:
         root = os.geteuid() == 0
         lim = self.limits
+        if root and self._lease is None:
+            try:
+                self._lease = lease_uid()
+            except OSError as e:
+                raise SandboxError(f"no uid for the sandbox: {e}") from e
+        uid = self.uid
+        if not bwrap:
+            self._make_host_dir()
         config: dict[str, Any] = {
-            "work_dir": self.work_dir,
+            "work_dir": SANDBOX_DIR if bwrap else self._host_dir,
+            "own_work_dir": bwrap and root,
+            "uid": uid,
             "memory_mb": lim.memory_mb,
             "cpu_seconds": lim.cpu_seconds,
             "max_file_mb": lim.max_file_mb,
             "pid_namespace": bwrap,
             "unshare_net": not bwrap,
+            "keep_processes": lim.keep_processes,
+            "max_figure_bytes": protocol.MAX_FIGURE_BYTES,
+            "max_figures": protocol.MAX_FIGURES,
+            "max_figures_total": protocol.MAX_FIGURES_TOTAL,
         }
-        # without bubblewrap another uid must reach the interpreter and the work directory on the real filesystem
-        drop = root and (bwrap or (_world_accessible(self.python) and _world_accessible(self.work_dir, read=False)))
-        if drop:
-            self._uid = self._uid or _next_uid()
-            config["uid"] = config["gid"] = self._uid
-            os.chown(self.work_dir, self._uid, self._uid)
-            os.chmod(self.work_dir, 0o700)
-            base = 1  # the kernel itself
-        else:
-            base = _user_process_count(os.getuid()) + 1
-        if lim.max_processes is not None:
-            config["nproc"] = base + lim.max_processes
+        if lim.max_processes is not None:  # RLIMIT_NPROC counts every process of the (real) uid
+            config["nproc"] = 1 + lim.max_processes + (0 if root else len(processes_of_uid(os.getuid())))
+        work = config["work_dir"]
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": self.work_dir,
-            "TMPDIR": self.work_dir,
+            "HOME": work,
+            "TMPDIR": work,
             "LANG": "C.UTF-8",
             "PYTHONIOENCODING": "utf-8",
             "PYTHONDONTWRITEBYTECODE": "1",
             "MPLBACKEND": "Agg",
-            "MPLCONFIGDIR": os.path.join(self.work_dir, ".matplotlib"),
+            "MPLCONFIGDIR": os.path.join(work, ".matplotlib"),
             "OPENBLAS_NUM_THREADS": "1",
             "OMP_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1",
         }
         kernel = [self.python, "-I", "-c", _kernel_source(), json.dumps(config)]
         if bwrap:
-            argv = [bwrap_path() or "bwrap", "--die-with-parent", "--new-session"]
-            argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-            if not root:
-                argv += ["--unshare-user"]
-            ro = _ro_paths()
-            parents = {str(a) for d in [*ro, self.work_dir] for a in Path(d).parents if str(a) != "/"}
-            for d in sorted(parents, key=lambda a: a.count("/")):
-                argv += ["--perms", "0755", "--dir", d]  # bwrap would create them 0700: unusable after the uid drop
-            for p in ro:
-                if os.path.islink(p):
-                    argv += ["--symlink", os.readlink(p), p]
-                else:
-                    argv += ["--ro-bind", p, p]
-            argv += ["--dev", "/dev", "--proc", "/proc", "--bind", self.work_dir, self.work_dir]
-            argv += ["--chdir", self.work_dir, "--remount-ro", "/", "--"]
-            argv += kernel
+            argv = self._bwrap_argv(root) + kernel
         else:
-            argv = kernel
+            argv = [sys.executable, "-I", "-S", _REAPER, "--parent", str(os.getpid()), "--grace", "0"]
+            argv += ["--uid", str(uid), "--", *kernel]
         try:
             self._proc = _spawn(
                 argv,
@@ -282,25 +275,85 @@ class Sandbox:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=env,
-                cwd=self.work_dir,
+                cwd="/",
                 start_new_session=True,
                 close_fds=True,
             )
         except OSError as e:
             raise SandboxError(f"cannot start the sandbox: {e}") from e
-        self._buf = b""
+        proc = self._proc
+        assert proc.stdin is not None and proc.stdout is not None
+        self._channel = Channel(proc.stdout.fileno(), proc.stdin.fileno(), protocol.reply_cap(lim.max_output_chars))
         try:
-            ready = self._read_reply(time.monotonic() + lim.startup_timeout)
-        except SandboxError:
+            ready = self._channel.reply(None, time.monotonic() + lim.startup_timeout)
+        except (ProtocolError, TimeoutError):
             err = self._stderr_text()
-            self.close()
-            raise SandboxError(f"the sandbox did not start: {err or 'no message'}") from None
+            self.stop()
+            raise SandboxError(self._startup_failure(bwrap, err)) from None
         if not ready.get("ready"):
-            self.close()
+            self.stop()
             raise SandboxError(f"the sandbox did not start: unexpected first message {ready!r:.200}")
         self.mode = "bwrap" if bwrap else "process"
         self.status = ready
-        self._proc.stderr.close()  # type: ignore[union-attr]  # the kernel points its fd 2 at /dev/null
+        self._delivered = set()
+        self._limit_hit = None
+        proc.stderr.close()  # type: ignore[union-attr]  # the kernel points its fd 2 at /dev/null
+        # nothing runs in the sandbox until our first request, and only the kernel has the session's uid: what
+        # the code starts, it starts from the kernel, so moving the kernel puts the whole session in its cgroups
+        tree = descendants(proc.pid)
+        self._cgroup = SessionCgroup(cgroup_name(uid), lim.memory_mb * 1024 * 1024 if lim.memory_mb else None)
+        if self._cgroup.dirs:
+            self._cgroup.add([p for p in tree if uid_of(p) == uid])
+        if uid is None and tree:
+            self._pidns = _pid_namespace(tree[0])
+        if lim.keep_processes:
+            WATCHDOG.watch(self)
+
+    def _bwrap_argv(self, root: bool) -> list[str]:
+        argv = [bwrap_path() or "bwrap", "--die-with-parent", "--new-session"]
+        argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        if not root:
+            argv += ["--unshare-user"]
+        ro = _ro_paths()
+        parents = {str(a) for d in ro for a in Path(d).parents if str(a) != "/"}
+        for d in sorted(parents, key=lambda a: a.count("/")):
+            argv += ["--perms", "0755", "--dir", d]  # bwrap would create them 0700: unusable after the uid drop
+        for p in ro:
+            if os.path.islink(p):
+                argv += ["--symlink", os.readlink(p), p]
+            else:
+                argv += ["--ro-bind", p, p]
+        argv += ["--dev", "/dev", "--perms", "01777", "--size", str(SHM_MB << 20), "--tmpfs", "/dev/shm"]
+        argv += ["--remount-ro", "/dev", "--proc", "/proc"]
+        if self.limits.max_disk_mb:
+            argv += ["--size", str(self.limits.max_disk_mb << 20)]
+        argv += ["--perms", "0700", "--tmpfs", SANDBOX_DIR, "--chdir", SANDBOX_DIR, "--remount-ro", "/", "--"]
+        return argv
+
+    def _make_host_dir(self) -> None:
+        if self._dir_made:
+            return
+        if self._host_dir is None:
+            self._temp_parent = tempfile.mkdtemp(prefix="chatagent-code-")
+            os.chmod(self._temp_parent, 0o711)  # the session's uid must reach its directory, and no more
+            self._host_dir = os.path.join(self._temp_parent, "session")
+        try:
+            make_dir(self._host_dir, self.uid)
+        except OSError as e:
+            raise SandboxError(f"cannot create the sandbox's work directory {self._host_dir}: {e}") from e
+        self._dir_made = True
+        if self._lease is not None:
+            self._lease.record(self._host_dir)
+
+    def _startup_failure(self, bwrap: bool, err: str) -> str:
+        err = err or "no message"
+        if bwrap:
+            return f"bubblewrap cannot create a sandbox here ({err}). {HOW_TO_ISOLATE}"
+        return (
+            f"the sandbox did not start ({err}). Process mode runs the code as a uid of its own: the interpreter "
+            "and the work directory must be reachable by other users (pass 'python': '/usr/bin/python3' and a "
+            "'work_dir' under /tmp), or use bubblewrap."
+        )
 
     def _stderr_text(self) -> str:
         proc = self._proc
@@ -308,49 +361,100 @@ class Sandbox:
             return ""
         try:
             if proc.poll() is None:
-                proc.kill()
-            proc.wait(2)
+                self._kill(proc)
+            _exit_code(proc, 5.0)
             return proc.stderr.read(2000).decode("utf-8", "replace").strip()
         except (OSError, ValueError, subprocess.TimeoutExpired):
             return ""
 
+    def _members(self) -> list[int]:
+        """The session's processes: every process of its uid (as root), else of its pid namespace."""
+        if self.uid is not None:
+            return processes_of_uid(self.uid)
+        return _pid_namespace_members(self._pidns) if self._pidns else []
+
+    def _kill(self, proc: subprocess.Popen) -> None:
+        """Signal every process of the session to die (does not wait)."""
+        if self.requested_mode == "process":
+            try:
+                proc.send_signal(signal.SIGTERM)  # the reaper SIGKILLs every process of the uid, then exits
+            except OSError:
+                pass
+        else:
+            try:
+                proc.kill()  # bubblewrap's pid namespace ends with it, and every process in it
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        """End the kernel and every process of the session; the uid and the files are kept for a restart."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+            self._channel = None
+            WATCHDOG.unwatch(self)
+            if proc is None:
+                return
+            self._kill(proc)
+            if _exit_code(proc, 5.0) is None:
+                proc.kill()
+                if _exit_code(proc, 5.0) is None:
+                    logger.warning("sandbox process %d did not exit after SIGKILL", proc.pid)
+            self._clean = self._kill_survivors()
+            for f in (proc.stdin, proc.stdout, proc.stderr):
+                try:
+                    if f is not None:
+                        f.close()
+                except OSError:
+                    pass
+            if self._cgroup is not None:
+                self._cgroup.remove()
+                self._cgroup = None
+
+    def _kill_survivors(self, wait: float = 5.0) -> bool:
+        """SIGKILL what is left of the session until nothing is; False if something outlived `wait` seconds."""
+        deadline = time.monotonic() + wait
+        while True:
+            left = self._members()
+            if not left:
+                return True
+            if time.monotonic() > deadline:
+                logger.warning("sandbox processes %s outlived their session", left[:10])
+                return False
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.01)
+
     def close(self) -> None:
-        """Kill the kernel and every process it started. The work directory is kept."""
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        # every descendant (processes in the sandbox's pid namespace have host pids too), the process group,
-        # and when the sandbox has its own uid every process of that uid
-        victims = _descendants(proc.pid) | (_processes_of(self._uid) if self._uid is not None else set())
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            proc.kill()
-        except OSError:
-            pass
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            logger.warning("sandbox process %d did not exit after SIGKILL", proc.pid)
-        _wait_gone(victims - {proc.pid}, 3.0)
-        for f in (proc.stdin, proc.stdout, proc.stderr):
-            try:
-                if f is not None:
-                    f.close()
-            except OSError:
-                pass
+        """End every process of the session and remove its files; the uid goes back for others to use."""
+        proc = self._proc
+        if proc is not None:
+            self._kill(proc)  # a call running in another thread returns at once instead of holding the lock
+        with self._lock:
+            self.stop()
+            clean = self._clean
+            if self._dir_made and self._host_dir is not None and clean:
+                try:
+                    remove_tree(self._host_dir, owner=self.uid)
+                    self._dir_made = False
+                except OSError as e:
+                    logger.warning("could not remove the sandbox's directory %s: %s", self._host_dir, e)
+            if self._temp_parent is not None and not self._dir_made:
+                try:
+                    os.rmdir(self._temp_parent)
+                    self._temp_parent, self._host_dir = None, None
+                except OSError:
+                    pass
+            if self._lease is not None and clean and not self._dir_made:
+                self._lease.release()  # never while a process or a file of the uid may be left
+                self._lease = None
 
     # ---- running code -------------------------------------------------------------------------------------
 
     def run(self, code: str, timeout: float = 30.0) -> dict:
-        """Run `code`; the kernel's reply dict (stdout, stderr, result, error, error_kind, figures, dropped).
+        """Run `code`; the reply: stdout, stderr, result, error, error_kind, figures (checked PNGs), dropped.
 
         `error_kind` is one of None, 'syntax', 'exception', 'timeout', 'memory', 'output', 'crashed'.
         A reply with `restarted=True` means the process was killed and the next call starts afresh.
@@ -358,116 +462,152 @@ class Sandbox:
         with self._lock:
             self.start()
             self._cell += 1
-            request = {"code": code, "cell": self._cell, "timeout": timeout, "max_output": self.limits.max_output_chars}
-            data = (json.dumps(request, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
-            grace = 2.0 + timeout * 0.1
+            self._seq += 1
+            request = {"op": "run", "id": self._seq, "code": code, "cell": self._cell, "timeout": timeout,
+                       "max_output": self.limits.max_output_chars}  # fmt: skip
+            deadline = time.monotonic() + timeout + 2.0 + timeout * 0.1
+            self._limit_hit = None
+            WATCHDOG.watch(self)
             try:
-                assert self._proc is not None and self._proc.stdin is not None
-                self._proc.stdin.write(data)
-                self._proc.stdin.flush()
-                return self._read_reply(time.monotonic() + timeout + grace)
-            except (OSError, SandboxError) as e:
-                timed_out = isinstance(e, SandboxError) and "no reply" in str(e)
-                code_ = None if timed_out or self._proc is None else _exit_code(self._proc)
-                self.close()
-                if timed_out:
-                    error = (
-                        f"Timeout: the code did not stop within {timeout:g} seconds and did not answer the interrupt; "
-                        "the sandbox was killed and restarted, so all variables are lost."
-                    )
-                    kind = "timeout"
-                else:
-                    why = _death_reason(code_)
-                    cause = "the sandbox's memory, CPU-time or process limit, or a crash"
-                    if why == " (SIGXCPU)":
-                        cause = f"it used up the session's CPU time limit of {self.limits.cpu_seconds} s"
-                    error = f"The Python process died{why} ({cause}); it was restarted, so all variables are lost."
-                    kind = "crashed"
-                return {"stdout": "", "stderr": "", "result": None, "error": error, "error_kind": kind, "figures": [],
-                        "restarted": True}  # fmt: skip
+                assert self._channel is not None
+                self._channel.request(request, deadline)
+                raw = self._channel.reply(self._seq, deadline)
+            except (OSError, ProtocolError, TimeoutError) as e:
+                return self._after_death(e, timeout)
+            finally:
+                if not self.limits.keep_processes:
+                    WATCHDOG.unwatch(self)
+            return protocol.clean_reply(raw, self.limits.max_output_chars)
 
-    def _read_reply(self, deadline: float) -> dict:
-        proc = self._proc
-        assert proc is not None and proc.stdout is not None
-        fd = proc.stdout.fileno()
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise SandboxError("no reply in time")
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                raise SandboxError("the process ended")
-            self._buf += chunk
-        line, _, self._buf = self._buf.partition(b"\n")
+    def put_file(self, src: str, name: str | None = None) -> str | None:
+        """Give the session a copy of the host file `src` (as `name`, default its base name), unless it has a
+        file of that name already. None, or a short note saying why the file could not be given."""
+        name = name or os.path.basename(src)
+        with self._lock:
+            if name in self._delivered and self.alive:
+                return None
+            self.start()
+            try:
+                fd = open_host_file(src, is_sandbox_uid)
+            except OSError as e:
+                return f"{name} was not copied into the work directory: {e.strerror}"
+            with open(fd, "rb") as f:
+                size = os.fstat(fd).st_size
+                quota = self.limits.max_disk_mb
+                if quota is not None and size > quota << 20:
+                    return f"{name} was not copied into the work directory: larger than its {quota} MB"
+                return self._send_file(f, name, size)
+
+    def _send_file(self, f: Any, name: str, size: int) -> str | None:
+        assert self._channel is not None
+        self._seq += 1
+        deadline = time.monotonic() + self.limits.startup_timeout + size / 10e6
         try:
-            return json.loads(line)
-        except ValueError as e:
-            raise SandboxError(f"unreadable reply from the sandbox: {e}") from None
+            self._channel.request({"op": "put", "id": self._seq, "name": name, "size": size}, deadline)
+            ack = self._channel.reply(self._seq, deadline)
+            if not ack.get("ok"):
+                if ack.get("exists"):
+                    self._delivered.add(name)
+                    return None
+                return f"{name} was not copied into the work directory: {str(ack.get('error'))[:200]}"
+            sent = 0
+            while sent < size:
+                chunk = f.read(min(1 << 20, size - sent)) or b"\0" * min(1 << 20, size - sent)  # a file that shrank
+                self._channel.send(chunk, deadline)
+                sent += len(chunk)
+            done = self._channel.reply(self._seq, deadline)
+        except (OSError, ProtocolError, TimeoutError) as e:
+            self.stop()
+            return f"{name} was not copied into the work directory (the sandbox restarted: {e})"
+        self._delivered.add(name)
+        error = done.get("error")
+        return f"{name} was only partly copied into the work directory: {str(error)[:200]}" if error else None
+
+    def _after_death(self, e: BaseException, timeout: float) -> dict:
+        """The reply for a call whose kernel died, hung or broke the protocol; the session restarts."""
+        proc = self._proc
+        returncode = _exit_code(proc) if proc is not None and isinstance(e, ProtocolError) else None
+        oom = self._cgroup.oom_kills() if self._cgroup is not None else 0
+        limit_hit = self._limit_hit
+        self.stop()
+        lost = "all variables are lost" + (", and the files too" if self.mode == "bwrap" else "")
+        kind = "crashed"
+        if limit_hit:
+            error = f"The session went over its {limit_hit}; it was stopped and restarted, so {lost}."
+            kind = "memory" if limit_hit.startswith("memory") else "crashed"
+        elif isinstance(e, TimeoutError):
+            error = (
+                f"Timeout: the code did not stop within {timeout:g} seconds and did not answer the interrupt; "
+                f"the sandbox was killed and restarted, so {lost}."
+            )
+            kind = "timeout"
+        elif oom:
+            error = f"The session ran out of its {self.limits.memory_mb} MB of memory; it was restarted, so {lost}."
+            kind = "memory"
+        elif isinstance(e, ProtocolError) and "ended" not in str(e):
+            error = f"The sandbox broke its protocol ({e}); it was restarted, so {lost}."
+        else:
+            why = _death_reason(returncode)
+            cause = "the sandbox's memory, CPU-time or process limit, or a crash"
+            if why == " (SIGXCPU)":
+                cause = f"it used up the CPU time limit of {self.limits.cpu_seconds} s"
+            error = f"The Python process died{why} ({cause}); it was restarted, so {lost}."
+        return {"stdout": "", "stderr": "", "result": None, "error": error, "error_kind": kind, "figures": [],
+                "dropped": 0, "restarted": True}  # fmt: skip
+
+    def check_limits(self) -> None:
+        """Called by the watchdog: stop the session if it is over its CPU time, or over its memory when no
+        cgroup limits that."""
+        proc, cgroup, lim = self._proc, self._cgroup, self.limits
+        if proc is None or cgroup is None or self._limit_hit:
+            return
+        needs_sample = not cgroup.counts_cpu or (lim.memory_mb is not None and not cgroup.memory_limited)
+        memory, cpu = sampled_usage(self._members()) if needs_sample else (0, 0.0)
+        if cgroup.counts_cpu:
+            cpu = cgroup.cpu_seconds()
+        if lim.cpu_seconds is not None and cpu > lim.cpu_seconds:
+            self._limit_hit = f"CPU time limit of {lim.cpu_seconds} s (all its processes together)"
+        elif lim.memory_mb is not None and not cgroup.memory_limited and memory > lim.memory_mb << 20:
+            self._limit_hit = f"memory limit of {lim.memory_mb} MB (all its processes together)"
+        if self._limit_hit:
+            self._kill(proc)
 
 
-def _proc_table() -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, state) for every process visible in /proc."""
-    table = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
-                table[int(name)] = (int(fields[1]), fields[0].decode())
-            except (OSError, IndexError, ValueError):
-                pass
-    return table
+def _pid_namespace(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return ""
 
 
-def _descendants(root: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in _proc_table().items():
-        children.setdefault(ppid, []).append(pid)
-    out, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        for c in children.get(pid, ()):
-            if c not in out:
-                out.add(c)
-                todo.append(c)
-    return out
-
-
-def _processes_of(uid: int) -> set[int]:
-    out = set()
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if os.stat(f"/proc/{name}").st_uid == uid:
-                    out.add(int(name))
-            except OSError:
-                pass
-    return out
-
-
-def _wait_gone(pids: set[int], timeout: float) -> None:
-    """Wait until the killed `pids` are gone (or zombies), so none outlives `close()`."""
-    deadline = time.monotonic() + timeout
-    while pids and time.monotonic() < deadline:
-        table = _proc_table()
-        pids = {p for p in pids if p in table and table[p][1] != "Z"}
-        if pids:
-            time.sleep(0.01)
+def _pid_namespace_members(ns: str) -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and _pid_namespace(int(p)) == ns]
 
 
 def _exit_code(proc: subprocess.Popen, wait: float = 2.0) -> int | None:
-    """The exit code of a process whose output just ended: it may take a moment to be reaped."""
+    """The exit code of a process that is ending, waiting up to `wait` seconds (None if it has not ended).
+
+    Waits on a pidfd where there is one: Popen.wait(timeout) polls with sleeps of up to 50 ms.
+    """
+    if proc.poll() is not None:
+        return proc.returncode
     try:
-        return proc.wait(timeout=wait)
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        fd = -1
+    if fd >= 0:
+        try:
+            select.select([fd], [], [], wait)
+        finally:
+            os.close(fd)
+    try:
+        return proc.wait(timeout=0 if fd >= 0 else wait)
     except subprocess.TimeoutExpired:
         return None
 
 
 def _death_reason(returncode: int | None) -> str:
-    """' (SIGNAME)' for a process killed by a signal (bubblewrap reports its child's as 128 + n), else ''."""
+    """' (SIGNAME)' for a process killed by a signal (bubblewrap and the reaper report 128 + n), else ''."""
     if returncode is None or 0 <= returncode <= 128:
         return ""
     num = -returncode if returncode < 0 else returncode - 128
@@ -478,25 +618,37 @@ def _death_reason(returncode: int | None) -> str:
 
 
 def isolation_summary(sandbox: Sandbox) -> str:
-    """One plain sentence on what the sandbox's isolation guarantees."""
+    """Plain sentences on what the sandbox's isolation guarantees (and, in process mode, what it does not)."""
+    lim, cg = sandbox.limits, sandbox._cgroup
+    who = f"uid {sandbox.uid} (not root, not the agent's user)" if sandbox.uid is not None else None
+    memory = "no memory limit"
+    if lim.memory_mb is not None:
+        how = "enforced by a cgroup" if cg is not None and cg.memory_limited else "checked every 0.2 s"
+        memory = f"{lim.memory_mb} MB of memory for the session ({how})"
+    cpu = f"{lim.cpu_seconds} s of CPU for the session" if lim.cpu_seconds is not None else "no CPU limit"
+    procs = f"{lim.max_processes} processes" if lim.max_processes is not None else "no process limit"
+    ends = "processes a call starts run on until the session ends" if lim.keep_processes else (
+        "processes a call starts end with it")  # fmt: skip
+    common = f"{memory}, {cpu}, {procs}; no inherited environment, no new privileges; {ends}."
     if sandbox.mode == "bwrap":
+        disk = f"{lim.max_disk_mb} MB" if lim.max_disk_mb else "an unlimited"
         return (
-            "Sandbox: bubblewrap (no network, host processes hidden, only the work directory writable, "
-            "no inherited environment, CPU/memory/process/output limits)."
+            f"Sandbox: bubblewrap — no network, host processes and files hidden (only the system and Python "
+            f"directories, read-only), {disk} private work directory, running as "
+            f"{who or 'the agent user inside a user namespace'}; {common}"
         )
     net = sandbox.status.get("network")
     net_text = f"no network ({net})" if net else "network NOT blocked"
-    procs = "process-count limit NOT enforced (runs as root)" if sandbox.status.get("uid") == 0 else "process limit"
     return (
-        f"Sandbox: plain child process because bubblewrap is unavailable — {net_text}; the filesystem is NOT "
-        "confined to the work directory; host processes are visible; environment cleared; CPU/memory/output "
-        f"limits and {procs}."
+        f"Sandbox: plain process (opted in with sandbox='process'), running as {who} — {net_text}; the filesystem "
+        "is NOT confined (the code reads what any user may and writes world-writable directories such as /tmp); "
+        f"host processes are visible (not their memory or environment); no disk quota; {common}"
     )
 
 
 @atexit.register
 def close_all() -> None:
-    """Kill every live sandbox (run at interpreter exit)."""
+    """End every live sandbox and remove its files (run at interpreter exit)."""
     for sb in list(_LIVE):
         try:
             sb.close()

@@ -42,3 +42,12 @@ def popen(args: Any, *, ignore: Iterable[signal.Signals] = (), **kwargs: Any) ->
 def run(args: Any, *, ignore: Iterable[signal.Signals] = (), **kwargs: Any) -> subprocess.CompletedProcess:
     """subprocess.run, the child starting with default signal handling (but `ignore`d signals)."""
     return subprocess.run(args, **default_signals(ignore), **kwargs)
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a live process (not gone, not a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False

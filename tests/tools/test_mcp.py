@@ -21,20 +21,13 @@ from chatagent.schema import ContentItem  # noqa: E402
 from chatagent.tools.base import make_tools  # noqa: E402
 from chatagent.tools.mcp import MCPServerError  # noqa: E402
 from tests.support import processes  # noqa: E402
+from tests.support.processes import alive  # noqa: E402
 
 SERVER = str(Path(__file__).resolve().parents[1] / "support" / "mcp_servers" / "demo_server.py")
 
 
 def stdio_cfg(**extra: object) -> dict:
     return {"command": sys.executable, "args": [SERVER, "stdio"], "timeout": 3, **extra}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
 
 
 def _free_port() -> int:
@@ -140,15 +133,15 @@ def test_server_killed_mid_conversation_then_reconnected() -> None:
         response = bot.run_nonstream([{"role": "user", "content": "go"}])
         results = [m["content"] for m in response if m["role"] == "function"]
         new_pid = int(results[3])
-        assert _alive(new_pid)
+        assert alive(new_pid)
     assert "Error: demo-add failed" in results[1] and "reconnects" in results[1]
     assert results[2] == "3"
     assert new_pid != pids[0]
     assert response[-1]["content"] == "Done."
     deadline = time.monotonic() + 10
-    while _alive(new_pid) and time.monotonic() < deadline:
+    while alive(new_pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(new_pid), "closing the agent must end the stdio server"
+    assert not alive(new_pid), "closing the agent must end the stdio server"
 
 
 @pytest.mark.timeout(90)
@@ -178,5 +171,7 @@ def test_bad_configs_fail_at_once_with_the_servers_name() -> None:
         make_tools([{"mcpServers": {"broken": {"args": ["x"]}}}])
     with pytest.raises(MCPServerError, match="'gone'"):
         make_tools([{"mcpServers": {"gone": {"command": sys.executable, "args": ["-c", "pass"], "timeout": 3}}}])
+    with pytest.raises(MCPServerError, match="'missing'.*'surely-not-a-command-xyz' was not found"):
+        make_tools([{"mcpServers": {"missing": {"command": "surely-not-a-command-xyz"}}}])
     with pytest.raises(MCPServerError, match="'nothere'"):
         make_tools([{"mcpServers": {"nothere": {"url": f"http://127.0.0.1:{_free_port()}/mcp", "connect_timeout": 5}}}])
