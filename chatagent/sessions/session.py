@@ -239,10 +239,13 @@ async def arun_turn(
         outcome = STOPPED
         raise
     finally:
-        if stream is not None:
-            await stream.aclose()  # type: ignore[attr-defined]
-        # shielded: a second cancellation must not leave the turn half-handled (the lock is released in the thread)
-        await asyncio.shield(asyncio.to_thread(_end, turn, outcome))
+        # started before any await, so that a cancellation arriving now cannot keep the turn from ending
+        ending = asyncio.get_running_loop().run_in_executor(None, _end, turn, outcome)
+        try:
+            if stream is not None:
+                await stream.aclose()  # type: ignore[attr-defined]
+        finally:
+            await asyncio.shield(ending)
 
 
 def _end(turn: Turn, outcome: str) -> None:

@@ -68,7 +68,7 @@ ADVANCE = (
     "UPDATE chatagent_sessions SET version = version + 1, updated = ?, message_count = message_count + ?, "
     "title = COALESCE(title, ?) WHERE sid = ? AND version = ?"
 )
-ADVANCE_WITH_SYSTEM = ADVANCE.replace("WHERE", "system_message = ? WHERE")
+ADVANCE_WITH_SYSTEM = ADVANCE.replace(" WHERE", ", system_message = ? WHERE")
 ADD_TURN = "INSERT INTO chatagent_turns (sid, turn, body) VALUES (?, ?, ?)"
 PUT_BLOB = (
     "INSERT INTO chatagent_blobs (sha256, size, data) VALUES (?, ?, ?) "
