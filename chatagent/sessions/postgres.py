@@ -63,7 +63,12 @@ class PostgresStore(SQLStore):
         "blob": "BYTEA",
         "without_rowid": "",
     }
-    has_table = "SELECT 1 WHERE to_regclass(?) IS NOT NULL"
+    # pg_class read with the statement's snapshot (to_regclass's catalog cache may miss a table another process
+    # just created while we waited for the schema lock)
+    has_table = (
+        "SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relname = ? AND n.nspname = current_schema()"
+    )
 
     def __init__(self, url: str) -> None:
         try:
@@ -107,6 +112,8 @@ class PostgresStore(SQLStore):
             healthy = True
         except self._psycopg.Error as e:
             healthy = not (conn.closed or conn.broken)
+            if not healthy:
+                self._forget_idle()
             raise self._error(e, lost=not healthy) from e
         except BaseException:
             healthy = not (conn.closed or conn.broken)
@@ -145,6 +152,17 @@ class PostgresStore(SQLStore):
             self._pool.notify()
         if conn is not None:
             conn.close()
+
+    def _forget_idle(self) -> None:
+        """Close the idle connections: when one was lost (a server restart, a network cut) they are likely lost
+        too, and the next call should not fail on one of them."""
+        with self._pool:
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+            self._pool.notify_all()
+        for conn in idle:
+            with contextlib.suppress(Exception):
+                conn.close()
 
     def _read(self, sql: str, params: tuple = ()) -> list[tuple]:
         with self._connection() as conn:
@@ -224,6 +242,7 @@ class PostgresStore(SQLStore):
             return bool(self._lock_conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
         except self._psycopg.Error as e:
             self._drop_lock_connection()
+            self._forget_idle()
             raise self._error(e, lost=True) from e
 
     def _drop_lock_connection(self) -> None:

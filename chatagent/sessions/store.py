@@ -212,10 +212,13 @@ class SQLStore:
             return Loaded(None, 0, None, [])
         sid, version, system, _ = rows[0]
         messages: list[dict] = []
-        for row in rows:
-            if row[3] is not None:
-                messages += orjson.loads(row[3])
-        system_msg = orjson.loads(system) if system is not None else None
+        try:
+            for row in rows:
+                if row[3] is not None:
+                    messages += orjson.loads(row[3])
+            system_msg = orjson.loads(system) if system is not None else None
+        except orjson.JSONDecodeError as e:
+            raise _damaged(self.url, session_id, e) from None
         return Loaded(sid, version, system_msg, attachments.restore(messages, self.blob))
 
     def blob(self, sha256: str) -> bytes | None:
@@ -277,7 +280,10 @@ class SQLStore:
                 return []
             sid, (turn, body) = found[0], last
             shas = [r[0] for r in cur.execute(TURN_BLOBS, (sid, turn)).fetchall()]
-            messages = orjson.loads(body)
+            try:
+                messages = orjson.loads(body)
+            except orjson.JSONDecodeError as e:
+                raise _damaged(self.url, session_id, e) from None
             if shas:  # the caller may send them again: keep local copies of the files (read inside this txn)
                 messages = attachments.restore(messages, lambda sha: _blob_in(cur, sha))
             cur.execute(DELETE_TURN, (sid, turn))
@@ -332,6 +338,12 @@ def _blob_in(cur: Any, sha: str) -> bytes | None:
 def _info(row: tuple) -> SessionInfo:
     session_id, title, created, updated, count, user = row
     return SessionInfo(session_id, title or "", float(created), float(updated), int(count), user)
+
+
+def _damaged(url: str, session_id: str, e: Exception) -> SessionStoreError:
+    return SessionStoreError(
+        f"session {session_id!r} in {url} is damaged (a stored turn is not valid JSON: {e}); it was not changed"
+    )
 
 
 def _conflict(url: str, session_id: str) -> SessionConflictError:
