@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from chatagent.sessions.errors import SessionBusyError, SessionStoreError
-from chatagent.sessions.store import SQLStore, redact
+from chatagent.sessions.store import FIND, SQLStore, redact
 
 _POOL_SIZE = 10
 _POOL_WAIT_S = 60.0
@@ -65,6 +65,7 @@ class PostgresStore(SQLStore):
     }
     # pg_class read with the statement's snapshot (to_regclass's catalog cache may miss a table another process
     # just created while we waited for the schema lock)
+    find_for_update = FIND + " FOR UPDATE"
     has_table = (
         "SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
         "WHERE c.relname = ? AND n.nspname = current_schema()"
@@ -83,7 +84,6 @@ class PostgresStore(SQLStore):
         self._idle: list[Any] = []
         self._open = 0  # connections of the pool, idle or in use
         self._pool = threading.Condition(threading.RLock())
-        self._closed = False
         self._lock_conn: Any = None
         self._held: set[int] = set()
         self._lock_mutex = threading.RLock()
@@ -125,8 +125,6 @@ class PostgresStore(SQLStore):
         deadline = time.monotonic() + _POOL_WAIT_S
         with self._pool:
             while True:
-                if self._closed:
-                    raise SessionStoreError(f"{self.url}: the store was closed")
                 if self._idle:
                     return self._idle.pop()
                 if self._open < _POOL_SIZE:
@@ -144,7 +142,7 @@ class PostgresStore(SQLStore):
 
     def _give_back(self, conn: Any, healthy: bool) -> None:
         with self._pool:
-            if healthy and not self._closed:
+            if healthy:
                 self._idle.append(conn)
                 conn = None
             else:
@@ -188,16 +186,12 @@ class PostgresStore(SQLStore):
         return SessionStoreError(f"PostgreSQL at {self.url}: {_first_line(e)}")
 
     def close(self) -> None:
-        with self._pool:
-            self._closed = True
-            idle, self._idle = self._idle, []
-            self._pool.notify_all()
+        """Close the idle connections, and the lock connection if no run holds a lock (used again, the store opens
+        new ones)."""
+        self._forget_idle()
         with self._lock_mutex:
-            if self._lock_conn is not None:
-                idle.append(self._lock_conn)
-                self._lock_conn = None
-        for conn in idle:
-            conn.close()
+            if not self._held:
+                self._drop_lock_connection()
 
     # ---- run locks ----------------------------------------------------------------------------------------
 

@@ -89,9 +89,13 @@ class Session:
         return self.store.info(self.user, self.id)
 
     def append(self, messages: list[dict | Message]) -> None:
-        """Store messages as one turn without running an agent (what a completed run does with its turn)."""
-        turn = Turn(self, to_messages(messages))
-        turn.end(DONE)
+        """Store messages as one turn without running an agent (what a completed run does with its turn). It does
+        not wait for a run in progress, nor refuse it: that run's own turn is then refused (SessionConflictError)."""
+        new = to_messages(messages)
+        system, turn = stored_turn(new, [])
+        if not turn and system is _UNCHANGED:
+            return
+        self.store.commit(self.user, self.id, None, turn, title_of(new), system)
 
     def pop(self) -> list[dict]:
         """Undo the last turn: remove it and return its messages ([] if there is none)."""
@@ -142,6 +146,14 @@ def title_of(messages: list[Message]) -> str:
 DONE, STOPPED, FAILED = "done", "stopped", "failed"
 
 
+def stored_turn(new: list[Message], response: list[Message]) -> tuple[Any, list[dict]]:
+    """(the new system message as a dict, or _UNCHANGED; the turn's other messages as dicts)."""
+    system: Any = _UNCHANGED
+    if new and new[0].role == SYSTEM:
+        system, new = new[0].model_dump(), new[1:]
+    return system, [m.model_dump() for m in new + response]
+
+
 class Turn:
     """One run's binding to a session: holds the run lock from creation to `end`, gives the conversation to run
     on, collects the response and saves the turn at the end (see the module docstring)."""
@@ -180,11 +192,7 @@ class Turn:
                     m.name = self.name
             if outcome == STOPPED:
                 response = drop_unanswered_calls(response)
-            new = self.new
-            system: Any = _UNCHANGED
-            if new and new[0].role == SYSTEM:
-                system, new = new[0].model_dump(), new[1:]
-            turn = [m.model_dump() for m in new + response]
+            system, turn = stored_turn(self.new, response)
             if outcome == STOPPED and turn:
                 turn[-1].setdefault("extra", {})[INTERRUPTED] = True
             if not turn and system is _UNCHANGED:

@@ -4,12 +4,11 @@ process that held it, however it ended."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -71,41 +70,34 @@ class SQLiteStore(SQLStore):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._locks_dir = self.path.with_name(self.path.name + "-locks")
         self._idle: list[sqlite3.Connection] = []
-        self._pool_lock = threading.RLock()  # reentrant: a run dropped mid-operation may be finalised here
         self._write_lock = threading.RLock()  # one writer at a time in this process, without SQLite's busy waits
-        self._closed = False
+        # (reentrant: a run dropped and finalised in the middle of a write by this thread must not deadlock)
         self._local_locks: set[str] = set()  # where flock is missing
         try:
-            with self._connection() as conn:
-                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                    conn.execute("PRAGMA journal_mode=WAL")
+            if self._read("PRAGMA journal_mode")[0][0].lower() != "wal":
+                self._read("PRAGMA journal_mode=WAL")
             self._ensure_schema()
         except BaseException:
             self.close()
             raise
 
     # ---- connections and transactions -------------------------------------------------------------------
+    # (no locks and no generator-based context managers here: they would cost as much as the statements)
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA synchronous=FULL")
         return conn
 
-    @contextlib.contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
-        if self._closed:
-            raise SessionStoreError(f"{self.url}: the store was closed")
-        with self._pool_lock:
-            conn = self._idle.pop() if self._idle else None
+    def _take(self) -> sqlite3.Connection:
         try:
-            if conn is None:
-                conn = self._connect()
-            yield conn
+            return self._idle.pop()  # atomic: the pool needs no lock of its own
+        except IndexError:
+            pass
+        try:
+            return self._connect()
         except sqlite3.Error as e:
             raise self._error(e) from e
-        finally:
-            if conn is not None:
-                self._give_back(conn)
 
     def _give_back(self, conn: sqlite3.Connection) -> None:
         if conn.in_transaction:
@@ -114,27 +106,22 @@ class SQLiteStore(SQLStore):
             except sqlite3.Error:
                 conn.close()
                 return
-        with self._pool_lock:
-            if not self._closed and len(self._idle) < _POOL_SIZE:
-                self._idle.append(conn)
-                return
-        conn.close()
+        if len(self._idle) < _POOL_SIZE:
+            self._idle.append(conn)
+        else:
+            conn.close()
 
     def _read(self, sql: str, params: tuple = ()) -> list[tuple]:
-        with self._connection() as conn:
+        conn = self._take()
+        try:
             return conn.execute(sql, params).fetchall()
+        except sqlite3.Error as e:
+            raise self._error(e) from e
+        finally:
+            self._give_back(conn)
 
-    @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Cursor]:
-        with self._write_lock, self._connection() as conn:
-            cur = conn.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                yield cur
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+    def _write(self) -> _Transaction:
+        return _Transaction(self)
 
     def _error(self, e: sqlite3.Error) -> SessionStoreError:
         text = str(e)
@@ -153,9 +140,8 @@ class SQLiteStore(SQLStore):
         return SessionStoreError(f"{self.url}: {text}")
 
     def close(self) -> None:
-        with self._pool_lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
+        """Close the idle connections (used again, the store opens new ones)."""
+        idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
 
@@ -165,7 +151,7 @@ class SQLiteStore(SQLStore):
         key = hashlib.sha256(f"{user}\0{session_id}".encode()).hexdigest()[:32]
         busy = SessionBusyError(f"session {session_id!r} in {self.url} has a run in progress; try again when it ends")
         if fcntl is None:  # pragma: no cover
-            with self._pool_lock:
+            with self._write_lock:
                 if key in self._local_locks:
                     raise busy
                 self._local_locks.add(key)
@@ -189,3 +175,42 @@ class SQLiteStore(SQLStore):
                 os.close(fd)  # closing the only descriptor releases the flock
 
         return release
+
+
+class _Transaction:
+    """`with store._write() as cur:` one write transaction (BEGIN IMMEDIATE), one writer of this process at a time;
+    committed at the end, rolled back on an exception; SQLite errors become SessionStoreErrors."""
+
+    __slots__ = ("store", "conn")
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> sqlite3.Cursor:
+        store = self.store
+        store._write_lock.acquire()
+        try:
+            self.conn = store._take()
+            cur = self.conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            return cur
+        except BaseException as e:
+            if hasattr(self, "conn"):
+                store._give_back(self.conn)
+            store._write_lock.release()
+            if isinstance(e, sqlite3.Error):
+                raise store._error(e) from e
+            raise
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> None:
+        store, conn = self.store, self.conn
+        try:
+            if kind is None:
+                conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            raise store._error(e) from e
+        finally:
+            store._give_back(conn)  # rolls back what was not committed
+            store._write_lock.release()
+        if isinstance(error, sqlite3.Error):
+            raise store._error(error) from error

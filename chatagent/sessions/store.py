@@ -132,6 +132,7 @@ class SQLStore:
 
     url: str  # for messages: the URL without a password
     dialect: dict[str, str]  # the SCHEMA placeholders
+    find_for_update = FIND  # FIND, locking the row where transactions run concurrently (PostgreSQL)
     has_table: str  # a query with one parameter (a table name) giving a row if the table exists
 
     # ---- what a backend provides ----------------------------------------------------------------------
@@ -151,6 +152,7 @@ class SQLStore:
         raise NotImplementedError
 
     def close(self) -> None:
+        """Close the connections not in use; the store stays usable (it connects again when used)."""
         raise NotImplementedError
 
     # ---- schema -------------------------------------------------------------------------------------------
@@ -239,31 +241,37 @@ class SQLStore:
         self,
         user: str,
         session_id: str,
-        expected: Loaded,
+        expected: Loaded | None,
         messages: list[dict],
         title: str,
         system: dict | None = _UNCHANGED,
     ) -> None:
-        """Append one turn, in one transaction, if the session is still at `expected.version`
-        (else SessionConflictError). `system` replaces the stored system message when given."""
+        """Append one turn, in one transaction, if the session is still at `expected.version` (else
+        SessionConflictError); with `expected=None`, to whatever the session holds. `system` replaces the stored
+        system message when given."""
         stored, files = attachments.stash(messages)
         body = orjson.dumps(stored)
         now = time.time()
         with self._write() as cur:
-            sid = expected.sid
+            sid = expected.sid if expected is not None else None
             if sid is None:
-                cur.execute(CREATE, (user, session_id, now, now))
-                sid, version = cur.execute(FIND, (user, session_id)).fetchone()
-                if version != expected.version:
+                found = cur.execute(self.find_for_update, (user, session_id)).fetchone()
+                if found is None:
+                    cur.execute(CREATE, (user, session_id, now, now))
+                    found = cur.execute(self.find_for_update, (user, session_id)).fetchone()
+                sid, version = found
+                if expected is not None and version != expected.version:
                     raise _conflict(self.url, session_id)
+            else:
+                version = expected.version  # type: ignore[union-attr]
             if system is _UNCHANGED:
-                cur.execute(ADVANCE, (now, len(messages), title, sid, expected.version))
+                cur.execute(ADVANCE, (now, len(messages), title, sid, version))
             else:
                 system_body = orjson.dumps(system) if system is not None else None
-                cur.execute(ADVANCE_WITH_SYSTEM, (now, len(messages), title, system_body, sid, expected.version))
+                cur.execute(ADVANCE_WITH_SYSTEM, (now, len(messages), title, system_body, sid, version))
             if cur.rowcount != 1:
                 raise _conflict(self.url, session_id)
-            turn = expected.version + 1
+            turn = version + 1
             cur.execute(ADD_TURN, (sid, turn, body))
             if files:
                 self._lock_blobs(cur, exclusive=False)
@@ -407,7 +415,8 @@ def _open(url: str, create_dir: bool) -> SQLStore:
 
 
 def close_stores() -> None:
-    """Close every store opened in this process (their connections; files and data stay)."""
+    """Close the idle connections of every store opened in this process and forget them (the next `open_store`
+    opens anew; Session objects holding a store keep working, connecting again when used)."""
     with _stores_lock:
         stores = list(_stores.values())
         _stores.clear()

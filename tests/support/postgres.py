@@ -68,7 +68,8 @@ def free_port() -> int:
 class PostgresCluster:
     """One PostgreSQL server in a temporary directory (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fsync: bool = False) -> None:
+        self.fsync = fsync  # off for tests (faster, nothing to keep); on for benchmarks
         self.dir = Path(tempfile.mkdtemp(prefix="chatagent-pg-"))
         self.data = self.dir / "data"
         self.port = 0
@@ -97,7 +98,7 @@ class PostgresCluster:
             for attempt in range(3):  # the free port may be taken between finding it and binding it
                 self.port = free_port()
                 options = (
-                    f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off "
+                    f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync={'on' if self.fsync else 'off'} "
                     "-c max_connections=200 -c shared_buffers=16MB"
                 )
                 try:
