@@ -129,13 +129,13 @@ def reference(peer: str, directory: Path) -> dict | str:
 # ---- the measurements, run inside a peer venv ---------------------------------------------------------------
 
 
-def _timed(fn: Any, *args: Any) -> float:
+def timed(fn: Any, *args: Any) -> float:
     start = time.perf_counter()
     fn(*args)
     return time.perf_counter() - start
 
 
-def _concurrently(write_one: Any) -> float:
+def concurrently(write_one: Any) -> float:
     """Seconds for WRITERS threads to write WRITES turns each to sessions of their own (`write_one(i, q, a)`)."""
     turns = conversation(WORK["writes"], seed=11)
     barrier = threading.Barrier(WORK["writers"] + 1)
@@ -187,11 +187,11 @@ def measure_langgraph(directory: Path) -> dict:
     for q, a in conversation(WORK["history_turns"]):
         append("bench", q, a)
     assert len(load("bench")) == 2 * WORK["history_turns"]
-    loads = [_timed(load, "bench") for _ in range(WORK["loads"])]
-    appends = [_timed(append, "bench", q, a) for q, a in conversation(WORK["appends"], seed=3)]
-    concurrent = _concurrently(lambda i, q, a: append(f"writer-{i}", q, a))
+    loads = [timed(load, "bench") for _ in range(WORK["loads"])]
+    appends = [timed(append, "bench", q, a) for q, a in conversation(WORK["appends"], seed=3)]
+    concurrent = concurrently(lambda i, q, a: append(f"writer-{i}", q, a))
     pragmas = {p: conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("journal_mode", "synchronous")}
-    return _result(loads, appends, concurrent, pragmas)
+    return result(loads, appends, concurrent, sqlite=pragmas)
 
 
 def measure_openai_agents(directory: Path) -> dict:
@@ -227,19 +227,20 @@ def measure_openai_agents(directory: Path) -> dict:
         concurrent = time.perf_counter() - start
         conn = session._get_connection()
         pragmas = {p: conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("journal_mode", "synchronous")}
-        return _result(loads, appends, concurrent, pragmas)
+        return result(loads, appends, concurrent, sqlite=pragmas)
 
     return asyncio.run(main())
 
 
-def _result(loads: list[float], appends: list[float], concurrent: float, pragmas: dict) -> dict:
+def result(loads: list[float], appends: list[float], concurrent: float, **extra: Any) -> dict:
+    """The figures of one side: median load and append latencies, the concurrent writes' time and rate."""
     turns = WORK["writers"] * WORK["writes"]
     return {
         "load_ms": median_ms(loads),
         "append_ms": median_ms(appends),
         "concurrent_s": round(concurrent, 3),
         "concurrent_turns_per_s": round(turns / concurrent, 1),
-        "sqlite": pragmas,
+        **extra,
     }
 
 

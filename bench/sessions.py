@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from _measure import show  # noqa: E402
-from _sessions_peers import WORK, _concurrently, conversation, median_ms, reference  # noqa: E402
+from _sessions_peers import WORK, concurrently, conversation, reference, result, timed  # noqa: E402
 
 from chatagent import Session, SessionStoreError  # noqa: E402
 from chatagent.sessions import close_stores, open_store  # noqa: E402
@@ -137,37 +137,21 @@ def compare(url: str, driver: Any) -> tuple[dict, dict]:
     assert len(s.messages()) == len(driver.load("raw")) == 2 * WORK["history_turns"]
     loads: tuple[list, list] = ([], [])
     for _ in range(WORK["loads"]):
-        loads[0].append(_timed(s.messages))
-        loads[1].append(_timed(driver.load, "raw"))
+        loads[0].append(timed(s.messages))
+        loads[1].append(timed(driver.load, "raw"))
     appends: tuple[list, list] = ([], [])
     for q, a in conversation(WORK["appends"], seed=3):
-        appends[0].append(_timed(s.append, turn(q, a)))
-        appends[1].append(_timed(driver.append, "raw", turn(q, a)))
+        appends[0].append(timed(s.append, turn(q, a)))
+        appends[1].append(timed(driver.append, "raw", turn(q, a)))
     concurrent: tuple[list, list] = ([], [])
     for n in range(2):
         writers = [Session(f"writer-{n}-{i}", url) for i in range(WORK["writers"])]
-        concurrent[0].append(_concurrently(lambda i, q, a, w=writers: w[i].append(turn(q, a))))
-        concurrent[1].append(_concurrently(lambda i, q, a, n=n: driver.append(f"raw-writer-{n}-{i}", turn(q, a))))
-    return _result(loads[0], appends[0], min(concurrent[0])), _result(loads[1], appends[1], min(concurrent[1]))
+        concurrent[0].append(concurrently(lambda i, q, a, w=writers: w[i].append(turn(q, a))))
+        concurrent[1].append(concurrently(lambda i, q, a, n=n: driver.append(f"raw-writer-{n}-{i}", turn(q, a))))
+    return result(loads[0], appends[0], min(concurrent[0])), result(loads[1], appends[1], min(concurrent[1]))
 
 
 # ---- reporting ----------------------------------------------------------------------------------------------------
-
-
-def _timed(fn: Any, *args: Any) -> float:
-    start = time.perf_counter()
-    fn(*args)
-    return time.perf_counter() - start
-
-
-def _result(loads: list[float], appends: list[float], concurrent: float) -> dict:
-    turns = WORK["writers"] * WORK["writes"]
-    return {
-        "load_ms": median_ms(loads),
-        "append_ms": median_ms(appends),
-        "concurrent_s": round(concurrent, 3),
-        "concurrent_turns_per_s": round(turns / concurrent, 1),
-    }
 
 
 def report(backend: str, mine: dict, limit: dict, limit_name: str, peers: dict[str, dict | str]) -> dict:

@@ -10,13 +10,11 @@ larger than the RAG size limit (CHATAGENT_MAX_FILE_MB) are kept as they are, wit
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -98,16 +96,12 @@ def local_copy(ref: str, fetch: Callable[[str], bytes | None]) -> str:
     if data is None:
         logger.warning("the file %s (%s) is missing from the session store", name, sha)
         return str(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+    from chatagent.rag.workspace import write_atomic
+
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+        write_atomic(path, data)
+    except OSError as e:
+        logger.warning("cannot write the local copy of %s to %s: %s", name, path, e)
     return str(path)
 
 

@@ -64,32 +64,31 @@ def test_chat_session_survives_the_process_and_sessions_lists_shows_deletes(tmp_
     agent_file.write_text(textwrap.dedent(AGENT_MODULE))
     store = f"sqlite:///{tmp_path}/sessions.db"
     args = ["chat", "--agent", f"{agent_file}:agent", "--session", "trip", "--store", store]
-    proc = Proc(args)
-    try:
-        proc.read_until("you> ")
-        proc.send("hello")
-        proc.read_until("echo: hello")
-        proc.send("slow 2000")
-        proc.read_until("w5 ")
-        proc.p.send_signal(signal.SIGINT)  # stops the answer: stored with what was said, marked interrupted
-        proc.read_until("[stopped]")
-        proc.send("/exit")
-        assert proc.p.wait(30) == 0
-    finally:
-        proc.close()
+
+    def chat(*steps: tuple[str | None, str]) -> str:
+        """Run `chatagent chat`: for each step send a line (None: Ctrl-C) and wait for the text that follows; the
+        output."""
+        proc = Proc(args)
+        try:
+            proc.read_until("you> ")
+            for line, expected in steps:
+                if line is None:
+                    proc.p.send_signal(signal.SIGINT)
+                else:
+                    proc.send(line)
+                proc.read_until(expected)
+            proc.send("/exit")
+            assert proc.p.wait(30) == 0
+            return proc.out.decode()
+        finally:
+            proc.close()
+
+    # Ctrl-C stops the second answer: it is stored with what was said, marked interrupted
+    chat(("hello", "echo: hello"), ("slow 2000", "w5 "), (None, "[stopped]"))
     stored = Session("trip", store).messages()
     assert [m["content"] for m in stored[:3]] == ["hello", "echo: hello", "slow 2000"]
     assert stored[3]["content"].startswith("w0 w1 ") and stored[3]["extra"] == {"interrupted": True}
-
-    proc = Proc(args)
-    try:
-        proc.read_until("(resuming 'trip': 4 messages so far")
-        proc.send("again")
-        proc.read_until("echo: again")
-        proc.send("/exit")
-        assert proc.p.wait(30) == 0
-    finally:
-        proc.close()
+    assert "(resuming 'trip': 4 messages so far" in chat(("again", "echo: again"))
 
     assert main(["sessions", "--store", store]) == 0
     listed = capsys.readouterr().out
