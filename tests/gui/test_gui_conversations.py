@@ -1,5 +1,5 @@
 """gui.session bound to a stored Session, and gui.conversations' handlers, without a browser (see
-tests/e2e/test_gui_conversations.py for the page in Chromium)."""
+tests/e2e/test_gui_conversations_browser.py for the page in Chromium)."""
 
 from __future__ import annotations
 
