@@ -74,7 +74,8 @@ class Session:
 
     @property
     def title(self) -> str:
-        """The title: the start of the first question unless renamed; '' for a conversation not stored yet."""
+        """The title: the start of the first question unless renamed ('' renames back, from the next turn on); ''
+        for a conversation not stored yet."""
         info = self.store.info(self.user, self.id)
         return info.title if info else ""
 
@@ -82,7 +83,7 @@ class Session:
     def title(self, value: str) -> None:
         if not isinstance(value, str):
             raise TypeError(f"title must be a string, got {type(value).__name__}")
-        self.store.set_title(self.user, self.id, " ".join(value.split())[:200])
+        self.store.set_title(self.user, self.id, " ".join(value.split())[:200] or None)  # '': from the question
 
     def info(self) -> SessionInfo | None:
         """Its listing (title, times, number of messages); None if nothing is stored yet."""

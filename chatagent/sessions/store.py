@@ -318,7 +318,7 @@ class SQLStore:
         attachments.forget(dropped)
         return True
 
-    def set_title(self, user: str, session_id: str, title: str) -> None:
+    def set_title(self, user: str, session_id: str, title: str | None) -> None:
         now = time.time()
         with self._write() as cur:
             cur.execute(CREATE, (user, session_id, now, now))
