@@ -29,6 +29,11 @@ _EXPORTS: dict[str, str] = {
     "to_messages": "chatagent.schema",
     "to_openai": "chatagent.schema",
     "merge_delta": "chatagent.stream",
+    "Session": "chatagent.sessions",
+    "SessionInfo": "chatagent.sessions",
+    "SessionBusyError": "chatagent.sessions",
+    "SessionConflictError": "chatagent.sessions",
+    "SessionStoreError": "chatagent.sessions",
     "ChatAgentError": "chatagent.errors",
     "ModelServiceError": "chatagent.errors",
     "MissingDependencyError": "chatagent.errors",
@@ -92,6 +97,11 @@ __all__ = [
     "Reply",
     "Run",
     "RunDeadlineExceeded",
+    "Session",
+    "SessionBusyError",
+    "SessionConflictError",
+    "SessionInfo",
+    "SessionStoreError",
     "ScriptedLLM",
     "Usage",
     "count_tokens",
@@ -118,6 +128,7 @@ if TYPE_CHECKING:
     from chatagent.llm.scripted import Reply, ScriptedLLM, tool_call
     from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, to_messages, to_openai
     from chatagent.server import AgentServer
+    from chatagent.sessions import Session, SessionBusyError, SessionConflictError, SessionInfo, SessionStoreError
     from chatagent.stream import merge_delta
     from chatagent.structured import StructuredOutputError
     from chatagent.tokens import count_tokens

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextvars import ContextVar
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from chatagent._kwargs import reject_unknown
 from chatagent.driver import ModelStream, adrive, carry_out, drive
@@ -33,6 +33,9 @@ from chatagent.lang import conversation_lang
 from chatagent.llm.base import BaseChatModel, Usage, get_chat_model
 from chatagent.schema import SYSTEM, ContentItem, Message, content_text, to_messages
 from chatagent.stream import INDEX, Collector, DictResponse, Response, WholeLists, accumulate, collect, fragment
+
+if TYPE_CHECKING:
+    from chatagent.sessions.session import Session
 
 logger = logging.getLogger("chatagent.agent")
 
@@ -265,16 +268,19 @@ class Agent:
         delta_stream: bool = False,
         lang: str | None = None,
         deadline: float | None = None,
+        session: Session | None = None,
         **kwargs: Any,
     ) -> Run:
         """Answer `messages`; iterate the result for the response as it grows.
 
         Each yield is a list: the whole response so far, or with `delta_stream=True` only the new
         fragments (each with `extra['index']`; fold them with `chatagent.merge_delta`). `deadline`
-        is a time limit in seconds for the whole run. The caller's messages are never modified.
+        is a time limit in seconds for the whole run. With `session` (a `chatagent.Session`) the run is on
+        the stored conversation followed by `messages`, and the turn is stored when the run ends (see
+        `chatagent.sessions.session`). The caller's messages are never modified.
         """
-        gen, as_dicts, context = self._start(messages, lang, deadline, kwargs)
-        return Run(drive(gen), self._output(as_dicts, delta_stream), context)
+        stream, as_dicts, context = self._stream(messages, lang, deadline, session, kwargs)
+        return Run(stream, self._output(as_dicts, delta_stream), context)
 
     def arun(
         self,
@@ -283,15 +289,16 @@ class Agent:
         delta_stream: bool = False,
         lang: str | None = None,
         deadline: float | None = None,
+        session: Session | None = None,
         **kwargs: Any,
     ) -> ARun:
         """`run()` on the running asyncio event loop: `async for rsp in bot.arun(messages): ...`.
 
         Yields exactly what `run()` yields. The model streams over an async HTTP client, `async def` tools
-        are awaited on this loop, other tools and blocking work run in worker threads.
+        are awaited on this loop, other tools and blocking work (a session's store too) run in worker threads.
         """
-        gen, as_dicts, context = self._start(messages, lang, deadline, kwargs)
-        return ARun(adrive(gen, not self.async_safe), self._output(as_dicts, delta_stream), context)
+        stream, as_dicts, context = self._astream(messages, lang, deadline, session, kwargs)
+        return ARun(stream, self._output(as_dicts, delta_stream), context)
 
     def run_nonstream(
         self,
@@ -299,6 +306,7 @@ class Agent:
         *,
         lang: str | None = None,
         deadline: float | None = None,
+        session: Session | None = None,
         response_format: Any = _UNSET,
         **kwargs: Any,
     ) -> list:
@@ -313,9 +321,11 @@ class Agent:
         if response_format is not None:
             from chatagent.structured import run_structured
 
-            return run_structured(self, messages, response_format, lang=lang, deadline=deadline, **kwargs)
-        gen, as_dicts, context = self._start(messages, lang, deadline, kwargs)
-        response = collect(Run(drive(gen), self._output(False, True), context))
+            return run_structured(
+                self, messages, response_format, lang=lang, deadline=deadline, session=session, **kwargs
+            )
+        stream, as_dicts, context = self._stream(messages, lang, deadline, session, kwargs)
+        response = collect(Run(stream, self._output(False, True), context))
         return [m.model_dump() for m in response] if as_dicts else response
 
     async def arun_nonstream(
@@ -324,21 +334,56 @@ class Agent:
         *,
         lang: str | None = None,
         deadline: float | None = None,
+        session: Session | None = None,
         **kwargs: Any,
     ) -> list:
         """`run_nonstream()` on the running event loop (without `response_format`)."""
-        gen, as_dicts, context = self._start(messages, lang, deadline, kwargs)
+        stream, as_dicts, context = self._astream(messages, lang, deadline, session, kwargs)
         collector = Collector()
-        async for fragments in ARun(adrive(gen, not self.async_safe), self._output(False, True), context):
+        async for fragments in ARun(stream, self._output(False, True), context):
             collector.add(fragments)
         response = collector.messages()
         return [m.model_dump() for m in response] if as_dicts else response
 
-    def _start(
-        self, messages: Iterable[dict | Message], lang: str | None, deadline: float | None, kwargs: dict
-    ) -> tuple[Iterator[Any], bool, RunContext]:
-        """Normalise the input (a copy) and start `_run`: its stream of fragments and requests, the output
-        type, the context."""
+    def _stream(
+        self, messages: Iterable[dict | Message], lang: str | None, deadline: float | None, session: Any, kwargs: dict
+    ) -> tuple[Iterator[list[Message]], bool, RunContext]:
+        """The run's fragments for `run()` (driven here), the output type, the context."""
+        msgs, as_dicts, context = self._prepare(messages, deadline, kwargs)
+        if session is None:
+            return drive(self._start(msgs, lang, context, kwargs)), as_dicts, context
+        from chatagent.sessions.session import run_turn
+
+        session = _checked_session(session)
+        kwargs.setdefault("session_id", _tool_state_key(session))
+
+        def start(conversation: list[Message]) -> Iterator[list[Message]]:
+            return drive(self._start(conversation, lang, context, kwargs))
+
+        return run_turn(session, msgs, start, self.name), as_dicts, context
+
+    def _astream(
+        self, messages: Iterable[dict | Message], lang: str | None, deadline: float | None, session: Any, kwargs: dict
+    ) -> tuple[AsyncIterator[list[Message]], bool, RunContext]:
+        """`_stream` for `arun()`: driven on the event loop."""
+        msgs, as_dicts, context = self._prepare(messages, deadline, kwargs)
+        blocking = not self.async_safe
+        if session is None:
+            return adrive(self._start(msgs, lang, context, kwargs), blocking), as_dicts, context
+        from chatagent.sessions.session import arun_turn
+
+        session = _checked_session(session)
+        kwargs.setdefault("session_id", _tool_state_key(session))
+
+        def start(conversation: list[Message]) -> AsyncIterator[list[Message]]:
+            return adrive(self._start(conversation, lang, context, kwargs), blocking)
+
+        return arun_turn(session, msgs, start, self.name), as_dicts, context
+
+    def _prepare(
+        self, messages: Iterable[dict | Message], deadline: float | None, kwargs: dict
+    ) -> tuple[list[Message], bool, RunContext]:
+        """The input normalised (a copy), the output type, the run's context."""
         if isinstance(messages, (dict, str, bytes, Message)) or not isinstance(messages, Iterable):
             raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
         messages = list(messages)
@@ -351,15 +396,19 @@ class Agent:
         run_cfg = kwargs.pop("generate_cfg", None)
         if run_cfg:
             context.generate_cfg = dict(run_cfg)
+        return msgs, as_dicts, context
+
+    def _start(self, msgs: list[Message], lang: str | None, context: RunContext, kwargs: dict) -> Iterator[Any]:
+        """Start `_run` on the conversation: its stream of fragments and requests."""
         context.session_id = kwargs.get("session_id")
         token = _CURRENT.set(context)  # a Qwen-style _run may do work before its first yield
         try:
             gen = self._fragments(msgs, lang or detect_lang(msgs), kwargs)
         finally:
             _CURRENT.reset(token)
-        if callbacks:
+        if context.callbacks:
             gen = self._observed(gen, context)
-        return gen, as_dicts, context
+        return gen
 
     def _fragments(self, msgs: list[Message], lang: str, kwargs: dict) -> Iterator[Any]:
         """`_run` on the conversation with the system message merged, as fragments and requests."""
@@ -649,6 +698,22 @@ def map_fragments(gen: Iterator[Any], fn: Callable[[list[Message]], list[Message
                 error = e
     finally:
         gen.close()
+
+
+def _tool_state_key(session: Session) -> str:
+    """What tools keep a stored conversation's state under (its code sandbox): unguessable, and distinct for two
+    users' conversations of the same name."""
+    import hashlib
+
+    return hashlib.sha256(f"{session.store.url}\0{session.user}\0{session.id}".encode()).hexdigest()[:32]
+
+
+def _checked_session(session: Any) -> Session:
+    from chatagent.sessions.session import Session
+
+    if not isinstance(session, Session):
+        raise TypeError(f"session must be a chatagent.Session, got {type(session).__name__}")
+    return session
 
 
 def _named(fragments: list[Message], name: str | None) -> list[Message]:

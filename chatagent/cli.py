@@ -1,8 +1,12 @@
 """The `chatagent` command: chat in the terminal, open the web UI, or serve an agent over the OpenAI API.
 
-    chatagent chat  [--model M] [--server URL] [--agent module:object] [--file F ...]
-    chatagent gui   [--file F ...] [--dir D] [--host H] [--port P] [--agent module:object]
+    chatagent chat  [--model M] [--server URL] [--agent module:object] [--file F ...] [--session NAME]
+    chatagent gui   [--file F ...] [--dir D] [--host H] [--port P] [--agent module:object] [--auth USER:PASS ...]
     chatagent serve [--agent module:object] [--host H] [--port P] [--api-key-file PATH]  (or $CHATAGENT_API_KEY)
+    chatagent sessions [--user U] [--show ID | --delete ID]
+
+Conversations are kept in the session store: --store URL, else $CHATAGENT_SESSION_STORE, else a SQLite file in
+the workspace (see `chatagent.sessions`). `chat --session NAME` resumes one; the web UI keeps every user's.
 
 Without --agent the command builds the default agent: the Assistant when it is available, else the
 function-calling agent, else the basic chat agent, on the model given by --model/--server or, without
@@ -22,11 +26,14 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from chatagent.agent import Agent
 from chatagent.errors import MissingDependencyError
 from chatagent.keys import MaskSecretsFilter, clean_api_key, mask_secrets
+
+if TYPE_CHECKING:
+    from chatagent.sessions import Session
 
 logger = logging.getLogger("chatagent.cli")
 
@@ -200,10 +207,12 @@ def chat_loop(
     read: Callable[[str], str] = input,
     out: TextIO | None = None,
     color: bool | None = None,
+    session: Session | None = None,
 ) -> None:
     """A terminal chat: each answer streams; Ctrl-C stops the answer (and the model's stream), not the chat.
 
-    /clear starts over, /exit (or Ctrl-D) leaves. `files` are attached to the first message.
+    /clear starts over, /exit (or Ctrl-D) leaves. `files` are attached to the first message. With `session`, the
+    conversation is the stored one and each turn is stored (a stopped answer too, marked interrupted).
     """
     from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls
     from chatagent.stream import Response
@@ -225,6 +234,8 @@ def chat_loop(
             return
         if text == "/clear":
             history, pending_files = [], list(files)
+            if session is not None:
+                session.clear()
             out.write("(conversation cleared)\n")
             continue
         if pending_files:
@@ -233,7 +244,8 @@ def chat_loop(
         else:
             history.append(Message(USER, text))
         response = Response()
-        run = agent.run(history, delta_stream=True)
+        # with a session, `history` holds only what the store does not have yet
+        run = agent.run(history, delta_stream=True, session=session)
         note = ""
         try:
             for fragments in run:
@@ -247,6 +259,10 @@ def chat_loop(
         finally:
             run.close()
         printer.end(note)
+        if session is not None:
+            if not note.startswith("[error]"):  # stored: completed, or stopped (a failed turn is not stored)
+                history = []
+            continue
         answer = response.messages
         history.extend(drop_unanswered_calls(answer) if note else answer)
 
@@ -264,8 +280,61 @@ def cmd_chat(args: argparse.Namespace) -> int:
         import readline  # noqa: F401  (line editing and history for input())
     except ImportError:
         pass
-    chat_loop(agent, () if took_files else files)
+    session = None
+    if args.session:
+        session = _session(args.session, args.store)
+        count = len(session.messages())
+        if count:
+            print(f"(resuming {args.session!r}: {count} messages so far; /clear starts it over)")
+    chat_loop(agent, () if took_files else files, session=session)
     return 0
+
+
+def _session(name: str | None, store: str | None) -> Session:
+    from chatagent.sessions import Session, SessionStoreError
+
+    try:
+        return Session(name, store)
+    except (SessionStoreError, ValueError) as e:
+        raise CliError(str(e)) from None
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    """List the stored conversations of a user; show or delete one."""
+    import time
+
+    from chatagent.sessions import Session, SessionStoreError
+
+    try:
+        if args.show or args.delete:
+            s = Session(args.show or args.delete, args.store, user=args.user)
+            if s.info() is None:
+                raise CliError(f"no session {s.id!r} for user {s.user!r} in {s.store.url}")
+            if args.delete:
+                s.delete()
+                print(f"deleted {s.id!r}")
+                return 0
+            for m in s.messages():
+                print(f"{m['role']}: {_text(m)}")
+            return 0
+        found = Session.list(args.store, user=args.user)
+    except (SessionStoreError, ValueError) as e:
+        raise CliError(str(e)) from None
+    for info in found:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.updated))
+        print(f"{info.id}\t{info.messages} messages\t{when}\t{info.title}")
+    if not found:
+        print(f"no sessions for user {args.user!r}", file=sys.stderr)
+    return 0
+
+
+def _text(message: dict) -> str:
+    from chatagent.schema import to_message
+
+    m = to_message(message)
+    files = [item.value for item in m.content if item.kind != "text"] if isinstance(m.content, list) else []
+    call = f" [calls {m.function_call.name}({m.function_call.arguments})]" if m.function_call else ""
+    return m.text + "".join(f" [file {f}]" for f in files) + call
 
 
 def _is_assistant(agent: Agent) -> bool:
@@ -282,6 +351,7 @@ def cmd_gui(args: argparse.Namespace) -> int:
         from gui import WebUI
     except ImportError as e:
         raise CliError(f"the web UI needs gradio: pip install 'chatagent[gui]' ({e})") from None
+    auth = [_user_and_password(a) for a in args.auth] or None
     files = collect_files(args.file, args.dir)
     _check_agent_args(args)
     if args.agent:
@@ -296,11 +366,21 @@ def cmd_gui(args: argparse.Namespace) -> int:
     if files:
         names = ", ".join(Path(f).name for f in files[:5]) + (" …" if len(files) > 5 else "")
         config["description"] = f"Files: {names}"
+    from chatagent.sessions import SessionStoreError
+
     try:
-        WebUI(agent, chatbot_config=config).run(server_name=args.host, server_port=args.port)
-    except MissingDependencyError as e:
+        ui = WebUI(agent, chatbot_config=config, conversations=args.store or True)
+        ui.run(server_name=args.host, server_port=args.port, auth=auth)
+    except (MissingDependencyError, SessionStoreError) as e:
         raise CliError(str(e)) from None
     return 0
+
+
+def _user_and_password(value: str) -> tuple[str, str]:
+    user, sep, password = value.partition(":")
+    if not sep or not user or not password:
+        raise CliError(f"--auth {value.split(':')[0]}:…: expected USER:PASSWORD")
+    return user, password
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -360,17 +440,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="chatagent", description="Chat with agents: terminal, web UI, API server.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{chat,gui,serve}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{chat,gui,serve,sessions}")
 
     def model_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--model", help="model name (default: the configured or embedded model)")
         p.add_argument("--server", help="'dashscope', or the URL of an OpenAI-compatible server")
         p.add_argument("--agent", metavar="MODULE:OBJECT", help="use this agent (an Agent, or a function making one)")
 
+    def store_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--store", metavar="URL", help="the session store (default: $CHATAGENT_SESSION_STORE or the workspace's)"
+        )
+
     p = sub.add_parser("chat", help="chat in the terminal")
     model_args(p)
     p.add_argument("--file", action="append", default=[], metavar="F", help="a file for the agent (repeatable)")
+    p.add_argument(
+        "--session", metavar="NAME", help="keep this conversation in the session store; resume it if it exists"
+    )
+    store_arg(p)
     p.set_defaults(func=cmd_chat)
+
+    p = sub.add_parser("sessions", help="list the stored conversations; show or delete one")
+    store_arg(p)
+    p.add_argument("--user", default="local", help="whose conversations (a web UI login name; default: local)")
+    p.add_argument("--show", metavar="ID", help="print this conversation")
+    p.add_argument("--delete", metavar="ID", help="delete this conversation")
+    p.set_defaults(func=cmd_sessions)
 
     p = sub.add_parser("gui", help="open the web UI")
     model_args(p)
@@ -379,6 +475,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=7860)
     p.add_argument("--title", help="the page title")
+    p.add_argument("--auth", action="append", default=[], metavar="USER:PASS", help="require a login (repeatable)")
+    store_arg(p)
     p.set_defaults(func=cmd_gui)
 
     p = sub.add_parser("serve", help="serve an agent with the OpenAI chat completions API")

@@ -28,6 +28,7 @@ EXTRA_OF: dict[str, str] = {
     "Stemmer": "rag",
     "gradio": "gui",
     "starlette": "gui",
+    "psycopg": "postgres",
     "xllamacpp": "local",
     "mcp": "mcp",
     "httpx2": "mcp",

@@ -24,6 +24,7 @@ from typing import Any
 
 from chatagent.errors import ChatAgentError
 from chatagent.schema import ASSISTANT, SYSTEM, USER, ContentItem, Message, content_text, to_messages
+from chatagent.stream import fragment
 from chatagent.tools.arguments import ToolArgumentError, parse_json, validate_arguments
 from chatagent.tools.base import is_pydantic_model, pydantic_errors, pydantic_schema
 
@@ -81,29 +82,51 @@ def run_structured(
     json_mode: str | None = None,
     lang: str | None = None,
     deadline: float | None = None,
+    session: Any = None,
     **kwargs: Any,
 ) -> Any:
-    """Run `agent` until its final answer validates against `response_format` (see the module docstring)."""
+    """Run `agent` until its final answer validates against `response_format` (see the module docstring).
+
+    With `session`, the attempts run on the stored conversation and, once an answer validates, the new messages
+    and that answer are stored as one turn (the rejected attempts are not); nothing is stored if none validates."""
     name, schema = schema_of(response_format)
     instruction = INSTRUCTION.format(schema=json.dumps(schema, ensure_ascii=False))
-    msgs = _with_instruction(to_messages(messages), instruction)
-    if json_mode is not None:
-        kwargs["generate_cfg"] = {
-            **(kwargs.get("generate_cfg") or {}),
-            "response_format": _server_format(json_mode, name, schema),
-        }
-    history: list[Message] = []
-    text, error = "", ""
-    for _attempt in range(retries + 1):
-        response = agent.run_nonstream(msgs + history, lang=lang, deadline=deadline, response_format=None, **kwargs)
-        answers = [m for m in response if m.role == ASSISTANT and m.function_call is None and content_text(m.content)]
-        text = content_text(answers[-1].content) if answers else ""
-        try:
-            return parse_structured(text, response_format)
-        except ToolArgumentError as e:
-            error = str(e) if text.strip() else "the answer was empty"
-        history = history + response + [Message._make(USER, RETRY.format(error=error))]
-    raise StructuredOutputError(f"no valid {name} after {retries + 1} attempts: {error}", text=text, error=error)
+    turn = None
+    if session is not None:
+        from chatagent.sessions.session import DONE, FAILED, Turn
+
+        turn = Turn(session, to_messages(messages))
+        turn.name = agent.name
+    try:
+        msgs = _with_instruction(turn.conversation if turn else to_messages(messages), instruction)
+        if json_mode is not None:
+            kwargs["generate_cfg"] = {
+                **(kwargs.get("generate_cfg") or {}),
+                "response_format": _server_format(json_mode, name, schema),
+            }
+        history: list[Message] = []
+        text, error = "", ""
+        for _attempt in range(retries + 1):
+            response = agent.run_nonstream(msgs + history, lang=lang, deadline=deadline, response_format=None, **kwargs)
+            answers = [
+                m for m in response if m.role == ASSISTANT and m.function_call is None and content_text(m.content)
+            ]
+            text = content_text(answers[-1].content) if answers else ""
+            try:
+                value = parse_structured(text, response_format)
+            except ToolArgumentError as e:
+                error = str(e) if text.strip() else "the answer was empty"
+            else:
+                if turn is not None:
+                    turn.add([fragment(m, i) for i, m in enumerate(response)])
+                    turn.end(DONE)
+                    turn = None
+                return value
+            history = history + response + [Message._make(USER, RETRY.format(error=error))]
+        raise StructuredOutputError(f"no valid {name} after {retries + 1} attempts: {error}", text=text, error=error)
+    finally:
+        if turn is not None:
+            turn.end(FAILED)
 
 
 def _with_instruction(msgs: list[Message], instruction: str) -> list[Message]:

@@ -15,16 +15,20 @@ import mimetypes
 import secrets
 import threading
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chatagent.agent import Agent
 from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls, to_messages
 from chatagent.stream import Response
 from gui.render import chat_message, render_conversation, render_error, render_message
 
+if TYPE_CHECKING:
+    from chatagent.sessions import Session
+
 logger = logging.getLogger("chatagent.gui")
 
 STOPPED_NOTE = chat_message("assistant", "⏹️ *Stopped.*")
+WORKER_JOIN_S = 30.0  # how long to wait for a stopped turn's run to close
 _END = object()
 _STOP = object()
 
@@ -57,6 +61,9 @@ class ChatSession:
 
     `session_id` (random, unguessable) is what the agents' tools keep per-conversation state under: each
     browser session has its own code sandbox and files. `clear()` starts a new one; `close()` ends it.
+
+    Bound to a stored `chatagent.Session` (see `bind`), each turn runs with `session=` on only the messages not
+    stored yet (`pending`), so the conversation outlives the page and the server.
     """
 
     def __init__(self, agents: list[Agent], history: list[Message] | None = None, show_names: bool = False) -> None:
@@ -68,19 +75,42 @@ class ChatSession:
         self.session_id = secrets.token_hex(16)
         self._stop: threading.Event | None = None
         self._wake: Callable[[], None] | None = None
+        self.stored: Session | None = None
+        self.pending: list[Message] = []  # messages of the conversation not in the store yet
+        self._worker: threading.Thread | None = None
+
+    def bind(self, stored: Session) -> None:
+        """Show and continue the stored conversation `stored` (the messages shown so far, if it has none yet)."""
+        self.detach()
+        history = to_messages(stored.messages())
+        self.pending = [] if history else list(self.history)
+        self.history = history or self.history
+        self.display = render_conversation(self.history, show_names=self.show_names)
+        self.stored = stored
+
+    def detach(self) -> None:
+        """Stop the turn in progress (its partial answer is stored) and wait until it has been written."""
+        self.request_stop()
+        self.generation += 1
+        if self._worker is not None:
+            self._worker.join(WORKER_JOIN_S)
 
     # ---- conversation edits ----------------------------------------------------------------------------
 
     def add_user(self, msg: Message) -> None:
         """Append the user's message to the conversation."""
         self.history.append(msg)
+        if self.stored is not None:
+            self.pending.append(msg)
         self.display = self.display + render_message(msg)
 
     def clear(self) -> None:
-        """Stop any turn and forget the conversation (its tools' state too: a new session_id)."""
-        self.request_stop()
-        self.generation += 1
+        """Stop any turn and forget the conversation (the stored one too, and its tools' state: a new session_id)."""
+        self.detach()
+        if self.stored is not None:
+            self.stored.clear()
         self.history = []
+        self.pending = []
         self.display = []
         self.close()
         self.session_id = secrets.token_hex(16)
@@ -98,6 +128,11 @@ class ChatSession:
         last = max((i for i, m in enumerate(self.history) if m.role == USER), default=-1)
         if last < 0:
             return False
+        if self.stored is not None and not self.pending:  # the last turn is stored: take it back
+            self.detach()
+            popped = to_messages(self.stored.pop())
+            asked = max((i for i, m in enumerate(popped) if m.role == USER), default=-1)
+            self.pending = popped[: asked + 1]
         self.history = self.history[: last + 1]
         self.display = render_conversation(self.history, show_names=self.show_names)
         return True
@@ -132,16 +167,25 @@ class ChatSession:
             except RuntimeError:  # the event loop is gone (server shutting down)
                 stop.set()
 
+        if self._worker is not None:  # the previous turn's run may still be closing (and storing its turn)
+            await asyncio.to_thread(self._worker.join, WORKER_JOIN_S)
+        stored, sent = self.stored, list(self.pending)
+
         def pump() -> None:
             run = None
+            failed = False
             try:
                 kwargs = {"session_id": self.session_id, **run_kwargs}
-                run = agent.run(to_messages(self.history), delta_stream=True, **kwargs)
+                if stored is None:
+                    run = agent.run(to_messages(self.history), delta_stream=True, **kwargs)
+                else:  # the stored conversation, then what is not stored yet; the turn is stored at the end
+                    run = agent.run(sent, delta_stream=True, session=stored, **kwargs)
                 for delta in run:
                     put(delta)
                     if stop.is_set():
                         break
             except BaseException as e:  # reported in the chat by the handler
+                failed = True
                 put(_Failed(e))
             finally:
                 if run is not None:
@@ -149,11 +193,13 @@ class ChatSession:
                         run.close()
                     except Exception:
                         logger.exception("closing the agent's run failed")
+                if stored is not None and not failed:  # stored: completed, or stopped with its partial answer
+                    del self.pending[: len(sent)]
                 put(_END)
 
         self._stop = stop
         self._wake = lambda: put(_STOP)
-        worker = threading.Thread(target=pump, name="chatagent-gui-turn", daemon=True)
+        worker = self._worker = threading.Thread(target=pump, name="chatagent-gui-turn", daemon=True)
         response = Response()
         rendered: list[list[dict[str, Any]]] = []
         tail: list[dict[str, Any]] = []

@@ -68,9 +68,13 @@ class WebUI:
         chatbot_config: optional settings: `title`, `description`, `prompt.suggestions` (list of str),
             `input.placeholder`, `user.avatar`, `agent.avatar` (image paths), `height` (pixels),
             `max_file_size` (e.g. '50mb'), `show_names` (force speaker names on or off).
+        conversations: keep each user's conversations in a session store, with a sidebar to switch between
+            them (see `gui.conversations`): True for the default store, or a store URL; off by default.
     """
 
-    def __init__(self, agent: AgentSource, chatbot_config: dict | None = None) -> None:
+    def __init__(
+        self, agent: AgentSource, chatbot_config: dict | None = None, *, conversations: bool | str = False
+    ) -> None:
         if callable(agent) and not isinstance(agent, Agent):
             self._factory: Callable[[], Agent | Sequence[Agent]] | None = agent
             sample = _as_agent_list(agent())
@@ -86,6 +90,7 @@ class WebUI:
         self._initial: list[Message] = []
         self.concurrency_limit: int | None = None  # turns streamed at once (None: no limit); see run()
         self.enable_mention = False  # see run()
+        self.conversations = conversations
 
     # ---- sessions ------------------------------------------------------------------------------------
 
@@ -159,7 +164,7 @@ class WebUI:
                 gr.Examples(examples=[[s] for s in suggestions], inputs=[textbox], label="Try")
 
             outputs = [chatbot, textbox, state]
-            textbox.submit(
+            submitted = textbox.submit(
                 self._on_submit,
                 [textbox, state, selector],
                 outputs,
@@ -167,7 +172,7 @@ class WebUI:
                 show_progress="hidden",
                 api_name="chat",
             )
-            regen_btn.click(
+            regenerated = regen_btn.click(
                 self._on_regenerate,
                 [state, selector],
                 outputs,
@@ -176,8 +181,13 @@ class WebUI:
                 api_name="regenerate",
             )
             stop_btn.click(self._on_stop, [state], [], queue=False, api_name="stop")
-            clear_btn.click(self._on_clear, [state], outputs, queue=False, api_name="clear")
+            cleared = clear_btn.click(self._on_clear, [state], outputs, queue=False, api_name="clear")
             chatbot.clear(self._on_clear, [state], outputs, queue=False, api_visibility="private")
+            if self.conversations:
+                from gui.conversations import Conversations
+
+                store = None if self.conversations is True else self.conversations
+                Conversations(self, store).attach(demo, state, chatbot, [submitted, regenerated, cleared])
         self.demo = demo
         return demo
 

@@ -272,16 +272,27 @@ class BaseChatModel:
         """`_chat_stream` for asyncio. By default the synchronous stream, read in a worker thread; backends with
         an async client override it."""
         import asyncio
+        import threading
 
         stream = self._chat_stream(messages, functions, cfg, usage)
+        busy = threading.Lock()  # a cancelled wait leaves `next` running in its thread: close after it
+
+        def step() -> list[Message] | None:
+            with busy:
+                return next(stream, None)
+
+        def close() -> None:
+            with busy:
+                stream.close()  # type: ignore[attr-defined]
+
         try:
             while True:
-                fragments = await asyncio.to_thread(next, stream, None)
+                fragments = await asyncio.to_thread(step)
                 if fragments is None:
                     return
                 yield fragments
         finally:
-            await asyncio.to_thread(stream.close)  # type: ignore[attr-defined]
+            await asyncio.to_thread(close)
 
     async def _achat_once(
         self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None

@@ -15,11 +15,9 @@ wait for one parse. Documents opened with a password are cached in memory only.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -38,7 +36,7 @@ from chatagent.rag.chunking import (
     split_sentences,
 )
 from chatagent.rag.parsers import Document, DocumentError, Page, display_name, max_file_bytes, parse_bytes, read_file
-from chatagent.rag.workspace import workspace_root
+from chatagent.rag.workspace import workspace_root, write_atomic
 from chatagent.tokens import count_tokens, truncate_tokens
 
 if TYPE_CHECKING:
@@ -531,16 +529,7 @@ def _hash(*parts: str) -> str:
 def _write_atomic(path: Path, data: bytes) -> None:
     """Write `data` to `path` through a temporary file and a rename, so readers never see half a file."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_atomic(path, data)
     except OSError as e:  # a read-only or full workspace costs the cache, not the answer
         logger.warning("could not write the cache file %s: %s", path, e)
 

@@ -6,8 +6,10 @@ named from a content hash (or a fixed name of ours), never from a user's file na
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import tempfile
 from pathlib import Path
 
 _SAFE_PART = re.compile(r"[a-z0-9_]+")
@@ -27,3 +29,17 @@ def workspace_dir(*parts: str) -> Path:
     path = workspace_root().joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file and a rename, so that readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

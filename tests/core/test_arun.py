@@ -345,3 +345,43 @@ def test_a_qwen_style_run_works_in_run_and_arun(delta):
     assert final[2]["content"] == "sunny in Paris"
     assert final[-1]["content"] == "It is sunny in Paris."
     assert run(collect_arun(bot(), USER, delta_stream=delta)) == yields
+
+
+def test_cancelling_arun_on_a_blocking_model_closes_its_stream_after_the_step_in_flight():
+    from chatagent.llm.base import BaseChatModel
+
+    closed = threading.Event()
+    in_step = threading.Event()
+    release = threading.Event()
+
+    class Blocking(BaseChatModel):
+        """A sync-only stream: arun reads it in a worker thread; its second step waits until released."""
+
+        def _chat_stream(self, messages, functions, cfg, usage):
+            try:
+                yield [Message._make("assistant", "first", None, None, None, {"index": 0})]
+                in_step.set()
+                release.wait(DEADLINE)
+                yield [Message._make("assistant", " second", None, None, None, {"index": 0})]
+            finally:
+                closed.set()
+
+    bot = BasicAgent(llm=Blocking({"model": "blocking"}))
+
+    async def main():
+        async def consume():
+            async for _ in bot.arun(USER, delta_stream=True):
+                pass
+
+        task = asyncio.create_task(consume())
+        await asyncio.to_thread(in_step.wait, DEADLINE)
+        task.cancel()  # while the worker thread is inside the stream's next step
+        # give a wrong implementation time to close the stream under the running step (it fails at once); a
+        # right one waits for the step, so the task is still going here whatever the machine's speed
+        await asyncio.wait({task}, timeout=1.0)
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(main())  # before the fix: ValueError: generator already executing (close() raced the step in flight)
+    assert closed.wait(DEADLINE)

@@ -1,0 +1,250 @@
+"""The PostgreSQL session store (psycopg 3): a small pool of connections, the statements of `SQLStore`, and run
+locks as session-level advisory locks on one connection of their own, which the server releases when that
+connection ends, however the process ended.
+
+A lost connection (server restarted, network cut, backend terminated) fails the call in progress with a
+SessionStoreError saying so; the connection is dropped and the next call opens a new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from chatagent.sessions.errors import SessionBusyError, SessionStoreError
+from chatagent.sessions.store import FIND, SQLStore, redact
+
+_POOL_SIZE = 10
+_POOL_WAIT_S = 60.0
+_CONNECT_TIMEOUT_S = 10
+_SCHEMA_LOCK = 0x63686174_00000001  # advisory lock keys of our own ("chat" ...)
+_BLOB_LOCK = 0x63686174_00000002
+
+
+def _pg(sql: str) -> str:
+    return sql.replace("?", "%s")
+
+
+class _Cursor:
+    """A psycopg cursor that takes our `?` placeholders."""
+
+    __slots__ = ("_cur",)
+
+    def __init__(self, cur: Any) -> None:
+        self._cur = cur
+
+    def execute(self, sql: str, params: tuple = ()) -> _Cursor:
+        self._cur.execute(_pg(sql), params)
+        return self
+
+    def fetchone(self) -> Any:
+        return self._cur.fetchone()
+
+    def fetchall(self) -> list[tuple]:
+        return self._cur.fetchall()
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount
+
+
+class PostgresStore(SQLStore):
+    """Sessions in a PostgreSQL database (see `chatagent.sessions.store`). Tables go into the first schema of the
+    connection's search_path (`?options=-csearch_path%3Dmyschema` in the URL picks one)."""
+
+    dialect = {
+        "id_pk": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+        "int": "BIGINT",
+        "real": "DOUBLE PRECISION",
+        "blob": "BYTEA",
+        "without_rowid": "",
+    }
+    # pg_class read with the statement's snapshot (to_regclass's catalog cache may miss a table another process
+    # just created while we waited for the schema lock)
+    find_for_update = FIND + " FOR UPDATE"
+    has_table = (
+        "SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relname = ? AND n.nspname = current_schema()"
+    )
+
+    def __init__(self, url: str) -> None:
+        try:
+            import psycopg
+        except ModuleNotFoundError as e:
+            from chatagent.extras import missing_dependency
+
+            raise missing_dependency(e, "a postgresql:// session store") from None
+        self._psycopg = psycopg
+        self._conninfo = url
+        self.url = redact(url)
+        self._idle: list[Any] = []
+        self._open = 0  # connections of the pool, idle or in use
+        self._pool = threading.Condition(threading.RLock())
+        self._lock_conn: Any = None
+        self._held: set[int] = set()
+        self._lock_mutex = threading.RLock()
+        try:
+            self._ensure_schema()
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- connections and transactions -------------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        psycopg = self._psycopg
+        extra = {} if "connect_timeout" in self._conninfo else {"connect_timeout": _CONNECT_TIMEOUT_S}
+        try:
+            return psycopg.connect(self._conninfo, autocommit=True, **extra)
+        except psycopg.Error as e:
+            raise SessionStoreError(f"cannot connect to PostgreSQL at {self.url}: {_first_line(e)}") from e
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[Any]:
+        conn = self._take()
+        healthy = False
+        try:
+            yield conn
+            healthy = True
+        except self._psycopg.Error as e:
+            healthy = not (conn.closed or conn.broken)
+            if not healthy:
+                self._forget_idle()
+            raise self._error(e, lost=not healthy) from e
+        except BaseException:
+            healthy = not (conn.closed or conn.broken)
+            raise
+        finally:
+            self._give_back(conn, healthy)
+
+    def _take(self) -> Any:
+        deadline = time.monotonic() + _POOL_WAIT_S
+        with self._pool:
+            while True:
+                if self._idle:
+                    return self._idle.pop()
+                if self._open < _POOL_SIZE:
+                    self._open += 1
+                    break
+                if not self._pool.wait(deadline - time.monotonic()):
+                    raise SessionStoreError(f"{self.url}: no free connection after {_POOL_WAIT_S:g} s")
+        try:
+            return self._connect()
+        except BaseException:
+            with self._pool:
+                self._open -= 1
+                self._pool.notify()
+            raise
+
+    def _give_back(self, conn: Any, healthy: bool) -> None:
+        with self._pool:
+            if healthy:
+                self._idle.append(conn)
+                conn = None
+            else:
+                self._open -= 1
+            self._pool.notify()
+        if conn is not None:
+            conn.close()
+
+    def _forget_idle(self) -> None:
+        """Close the idle connections: when one was lost (a server restart, a network cut) they are likely lost
+        too, and the next call should not fail on one of them."""
+        with self._pool:
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+            self._pool.notify_all()
+        for conn in idle:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _read(self, sql: str, params: tuple = ()) -> list[tuple]:
+        with self._connection() as conn:
+            return conn.execute(_pg(sql), params).fetchall()
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[_Cursor]:
+        with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+            yield _Cursor(cur)
+
+    def _lock_schema(self, cur: Any) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK,))
+
+    def _lock_blobs(self, cur: Any, exclusive: bool) -> None:
+        fn = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+        cur.execute(f"SELECT {fn}(?)", (_BLOB_LOCK,))
+
+    def _error(self, e: Exception, lost: bool) -> SessionStoreError:
+        if lost:
+            return SessionStoreError(
+                f"lost the connection to PostgreSQL at {self.url}: {_first_line(e)}; the next call reconnects"
+            )
+        return SessionStoreError(f"PostgreSQL at {self.url}: {_first_line(e)}")
+
+    def close(self) -> None:
+        """Close the idle connections, and the lock connection if no run holds a lock (used again, the store opens
+        new ones)."""
+        self._forget_idle()
+        with self._lock_mutex:
+            if not self._held:
+                self._drop_lock_connection()
+
+    # ---- run locks ----------------------------------------------------------------------------------------
+
+    def lock(self, user: str, session_id: str) -> Callable[[], None]:
+        key = int.from_bytes(hashlib.blake2b(f"{user}\0{session_id}".encode(), digest_size=8).digest(), signed=True)
+        with self._lock_mutex:
+            if key not in self._held and self._try_lock(key):
+                self._held.add(key)
+            else:
+                raise SessionBusyError(
+                    f"session {session_id!r} in {self.url} has a run in progress; try again when it ends"
+                )
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            with self._lock_mutex:
+                if released:
+                    return
+                released = True
+                self._held.discard(key)
+                if self._lock_conn is not None:
+                    try:
+                        self._lock_conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                    except self._psycopg.Error:
+                        self._drop_lock_connection()  # the server released its locks with it
+
+        return release
+
+    def _try_lock(self, key: int) -> bool:
+        if self._lock_conn is None or self._lock_conn.closed or self._lock_conn.broken:
+            self._drop_lock_connection()
+            conn = self._connect()
+            try:  # a new connection holds nothing: take again the locks of the runs still going here
+                for held in self._held:
+                    conn.execute("SELECT pg_try_advisory_lock(%s)", (held,))
+            except self._psycopg.Error as e:
+                conn.close()
+                raise self._error(e, lost=True) from e
+            self._lock_conn = conn
+        try:
+            return bool(self._lock_conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
+        except self._psycopg.Error as e:
+            self._drop_lock_connection()
+            self._forget_idle()
+            raise self._error(e, lost=True) from e
+
+    def _drop_lock_connection(self) -> None:
+        conn, self._lock_conn = self._lock_conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]

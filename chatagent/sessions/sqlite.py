@@ -1,0 +1,216 @@
+"""The SQLite session store: one database file (WAL journal, full sync), a small pool of connections, and a lock
+file per running session next to the database (`<file>-locks/`), held with flock so that it goes away with the
+process that held it, however it ended."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from chatagent.sessions.errors import SessionBusyError, SessionStoreError
+from chatagent.sessions.store import SQLStore
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover  (Windows: runs are kept apart within one process only)
+    fcntl = None  # type: ignore[assignment]
+
+DEFAULT_TIMEOUT_S = 5.0
+_POOL_SIZE = 4
+
+
+def parse_sqlite_url(url: str) -> tuple[Path, dict[str, Any]]:
+    """The file and options of `sqlite:///relative.db` or `sqlite:////absolute.db` (option: `?timeout=SECONDS`,
+    how long to wait for another writer)."""
+    parts = urlsplit(url)
+    path = unquote(parts.path)[1:]
+    if parts.netloc or not path or path == ":memory:":
+        raise SessionStoreError(
+            f"bad SQLite store URL {url!r}: write sqlite:///relative/file.db or sqlite:////absolute/file.db "
+            "(in-memory databases are not supported: use a file in a temporary directory)"
+        )
+    options: dict[str, Any] = {}
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key != "timeout":
+            raise SessionStoreError(f"bad SQLite store URL {url!r}: unknown option {key!r} (known: timeout)")
+        try:
+            options["timeout"] = float(value)
+        except ValueError:
+            raise SessionStoreError(f"bad SQLite store URL {url!r}: timeout must be a number of seconds") from None
+    return Path(path).expanduser(), options
+
+
+class SQLiteStore(SQLStore):
+    """Sessions in a SQLite file (see `chatagent.sessions.store`)."""
+
+    dialect = {
+        "id_pk": "INTEGER PRIMARY KEY",
+        "int": "INTEGER",
+        "real": "REAL",
+        "blob": "BLOB",
+        "without_rowid": "WITHOUT ROWID",
+    }
+    has_table = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+
+    def __init__(self, path: Path, *, create_dir: bool = False, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        self.path = path.absolute()
+        self.url = str(self.path)
+        self.timeout = timeout
+        if self.path.is_dir():
+            raise SessionStoreError(f"{self.url} is a directory, not a SQLite session store file")
+        if not self.path.parent.is_dir():
+            if not create_dir:
+                raise SessionStoreError(f"cannot open {self.url}: the directory {self.path.parent} does not exist")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._locks_dir = self.path.with_name(self.path.name + "-locks")
+        self._idle: list[sqlite3.Connection] = []
+        self._write_lock = threading.RLock()  # one writer at a time in this process, without SQLite's busy waits
+        # (reentrant: a run dropped and finalised in the middle of a write by this thread must not deadlock)
+        self._local_locks: set[str] = set()  # where flock is missing
+        try:
+            if self._read("PRAGMA journal_mode")[0][0].lower() != "wal":
+                self._read("PRAGMA journal_mode=WAL")
+            self._ensure_schema()
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- connections and transactions -------------------------------------------------------------------
+    # (no locks and no generator-based context managers here: they would cost as much as the statements)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA synchronous=FULL")
+        return conn
+
+    def _take(self) -> sqlite3.Connection:
+        try:
+            return self._idle.pop()  # atomic: the pool needs no lock of its own
+        except IndexError:
+            pass
+        try:
+            return self._connect()
+        except sqlite3.Error as e:
+            raise self._error(e) from e
+
+    def _give_back(self, conn: sqlite3.Connection) -> None:
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                conn.close()
+                return
+        if len(self._idle) < _POOL_SIZE:
+            self._idle.append(conn)
+        else:
+            conn.close()
+
+    def _read(self, sql: str, params: tuple = ()) -> list[tuple]:
+        conn = self._take()
+        try:
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.Error as e:
+            raise self._error(e) from e
+        finally:
+            self._give_back(conn)
+
+    def _write(self) -> _Transaction:
+        return _Transaction(self)
+
+    def _error(self, e: sqlite3.Error) -> SessionStoreError:
+        text = str(e)
+        if "locked" in text or "busy" in text:
+            return SessionStoreError(
+                f"{self.url} is locked by another process or connection (waited {self.timeout:g} s): {text}. "
+                "Nothing was changed."
+            )
+        if isinstance(e, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
+            return SessionStoreError(
+                f"{self.url} is not a usable SQLite database ({text}): it is damaged or not a session store. "
+                "It was not changed; give another file, or restore this one from a backup."
+            )
+        if "unable to open" in text:
+            return SessionStoreError(f"cannot open {self.url}: {text} (check the path and its permissions)")
+        return SessionStoreError(f"{self.url}: {text}")
+
+    def close(self) -> None:
+        """Close the idle connections (used again, the store opens new ones)."""
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    # ---- run locks ----------------------------------------------------------------------------------------
+
+    def lock(self, user: str, session_id: str) -> Callable[[], None]:
+        key = hashlib.sha256(f"{user}\0{session_id}".encode()).hexdigest()[:32]
+        busy = SessionBusyError(f"session {session_id!r} in {self.url} has a run in progress; try again when it ends")
+        if fcntl is None:  # pragma: no cover
+            with self._write_lock:
+                if key in self._local_locks:
+                    raise busy
+                self._local_locks.add(key)
+            return lambda: self._local_locks.discard(key)
+        try:
+            self._locks_dir.mkdir(exist_ok=True)
+            fd = os.open(self._locks_dir / key, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as e:
+            raise SessionStoreError(f"cannot make the lock file of a session in {self._locks_dir}: {e}") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise busy from None
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                os.close(fd)  # closing the only descriptor releases the flock
+
+        return release
+
+
+class _Transaction:
+    """`with store._write() as cur:` one write transaction (BEGIN IMMEDIATE), one writer of this process at a time;
+    committed at the end, rolled back on an exception; SQLite errors become SessionStoreErrors."""
+
+    __slots__ = ("store", "conn")
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> sqlite3.Cursor:
+        store = self.store
+        store._write_lock.acquire()
+        try:
+            self.conn = store._take()
+            cur = self.conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            return cur
+        except BaseException as e:
+            if hasattr(self, "conn"):
+                store._give_back(self.conn)
+            store._write_lock.release()
+            if isinstance(e, sqlite3.Error):
+                raise store._error(e) from e
+            raise
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> None:
+        store, conn = self.store, self.conn
+        try:
+            if kind is None:
+                conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            raise store._error(e) from e
+        finally:
+            store._give_back(conn)  # rolls back what was not committed
+            store._write_lock.release()
+        if isinstance(error, sqlite3.Error):
+            raise store._error(error) from error

@@ -1,0 +1,436 @@
+"""Session stores: where conversations are kept, named by a URL; the schema and its migrations.
+
+    sqlite:///relative/path.db      a SQLite file (SQLAlchemy's convention: three slashes, then the path)
+    sqlite:////absolute/path.db     four slashes for an absolute path; a plain file path works too
+    postgresql://user:pw@host:5432/db   a PostgreSQL database (needs psycopg: pip install 'chatagent[postgres]')
+
+Without a URL the store is `$CHATAGENT_SESSION_STORE`, else `<workspace>/sessions/sessions.db`. One `Store` per
+URL serves a process (`open_store` caches it). Every dialect runs the same statements (`SQLStore`); a backend adds
+its connections, its transactions and the lock that keeps two runs off one session (a file lock for SQLite, an
+advisory lock for PostgreSQL), both released by the system when a process dies.
+
+A conversation is stored turn by turn: one row per turn holding its messages as a JSON array, written in one
+transaction with the session's version, which every change bumps. A turn is saved only if the version is still
+the one its run started from, so two writers never interleave. Attached files are stored once by content hash
+(see `chatagent.sessions.attachments`). The schema version is kept in `chatagent_meta`; opening a store creates or
+migrates the schema, and refuses, without changing anything, a store written by a newer chatagent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from chatagent.sessions import attachments
+from chatagent.sessions.errors import SessionConflictError, SessionStoreError
+
+SCHEMA_VERSION = 1
+DEFAULT_USER = "local"
+_UNCHANGED: Any = object()
+
+# Each migration takes a store at version N (the key) to N + 1, inside one transaction: statements in the
+# dialect-neutral form of SCHEMA below. None so far: version 1 is the first.
+MIGRATIONS: dict[int, list[str]] = {}
+
+SCHEMA = [
+    "CREATE TABLE chatagent_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE chatagent_sessions (sid {id_pk}, user_id TEXT NOT NULL, session_id TEXT NOT NULL, title TEXT, "
+    "system_message {blob}, created {real} NOT NULL, updated {real} NOT NULL, version {int} NOT NULL DEFAULT 0, "
+    "message_count {int} NOT NULL DEFAULT 0, UNIQUE (user_id, session_id))",
+    "CREATE INDEX chatagent_sessions_by_user ON chatagent_sessions (user_id, updated)",
+    "CREATE TABLE chatagent_turns (sid {int} NOT NULL, turn {int} NOT NULL, body {blob} NOT NULL, "
+    "PRIMARY KEY (sid, turn)) {without_rowid}",
+    "CREATE TABLE chatagent_blobs (sha256 TEXT PRIMARY KEY, size {int} NOT NULL, data {blob} NOT NULL)",
+    "CREATE TABLE chatagent_turn_blobs (sid {int} NOT NULL, turn {int} NOT NULL, sha256 TEXT NOT NULL, "
+    "PRIMARY KEY (sid, turn, sha256)) {without_rowid}",
+    "CREATE INDEX chatagent_turn_blobs_by_sha ON chatagent_turn_blobs (sha256)",
+]
+
+LOAD = (
+    "SELECT s.sid, s.version, s.system_message, t.body FROM chatagent_sessions s "
+    "LEFT JOIN chatagent_turns t ON t.sid = s.sid WHERE s.user_id = ? AND s.session_id = ? ORDER BY t.turn"
+)
+FIND = "SELECT sid, version FROM chatagent_sessions WHERE user_id = ? AND session_id = ?"
+CREATE = (
+    "INSERT INTO chatagent_sessions (user_id, session_id, created, updated) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (user_id, session_id) DO NOTHING"
+)
+ADVANCE = (
+    "UPDATE chatagent_sessions SET version = version + 1, updated = ?, message_count = message_count + ?, "
+    "title = COALESCE(title, ?) WHERE sid = ? AND version = ?"
+)
+ADVANCE_WITH_SYSTEM = ADVANCE.replace(" WHERE", ", system_message = ? WHERE")
+ADD_TURN = "INSERT INTO chatagent_turns (sid, turn, body) VALUES (?, ?, ?)"
+PUT_BLOB = (
+    "INSERT INTO chatagent_blobs (sha256, size, data) VALUES (?, ?, ?) "
+    "ON CONFLICT (sha256) DO UPDATE SET size = excluded.size"
+)
+REF_BLOB = "INSERT INTO chatagent_turn_blobs (sid, turn, sha256) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+GET_BLOB = "SELECT data FROM chatagent_blobs WHERE sha256 = ?"
+LAST_TURN = "SELECT turn, body FROM chatagent_turns WHERE sid = ? ORDER BY turn DESC LIMIT 1"
+DELETE_TURN = "DELETE FROM chatagent_turns WHERE sid = ? AND turn = ?"
+TURN_BLOBS = "SELECT sha256 FROM chatagent_turn_blobs WHERE sid = ? AND turn = ?"
+DELETE_TURN_BLOBS = "DELETE FROM chatagent_turn_blobs WHERE sid = ? AND turn = ?"
+SESSION_BLOBS = "SELECT DISTINCT sha256 FROM chatagent_turn_blobs WHERE sid = ?"
+DELETE_SESSION_TURNS = "DELETE FROM chatagent_turns WHERE sid = ?"
+DELETE_SESSION_BLOBS = "DELETE FROM chatagent_turn_blobs WHERE sid = ?"
+DELETE_SESSION = "DELETE FROM chatagent_sessions WHERE sid = ?"
+DROP_BLOB = (
+    "DELETE FROM chatagent_blobs WHERE sha256 = ? AND NOT EXISTS (SELECT 1 FROM chatagent_turn_blobs WHERE sha256 = ?)"
+)
+AFTER_POP = (
+    "UPDATE chatagent_sessions SET version = version + 1, updated = ?, message_count = message_count - ? WHERE sid = ?"
+)
+AFTER_CLEAR = (
+    "UPDATE chatagent_sessions SET version = version + 1, updated = ?, message_count = 0, title = NULL, "
+    "system_message = NULL WHERE sid = ?"
+)
+SET_TITLE = "UPDATE chatagent_sessions SET title = ? WHERE sid = ?"
+_INFO_COLUMNS = "session_id, title, created, updated, message_count, user_id FROM chatagent_sessions"
+INFO = f"SELECT {_INFO_COLUMNS} WHERE user_id = ? AND session_id = ?"
+LIST = f"SELECT {_INFO_COLUMNS} WHERE user_id = ? ORDER BY updated DESC, sid DESC"
+LIST_ALL = f"SELECT {_INFO_COLUMNS} ORDER BY updated DESC, sid DESC"
+READ_VERSION = "SELECT value FROM chatagent_meta WHERE key = 'schema_version'"
+WRITE_VERSION = "UPDATE chatagent_meta SET value = ? WHERE key = 'schema_version'"
+INIT_VERSION = "INSERT INTO chatagent_meta (key, value) VALUES ('schema_version', ?)"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A stored conversation as listed: its id, title ('' until the first question), times (Unix seconds), size."""
+
+    id: str
+    title: str
+    created: float
+    updated: float
+    messages: int
+    user: str
+
+
+@dataclass(slots=True)
+class Loaded:
+    """A session as a run starts on it: its row id (None if not stored yet), version, system message, messages."""
+
+    sid: int | None
+    version: int
+    system: dict | None
+    messages: list[dict]
+
+
+class SQLStore:
+    """The operations of a session store in SQL that SQLite and PostgreSQL both run; a backend provides
+    `_read` (one statement), `_write` (a transaction), `lock` and the dialect's pieces."""
+
+    url: str  # for messages: the URL without a password
+    dialect: dict[str, str]  # the SCHEMA placeholders
+    find_for_update = FIND  # FIND, locking the row where transactions run concurrently (PostgreSQL)
+    has_table: str  # a query with one parameter (a table name) giving a row if the table exists
+
+    # ---- what a backend provides ----------------------------------------------------------------------
+
+    def _read(self, sql: str, params: tuple = ()) -> list[tuple]:
+        raise NotImplementedError
+
+    def _write(self) -> contextlib.AbstractContextManager[Any]:
+        """A write transaction: a cursor with `execute(sql, params)`, `fetchone()`, `fetchall()`, `rowcount`."""
+        raise NotImplementedError
+
+    def _lock_blobs(self, cur: Any, exclusive: bool) -> None:
+        """Keep blob collection and blob references apart where transactions run concurrently (PostgreSQL)."""
+
+    def lock(self, user: str, session_id: str) -> Callable[[], None]:
+        """Take the run lock of a session (SessionBusyError if another run holds it); returns its release."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close the connections not in use; the store stays usable (it connects again when used)."""
+        raise NotImplementedError
+
+    # ---- schema -------------------------------------------------------------------------------------------
+
+    def _ensure_schema(self) -> None:
+        """Create the tables in an empty store, migrate an older one, refuse a newer one (changing nothing)."""
+        version = self._schema_version(self._read)
+        if version == SCHEMA_VERSION:
+            return
+        self._check_not_newer(version)
+        with self._write() as cur:
+            self._lock_schema(cur)
+
+            def read(sql: str, params: tuple = ()) -> list[tuple]:
+                return cur.execute(sql, params).fetchall()
+
+            version = self._schema_version(read)  # again, inside the transaction: another process may have won
+            self._check_not_newer(version)
+            if version is None:
+                for statement in SCHEMA:
+                    cur.execute(statement.format(**self.dialect), ())
+                cur.execute(INIT_VERSION, (str(SCHEMA_VERSION),))
+                return
+            while version < SCHEMA_VERSION:
+                for statement in MIGRATIONS[version]:
+                    cur.execute(statement.format(**self.dialect), ())
+                version += 1
+            cur.execute(WRITE_VERSION, (str(version),))
+
+    def _lock_schema(self, cur: Any) -> None:
+        """Serialise schema creation and migration between processes (SQLite's write transaction does)."""
+
+    def _schema_version(self, read: Callable[[str, tuple], list[tuple]]) -> int | None:
+        if not read(self.has_table, ("chatagent_meta",)):
+            return None
+        rows = read(READ_VERSION, ())
+        try:
+            return int(rows[0][0])
+        except (IndexError, ValueError):
+            raise SessionStoreError(
+                f"{self.url}: chatagent_meta holds no valid schema version; not a store we can use"
+            ) from None
+
+    def _check_not_newer(self, version: int | None) -> None:
+        if version is not None and version > SCHEMA_VERSION:
+            raise SessionStoreError(
+                f"{self.url} has session schema version {version}, newer than this chatagent understands "
+                f"({SCHEMA_VERSION}): upgrade chatagent to use it. The store was not changed."
+            )
+        if version is not None and any(v not in MIGRATIONS for v in range(version, SCHEMA_VERSION)):
+            raise SessionStoreError(f"{self.url} has session schema version {version}, which cannot be migrated")
+
+    # ---- reading ------------------------------------------------------------------------------------------
+
+    def load(self, user: str, session_id: str) -> Loaded:
+        """The stored conversation (attached files restored to local paths)."""
+        rows = self._read(LOAD, (user, session_id))
+        if not rows:
+            return Loaded(None, 0, None, [])
+        sid, version, system, _ = rows[0]
+        messages: list[dict] = []
+        try:
+            for row in rows:
+                if row[3] is not None:
+                    messages += orjson.loads(row[3])
+            system_msg = orjson.loads(system) if system is not None else None
+        except orjson.JSONDecodeError as e:
+            raise _damaged(self.url, session_id, e) from None
+        return Loaded(sid, version, system_msg, attachments.restore(messages, self.blob))
+
+    def blob(self, sha256: str) -> bytes | None:
+        rows = self._read(GET_BLOB, (sha256,))
+        return bytes(rows[0][0]) if rows else None
+
+    def info(self, user: str, session_id: str) -> SessionInfo | None:
+        rows = self._read(INFO, (user, session_id))
+        return _info(rows[0]) if rows else None
+
+    def list(self, user: str | None) -> list[SessionInfo]:
+        rows = self._read(LIST, (user,)) if user is not None else self._read(LIST_ALL)
+        return [_info(r) for r in rows]
+
+    # ---- writing ------------------------------------------------------------------------------------------
+
+    def commit(
+        self,
+        user: str,
+        session_id: str,
+        expected: Loaded | None,
+        messages: list[dict],
+        title: str,
+        system: dict | None = _UNCHANGED,
+    ) -> None:
+        """Append one turn, in one transaction, if the session is still at `expected.version` (else
+        SessionConflictError); with `expected=None`, to whatever the session holds. `system` replaces the stored
+        system message when given."""
+        stored, files = attachments.stash(messages)
+        body = orjson.dumps(stored)
+        now = time.time()
+        with self._write() as cur:
+            sid = expected.sid if expected is not None else None
+            if sid is None:
+                found = cur.execute(self.find_for_update, (user, session_id)).fetchone()
+                if found is None:
+                    cur.execute(CREATE, (user, session_id, now, now))
+                    found = cur.execute(self.find_for_update, (user, session_id)).fetchone()
+                sid, version = found
+                if expected is not None and version != expected.version:
+                    raise _conflict(self.url, session_id)
+            else:
+                version = expected.version  # type: ignore[union-attr]
+            if system is _UNCHANGED:
+                cur.execute(ADVANCE, (now, len(messages), title, sid, version))
+            else:
+                system_body = orjson.dumps(system) if system is not None else None
+                cur.execute(ADVANCE_WITH_SYSTEM, (now, len(messages), title, system_body, sid, version))
+            if cur.rowcount != 1:
+                raise _conflict(self.url, session_id)
+            turn = version + 1
+            cur.execute(ADD_TURN, (sid, turn, body))
+            if files:
+                self._lock_blobs(cur, exclusive=False)
+                for sha, data in files.items():
+                    cur.execute(PUT_BLOB, (sha, len(data), data))
+                    cur.execute(REF_BLOB, (sid, turn, sha))
+
+    def pop(self, user: str, session_id: str) -> list[dict]:
+        """Remove the last turn; its messages (attached files restored), [] if there is none."""
+        with self._write() as cur:
+            found = cur.execute(FIND, (user, session_id)).fetchone()
+            last = cur.execute(LAST_TURN, (found[0],)).fetchone() if found else None
+            if last is None:
+                return []
+            sid, (turn, body) = found[0], last
+            shas = [r[0] for r in cur.execute(TURN_BLOBS, (sid, turn)).fetchall()]
+            try:
+                messages = orjson.loads(body)
+            except orjson.JSONDecodeError as e:
+                raise _damaged(self.url, session_id, e) from None
+            if shas:  # the caller may send them again: keep local copies of the files (read inside this txn)
+                messages = attachments.restore(messages, lambda sha: _blob_in(cur, sha))
+            cur.execute(DELETE_TURN, (sid, turn))
+            cur.execute(DELETE_TURN_BLOBS, (sid, turn))
+            cur.execute(AFTER_POP, (time.time(), len(messages), sid))
+            self._collect(cur, shas)
+        return messages
+
+    def clear(self, user: str, session_id: str, delete: bool = False) -> bool:
+        """Forget the conversation (and its title); with `delete`, the session too. False if it was not stored."""
+        with self._write() as cur:
+            found = cur.execute(FIND, (user, session_id)).fetchone()
+            if found is None:
+                return False
+            sid = found[0]
+            shas = [r[0] for r in cur.execute(SESSION_BLOBS, (sid,)).fetchall()]
+            cur.execute(DELETE_SESSION_TURNS, (sid,))
+            cur.execute(DELETE_SESSION_BLOBS, (sid,))
+            if delete:
+                cur.execute(DELETE_SESSION, (sid,))
+            else:
+                cur.execute(AFTER_CLEAR, (time.time(), sid))
+            dropped = self._collect(cur, shas)
+        attachments.forget(dropped)
+        return True
+
+    def set_title(self, user: str, session_id: str, title: str | None) -> None:
+        now = time.time()
+        with self._write() as cur:
+            cur.execute(CREATE, (user, session_id, now, now))
+            sid = cur.execute(FIND, (user, session_id)).fetchone()[0]
+            cur.execute(SET_TITLE, (title, sid))
+
+    def _collect(self, cur: Any, shas: list[str]) -> list[str]:
+        """Delete the blobs among `shas` that no turn refers to any more; those deleted."""
+        if not shas:
+            return []
+        self._lock_blobs(cur, exclusive=True)
+        dropped = []
+        for sha in shas:
+            cur.execute(DROP_BLOB, (sha, sha))
+            if cur.rowcount:
+                dropped.append(sha)
+        return dropped
+
+
+def _blob_in(cur: Any, sha: str) -> bytes | None:
+    row = cur.execute(GET_BLOB, (sha,)).fetchone()
+    return bytes(row[0]) if row else None
+
+
+def _info(row: tuple) -> SessionInfo:
+    session_id, title, created, updated, count, user = row
+    return SessionInfo(session_id, title or "", float(created), float(updated), int(count), user)
+
+
+def _damaged(url: str, session_id: str, e: Exception) -> SessionStoreError:
+    return SessionStoreError(
+        f"session {session_id!r} in {url} is damaged (a stored turn is not valid JSON: {e}); it was not changed"
+    )
+
+
+def _conflict(url: str, session_id: str) -> SessionConflictError:
+    return SessionConflictError(
+        f"session {session_id!r} in {url} was changed by another writer while this turn ran: the turn was not saved"
+    )
+
+
+# ---- opening stores by URL --------------------------------------------------------------------------------
+
+_stores: dict[str, SQLStore] = {}
+_stores_lock = threading.Lock()
+
+
+def default_store_url() -> str:
+    """$CHATAGENT_SESSION_STORE, else the SQLite file `<workspace>/sessions/sessions.db`."""
+    env = os.environ.get("CHATAGENT_SESSION_STORE")
+    if env:
+        return env
+    from chatagent.rag.workspace import workspace_root
+
+    return "sqlite:///" + str(workspace_root() / "sessions" / "sessions.db")
+
+
+def open_store(store: str | os.PathLike[str] | SQLStore | None = None) -> SQLStore:
+    """The store for a URL or a file path (one per URL in a process); None means `default_store_url()`."""
+    if isinstance(store, SQLStore):
+        return store
+    if store is None:
+        url, default = default_store_url(), True
+    elif isinstance(store, (str, os.PathLike)):
+        url, default = os.fspath(store), False
+    else:
+        raise TypeError(f"store must be a URL, a file path or a store, got {type(store).__name__}")
+    key = url if "://" in url else "sqlite:///" + str(Path(url).expanduser().resolve())
+    with _stores_lock:
+        found = _stores.get(key)
+        if found is None:
+            found = _stores[key] = _open(url, default)
+        return found
+
+
+def _open(url: str, create_dir: bool) -> SQLStore:
+    if "://" not in url:
+        from chatagent.sessions.sqlite import SQLiteStore
+
+        return SQLiteStore(Path(url).expanduser(), create_dir=create_dir)
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "sqlite":
+        from chatagent.sessions.sqlite import SQLiteStore, parse_sqlite_url
+
+        path, options = parse_sqlite_url(url)
+        return SQLiteStore(path, create_dir=create_dir, **options)
+    if scheme in ("postgresql", "postgres"):
+        from chatagent.sessions.postgres import PostgresStore
+
+        return PostgresStore(url)
+    raise SessionStoreError(
+        f"unknown session store URL {redact(url)!r}: use sqlite:///path.db (or a file path) or postgresql://host/db"
+    )
+
+
+def close_stores() -> None:
+    """Close the idle connections of every store opened in this process and forget them (the next `open_store`
+    opens anew; Session objects holding a store keep working, connecting again when used)."""
+    with _stores_lock:
+        stores = list(_stores.values())
+        _stores.clear()
+    for s in stores:
+        s.close()
+
+
+def redact(url: str) -> str:
+    """`url` without its password."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()

@@ -1,0 +1,106 @@
+"""The web UI's conversation sidebar: the signed-in user's stored conversations (new, switch, rename, delete).
+
+With `WebUI(agent, conversations=True)` (or a store URL; `chatagent gui` turns it on) each conversation is a
+`chatagent.Session` kept under the user's name: Gradio's login name when the page has `auth`, else one local user.
+Opening or reloading the page shows the user's most recent conversation, also after a server restart; titles come
+from the first question until renamed. Users never see each other's conversations: every handler builds its
+Session from the name Gradio signed in, never from what the page sends.
+
+(No `from __future__ import annotations` here: Gradio finds the `gr.Request` parameter by its annotation.)
+"""
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import gradio as gr
+
+from chatagent.sessions import DEFAULT_USER, Session, SessionInfo, open_store
+from gui.session import ChatSession
+
+NEW_TITLE = "New conversation"
+
+
+class Conversations:
+    """The sidebar and its handlers, over one store (`store`: a URL or path, or None for the default store)."""
+
+    def __init__(self, ui: Any, store: str | os.PathLike[str] | None = None) -> None:
+        self.ui = ui  # the WebUI: it makes the ChatSessions (with their agents)
+        self.store = open_store(store)  # opened now: a bad URL or a damaged file is an error at start
+
+    def attach(self, demo: Any, state: Any, chatbot: Any, turn_events: Sequence[Any]) -> None:
+        """Render the sidebar in `demo` and wire it to the page's state and chatbot; `turn_events` are the
+        events after which the list may have changed (a turn, a clear)."""
+        with gr.Sidebar(label="Conversations", elem_id="conversations"):
+            new_btn = gr.Button("New conversation", elem_id="new-conversation", size="sm")
+            listing = gr.Radio(choices=[], value=None, show_label=False, elem_id="conversation-list")
+            with gr.Row():
+                title = gr.Textbox(placeholder="Title", show_label=False, elem_id="conversation-title", scale=3)
+                rename_btn = gr.Button("Rename", elem_id="rename-conversation", size="sm", scale=1)
+            delete_btn = gr.Button("Delete conversation", variant="stop", elem_id="delete-conversation", size="sm")
+        opened = [chatbot, state, listing, title]
+        demo.load(self._on_load, [state], opened, queue=False)
+        new_btn.click(self._on_new, [state], opened, queue=False, api_visibility="private")
+        listing.input(self._on_switch, [listing, state], opened, queue=False, api_visibility="private")
+        for renamed in (rename_btn.click, title.submit):
+            renamed(self._on_rename, [title, state], [listing, title], queue=False, api_visibility="private")
+        delete_btn.click(self._on_delete, [state], opened, queue=False, api_visibility="private")
+        for event in turn_events:
+            event.then(self._on_changed, [state], [listing, title], queue=False, api_visibility="private")
+
+    # ---- handlers ------------------------------------------------------------------------------------------
+
+    def _on_load(self, chat: ChatSession | None, request: gr.Request) -> tuple:
+        user = user_of(request)
+        found = self.store.list(user)
+        return self._open(chat, Session(found[0].id if found else None, self.store, user=user), found)
+
+    def _on_new(self, chat: ChatSession | None, request: gr.Request) -> tuple:
+        return self._open(chat, Session(None, self.store, user=user_of(request)))
+
+    def _on_switch(self, session_id: str | None, chat: ChatSession | None, request: gr.Request) -> tuple:
+        if not session_id:
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        return self._open(chat, Session(session_id, self.store, user=user_of(request)))
+
+    def _on_rename(self, title: str, chat: ChatSession | None, request: gr.Request) -> tuple:
+        if chat is None or chat.stored is None or not title.strip():
+            return gr.skip(), gr.skip()
+        chat.stored.title = title
+        return self._listing(user_of(request), chat), gr.Textbox(value=chat.stored.title)
+
+    def _on_delete(self, chat: ChatSession | None, request: gr.Request) -> tuple:
+        user = user_of(request)
+        if chat is not None and chat.stored is not None:
+            chat.detach()
+            chat.stored.delete()
+        found = self.store.list(user)
+        return self._open(None, Session(found[0].id if found else None, self.store, user=user), found)
+
+    def _on_changed(self, chat: ChatSession | None, request: gr.Request) -> tuple:
+        if chat is None or chat.stored is None:
+            return gr.skip(), gr.skip()
+        return self._listing(user_of(request), chat), gr.Textbox(value=chat.stored.title)
+
+    # ---- helpers -------------------------------------------------------------------------------------------
+
+    def _open(self, current: ChatSession | None, stored: Session, found: list[SessionInfo] | None = None) -> tuple:
+        """Show `stored` in a fresh ChatSession (a turn streaming in `current` is stopped and its answer kept)."""
+        if current is not None:
+            current.detach()
+        chat = self.ui.new_session()
+        chat.bind(stored)
+        listing = self._listing(stored.user, chat, found)
+        return chat.display, chat, listing, gr.Textbox(value=stored.title)
+
+    def _listing(self, user: str, chat: ChatSession, found: list[SessionInfo] | None = None) -> Any:
+        found = self.store.list(user) if found is None else found
+        current = chat.stored.id if chat.stored is not None else None
+        choices = [(info.title or NEW_TITLE, info.id) for info in found]
+        return gr.Radio(choices=choices, value=current if any(i.id == current for i in found) else None)
+
+
+def user_of(request: gr.Request | None) -> str:
+    """The signed-in user's name (Gradio auth), else the one local user."""
+    name = getattr(request, "username", None) if request is not None else None
+    return name if isinstance(name, str) and name else DEFAULT_USER

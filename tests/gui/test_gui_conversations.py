@@ -1,0 +1,122 @@
+"""gui.session bound to a stored Session, and gui.conversations' handlers, without a browser (see
+tests/e2e/test_gui_conversations_browser.py for the page in Chromium)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from chatagent import BasicAgent, ModelServiceError, ScriptedLLM, Session
+from chatagent.sessions import close_stores
+from gui import WebUI
+from gui.session import ChatSession, user_message
+from tests.gui.test_gui_session import PacedLLM, run_turn
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("CHATAGENT_WORKSPACE", str(tmp_path / "ws"))
+    yield f"sqlite:///{tmp_path}/conversations.db"
+    close_stores()
+
+
+def counting() -> BasicAgent:
+    return BasicAgent(llm=ScriptedLLM(default=lambda messages, functions: f"seen {len(messages)}"), name="bot")
+
+
+def say(chat: ChatSession, text: str) -> None:
+    chat.add_user(user_message(text, []))
+    run_turn(chat, chat.agents[0])
+
+
+def test_a_bound_chat_stores_each_turn_and_a_new_page_shows_it(store: str) -> None:
+    chat = ChatSession([counting()])
+    chat.bind(Session("c1", store))
+    say(chat, "one")
+    say(chat, "two")
+    assert [m["content"] for m in Session("c1", store).messages()] == ["one", "seen 1", "two", "seen 3"]
+    again = ChatSession([counting()])  # a reload, or another server process
+    again.bind(Session("c1", store))
+    assert [m.text for m in again.history] == ["one", "seen 1", "two", "seen 3"] and again.display == chat.display
+    say(again, "three")
+    assert again.history[-1].text == "seen 5"
+
+
+def test_regenerate_takes_the_stored_turn_back_and_asks_again(store: str) -> None:
+    chat = ChatSession([counting()])
+    chat.bind(Session("r", store))
+    say(chat, "one")
+    say(chat, "two")
+    assert chat.pop_response()
+    run_turn(chat, chat.agents[0])
+    stored = Session("r", store).messages()
+    assert [m["content"] for m in stored] == ["one", "seen 1", "two", "seen 3"] and len(chat.history) == 4
+
+
+def test_a_failed_turn_keeps_its_message_for_the_next_one(store: str) -> None:
+    agent = BasicAgent(llm=ScriptedLLM([ModelServiceError(400, "refused"), "fine"]))
+    chat = ChatSession([agent])
+    chat.bind(Session("f", store))
+    say(chat, "lost?")
+    assert Session("f", store).messages() == []
+    say(chat, "again")
+    assert [m.text for m in agent.llm.calls[-1].messages] == ["lost?", "again"]
+    assert [m["content"] for m in Session("f", store).messages()] == ["lost?", "again", "fine"]
+
+
+def test_switching_away_stops_the_turn_and_stores_its_partial_answer(store: str) -> None:
+    llm = PacedLLM(n=5000, delay=0.005)
+    chat = ChatSession([BasicAgent(llm=llm)])
+    chat.bind(Session("long", store))
+    chat.add_user(user_message("go", []))
+
+    async def go() -> None:
+        async for _ in chat.stream_turn(chat.agents[0]):
+            if llm.sent >= 3:
+                await asyncio.to_thread(chat.detach)  # what switching conversation does
+
+    asyncio.run(go())
+    stored = Session("long", store).messages()
+    assert stored[0]["content"] == "go" and stored[1]["content"].startswith("w0 w1 w2")
+    assert stored[1]["extra"] == {"interrupted": True}
+
+
+def test_clear_empties_the_stored_conversation(store: str) -> None:
+    chat = ChatSession([counting()])
+    chat.bind(Session("c", store))
+    say(chat, "one")
+    chat.clear()
+    assert Session("c", store).messages() == [] and chat.history == []
+
+
+def request(user: str | None) -> SimpleNamespace:
+    return SimpleNamespace(username=user)
+
+
+def test_the_sidebar_handlers_keep_users_apart_and_open_the_latest(store: str) -> None:
+    from gui.conversations import Conversations
+
+    ui = WebUI(counting())
+    bar = Conversations(ui, store)
+    display, chat, listing, title = bar._on_load(None, request("alice"))
+    assert display == [] and listing.choices == [] and chat.stored.user == "alice"
+    say(chat, "alice's first")
+    _, chat, _, _ = bar._on_new(chat, request("alice"))
+    say(chat, "alice's second")
+    bob_display, bob_chat, bob_listing, _ = bar._on_load(None, request("bob"))
+    assert bob_display == [] and bob_listing.choices == []
+    first_id = Session.list(store, user="alice")[-1].id
+    assert bar._on_switch(first_id, bob_chat, request("bob"))[1].history == []  # bob cannot open alice's by id
+    display, chat, listing, title = bar._on_load(None, request("alice"))
+    assert [label for label, _ in listing.choices] == ["alice's second", "alice's first"]
+    assert listing.value == chat.stored.id and "alice's second" in str(display)
+    listing, title = bar._on_rename("Renamed", chat, request("alice"))
+    assert [label for label, _ in listing.choices][0] == "Renamed" and title.value == "Renamed"
+    display, chat, listing, _ = bar._on_delete(chat, request("alice"))
+    assert [label for label, _ in listing.choices] == ["alice's first"] and "alice's first" in str(display)
+    assert [i.user for i in Session.list(store, user=None)] == ["alice"]  # bob's empty chat was never stored

@@ -1,0 +1,166 @@
+"""A throwaway PostgreSQL server for tests: `initdb` and `pg_ctl` (Debian's postgresql package) make a cluster on a
+free port under a temporary directory; `stop()` ends its processes and removes the directory.
+
+PostgreSQL refuses to run as root, so as root the cluster belongs to, and runs as, the `postgres` system user that
+Debian's package creates (through `runuser`). Each test gets its own schema (`new_store_url()`), so tests share
+the server but never each other's tables.
+
+    with PostgresCluster().start() as pg:
+        url = pg.new_store_url()           # postgresql://postgres@127.0.0.1:PORT/postgres?options=-csearch_path%3Dt1
+        pg.admin("SELECT 1")
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Self
+
+OWNER = "postgres"
+_schemas = itertools.count(1)
+
+
+def default_signals() -> None:
+    """preexec_fn for children: default handling of SIGINT and SIGTERM, whatever the test runner set."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def find_binary(name: str) -> str | None:
+    """A PostgreSQL server program: Debian keeps them in /usr/lib/postgresql/<version>/bin (newest first)."""
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(p.split("/")[4]), reverse=True)
+    return found[0] if found else shutil.which(name)
+
+
+def unavailable() -> str | None:
+    """Why a cluster cannot be made here, or None."""
+    if find_binary("initdb") is None or find_binary("pg_ctl") is None:
+        return "PostgreSQL is not installed (Debian's postgresql package; scripts/setup.sh installs it as root)"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam(OWNER)
+        except KeyError:
+            return f"running as root and there is no {OWNER!r} user to run PostgreSQL as"
+        if shutil.which("runuser") is None:
+            return "running as root and runuser is missing"
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "psycopg is not installed (pip install 'chatagent[postgres]')"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PostgresCluster:
+    """One PostgreSQL server in a temporary directory (see the module docstring)."""
+
+    def __init__(self, fsync: bool = False) -> None:
+        self.fsync = fsync  # off for tests (faster, nothing to keep); on for benchmarks
+        self.dir = Path(tempfile.mkdtemp(prefix="chatagent-pg-"))
+        self.data = self.dir / "data"
+        self.port = 0
+        self._as_owner = os.geteuid() == 0
+        if self._as_owner:
+            info = pwd.getpwnam(OWNER)
+            os.chown(self.dir, info.pw_uid, info.pw_gid)
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, *cmd: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        argv = ["runuser", "-u", OWNER, "--", *cmd] if self._as_owner else list(cmd)
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, preexec_fn=default_signals, cwd=self.dir
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+        return done
+
+    def start(self) -> Self:
+        try:
+            self._run(find_binary("initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
+                      "--no-sync")  # fmt: skip
+            for attempt in range(3):  # the free port may be taken between finding it and binding it
+                self.port = free_port()
+                options = (
+                    f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync={'on' if self.fsync else 'off'} "
+                    "-c max_connections=200 -c shared_buffers=16MB"
+                )
+                try:
+                    self._run(find_binary("pg_ctl"), "-D", str(self.data), "-l", str(self.dir / "server.log"),
+                              "-o", options, "-w", "-t", "60", "start")  # fmt: skip
+                    break
+                except RuntimeError:
+                    if attempt == 2:
+                        raise
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def admin(self, sql: str, params: tuple = ()) -> list[tuple]:
+        """Run one statement as the superuser (autocommit); its rows."""
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True, connect_timeout=10) as conn:
+            cur = conn.execute(sql, params)
+            return cur.fetchall() if cur.description else []
+
+    def new_store_url(self) -> str:
+        """The URL of a store in a new, empty schema of its own."""
+        schema = f"t{next(_schemas)}_{os.getpid()}"
+        self.admin(f"CREATE SCHEMA {schema}")
+        return f"{self.url}?options=-csearch_path%3D{schema}"
+
+    def terminate_clients(self) -> int:
+        """Cut every other client's connection (what a network failure or a server restart does to them)."""
+        rows = self.admin(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        )
+        return int(rows[0][0])
+
+    def stop(self) -> None:
+        """Stop the server (immediately) and remove its directory."""
+        pid_file = self.data / "postmaster.pid"
+        if pid_file.exists():
+            try:
+                self._run(find_binary("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "-t", "30", "stop")
+            except (RuntimeError, subprocess.TimeoutExpired):
+                self._kill(pid_file)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _kill(self, pid_file: Path) -> None:
+        try:
+            pid = int(pid_file.read_text().split()[0])
+            os.kill(pid, signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            return
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                return
+            time.sleep(0.05)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
