@@ -497,18 +497,33 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `chatagent` command; returns the exit status."""
     args = build_parser().parse_args(argv)
-    level = logging.DEBUG if args.verbose else logging.WARNING if args.command == "chat" else logging.INFO
-    handler = logging.StreamHandler()
-    handler.addFilter(MaskSecretsFilter())  # no key in any line, ours or a library's
-    if not args.verbose:  # other libraries' INFO is per request (HTTP clients log every model call): -v shows it
-        handler.addFilter(lambda r: r.levelno >= logging.WARNING or r.name.partition(".")[0] in ("chatagent", "gui"))
-    logging.basicConfig(level=level, format="chatagent: %(message)s", handlers=[handler])
     try:
-        with stop_signals():
+        with log_to_stderr(args), stop_signals():
             return args.func(args)
     except CliError as e:
         print(f"chatagent: error: {e}", file=sys.stderr)
         return 2
+
+
+@contextlib.contextmanager
+def log_to_stderr(args: argparse.Namespace) -> Iterator[None]:
+    """Log lines to stderr while the command runs (DEBUG with -v; the chat shows warnings only); the root logger is
+    as it was afterwards, so that calling `main()` in a process (tests, notebooks) leaves no handler behind."""
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.command == "chat" else logging.INFO
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("chatagent: %(message)s"))
+    handler.addFilter(MaskSecretsFilter())  # no key in any line, ours or a library's
+    if not args.verbose:  # other libraries' INFO is per request (HTTP clients log every model call): -v shows it
+        handler.addFilter(lambda r: r.levelno >= logging.WARNING or r.name.partition(".")[0] in ("chatagent", "gui"))
+    root = logging.getLogger()
+    previous = root.level
+    root.addHandler(handler)
+    root.setLevel(level)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(previous)
 
 
 def _terminate(signum: int, frame: object) -> None:
