@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from chatagent.rag import SUPPORTED_EXTENSIONS, Document, DocumentError, parse_file
-from chatagent.rag.parsers import REASONS, _parse_pdf_pypdf, decode_text, parse_bytes
+from chatagent.rag.document import ParseJob
+from chatagent.rag.parsers import REASONS, decode_text, parse_bytes
+from chatagent.rag.pdf import clean_pdf_text, parse_pdf_pypdf
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -136,7 +138,7 @@ def test_pdf_pages_are_numbered_and_keep_text(tmp_path: Path) -> None:
 
 def test_pypdf_fallback_reads_the_same_text() -> None:
     data = make_pdf(["Alpha beta gamma.", "Delta."])
-    pages = _parse_pdf_pypdf(data, "x.pdf", None)
+    pages = parse_pdf_pypdf(data, ParseJob("x.pdf"))
     assert [p.number for p in pages] == [1, 2]
     assert "Alpha beta gamma." in pages[0].text
 
@@ -150,9 +152,9 @@ def test_encrypted_pdf_needs_password_and_opens_with_it(tmp_path: Path) -> None:
     assert parse_file(path, password="s3cret").pages[0].text == "Top secret plans."
     data = path.read_bytes()
     with pytest.raises(DocumentError) as info:  # the pypdf fallback says the same
-        _parse_pdf_pypdf(data, "secret.pdf", "nope")
+        parse_pdf_pypdf(data, ParseJob("secret.pdf", "nope"))
     assert info.value.reason == "needs_password"
-    assert _parse_pdf_pypdf(data, "secret.pdf", "s3cret")[0].text.strip() == "Top secret plans."
+    assert parse_pdf_pypdf(data, ParseJob("secret.pdf", "s3cret"))[0].text.strip() == "Top secret plans."
     assert parse_bytes(data, "any-name", "s3cret", kind="pdf").pages[0].text == "Top secret plans."
 
 
@@ -302,10 +304,14 @@ def test_csv_and_tsv_become_markdown_tables(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------- bad inputs
 
 
-def test_empty_files_have_no_text(tmp_path: Path) -> None:
-    for name in ("empty.txt", "empty.pdf", "empty.docx", "blank.md"):
-        data = b"  \n\n " if name == "blank.md" else b""
-        assert reason_of(write(tmp_path, name, data)).reason == "no_text"
+def test_a_zero_byte_file_is_broken_and_a_blank_text_file_has_no_text(tmp_path: Path) -> None:
+    for name in ("empty.txt", "empty.pdf", "empty.docx", "empty.xlsx", "empty.csv"):
+        error = reason_of(write(tmp_path, name, b""))
+        assert (error.reason, str(error)) == ("broken", f"'{name}' is empty (0 bytes): there is nothing to read.")
+    for name in ("blank.md", "blank.txt", "blank.csv", "blank.html"):
+        error = reason_of(write(tmp_path, name, b"  \n\n "))
+        assert (error.reason, str(error)) == ("no_text", f"'{name}' is empty.")
+    assert reason_of(write(tmp_path, "blank.pdf", b"  \n\n ")).reason == "broken"  # not a PDF at all
 
 
 def test_binary_renamed_txt_is_refused(tmp_path: Path) -> None:
@@ -371,8 +377,6 @@ def test_importing_the_rag_package_loads_no_parser_library() -> None:
 
 
 def test_pdf_text_cleanup_joins_soft_hyphens_and_shortens_dot_leaders() -> None:
-    from chatagent.rag.parsers import _clean_pdf_text
-
-    assert _clean_pdf_text("Oth\ufffe\nerwise\r\nline") == "Otherwise\nline"
-    assert _clean_pdf_text("Introduction . . . . . . . . . 5") == "Introduction  ... 5"
-    assert _clean_pdf_text("Wait... what.") == "Wait... what."
+    assert clean_pdf_text("Oth\ufffe\nerwise\r\nline") == "Otherwise\nline"
+    assert clean_pdf_text("Introduction . . . . . . . . . 5") == "Introduction  ... 5"
+    assert clean_pdf_text("Wait... what.") == "Wait... what."
