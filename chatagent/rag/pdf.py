@@ -54,11 +54,13 @@ def parse_pdf_pdfium(data: bytes, job: ParseJob) -> list[Page]:
         pdf = _open_pdfium(data, job)
         try:
             count = len(pdf)
-            if count > max(64, len(data) // PDF_MIN_PAGE_BYTES):
-                pages = _pages_of_a_suspect_tree(data, job, count)
-                if pages is not None:
-                    return pages
-                count = max(64, len(data) // PDF_MIN_PAGE_BYTES)
+            most = max(64, len(data) // PDF_MIN_PAGE_BYTES)
+            if count > most:  # more pages than the file can hold? walk the tree: each page object once
+                distinct = _walk_suspect_tree(data, job, count)
+                if distinct is None:
+                    count = most
+                elif len(distinct) < count:
+                    return _pypdf_pages(distinct, job)
             other = _OtherExtractor(data, job)
             pages = []
             for i in range(count):
@@ -202,23 +204,21 @@ class _OtherExtractor:
 # ------------------------------------------------------------------------------------- page trees
 
 
-def _pages_of_a_suspect_tree(data: bytes, job: ParseJob, declared: int) -> list[Page] | None:
-    """When the page tree declares more pages than the file can hold: its distinct pages read by pypdf if it
-    repeats or invents pages; None if it is honest (PDFium reads it) or cannot be walked."""
+def _walk_suspect_tree(data: bytes, job: ParseJob, declared: int) -> list[tuple[int, Any]] | None:
+    """The distinct pages of a page tree that declares more pages than its file can hold (None if it cannot be
+    walked). Fewer than declared: the tree repeats or invents pages, and they are read once each by pypdf."""
     try:
-        reader = _open_pypdf(data, job)
-        distinct = distinct_pages(reader, job)
-    except (DocumentError, RunDeadlineExceeded):
+        distinct = distinct_pages(_open_pypdf(data, job), job)
+    except RunDeadlineExceeded:
         raise
-    except Exception as e:
+    except Exception as e:  # pypdf cannot walk it (or open it): PDFium reads what the file's size allows
         logger.warning("%s: the page tree declares %d pages and could not be checked (%s); reading at most %d",
                        job.name, declared, why(e), max(64, len(data) // PDF_MIN_PAGE_BYTES))  # fmt: skip
         return None
-    if len(distinct) >= declared:
-        return None
-    logger.warning("%s: the page tree declares %d pages but holds %d distinct ones; each is read once",
-                   job.name, declared, len(distinct))  # fmt: skip
-    return _pypdf_pages(distinct, job)
+    if len(distinct) < declared:
+        logger.warning("%s: the page tree declares %d pages but holds %d distinct ones; each is read once",
+                       job.name, declared, len(distinct))  # fmt: skip
+    return distinct
 
 
 def distinct_pages(reader: Any, job: ParseJob | None = None) -> list[tuple[int, Any]]:
