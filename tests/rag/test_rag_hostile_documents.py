@@ -12,13 +12,13 @@ import subprocess
 import sys
 import types
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.rag import DocStore, DocumentError, parse_bytes, parse_file
+from tests.rag.pdf_builders import HELVETICA, raw_pdf, text_stream
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -172,31 +172,10 @@ def test_xlsx_sheet_pages_leave_out_empty_columns_and_keep_values(tmp_path: Path
     sheet["ZZ9"] = True
     book.save(tmp_path / "sparse.xlsx")
     text = parse_file(tmp_path / "sparse.xlsx").pages[0].text
-    assert text.endswith(
-        "| item | when |  |\n|---|---|---|\n| 1.5 | 2024-05-01 00:00:00 |  |\n|  |  | True |"
-    )
+    assert text.endswith("| item | when |  |\n|---|---|---|\n| 1.5 | 2024-05-01 00:00:00 |  |\n|  |  | True |")
 
 
 # --------------------------------------------------------------------------------------------- PDF
-
-
-def raw_pdf(objects: list[bytes]) -> bytes:
-    """A PDF of the given object bodies (object n is objects[n - 1]; 1 must be the catalog), with a correct xref."""
-    out = bytearray(b"%PDF-1.7\n")
-    offsets = []
-    for n, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (n, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
-
-
-def text_stream(text: bytes) -> bytes:
-    content = b"BT /F1 12 Tf 72 720 Td (" + text + b") Tj ET"
-    return b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content)
 
 
 def million_page_pdf() -> bytes:
@@ -207,7 +186,7 @@ def million_page_pdf() -> bytes:
         b"<< /Type /Pages /Parent 2 0 R /Kids [" + b"4 0 R " * 1000 + b"] /Count 1000 >>",
         b"<< /Type /Page /Parent 3 0 R /MediaBox [0 0 612 792] /Contents 5 0 R /Resources << /Font << /F1 6 0 R >> >> >>",
         text_stream(b"The only page there is."),
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        HELVETICA,
     ])  # fmt: skip
 
 
@@ -218,31 +197,8 @@ def lying_count_pdf() -> bytes:
         b"<< /Type /Pages /Kids [3 0 R] /Count 1000000 >>",
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
         text_stream(b"The only page there is."),
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        HELVETICA,
     ])  # fmt: skip
-
-
-@pytest.fixture
-def pages_read(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
-    """How many pages PDFium loaded and pypdf extracted, counted at the libraries' own entry points."""
-    import pypdf
-    import pypdfium2
-
-    counts = {"pdfium": 0, "pypdf": 0}
-    load, extract = pypdfium2.PdfDocument.get_page, pypdf.PageObject.extract_text
-
-    def counted_load(self: object, index: int) -> object:
-        counts["pdfium"] += 1
-        return load(self, index)
-
-    def counted_extract(self: object, *args: object, **kwargs: object) -> str:
-        counts["pypdf"] += 1
-        return extract(self, *args, **kwargs)
-
-    monkeypatch.setattr(pypdfium2.PdfDocument, "get_page", counted_load)
-    monkeypatch.setattr(pypdfium2.PdfDocument, "__getitem__", counted_load)
-    monkeypatch.setattr(pypdf.PageObject, "extract_text", counted_extract)
-    yield counts
 
 
 @pytest.mark.parametrize("build", [million_page_pdf, lying_count_pdf])
@@ -266,7 +222,7 @@ def test_honest_pdf_with_many_tiny_pages_is_read_whole_by_pdfium(pages_read: dic
     objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d /MediaBox [0 0 200 200] /Resources << /Font << /F1 %d 0 R >> >> >>" % (
         b" ".join(kids), n, len(objects) + 1
     )  # fmt: skip
-    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    objects.append(HELVETICA)
     data = raw_pdf(objects)
     assert len(data) < n * 200
     doc = parse_bytes(data, "tiny.pdf")
@@ -370,7 +326,11 @@ def long_pptx(slides: int) -> bytes:
     ],
 )
 def test_the_deadline_interrupts_each_parser_where_it_is(
-    name: str, build, checks: int, where: str, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+    name: str,
+    build,
+    checks: int,
+    where: str,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
 ) -> None:
     data = build()
     clock = FakeClock(monkeypatch)
