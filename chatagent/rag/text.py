@@ -68,7 +68,7 @@ def _decode_legacy(data: bytes, name: str) -> str:
     sample = data[:DETECT_SAMPLE_BYTES]
     if len(data) > len(sample):  # cut at a line end, not inside a multi-byte character
         sample = sample[: sample.rfind(b"\n") + 1] or sample
-    matches = from_bytes(sample, cp_isolation=list(LEGACY_ENCODINGS))
+    matches = from_bytes(sample, cp_isolation=list(LEGACY_ENCODINGS), threshold=0.5)  # its 0.2 misses short texts
     ranked = sorted(matches, key=lambda m: (round(m.chaos, 2), -round(m.coherence, 2), _rank(m.encoding)))
     for match in ranked:
         try:

@@ -6,6 +6,7 @@ import io
 import logging
 import os
 import pickle
+import re
 import struct
 import subprocess
 import sys
@@ -272,6 +273,42 @@ def test_text_encodings_are_detected(tmp_path: Path, encoding: str, bom: bytes) 
     text = "第一章 安装\n\n使用 install.packages 安装软件包。价格：100元"
     path = write(tmp_path, "notes.txt", bom + text.encode(encoding))
     assert parse_file(path).pages[0].text == text
+
+
+LEGACY_TEXTS = {
+    "zh-Hant": "第一章 安裝說明\n\n請使用 install.packages 函數安裝軟體套件。安裝完成後，請使用 library 函數載入套件。"
+    "這份文件是以繁體中文撰寫的，詳細內容請參考下一章。價格：100元。\n",
+    "ja": "第一章 インストール\n\nパッケージは install.packages 関数でインストールします。インストールが終わったら、"
+    "library 関数でパッケージを読み込みます。この文書は日本語で書かれています。詳しくは次の章を参照してください。\n",
+    "ko": "제1장 설치\n\n패키지는 install.packages 함수로 설치합니다. 설치가 끝나면 library 함수로 패키지를 "
+    "불러옵니다. 가격은 100원입니다. 이 문서는 한국어로 작성되었습니다. 자세한 내용은 다음 장을 참고하십시오.\n",
+    "ru": "Глава 1. Установка\n\nПакеты устанавливаются функцией install.packages. После установки загрузите "
+    "пакет функцией library. Этот документ написан на русском языке. Подробности смотрите в следующей главе.\n",
+}
+
+
+@pytest.mark.parametrize(
+    "lang,encoding",
+    [("zh-Hant", "big5"), ("ja", "shift_jis"), ("ja", "euc-jp"), ("ko", "euc-kr"), ("ru", "cp1251"), ("ru", "koi8-r")],
+)
+def test_east_asian_and_cyrillic_legacy_encodings_are_detected(tmp_path: Path, lang: str, encoding: str) -> None:
+    text = LEGACY_TEXTS[lang] * 3
+    path = write(tmp_path, "notes.txt", text.encode(encoding))
+    assert parse_file(path).pages[0].text == text.strip()
+    rows = [s.strip() for s in re.split(r"[。.\n]+", LEGACY_TEXTS[lang]) if s.strip()]
+    table = "text,n\n" + "".join(f"{row},{n}\n" for n, row in enumerate(rows))
+    csv_text = parse_file(write(tmp_path, "table.csv", table.encode(encoding))).pages[0].text
+    assert all(f"| {' '.join(row.split())} | {n} |" in csv_text for n, row in enumerate(rows))
+
+
+def test_text_in_no_recognisable_encoding_is_refused_not_garbled(tmp_path: Path) -> None:
+    path = write(tmp_path, "odd.txt", b"hello " + bytes([0x81, 0xFF, 0xFE, 0x80]) * 50)
+    error = reason_of(path)
+    assert error.reason == "unsupported"
+    assert str(error) == (
+        "'odd.txt' could not be read: it is not UTF-8 and its text encoding was not recognised "
+        "(save it as UTF-8 and try again)."
+    )
 
 
 def test_western_legacy_encoding_falls_back_to_cp1252(tmp_path: Path) -> None:
