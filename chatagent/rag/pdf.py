@@ -28,7 +28,7 @@ __all__ = ["clean_pdf_text", "parse_pdf", "parse_pdf_pdfium", "parse_pdf_pypdf",
 PDF_MIN_PAGE_BYTES = 200  # a declared page count above size / this (and over 64) has its page tree checked
 MAP_ERROR_SAMPLE = 6  # characters per page asked whether their font maps them to Unicode
 
-logger = logging.getLogger("chatagent.rag.parsers")
+logger = logging.getLogger(__name__)
 _pdfium_lock = threading.Lock()  # PDFium is not thread-safe
 
 

@@ -29,7 +29,7 @@ LEGACY_ENCODINGS = (
     "cp1255", "cp1256", "cp1257", "cp1258", "cp874", "koi8_u", "iso8859_2", "big5hkscs",
 )  # fmt: skip
 
-logger = logging.getLogger("chatagent.rag.parsers")
+logger = logging.getLogger(__name__)
 
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
