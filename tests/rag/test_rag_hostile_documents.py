@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from chatagent.errors import RunDeadlineExceeded
-from chatagent.rag import DocStore, DocumentError, parse_bytes, parse_file
+from chatagent.rag import DocStore, DocumentError, office, parse_bytes, parse_file
 from tests.rag.pdf_builders import HELVETICA, raw_pdf, text_stream
 
 pytestmark = pytest.mark.timeout(180)
@@ -25,6 +25,7 @@ pytestmark = pytest.mark.timeout(180)
 ROOT = Path(__file__).resolve().parents[2]
 CHILD_MEMORY_MB = 768  # address space of the child: the libraries take ~210 MB of it before any parsing
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+SPREADSHEET = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 
 
 # ------------------------------------------------------------------------------------ child process
@@ -139,6 +140,36 @@ def test_docx_streaming_reader_keeps_headings_paragraphs_and_tables_in_order(tmp
     assert text.splitlines()[:5] == ["# Report", "", "## Results", "", "Tab\there and a line"]
     assert "| name | value | note |\n|---|---|---|\n| speed | fast | x y |\n| size inner cell | small |  |" in text
     assert text.endswith("After.")
+
+
+@pytest.mark.parametrize("kind", ["pptx", "xlsx"])
+def test_parts_a_library_reads_whole_are_capped_by_their_declared_size(
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """python-pptx parses every XML part into a tree (~10x its size) and openpyxl reads shared strings whole:
+    their declared sizes are summed before anything is inflated (the limit is lowered here to keep files small)."""
+    monkeypatch.setitem(office.MAX_WHOLE_PARTS_BYTES, kind, 2**20)
+    words = " ".join(f"word{i}" for i in range(300_000))  # 2.3 MB of text, in one part
+    path = tmp_path / f"big.{kind}"
+    if kind == "pptx":
+        import pptx
+
+        deck = pptx.Presentation()
+        deck.slides.add_slide(deck.slide_layouts[1]).placeholders[1].text = words
+        deck.save(path)
+    else:
+        import openpyxl
+
+        book = openpyxl.Workbook()
+        book.active["A1"] = "first"
+        book.save(path)
+        with zipfile.ZipFile(path, "a") as z:  # shared strings, as Excel writes them (openpyxl writes inline ones)
+            z.writestr("xl/sharedStrings.xml", f'<sst xmlns="{SPREADSHEET}"><si><t>{words}</t></si></sst>')
+    with pytest.raises(DocumentError) as info:
+        parse_file(path)
+    assert info.value.reason == "too_large"
+    assert str(info.value).startswith(f"'big.{kind}' was not opened: its structure expands to ")
+    assert str(info.value).endswith(f" MB in memory, over the limit of 1 MB for a {kind.upper()} file.")
 
 
 # -------------------------------------------------------------------------------------------- XLSX
