@@ -67,7 +67,7 @@ class ParseJob:
         *,
         deadline: float | None = None,
         max_chars: int = 2**62,
-        why_max: str = "the limit for one file",
+        why_max: str = "the limit for one document",
     ) -> None:
         self.name = name
         self.password = password

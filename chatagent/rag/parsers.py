@@ -16,7 +16,8 @@ DocumentError with a message a user can act on; nothing else escapes, except Run
 
 Work is bounded by what a file really holds, not by what it declares: see chatagent.rag.pdf (page trees),
 chatagent.rag.office (zip sizes, sheet dimensions) and chatagent.rag.text (encodings). A document gives at
-most as many characters of text as the file-size limit has bytes.
+most MAX_TEXT_PER_BYTE characters of text per byte of the file (at least MIN_TEXT_BUDGET, at most
+MAX_TEXT_CHARS): more is a bomb, refused as too_large.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ __all__ = [
 
 DEFAULT_MAX_FILE_BYTES = 200 * 1024 * 1024  # override per call, or with CHATAGENT_MAX_FILE_MB
 MAX_TEXT_PER_BYTE = 32  # characters of text a file may give per byte of its size (an honest one gives < 10) ...
-MIN_TEXT_BUDGET = 16 * 1024 * 1024  # ... or this many, whichever is more; never more than the size limit
+MIN_TEXT_BUDGET = 16 * 1024 * 1024  # ... or this many, whichever is more ...
+MAX_TEXT_CHARS = 256 * 1024 * 1024  # ... and never more than this (~64 million tokens to chunk and index)
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +66,7 @@ def parse_file(
     """Parse the file at `path` into a Document (see the module docstring); raise DocumentError if it gives no text.
 
     `password` opens an encrypted PDF. `max_bytes` caps the file size (default DEFAULT_MAX_FILE_BYTES or
-    CHATAGENT_MAX_FILE_MB) and the text it may give. `kind` overrides the type that the extension implies ('pdf',
+    CHATAGENT_MAX_FILE_MB). `kind` overrides the type that the extension implies ('pdf',
     'docx', ...). `deadline` (a time.monotonic() value) stops parsing with RunDeadlineExceeded once passed.
     """
     limit = max_file_bytes(max_bytes)
@@ -125,7 +127,7 @@ def parse_bytes(
         raise DocumentError("broken", f"'{name}' is empty (0 bytes): there is nothing to read.", name)
     if parser in _TEXT_PARSERS and not data.strip():
         raise DocumentError("no_text", f"'{name}' is empty.", name)
-    job = ParseJob(name, password, deadline=deadline, **_text_budget(len(data), limit))
+    job = ParseJob(name, password, deadline=deadline, **_text_budget(len(data)))
     try:
         job.check()
         pages = parser(data, job)
@@ -194,13 +196,14 @@ def _tidy(text: str) -> str:
     return _BLANK_LINES.sub("\n\n", _TRAILING.sub("\n", text)).strip()
 
 
-def _text_budget(size: int, limit: int) -> dict[str, Any]:
-    """The most text a file of `size` bytes may give: what the size limit allows, and for a small file what its
-    size can really hold (zipped XML and compressed PDF streams expand, but not MAX_TEXT_PER_BYTE times)."""
+def _text_budget(size: int) -> dict[str, Any]:
+    """The most text a file of `size` bytes may give: what its size can really hold (zipped XML and compressed
+    PDF streams expand, but an honest file gives far less than MAX_TEXT_PER_BYTE characters a byte), within
+    MIN_TEXT_BUDGET and MAX_TEXT_CHARS."""
     holds = max(MIN_TEXT_BUDGET, MAX_TEXT_PER_BYTE * size)
-    if holds < limit:
+    if holds < MAX_TEXT_CHARS:
         return {"max_chars": holds, "why_max": f"what a file of {size / 2**20:.1f} MB can hold (a zip bomb?)"}
-    return {"max_chars": limit, "why_max": "the limit for one file (raise it with max_bytes= or CHATAGENT_MAX_FILE_MB)"}
+    return {"max_chars": MAX_TEXT_CHARS, "why_max": "the most one document may give"}
 
 
 def _extension(name: str) -> str:

@@ -279,7 +279,7 @@ def _open_pypdf(data: bytes, job: ParseJob) -> Any:
     reader = pypdf.PdfReader(io.BytesIO(data))
     if reader.is_encrypted:
         opened = False
-        for password in password_candidates(job.password) or [""]:
+        for password in password_candidates(job.password):
             try:
                 opened = bool(reader.decrypt(password or ""))
             except Exception as e:  # an encryption scheme pypdf cannot handle
