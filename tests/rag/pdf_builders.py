@@ -34,6 +34,23 @@ def text_stream(text: bytes) -> bytes:
     return stream(b"BT /F1 12 Tf 72 720 Td (" + text + b") Tj ET")
 
 
+def text_pages_pdf(texts: list[bytes | None], *, count: int | None = None, xref: bool = True) -> bytes:
+    """A PDF with a page per text in Helvetica (None: a kid of the page tree that is not a page at all);
+    `count` overrides the page tree's /Count."""
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"", HELVETICA]
+    kids = []
+    for text in texts:
+        kids.append(b"%d 0 R" % (len(objects) + 1))
+        if text is None:
+            objects.append(b"(not a page at all)")
+            continue
+        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+                       b"/Resources << /Font << /F1 3 0 R >> >> >>" % (len(objects) + 2))  # fmt: skip
+        objects.append(text_stream(text))
+    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(kids), len(texts) if count is None else count)
+    return raw_pdf(objects, xref=xref)
+
+
 def one_page_pdf(content: bytes, font: bytes = HELVETICA, extra: tuple[bytes, ...] = (), page: bytes = b"") -> bytes:
     """One page drawing `content` with font /F1 (object 5); `extra` objects follow as 6, 7, ...; `page` adds keys."""
     return raw_pdf([

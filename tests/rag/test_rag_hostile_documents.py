@@ -18,7 +18,7 @@ import pytest
 
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.rag import DocStore, DocumentError, office, parse_bytes, parse_file
-from tests.rag.pdf_builders import HELVETICA, raw_pdf, text_stream
+from tests.rag.pdf_builders import HELVETICA, raw_pdf, text_pages_pdf, text_stream
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -223,13 +223,7 @@ def million_page_pdf() -> bytes:
 
 def lying_count_pdf() -> bytes:
     """A page tree whose /Count says 1,000,000 over one real page."""
-    return raw_pdf([
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1000000 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
-        text_stream(b"The only page there is."),
-        HELVETICA,
-    ])  # fmt: skip
+    return text_pages_pdf([b"The only page there is."], count=1_000_000)
 
 
 @pytest.mark.parametrize("build", [million_page_pdf, lying_count_pdf])

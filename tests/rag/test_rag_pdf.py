@@ -11,14 +11,7 @@ import pytest
 from chatagent.rag import DocumentError, parse_bytes
 from chatagent.rag.document import ParseJob
 from chatagent.rag.pdf import parse_pdf_pypdf, password_candidates, saslprep, text_score
-from tests.rag.pdf_builders import (
-    HELVETICA,
-    noisy_ocr_pdf,
-    one_page_pdf,
-    raw_pdf,
-    text_stream,
-    vertical_japanese_pdf,
-)
+from tests.rag.pdf_builders import noisy_ocr_pdf, one_page_pdf, text_pages_pdf, vertical_japanese_pdf
 from tests.rag.test_rag_parsers import make_pdf
 
 pytestmark = pytest.mark.timeout(60)
@@ -92,29 +85,12 @@ def test_saslprep_follows_rfc_4013() -> None:
 
 
 def test_damaged_cross_reference_table_is_repaired() -> None:
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
-        text_stream(b"Text behind a broken xref."),
-        HELVETICA,
-    ]  # fmt: skip
-    assert texts(raw_pdf(objects, xref=True)) == [(1, "Text behind a broken xref.")]
-    assert texts(raw_pdf(objects, xref=False)) == [(1, "Text behind a broken xref.")]
+    assert texts(text_pages_pdf([b"Text behind a broken xref."], xref=True)) == [(1, "Text behind a broken xref.")]
+    assert texts(text_pages_pdf([b"Text behind a broken xref."], xref=False)) == [(1, "Text behind a broken xref.")]
 
 
 def test_a_page_that_fails_to_load_does_not_lose_the_others() -> None:
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R 6 0 R 7 0 R] /Count 3 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
-        text_stream(b"First page."),
-        HELVETICA,
-        b"(not a page at all)",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 8 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
-        text_stream(b"Third page."),
-    ]  # fmt: skip
-    assert texts(raw_pdf(objects)) == [(1, "First page."), (3, "Third page.")]
+    assert texts(text_pages_pdf([b"First page.", None, b"Third page."])) == [(1, "First page."), (3, "Third page.")]
 
 
 # ---------------------------------------------------------------------------------- unusual pages
