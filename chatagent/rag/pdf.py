@@ -14,10 +14,7 @@ import io
 import logging
 import re
 import string
-import stringprep
 import threading
-import unicodedata
-from collections.abc import Callable
 from typing import Any
 
 from chatagent.errors import RunDeadlineExceeded
@@ -323,23 +320,24 @@ def password_candidates(password: str | None) -> list[str | None]:
     return candidates
 
 
-_PROHIBITED: tuple[Callable[[str], bool], ...] = (
-    stringprep.in_table_c12, stringprep.in_table_c21_c22, stringprep.in_table_c3, stringprep.in_table_c4,
-    stringprep.in_table_c5, stringprep.in_table_c6, stringprep.in_table_c7, stringprep.in_table_c8,
-    stringprep.in_table_c9, stringprep.in_table_a1,
-)  # fmt: skip
-
-
 def saslprep(text: str) -> str:
     """`text` prepared by SASLprep (RFC 4013), as PDF 2.0 prepares AES-256 passwords; ValueError if prohibited.
 
     Soft hyphens and other "commonly mapped to nothing" characters vanish, non-ASCII spaces become spaces, the
     result is NFKC-normalised (`ª` becomes `a`), and it may not mix right-to-left with left-to-right text.
     """
+    import stringprep
+    import unicodedata
+
+    prohibited = (
+        stringprep.in_table_c12, stringprep.in_table_c21_c22, stringprep.in_table_c3, stringprep.in_table_c4,
+        stringprep.in_table_c5, stringprep.in_table_c6, stringprep.in_table_c7, stringprep.in_table_c8,
+        stringprep.in_table_c9, stringprep.in_table_a1,
+    )  # fmt: skip
     mapped = "".join(" " if stringprep.in_table_c12(c) else c for c in text if not stringprep.in_table_b1(c))
     prepared = unicodedata.normalize("NFKC", mapped)
     for c in prepared:
-        if any(check(c) for check in _PROHIBITED):
+        if any(check(c) for check in prohibited):
             raise ValueError(f"SASLprep: U+{ord(c):04X} is not allowed in a password")
     if any(stringprep.in_table_d1(c) for c in prepared):
         if any(stringprep.in_table_d2(c) for c in prepared):
