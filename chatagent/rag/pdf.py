@@ -23,7 +23,7 @@ from chatagent.rag.document import DocumentError, Page, ParseJob, why
 __all__ = ["clean_pdf_text", "parse_pdf", "parse_pdf_pdfium", "parse_pdf_pypdf", "saslprep", "text_score"]
 
 PDF_MIN_PAGE_BYTES = 200  # a declared page count above size / this (and over 64) has its page tree checked
-MAP_ERROR_SAMPLE = 6  # characters per page asked whether their font maps them to Unicode
+MAP_ERROR_SAMPLE = 4  # characters per page asked whether their font maps them to Unicode
 
 logger = logging.getLogger(__name__)
 _pdfium_lock = threading.Lock()  # PDFium is not thread-safe
@@ -157,12 +157,13 @@ def _unmapped_share(textpage: Any) -> float:
     """The share of a sample of the page's characters whose font gives no usable Unicode mapping."""
     import pypdfium2.raw as raw
 
-    n = raw.FPDFText_CountChars(textpage)
+    handle, has_error = textpage.raw, raw.FPDFText_HasUnicodeMapError
+    n = raw.FPDFText_CountChars(handle)
     if n <= 0:
         return 0.0
     step = max(n // MAP_ERROR_SAMPLE, 1)
     sample = range(step // 2, n, step)
-    return sum(1 for i in sample if raw.FPDFText_HasUnicodeMapError(textpage, i) == 1) / len(sample)
+    return sum(1 for i in sample if has_error(handle, i) == 1) / len(sample)
 
 
 def _text_objects(page: Any) -> int:
