@@ -23,6 +23,8 @@ EXTRA_OF: dict[str, str] = {
     "pptx": "rag",
     "openpyxl": "rag",
     "bs4": "rag",
+    "lxml": "rag",
+    "charset_normalizer": "rag",
     "jieba": "rag",
     "snowballstemmer": "rag",
     "Stemmer": "rag",

@@ -35,6 +35,7 @@ from chatagent.rag.chunking import (
     chunk_document,
     split_sentences,
 )
+from chatagent.rag.document import ParseJob
 from chatagent.rag.parsers import Document, DocumentError, Page, display_name, max_file_bytes, parse_bytes, read_file
 from chatagent.rag.workspace import workspace_root, write_atomic
 from chatagent.tokens import count_tokens, truncate_tokens
@@ -46,7 +47,7 @@ __all__ = ["DocStore", "FileIndex", "Progress", "Retrieved", "default_store", "f
 
 logger = logging.getLogger(__name__)
 
-CACHE_VERSION = "2"  # bump when parsing, chunking or analysis changes what is cached
+CACHE_VERSION = "3"  # bump when parsing, chunking or analysis changes what is cached
 URL_TIMEOUT_S = 30.0
 URL_CACHE_S = 300.0  # a fetched URL is fetched again after this many seconds
 
@@ -181,9 +182,12 @@ class DocStore:
         *,
         passwords: dict[str, str] | None = None,
         on_progress: ProgressCallback | None = None,
+        deadline: float | None = None,
     ) -> Retrieved:
-        """The best chunks of `files` (paths or http(s) URLs) for `query` within `max_tokens`; see Retrieved."""
-        file_index, errors = self.load(files, passwords=passwords, on_progress=on_progress)
+        """The best chunks of `files` (paths or http(s) URLs) for `query` within `max_tokens`; see Retrieved.
+
+        `deadline` (a time.monotonic() value) stops reading new files with RunDeadlineExceeded once passed."""
+        file_index, errors = self.load(files, passwords=passwords, on_progress=on_progress, deadline=deadline)
         found = file_index.select(query, max_tokens)
         found.errors = errors
         return found
@@ -194,8 +198,11 @@ class DocStore:
         *,
         passwords: dict[str, str] | None = None,
         on_progress: ProgressCallback | None = None,
+        deadline: float | None = None,
     ) -> tuple[FileIndex, list[DocumentError]]:
-        """The index of `files` (built once per set of contents) and the errors of files that could not be read."""
+        """The index of `files` (built once per set of contents) and the errors of files that could not be read.
+
+        Parsing a new file stops with RunDeadlineExceeded once `deadline` (a time.monotonic() value) has passed."""
         entries: list[_Entry] = []
         errors: list[DocumentError] = []
         seen: set[str] = set()
@@ -206,7 +213,7 @@ class DocStore:
             try:
                 data, name = self._read(file)
                 password = (passwords or {}).get(str(file)) or (passwords or {}).get(name)
-                entry, parsed = self._entry(data, name, password)
+                entry, parsed = self._entry(data, name, password, deadline)
             except DocumentError as e:
                 errors.append(e)
                 logger.warning("could not read %s: %s", name, e)
@@ -225,10 +232,12 @@ class DocStore:
             _report(on_progress, Progress("parse" if parsed else "cached", name, n, total, seconds))
         return self._index(entries, on_progress), errors
 
-    def document(self, file: str | os.PathLike[str], password: str | None = None) -> Document:
+    def document(
+        self, file: str | os.PathLike[str], password: str | None = None, *, deadline: float | None = None
+    ) -> Document:
         """The parsed Document of one file (cached like everything else); raises DocumentError."""
         data, name = self._read(file)
-        entry, _ = self._entry(data, name, password)
+        entry, _ = self._entry(data, name, password, deadline)
         return Document(source=name, kind=Path(name).suffix.lower().lstrip("."), pages=list(entry.pages))
 
     def clear_memory(self) -> None:
@@ -262,7 +271,7 @@ class DocStore:
 
     # ------------------------------------------------------------------------------ documents
 
-    def _entry(self, data: bytes, name: str, password: str | None) -> tuple[_Entry, bool]:
+    def _entry(self, data: bytes, name: str, password: str | None, deadline: float | None) -> tuple[_Entry, bool]:
         """The parsed entry for this content: from memory, disk, or parsed now (once, even across threads)."""
         digest = hashlib.sha256(data).hexdigest()
         kind = Path(name).suffix.lower()
@@ -291,7 +300,7 @@ class DocStore:
             parsed = entry is None
             if entry is None:
                 try:
-                    entry = self._parse(data, name, password, digest)
+                    entry = self._parse(data, name, password, digest, deadline)
                 except DocumentError as e:
                     with self._lock:
                         self._failed[key] = e
@@ -308,10 +317,11 @@ class DocStore:
                 self._key_locks.pop(key, None)
             return entry, parsed
 
-    def _parse(self, data: bytes, name: str, password: str | None, digest: str) -> _Entry:
+    def _parse(self, data: bytes, name: str, password: str | None, digest: str, deadline: float | None) -> _Entry:
         with self._lock:
             self.parses += 1
-        doc = parse_bytes(data, name, password, max_bytes=self.max_bytes)
+        doc = parse_bytes(data, name, password, max_bytes=self.max_bytes, deadline=deadline)
+        ParseJob(name, deadline=deadline).check("its chunking")  # a huge text takes seconds to chunk and index
         counts = [count_tokens(p.text) for p in doc.pages]
         chunks = chunk_document(doc, self.chunk_tokens, self.overlap_tokens, key=digest, page_tokens=counts)
         return _Entry(digest, name, doc.pages, chunks, sum(counts))
@@ -419,9 +429,12 @@ def retrieve(
     passwords: dict[str, str] | None = None,
     on_progress: ProgressCallback | None = None,
     store: DocStore | None = None,
+    deadline: float | None = None,
 ) -> Retrieved:
     """The best chunks of `files` for `query` within `max_tokens` (everything, in order, when it all fits)."""
-    return (store or default_store()).retrieve(files, query, max_tokens, passwords=passwords, on_progress=on_progress)
+    return (store or default_store()).retrieve(
+        files, query, max_tokens, passwords=passwords, on_progress=on_progress, deadline=deadline
+    )
 
 
 def fetch_url(url: str, max_bytes: int, timeout: float = URL_TIMEOUT_S) -> tuple[bytes, str]:

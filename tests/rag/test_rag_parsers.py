@@ -6,6 +6,7 @@ import io
 import logging
 import os
 import pickle
+import re
 import struct
 import sys
 import time
@@ -16,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from chatagent.rag import SUPPORTED_EXTENSIONS, Document, DocumentError, parse_file
-from chatagent.rag.parsers import REASONS, _parse_pdf_pypdf, decode_text, parse_bytes
+from chatagent.rag.document import ParseJob
+from chatagent.rag.parsers import REASONS, decode_text, parse_bytes
+from chatagent.rag.pdf import clean_pdf_text, parse_pdf_pypdf
 from tests.support import processes
 
 pytestmark = pytest.mark.timeout(60)
@@ -136,7 +139,7 @@ def test_pdf_pages_are_numbered_and_keep_text(tmp_path: Path) -> None:
 
 def test_pypdf_fallback_reads_the_same_text() -> None:
     data = make_pdf(["Alpha beta gamma.", "Delta."])
-    pages = _parse_pdf_pypdf(data, "x.pdf", None)
+    pages = parse_pdf_pypdf(data, ParseJob("x.pdf"))
     assert [p.number for p in pages] == [1, 2]
     assert "Alpha beta gamma." in pages[0].text
 
@@ -150,9 +153,9 @@ def test_encrypted_pdf_needs_password_and_opens_with_it(tmp_path: Path) -> None:
     assert parse_file(path, password="s3cret").pages[0].text == "Top secret plans."
     data = path.read_bytes()
     with pytest.raises(DocumentError) as info:  # the pypdf fallback says the same
-        _parse_pdf_pypdf(data, "secret.pdf", "nope")
+        parse_pdf_pypdf(data, ParseJob("secret.pdf", "nope"))
     assert info.value.reason == "needs_password"
-    assert _parse_pdf_pypdf(data, "secret.pdf", "s3cret")[0].text.strip() == "Top secret plans."
+    assert parse_pdf_pypdf(data, ParseJob("secret.pdf", "s3cret"))[0].text.strip() == "Top secret plans."
     assert parse_bytes(data, "any-name", "s3cret", kind="pdf").pages[0].text == "Top secret plans."
 
 
@@ -272,6 +275,42 @@ def test_text_encodings_are_detected(tmp_path: Path, encoding: str, bom: bytes) 
     assert parse_file(path).pages[0].text == text
 
 
+LEGACY_TEXTS = {
+    "zh-Hant": "第一章 安裝說明\n\n請使用 install.packages 函數安裝軟體套件。安裝完成後，請使用 library 函數載入套件。"
+    "這份文件是以繁體中文撰寫的，詳細內容請參考下一章。價格：100元。\n",
+    "ja": "第一章 インストール\n\nパッケージは install.packages 関数でインストールします。インストールが終わったら、"
+    "library 関数でパッケージを読み込みます。この文書は日本語で書かれています。詳しくは次の章を参照してください。\n",
+    "ko": "제1장 설치\n\n패키지는 install.packages 함수로 설치합니다. 설치가 끝나면 library 함수로 패키지를 "
+    "불러옵니다. 가격은 100원입니다. 이 문서는 한국어로 작성되었습니다. 자세한 내용은 다음 장을 참고하십시오.\n",
+    "ru": "Глава 1. Установка\n\nПакеты устанавливаются функцией install.packages. После установки загрузите "
+    "пакет функцией library. Этот документ написан на русском языке. Подробности смотрите в следующей главе.\n",
+}
+
+
+@pytest.mark.parametrize(
+    "lang,encoding",
+    [("zh-Hant", "big5"), ("ja", "shift_jis"), ("ja", "euc-jp"), ("ko", "euc-kr"), ("ru", "cp1251"), ("ru", "koi8-r")],
+)
+def test_east_asian_and_cyrillic_legacy_encodings_are_detected(tmp_path: Path, lang: str, encoding: str) -> None:
+    text = LEGACY_TEXTS[lang] * 3
+    path = write(tmp_path, "notes.txt", text.encode(encoding))
+    assert parse_file(path).pages[0].text == text.strip()
+    rows = [s.strip() for s in re.split(r"[。.\n]+", LEGACY_TEXTS[lang]) if s.strip()]
+    table = "text,n\n" + "".join(f"{row},{n}\n" for n, row in enumerate(rows))
+    csv_text = parse_file(write(tmp_path, "table.csv", table.encode(encoding))).pages[0].text
+    assert all(f"| {' '.join(row.split())} | {n} |" in csv_text for n, row in enumerate(rows))
+
+
+def test_text_in_no_recognisable_encoding_is_refused_not_garbled(tmp_path: Path) -> None:
+    path = write(tmp_path, "odd.txt", b"hello " + bytes([0x81, 0xFF, 0xFE, 0x80]) * 50)
+    error = reason_of(path)
+    assert error.reason == "unsupported"
+    assert str(error) == (
+        "'odd.txt' could not be read: it is not UTF-8 and its text encoding was not recognised "
+        "(save it as UTF-8 and try again)."
+    )
+
+
 def test_western_legacy_encoding_falls_back_to_cp1252(tmp_path: Path) -> None:
     path = write(tmp_path, "old.txt", "Café crème — naïve résumé".encode("cp1252"))
     assert parse_file(path).pages[0].text == "Café crème — naïve résumé"
@@ -302,10 +341,14 @@ def test_csv_and_tsv_become_markdown_tables(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------- bad inputs
 
 
-def test_empty_files_have_no_text(tmp_path: Path) -> None:
-    for name in ("empty.txt", "empty.pdf", "empty.docx", "blank.md"):
-        data = b"  \n\n " if name == "blank.md" else b""
-        assert reason_of(write(tmp_path, name, data)).reason == "no_text"
+def test_a_zero_byte_file_is_broken_and_a_blank_text_file_has_no_text(tmp_path: Path) -> None:
+    for name in ("empty.txt", "empty.pdf", "empty.docx", "empty.xlsx", "empty.csv"):
+        error = reason_of(write(tmp_path, name, b""))
+        assert (error.reason, str(error)) == ("broken", f"'{name}' is empty (0 bytes): there is nothing to read.")
+    for name in ("blank.md", "blank.txt", "blank.csv", "blank.html"):
+        error = reason_of(write(tmp_path, name, b"  \n\n "))
+        assert (error.reason, str(error)) == ("no_text", f"'{name}' is empty.")
+    assert reason_of(write(tmp_path, "blank.pdf", b"  \n\n ")).reason == "broken"  # not a PDF at all
 
 
 def test_binary_renamed_txt_is_refused(tmp_path: Path) -> None:
@@ -371,8 +414,6 @@ def test_importing_the_rag_package_loads_no_parser_library() -> None:
 
 
 def test_pdf_text_cleanup_joins_soft_hyphens_and_shortens_dot_leaders() -> None:
-    from chatagent.rag.parsers import _clean_pdf_text
-
-    assert _clean_pdf_text("Oth\ufffe\nerwise\r\nline") == "Otherwise\nline"
-    assert _clean_pdf_text("Introduction . . . . . . . . . 5") == "Introduction  ... 5"
-    assert _clean_pdf_text("Wait... what.") == "Wait... what."
+    assert clean_pdf_text("Oth\ufffe\nerwise\r\nline") == "Otherwise\nline"
+    assert clean_pdf_text("Introduction . . . . . . . . . 5") == "Introduction  ... 5"
+    assert clean_pdf_text("Wait... what.") == "Wait... what."

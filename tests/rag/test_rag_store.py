@@ -162,13 +162,13 @@ def test_bad_files_are_reported_and_the_rest_still_answer(tmp_path: Path, store:
     binary.write_bytes(b"\x7fELF" + bytes(range(256)) * 8)
     found = store.retrieve([empty, good, binary, tmp_path / "missing.pdf"], "install packages", 100)
     assert [(e.source, e.reason) for e in found.errors] == [
-        ("empty.txt", "no_text"),
+        ("empty.txt", "broken"),  # 0 bytes
         ("prog.txt", "unsupported"),
         ("missing.pdf", "broken"),
     ]
     assert found.chunks and all(c.source == "good.txt" for c in found.chunks)
     again = store.retrieve([empty, good], "install packages", 100)  # failures are remembered, not re-parsed
-    assert [e.reason for e in again.errors] == ["no_text"] and store.parses == 3
+    assert [e.reason for e in again.errors] == ["broken"] and store.parses == 3
 
 
 def test_too_large_limit_applies_in_the_store(tmp_path: Path) -> None:
