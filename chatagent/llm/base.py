@@ -305,7 +305,7 @@ class BaseChatModel:
             )
         return self._falling_back(native, msgs, funcs, cfg, settings, usage, stream) if funcs else native
 
-    async def _acall(
+    def _acall(
         self,
         msgs: list[Message],
         funcs: list[dict] | None,
@@ -314,24 +314,21 @@ class BaseChatModel:
         usage: Usage | None,
         stream: bool,
     ) -> AsyncIterator[list[Message]]:
+        """`_call` for asyncio: the fragments, as an async iterator (returned, not wrapped: one layer less per chunk)."""
         from chatagent.llm import fncall_prompt
 
         prompted, cfg = self._route(msgs, funcs, cfg, settings, usage)
         if prompted:
-            parts = fncall_prompt.achat(self, msgs, funcs or [], cfg, settings, usage, stream)
+            return fncall_prompt.achat(self, msgs, funcs or [], cfg, settings, usage, stream)
+        if stream:
+            native = self._aretrying(
+                lambda: self._achat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage), settings
+            )
         else:
-            if stream:
-                native = self._aretrying(
-                    lambda: self._achat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage), settings
-                )
-            else:
-                native = self._aretrying(
-                    lambda: _aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
-                )
-            parts = self._afalling_back(native, msgs, funcs, cfg, settings, usage, stream) if funcs else native
-        async with aclosing(parts) as fragments:
-            async for f in fragments:
-                yield f
+            native = self._aretrying(
+                lambda: _aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
+            )
+        return self._afalling_back(native, msgs, funcs, cfg, settings, usage, stream) if funcs else native
 
     def _falling_back(
         self,
