@@ -122,8 +122,12 @@ class OpenAICompatModel(BaseChatModel):
         if client is None:
             import httpx
 
-            options = {"timeout": httpx.Timeout(600.0, connect=5.0), "limits": httpx.Limits(max_connections=1000)}
-            client = self._aclients[loop] = httpx.AsyncClient(**{**options, **self._aclient_options()})
+            from chatagent.llm.http_pool import ShardedTransport
+
+            options = {"timeout": httpx.Timeout(600.0, connect=5.0), **self._aclient_options()}
+            # several small connection pools: one pool's bookkeeping grows with the square of its streams
+            transport = ShardedTransport(trust_env=options.get("trust_env", True))
+            client = self._aclients[loop] = httpx.AsyncClient(transport=transport, **options)
         return client
 
     def _aclient_options(self) -> dict:
