@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this worktree's chatagent
@@ -52,5 +52,14 @@ def tool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], str]:
 
     def run() -> str:
         return bot.run_nonstream([{"role": "user", "content": "Please look these up for me."}])[-1]["content"]
+
+    return run
+
+
+def atool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], Awaitable[str]]:
+    bot = FnCallAgent(llm=_llm(url, "tools"), function_list=tools)
+
+    async def run() -> str:
+        return (await bot.arun_nonstream([{"role": "user", "content": "Please look these up for me."}]))[-1]["content"]
 
     return run

@@ -4,7 +4,7 @@ with a base_url; streaming with `Crew(stream=True)` (`kickoff()` sync, `akickoff
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import metadata
 
 from crewai import LLM, Agent, Crew, Task
@@ -46,5 +46,14 @@ def tool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], str]:
 
     def run() -> str:
         return _crew(url, "tools", crew_tools, question="Please look these up for me.").kickoff().raw
+
+    return run
+
+
+def atool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], Awaitable[str]]:
+    crew_tools = [tool(t.__name__)(t) for t in tools]
+
+    async def run() -> str:
+        return (await _crew(url, "tools", crew_tools, question="Please look these up for me.").akickoff()).raw
 
     return run

@@ -3,7 +3,7 @@ over ChatOpenAI, streamed with stream_mode="messages" (`stream` / `astream`), `i
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import metadata
 from typing import Any
 
@@ -50,5 +50,15 @@ def tool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], str]:
 
     def run() -> str:
         return agent.invoke(question)["messages"][-1].content
+
+    return run
+
+
+def atool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], Awaitable[str]]:
+    agent = _agent(url, "tools", tools)
+    question = {"messages": [{"role": "user", "content": "Please look these up for me."}]}
+
+    async def run() -> str:
+        return (await agent.ainvoke(question))["messages"][-1].content
 
     return run

@@ -4,7 +4,7 @@ asynchronously (`Runner.run_streamed`); the tool loop runs with `Runner.run_sync
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import metadata
 
 from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
@@ -44,5 +44,14 @@ def tool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], str]:
 
     def run() -> str:
         return Runner.run_sync(agent, "Please look these up for me.").final_output
+
+    return run
+
+
+def atool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], Awaitable[str]]:
+    agent = _agent(url, "tools", tools)
+
+    async def run() -> str:
+        return (await Runner.run(agent, "Please look these up for me.")).final_output
 
     return run

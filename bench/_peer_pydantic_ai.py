@@ -3,7 +3,7 @@ run_stream, run_sync. Text is read with `stream_text(delta=True, debounce_by=Non
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import metadata
 
 from pydantic_ai import Agent
@@ -47,5 +47,14 @@ def tool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], str]:
 
     def run() -> str:
         return agent.run_sync("Please look these up for me.").output
+
+    return run
+
+
+def atool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], Awaitable[str]]:
+    agent = _agent(url, "tools", tools)
+
+    async def run() -> str:
+        return (await agent.run("Please look these up for me.")).output
 
     return run

@@ -3,14 +3,15 @@ adapter, bench/_peer_<name>.py; prints one JSON line.
 
     python _peer_run.py NAME import --repeats 5
     python _peer_run.py NAME e2e --url URL --chunks 16000 --repeats 5 [--aio]
-    python _peer_run.py NAME tools --url URL --runs 10 --repeats 3
+    python _peer_run.py NAME tools --url URL --runs 10 --repeats 3 [--aio]
     python _peer_run.py NAME concurrent --url URL --n 1000 --chunks 20
 
 An adapter defines IMPORT (the statement whose time is measured in a fresh interpreter: what a script needs to
 build that framework's agent over an OpenAI-compatible server) and, where the framework has them:
 - `stream(url, model)`: a function doing one synchronous streaming run of one question, returning the text;
 - `astream(url, model)`: an async generator function doing one run on the event loop, yielding the text's pieces;
-- `tool_loop(url, tools)`: a function doing one run with `tools` (plain typed functions), returning the answer.
+- `tool_loop(url, tools)`: a function doing one run with `tools` (plain typed functions), returning the answer;
+  `atool_loop(url, tools)`: the same as a coroutine function.
 What an adapter lacks is a figure the framework cannot give; the JSON says so. Each factory builds one agent,
 reused by every run, as a service would. The server (bench/_loopback.py) picks its answer by the model name.
 Times are wall clock and CPU time of this process (all its threads; the server is another process).
@@ -126,11 +127,15 @@ def e2e(adapter: Any, url: str, chunks: int, repeats: int, aio: bool) -> dict:
     return {"wall_s": wall, "cpu_s": cpu, "samples": repeats}
 
 
-def tools(adapter: Any, url: str, runs: int, repeats: int) -> dict:
-    factory = getattr(adapter, "tool_loop", None)
+def tools(adapter: Any, url: str, runs: int, repeats: int, aio: bool) -> dict:
+    factory = getattr(adapter, "atool_loop" if aio else "tool_loop", None)
     if factory is None:
-        return {"missing": "no tool calling"}
+        return {"missing": "no async tool calling" if aio else "no tool calling"}
     run = factory(url, make_tools())
+    if aio:
+        loop = asyncio.new_event_loop()
+        arun = run
+        run = lambda: loop.run_until_complete(arun())  # noqa: E731
     with quiet():
         CALLS.clear()
         answer = run()
@@ -206,7 +211,7 @@ def main() -> None:
     elif args.what == "e2e":
         result = e2e(adapter, args.url, args.chunks, args.repeats, args.aio)
     elif args.what == "tools":
-        result = tools(adapter, args.url, args.runs, args.repeats)
+        result = tools(adapter, args.url, args.runs, args.repeats, args.aio)
     else:
         result = concurrent(adapter, args.url, args.n, args.chunks)
     result["version"] = getattr(adapter, "version", lambda: "")()
