@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 import qa_common
+from _measure import lookup_functions
 
 qa_common.guard()
 
@@ -45,24 +46,7 @@ CALLS: list[str] = []  # the tools called, to check that a run really ran them
 
 
 def make_tools(n: int = 20) -> list[Callable[..., str]]:
-    """n plain typed functions, `lookup_0` ... (with a docstring every framework can read)."""
-    tools = []
-    for i in range(n):
-
-        def fn(query: str, limit: int = 5, exact: bool = False) -> str:
-            """Look something up.
-
-            Args:
-                query: What to look for.
-                limit: How many results.
-                exact: Exact match only.
-            """
-            CALLS.append(query)
-            return "ok"
-
-        fn.__name__ = fn.__qualname__ = f"lookup_{i}"
-        tools.append(fn)
-    return tools
+    return lookup_functions(n, CALLS)
 
 
 @contextlib.contextmanager

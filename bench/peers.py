@@ -196,7 +196,9 @@ def main() -> None:
             loop = ["tools", *url, "--runs", str(4 * repeats), "--repeats", str(repeats), *([aio] if aio else [])]
             report(fig, best_of(names, rounds, *loop, keys=("wall_ms", "cpu_ms")), clocks_ms)
         for n in ns:
-            concurrency_lines(n, best_of(names, rounds if n <= 100 else 1, "concurrent", *url, "--n", str(n), "--chunks", "20"))
+            concurrency_lines(
+                n, best_of(names, rounds if n <= 100 else 1, "concurrent", *url, "--n", str(n), "--chunks", "20")
+            )
     finally:
         loopback.close()
 
