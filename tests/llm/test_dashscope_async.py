@@ -16,12 +16,13 @@ import pytest
 
 from chatagent import BasicAgent, ModelServiceError, Usage, get_chat_model
 from chatagent.llm.dashscope import DashScopeModel
+from chatagent.schema import to_messages
 from tests.support.dashscope_server import DashScopeServer, Reply
 
 pytestmark = pytest.mark.timeout(60)
 
 KEY = "sk-async-0123456789abcdef"
-USER = [{"role": "user", "content": "hi"}]
+USER = to_messages([{"role": "user", "content": "hi"}])  # Messages in, Messages out
 WEATHER = {
     "name": "get_weather",
     "description": "Weather of a city",
@@ -98,7 +99,7 @@ def test_vl_model_uploads_and_uses_the_multimodal_api(server: DashScopeServer, t
     image.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(64)))
     server.add(Reply(text="A cat."), Reply(text="Still a cat."))
     llm = model(server, "qwen-vl-max")
-    msgs = [{"role": "user", "content": [{"image": str(image)}, {"text": "What is this?"}]}]
+    msgs = to_messages([{"role": "user", "content": [{"image": str(image)}, {"text": "What is this?"}]}])
     assert run(astream(llm, msgs))[-1][0].content == "A cat."
     assert run(llm.achat(msgs, stream=False))[0].content == "Still a cat."
     gen = server.generation_requests
@@ -110,10 +111,11 @@ def test_vl_model_uploads_and_uses_the_multimodal_api(server: DashScopeServer, t
 def test_through_the_agent_arun_equals_run(server: DashScopeServer) -> None:
     server.add("Hi! How can I help?", "Hi! How can I help?")
     llm = {"model": "qwen-plus", "model_server": "dashscope", "api_key": KEY, "base_url": server.base_url}
-    expected = [copy.deepcopy(r) for r in BasicAgent(llm=llm, name="bot").run(USER)]
+    question = [{"role": "user", "content": "hi"}]
+    expected = [copy.deepcopy(r) for r in BasicAgent(llm=llm, name="bot").run(question)]
 
     async def go():
-        return [copy.deepcopy(r) async for r in BasicAgent(llm=llm, name="bot").arun(USER)]
+        return [copy.deepcopy(r) async for r in BasicAgent(llm=llm, name="bot").arun(question)]
 
     assert run(go()) == expected
     assert expected[-1] == [{"role": "assistant", "content": "Hi! How can I help?", "name": "bot"}]
@@ -271,7 +273,7 @@ def test_cancelling_the_task_closes_the_connection(server: DashScopeServer) -> N
         got_one = asyncio.Event()
 
         async def consume():
-            async for _ in bot.arun(USER):
+            async for _ in bot.arun([{"role": "user", "content": "hi"}]):
                 got_one.set()
 
         task = asyncio.create_task(consume())
