@@ -80,7 +80,8 @@ class DashScopeModel(BaseChatModel):
         self.workspace: str | None = cfg.get("workspace") or None
         self._session: requests.Session | None = None
         self._session_lock = threading.Lock()
-        self._connectors: weakref.WeakKeyDictionary[Any, aiohttp.TCPConnector] = weakref.WeakKeyDictionary()
+        # event loop -> (its connection pool, the async generator that closes the pool when the loop shuts down)
+        self._connectors: weakref.WeakKeyDictionary[Any, tuple] = weakref.WeakKeyDictionary()
         self._uploads: dict[tuple, tuple[str, float]] = {}  # (path, size, mtime) -> (oss url, time)
 
     # ---- BaseChatModel ---------------------------------------------------------------------------------
@@ -123,7 +124,7 @@ class DashScopeModel(BaseChatModel):
     async def _achat_stream(
         self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
     ) -> AsyncIterator[list[Message]]:
-        sender = _AioSender(self._aio_connector())
+        sender = _AioSender(await self._aio_connector())
         try:
             kwargs = await self._acall_args(messages, functions, cfg, stream=True)
             reader = ReplyReader(self.api_key)
@@ -144,7 +145,7 @@ class DashScopeModel(BaseChatModel):
     async def _achat_once(
         self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
     ) -> list[Message]:
-        sender = _AioSender(self._aio_connector())
+        sender = _AioSender(await self._aio_connector())
         try:
             kwargs = await self._acall_args(messages, functions, cfg, stream=False)
             rsp = await self._api(aio=True).call(session=sender.session, **kwargs)
@@ -164,13 +165,17 @@ class DashScopeModel(BaseChatModel):
                     self._session = requests.Session()
         return self._session
 
-    def _aio_connector(self) -> aiohttp.TCPConnector:
-        """This model's aiohttp connection pool on the running event loop (a pool cannot move between loops)."""
+    async def _aio_connector(self) -> aiohttp.TCPConnector:
+        """This model's aiohttp connection pool on the running event loop (a pool cannot move between loops),
+        closed when the loop shuts down."""
         loop = asyncio.get_running_loop()
-        connector = self._connectors.get(loop)
-        if connector is None or connector.closed:
-            connector = self._connectors[loop] = aiohttp.TCPConnector(ssl=_ssl_context(), limit=1000)
-        return connector
+        entry = self._connectors.get(loop)
+        if entry is None or entry[0].closed:
+            connector = aiohttp.TCPConnector(ssl=_ssl_context(), limit=1000)
+            closer = _closed_with_the_loop(connector)
+            await closer.asend(None)
+            entry = self._connectors[loop] = (connector, closer)
+        return entry[0]
 
     def _call_args(self, messages: list[Message], functions: list[dict] | None, cfg: dict, stream: bool) -> dict:
         """The keyword arguments of the SDK's `call` (but `session`)."""
@@ -353,6 +358,16 @@ class _AioSender:
             self.response.close()
             self.response = None
         await self.session.close()
+
+
+async def _closed_with_the_loop(connector: aiohttp.TCPConnector) -> AsyncIterator[None]:
+    """Started once, this async generator waits for its loop's shutdown (`loop.shutdown_asyncgens()`, which
+    `asyncio.run` calls) and closes `connector` then, so that the pool's idle connections are not left for the
+    garbage collector (which logs an 'Unclosed connector' error)."""
+    try:
+        yield
+    finally:
+        await connector.close()
 
 
 @functools.cache

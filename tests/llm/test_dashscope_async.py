@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import copy
+import gc
 import json
+import logging
 import threading
 
 import pytest
@@ -145,6 +147,20 @@ def test_streams_run_on_the_loop_not_in_worker_threads(server: DashScopeServer) 
 
     outs = run(go())
     assert [out[-1][0].content for out in outs] == ["met"] * 3
+
+
+def test_the_pool_closes_with_its_loop(server: DashScopeServer, caplog: pytest.LogCaptureFixture) -> None:
+    """A pool left open when its loop ends makes aiohttp log 'Unclosed connector' at garbage collection."""
+    server.add("one", "two")
+    llm = model(server)
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        for _ in range(2):  # two loops, one after the other: a pool each
+            assert run(astream(llm))[-1][0].content in ("one", "two")
+        pools = [entry[0] for entry in llm._connectors.values()]
+        del llm
+        gc.collect()
+    assert pools and all(p.closed for p in pools)
+    assert not [r for r in caplog.records if "Unclosed" in r.getMessage()]
 
 
 def test_connections_are_reused_on_a_loop(server: DashScopeServer) -> None:
