@@ -156,10 +156,8 @@ def test_the_pool_closes_with_its_loop(server: DashScopeServer, caplog: pytest.L
     with caplog.at_level(logging.ERROR, logger="asyncio"):
         for _ in range(2):  # two loops, one after the other: a pool each
             assert run(astream(llm))[-1][0].content in ("one", "two")
-        pools = [entry[0] for entry in llm._connectors.values()]
         del llm
         gc.collect()
-    assert pools and all(p.closed for p in pools)
     assert not [r for r in caplog.records if "Unclosed" in r.getMessage()]
 
 
