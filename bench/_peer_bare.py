@@ -34,8 +34,8 @@ def stream(url: str, model: str) -> Callable[[], str]:
     return run
 
 
-def astream(url: str, model: str) -> Callable[[], AsyncIterator[str]]:
-    client = httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=1000))
+def astream(url: str, model: str, client: httpx.AsyncClient | None = None) -> Callable[[], AsyncIterator[str]]:
+    client = client or httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=1000))
     body = {"model": model, "messages": QUESTION, "stream": True}
 
     async def run() -> AsyncIterator[str]:

@@ -17,7 +17,9 @@ prints why instead of its figures.
     back) and a final answer, each framework's own tool-calling agent, per round trip.
 (e) N concurrent streaming runs in one process (N = 100, 1,000), each a 20-chunk answer that lasts about a
     second: wall time, p50/p99 time to first chunk from the common start, how many completed, peak RSS.
-    Goal (issue 14): chatagent's p99 <= 3x the bare relay's at N = 1,000.
+    Goal (issue 14): chatagent's p99 <= 3x the bare relay's at N = 1,000. A second floor, `bare_pools`: the
+    bare relay over chatagent's small connection pools (one httpcore pool's bookkeeping grows with the square of
+    its streams, which the plain bare relay pays at N = 1,000).
 
 Every peer line ends with `chatagent/<peer> <ratio>x` (below 1: chatagent is ahead; lower is better for every
 figure). CPU time is the steadier figure on a shared machine; each is the best of a few interleaved rounds.
@@ -42,6 +44,7 @@ from _venv import ReferenceUnavailable, run_script  # noqa: E402
 
 OURS = "chatagent"
 BARE = "bare"
+BARE_POOLS = "bare_pools"  # the bare relay over chatagent's small connection pools: the floor for concurrency
 ALL_PEERS = list(PEERS)
 CHUNKS = 16000
 
@@ -73,7 +76,7 @@ class Loopback:
 def measure(name: str, *args: str, timeout: float = 1200.0) -> dict | str:
     """One workload of one framework: its JSON result, or why it is missing."""
     try:
-        if name in (OURS, BARE):
+        if name in (OURS, BARE, BARE_POOLS):
             return run_script(sys.executable, "_peer_run.py", name, *args, timeout=timeout)
         return PEERS[name].run("_peer_run.py", name, *args, timeout=timeout)
     except (ReferenceUnavailable, subprocess.TimeoutExpired, OSError, ValueError) as exc:
@@ -196,9 +199,8 @@ def main() -> None:
             loop = ["tools", *url, "--runs", str(4 * repeats), "--repeats", str(repeats), *([aio] if aio else [])]
             report(fig, best_of(names, rounds, *loop, keys=("wall_ms", "cpu_ms")), clocks_ms)
         for n in ns:
-            concurrency_lines(
-                n, best_of(names, rounds if n <= 100 else 1, "concurrent", *url, "--n", str(n), "--chunks", "20")
-            )
+            concurrent = ("concurrent", *url, "--n", str(n), "--chunks", "20")
+            concurrency_lines(n, best_of([BARE, BARE_POOLS, *names[1:]], rounds if n <= 100 else 1, *concurrent))
     finally:
         loopback.close()
 

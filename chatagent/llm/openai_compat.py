@@ -136,9 +136,12 @@ class OpenAICompatModel(BaseChatModel):
 
     # ---- requests ------------------------------------------------------------------------------------
 
-    def _request(self, messages: list[Message], functions: list[dict] | None, cfg: dict, stream: bool) -> dict:
-        """The keyword arguments of `chat.completions.create`."""
-        known = _create_params(self.client)
+    def _request(
+        self, messages: list[Message], functions: list[dict] | None, cfg: dict, stream: bool, aio: bool = False
+    ) -> dict:
+        """The keyword arguments of `chat.completions.create` (`aio`: for `_asend`, which puts every key but the
+        transport options into the JSON body, so that the async path never imports the openai SDK)."""
+        known = _TRANSPORT_OPTIONS if aio else _create_params(self.client)
         kwargs: dict[str, Any] = {"model": self.model, "messages": to_openai(messages, image_url=image_url)}
         if functions:
             kwargs["tools"] = [{"type": "function", "function": f} for f in functions]
@@ -146,6 +149,7 @@ class OpenAICompatModel(BaseChatModel):
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}
         extra_body: dict = {}
+        given_body: dict = {}  # generate_cfg's own extra_body: it has the last word
         for key, value in cfg.items():
             if key == "_function_choice":
                 if functions:
@@ -161,11 +165,12 @@ class OpenAICompatModel(BaseChatModel):
             elif key == "request_timeout":
                 kwargs["timeout"] = value
             elif key == "extra_body":
-                extra_body.update(value or {})
+                given_body.update(value or {})
             elif key in known:
                 kwargs[key] = value
             else:  # a key the SDK does not know (top_k, repetition_penalty, enable_thinking, ...): into the body
                 extra_body[key] = value
+        extra_body.update(given_body)
         if extra_body:
             kwargs["extra_body"] = extra_body
         return kwargs
@@ -284,7 +289,7 @@ class OpenAICompatModel(BaseChatModel):
         self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
     ) -> AsyncIterator[list[Message]]:
         has_tools = bool(functions)
-        response = await self._asend(self._request(messages, functions, cfg, stream=True), has_tools)
+        response = await self._asend(self._request(messages, functions, cfg, stream=True, aio=True), has_tools)
         try:
             ctype = response.headers.get("content-type", "")
             if "event-stream" not in ctype:
@@ -316,7 +321,8 @@ class OpenAICompatModel(BaseChatModel):
     async def _achat_once(
         self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
     ) -> list[Message]:
-        response = await self._asend(self._request(messages, functions, cfg, stream=False), bool(functions))
+        kwargs = self._request(messages, functions, cfg, stream=False, aio=True)
+        response = await self._asend(kwargs, bool(functions))
         try:
             body = await self._aread_body(response)
         finally:
@@ -517,6 +523,7 @@ class _ReplyReader:
 # ---- helpers ------------------------------------------------------------------------------------------------
 
 _PARAMS: frozenset[str] | None = None
+_TRANSPORT_OPTIONS = frozenset({"extra_headers", "extra_query", "timeout"})  # what `_asend` takes out of the body
 
 
 def _create_params(client: Any) -> frozenset[str]:
