@@ -14,10 +14,12 @@ prints why instead of its figures.
     and CPU time beside the bare relay's; per-chunk overhead = (CPU time - the bare relay's) / 16k.
 (c) the same on asyncio (`arun()`; each peer's async streaming API) beside a bare httpx.AsyncClient.
 (d) tool round trip with 20 tools: runs of 5 round trips (the model calls a tool, it runs, its result goes
-    back) and a final answer, each framework's own tool-calling agent, per round trip.
+    back) and a final answer, each framework's own tool-calling agent, per round trip; synchronously and on
+    asyncio (FnCallAgent.run_nonstream / arun_nonstream; each peer's sync and async run).
 (e) N concurrent streaming runs in one process (N = 100, 1,000), each a 20-chunk answer that lasts about a
     second: wall time, p50/p99 time to first chunk from the common start, how many completed, peak RSS.
-    Goal (issue 14): chatagent's p99 <= 3x the bare relay's at N = 1,000. A second floor, `bare_pools`: the
+    Goal (issue 14): chatagent's p99 <= 3x the bare relay's at N = 1,000. smolagents has no async API, so no
+    async figures. A second floor, `bare_pools`: the
     bare relay over chatagent's small connection pools (one httpcore pool's bookkeeping grows with the square of
     its streams, which the plain bare relay pays at N = 1,000).
 
