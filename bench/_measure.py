@@ -19,6 +19,29 @@ def best(fn: Callable[[], object], repeats: int, clock: Callable[[], float] = ti
     return min(times)
 
 
+def lookup_functions(n: int, calls: list[str] | None = None) -> list[Callable[..., str]]:
+    """The tool-loop benchmarks' tools: n typed functions `lookup_0` ... that return "ok" (appending their query to
+    `calls` if given), with a docstring every framework can read."""
+    functions = []
+    for i in range(n):
+
+        def fn(query: str, limit: int = 5, exact: bool = False) -> str:
+            """Look something up.
+
+            Args:
+                query: What to look for.
+                limit: How many results.
+                exact: Exact match only.
+            """
+            if calls is not None:
+                calls.append(query)
+            return "ok"
+
+        fn.__name__ = fn.__qualname__ = f"lookup_{i}"
+        functions.append(fn)
+    return functions
+
+
 def show(name: str, value: str) -> None:
     """One `name: value` line of benchmark output."""
     print(f"{name}: {value}", flush=True)

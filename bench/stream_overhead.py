@@ -10,8 +10,11 @@ copied from issue 2 are printed too, labelled `issue 2`.
     and incremental (delta_stream=True), as CPU time of this process (other processes on a shared machine
     do not count) and as wall time; reference: Qwen-Agent, measured on this machine class
     (48-58 us per chunk, growing with length; from issue 2). Targets: <= 5 us cumulative, <= 2 us incremental.
+    Beside each, `arun()` on an event loop: its overhead (less the model's own stream, which on asyncio costs a
+    loop iteration per chunk) against run()'s. Target (issue 14): <= 1.5x run's.
 (b) 16k chunks from the loopback OpenAI-compatible server (tests/support) through BasicAgent, beside a
     bare httpx + json loop over the same server and the openai SDK's typed stream. Target: <= 1.5x bare.
+    `arun()` beside a bare httpx.AsyncClient loop, on one event loop.
 (c) time to first chunk through BasicAgent beside the openai SDK's own. Target: <= +2 ms.
 (d) `import chatagent` (and `from chatagent import BasicAgent`) in a fresh interpreter; reference:
     Qwen-Agent's `import qwen_agent.agents` 1.9 s (issue 2). Target: <= 0.3 s.
@@ -22,6 +25,7 @@ Each figure is the best (lowest) of a few repeats, to damp the noise of a shared
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import statistics
 import subprocess
@@ -37,6 +41,7 @@ import _qwen_agent  # noqa: E402
 from _measure import best, show  # noqa: E402
 
 from chatagent import BasicAgent, Reply, ScriptedLLM, get_chat_model  # noqa: E402
+from chatagent.schema import Message  # noqa: E402
 from tests.support.openai_server import OpenAIServer  # noqa: E402
 from tests.support.openai_server import Reply as ServerReply  # noqa: E402
 
@@ -76,6 +81,32 @@ def agent_run_seconds(n: int, delta: bool) -> Callable[[], object]:
     return run
 
 
+def agent_arun_seconds(n: int, delta: bool) -> Callable[[], object]:
+    async def drain() -> object:
+        bot = BasicAgent(llm=ScriptedLLM([Reply(chunks=[CHUNK] * n)]))
+        last = None
+        async for last in bot.arun(USER, delta_stream=delta):  # noqa: B007
+            pass
+        return last
+
+    return lambda: asyncio.run(drain())
+
+
+def model_stream_seconds(n: int, aio: bool) -> Callable[[], object]:
+    """The model's own stream, no agent: ScriptedLLM's `_chat_stream` (or `_achat_stream` on an event loop)."""
+    msgs = [Message("user", "Tell me a long story.")]
+
+    async def adrain() -> None:
+        async for _ in ScriptedLLM([Reply(chunks=[CHUNK] * n)])._achat_stream(msgs, None, {}, None):
+            pass
+
+    def drain() -> None:
+        for _ in ScriptedLLM([Reply(chunks=[CHUNK] * n)])._chat_stream(msgs, None, {}, None):
+            pass
+
+    return (lambda: asyncio.run(adrain())) if aio else drain
+
+
 def bench_scripted(sizes: list[int], repeats: int, qa: dict | None) -> None:
     """Qwen-Agent has one mode (cumulative; delta_stream is deprecated there): both of ours are set beside it."""
     for mode, delta, target in (("cumulative", False, 5.0), ("incremental", True, 2.0)):
@@ -90,6 +121,20 @@ def bench_scripted(sizes: list[int], repeats: int, qa: dict | None) -> None:
                 f"a_per_chunk_{mode}_{n // 1000}k_us",
                 f"{cpu:.2f} cpu, {wall:.2f} wall (target <= {target:.0f}{ref}; issue 2: {QWEN_AGENT_PER_CHUNK})",
             )
+            bench_arun_per_chunk(n, delta, mode, repeats, cpu)
+
+
+def bench_arun_per_chunk(n: int, delta: bool, mode: str, repeats: int, run_cpu: float) -> None:
+    """arun()'s CPU per chunk beside run()'s; the overheads compared are each less its model's own stream."""
+    cpu = best(agent_arun_seconds(n, delta), repeats, time.process_time) / n * 1e6
+    model_sync = best(model_stream_seconds(n, False), repeats, time.process_time) / n * 1e6
+    model_async = best(model_stream_seconds(n, True), repeats, time.process_time) / n * 1e6
+    ours, ref = cpu - model_async, run_cpu - model_sync
+    show(
+        f"a_per_chunk_arun_{mode}_{n // 1000}k_us",
+        f"{cpu:.2f} cpu; overhead less the model's stream {ours:.2f} beside run()'s {ref:.2f}, "
+        f"ratio {ours / ref:.2f}x (target <= 1.5x; model stream alone: {model_async:.2f} async, {model_sync:.2f} sync)",
+    )
 
 
 # ---- (b) end to end over the loopback server ------------------------------------------------------------
@@ -171,6 +216,7 @@ def bench_e2e(server: OpenAIServer, n: int, repeats: int, with_sdk: bool, with_q
             f"b_e2e_{n // 1000}k_basicagent_{mode}_s",
             f"{w:.3f} wall ({w / w_bare:.2f}x bare), {c:.3f} cpu ({c / c_bare:.2f}x bare); target <= 1.5x{ref}",
         )
+    bench_e2e_async(url, n, repeats, w_bare)
     show(f"b_e2e_{n // 1000}k_issue_2_s", ISSUE_E2E)
     held = [""]
 
@@ -188,6 +234,51 @@ def bench_e2e(server: OpenAIServer, n: int, repeats: int, with_sdk: bool, with_q
         show(
             f"b_e2e_{n // 1000}k_openai_sdk_typed_stream_s", f"{t_sdk:.3f} wall ({t_sdk / w_bare:.2f}x bare; reference)"
         )
+
+
+def bench_e2e_async(url: str, n: int, repeats: int, w_bare: float) -> None:
+    """arun() (incremental) and a bare httpx.AsyncClient loop over the same stream, on one event loop."""
+    import httpx
+
+    loop = asyncio.new_event_loop()
+    client = httpx.AsyncClient(timeout=60)
+    body = {"model": "test-model", "messages": USER, "stream": True}
+    bot = BasicAgent(llm=get_chat_model({"model": "test-model", "model_server": url, "api_key": "test"}))
+
+    async def bare() -> str:
+        parts = []
+        async with client.stream("POST", url + "/chat/completions", json=body) as r:
+            async for line in r.aiter_lines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    choices = json.loads(line[6:])["choices"]
+                    if choices and choices[0]["delta"].get("content"):
+                        parts.append(choices[0]["delta"]["content"])
+        return "".join(parts)
+
+    async def ours() -> str:
+        text = []
+        async for delta in bot.arun(USER, delta_stream=True):
+            text.extend(m["content"] for m in delta)
+        return "".join(text)
+
+    runs = {"bare": lambda: loop.run_until_complete(bare()), "arun": lambda: loop.run_until_complete(ours())}
+    assert runs["bare"]() == runs["arun"]() == CHUNK * n
+    wall: dict[str, list[float]] = {k: [] for k in runs}
+    cpu: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            wall[name].append(best(run, 1))
+            cpu[name].append(best(run, 1, time.thread_time))
+    w_abare, c_abare = min(wall["bare"]), min(cpu["bare"])
+    w, c = min(wall["arun"]), min(cpu["arun"])
+    show(f"b_e2e_{n // 1000}k_bare_httpx_async_s", f"{w_abare:.3f} wall, {c_abare:.3f} cpu")
+    show(
+        f"b_e2e_{n // 1000}k_basicagent_arun_incremental_s",
+        f"{w:.3f} wall ({w / w_abare:.2f}x bare async, {w / w_bare:.2f}x bare sync), {c:.3f} cpu "
+        f"({c / c_abare:.2f}x bare async); target <= 1.5x",
+    )
+    loop.run_until_complete(client.aclose())
+    loop.close()
 
 
 # ---- (c) time to first chunk -----------------------------------------------------------------------------

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 import _qwen_agent  # noqa: E402
 from _measure import best as best_on_clock  # noqa: E402
-from _measure import show  # noqa: E402
+from _measure import lookup_functions, show  # noqa: E402
 
 from chatagent import FnCallAgent, ScriptedLLM, tool, tool_call  # noqa: E402
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments, validate_arguments  # noqa: E402
@@ -50,21 +50,7 @@ ROUND_TRIPS = 5
 
 
 def make_tools(n: int = 20) -> list[FunctionTool]:
-    tools = []
-    for i in range(n):
-
-        def fn(query: str, limit: int = 5, exact: bool = False) -> str:
-            """Look something up.
-
-            Args:
-                query: What to look for.
-                limit: How many results.
-                exact: Exact match only.
-            """
-            return "ok"
-
-        tools.append(tool(fn, name=f"lookup_{i}"))
-    return tools
+    return [tool(fn) for fn in lookup_functions(n)]
 
 
 def script(parallel: int) -> list:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from chatagent.effects import Blocking, ModelCall, ToolBatch, ToolWait
@@ -220,12 +219,23 @@ async def adrive(gen: Iterator[Any], in_thread: bool) -> AsyncIterator[Fragments
                     yield item
                 continue
             try:
-                if type(item) is ModelCall:
-                    holder: list = []
-                    async with aclosing(_amodel(item, holder)) as replies:  # closed at once if we are
-                        async for out in replies:
-                            yield out
-                    value = holder[0]
+                if type(item) is ModelCall:  # `_model` for asyncio, written out here: one layer less per chunk
+                    s = ModelStream(item)
+                    push = s.push
+                    stream = item.llm.achat(item.messages, item.functions, **_chat_args(item, s.usage))
+                    try:
+                        async for fragments in stream:
+                            out = push(fragments)
+                            if out:
+                                yield out
+                            if item.stop:
+                                break
+                    except BaseException as e:
+                        s.failed(e)
+                        raise
+                    finally:
+                        await stream.aclose()  # at once, also when we are closed or cancelled
+                        value = s.finish()
                 elif type(item) is ToolWait:
                     value = await item.handle[item.index]
                 elif type(item) is ToolBatch:
@@ -245,25 +255,6 @@ async def adrive(gen: Iterator[Any], in_thread: bool) -> AsyncIterator[Fragments
             await asyncio.to_thread(gen.close)
         else:
             gen.close()
-
-
-async def _amodel(call: ModelCall, holder: list) -> AsyncIterator[Fragments]:
-    s = ModelStream(call)
-    push = s.push
-    stream = call.llm.achat(call.messages, call.functions, **_chat_args(call, s.usage))
-    try:
-        async for fragments in stream:
-            out = push(fragments)
-            if out:
-                yield out
-            if call.stop:
-                break
-    except BaseException as e:
-        s.failed(e)
-        raise
-    finally:
-        await stream.aclose()  # type: ignore[attr-defined]
-        holder.append(s.finish())
 
 
 def _astart_tools(batch: ToolBatch) -> list[asyncio.Future]:

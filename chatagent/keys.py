@@ -90,20 +90,22 @@ def mask_secrets(text: str, secrets: Iterable[str | None] = ()) -> str:
     with _lock:
         candidates = set(_known)
     candidates.update(s.strip() for s in secrets if s and s.strip() not in PLACEHOLDERS)
-    for secret in sorted(candidates, key=len, reverse=True):
+    pieces: set[str] = set()  # every run of MIN_MASKED characters of every long key: masked in one pass
+    for secret in candidates:
         if len(secret) < 4:
             continue
         if len(secret) < MIN_MASKED:
             text = text.replace(secret, MASK)
         else:
-            text = _mask_runs(text, secret)
+            pieces.update(secret[i : i + MIN_MASKED] for i in range(len(secret) - MIN_MASKED + 1))
+    if pieces:
+        text = _mask_runs(text, pieces)
     return _BEARER.sub(lambda m: m.group(1) + MASK, text)
 
 
-def _mask_runs(text: str, secret: str) -> str:
-    """`text` with every run of MIN_MASKED or more consecutive characters of `secret` replaced by MASK."""
+def _mask_runs(text: str, pieces: set[str]) -> str:
+    """`text` with every stretch covered by `pieces` (runs of MIN_MASKED characters of keys) replaced by one MASK."""
     n = MIN_MASKED
-    pieces = {secret[i : i + n] for i in range(len(secret) - n + 1)}
     if not any(p[:4] in text for p in pieces):  # the common case, cheaply: nothing of the key is there
         return text
     out: list[str] = []

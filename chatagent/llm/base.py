@@ -361,7 +361,7 @@ class BaseChatModel:
             native = StreamParser(parse_calls=False).run(native)
         return native
 
-    async def _acall(
+    def _acall(
         self,
         msgs: list[Message],
         funcs: list[dict] | None,
@@ -370,37 +370,24 @@ class BaseChatModel:
         usage: Usage | None,
         stream: bool,
     ) -> AsyncIterator[list[Message]]:
+        """`_call` for asyncio: the fragments, as an async iterator (returned, not wrapped: one layer less per chunk)."""
         from chatagent.llm import fncall_prompt
 
         prompted, cfg = self._route(msgs, funcs, cfg, settings, usage)
         if prompted:
-            parts = fncall_prompt.achat(self, msgs, funcs or [], cfg, settings, usage, stream)
+            return fncall_prompt.achat(self, msgs, funcs or [], cfg, settings, usage, stream)
+        if stream:
+            native = self._aretrying(
+                lambda: self._achat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage), settings
+            )
         else:
-            if stream:
-                native = self._aretrying(
-                    lambda: self._achat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage), settings
-                )
-            else:
-                native = self._aretrying(
-                    lambda: _aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
-                )
-            parts = self._afalling_back(native, msgs, funcs, cfg, settings, usage, stream) if funcs else native
-        parser = None
-        if settings.thought_in_content and not prompted:  # <think>...</think> in the text becomes reasoning_content
-            from chatagent.llm.fncall_prompt import StreamParser
-
-            parser = StreamParser(parse_calls=False)
-        async with aclosing(parts) as fragments:
-            async for f in fragments:
-                if parser is not None:
-                    f = parser.push(f)
-                    if not f:
-                        continue
-                yield f
-        if parser is not None:
-            tail = parser.end()
-            if tail:
-                yield tail
+            native = self._aretrying(
+                lambda: _aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
+            )
+        parts = self._afalling_back(native, msgs, funcs, cfg, settings, usage, stream) if funcs else native
+        if settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
+            return _athoughts(parts)
+        return parts
 
     def _falling_back(
         self,
@@ -595,6 +582,21 @@ async def _aaccumulate(fragments: AsyncIterator[list[Message]], as_dicts: bool =
             if f:
                 response.add(f)
                 yield list(response.messages)
+
+
+async def _athoughts(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[Message]]:
+    """The stream with `<think>...</think>` in its text as reasoning_content (generate_cfg thought_in_content)."""
+    from chatagent.llm.fncall_prompt import StreamParser
+
+    parser = StreamParser(parse_calls=False)
+    async with aclosing(fragments) as parts:  # type: ignore[type-var]
+        async for f in parts:
+            out = parser.push(f)
+            if out:
+                yield out
+    tail = parser.end()
+    if tail:
+        yield tail
 
 
 async def _adumped(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[dict]]:

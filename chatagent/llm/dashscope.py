@@ -6,25 +6,31 @@ Text models use the Generation API, models whose name says `vl`, `omni` or `qvq`
 the MultiModalConversation API with DashScope's own content format (`[{'text': ...}, {'image': ...}]`).
 Streams are requested with `incremental_output=True` and `result_format='message'`, so each chunk
 carries only new text. Local media files are uploaded to DashScope's temporary storage first (as the
-SDK does for `file://` URLs) and sent as `oss://` URLs.
+SDK does for `file://` URLs) and sent as `oss://` URLs. `achat()` (and so `Agent.arun()`) uses the SDK's async
+API (AioGeneration, AioMultiModalConversation over aiohttp) on the caller's event loop; its answers are read by
+the same code as the sync path's (chatagent/llm/dashscope_reply.py).
 
 Config keys besides `model` / `api_key` / `generate_cfg`: `base_url` (the HTTP API root, e.g.
 `https://dashscope-intl.aliyuncs.com/api/v1`; default: the SDK's, which reads DASHSCOPE_HTTP_BASE_URL;
-with `model_type: 'dashscope'` a URL in `model_server` is taken as the base URL too) and `workspace`. Both are per instance: nothing global in the SDK is changed, except that the SDK's own
-"Request failed" log record is dropped, because this module reports the failure itself.
+with `model_type: 'dashscope'` a URL in `model_server` is taken as the base URL too) and `workspace`. Both are
+per instance: nothing global in the SDK is changed, except that the SDK's own "Request failed" log record is
+dropped, because this module reports the failure itself.
 """
 
 from __future__ import annotations
 
-import email.utils
+import asyncio
+import functools
 import logging
 import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+import weakref
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import aiohttp
 import dashscope
 import requests
 from dashscope.common.error import DashScopeException
@@ -32,23 +38,17 @@ from dashscope.utils.oss_utils import OssUtils
 
 from chatagent.errors import ModelServiceError
 from chatagent.keys import clean_api_key
-from chatagent.llm.base import BaseChatModel, Usage, cut_call_error, register_llm
-from chatagent.schema import ASSISTANT, FUNCTION, ContentItem, FunctionCall, Message, content_text
-from chatagent.stream import INDEX
+from chatagent.llm.base import BaseChatModel, Usage, register_llm
+from chatagent.llm.dashscope_reply import ReplyReader, service_error, whole_reply
+from chatagent.schema import ASSISTANT, FUNCTION, ContentItem, Message, content_text
 
 logger = logging.getLogger("chatagent.llm.dashscope")
 
 _MULTIMODAL_NAME = re.compile(r"(?<![a-z])(vl|omni|qvq)(?![a-z])")
-_CONTEXT_TOO_LONG = re.compile(
-    r"range of input length|input length|context length|too long|maximum context|exceeds? the maximum", re.I
-)
-# DashScope error codes that a later retry can fix, whatever HTTP status came with them.
-_TRANSIENT_CODES = ("Throttling", "InternalError", "ServiceUnavailable", "RequestTimeOut", "Timeout")
 # Arguments this module sets itself; a generate_cfg key of the same name would break the call.
 _RESERVED = frozenset(
     {"model", "messages", "api_key", "stream", "incremental_output", "result_format", "session", "base_address"}
 )
-_MAX_MESSAGE = 1000
 _UPLOAD_TTL = 12 * 3600.0  # DashScope keeps uploaded files for 48 h; re-upload well before that
 
 
@@ -83,6 +83,8 @@ class DashScopeModel(BaseChatModel):
         self.workspace: str | None = cfg.get("workspace") or None
         self._session: requests.Session | None = None
         self._session_lock = threading.Lock()
+        # event loop -> (its connection pool, the async generator that closes the pool when the loop shuts down)
+        self._connectors: weakref.WeakKeyDictionary[Any, tuple] = weakref.WeakKeyDictionary()
         self._uploads: dict[tuple, tuple[str, float]] = {}  # (path, size, mtime) -> (oss url, time)
 
     # ---- BaseChatModel ---------------------------------------------------------------------------------
@@ -92,9 +94,17 @@ class DashScopeModel(BaseChatModel):
     ) -> Iterator[list[Message]]:
         sender = _Sender(self._http())
         try:
-            responses = self._request(messages, functions, cfg, sender, stream=True)
-            yield from self._fragments(responses, usage)
-        except (requests.RequestException, DashScopeException, OSError) as e:
+            kwargs = self._call_args(messages, functions, cfg, stream=True)
+            reader = ReplyReader(self.api_key)
+            try:
+                for rsp in self._api(aio=False).call(session=sender, **kwargs):
+                    out = reader.read(rsp)
+                    if out is not None:
+                        yield out
+            finally:
+                reader.account(usage)
+            yield from reader.finish()
+        except _NETWORK_ERRORS as e:
             raise self._network_error(e) from None
         finally:
             sender.close()
@@ -104,41 +114,49 @@ class DashScopeModel(BaseChatModel):
     ) -> list[Message]:
         sender = _Sender(self._http())
         try:
-            rsp = self._request(messages, functions, cfg, sender, stream=False)
-        except (requests.RequestException, DashScopeException, OSError) as e:
+            kwargs = self._call_args(messages, functions, cfg, stream=False)
+            rsp = self._api(aio=False).call(session=sender, **kwargs)
+        except _NETWORK_ERRORS as e:
             raise self._network_error(e) from None
         finally:
             sender.close()
-        self._check(rsp)
-        if usage is not None and rsp.get("usage"):
-            _add_usage(usage, rsp["usage"])
-        msg = _first_message(rsp) or {}
-        choices = (rsp.output or {}).get("choices") or [{}]
-        cut = choices[0].get("finish_reason") == "length"
-        if cut and msg.get("tool_calls"):
-            raise cut_call_error()
-        out: list[Message] = []
-        text = _text(msg.get("content"))
-        reasoning = msg.get("reasoning_content") or None
-        if text or reasoning:
-            out.append(Message._make(ASSISTANT, text, None, None, reasoning, None))
-        for n, call in enumerate(msg.get("tool_calls") or []):
-            fn = call.get("function") or {}
-            fid = call.get("id") or f"call_{n}"
-            out.append(
-                Message._make(
-                    ASSISTANT,
-                    "",
-                    None,
-                    FunctionCall(fn.get("name") or "", fn.get("arguments") or ""),
-                    None,
-                    {"function_id": fid},
-                )
-            )
-        out = out or [Message._make(ASSISTANT, "")]
-        if cut:
-            out[0].extra = {**(out[0].extra or {}), "stop_reason": "length"}
-        return out
+        return whole_reply(rsp, usage, self.api_key)
+
+    # ---- asyncio: the SDK's async API (aiohttp), the same request and parsing --------------------------------
+
+    async def _achat_stream(
+        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+    ) -> AsyncIterator[list[Message]]:
+        sender = _AioSender(await self._aio_connector())
+        try:
+            kwargs = await self._acall_args(messages, functions, cfg, stream=True)
+            reader = ReplyReader(self.api_key)
+            try:
+                async for rsp in await self._api(aio=True).call(session=sender.session, **kwargs):
+                    out = reader.read(rsp)
+                    if out is not None:
+                        yield out
+            finally:
+                reader.account(usage)
+            for out in reader.finish():
+                yield out
+        except _NETWORK_ERRORS as e:
+            raise self._network_error(e) from None
+        finally:
+            await sender.close()
+
+    async def _achat_once(
+        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+    ) -> list[Message]:
+        sender = _AioSender(await self._aio_connector())
+        try:
+            kwargs = await self._acall_args(messages, functions, cfg, stream=False)
+            rsp = await self._api(aio=True).call(session=sender.session, **kwargs)
+        except _NETWORK_ERRORS as e:
+            raise self._network_error(e) from None
+        finally:
+            await sender.close()
+        return whole_reply(rsp, usage, self.api_key)
 
     # ---- the request -----------------------------------------------------------------------------------
 
@@ -150,9 +168,20 @@ class DashScopeModel(BaseChatModel):
                     self._session = requests.Session()
         return self._session
 
-    def _request(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, sender: _Sender, stream: bool
-    ) -> Any:
+    async def _aio_connector(self) -> aiohttp.TCPConnector:
+        """This model's aiohttp connection pool on the running event loop (a pool cannot move between loops),
+        closed when the loop shuts down."""
+        loop = asyncio.get_running_loop()
+        entry = self._connectors.get(loop)
+        if entry is None or entry[0].closed:
+            connector = aiohttp.TCPConnector(ssl=_ssl_context(), limit=1000)
+            closer = _closed_with_the_loop(connector)
+            await closer.asend(None)
+            entry = self._connectors[loop] = (connector, closer)
+        return entry[0]
+
+    def _call_args(self, messages: list[Message], functions: list[dict] | None, cfg: dict, stream: bool) -> dict:
+        """The keyword arguments of the SDK's `call` (but `session`)."""
         cfg = dict(cfg)
         function_choice = cfg.pop("_function_choice", "auto")
         parallel = cfg.pop("_parallel_function_calls", True)
@@ -178,93 +207,42 @@ class DashScopeModel(BaseChatModel):
             kwargs["base_address"] = self.base_url
         if stream:
             kwargs["incremental_output"] = True
-        if self.support_multimodal_input:
-            api = dashscope.MultiModalConversation
-            ds_messages = self._to_dashscope(messages, multimodal=True)
-        else:
-            api = dashscope.Generation
-            ds_messages = self._to_dashscope(messages, multimodal=False)
-        return api.call(
+        kwargs.update(
             model=self.model,
-            messages=ds_messages,
+            # multimodal: DashScope's content lists, local media files uploaded
+            messages=self._to_dashscope(messages, multimodal=self.support_multimodal_input),
             api_key=self.api_key,
             stream=stream,
             result_format="message",
-            session=sender,
-            **kwargs,
         )
+        return kwargs
 
-    def _fragments(self, responses: Iterator[Any], usage: Usage | None) -> Iterator[list[Message]]:
-        """DashScope's incremental chunks as fragments: text and reasoning at index 0, then whole calls."""
-        make = Message._make
-        calls: dict[int, list] = {}  # index -> [id, name, arguments pieces]
-        started = False
-        finished = None
-        last_usage = None
-        try:
-            for rsp in responses:
-                if rsp.status_code != 200:
-                    self._check(rsp, in_stream=_is_sse(rsp.get("headers") or {}))
-                if rsp.usage:
-                    last_usage = rsp.usage
-                output = rsp.output
-                choices = output.get("choices") if output else None
-                if not choices:
-                    text = output.get("text") if output else None  # result_format='text' style answers
-                    if text:
-                        started = True
-                        yield [make(ASSISTANT, text, None, None, None, {INDEX: 0})]
-                    continue
-                choice = choices[0]
-                msg = choice.get("message")
-                if msg:
-                    reasoning = msg.get("reasoning_content")
-                    content = msg.get("content")
-                    text = content if isinstance(content, str) else _text(content)
-                    if reasoning or text:
-                        started = True
-                        yield [make(ASSISTANT, text or "", None, None, reasoning or None, {INDEX: 0})]
-                    tool_calls = msg.get("tool_calls")
-                    if tool_calls:
-                        _gather_calls(calls, tool_calls)
-                reason = choice.get("finish_reason")
-                if reason and reason != "null":
-                    finished = reason
-        finally:
-            if usage is not None and last_usage:
-                _add_usage(usage, last_usage)
-        if finished is None:
-            raise ModelServiceError(
-                "stream_incomplete", "the stream ended without a finish_reason (connection cut?)", retryable=True
-            )
-        if finished == "length" and calls:
-            raise cut_call_error()
-        base = 1 if started else 0
-        for n, key in enumerate(sorted(calls)):
-            fid, name, pieces = calls[key]
-            call = FunctionCall(name, "".join(pieces))
-            yield [make(ASSISTANT, "", None, call, None, {INDEX: base + n, "function_id": fid or f"call_{key}"})]
-        if (not started and not calls) or finished == "length":  # a text cut off by max_tokens says so
-            extra = {INDEX: 0, "stop_reason": "length"} if finished == "length" else {INDEX: 0}
-            yield [make(ASSISTANT, "", None, None, None, extra)]
+    async def _acall_args(self, messages: list[Message], functions: list[dict] | None, cfg: dict, stream: bool) -> dict:
+        """`_call_args` on an event loop: uploading media files (multimodal only) runs in a worker thread."""
+        if self.support_multimodal_input:
+            return await asyncio.to_thread(self._call_args, messages, functions, cfg, stream)
+        return self._call_args(messages, functions, cfg, stream)
+
+    def _api(self, aio: bool) -> Any:
+        """The SDK's API class for this model: Generation or MultiModalConversation, or their async versions."""
+        if self.support_multimodal_input:
+            return dashscope.AioMultiModalConversation if aio else dashscope.MultiModalConversation
+        return dashscope.AioGeneration if aio else dashscope.Generation
 
     # ---- errors ----------------------------------------------------------------------------------------
 
-    def _check(self, rsp: Any, in_stream: bool = False) -> None:
-        """Raise ModelServiceError for a response that is not a success."""
-        status = int(rsp.status_code or 0)
-        if status == 200:
-            return
-        after = _retry_after(rsp.get("headers") or {})
-        code, message, request_id = rsp.get("code"), rsp.get("message"), rsp.get("request_id")
-        raise self._scrub(service_error(None if in_stream else status, code, message, request_id, after))
-
     def _network_error(self, e: BaseException) -> ModelServiceError:
+        """A failure of the HTTP client (requests, or aiohttp on the async path) or the SDK, as ModelServiceError."""
         if isinstance(e, ModelServiceError):
             return e
-        if isinstance(e, requests.Timeout):
-            return self._scrub(ModelServiceError("timeout", f"DashScope did not answer in time: {e}", retryable=True))
-        if isinstance(e, (requests.ConnectionError, requests.exceptions.ChunkedEncodingError, OSError)):
+        if isinstance(e, (requests.Timeout, asyncio.TimeoutError)):
+            what = str(e) or type(e).__name__
+            return self._scrub(
+                ModelServiceError("timeout", f"DashScope did not answer in time: {what}", retryable=True)
+            )
+        if isinstance(
+            e, (requests.ConnectionError, requests.exceptions.ChunkedEncodingError, aiohttp.ClientError, OSError)
+        ):
             return self._scrub(
                 ModelServiceError("connection_error", f"connection to DashScope failed: {e}", retryable=True)
             )
@@ -357,6 +335,54 @@ class DashScopeModel(BaseChatModel):
         return url
 
 
+# What the HTTP clients and the SDK raise, turned into ModelServiceError by `_network_error`.
+_NETWORK_ERRORS = (requests.RequestException, aiohttp.ClientError, asyncio.TimeoutError, DashScopeException, OSError)
+
+
+class _AioSender:
+    """The aiohttp session given to the SDK's async API for one call. It shares the model's connection pool and
+    keeps the response, so that closing our generator closes the HTTP stream at once (as `_Sender` does)."""
+
+    __slots__ = ("session", "response")
+
+    def __init__(self, connector: aiohttp.TCPConnector) -> None:
+        trace = aiohttp.TraceConfig()
+        trace.on_request_end.append(self._keep)
+        self.response: aiohttp.ClientResponse | None = None
+        self.session = aiohttp.ClientSession(
+            connector=connector, connector_owner=False, trust_env=True, trace_configs=[trace]
+        )
+
+    async def _keep(self, session: Any, context: Any, params: aiohttp.TraceRequestEndParams) -> None:
+        self.response = params.response
+
+    async def close(self) -> None:
+        if self.response is not None:  # a response read to its end went back to the pool and stays there
+            self.response.close()
+            self.response = None
+        await self.session.close()
+
+
+async def _closed_with_the_loop(connector: aiohttp.TCPConnector) -> AsyncIterator[None]:
+    """Started once, this async generator waits for its loop's shutdown (`loop.shutdown_asyncgens()`, which
+    `asyncio.run` calls) and closes `connector` then, so that the pool's idle connections are not left for the
+    garbage collector (which logs an 'Unclosed connector' error)."""
+    try:
+        yield
+    finally:
+        await connector.close()
+
+
+@functools.cache
+def _ssl_context() -> Any:
+    """certifi's CA bundle, as requests (the sync path) and the SDK use it."""
+    import ssl
+
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
+
+
 class _Sender:
     """Given to the SDK as its HTTP `session`: sends through the model's session and keeps the response,
     so that closing our generator closes the HTTP stream at once."""
@@ -382,92 +408,6 @@ class _Sender:
 
 
 # ---- helpers ------------------------------------------------------------------------------------------
-
-
-def service_error(
-    status: int | None,
-    code: str | None,
-    message: str | None,
-    request_id: str | None = None,
-    retry_after: float | None = None,
-) -> ModelServiceError:
-    """The ModelServiceError for a DashScope error: an HTTP `status`, or None for an error event in a stream
-    (whose status the SDK does not read), with the service's code and message."""
-    if not code or code == "Unknown":  # the SDK's code for a body that was not DashScope's JSON
-        code = str(status or "stream_error")
-    text = message if isinstance(message, str) else str(message or "")
-    if len(text) > _MAX_MESSAGE:  # e.g. a proxy's HTML error page
-        text = text[:_MAX_MESSAGE] + " ..."
-    where = f"HTTP {status}" if status else "in the stream"
-    detail = f"{text} ({where}" + (f", request {request_id})" if request_id else ")")
-    if status in (None, 400) and _CONTEXT_TOO_LONG.search(text):
-        return ModelServiceError("context_too_long", f"{code}: {detail}")
-    retryable = str(code).startswith(_TRANSIENT_CODES) or (status is not None and (status == 429 or status >= 500))
-    if status in (401, 403) or code in ("InvalidApiKey", "AccessDenied"):
-        retryable = False
-    return ModelServiceError(code, detail, retryable=retryable, retry_after=retry_after if retryable else None)
-
-
-def _retry_after(headers: dict) -> float | None:
-    value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        when = email.utils.parsedate_to_datetime(value) if value else None
-        return max(0.0, when.timestamp() - time.time()) if when is not None else None
-
-
-def _is_sse(headers: dict) -> bool:
-    """Whether the answer was an event stream (so an error in it came as an error event)."""
-    ctype = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
-    return "text/event-stream" in ctype
-
-
-def _first_message(rsp: Any) -> dict | None:
-    output = rsp.output or {}
-    choices = output.get("choices")
-    if choices:
-        return choices[0].get("message")
-    if output.get("text") is not None:
-        return {"content": output["text"]}
-    return None
-
-
-def _gather_calls(calls: dict[int, list], tool_calls: list[dict]) -> None:
-    """Fold streamed tool_call pieces into `calls`, by their index."""
-    for tc in tool_calls:
-        key = tc.get("index")
-        if key is None:  # no index: a new id starts a new call, anything else continues the last one
-            last = max(calls, default=None)
-            new = last is None or (tc.get("id") and calls[last][0] and tc["id"] != calls[last][0])
-            key = len(calls) if new else last
-        entry = calls.get(key)
-        if entry is None:
-            entry = calls[key] = ["", "", []]
-        if tc.get("id") and not entry[0]:
-            entry[0] = tc["id"]
-        fn = tc.get("function") or {}
-        if fn.get("name") and not entry[1]:
-            entry[1] = fn["name"]
-        if fn.get("arguments"):
-            entry[2].append(fn["arguments"])
-
-
-def _add_usage(usage: Usage, u: dict) -> None:
-    prompt = u.get("input_tokens", u.get("prompt_tokens", 0)) or 0
-    completion = u.get("output_tokens", u.get("completion_tokens", 0)) or 0
-    usage.add(int(prompt), int(completion))
-
-
-def _text(content: Any) -> str:
-    """Text of a DashScope content: a string, or a list of {'text': ...} items."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return "".join(item["text"] for item in content if isinstance(item, dict) and item.get("text"))
 
 
 def _flat_text(content: str | list[ContentItem]) -> str:

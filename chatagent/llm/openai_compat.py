@@ -128,8 +128,12 @@ class OpenAICompatModel(BaseChatModel):
         if client is None:
             import httpx
 
-            options = {"timeout": httpx.Timeout(600.0, connect=5.0), "limits": httpx.Limits(max_connections=1000)}
-            client = self._aclients[loop] = httpx.AsyncClient(**{**options, **self._aclient_options()})
+            from chatagent.llm.http_pool import ShardedTransport
+
+            options = {"timeout": httpx.Timeout(600.0, connect=5.0), **self._aclient_options()}
+            # several small connection pools: one pool's bookkeeping grows with the square of its streams
+            transport = ShardedTransport(trust_env=options.get("trust_env", True))
+            client = self._aclients[loop] = httpx.AsyncClient(transport=transport, **options)
         return client
 
     def _aclient_options(self) -> dict:
@@ -138,9 +142,12 @@ class OpenAICompatModel(BaseChatModel):
 
     # ---- requests ------------------------------------------------------------------------------------
 
-    def _request(self, messages: list[Message], functions: list[dict] | None, cfg: dict, stream: bool) -> dict:
-        """The keyword arguments of `chat.completions.create`."""
-        known = _create_params(self.client)
+    def _request(
+        self, messages: list[Message], functions: list[dict] | None, cfg: dict, stream: bool, aio: bool = False
+    ) -> dict:
+        """The keyword arguments of `chat.completions.create` (`aio`: for `_asend`, which puts every key but the
+        transport options into the JSON body, so that the async path never imports the openai SDK)."""
+        known = _TRANSPORT_OPTIONS if aio else _create_params(self.client)
         kwargs: dict[str, Any] = {"model": self.model, "messages": to_openai(messages, image_url=image_url)}
         if functions:
             kwargs["tools"] = [{"type": "function", "function": f} for f in functions]
@@ -149,6 +156,7 @@ class OpenAICompatModel(BaseChatModel):
             if self._where() not in _NO_STREAM_OPTIONS:
                 kwargs["stream_options"] = {"include_usage": True}
         extra_body: dict = {}
+        given_body: dict = {}  # generate_cfg's own extra_body: it has the last word
         for key, value in cfg.items():
             if key == "_function_choice":
                 if functions:
@@ -166,11 +174,12 @@ class OpenAICompatModel(BaseChatModel):
             elif key == "extra_headers":
                 kwargs["extra_headers"] = clean_headers(value)
             elif key == "extra_body":
-                extra_body.update(value or {})
+                given_body.update(value or {})
             elif key in known:
                 kwargs[key] = value
             else:  # a key the SDK does not know (top_k, repetition_penalty, enable_thinking, ...): into the body
                 extra_body[key] = value
+        extra_body.update(given_body)
         if extra_body:
             kwargs["extra_body"] = extra_body
         return kwargs
@@ -303,7 +312,7 @@ class OpenAICompatModel(BaseChatModel):
     async def _achat_stream(
         self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
     ) -> AsyncIterator[list[Message]]:
-        kwargs = self._request(messages, functions, cfg, stream=True)
+        kwargs = self._request(messages, functions, cfg, stream=True, aio=True)
         prompt = (messages, functions)
         try:
             response = await self._asend(kwargs, bool(functions))
@@ -341,7 +350,8 @@ class OpenAICompatModel(BaseChatModel):
     async def _achat_once(
         self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
     ) -> list[Message]:
-        response = await self._asend(self._request(messages, functions, cfg, stream=False), bool(functions))
+        kwargs = self._request(messages, functions, cfg, stream=False, aio=True)
+        response = await self._asend(kwargs, bool(functions))
         try:
             body = await self._aread_body(response)
         finally:
@@ -576,6 +586,7 @@ def _add_usage(usage: Usage, reported: Any, prompt: _Prompt, reply_text: str) ->
 
 
 _PARAMS: frozenset[str] | None = None
+_TRANSPORT_OPTIONS = frozenset({"extra_headers", "extra_query", "timeout"})  # what `_asend` takes out of the body
 
 
 def _create_params(client: Any) -> frozenset[str]:

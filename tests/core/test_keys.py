@@ -110,3 +110,11 @@ def test_the_server_key_is_stripped(openai_server) -> None:
         ok = httpx.get(s.url + "/models", headers={"Authorization": "Bearer k-123456"}, timeout=10)
         bad = httpx.get(s.url + "/models", headers={"Authorization": "Bearer k-1234567"}, timeout=10)
     assert ok.status_code == 200 and bad.status_code == 401
+
+
+def test_keys_that_share_characters_are_masked_whole() -> None:
+    """Masking key by key, a longer key sharing a run with a shorter one left a piece of the shorter in the text."""
+    longer, shorter = "sk-shared-run-0123456789", "sk-shared-run-ABCDEF"
+    text = f"a {shorter} b {longer} c"
+    assert mask_secrets(text, [longer, shorter]) == "a *** b *** c"
+    assert mask_secrets(text, [shorter, longer]) == "a *** b *** c"

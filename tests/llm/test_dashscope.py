@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -28,19 +27,11 @@ TIME = {"name": "get_time", "description": "The time now", "parameters": {"type"
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
 
 
-@pytest.fixture(scope="module")
-def _server() -> Iterator[DashScopeServer]:
-    with DashScopeServer().start() as server:
-        yield server
-
-
 @pytest.fixture
-def server(_server: DashScopeServer) -> Iterator[DashScopeServer]:
+def server(dashscope_server: DashScopeServer) -> DashScopeServer:
     """The loopback DashScope server, emptied, expecting KEY."""
-    _server.reset()
-    _server.api_key = KEY
-    yield _server
-    _server.reset()
+    dashscope_server.api_key = KEY
+    return dashscope_server
 
 
 def model(server: DashScopeServer, name: str = "qwen-plus", **generate_cfg: object) -> DashScopeModel:
@@ -431,7 +422,7 @@ def test_import_chatagent_does_not_import_dashscope() -> None:
 
 
 def test_streamed_tool_calls_without_index_are_told_apart_by_id() -> None:
-    from chatagent.llm.dashscope import _gather_calls
+    from chatagent.llm.dashscope_reply import gather_calls
 
     calls: dict[int, list] = {}
     pieces = [
@@ -440,5 +431,5 @@ def test_streamed_tool_calls_without_index_are_told_apart_by_id() -> None:
         {"id": "b", "function": {"name": "g", "arguments": "{}"}},
     ]
     for piece in pieces:
-        _gather_calls(calls, [piece])
+        gather_calls(calls, [piece])
     assert calls == {0: ["a", "f", ['{"x":', " 1}"]], 1: ["b", "g", ["{}"]]}

@@ -58,6 +58,10 @@ class ScriptedText:
         ]
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    request_queue_size = 1024  # the listen backlog: a benchmark opens a thousand connections at once
+
+
 class LoopbackServer:
     """Start/stop, the reply queue and the recorded requests; subclasses set the class attributes."""
 
@@ -75,7 +79,7 @@ class LoopbackServer:
 
     def start(self) -> Self:
         handler = type("Handler", (self.handler,), {"owner": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = _HTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, args=(self.poll_interval,), name=self.thread_name, daemon=True

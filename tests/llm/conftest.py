@@ -1,0 +1,23 @@
+"""Fixtures of the model backend tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.dashscope_server import DashScopeServer
+
+
+@pytest.fixture(scope="module")
+def _dashscope_server_module() -> Iterator[DashScopeServer]:
+    with DashScopeServer().start() as server:
+        yield server
+
+
+@pytest.fixture
+def dashscope_server(_dashscope_server_module: DashScopeServer) -> Iterator[DashScopeServer]:
+    """The loopback DashScope server (tests/support/dashscope_server.py), emptied before and after the test."""
+    _dashscope_server_module.reset()
+    yield _dashscope_server_module
+    _dashscope_server_module.reset()

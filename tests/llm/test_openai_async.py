@@ -1,0 +1,71 @@
+"""The OpenAI-compatible backend's async path sends what the sync path sends, without the openai SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import textwrap
+from pathlib import Path
+
+from chatagent import get_chat_model
+from chatagent.schema import to_messages
+from tests.support import processes
+from tests.support.openai_server import OpenAIServer
+
+ROOT = Path(__file__).resolve().parents[2]
+USER = to_messages([{"role": "user", "content": "hi"}])
+CFG = {
+    "temperature": 0.2,
+    "stop": ["END"],
+    "top_k": 20,  # not a parameter of the SDK: into the body
+    "extra_body": {"top_k": 5, "repetition_penalty": 1.1},  # has the last word
+    "extra_headers": {"X-Trace": "t-1"},
+    "max_retries": 0,
+}
+WEATHER = {"name": "weather", "description": "Weather", "parameters": {"type": "object", "properties": {}}}
+
+
+def test_async_requests_equal_the_sync_ones(openai_server: OpenAIServer) -> None:
+    openai_server.add(*["Hello"] * 4)
+    llm = get_chat_model({"model": "m", "model_server": openai_server.base_url, "api_key": "k", "generate_cfg": CFG})
+    list(llm.chat(USER, [WEATHER]))
+    llm.chat(USER, [WEATHER], stream=False)
+
+    async def go():
+        [_ async for _ in llm.achat(USER, [WEATHER])]
+        await llm.achat(USER, [WEATHER], stream=False)
+
+    asyncio.run(go())
+    sync_stream, sync_once, async_stream, async_once = openai_server.requests
+    assert async_stream.json == sync_stream.json and async_once.json == sync_once.json
+    assert sync_stream.json["top_k"] == 5 and sync_stream.json["repetition_penalty"] == 1.1
+    assert sync_stream.json["temperature"] == 0.2 and sync_stream.json["stream"] is True
+    assert "stream" not in sync_once.json
+    assert all(r.headers["x-trace"] == "t-1" for r in openai_server.requests)
+    assert "extra_headers" not in async_stream.json and "max_retries" not in async_stream.json
+
+
+def test_arun_never_imports_the_openai_sdk() -> None:
+    """`import openai` takes most of a second and ~40 MB: on the async path it would stall the event loop."""
+    code = textwrap.dedent(
+        """
+        import asyncio, sys
+        from chatagent import BasicAgent
+        from tests.support.openai_server import OpenAIServer
+
+        with OpenAIServer() as server:
+            server.add("Hello there", "Hello again")
+            bot = BasicAgent(llm={"model": "m", "model_server": server.base_url, "api_key": "k"})
+
+            async def go():
+                out = [r async for r in bot.arun([{"role": "user", "content": "hi"}])]
+                out.append(await bot.arun_nonstream([{"role": "user", "content": "hi"}]))
+                return out
+
+            out = asyncio.run(go())
+        assert out[-2][-1]["content"] == "Hello there" and out[-1][-1]["content"] == "Hello again", out
+        assert "openai" not in sys.modules, "the async path imported the openai SDK"
+        """
+    )
+    done = processes.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
