@@ -99,6 +99,8 @@ class Tokenizer:
 
     name = "estimate"
     exact = False
+    #: Tokens a prompt takes beyond its messages: the reply's opening (<|im_start|>assistant\n) and a margin.
+    prompt_overhead = 16
 
     def count(self, text: str) -> int:
         """The number of tokens in `text`."""

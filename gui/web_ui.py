@@ -19,8 +19,10 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from chatagent.agent import Agent
+from chatagent.errors import ModelServiceError
 from chatagent.schema import Message, to_messages
-from gui.render import escape_html, render_conversation, safe_name
+from gui.notes import model_note
+from gui.render import escape_html, escape_markdown, render_conversation, safe_name
 from gui.session import ChatSession, user_message
 
 logger = logging.getLogger("chatagent.gui")
@@ -66,7 +68,8 @@ class WebUI:
             once per browser session so each session has its own agent objects.
         chatbot_config: optional settings: `title`, `description`, `prompt.suggestions` (list of str),
             `input.placeholder`, `user.avatar`, `agent.avatar` (image paths), `height` (pixels),
-            `max_file_size` (e.g. '50mb'), `show_names` (force speaker names on or off).
+            `max_file_size` (e.g. '50mb'), `show_names` (force speaker names on or off), `show_model` (say
+            which model answers at the top of the page; default True).
     """
 
     def __init__(self, agent: AgentSource, chatbot_config: dict | None = None) -> None:
@@ -110,6 +113,8 @@ class WebUI:
             state = gr.State(None)
             if cfg.get("title") or cfg.get("description"):
                 gr.Markdown(f"## {cfg.get('title', '')}\n{cfg.get('description', '')}")
+            if cfg.get("show_model", True):
+                gr.Markdown(self.model_note(), elem_id="model-note")
             for chat in filter(_is_group_chat, self._agents):
                 names = ", ".join(f"**@{escape_html(safe_name(a.name or '?'))}**" for a in chat.agents)
                 gr.Markdown(
@@ -174,6 +179,25 @@ class WebUI:
             chatbot.clear(self._on_clear, [state], outputs, queue=False, api_visibility="private")
         self.demo = demo
         return demo
+
+    def model_note(self) -> str:
+        """Which model answers (the agents' models; a group chat's members' too), as Markdown for the page."""
+        llms, missing = [], []
+        for agent in self._agents:
+            members = list(agent.agents) if _is_group_chat(agent) else [agent]
+            if _is_group_chat(agent) and getattr(agent, "selection", None) == "auto":
+                members.insert(0, agent)  # the host model picks the speakers
+            for a in members:
+                if getattr(a, "is_human", False):
+                    continue
+                try:
+                    llms.append(a.llm)
+                except ModelServiceError as e:  # shown on the page; asking will show the same error
+                    missing.append(escape_markdown(str(e)))
+        note = model_note(llms)
+        if missing:
+            note += " **No model:** " + "; ".join(dict.fromkeys(missing))
+        return note
 
     # ---- handlers ----------------------------------------------------------------------------------------
 

@@ -21,7 +21,6 @@ logger = logging.getLogger("chatagent.llm")
 
 DEFAULT_MAX_INPUT_TOKENS = 58_000  # a model whose window is unknown
 MESSAGE_OVERHEAD = 5  # tokens a chat template adds per message (ChatML: <|im_start|>role\n ... <|im_end|>\n)
-PROMPT_OVERHEAD = 16  # the reply's opening (<|im_start|>assistant\n) and a margin for templates that add more
 FUNCTION_RESULT_KEEP_TOKENS = 500  # an old function result is shortened to this before turns are dropped
 
 # Context windows (prompt + answer, in tokens) of common models, by the start of their name; the first
@@ -90,7 +89,7 @@ def messages_tokens(msgs: Sequence[Message], tokenizer: Tokenizer = ESTIMATE) ->
 
 def prompt_tokens(msgs: Sequence[Message], tokenizer: Tokenizer = ESTIMATE, extra: int = 0) -> int:
     """Tokens of a whole prompt: the messages, the reply's opening, and `extra` (e.g. tool schemas)."""
-    return sum(messages_tokens(msgs, tokenizer)) + PROMPT_OVERHEAD + extra
+    return sum(messages_tokens(msgs, tokenizer)) + tokenizer.prompt_overhead + extra
 
 
 def truncate_messages(msgs: list[Message], max_tokens: int, tokenizer: Tokenizer = ESTIMATE) -> list[Message]:
@@ -105,7 +104,7 @@ def truncate_messages(msgs: list[Message], max_tokens: int, tokenizer: Tokenizer
        never cut out of the middle of a message the model must read.
     """
     sizes = messages_tokens(msgs, tokenizer)
-    budget = max_tokens - PROMPT_OVERHEAD
+    budget = max_tokens - tokenizer.prompt_overhead
     total = sum(sizes)
     if total <= budget:
         return msgs
@@ -146,7 +145,7 @@ def truncate_messages(msgs: list[Message], max_tokens: int, tokenizer: Tokenizer
     if total > budget:
         raise ModelServiceError(
             "context_too_long",
-            f"the latest turn needs about {total + PROMPT_OVERHEAD} tokens, more than max_input_tokens={max_tokens}; "
+            f"the latest turn needs about {total + tokenizer.prompt_overhead} tokens, more than max_input_tokens={max_tokens}; "
             "shorten the input or raise max_input_tokens",
         )
     if start > head:

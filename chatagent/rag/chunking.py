@@ -17,10 +17,19 @@ from dataclasses import dataclass
 from chatagent.rag.parsers import Document
 from chatagent.tokens import count_tokens, token_starts
 
-__all__ = ["DEFAULT_CHUNK_TOKENS", "DEFAULT_OVERLAP_TOKENS", "Chunk", "chunk_document", "split_sentences"]
+__all__ = [
+    "DEFAULT_CHUNK_TOKENS",
+    "DEFAULT_OVERLAP_TOKENS",
+    "Chunk",
+    "chunk_document",
+    "pages_label",
+    "source_label",
+    "split_sentences",
+]
 
 DEFAULT_CHUNK_TOKENS = 400
 DEFAULT_OVERLAP_TOKENS = 40
+SNIPPET_CHARS = 300  # of a chunk's text, in the sources shown with an answer
 
 _PARAGRAPHS = re.compile(r"\n\s*\n")
 # End of a sentence: ., ! or ? followed by whitespace, or a CJK full stop / mark (no space needed).
@@ -41,7 +50,29 @@ class Chunk:
     @property
     def pages(self) -> str:
         """'p. 3' or 'pp. 3-4', for citations."""
-        return f"p. {self.page}" if self.last_page == self.page else f"pp. {self.page}-{self.last_page}"
+        return pages_label([self.page, self.last_page])
+
+    def as_source(self, snippet_chars: int = SNIPPET_CHARS) -> dict:
+        """What a surface shows of this chunk: `file`, `pages` (1-based ints) and `text` (a short snippet)."""
+        text = " ".join(self.text.split())
+        if len(text) > snippet_chars:
+            cut = text.rfind(" ", 0, snippet_chars)
+            text = text[: cut if cut > snippet_chars // 2 else snippet_chars] + " …"
+        return {"file": self.source, "pages": list(range(self.page, self.last_page + 1)), "text": text}
+
+
+def pages_label(pages: list[int]) -> str:
+    """'p. 3' for one page, 'pp. 3-4' for a range (from the first and last of `pages`), '' for none."""
+    if not pages:
+        return ""
+    first, last = min(pages), max(pages)
+    return f"p. {first}" if first == last else f"pp. {first}-{last}"
+
+
+def source_label(source: dict) -> str:
+    """'manual.pdf, p. 3' for a source dict (`Chunk.as_source`)."""
+    pages = pages_label(list(source.get("pages") or []))
+    return f"{source.get('file', '?')}, {pages}" if pages else str(source.get("file", "?"))
 
 
 @dataclass(slots=True)
@@ -52,8 +83,8 @@ class _Unit:
 
     @property
     def cost(self) -> int:
-        """Its tokens in a chunk after another unit: a paragraph break is a token of its own."""
-        return self.tokens + (self.joiner == "\n\n")
+        """Its tokens in a chunk after another unit: a line break is a token of its own."""
+        return self.tokens + ("\n" in self.joiner)
 
 
 def chunk_document(
@@ -101,13 +132,30 @@ def _split_paragraph(paragraph: str, limit: int) -> list[_Unit]:
 
 def split_sentences(text: str) -> list[str]:
     """The sentences (and lines) of `text`, stripped, empty ones left out; CJK sentences need no space after them."""
-    return [s for s in (part.strip() for part in _SENTENCE_END.split(text)) if s]
+    return [s for s, _ in _sentences(text)]
+
+
+def _sentences(text: str) -> list[tuple[str, str]]:
+    """The sentences of `text`, each with what separated it from the one before: a line break, a space or nothing
+    (after a CJK full stop), so that a chunk keeps the text's lines (a PDF's code examples, lists)."""
+    out: list[tuple[str, str]] = []
+    start, gap = 0, ""
+    for end, next_start in [(m.start(), m.end()) for m in _SENTENCE_END.finditer(text)] + [(len(text), len(text))]:
+        raw = text[start:end]
+        piece = raw.strip()
+        if piece:
+            space = gap + raw[: len(raw) - len(raw.lstrip())]
+            out.append((piece, "\n" if "\n" in space else " " if space else ""))
+            gap = ""
+        gap += text[end:next_start]
+        start = next_start
+    return out
 
 
 def _split_sentences(paragraph: str, limit: int) -> list[_Unit]:
     units: list[_Unit] = []
-    joiner = "\n\n"
-    for sentence in split_sentences(paragraph):
+    for i, (sentence, sep) in enumerate(_sentences(paragraph)):
+        joiner = "\n\n" if i == 0 else sep or ""
         n = count_tokens(sentence)
         if n <= limit:
             units.append(_Unit(sentence, n, joiner))
@@ -115,7 +163,6 @@ def _split_sentences(paragraph: str, limit: int) -> list[_Unit]:
             for piece in _split_tokens(sentence, limit):
                 units.append(_Unit(piece, count_tokens(piece), joiner))
                 joiner = " "
-        joiner = " "
     return units
 
 

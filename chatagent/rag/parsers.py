@@ -53,6 +53,8 @@ REASONS = ("needs_password", "no_text", "broken", "too_large", "unsupported")
 
 logger = logging.getLogger(__name__)
 
+PageCallback = Callable[[int, int], Any]  # on_page(pages done, pages in all)
+
 
 @dataclass(frozen=True, slots=True)
 class Page:
@@ -96,15 +98,17 @@ def parse_file(
     *,
     max_bytes: int | None = None,
     kind: str | None = None,
+    on_page: PageCallback | None = None,
 ) -> Document:
     """Parse the file at `path` into a Document (see the module docstring); raise DocumentError if it gives no text.
 
     `password` opens an encrypted PDF. `max_bytes` caps the file size (default DEFAULT_MAX_FILE_BYTES or
     CHATAGENT_MAX_FILE_MB). `kind` overrides the type that the extension implies ('pdf', 'docx', ...).
+    `on_page(done, total)` is called after each page of a PDF is read (for progress displays).
     """
     limit = max_file_bytes(max_bytes)
     data, name = read_file(path, limit)
-    return parse_bytes(data, name, password, max_bytes=limit, kind=kind)
+    return parse_bytes(data, name, password, max_bytes=limit, kind=kind, on_page=on_page)
 
 
 def read_file(path: str | os.PathLike[str], max_bytes: int) -> tuple[bytes, str]:
@@ -136,9 +140,15 @@ def display_name(file: str | os.PathLike[str]) -> str:
 
 
 def parse_bytes(
-    data: bytes, name: str, password: str | None = None, *, max_bytes: int | None = None, kind: str | None = None
+    data: bytes,
+    name: str,
+    password: str | None = None,
+    *,
+    max_bytes: int | None = None,
+    kind: str | None = None,
+    on_page: PageCallback | None = None,
 ) -> Document:
-    """Parse a file's content; `name` is its file name (for the type and for messages only)."""
+    """Parse a file's content; `name` is its file name (for the type and for messages only); see `parse_file`."""
     name = display_name(name) or "file"
     limit = max_file_bytes(max_bytes)
     if len(data) > limit:
@@ -153,7 +163,11 @@ def parse_bytes(
     if not data.strip():
         raise DocumentError("no_text", f"'{name}' is empty.", name)
     try:
-        pages = parser(data, name, password)
+        pages = (
+            _parse_pdf(data, name, password, on_page)
+            if on_page is not None and parser is _parse_pdf
+            else parser(data, name, password)
+        )
     except DocumentError:
         raise
     except MemoryError:
@@ -189,17 +203,17 @@ def max_file_bytes(max_bytes: int | None = None) -> int:
 _pdfium_lock = threading.Lock()  # PDFium is not thread-safe
 
 
-def _parse_pdf(data: bytes, name: str, password: str | None) -> list[Page]:
+def _parse_pdf(data: bytes, name: str, password: str | None, on_page: PageCallback | None = None) -> list[Page]:
     if not data.lstrip()[:5].startswith(b"%PDF"):
         raise DocumentError("broken", f"'{name}' is not a PDF file (it has no PDF header).", name)
     try:
         import pypdfium2  # noqa: F401
     except ImportError:
-        return _parse_pdf_pypdf(data, name, password)
-    return _parse_pdf_pdfium(data, name, password)
+        return _parse_pdf_pypdf(data, name, password, on_page)
+    return _parse_pdf_pdfium(data, name, password, on_page)
 
 
-def _parse_pdf_pdfium(data: bytes, name: str, password: str | None) -> list[Page]:
+def _parse_pdf_pdfium(data: bytes, name: str, password: str | None, on_page: PageCallback | None = None) -> list[Page]:
     import pypdfium2 as pdfium
 
     pages: list[Page] = []
@@ -213,7 +227,8 @@ def _parse_pdf_pdfium(data: bytes, name: str, password: str | None) -> list[Page
                 "broken", f"'{name}' could not be read: the PDF is damaged ({_why(e)}).", name
             ) from None
         try:
-            for i in range(len(pdf)):
+            total = len(pdf)
+            for i in range(total):
                 page = pdf[i]
                 try:
                     textpage = page.get_textpage()
@@ -227,6 +242,8 @@ def _parse_pdf_pdfium(data: bytes, name: str, password: str | None) -> list[Page
                 finally:
                     page.close()
                 pages.append(Page(i + 1, _clean_pdf_text(text)))
+                if on_page is not None:
+                    on_page(i + 1, total)
         finally:
             pdf.close()
     return pages
@@ -241,7 +258,7 @@ def _clean_pdf_text(text: str) -> str:
     return _LEADERS.sub(" ... ", text)
 
 
-def _parse_pdf_pypdf(data: bytes, name: str, password: str | None) -> list[Page]:
+def _parse_pdf_pypdf(data: bytes, name: str, password: str | None, on_page: PageCallback | None = None) -> list[Page]:
     import pypdf
 
     reader = pypdf.PdfReader(io.BytesIO(data))
@@ -255,6 +272,7 @@ def _parse_pdf_pypdf(data: bytes, name: str, password: str | None) -> list[Page]
         if not ok:
             raise _needs_password(name, password)
     pages = []
+    total = len(reader.pages)
     for i, page in enumerate(reader.pages, 1):
         try:
             text = page.extract_text() or ""
@@ -262,6 +280,8 @@ def _parse_pdf_pypdf(data: bytes, name: str, password: str | None) -> list[Page]
             logger.warning("%s: page %d could not be read (%s); it is left out", name, i, _why(e))
             text = ""
         pages.append(Page(i, _LEADERS.sub(" ... ", text)))
+        if on_page is not None:
+            on_page(i, total)
     return pages
 
 

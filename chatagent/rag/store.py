@@ -55,13 +55,34 @@ URL_CACHE_S = 300.0  # a fetched URL is fetched again after this many seconds
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """One step of loading a file set: `stage` is 'parse', 'cached', 'failed' or 'index'."""
+    """One step of loading and searching a file set. By `stage`:
+
+    - 'read': a page of `source` was read (`done` pages of `total`; PDFs, as they are parsed);
+    - 'parse', 'cached', 'failed': file number `done` of `total` was parsed, found in the cache, or failed;
+    - 'index': the set's index is ready (`total` files); 'search': the set is being searched.
+    """
 
     stage: str
     source: str
     done: int
     total: int
     seconds: float = 0.0
+
+    def describe(self) -> str:
+        """A short line for a person watching: 'Reading manual.pdf: page 40 of 113'."""
+        if self.stage == "read":
+            return f"Reading {self.source}: page {self.done} of {self.total}"
+        if self.stage == "parse":
+            return f"Read {self.source} (file {self.done} of {self.total}, {self.seconds:.1f} s)"
+        if self.stage == "cached":
+            return f"{self.source}: read before (file {self.done} of {self.total})"
+        if self.stage == "failed":
+            return f"Could not read {self.source}"
+        if self.stage == "index":
+            return f"Indexed {self.total} file{'s' if self.total != 1 else ''}"
+        if self.stage == "search":
+            return "Searching the files"
+        return f"{self.stage} {self.source}".strip()
 
 
 ProgressCallback = Callable[[Progress], Any]
@@ -186,6 +207,7 @@ class DocStore:
     ) -> Retrieved:
         """The best chunks of `files` (paths or http(s) URLs) for `query` within `max_tokens`; see Retrieved."""
         file_index, errors = self.load(files, passwords=passwords, on_progress=on_progress)
+        _report(on_progress, Progress("search", "", len(file_index.entries), len(file_index.entries)))
         found = file_index.select(query, max_tokens)
         found.errors = errors
         return found
@@ -208,7 +230,8 @@ class DocStore:
             try:
                 data, name = self._read(file)
                 password = (passwords or {}).get(str(file)) or (passwords or {}).get(name)
-                entry, parsed = self._entry(data, name, password)
+                on_page = _page_reporter(on_progress, name)
+                entry, parsed = self._entry(data, name, password, on_page)
             except DocumentError as e:
                 errors.append(e)
                 logger.warning("could not read %s: %s", name, e)
@@ -264,7 +287,9 @@ class DocStore:
 
     # ------------------------------------------------------------------------------ documents
 
-    def _entry(self, data: bytes, name: str, password: str | None) -> tuple[_Entry, bool]:
+    def _entry(
+        self, data: bytes, name: str, password: str | None, on_page: Callable[[int, int], Any] | None = None
+    ) -> tuple[_Entry, bool]:
         """The parsed entry for this content: from memory, disk, or parsed now (once, even across threads)."""
         digest = hashlib.sha256(data).hexdigest()
         kind = Path(name).suffix.lower()
@@ -293,7 +318,7 @@ class DocStore:
             parsed = entry is None
             if entry is None:
                 try:
-                    entry = self._parse(data, name, password, digest)
+                    entry = self._parse(data, name, password, digest, on_page)
                 except DocumentError as e:
                     with self._lock:
                         self._failed[key] = e
@@ -310,10 +335,12 @@ class DocStore:
                 self._key_locks.pop(key, None)
             return entry, parsed
 
-    def _parse(self, data: bytes, name: str, password: str | None, digest: str) -> _Entry:
+    def _parse(
+        self, data: bytes, name: str, password: str | None, digest: str, on_page: Callable[[int, int], Any] | None
+    ) -> _Entry:
         with self._lock:
             self.parses += 1
-        doc = parse_bytes(data, name, password, max_bytes=self.max_bytes)
+        doc = parse_bytes(data, name, password, max_bytes=self.max_bytes, on_page=on_page)
         counts = [count_tokens(p.text) for p in doc.pages]
         chunks = chunk_document(doc, self.chunk_tokens, self.overlap_tokens, key=digest, page_tokens=counts)
         return _Entry(digest, name, doc.pages, chunks, sum(counts))
@@ -543,6 +570,13 @@ def _write_atomic(path: Path, data: bytes) -> None:
             raise
     except OSError as e:  # a read-only or full workspace costs the cache, not the answer
         logger.warning("could not write the cache file %s: %s", path, e)
+
+
+def _page_reporter(callback: ProgressCallback | None, name: str) -> Callable[[int, int], None] | None:
+    """An `on_page` for the parsers that reports each page read as Progress('read', ...)."""
+    if callback is None:
+        return None
+    return lambda done, total: _report(callback, Progress("read", name, done, total))
 
 
 def _report(callback: ProgressCallback | None, progress: Progress) -> None:
