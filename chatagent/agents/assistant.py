@@ -241,12 +241,12 @@ class Assistant(FnCallAgent):
         callbacks = current_run().callbacks
 
         def report(p: Progress) -> None:
-            if on_progress is not None:
-                on_progress(p)
             if callbacks:
                 from chatagent.events import PROGRESS, Event, emit
 
                 emit(callbacks, Event(PROGRESS, self.name, data={"progress": p, "text": p.describe()}))
+            if on_progress is not None:
+                on_progress(p)
 
         return report
 

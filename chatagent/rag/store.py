@@ -101,7 +101,7 @@ class _Entry:
 
 @dataclass(slots=True)
 class Retrieved:
-    """A retrieval's `chunks`, best first (in document order when `complete`), and the files that failed."""
+    """A retrieval's `chunks`, best first (pages that match nothing in document order), and the files that failed."""
 
     chunks: list[Chunk]
     errors: list[DocumentError] = field(default_factory=list)
@@ -134,11 +134,15 @@ class FileIndex:
         return [(self.chunks[str(i)], s) for i, s in self.index.search(query, top_k=top_k)]
 
     def select(self, query: str, max_tokens: int) -> Retrieved:
-        """Everything when it fits in `max_tokens`, else the best chunks that fit, best first."""
+        """Every page when all fit in `max_tokens`, else the best chunks that fit; best first either way."""
         if self.total_tokens <= max_tokens:
             if self._pages is None:  # a benign race: two threads may both make the same list
                 self._pages = [_page_chunk(e, p) for e in self.entries for p in e.pages]
-            return Retrieved(list(self._pages), complete=True, tokens=self.total_tokens)
+            best: dict[tuple[str, int], float] = {}  # a page's score: its best chunk's
+            for chunk, score in self.search(query, top_k=len(self.chunks)):
+                best.setdefault((chunk.source, chunk.page), score)
+            pages = sorted(self._pages, key=lambda c: -best.get((c.source, c.page), 0.0))  # stable: ties in order
+            return Retrieved(pages, complete=True, tokens=self.total_tokens)
         chosen: list[Chunk] = []
         used = 0  # tokens of the chosen chunks with their `[file, p. N]` headers
         top_k = min(len(self.chunks), max(64, max_tokens // 50))
