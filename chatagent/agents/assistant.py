@@ -138,7 +138,7 @@ class Assistant(FnCallAgent):
         final = None  # the index of the response's last assistant text
         calls: set[int] = set()
         for fragments in super()._run(_files_as_text(messages), lang=lang, **kwargs):
-            for f in fragments:
+            for f in fragments if isinstance(fragments, list) else ():  # anything else passes through as it is
                 i = f.extra[INDEX]
                 if f.function_call is not None:
                     calls.add(i)

@@ -43,9 +43,13 @@ DEFAULT_MAX_TOKENS = 1024
 DEFAULT_WEIGHTS_CFG = {
     "temperature": 0.2,
     "top_p": 0.9,
-    "max_tokens": 512,
+    "max_tokens": 400,
     "repeat_penalty": 1.1,
     "repeat_last_n": 64,
+    "dry_multiplier": 0.8,  # DRY: a sequence that repeats the last 256 tokens is penalised, more the longer it is
+    "dry_base": 1.75,
+    "dry_allowed_length": 2,
+    "dry_penalty_last_n": 256,  # not the whole prompt: quoting an excerpt is fine
 }
 # Every request: keep the prompt's state in the server's cache, so a follow-up reads only what is new.
 REQUEST_DEFAULTS = {"cache_prompt": True}
@@ -372,7 +376,7 @@ class LocalModel(OpenAICompatModel):
     cfg: `model` (a .gguf path; missing means the default SmolLM2-135M-Instruct weights), `n_ctx` (context
     window, default 8192), `threads` (default: the cores), `n_parallel` (requests decoded at once,
     default 1), `port` (default 0: a free port), `verbose` (llama.cpp's log on stderr), `generate_cfg`
-    (as for any model; `max_tokens` defaults to 1024, 512 for the default weights, which also get
+    (as for any model; `max_tokens` defaults to 1024, 400 for the default weights, which also get
     repetition penalties). The prompt may take the window less `max_tokens`, counted by llama.cpp's own
     tokenizer; the server keeps each prompt's state (`cache_prompt`), so a follow-up reads only what is new.
 

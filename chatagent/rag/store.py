@@ -48,7 +48,7 @@ __all__ = ["DocStore", "FileIndex", "Progress", "Retrieved", "default_store", "f
 
 logger = logging.getLogger(__name__)
 
-CACHE_VERSION = "3"  # bump when parsing, chunking or analysis changes what is cached
+CACHE_VERSION = "4"  # bump when parsing, chunking or analysis changes what is cached
 URL_TIMEOUT_S = 30.0
 URL_CACHE_S = 300.0  # a fetched URL is fetched again after this many seconds
 
