@@ -13,12 +13,14 @@ in `extra['sources']`. Goals on a 2-core machine: 0 errors, first text <= 8 s (q
 (follow-up), a gold page in sources for >= 9 of 10, no answer below 0.5 distinct 4-grams.
 
 The reference: Qwen-Agent 0.0.34's Assistant (its own venv, bench/_qwen_agent.py) on the same model, the
-same server and the same questions, with max_tokens 512 (its default has no cap); it returns no sources.
+same server and the same questions, with max_tokens 512 (its default has no cap): with its default RAG
+settings, then with max_ref_token 1300 so that its prompt fits the model's window. It returns no sources.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -48,6 +50,7 @@ QUESTIONS: list[tuple[str, set[int]]] = [
 ]
 FOLLOW_UP = "Can you show an example?"
 QWEN_AGENT_MAX_TOKENS = 512
+QWEN_AGENT_FITTING_REF = 1300  # excerpt tokens that fit SmolLM2's 8k window, about what ours gives
 GOALS = {"first_s": 8.0, "follow_up_s": 3.0, "gold": 9, "distinct4": 0.5}
 
 
@@ -86,8 +89,6 @@ def run_questions(bot: object, pdf: str, questions: list[tuple[str, set[int]]]) 
 
 
 def ours(pdf: str, questions: list[tuple[str, set[int]]]) -> tuple[list[dict], str]:
-    import os
-
     os.environ["CHATAGENT_WORKSPACE"] = tempfile.mkdtemp(prefix="chatagent-mainjob-")  # the PDF is read anew
     from chatagent import Assistant
     from chatagent.llm.local import LocalModel
@@ -96,7 +97,7 @@ def ours(pdf: str, questions: list[tuple[str, set[int]]]) -> tuple[list[dict], s
     return run_questions(Assistant(llm=llm), pdf, questions), llm.server.base_url
 
 
-def qwen_agent(pdf: str, url: str, api_key: str, model: str, n: int) -> dict | str:
+def qwen_agent(pdf: str, url: str, api_key: str, model: str, n: int, max_ref_token: int | None = None) -> dict | str:
     import json
 
     with tempfile.TemporaryDirectory(prefix="qwen-agent-mainjob-") as tmp:
@@ -105,6 +106,8 @@ def qwen_agent(pdf: str, url: str, api_key: str, model: str, n: int) -> dict | s
         env = {"QWEN_AGENT_DEFAULT_WORKSPACE": str(Path(tmp) / "workspace")}
         args = ["--url", url, "--api-key", api_key, "--model", model, "--file", pdf, "--questions", str(spec),
                 "--follow-up", FOLLOW_UP, "--max-tokens", str(QWEN_AGENT_MAX_TOKENS)]  # fmt: skip
+        if max_ref_token:
+            args += ["--max-ref-token", str(max_ref_token)]
         return _qwen_agent.reference("qa_main_job.py", *args, timeout=3600, env=env)
 
 
@@ -152,6 +155,23 @@ def show(label: str, s: dict, ref: dict | None = None) -> None:
     print(f"{label} gold_page_in_sources: {gold}   goal: >= {GOALS['gold']}/10")
 
 
+def show_rows(label: str, rows: list[dict], verbose: bool) -> None:
+    for n, r in enumerate(rows, 1):
+        a, f = r["first"], r["follow"]
+        line = f"{label} q{n} {r['question']!r} gold {sorted(r['gold'])} in sources: {r['gold_hit']}"
+        for tag, x in (("answer", a), ("follow-up", f)):
+            if "error" in x:
+                line += f" | {tag} ERROR {x['error']}"
+            else:
+                line += (f" | {tag} first {x['first_s']:.2f}s total {x['total_s']:.1f}s {x['words']}w "
+                         f"d4 {x['distinct4']:.2f}{' CUT' if x['cut'] else ''}")  # fmt: skip
+        print(line)
+        if verbose:
+            print("   sources:", [(s["file"], s["pages"]) for s in a.get("sources") or []])
+            print("   answer:", a.get("text", "")[:1500].replace("\n", " / "))
+            print("   follow-up:", f.get("text", "")[:800].replace("\n", " / "))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "chatagent-bench" / "r-doc-pdf")
@@ -161,38 +181,33 @@ def main() -> None:
     args = parser.parse_args()
     pdf = str(fetch_manuals(args.cache) / MANUAL)
     questions = QUESTIONS[: args.questions]
+    print(f"load_average_at_start: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     started = time.perf_counter()
     rows, _ = ours(pdf, questions)
     print(f"chatagent: {len(rows)} questions and follow-ups in {time.perf_counter() - started:.0f} s")
-    for n, r in enumerate(rows, 1):
-        a, f = r["first"], r["follow"]
-        line = f"q{n} {r['question']!r} gold {sorted(r['gold'])} in sources: {r['gold_hit']}"
-        for tag, x in (("answer", a), ("follow-up", f)):
-            if "error" in x:
-                line += f" | {tag} ERROR {x['error']}"
-            else:
-                line += (f" | {tag} first {x['first_s']:.2f}s total {x['total_s']:.1f}s {x['words']}w "
-                         f"d4 {x['distinct4']:.2f}{' CUT' if x['cut'] else ''}")  # fmt: skip
-        print(line)
-        if args.verbose:
-            print("   sources:", [(s["file"], s["pages"]) for s in a.get("sources") or []])
-            print("   answer:", a.get("text", "")[:1500].replace("\n", " / "))
-            print("   follow-up:", f.get("text", "")[:800].replace("\n", " / "))
-    ref = None
+    show_rows("chatagent", rows, args.verbose)
+    refs: dict[str, dict] = {}
     if args.no_qwen_agent:
         print("qwen_agent: skipped (--no-qwen-agent)")
     else:
         from chatagent.llm.local import get_server
 
         server = get_server()
-        result = qwen_agent(pdf, server.base_url, server.api_key, server.path, len(questions))
-        if isinstance(result, str):
-            print(result)
-        else:
-            ref = summary(result["rows"])
+        # its defaults (20000 tokens of excerpts: more than the model's window), then a budget that fits
+        for label, budget in (
+            ("qwen_agent", None),
+            (f"qwen_agent_ref{QWEN_AGENT_FITTING_REF}", QWEN_AGENT_FITTING_REF),
+        ):
+            result = qwen_agent(pdf, server.base_url, server.api_key, server.path, len(questions), budget)
+            if isinstance(result, str):
+                print(f"{label}: {result}")
+                continue
+            show_rows(label, result["rows"], args.verbose)
+            refs[label] = summary(result["rows"])
+    print(f"load_average_at_end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     show("chatagent", summary(rows))
-    if ref is not None:
-        show("qwen_agent", ref)
+    for label, ref in refs.items():
+        show(label, ref)
 
 
 if __name__ == "__main__":
