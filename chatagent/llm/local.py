@@ -23,13 +23,16 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from importlib import metadata
 from typing import Any
 
 from chatagent.errors import ModelServiceError
-from chatagent.llm.base import register_llm
+from chatagent.llm.base import Usage, register_llm
+from chatagent.llm.loop_guard import stop_loops
 from chatagent.llm.openai_compat import OpenAICompatModel
+from chatagent.schema import Message
+from chatagent.stream import collect
 from chatagent.tokens import Tokenizer
 
 logger = logging.getLogger("chatagent.llm.local")
@@ -44,12 +47,10 @@ DEFAULT_WEIGHTS_CFG = {
     "temperature": 0.2,
     "top_p": 0.9,
     "max_tokens": 400,
-    "repeat_penalty": 1.1,
-    "repeat_last_n": 64,
-    "dry_multiplier": 0.8,  # DRY: a sequence that repeats the last 256 tokens is penalised, more the longer it is
+    "dry_multiplier": 0.8,  # DRY: a sequence that repeats the last 64 tokens is penalised, more the longer it is
     "dry_base": 1.75,
     "dry_allowed_length": 2,
-    "dry_penalty_last_n": 256,  # not the whole prompt: quoting an excerpt is fine
+    "dry_penalty_last_n": 64,  # no further back: quoting the excerpts must stay free (LoopGuard stops long loops)
 }
 # Every request: keep the prompt's state in the server's cache, so a follow-up reads only what is new.
 REQUEST_DEFAULTS = {"cache_prompt": True}
@@ -377,8 +378,10 @@ class LocalModel(OpenAICompatModel):
     window, default 8192), `threads` (default: the cores), `n_parallel` (requests decoded at once,
     default 1), `port` (default 0: a free port), `verbose` (llama.cpp's log on stderr), `generate_cfg`
     (as for any model; `max_tokens` defaults to 1024, 400 for the default weights, which also get
-    repetition penalties). The prompt may take the window less `max_tokens`, counted by llama.cpp's own
-    tokenizer; the server keeps each prompt's state (`cache_prompt`), so a follow-up reads only what is new.
+    llama.cpp's DRY sampler), `stop_loops` (default True: an answer that starts repeating itself
+    verbatim is ended, see `chatagent.llm.loop_guard`). The prompt may take the window less `max_tokens`,
+    counted by llama.cpp's own tokenizer; the server keeps each prompt's state (`cache_prompt`), so a
+    follow-up reads only what is new.
 
     The server starts when the model is made (or is reused if one serves the same file and options). A
     chat template without tool support (SmolLM2's) switches function calling to the prompt-based form.
@@ -404,6 +407,7 @@ class LocalModel(OpenAICompatModel):
         cfg["model"] = self.server.path
         cfg["model_server"] = self.server.base_url
         cfg["api_key"] = self.server.api_key
+        self.stop_loops = bool(cfg.get("stop_loops", True))
         props = self.server.props()
         if "multimodal" not in cfg:
             cfg["multimodal"] = bool((props.get("modalities") or {}).get("vision"))
@@ -412,6 +416,19 @@ class LocalModel(OpenAICompatModel):
             self.native_tools = False
 
     window_from_server = True
+
+    def _chat_stream(
+        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+    ) -> Iterator[list[Message]]:
+        """The server's stream, ended early (stop_reason 'repetition') when the answer loops (see LoopGuard)."""
+        stream = super()._chat_stream(messages, functions, cfg, usage)
+        return stop_loops(stream) if self.stop_loops else stream
+
+    def _chat_once(
+        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+    ) -> list[Message]:
+        """Streamed underneath too, so that a looping answer is ended there as well."""
+        return collect(self._chat_stream(messages, functions, cfg, usage))
 
     @property
     def context_window(self) -> int:

@@ -12,7 +12,7 @@ import pytest
 from chatagent import Assistant, BasicAgent, Message
 from chatagent.rag import DocStore
 from gui.notes import model_label, model_note
-from gui.render import CUT_NOTE, message_text, render_message
+from gui.render import CUT_NOTE, LOOP_NOTE, message_text, render_message
 from gui.session import ChatSession, user_message
 from tests.gui.test_gui_session import PacedLLM
 
@@ -38,6 +38,8 @@ def test_an_answer_cut_by_the_token_limit_says_so() -> None:
     views = render_message(Message("assistant", "The limit is", extra={"stop_reason": "length"}))
     assert [message_text(v) for v in views] == ["The limit is", CUT_NOTE]
     assert all(message_text(v) != CUT_NOTE for v in render_message(Message("assistant", "Done.")))
+    looped = render_message(Message("assistant", "Again and again", extra={"stop_reason": "repetition"}))
+    assert [message_text(v) for v in looped] == ["Again and again", LOOP_NOTE]
 
 
 def test_the_model_note_names_the_model_and_explains_the_embedded_one() -> None:
