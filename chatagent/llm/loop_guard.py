@@ -4,7 +4,9 @@ Repetition penalties (llama.cpp's `repeat_penalty`, DRY) look back over the prom
 ones also stop a model from quoting the excerpts it was given ("the code is 73914"), and weak ones do not
 stop the loops a 135M model falls into. `LoopGuard` watches only the answer: once REPEAT_RUN words in a
 row each continue a REPEAT_WORDS-word sequence the answer already holds, the answer is looping and the
-stream is ended (`extra['stop_reason'] = 'repetition'`). The cost is one tuple hash per word.
+stream is ended (`extra['stop_reason'] = 'repetition'`); so is an answer that goes round in circles with
+small changes, once fewer than MIN_DISTINCT of its 4-word sequences are new (after MIN_WORDS words).
+The cost is two tuple hashes per word.
 """
 
 from __future__ import annotations
@@ -17,17 +19,20 @@ from chatagent.schema import ASSISTANT, Message
 logger = logging.getLogger("chatagent.llm")
 
 REPEAT_WORDS = 8  # a sequence this long seen twice in one answer is a repeat...
-REPEAT_RUN = 16  # ...and this many such sequences in a row (about 23 words copied verbatim) is a loop
+REPEAT_RUN = 8  # ...and this many such sequences in a row (15 words copied verbatim) is a loop
+MIN_WORDS = 50  # an answer this long...
+MIN_DISTINCT = 0.6  # ...whose 4-word sequences are less than this share distinct is a loop
 
 
 class LoopGuard:
     """Feed it an answer's text as it streams; `add` returns True once the answer repeats itself."""
 
-    __slots__ = ("words", "seen", "run", "partial")
+    __slots__ = ("words", "seen", "run", "partial", "fours")
 
     def __init__(self) -> None:
         self.words: list[str] = []
         self.seen: set[tuple[str, ...]] = set()
+        self.fours: set[tuple[str, ...]] = set()  # the distinct 4-word sequences
         self.run = 0  # repeated sequences in a row
         self.partial = ""  # a word cut by the end of the last piece
 
@@ -39,7 +44,12 @@ class LoopGuard:
         words = self.words
         for word in parts:
             words.append(word)
-            if len(words) < REPEAT_WORDS:
+            n = len(words)
+            if n >= 4:
+                self.fours.add(tuple(words[-4:]))
+                if n >= MIN_WORDS and len(self.fours) < MIN_DISTINCT * (n - 3):
+                    return True
+            if n < REPEAT_WORDS:
                 continue
             gram = tuple(words[-REPEAT_WORDS:])
             if gram in self.seen:

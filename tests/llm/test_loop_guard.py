@@ -47,3 +47,15 @@ def test_stop_loops_ends_and_closes_the_stream_and_says_why() -> None:
     assert closed == [True]
     plain = collect(stop_loops(fragments("A short answer that does not repeat itself.")))
     assert plain[0].content == "A short answer that does not repeat itself." and not plain[0].extra
+
+
+def test_going_round_in_circles_with_small_changes_is_a_loop_too() -> None:
+    names = ["install.packages()", "install_package()", "install_packages()", "install()", "add_package()"]
+    text = "".join(
+        f"You can install packages with the command `{names[i % 5]}` in R.\nThis will install packages that "
+        f"{'have' if i % 2 else 'are'} not installed before.\n\n"
+        for i in range(30)
+    )
+    guard = LoopGuard()
+    at = next((i for i in range(0, len(text), 6) if guard.add(text[i : i + 6])), None)
+    assert at is not None and at < len(text) // 2
