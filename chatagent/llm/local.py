@@ -181,19 +181,15 @@ class LlamaTokenizer(Tokenizer):
     def prompt_overhead(self) -> int:  # type: ignore[override]
         """What the chat template adds to a prompt beyond each message's markers (a default system message,
         the reply's opening), measured once on a one-message prompt."""
-        import httpx
-
         from chatagent.llm.budget import MESSAGE_OVERHEAD
 
-        headers = {"Authorization": f"Bearer {self.server.api_key}", "Connection": "close"}
         try:
-            r = httpx.post(self.server.address + "/apply-template", json={"messages": [{"role": "user", "content": "x"}]},
-                           headers=headers, timeout=60, trust_env=False)  # fmt: skip
-            r.raise_for_status()
-            measured = self.count(r.json()["prompt"]) - self.count("x") - MESSAGE_OVERHEAD
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            prompt = self.server.apply_template([{"role": "user", "content": "x"}])
+        except ModelServiceError as e:
+            logger.warning("could not measure the chat template's overhead (%s): assuming %d tokens", e,
+                           Tokenizer.prompt_overhead)  # fmt: skip
             return Tokenizer.prompt_overhead
-        return max(Tokenizer.prompt_overhead, measured)
+        return max(Tokenizer.prompt_overhead, self.count(prompt) - self.count("x") - MESSAGE_OVERHEAD)
 
     def _separator_id(self) -> int | None:
         if self._separator is False:
@@ -297,16 +293,22 @@ class LocalServer:
 
     def tokenize(self, content: str | list) -> list[int]:
         """The token ids of `content` (a text, or texts and token ids mixed) by the model's own tokenizer."""
+        return list(self._post("/tokenize", {"content": content})["tokens"])
+
+    def apply_template(self, messages: list[dict]) -> str:
+        """The prompt the model's chat template makes of `messages` (OpenAI-style dicts)."""
+        return str(self._post("/apply-template", {"messages": messages})["prompt"])
+
+    def _post(self, path: str, body: dict) -> dict:
         import httpx
 
         headers = {"Authorization": f"Bearer {self.api_key}", "Connection": "close"}
-        try:
-            r = httpx.post(self.address + "/tokenize", json={"content": content}, headers=headers, timeout=60,
-                           trust_env=False)  # fmt: skip
+        try:  # trust_env=False: never through an HTTP(S)_PROXY, the server is on this machine
+            r = httpx.post(self.address + path, json=body, headers=headers, timeout=60, trust_env=False)
             r.raise_for_status()
-            return list(r.json()["tokens"])
-        except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
-            raise ModelServiceError("local_server_failed", f"the local model server cannot tokenize: {e}") from e
+            return r.json()
+        except (httpx.HTTPError, ValueError) as e:
+            raise ModelServiceError("local_server_failed", f"the local model server failed on {path}: {e}") from e
 
     @property
     def tokenizer(self) -> LlamaTokenizer:
