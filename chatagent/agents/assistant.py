@@ -11,7 +11,8 @@ user message reaches the model preceded by the best excerpts of the files for it
 `[file, p. N]`; the system message asks the model to cite them that way. Excerpts already given in an
 earlier turn are not repeated, and an earlier turn gets the same excerpts on every run, so the prompt
 of a follow-up begins exactly as the last one did and a server's prompt cache (llama.cpp's
-`cache_prompt`, DashScope's and OpenAI's prefix caches) reads only what is new.
+`cache_prompt`, DashScope's and OpenAI's prefix caches) reads only what is new. A follow-up that says
+too little to be searched on its own ("And an example?") is searched as the question before it.
 
 **Budget.** The excerpts of a question fit what the model's window leaves after the system message,
 the question, the tools and the answer's `max_tokens` (counted with the model's tokenizer), and at
@@ -60,7 +61,7 @@ RAG_CFG_KEYS = ("max_ref_token", "passwords", "on_progress", "store", "chunk_tok
 WINDOW_SHARE = 6  # by default the excerpts of one question take at most a sixth of the window
 MIN_EXCERPT_TOKENS = 50  # less room than this: no excerpts (the question alone may still fit)
 BLOCK_MARGIN = 8  # tokens kept free in a turn's excerpts: a text counted in pieces may count a little more whole
-FOLLOW_UP_TERMS = 3  # a question with fewer search terms is searched together with the one before it
+FOLLOW_UP_TERMS = 3  # a question with fewer search terms is searched as the one before it
 
 PROMPTS = {
     "en": {
@@ -260,14 +261,14 @@ def _make_store(cfg: dict[str, Any]) -> DocStore:
 
 
 def _query(messages: list[Message], users: list[int], i: int) -> str:
-    """What to search for user message `i`: its text, with the question before it when it says too little
-    on its own ("And an example?")."""
+    """What to search for user message `i`: its text; for a follow-up that says too little on its own ("And
+    an example?"), what the question before it searched, so that it gets the same excerpts (already given)."""
     from chatagent.rag.analysis import analyze
 
     text = messages[i].text
     k = users.index(i)
     if k and len(set(analyze(text))) < FOLLOW_UP_TERMS:
-        return messages[users[k - 1]].text + "\n" + text
+        return _query(messages, users, users[k - 1])
     return text
 
 

@@ -108,7 +108,10 @@ def test_a_follow_up_starts_with_the_prompt_before_it_and_repeats_no_excerpt(man
     sent_first, sent_follow = one[-1].text, two[-1].text
     excerpts = [block for block in sent_first.split("\n\n[")[1:]]
     assert excerpts and not any(block.split("]\n", 1)[1][:60] in sent_follow for block in excerpts)
-    # "And an example?" says too little alone: it is searched with the question before it
+    # "And an example?" says too little alone: it is searched as the question before it, whose excerpts the
+    # model has already: nothing new to read, the same sources
+    assert sent_follow == "And an example?"
+    assert follow[-1]["extra"]["sources"] == answer[-1]["extra"]["sources"]
     assert any("7 bar" in s["text"] for s in follow[-1]["extra"]["sources"])
 
 
