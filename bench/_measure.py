@@ -76,3 +76,24 @@ class RankingScore:
     def summary(self) -> dict[str, float]:
         n = self.n or 1
         return {f"recall@{k}": v / n for k, v in self.recall.items()} | {"mrr": self.mrr / n}
+
+
+def timed_answer(bot: Any, messages: list[dict]) -> tuple[float, float, list[dict]]:
+    """(seconds to the first answer text, seconds to the end, the final response) of `bot.run(messages)`."""
+    start = time.perf_counter()
+    first = None
+    response: list[dict] = []
+    for rsp in bot.run(messages):
+        response = rsp
+        if first is None and rsp and rsp[-1].get("role") == "assistant" and rsp[-1].get("content"):
+            first = time.perf_counter() - start
+    total = time.perf_counter() - start
+    return (first if first is not None else total), total, list(response)
+
+
+def distinct_ngram_ratio(text: str, n: int = 4) -> float:
+    """Distinct word n-grams over all word n-grams of `text` (1.0 for a text too short to have one): a loop detector,
+    a model repeating itself scores low."""
+    words = text.split()
+    grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else 1.0

@@ -199,6 +199,26 @@ class TerminalPrinter:
         self.out.flush()
         self.current = None
 
+    def footer(self, answer: list) -> None:
+        """After an answer: a note if the token limit cut it, and the sources it came with."""
+        final = next((m for m in reversed(answer) if m.role == "assistant" and m.function_call is None), None)
+        extra = (final.extra if final is not None else None) or {}
+        w = self.out.write
+        if extra.get("stop_reason") == "length":
+            w(f"{self.dim}[cut off: the answer reached its token limit (max_tokens)]{self.reset}\n")
+        elif extra.get("stop_reason") == "repetition":
+            w(f"{self.dim}[ended: the model began to repeat itself]{self.reset}\n")
+        sources = extra.get("sources")
+        if sources:
+            from chatagent.rag.chunking import source_label
+
+            w(f"{self.dim}Sources:\n")
+            for n, src in enumerate(sources, 1):
+                snippet = str(src.get("text", ""))
+                w(f"  {n}. {source_label(src)}: {snippet[:100]}{' …' if len(snippet) > 100 else ''}\n")
+            w(self.reset)
+        self.out.flush()
+
 
 def chat_loop(
     agent: Agent,
@@ -264,6 +284,7 @@ def chat_loop(
                 history = []
             continue
         answer = response.messages
+        printer.footer(answer)
         history.extend(drop_unanswered_calls(answer) if note else answer)
 
 

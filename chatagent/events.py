@@ -12,6 +12,9 @@ A callback is a function taking an Event, or an object with `on_<kind>(event)` m
     run_start  llm_start  llm_end(usage, duration)  tool_start(tool, arguments)  tool_end(duration, error)
     ...        run_end(usage: the whole run's, duration, error)
 
+and `progress` whenever an agent reports how its own work goes (the Assistant: reading a file page by
+page, indexing, searching): `data['progress']` is a `chatagent.rag.Progress`, `data['text']` a line for people.
+
 All callbacks run in the thread iterating the run, also for tools that ran in parallel (their start
 events come before the batch runs, their end events in call order). A callback that raises is logged
 and does not stop the run. With no callback set, no Event is ever built.
@@ -30,7 +33,8 @@ logger = logging.getLogger("chatagent.events")
 RUN_START, RUN_END = "run_start", "run_end"
 LLM_START, LLM_END = "llm_start", "llm_end"
 TOOL_START, TOOL_END = "tool_start", "tool_end"
-KINDS = (RUN_START, RUN_END, LLM_START, LLM_END, TOOL_START, TOOL_END)
+PROGRESS = "progress"
+KINDS = (RUN_START, RUN_END, LLM_START, LLM_END, TOOL_START, TOOL_END, PROGRESS)
 
 
 @dataclass
@@ -59,6 +63,7 @@ class Callbacks:
     def on_llm_end(self, event: Event) -> None: ...
     def on_tool_start(self, event: Event) -> None: ...
     def on_tool_end(self, event: Event) -> None: ...
+    def on_progress(self, event: Event) -> None: ...
 
 
 Callback = Callable[[Event], Any] | Callbacks

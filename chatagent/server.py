@@ -5,12 +5,14 @@
     server.serve_forever()          # or server.start() for a background thread; server.close()
 
 Any OpenAI client can then talk to the agent. The agent runs its tools itself, server-side: the client
-sees the assistant's text (and `reasoning_content`), not the calls. Tools that keep state (the code
-interpreter's sandbox and files) keep it per conversation: a client names one with the body field
-`session_id` or the header `X-Session-Id` (scoped by its API key: no client reaches another's); a request
-without one gets a fresh session that ends with the request. Standard library only (a thread per
-request, like the agents themselves), so serving needs no web framework. Requests are bounded in size,
-concurrent runs are bounded in number, and when an API key is set every request must carry it.
+sees the assistant's text (and `reasoning_content`), not the calls. An answer cut by the token limit has
+`finish_reason: 'length'`; the Assistant's sources come as a top-level `sources` field of the completion
+(streaming: of the last chunk), which OpenAI clients ignore (openai-python keeps it in `model_extra`). Tools
+that keep state (the code interpreter's sandbox and files) keep it per conversation: a client names one with
+the body field `session_id` or the header `X-Session-Id` (scoped by its API key: no client reaches
+another's); a request without one gets a fresh session that ends with the request. Standard library only (a
+thread per request, like the agents themselves), so serving needs no web framework. Requests are bounded in
+size, concurrent runs are bounded in number, and when an API key is set every request must carry it.
 """
 
 from __future__ import annotations
@@ -90,12 +92,23 @@ def _error_for(e: BaseException) -> RequestError:
 
 class _Answer:
     """Turns the agent's fragments into the OpenAI view: text deltas (separate messages' texts joined
-    by a blank line) and reasoning deltas; tool calls and results stay server-side."""
+    by a blank line) and reasoning deltas; tool calls and results stay server-side. It also keeps what the
+    answer's messages carry for the client: `sources` (the Assistant's excerpts) and the finish reason."""
 
-    __slots__ = ("text_indexes",)
+    __slots__ = ("text_indexes", "sources", "cut")
 
     def __init__(self) -> None:
         self.text_indexes: set[int] = set()  # the messages whose text has started
+        self.sources: list | None = None
+        self.cut = False  # the last answer message was cut by max_tokens
+
+    @property
+    def finish_reason(self) -> str:
+        return "length" if self.cut else "stop"
+
+    def extras(self) -> dict:
+        """Fields beside the OpenAI ones (clients that do not know them ignore them)."""
+        return {"sources": self.sources} if self.sources is not None else {}
 
     def add(self, fragments: list[Message]) -> tuple[str, str]:
         """The (text, reasoning) these fragments add to the answer."""
@@ -103,6 +116,12 @@ class _Answer:
         for f in fragments:
             if f.role != ASSISTANT:
                 continue
+            extra = f.extra
+            if len(extra) > 1:
+                if "sources" in extra:
+                    self.sources = extra["sources"]
+                if "stop_reason" in extra:
+                    self.cut = extra["stop_reason"] == "length"
             if f.reasoning_content:
                 reasoning.append(f.reasoning_content)
             piece = f.text
@@ -291,8 +310,9 @@ class AgentServer:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.model_name,
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
+            "choices": [{"index": 0, "message": message, "finish_reason": answer.finish_reason, "logprobs": None}],
             "usage": _usage(run),
+            **answer.extras(),
         }
 
     def completion_chunks(self, run: Run, include_usage: bool) -> Iterator[dict]:
@@ -318,7 +338,7 @@ class AgentServer:
                 delta["content"] = text
             if delta:
                 yield chunk(delta)
-        yield chunk({}, "stop")
+        yield {**chunk({}, answer.finish_reason), **answer.extras()}
         if include_usage:
             yield {**base, "choices": [], "usage": _usage(run)}
 

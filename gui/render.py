@@ -20,6 +20,8 @@ from chatagent.agents.user import pending_input
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message
 
 THINKING_TITLE = "💭 Thinking"
+CUT_NOTE = "✂️ *Cut off: the answer reached its token limit (`max_tokens`).*"
+LOOP_NOTE = "✂️ *Ended: the model began to repeat itself.*"
 # a fence opens with 3+ backticks (no backtick after them on the line) or 3+ tildes, indented 0-3 spaces
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}(?=[^`]*$)|~{3,})")
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
@@ -190,7 +192,35 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
                 "assistant", code_block(_pretty_json(call.arguments), "json"), f"🛠️ {who}{safe_name(call.name)}"
             )
         )
+    extra = msg.extra or {}
+    note = {"length": CUT_NOTE, "repetition": LOOP_NOTE}.get(extra.get("stop_reason"))
+    if note:
+        out.append(chat_message("assistant", note))
+    if extra.get("sources"):
+        out.append(render_sources(extra["sources"]))
     return out
+
+
+def render_sources(sources: list[dict]) -> dict[str, Any]:
+    """The excerpts an answer came from, under it: a collapsed block titled with each file and page, the
+    snippets inside."""
+    from chatagent.rag.chunking import source_label
+
+    pages: dict[str, list[int]] = {}  # file -> its pages, in the order they come
+    for src in sources:
+        listed = pages.setdefault(safe_name(str(src.get("file", "?"))), [])
+        listed += [p for p in src.get("pages") or [] if p not in listed]
+    title = "📚 Sources: " + "; ".join(
+        f"{name} {'p.' if len(ps) == 1 else 'pp.'} {', '.join(map(str, ps))}" if ps else name
+        for name, ps in pages.items()
+    )
+    if len(title) > 300:
+        title = title[:297] + "…"
+    parts = []
+    for n, src in enumerate(sources, 1):
+        snippet = escape_markdown(" ".join(str(src.get("text", "")).split()))
+        parts.append(f"**{n}. {escape_html(source_label(src))}**\n\n> {snippet}")
+    return chat_message("assistant", "\n\n".join(parts), title)
 
 
 def render_error(error: BaseException) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from chatagent.agent import Agent
 from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls, to_messages
 from chatagent.stream import Response
+from gui.notes import model_label, status_message, status_text
 from gui.render import chat_message, render_conversation, render_error, render_message
 
 if TYPE_CHECKING:
@@ -31,6 +32,10 @@ STOPPED_NOTE = chat_message("assistant", "⏹️ *Stopped.*")
 WORKER_JOIN_S = 30.0  # how long to wait for a stopped turn's run to close
 _END = object()
 _STOP = object()
+
+
+class _Status(str):
+    """What the run is doing (from its events), shown until the answer starts."""
 
 
 class _Failed:
@@ -170,12 +175,21 @@ class ChatSession:
         if self._worker is not None:  # the previous turn's run may still be closing (and storing its turn)
             await asyncio.to_thread(self._worker.join, WORKER_JOIN_S)
         stored, sent = self.stored, list(self.pending)
+        label: list[str] = []  # the model's name, found at the first event that needs it
+
+        def on_event(event: Any) -> None:  # called in the worker thread by the run
+            if not label and event.kind == "llm_start":
+                label.append(model_label(agent.llm))
+            text = status_text(event, label[0] if label else "")
+            if text:
+                put(_Status(text))
 
         def pump() -> None:
             run = None
             failed = False
             try:
-                kwargs = {"session_id": self.session_id, **run_kwargs}
+                callbacks = [on_event, *run_kwargs.pop("callbacks", ())]
+                kwargs = {"session_id": self.session_id, "callbacks": callbacks, **run_kwargs}
                 if stored is None:
                     run = agent.run(to_messages(self.history), delta_stream=True, **kwargs)
                 else:  # the stored conversation, then what is not stored yet; the turn is stored at the end
@@ -203,6 +217,7 @@ class ChatSession:
         response = Response()
         rendered: list[list[dict[str, Any]]] = []
         tail: list[dict[str, Any]] = []
+        status: str | None = "Starting"  # what the run does while no answer text is coming
         done = False  # the run ended or was stopped (not: the handler was closed mid-turn)
         worker.start()
         try:
@@ -218,6 +233,10 @@ class ChatSession:
                         logger.error("the agent failed", exc_info=item.error)
                         tail = [render_error(item.error)]
                         continue
+                    if isinstance(item, _Status):
+                        status = item
+                        continue
+                    status = None
                     for i in response.add(item):
                         msg = response.messages[i]
                         view = render_message(msg, show_name=self.show_names)
@@ -229,7 +248,8 @@ class ChatSession:
                     tail = [STOPPED_NOTE]
                 if self.generation != generation:
                     return
-                yield self.display + [d for view in rendered for d in view] + tail
+                working = [status_message(status)] if status and not done and not tail else []
+                yield self.display + [d for view in rendered for d in view] + tail + working
         finally:
             stop.set()
             if self._stop is stop:  # not a turn started after a clear

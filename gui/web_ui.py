@@ -19,9 +19,11 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from chatagent.agent import Agent
+from chatagent.errors import ModelServiceError
 from chatagent.extras import missing_dependency
 from chatagent.schema import Message, to_messages
-from gui.render import escape_html, render_conversation, safe_name
+from gui.notes import model_note
+from gui.render import escape_html, escape_markdown, render_conversation, safe_name
 from gui.session import ChatSession, user_message
 
 logger = logging.getLogger("chatagent.gui")
@@ -67,7 +69,8 @@ class WebUI:
             once per browser session so each session has its own agent objects.
         chatbot_config: optional settings: `title`, `description`, `prompt.suggestions` (list of str),
             `input.placeholder`, `user.avatar`, `agent.avatar` (image paths), `height` (pixels),
-            `max_file_size` (e.g. '50mb'), `show_names` (force speaker names on or off).
+            `max_file_size` (e.g. '50mb'), `show_names` (force speaker names on or off), `show_model` (say
+            which model answers at the top of the page; default True).
         conversations: keep each user's conversations in a session store, with a sidebar to switch between
             them (see `gui.conversations`): True for the default store, or a store URL; off by default.
     """
@@ -121,6 +124,8 @@ class WebUI:
             state = gr.State(None, delete_callback=_close_session)  # the tab closed: end its sandbox
             if cfg.get("title") or cfg.get("description"):
                 gr.Markdown(f"## {cfg.get('title', '')}\n{cfg.get('description', '')}")
+            if cfg.get("show_model", True):
+                gr.Markdown(self.model_note(), elem_id="model-note")
             for chat in filter(_is_group_chat, self._agents):
                 names = ", ".join(f"**@{escape_html(safe_name(a.name or '?'))}**" for a in chat.agents)
                 gr.Markdown(
@@ -190,6 +195,25 @@ class WebUI:
                 Conversations(self, store).attach(demo, state, chatbot, [submitted, regenerated, cleared])
         self.demo = demo
         return demo
+
+    def model_note(self) -> str:
+        """Which model answers (the agents' models; a group chat's members' too), as Markdown for the page."""
+        llms, missing = [], []
+        for agent in self._agents:
+            members = list(agent.agents) if _is_group_chat(agent) else [agent]
+            if _is_group_chat(agent) and getattr(agent, "selection", None) == "auto":
+                members.insert(0, agent)  # the host model picks the speakers
+            for a in members:
+                if getattr(a, "is_human", False):
+                    continue
+                try:
+                    llms.append(a.llm)
+                except ModelServiceError as e:  # shown on the page; asking will show the same error
+                    missing.append(escape_markdown(str(e)))
+        note = model_note(llms)
+        if missing:
+            note += " **No model:** " + "; ".join(dict.fromkeys(missing))
+        return note
 
     # ---- handlers ----------------------------------------------------------------------------------------
 

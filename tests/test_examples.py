@@ -129,7 +129,10 @@ EXAMPLES: dict[str, Case] = {
     "assistant_rag.py": Case(
         replies=["Water them every morning, and again in the evening in July [greenhouse.md, p. 1]."],
         args=["-q", "When do I water the tomatoes?"],
-        expect=["user: When do I water the tomatoes?", "[greenhouse.md, p. 1]"],
+        expect=[
+            "user: When do I water the tomatoes?",
+            "[greenhouse.md, p. 1].\n  [1] greenhouse.md, p. 1: # Greenhouse manual",
+        ],
         env={"CHATAGENT_WORKSPACE": os.path.join(tempfile.gettempdir(), "chatagent-examples-ws")},
     ),
     "chinese_docs.py": Case(

@@ -54,7 +54,7 @@ class ArticleAgent(Assistant):
         lang = lang if lang in CONTINUE else "en"
         files = allowed_files(self.files, messages)
         found = yield from self._blocking(
-            search_files, self.store, files, messages, self.max_ref_token, self.passwords, self.on_progress
+            search_files, self.store, files, messages, self._max_ref_tokens(self.llm), self.passwords, self.on_progress
         )
         knowledge = found.as_text()
         n = 0

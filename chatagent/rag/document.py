@@ -9,6 +9,7 @@ or paragraph block, so that neither a hostile file nor a huge one can hold a run
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,10 +56,14 @@ class DocumentError(ChatAgentError):
         return (DocumentError, (self.reason, str(self), self.source))
 
 
-class ParseJob:
-    """One parse of one file: its `name` and `password`, its deadline and its text budget (`max_chars`)."""
+PageCallback = Callable[[int, int], Any]  # on_page(pages done, pages in all)
 
-    __slots__ = ("chars", "deadline", "max_chars", "name", "password", "why_max")
+
+class ParseJob:
+    """One parse of one file: its `name` and `password`, its deadline, its text budget (`max_chars`) and who
+    hears of each page read (`on_page(done, total)`, for progress displays)."""
+
+    __slots__ = ("chars", "deadline", "max_chars", "name", "on_page", "password", "why_max")
 
     def __init__(
         self,
@@ -68,6 +73,7 @@ class ParseJob:
         deadline: float | None = None,
         max_chars: int = 2**62,
         why_max: str = "the limit for one document",
+        on_page: PageCallback | None = None,
     ) -> None:
         self.name = name
         self.password = password
@@ -75,6 +81,12 @@ class ParseJob:
         self.max_chars = max_chars
         self.why_max = why_max  # what the budget is, for the message
         self.chars = 0  # of text given so far
+        self.on_page = on_page
+
+    def page_read(self, done: int, total: int) -> None:
+        """Tell `on_page` that `done` of `total` pages are read."""
+        if self.on_page is not None:
+            self.on_page(done, total)
 
     def check(self, where: str = "") -> None:
         """Raise RunDeadlineExceeded if the deadline has passed; `where` says how far the parse got."""

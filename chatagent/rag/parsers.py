@@ -31,7 +31,7 @@ from typing import Any
 
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.extras import missing_dependency
-from chatagent.rag.document import REASONS, Document, DocumentError, Page, ParseJob, why
+from chatagent.rag.document import REASONS, Document, DocumentError, Page, PageCallback, ParseJob, why
 from chatagent.rag.office import parse_docx, parse_pptx, parse_xlsx
 from chatagent.rag.pdf import parse_pdf
 from chatagent.rag.text import decode_text, parse_csv, parse_html, parse_text
@@ -63,16 +63,18 @@ def parse_file(
     max_bytes: int | None = None,
     kind: str | None = None,
     deadline: float | None = None,
+    on_page: PageCallback | None = None,
 ) -> Document:
     """Parse the file at `path` into a Document (see the module docstring); raise DocumentError if it gives no text.
 
     `password` opens an encrypted PDF. `max_bytes` caps the file size (default DEFAULT_MAX_FILE_BYTES or
     CHATAGENT_MAX_FILE_MB). `kind` overrides the type that the extension implies ('pdf',
     'docx', ...). `deadline` (a time.monotonic() value) stops parsing with RunDeadlineExceeded once passed.
+    `on_page(done, total)` is called after each page of a PDF is read (for progress displays).
     """
     limit = max_file_bytes(max_bytes)
     data, name = read_file(path, limit)
-    return parse_bytes(data, name, password, max_bytes=limit, kind=kind, deadline=deadline)
+    return parse_bytes(data, name, password, max_bytes=limit, kind=kind, deadline=deadline, on_page=on_page)
 
 
 def read_file(path: str | os.PathLike[str], max_bytes: int) -> tuple[bytes, str]:
@@ -111,6 +113,7 @@ def parse_bytes(
     max_bytes: int | None = None,
     kind: str | None = None,
     deadline: float | None = None,
+    on_page: PageCallback | None = None,
 ) -> Document:
     """Parse a file's content; `name` is its file name (for the type and for messages only). See parse_file."""
     name = display_name(name) or "file"
@@ -128,7 +131,7 @@ def parse_bytes(
         raise DocumentError("broken", f"'{name}' is empty (0 bytes): there is nothing to read.", name)
     if parser in _TEXT_PARSERS and not data.strip():
         raise DocumentError("no_text", f"'{name}' is empty.", name)
-    job = ParseJob(name, password, deadline=deadline, **_text_budget(len(data)))
+    job = ParseJob(name, password, deadline=deadline, on_page=on_page, **_text_budget(len(data)))
     try:
         job.check()
         pages = parser(data, job)

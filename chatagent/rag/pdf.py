@@ -72,6 +72,7 @@ def parse_pdf_pdfium(data: bytes, job: ParseJob) -> list[Page]:
                 finally:
                     page.close()
                 pages.append(Page(i + 1, job.add(text)))
+                job.page_read(i + 1, count)
             return pages
         finally:
             pdf.close()
@@ -293,7 +294,7 @@ def _open_pypdf(data: bytes, job: ParseJob) -> Any:
 
 def _pypdf_pages(pages: list[tuple[int, Any]], job: ParseJob) -> list[Page]:
     found = []
-    for number, page in pages:
+    for done, (number, page) in enumerate(pages, 1):
         job.check(f"page {number}")
         try:
             text = page.extract_text() or ""
@@ -301,6 +302,7 @@ def _pypdf_pages(pages: list[tuple[int, Any]], job: ParseJob) -> list[Page]:
             logger.warning("%s: page %d could not be read (%s); it is left out", job.name, number, why(e))
             text = ""
         found.append(Page(number, job.add(clean_pdf_text(text))))
+        job.page_read(done, len(pages))
     return found
 
 

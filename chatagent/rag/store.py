@@ -35,7 +35,7 @@ from chatagent.rag.chunking import (
     chunk_document,
     split_sentences,
 )
-from chatagent.rag.document import ParseJob
+from chatagent.rag.document import PageCallback, ParseJob
 from chatagent.rag.parsers import Document, DocumentError, Page, display_name, max_file_bytes, parse_bytes, read_file
 from chatagent.rag.workspace import workspace_root, write_atomic
 from chatagent.tokens import count_tokens, truncate_tokens
@@ -47,20 +47,41 @@ __all__ = ["DocStore", "FileIndex", "Progress", "Retrieved", "default_store", "f
 
 logger = logging.getLogger(__name__)
 
-CACHE_VERSION = "3"  # bump when parsing, chunking or analysis changes what is cached
+CACHE_VERSION = "5"  # bump when parsing, chunking or analysis changes what is cached
 URL_TIMEOUT_S = 30.0
 URL_CACHE_S = 300.0  # a fetched URL is fetched again after this many seconds
 
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """One step of loading a file set: `stage` is 'parse', 'cached', 'failed' or 'index'."""
+    """One step of loading and searching a file set. By `stage`:
+
+    - 'read': a page of `source` was read (`done` pages of `total`; PDFs, as they are parsed);
+    - 'parse', 'cached', 'failed': file number `done` of `total` was parsed, found in the cache, or failed;
+    - 'index': the set's index is ready (`total` files); 'search': the set is being searched.
+    """
 
     stage: str
     source: str
     done: int
     total: int
     seconds: float = 0.0
+
+    def describe(self) -> str:
+        """A short line for a person watching: 'Reading manual.pdf: page 40 of 113'."""
+        if self.stage == "read":
+            return f"Reading {self.source}: page {self.done} of {self.total}"
+        if self.stage == "parse":
+            return f"Read {self.source} (file {self.done} of {self.total}, {self.seconds:.1f} s)"
+        if self.stage == "cached":
+            return f"{self.source}: read before (file {self.done} of {self.total})"
+        if self.stage == "failed":
+            return f"Could not read {self.source}"
+        if self.stage == "index":
+            return f"Indexed {self.total} file{'s' if self.total != 1 else ''}"
+        if self.stage == "search":
+            return "Searching the files"
+        return f"{self.stage} {self.source}".strip()
 
 
 ProgressCallback = Callable[[Progress], Any]
@@ -79,7 +100,7 @@ class _Entry:
 
 @dataclass(slots=True)
 class Retrieved:
-    """A retrieval's `chunks`, best first (in document order when `complete`), and the files that failed."""
+    """A retrieval's `chunks`, best first (pages that match nothing in document order), and the files that failed."""
 
     chunks: list[Chunk]
     errors: list[DocumentError] = field(default_factory=list)
@@ -112,11 +133,15 @@ class FileIndex:
         return [(self.chunks[str(i)], s) for i, s in self.index.search(query, top_k=top_k)]
 
     def select(self, query: str, max_tokens: int) -> Retrieved:
-        """Everything when it fits in `max_tokens`, else the best chunks that fit, best first."""
+        """Every page when all fit in `max_tokens`, else the best chunks that fit; best first either way."""
         if self.total_tokens <= max_tokens:
             if self._pages is None:  # a benign race: two threads may both make the same list
                 self._pages = [_page_chunk(e, p) for e in self.entries for p in e.pages]
-            return Retrieved(list(self._pages), complete=True, tokens=self.total_tokens)
+            best: dict[tuple[str, int], float] = {}  # a page's score: its best chunk's
+            for chunk, score in self.search(query, top_k=len(self.chunks)):
+                best.setdefault((chunk.source, chunk.page), score)
+            pages = sorted(self._pages, key=lambda c: -best.get((c.source, c.page), 0.0))  # stable: ties in order
+            return Retrieved(pages, complete=True, tokens=self.total_tokens)
         chosen: list[Chunk] = []
         used = 0  # tokens of the chosen chunks with their `[file, p. N]` headers
         top_k = min(len(self.chunks), max(64, max_tokens // 50))
@@ -128,7 +153,7 @@ class FileIndex:
                 used += header + chunk.tokens
             elif room >= 100 or (not chosen and room > 0):  # too big for what is left: its best sentences
                 text = _best_part(chunk.text, query, room, self.index.analyze)
-                if text:
+                if text and not any(text in c.text for c in chosen):  # overlapping chunks share sentences
                     chosen.append(replace(chunk, text=text, tokens=count_tokens(text)))
                     used += header + chosen[-1].tokens
             if max_tokens - used < 20:
@@ -188,6 +213,7 @@ class DocStore:
 
         `deadline` (a time.monotonic() value) stops reading new files with RunDeadlineExceeded once passed."""
         file_index, errors = self.load(files, passwords=passwords, on_progress=on_progress, deadline=deadline)
+        _report(on_progress, Progress("search", "", len(file_index.entries), len(file_index.entries)))
         found = file_index.select(query, max_tokens)
         found.errors = errors
         return found
@@ -213,7 +239,8 @@ class DocStore:
             try:
                 data, name = self._read(file)
                 password = (passwords or {}).get(str(file)) or (passwords or {}).get(name)
-                entry, parsed = self._entry(data, name, password, deadline)
+                on_page = _page_reporter(on_progress, name)
+                entry, parsed = self._entry(data, name, password, deadline, on_page)
             except DocumentError as e:
                 errors.append(e)
                 logger.warning("could not read %s: %s", name, e)
@@ -271,7 +298,14 @@ class DocStore:
 
     # ------------------------------------------------------------------------------ documents
 
-    def _entry(self, data: bytes, name: str, password: str | None, deadline: float | None) -> tuple[_Entry, bool]:
+    def _entry(
+        self,
+        data: bytes,
+        name: str,
+        password: str | None,
+        deadline: float | None,
+        on_page: PageCallback | None = None,
+    ) -> tuple[_Entry, bool]:
         """The parsed entry for this content: from memory, disk, or parsed now (once, even across threads)."""
         digest = hashlib.sha256(data).hexdigest()
         kind = Path(name).suffix.lower()
@@ -300,7 +334,7 @@ class DocStore:
             parsed = entry is None
             if entry is None:
                 try:
-                    entry = self._parse(data, name, password, digest, deadline)
+                    entry = self._parse(data, name, password, digest, deadline, on_page)
                 except DocumentError as e:
                     with self._lock:
                         self._failed[key] = e
@@ -317,10 +351,18 @@ class DocStore:
                 self._key_locks.pop(key, None)
             return entry, parsed
 
-    def _parse(self, data: bytes, name: str, password: str | None, digest: str, deadline: float | None) -> _Entry:
+    def _parse(
+        self,
+        data: bytes,
+        name: str,
+        password: str | None,
+        digest: str,
+        deadline: float | None,
+        on_page: PageCallback | None = None,
+    ) -> _Entry:
         with self._lock:
             self.parses += 1
-        doc = parse_bytes(data, name, password, max_bytes=self.max_bytes, deadline=deadline)
+        doc = parse_bytes(data, name, password, max_bytes=self.max_bytes, deadline=deadline, on_page=on_page)
         ParseJob(name, deadline=deadline).check("its chunking")  # a huge text takes seconds to chunk and index
         counts = [count_tokens(p.text) for p in doc.pages]
         chunks = chunk_document(doc, self.chunk_tokens, self.overlap_tokens, key=digest, page_tokens=counts)
@@ -545,6 +587,13 @@ def _write_atomic(path: Path, data: bytes) -> None:
         write_atomic(path, data)
     except OSError as e:  # a read-only or full workspace costs the cache, not the answer
         logger.warning("could not write the cache file %s: %s", path, e)
+
+
+def _page_reporter(callback: ProgressCallback | None, name: str) -> Callable[[int, int], None] | None:
+    """An `on_page` for the parsers that reports each page read as Progress('read', ...)."""
+    if callback is None:
+        return None
+    return lambda done, total: _report(callback, Progress("read", name, done, total))
 
 
 def _report(callback: ProgressCallback | None, progress: Progress) -> None:

@@ -157,6 +157,24 @@ def test_chat_loop_attaches_files_to_the_first_message_and_reports_errors(tmp_pa
     assert llm.calls[2].messages[-1].text == "third"  # the chat went on after the error
 
 
+def test_chat_loop_prints_the_sources_and_says_when_an_answer_was_cut(tmp_path: Path, openai_server) -> None:
+    from chatagent import Assistant
+    from chatagent.rag import DocStore
+    from tests.support.openai_server import Reply
+
+    manual = tmp_path / "manual.txt"
+    manual.write_text("The boiler pressure limit is 7 bar.", encoding="utf-8")
+    openai_server.add(Reply(text="The limit is 7", finish_reason="length"))
+    llm = {"model": "m", "model_server": openai_server.base_url, "api_key": "k"}
+    agent = Assistant(llm=llm, files=[str(manual)], rag_cfg={"store": DocStore(tmp_path / "ws")})
+    lines = iter(["boiler limit?", "/exit"])
+    out = io.StringIO()
+    chat_loop(agent, read=lambda prompt: next(lines), out=out, color=False)
+    text = out.getvalue()
+    assert "The limit is 7\n[cut off: the answer reached its token limit (max_tokens)]" in text
+    assert "Sources:\n  1. manual.txt, p. 1: The boiler pressure limit is 7 bar." in text
+
+
 def test_agent_specs_model_flags_and_file_lists(agent_file: Path, tmp_path: Path, caplog) -> None:
     assert load_object(f"{agent_file}:agent").name == "echo"
     assert load_object(f"{agent_file}:make_agent").name == "made"  # a factory is called

@@ -187,7 +187,7 @@ index.add_texts(["a", "b"], ["北京是中国的首都。", "The ferry leaves fr
 out["zh"] = [doc for doc, _ in index.search("中国的首都")]
 llm = ScriptedLLM(["At seven."])
 Assistant(llm=llm, files=[FILES["pdf"]]).run_nonstream([{"role": "user", "content": "When does the ferry leave?"}])
-out["system"] = llm.calls[-1].messages[0].text
+out["system"] = " ".join(m.text for m in llm.calls[-1].messages)
 print(json.dumps(out))
 """
 

@@ -42,12 +42,12 @@ def test_a_japanese_question_gets_the_english_knowledge_prompt_not_the_chinese(t
     doc.write_text("社員食堂は午前十一時に開きます。", encoding="utf-8")
     llm = ScriptedLLM(["午前十一時です。"])
     Assistant(llm=llm, files=[str(doc)]).run_nonstream([{"role": "user", "content": "食堂は何時に開きますか？"}])
-    system = llm.calls[0].messages[0].text
-    assert "社員食堂は午前十一時に開きます。" in system
-    assert "用户文件中的知识" not in system  # the Chinese prompt
+    prompt = "\n".join(m.text for m in llm.calls[0].messages)
+    assert "社員食堂は午前十一時に開きます。" in prompt
+    assert "我的文件中的摘录" not in prompt and "Excerpts from my files" in prompt  # not the Chinese prompt
     chinese = ScriptedLLM(["十一点。"])
     Assistant(llm=chinese, files=[str(doc)]).run_nonstream([{"role": "user", "content": "食堂几点开门？"}])
-    assert "用户文件中的知识" in chinese.calls[0].messages[0].text
+    assert "我的文件中的摘录" in "\n".join(m.text for m in chinese.calls[0].messages)
 
 
 def test_a_japanese_conversation_gets_english_react_and_tool_prompts() -> None:

@@ -125,7 +125,7 @@ def test_truncation_refuses_to_cut_the_latest_turn():
 def test_tokens_estimate():
     assert count_tokens("") == 0
     assert 8 <= count_tokens("The quick brown fox jumps over the lazy dog.") <= 12
-    assert count_tokens("你好世界") == 4
+    assert count_tokens("你好世界") in (2, 3)  # Qwen's BPE: 你好 / 世界
     cut = truncate_tokens("one two three four five", 2)
     assert cut.startswith("one two") and cut.endswith("[truncated]")
 

@@ -232,3 +232,27 @@ def test_a_server_never_started_closes_at_once() -> None:
     server.close()  # shutdown() would wait forever for a serve loop that never ran
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+
+
+def test_the_assistants_sources_and_a_cut_answer_reach_the_client(tmp_path, openai_server) -> None:
+    """Sources ride in a field the openai SDK ignores (it keeps it in model_extra); a cut answer says 'length'."""
+    from chatagent import Assistant
+    from chatagent.rag import DocStore
+    from tests.support.openai_server import Reply as ServerReply
+
+    manual = tmp_path / "manual.txt"
+    manual.write_text("The boiler pressure limit is 7 bar.", encoding="utf-8")
+    openai_server.add(ServerReply(text="7 bar [manual.txt, p. 1]."), ServerReply(text="7", finish_reason="length"))
+    llm = {"model": "m", "model_server": openai_server.base_url, "api_key": "k"}
+    bot = Assistant(llm=llm, files=[str(manual)], rag_cfg={"store": DocStore(tmp_path / "ws")})
+    ask = [{"role": "user", "content": "boiler pressure limit?"}]
+    with serve(bot) as server:
+        c = client(server)
+        out = c.chat.completions.create(model="a", messages=ask)
+        chunks = list(c.chat.completions.create(model="a", messages=ask, stream=True))
+    assert out.choices[0].message.content == "7 bar [manual.txt, p. 1]." and out.choices[0].finish_reason == "stop"
+    sources = out.model_extra["sources"]
+    assert sources == [{"file": "manual.txt", "pages": [1], "text": "The boiler pressure limit is 7 bar."}]
+    assert chunks[-1].choices[0].finish_reason == "length"
+    assert chunks[-1].model_extra["sources"] == sources
+    assert all("sources" not in (ch.model_extra or {}) for ch in chunks[:-1])

@@ -32,9 +32,12 @@ def system_text(llm: ScriptedLLM, call: int = 0) -> str:
     return content_text(first.content)
 
 
-def test_assistant_puts_cited_excerpts_of_files_and_message_files_in_the_system_message(
-    tmp_path: Path, store: DocStore
-) -> None:
+def question_text(llm: ScriptedLLM, call: int = 0) -> str:
+    """The text of the last user message the model got (its excerpts, then the question)."""
+    return next(m.text for m in reversed(llm.calls[call].messages) if m.role == "user")
+
+
+def test_assistant_puts_cited_excerpts_before_the_question(tmp_path: Path, store: DocStore) -> None:
     manual = write(tmp_path / "manual.txt", FILLER + "\n\nInstall packages with install.packages('name').\n\n" + FILLER)
     extra = write(tmp_path / "extra.md", "# Extra\n\nThe office opens at nine.")
     llm = ScriptedLLM(["Use install.packages [manual.txt, p. 1]."])
@@ -48,22 +51,56 @@ def test_assistant_puts_cited_excerpts_of_files_and_message_files_in_the_system_
     assert out[-1]["content"] == "Use install.packages [manual.txt, p. 1]."
     assert messages == before  # the caller's list is untouched
     system = system_text(llm)
-    assert system.startswith("You are helpful.")
-    assert "[manual.txt, p. 1]\n" in system and "install.packages('name')" in system
-    assert "cite" in system
-    sent_user = llm.calls[0].messages[-1]
-    assert [item.text for item in sent_user.content] == ["How do I install packages?", "[file: extra.md]"]
+    assert system.startswith("You are helpful.") and "cite" in system
+    sent = question_text(llm)
+    assert sent.startswith("Excerpts from my files:")
+    assert "[manual.txt, p. 1]\nInstall packages with install.packages('name')." in sent
+    assert sent.index("install.packages('name')") < sent.index("My question:") < sent.index("How do I install")
+    assert sent.endswith("My question:\nHow do I install packages?\n[file: extra.md]")
+
+
+def test_the_answer_carries_its_sources_best_first(tmp_path: Path, store: DocStore) -> None:
+    manual = write(tmp_path / "manual.txt", FILLER + "\n\nThe vault code is 7781.\n\n" + FILLER)
+    llm = ScriptedLLM(["It is 7781."])
+    bot = Assistant(llm=llm, files=[str(manual)], rag_cfg={"store": store, "max_ref_token": 300})
+    out = bot.run_nonstream([{"role": "user", "content": "What is the vault code?"}])
+    sources = out[-1]["extra"]["sources"]
+    assert sources and all(set(s) >= {"file", "pages", "text"} for s in sources)
+    assert (
+        sources[0]["file"] == "manual.txt" and sources[0]["pages"] == [1] and "vault code is 7781" in sources[0]["text"]
+    )
+    assert all(len(s["text"]) <= 302 for s in sources)  # a snippet, not the excerpt
+
+
+def test_sources_go_on_the_final_answer_after_tool_calls(tmp_path: Path, store: DocStore) -> None:
+    from chatagent import tool as make_tool
+
+    @make_tool
+    def today() -> str:
+        """Today's date."""
+        return "2024-05-01"
+
+    doc = write(tmp_path / "a.txt", "Alpha facts.")
+    llm = ScriptedLLM([tool_call("today", {}), "Alpha, on 2024-05-01."])
+    bot = Assistant(llm=llm, function_list=[today], files=[str(doc)], rag_cfg={"store": store})
+    streamed = list(bot.run([{"role": "user", "content": "alpha today?"}]))
+    out = streamed[-1]
+    assert [m["role"] for m in out] == ["assistant", "function", "assistant"]
+    assert "sources" not in (out[0].get("extra") or {})
+    assert out[-1]["extra"]["sources"][0]["file"] == "a.txt"
+    assert out[-1]["content"] == "Alpha, on 2024-05-01."
 
 
 def test_everything_goes_in_when_it_fits(tmp_path: Path, store: DocStore) -> None:
     a = write(tmp_path / "a.txt", "Alpha: the code is 11.")
     b = write(tmp_path / "b.txt", "Beta: the code is 22.")
     llm = ScriptedLLM(["ok"])
-    Assistant(llm=llm, files=[str(a), str(b)], rag_cfg={"store": store}).run_nonstream(
+    out = Assistant(llm=llm, files=[str(a), str(b)], rag_cfg={"store": store}).run_nonstream(
         [{"role": "user", "content": "codes?"}]
     )
-    system = system_text(llm)
-    assert system.index("[a.txt, p. 1]\nAlpha") < system.index("[b.txt, p. 1]\nBeta")
+    sent = question_text(llm)
+    assert sent.index("[a.txt, p. 1]\nAlpha") < sent.index("[b.txt, p. 1]\nBeta")
+    assert [s["file"] for s in out[-1]["extra"]["sources"]] == ["a.txt", "b.txt"]
 
 
 def test_unreadable_files_are_named_and_the_rest_answers(tmp_path: Path, store: DocStore) -> None:
@@ -73,9 +110,9 @@ def test_unreadable_files_are_named_and_the_rest_answers(tmp_path: Path, store: 
     bot = Assistant(llm=llm, rag_cfg={"store": store})
     content = [{"text": "What is the answer?"}, {"file": str(good)}, {"file": str(empty)}]
     bot.run_nonstream([{"role": "user", "content": content}])
-    system = system_text(llm)
-    assert "The answer is 42." in system
-    assert "could not be read" in system and "'empty.txt' is empty" in system
+    sent = question_text(llm)
+    assert "The answer is 42." in sent
+    assert "could not be read" in sent and "'empty.txt' is empty" in sent
 
 
 def test_chinese_prompt_and_progress(tmp_path: Path, store: DocStore) -> None:
@@ -84,9 +121,11 @@ def test_chinese_prompt_and_progress(tmp_path: Path, store: DocStore) -> None:
     llm = ScriptedLLM(["竹子 [说明.txt, p. 1]"])
     bot = Assistant(llm=llm, files=[str(doc)], rag_cfg={"store": store, "on_progress": events.append})
     bot.run_nonstream([{"role": "user", "content": "大熊猫吃什么？"}])
-    system = system_text(llm)
-    assert "用户文件中的知识" in system and "[说明.txt, p. 1]\n大熊猫主要以竹子为食。" in system
-    assert [e.stage for e in events] == ["parse", "index"]
+    assert "注明出处" in system_text(llm)
+    sent = question_text(llm)
+    assert sent.startswith("我的文件中的摘录：") and "[说明.txt, p. 1]\n大熊猫主要以竹子为食。" in sent
+    assert sent.endswith("我的问题： 大熊猫吃什么？")
+    assert [e.stage for e in events] == ["parse", "index", "search"]
 
 
 def test_no_files_means_no_knowledge(store: DocStore) -> None:

@@ -22,13 +22,21 @@ def doc_of(*pages: str, source: str = "a.txt") -> Document:
     return Document(source, "txt", [Page(i, t) for i, t in enumerate(pages, 1)])
 
 
-def test_a_tiny_document_is_one_chunk() -> None:
+def test_a_page_that_fits_is_one_chunk_and_no_chunk_crosses_a_page() -> None:
     chunks = chunk_document(doc_of("Hello.", "World."), chunk_tokens=100)
-    assert len(chunks) == 1
-    chunk = chunks[0]
-    assert isinstance(chunk, Chunk)
-    assert (chunk.source, chunk.page, chunk.last_page, chunk.pages) == ("a.txt", 1, 2, "pp. 1-2")
-    assert chunk.text == "Hello.\n\nWorld." and chunk.tokens == count_tokens(chunk.text)
+    assert [(c.source, c.page, c.last_page, c.pages, c.text) for c in chunks] == [
+        ("a.txt", 1, 1, "p. 1", "Hello."),
+        ("a.txt", 2, 2, "p. 2", "World."),
+    ]
+    assert all(isinstance(c, Chunk) and c.tokens == count_tokens(c.text) for c in chunks)
+
+
+def test_a_fact_on_a_short_page_is_cited_by_that_page_alone() -> None:
+    """Short pages were once packed together (a fact on p. 4 cited as pp. 3-5); now each page stands alone."""
+    pages = [f"Page {n} is short." for n in range(1, 4)] + ["The boiler pressure is 7 bar."] + ["Short."] * 3
+    chunks = chunk_document(doc_of(*pages), chunk_tokens=400, overlap_tokens=40)
+    holding = [c for c in chunks if "boiler" in c.text]
+    assert [(c.page, c.last_page, c.pages) for c in holding] == [(4, 4, "p. 4")]
 
 
 def test_empty_document_has_no_chunks() -> None:
@@ -64,13 +72,14 @@ def test_paragraph_boundaries_are_preferred() -> None:
             assert part in paragraphs  # no paragraph is cut: each fits in a chunk
 
 
-def test_pages_are_tracked() -> None:
+def test_pages_are_tracked_and_overlap_stays_in_its_page() -> None:
     pages = [" ".join(sentences(20, tag=f"page{p}_")) for p in range(1, 6)]
     chunks = chunk_document(doc_of(*pages), chunk_tokens=150, overlap_tokens=20)
     for c in chunks:
-        for number in {int(n) for n in re.findall(r"page(\d+)_", c.text)}:
-            assert c.page <= number <= c.last_page
+        assert c.page == c.last_page
+        assert {int(n) for n in re.findall(r"page(\d+)_", c.text)} == {c.page}
     assert chunks[0].page == 1 and chunks[-1].last_page == 5
+    assert sorted({c.page for c in chunks}) == [1, 2, 3, 4, 5]
 
 
 def test_a_sentence_longer_than_a_chunk_is_cut_at_tokens() -> None:

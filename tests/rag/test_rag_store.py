@@ -55,16 +55,28 @@ def test_retrieve_gives_the_best_chunks_within_the_budget(tmp_path: Path, store:
     assert text.startswith("[install.txt, p. 1]\n") and format_chunks(found.chunks) == text
 
 
-def test_everything_is_returned_in_order_when_it_fits(tmp_path: Path, store: DocStore) -> None:
+def test_overlapping_chunks_do_not_give_the_same_sentence_twice(tmp_path: Path, store: DocStore) -> None:
+    filler = "filler " * 300
+    manual = write(tmp_path / "m.txt", f"{filler}\n\nThe vault code is 7781.\n\n{filler}")
+    found = store.retrieve([manual], "What is the vault code?", 300)
+    texts = [c.text for c in found.chunks]
+    assert any("7781" in t for t in texts)
+    assert sum(t.count("The vault code is 7781.") for t in texts) == 1, texts
+
+
+def test_everything_is_returned_best_first_when_it_fits(tmp_path: Path, store: DocStore) -> None:
     a = write(tmp_path / "a.md", "# A\n\nAlpha facts.")
     b = write(tmp_path / "b.txt", "Beta facts, unrelated to the question.")
-    found = store.retrieve([a, b], "alpha", max_tokens=1000)
+    c = write(tmp_path / "c.txt", "Gamma facts, unrelated too.")
+    found = store.retrieve([a, b, c], "alpha", max_tokens=1000)
     assert found.complete
     assert [(c.source, c.page, c.text) for c in found.chunks] == [
         ("a.md", 1, "# A\n\nAlpha facts."),
         ("b.txt", 1, "Beta facts, unrelated to the question."),
+        ("c.txt", 1, "Gamma facts, unrelated too."),
     ]
-    assert [c.source for c in store.retrieve([b, a], "alpha", max_tokens=1000).chunks] == ["b.txt", "a.md"]
+    # the page that matches comes first; the others keep their order
+    assert [c.source for c in store.retrieve([c, b, a], "alpha", max_tokens=1000).chunks] == ["a.md", "c.txt", "b.txt"]
 
 
 def test_cache_is_by_content_not_by_path(tmp_path: Path, store: DocStore) -> None:
@@ -188,11 +200,13 @@ def test_progress_callback_and_log_lines(tmp_path: Path, store: DocStore, caplog
         ("parse", "install.txt", 1, 2),
         ("parse", "plot.txt", 2, 2),
         ("index", "", 2, 2),
+        ("search", "", 2, 2),
         ("cached", "install.txt", 1, 4),
         ("cached", "plot.txt", 2, 4),
         ("parse", "frame.txt", 3, 4),
         ("parse", "loop.txt", 4, 4),
         ("index", "", 4, 4),
+        ("search", "", 4, 4),
     ]
     assert any("parsed frame.txt" in r.getMessage() and "[3/4]" in r.getMessage() for r in caplog.records)
 

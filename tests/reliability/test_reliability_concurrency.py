@@ -153,8 +153,8 @@ def test_fifty_threads_first_use_of_one_file_through_one_assistant_parse_it_once
     store = DocStore(tmp_path / "ws")
 
     def model(messages: list[Message], functions: list[dict] | None) -> str:
-        system = messages[0].text
-        n = number_of(messages[-1].text)
+        system = messages[-1].text  # the excerpts come before the question
+        n = number_of(system[system.index("My question:") :])
         return f"setting {n} is {n * 3}" if f"Section {n}: setting {n} is {n * 3}" in system else "not found"
 
     bot = Assistant(llm=ScriptedLLM(default=model), files=[str(manual)], rag_cfg={"store": store})

@@ -327,7 +327,7 @@ def test_hostile_file_names_are_named_to_the_model_and_nothing_is_written_outsid
     bot = Assistant(llm=oai(openai_server), rag_cfg={"store": store})
     out = bot.run_nonstream([{"role": "user", "content": items}])
     assert out[-1]["content"] == "They say tea at five."
-    system = openai_server.chat_requests[0].json["messages"][0]["content"]
+    system = _question_sent(openai_server)  # the excerpts and the unreadable files come with the question
     assert "tea at five" in system and "could not be read" in system
     assert system.count("\n- ") >= len(HOSTILE_NAMES) - 3  # each unreadable file is listed ('', '.', '/' may merge)
     written = _tree(tmp_path) - before
@@ -404,12 +404,18 @@ def test_bad_documents_are_reported_to_the_model_and_the_good_one_still_answers(
     out = bot.run_nonstream([{"role": "user", "content": "How long is the warranty?"}])
     assert time.monotonic() - start < 20
     assert out[-1]["content"] == "Three years [good.pdf, p. 1]."
-    system = openai_server.chat_requests[0].json["messages"][0]["content"]
+    system = _question_sent(openai_server)
     assert "three years" in system
     for name in files:
         if name not in ("good.pdf", "truncated.pdf"):  # PDFium may repair a truncated file: then it is readable
             assert f"'{name}'" in system, name
     assert "password" in system and ("expand" in system or "zip bomb" in system)
+
+
+def _question_sent(server) -> str:
+    """The text of the last user message of the first request the model got."""
+    last = [m for m in server.chat_requests[0].json["messages"] if m["role"] == "user"][-1]["content"]
+    return last if isinstance(last, str) else "\n".join(part.get("text", "") for part in last)
 
 
 def test_a_zip_bomb_docx_is_refused_by_the_parser_quickly(tmp_path: Path) -> None:

@@ -18,9 +18,9 @@ from chatagent.schema import Message
 DEFAULT_NAME = "Basic DocQA"
 DEFAULT_DESC = "Answers questions about the user's documents from their most relevant passages."
 DOC_QA_PROMPT = {
-    "en": "Answer the user's questions about their documents. Read the excerpts below carefully and organise a "
-    "clear answer from them alone; if they do not contain the answer, say so instead of guessing.",
-    "zh": "请回答用户关于其文档的问题。仔细阅读下面的文档摘录，只根据摘录组织出条理清晰的回答；如果摘录中没有答案，请直接说明，不要猜测。",
+    "en": "Answer the user's questions about their documents. Read the excerpts in their messages carefully and "
+    "organise a clear answer from them alone; if they do not contain the answer, say so instead of guessing.",
+    "zh": "请回答用户关于其文档的问题。仔细阅读用户消息中的文档摘录，只根据摘录组织出条理清晰的回答；如果摘录中没有答案，请直接说明，不要猜测。",
 }
 
 

@@ -1,0 +1,214 @@
+"""The main job on the embedded model: attach a real manual, ask, get a grounded answer with its sources.
+
+    .venv/bin/python bench/main_job.py [--cache DIR] [--questions N] [--no-qwen-agent]
+
+What a new user does first: no API key, R-intro.pdf (113 pages, from Debian's r-doc-pdf, fetched once as
+bench/rag.py does) attached to the first message, ten questions whose answers are on known pages, each in
+a new conversation and followed by "Can you show an example?". Through the Assistant on the embedded model
+(SmolLM2-135M-Instruct in llama.cpp, its defaults), with an empty workspace, so the very first question
+includes reading the PDF. Per question and summed up: errors, seconds to the first answer text (question,
+follow-up), total seconds, answer length, the distinct-4-gram ratio of the answer (a loop detector: a model
+repeating itself scores low), whether an answer was cut by max_tokens, and whether a page that answers is
+in `extra['sources']`. Goals on a 2-core machine: 0 errors, first text <= 8 s (question) and <= 3 s
+(follow-up), a gold page in sources for >= 9 of 10, no answer below 0.5 distinct 4-grams.
+
+The reference: Qwen-Agent 0.0.34's Assistant (its own venv, bench/_qwen_agent.py) on the same model, the
+same server and the same questions, with max_tokens 512 (its default has no cap): with its default RAG
+settings, then with max_ref_token 1300 so that its prompt fits the model's window. It returns no sources.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import _qwen_agent  # noqa: E402
+from _measure import distinct_ngram_ratio, timed_answer  # noqa: E402
+from rag import fetch_manuals  # noqa: E402
+
+MANUAL = "R-intro.pdf"
+# (question, the PDF pages that answer it, 1-based as a PDF viewer counts)
+QUESTIONS: list[tuple[str, set[int]]] = [
+    ("How do I read data from a file in R?", {39, 40}),
+    ("How do I install and load a package?", {89}),
+    ("How do I generate a regular sequence of numbers?", {15, 16}),
+    ("What is a factor?", {23}),
+    ("How do I write my own function?", {51, 52}),
+    ("How do I fit a linear regression model?", {63, 64, 65}),
+    ("What does NA mean and how do I test for missing values?", {17}),
+    ("How do I create a list and get its components?", {35, 36}),
+    ("How do I pass command-line arguments to an R script?", {104}),
+    ("How do I compare two samples with a t-test?", {46, 47}),
+]
+FOLLOW_UP = "Can you show an example?"
+QWEN_AGENT_MAX_TOKENS = 512
+QWEN_AGENT_FITTING_REF = 1300  # excerpt tokens that fit SmolLM2's 8k window, about what ours gives
+GOALS = {"first_s": 8.0, "follow_up_s": 3.0, "gold": 9, "distinct4": 0.5}
+
+
+def ask(bot: object, messages: list[dict]) -> dict:
+    """One question: timings, the answer and what came with it (or the error)."""
+    try:
+        first, total, response = timed_answer(bot, messages)
+    except Exception as e:  # counted and shown: the goal is none
+        return {"error": f"{type(e).__name__}: {e}"[:300], "response": []}
+    answer = response[-1] if response else {}
+    text = answer.get("content") if isinstance(answer.get("content"), str) else ""
+    extra = answer.get("extra") or {}
+    return {
+        "first_s": first,
+        "total_s": total,
+        "words": len(text.split()),
+        "distinct4": distinct_ngram_ratio(text),
+        "cut": extra.get("stop_reason") == "length",
+        "sources": extra.get("sources"),
+        "response": response,
+        "text": text,
+    }
+
+
+def run_questions(bot: object, pdf: str, questions: list[tuple[str, set[int]]]) -> list[dict]:
+    """Each question in a new conversation with the file attached, then the follow-up."""
+    rows = []
+    for question, gold in questions:
+        messages = [{"role": "user", "content": [{"text": question}, {"file": pdf}]}]
+        first = ask(bot, messages)
+        follow = ask(bot, messages + first["response"] + [{"role": "user", "content": FOLLOW_UP}])
+        pages = {p for s in first.get("sources") or [] for p in s["pages"]}
+        rows.append({"question": question, "gold": gold, "first": first, "follow": follow,
+                     "gold_hit": bool(pages & gold) if first.get("sources") is not None else None})  # fmt: skip
+    return rows
+
+
+def ours(pdf: str, questions: list[tuple[str, set[int]]]) -> tuple[list[dict], str]:
+    os.environ["CHATAGENT_WORKSPACE"] = tempfile.mkdtemp(prefix="chatagent-mainjob-")  # the PDF is read anew
+    from chatagent import Assistant
+    from chatagent.llm.local import LocalModel
+
+    llm = LocalModel()
+    return run_questions(Assistant(llm=llm), pdf, questions), llm.server.base_url
+
+
+def qwen_agent(pdf: str, url: str, api_key: str, model: str, n: int, max_ref_token: int | None = None) -> dict | str:
+    import json
+
+    with tempfile.TemporaryDirectory(prefix="qwen-agent-mainjob-") as tmp:
+        spec = Path(tmp) / "questions.json"
+        spec.write_text(json.dumps([[q, sorted(g)] for q, g in QUESTIONS[:n]]))
+        env = {"QWEN_AGENT_DEFAULT_WORKSPACE": str(Path(tmp) / "workspace")}
+        args = ["--url", url, "--api-key", api_key, "--model", model, "--file", pdf, "--questions", str(spec),
+                "--follow-up", FOLLOW_UP, "--max-tokens", str(QWEN_AGENT_MAX_TOKENS)]  # fmt: skip
+        if max_ref_token:
+            args += ["--max-ref-token", str(max_ref_token)]
+        return _qwen_agent.reference("qa_main_job.py", *args, timeout=3600, env=env)
+
+
+def summary(rows: list[dict]) -> dict:
+    firsts = [r["first"] for r in rows]
+    follows = [r["follow"] for r in rows]
+    done = [a for a in firsts + follows if "error" not in a]
+    hits = [r["gold_hit"] for r in rows]
+
+    def times(answers: list[dict], key: str) -> list[float]:
+        return [a[key] for a in answers if "error" not in a]
+
+    return {
+        "errors": sum("error" in a for a in firsts + follows),
+        "first_s": times(firsts, "first_s"),
+        "follow_up_s": times(follows, "first_s"),
+        "total_s": times(firsts + follows, "total_s"),
+        "words": [a["words"] for a in done],
+        "distinct4": [a["distinct4"] for a in done],
+        "cut": sum(a["cut"] for a in done),
+        "gold": None if any(h is None for h in hits) else sum(hits),
+        "n": len(rows),
+    }
+
+
+def show(label: str, s: dict, ref: dict | None = None) -> None:
+    def med(xs: list[float]) -> str:
+        return f"{statistics.median(xs):.2f}" if xs else "n/a"
+
+    def top(xs: list[float]) -> str:
+        return f"{max(xs):.2f}" if xs else "n/a"
+
+    first = s["first_s"]
+    print(f"{label} errors: {s['errors']} of {2 * s['n']} answers   goal: 0")
+    print(f"{label} first_text_s first question: cold (reads the PDF) {first[0] if first else 'n/a':.4}, "
+          f"median {med(first[1:] or first)}, max {top(first[1:] or first)}   goal: <= {GOALS['first_s']:g}")  # fmt: skip
+    print(f"{label} first_text_s follow-up: median {med(s['follow_up_s'])}, max {top(s['follow_up_s'])}   "
+          f"goal: <= {GOALS['follow_up_s']:g}")  # fmt: skip
+    print(f"{label} total_s per answer: median {med(s['total_s'])}, max {top(s['total_s'])}")
+    print(f"{label} answer_words: median {med(s['words'])}, max {top(s['words'])}; cut by max_tokens: {s['cut']}")
+    d4 = s["distinct4"]
+    print(f"{label} distinct4: min {min(d4) if d4 else float('nan'):.2f}, median {med(d4)}, "
+          f"below 0.5: {sum(x < 0.5 for x in d4)}   goal: none below {GOALS['distinct4']}")  # fmt: skip
+    gold = "n/a (no sources)" if s["gold"] is None else f"{s['gold']}/{s['n']}"
+    print(f"{label} gold_page_in_sources: {gold}   goal: >= {GOALS['gold']}/10")
+
+
+def show_rows(label: str, rows: list[dict], verbose: bool) -> None:
+    for n, r in enumerate(rows, 1):
+        a, f = r["first"], r["follow"]
+        line = f"{label} q{n} {r['question']!r} gold {sorted(r['gold'])} in sources: {r['gold_hit']}"
+        for tag, x in (("answer", a), ("follow-up", f)):
+            if "error" in x:
+                line += f" | {tag} ERROR {x['error']}"
+            else:
+                line += (f" | {tag} first {x['first_s']:.2f}s total {x['total_s']:.1f}s {x['words']}w "
+                         f"d4 {x['distinct4']:.2f}{' CUT' if x['cut'] else ''}")  # fmt: skip
+        print(line)
+        if verbose:
+            print("   sources:", [(s["file"], s["pages"]) for s in a.get("sources") or []])
+            print("   answer:", a.get("text", "")[:1500].replace("\n", " / "))
+            print("   follow-up:", f.get("text", "")[:800].replace("\n", " / "))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "chatagent-bench" / "r-doc-pdf")
+    parser.add_argument("--questions", type=int, default=len(QUESTIONS))
+    parser.add_argument("--no-qwen-agent", action="store_true", help="skip the Qwen-Agent reference (its own venv)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print every answer")
+    args = parser.parse_args()
+    pdf = str(fetch_manuals(args.cache) / MANUAL)
+    questions = QUESTIONS[: args.questions]
+    print(f"load_average_at_start: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+    started = time.perf_counter()
+    rows, _ = ours(pdf, questions)
+    print(f"chatagent: {len(rows)} questions and follow-ups in {time.perf_counter() - started:.0f} s")
+    show_rows("chatagent", rows, args.verbose)
+    refs: dict[str, dict] = {}
+    if args.no_qwen_agent:
+        print("qwen_agent: skipped (--no-qwen-agent)")
+    else:
+        from chatagent.llm.local import get_server
+
+        server = get_server()
+        # its defaults (20000 tokens of excerpts: more than the model's window), then a budget that fits
+        for label, budget in (
+            ("qwen_agent", None),
+            (f"qwen_agent_ref{QWEN_AGENT_FITTING_REF}", QWEN_AGENT_FITTING_REF),
+        ):
+            result = qwen_agent(pdf, server.base_url, server.api_key, server.path, len(questions), budget)
+            if isinstance(result, str):
+                print(f"{label}: {result}")
+                continue
+            show_rows(label, result["rows"], args.verbose)
+            refs[label] = summary(result["rows"])
+    print(f"load_average_at_end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    show("chatagent", summary(rows))
+    for label, ref in refs.items():
+        show(label, ref)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""Token budgets: how large a model's window is, how many tokens a prompt takes, and fitting a conversation in.
+
+Every model answers three questions through `BaseChatModel`: its `context_window` (from the server for
+the embedded model, else from the model's name, see `known_context_window`), how many tokens the
+prompt may take (`input_limit`: the window less the answer's `max_tokens`, or `max_input_tokens` from
+generate_cfg), and how many tokens given text takes (`tokenizer`). `prompt_tokens` counts a whole
+prompt the way chat templates lay it out; `truncate_messages` fits a conversation by a fixed rule.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+
+from chatagent.errors import ModelServiceError
+from chatagent.schema import FUNCTION, SYSTEM, USER, Message, content_text
+from chatagent.tokens import ESTIMATE, Tokenizer
+
+logger = logging.getLogger("chatagent.llm")
+
+DEFAULT_MAX_INPUT_TOKENS = 58_000  # a model whose window is unknown
+MESSAGE_OVERHEAD = 5  # tokens a chat template adds per message (ChatML: <|im_start|>role\n ... <|im_end|>\n)
+FUNCTION_RESULT_KEEP_TOKENS = 500  # an old function result is shortened to this before turns are dropped
+
+# Context windows (prompt + answer, in tokens) of common models, by the start of their name; the first
+# match wins. Open-weight Qwen models are listed at their native window (servers such as vLLM default to it).
+KNOWN_CONTEXT_WINDOWS: tuple[tuple[str, int], ...] = (
+    ("qwen-long", 1_000_000),
+    ("qwen-turbo", 131_072),
+    ("qwen-plus", 131_072),
+    ("qwen-max", 32_768),
+    ("qwen3-max", 262_144),
+    ("qwen3-coder", 262_144),
+    ("qwen-vl", 131_072),
+    ("qwen-omni", 32_768),
+    ("qwq", 131_072),
+    ("qvq", 131_072),
+    ("qwen3", 32_768),
+    ("qwen2.5", 32_768),
+    ("qwen2", 32_768),
+    ("gpt-4.1", 1_047_576),
+    ("gpt-5", 400_000),
+    ("gpt-4o", 128_000),
+    ("gpt-4-turbo", 128_000),
+    ("gpt-4", 8_192),
+    ("gpt-3.5-turbo", 16_385),
+    ("o1", 200_000),
+    ("o3", 200_000),
+    ("o4", 200_000),
+)
+_PROVIDER = re.compile(r"^.*/")  # 'Qwen/Qwen2.5-7B-Instruct', 'openai/gpt-4o'
+
+
+def known_context_window(model: str) -> int | None:
+    """The context window of a well-known model, by its name (None when unknown)."""
+    name = _PROVIDER.sub("", (model or "").strip().lower())
+    for prefix, window in KNOWN_CONTEXT_WINDOWS:
+        if name.startswith(prefix):
+            return window
+    return None
+
+
+def default_answer_tokens(window: int) -> int:
+    """Tokens kept for the answer when `max_tokens` is not set: a quarter of the window, at most 8192."""
+    return min(8192, window // 4)
+
+
+def message_text(m: Message) -> str:
+    """Everything of `m` that reaches the model as text (content, call, reasoning), for counting."""
+    text = content_text(m.content)
+    fc = m.function_call
+    if fc is not None:
+        text = f"{text}\n{fc.name}\n{fc.arguments}" if text else f"{fc.name}\n{fc.arguments}"
+    if m.reasoning_content:
+        text = f"{m.reasoning_content}\n{text}"
+    return text
+
+
+def message_tokens(m: Message, tokenizer: Tokenizer = ESTIMATE) -> int:
+    """Tokens `m` takes in a prompt, its template's markers included."""
+    return tokenizer.count(message_text(m)) + MESSAGE_OVERHEAD
+
+
+def messages_tokens(msgs: Sequence[Message], tokenizer: Tokenizer = ESTIMATE) -> list[int]:
+    """`message_tokens` of each message, counted in one call of the tokenizer."""
+    return [n + MESSAGE_OVERHEAD for n in tokenizer.count_many([message_text(m) for m in msgs])]
+
+
+def prompt_tokens(msgs: Sequence[Message], tokenizer: Tokenizer = ESTIMATE, extra: int = 0) -> int:
+    """Tokens of a whole prompt: the messages, the reply's opening, and `extra` (e.g. tool schemas)."""
+    return sum(messages_tokens(msgs, tokenizer)) + tokenizer.prompt_overhead + extra
+
+
+def truncate_messages(msgs: list[Message], max_tokens: int, tokenizer: Tokenizer = ESTIMATE) -> list[Message]:
+    """Fit the conversation into `max_tokens` (counted by `tokenizer`, template overhead included) by a fixed rule.
+
+    1. The system message and the latest turn (the last user message and all after it) are always kept.
+    2. Function results before the latest turn are shortened, oldest first, to FUNCTION_RESULT_KEEP_TOKENS.
+    3. Then whole earlier turns are dropped, oldest first (a call is never separated from its result).
+    4. Then function results of the latest turn, largest first, are cut at the end (marked "[truncated]")
+       to fit, down to FUNCTION_RESULT_KEEP_TOKENS each: a tool that returns megabytes does not end the run.
+    5. If the kept part is still too long, ModelServiceError('context_too_long') is raised: text is
+       never cut out of the middle of a message the model must read.
+    """
+    sizes = messages_tokens(msgs, tokenizer)
+    budget = max_tokens - tokenizer.prompt_overhead
+    total = sum(sizes)
+    if total <= budget:
+        return msgs
+    msgs = list(msgs)
+    head = 1 if msgs[0].role == SYSTEM else 0
+    last_user = max((i for i, m in enumerate(msgs) if m.role == USER), default=head)
+    last_user = max(last_user, head)
+
+    def shorten(i: int, keep: int) -> None:
+        nonlocal total
+        msgs[i] = msgs[i].copy(content=tokenizer.truncate(content_text(msgs[i].content), keep))
+        new = message_tokens(msgs[i], tokenizer)
+        total += new - sizes[i]
+        sizes[i] = new
+
+    for i in range(head, last_user):
+        if total <= budget:
+            break
+        if msgs[i].role == FUNCTION and sizes[i] > FUNCTION_RESULT_KEEP_TOKENS + MESSAGE_OVERHEAD:
+            shorten(i, FUNCTION_RESULT_KEEP_TOKENS)
+    start = head
+    while total > budget and start < last_user:
+        # drop one whole turn: up to the next user message
+        end = start + 1
+        while end < last_user and msgs[end].role != USER:
+            end += 1
+        total -= sum(sizes[start:end])
+        start = end
+    if total > budget:
+        results = sorted((i for i in range(last_user, len(msgs)) if msgs[i].role == FUNCTION), key=lambda i: -sizes[i])
+        for i in results:
+            keep = max(FUNCTION_RESULT_KEEP_TOKENS, sizes[i] - MESSAGE_OVERHEAD - (total - budget))
+            if total <= budget or keep >= sizes[i] - MESSAGE_OVERHEAD:
+                continue
+            before = sizes[i]
+            shorten(i, keep)
+            logger.warning("input truncated: a function result of %d tokens cut to %d", before, sizes[i])
+    if total > budget:
+        raise ModelServiceError(
+            "context_too_long",
+            f"the latest turn needs about {total + tokenizer.prompt_overhead} tokens, more than max_input_tokens={max_tokens}; "
+            "shorten the input or raise max_input_tokens",
+        )
+    if start > head:
+        logger.warning("input truncated: dropped %d earlier messages to fit %d tokens", start - head, max_tokens)
+    return msgs[:head] + msgs[start:]

@@ -1,0 +1,80 @@
+"""Stop a small model that has begun to repeat itself, without penalising what it copies from the prompt.
+
+Repetition penalties (llama.cpp's `repeat_penalty`, DRY) look back over the prompt's end too, so strong
+ones also stop a model from quoting the excerpts it was given ("the code is 73914"), and weak ones do not
+stop the loops a 135M model falls into. `LoopGuard` watches only the answer: once REPEAT_RUN words in a
+row each continue a REPEAT_WORDS-word sequence the answer already holds, the answer is looping and the
+stream is ended (`extra['stop_reason'] = 'repetition'`); so is an answer that goes round in circles with
+small changes, once fewer than MIN_DISTINCT of its 4-word sequences are new (after MIN_WORDS words).
+The cost is two tuple hashes per word.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+from chatagent.schema import ASSISTANT, Message
+
+logger = logging.getLogger("chatagent.llm")
+
+REPEAT_WORDS = 8  # a sequence this long seen twice in one answer is a repeat...
+REPEAT_RUN = 8  # ...and this many such sequences in a row (15 words copied verbatim) is a loop
+MIN_WORDS = 50  # an answer this long...
+MIN_DISTINCT = 0.6  # ...whose 4-word sequences are less than this share distinct is a loop
+
+
+class LoopGuard:
+    """Feed it an answer's text as it streams; `add` returns True once the answer repeats itself."""
+
+    __slots__ = ("words", "seen", "run", "partial", "fours")
+
+    def __init__(self) -> None:
+        self.words: list[str] = []
+        self.seen: set[tuple[str, ...]] = set()
+        self.fours: set[tuple[str, ...]] = set()  # the distinct 4-word sequences
+        self.run = 0  # repeated sequences in a row
+        self.partial = ""  # a word cut by the end of the last piece
+
+    def add(self, text: str) -> bool:
+        """Take the next piece of the answer; True when the answer has started to loop."""
+        text = self.partial + text
+        parts = text.split()
+        self.partial = parts.pop() if parts and not text[-1].isspace() else ""
+        words = self.words
+        for word in parts:
+            words.append(word)
+            n = len(words)
+            if n >= 4:
+                self.fours.add(tuple(words[-4:]))
+                if n >= MIN_WORDS and len(self.fours) < MIN_DISTINCT * (n - 3):
+                    return True
+            if n < REPEAT_WORDS:
+                continue
+            gram = tuple(words[-REPEAT_WORDS:])
+            if gram in self.seen:
+                self.run += 1
+                if self.run >= REPEAT_RUN:
+                    return True
+            else:
+                self.seen.add(gram)
+                self.run = 0
+        return False
+
+
+def stop_loops(stream: Iterator[list[Message]]) -> Iterator[list[Message]]:
+    """A backend's fragment stream, ended (and closed) once the answer's text at index 0 loops; the answer then
+    carries `extra['stop_reason'] = 'repetition'`."""
+    guard = LoopGuard()
+    try:
+        for fragments in stream:
+            yield fragments
+            for f in fragments:
+                if f.extra.get("index") == 0 and isinstance(f.content, str) and f.content and guard.add(f.content):
+                    logger.info("the model repeats itself: its answer was ended after %d words", len(guard.words))
+                    yield [Message._make(ASSISTANT, "", None, None, None, {"index": 0, "stop_reason": "repetition"})]
+                    return
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()

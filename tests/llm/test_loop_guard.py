@@ -1,0 +1,61 @@
+"""LoopGuard and stop_loops: a looping answer is ended; quoting, lists and long answers are not."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from chatagent.llm.loop_guard import LoopGuard, stop_loops
+from chatagent.schema import Message
+from chatagent.stream import collect
+
+LOOP = "To install a package, use the command install(name) which downloads it from the source code. "
+
+
+def fragments(text: str, size: int = 7) -> Iterator[list[Message]]:
+    for i in range(0, len(text), size):
+        yield [Message._make("assistant", text[i : i + size], None, None, None, {"index": 0})]
+
+
+def test_a_looping_answer_is_caught_in_its_third_round() -> None:
+    guard = LoopGuard()
+    text = LOOP * 6
+    at = next(i for i in range(0, len(text), 5) if guard.add(text[i : i + 5]))
+    assert len(LOOP) < at < 3 * len(LOOP)
+
+
+def test_a_long_varied_answer_a_list_and_a_repeated_phrase_are_not_loops() -> None:
+    varied = " ".join(f"Step {i}: open the panel number {i * 7} and check valve {i * 3} for leaks." for i in range(60))
+    listed = "\n".join(f"- `read.table(file{i}.csv, header=TRUE)` reads file {i}" for i in range(40))
+    quoted = "The manual says: the limit is 7 bar. " + "As the manual says, the limit is 7 bar. " * 2
+    for text in (varied, listed, quoted):
+        guard = LoopGuard()
+        assert not any(guard.add(text[i : i + 9]) for i in range(0, len(text), 9)), text[:40]
+
+
+def test_stop_loops_ends_and_closes_the_stream_and_says_why() -> None:
+    closed = []
+
+    def backend() -> Iterator[list[Message]]:
+        try:
+            yield from fragments(LOOP * 40)
+        finally:
+            closed.append(True)
+
+    reply = collect(stop_loops(backend()))
+    assert reply[0].extra == {"stop_reason": "repetition"}
+    assert reply[0].content.startswith(LOOP + LOOP) and len(reply[0].content) < 3 * len(LOOP)
+    assert closed == [True]
+    plain = collect(stop_loops(fragments("A short answer that does not repeat itself.")))
+    assert plain[0].content == "A short answer that does not repeat itself." and not plain[0].extra
+
+
+def test_going_round_in_circles_with_small_changes_is_a_loop_too() -> None:
+    names = ["install.packages()", "install_package()", "install_packages()", "install()", "add_package()"]
+    text = "".join(
+        f"You can install packages with the command `{names[i % 5]}` in R.\nThis will install packages that "
+        f"{'have' if i % 2 else 'are'} not installed before.\n\n"
+        for i in range(30)
+    )
+    guard = LoopGuard()
+    at = next((i for i in range(0, len(text), 6) if guard.add(text[i : i + 6])), None)
+    assert at is not None and at < len(text) // 2
