@@ -201,6 +201,10 @@ class Collector:
                     f.function_call if f.function_call is not None else first.function_call,
                 )
 
+    def __len__(self) -> int:
+        """The number of messages so far."""
+        return len(self._parts)
+
     def messages(self) -> list[Message]:
         out = []
         for first, contents, reasonings, extra in self._parts:
