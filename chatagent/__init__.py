@@ -57,6 +57,17 @@ _EXPORTS: dict[str, str] = {
     "Event": "chatagent.events",
     "Callbacks": "chatagent.events",
     "StructuredOutputError": "chatagent.structured",
+    "StructuredOutput": "chatagent.structured",
+    "Plugin": "chatagent.plugins",
+    "PluginError": "chatagent.plugins",
+    "Blocked": "chatagent.plugins",
+    "Retry": "chatagent.plugins",
+    "InputGuardrail": "chatagent.guardrails",
+    "OutputGuardrail": "chatagent.guardrails",
+    "TextPolicy": "chatagent.guardrails",
+    "LLMJudge": "chatagent.guardrails",
+    "approval_message": "chatagent.approval",
+    "pending_approval": "chatagent.approval",
     "ReActChat": "chatagent.agents.react_chat",
     "GroupChat": "chatagent.agents.group_chat",
     "Router": "chatagent.agents.router",
@@ -73,6 +84,17 @@ __all__ = [
     "Assistant",
     "FunctionTool",
     "StructuredOutputError",
+    "StructuredOutput",
+    "Plugin",
+    "PluginError",
+    "Blocked",
+    "Retry",
+    "InputGuardrail",
+    "OutputGuardrail",
+    "TextPolicy",
+    "LLMJudge",
+    "approval_message",
+    "pending_approval",
     "TOOL_REGISTRY",
     "ToolArgumentError",
     "register_tool",
@@ -130,7 +152,10 @@ if TYPE_CHECKING:
     from chatagent.server import AgentServer
     from chatagent.sessions import Session, SessionBusyError, SessionConflictError, SessionInfo, SessionStoreError
     from chatagent.stream import merge_delta
-    from chatagent.structured import StructuredOutputError
+    from chatagent.approval import approval_message, pending_approval
+    from chatagent.guardrails import InputGuardrail, LLMJudge, OutputGuardrail, TextPolicy
+    from chatagent.plugins import Blocked, Plugin, PluginError, Retry
+    from chatagent.structured import StructuredOutput, StructuredOutputError
     from chatagent.tokens import count_tokens
     from chatagent.tools.arguments import ToolArgumentError
     from chatagent.tools.base import TOOL_REGISTRY, BaseTool, register_tool

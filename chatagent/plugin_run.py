@@ -141,6 +141,8 @@ class _ControlledRun:
                     yield out
                 continue
             if kind is ModelCall:
+                if self.checks and all(f.done() for _, f in self.checks):
+                    self._check_results()  # a check that tripped already: no need to ask the model
                 for p, fn in plugins.each("before_model"):
                     plugins.call(p, "before_model", fn, self.agent, item)
                 mapped = self._map(item)

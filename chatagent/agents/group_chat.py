@@ -383,7 +383,7 @@ class _OwnNameStripper:
             if self.strip:
                 text = text.lstrip()
                 self.strip = not text
-            if text or f.reasoning_content or f.function_call is not None:
+            if text or f.reasoning_content or f.function_call is not None or len(f.extra) > 1:  # extra: a mark
                 out.append(f.copy(content=text))
         if out:
             self.shown = self.shown or any(f.extra["index"] == index for f in out)
