@@ -144,17 +144,17 @@ if TYPE_CHECKING:
     from chatagent.agents.react_chat import ReActChat
     from chatagent.agents.router import Router
     from chatagent.agents.user import PENDING_USER_INPUT, UserAgent, pending_input
+    from chatagent.approval import approval_message, pending_approval
     from chatagent.errors import ChatAgentError, MissingDependencyError, ModelServiceError, RunDeadlineExceeded
     from chatagent.events import Callbacks, Event
+    from chatagent.guardrails import InputGuardrail, LLMJudge, OutputGuardrail, TextPolicy
     from chatagent.llm.base import BaseChatModel, Usage, get_chat_model, register_llm
     from chatagent.llm.scripted import Reply, ScriptedLLM, tool_call
+    from chatagent.plugins import Blocked, Plugin, PluginError, Retry
     from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, to_messages, to_openai
     from chatagent.server import AgentServer
     from chatagent.sessions import Session, SessionBusyError, SessionConflictError, SessionInfo, SessionStoreError
     from chatagent.stream import merge_delta
-    from chatagent.approval import approval_message, pending_approval
-    from chatagent.guardrails import InputGuardrail, LLMJudge, OutputGuardrail, TextPolicy
-    from chatagent.plugins import Blocked, Plugin, PluginError, Retry
     from chatagent.structured import StructuredOutput, StructuredOutputError
     from chatagent.tokens import count_tokens
     from chatagent.tools.arguments import ToolArgumentError
