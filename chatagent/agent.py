@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from chatagent import events
 from chatagent._kwargs import reject_unknown
 from chatagent.driver import ModelStream, adrive, carry_out, drive
 from chatagent.effects import Blocking, ModelCall, Request, ToolBatch, ToolWait, View
@@ -482,7 +483,7 @@ class Agent:
         msgs = to_messages(messages)
         if not msgs:
             raise ValueError("messages is empty: give at least one message")
-        callbacks = self.callbacks + tuple(kwargs.pop("callbacks", None) or ())
+        callbacks = self.callbacks + tuple(kwargs.pop("callbacks", None) or ()) + events.global_callbacks
         context = RunContext(time.monotonic() + deadline if deadline else None, callbacks, self.name)
         run_cfg = kwargs.pop("generate_cfg", None)
         if run_cfg:
@@ -523,7 +524,7 @@ class Agent:
         """The run's stream, with run_start and run_end events around it."""
         from chatagent.events import RUN_END, RUN_START, Event, emit
 
-        emit(ctx.callbacks, Event(RUN_START, ctx.agent_name))
+        emit(ctx.callbacks, Event(RUN_START, ctx.agent_name, run=ctx))
         start = time.perf_counter()
         error = None
         try:
@@ -533,7 +534,8 @@ class Agent:
             raise
         finally:
             _close(gen)
-            end = Event(RUN_END, ctx.agent_name, duration=time.perf_counter() - start, usage=ctx.usage, error=error)
+            duration = time.perf_counter() - start
+            end = Event(RUN_END, ctx.agent_name, duration=duration, usage=ctx.usage, error=error, run=ctx)
             emit(ctx.callbacks, end)
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
@@ -621,9 +623,7 @@ class Agent:
         else:
             outcome = call
         if ctx.callbacks:
-            from chatagent.events import emit
-
-            emit(ctx.callbacks, tool_end_event(self.name, outcome))
+            events.emit(ctx.callbacks, tool_end_event(self.name, outcome, ctx))
         ctx.check_deadline()
         return outcome.content
 
@@ -641,7 +641,7 @@ class Agent:
             from chatagent.events import TOOL_START, Event, emit
 
             raw = arguments if isinstance(arguments, str) else str(arguments)
-            emit(ctx.callbacks, Event(TOOL_START, self.name, tool=name, arguments=raw, call_id=call_id))
+            emit(ctx.callbacks, Event(TOOL_START, self.name, tool=name, arguments=raw, call_id=call_id, run=ctx))
 
     @staticmethod
     def _blocking(fn: Callable[..., Any], *args: Any) -> Iterator[Any]:
@@ -920,14 +920,14 @@ def hidden(fragments: list[Message]) -> list[Message]:
     return []
 
 
-def tool_end_event(agent: str | None, outcome: Any) -> Any:
-    """The tool_end Event for a ToolOutcome (chatagent.tools.calling)."""
+def tool_end_event(agent: str | None, outcome: Any, run: RunContext | None = None) -> Any:
+    """The tool_end Event for a ToolOutcome (chatagent.tools.calling) of a call made in `run`."""
     from chatagent.events import TOOL_END, Event
 
     return Event(
         TOOL_END, agent, duration=outcome.duration, tool=outcome.name, arguments=outcome.arguments,
         call_id=outcome.call_id, result=outcome.content, error=outcome.content if outcome.error else None,
-        data={"error_kind": outcome.error, "cached": outcome.cached},
+        data={"error_kind": outcome.error, "cached": outcome.cached}, run=run,
     )  # fmt: skip
 
 
