@@ -182,7 +182,11 @@ class TerminalPrinter:
             if f.extra.get("replace"):  # what was shown is replaced (a plugin blocked or rewrote the answer)
                 self._switch(i, "replaced")
                 blocked = f.extra.get("blocked_by")
-                w(f"{self.bold}[blocked by {blocked}]{self.reset} " if blocked else f"{self.dim}[replaced]{self.reset} ")
+                w(
+                    f"{self.bold}[blocked by {blocked}]{self.reset} "
+                    if blocked
+                    else f"{self.dim}[replaced]{self.reset} "
+                )
                 w(f.text)
                 continue
             if f.role == "function":

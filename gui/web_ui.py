@@ -159,6 +159,9 @@ class WebUI:
                 stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn", size="sm")
                 regen_btn = gr.Button("Regenerate", elem_id="regenerate-btn", size="sm")
                 clear_btn = gr.Button("Clear", elem_id="clear-btn", size="sm")
+            from gui.control import ApprovalControls
+
+            approval = ApprovalControls(self)  # Approve / Deny, shown while a tool call waits for them
             suggestions = [s if isinstance(s, str) else s.get("text", "") for s in cfg.get("prompt.suggestions") or []]
             if suggestions:
                 gr.Examples(examples=[[s] for s in suggestions], inputs=[textbox], label="Try")
@@ -183,6 +186,7 @@ class WebUI:
             stop_btn.click(self._on_stop, [state], [], queue=False, api_name="stop")
             cleared = clear_btn.click(self._on_clear, [state], outputs, queue=False, api_name="clear")
             chatbot.clear(self._on_clear, [state], outputs, queue=False, api_visibility="private")
+            approval.wire(chatbot, textbox, state, selector, [submitted, regenerated, cleared])
             if self.conversations:
                 from gui.conversations import Conversations
 
