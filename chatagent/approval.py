@@ -120,6 +120,15 @@ def resolve(messages: list[Message]) -> tuple[list[Message], Resume | None]:
     return msgs, Resume(tail, decisions, content_text(decision.content).strip())
 
 
+def paused_agent(messages: list[Message]) -> str | None:
+    """The name on the paused call that the conversation's last message (an approval message) decides: the agent
+    to resume, for agents that hand the conversation to others (a group chat, a router); None if it is not that."""
+    if not messages or not is_approval(messages[-1]):
+        return None
+    tail = _paused_tail(messages[:-1])
+    return tail[-1].name if tail else None
+
+
 def _paused_tail(msgs: list[Message]) -> list[Message]:
     """The calls at the end of `msgs` if the last of them is marked pending (else [])."""
     if not msgs or not (msgs[-1].extra and PENDING_APPROVAL in msgs[-1].extra):
@@ -154,7 +163,9 @@ __all__ = [
     "PENDING_APPROVAL",
     "Resume",
     "approval_message",
+    "is_approval",
     "needs_approval",
+    "paused_agent",
     "pending_approval",
     "resolve",
 ]

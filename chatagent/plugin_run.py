@@ -73,7 +73,9 @@ class _ControlledRun:
         agent, plugins = self.agent, self.plugins
         gen: Any = None
         try:
-            msgs, resume = resolve(msgs)
+            resume = None
+            if agent._needs_approval():  # else paused calls are a member's, for it to resume (a group chat's)
+                msgs, resume = resolve(msgs)
             for p, fn in plugins.each("before_run"):
                 out = _message_list(plugins.call(p, "before_run", fn, agent, list(msgs)), p, "before_run")
                 if out is not None:

@@ -190,3 +190,36 @@ def test_the_resumed_conversation_is_valid_for_a_real_openai_server(openai_serve
     assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
     assert sent[2]["tool_call_id"] == sent[1]["tool_calls"][0]["id"] and sent[2]["content"] == "deleted"
     assert resumed[-1]["content"] == "Deleted it."
+
+
+def test_a_group_chat_pauses_on_a_members_call_and_resumes_it():
+    from chatagent import BasicAgent, GroupChat
+
+    ran: list = []
+    ops = FnCallAgent(llm=ScriptedLLM([tool_call("delete", {"path": "x"}), "Deleted x."]),
+                      function_list=make_tools(ran), name="ops")  # fmt: skip
+    critic = BasicAgent(llm=ScriptedLLM(default="Looks fine."), name="critic")
+    chat = GroupChat(agents=[ops, critic], selection="round_robin", max_rounds=3)
+    first = chat.run_nonstream(USER)
+    assert [m["name"] for m in first] == ["ops"] and pending_approval(first)[0]["name"] == "delete"
+    assert critic.llm.calls == [] and ran == []  # the chat stopped at the paused call
+    resumed = chat.run_nonstream(USER + first + [approval_message(True)], max_round=2)
+    assert ran == [("delete", "x")]
+    assert [(m["role"], m["name"]) for m in resumed] == [("function", "delete"), ("assistant", "ops"),
+                                                          ("assistant", "critic")]  # fmt: skip
+    assert resumed[1]["content"] == "Deleted x."
+    assert all(m.role != "user" or "approval" not in (m.extra or {}) for m in critic.llm.calls[0].messages)
+
+
+def test_a_router_hands_the_decision_to_the_sub_agent_that_asked():
+    from chatagent import Router
+
+    ran: list = []
+    ops = FnCallAgent(llm=ScriptedLLM([tool_call("delete", {"path": "y"}), "Deleted y."]),
+                      function_list=make_tools(ran), name="ops", description="operations")  # fmt: skip
+    router = Router(llm=ScriptedLLM(["Call: ops"]), agents=[ops])
+    first = router.run_nonstream(USER)
+    assert pending_approval(first)[0]["name"] == "delete" and ran == []
+    resumed = router.run_nonstream(USER + first + [approval_message(True)])
+    assert ran == [("delete", "y")] and resumed[-1]["content"] == "Deleted y."
+    assert len(router.llm.calls) == 1  # the router did not ask its model again
