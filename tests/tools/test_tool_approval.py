@@ -223,3 +223,16 @@ def test_a_router_hands_the_decision_to_the_sub_agent_that_asked():
     resumed = router.run_nonstream(USER + first + [approval_message(True)])
     assert ran == [("delete", "y")] and resumed[-1]["content"] == "Deleted y."
     assert len(router.llm.calls) == 1  # the router did not ask its model again
+
+
+def test_an_openai_style_client_resumes_with_tool_calls_and_the_decision():
+    """What a `serve` client sends back: the paused call as OpenAI `tool_calls` with the mark, then the decision."""
+    ran: list = []
+    llm = ScriptedLLM([tool_call("delete", {"path": "z"}), "Deleted z."])
+    bot = FnCallAgent(llm=llm, function_list=make_tools(ran))
+    waiting = pending_approval(bot.run_nonstream(USER))
+    call = {"role": "assistant", "content": None, "extra": {"pending_approval": waiting},
+            "tool_calls": [{"id": w["id"], "type": "function", "function": {"name": w["name"],
+                            "arguments": w["arguments"]}} for w in waiting]}  # fmt: skip
+    resumed = bot.run_nonstream(USER + [call, {"role": "user", "content": "", "extra": {"approval": True}}])
+    assert ran == [("delete", "z")] and resumed[-1]["content"] == "Deleted z."
