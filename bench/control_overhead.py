@@ -156,8 +156,8 @@ def bench_per_call(runs: int, repeats: int) -> None:
         )
 
 
-def stream_run(n: int, plugins: list | None) -> Callable[[], object]:
-    bot = BasicAgent(llm=ScriptedLLM(default=Reply(chunks=[CHUNK] * n)), plugins=plugins)
+def streamed(bot: BasicAgent) -> Callable[[], object]:
+    """A function that runs `bot` on USER in delta mode to the end; its last yield."""
 
     def run() -> object:
         last = None
@@ -166,6 +166,10 @@ def stream_run(n: int, plugins: list | None) -> Callable[[], object]:
         return last
 
     return run
+
+
+def stream_run(n: int, plugins: list | None) -> Callable[[], object]:
+    return streamed(BasicAgent(llm=ScriptedLLM(default=Reply(chunks=[CHUNK] * n)), plugins=plugins))
 
 
 def bench_stream(n: int, repeats: int) -> None:
@@ -201,18 +205,9 @@ def bench_cache(n: int, repeats: int) -> None:
         fresh = BasicAgent(llm=get_chat_model(cfg))
         cached = BasicAgent(llm=get_chat_model(cfg), generate_cfg={"cache": f"sqlite:///{tmp}/c.db"})
 
-        def run(bot: BasicAgent) -> Callable[[], object]:
-            def go() -> object:
-                last = None
-                for last in bot.run(USER, delta_stream=True):  # noqa: B007
-                    pass
-                return last
-
-            return go
-
-        run(cached)()  # stores it
-        server_t = min(best(run(fresh), 1) for _ in range(repeats))
-        cache_t = min(best(run(cached), 1) for _ in range(repeats))
+        streamed(cached)()  # stores it
+        server_t = min(best(streamed(fresh), 1) for _ in range(repeats))
+        cache_t = min(best(streamed(cached), 1) for _ in range(repeats))
         show(f"d_{n // 1000}k_from_the_loopback_server_s", f"{server_t:.3f} wall (reference)")
         show(f"d_{n // 1000}k_from_the_cache_s", f"{cache_t:.3f} wall ({cache_t / server_t:.2f}x the server stream)")
 
