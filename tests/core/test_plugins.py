@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import subprocess
 import sys
 import threading
 import time
@@ -16,6 +15,7 @@ import pytest
 from chatagent import BasicAgent, FnCallAgent, ScriptedLLM, merge_delta, tool, tool_call
 from chatagent.agents.group_chat import GroupChat
 from chatagent.plugins import Blocked, Plugin, PluginError, Retry
+from tests.support import processes
 
 USER = [{"role": "user", "content": "My key is sk-abcdefghijklmnopqrstuvwx, what is it for?"}]
 SECRET = re.compile(r"sk-[A-Za-z0-9]{20,}")
@@ -311,5 +311,5 @@ def test_no_plugins_no_plugin_machinery():
         "BasicAgent(llm=ScriptedLLM(['hi'])).run_nonstream([{'role': 'user', 'content': 'x'}])\n"
         "print('chatagent.plugin_run' in sys.modules, 'chatagent.structured' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    out = processes.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.split() == ["False", "False"]

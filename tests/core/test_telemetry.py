@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import http.server
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from chatagent import BasicAgent, FnCallAgent, GroupChat, ModelServiceError, ScriptedLLM, telemetry, tool, tool_call
+from tests.support import processes
 
 USER = [{"role": "user", "content": "Weather in Oslo and Rome?"}]
 
@@ -161,7 +161,7 @@ def test_off_means_no_opentelemetry_import_and_no_events():
         "BasicAgent(llm=ScriptedLLM(['hi'])).run_nonstream([{'role': 'user', 'content': 'x'}])\n"
         "print(any(m.startswith('opentelemetry') for m in sys.modules), global_callbacks)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    out = processes.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.split() == ["False", "()"]
 
 
