@@ -83,7 +83,7 @@ class RunContext:
         self.attempt = 0  # retries asked for by a plugin (chatagent.plugins.Retry)
         self.output: Any = None  # the validated answer, with response_format
         self.parent: RunContext | None = None
-        self.trace: Any = None  # what chatagent.telemetry keeps for this run (its span)
+        self.trace: Any = None  # what chatagent.telemetry keeps for this run (its span and context)
 
     def check_deadline(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:

@@ -55,8 +55,8 @@ def uninstrument() -> None:
 
 
 class _Tracing(Callbacks):
-    """Spans from a run's events: the run's span is kept in its RunContext (`trace`) while it lasts; model and
-    tool spans are made when they end, with the times they started and ended."""
+    """Spans from a run's events: the run's span (and its context) is kept in its RunContext (`trace`) while it
+    lasts; model and tool spans are made when they end, with the times they started and ended."""
 
     def __init__(self, tracer: Any, capture_content: bool) -> None:
         from opentelemetry import trace
@@ -68,12 +68,13 @@ class _Tracing(Callbacks):
         self._client, self._internal = SpanKind.CLIENT, SpanKind.INTERNAL
         self._error = lambda text: Status(StatusCode.ERROR, text)
 
-    def _parent(self, run: Any) -> Any:
-        """The OpenTelemetry context a span of `run` goes under: the run's span, else (a run's own span) its
-        parent run's, else the current context."""
+    @staticmethod
+    def _parent(run: Any) -> Any:
+        """The OpenTelemetry context a span of `run` goes under: the run's span's, else (a run's own span) its
+        parent run's, else None (the current context)."""
         while run is not None:
             if run.trace is not None:
-                return self._in_context(run.trace)
+                return run.trace[1]
             run = run.parent
         return None
 
@@ -83,17 +84,23 @@ class _Tracing(Callbacks):
             return
         name = e.agent or "agent"
         attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name}
-        run.trace = self.tracer.start_span(
+        span = self.tracer.start_span(
             f"invoke_agent {name}", self._parent(run.parent), self._internal, attributes, start_time=_ns(e.time)
         )
+        run.trace = (span, self._in_context(span))  # the span, and the context its children go under
 
     def on_run_end(self, e: Event) -> None:
-        span = e.run.trace if e.run is not None else None
-        if span is None:
+        if e.run is None or e.run.trace is None:
             return
+        span = e.run.trace[0]
         if e.usage is not None:
-            span.set_attribute("gen_ai.usage.input_tokens", e.usage.prompt_tokens)
-            span.set_attribute("gen_ai.usage.output_tokens", e.usage.completion_tokens)
+            usage = e.usage
+            span.set_attributes(
+                {
+                    "gen_ai.usage.input_tokens": usage.prompt_tokens,
+                    "gen_ai.usage.output_tokens": usage.completion_tokens,
+                }
+            )
         if e.error:
             self._failed(span, e.error, _error_type(e.error))
         span.end(end_time=_ns(e.time))
