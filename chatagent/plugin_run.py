@@ -106,16 +106,11 @@ class _ControlledRun:
                         self.shown.add(out)
                         yield out
                 return
-        except _Paused as paused:
-            if gen is not None:
+        except (_Paused, Blocked) as stop:
+            if gen is not None:  # the agent's loop ends first (its model stream closed), then the last yield
                 gen.close()
                 gen = None
-            yield self._paused(paused.waiting)
-        except Blocked as b:
-            if gen is not None:
-                gen.close()
-                gen = None
-            yield self._blocked(b)
+            yield self._paused(stop.waiting) if isinstance(stop, _Paused) else self._blocked(stop)
         finally:
             if gen is not None:
                 gen.close()
