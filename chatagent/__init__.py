@@ -57,6 +57,17 @@ _EXPORTS: dict[str, str] = {
     "Event": "chatagent.events",
     "Callbacks": "chatagent.events",
     "StructuredOutputError": "chatagent.structured",
+    "StructuredOutput": "chatagent.structured",
+    "Plugin": "chatagent.plugins",
+    "PluginError": "chatagent.plugins",
+    "Blocked": "chatagent.plugins",
+    "Retry": "chatagent.plugins",
+    "InputGuardrail": "chatagent.guardrails",
+    "OutputGuardrail": "chatagent.guardrails",
+    "TextPolicy": "chatagent.guardrails",
+    "LLMJudge": "chatagent.guardrails",
+    "approval_message": "chatagent.approval",
+    "pending_approval": "chatagent.approval",
     "ReActChat": "chatagent.agents.react_chat",
     "GroupChat": "chatagent.agents.group_chat",
     "Router": "chatagent.agents.router",
@@ -73,6 +84,17 @@ __all__ = [
     "Assistant",
     "FunctionTool",
     "StructuredOutputError",
+    "StructuredOutput",
+    "Plugin",
+    "PluginError",
+    "Blocked",
+    "Retry",
+    "InputGuardrail",
+    "OutputGuardrail",
+    "TextPolicy",
+    "LLMJudge",
+    "approval_message",
+    "pending_approval",
     "TOOL_REGISTRY",
     "ToolArgumentError",
     "register_tool",
@@ -122,15 +144,18 @@ if TYPE_CHECKING:
     from chatagent.agents.react_chat import ReActChat
     from chatagent.agents.router import Router
     from chatagent.agents.user import PENDING_USER_INPUT, UserAgent, pending_input
+    from chatagent.approval import approval_message, pending_approval
     from chatagent.errors import ChatAgentError, MissingDependencyError, ModelServiceError, RunDeadlineExceeded
     from chatagent.events import Callbacks, Event
+    from chatagent.guardrails import InputGuardrail, LLMJudge, OutputGuardrail, TextPolicy
     from chatagent.llm.base import BaseChatModel, Usage, get_chat_model, register_llm
     from chatagent.llm.scripted import Reply, ScriptedLLM, tool_call
+    from chatagent.plugins import Blocked, Plugin, PluginError, Retry
     from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, to_messages, to_openai
     from chatagent.server import AgentServer
     from chatagent.sessions import Session, SessionBusyError, SessionConflictError, SessionInfo, SessionStoreError
     from chatagent.stream import merge_delta
-    from chatagent.structured import StructuredOutputError
+    from chatagent.structured import StructuredOutput, StructuredOutputError
     from chatagent.tokens import count_tokens
     from chatagent.tools.arguments import ToolArgumentError
     from chatagent.tools.base import TOOL_REGISTRY, BaseTool, register_tool

@@ -25,12 +25,14 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from chatagent import events
 from chatagent._kwargs import reject_unknown
 from chatagent.driver import ModelStream, adrive, carry_out, drive
 from chatagent.effects import Blocking, ModelCall, Request, ToolBatch, ToolWait, View
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.lang import conversation_lang
 from chatagent.llm.base import BaseChatModel, Usage, get_chat_model
+from chatagent.plugins import PluginError
 from chatagent.schema import SYSTEM, ContentItem, Message, content_text, to_messages
 from chatagent.stream import INDEX, Collector, DictResponse, Response, WholeLists, accumulate, collect, fragment
 
@@ -51,9 +53,23 @@ def detect_lang(messages: list[Message]) -> str:
 class RunContext:
     """Per-run state, readable while and after the run: token usage, the deadline, the callbacks,
     how often each tool was called, generate_cfg for this run only, the agent it belongs to, the conversation's
-    session_id."""
+    session_id, the plugins, how often a plugin retried the run (`attempt`), the validated structured answer
+    (`output`, with `response_format`), and the run this one is part of (`parent`, for a sub-agent's part)."""
 
-    __slots__ = ("usage", "deadline", "callbacks", "tool_calls", "generate_cfg", "agent_name", "session_id")
+    __slots__ = (
+        "usage",
+        "deadline",
+        "callbacks",
+        "tool_calls",
+        "generate_cfg",
+        "agent_name",
+        "session_id",
+        "plugins",
+        "attempt",
+        "output",
+        "parent",
+        "trace",
+    )
 
     def __init__(self, deadline: float | None = None, callbacks: tuple = (), agent_name: str | None = None) -> None:
         self.usage = Usage()
@@ -63,6 +79,11 @@ class RunContext:
         self.generate_cfg: dict | None = None
         self.agent_name = agent_name
         self.session_id: str | None = None  # run(..., session_id=...): tools keep per-conversation state under it
+        self.plugins: Any = None  # a chatagent.plugins.Plugins, or None when the run has none
+        self.attempt = 0  # retries asked for by a plugin (chatagent.plugins.Retry)
+        self.output: Any = None  # the validated answer, with response_format
+        self.parent: RunContext | None = None
+        self.trace: Any = None  # what chatagent.telemetry keeps for this run (its span and context)
 
     def check_deadline(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
@@ -73,6 +94,7 @@ class RunContext:
         ctx = RunContext(self.deadline, self.callbacks, agent_name)
         ctx.usage = self.usage
         ctx.session_id = self.session_id
+        ctx.parent = self
         return ctx
 
 
@@ -165,8 +187,10 @@ class Agent:
         function_list: tools (used by the agents that call tools): registered names, `{'name': ..., <cfg>}`
             dicts, BaseTool instances or classes, typed functions (see `chatagent.tools.make_tools`).
         callbacks: functions or `chatagent.events.Callbacks` told about each run's model and tool calls.
-        response_format: a pydantic model class (or JSON Schema dict): `run_nonstream` then returns a
-            validated instance (see `chatagent.structured`).
+        response_format: a pydantic model class (or JSON Schema dict): every run's final answer is validated
+            against it (and retried), `run_nonstream` returns the validated instance (see `chatagent.structured`).
+        plugins: objects that take part in every run and may change it: rewrite the input, check it, watch or
+            block model and tool calls, rewrite or replace the answer (see `chatagent.plugins`, `chatagent.guardrails`).
         generate_cfg: generation settings for this agent's model calls, over the model's own.
 
     An unknown keyword argument raises TypeError naming it (in every subclass too: they pass theirs on here).
@@ -193,6 +217,7 @@ class Agent:
         generate_cfg: dict | None = None,
         callbacks: Iterable | None = None,
         response_format: Any = None,
+        plugins: Iterable | None = None,
         **kwargs: Any,
     ) -> None:
         reject_unknown(type(self), kwargs)
@@ -205,6 +230,7 @@ class Agent:
         self.function_list = list(function_list or [])
         self.callbacks: tuple = tuple(callbacks or ())
         self.response_format = response_format
+        self.plugins = plugins  # type: ignore[assignment]
         if self.function_list:
             from chatagent.tools.base import make_tools
             from chatagent.tools.calling import ToolCache
@@ -215,6 +241,42 @@ class Agent:
             self.function_map = {}
             self._tool_cache = None
         self._init_lock = threading.Lock()
+        self._structured: Any = None  # the StructuredOutput plugin for `response_format`, made on first use
+
+    @property
+    def plugins(self) -> list:
+        """The plugins (a copy; assign a new list to change them)."""
+        return list(self._plugins.plugins)
+
+    @plugins.setter
+    def plugins(self, value: Iterable | None) -> None:
+        from chatagent.plugins import Plugins
+
+        self._plugins = Plugins(value or ())
+
+    def _run_plugins(self, extra: Iterable | None, response_format: Any) -> Any:
+        """The plugins of one run: the agent's, then `extra`, then the check for `response_format` (the agent's
+        when _UNSET); None when there are none."""
+        plugins = self._plugins
+        if extra:
+            plugins = plugins + extra
+        if response_format is _UNSET:
+            response_format = self.response_format
+            if response_format is not None:
+                if self._structured is None or self._structured.response_format is not response_format:
+                    from chatagent.structured import StructuredOutput
+
+                    self._structured = StructuredOutput(response_format)
+                plugins = plugins + [self._structured]
+        elif response_format is not None:
+            from chatagent.structured import StructuredOutput
+
+            plugins = plugins + [StructuredOutput(response_format)]
+        return plugins or None
+
+    def _needs_approval(self) -> bool:
+        """Whether a tool of this agent may pause a run for a person's approval."""
+        return any(t.requires_approval is not False for t in self.function_map.values())
 
     @property
     def llm(self) -> BaseChatModel:
@@ -313,19 +375,18 @@ class Agent:
         """The final response at once: equal to the last yield of `run()`.
 
         With `response_format` (a pydantic model class or a JSON Schema dict; here or on the agent) it
-        returns the validated answer instead; see `chatagent.structured.run_structured`. Pass
-        `response_format=None` to get the response even when the agent has one.
+        returns the validated answer instead, or raises StructuredOutputError (`retries=`, `json_mode=`: see
+        `chatagent.structured`). Pass `response_format=None` to get the response even when the agent has one.
         """
-        if response_format is _UNSET:
-            response_format = self.response_format
-        if response_format is not None:
-            from chatagent.structured import run_structured
-
-            return run_structured(
-                self, messages, response_format, lang=lang, deadline=deadline, session=session, **kwargs
-            )
+        structured = self._structured_run(response_format, kwargs)
         stream, as_dicts, context = self._stream(messages, lang, deadline, session, kwargs)
-        response = collect(Run(stream, self._output(False, True), context))
+        try:
+            response = collect(Run(stream, self._output(False, True), context))
+        except PluginError as e:
+            _raise_structured_error(e)
+            raise
+        if structured:
+            return context.output
         return [m.model_dump() for m in response] if as_dicts else response
 
     async def arun_nonstream(
@@ -335,15 +396,46 @@ class Agent:
         lang: str | None = None,
         deadline: float | None = None,
         session: Session | None = None,
+        response_format: Any = _UNSET,
         **kwargs: Any,
     ) -> list:
-        """`run_nonstream()` on the running event loop (without `response_format`)."""
+        """`run_nonstream()` on the running event loop."""
+        structured = self._structured_run(response_format, kwargs)
         stream, as_dicts, context = self._astream(messages, lang, deadline, session, kwargs)
         collector = Collector()
-        async for fragments in ARun(stream, self._output(False, True), context):
-            collector.add(fragments)
+        try:
+            async for fragments in ARun(stream, self._output(False, True), context):
+                collector.add(fragments)
+        except PluginError as e:
+            _raise_structured_error(e)
+            raise
+        if structured:
+            return context.output
         response = collector.messages()
         return [m.model_dump() for m in response] if as_dicts else response
+
+    def _structured_run(self, response_format: Any, kwargs: dict) -> bool:
+        """For `run_nonstream`: with a response format (given, or the agent's), put the check that raises on an
+        answer that never validates into the run's plugins (kwargs); whether there is one."""
+        retries, json_mode = kwargs.pop("retries", _UNSET), kwargs.pop("json_mode", None)
+        if response_format is _UNSET:
+            response_format = self.response_format
+        if response_format is None:
+            if retries is not _UNSET or json_mode is not None:
+                raise TypeError("retries and json_mode apply to structured output: give response_format too")
+            kwargs["response_format"] = None
+            return False
+        from chatagent.structured import DEFAULT_RETRIES, StructuredOutput
+
+        check = StructuredOutput(
+            response_format,
+            retries=DEFAULT_RETRIES if retries is _UNSET else retries,
+            json_mode=json_mode,
+            raise_invalid=True,
+        )
+        kwargs["plugins"] = [*(kwargs.get("plugins") or ()), check]
+        kwargs["response_format"] = None
+        return True
 
     def _stream(
         self, messages: Iterable[dict | Message], lang: str | None, deadline: float | None, session: Any, kwargs: dict
@@ -391,11 +483,13 @@ class Agent:
         msgs = to_messages(messages)
         if not msgs:
             raise ValueError("messages is empty: give at least one message")
-        callbacks = self.callbacks + tuple(kwargs.pop("callbacks", None) or ())
+        callbacks = self.callbacks + tuple(kwargs.pop("callbacks", None) or ()) + events.global_callbacks
         context = RunContext(time.monotonic() + deadline if deadline else None, callbacks, self.name)
         run_cfg = kwargs.pop("generate_cfg", None)
         if run_cfg:
             context.generate_cfg = dict(run_cfg)
+        if self._plugins or "plugins" in kwargs or "response_format" in kwargs or self.response_format is not None:
+            context.plugins = self._run_plugins(kwargs.pop("plugins", None), kwargs.pop("response_format", _UNSET))
         return msgs, as_dicts, context
 
     def _start(self, msgs: list[Message], lang: str | None, context: RunContext, kwargs: dict) -> Iterator[Any]:
@@ -403,7 +497,7 @@ class Agent:
         context.session_id = kwargs.get("session_id")
         token = _CURRENT.set(context)  # a Qwen-style _run may do work before its first yield
         try:
-            gen = self._fragments(msgs, lang or detect_lang(msgs), kwargs)
+            gen = self._controlled(msgs, lang or detect_lang(msgs), kwargs, context)
         finally:
             _CURRENT.reset(token)
         if context.callbacks:
@@ -417,11 +511,20 @@ class Agent:
             return gen  # `return self._call_llm(...)`: already speaks in fragments and requests
         return _whole_lists_as_fragments(gen)
 
+    def _controlled(self, msgs: list[Message], lang: str, kwargs: dict, ctx: RunContext) -> Iterator[Any]:
+        """`_fragments`, under the run's plugins and tool approval when it has any (see `chatagent.plugin_run`)."""
+        if ctx.plugins is None and not self._needs_approval():
+            return self._fragments(msgs, lang, kwargs)
+        from chatagent.plugin_run import controlled
+        from chatagent.plugins import Plugins
+
+        return controlled(self, ctx.plugins or Plugins(()), msgs, lang, kwargs, ctx)
+
     def _observed(self, gen: Iterator[Any], ctx: RunContext) -> Iterator[Any]:
         """The run's stream, with run_start and run_end events around it."""
         from chatagent.events import RUN_END, RUN_START, Event, emit
 
-        emit(ctx.callbacks, Event(RUN_START, ctx.agent_name))
+        emit(ctx.callbacks, Event(RUN_START, ctx.agent_name, run=ctx))
         start = time.perf_counter()
         error = None
         try:
@@ -431,7 +534,8 @@ class Agent:
             raise
         finally:
             _close(gen)
-            end = Event(RUN_END, ctx.agent_name, duration=time.perf_counter() - start, usage=ctx.usage, error=error)
+            duration = time.perf_counter() - start
+            end = Event(RUN_END, ctx.agent_name, duration=duration, usage=ctx.usage, error=error, run=ctx)
             emit(ctx.callbacks, end)
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
@@ -519,9 +623,7 @@ class Agent:
         else:
             outcome = call
         if ctx.callbacks:
-            from chatagent.events import emit
-
-            emit(ctx.callbacks, tool_end_event(self.name, outcome))
+            events.emit(ctx.callbacks, tool_end_event(self.name, outcome, ctx))
         ctx.check_deadline()
         return outcome.content
 
@@ -539,7 +641,7 @@ class Agent:
             from chatagent.events import TOOL_START, Event, emit
 
             raw = arguments if isinstance(arguments, str) else str(arguments)
-            emit(ctx.callbacks, Event(TOOL_START, self.name, tool=name, arguments=raw, call_id=call_id))
+            emit(ctx.callbacks, Event(TOOL_START, self.name, tool=name, arguments=raw, call_id=call_id, run=ctx))
 
     @staticmethod
     def _blocking(fn: Callable[..., Any], *args: Any) -> Iterator[Any]:
@@ -612,9 +714,11 @@ def run_subagent(
     ctx = parent.child(agent.name)
     if parent.session_id is not None:  # the members' tools keep their state per conversation too
         kwargs.setdefault("session_id", parent.session_id)
+    if agent._plugins or agent.response_format is not None:
+        ctx.plugins = agent._run_plugins(None, _UNSET)
     token = _CURRENT.set(ctx)
     try:
-        gen = agent._fragments(list(messages), lang, kwargs)
+        gen = agent._controlled(list(messages), lang, kwargs, ctx)
     finally:
         _CURRENT.reset(token)
     if ctx.callbacks:
@@ -698,6 +802,14 @@ def map_fragments(gen: Iterator[Any], fn: Callable[[list[Message]], list[Message
                 error = e
     finally:
         gen.close()
+
+
+def _raise_structured_error(e: PluginError) -> None:
+    """Raise the StructuredOutputError a structured run failed with (raised in its plugin, so wrapped in `e`)."""
+    from chatagent.structured import StructuredOutputError
+
+    if isinstance(e.__cause__, StructuredOutputError):
+        raise e.__cause__ from None
 
 
 def _tool_state_key(session: Session) -> str:
@@ -808,14 +920,14 @@ def hidden(fragments: list[Message]) -> list[Message]:
     return []
 
 
-def tool_end_event(agent: str | None, outcome: Any) -> Any:
-    """The tool_end Event for a ToolOutcome (chatagent.tools.calling)."""
+def tool_end_event(agent: str | None, outcome: Any, run: RunContext | None = None) -> Any:
+    """The tool_end Event for a ToolOutcome (chatagent.tools.calling) of a call made in `run`."""
     from chatagent.events import TOOL_END, Event
 
     return Event(
         TOOL_END, agent, duration=outcome.duration, tool=outcome.name, arguments=outcome.arguments,
         call_id=outcome.call_id, result=outcome.content, error=outcome.content if outcome.error else None,
-        data={"error_kind": outcome.error, "cached": outcome.cached},
+        data={"error_kind": outcome.error, "cached": outcome.cached}, run=run,
     )  # fmt: skip
 
 

@@ -33,6 +33,7 @@ from chatagent.errors import MissingDependencyError
 from chatagent.keys import MaskSecretsFilter, clean_api_key, mask_secrets
 
 if TYPE_CHECKING:
+    from chatagent.schema import Message
     from chatagent.sessions import Session
 
 logger = logging.getLogger("chatagent.cli")
@@ -178,6 +179,16 @@ class TerminalPrinter:
         w = self.out.write
         for f in fragments:
             i = f.extra["index"]
+            if f.extra.get("replace"):  # what was shown is replaced (a plugin blocked or rewrote the answer)
+                self._switch(i, "replaced")
+                blocked = f.extra.get("blocked_by")
+                w(
+                    f"{self.bold}[blocked by {blocked}]{self.reset} "
+                    if blocked
+                    else f"{self.dim}[replaced]{self.reset} "
+                )
+                w(f.text)
+                continue
             if f.role == "function":
                 self._switch(i, "result")
                 text = f.text
@@ -220,6 +231,28 @@ class TerminalPrinter:
         self.out.flush()
 
 
+def ask_approval(waiting: list[dict], read: Callable[[str], str], out: TextIO) -> Message:
+    """Ask the user about each tool call waiting for approval (y/N); the approval message that resumes the run."""
+    from chatagent.approval import approval_message
+    from chatagent.schema import to_message
+
+    decisions: dict[str, bool] = {}
+    for call in waiting:
+        out.write(f"The agent wants to run {call['name']}({call['arguments']}).\n")
+        try:
+            answer = read("allow? [y/N] ")
+        except (EOFError, KeyboardInterrupt):
+            answer = ""
+        decisions[call["id"]] = answer.strip().lower() in ("y", "yes")
+    reason = ""
+    if not all(decisions.values()):
+        try:
+            reason = read("why not (optional, told to the agent)? ").strip()
+        except (EOFError, KeyboardInterrupt):
+            reason = ""
+    return to_message(approval_message(decisions, reason))
+
+
 def chat_loop(
     agent: Agent,
     files: Sequence[str] = (),
@@ -231,9 +264,11 @@ def chat_loop(
 ) -> None:
     """A terminal chat: each answer streams; Ctrl-C stops the answer (and the model's stream), not the chat.
 
+    A tool call that needs approval is asked about (y/N) before the run goes on.
     /clear starts over, /exit (or Ctrl-D) leaves. `files` are attached to the first message. With `session`, the
     conversation is the stored one and each turn is stored (a stopped answer too, marked interrupted).
     """
+    from chatagent.approval import pending_approval
     from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls
     from chatagent.stream import Response
 
@@ -263,29 +298,34 @@ def chat_loop(
             pending_files = []
         else:
             history.append(Message(USER, text))
-        response = Response()
-        # with a session, `history` holds only what the store does not have yet
-        run = agent.run(history, delta_stream=True, session=session)
-        note = ""
-        try:
-            for fragments in run:
-                response.add(fragments)
-                printer.feed(fragments)
-        except KeyboardInterrupt:
-            note = "[stopped]"
-        except Exception as e:  # shown, and the chat goes on
-            logger.debug("the agent failed", exc_info=True)
-            note = mask_secrets(f"[error] {type(e).__name__}: {e}")
-        finally:
-            run.close()
-        printer.end(note)
-        if session is not None:
-            if not note.startswith("[error]"):  # stored: completed, or stopped (a failed turn is not stored)
-                history = []
-            continue
-        answer = response.messages
-        printer.footer(answer)
-        history.extend(drop_unanswered_calls(answer) if note else answer)
+        while True:  # a turn, and its resumptions while tool calls wait for the user's approval
+            response = Response()
+            # with a session, `history` holds only what the store does not have yet
+            run = agent.run(history, delta_stream=True, session=session)
+            note = ""
+            try:
+                for fragments in run:
+                    response.add(fragments)
+                    printer.feed(fragments)
+            except KeyboardInterrupt:
+                note = "[stopped]"
+            except Exception as e:  # shown, and the chat goes on
+                logger.debug("the agent failed", exc_info=True)
+                note = mask_secrets(f"[error] {type(e).__name__}: {e}")
+            finally:
+                run.close()
+            printer.end(note)
+            printer.footer(response.messages)
+            if session is not None:
+                if not note.startswith("[error]"):  # stored: completed, or stopped (a failed turn is not stored)
+                    history = []
+            else:
+                answer = response.messages
+                history.extend(drop_unanswered_calls(answer) if note else answer)
+            waiting = None if note else pending_approval(response.messages)
+            if not waiting:
+                break
+            history.append(ask_approval(waiting, read, out))
 
 
 # ---- the commands ---------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ class ModelStream:
             fns = call.functions or ()
             names = [f.get("name") if isinstance(f, dict) else getattr(f, "name", None) for f in fns]
             data = {"messages": len(call.messages), "functions": names}
-            emit(ctx.callbacks, Event(LLM_START, _agent_name(ctx), data=data))
+            emit(ctx.callbacks, Event(LLM_START, _agent_name(ctx), data=data, run=ctx))
             self.t0 = time.perf_counter()
 
     def push(self, fragments: Fragments) -> Fragments | None:
@@ -89,11 +89,16 @@ class ModelStream:
             usage = self.usage
             ctx.usage.add(usage.prompt_tokens, usage.completion_tokens)
             ctx.usage.calls += usage.calls
+            reply = self.reply.messages()
+            llm = call.llm
+            data = {"model": llm.model, "model_type": llm.model_type, "input": call.messages, "output": reply}
             event = Event(
-                LLM_END, _agent_name(ctx), duration=time.perf_counter() - self.t0, usage=usage, error=self.error
-            )
+                LLM_END, _agent_name(ctx), duration=time.perf_counter() - self.t0, usage=usage, error=self.error,
+                data=data, run=ctx,
+            )  # fmt: skip
             emit(ctx.callbacks, event)
-        reply = self.reply.messages()
+        else:
+            reply = self.reply.messages()
         call[:] = reply
         call.done, call.result = True, reply
         return reply

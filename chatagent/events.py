@@ -18,6 +18,9 @@ page, indexing, searching): `data['progress']` is a `chatagent.rag.Progress`, `d
 All callbacks run in the thread iterating the run, also for tools that ran in parallel (their start
 events come before the batch runs, their end events in call order). A callback that raises is logged
 and does not stop the run. With no callback set, no Event is ever built.
+
+`add_global_callback(cb)` makes `cb` see every run of every agent (what `chatagent.telemetry.instrument()` does);
+`remove_global_callback(cb)` undoes it.
 """
 
 from __future__ import annotations
@@ -51,7 +54,9 @@ class Event:
     call_id: str | None = None  # the function call's id, when the model gave one
     result: Any = None  # tool_end: the content sent back to the model
     error: str | None = None  # *_end: what went wrong (tool_end: the message the model got)
-    data: dict = field(default_factory=dict)  # anything else: llm_start has 'messages' (count) and 'functions'
+    data: dict = field(default_factory=dict)  # anything else: llm_start has 'messages' (count) and 'functions';
+    # llm_end: 'model', 'model_type', 'input' (the messages sent) and 'output' (the reply)
+    run: Any = None  # the RunContext of the run (or of the sub-agent's part of it) this happened in
 
 
 class Callbacks:
@@ -84,6 +89,22 @@ def emit(callbacks: Iterable[Callback], event: Event) -> None:
             logger.exception("callback %r failed on %s", cb, event.kind)
 
 
+#: callbacks every run gets besides its own (see add_global_callback)
+global_callbacks: tuple = ()
+
+
+def add_global_callback(callback: Callback) -> None:
+    """Tell `callback` about every run of every agent from now on (runs already started are not affected)."""
+    global global_callbacks
+    if callback not in global_callbacks:
+        global_callbacks = (*global_callbacks, callback)
+
+
+def remove_global_callback(callback: Callback) -> None:
+    global global_callbacks
+    global_callbacks = tuple(cb for cb in global_callbacks if cb is not callback)
+
+
 def as_callbacks(value: Any) -> tuple:
     """Callbacks given as one callback, a list, or None, as a tuple."""
     if value is None:
@@ -93,4 +114,4 @@ def as_callbacks(value: Any) -> tuple:
     return (value,)
 
 
-__all__ = ["Callbacks", "Event", "emit", "KINDS"]
+__all__ = ["Callbacks", "Event", "KINDS", "add_global_callback", "emit", "remove_global_callback"]

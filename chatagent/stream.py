@@ -180,7 +180,7 @@ class Collector:
         for f in fragments:
             i = f.extra[INDEX]
             if i == len(parts) or (f.extra.get(REPLACE) and 0 <= i < len(parts)):
-                extra = _rest(f.extra) if len(f.extra) > 1 else None
+                extra = (_rest(f.extra) or None) if len(f.extra) > 1 else None
                 parts[i : i + 1] = [[f, [f.content], [f.reasoning_content] if f.reasoning_content else [], extra]]
                 continue
             if not 0 <= i < len(parts):
@@ -200,6 +200,10 @@ class Collector:
                     f.name if f.name is not None else first.name,
                     f.function_call if f.function_call is not None else first.function_call,
                 )
+
+    def __len__(self) -> int:
+        """The number of messages so far."""
+        return len(self._parts)
 
     def messages(self) -> list[Message]:
         out = []

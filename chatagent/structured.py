@@ -11,6 +11,10 @@ leniently (code fences, Python literals, trailing commas...) and validated: by p
 class, or against a JSON Schema dict (the answer is then a dict). An invalid answer is sent back
 with what is wrong, up to `retries` times; then StructuredOutputError is raised.
 
+The same holds for streamed runs: `run(messages, response_format=City)` (or an agent with `response_format`)
+validates the final answer, retries it (the new answer replaces the rejected one in the stream), and its last
+yield says how it went in `extra['response_format']`. It is a plugin (`StructuredOutput`, see `chatagent.plugins`).
+
 The prompt alone works with any model. `json_mode='json_object'` or `'json_schema'` also asks the
 server for its JSON mode (OpenAI-style `response_format` in the request); use it only with servers
 that accept it.
@@ -23,8 +27,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from chatagent.errors import ChatAgentError
-from chatagent.schema import ASSISTANT, SYSTEM, USER, ContentItem, Message, content_text, to_messages
-from chatagent.stream import fragment
+from chatagent.plugins import Plugin, Retry
+from chatagent.schema import ASSISTANT, SYSTEM, ContentItem, Message, content_text
 from chatagent.tools.arguments import ToolArgumentError, parse_json, validate_arguments
 from chatagent.tools.base import is_pydantic_model, pydantic_errors, pydantic_schema
 
@@ -34,6 +38,7 @@ INSTRUCTION = (
     "after it (no code fences, no commentary):\n{schema}"
 )
 RETRY = "Your answer could not be used: {error}. Reply again with only the corrected JSON object."
+STRUCTURED = "response_format"  # the key of the last message's extra that says whether the answer validated
 
 
 class StructuredOutputError(ChatAgentError):
@@ -73,6 +78,68 @@ def parse_structured(text: str, response_format: Any) -> Any:
     return validate_arguments(value, response_format)
 
 
+class StructuredOutput(Plugin):
+    """The plugin behind `response_format`: the schema instruction in the system message, the final answer parsed
+    and validated, an invalid one sent back with what is wrong (`Retry`, up to `retries` times; the new answer
+    replaces it). The last message then carries `extra['response_format'] = {'name', 'valid', 'attempts'}` (and
+    `'error'` when not valid), and `current_run().output` the validated value. `raise_invalid=True` (what
+    `run_nonstream` uses) raises StructuredOutputError instead of marking an answer that never validated.
+    `json_mode`: also ask the server for its JSON mode ('json_object' or 'json_schema')."""
+
+    name = "response_format"
+
+    def __init__(
+        self,
+        response_format: Any,
+        *,
+        retries: int = DEFAULT_RETRIES,
+        json_mode: str | None = None,
+        raise_invalid: bool = False,
+    ) -> None:
+        super().__init__()
+        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+            raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
+        self.response_format = response_format
+        self.format_name, schema = schema_of(response_format)
+        self.instruction = INSTRUCTION.format(schema=json.dumps(schema, ensure_ascii=False))
+        self.retries = retries
+        self.server_format = None if json_mode is None else _server_format(json_mode, self.format_name, schema)
+        self.raise_invalid = raise_invalid
+        if self.server_format is None:  # no need to see model calls
+            self.before_model = None  # type: ignore[assignment]
+
+    def before_run(self, agent: Any, messages: list[Message]) -> list[Message]:
+        return _with_instruction(messages, self.instruction)
+
+    def before_model(self, agent: Any, call: Any) -> None:  # type: ignore[override]
+        call.cfg = {**call.cfg, "response_format": self.server_format}
+
+    def after_run(self, agent: Any, response: list[Message]) -> list[Message]:
+        from chatagent.agent import current_run
+
+        run = current_run()
+        answers = [m for m in response if m.role == ASSISTANT and m.function_call is None and content_text(m.content)]
+        text = content_text(answers[-1].content) if answers else ""
+        mark: dict[str, Any] = {"name": self.format_name, "attempts": run.attempt + 1}
+        try:
+            run.output = parse_structured(text, self.response_format)
+        except ToolArgumentError as e:
+            error = str(e) if text.strip() else "the answer was empty"
+            if run.attempt < self.retries:
+                raise Retry(RETRY.format(error=error)) from None
+            if self.raise_invalid:
+                raise StructuredOutputError(
+                    f"no valid {self.format_name} after {run.attempt + 1} attempts: {error}", text=text, error=error
+                ) from None
+            mark.update(valid=False, error=error)
+        else:
+            mark["valid"] = True
+        if not response:
+            return [Message._make(ASSISTANT, "", None, None, None, {STRUCTURED: mark})]
+        last = response[-1]
+        return response[:-1] + [last.copy(extra={**(last.extra or {}), STRUCTURED: mark})]
+
+
 def run_structured(
     agent: Any,
     messages: Iterable[dict | Message],
@@ -80,53 +147,15 @@ def run_structured(
     *,
     retries: int = DEFAULT_RETRIES,
     json_mode: str | None = None,
-    lang: str | None = None,
-    deadline: float | None = None,
-    session: Any = None,
     **kwargs: Any,
 ) -> Any:
-    """Run `agent` until its final answer validates against `response_format` (see the module docstring).
+    """`agent.run_nonstream(messages, response_format=...)`: the validated answer, or StructuredOutputError.
 
-    With `session`, the attempts run on the stored conversation and, once an answer validates, the new messages
-    and that answer are stored as one turn (the rejected attempts are not); nothing is stored if none validates."""
-    name, schema = schema_of(response_format)
-    instruction = INSTRUCTION.format(schema=json.dumps(schema, ensure_ascii=False))
-    turn = None
-    if session is not None:
-        from chatagent.sessions.session import DONE, FAILED, Turn
-
-        turn = Turn(session, to_messages(messages))
-        turn.name = agent.name
-    try:
-        msgs = _with_instruction(turn.conversation if turn else to_messages(messages), instruction)
-        if json_mode is not None:
-            kwargs["generate_cfg"] = {
-                **(kwargs.get("generate_cfg") or {}),
-                "response_format": _server_format(json_mode, name, schema),
-            }
-        history: list[Message] = []
-        text, error = "", ""
-        for _attempt in range(retries + 1):
-            response = agent.run_nonstream(msgs + history, lang=lang, deadline=deadline, response_format=None, **kwargs)
-            answers = [
-                m for m in response if m.role == ASSISTANT and m.function_call is None and content_text(m.content)
-            ]
-            text = content_text(answers[-1].content) if answers else ""
-            try:
-                value = parse_structured(text, response_format)
-            except ToolArgumentError as e:
-                error = str(e) if text.strip() else "the answer was empty"
-            else:
-                if turn is not None:
-                    turn.add([fragment(m, i) for i, m in enumerate(response)])
-                    turn.end(DONE)
-                    turn = None
-                return value
-            history = history + response + [Message._make(USER, RETRY.format(error=error))]
-        raise StructuredOutputError(f"no valid {name} after {retries + 1} attempts: {error}", text=text, error=error)
-    finally:
-        if turn is not None:
-            turn.end(FAILED)
+    With `session`, the turn is stored once an answer validates (the answer replacing the rejected ones); nothing
+    is stored if none does."""
+    return agent.run_nonstream(
+        messages, response_format=response_format, retries=retries, json_mode=json_mode, **kwargs
+    )
 
 
 def _with_instruction(msgs: list[Message], instruction: str) -> list[Message]:
@@ -149,4 +178,4 @@ def _server_format(json_mode: str, name: str, schema: dict) -> dict:
     raise ValueError(f"json_mode must be 'json_object', 'json_schema' or None, got {json_mode!r}")
 
 
-__all__ = ["StructuredOutputError", "parse_structured", "run_structured", "schema_of"]
+__all__ = ["StructuredOutput", "StructuredOutputError", "parse_structured", "run_structured", "schema_of"]

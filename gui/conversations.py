@@ -28,9 +28,11 @@ class Conversations:
         self.ui = ui  # the WebUI: it makes the ChatSessions (with their agents)
         self.store = open_store(store)  # opened now: a bad URL or a damaged file is an error at start
 
-    def attach(self, demo: Any, state: Any, chatbot: Any, turn_events: Sequence[Any]) -> None:
+    def attach(self, demo: Any, state: Any, chatbot: Any, textbox: Any, turn_events: Sequence[Any]) -> None:
         """Render the sidebar in `demo` and wire it to the page's state and chatbot; `turn_events` are the
-        events after which the list may have changed (a turn, a clear)."""
+        events after which the list may have changed (a turn, a clear). The page's `textbox` (made not
+        interactive) is enabled once the user's conversation is open: a message sent before would be kept in
+        no conversation, and the opening would then replace it."""
         with gr.Sidebar(label="Conversations", elem_id="conversations"):
             new_btn = gr.Button("New conversation", elem_id="new-conversation", size="sm")
             listing = gr.Radio(choices=[], value=None, show_label=False, elem_id="conversation-list")
@@ -39,7 +41,7 @@ class Conversations:
                 rename_btn = gr.Button("Rename", elem_id="rename-conversation", size="sm", scale=1)
             delete_btn = gr.Button("Delete conversation", variant="stop", elem_id="delete-conversation", size="sm")
         opened = [chatbot, state, listing, title]
-        demo.load(self._on_load, [state], opened, queue=False)
+        demo.load(self._on_load, [state], [*opened, textbox], queue=False)
         new_btn.click(self._on_new, [state], opened, queue=False, api_visibility="private")
         listing.input(self._on_switch, [listing, state], opened, queue=False, api_visibility="private")
         for renamed in (rename_btn.click, title.submit):
@@ -53,7 +55,8 @@ class Conversations:
     def _on_load(self, chat: ChatSession | None, request: gr.Request) -> tuple:
         user = user_of(request)
         found = self.store.list(user)
-        return self._open(chat, Session(found[0].id if found else None, self.store, user=user), found)
+        opened = self._open(chat, Session(found[0].id if found else None, self.store, user=user), found)
+        return (*opened, gr.MultimodalTextbox(interactive=True))
 
     def _on_new(self, chat: ChatSession | None, request: gr.Request) -> tuple:
         return self._open(chat, Session(None, self.store, user=user_of(request)))

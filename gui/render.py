@@ -162,6 +162,11 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
     - reasoning_content: a collapsed "Thinking" block before the text;
     - a function call: a collapsed block with the arguments; a function result: a collapsed block with it.
     """
+    if msg.extra:  # a plugin's block, a call waiting for approval, the person's decision: see gui.control
+        from gui.control import CONTROL_KEYS, render_control
+
+        if not CONTROL_KEYS.isdisjoint(msg.extra):
+            return render_control(msg, show_name=show_name)
     if msg.role == USER:
         return render_user(msg)
     if msg.role == FUNCTION:

@@ -159,11 +159,15 @@ class WebUI:
                 show_label=False,
                 elem_id="chat-input",
                 autofocus=True,
+                interactive=not self.conversations,  # with conversations: once the user's one is open
             )
             with gr.Row():
                 stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn", size="sm")
                 regen_btn = gr.Button("Regenerate", elem_id="regenerate-btn", size="sm")
                 clear_btn = gr.Button("Clear", elem_id="clear-btn", size="sm")
+            from gui.control import ApprovalControls
+
+            approval = ApprovalControls(self)  # Approve / Deny, shown while a tool call waits for them
             suggestions = [s if isinstance(s, str) else s.get("text", "") for s in cfg.get("prompt.suggestions") or []]
             if suggestions:
                 gr.Examples(examples=[[s] for s in suggestions], inputs=[textbox], label="Try")
@@ -188,11 +192,12 @@ class WebUI:
             stop_btn.click(self._on_stop, [state], [], queue=False, api_name="stop")
             cleared = clear_btn.click(self._on_clear, [state], outputs, queue=False, api_name="clear")
             chatbot.clear(self._on_clear, [state], outputs, queue=False, api_visibility="private")
+            approval.wire(chatbot, textbox, state, selector, [submitted, regenerated, cleared])
             if self.conversations:
                 from gui.conversations import Conversations
 
                 store = None if self.conversations is True else self.conversations
-                Conversations(self, store).attach(demo, state, chatbot, [submitted, regenerated, cleared])
+                Conversations(self, store).attach(demo, state, chatbot, textbox, [submitted, regenerated, cleared])
         self.demo = demo
         return demo
 

@@ -41,6 +41,19 @@ class Case:
 
 
 EXAMPLES: dict[str, Case] = {
+    "guarded_agent.py": Case(
+        replies=[
+            Reply(tool_calls=[("send_money", {"to": "Bob", "amount": 150})]),
+            Reply(text="Done: 150 EUR went to Bob.", chunk_size=4),
+        ],
+        args=["Pay Bob 150 euros from my card 4111 1111 1111 1111."],
+        stdin="y\n",
+        expect=[
+            'approve send_money({"to": "Bob", "amount": 150})? [y/N]',
+            "[send_money] sent 150 EUR to Bob",
+            "assistant: Done: 150 EUR went to Bob.",
+        ],
+    ),
     "basic_chat.py": Case(
         replies=[Reply(text="Paris is the capital of France.", chunk_size=3)],
         args=["What is the capital of France?"],

@@ -170,7 +170,7 @@ class FnCallAgent(Agent):
             if callbacks:
                 from chatagent.events import emit
 
-                emit(callbacks, tool_end_event(self.name, outcome))
+                emit(callbacks, tool_end_event(self.name, outcome, ctx))
             outcomes.append(outcome)
             extra = {"function_id": outcome.call_id} if outcome.call_id is not None else None
             msg = Message._make(FUNCTION, self._shown_result(outcome, lang), outcome.name, None, None, extra)

@@ -67,6 +67,7 @@ from chatagent.agents.group_chat_auto_router import (
     roster,
 )
 from chatagent.agents.user import is_pending_input, pending_marker
+from chatagent.approval import is_approval, paused_agent, pending_approval
 from chatagent.llm.base import BaseChatModel
 from chatagent.logs import quote
 from chatagent.multi_agent_hub import MultiAgentHub
@@ -182,6 +183,9 @@ class GroupChat(Agent, MultiAgentHub):
         if unknown is not None:
             raise ValueError(f"speaker {unknown!r} is not in this group chat ({', '.join(self._order)})")
         rounds = self.max_rounds if max_round is None else _check_rounds(max_round, "max_round")
+        paused = paused_agent(history)
+        if paused in self._by_name:  # a member's tool call waited for approval: it resumes first
+            forced.insert(0, paused)
         if not need_batch_response:
             rounds = 1
         for _ in range(rounds):
@@ -209,7 +213,7 @@ class GroupChat(Agent, MultiAgentHub):
             response.extend(turn)
             if not turn:
                 logger.warning("group chat: %s said nothing", nxt)
-            if self._terminated(turn, history + response):
+            if pending_approval(turn) or self._terminated(turn, history + response):  # paused: for a person to decide
                 return
 
     def _terminated(self, turn: list[Message], conversation: list[Message]) -> bool:
@@ -304,6 +308,10 @@ class GroupChat(Agent, MultiAgentHub):
             if role == SYSTEM:
                 system += "\n\n" + content_text(m.content)
                 continue
+            if is_approval(m):  # a person's decision on a paused call: for the member who made it
+                if owner == name:
+                    view.append(m)
+                continue
             if role == FUNCTION:
                 if owner == name:
                     view.append(m)
@@ -383,7 +391,7 @@ class _OwnNameStripper:
             if self.strip:
                 text = text.lstrip()
                 self.strip = not text
-            if text or f.reasoning_content or f.function_call is not None:
+            if text or f.reasoning_content or f.function_call is not None or len(f.extra) > 1:  # extra: a mark
                 out.append(f.copy(content=text))
         if out:
             self.shown = self.shown or any(f.extra["index"] == index for f in out)

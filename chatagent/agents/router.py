@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from chatagent.agent import Agent, run_subagent
+from chatagent.approval import paused_agent
 from chatagent.effects import View
 from chatagent.llm.base import BaseChatModel
 from chatagent.logs import quote
@@ -98,6 +99,10 @@ class Router(Agent, MultiAgentHub):
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         lang = lang if lang in ROUTER_PROMPT else "en"
+        paused = paused_agent(messages)
+        if paused is not None and self.match(paused) is not None:  # a sub-agent's tool call waited for approval
+            yield from self._subagent(self.match(paused), messages, lang)  # type: ignore[arg-type]
+            return
         routed = self._router_messages(messages, lang)
         detector = _CallDetector()
         yield from self._call_llm(routed, view=detector)

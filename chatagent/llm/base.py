@@ -49,10 +49,13 @@ FRAMEWORK_KEYS = frozenset(
         "use_raw_api",
         "thought_in_content",
         "lang",
+        "cache",
+        "cache_nondeterministic",
+        "cache_dir",
     }
 )
 # Qwen-Agent keys that have no effect here: taken out of the request, never sent (a strict server rejects them)
-IGNORED_KEYS = frozenset({"skip_stopword_postproc", "cache_dir"})
+IGNORED_KEYS = frozenset({"skip_stopword_postproc"})
 
 
 @dataclass
@@ -88,6 +91,9 @@ class Settings:
     use_raw_api: bool | None = None  # Qwen-Agent's switch: True native tool calling, False prompt-based
     thought_in_content: bool = False  # `<think>...</think>` in the reply's text is reasoning
     lang: str | None = None  # Qwen-Agent's; chatagent detects the language of each conversation itself
+    cache: Any = None  # the response cache: 'sqlite:///file.db' or a directory (see chatagent.llm.cache)
+    cache_nondeterministic: bool = False  # cache answers of sampling settings too
+    cache_dir: Any = None  # Qwen-Agent's name for `cache` with a directory
 
 
 def split_generate_cfg(cfg: dict) -> tuple[Settings, dict]:
@@ -163,7 +169,7 @@ class BaseChatModel:
     native_tools = True
     #: The config keys this class reads (each subclass adds its own); any other key is a TypeError.
     cfg_keys: frozenset[str] = frozenset(
-        {"model", "model_type", "model_server", "api_key", "generate_cfg", "multimodal"}
+        {"model", "model_type", "model_server", "api_key", "generate_cfg", "multimodal", "cache_dir"}
     )
     #: Whether `context_window` comes from the server itself (it then caps an explicit max_input_tokens too).
     window_from_server = False
@@ -177,8 +183,8 @@ class BaseChatModel:
         self.api_key: str | None = clean_api_key(cfg.get("api_key"))
         if "multimodal" in cfg:
             self.support_multimodal_input = bool(cfg["multimodal"])
-        if "cache_dir" in cfg or "cache_dir" in self.generate_cfg:
-            logger.warning("%s: cache_dir (Qwen-Agent's response cache) is not supported; ignored", type(self).__name__)
+        if cfg.get("cache_dir"):  # Qwen-Agent's place for it: the response cache in a directory
+            self.generate_cfg.setdefault("cache", cfg["cache_dir"])
         self._tokenizer: Tokenizer | None = None
 
     def __repr__(self) -> str:
@@ -427,6 +433,26 @@ class BaseChatModel:
         usage: Usage | None,
         stream: bool,
     ) -> Iterator[list[Message]]:
+        if settings.cache or settings.cache_dir:
+            from chatagent.llm.cache import lookup, recording, replay
+
+            store, key = lookup(self, msgs, funcs, cfg, settings)
+            if store is not None:
+                stored = store.get(key)
+                if stored is not None:
+                    return replay(stored)
+                return recording(store, key, self._model_call(msgs, funcs, cfg, settings, usage, stream))
+        return self._model_call(msgs, funcs, cfg, settings, usage, stream)
+
+    def _model_call(
+        self,
+        msgs: list[Message],
+        funcs: list[dict] | None,
+        cfg: dict,
+        settings: Settings,
+        usage: Usage | None,
+        stream: bool,
+    ) -> Iterator[list[Message]]:
         from chatagent.llm import fncall_prompt
 
         prompted, cfg = self._route(msgs, funcs, cfg, settings, usage)
@@ -447,6 +473,23 @@ class BaseChatModel:
         return native
 
     def _acall(
+        self,
+        msgs: list[Message],
+        funcs: list[dict] | None,
+        cfg: dict,
+        settings: Settings,
+        usage: Usage | None,
+        stream: bool,
+    ) -> AsyncIterator[list[Message]]:
+        if settings.cache or settings.cache_dir:
+            from chatagent.llm.cache import arecording, lookup
+
+            store, key = lookup(self, msgs, funcs, cfg, settings)
+            if store is not None:
+                return arecording(store, key, lambda: self._amodel_call(msgs, funcs, cfg, settings, usage, stream))
+        return self._amodel_call(msgs, funcs, cfg, settings, usage, stream)
+
+    def _amodel_call(
         self,
         msgs: list[Message],
         funcs: list[dict] | None,

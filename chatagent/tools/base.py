@@ -11,7 +11,8 @@
 
 `parameters` is a JSON Schema (passed to the model as given) or a pydantic model class. `cfg` carries
 per-instance settings the agent reads: `timeout` (seconds), `cache` (reuse results for the same
-arguments), `max_calls` (per run), `return_direct` (the result is the final answer).
+arguments), `max_calls` (per run), `return_direct` (the result is the final answer), `requires_approval`
+(True, or a predicate on the arguments: the run pauses for a person's yes or no; see `chatagent.approval`).
 
 The agent hands `call()` the model's arguments as a JSON string, as Qwen-Agent does, after parsing them
 leniently and validating them against `parameters` (the string is the repaired, validated arguments).
@@ -30,7 +31,7 @@ from chatagent.errors import ChatAgentError
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments, validate_arguments
 
 _EMPTY_SCHEMA: dict = {"type": "object", "properties": {}}
-TOOL_SETTINGS = ("timeout", "cache", "max_calls", "return_direct")
+TOOL_SETTINGS = ("timeout", "cache", "max_calls", "return_direct", "requires_approval")
 
 
 class BaseTool:
@@ -44,6 +45,7 @@ class BaseTool:
     cache: bool = False
     max_calls: int | None = None
     return_direct: bool = False
+    requires_approval: bool | Callable[[dict], bool] = False
 
     def __init__(self, cfg: dict | None = None) -> None:
         self.cfg: dict = dict(cfg or {})
@@ -58,6 +60,11 @@ class BaseTool:
             raise ValueError(f"tool {self.name!r}: timeout must be a positive number of seconds, got {self.timeout!r}")
         if self.max_calls is not None and not (isinstance(self.max_calls, int) and self.max_calls >= 0):
             raise ValueError(f"tool {self.name!r}: max_calls must be a non-negative integer, got {self.max_calls!r}")
+        if not isinstance(self.requires_approval, bool) and not callable(self.requires_approval):
+            raise ValueError(
+                f"tool {self.name!r}: requires_approval must be True, False or a function of the arguments, "
+                f"got {self.requires_approval!r:.80}"
+            )
         self._function: dict | None = None
         cls = type(self)
         #: Whether the tool is a coroutine at heart (`acall` overridden, or `call` an `async def`): `arun()` then

@@ -35,7 +35,8 @@ class ToolOutcome:
     """What became of one call: the content for the function message, and how it went.
 
     `error` is None on success, else one of 'unknown_tool', 'bad_arguments', 'max_calls', 'loop',
-    'timeout', 'exception'; `content` then holds the message the model reads.
+    'timeout', 'exception', 'denied' (a person did not approve it); `content` then holds the message the model
+    reads.
     """
 
     __slots__ = ("name", "arguments", "call_id", "content", "error", "duration", "cached", "return_direct")
@@ -59,12 +60,14 @@ class ToolOutcome:
 
 
 class PreparedCall:
-    """A call that passed every check and still has to run (`outcome` is filled when it has)."""
+    """A call that passed every check and still has to run (`outcome` is filled when it has). `ready` is set when
+    its outcome was decided without running the tool (a plugin gave the result, or a person denied the call)."""
 
-    __slots__ = ("tool", "args", "outcome", "cache_key", "kwargs")
+    __slots__ = ("tool", "args", "outcome", "cache_key", "kwargs", "ready")
 
     def __init__(self, tool: BaseTool, args: dict, outcome: ToolOutcome, cache_key: str | None, kwargs: dict) -> None:
         self.tool, self.args, self.outcome, self.cache_key, self.kwargs = tool, args, outcome, cache_key, kwargs
+        self.ready = False
 
 
 class ToolCache:
@@ -187,6 +190,8 @@ def execute(call: PreparedCall, cache: ToolCache | None = None, deadline: float 
     that result (within their own time limit) and take it from the cache; if it failed, the next runs it.
     """
     tool, outcome = call.tool, call.outcome
+    if call.ready:
+        return outcome
     limit = tool.timeout
     if deadline is not None:
         left = max(deadline - time.monotonic(), 0.0)
@@ -249,6 +254,8 @@ async def aexecute(call: PreparedCall, cache: ToolCache | None = None, deadline:
     import asyncio
 
     tool, outcome = call.tool, call.outcome
+    if call.ready:
+        return outcome
     if not tool.is_async:
         return await asyncio.to_thread(execute, call, cache, deadline)
     limit = tool.timeout

@@ -346,8 +346,8 @@ def tool(
 ) -> Any:
     """Make a typed function a tool. Use bare (`@tool`) or with settings (`@tool(timeout=5, cache=True)`).
 
-    Settings: `timeout`, `cache`, `max_calls`, `return_direct` (see BaseTool); `name` and `description`
-    override the function's name and docstring.
+    Settings: `timeout`, `cache`, `max_calls`, `return_direct`, `requires_approval` (see BaseTool); `name` and
+    `description` override the function's name and docstring.
     """
     unknown = set(cfg) - set(TOOL_SETTINGS)
     if unknown:

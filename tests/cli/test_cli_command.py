@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from chatagent import BasicAgent, FnCallAgent, ScriptedLLM, tool_call
+from chatagent import BasicAgent, FnCallAgent, ScriptedLLM, tool, tool_call
 from chatagent.cli import CliError, chat_loop, collect_files, default_agent, llm_config, load_object, main
 from tests.support import processes
 
@@ -173,6 +173,38 @@ def test_chat_loop_prints_the_sources_and_says_when_an_answer_was_cut(tmp_path: 
     text = out.getvalue()
     assert "The limit is 7\n[cut off: the answer reached its token limit (max_tokens)]" in text
     assert "Sources:\n  1. manual.txt, p. 1: The boiler pressure limit is 7 bar." in text
+def test_chat_loop_asks_before_a_tool_that_needs_approval_and_shows_blocks() -> None:
+    from chatagent.guardrails import OutputGuardrail
+
+    ran = []
+
+    @tool(requires_approval=True)
+    def wipe(disk: str) -> str:
+        """Wipe a disk."""
+        ran.append(disk)
+        return "wiped"
+
+    llm = ScriptedLLM(
+        [tool_call("wipe", {"disk": "sda"}), "Wiped.", tool_call("wipe", {"disk": "sdb"}), "Kept.", "my password"]
+    )
+    guard = OutputGuardrail(lambda text: "password" in text and "secret", message="(withheld)", name="pw")
+    agent = FnCallAgent(function_list=[wipe], llm=llm, plugins=[guard])
+    prompts = []
+    lines = iter(["wipe sda", "y", "wipe sdb", "n", "too risky", "tell me", "/exit"])
+
+    def read(prompt: str) -> str:
+        prompts.append(prompt)
+        return next(lines)
+
+    out = io.StringIO()
+    chat_loop(agent, read=read, out=out, color=False)
+    text = out.getvalue()
+    assert ran == ["sda"]
+    assert 'The agent wants to run wipe({"disk": "sda"})' in text and "Wiped." in text and "Kept." in text
+    assert prompts.count("allow? [y/N] ") == 2 and "why not (optional, told to the agent)? " in prompts
+    assert "the user denied this call of wipe" in llm.calls[3].messages[-1].text
+    assert "too risky" in llm.calls[3].messages[-1].text
+    assert "[blocked by pw] (withheld)" in text
 
 
 def test_agent_specs_model_flags_and_file_lists(agent_file: Path, tmp_path: Path, caplog) -> None:

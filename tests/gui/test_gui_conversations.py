@@ -103,16 +103,17 @@ def test_the_sidebar_handlers_keep_users_apart_and_open_the_latest(store: str) -
 
     ui = WebUI(counting())
     bar = Conversations(ui, store)
-    display, chat, listing, title = bar._on_load(None, request("alice"))
+    display, chat, listing, title, box = bar._on_load(None, request("alice"))
+    assert box.interactive is True  # the input opens with the conversation
     assert display == [] and listing.choices == [] and chat.stored.user == "alice"
     say(chat, "alice's first")
     _, chat, _, _ = bar._on_new(chat, request("alice"))
     say(chat, "alice's second")
-    bob_display, bob_chat, bob_listing, _ = bar._on_load(None, request("bob"))
+    bob_display, bob_chat, bob_listing, _, _ = bar._on_load(None, request("bob"))
     assert bob_display == [] and bob_listing.choices == []
     first_id = Session.list(store, user="alice")[-1].id
     assert bar._on_switch(first_id, bob_chat, request("bob"))[1].history == []  # bob cannot open alice's by id
-    display, chat, listing, title = bar._on_load(None, request("alice"))
+    display, chat, listing, title, _ = bar._on_load(None, request("alice"))
     assert [label for label, _ in listing.choices] == ["alice's second", "alice's first"]
     assert listing.value == chat.stored.id and "alice's second" in str(display)
     listing, title = bar._on_rename("Renamed", chat, request("alice"))

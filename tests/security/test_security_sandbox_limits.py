@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -79,11 +80,12 @@ def test_memory_is_limited_for_the_session_as_a_whole(tmp_path: Path, mode: str,
 def test_cpu_time_is_limited_for_the_session_as_a_whole(tmp_path: Path, mode: str, enforcement: str) -> None:
     """cpu_seconds=3 and four processes that each want 10 s: once, each process had its own 3 s (12 s in all).
     What the processes used is watched from outside, in /proc, every 10 ms until they are gone."""
-    child = "import time  # cpu-burner\nwhile time.process_time() < 10:\n    pass\n"
+    marker = f"cpu-burner-{uuid.uuid4().hex}"  # this test's processes only, not another suite's on the machine
+    child = f"import time  # {marker}\nwhile time.process_time() < 10:\n    pass\n"
     tool = _tool(tmp_path, mode, cpu_seconds=3)
     seen: dict[int, float] = {}
     stop = threading.Event()
-    watcher = threading.Thread(target=_watch_cpu, args=(b"cpu-burner", seen, stop), daemon=True)
+    watcher = threading.Thread(target=_watch_cpu, args=(marker.encode(), seen, stop), daemon=True)
     watcher.start()
     try:
         out = run(tool, _children(child, 4), session="c")

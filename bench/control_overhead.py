@@ -1,0 +1,226 @@
+"""What plugins, tracing and the response cache cost, each beside the same run without them, measured in this run.
+
+    .venv/bin/python bench/control_overhead.py [--quick]
+
+(a) per model call: a BasicAgent run (one model call, 8 chunks) and a FnCallAgent run (two model calls and a
+    tool) over ScriptedLLM, without plugins (the reference) and with 3 plugins (an input redaction, an output
+    length policy, and a plugin with before/after model and tool hooks); the difference per model call.
+    Goal: <= 50 us per model call.
+(b) the same with tracing on (`chatagent.telemetry.instrument` to an SDK TracerProvider whose batch processor
+    drops the spans): spans for the run, each model call and each tool call. Goal: <= 50 us per model call. Beside
+    it, our own part (the same with OpenTelemetry's no-op provider: events and our callback) and the SDK's own
+    cost of one span (start, 5 attributes, end, batch processor), measured here: a run with one model call makes two.
+(c) a 16k-chunk answer through BasicAgent: reference without anything, then with the 3 plugins, with tracing,
+    and with both. Goal: <= 5 % of the stream.
+(d) the response cache: a 16k-chunk answer from the loopback OpenAI-compatible server (the reference) beside the
+    same answer replayed from the cache (SQLite), through BasicAgent.
+
+Times are CPU time of this process (other processes on a shared machine do not count), the best of interleaved
+repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from _measure import best, show  # noqa: E402
+
+from chatagent import BasicAgent, FnCallAgent, Plugin, Reply, ScriptedLLM, get_chat_model, tool, tool_call  # noqa: E402
+from chatagent.guardrails import TextPolicy  # noqa: E402
+
+USER = [{"role": "user", "content": "My key is sk-abcdefghijklmnopqrstuvwx. What is the weather in Oslo?"}]
+CHUNK = "tok "
+
+
+class Hooks(Plugin):
+    """A plugin that looks at every model call and tool call (and changes nothing)."""
+
+    def before_model(self, agent, call):
+        self.n = len(call.messages)
+
+    def after_model(self, agent, call, reply):
+        self.m = len(reply)
+
+    def before_tool(self, agent, call):
+        self.t = call.tool.name
+
+    def after_tool(self, agent, outcome):
+        self.o = outcome.error
+
+
+def three_plugins() -> list:
+    return [TextPolicy(redact=[r"sk-[A-Za-z0-9]{20,}"], on="input"), TextPolicy(max_chars=100_000), Hooks()]
+
+
+@tool
+def weather(city: str) -> str:
+    """Weather in a city."""
+    return "sunny"
+
+
+def basic(plugins: list | None) -> Callable[[], object]:
+    bot = BasicAgent(llm=ScriptedLLM(default=Reply(text="It is sunny in Oslo today, as usual.")), plugins=plugins)
+    return lambda: bot.run_nonstream(USER)
+
+
+def with_tool(plugins: list | None) -> Callable[[], object]:
+    def reply(messages, functions):
+        return "Sunny." if messages[-1].role == "function" else tool_call("weather", {"city": "Oslo"})
+
+    bot = FnCallAgent(llm=ScriptedLLM(default=reply), function_list=[weather], plugins=plugins)
+    return lambda: bot.run_nonstream(USER)
+
+
+def per_run_us(fn: Callable[[], object], runs: int, repeats: int) -> float:
+    def batch() -> None:
+        for _ in range(runs):
+            fn()
+
+    return best(batch, repeats, time.process_time) / runs * 1e6
+
+
+class Tracing:
+    """chatagent instrumented to an SDK TracerProvider whose batch processor drops the spans (`noop=True`: to
+    OpenTelemetry's no-op provider, which leaves only our own work)."""
+
+    def __init__(self, noop: bool = False) -> None:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+        class Drop(SpanExporter):
+            def export(self, spans):  # noqa: ANN001
+                return SpanExportResult.SUCCESS
+
+        if noop:
+            from opentelemetry.trace import NoOpTracerProvider
+
+            self.provider = NoOpTracerProvider()
+            return
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(BatchSpanProcessor(Drop()))
+
+    def __enter__(self) -> Tracing:
+        from chatagent import telemetry
+
+        telemetry.instrument(self.provider)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from chatagent import telemetry
+
+        telemetry.uninstrument()
+
+
+def sdk_span_us(runs: int, repeats: int) -> float:
+    """The OpenTelemetry SDK's own cost of one span like ours (the reference for b)."""
+    from opentelemetry.trace import SpanKind
+
+    tracer = Tracing().provider.get_tracer("bench")
+    attributes = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m", "gen_ai.provider.name": "openai",
+                  "gen_ai.usage.input_tokens": 12, "gen_ai.usage.output_tokens": 34}  # fmt: skip
+
+    def span() -> None:
+        tracer.start_span("chat m", None, SpanKind.CLIENT, attributes, start_time=1).end(end_time=2)
+
+    return per_run_us(span, runs, repeats)
+
+
+def bench_per_call(runs: int, repeats: int) -> None:
+    sdk = sdk_span_us(runs, repeats)
+    show("b_sdk_span_us", f"{sdk:.1f} per span (reference: the OpenTelemetry SDK's own cost, batch processor)")
+    for name, make, calls in (("basic", basic, 1), ("tool", with_tool, 2)):
+        ref = per_run_us(make(None), runs, repeats)
+        plug = per_run_us(make(three_plugins()), runs, repeats)
+        with Tracing():
+            traced = per_run_us(make(None), runs, repeats)
+        with Tracing(noop=True):
+            ours = per_run_us(make(None), runs, repeats)
+        spans = 1 + calls + (calls - 1)  # the run, its model calls, its tool calls
+        show(f"a_{name}_run_reference_us", f"{ref:.1f} per run ({calls} model call{'s' if calls > 1 else ''})")
+        show(
+            f"a_{name}_3_plugins_us_per_model_call",
+            f"{(plug - ref) / calls:.1f} (run {plug:.1f} vs reference {ref:.1f}; goal <= 50)",
+        )
+        show(
+            f"b_{name}_tracing_us_per_model_call",
+            f"{(traced - ref) / calls:.1f} (run {traced:.1f} vs reference {ref:.1f}; goal <= 50); of which ours "
+            f"{(ours - ref) / calls:.1f} (no-op provider) and the SDK's {spans} spans ~{spans * sdk / calls:.1f}",
+        )
+
+
+def streamed(bot: BasicAgent) -> Callable[[], object]:
+    """A function that runs `bot` on USER in delta mode to the end; its last yield."""
+
+    def run() -> object:
+        last = None
+        for last in bot.run(USER, delta_stream=True):  # noqa: B007
+            pass
+        return last
+
+    return run
+
+
+def stream_run(n: int, plugins: list | None) -> Callable[[], object]:
+    return streamed(BasicAgent(llm=ScriptedLLM(default=Reply(chunks=[CHUNK] * n)), plugins=plugins))
+
+
+def bench_stream(n: int, repeats: int) -> None:
+    variants = {"reference": (None, False), "3_plugins": ("plugins", False), "tracing": (None, True)}
+    variants["3_plugins_and_tracing"] = ("plugins", True)
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    tracing = Tracing()
+    for _ in range(repeats):  # interleaved, so that the noise of a shared machine hits all alike
+        for name, (plugins, traced) in variants.items():
+            fn = stream_run(n, three_plugins() if plugins else None)
+            if traced:
+                with tracing:
+                    times[name].append(best(fn, 1, time.process_time))
+            else:
+                times[name].append(best(fn, 1, time.process_time))
+    ref = min(times["reference"])
+    show(f"c_stream_{n // 1000}k_reference_s", f"{ref:.4f} cpu ({ref / n * 1e6:.2f} us per chunk)")
+    for name in list(variants)[1:]:
+        t = min(times[name])
+        show(
+            f"c_stream_{n // 1000}k_{name}_s",
+            f"{t:.4f} cpu ({(t - ref) / ref * 100:+.1f} % of the reference; goal <= 5 %)",
+        )
+
+
+def bench_cache(n: int, repeats: int) -> None:
+    from tests.support.openai_server import OpenAIServer
+    from tests.support.openai_server import Reply as ServerReply
+
+    with OpenAIServer() as server, tempfile.TemporaryDirectory() as tmp:
+        server.add(ServerReply(chunks=[CHUNK] * n, repeat=True))
+        cfg = {"model": "m", "model_server": server.base_url, "api_key": "k", "generate_cfg": {"temperature": 0}}
+        fresh = BasicAgent(llm=get_chat_model(cfg))
+        cached = BasicAgent(llm=get_chat_model(cfg), generate_cfg={"cache": f"sqlite:///{tmp}/c.db"})
+
+        streamed(cached)()  # stores it
+        server_t = min(best(streamed(fresh), 1) for _ in range(repeats))
+        cache_t = min(best(streamed(cached), 1) for _ in range(repeats))
+        show(f"d_{n // 1000}k_from_the_loopback_server_s", f"{server_t:.3f} wall (reference)")
+        show(f"d_{n // 1000}k_from_the_cache_s", f"{cache_t:.3f} wall ({cache_t / server_t:.2f}x the server stream)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer runs and repeats")
+    args = parser.parse_args()
+    runs, repeats = (200, 3) if args.quick else (1000, 7)
+    bench_per_call(runs, repeats)
+    bench_stream(16_000, repeats)
+    bench_cache(16_000, 3 if args.quick else 5)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,238 @@
+"""Guardrails: checks on what goes into a run and what comes out, with a tripwire that stops it.
+
+    bot = Assistant(llm=cfg, plugins=[
+        TextPolicy(redact=[r'sk-[A-Za-z0-9]{20,}'], on='input'),             # keys never reach the model
+        InputGuardrail(LLMJudge(judge_cfg, 'Is this a request for malware?')),  # beside the answer
+        OutputGuardrail(lambda text: 'leaks an address' if EMAIL.search(text) else None),
+        TextPolicy(max_chars=4000, forbid=[r'(?i)\\bpassword\\b']),
+    ])
+
+A check is a function of a text (the latest user message for input, the final answer for output) that returns
+why it trips (a string, or True) or None/False to let the run go on. A tripped guardrail stops the run: its last
+yield is `message` as the answer, with `extra['blocked_by']` naming the guardrail and `extra['blocked_reason']`.
+
+An input guardrail runs in a thread beside the answer (`concurrent=True`, the default): the model starts at once,
+but nothing is shown and no tool runs until the check has passed; `concurrent=False` checks before the model is
+called. Structured output (validate, send the error back, retry) is `chatagent.structured.StructuredOutput`, the
+plugin behind `response_format=`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from chatagent.plugins import Blocked, Plugin
+from chatagent.schema import ASSISTANT, USER, Message, content_text
+
+logger = logging.getLogger("chatagent.guardrails")
+
+DEFAULT_MESSAGE = "Sorry, I can't help with that."
+JUDGE_PROMPT = (
+    "You are a strict content checker. {instruction}\n\n"
+    "The text to check is between the markers:\n<<<TEXT\n{text}\nTEXT>>>\n\n"
+    "Reply with exactly one line: ALLOW if the text is acceptable, or BLOCK: <a short reason> if it is not."
+)
+
+Check = Callable[[str], Any]
+
+
+def verdict(value: Any, what: str) -> str | None:
+    """A check's return value as the reason it trips (None: it passes)."""
+    if value is None or value is False or value == "":
+        return None
+    if value is True:
+        return f"{what} tripped"
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"a guardrail check returns a reason (str), True, or None/False; got {type(value).__name__}")
+
+
+def latest_user_text(messages: list[Message]) -> str:
+    """The text of the latest user message ('' if there is none)."""
+    for m in reversed(messages):
+        if m.role == USER:
+            return content_text(m.content)
+    return ""
+
+
+def answer_text(response: list[Message]) -> str:
+    """The text of a response's final answer: its last assistant message without a call ('' if none)."""
+    for m in reversed(response):
+        if m.role == ASSISTANT and m.function_call is None:
+            return content_text(m.content)
+    return ""
+
+
+class InputGuardrail(Plugin):
+    """Checks the latest user message with `check(text)`; trips with `message` as the answer.
+
+    `concurrent=True` (default): in a thread beside the answer (nothing is shown and no tool runs before it
+    passes); False: before the model is called.
+    """
+
+    def __init__(
+        self,
+        check: Check,
+        *,
+        message: str = DEFAULT_MESSAGE,
+        concurrent: bool = True,
+        name: str | None = None,
+        on_error: str | None = None,
+    ) -> None:
+        super().__init__(name=name or _name_of(check, "InputGuardrail"), on_error=on_error)
+        if not callable(check):
+            raise TypeError(f"check must be a function of a text, got {type(check).__name__}")
+        self.check, self.message = check, message
+        if concurrent:
+            self.before_run = None  # type: ignore[assignment]
+        else:
+            self.check_input = None  # type: ignore[assignment]
+
+    def _trip(self, messages: list[Message]) -> None:
+        reason = verdict(self.check(latest_user_text(messages)), self.name)
+        if reason is not None:
+            raise Blocked(self.message, reason)
+
+    def check_input(self, agent: Any, messages: list[Message]) -> None:
+        self._trip(messages)
+
+    def before_run(self, agent: Any, messages: list[Message]) -> None:
+        self._trip(messages)
+
+
+class OutputGuardrail(Plugin):
+    """Checks the final answer with `check(text)`; trips with `message` in its place."""
+
+    def __init__(
+        self, check: Check, *, message: str = DEFAULT_MESSAGE, name: str | None = None, on_error: str | None = None
+    ) -> None:
+        super().__init__(name=name or _name_of(check, "OutputGuardrail"), on_error=on_error)
+        if not callable(check):
+            raise TypeError(f"check must be a function of a text, got {type(check).__name__}")
+        self.check, self.message = check, message
+
+    def after_run(self, agent: Any, response: list[Message]) -> None:
+        reason = verdict(self.check(answer_text(response)), self.name)
+        if reason is not None:
+            raise Blocked(self.message, reason)
+
+
+class TextPolicy(Plugin):
+    """Length and pattern rules for the input (the user's messages) or the output (the final answer).
+
+    Args:
+        max_chars: the longest text allowed (the latest user message, or the answer).
+        forbid: regular expressions that trip the policy when found.
+        redact: regular expressions whose matches are replaced by `replacement`: in every user message before the
+            model sees them (input), or in the answer before it is shown as final (output).
+        on: 'input', 'output' or 'both'.
+        message: the answer when the policy trips.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_chars: int | None = None,
+        forbid: Iterable[str | re.Pattern] = (),
+        redact: Iterable[str | re.Pattern] = (),
+        replacement: str = "[redacted]",
+        on: str = "output",
+        message: str = DEFAULT_MESSAGE,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        if on not in ("input", "output", "both"):
+            raise ValueError(f"on must be 'input', 'output' or 'both', got {on!r}")
+        if max_chars is not None and (not isinstance(max_chars, int) or max_chars < 1):
+            raise ValueError(f"max_chars must be a positive integer, got {max_chars!r}")
+        self.max_chars = max_chars
+        self.forbid = [re.compile(p) for p in forbid]
+        self.redact = [re.compile(p) for p in redact]
+        if not (self.max_chars or self.forbid or self.redact):
+            raise ValueError("TextPolicy needs max_chars, forbid or redact")
+        self.replacement, self.message = replacement, message
+        if on == "output":
+            self.before_run = None  # type: ignore[assignment]
+        elif on == "input":
+            self.after_run = None  # type: ignore[assignment]
+
+    def _check(self, text: str, what: str) -> None:
+        if self.max_chars is not None and len(text) > self.max_chars:
+            raise Blocked(self.message, f"the {what} is longer than {self.max_chars} characters")
+        for p in self.forbid:
+            if p.search(text):
+                raise Blocked(self.message, f"the {what} matches a forbidden pattern ({p.pattern})")
+
+    def _redacted(self, text: str) -> str:
+        for p in self.redact:
+            text = p.sub(self.replacement, text)
+        return text
+
+    def before_run(self, agent: Any, messages: list[Message]) -> list[Message] | None:
+        if self.redact:
+            messages = [_with_text(m, self._redacted) if m.role == USER else m for m in messages]
+        self._check(latest_user_text(messages), "input")
+        return messages if self.redact else None
+
+    def after_run(self, agent: Any, response: list[Message]) -> list[Message] | None:
+        if self.redact:
+            response = [_with_text(m, self._redacted) if m.role == ASSISTANT else m for m in response]
+        self._check(answer_text(response), "answer")
+        return response if self.redact else None
+
+
+class LLMJudge:
+    """A check that asks a model: `LLMJudge(llm, 'Does it ask for medical advice?')(text)` -> the reason, or None.
+
+    The model answers ALLOW or BLOCK: <reason>; any other answer blocks too (a judge that cannot judge does not
+    let the text through), logged.
+    """
+
+    def __init__(self, llm: Any, instruction: str, *, generate_cfg: dict | None = None) -> None:
+        from chatagent.llm.base import get_chat_model
+
+        self.llm = get_chat_model(llm)
+        self.instruction = instruction
+        self.generate_cfg = {"temperature": 0, **(generate_cfg or {})}
+        self.__name__ = "LLMJudge"
+
+    def __call__(self, text: str) -> str | None:
+        prompt = JUDGE_PROMPT.format(instruction=self.instruction, text=text)
+        reply = self.llm.chat([Message._make(USER, prompt)], stream=False, extra_generate_cfg=self.generate_cfg)
+        answer = content_text(reply[-1].content).strip() if reply else ""
+        head = answer.split("\n", 1)[0].strip().strip("*").strip()
+        if head.upper().startswith("ALLOW"):
+            return None
+        if head.upper().startswith("BLOCK"):
+            return head[5:].lstrip(" :").strip() or "the judge said BLOCK"
+        logger.warning("LLMJudge: the judge answered neither ALLOW nor BLOCK (%r): blocking", answer[:80])
+        return "the judge gave no verdict"
+
+
+def _with_text(m: Message, edit: Callable[[str], str]) -> Message:
+    """`m` with `edit` applied to its text (each text item of a list content)."""
+    if isinstance(m.content, str):
+        new = edit(m.content)
+        return m if new == m.content else m.copy(content=new)
+    from chatagent.schema import ContentItem
+
+    items = [ContentItem(text=edit(item.value)) if item.kind == "text" else item for item in m.content]
+    return m.copy(content=items)
+
+
+def _name_of(check: Any, default: str) -> str:
+    name = getattr(check, "__name__", "")
+    return default if not name or name == "<lambda>" else name
+
+
+__all__ = [
+    "InputGuardrail",
+    "LLMJudge",
+    "OutputGuardrail",
+    "TextPolicy",
+    "answer_text",
+    "latest_user_text",
+]

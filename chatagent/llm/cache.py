@@ -1,0 +1,215 @@
+"""The response cache: the same question with the same settings gets the earlier answer, streamed as it came.
+
+    llm = get_chat_model({'model': ..., 'generate_cfg': {'cache': 'sqlite:///cache.db', 'temperature': 0}})
+    bot = BasicAgent(llm=llm, generate_cfg={'cache': '/var/cache/answers'})    # or a directory; per run too
+
+A reply is stored once it has streamed to its end (a stopped or failed call stores nothing), as the pieces it
+streamed in; a hit streams those pieces again, so the caller sees what it saw the first time, without calling the
+model (and without counting tokens). The key is a hash of the model (its class, name and server), the messages as
+sent, the tool schemas, and every setting that shapes the answer (retries, time limits and the cache setting
+itself do not).
+
+Only deterministic settings are cached: `temperature` 0 or `top_k` 1. A sampled answer is a draw, and serving
+it again would hide that; `cache_nondeterministic=True` caches those too (for tests and demos). `cache_dir` (Qwen-
+Agent's name) is the same as `cache` with a directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import orjson
+
+from chatagent.schema import Message, to_message
+
+logger = logging.getLogger("chatagent.llm")
+
+# framework settings that do not change the answer (everything else in the key)
+_NOT_IN_KEY = frozenset(
+    {"max_retries", "retry_delay", "max_retry_wait", "request_timeout", "deadline", "lang", "cache",
+     "cache_nondeterministic", "cache_dir"}
+)  # fmt: skip
+_FORMAT = 1  # bump when the stored form changes: older entries are then simply not found
+_opened: dict[str, ResponseCache] = {}
+_opened_lock = threading.Lock()
+
+
+def deterministic(cfg: dict) -> bool:
+    """Whether these generation settings choose the most likely answer (temperature 0 or top_k 1)."""
+    return cfg.get("temperature") == 0 or cfg.get("top_k") == 1
+
+
+def cache_key(model: Any, messages: list[Message], functions: list[dict] | None, cfg: dict) -> str:
+    """The hash that identifies a model call's answer (see the module docstring)."""
+    ident = {
+        "v": _FORMAT,
+        "model": [
+            type(model).__qualname__,
+            getattr(model, "model", ""),
+            str(getattr(model, "cfg", {}).get("model_server") or ""),
+        ],  # fmt: skip
+        "messages": [m.model_dump() for m in messages],
+        "functions": functions or [],
+        "cfg": {k: v for k, v in cfg.items() if k not in _NOT_IN_KEY},
+    }
+    data = orjson.dumps(ident, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+    return hashlib.sha256(data).hexdigest()
+
+
+class ResponseCache:
+    """Stored replies by key: `get(key)` -> the pieces as stored or None; `put(key, pieces)`."""
+
+    def get(self, key: str) -> list | None:
+        raise NotImplementedError
+
+    def put(self, key: str, pieces: list) -> None:
+        raise NotImplementedError
+
+
+class SQLiteCache(ResponseCache):
+    """Replies in one table of a SQLite file; one connection per thread, WAL so that readers do not wait."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._db() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, pieces BLOB NOT NULL) WITHOUT ROWID")
+
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = sqlite3.connect(self.path, timeout=10)
+            db.execute("PRAGMA journal_mode=WAL")
+        return db
+
+    def get(self, key: str) -> list | None:
+        row = self._db().execute("SELECT pieces FROM replies WHERE key = ?", (key,)).fetchone()
+        return orjson.loads(row[0]) if row else None
+
+    def put(self, key: str, pieces: list) -> None:
+        with self._db() as db:
+            db.execute("INSERT OR REPLACE INTO replies (key, pieces) VALUES (?, ?)", (key, orjson.dumps(pieces)))
+
+
+class DirectoryCache(ResponseCache):
+    """Replies as files `<dir>/<2 hex>/<key>.json`, written atomically."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.mkdir(parents=True, exist_ok=True)
+
+    def _file(self, key: str) -> Path:
+        return self.path / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> list | None:
+        try:
+            return orjson.loads(self._file(key).read_bytes())
+        except FileNotFoundError:
+            return None
+
+    def put(self, key: str, pieces: list) -> None:
+        from chatagent.rag.workspace import write_atomic
+
+        write_atomic(self._file(key), orjson.dumps(pieces))
+
+
+def open_cache(spec: Any) -> ResponseCache:
+    """The cache for `sqlite:///relative.db`, `sqlite:////absolute.db`, a directory path, or a ResponseCache (one per
+    place in a process). Raises ValueError for anything else."""
+    if isinstance(spec, ResponseCache):
+        return spec
+    if not isinstance(spec, (str, os.PathLike)) or not os.fspath(spec):
+        raise ValueError(f"generate_cfg['cache'] must be 'sqlite:///file.db' or a directory, got {spec!r:.80}")
+    text = os.fspath(spec)
+    with _opened_lock:
+        found = _opened.get(text)
+        if found is None:
+            found = _opened[text] = _open(text)
+        return found
+
+
+def _open(text: str) -> ResponseCache:
+    if "://" not in text:
+        return DirectoryCache(Path(text).expanduser())
+    parts = urlsplit(text)
+    path = unquote(parts.path)[1:]
+    if parts.scheme != "sqlite" or parts.netloc or not path or path == ":memory:" or parts.query:
+        raise ValueError(
+            f"bad cache URL {text!r}: write sqlite:///relative/file.db or sqlite:////absolute/file.db, or a directory"
+        )
+    return SQLiteCache(Path(path).expanduser())
+
+
+def lookup(model: Any, messages: list[Message], functions: list[dict] | None, cfg: dict, settings: Any) -> tuple:
+    """(the cache, the key) for a call with backend settings `cfg` and framework `settings` (a Settings), or
+    (None, '') when the settings are not to be cached."""
+    spec = settings.cache or settings.cache_dir
+    if not (deterministic(cfg) or settings.cache_nondeterministic):
+        logger.debug("response cache skipped: the settings sample (set temperature=0 or cache_nondeterministic)")
+        return None, ""
+    ours = {k: v for k, v in vars(settings).items() if k not in _NOT_IN_KEY}
+    return open_cache(spec), cache_key(model, messages, functions, {**cfg, **ours})
+
+
+def replay(stored: list) -> Iterator[list[Message]]:
+    """A stored reply's fragments, piece by piece as they first streamed."""
+    for piece in stored:
+        yield [to_message(d) for d in piece]
+
+
+def recording(store: ResponseCache, key: str, stream: Iterator[list[Message]]) -> Iterator[list[Message]]:
+    """`stream`, stored under `key` once it has run to its end."""
+    recorded: list = []
+    try:
+        for fragments in stream:
+            recorded.append([f.model_dump() for f in fragments])  # now: the consumer may move their indexes
+            yield fragments
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()
+    store.put(key, recorded)
+
+
+async def arecording(
+    store: ResponseCache, key: str, call: Callable[[], AsyncIterator[list[Message]]]
+) -> AsyncIterator[list[Message]]:
+    """For asyncio: the stored reply under `key` if there is one, else `call()`'s fragments, stored when they end
+    (the store is read and written in a worker thread)."""
+    import asyncio
+    from contextlib import aclosing
+
+    stored = await asyncio.to_thread(store.get, key)
+    if stored is not None:
+        for fragments in replay(stored):
+            yield fragments
+        return
+    recorded: list = []
+    async with aclosing(call()) as stream:
+        async for fragments in stream:
+            recorded.append([f.model_dump() for f in fragments])
+            yield fragments
+    await asyncio.to_thread(store.put, key, recorded)
+
+
+__all__ = [
+    "DirectoryCache",
+    "ResponseCache",
+    "SQLiteCache",
+    "arecording",
+    "cache_key",
+    "deterministic",
+    "lookup",
+    "open_cache",
+    "recording",
+    "replay",
+]

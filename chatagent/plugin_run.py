@@ -1,0 +1,392 @@
+"""A run under plugins and tool approval (see `chatagent.plugins` and `chatagent.approval`).
+
+`controlled(agent, plugins, ...)` is the agent's stream of fragments and requests with the plugins' hooks called
+around it. It sits between the agent's loop and the driver, so one piece of code serves `run()` and `arun()`:
+
+- `before_run` rewrites the conversation; `check_input` checks start in threads, and until they pass the output
+  is held back (the model's pieces through a map on its call, so the model still starts at once) and no tool runs;
+- model calls and tool batches pass through `before_model`/`after_model` and `before_tool`/`after_tool`; a batch
+  with a call that needs approval is not run: the run pauses, marking the call `extra['pending_approval']`;
+- when the agent is done, `after_run` may rewrite the response (changes go out as fragments), retry it (the new
+  answer replaces the rejected one) or block it; a block anywhere ends the run with the plugin's message.
+
+What the caller has been shown is kept (`shown`) so that the last yield can change it: model replies are recorded
+once per call, or piece by piece through a map only where placement is not plain (a view, a retry, held output).
+An agent with neither plugins nor tools that need approval never comes here.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
+from typing import TYPE_CHECKING, Any
+
+from chatagent.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, resolve
+from chatagent.effects import Blocking, ModelCall, ToolBatch, ToolWait
+from chatagent.errors import RunDeadlineExceeded
+from chatagent.plugins import BLOCKED_BY, BLOCKED_REASON, Blocked, Plugins, Retry, failed, plugin_name
+from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, to_message
+from chatagent.stream import INDEX, REPLACE, Collector, WholeLists, fragment
+from chatagent.tools.base import result_content
+
+if TYPE_CHECKING:
+    from chatagent.agent import Agent, RunContext
+
+logger = logging.getLogger("chatagent.plugins")
+
+
+class _Paused(Exception):  # noqa: N818 (the run stops for approval: not an error)
+    def __init__(self, waiting: list[dict]) -> None:
+        super().__init__("waiting for approval")
+        self.waiting = waiting
+
+
+def controlled(
+    agent: Agent, plugins: Plugins, msgs: list[Message], lang: str, kwargs: dict, ctx: RunContext
+) -> Iterator[Any]:
+    """`agent._fragments(msgs, lang, kwargs)` under `plugins` and tool approval; use as the run's stream."""
+    return _ControlledRun(agent, plugins, ctx).run(msgs, lang, kwargs)
+
+
+class _ControlledRun:
+    __slots__ = ("agent", "plugins", "ctx", "shown", "checks", "held", "resume", "offset", "replace_at")
+
+    def __init__(self, agent: Agent, plugins: Plugins, ctx: RunContext) -> None:
+        self.agent = agent
+        self.plugins = plugins
+        self.ctx = ctx
+        self.shown = Collector()  # the response as the caller has seen it
+        self.checks: list[tuple[Any, Future]] = []  # input checks still to be settled
+        self.held: list[Message] = []  # output waiting for them
+        self.resume: Resume | None = None  # the decisions, while the paused calls run
+        self.offset = 0  # where the current attempt's response starts in the shown one
+        self.replace_at = -1  # the shown message the attempt's first fragment replaces (a retried answer)
+
+    # ---- the run ---------------------------------------------------------------------------------------------
+
+    def run(self, msgs: list[Message], lang: str, kwargs: dict) -> Iterator[Any]:
+        agent, plugins = self.agent, self.plugins
+        gen: Any = None
+        try:
+            resume = None
+            if agent._needs_approval():  # else paused calls are a member's, for it to resume (a group chat's)
+                msgs, resume = resolve(msgs)
+            for p, fn in plugins.each("before_run"):
+                out = _message_list(plugins.call(p, "before_run", fn, agent, list(msgs)), p, "before_run")
+                if out is not None:
+                    msgs = out
+            self._start_checks(msgs)
+            if resume is not None:
+                msgs = msgs + (yield from self._resume(resume, msgs, lang, kwargs))
+            conversation = msgs
+            self.offset = len(self.shown)
+            while True:
+                gen = agent._fragments(conversation, lang, kwargs)
+                yield from self._drive(gen)
+                gen = None
+                yield from self._settle()
+                response = self.shown.messages()
+                try:
+                    changed = self._after_run(response)
+                except Retry as r:
+                    attempt = response[self.offset :]
+                    conversation = conversation + attempt + [Message._make(USER, r.feedback)]
+                    answer = _answer_index(response, self.offset)
+                    self.offset, self.replace_at = answer, answer if answer < len(response) else -1
+                    self.ctx.attempt += 1
+                    continue
+                if changed is not None:
+                    out = _rewrite(response, changed)
+                    if out:
+                        self.shown.add(out)
+                        yield out
+                return
+        except (_Paused, Blocked) as stop:
+            if gen is not None:  # the agent's loop ends first (its model stream closed), then the last yield
+                gen.close()
+                gen = None
+            yield self._paused(stop.waiting) if isinstance(stop, _Paused) else self._blocked(stop)
+        finally:
+            if gen is not None:
+                gen.close()
+
+    def _drive(self, gen: Iterator[Any]) -> Iterator[Any]:
+        """Pass `gen`'s fragments and requests on, with the hooks; its return value."""
+        plugins = self.plugins
+        after_model = plugins.each("after_model")
+        after_tool = plugins.each("after_tool")
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                item = gen.throw(error) if error is not None else gen.send(value)
+            except StopIteration as stop:
+                return stop.value
+            error = value = None
+            kind = type(item)
+            if kind is list:
+                if item:
+                    if self.checks or self.held:
+                        yield from self._settle()
+                    out = self._place(item)
+                    self.shown.add(out)
+                    yield out
+                continue
+            if kind is ModelCall:
+                if self.checks and all(f.done() for _, f in self.checks):
+                    self._check_results()  # a check that tripped already: no need to ask the model
+                for p, fn in plugins.each("before_model"):
+                    plugins.call(p, "before_model", fn, self.agent, item)
+                mapped = self._map(item)
+            elif kind is ToolBatch:
+                yield from self._settle()
+                self._before_tools(item)
+            try:
+                value = yield item
+            except GeneratorExit:
+                raise
+            except Exception as e:
+                if getattr(e, "_chatagent_run", None) is self:  # from our map: an input check tripped or failed
+                    raise
+                error = e
+            if kind is ModelCall:
+                if not mapped and not item.hide:
+                    self._record(item)
+                if error is None:
+                    for p, fn in after_model[::-1]:
+                        plugins.call(p, "after_model", fn, self.agent, item, value)
+            elif kind is ToolWait and error is None and after_tool:
+                for p, fn in after_tool[::-1]:
+                    content = plugins.call(p, "after_tool", fn, self.agent, value)
+                    if content is not None:
+                        value.content = result_content(content)
+
+    # ---- placing and recording what is shown -----------------------------------------------------------------
+
+    def _place(self, fragments: list[Message]) -> list[Message]:
+        """An attempt's fragments at their place in the whole response (in place: fragments are single-use)."""
+        offset = self.offset
+        if offset:
+            for f in fragments:
+                f.extra[INDEX] += offset
+        if self.replace_at >= 0:
+            for f in fragments:
+                if f.extra[INDEX] == self.replace_at:
+                    f.extra[REPLACE] = True
+                    self.replace_at = -1
+                    break
+        return fragments
+
+    def _map(self, call: ModelCall) -> bool:
+        """Give `call` a map that places, holds and records its pieces, when recording its reply at the end would
+        not do; whether it did."""
+        if call.hide:
+            return False
+        plain = call.view is None and not call.maps and not self.offset and self.replace_at < 0
+        if plain and not (self.checks and not all(f.done() for _, f in self.checks)):
+            return False
+
+        def place_hold_record(fragments: list[Message]) -> list[Message]:
+            fragments = self._place(fragments)
+            if self.checks:
+                if not all(f.done() for _, f in self.checks):
+                    self.held += fragments
+                    return []
+                try:
+                    self._check_results()
+                except Exception as e:  # one tripped or failed: the stream ends, and it comes back to `_drive`
+                    e._chatagent_run = self  # type: ignore[attr-defined]
+                    raise
+                if self.held:
+                    fragments, self.held = self.held + fragments, []
+            self.shown.add(fragments)
+            return fragments
+
+        call.maps.append(place_hold_record)
+        return True
+
+    def _record(self, call: ModelCall) -> None:
+        """Add a model reply that streamed out unchanged (no view, no placement) to what was shown."""
+        reply = call.result or []
+        if reply:
+            self.shown.add([fragment(m, call.start + i) for i, m in enumerate(reply)])
+
+    # ---- input checks ------------------------------------------------------------------------------------------
+
+    def _start_checks(self, msgs: list[Message]) -> None:
+        for p, fn in self.plugins.each("check_input"):
+            future: Future = Future()
+            context = contextvars.copy_context()
+
+            def check(fn: Callable = fn, future: Future = future, context: contextvars.Context = context) -> None:
+                try:
+                    future.set_result(context.run(fn, self.agent, list(msgs)))
+                except BaseException as e:
+                    future.set_exception(e)
+
+            threading.Thread(target=check, name="chatagent-input-check", daemon=True).start()
+            self.checks.append((p, future))
+
+    def _settle(self) -> Iterator[Any]:
+        """Wait for the input checks (in a worker thread under `arun`), then show the output they held back."""
+        if self.checks:
+            if not all(f.done() for _, f in self.checks):
+                yield Blocking(self._wait_checks)
+            self._check_results()
+        if self.held:
+            out, self.held = self.held, []
+            self.shown.add(out)
+            yield out
+
+    def _wait_checks(self) -> None:
+        deadline = self.ctx.deadline
+        timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        _, waiting = wait_futures([f for _, f in self.checks], timeout)
+        if waiting:
+            raise RunDeadlineExceeded("the run went past its deadline waiting for its input checks")
+
+    def _check_results(self) -> None:
+        checks, self.checks = self.checks, []
+        for p, future in checks:
+            error = future.exception()
+            if error is None:
+                continue
+            if isinstance(error, Blocked):
+                error.plugin = error.plugin or plugin_name(p)
+                self.held = []
+                raise error
+            if isinstance(error, Exception):
+                failed(p, "check_input", error)
+            else:
+                raise error
+
+    # ---- tools -------------------------------------------------------------------------------------------------
+
+    def _before_tools(self, batch: ToolBatch) -> None:
+        """Approval and `before_tool` for a batch about to start: pause for calls that need a person."""
+        waiting = []
+        plugins = self.plugins
+        for k, call in enumerate(batch.calls):
+            if needs_approval(call.tool, call.args):
+                cid = call.outcome.call_id if call.outcome.call_id is not None else f"call_{k}"
+                decision = None if self.resume is None else self.resume.decisions.get(cid)
+                if decision is None:
+                    waiting.append({"id": cid, "name": call.tool.name, "arguments": call.outcome.arguments})
+                    continue
+                if not decision:
+                    call.outcome.fail("denied", self.resume.denial(call.tool.name))  # type: ignore[union-attr]
+                    call.ready = True
+                    continue
+            for p, fn in plugins.each("before_tool"):
+                content = plugins.call(p, "before_tool", fn, self.agent, call)
+                if content is not None:
+                    call.outcome.content = result_content(content)
+                    call.ready = True
+                    break
+        if waiting:
+            raise _Paused(waiting)
+
+    def _resume(self, resume: Resume, msgs: list[Message], lang: str, kwargs: dict) -> Iterator[Any]:
+        """Run the paused calls as decided; their function messages (also shown)."""
+        self.resume = resume
+        results = []
+        try:
+            for k, m in enumerate(resume.calls):
+                fc = m.function_call
+                cid = call_id(m, k)
+                content = yield from self._drive(
+                    self.agent._run_tool(fc.name, fc.arguments, call_id=cid, messages=msgs, lang=lang, **kwargs)
+                )
+                msg = Message._make(FUNCTION, content, fc.name, None, None, {"function_id": cid})
+                out = [fragment(msg, len(self.shown))]
+                self.shown.add(out)
+                yield out
+                results.append(msg)
+        finally:
+            self.resume = None  # the decisions were for these calls only
+        return results
+
+    # ---- the end -------------------------------------------------------------------------------------------
+
+    def _after_run(self, response: list[Message]) -> list[Message] | None:
+        """The response as the `after_run` hooks leave it, or None if none changed it."""
+        current = response
+        plugins = self.plugins
+        for p, fn in plugins.each("after_run", reverse=True):
+            out = _message_list(plugins.call(p, "after_run", fn, self.agent, list(current)), p, "after_run")
+            if out is None:
+                continue
+            if len(out) < len(response):
+                failed(p, "after_run", ValueError(
+                    f"it returned {len(out)} messages for a response of {len(response)}: a streamed response cannot "
+                    "lose messages (replace a message instead)"))  # fmt: skip
+                continue
+            current = out
+        return None if current is response else current
+
+    def _paused(self, waiting: list[dict]) -> list[Message]:
+        """The fragment that pauses the run: the waiting calls, on the last message shown (the call)."""
+        response = self.shown.messages()
+        last = len(response) - 1
+        if last >= 0 and response[last].function_call is not None:
+            out = [Message._make(ASSISTANT, "", None, None, None, {INDEX: last, PENDING_APPROVAL: waiting})]
+        else:  # the agent ran tools without showing the call: show the wait on its own
+            out = [Message._make(ASSISTANT, "", None, None, None, {INDEX: last + 1, PENDING_APPROVAL: waiting})]
+        self.shown.add(out)
+        return out
+
+    def _blocked(self, b: Blocked) -> list[Message]:
+        """The fragment that ends a blocked run: the plugin's message, in place of the answer shown, if any."""
+        logger.info("run blocked by %s: %s", b.plugin, b.reason or "(no reason given)")
+        response = self.shown.messages()
+        at = _answer_index(response, self.offset)
+        extra: dict[str, Any] = {INDEX: at, BLOCKED_BY: b.plugin}
+        if b.reason:
+            extra[BLOCKED_REASON] = b.reason
+        if at < len(response):
+            extra[REPLACE] = True
+        out = [Message._make(ASSISTANT, b.message, None, None, None, extra)]
+        self.shown.add(out)
+        return out
+
+
+def _answer_index(response: list[Message], start: int) -> int:
+    """The index of the run's answer (its last message, if a text answer from `start` on), else the end."""
+    if len(response) > start:
+        last = response[-1]
+        if (
+            last.role == ASSISTANT
+            and last.function_call is None
+            and not (last.extra and PENDING_APPROVAL in last.extra)
+        ):
+            return len(response) - 1
+    return len(response)
+
+
+def _rewrite(response: list[Message], new: list[Message]) -> list[Message]:
+    """The fragments that turn the shown `response` into `new` (extending where it only grew, else replacing)."""
+    whole = WholeLists()
+    whole.shown = [m.copy() for m in response]
+    return whole.fragments(new)
+
+
+def _message_list(value: Any, plugin: Any, hook: str) -> list[Message] | None:
+    """What a hook returned as Messages; None if it returned None (or something wrong, when its errors are
+    ignored)."""
+    if value is None:
+        return None
+    try:
+        if not isinstance(value, list):
+            raise TypeError(f"it returned {type(value).__name__}, not a list of messages")
+        return [to_message(m) for m in value]
+    except Exception as e:
+        failed(plugin, hook, e)
+        return None
+
+
+__all__ = ["controlled"]

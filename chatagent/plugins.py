@@ -1,0 +1,177 @@
+"""Plugins: code that takes part in every run of an agent and may change it.
+
+    class Redact(Plugin):
+        def before_run(self, agent, messages):
+            return [m.copy(content=SECRET.sub('[secret]', m.text)) if m.role == 'user' else m for m in messages]
+
+    bot = FnCallAgent(llm=cfg, function_list=[...], plugins=[Redact(), TextPolicy(max_chars=2000)])
+
+A plugin overrides the hooks it needs (the others cost nothing):
+
+    before_run(agent, messages) -> messages | None      the conversation the agent will answer (may rewrite it)
+    check_input(agent, messages) -> None                 a check that runs in a thread beside the answer: nothing
+                                                         is shown and no tool runs until it returns
+    before_model(agent, call) -> None                    before each model call: `call.messages`, `call.functions`
+                                                         and `call.cfg` may be changed
+    after_model(agent, call, reply) -> None              after each model call (observe, or raise Blocked)
+    before_tool(agent, call) -> content | None           before a tool runs: `call.tool`, `call.args` (may be
+                                                         changed); a return value is the result, the tool not run
+    after_tool(agent, outcome) -> content | None         after a tool ran: a return value replaces its result
+    after_run(agent, response) -> response | None        the final response (may rewrite it, or raise Retry)
+
+`before_*` hooks run in the order of `plugins`, `after_*` hooks in reverse order (the first plugin wraps the
+others). Any hook may raise `Blocked(message)`: the run stops there, and its last yield carries `message` as the
+answer (replacing the answer shown so far, if any) with `extra['blocked_by']` naming the plugin. `after_run` may
+raise `Retry(feedback)`: the agent runs again on the conversation, its response, and `feedback` as a user message;
+the new answer replaces the rejected one (`current_run().attempt` counts the retries).
+
+A hook that raises anything else fails the run with a `PluginError` naming the plugin and the hook, unless the
+plugin sets `on_error = 'ignore'` (then it is logged and the run goes on as if the hook had returned None).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from chatagent.errors import ChatAgentError
+
+if TYPE_CHECKING:
+    from chatagent.effects import ModelCall
+    from chatagent.schema import Message
+    from chatagent.tools.calling import PreparedCall, ToolOutcome
+
+logger = logging.getLogger("chatagent.plugins")
+
+HOOKS = ("before_run", "check_input", "before_model", "after_model", "before_tool", "after_tool", "after_run")
+BLOCKED_BY = "blocked_by"
+BLOCKED_REASON = "blocked_reason"
+
+
+class PluginError(ChatAgentError):
+    """A plugin failed: `plugin` is its name, `hook` the hook that raised (the cause is chained)."""
+
+    def __init__(self, plugin: str, hook: str, error: BaseException) -> None:
+        detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        super().__init__(f"plugin {plugin!r} failed in {hook}: {detail}")
+        self.plugin, self.hook = plugin, hook
+
+
+class Blocked(Exception):  # noqa: N818 (a control signal a plugin raises, like StopIteration)
+    """Raised by a hook to stop the run: `message` becomes the run's answer, `reason` goes to the log and to
+    `extra['blocked_reason']` (keep it free of what was blocked)."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(reason or message)
+        self.message = message
+        self.reason = reason
+        self.plugin: str | None = None  # filled in by the run
+
+
+class Retry(Exception):  # noqa: N818
+    """Raised by `after_run` to run the agent again with `feedback` (a user message) after its response."""
+
+    def __init__(self, feedback: str) -> None:
+        super().__init__(feedback)
+        self.feedback = feedback
+
+
+class Plugin:
+    """Base of plugins: override the hooks you need (see the module docstring); the others are skipped.
+
+    `name` (default: the class name) is what `extra['blocked_by']` and errors say. `on_error`: 'raise' (a hook
+    that fails fails the run with a PluginError) or 'ignore' (it is logged and skipped).
+    """
+
+    name: str = ""
+    on_error: str = "raise"
+
+    def __init__(self, *, name: str | None = None, on_error: str | None = None) -> None:
+        if name is not None:
+            self.name = name
+        if on_error is not None:
+            self.on_error = on_error
+        if self.on_error not in ("raise", "ignore"):
+            raise ValueError(f"on_error must be 'raise' or 'ignore', got {self.on_error!r}")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={plugin_name(self)!r})"
+
+    def before_run(self, agent: Any, messages: list[Message]) -> list[Message] | None:
+        """The conversation the agent will answer (a new list), or None to leave it as it is."""
+
+    def check_input(self, agent: Any, messages: list[Message]) -> None:
+        """Check the conversation in a thread beside the answer; raise Blocked to stop the run."""
+
+    def before_model(self, agent: Any, call: ModelCall) -> None:
+        """Before a model call: `call.messages`, `call.functions`, `call.cfg` may be replaced or changed."""
+
+    def after_model(self, agent: Any, call: ModelCall, reply: list[Message]) -> None:
+        """After a model call, with its complete reply (already shown): observe it, or raise Blocked."""
+
+    def before_tool(self, agent: Any, call: PreparedCall) -> Any:
+        """Before a tool runs (`call.tool`, `call.args`, `call.outcome.call_id`); return a result to skip the tool."""
+
+    def after_tool(self, agent: Any, outcome: ToolOutcome) -> Any:
+        """After a tool ran: return new content for its result, or None to keep `outcome.content`."""
+
+    def after_run(self, agent: Any, response: list[Message]) -> list[Message] | None:
+        """The final response (a new list, at least as long), or None to keep it; may raise Retry or Blocked."""
+
+
+def plugin_name(plugin: Any) -> str:
+    return getattr(plugin, "name", "") or type(plugin).__name__
+
+
+class Plugins:
+    """An ordered set of plugins, with each hook's implementations found once (a hook nobody overrides costs
+    nothing). `call` runs one hook: Blocked gets the plugin's name, other failures become PluginError."""
+
+    __slots__ = ("plugins", "hooks")
+
+    def __init__(self, plugins: Iterable[Any]) -> None:
+        self.plugins = tuple(plugins)
+        self.hooks: dict[str, list[tuple[Any, Callable]]] = {h: [] for h in HOOKS}
+        for p in self.plugins:
+            if isinstance(p, (type, str)) or not any(callable(getattr(p, h, None)) for h in HOOKS):
+                raise TypeError(f"a plugin is an object with hooks ({', '.join(HOOKS)}), got {p!r:.80}")
+            for h in HOOKS:
+                fn = getattr(p, h, None)
+                if callable(fn) and getattr(type(p), h, None) is not getattr(Plugin, h):
+                    self.hooks[h].append((p, fn))
+
+    def __bool__(self) -> bool:
+        return bool(self.plugins)
+
+    def __add__(self, other: Iterable[Any]) -> Plugins:
+        return Plugins(self.plugins + tuple(other))
+
+    def each(self, hook: str, reverse: bool = False) -> list[tuple[Any, Callable]]:
+        found = self.hooks[hook]
+        return found[::-1] if reverse else found
+
+    @staticmethod
+    def call(plugin: Any, hook: str, fn: Callable, *args: Any) -> Any:
+        """`fn(*args)`: Blocked gets the plugin's name; Retry passes; other errors as `plugin.on_error` says."""
+        try:
+            return fn(*args)
+        except Blocked as b:
+            b.plugin = b.plugin or plugin_name(plugin)
+            raise
+        except Retry:
+            raise
+        except Exception as e:
+            failed(plugin, hook, e)
+            return None
+
+
+def failed(plugin: Any, hook: str, error: Exception) -> None:
+    """What a failure of `plugin`'s `hook` leads to: a PluginError raised, or (on_error='ignore') a warning."""
+    if getattr(plugin, "on_error", "raise") == "ignore":
+        logger.warning("plugin %s failed in %s (ignored)", plugin_name(plugin), hook, exc_info=error)
+        return
+    raise PluginError(plugin_name(plugin), hook, error) from error
+
+
+__all__ = ["BLOCKED_BY", "BLOCKED_REASON", "Blocked", "HOOKS", "Plugin", "PluginError", "Plugins", "Retry"]
