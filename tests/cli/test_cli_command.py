@@ -173,6 +173,8 @@ def test_chat_loop_prints_the_sources_and_says_when_an_answer_was_cut(tmp_path: 
     text = out.getvalue()
     assert "The limit is 7\n[cut off: the answer reached its token limit (max_tokens)]" in text
     assert "Sources:\n  1. manual.txt, p. 1: The boiler pressure limit is 7 bar." in text
+
+
 def test_chat_loop_asks_before_a_tool_that_needs_approval_and_shows_blocks() -> None:
     from chatagent.guardrails import OutputGuardrail
 
