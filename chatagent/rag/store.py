@@ -261,10 +261,12 @@ class DocStore:
         now = time.monotonic()
         with self._lock:
             self._urls.pop(key, None)
+            while self._urls and now - next(iter(self._urls.values()))[0] >= URL_CACHE_S:
+                self._urls.popitem(last=False)  # expired content is not kept in memory
             self._urls[key] = (now, data, name)
             kept = sum(len(c) for _, c, _ in self._urls.values())
-            while self._urls and (kept > URL_CACHE_BYTES or now - next(iter(self._urls.values()))[0] >= URL_CACHE_S):
-                kept -= len(self._urls.popitem(last=False)[1][1])  # expired or over the bound: not kept in memory
+            while kept > URL_CACHE_BYTES:  # nor more than the bound (the oldest go first)
+                kept -= len(self._urls.popitem(last=False)[1][1])
         return data, name
 
     # ------------------------------------------------------------------------------ documents
