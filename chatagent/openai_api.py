@@ -226,8 +226,12 @@ class Chunks:
 
     def __init__(self, model: str) -> None:
         head = orjson.dumps(
-            {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk", "created": int(time.time()),
-             "model": model}  # fmt: skip
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex}",
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+            }  # fmt: skip
         )
         self._head = b"data: " + head[:-1]  # without its closing brace: the choices follow
         self._content = self._head + b',"choices":[{"index":0,"delta":{"content":'
@@ -247,8 +251,13 @@ class Chunks:
     def finish(self, answer: Answer) -> bytes:
         delta = orjson.dumps({"chatagent": answer.extra}) if answer.extra else b"{}"
         reason = orjson.dumps(answer.finish_reason())
-        return self._head + b',"choices":[{"index":0,"delta":' + delta + b',"finish_reason":' + reason + (
-            b',"logprobs":null}]}\n\n'
+        return (
+            self._head
+            + b',"choices":[{"index":0,"delta":'
+            + delta
+            + b',"finish_reason":'
+            + reason
+            + (b',"logprobs":null}]}\n\n')
         )
 
     def usage(self, usage: dict) -> bytes:

@@ -182,8 +182,7 @@ class AgentServer:
         self.service: Service = self.app.state.chatagent
         self.model_name = self.service.default_model
         self.grace = grace
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.socket = socket.create_server((host, port), family=family, backlog=4096)
+        self.socket = _listen(host, port)
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
@@ -246,6 +245,22 @@ class AgentServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket whose connections send small writes at once: asyncio turns Nagle's algorithm off only
+    on sockets of protocol IPPROTO_TCP (an SSE event or a small response then waits for no delayed ACK)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+        sock.listen(4096)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 @contextlib.contextmanager

@@ -11,8 +11,6 @@ resolve to a public address for the check and a private one for the connection),
 same way. `URLPolicy(allow=[...])` opens hosts by name, address or network (`docs.internal`, `10.1.2.3`,
 `10.0.0.0/8`). Refused URLs raise `BlockedURLError` before any connection is made, so a refusal says nothing
 about what listens there.
-
-`resolve` is the name lookup used (module attribute: tests replace it to simulate public names).
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import contextlib
 import ipaddress
 import socket
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -92,12 +90,10 @@ def public_urls_only(policy: URLPolicy | None = None) -> Iterator[URLPolicy]:
         _POLICY.reset(token)
 
 
-def _getaddrinfo(host: str, port: int) -> list[str]:
+def _resolve(host: str, port: int) -> list[str]:
+    """The addresses of `host`, each once, in the resolver's order."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return list(dict.fromkeys(info[4][0] for info in infos))
-
-
-resolve: Callable[[str, int], list[str]] = _getaddrinfo
 
 
 def is_public(ip: IPAddress) -> bool:
@@ -116,7 +112,7 @@ def checked_address(host: str, port: int, policy: URLPolicy) -> str:
     if one is not allowed, FetchError if the name does not resolve."""
     name = host.lower().rstrip(".")
     try:
-        addresses = resolve(name, port)
+        addresses = _resolve(name, port)
     except (OSError, UnicodeError) as e:
         raise FetchError(f"the host {host!r} could not be resolved ({type(e).__name__})") from None
     if not addresses:
