@@ -269,6 +269,30 @@ def test_a_client_too_slow_to_send_its_body_gets_408() -> None:
         out = raw_exchange(server, head + b'{"messages": ', wait=15)
         assert out.startswith(b"HTTP/1.1 408"), out
         assert b"request_timeout" in out
+        body = {"model": server.model_name, "messages": [{"role": "user", "content": "hi"}]}
+        assert httpx.post(f"{server.url}/chat/completions", json=body, timeout=20).status_code == 200
+
+
+def test_a_client_that_stops_reading_its_stream_holds_up_no_one_else() -> None:
+    """A client asks for a long streamed answer and never reads it: once the socket buffers are full, the server
+    must wait on that connection alone (a server that blocks on the write stops answering everyone)."""
+    agent = BasicAgent(llm=ScriptedLLM(default="x" * (16 << 20), chunk_size=65536), name="big")
+    with AgentServer(agent, "127.0.0.1", 0, api_key="k-secret-1") as server:
+        host, port = address(server)
+        body = json.dumps({"model": "big", "stream": True, "messages": [{"role": "user", "content": "go"}]}).encode()
+        head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k-secret-1\r\n"
+        slow = socket.socket()
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.settimeout(20)
+        try:
+            slow.connect((host, port))
+            slow.sendall(head + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            assert slow.recv(64).startswith(b"HTTP/1.1 200")  # the stream began; it is never read again
+            for _ in range(3):
+                assert still_serving(server)
+        finally:
+            slow.close()
+        assert still_serving(server)
 
 
 def test_fetched_url_bodies_are_bounded_in_memory(tmp_path: Path) -> None:
