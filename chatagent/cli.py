@@ -3,6 +3,7 @@
     chatagent chat  [--model M] [--server URL] [--agent module:object] [--file F ...] [--session NAME]
     chatagent gui   [--file F ...] [--dir D] [--host H] [--port P] [--agent module:object] [--auth USER:PASS ...]
     chatagent serve [--agent module:object] [--host H] [--port P] [--api-key-file PATH]  (or $CHATAGENT_API_KEY)
+                    [--allow-host HOST ...] [--store URL] [--grace SECONDS]
     chatagent sessions [--user U] [--show ID | --delete ID]
 
 Conversations are kept in the session store: --store URL, else $CHATAGENT_SESSION_STORE, else a SQLite file in
@@ -446,26 +447,32 @@ def _user_and_password(value: str) -> tuple[str, str]:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from chatagent.server import AgentServer
+    from chatagent.sessions import SessionStoreError
 
     agent = _agent_from_args(args)
     api_key = serve_api_key(args.api_key, args.api_key_file)
-    server = AgentServer(
-        agent,
-        args.host,
-        args.port,
-        api_key=api_key,
-        model_name=args.model_name,
-        max_request_bytes=args.max_request_bytes,
-        max_concurrency=args.max_concurrency,
-    )
+    try:
+        server = AgentServer(
+            agent,
+            args.host,
+            args.port,
+            api_key=api_key,
+            model_name=args.model_name,
+            max_request_bytes=args.max_request_bytes,
+            max_concurrency=args.max_concurrency,
+            store=args.store,
+            allow_hosts=args.allow_host,
+            grace=args.grace,
+        )
+    except (SessionStoreError, ValueError, OSError) as e:
+        raise CliError(str(e)) from None
     print(f"chatagent: serving {server.model_name} on {server.url} (API key {'required' if api_key else 'off'})")
     sys.stdout.flush()
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        server.serve_forever()  # SIGTERM/SIGINT: the streams in flight finish (within --grace), then it returns
     finally:
         server.close()
+        agent.close()
     return 0
 
 
@@ -497,7 +504,7 @@ def serve_api_key(given: str | None, path: str | None) -> str | None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `chatagent` command."""
-    from chatagent.server import DEFAULT_MAX_REQUEST_BYTES
+    from chatagent.server import DEFAULT_GRACE, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_REQUEST_BYTES
 
     parser = argparse.ArgumentParser(prog="chatagent", description="Chat with agents: terminal, web UI, API server.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more")
@@ -550,7 +557,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", help="the key on the command line: visible to other users, prefer the two above")
     p.add_argument("--model-name", help="the model id clients see (default: the agent's name)")
     p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
-    p.add_argument("--max-concurrency", type=int, default=32)
+    p.add_argument("--max-concurrency", type=int, default=DEFAULT_MAX_CONCURRENCY, help="runs at once (more get 429)")
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="let clients' URLs reach this host although it is local or private: a name, address or network (repeatable)",
+    )
+    p.add_argument(
+        "--grace", type=float, default=DEFAULT_GRACE, help="seconds the streams in flight may take to finish on stop"
+    )
+    store_arg(p)
     p.set_defaults(func=cmd_serve)
     return parser
 

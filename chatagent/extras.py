@@ -29,7 +29,6 @@ EXTRA_OF: dict[str, str] = {
     "snowballstemmer": "rag",
     "Stemmer": "rag",
     "gradio": "gui",
-    "starlette": "gui",
     "psycopg": "postgres",
     "xllamacpp": "local",
     "mcp": "mcp",

@@ -50,6 +50,7 @@ logger = logging.getLogger(__name__)
 CACHE_VERSION = "5"  # bump when parsing, chunking or analysis changes what is cached
 URL_TIMEOUT_S = 30.0
 URL_CACHE_S = 300.0  # a fetched URL is fetched again after this many seconds
+URL_CACHE_BYTES = 32 * 2**20  # fetched contents kept at most, in all (the oldest go first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +195,8 @@ class DocStore:
         self._memory_indexes = memory_indexes
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
-        self._urls: dict[str, tuple[float, bytes, str]] = {}  # url -> (when fetched, content, name)
+        # (URL policy, url) -> (when fetched, content, name); oldest first, URL_CACHE_BYTES in all
+        self._urls: OrderedDict[tuple, tuple[float, bytes, str]] = OrderedDict()
         self.parses = 0  # files actually parsed by this store (not served from a cache)
 
     # ------------------------------------------------------------------------------ public API
@@ -284,16 +286,23 @@ class DocStore:
         return read_file(file, max_file_bytes(self.max_bytes))
 
     def _fetch(self, url: str) -> tuple[bytes, str]:
+        from chatagent.url_fetch import url_policy
+
+        key = (url_policy(), url)  # what a remote client may not fetch is not served to it from the cache either
         with self._lock:
-            cached = self._urls.get(url)
+            cached = self._urls.get(key)
         if cached is not None and time.monotonic() - cached[0] < URL_CACHE_S:
             return cached[1], cached[2]
         data, name = fetch_url(url, max_file_bytes(self.max_bytes))
         now = time.monotonic()
         with self._lock:
-            for old in [u for u, (when, _, _) in self._urls.items() if now - when >= URL_CACHE_S]:
-                del self._urls[old]  # expired content is not kept in memory
-            self._urls[url] = (now, data, name)
+            self._urls.pop(key, None)
+            while self._urls and now - next(iter(self._urls.values()))[0] >= URL_CACHE_S:
+                self._urls.popitem(last=False)  # expired content is not kept in memory
+            self._urls[key] = (now, data, name)
+            kept = sum(len(c) for _, c, _ in self._urls.values())
+            while kept > URL_CACHE_BYTES:  # nor more than the bound (the oldest go first)
+                kept -= len(self._urls.popitem(last=False)[1][1])
         return data, name
 
     # ------------------------------------------------------------------------------ documents
@@ -480,35 +489,18 @@ def retrieve(
 
 
 def fetch_url(url: str, max_bytes: int, timeout: float = URL_TIMEOUT_S) -> tuple[bytes, str]:
-    """Download `url` (at most `max_bytes` within `timeout` seconds in all) -> (content, a file name for it)."""
-    import httpx
+    """Download `url` (at most `max_bytes` within `timeout` seconds in all) -> (content, a file name for it).
+    Under `chatagent.url_fetch.public_urls_only` (a remote client's request) only public hosts are fetched."""
+    from chatagent.url_fetch import FetchError, FetchTooLarge, fetch
 
-    deadline = time.monotonic() + timeout
     shown = url if len(url) <= 120 else url[:117] + "..."
     try:
-        with (
-            httpx.Client(timeout=timeout, follow_redirects=True, max_redirects=5) as client,
-            client.stream("GET", url) as response,
-        ):
-            if response.status_code >= 400:
-                raise DocumentError("broken", f"'{shown}' could not be fetched: HTTP {response.status_code}.", shown)
-            declared = response.headers.get("content-length", "")
-            if declared.isdigit() and int(declared) > max_bytes:
-                raise _url_too_large(shown, max_bytes)
-            chunks: list[bytes] = []
-            size = 0
-            for part in response.iter_bytes():
-                size += len(part)
-                if size > max_bytes:
-                    raise _url_too_large(shown, max_bytes)
-                if time.monotonic() > deadline:
-                    raise DocumentError("broken", f"'{shown}' could not be fetched in {timeout:.0f} s.", shown)
-                chunks.append(part)
-            content_type = response.headers.get("content-type", "")
-            final_url = str(response.url)
-    except httpx.HTTPError as e:
-        raise DocumentError("broken", f"'{shown}' could not be fetched: {type(e).__name__}: {e}.", shown) from None
-    return b"".join(chunks), _url_name(final_url, content_type)
+        data, final_url, content_type = fetch(url, max_bytes, timeout)
+    except FetchTooLarge:
+        raise _url_too_large(shown, max_bytes) from None
+    except FetchError as e:
+        raise DocumentError("broken", f"'{shown}' could not be fetched: {e}.", shown) from None
+    return data, _url_name(final_url, content_type)
 
 
 _CONTENT_TYPES = {

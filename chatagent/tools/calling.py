@@ -13,6 +13,7 @@ is a daemon thread, so it never keeps the process alive).
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -233,7 +234,8 @@ def _execute(call: PreparedCall, cache: ToolCache | None, limit: float | None) -
                 box.append(e)
             done.set()
 
-        threading.Thread(target=target, name=f"tool-{tool.name}", daemon=True).start()
+        run_in_context = contextvars.copy_context().run  # the tool sees the run's context (its URL policy, ...)
+        threading.Thread(target=run_in_context, args=(target,), name=f"tool-{tool.name}", daemon=True).start()
         if not done.wait(limit):
             return _timed_out(outcome, tool, limit, start)
         if isinstance(box[0], BaseException):
@@ -356,8 +358,9 @@ def run_batch(calls: list[Callable[[], ToolOutcome]], max_workers: int = 8) -> C
                 results[i] = e
             done[i].set()
 
+    context = contextvars.copy_context()  # each worker runs in a copy of the caller's context
     for k in range(min(n, max(1, max_workers))):
-        threading.Thread(target=worker, name=f"tool-worker-{k}", daemon=True).start()
+        threading.Thread(target=context.copy().run, args=(worker,), name=f"tool-worker-{k}", daemon=True).start()
 
     def wait(i: int) -> ToolOutcome:
         done[i].wait()

@@ -7,14 +7,18 @@
     ...
     bot.close()   # ends the stdio servers and everything they started (they also end when the agent's process does)
 
-Each server gets one session, opened when the agent is built (its tools are listed then) and reused by every
+Each server gets a session, opened when the agent is built (its tools are listed then) and reused by every
 call; a session that broke (the server died, the connection dropped) is reopened by the next call. Every
 call has a timeout (`timeout` in the server's config, default 30 s; `connect_timeout` for opening, default
 30 s). A tool error, a timeout or a dead server comes back as a function message the model can read, never
 as a hang. A stdio server runs under a reaper (`chatagent/tools/_reaper.py`): every process it starts, even one
 that detaches, is ended with it, and it is ended when the agent's process ends, however that ends. Text, image,
 audio and resource contents become content items. Needs the `mcp` package (>= 2):
-``pip install 'chatagent[mcp]'``. The sessions live on one asyncio loop in a background thread.
+``pip install 'chatagent[mcp]'``.
+
+A session lives on the event loop that uses it: `run()` calls go through the process's background loop
+(`chatagent._aio`), and under `arun()` a tool is awaited on the caller's own loop, with a session opened there
+(so a server's stdio process may be started once for each), its timeout cancelling the call.
 """
 
 from __future__ import annotations
@@ -28,10 +32,10 @@ import shutil
 import sys
 import threading
 import weakref
-from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
+from chatagent._aio import run_coroutine
 from chatagent.schema import ContentItem
 from chatagent.tools.base import BaseTool
 
@@ -47,43 +51,28 @@ class MCPServerError(RuntimeError):
     """An MCP server could not be started or reached (the message names the server)."""
 
 
-# ---- the background loop -----------------------------------------------------------------------------------
-
-
-class _Loop:
-    """One asyncio loop in a daemon thread, serving every MCP session of the process."""
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-
-    def get(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None or self._loop.is_closed():
-                loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="chatagent-mcp", daemon=True).start()
-                self._loop = loop
-            return self._loop
-
-    def run(self, coro: Any, timeout: float | None) -> Any:
-        """Run `coro` on the loop and wait for it; on timeout it is cancelled and TimeoutError raised."""
-        future = asyncio.run_coroutine_threadsafe(coro, self.get())
-        try:
-            return future.result(timeout)
-        except FutureTimeout:
-            future.cancel()
-            raise TimeoutError from None
-
-
-_LOOP = _Loop()
 _CONNECTION_CLOSED, _REQUEST_TIMEOUT = -32000, -32001  # JSON-RPC codes the mcp client uses for these
 
 
 # ---- one server ------------------------------------------------------------------------------------------------
 
 
+class _Held:
+    """A session with the server on one event loop: opened and kept open by one task there (as anyio requires)."""
+
+    __slots__ = ("client", "holder", "closing", "open_lock")
+
+    def __init__(self) -> None:
+        self.client: Any = None
+        self.holder: asyncio.Task | None = None
+        self.closing: asyncio.Event | None = None
+        self.open_lock = asyncio.Lock()
+
+
 class MCPConnection:
-    """The session with one MCP server: opened on demand, reused, reopened after it broke."""
+    """The sessions with one MCP server, one per event loop that uses it: opened on demand, reused, reopened after
+    one broke. Synchronous calls use the process's background loop (`chatagent._aio`); `acall` (what `arun()`
+    awaits) uses the caller's running loop, so the session lives there and a timeout cancels the call."""
 
     def __init__(self, name: str, cfg: dict) -> None:
         if not isinstance(cfg, dict) or not (cfg.get("command") or cfg.get("url")):
@@ -94,10 +83,8 @@ class MCPConnection:
         self.cfg = cfg
         self.timeout = float(cfg.get("timeout", DEFAULT_TIMEOUT))
         self.connect_timeout = float(cfg.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT))
-        self._client: Any = None
-        self._closing: asyncio.Event | None = None
-        self._holder: asyncio.Task | None = None
-        self._open_lock: asyncio.Lock | None = None  # created on the loop
+        self._held: dict[asyncio.AbstractEventLoop, _Held] = {}
+        self._lock = threading.Lock()
         _CONNECTIONS.add(self)
 
     def _server(self) -> Any:
@@ -125,47 +112,56 @@ class MCPConnection:
         params = StdioServerParameters(command=sys.executable, args=args, env=cfg.get("env"), cwd=cfg.get("cwd"))
         return stdio_client(params)
 
-    async def _hold(self, ready: asyncio.Future) -> None:
-        """Open the session and keep it open (in this one task, as anyio requires) until asked to close."""
+    def _here(self) -> _Held:
+        """This loop's session state (made on first use; entries of loops that have closed are dropped)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            for gone in [lp for lp in self._held if lp.is_closed()]:
+                del self._held[gone]
+            held = self._held.get(loop)
+            if held is None:
+                held = self._held[loop] = _Held()
+            return held
+
+    async def _hold(self, held: _Held, ready: asyncio.Future) -> None:
+        """Open the session and keep it open until asked to close."""
         from mcp import Client
 
-        self._closing = asyncio.Event()
+        held.closing = asyncio.Event()
         try:
             async with Client(self._server(), read_timeout_seconds=self.timeout, mode="auto") as client:
-                self._client = client
+                held.client = client
                 ready.set_result(client)
-                await self._closing.wait()
+                await held.closing.wait()
         except BaseException as e:
             if not ready.done():
                 ready.set_exception(e)
             elif not isinstance(e, asyncio.CancelledError):
                 logger.warning("MCP server %r: the session ended: %s", self.name, _describe(e))
         finally:
-            self._client = None
+            held.client = None
 
     async def _open(self) -> Any:
-        if self._open_lock is None:
-            self._open_lock = asyncio.Lock()
-        async with self._open_lock:
-            return await self._open_locked()
+        held = self._here()
+        async with held.open_lock:
+            if held.client is not None and held.holder is not None and not held.holder.done():
+                return held.client
+            ready: asyncio.Future = asyncio.get_running_loop().create_future()
+            held.holder = asyncio.get_running_loop().create_task(self._hold(held, ready))
+            try:
+                return await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
+            except BaseException:
+                await self._aclose_here()
+                raise
 
-    async def _open_locked(self) -> Any:
-        if self._client is not None and self._holder is not None and not self._holder.done():
-            return self._client
-        ready: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._holder = asyncio.get_running_loop().create_task(self._hold(ready))
-        try:
-            return await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
-        except BaseException:
-            await self._aclose()
-            raise
-
-    async def _aclose(self) -> None:
-        holder, self._holder = self._holder, None
+    async def _aclose_here(self) -> None:
+        """End this loop's session (a stdio server's process ends with it)."""
+        held = self._here()
+        holder, held.holder = held.holder, None
         if holder is None:
             return
-        if self._closing is not None:
-            self._closing.set()
+        if held.closing is not None:
+            held.closing.set()
         try:
             await asyncio.wait_for(asyncio.shield(holder), 5)
         except BaseException:
@@ -174,38 +170,34 @@ class MCPConnection:
                 await asyncio.wait_for(holder, 5)
             except BaseException:  # the transport's own cleanup failed: nothing more we can do
                 logger.debug("MCP server %r did not close cleanly", self.name, exc_info=True)
-        self._client = None
+        held.client = None
 
-    def list_tools(self) -> list[Any]:
-        """The server's tools (connecting first). Raises MCPServerError."""
-
-        async def go() -> list[Any]:
+    async def alist_tools(self) -> list[Any]:
+        """The server's tools (connecting first, on the running loop). Raises MCPServerError."""
+        try:
             client = await self._open()
             tools: list[Any] = []
             cursor = None
             while True:
-                page = await client.list_tools(cursor=cursor)
+                page = await asyncio.wait_for(client.list_tools(cursor=cursor), self.timeout)
                 tools.extend(page.tools)
                 cursor = getattr(page, "next_cursor", None)
                 if not cursor:
                     return tools
-
-        try:
-            return _LOOP.run(go(), self.connect_timeout + self.timeout)
         except Exception as e:
-            self.close()
+            await self._aclose_here()
             raise MCPServerError(f"MCP server {self.name!r} could not be started or listed: {_describe(e)}") from e
 
-    def call(self, tool: str, arguments: dict) -> Any:
-        """Call a tool; the CallToolResult. Raises TimeoutError, or MCPServerError when the session broke."""
+    async def acall(self, tool: str, arguments: dict) -> Any:
+        """Call a tool on the running loop; the CallToolResult. Raises TimeoutError (the call is cancelled), or
+        MCPServerError when the session broke (the next call opens a new one)."""
         from mcp.shared.exceptions import MCPError
 
-        async def go() -> Any:
-            client = await self._open()
-            return await client.call_tool(tool, arguments, read_timeout_seconds=self.timeout)
-
         try:
-            return _LOOP.run(go(), self.connect_timeout + self.timeout + 1.0)
+            client = await self._open()
+            return await asyncio.wait_for(
+                client.call_tool(tool, arguments, read_timeout_seconds=self.timeout), self.timeout + 1.0
+            )
         except TimeoutError:
             raise
         except MCPError as e:
@@ -213,20 +205,48 @@ class MCPConnection:
                 raise TimeoutError from e
             if e.code != _CONNECTION_CLOSED:  # a JSON-RPC error from a live server: the session is fine
                 raise MCPServerError(f"the server answered with an error: {e}") from e
-            self.close()
+            await self._aclose_here()
             raise MCPServerError(f"the connection to MCP server {self.name!r} was closed") from e
         except Exception as e:
-            self.close()  # the next call opens a new session
+            await self._aclose_here()
             raise MCPServerError(f"the connection to MCP server {self.name!r} failed: {_describe(e)}") from e
 
-    def close(self) -> None:
-        """End the session (a stdio server's process ends with it)."""
-        if self._holder is None:
-            return
+    def list_tools(self) -> list[Any]:
+        """`alist_tools` for synchronous code (on the background loop)."""
         try:
-            _LOOP.run(self._aclose(), 15)
-        except Exception:  # closing must not raise; the process is gone or going
-            logger.debug("closing MCP server %r failed", self.name, exc_info=True)
+            return run_coroutine(self.alist_tools(), self.connect_timeout + self.timeout + 1.0)
+        except TimeoutError as e:
+            self.close()
+            raise MCPServerError(f"MCP server {self.name!r} could not be started or listed: timed out") from e
+
+    def call(self, tool: str, arguments: dict) -> Any:
+        """`acall` for synchronous code (on the background loop)."""
+        return run_coroutine(self.acall(tool, arguments), self.connect_timeout + self.timeout + 2.0)
+
+    def close(self) -> None:
+        """End every session, on whichever loop it lives (a stdio server's process ends with it). From the thread of
+        a running loop that holds a session, that session's closing is scheduled there (await `aclose()` to wait)."""
+        with self._lock:
+            loops = list(self._held)
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        for loop in loops:
+            if loop.is_closed():
+                continue  # its tasks were cancelled when it closed, the session with them
+            if loop is here:
+                loop.create_task(self._aclose_here())
+            elif loop.is_running():
+                try:
+                    asyncio.run_coroutine_threadsafe(self._aclose_here(), loop).result(15)
+                except Exception:  # closing must not raise; the process is gone or going
+                    logger.debug("closing MCP server %r failed", self.name, exc_info=True)
+
+    async def aclose(self) -> None:
+        """End this loop's session and wait for it; the other loops' as `close()` does."""
+        await self._aclose_here()
+        await asyncio.to_thread(self.close)
 
 
 def _describe(e: BaseException) -> str:
@@ -257,14 +277,27 @@ class MCPTool(BaseTool):
     def call(self, params: str | dict, **kwargs: Any) -> str | list[ContentItem]:
         args = self.parse_params(params)
         try:
-            result = self.connection.call(self.tool_name, args)
-        except TimeoutError:
+            return self._content(self.connection.call(self.tool_name, args))
+        except (TimeoutError, MCPServerError) as e:
+            return self._failure(e)
+
+    async def acall(self, params: str | dict, **kwargs: Any) -> str | list[ContentItem]:
+        """`call` on the running loop, in the session that lives there (what `arun()` awaits)."""
+        args = self.parse_params(params)
+        try:
+            return self._content(await self.connection.acall(self.tool_name, args))
+        except (TimeoutError, MCPServerError) as e:
+            return self._failure(e)
+
+    def _failure(self, e: Exception) -> str:
+        if isinstance(e, TimeoutError):
             return (
                 f"Error: {self.name} did not answer within {self.connection.timeout:g} seconds. "
                 "Try again later, with other arguments, or answer without it."
             )
-        except MCPServerError as e:
-            return f"Error: {self.name} failed: {e}. A later call reconnects to the server."
+        return f"Error: {self.name} failed: {e}. A later call reconnects to the server."
+
+    def _content(self, result: Any) -> str | list[ContentItem]:
         content = result_to_content(result)
         if getattr(result, "is_error", None) or getattr(result, "isError", False):
             text = content if isinstance(content, str) else "\n".join(c.text for c in content if c.text)

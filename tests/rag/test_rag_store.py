@@ -322,7 +322,7 @@ def test_expired_urls_are_dropped_from_memory(web: str, tmp_path: Path, monkeypa
 
     store = DocStore(tmp_path / "ws")
     store.retrieve([f"{web}/one.html"], "remote", 100)
-    assert list(store._urls) == [f"{web}/one.html"]
+    assert [url for _, url in store._urls] == [f"{web}/one.html"]  # keyed by (URL policy, url)
     monkeypatch.setattr(store_module, "URL_CACHE_S", 0.0)
     store.retrieve([f"{web}/two.html"], "remote", 100)
-    assert list(store._urls) == [f"{web}/two.html"]
+    assert [url for _, url in store._urls] == [f"{web}/two.html"]

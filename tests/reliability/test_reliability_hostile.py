@@ -523,7 +523,7 @@ def test_a_remote_client_cannot_make_the_served_agent_read_local_files(
     agent = Assistant(llm=llm, rag_cfg={"store": DocStore(tmp_path / "ws")})
     server = AgentServer(agent, "127.0.0.1", 0).start()
     try:
-        body = {"model": "x", "messages": [{"role": "user", "content": content}]}
+        body = {"model": server.model_name, "messages": [{"role": "user", "content": content}]}
         reply = httpx.post(server.url + "/chat/completions", json=body, timeout=10)
     finally:
         server.close()

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -175,3 +176,66 @@ def test_bad_configs_fail_at_once_with_the_servers_name() -> None:
         make_tools([{"mcpServers": {"missing": {"command": "surely-not-a-command-xyz"}}}])
     with pytest.raises(MCPServerError, match="'nothere'"):
         make_tools([{"mcpServers": {"nothere": {"url": f"http://127.0.0.1:{_free_port()}/mcp", "connect_timeout": 5}}}])
+
+
+# ---- under arun: sessions on the caller's loop ------------------------------------------------------------------
+
+
+@pytest.mark.timeout(90)
+def test_under_arun_a_session_lives_on_the_callers_loop_and_ends_with_it() -> None:
+    import asyncio
+
+    tools = make_tools([{"mcpServers": {"demo": stdio_cfg()}}])
+    try:
+        sync_pid = int(tools["demo-pid"].call({}))
+
+        async def main() -> tuple[int, int, str]:
+            first = int(await tools["demo-pid"].acall({}))
+            second = int(await tools["demo-pid"].acall({}))
+            return first, second, await tools["demo-add"].acall({"a": 2, "b": 2})
+
+        first, second, added = asyncio.run(main())
+        assert first == second != sync_pid and added == "4"  # one session for this loop, its own server
+        deadline = time.monotonic() + 10
+        while alive(first) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(first), "the loop's session (and its server) must end when the loop does"
+        assert int(tools["demo-pid"].call({})) == sync_pid and alive(sync_pid)  # the synchronous one goes on
+    finally:
+        tools["demo-add"].close()
+    assert _ends(sync_pid)
+
+
+def _ends(pid: int) -> bool:
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
+@pytest.mark.timeout(90)
+def test_under_arun_a_deadline_cancels_the_call_and_the_session_goes_on() -> None:
+    import asyncio
+
+    from chatagent.errors import RunDeadlineExceeded
+
+    llm = ScriptedLLM([tool_call("demo-slow", {"seconds": 60}), "never"])
+    cfg = stdio_cfg(timeout=60)
+    with FnCallAgent(llm=llm, function_list=[{"mcpServers": {"demo": cfg}}]) as bot:
+
+        async def main() -> tuple[list, list[str], str]:
+            out: list = []
+            try:
+                async for rsp in bot.arun([{"role": "user", "content": "go"}], deadline=2):
+                    out = rsp
+            except RunDeadlineExceeded:
+                pass
+            # awaited on this loop and cancelled: no thread is left waiting for the server's answer
+            waiting = [t.name for t in threading.enumerate() if t.name.startswith("tool-")]
+            return out, waiting, await bot.function_map["demo-add"].acall({"a": 1, "b": 2})
+
+        out, waiting, after = asyncio.run(main())
+    assert waiting == []
+    results = [m["content"] for m in out if m["role"] == "function"]
+    assert not results or "did not finish within" in results[0]
+    assert after == "3"

@@ -1,0 +1,87 @@
+"""Helper for bench/serve.py: the servers it measures, each started as a process of its own.
+
+    python bench/_serve_targets.py chatagent|relay|stdlib PORT UPSTREAM_URL
+
+- chatagent: `chatagent.server.AgentServer` over a BasicAgent on the upstream (what `chatagent serve` runs).
+- relay: the limit: a bare Starlette app on the same uvicorn that forwards the upstream's bytes through the same
+  HTTP client library (httpx.AsyncClient), with no parsing at all.
+- stdlib: main's thread-per-connection server before the ASGI move (bench/_stdlib_server.py), same agent.
+
+Each prints "ready" once it listens, and serves until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CONCURRENCY = 4096
+
+
+def _agent(upstream: str):  # noqa: ANN202
+    from chatagent import BasicAgent
+
+    llm = {"model": "m", "model_server": upstream, "api_key": "k", "generate_cfg": {"max_retries": 0}}
+    return BasicAgent(llm=llm, name="bench")
+
+
+def chatagent(port: int, upstream: str) -> None:
+    from chatagent.server import AgentServer
+
+    server = AgentServer(_agent(upstream), "127.0.0.1", port, max_concurrency=CONCURRENCY, grace=1)
+    print("ready", flush=True)
+    server.serve_forever()
+
+
+def relay(port: int, upstream: str) -> None:
+    import httpx
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    limits = httpx.Limits(max_connections=CONCURRENCY)
+    client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=5.0), limits=limits)
+
+    async def completions(request: Request) -> StreamingResponse:
+        body = await request.body()
+        upstream_request = client.build_request(
+            "POST", upstream + "/chat/completions", content=body, headers={"content-type": "application/json"}
+        )
+        response = await client.send(upstream_request, stream=True)
+
+        async def relayed():  # noqa: ANN202
+            try:
+                async for part in response.aiter_raw():
+                    yield part
+            finally:
+                await response.aclose()
+
+        return StreamingResponse(relayed(), media_type="text/event-stream")
+
+    app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False, backlog=4096,
+                            lifespan="off", timeout_graceful_shutdown=1)  # fmt: skip
+    print("ready", flush=True)
+    uvicorn.Server(config).run()
+
+
+def stdlib(port: int, upstream: str) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from _stdlib_server import AgentServer
+
+    server = AgentServer(_agent(upstream), "127.0.0.1", port, max_concurrency=CONCURRENCY)
+    print("ready", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    kind, port, upstream = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    {"chatagent": chatagent, "relay": relay, "stdlib": stdlib}[kind](port, upstream)

@@ -1,0 +1,290 @@
+"""The OpenAI chat-completions wire format of `chatagent serve`: requests parsed and checked, an agent's fragments
+turned into completion objects and SSE chunks, failures into OpenAI-style error bodies.
+
+Streamed chunks are encoded from bytes prepared once per completion (`Chunks`): the per-chunk work is one
+`orjson.dumps` of the new text and a concatenation, so that serving adds little to the agent's own stream.
+
+What an agent puts in its final message's `extra` under one of `PUBLIC_EXTRAS` (its sources, why it stopped, a
+tool call waiting for approval, ...) reaches the client in the field `chatagent` of the choice's message (and of
+the last streamed chunk's delta), which OpenAI clients ignore (`message.model_extra['chatagent']`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+from chatagent.errors import ModelServiceError, RunDeadlineExceeded
+from chatagent.keys import mask_secrets
+from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
+from chatagent.stream import INDEX
+
+MAX_SESSION_ID_CHARS = 128
+#: The keys of a final message's `extra` a client receives (in the field `chatagent`), when the agent sets them.
+PUBLIC_EXTRAS = ("sources", "stop_reason", "pending_approval", "blocked_by", "pending_user_input")
+_REMOTE_SCHEMES = ("http://", "https://", "data:")
+
+
+class RequestError(Exception):
+    """A request we refuse: the HTTP status and an OpenAI-style error body."""
+
+    def __init__(self, status: int, message: str, code: str | None = None, param: str | None = None) -> None:
+        message = mask_secrets(message)  # whatever failed, no key reaches a client
+        super().__init__(message)
+        self.status, self.message, self.code, self.param = status, message, code, param
+
+    def body(self) -> dict:
+        kind = {401: "authentication_error", 404: "not_found_error", 409: "conflict_error", 429: "rate_limit_error"}
+        return {
+            "error": {
+                "message": self.message,
+                "type": kind.get(self.status, "invalid_request_error" if self.status < 500 else "server_error"),
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+class ChatRequest:
+    """A checked chat-completions request."""
+
+    __slots__ = ("messages", "stream", "include_usage", "model", "session_id")
+
+    def __init__(
+        self, messages: list[Message], stream: bool, include_usage: bool, model: str | None, session_id: str | None
+    ) -> None:
+        self.messages, self.stream, self.include_usage = messages, stream, include_usage
+        self.model, self.session_id = model, session_id
+
+
+def parse_request(body: bytes) -> ChatRequest:
+    """The request in `body`; RequestError 400 naming what is wrong."""
+    try:
+        req = orjson.loads(body)  # nesting deeper than 1024 levels is an error here, not a RecursionError
+    except orjson.JSONDecodeError as e:
+        raise RequestError(400, f"the request body is not valid JSON: {e}", "invalid_json") from None
+    if not isinstance(req, dict):
+        raise RequestError(400, "the request body must be a JSON object", "invalid_request")
+    messages = req.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise RequestError(400, "'messages' must be a non-empty list", "invalid_messages", "messages")
+    if req.get("tools") or req.get("functions"):
+        raise RequestError(
+            400, "this server runs the agent's own tools; client-side 'tools' are not supported", "tools_unsupported",
+            "tools",
+        )  # fmt: skip
+    if req.get("n", 1) != 1:
+        raise RequestError(400, "only n=1 is supported", "invalid_n", "n")
+    stream = req.get("stream", False)
+    if not isinstance(stream, bool):
+        raise RequestError(400, "'stream' must be a boolean", "invalid_stream", "stream")
+    model = req.get("model")
+    if model is not None and not isinstance(model, str):
+        raise RequestError(400, "'model' must be a string", "invalid_model", "model")
+    session_id = checked_session_id(req.get("session_id"), "'session_id'")
+    options = req.get("stream_options") or {}
+    include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
+    try:
+        msgs = to_messages(messages)
+    except MessageError as e:
+        raise RequestError(400, str(e), "invalid_messages", "messages") from None
+    return ChatRequest(msgs, stream, include_usage, model, session_id)
+
+
+def checked_session_id(value: Any, what: str) -> str | None:
+    """A client's session id (None if it gave none); RequestError 400 if it is not 1 to 128 printable characters."""
+    if value is None:
+        return None
+    if not (isinstance(value, str) and 0 < len(value) <= MAX_SESSION_ID_CHARS and value.isprintable()):
+        why = f"{what} must be a string of 1 to {MAX_SESSION_ID_CHARS} printable characters"
+        raise RequestError(400, why, "invalid_session_id", "session_id")
+    return value
+
+
+def media_urls(msgs: list[Message]) -> list[tuple[int, int, str]]:
+    """The (message, item, URL) of every http(s) media item; RequestError 400 for an item naming a local path (a
+    remote client may attach media only by URL: a path would make the agent read a file of this machine)."""
+    urls = []
+    for i, m in enumerate(msgs):
+        if isinstance(m.content, str):
+            continue
+        for j, item in enumerate(m.content):
+            kind = item.kind
+            if kind == "text":
+                continue
+            value = item.value
+            if not value.lower().startswith(_REMOTE_SCHEMES):
+                raise RequestError(
+                    400,
+                    f"messages[{i}].content[{j}]: a {kind} must be an http(s) or data: URL; "
+                    "this server does not read files from its own disk for clients",
+                    "invalid_messages",
+                    "messages",
+                )
+            if not value.lower().startswith("data:"):
+                urls.append((i, j, value))
+    return urls
+
+
+def error_for(e: BaseException) -> RequestError:
+    """How an agent's failure is reported to the client (never with a traceback)."""
+    from chatagent.sessions.errors import SessionBusyError, SessionConflictError, SessionStoreError
+
+    if isinstance(e, RequestError):
+        return e
+    if isinstance(e, MessageError):  # a message the agent could not accept; any other error is ours, a 500
+        return RequestError(400, str(e), "invalid_messages", "messages")
+    if isinstance(e, ModelServiceError):
+        status = 400 if e.code == "context_too_long" else 502
+        return RequestError(status, f"the model service failed: {e}", str(e.code))
+    if isinstance(e, RunDeadlineExceeded):
+        return RequestError(504, str(e), "deadline_exceeded")
+    if isinstance(e, SessionBusyError):
+        return RequestError(409, str(e), "session_busy", "session_id")
+    if isinstance(e, SessionConflictError):
+        return RequestError(409, str(e), "session_conflict", "session_id")
+    if isinstance(e, SessionStoreError):
+        return RequestError(503, str(e), "session_store_unavailable")
+    return RequestError(500, f"the agent failed: {type(e).__name__}: {e}", "agent_error")
+
+
+class Answer:
+    """Turns the agent's fragments into the OpenAI view: text deltas (separate messages' texts joined by a blank
+    line) and reasoning deltas; tool calls and results stay server-side. Remembers the public extras of each
+    assistant message, for `finish_reason` and `extras`."""
+
+    __slots__ = ("text_indexes", "last", "extra")
+
+    def __init__(self) -> None:
+        self.text_indexes: set[int] = set()  # the messages whose text has started
+        self.last = -1  # the index of the last assistant message
+        self.extra: dict[str, Any] = {}  # its public extras
+
+    def add(self, fragments: list[Message]) -> tuple[str, str]:
+        """The (text, reasoning) these fragments add to the answer."""
+        text = reasoning = ""
+        for f in fragments:
+            if f.role != ASSISTANT:
+                continue
+            extra = f.extra
+            i = extra[INDEX]
+            if i > self.last:
+                self.last, self.extra = i, {}
+            if len(extra) > 1 and i == self.last:
+                for key in PUBLIC_EXTRAS:
+                    if key in extra:
+                        self.extra[key] = extra[key]
+            if f.reasoning_content:
+                reasoning += f.reasoning_content
+            piece = f.text
+            if piece:
+                if i not in self.text_indexes:
+                    if self.text_indexes:
+                        piece = "\n\n" + piece
+                    self.text_indexes.add(i)
+                text += piece
+        return text, reasoning
+
+    def finish_reason(self) -> str:
+        return "length" if self.extra.get("stop_reason") == "length" else "stop"
+
+
+def usage_of(run: Any) -> dict:
+    u = run.usage
+    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}
+
+
+def completion(model: str, text: str, reasoning: str, answer: Answer, usage: dict) -> dict:
+    """A whole chat.completion object."""
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    if answer.extra:
+        message["chatagent"] = answer.extra
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": answer.finish_reason(), "logprobs": None}],
+        "usage": usage,
+    }
+
+
+DONE = b"data: [DONE]\n\n"
+
+
+class Chunks:
+    """The SSE events of one streamed completion, as bytes (each event ready for one write)."""
+
+    __slots__ = ("_head", "_content", "_reasoning")
+
+    _TAIL = b'},"finish_reason":null,"logprobs":null}]}\n\n'
+
+    def __init__(self, model: str) -> None:
+        head = orjson.dumps(
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex}",
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+            }  # fmt: skip
+        )
+        self._head = b"data: " + head[:-1]  # without its closing brace: the choices follow
+        self._content = self._head + b',"choices":[{"index":0,"delta":{"content":'
+        self._reasoning = self._head + b',"choices":[{"index":0,"delta":{"reasoning_content":'
+
+    def role(self) -> bytes:
+        return self._head + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""' + self._TAIL
+
+    def delta(self, text: str, reasoning: str) -> bytes:
+        """The event of a text and/or reasoning delta."""
+        if not reasoning:
+            return self._content + orjson.dumps(text) + self._TAIL
+        if not text:
+            return self._reasoning + orjson.dumps(reasoning) + self._TAIL
+        return self._reasoning + orjson.dumps(reasoning) + b',"content":' + orjson.dumps(text) + self._TAIL
+
+    def finish(self, answer: Answer) -> bytes:
+        delta = orjson.dumps({"chatagent": answer.extra}) if answer.extra else b"{}"
+        reason = orjson.dumps(answer.finish_reason())
+        return (
+            self._head
+            + b',"choices":[{"index":0,"delta":'
+            + delta
+            + b',"finish_reason":'
+            + reason
+            + (b',"logprobs":null}]}\n\n')
+        )
+
+    def usage(self, usage: dict) -> bytes:
+        return self._head + b',"choices":[],"usage":' + orjson.dumps(usage) + b"}\n\n"
+
+
+def error_event(e: RequestError) -> bytes:
+    return b"data: " + orjson.dumps(e.body()) + b"\n\n"
+
+
+def error_json(e: RequestError) -> bytes:
+    return orjson.dumps(e.body())
+
+
+__all__ = [
+    "DONE",
+    "MAX_SESSION_ID_CHARS",
+    "PUBLIC_EXTRAS",
+    "Answer",
+    "ChatRequest",
+    "Chunks",
+    "RequestError",
+    "checked_session_id",
+    "completion",
+    "error_event",
+    "error_for",
+    "media_urls",
+    "parse_request",
+    "usage_of",
+]

@@ -1,0 +1,338 @@
+"""The ASGI application behind `chatagent serve`: the OpenAI chat-completions API over one or more agents.
+
+`chatagent.server.asgi_app(...)` builds it (see there for the options); this module holds the request handling:
+authentication (the key compared in constant time), bounded request bodies (chunked ones too) read within a time
+limit, the model chosen by name, conversations kept in the session store by id, remote clients' URLs kept off this
+machine's network (`chatagent.url_fetch`), a bounded number of runs at once, and each run streamed with `arun()`,
+closed when the client goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import orjson
+
+from chatagent.agent import Agent
+from chatagent.keys import clean_api_key
+from chatagent.openai_api import (
+    DONE,
+    Answer,
+    ChatRequest,
+    Chunks,
+    RequestError,
+    checked_session_id,
+    completion,
+    error_event,
+    error_for,
+    media_urls,
+    parse_request,
+    usage_of,
+)
+from chatagent.url_fetch import BlockedURLError, FetchError, URLPolicy, check_url, public_urls_only
+
+logger = logging.getLogger("chatagent.server")
+
+Scope = dict
+Receive = Callable[[], Awaitable[dict]]
+Send = Callable[[dict], Awaitable[None]]
+
+_JSON = (b"content-type", b"application/json")
+_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+_CLOSE = (b"connection", b"close")
+
+
+class Service:
+    """What every request shares: the agents by model name, the limits, the key, the session store."""
+
+    def __init__(
+        self,
+        agents: Mapping[str, Agent],
+        *,
+        api_key: str | None,
+        max_request_bytes: int,
+        max_concurrency: int,
+        deadline: float | None,
+        store: str | None,
+        allow_hosts: tuple[str, ...],
+        body_timeout: float,
+    ) -> None:
+        self.agents = dict(agents)
+        self.default_model = next(iter(self.agents))
+        key = clean_api_key(api_key, "the server's api_key")
+        self._key_digest = hashlib.sha256(key.encode()).digest() if key else None
+        self.max_request_bytes = max_request_bytes
+        self.max_concurrency = max_concurrency
+        self.deadline = deadline
+        self.body_timeout = body_timeout
+        self.policy = URLPolicy.allowing(allow_hosts)
+        self.store: Any = store
+        if store is not None:  # a store named explicitly is opened now: a wrong URL fails at startup
+            from chatagent.sessions import open_store
+
+            self.store = open_store(store)
+        self.running = 0
+        self.created = int(time.time())
+
+    # ---- checks ------------------------------------------------------------------------------------------------
+
+    def user_of(self, headers: dict[bytes, bytes]) -> str:
+        """The session user of a request ('key:<hash>' for a key, 'local' without one); RequestError 401 when a key
+        is required and the request does not carry it."""
+        if self._key_digest is None:
+            return "local"
+        given = headers.get(b"authorization", b"")
+        token = given[7:].strip() if given[:7].lower() == b"bearer " else b""
+        digest = hashlib.sha256(token).digest()
+        if not token or not hmac.compare_digest(digest, self._key_digest):  # the same time for any wrong key
+            raise RequestError(401, "invalid or missing API key (send Authorization: Bearer <key>)", "invalid_api_key")
+        return "key:" + digest.hex()[:16]
+
+    def agent_for(self, model: str | None) -> tuple[str, Agent]:
+        """The agent a request names (the first one when it names none); RequestError 404 for an unknown name."""
+        name = self.default_model if model is None else model
+        agent = self.agents.get(name)
+        if agent is None:
+            known = ", ".join(repr(n) for n in self.agents)
+            raise RequestError(404, f"the model {name!r} does not exist (this server has {known})", "model_not_found",
+                               "model")  # fmt: skip
+        return name, agent
+
+    async def read_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes | None:
+        """The request body (None if the client left); RequestError 413 when larger than allowed, 408 when it does
+        not arrive within `body_timeout`."""
+        limit = self.max_request_bytes
+        declared = headers.get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+            raise _too_large(limit) if declared.isdigit() else RequestError(400, "bad Content-Length", "bad_length")
+
+        async def read() -> bytes | None:
+            parts: list[bytes] = []
+            size = 0
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return None
+                part = message.get("body", b"")
+                size += len(part)
+                if size > limit:
+                    raise _too_large(limit)
+                parts.append(part)
+                if not message.get("more_body", False):
+                    return b"".join(parts)
+
+        try:
+            return await asyncio.wait_for(read(), self.body_timeout)
+        except asyncio.TimeoutError:
+            raise RequestError(408, f"the request body did not arrive within {self.body_timeout:g} s",
+                               "request_timeout") from None  # fmt: skip
+
+    async def check_urls(self, request: ChatRequest) -> None:
+        """RequestError 400 for a media item naming a local path or a URL on this machine or a private network."""
+        for i, j, url in media_urls(request.messages):
+            try:
+                await asyncio.to_thread(check_url, url, self.policy)  # resolving a name may block
+            except BlockedURLError as e:
+                raise RequestError(400, f"messages[{i}].content[{j}]: {e}", "url_not_allowed", "messages") from None
+            except FetchError:
+                pass  # not resolvable now: the agent says so when it tries
+
+
+def _too_large(limit: int) -> RequestError:
+    return RequestError(413, f"the request is larger than {limit} bytes", "request_too_large")
+
+
+# ---- responses -----------------------------------------------------------------------------------------------------
+
+
+async def send_json(send: Send, status: int, payload: dict, *, close: bool = False, retry: bool = False) -> None:
+    body = orjson.dumps(payload)
+    headers = [_JSON, (b"content-length", b"%d" % len(body))]
+    if close:
+        headers.append(_CLOSE)
+    if retry:
+        headers.append((b"retry-after", b"1"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_error(send: Send, e: RequestError, *, close: bool = False) -> None:
+    await send_json(send, e.status, e.body(), close=close, retry=e.status == 429)
+
+
+class _Watch:
+    """Cancels the request's task when the client disconnects, unless the response is already complete."""
+
+    __slots__ = ("task", "finished", "gone", "_watcher")
+
+    def __init__(self, receive: Receive) -> None:
+        self.task = asyncio.current_task()
+        self.finished = False
+        self.gone = False
+        self._watcher = asyncio.ensure_future(self._watch(receive))
+
+    async def _watch(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if not self.finished:
+            self.gone = True
+            self.task.cancel()  # type: ignore[union-attr]
+
+    def stop(self) -> None:
+        self.finished = True
+        self._watcher.cancel()
+
+    def absorb(self) -> None:
+        """Called on CancelledError: swallow it when it is ours (the client left), else re-raise."""
+        if not self.gone:
+            raise asyncio.CancelledError
+        uncancel = getattr(self.task, "uncancel", None)
+        if uncancel is not None:
+            uncancel()
+
+
+class ChatCompletions:
+    """`POST /v1/chat/completions` as a plain ASGI app (its streaming path writes each event once, as prepared
+    bytes)."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        svc = self.service
+        headers = dict(scope["headers"])
+        body_read = False
+        try:
+            user = svc.user_of(headers)
+            body = await svc.read_body(headers, receive)
+            if body is None:
+                return  # the client left
+            body_read = True
+            request = parse_request(body)
+            model, agent = svc.agent_for(request.model)
+            named = request.session_id
+            if named is None and b"x-session-id" in headers:
+                named = checked_session_id(headers[b"x-session-id"].decode("latin-1"), "X-Session-Id")
+            await svc.check_urls(request)
+            if svc.running >= svc.max_concurrency:
+                raise RequestError(429, "the server is busy; retry shortly", "busy")
+        except RequestError as e:
+            await send_error(send, e, close=not body_read)  # a body left unread is never read as a request
+            return
+        svc.running += 1
+        try:
+            with public_urls_only(svc.policy):
+                await self._answer(agent, model, request, named, user, receive, send)
+        finally:
+            svc.running -= 1
+
+    async def _answer(
+        self, agent: Agent, model: str, request: ChatRequest, named: str | None, user: str, receive: Receive,
+        send: Send,
+    ) -> None:  # fmt: skip
+        svc = self.service
+        ephemeral = None
+        if named is not None:
+            from chatagent.sessions import Session, SessionError
+
+            try:
+                session = Session(named, svc.store, user=user)
+            except ValueError as e:
+                await send_error(send, RequestError(400, str(e), "invalid_session_id", "session_id"))
+                return
+            except SessionError as e:
+                await send_error(send, error_for(e))
+                return
+            run = agent.arun(request.messages, delta_stream=True, deadline=svc.deadline, session=session)
+        else:  # the tools' state (a code sandbox) lives as long as this request
+            ephemeral = f"serve-request-{uuid.uuid4().hex}"
+            run = agent.arun(request.messages, delta_stream=True, deadline=svc.deadline, session_id=ephemeral)
+        watch = _Watch(receive)
+        try:
+            if request.stream:
+                await _stream(run, model, request.include_usage, send, watch)
+            else:
+                await _whole(run, model, send, watch)
+        except asyncio.CancelledError:
+            watch.absorb()
+            logger.info("the client went away: the agent's run was closed")
+        finally:
+            watch.stop()
+            try:
+                await run.aclose()
+            finally:
+                if ephemeral is not None:
+                    await asyncio.to_thread(agent.close_session, ephemeral)
+
+
+async def _first(run: Any, send: Send) -> tuple[bool, list | None]:
+    """(whether the run started, its first yield or None when it yielded nothing); a failure before the first yield
+    is answered with its HTTP status."""
+    try:
+        return True, await run.__anext__()
+    except StopAsyncIteration:
+        return True, None
+    except Exception as e:
+        err = _reported(e)
+        await send_error(send, err)
+        return False, None
+
+
+def _reported(e: Exception) -> RequestError:
+    err = error_for(e)
+    if err.status >= 500:
+        logger.error("the agent failed", exc_info=e)
+    return err
+
+
+async def _whole(run: Any, model: str, send: Send, watch: _Watch) -> None:
+    answer = Answer()
+    text: list[str] = []
+    reasoning: list[str] = []
+    try:
+        async for fragments in run:
+            t, r = answer.add(fragments)
+            text.append(t)
+            reasoning.append(r)
+    except Exception as e:
+        watch.finished = True
+        await send_error(send, _reported(e))
+        return
+    watch.finished = True
+    await send_json(send, 200, completion(model, "".join(text), "".join(reasoning), answer, usage_of(run)))
+
+
+async def _stream(run: Any, model: str, include_usage: bool, send: Send, watch: _Watch) -> None:
+    started, first = await _first(run, send)
+    if not started:
+        watch.finished = True
+        return
+    answer = Answer()
+    chunks = Chunks(model)
+    opening = chunks.role()
+    if first:
+        text, reasoning = answer.add(first)
+        if text or reasoning:
+            opening += chunks.delta(text, reasoning)
+    await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+    await send({"type": "http.response.body", "body": opening, "more_body": True})
+    try:
+        async for fragments in run:
+            text, reasoning = answer.add(fragments)
+            if text or reasoning:
+                await send({"type": "http.response.body", "body": chunks.delta(text, reasoning), "more_body": True})
+        tail = chunks.finish(answer) + (chunks.usage(usage_of(run)) if include_usage else b"") + DONE
+    except Exception as e:
+        tail = error_event(_reported(e)) + DONE
+    watch.finished = True
+    await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+
+__all__ = ["ChatCompletions", "Service", "send_error", "send_json"]
