@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
+from chatagent.jsonlenient import loads_lenient
 from chatagent.lang import conversation_lang
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, ContentItem, FunctionCall, Message, content_text
 from chatagent.stream import INDEX, collect
@@ -835,55 +836,6 @@ def _parse_python_call(text: str) -> tuple[str, str] | None:
     except (ValueError, TypeError, SyntaxError, RecursionError):
         return None
     return name, json.dumps(args, ensure_ascii=False)
-
-
-# ---- lenient JSON ----------------------------------------------------------------------------------------
-
-
-def loads_lenient(text: str) -> Any:
-    """JSON as models write it, via `chatagent.tools.arguments.parse_json` (JSON, json5, then repair).
-
-    A stream cut off inside a member's key (`{"a": 1, "b`) is one more case here: the unfinished
-    member is dropped. Raises ValueError if nothing works.
-    """
-    from chatagent.tools.arguments import ToolArgumentError, parse_json
-
-    try:
-        return parse_json(text)
-    except ToolArgumentError as e:
-        error = e
-    cut = _cut_unfinished_member(text)
-    if cut is not None:
-        try:
-            return parse_json(cut)
-        except ToolArgumentError:
-            pass
-    raise ValueError(str(error))
-
-
-def _cut_unfinished_member(text: str) -> str | None:
-    """`text` up to its last comma outside strings, if it ends inside an open object or list."""
-    depth = 0
-    quote = ""
-    escaped = False
-    last_comma = -1
-    for i, c in enumerate(text):
-        if quote:
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
-            elif c == quote:
-                quote = ""
-        elif c in "\"'":
-            quote = c
-        elif c in "{[":
-            depth += 1
-        elif c in "}]":
-            depth -= 1
-        elif c == "," and depth > 0:
-            last_comma = i
-    return text[:last_comma] if depth > 0 and last_comma > 0 else None
 
 
 def _strip_fence(text: str) -> str:
