@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments
-from chatagent.tools.base import TOOL_SETTINGS, BaseTool, is_pydantic_model, pydantic_schema, validate_with_pydantic
+from chatagent.tools.tool import TOOL_SETTINGS, BaseTool, is_pydantic_model, pydantic_schema, validate_with_pydantic
 
 logger = logging.getLogger("chatagent.tools")
 
