@@ -24,12 +24,15 @@ import inspect
 import json
 import sys
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from chatagent.errors import ChatAgentError
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments, validate_arguments
 
 _EMPTY_SCHEMA: dict = {"type": "object", "properties": {}}
+# (tool, the JSON string its `call` was given, the validated arguments it was made from) in `run_validated`
+_VALIDATED: ContextVar[tuple[Any, str, dict] | None] = ContextVar("chatagent_validated_arguments", default=None)
 TOOL_SETTINGS = ("timeout", "cache", "max_calls", "return_direct", "requires_approval")
 
 
@@ -87,12 +90,23 @@ class BaseTool:
 
     def run_validated(self, args: dict, **kwargs: Any) -> Any:
         """Run the tool on arguments the agent has parsed and validated: `call()` gets them as a JSON string
-        (what Qwen-Agent tools expect). FunctionTool overrides it to call its function with typed arguments."""
-        return self.call(json.dumps(args, ensure_ascii=False), **kwargs)
+        (what Qwen-Agent tools expect), and `parse_params` on that very string returns them without parsing or
+        validating again. FunctionTool overrides it to call its function with typed arguments."""
+        text = json.dumps(args, ensure_ascii=False)
+        token = _VALIDATED.set((self, text, args))
+        try:
+            return self.call(text, **kwargs)
+        finally:
+            _VALIDATED.reset(token)
 
     async def arun_validated(self, args: dict, **kwargs: Any) -> Any:
-        """`run_validated` for asyncio: `acall()` gets the arguments as a JSON string."""
-        return await self.acall(json.dumps(args, ensure_ascii=False), **kwargs)
+        """`run_validated` for asyncio: `acall()` gets the arguments as a JSON string (the same rule)."""
+        text = json.dumps(args, ensure_ascii=False)
+        token = _VALIDATED.set((self, text, args))
+        try:
+            return await self.acall(text, **kwargs)
+        finally:
+            _VALIDATED.reset(token)
 
     @property
     def function(self) -> dict:
@@ -118,7 +132,13 @@ class BaseTool:
         raise TypeError(f"tool {self.name!r}: parameters must be a JSON Schema dict or a pydantic model class")
 
     def parse_params(self, params: str | dict | None) -> dict:
-        """The arguments parsed leniently and validated against `parameters`. Raises ToolArgumentError."""
+        """The arguments parsed leniently and validated against `parameters`. Raises ToolArgumentError.
+
+        For the string `run_validated` handed this tool's `call`, the arguments it was made from (validated once).
+        """
+        given = _VALIDATED.get()
+        if given is not None and params is given[1] and given[0] is self:
+            return dict(given[2])
         return self.validate(parse_arguments(params))
 
     def validate(self, args: dict) -> dict:
