@@ -724,19 +724,11 @@ async def _aaccumulate(fragments: AsyncIterator[list[Message]], as_dicts: bool =
                 yield list(response.messages)
 
 
-async def _athoughts(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[Message]]:
+def _athoughts(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[Message]]:
     """The stream with `<think>...</think>` in its text as reasoning_content (generate_cfg thought_in_content)."""
     from chatagent.llm.fncall_prompt import StreamParser
 
-    parser = StreamParser(parse_calls=False)
-    async with aclosing(fragments) as parts:  # type: ignore[type-var]
-        async for f in parts:
-            out = parser.push(f)
-            if out:
-                yield out
-    tail = parser.end()
-    if tail:
-        yield tail
+    return StreamParser(parse_calls=False).arun(fragments)
 
 
 async def _adumped(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[dict]]:

@@ -90,15 +90,9 @@ async def achat(
 ) -> AsyncIterator[list[Message]]:
     """`chat` for asyncio."""
     converted, cfg, parser = _prepare(msgs, funcs, cfg, settings)
-    raw = model.abackend_reply(converted, None, cfg, settings, usage, stream)
-    async with aclosing(raw) as parts:  # type: ignore[type-var]
-        async for fragments in parts:
-            out = parser.push(fragments)
-            if out:
-                yield out
-    out = parser.end()
-    if out:
-        yield out
+    async with aclosing(parser.arun(model.abackend_reply(converted, None, cfg, settings, usage, stream))) as outs:
+        async for out in outs:
+            yield out
 
 
 def _prepare(

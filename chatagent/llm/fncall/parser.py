@@ -12,7 +12,8 @@ import functools
 import logging
 import re
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import aclosing
 
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.fncall.calls import parse_call_text, parse_qwen_args
@@ -144,6 +145,17 @@ class StreamParser:
             out = self.push(fragments)
             if out:
                 yield out
+        out = self.end()
+        if out:
+            yield out
+
+    async def arun(self, stream: AsyncIterator[list[Message]]) -> AsyncIterator[list[Message]]:
+        """`run` for asyncio (closes `stream` when done or closed early)."""
+        async with aclosing(stream) as parts:  # type: ignore[type-var]
+            async for fragments in parts:
+                out = self.push(fragments)
+                if out:
+                    yield out
         out = self.end()
         if out:
             yield out
