@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("chatagent", "gui")
 
 # The layers, bottom first (docs/architecture.md). A module may import its own layer or any layer below it.
-# Within a layer, the groups named in SIBLINGS do not import each other. The longest matching prefix wins.
+# A prefix names a module and everything under it (the longest matching prefix wins); "=name" names one module.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "core",
@@ -59,7 +59,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("agents", ("chatagent.agents", "chatagent.memory", "chatagent.settings")),
-    ("apps", ("chatagent", "chatagent.server", "chatagent.cli", "chatagent.__main__", "gui")),
+    ("apps", ("=chatagent", "chatagent.server", "chatagent.cli", "chatagent.__main__", "gui")),
 ]
 # Layers that share a rank: neither imports the other.
 SIBLINGS = [{"llm", "rag"}, {"sessions", "tools"}]
@@ -179,7 +179,10 @@ def layer_of(module: str) -> str:
     best = ("", "")
     for name, prefixes in LAYERS:
         for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > len(best[1]):
+            exact = prefix.startswith("=")
+            prefix = prefix.removeprefix("=")
+            matches = module == prefix or (not exact and module.startswith(prefix + "."))
+            if matches and len(prefix) > len(best[1]):
                 best = (name, prefix)
     if not best[0]:
         raise AssertionError(f"{module} is in no layer: add it to LAYERS and to docs/architecture.md")
@@ -210,6 +213,13 @@ def upward_imports(graph: dict[str, frozenset[str]]) -> list[str]:
 def test_every_module_has_a_layer() -> None:
     for module in modules():
         layer_of(module)
+
+
+def test_a_new_module_needs_a_layer() -> None:
+    with pytest.raises(AssertionError, match="chatagent.newthing is in no layer"):
+        layer_of("chatagent.newthing")
+    assert layer_of("chatagent") == "apps"
+    assert layer_of("chatagent.llm.fncall.parser") == "llm"
 
 
 def test_no_upward_imports() -> None:
