@@ -1,9 +1,6 @@
-"""What plugins and tool approval look like in the web UI: blocked answers, calls waiting for approval and the
-person's decision, and the Approve / Deny buttons.
-
-`render_control(msg)` renders a message that carries one of the control marks (`CONTROL_KEYS`); `gui.render`
-hands such messages here. `ApprovalControls` is the row of buttons under the chat: shown while the conversation's
-last message waits for approval, they resume the run with the decision (`chatagent.approval`).
+"""Tool approval in the web UI: `ApprovalControls`, the Approve / Deny row under the chat, shown while the
+conversation's last message waits for approval; it resumes the run with the decision (`chatagent.approval`).
+How blocked answers, calls waiting for approval and the decision look is `gui.render.render_control`.
 """
 
 from __future__ import annotations
@@ -11,49 +8,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from chatagent.approval import APPROVAL, PENDING_APPROVAL, approval_message, pending_approval
-from chatagent.plugins import BLOCKED_BY, BLOCKED_REASON
-from chatagent.schema import USER, Message, content_text, to_message
-from gui.render import chat_message, escape_html, escape_markdown, render_message, safe_name
+from chatagent.approval import approval_message, pending_approval
+from chatagent.schema import to_message
 
 if TYPE_CHECKING:
     from gui.session import ChatSession
     from gui.web_ui import WebUI
-
-CONTROL_KEYS = frozenset({BLOCKED_BY, PENDING_APPROVAL, APPROVAL})
-BLOCKED_TITLE = "🛡️ Blocked"
-
-
-def render_control(msg: Message, *, show_name: bool = False) -> list[dict[str, Any]]:
-    """A message with a control mark as Gradio chatbot messages."""
-    extra = msg.extra or {}
-    if msg.role == USER and APPROVAL in extra:
-        return [chat_message("user", _decision_text(extra[APPROVAL], content_text(msg.content)))]
-    if BLOCKED_BY in extra:
-        by = escape_html(safe_name(str(extra[BLOCKED_BY])))
-        reason = extra.get(BLOCKED_REASON)
-        note = f"🛡️ *Blocked by **{by}**" + (f": {escape_markdown(str(reason))}*" if reason else ".*")
-        return [chat_message("assistant", f"{escape_markdown(msg.text)}\n\n{note}" if msg.text else note)]
-    rest = {k: v for k, v in extra.items() if k != PENDING_APPROVAL}
-    out = render_message(msg.copy(extra=rest or None), show_name=show_name)
-    names = ", ".join(
-        f"**{escape_html(safe_name(str(c.get('name', '?'))))}**" for c in extra.get(PENDING_APPROVAL) or []
-    )
-    out.append(chat_message("assistant", f"⏸️ *Waiting for your approval to run {names}: Approve or Deny below.*"))
-    return out
-
-
-def _decision_text(decision: Any, reason: str) -> str:
-    if decision is True:
-        text = "✅ Approved."
-    elif decision is False:
-        text = "❌ Denied."
-    elif isinstance(decision, dict):
-        yes = sum(1 for v in decision.values() if v)
-        text = f"☑️ Approved {yes} of {len(decision)} calls."
-    else:
-        text = "Decision."
-    return text + (f" {escape_markdown(reason)}" if reason else "")
 
 
 def waiting_for_approval(session: ChatSession | None) -> bool:

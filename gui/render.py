@@ -17,7 +17,9 @@ import zlib
 from typing import Any
 
 from chatagent.agents.user import pending_input
-from chatagent.schema import ASSISTANT, FUNCTION, USER, Message
+from chatagent.approval import APPROVAL, PENDING_APPROVAL
+from chatagent.plugins import BLOCKED_BY, BLOCKED_REASON
+from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, content_text
 
 THINKING_TITLE = "💭 Thinking"
 CUT_NOTE = "✂️ *Cut off: the answer reached its token limit (`max_tokens`).*"
@@ -155,6 +157,41 @@ def render_user(msg: Message) -> list[dict[str, Any]]:
     return [chat_message("user", "\n\n".join(p for p in parts if p))]
 
 
+CONTROL_KEYS = frozenset({BLOCKED_BY, PENDING_APPROVAL, APPROVAL})
+
+
+def render_control(msg: Message, *, show_name: bool = False) -> list[dict[str, Any]]:
+    """A message with a control mark as Gradio chatbot messages."""
+    extra = msg.extra or {}
+    if msg.role == USER and APPROVAL in extra:
+        return [chat_message("user", _decision_text(extra[APPROVAL], content_text(msg.content)))]
+    if BLOCKED_BY in extra:
+        by = escape_html(safe_name(str(extra[BLOCKED_BY])))
+        reason = extra.get(BLOCKED_REASON)
+        note = f"🛡️ *Blocked by **{by}**" + (f": {escape_markdown(str(reason))}*" if reason else ".*")
+        return [chat_message("assistant", f"{escape_markdown(msg.text)}\n\n{note}" if msg.text else note)]
+    rest = {k: v for k, v in extra.items() if k != PENDING_APPROVAL}
+    out = render_message(msg.copy(extra=rest or None), show_name=show_name)
+    names = ", ".join(
+        f"**{escape_html(safe_name(str(c.get('name', '?'))))}**" for c in extra.get(PENDING_APPROVAL) or []
+    )
+    out.append(chat_message("assistant", f"⏸️ *Waiting for your approval to run {names}: Approve or Deny below.*"))
+    return out
+
+
+def _decision_text(decision: Any, reason: str) -> str:
+    if decision is True:
+        text = "✅ Approved."
+    elif decision is False:
+        text = "❌ Denied."
+    elif isinstance(decision, dict):
+        yes = sum(1 for v in decision.values() if v)
+        text = f"☑️ Approved {yes} of {len(decision)} calls."
+    else:
+        text = "Decision."
+    return text + (f" {escape_markdown(reason)}" if reason else "")
+
+
 def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, Any]]:
     """One chatagent message as zero or more Gradio chatbot messages (role, content, metadata).
 
@@ -162,11 +199,8 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
     - reasoning_content: a collapsed "Thinking" block before the text;
     - a function call: a collapsed block with the arguments; a function result: a collapsed block with it.
     """
-    if msg.extra:  # a plugin's block, a call waiting for approval, the person's decision: see gui.control
-        from gui.control import CONTROL_KEYS, render_control
-
-        if not CONTROL_KEYS.isdisjoint(msg.extra):
-            return render_control(msg, show_name=show_name)
+    if msg.extra and not CONTROL_KEYS.isdisjoint(msg.extra):  # a plugin's block, a call waiting, a decision
+        return render_control(msg, show_name=show_name)
     if msg.role == USER:
         return render_user(msg)
     if msg.role == FUNCTION:

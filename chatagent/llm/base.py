@@ -28,6 +28,7 @@ from chatagent.llm.budget import (
     prompt_tokens,
     truncate_messages,
 )
+from chatagent.llm.cut_off import cut_call_error as cut_call_error  # re-exported where it was
 from chatagent.schema import FUNCTION, USER, ContentItem, FunctionCall, Message, content_text, to_messages
 from chatagent.stream import INDEX, Collector, DictResponse, Response, accumulate, collect, fragment
 from chatagent.tokens import Tokenizer, tokenizer_for
@@ -458,12 +459,7 @@ class BaseChatModel:
         prompted, cfg = self._route(msgs, funcs, cfg, settings, usage)
         if prompted:
             return fncall_prompt.chat(self, msgs, funcs or [], cfg, settings, usage, stream)
-        if stream:
-            native = self._retrying(lambda: self._chat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage), settings)
-        else:
-            native = self._retrying(
-                lambda: _as_fragments(self._chat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
-            )
+        native = self.backend_reply(msgs, funcs, cfg, settings, usage, stream)
         if funcs:
             native = self._falling_back(native, msgs, funcs, cfg, settings, usage, stream)
         if settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
@@ -504,18 +500,45 @@ class BaseChatModel:
         prompted, cfg = self._route(msgs, funcs, cfg, settings, usage)
         if prompted:
             return fncall_prompt.achat(self, msgs, funcs or [], cfg, settings, usage, stream)
-        if stream:
-            native = self._aretrying(
-                lambda: self._achat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage), settings
-            )
-        else:
-            native = self._aretrying(
-                lambda: _aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
-            )
+        native = self.abackend_reply(msgs, funcs, cfg, settings, usage, stream)
         parts = self._afalling_back(native, msgs, funcs, cfg, settings, usage, stream) if funcs else native
         if settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
             return _athoughts(parts)
         return parts
+
+    def backend_reply(
+        self,
+        msgs: list[Message],
+        funcs: list[dict] | None,
+        cfg: dict,
+        settings: Settings,
+        usage: Usage | None,
+        stream: bool,
+    ) -> Iterator[list[Message]]:
+        """The backend's own reply to `msgs` as fragment lists, with the retry and deadline rules, and nothing
+        else: no cache, no tool routing, no parsing. The interface for layers that speak their own protocol
+        through the model (prompt-based function calling)."""
+        if stream:
+            return self._retrying(lambda: self._chat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage), settings)
+        return self._retrying(
+            lambda: _as_fragments(self._chat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
+        )
+
+    def abackend_reply(
+        self,
+        msgs: list[Message],
+        funcs: list[dict] | None,
+        cfg: dict,
+        settings: Settings,
+        usage: Usage | None,
+        stream: bool,
+    ) -> AsyncIterator[list[Message]]:
+        """`backend_reply` for asyncio."""
+        if stream:
+            return self._aretrying(lambda: self._achat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage), settings)
+        return self._aretrying(
+            lambda: _aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
+        )
 
     def _falling_back(
         self,
@@ -633,17 +656,6 @@ class BaseChatModel:
         return wait
 
 
-def cut_call_error(partial: bool = False) -> ModelServiceError:
-    """The error for a reply cut off by the token limit (finish_reason 'length') in the middle of a tool call:
-    the call is never run (its arguments are incomplete), and the same request would be cut the same way."""
-    return ModelServiceError(
-        "length",
-        "the reply was cut off by the token limit (finish_reason 'length') in the middle of a tool call, so the "
-        "call was not run; raise max_tokens in generate_cfg",
-        partial=partial,
-    )
-
-
 def attempt_cfg(cfg: dict, settings: Settings) -> dict:
     """`cfg` for one request. With `settings.deadline`, `request_timeout` (the backend's connect and read
     timeout) is capped by the time left, so that a stalled server cannot hold a run past its deadline."""
@@ -712,19 +724,11 @@ async def _aaccumulate(fragments: AsyncIterator[list[Message]], as_dicts: bool =
                 yield list(response.messages)
 
 
-async def _athoughts(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[Message]]:
+def _athoughts(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[Message]]:
     """The stream with `<think>...</think>` in its text as reasoning_content (generate_cfg thought_in_content)."""
     from chatagent.llm.fncall_prompt import StreamParser
 
-    parser = StreamParser(parse_calls=False)
-    async with aclosing(fragments) as parts:  # type: ignore[type-var]
-        async for f in parts:
-            out = parser.push(f)
-            if out:
-                yield out
-    tail = parser.end()
-    if tail:
-        yield tail
+    return StreamParser(parse_calls=False).arun(fragments)
 
 
 async def _adumped(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[dict]]:

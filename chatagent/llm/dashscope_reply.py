@@ -10,7 +10,8 @@ import time
 from typing import Any
 
 from chatagent.errors import ModelServiceError
-from chatagent.llm.base import Usage, cut_call_error
+from chatagent.llm.base import Usage
+from chatagent.llm.cut_off import cut_call_error
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.stream import INDEX
 

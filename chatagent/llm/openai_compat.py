@@ -33,7 +33,8 @@ import orjson
 
 from chatagent.errors import ModelServiceError
 from chatagent.keys import clean_api_key, clean_headers, mask_secrets
-from chatagent.llm.base import BaseChatModel, Usage, cut_call_error, register_llm
+from chatagent.llm.base import BaseChatModel, Usage, register_llm
+from chatagent.llm.cut_off import cut_call_error
 from chatagent.schema import ASSISTANT, FunctionCall, Message, to_openai
 
 logger = logging.getLogger("chatagent.llm")

@@ -12,7 +12,8 @@ for store URLs and the schema. psycopg is imported only for a postgresql:// stor
 
 from chatagent.sessions.errors import SessionBusyError, SessionConflictError, SessionError, SessionStoreError
 from chatagent.sessions.session import Session
-from chatagent.sessions.store import DEFAULT_USER, SessionInfo, close_stores, default_store_url, open_store
+from chatagent.sessions.store import DEFAULT_USER, SessionInfo
+from chatagent.sessions.store_urls import close_stores, default_store_url, open_store
 
 __all__ = [
     "DEFAULT_USER",

@@ -29,7 +29,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from chatagent.schema import SYSTEM, USER, Message, content_text, drop_unanswered_calls, to_messages
-from chatagent.sessions.store import _UNCHANGED, DEFAULT_USER, Loaded, SessionInfo, SQLStore, open_store
+from chatagent.sessions.store import _UNCHANGED, DEFAULT_USER, Loaded, SessionInfo, SQLStore
+from chatagent.sessions.store_urls import open_store
 from chatagent.stream import Collector
 
 logger = logging.getLogger("chatagent.sessions")

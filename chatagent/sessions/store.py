@@ -5,7 +5,7 @@
     postgresql://user:pw@host:5432/db   a PostgreSQL database (needs psycopg: pip install 'chatagent[postgres]')
 
 Without a URL the store is `$CHATAGENT_SESSION_STORE`, else `<workspace>/sessions/sessions.db`. One `Store` per
-URL serves a process (`open_store` caches it). Every dialect runs the same statements (`SQLStore`); a backend adds
+URL serves a process (`store_urls.open_store` caches it). Every dialect runs the same statements (`SQLStore`); a backend adds
 its connections, its transactions and the lock that keeps two runs off one session (a file lock for SQLite, an
 advisory lock for PostgreSQL), both released by the system when a process dies.
 
@@ -19,12 +19,9 @@ migrates the schema, and refuses, without changing anything, a store written by 
 from __future__ import annotations
 
 import contextlib
-import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -358,70 +355,6 @@ def _conflict(url: str, session_id: str) -> SessionConflictError:
     return SessionConflictError(
         f"session {session_id!r} in {url} was changed by another writer while this turn ran: the turn was not saved"
     )
-
-
-# ---- opening stores by URL --------------------------------------------------------------------------------
-
-_stores: dict[str, SQLStore] = {}
-_stores_lock = threading.Lock()
-
-
-def default_store_url() -> str:
-    """$CHATAGENT_SESSION_STORE, else the SQLite file `<workspace>/sessions/sessions.db`."""
-    env = os.environ.get("CHATAGENT_SESSION_STORE")
-    if env:
-        return env
-    from chatagent.rag.workspace import workspace_root
-
-    return "sqlite:///" + str(workspace_root() / "sessions" / "sessions.db")
-
-
-def open_store(store: str | os.PathLike[str] | SQLStore | None = None) -> SQLStore:
-    """The store for a URL or a file path (one per URL in a process); None means `default_store_url()`."""
-    if isinstance(store, SQLStore):
-        return store
-    if store is None:
-        url, default = default_store_url(), True
-    elif isinstance(store, (str, os.PathLike)):
-        url, default = os.fspath(store), False
-    else:
-        raise TypeError(f"store must be a URL, a file path or a store, got {type(store).__name__}")
-    key = url if "://" in url else "sqlite:///" + str(Path(url).expanduser().resolve())
-    with _stores_lock:
-        found = _stores.get(key)
-        if found is None:
-            found = _stores[key] = _open(url, default)
-        return found
-
-
-def _open(url: str, create_dir: bool) -> SQLStore:
-    if "://" not in url:
-        from chatagent.sessions.sqlite import SQLiteStore
-
-        return SQLiteStore(Path(url).expanduser(), create_dir=create_dir)
-    scheme = urlsplit(url).scheme.lower()
-    if scheme == "sqlite":
-        from chatagent.sessions.sqlite import SQLiteStore, parse_sqlite_url
-
-        path, options = parse_sqlite_url(url)
-        return SQLiteStore(path, create_dir=create_dir, **options)
-    if scheme in ("postgresql", "postgres"):
-        from chatagent.sessions.postgres import PostgresStore
-
-        return PostgresStore(url)
-    raise SessionStoreError(
-        f"unknown session store URL {redact(url)!r}: use sqlite:///path.db (or a file path) or postgresql://host/db"
-    )
-
-
-def close_stores() -> None:
-    """Close the idle connections of every store opened in this process and forget them (the next `open_store`
-    opens anew; Session objects holding a store keep working, connecting again when used)."""
-    with _stores_lock:
-        stores = list(_stores.values())
-        _stores.clear()
-    for s in stores:
-        s.close()
 
 
 def redact(url: str) -> str:

@@ -31,8 +31,8 @@ import typing
 from collections.abc import Callable
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from chatagent.tools.arguments import ToolArgumentError, parse_arguments
-from chatagent.tools.base import TOOL_SETTINGS, BaseTool, is_pydantic_model, pydantic_schema, validate_with_pydantic
+from chatagent.tools.arguments import ToolArgumentError
+from chatagent.tools.tool import TOOL_SETTINGS, BaseTool, is_pydantic_model, pydantic_schema, validate_with_pydantic
 
 logger = logging.getLogger("chatagent.tools")
 
@@ -282,16 +282,27 @@ class FunctionTool(BaseTool):
         functools.update_wrapper(self, fn, updated=())
 
     def call(self, params: str | dict, **kwargs: Any) -> Any:
-        return self.run_validated(self.validate(parse_arguments(params)), **kwargs)
+        return self._run_function(self.parse_params(params))
 
     async def acall(self, params: str | dict, **kwargs: Any) -> Any:
-        return await self.arun_validated(self.validate(parse_arguments(params)), **kwargs)
+        if type(self).call is not FunctionTool.call:  # a subclass with its own call(): run that, as BaseTool does
+            return await super().acall(params, **kwargs)
+        return await self._arun_function(self.parse_params(params))
 
     def run_validated(self, args: dict, **kwargs: Any) -> Any:
         """Call the function with validated arguments, converted to the annotated types (an async function on
-        the process's one background event loop)."""
-        if type(self).call is not FunctionTool.call:  # a subclass with its own call(): it gets the JSON string
+        the process's one background event loop). A subclass with its own `call` gets the JSON string."""
+        if type(self).call is not FunctionTool.call:
             return super().run_validated(args, **kwargs)
+        return self._run_function(args)
+
+    async def arun_validated(self, args: dict, **kwargs: Any) -> Any:
+        """`run_validated` for asyncio: an async function is awaited here, a plain one runs in a worker thread."""
+        if type(self).call is not FunctionTool.call:
+            return await super().arun_validated(args, **kwargs)
+        return await self._arun_function(args)
+
+    def _run_function(self, args: dict) -> Any:
         result = self.fn(**self._typed(args))
         if inspect.isawaitable(result):
             from chatagent._aio import run_coroutine
@@ -299,10 +310,11 @@ class FunctionTool(BaseTool):
             result = run_coroutine(result)
         return result
 
-    async def arun_validated(self, args: dict, **kwargs: Any) -> Any:
-        """`run_validated` for asyncio: an async function is awaited here, a plain one runs in a worker thread."""
-        if type(self).call is not FunctionTool.call or not self.is_async:
-            return await super().arun_validated(args, **kwargs)
+    async def _arun_function(self, args: dict) -> Any:
+        if not self.is_async:
+            import asyncio
+
+            return await asyncio.to_thread(self._run_function, args)
         return await self.fn(**self._typed(args))
 
     def _typed(self, args: dict) -> dict:

@@ -1,0 +1,16 @@
+"""The error for a reply cut off by the token limit in the middle of a tool call (native or prompt-based)."""
+
+from __future__ import annotations
+
+from chatagent.errors import ModelServiceError
+
+
+def cut_call_error(partial: bool = False) -> ModelServiceError:
+    """The error for a reply cut off by the token limit (finish_reason 'length') in the middle of a tool call:
+    the call is never run (its arguments are incomplete), and the same request would be cut the same way."""
+    return ModelServiceError(
+        "length",
+        "the reply was cut off by the token limit (finish_reason 'length') in the middle of a tool call, so the "
+        "call was not run; raise max_tokens in generate_cfg",
+        partial=partial,
+    )

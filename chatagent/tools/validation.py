@@ -1,0 +1,367 @@
+"""Tool arguments checked against the tool's JSON Schema, with safe coercions and readable errors.
+
+    validate_arguments({'n': '3'}, schema)           # -> {'n': 3} when schema says integer
+
+Covers the JSON-Schema subset tools use (type, properties, required, enum, const, items, additionalProperties,
+anyOf/oneOf/allOf, $ref to $defs, min/max, lengths, pattern, default) and coerces where it is safe ("3" -> 3 for
+an integer, "true" -> True, 5 -> "5" for a string, a JSON string for an array or object).
+Every failure raises ToolArgumentError naming the fields that are wrong and what was expected.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from typing import Any
+
+from chatagent.jsonlenient import ToolArgumentError, json_kind, parse_json
+
+_MAX_ERRORS = 3
+_MISSING = object()
+
+_INT_STR = re.compile(r"\s*[-+]?\d+\s*")
+_TYPE_NAMES = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean (true or false)",
+    "array": "a list",
+    "object": "an object",
+    "null": "null",
+}
+
+
+def validate_arguments(args: dict, schema: dict | None) -> dict:
+    """`args` checked against the JSON Schema `schema`: a new dict with safe coercions and defaults applied.
+
+    Raises ToolArgumentError naming the fields that are wrong and what was expected.
+    """
+    if not isinstance(args, dict):
+        raise ToolArgumentError(f"arguments must be a JSON object, got {json_kind(args)}")
+    if not schema:
+        return dict(args)
+    errors: list[str] = []
+    try:
+        value = _Validator(schema, errors).check(args, schema, "")
+    except RecursionError:
+        raise ToolArgumentError("arguments are nested too deeply") from None
+    if errors:
+        shown = errors[:_MAX_ERRORS]
+        more = f" (and {len(errors) - _MAX_ERRORS} more)" if len(errors) > _MAX_ERRORS else ""
+        raise ToolArgumentError("; ".join(shown) + more)
+    return value
+
+
+class _Invalid(Exception):
+    """One value does not fit; the message is complete."""
+
+
+class _Validator:
+    __slots__ = ("root", "errors")
+
+    def __init__(self, root: dict, errors: list[str]) -> None:
+        self.root = root
+        self.errors = errors
+
+    def check(self, value: Any, schema: Any, path: str) -> Any:
+        """`value` validated (coerced); errors are appended, and the value returned as is where wrong."""
+        try:
+            return self._check(value, schema, path)
+        except _Invalid as e:
+            self.errors.append(str(e))
+            return value
+
+    def _check(self, value: Any, schema: Any, path: str) -> Any:
+        if not isinstance(schema, dict) or not schema:
+            return value
+        ref = schema.get("$ref")
+        if isinstance(ref, str):
+            target = self._resolve(ref)
+            rest = {k: v for k, v in schema.items() if k != "$ref"}
+            value = self._check(value, target, path)
+            schema = rest
+            if not schema:
+                return value
+        for sub in schema.get("allOf") or ():
+            value = self._check(value, sub, path)
+        branches = schema.get("anyOf") or schema.get("oneOf")
+        if branches:
+            value = self._branches(value, branches, path)
+        types = schema.get("type")
+        if types is not None:
+            value = self._type(value, types, path)
+        if "const" in schema and value != schema["const"]:
+            raise _Invalid(f"{_name(path)} must be {_short(schema['const'])}, got {_short(value)}")
+        enum = schema.get("enum")
+        if enum is not None and value not in enum:
+            value = self._enum(value, enum, path)
+        if isinstance(value, dict):
+            return self._object(value, schema, path)
+        if isinstance(value, list):
+            return self._array(value, schema, path)
+        if isinstance(value, str):
+            self._string(value, schema, path)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            self._number(value, schema, path)
+        return value
+
+    def _resolve(self, ref: str) -> Any:
+        if not ref.startswith("#"):
+            return {}
+        node: Any = self.root
+        for part in ref[1:].strip("/").split("/"):
+            if not part:
+                continue
+            part = part.replace("~1", "/").replace("~0", "~")
+            if not isinstance(node, dict) or part not in node:
+                return {}
+            node = node[part]
+        return node
+
+    def _branches(self, value: Any, branches: list, path: str) -> Any:
+        for sub in branches:
+            errors: list[str] = []
+            trial = _Validator(self.root, errors)
+            try:
+                result = trial._check(value, sub, path)
+            except _Invalid:
+                continue
+            if not errors:
+                return result
+        kinds = [_describe(self._resolve(b["$ref"]) if isinstance(b, dict) and "$ref" in b else b) for b in branches]
+        raise _Invalid(f"{_name(path)} must be {' or '.join(dict.fromkeys(kinds))}, got {_short(value)}")
+
+    def _type(self, value: Any, types: Any, path: str) -> Any:
+        options = types if isinstance(types, list) else [types]
+        for t in options:
+            if _is_type(value, t):
+                return value
+        for t in options:
+            coerced = _coerce(value, t)
+            if coerced is not _MISSING:
+                return coerced
+        expected = " or ".join(_TYPE_NAMES.get(t, str(t)) for t in options)
+        raise _Invalid(f"{_name(path)} must be {expected}, got {_short(value)}")
+
+    def _enum(self, value: Any, enum: list, path: str) -> Any:
+        for option in enum:  # "3" for 3, 3 for "3", a different case of a string
+            if isinstance(value, str) and not isinstance(option, str):
+                if _coerce(value, _json_type(option)) == option:
+                    return option
+            elif isinstance(option, str) and _num(value) and str(value) == option:
+                return option
+        if isinstance(value, str):
+            folded = [o for o in enum if isinstance(o, str) and o.casefold() == value.strip().casefold()]
+            if len(folded) == 1:
+                return folded[0]
+        options = ", ".join(_short(o) for o in enum[:12]) + (", ..." if len(enum) > 12 else "")
+        raise _Invalid(f"{_name(path)} must be one of {options}, got {_short(value)}")
+
+    def _object(self, value: dict, schema: dict, path: str) -> dict:
+        props = schema.get("properties")
+        props = props if isinstance(props, dict) else {}
+        required = schema.get("required")
+        required = [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
+        out = {}
+        extra = schema.get("additionalProperties", True)
+        for key, item in value.items():
+            sub = props.get(key)
+            if sub is None:
+                if extra is False:
+                    accepted = ", ".join(props) or "none"
+                    self.errors.append(f"{_name(_join(path, key))} is not an accepted argument (accepted: {accepted})")
+                    continue
+                out[key] = self.check(item, extra, _join(path, key)) if isinstance(extra, dict) else item
+                continue
+            if item is None and key not in required and not _allows_null(sub, self):
+                continue  # null for an optional argument: as if left out
+            out[key] = self.check(item, sub, _join(path, key))
+        for key in required:
+            if key not in out:
+                self.errors.append(f"{_name(_join(path, key))} is required")
+        for key, sub in props.items():
+            if key not in out and isinstance(sub, dict) and "default" in sub:
+                out[key] = copy.deepcopy(sub["default"])
+        _bounds(len(out), schema, "minProperties", "maxProperties", path, "properties")
+        return out
+
+    def _array(self, value: list, schema: dict, path: str) -> list:
+        _bounds(len(value), schema, "minItems", "maxItems", path, "items")
+        items = schema.get("items")
+        prefix = schema.get("prefixItems")
+        if not isinstance(items, dict) and not isinstance(prefix, list):
+            return value
+        out = []
+        for i, item in enumerate(value):
+            sub = prefix[i] if isinstance(prefix, list) and i < len(prefix) else items
+            out.append(self.check(item, sub, f"{path}[{i}]") if isinstance(sub, dict) else item)
+        return out
+
+    def _string(self, value: str, schema: dict, path: str) -> None:
+        _bounds(len(value), schema, "minLength", "maxLength", path, "characters")
+        pattern = schema.get("pattern")
+        if isinstance(pattern, str):
+            try:
+                ok = re.search(pattern, value) is not None
+            except re.error:
+                ok = True
+            if not ok:
+                raise _Invalid(f"{_name(path)} must match the pattern {pattern!r}, got {_short(value)}")
+
+    def _number(self, value: float, schema: dict, path: str) -> None:
+        lo, hi = schema.get("minimum"), schema.get("maximum")
+        if _num(lo) and value < lo:
+            raise _Invalid(f"{_name(path)} must be >= {lo}, got {_short(value)}")
+        if _num(hi) and value > hi:
+            raise _Invalid(f"{_name(path)} must be <= {hi}, got {_short(value)}")
+        xlo, xhi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+        if _num(xlo) and value <= xlo:
+            raise _Invalid(f"{_name(path)} must be > {xlo}, got {_short(value)}")
+        if _num(xhi) and value >= xhi:
+            raise _Invalid(f"{_name(path)} must be < {xhi}, got {_short(value)}")
+
+
+def _num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _bounds(size: int, schema: dict, lo_key: str, hi_key: str, path: str, unit: str) -> None:
+    lo, hi = schema.get(lo_key), schema.get(hi_key)
+    if _num(lo) and size < lo:
+        raise _Invalid(f"{_name(path)} must have at least {lo} {unit}, got {size}")
+    if _num(hi) and size > hi:
+        raise _Invalid(f"{_name(path)} must have at most {hi} {unit}, got {size}")
+
+
+def _allows_null(schema: Any, v: _Validator) -> bool:
+    if not isinstance(schema, dict):
+        return True
+    if "$ref" in schema:
+        return _allows_null(v._resolve(schema["$ref"]), v)
+    t = schema.get("type")
+    if t is not None:
+        return t == "null" or (isinstance(t, list) and "null" in t)
+    branches = schema.get("anyOf") or schema.get("oneOf")
+    if branches:
+        return any(_allows_null(b, v) for b in branches)
+    if "enum" in schema:
+        return None in schema["enum"]
+    return "const" not in schema or schema["const"] is None
+
+
+def _is_type(value: Any, t: str) -> bool:
+    if t == "string":
+        return isinstance(value, str)
+    if t == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if t == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if t == "boolean":
+        return isinstance(value, bool)
+    if t == "object":
+        return isinstance(value, dict)
+    if t == "array":
+        return isinstance(value, list)
+    if t == "null":
+        return value is None
+    return True  # an unknown type name: not ours to reject
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if value is None:
+        return "null"
+    return "string"
+
+
+def _coerce(value: Any, t: str) -> Any:
+    """`value` converted to JSON type `t` where that is safe and unambiguous, else _MISSING."""
+    if t == "integer":
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            if _INT_STR.fullmatch(value):
+                return int(value)
+            f = _float(value)
+            if f is not None and f.is_integer():
+                return int(f)
+    elif t == "number":
+        if isinstance(value, str):
+            if _INT_STR.fullmatch(value):
+                return int(value)
+            f = _float(value)
+            if f is not None:
+                return f
+    elif t == "string":
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+    elif t == "boolean":
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+    elif t in ("array", "object") and isinstance(value, str) and value.strip()[:1] in ("[", "{"):
+        try:
+            parsed = parse_json(value)
+        except ToolArgumentError:
+            return _MISSING
+        if _is_type(parsed, t):
+            return parsed
+    elif t == "null" and isinstance(value, str) and value.strip() in ("null", "None"):
+        return None
+    return _MISSING
+
+
+def _float(s: str) -> float | None:
+    try:
+        f = float(s.strip())
+    except ValueError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _describe(schema: Any) -> str:
+    if not isinstance(schema, dict):
+        return "a value"
+    if "enum" in schema:
+        return "one of " + ", ".join(_short(o) for o in schema["enum"][:6])
+    if "const" in schema:
+        return _short(schema["const"])
+    t = schema.get("type")
+    if isinstance(t, list):
+        return " or ".join(_TYPE_NAMES.get(x, str(x)) for x in t)
+    if isinstance(t, str):
+        return _TYPE_NAMES.get(t, t)
+    return "a value of another shape"
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _name(path: str) -> str:
+    return f"'{path}'" if path else "the arguments"
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    if isinstance(value, str):
+        text = repr(value) if len(value) <= limit else repr(value[:limit]) + "..."
+        return text
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+__all__ = ["validate_arguments"]
