@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from chatagent.agent import Agent, Run
-from chatagent.errors import ModelServiceError, RunDeadlineExceeded
+from chatagent.errors import ModelErrorCode, ModelServiceError, RunDeadlineExceeded
 from chatagent.keys import clean_api_key, mask_secrets
 from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
 from chatagent.stream import INDEX
@@ -83,7 +83,7 @@ def _error_for(e: BaseException) -> RequestError:
     if isinstance(e, MessageError):  # a message the agent could not accept; any other error is ours, a 500
         return RequestError(400, str(e), "invalid_messages", "messages")
     if isinstance(e, ModelServiceError):
-        status = 400 if e.code == "context_too_long" else 502
+        status = 400 if e.code == ModelErrorCode.CONTEXT_TOO_LONG else 502
         return RequestError(status, f"the model service failed: {e}", str(e.code))
     if isinstance(e, RunDeadlineExceeded):
         return RequestError(504, str(e), "deadline_exceeded")

@@ -5,7 +5,8 @@ import time
 import pytest
 
 from chatagent import ModelServiceError, Reply, ScriptedLLM, get_chat_model, register_llm, tool_call
-from chatagent.llm.base import LLM_REGISTRY, BaseChatModel, split_generate_cfg, truncate_messages
+from chatagent.llm.base import BaseChatModel, split_generate_cfg, truncate_messages
+from chatagent.llm.registry import LLM_REGISTRY
 from chatagent.schema import ContentItem, Message, to_messages
 from chatagent.tokens import count_tokens, truncate_tokens
 
