@@ -42,6 +42,7 @@ from chatagent.llm.stream_modes import (
     as_fragments,
     dict_accumulate,
     dumped,
+    in_worker_thread,
 )
 from chatagent.schema import FUNCTION, USER, Message, content_text, to_messages
 from chatagent.stream import INDEX, accumulate, collect
@@ -264,33 +265,12 @@ class BaseChatModel:
         """The whole reply at once; by default the collected stream."""
         return collect(self._chat_stream(messages, functions, cfg, usage))
 
-    async def _achat_stream(
+    def _achat_stream(
         self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
     ) -> AsyncIterator[list[Message]]:
         """`_chat_stream` for asyncio. By default the synchronous stream, read in a worker thread; backends with
         an async client override it."""
-        import asyncio
-        import threading
-
-        stream = self._chat_stream(messages, functions, cfg, usage)
-        busy = threading.Lock()  # a cancelled wait leaves `next` running in its thread: close after it
-
-        def step() -> list[Message] | None:
-            with busy:
-                return next(stream, None)
-
-        def close() -> None:
-            with busy:
-                stream.close()  # type: ignore[attr-defined]
-
-        try:
-            while True:
-                fragments = await asyncio.to_thread(step)
-                if fragments is None:
-                    return
-                yield fragments
-        finally:
-            await asyncio.to_thread(close)
+        return in_worker_thread(lambda: self._chat_stream(messages, functions, cfg, usage))
 
     async def _achat_once(
         self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None

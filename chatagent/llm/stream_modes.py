@@ -1,9 +1,11 @@
 """The stream modes of `chat()` / `achat()` over a model's fragments: dicts out, the whole reply so far, the reply
-collected, and a whole reply as one fragment list."""
+collected, a whole reply as one fragment list, and a synchronous stream read from asyncio."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Iterator
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import aclosing
 
 from chatagent.schema import Message
@@ -54,3 +56,27 @@ async def adumped(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list
     async with aclosing(fragments) as parts:  # type: ignore[type-var]
         async for frs in parts:
             yield [f.model_dump() for f in frs]
+
+
+async def in_worker_thread(start: Callable[[], Iterator[list[Message]]]) -> AsyncIterator[list[Message]]:
+    """The stream `start()` returns, for asyncio: started on first use, each step taken in a worker thread, closed
+    there too when done."""
+    stream = start()
+    busy = threading.Lock()  # a cancelled wait leaves `next` running in its thread: close after it
+
+    def step() -> list[Message] | None:
+        with busy:
+            return next(stream, None)
+
+    def close() -> None:
+        with busy:
+            stream.close()  # type: ignore[attr-defined]
+
+    try:
+        while True:
+            fragments = await asyncio.to_thread(step)
+            if fragments is None:
+                return
+            yield fragments
+    finally:
+        await asyncio.to_thread(close)
