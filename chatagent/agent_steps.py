@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from chatagent import events
 from chatagent.agent_compat import collected
-from chatagent.driver import ModelStream, carry_out, drive
+from chatagent.driver import ModelStream, carry_out, chat_args, drive
 from chatagent.effects import Blocking, ModelCall, Request, ToolBatch, ToolWait, View
 from chatagent.run_context import RunContext, current_run
 from chatagent.schema import Message, content_text
@@ -55,10 +55,10 @@ class RunSteps:
         ctx = current_run()
         ctx.check_deadline()
         cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
-        if ctx.deadline is not None:  # the model layer caps its timeouts and retry waits by it
-            cfg["deadline"] = ctx.deadline
         if not stream:
-            return self.llm.chat(messages, functions, stream=False, extra_generate_cfg=cfg, usage=ctx.usage)
+            return self.llm.chat(
+                messages, functions, stream=False, extra_generate_cfg=cfg, usage=ctx.usage, deadline=ctx.deadline
+            )
         call = ModelCall(self.llm, messages, functions, cfg, start, ctx, view, hide)
         return self._llm_call(call)
 
@@ -71,9 +71,7 @@ class RunSteps:
         # a plain for loop iterates us (Qwen-Agent style): call the model here, yield the reply as whole lists
         call.hide = True
         s = ModelStream(call)
-        stream = call.llm.chat(
-            call.messages, call.functions, stream=True, delta_stream=True, extra_generate_cfg=call.cfg, usage=s.usage
-        )
+        stream = call.llm.chat(call.messages, call.functions, **chat_args(call, s.usage))
         try:
             yield from accumulate(collected(stream, s))
         except BaseException as e:

@@ -183,6 +183,7 @@ class BaseChatModel:
         extra_generate_cfg: dict | None = None,
         *,
         usage: Usage | None = None,
+        deadline: float | None = None,
     ) -> list[Message] | Iterator[list[Message]]:
         """Ask the model.
 
@@ -194,8 +195,10 @@ class BaseChatModel:
         `extra['function_id']`; a call appears only once its arguments are complete.
 
         Messages given as dicts (all of them) get dicts back, as from an agent; Messages get Messages.
+        `deadline` (a `time.monotonic()` value; `Agent.run(deadline=...)` passes the run's) caps the request
+        timeouts and retry waits: past it, RunDeadlineExceeded.
         """
-        msgs, funcs, gen_cfg, settings, as_dicts = self._inputs(messages, functions, extra_generate_cfg)
+        msgs, funcs, gen_cfg, settings, as_dicts = self._inputs(messages, functions, extra_generate_cfg, deadline)
         fragments = self._call(msgs, funcs, gen_cfg, settings, usage, stream)
         if not stream:
             reply = collect(fragments)
@@ -217,6 +220,7 @@ class BaseChatModel:
         extra_generate_cfg: dict | None = None,
         *,
         usage: Usage | None = None,
+        deadline: float | None = None,
     ) -> Any:
         """`chat()` for asyncio, with the same retries, fallbacks and truncation.
 
@@ -225,7 +229,7 @@ class BaseChatModel:
 
         Dicts in give dicts out, as with `chat()`.
         """
-        msgs, funcs, gen_cfg, settings, as_dicts = self._inputs(messages, functions, extra_generate_cfg)
+        msgs, funcs, gen_cfg, settings, as_dicts = self._inputs(messages, functions, extra_generate_cfg, deadline)
         fragments = self._acall(msgs, funcs, gen_cfg, settings, usage, stream)
         if not stream:
             return acollect(fragments, as_dicts)
@@ -234,7 +238,11 @@ class BaseChatModel:
         return aaccumulate(fragments, as_dicts)
 
     def _inputs(
-        self, messages: Iterable[dict | Message], functions: Iterable[dict] | None, extra_generate_cfg: dict | None
+        self,
+        messages: Iterable[dict | Message],
+        functions: Iterable[dict] | None,
+        extra_generate_cfg: dict | None,
+        deadline: float | None = None,
     ) -> tuple[list[Message], list[dict] | None, dict, Settings, bool]:
         """The checked, truncated messages, the function schemas, the backend's cfg, our settings, and whether
         the caller gave dicts (and so gets dicts)."""
@@ -248,6 +256,8 @@ class BaseChatModel:
         settings, gen_cfg = split_generate_cfg({**self.generate_cfg, **(extra_generate_cfg or {})})
         if settings.max_input_tokens is None:
             settings.max_input_tokens = self.input_limit(extra_generate_cfg)
+        if deadline is not None:
+            settings.deadline = deadline
         funcs = normalize_functions(functions)
         return self._prepare(msgs, settings, funcs), funcs, gen_cfg, settings, as_dicts
 
