@@ -31,7 +31,7 @@ from chatagent.driver import adrive, drive
 from chatagent.lang import conversation_lang
 from chatagent.llm.base import BaseChatModel
 from chatagent.llm.registry import get_chat_model
-from chatagent.plugins import PluginError
+from chatagent.plugins import PluginError, Plugins
 from chatagent.run_context import CURRENT, RunContext, current_run
 from chatagent.run_handle import ARun, Run
 from chatagent.schema import Message, to_messages, with_system_text
@@ -135,8 +135,6 @@ class Agent(RunSteps):
 
     @plugins.setter
     def plugins(self, value: Iterable | None) -> None:
-        from chatagent.plugins import Plugins
-
         self._plugins = Plugins(value or ())
 
     def _run_plugins(self, extra: Iterable | None, response_format: Any = _UNSET) -> Any:
@@ -401,15 +399,12 @@ class Agent(RunSteps):
         if ctx.plugins is None and not self._needs_approval():
             return self._fragments(msgs, lang, kwargs)
         from chatagent.plugin_run import controlled
-        from chatagent.plugins import Plugins
 
         return controlled(self, ctx.plugins or Plugins(()), msgs, lang, kwargs, ctx)
 
     def _observed(self, gen: Iterator[Any], ctx: RunContext) -> Iterator[Any]:
         """The run's stream, with run_start and run_end events around it."""
-        from chatagent.events import RUN_END, RUN_START, Event, emit
-
-        emit(ctx.callbacks, Event(RUN_START, ctx.agent_name, run=ctx))
+        events.emit(ctx.callbacks, events.Event(events.RUN_START, ctx.agent_name, run=ctx))
         start = time.perf_counter()
         error = None
         try:
@@ -420,8 +415,8 @@ class Agent(RunSteps):
         finally:
             _close(gen)
             duration = time.perf_counter() - start
-            end = Event(RUN_END, ctx.agent_name, duration=duration, usage=ctx.usage, error=error, run=ctx)
-            emit(ctx.callbacks, end)
+            end = events.Event(events.RUN_END, ctx.agent_name, duration=duration, usage=ctx.usage, error=error, run=ctx)
+            events.emit(ctx.callbacks, end)
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         """Yield fragments of the response and requests (see the module docstring)."""

@@ -125,10 +125,11 @@ class RunSteps:
 
     def _tool_start(self, ctx: RunContext, name: str, arguments: Any, call_id: str | None) -> None:
         if ctx.callbacks:
-            from chatagent.events import TOOL_START, Event, emit
-
             raw = arguments if isinstance(arguments, str) else str(arguments)
-            emit(ctx.callbacks, Event(TOOL_START, self.name, tool=name, arguments=raw, call_id=call_id, run=ctx))
+            events.emit(
+                ctx.callbacks,
+                events.Event(events.TOOL_START, self.name, tool=name, arguments=raw, call_id=call_id, run=ctx),
+            )
 
     @staticmethod
     def _blocking(fn: Callable[..., Any], *args: Any) -> Iterator[Any]:
@@ -173,10 +174,8 @@ def drain(gen: Iterator[Any]) -> Any:
 
 def tool_end_event(agent: str | None, outcome: Any, run: RunContext | None = None) -> Any:
     """The tool_end Event for a ToolOutcome (chatagent.tools.calling) of a call made in `run`."""
-    from chatagent.events import TOOL_END, Event
-
-    return Event(
-        TOOL_END, agent, duration=outcome.duration, tool=outcome.name, arguments=outcome.arguments,
+    return events.Event(
+        events.TOOL_END, agent, duration=outcome.duration, tool=outcome.name, arguments=outcome.arguments,
         call_id=outcome.call_id, result=outcome.content, error=outcome.content if outcome.error else None,
         data={"error_kind": outcome.error, "cached": outcome.cached}, run=run,
     )  # fmt: skip
