@@ -36,12 +36,13 @@ _EXPORTS: dict[str, str] = {
     "SessionStoreError": "chatagent.sessions",
     "ChatAgentError": "chatagent.errors",
     "ModelServiceError": "chatagent.errors",
+    "ModelErrorCode": "chatagent.errors",
     "MissingDependencyError": "chatagent.errors",
     "RunDeadlineExceeded": "chatagent.errors",
     "BaseChatModel": "chatagent.llm.base",
     "Usage": "chatagent.llm.base",
-    "get_chat_model": "chatagent.llm.base",
-    "register_llm": "chatagent.llm.base",
+    "get_chat_model": "chatagent.llm.registry",
+    "register_llm": "chatagent.llm.registry",
     "ScriptedLLM": "chatagent.llm.scripted",
     "Reply": "chatagent.llm.scripted",
     "tool_call": "chatagent.llm.scripted",
@@ -116,6 +117,7 @@ __all__ = [
     "MessageError",
     "MissingDependencyError",
     "ModelServiceError",
+    "ModelErrorCode",
     "Reply",
     "Run",
     "RunDeadlineExceeded",
@@ -145,10 +147,17 @@ if TYPE_CHECKING:
     from chatagent.agents.router import Router
     from chatagent.agents.user import PENDING_USER_INPUT, UserAgent, pending_input
     from chatagent.approval import approval_message, pending_approval
-    from chatagent.errors import ChatAgentError, MissingDependencyError, ModelServiceError, RunDeadlineExceeded
+    from chatagent.errors import (
+        ChatAgentError,
+        MissingDependencyError,
+        ModelErrorCode,
+        ModelServiceError,
+        RunDeadlineExceeded,
+    )
     from chatagent.events import Callbacks, Event
     from chatagent.guardrails import InputGuardrail, LLMJudge, OutputGuardrail, TextPolicy
-    from chatagent.llm.base import BaseChatModel, Usage, get_chat_model, register_llm
+    from chatagent.llm.base import BaseChatModel, Usage
+    from chatagent.llm.registry import get_chat_model, register_llm
     from chatagent.llm.scripted import Reply, ScriptedLLM, tool_call
     from chatagent.plugins import Blocked, Plugin, PluginError, Retry
     from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, to_messages, to_openai

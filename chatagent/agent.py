@@ -18,31 +18,43 @@ A `_run` written the Qwen-Agent way, yielding the whole response so far each tim
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from chatagent import events
 from chatagent._kwargs import reject_unknown
-from chatagent.driver import ModelStream, adrive, carry_out, drive
-from chatagent.effects import Blocking, ModelCall, Request, ToolBatch, ToolWait, View
-from chatagent.errors import RunDeadlineExceeded
+from chatagent.agent_compat import whole_lists_as_fragments
+from chatagent.agent_steps import LLM_CALL_CODE, RunSteps, tool_end_event
+from chatagent.driver import adrive, drive
 from chatagent.lang import conversation_lang
-from chatagent.llm.base import BaseChatModel, Usage, get_chat_model
-from chatagent.plugins import PluginError
-from chatagent.schema import SYSTEM, ContentItem, Message, content_text, to_messages
-from chatagent.stream import INDEX, Collector, DictResponse, Response, WholeLists, accumulate, collect, fragment
+from chatagent.llm.base import BaseChatModel
+from chatagent.llm.registry import get_chat_model
+from chatagent.plugins import PluginError, Plugins
+from chatagent.run_context import CURRENT, RunContext, current_run
+from chatagent.run_handle import ARun, Run
+from chatagent.schema import Message, to_messages, with_system_text
+from chatagent.stream import Collector, DictResponse, Response, collect
+from chatagent.subagent import hidden, map_fragments, run_subagent
 
 if TYPE_CHECKING:
     from chatagent.sessions.session import Session
 
-logger = logging.getLogger("chatagent.agent")
-
-_CURRENT: ContextVar[RunContext | None] = ContextVar("chatagent_run", default=None)
 _UNSET: Any = object()
+
+__all__ = [
+    "ARun",
+    "Agent",
+    "Run",
+    "RunContext",
+    "current_run",
+    "detect_lang",
+    "hidden",
+    "map_fragments",
+    "run_subagent",
+    "tool_end_event",
+]
 
 
 def detect_lang(messages: list[Message]) -> str:
@@ -50,134 +62,7 @@ def detect_lang(messages: list[Message]) -> str:
     return conversation_lang(messages)
 
 
-class RunContext:
-    """Per-run state, readable while and after the run: token usage, the deadline, the callbacks,
-    how often each tool was called, generate_cfg for this run only, the agent it belongs to, the conversation's
-    session_id, the plugins, how often a plugin retried the run (`attempt`), the validated structured answer
-    (`output`, with `response_format`), and the run this one is part of (`parent`, for a sub-agent's part)."""
-
-    __slots__ = (
-        "usage",
-        "deadline",
-        "callbacks",
-        "tool_calls",
-        "generate_cfg",
-        "agent_name",
-        "session_id",
-        "plugins",
-        "attempt",
-        "output",
-        "parent",
-        "trace",
-    )
-
-    def __init__(self, deadline: float | None = None, callbacks: tuple = (), agent_name: str | None = None) -> None:
-        self.usage = Usage()
-        self.deadline = deadline  # time.monotonic() value, or None
-        self.callbacks = callbacks  # see chatagent.events; empty means no Event is ever built
-        self.tool_calls: dict[str, int] = {}
-        self.generate_cfg: dict | None = None
-        self.agent_name = agent_name
-        self.session_id: str | None = None  # run(..., session_id=...): tools keep per-conversation state under it
-        self.plugins: Any = None  # a chatagent.plugins.Plugins, or None when the run has none
-        self.attempt = 0  # retries asked for by a plugin (chatagent.plugins.Retry)
-        self.output: Any = None  # the validated answer, with response_format
-        self.parent: RunContext | None = None
-        self.trace: Any = None  # what chatagent.telemetry keeps for this run (its span and context)
-
-    def check_deadline(self) -> None:
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            raise RunDeadlineExceeded("the run went past its deadline")
-
-    def child(self, agent_name: str | None) -> RunContext:
-        """The context of a sub-agent's part of this run: same deadline, callbacks and usage totals."""
-        ctx = RunContext(self.deadline, self.callbacks, agent_name)
-        ctx.usage = self.usage
-        ctx.session_id = self.session_id
-        ctx.parent = self
-        return ctx
-
-
-def current_run() -> RunContext:
-    """The context of the run whose code is executing now (a fresh one outside any run)."""
-    ctx = _CURRENT.get()
-    return ctx if ctx is not None else RunContext()
-
-
-class Run(Iterator[list]):
-    """The iterator `Agent.run()` returns. Iterate it; `usage` holds the tokens used so far.
-
-    Closing it (or dropping it) closes the model stream underneath.
-    """
-
-    __slots__ = ("_gen", "_out", "context")
-
-    def __init__(self, gen: Iterator[list[Message]], out: Callable[[list[Message]], list], context: RunContext) -> None:
-        self._gen = gen
-        self._out = out
-        self.context = context
-
-    @property
-    def usage(self) -> Usage:
-        return self.context.usage
-
-    def __iter__(self) -> Run:
-        return self
-
-    def __next__(self) -> list:
-        token = _CURRENT.set(self.context)
-        try:
-            return self._out(next(self._gen))
-        finally:
-            _CURRENT.reset(token)
-
-    def close(self) -> None:
-        token = _CURRENT.set(self.context)
-        try:
-            self._gen.close()
-        finally:
-            _CURRENT.reset(token)
-
-
-class ARun(AsyncIterator[list]):
-    """The async iterator `Agent.arun()` returns: `async for rsp in bot.arun(messages)`.
-
-    `usage` holds the tokens used so far. `aclose()` (or breaking out of the loop and dropping it, or
-    cancelling the task) closes the model's HTTP stream at once.
-    """
-
-    __slots__ = ("_agen", "_out", "context")
-
-    def __init__(
-        self, agen: AsyncIterator[list[Message]], out: Callable[[list[Message]], list], context: RunContext
-    ) -> None:
-        self._agen = agen
-        self._out = out
-        self.context = context
-
-    @property
-    def usage(self) -> Usage:
-        return self.context.usage
-
-    def __aiter__(self) -> ARun:
-        return self
-
-    async def __anext__(self) -> list:
-        token = _CURRENT.set(self.context)
-        try:
-            return self._out(await self._agen.__anext__())
-        finally:
-            _CURRENT.reset(token)
-
-    async def aclose(self) -> None:
-        token = _CURRENT.set(self.context)
-        try:
-            await self._agen.aclose()  # type: ignore[attr-defined]
-        finally:
-            _CURRENT.reset(token)
-
-
-class Agent:
+class Agent(RunSteps):
     """Base of all agents. Subclasses implement `_run`.
 
     Args:
@@ -250,11 +135,9 @@ class Agent:
 
     @plugins.setter
     def plugins(self, value: Iterable | None) -> None:
-        from chatagent.plugins import Plugins
-
         self._plugins = Plugins(value or ())
 
-    def _run_plugins(self, extra: Iterable | None, response_format: Any) -> Any:
+    def _run_plugins(self, extra: Iterable | None, response_format: Any = _UNSET) -> Any:
         """The plugins of one run: the agent's, then `extra`, then the check for `response_format` (the agent's
         when _UNSET); None when there are none."""
         plugins = self._plugins
@@ -495,11 +378,11 @@ class Agent:
     def _start(self, msgs: list[Message], lang: str | None, context: RunContext, kwargs: dict) -> Iterator[Any]:
         """Start `_run` on the conversation: its stream of fragments and requests."""
         context.session_id = kwargs.get("session_id")
-        token = _CURRENT.set(context)  # a Qwen-style _run may do work before its first yield
+        token = CURRENT.set(context)  # a Qwen-style _run may do work before its first yield
         try:
             gen = self._controlled(msgs, lang or detect_lang(msgs), kwargs, context)
         finally:
-            _CURRENT.reset(token)
+            CURRENT.reset(token)
         if context.callbacks:
             gen = self._observed(gen, context)
         return gen
@@ -507,24 +390,21 @@ class Agent:
     def _fragments(self, msgs: list[Message], lang: str, kwargs: dict) -> Iterator[Any]:
         """`_run` on the conversation with the system message merged, as fragments and requests."""
         gen = self._run(self._with_system_message(msgs), lang=lang, **kwargs)
-        if getattr(gen, "gi_code", None) is _LLM_CALL_CODE:
+        if getattr(gen, "gi_code", None) is LLM_CALL_CODE:
             return gen  # `return self._call_llm(...)`: already speaks in fragments and requests
-        return _whole_lists_as_fragments(gen)
+        return whole_lists_as_fragments(gen)
 
     def _controlled(self, msgs: list[Message], lang: str, kwargs: dict, ctx: RunContext) -> Iterator[Any]:
         """`_fragments`, under the run's plugins and tool approval when it has any (see `chatagent.plugin_run`)."""
         if ctx.plugins is None and not self._needs_approval():
             return self._fragments(msgs, lang, kwargs)
         from chatagent.plugin_run import controlled
-        from chatagent.plugins import Plugins
 
         return controlled(self, ctx.plugins or Plugins(()), msgs, lang, kwargs, ctx)
 
     def _observed(self, gen: Iterator[Any], ctx: RunContext) -> Iterator[Any]:
         """The run's stream, with run_start and run_end events around it."""
-        from chatagent.events import RUN_END, RUN_START, Event, emit
-
-        emit(ctx.callbacks, Event(RUN_START, ctx.agent_name, run=ctx))
+        events.emit(ctx.callbacks, events.Event(events.RUN_START, ctx.agent_name, run=ctx))
         start = time.perf_counter()
         error = None
         try:
@@ -535,146 +415,16 @@ class Agent:
         finally:
             _close(gen)
             duration = time.perf_counter() - start
-            end = Event(RUN_END, ctx.agent_name, duration=duration, usage=ctx.usage, error=error, run=ctx)
-            emit(ctx.callbacks, end)
+            end = events.Event(events.RUN_END, ctx.agent_name, duration=duration, usage=ctx.usage, error=error, run=ctx)
+            events.emit(ctx.callbacks, end)
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         """Yield fragments of the response and requests (see the module docstring)."""
         raise NotImplementedError
 
-    # ---- helpers for subclasses ------------------------------------------------------------------------
-
-    def _call_llm(
-        self,
-        messages: list[Message],
-        functions: list[dict] | None = None,
-        stream: bool = True,
-        extra_generate_cfg: dict | None = None,
-        *,
-        start: int = 0,
-        view: View | None = None,
-        hide: bool = False,
-    ) -> Any:
-        """Ask the model; use as `reply = yield from self._call_llm(...)`.
-
-        The reply streams out as fragments placed from `start` (through `view`, see `ModelCall`; none with
-        `hide=True`), and the complete reply (a list of Messages) is the return value.
-
-        Qwen-Agent style works too: `for rsp in self._call_llm(...)` yields the reply so far as whole lists
-        (an empty one first), and `stream=False` returns the whole reply at once.
-        """
-        ctx = current_run()
-        ctx.check_deadline()
-        cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
-        if ctx.deadline is not None:  # the model layer caps its timeouts and retry waits by it
-            cfg["deadline"] = ctx.deadline
-        if not stream:
-            return self.llm.chat(messages, functions, stream=False, extra_generate_cfg=cfg, usage=ctx.usage)
-        call = ModelCall(self.llm, messages, functions, cfg, start, ctx, view, hide)
-        return self._llm_call(call)
-
-    def _llm_call(self, call: ModelCall) -> Iterator[Any]:
-        reply = yield call
-        if reply is not None:
-            return reply
-        if call.done:  # a plain for loop passed the request on itself and the driver carried it out
-            return call.result
-        # a plain for loop iterates us (Qwen-Agent style): call the model here, yield the reply as whole lists
-        call.hide = True
-        s = ModelStream(call)
-        stream = call.llm.chat(
-            call.messages, call.functions, stream=True, delta_stream=True, extra_generate_cfg=call.cfg, usage=s.usage
-        )
-        try:
-            yield from accumulate(_collected(stream, s))
-        except BaseException as e:
-            s.failed(e)
-            raise
-        finally:
-            stream.close()  # type: ignore[union-attr]
-            reply = s.finish()
-        return reply
-
-    def _run_tools(self, calls: list[Any], max_parallel: int = 8) -> Iterator[Any]:
-        """Run prepared tool calls (see `chatagent.tools.calling.prepare_call`), concurrently when there are
-        several; use as `handle = yield from ...`, then `outcome = yield from self._tool_result(handle, i)`."""
-        ctx = current_run()
-        return (yield from _ask(ToolBatch(calls, max_parallel, self._tool_cache, ctx.deadline)))
-
-    @staticmethod
-    def _tool_result(handle: Any, index: int) -> Iterator[Any]:
-        """The ToolOutcome of call `index` of a batch started with `_run_tools` (waits until it is done)."""
-        return (yield from _ask(ToolWait(handle, index)))
-
-    def _run_tool(self, tool_name: str, tool_args: str | dict | None = "{}", **kwargs: Any) -> Iterator[Any]:
-        """`_call_tool` for loops that serve `arun` too: `content = yield from self._run_tool(name, args)`."""
-        from chatagent.tools.calling import PreparedCall, prepare_call
-
-        ctx = current_run()
-        call_id = kwargs.pop("call_id", None)
-        self._tool_start(ctx, tool_name, tool_args, call_id)
-        call = prepare_call(
-            self.function_map, tool_name, tool_args, call_id=call_id, counts=ctx.tool_calls,
-            cache=self._tool_cache, kwargs=kwargs,
-        )  # fmt: skip
-        if isinstance(call, PreparedCall):
-            handle = yield from _ask(ToolBatch([call], 1, self._tool_cache, ctx.deadline))
-            outcome = yield from _ask(ToolWait(handle, 0))
-        else:
-            outcome = call
-        if ctx.callbacks:
-            events.emit(ctx.callbacks, tool_end_event(self.name, outcome, ctx))
-        ctx.check_deadline()
-        return outcome.content
-
-    def _call_tool(self, tool_name: str, tool_args: str | dict | None = "{}", **kwargs: Any) -> str | list:
-        """Run one tool the model asked for, here and now; returns the content for the function message
-        (Qwen-Agent's helper; a loop that should also serve `arun` uses `yield from self._run_tool(...)`).
-
-        Every failure the model can fix (unknown tool, bad arguments, the tool raising or timing out,
-        `max_calls` used up) comes back as a short error text for the model; the traceback goes to the log.
-        """
-        return _drain(self._run_tool(tool_name, tool_args, **kwargs))
-
-    def _tool_start(self, ctx: RunContext, name: str, arguments: Any, call_id: str | None) -> None:
-        if ctx.callbacks:
-            from chatagent.events import TOOL_START, Event, emit
-
-            raw = arguments if isinstance(arguments, str) else str(arguments)
-            emit(ctx.callbacks, Event(TOOL_START, self.name, tool=name, arguments=raw, call_id=call_id, run=ctx))
-
-    @staticmethod
-    def _blocking(fn: Callable[..., Any], *args: Any) -> Iterator[Any]:
-        """`fn(*args)`, which may block (parsing files, a synchronous library): `x = yield from self._blocking(f, a)`.
-        `run()` calls it in place, `arun()` in a worker thread."""
-        return (yield from _ask(Blocking(fn, *args)))
-
-    def _subagent(
-        self, agent: Agent, messages: list[Message], lang: str, start: int = 0, view: Any = None, **kwargs: Any
-    ) -> Iterator[Any]:
-        """Run `agent` as part of this run: `turn = yield from self._subagent(agent, messages, lang, start)`
-        (see `run_subagent`)."""
-        return (yield from run_subagent(agent, messages, lang, start, view, **kwargs))
-
-    def _detect_tool(self, message: Message) -> tuple[bool, str, str, str]:
-        """(whether it calls a tool, the tool's name, its arguments, the text): Qwen-Agent's helper."""
-        call = message.function_call
-        text = content_text(message.content)
-        if call is None:
-            return False, "", "", text
-        return True, call.name, call.arguments, text
-
     def _with_system_message(self, msgs: list[Message]) -> list[Message]:
-        if not self.system_message:
-            return msgs
-        first = msgs[0]
-        if first.role != SYSTEM:
-            return [Message._make(SYSTEM, self.system_message)] + msgs
-        if isinstance(first.content, str):
-            merged: str | list[ContentItem] = self.system_message + "\n\n" + first.content
-        else:
-            merged = [ContentItem(text=self.system_message + "\n\n")] + list(first.content)
-        return [first.copy(content=merged)] + msgs[1:]
+        """The conversation with the agent's system message before the caller's (see `with_system_text`)."""
+        return with_system_text(msgs, self.system_message, first=True) if self.system_message else msgs
 
     # ---- output conversion ---------------------------------------------------------------------------
 
@@ -693,115 +443,6 @@ class Agent:
             return list(msgs)
 
         return cumulative
-
-
-def run_subagent(
-    agent: Agent,
-    messages: list[Message],
-    lang: str,
-    start: int = 0,
-    view: Callable[[list[Message]], list[Message]] | None = None,
-    **kwargs: Any,
-) -> Iterator[Any]:
-    """Run `agent` on `messages` as part of the current run; use with `yield from`.
-
-    Its fragments are placed from `start`, named after it, then passed through `view` if given; it shares
-    the run's deadline, callbacks and usage totals; its requests go to the run's driver (so it streams
-    under `arun` too). Returns what it showed (its response, before `view`).
-    """
-    parent = current_run()
-    parent.check_deadline()
-    ctx = parent.child(agent.name)
-    if parent.session_id is not None:  # the members' tools keep their state per conversation too
-        kwargs.setdefault("session_id", parent.session_id)
-    if agent._plugins or agent.response_format is not None:
-        ctx.plugins = agent._run_plugins(None, _UNSET)
-    token = _CURRENT.set(ctx)
-    try:
-        gen = agent._controlled(list(messages), lang, kwargs, ctx)
-    finally:
-        _CURRENT.reset(token)
-    if ctx.callbacks:
-        gen = agent._observed(gen, ctx)
-    shown = Collector()
-    name = agent.name
-
-    def place(fragments: list[Message]) -> list[Message]:
-        shown.add(fragments)
-        for f in fragments:
-            f.extra[INDEX] += start
-            if f.name is None:
-                f.name = name
-        return fragments
-
-    value: Any = None
-    error: BaseException | None = None
-    try:
-        while True:
-            token = _CURRENT.set(ctx)
-            try:
-                item = gen.throw(error) if error is not None else gen.send(value)
-            except StopIteration:
-                break
-            finally:
-                _CURRENT.reset(token)
-            error = value = None
-            if type(item) is list:
-                if item:
-                    item = place(item)
-                    if view is not None:
-                        item = view(item)
-                    if item:
-                        yield item
-                continue
-            if type(item) is ModelCall:
-                item.maps.append(place)
-                if view is not None:
-                    item.maps.append(view)
-            try:
-                value = yield item
-            except GeneratorExit:
-                raise
-            except Exception as e:
-                error = e
-    finally:
-        token = _CURRENT.set(ctx)
-        try:
-            gen.close()
-        finally:
-            _CURRENT.reset(token)
-    return shown.messages()
-
-
-def map_fragments(gen: Iterator[Any], fn: Callable[[list[Message]], list[Message]]) -> Iterator[Any]:
-    """`gen` (an agent's fragments and requests) with `fn` applied to every list of fragments it shows, the
-    model's streamed pieces included (through the model calls' maps); requests pass on. Use with `yield from`;
-    returns what `gen` returns."""
-    value: Any = None
-    error: BaseException | None = None
-    try:
-        while True:
-            try:
-                item = gen.throw(error) if error is not None else gen.send(value)
-            except StopIteration as stop:
-                return stop.value
-            error = value = None
-            if type(item) is list:
-                if item:
-                    out = fn(item)
-                    if out:
-                        yield out
-                continue
-            if type(item) is ModelCall:
-                item.maps.append(fn)
-            try:
-                value = yield item
-            except GeneratorExit:
-                raise
-            except Exception as e:
-                error = e
-    finally:
-        gen.close()
 
 
 def _raise_structured_error(e: PluginError) -> None:
@@ -836,105 +477,7 @@ def _named(fragments: list[Message], name: str | None) -> list[Message]:
     return fragments
 
 
-def _collected(stream: Iterable[list[Message]], s: ModelStream) -> Iterator[list[Message]]:
-    """The stream's fragments, also collected (and the deadline checked) by `s`."""
-    for fragments in stream:
-        s.push(fragments)
-        yield fragments
-
-
-def _whole_lists_as_fragments(gen: Iterator[Any]) -> Iterator[Any]:
-    """`gen` with yields of the whole response so far (Qwen-Agent style) turned into fragments; fragments and
-    requests pass through. What was shown before the first whole list is remembered (cheaply: copies of the
-    few messages an agent yields itself, and the model replies) so that a whole list can be told apart
-    from it."""
-    seen: list[list[Message]] | None = []
-    whole: WholeLists | None = None
-    value: Any = None
-    error: BaseException | None = None
-    try:
-        while True:
-            try:
-                item = gen.throw(error) if error is not None else gen.send(value)
-            except StopIteration as stop:
-                return stop.value
-            error = value = None
-            if isinstance(item, Request):
-                try:
-                    value = yield item
-                except GeneratorExit:
-                    raise
-                except Exception as e:
-                    error = e
-                    continue
-                if type(item) is ModelCall and not item.hide and isinstance(value, list):
-                    shown = [fragment(m, item.start + i) for i, m in enumerate(value)]
-                    if whole is None:
-                        seen.append(shown)  # type: ignore[union-attr]
-                    else:
-                        whole.add(shown)
-                continue
-            if not item:
-                continue
-            first = item[0]
-            if isinstance(first, Message) and first.extra is not None and INDEX in first.extra:
-                if whole is None:
-                    seen.append([fragment(f, f.extra[INDEX]) for f in item])  # type: ignore[union-attr]
-                else:
-                    whole.add([fragment(f, f.extra[INDEX]) for f in item])
-                yield item
-                continue
-            if whole is None:
-                whole = WholeLists()
-                for shown in seen or ():
-                    whole.add(shown)
-                seen = None
-            out = whole.fragments(item)
-            if out:
-                yield out
-    finally:
-        gen.close()
-
-
-def _ask(request: Request) -> Iterator[Any]:
-    """Yield `request` to the driver; its result. Carried out here if nobody did (a plain for loop iterating
-    the helper without passing the request on)."""
-    yield request
-    return request.result if request.done else carry_out(request)
-
-
-def _drain(gen: Iterator[Any]) -> Any:
-    """Run a helper generator whose only yields are requests, carrying them out here; its return value."""
-    box: list = []
-
-    def returning() -> Iterator[Any]:
-        box.append((yield from gen))
-
-    for _ in drive(returning()):
-        pass
-    return box[0]
-
-
-def hidden(fragments: list[Message]) -> list[Message]:
-    """A view that shows nothing: `yield from self._subagent(agent, messages, lang, view=hidden)` runs it unseen."""
-    return []
-
-
-def tool_end_event(agent: str | None, outcome: Any, run: RunContext | None = None) -> Any:
-    """The tool_end Event for a ToolOutcome (chatagent.tools.calling) of a call made in `run`."""
-    from chatagent.events import TOOL_END, Event
-
-    return Event(
-        TOOL_END, agent, duration=outcome.duration, tool=outcome.name, arguments=outcome.arguments,
-        call_id=outcome.call_id, result=outcome.content, error=outcome.content if outcome.error else None,
-        data={"error_kind": outcome.error, "cached": outcome.cached}, run=run,
-    )  # fmt: skip
-
-
 def _close(stream: Iterator) -> None:
     close = getattr(stream, "close", None)
     if close is not None:
         close()
-
-
-_LLM_CALL_CODE = Agent._llm_call.__code__

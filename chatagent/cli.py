@@ -11,7 +11,7 @@ the workspace (see `chatagent.sessions`). `chat --session NAME` resumes one; the
 
 Without --agent the command builds the default agent: the Assistant when it is available, else the
 function-calling agent, else the basic chat agent, on the model given by --model/--server or, without
-them, on the default model (see `chatagent.llm.base.default_llm_config`).
+them, on the default model (see `chatagent.llm.registry.default_llm_config`).
 """
 
 from __future__ import annotations

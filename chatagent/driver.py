@@ -108,8 +108,13 @@ def _agent_name(ctx: Any) -> str | None:
     return getattr(ctx, "agent_name", None)
 
 
-def _chat_args(call: ModelCall, usage: Any) -> dict:
-    return {"stream": True, "delta_stream": True, "extra_generate_cfg": call.cfg, "usage": usage}
+def chat_args(call: ModelCall, usage: Any) -> dict:
+    """The keyword arguments of `call`'s chat(): the run's deadline caps the model's timeouts and retry waits."""
+    args = {"stream": True, "delta_stream": True, "extra_generate_cfg": call.cfg, "usage": usage}
+    deadline = getattr(call.context, "deadline", None)
+    if deadline is not None:
+        args["deadline"] = deadline
+    return args
 
 
 # ---- synchronous ----------------------------------------------------------------------------------------
@@ -161,7 +166,7 @@ def carry_out(request: Any) -> Any:
 def _model(call: ModelCall) -> Iterator[Fragments]:
     s = ModelStream(call)
     push = s.push
-    stream = call.llm.chat(call.messages, call.functions, **_chat_args(call, s.usage))
+    stream = call.llm.chat(call.messages, call.functions, **chat_args(call, s.usage))
     try:
         for fragments in stream:
             out = push(fragments)
@@ -227,7 +232,7 @@ async def adrive(gen: Iterator[Any], in_thread: bool) -> AsyncIterator[Fragments
                 if type(item) is ModelCall:  # `_model` for asyncio, written out here: one layer less per chunk
                     s = ModelStream(item)
                     push = s.push
-                    stream = item.llm.achat(item.messages, item.functions, **_chat_args(item, s.usage))
+                    stream = item.llm.achat(item.messages, item.functions, **chat_args(item, s.usage))
                     try:
                         async for fragments in stream:
                             out = push(fragments)

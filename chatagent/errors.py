@@ -1,8 +1,44 @@
-"""Typed errors. Failures of the world raise these; mistakes of the model are fed back to it instead."""
+"""Typed errors. Failures of the world raise these; mistakes of the model are fed back to it instead.
+
+`ModelServiceError.code` is the server's HTTP status (an int), the service's own code (DashScope's, e.g.
+`'Throttling.RateQuota'`), or one of chatagent's own codes, all declared in `ModelErrorCode` (a str Enum, so
+`e.code == 'timeout'` works too).
+"""
 
 from __future__ import annotations
 
+from enum import Enum
+
 from chatagent.keys import mask_secrets
+
+
+class ModelErrorCode(str, Enum):
+    """chatagent's own `ModelServiceError` codes (every code chatagent raises that is not the server's)."""
+
+    TIMEOUT = "timeout"  # the server did not answer, or stopped sending, in time (retried)
+    CONNECTION_ERROR = "connection_error"  # the connection failed or dropped (retried)
+    REQUEST_ERROR = "request_error"  # the HTTP client failed otherwise (retried)
+    BAD_RESPONSE = "bad_response"  # the answer was not the API's JSON or events
+    EMPTY_RESPONSE = "empty_response"  # the answer had no choices (retried)
+    STREAM_BROKEN = "stream_broken"  # the stream broke off in the middle (retried unless content was shown)
+    STREAM_INCOMPLETE = "stream_incomplete"  # the stream ended without its end marker
+    STREAM_ERROR = "stream_error"  # an error event in the stream with no code of its own
+    CONTEXT_TOO_LONG = "context_too_long"  # the prompt does not fit the model's window, even cut down
+    LENGTH = "length"  # the token limit cut the reply in the middle of a tool call (raise max_tokens)
+    TOOLS_UNSUPPORTED = "tools_unsupported"  # the server rejects `tools` (the model then calls tools via the prompt)
+    STREAM_OPTIONS_UNSUPPORTED = (
+        "stream_options_unsupported"  # the server rejects `stream_options` (sent again without)
+    )
+    FILE_NOT_FOUND = "file_not_found"  # a media file given in a message does not exist
+    UPLOAD_FAILED = "upload_failed"  # uploading a media file to DashScope failed
+    MODEL_NOT_FOUND = "model_not_found"  # the local model's GGUF file is not there
+    BAD_MODEL_FILE = "bad_model_file"  # the local model's file cannot be read or is not GGUF
+    PORT_IN_USE = "port_in_use"  # the local model server's port is taken
+    LOCAL_UNAVAILABLE = "local_unavailable"  # the local model's runtime (xllamacpp) is not installed
+    LOCAL_SERVER_FAILED = "local_server_failed"  # the local model server did not start or does not answer
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class ChatAgentError(Exception):
@@ -10,7 +46,8 @@ class ChatAgentError(Exception):
 
 
 class ModelServiceError(ChatAgentError):
-    """The model service failed: `code` says how (an HTTP status or a short name), `message` what it said.
+    """The model service failed: `code` says how (an HTTP status, the service's code or a `ModelErrorCode`),
+    `message` what it said.
 
     `retryable` errors (timeouts, dropped connections, 429, 5xx) are retried by the model layer before
     they reach you; `retry_after` is the server's Retry-After in seconds when it sent one. The message
@@ -19,7 +56,7 @@ class ModelServiceError(ChatAgentError):
 
     def __init__(
         self,
-        code: str | int,
+        code: ModelErrorCode | str | int,
         message: str,
         *,
         retryable: bool = False,

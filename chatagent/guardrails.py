@@ -192,7 +192,7 @@ class LLMJudge:
     """
 
     def __init__(self, llm: Any, instruction: str, *, generate_cfg: dict | None = None) -> None:
-        from chatagent.llm.base import get_chat_model
+        from chatagent.llm.registry import get_chat_model
 
         self.llm = get_chat_model(llm)
         self.instruction = instruction

@@ -15,6 +15,9 @@ from collections.abc import Iterable
 
 from chatagent.schema import USER, Message, content_text
 
+#: The characters written without spaces between words (kana, CJK ideographs, hangul), as a regex class body:
+#: what token counting (`chatagent.tokens`) and search (`chatagent.rag.analysis`) split into runs.
+CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")
 _KANA = re.compile(r"[\u3041-\u309f\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9d]")
 _HANGUL = re.compile(r"[\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]")

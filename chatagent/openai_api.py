@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from chatagent.errors import ModelServiceError, RunDeadlineExceeded
+from chatagent.errors import ModelErrorCode, ModelServiceError, RunDeadlineExceeded
 from chatagent.keys import mask_secrets
 from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
 from chatagent.stream import INDEX
@@ -138,7 +138,7 @@ def error_for(e: BaseException) -> RequestError:
     if isinstance(e, MessageError):  # a message the agent could not accept; any other error is ours, a 500
         return RequestError(400, str(e), "invalid_messages", "messages")
     if isinstance(e, ModelServiceError):
-        status = 400 if e.code == "context_too_long" else 502
+        status = 400 if e.code == ModelErrorCode.CONTEXT_TOO_LONG else 502
         return RequestError(status, f"the model service failed: {e}", str(e.code))
     if isinstance(e, RunDeadlineExceeded):
         return RequestError(504, str(e), "deadline_exceeded")

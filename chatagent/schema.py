@@ -233,6 +233,26 @@ def content_text(content: str | list[ContentItem] | None) -> str:
     return "\n".join(item.text for item in content if item.text is not None)
 
 
+def with_system_text(messages: list[Message], text: str, *, first: bool = False) -> list[Message]:
+    """`messages` with `text` added to the system message: after its text (before it with `first=True`), a blank
+    line between; a new system message when there is none. A new list: `messages` and its messages are unchanged."""
+    if not messages or messages[0].role != SYSTEM:
+        return [Message._make(SYSTEM, text), *messages]
+    system = messages[0]
+    sep = "\n\n" if content_text(system.content).strip() else ""
+    content: str | list[ContentItem]
+    if isinstance(system.content, str):
+        if not sep:  # a blank system message is replaced
+            content = text
+        else:
+            content = text + sep + system.content if first else system.content + sep + text
+    elif first:
+        content = [ContentItem(text=text + sep), *system.content]
+    else:
+        content = [*system.content, ContentItem(text=sep + text)]
+    return [system.copy(content=content), *messages[1:]]
+
+
 def _content(content: Any, where: str = "content") -> str | list[ContentItem]:
     if content is None:
         return ""

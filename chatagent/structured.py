@@ -28,7 +28,8 @@ from typing import Any
 
 from chatagent.errors import ChatAgentError
 from chatagent.plugins import Plugin, Retry
-from chatagent.schema import ASSISTANT, SYSTEM, ContentItem, Message, content_text
+from chatagent.run_context import current_run
+from chatagent.schema import ASSISTANT, Message, content_text, with_system_text
 from chatagent.tools.arguments import ToolArgumentError, parse_json, validate_arguments
 from chatagent.tools.base import is_pydantic_model, pydantic_errors, pydantic_schema
 
@@ -109,14 +110,12 @@ class StructuredOutput(Plugin):
             self.before_model = None  # type: ignore[assignment]
 
     def before_run(self, agent: Any, messages: list[Message]) -> list[Message]:
-        return _with_instruction(messages, self.instruction)
+        return with_system_text(messages, self.instruction)
 
     def before_model(self, agent: Any, call: Any) -> None:  # type: ignore[override]
         call.cfg = {**call.cfg, "response_format": self.server_format}
 
     def after_run(self, agent: Any, response: list[Message]) -> list[Message]:
-        from chatagent.agent import current_run
-
         run = current_run()
         answers = [m for m in response if m.role == ASSISTANT and m.function_call is None and content_text(m.content)]
         text = content_text(answers[-1].content) if answers else ""
@@ -156,17 +155,6 @@ def run_structured(
     return agent.run_nonstream(
         messages, response_format=response_format, retries=retries, json_mode=json_mode, **kwargs
     )
-
-
-def _with_instruction(msgs: list[Message], instruction: str) -> list[Message]:
-    if msgs and msgs[0].role == SYSTEM:
-        first = msgs[0]
-        if isinstance(first.content, str):
-            content: Any = first.content + "\n\n" + instruction
-        else:
-            content = list(first.content) + [ContentItem(text="\n\n" + instruction)]
-        return [first.copy(content=content)] + msgs[1:]
-    return [Message._make(SYSTEM, instruction)] + msgs
 
 
 def _server_format(json_mode: str, name: str, schema: dict) -> dict:

@@ -23,10 +23,12 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from chatagent.lang import CJK_CHARS
+
 logger = logging.getLogger("chatagent.tokens")
 
 TRUNCATED = " ...[truncated]"
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"  # kana, CJK ideographs, hangul
+_CJK = CJK_CHARS  # kana, CJK ideographs, hangul
 _PIECE = re.compile(
     rf"(?P<cjk>[{_CJK}]+)"
     rf"|(?P<word>[._]?[^\W\d_{_CJK}]+)"  # a dot or an underscore joins the word after it: .get, _cfg

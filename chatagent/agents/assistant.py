@@ -43,7 +43,7 @@ from chatagent.agents.fncall import FnCallAgent
 from chatagent.errors import ModelServiceError
 from chatagent.llm.budget import prompt_tokens, truncate_messages
 from chatagent.rag.parsers import display_name
-from chatagent.schema import ASSISTANT, SYSTEM, USER, ContentItem, Message
+from chatagent.schema import ASSISTANT, SYSTEM, USER, ContentItem, Message, with_system_text
 from chatagent.stream import INDEX
 from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN, allowed_files, message_files
 
@@ -133,7 +133,7 @@ class Assistant(FnCallAgent):
         if not allowed_files(self.files, messages):
             return (yield from super()._run(_files_as_text(messages), lang=lang, **kwargs))
         prompts = PROMPTS["zh" if lang == "zh" else "en"]
-        messages = _with_system_text(messages, prompts["system"])
+        messages = with_system_text(messages, prompts["system"])
         messages, sources = yield from self._blocking(self._with_excerpts, messages, prompts, report)
         current_run().check_deadline()  # reading many new files can take a while
         response = yield from super()._run(_files_as_text(messages), lang=lang, **kwargs)
@@ -294,17 +294,6 @@ def _with_leading_text(m: Message, text: str) -> Message:
     if isinstance(m.content, str):
         return m.copy(content=f"{text} {m.content}")
     return m.copy(content=[ContentItem(text=text), *m.content])
-
-
-def _with_system_text(messages: list[Message], text: str) -> list[Message]:
-    first = messages[0]
-    if first.role != SYSTEM:
-        return [Message._make(SYSTEM, text)] + messages
-    if isinstance(first.content, str):
-        content: str | list[ContentItem] = (first.content + "\n\n" + text) if first.content else text
-    else:
-        content = list(first.content) + [ContentItem(text="\n\n" + text)]
-    return [first.copy(content=content)] + messages[1:]
 
 
 def _files_as_text(messages: list[Message]) -> list[Message]:

@@ -24,7 +24,7 @@ from chatagent.effects import View
 from chatagent.llm.base import BaseChatModel
 from chatagent.logs import quote
 from chatagent.multi_agent_hub import MultiAgentHub
-from chatagent.schema import ASSISTANT, SYSTEM, ContentItem, Message
+from chatagent.schema import ASSISTANT, Message, with_system_text
 from chatagent.stream import INDEX, fragment
 
 logger = logging.getLogger("chatagent.router")
@@ -90,12 +90,7 @@ class Router(Agent, MultiAgentHub):
         prompt = ROUTER_PROMPT[lang].format(roster=roster)
         if self.system_message:
             prompt = self.system_message + "\n\n" + prompt
-        if messages[0].role != SYSTEM:
-            return [Message._make(SYSTEM, prompt)] + messages
-        first = messages[0]
-        if isinstance(first.content, str):
-            return [first.copy(content=prompt + "\n\n" + first.content)] + messages[1:]
-        return [first.copy(content=[ContentItem(text=prompt + "\n\n")] + list(first.content))] + messages[1:]
+        return with_system_text(messages, prompt, first=True)
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         lang = lang if lang in ROUTER_PROMPT else "en"

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from chatagent.agents.assistant import _files_as_text, _with_system_text
+from chatagent.agents.assistant import _files_as_text
 from chatagent.agents.fncall import CallHistory, FnCallAgent
 from chatagent.memory import rag_settings
-from chatagent.schema import Message
+from chatagent.schema import Message, with_system_text
 from chatagent.tools.calling import ToolOutcome
 
 DEFAULT_NAME = "Virtual Memory Agent"
@@ -66,7 +66,7 @@ class VirtualMemoryAgent(FnCallAgent):
         history = CallHistory()
         knowledge = ""
         for _ in range(self.max_llm_calls):
-            context = _with_system_text(shown, KNOWLEDGE[lang].format(knowledge=knowledge)) if knowledge else shown
+            context = with_system_text(shown, KNOWLEDGE[lang].format(knowledge=knowledge)) if knowledge else shown
             reply = yield from self._call_llm(context + response, functions, start=len(response))
             response.extend(reply)
             calls = [m for m in reply if m.function_call is not None]

@@ -1,6 +1,7 @@
 """Model backends behind one interface: `get_chat_model(cfg).chat(messages, functions, stream=...)`."""
 
-from chatagent.llm.base import LLM_REGISTRY, BaseChatModel, Usage, default_llm_config, get_chat_model, register_llm
+from chatagent.llm.base import BaseChatModel, Usage
+from chatagent.llm.registry import LLM_REGISTRY, default_llm_config, get_chat_model, register_llm
 from chatagent.llm.scripted import Reply, ScriptedLLM, tool_call
 
 __all__ = [

@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from chatagent.llm.base import register_llm
 from chatagent.llm.openai_compat import OpenAICompatModel
+from chatagent.llm.registry import register_llm
 
 DEFAULT_API_VERSION = "2024-06-01"
 

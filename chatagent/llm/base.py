@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import random
-import re
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from chatagent.errors import ModelServiceError, RunDeadlineExceeded
+from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.keys import clean_api_key
 from chatagent.llm.budget import (
     DEFAULT_MAX_INPUT_TOKENS,
@@ -29,34 +25,31 @@ from chatagent.llm.budget import (
     truncate_messages,
 )
 from chatagent.llm.cut_off import cut_call_error as cut_call_error  # re-exported where it was
-from chatagent.schema import FUNCTION, USER, ContentItem, FunctionCall, Message, content_text, to_messages
-from chatagent.stream import INDEX, Collector, DictResponse, Response, accumulate, collect, fragment
+from chatagent.llm.prepare import normalize_functions, valid_unicode, without_media
+from chatagent.llm.retry import aretrying, retrying
+from chatagent.llm.settings import (
+    FRAMEWORK_KEYS,
+    IGNORED_KEYS,
+    Settings,
+    attempt_cfg,
+    check_cfg_keys,
+    split_generate_cfg,
+)
+from chatagent.llm.stream_modes import (
+    aaccumulate,
+    aas_fragments,
+    acollect,
+    adumped,
+    as_fragments,
+    dict_accumulate,
+    dumped,
+    in_worker_thread,
+)
+from chatagent.schema import FUNCTION, USER, Message, content_text, to_messages
+from chatagent.stream import INDEX, accumulate, collect
 from chatagent.tokens import Tokenizer, tokenizer_for
 
 logger = logging.getLogger("chatagent.llm")
-
-# generate_cfg keys the framework reads itself; every other key goes to the backend's request.
-FRAMEWORK_KEYS = frozenset(
-    {
-        "max_retries",
-        "retry_delay",
-        "max_retry_wait",
-        "max_input_tokens",
-        "fncall_prompt_type",
-        "parallel_function_calls",
-        "function_choice",
-        "request_timeout",
-        "deadline",
-        "use_raw_api",
-        "thought_in_content",
-        "lang",
-        "cache",
-        "cache_nondeterministic",
-        "cache_dir",
-    }
-)
-# Qwen-Agent keys that have no effect here: taken out of the request, never sent (a strict server rejects them)
-IGNORED_KEYS = frozenset({"skip_stopword_postproc"})
 
 
 @dataclass
@@ -74,86 +67,6 @@ class Usage:
     def add(self, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
         self.prompt_tokens += prompt_tokens or 0
         self.completion_tokens += completion_tokens or 0
-
-
-@dataclass
-class Settings:
-    """The framework's own settings for one call, taken out of generate_cfg."""
-
-    max_retries: int = 3
-    retry_delay: float = 0.5
-    max_retry_wait: float = 60.0
-    max_input_tokens: int | None = None  # None: the model's input_limit()
-    fncall_prompt_type: str | None = None
-    parallel_function_calls: bool = True
-    function_choice: str = "auto"
-    request_timeout: float | None = None
-    deadline: float | None = None  # a time.monotonic() value; Agent.run(deadline=...) sets it
-    use_raw_api: bool | None = None  # Qwen-Agent's switch: True native tool calling, False prompt-based
-    thought_in_content: bool = False  # `<think>...</think>` in the reply's text is reasoning
-    lang: str | None = None  # Qwen-Agent's; chatagent detects the language of each conversation itself
-    cache: Any = None  # the response cache: 'sqlite:///file.db' or a directory (see chatagent.llm.cache)
-    cache_nondeterministic: bool = False  # cache answers of sampling settings too
-    cache_dir: Any = None  # Qwen-Agent's name for `cache` with a directory
-
-
-def split_generate_cfg(cfg: dict) -> tuple[Settings, dict]:
-    """Framework settings and the keys to pass through to the backend."""
-    ours = {k: v for k, v in cfg.items() if k in FRAMEWORK_KEYS and v is not None}
-    rest = {k: v for k, v in cfg.items() if k not in FRAMEWORK_KEYS and k not in IGNORED_KEYS}
-    for key in ("use_raw_api", "thought_in_content"):  # Qwen-Agent's docs write them as strings too
-        if isinstance(ours.get(key), str):
-            ours[key] = ours[key].strip().lower() in ("true", "1", "yes")
-    for key, value in ours.items():
-        limit = _NUMERIC_SETTINGS.get(key)
-        if limit is not None and not _number_at_least(value, *limit):
-            kind = "an integer" if limit[0] else "a number"
-            raise ValueError(
-                f"generate_cfg[{key!r}] must be {kind} {'>=' if limit[2] else '>'} {limit[1]}, got {value!r}"
-            )
-    return Settings(**ours), rest
-
-
-# key -> (integer only, bound, bound included)
-_NUMERIC_SETTINGS = {
-    "max_retries": (True, 0, True),
-    "retry_delay": (False, 0, True),
-    "max_retry_wait": (False, 0, True),
-    "max_input_tokens": (True, 0, False),
-    "request_timeout": (False, 0, False),
-    "deadline": (False, 0, False),
-}
-
-
-def _number_at_least(value: Any, integer: bool, bound: float, inclusive: bool) -> bool:
-    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
-        return False
-    return value >= bound if inclusive else value > bound
-
-
-def normalize_functions(functions: Iterable[Any] | None) -> list[dict] | None:
-    """Function schemas as `{'name', 'description', 'parameters'}` dicts (OpenAI tool dicts accepted)."""
-    if not functions:
-        return None
-    out = []
-    for f in functions:
-        if not isinstance(f, dict):
-            schema = getattr(f, "function", None)  # a BaseTool
-            if not isinstance(schema, dict):
-                raise TypeError(f"a function must be a schema dict or a tool, got {type(f).__name__}")
-            f = schema
-        if f.get("type") == "function" and isinstance(f.get("function"), dict):
-            f = f["function"]
-        if not isinstance(f.get("name"), str):
-            raise ValueError(f"function schema without a name: {f!r:.200}")
-        out.append(
-            {
-                "name": f["name"],
-                "description": f.get("description", ""),
-                "parameters": f.get("parameters") or {"type": "object", "properties": {}},
-            }
-        )
-    return out
 
 
 class BaseChatModel:
@@ -271,6 +184,7 @@ class BaseChatModel:
         extra_generate_cfg: dict | None = None,
         *,
         usage: Usage | None = None,
+        deadline: float | None = None,
     ) -> list[Message] | Iterator[list[Message]]:
         """Ask the model.
 
@@ -282,15 +196,17 @@ class BaseChatModel:
         `extra['function_id']`; a call appears only once its arguments are complete.
 
         Messages given as dicts (all of them) get dicts back, as from an agent; Messages get Messages.
+        `deadline` (a `time.monotonic()` value; `Agent.run(deadline=...)` passes the run's) caps the request
+        timeouts and retry waits: past it, RunDeadlineExceeded.
         """
-        msgs, funcs, gen_cfg, settings, as_dicts = self._inputs(messages, functions, extra_generate_cfg)
+        msgs, funcs, gen_cfg, settings, as_dicts = self._inputs(messages, functions, extra_generate_cfg, deadline)
         fragments = self._call(msgs, funcs, gen_cfg, settings, usage, stream)
         if not stream:
             reply = collect(fragments)
             return [m.model_dump() for m in reply] if as_dicts else reply
         if delta_stream:
-            return _dumped(fragments) if as_dicts else fragments
-        return _dict_accumulate(fragments) if as_dicts else accumulate(fragments)
+            return dumped(fragments) if as_dicts else fragments
+        return dict_accumulate(fragments) if as_dicts else accumulate(fragments)
 
     def quick_chat(self, prompt: str) -> str:
         """The model's answer to one user message, as text (Qwen-Agent's helper)."""
@@ -305,6 +221,7 @@ class BaseChatModel:
         extra_generate_cfg: dict | None = None,
         *,
         usage: Usage | None = None,
+        deadline: float | None = None,
     ) -> Any:
         """`chat()` for asyncio, with the same retries, fallbacks and truncation.
 
@@ -313,16 +230,20 @@ class BaseChatModel:
 
         Dicts in give dicts out, as with `chat()`.
         """
-        msgs, funcs, gen_cfg, settings, as_dicts = self._inputs(messages, functions, extra_generate_cfg)
+        msgs, funcs, gen_cfg, settings, as_dicts = self._inputs(messages, functions, extra_generate_cfg, deadline)
         fragments = self._acall(msgs, funcs, gen_cfg, settings, usage, stream)
         if not stream:
-            return _acollect(fragments, as_dicts)
+            return acollect(fragments, as_dicts)
         if delta_stream:
-            return _adumped(fragments) if as_dicts else fragments
-        return _aaccumulate(fragments, as_dicts)
+            return adumped(fragments) if as_dicts else fragments
+        return aaccumulate(fragments, as_dicts)
 
     def _inputs(
-        self, messages: Iterable[dict | Message], functions: Iterable[dict] | None, extra_generate_cfg: dict | None
+        self,
+        messages: Iterable[dict | Message],
+        functions: Iterable[dict] | None,
+        extra_generate_cfg: dict | None,
+        deadline: float | None = None,
     ) -> tuple[list[Message], list[dict] | None, dict, Settings, bool]:
         """The checked, truncated messages, the function schemas, the backend's cfg, our settings, and whether
         the caller gave dicts (and so gets dicts)."""
@@ -336,6 +257,8 @@ class BaseChatModel:
         settings, gen_cfg = split_generate_cfg({**self.generate_cfg, **(extra_generate_cfg or {})})
         if settings.max_input_tokens is None:
             settings.max_input_tokens = self.input_limit(extra_generate_cfg)
+        if deadline is not None:
+            settings.deadline = deadline
         funcs = normalize_functions(functions)
         return self._prepare(msgs, settings, funcs), funcs, gen_cfg, settings, as_dicts
 
@@ -353,33 +276,12 @@ class BaseChatModel:
         """The whole reply at once; by default the collected stream."""
         return collect(self._chat_stream(messages, functions, cfg, usage))
 
-    async def _achat_stream(
+    def _achat_stream(
         self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
     ) -> AsyncIterator[list[Message]]:
         """`_chat_stream` for asyncio. By default the synchronous stream, read in a worker thread; backends with
         an async client override it."""
-        import asyncio
-        import threading
-
-        stream = self._chat_stream(messages, functions, cfg, usage)
-        busy = threading.Lock()  # a cancelled wait leaves `next` running in its thread: close after it
-
-        def step() -> list[Message] | None:
-            with busy:
-                return next(stream, None)
-
-        def close() -> None:
-            with busy:
-                stream.close()  # type: ignore[attr-defined]
-
-        try:
-            while True:
-                fragments = await asyncio.to_thread(step)
-                if fragments is None:
-                    return
-                yield fragments
-        finally:
-            await asyncio.to_thread(close)
+        return in_worker_thread(lambda: self._chat_stream(messages, functions, cfg, usage))
 
     async def _achat_once(
         self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
@@ -396,9 +298,9 @@ class BaseChatModel:
     def _prepare(self, msgs: list[Message], settings: Settings, funcs: list[dict] | None = None) -> list[Message]:
         """Valid text, media the model can take, and the conversation fitted to the input limit, tool schemas
         (native or in the prompt) counted."""
-        msgs = [_valid_unicode(m) for m in msgs]
+        msgs = [valid_unicode(m) for m in msgs]
         if not self.support_multimodal_input:
-            msgs = [_without_media(m) for m in msgs]
+            msgs = [without_media(m) for m in msgs]
         limit = settings.max_input_tokens or DEFAULT_MAX_INPUT_TOKENS
         if funcs:
             limit -= self.tokenizer.count(self._tools_text(funcs, settings))
@@ -521,7 +423,7 @@ class BaseChatModel:
         if stream:
             return self._retrying(lambda: self._chat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage), settings)
         return self._retrying(
-            lambda: _as_fragments(self._chat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
+            lambda: as_fragments(self._chat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
         )
 
     def abackend_reply(
@@ -537,7 +439,7 @@ class BaseChatModel:
         if stream:
             return self._aretrying(lambda: self._achat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage), settings)
         return self._aretrying(
-            lambda: _aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
+            lambda: aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
         )
 
     def _falling_back(
@@ -589,139 +491,24 @@ class BaseChatModel:
     def _give_up_native_tools(self, e: ModelServiceError) -> None:
         """After `e` from a call with native tools: re-raise it, unless the server rejects tools (then this model
         uses prompt-based function calling from now on)."""
-        if e.code != "tools_unsupported" or e.partial:
+        if e.code != ModelErrorCode.TOOLS_UNSUPPORTED or e.partial:
             raise e
         logger.warning("%s rejects native tools (%s): using prompt-based function calling", self.model, e.message)
         self.native_tools = False
 
     def _retrying(self, attempt: Callable[[], Iterable[list[Message]]], settings: Settings) -> Iterator[list[Message]]:
-        """Run `attempt`, retrying transient failures that happen before anything was yielded.
+        """Run `attempt` with retries (see `chatagent.llm.retry.retrying`)."""
+        return retrying(attempt, settings, self.model or self.model_type, self.api_key)
 
-        A stream that breaks after content was yielded is not replayed (the caller would see the
-        start twice): it raises ModelServiceError with `partial=True`. With `settings.deadline`, a failure
-        after the deadline raises RunDeadlineExceeded, and no retry waits past the deadline.
-        """
-        tries = 0
-        while True:
-            yielded = False
-            try:
-                for fragments in attempt():
-                    yielded = True
-                    yield fragments
-                return
-            except ModelServiceError as e:
-                wait = self._retry_wait(e, tries, settings, yielded)
-            tries += 1
-            time.sleep(wait)
-
-    async def _aretrying(
+    def _aretrying(
         self, attempt: Callable[[], AsyncIterator[list[Message]]], settings: Settings
     ) -> AsyncIterator[list[Message]]:
-        """`_retrying` for asyncio (the same rules)."""
-        import asyncio
-
-        tries = 0
-        while True:
-            yielded = False
-            try:
-                async with aclosing(attempt()) as stream:  # type: ignore[type-var]
-                    async for fragments in stream:
-                        yielded = True
-                        yield fragments
-                return
-            except ModelServiceError as e:
-                wait = self._retry_wait(e, tries, settings, yielded)
-            tries += 1
-            await asyncio.sleep(wait)
-
-    def _retry_wait(self, e: ModelServiceError, tries: int, settings: Settings, yielded: bool) -> float:
-        """After failure `e` of try number `tries`: how long to wait before the next try, or raise what the
-        caller must raise instead."""
-        e.scrubbed(self.api_key)
-        deadline = settings.deadline
-        if deadline is not None and time.monotonic() >= deadline:
-            raise RunDeadlineExceeded(f"the run went past its deadline waiting for the model ({e})") from e
-        if yielded:
-            e.partial = True
-            raise e
-        if not e.retryable or tries >= settings.max_retries:
-            raise e
-        wait = _backoff(tries, settings.retry_delay, e.retry_after, settings.max_retry_wait)
-        if deadline is not None and time.monotonic() + wait >= deadline:
-            logger.warning("%s: %s; not retried: waiting %.2fs would pass the run's deadline", self.model, e, wait)
-            raise e
-        logger.warning(
-            "%s: %s; retry %d/%d in %.2fs", self.model or self.model_type, e, tries + 1, settings.max_retries, wait
-        )
-        return wait
-
-
-def attempt_cfg(cfg: dict, settings: Settings) -> dict:
-    """`cfg` for one request. With `settings.deadline`, `request_timeout` (the backend's connect and read
-    timeout) is capped by the time left, so that a stalled server cannot hold a run past its deadline."""
-    if settings.deadline is None:
-        return cfg
-    left = settings.deadline - time.monotonic()
-    if left <= 0:
-        raise RunDeadlineExceeded("the run went past its deadline before the model was called")
-    timeout = cfg.get("request_timeout")
-    return {**cfg, "request_timeout": left if timeout is None else min(timeout, left)}
-
-
-def check_cfg_keys(cls: type[BaseChatModel], cfg: dict) -> None:
-    """TypeError for a config key no class in `cls`'s hierarchy reads (a misspelt `model_server` would
-    otherwise fall back to another server without a word)."""
-    known = set().union(*(getattr(k, "cfg_keys", ()) for k in cls.__mro__))
-    unknown = [k for k in cfg if k not in known and k not in IGNORED_KEYS]
-    if unknown:
-        from chatagent._kwargs import unexpected_keyword
-
-        error = unexpected_keyword(f"{cls.__name__} config", unknown, known)
-        raise TypeError(str(error).replace("keyword argument", "key"))
-
-
-def _dumped(fragments: Iterator[list[Message]]) -> Iterator[list[dict]]:
-    for frs in fragments:
-        yield [f.model_dump() for f in frs]
-
-
-def _dict_accumulate(fragments: Iterator[list[Message]]) -> Iterator[list[dict]]:
-    """Fragments in, the whole response so far as dicts out (each yield a new list)."""
-    response = DictResponse()
-    for frs in fragments:
-        if frs:
-            response.add(frs)
-            yield list(response.messages)
+        """`_retrying` for asyncio."""
+        return aretrying(attempt, settings, self.model or self.model_type, self.api_key)
 
 
 def _has_calls(msgs: list[Message]) -> bool:
     return any(m.role == FUNCTION or m.function_call is not None for m in msgs)
-
-
-def _as_fragments(msgs: list[Message]) -> Iterator[list[Message]]:
-    yield [fragment(m, i) for i, m in enumerate(msgs)]
-
-
-async def _aas_fragments(reply: Awaitable[list[Message]]) -> AsyncIterator[list[Message]]:
-    yield [fragment(m, i) for i, m in enumerate(await reply)]
-
-
-async def _acollect(fragments: AsyncIterator[list[Message]], as_dicts: bool = False) -> list:
-    collector = Collector()
-    async with aclosing(fragments) as parts:  # type: ignore[type-var]
-        async for f in parts:
-            collector.add(f)
-    reply = collector.messages()
-    return [m.model_dump() for m in reply] if as_dicts else reply
-
-
-async def _aaccumulate(fragments: AsyncIterator[list[Message]], as_dicts: bool = False) -> AsyncIterator[list]:
-    response: Response | DictResponse = DictResponse() if as_dicts else Response()
-    async with aclosing(fragments) as parts:  # type: ignore[type-var]
-        async for f in parts:
-            if f:
-                response.add(f)
-                yield list(response.messages)
 
 
 def _athoughts(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[Message]]:
@@ -731,178 +518,6 @@ def _athoughts(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[Me
     return StreamParser(parse_calls=False).arun(fragments)
 
 
-async def _adumped(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[dict]]:
-    async with aclosing(fragments) as parts:  # type: ignore[type-var]
-        async for frs in parts:
-            yield [f.model_dump() for f in frs]
-
-
-def _backoff(tries: int, base: float, retry_after: float | None, cap: float) -> float:
-    """Exponential backoff with full jitter; the server's Retry-After wins when it gave one."""
-    if retry_after is not None:
-        return min(max(retry_after, 0.0), cap)
-    return min(cap, base * (2**tries)) * (0.5 + random.random() / 2)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _fix_surrogates(text: str) -> str:
-    """`text` with surrogate pairs joined and lone surrogates replaced by U+FFFD."""
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-
-
-def _valid_unicode(m: Message) -> Message:
-    """`m` encodable as UTF-8: lone surrogates (from broken decoding upstream) in its text become U+FFFD.
-
-    Without this, one such character makes the request's JSON encoding fail before anything is sent.
-    Non-text content items (paths, URLs) are left as they are: they must still name their files.
-    """
-    fc = m.function_call
-    texts = [m.content if isinstance(m.content, str) else "", m.name or "", m.reasoning_content or ""]
-    if fc is not None:
-        texts += [fc.name, fc.arguments]
-    if not isinstance(m.content, str):
-        texts += [item.text for item in m.content if item.text is not None]
-    if not any(_SURROGATE.search(t) for t in texts):
-        return m
-    logger.warning("invalid Unicode (lone surrogates) in a %s message replaced with U+FFFD", m.role)
-    if isinstance(m.content, str):
-        content: str | list[ContentItem] = _fix_surrogates(m.content)
-    else:
-        content = [ContentItem(text=_fix_surrogates(i.text)) if i.text is not None else i for i in m.content]
-    return m.copy(
-        content=content,
-        name=_fix_surrogates(m.name) if m.name else m.name,
-        reasoning_content=_fix_surrogates(m.reasoning_content) if m.reasoning_content else m.reasoning_content,
-        function_call=FunctionCall(_fix_surrogates(fc.name), _fix_surrogates(fc.arguments)) if fc else None,
-    )
-
-
-def _without_media(m: Message) -> Message:
-    """A text-only model gets a readable placeholder for each image, audio or video item."""
-    if isinstance(m.content, str) or all(item.kind in ("text", "file") for item in m.content):
-        return m
-    items = [
-        item if item.kind in ("text", "file") else ContentItem(text=f"[{item.kind}: {os.path.basename(item.value)}]")
-        for item in m.content
-    ]
-    return m.copy(content=items)
-
-
-# ---- registry ---------------------------------------------------------------------------------------------
-
-# model_type -> class, or "module:Class" imported on first use so that `import chatagent` stays fast.
-LLM_REGISTRY: dict[str, type[BaseChatModel] | str] = {
-    "oai": "chatagent.llm.openai_compat:OpenAICompatModel",
-    "dashscope": "chatagent.llm.dashscope:DashScopeModel",
-    "azure": "chatagent.llm.azure:AzureModel",
-    "local": "chatagent.llm.local:LocalModel",
-    "scripted": "chatagent.llm.scripted:ScriptedLLM",
-}
-# Qwen-Agent's model_type names: (ours, config defaults they imply)
-MODEL_TYPE_ALIASES: dict[str, tuple[str, dict]] = {
-    "qwen_dashscope": ("dashscope", {}),
-    "qwenvl_dashscope": ("dashscope", {"multimodal": True}),
-    "qwenaudio_dashscope": ("dashscope", {"multimodal": True}),
-    "qwenvlo_dashscope": ("dashscope", {"multimodal": True}),
-    "qwenvl_oai": ("oai", {"multimodal": True}),
-    "qwenaudio_oai": ("oai", {"multimodal": True}),
-    "qwenomni_oai": ("oai", {"multimodal": True}),
-}
-UNSUPPORTED_MODEL_TYPES = {
-    "transformers": "Hugging Face transformers in-process",
-    "openvino": "OpenVINO in-process",
-}
-DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
-
-
-def register_llm(model_type: str) -> Callable[[type[BaseChatModel]], type[BaseChatModel]]:
-    """Class decorator: make `{'model_type': model_type}` configs build this class."""
-
-    def decorator(cls: type[BaseChatModel]) -> type[BaseChatModel]:
-        cls.model_type = model_type
-        LLM_REGISTRY[model_type] = cls
-        return cls
-
-    return decorator
-
-
-def _llm_class(model_type: str) -> type[BaseChatModel]:
-    entry = LLM_REGISTRY.get(model_type)
-    if entry is None:
-        if model_type in UNSUPPORTED_MODEL_TYPES:
-            raise ValueError(
-                f"model_type {model_type!r} ({UNSUPPORTED_MODEL_TYPES[model_type]}) is not supported: serve the "
-                "model with an OpenAI-compatible server (vLLM, SGLang, Ollama) and give its URL as model_server, "
-                "or use a GGUF file with model_type 'local'"
-            )
-        raise ValueError(f"unknown model_type {model_type!r}; registered: {', '.join(sorted(LLM_REGISTRY))}")
-    if isinstance(entry, str):
-        import importlib
-
-        module, _, name = entry.partition(":")
-        entry = getattr(importlib.import_module(module), name)
-        LLM_REGISTRY[model_type] = entry
-    return entry
-
-
-def default_llm_config() -> dict:
-    """The model to use when an agent gets none: DashScope, then an OpenAI-compatible server, then local.
-
-    `DASHSCOPE_API_KEY` set gives DashScope's qwen-plus; `OPENAI_API_KEY` (with `OPENAI_BASE_URL` and
-    `OPENAI_MODEL`) gives that server; otherwise the embedded local model.
-    """
-    if os.environ.get("DASHSCOPE_API_KEY"):
-        return {"model_type": "dashscope", "model": os.environ.get("DASHSCOPE_MODEL", "qwen-plus")}
-    if os.environ.get("OPENAI_API_KEY"):
-        cfg = {"model_type": "oai", "model": os.environ.get("OPENAI_MODEL", "gpt-4o-mini")}
-        if os.environ.get("OPENAI_BASE_URL"):
-            cfg["model_server"] = os.environ["OPENAI_BASE_URL"]
-        return cfg
-    logger.warning(
-        "no model configured: using the embedded local model (small and weak). "
-        "Set DASHSCOPE_API_KEY, or OPENAI_API_KEY with OPENAI_BASE_URL and OPENAI_MODEL, to use a real one."
-    )
-    return {"model_type": "local"}
-
-
-def get_chat_model(cfg: dict | str | BaseChatModel | None = None) -> BaseChatModel:
-    """A model from a config dict (or the instance itself; a string is a model name); None picks
-    `default_llm_config()`. Qwen-Agent's model_type names are accepted (see MODEL_TYPE_ALIASES)."""
-    if isinstance(cfg, BaseChatModel):
-        return cfg
-    if cfg is None:
-        cfg = default_llm_config()
-    if isinstance(cfg, str):
-        cfg = {"model": cfg}
-    if not isinstance(cfg, dict):
-        raise TypeError(f"llm must be a config dict or a BaseChatModel, got {type(cfg).__name__}")
-    cfg = dict(cfg)
-    model_type = cfg.get("model_type")
-    if model_type in MODEL_TYPE_ALIASES:
-        model_type, implied = MODEL_TYPE_ALIASES[model_type]
-        cfg = {**implied, **cfg}
-    if model_type == "oai" and str(cfg.get("model_server") or "").strip().lower() == "dashscope":
-        cfg["model_server"] = DASHSCOPE_COMPATIBLE_URL  # DashScope's OpenAI-compatible mode, as Qwen-Agent reads it
-    if model_type is None and cfg.get("azure_endpoint"):
-        model_type = "azure"
-    if model_type is None:
-        server = str(cfg.get("model_server") or "").strip()
-        if server.lower() == "dashscope":
-            model_type = "dashscope"
-        elif server.lower() == "local" or str(cfg.get("model", "")).endswith(".gguf"):
-            model_type = "local"
-        elif server.startswith(("http://", "https://")) or server.lower() == "openai":
-            model_type = "oai"
-        elif not server and os.environ.get("DASHSCOPE_API_KEY") and str(cfg.get("model", "")).startswith("qwen"):
-            model_type = "dashscope"
-        else:
-            model_type = "oai"
-    cfg["model_type"] = model_type
-    return _llm_class(model_type)(cfg)
-
-
 def response_text(msgs: list[Message]) -> str:
     """The text of an LLM reply: its assistant messages' text joined."""
     return "".join(content_text(m.content) for m in msgs if m.function_call is None)
@@ -910,12 +525,14 @@ def response_text(msgs: list[Message]) -> str:
 
 __all__ = [
     "BaseChatModel",
-    "LLM_REGISTRY",
+    "FRAMEWORK_KEYS",
+    "IGNORED_KEYS",
     "ModelServiceError",
+    "Settings",
     "Usage",
-    "get_chat_model",
-    "register_llm",
-    "default_llm_config",
+    "attempt_cfg",
+    "check_cfg_keys",
+    "split_generate_cfg",
     "truncate_messages",
     "INDEX",
 ]

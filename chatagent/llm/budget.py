@@ -13,7 +13,7 @@ import logging
 import re
 from collections.abc import Sequence
 
-from chatagent.errors import ModelServiceError
+from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.schema import FUNCTION, SYSTEM, USER, Message, content_text
 from chatagent.tokens import ESTIMATE, Tokenizer
 
@@ -144,7 +144,7 @@ def truncate_messages(msgs: list[Message], max_tokens: int, tokenizer: Tokenizer
             logger.warning("input truncated: a function result of %d tokens cut to %d", before, sizes[i])
     if total > budget:
         raise ModelServiceError(
-            "context_too_long",
+            ModelErrorCode.CONTEXT_TOO_LONG,
             f"the latest turn needs about {total + tokenizer.prompt_overhead} tokens, more than max_input_tokens={max_tokens}; "
             "shorten the input or raise max_input_tokens",
         )

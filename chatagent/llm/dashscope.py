@@ -36,10 +36,11 @@ import requests
 from dashscope.common.error import DashScopeException
 from dashscope.utils.oss_utils import OssUtils
 
-from chatagent.errors import ModelServiceError
+from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.keys import clean_api_key
-from chatagent.llm.base import BaseChatModel, Usage, register_llm
+from chatagent.llm.base import BaseChatModel, Usage
 from chatagent.llm.dashscope_reply import ReplyReader, service_error, whole_reply
+from chatagent.llm.registry import register_llm
 from chatagent.schema import ASSISTANT, FUNCTION, ContentItem, Message, content_text
 
 logger = logging.getLogger("chatagent.llm.dashscope")
@@ -238,16 +239,18 @@ class DashScopeModel(BaseChatModel):
         if isinstance(e, (requests.Timeout, asyncio.TimeoutError)):
             what = str(e) or type(e).__name__
             return self._scrub(
-                ModelServiceError("timeout", f"DashScope did not answer in time: {what}", retryable=True)
+                ModelServiceError(ModelErrorCode.TIMEOUT, f"DashScope did not answer in time: {what}", retryable=True)
             )
         if isinstance(
             e, (requests.ConnectionError, requests.exceptions.ChunkedEncodingError, aiohttp.ClientError, OSError)
         ):
             return self._scrub(
-                ModelServiceError("connection_error", f"connection to DashScope failed: {e}", retryable=True)
+                ModelServiceError(
+                    ModelErrorCode.CONNECTION_ERROR, f"connection to DashScope failed: {e}", retryable=True
+                )
             )
         if isinstance(e, requests.RequestException):
-            return self._scrub(ModelServiceError("request_error", str(e), retryable=True))
+            return self._scrub(ModelServiceError(ModelErrorCode.REQUEST_ERROR, str(e), retryable=True))
         name = type(e).__name__
         code = "InvalidApiKey" if name == "AuthenticationError" else name
         return self._scrub(ModelServiceError(code, str(e) or name))
@@ -314,7 +317,7 @@ class DashScopeModel(BaseChatModel):
         try:
             st = os.stat(path)
         except OSError:
-            raise ModelServiceError("file_not_found", f"media file not found: {value}") from None
+            raise ModelServiceError(ModelErrorCode.FILE_NOT_FOUND, f"media file not found: {value}") from None
         key = (path, st.st_size, st.st_mtime_ns)
         cached = self._uploads.get(key)
         now = time.monotonic()
@@ -329,7 +332,9 @@ class DashScopeModel(BaseChatModel):
             )
         except (requests.RequestException, DashScopeException, OSError) as e:
             raise self._scrub(
-                ModelServiceError("upload_failed", f"uploading {os.path.basename(path)} to DashScope failed: {e}")
+                ModelServiceError(
+                    ModelErrorCode.UPLOAD_FAILED, f"uploading {os.path.basename(path)} to DashScope failed: {e}"
+                )
             ) from None
         self._uploads[key] = (url, now)
         return url

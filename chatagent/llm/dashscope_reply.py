@@ -9,7 +9,7 @@ import re
 import time
 from typing import Any
 
-from chatagent.errors import ModelServiceError
+from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.base import Usage
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.schema import ASSISTANT, FunctionCall, Message
@@ -78,7 +78,9 @@ class ReplyReader:
         finished, calls = self.finished, self.calls
         if finished is None:
             raise ModelServiceError(
-                "stream_incomplete", "the stream ended without a finish_reason (connection cut?)", retryable=True
+                ModelErrorCode.STREAM_INCOMPLETE,
+                "the stream ended without a finish_reason (connection cut?)",
+                retryable=True,
             )
         if finished == "length" and calls:
             raise cut_call_error()
@@ -149,14 +151,14 @@ def service_error(
     """The ModelServiceError for a DashScope error: an HTTP `status`, or None for an error event in a stream
     (whose status the SDK does not read), with the service's code and message."""
     if not code or code == "Unknown":  # the SDK's code for a body that was not DashScope's JSON
-        code = str(status or "stream_error")
+        code = str(status or ModelErrorCode.STREAM_ERROR)
     text = message if isinstance(message, str) else str(message or "")
     if len(text) > _MAX_MESSAGE:  # e.g. a proxy's HTML error page
         text = text[:_MAX_MESSAGE] + " ..."
     where = f"HTTP {status}" if status else "in the stream"
     detail = f"{text} ({where}" + (f", request {request_id})" if request_id else ")")
     if status in (None, 400) and _CONTEXT_TOO_LONG.search(text):
-        return ModelServiceError("context_too_long", f"{code}: {detail}")
+        return ModelServiceError(ModelErrorCode.CONTEXT_TOO_LONG, f"{code}: {detail}")
     retryable = str(code).startswith(_TRANSIENT_CODES) or (status is not None and (status == 429 or status >= 500))
     if status in (401, 403) or code in ("InvalidApiKey", "AccessDenied"):
         retryable = False

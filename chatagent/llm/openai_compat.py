@@ -31,10 +31,11 @@ from typing import Any
 
 import orjson
 
-from chatagent.errors import ModelServiceError
+from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.keys import clean_api_key, clean_headers, mask_secrets
-from chatagent.llm.base import BaseChatModel, Usage, register_llm
+from chatagent.llm.base import BaseChatModel, Usage
 from chatagent.llm.cut_off import cut_call_error
+from chatagent.llm.registry import register_llm
 from chatagent.schema import ASSISTANT, FunctionCall, Message, to_openai
 
 logger = logging.getLogger("chatagent.llm")
@@ -194,11 +195,15 @@ class OpenAICompatModel(BaseChatModel):
         except openai.APIStatusError as e:
             raise self._status_error(e.status_code, e.response, e.body, has_tools) from None
         except openai.APITimeoutError:
-            raise ModelServiceError("timeout", f"no answer from {self._where()} in time", retryable=True) from None
+            raise ModelServiceError(
+                ModelErrorCode.TIMEOUT, f"no answer from {self._where()} in time", retryable=True
+            ) from None
         except openai.APIConnectionError as e:
             cause = e.__cause__ or e
             raise ModelServiceError(
-                "connection_error", f"cannot reach {self._where()}: {_scrub(str(cause), self.api_key)}", retryable=True
+                ModelErrorCode.CONNECTION_ERROR,
+                f"cannot reach {self._where()}: {_scrub(str(cause), self.api_key)}",
+                retryable=True,
             ) from None
 
     def _where(self) -> str:
@@ -212,11 +217,11 @@ class OpenAICompatModel(BaseChatModel):
             return ModelServiceError(status, message, retryable=True, retry_after=retry_after)
         if status in (400, 413, 422):
             if code == "context_length_exceeded" or _CONTEXT.search(message):
-                return ModelServiceError("context_too_long", message)
+                return ModelServiceError(ModelErrorCode.CONTEXT_TOO_LONG, message)
             if has_tools and _TOOLS.search(message) and _UNSUPPORTED.search(message):
-                return ModelServiceError("tools_unsupported", message)
+                return ModelServiceError(ModelErrorCode.TOOLS_UNSUPPORTED, message)
             if _STREAM_OPTIONS.search(message):
-                return ModelServiceError("stream_options_unsupported", message)
+                return ModelServiceError(ModelErrorCode.STREAM_OPTIONS_UNSUPPORTED, message)
         if status in (401, 403):
             message = f"{message} (check api_key / OPENAI_API_KEY for {self._where()})"
         elif status == 404:
@@ -242,7 +247,7 @@ class OpenAICompatModel(BaseChatModel):
     def _drop_stream_options(self, e: ModelServiceError, kwargs: dict) -> None:
         """After `e`: re-raise it, unless the server refused `stream_options`; then remember that (for every model
         on this server, as with tools) and take it out of `kwargs` to ask again."""
-        if e.code != "stream_options_unsupported" or "stream_options" not in kwargs:
+        if e.code != ModelErrorCode.STREAM_OPTIONS_UNSUPPORTED or "stream_options" not in kwargs:
             raise e
         logger.warning("%s rejects stream_options (%s): usage will be estimated", self._where(), e.message)
         _NO_STREAM_OPTIONS.add(self._where())
@@ -273,7 +278,7 @@ class OpenAICompatModel(BaseChatModel):
             yield [m.copy(extra={**(m.extra or {}), "index": i}) for i, m in enumerate(reply)]
             return
         raise ModelServiceError(
-            "bad_response",
+            ModelErrorCode.BAD_RESPONSE,
             f"{self._where()} answered {ctype or 'no content type'}, not an event stream "
             f"(is model_server the API's base URL, ending in /v1?): {_snippet(body)}",
         )
@@ -290,9 +295,13 @@ class OpenAICompatModel(BaseChatModel):
     def _transport_error(self, e: Exception) -> ModelServiceError:
         """An httpx failure while reading the body, as a retryable ModelServiceError."""
         if "Timeout" in type(e).__name__:
-            return ModelServiceError("timeout", f"{self._where()} stopped sending (read timeout)", retryable=True)
+            return ModelServiceError(
+                ModelErrorCode.TIMEOUT, f"{self._where()} stopped sending (read timeout)", retryable=True
+            )
         return ModelServiceError(
-            "stream_broken", f"connection to {self._where()} broke: {_scrub(str(e), self.api_key)}", retryable=True
+            ModelErrorCode.STREAM_BROKEN,
+            f"connection to {self._where()} broke: {_scrub(str(e), self.api_key)}",
+            retryable=True,
         )
 
     # ---- non-streaming -------------------------------------------------------------------------------
@@ -379,10 +388,14 @@ class OpenAICompatModel(BaseChatModel):
         try:
             response = await client.send(request, stream=True)
         except httpx.TimeoutException:
-            raise ModelServiceError("timeout", f"no answer from {self._where()} in time", retryable=True) from None
+            raise ModelServiceError(
+                ModelErrorCode.TIMEOUT, f"no answer from {self._where()} in time", retryable=True
+            ) from None
         except httpx.HTTPError as e:
             raise ModelServiceError(
-                "connection_error", f"cannot reach {self._where()}: {_scrub(str(e), self.api_key)}", retryable=True
+                ModelErrorCode.CONNECTION_ERROR,
+                f"cannot reach {self._where()}: {_scrub(str(e), self.api_key)}",
+                retryable=True,
             ) from None
         if response.status_code >= 400:
             try:
@@ -415,18 +428,18 @@ class OpenAICompatModel(BaseChatModel):
             obj = _loads_lone_surrogates(body)
         if obj is None:
             raise ModelServiceError(
-                "bad_response",
+                ModelErrorCode.BAD_RESPONSE,
                 f"{self._where()} answered with a body that is not JSON "
                 f"(is model_server the API's base URL, ending in /v1?): {_snippet(body)}",
             )
         if not isinstance(obj, dict):
-            raise ModelServiceError("bad_response", f"unexpected answer: {_snippet(body)}")
+            raise ModelServiceError(ModelErrorCode.BAD_RESPONSE, f"unexpected answer: {_snippet(body)}")
         if obj.get("error") and not obj.get("choices"):
             status = _int(obj["error"].get("code") if isinstance(obj["error"], dict) else None) or 500
             raise self._status_error(status, None, obj, has_tools)
         choices = obj.get("choices")
         if not choices:
-            raise ModelServiceError("empty_response", f"{self._where()} sent no choices", retryable=True)
+            raise ModelServiceError(ModelErrorCode.EMPTY_RESPONSE, f"{self._where()} sent no choices", retryable=True)
         msg = choices[0].get("message") or {}
         out = []
         text = msg.get("content") or ""
@@ -487,10 +500,12 @@ class _ReplyReader:
             obj = _loads_lone_surrogates(data)
             if obj is None:
                 raise ModelServiceError(
-                    "bad_response", f"malformed event from {self.model._where()}: {_snippet(data)}", retryable=True
+                    ModelErrorCode.BAD_RESPONSE,
+                    f"malformed event from {self.model._where()}: {_snippet(data)}",
+                    retryable=True,
                 ) from None
         if type(obj) is not dict:
-            raise ModelServiceError("bad_response", f"unexpected event: {_snippet(data)}", retryable=True)
+            raise ModelServiceError(ModelErrorCode.BAD_RESPONSE, f"unexpected event: {_snippet(data)}", retryable=True)
         choices = obj.get("choices")
         if not choices:  # the usage chunk, an error, or a keep-alive
             if obj.get("error"):
@@ -536,10 +551,10 @@ class _ReplyReader:
         where = self.model._where()
         if not (self.done or self.finished):
             raise ModelServiceError(
-                "stream_incomplete", f"the stream from {where} ended before the answer did", retryable=True
+                ModelErrorCode.STREAM_INCOMPLETE, f"the stream from {where} ended before the answer did", retryable=True
             )
         if not self.choice_seen:
-            raise ModelServiceError("empty_response", f"{where} sent no choices", retryable=True)
+            raise ModelServiceError(ModelErrorCode.EMPTY_RESPONSE, f"{where} sent no choices", retryable=True)
         calls, cut = self.calls, self.reason == "length"
         if usage is not None:
             texts = self.texts
@@ -624,11 +639,11 @@ def _loads_lone_surrogates(data: bytes) -> Any:
         return None
     import json
 
-    from chatagent.llm.base import _fix_surrogates
+    from chatagent.llm.prepare import fix_surrogates
 
     def fix(value: Any) -> Any:
         if isinstance(value, str):
-            return _fix_surrogates(value)
+            return fix_surrogates(value)
         if isinstance(value, list):
             return [fix(v) for v in value]
         if isinstance(value, dict):

@@ -22,7 +22,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from chatagent.llm.base import BaseChatModel, Usage, check_cfg_keys, register_llm
+from chatagent.llm.base import BaseChatModel, Usage, check_cfg_keys
+from chatagent.llm.registry import register_llm
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.tokens import count_tokens
 

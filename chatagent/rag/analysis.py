@@ -15,8 +15,9 @@ from functools import lru_cache
 from typing import Any
 
 from chatagent.extras import missing_dependency
+from chatagent.lang import CJK_CHARS
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_CJK = CJK_CHARS  # kana, CJK ideographs, hangul
 _IS_CJK = re.compile(f"[{_CJK}]")
 # A run of CJK characters, or a word or number (with an English clitic: don't, O'Neil).
 _TOKENS = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:['’][^\W\d_{_CJK}]+)?")

@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "chatagent.telemetry",
             "chatagent.utils",
             "chatagent.rag.workspace",
+            "chatagent.url_fetch",
         ),
     ),
     ("llm", ("chatagent.llm",)),
@@ -51,6 +52,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "agent",
         (
             "chatagent.agent",
+            "chatagent.agent_steps",
+            "chatagent.agent_compat",
+            "chatagent.subagent",
+            "chatagent.run_context",
+            "chatagent.run_handle",
             "chatagent.driver",
             "chatagent.plugin_run",
             "chatagent.structured",
@@ -59,16 +65,25 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("agents", ("chatagent.agents", "chatagent.memory", "chatagent.settings")),
-    ("apps", ("=chatagent", "chatagent.server", "chatagent.cli", "chatagent.__main__", "gui")),
+    (
+        "apps",
+        (
+            "=chatagent",
+            "chatagent.server",
+            "chatagent.server_app",
+            "chatagent.openai_api",
+            "chatagent.cli",
+            "chatagent.__main__",
+            "gui",
+        ),
+    ),
 ]
 # Layers that share a rank: neither imports the other.
 SIBLINGS = [{"llm", "rag"}, {"sessions", "tools"}]
 
 # Cycles still to remove, each a sorted tuple of its modules. The test fails on any other cycle, and on a listed
 # one that is gone (so the list only shrinks).
-KNOWN_CYCLES: set[tuple[str, ...]] = {
-    ("chatagent.agent", "chatagent.structured"),
-}
+KNOWN_CYCLES: set[tuple[str, ...]] = set()
 # Upward imports still to remove, as `upward_imports` words them; the same rule: only shrinks.
 KNOWN_UPWARD: set[str] = set()
 

@@ -5,7 +5,8 @@ import time
 import pytest
 
 from chatagent import ModelServiceError, Reply, ScriptedLLM, get_chat_model, register_llm, tool_call
-from chatagent.llm.base import LLM_REGISTRY, BaseChatModel, split_generate_cfg, truncate_messages
+from chatagent.llm.base import BaseChatModel, split_generate_cfg, truncate_messages
+from chatagent.llm.registry import LLM_REGISTRY
 from chatagent.schema import ContentItem, Message, to_messages
 from chatagent.tokens import count_tokens, truncate_tokens
 
@@ -160,3 +161,16 @@ def test_scripted_assert_complete():
     with pytest.raises(AssertionError):
         ScriptedLLM([]).chat(USER, stream=False)
     assert to_messages([{"role": "user", "content": [ContentItem(text="x")]}])
+
+
+def test_the_deadline_is_a_keyword_of_chat_not_a_generate_cfg_key():
+    from chatagent import BasicAgent, RunDeadlineExceeded
+
+    llm = ScriptedLLM(["a", "b"])
+    with pytest.raises(RunDeadlineExceeded):
+        llm.chat(USER, stream=False, deadline=time.monotonic() - 1)
+    assert llm.calls == []  # the model was never called
+    llm.chat(USER, stream=False, deadline=time.monotonic() + 30)
+    assert 0 < llm.calls[0].generate_cfg["request_timeout"] <= 30  # the backend's timeout is capped by it
+    BasicAgent(llm=llm).run_nonstream(USER, deadline=20)  # an agent's run passes its deadline the same way
+    assert 0 < llm.calls[1].generate_cfg["request_timeout"] <= 20

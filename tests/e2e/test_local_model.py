@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from chatagent import BasicAgent, ModelServiceError
-from chatagent.llm.base import Usage, get_chat_model
+from chatagent.llm.base import Usage
 from chatagent.llm.local import LocalModel, LocalServer, default_model_path, get_server, running_servers
+from chatagent.llm.registry import get_chat_model
 from tests.support import processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]

@@ -12,7 +12,7 @@ import logging
 import pytest
 
 from chatagent import BasicAgent
-from chatagent.llm.base import LLM_REGISTRY, _llm_class, default_llm_config, get_chat_model
+from chatagent.llm.registry import LLM_REGISTRY, _llm_class, default_llm_config, get_chat_model
 
 ENV = ("DASHSCOPE_API_KEY", "DASHSCOPE_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL")
 

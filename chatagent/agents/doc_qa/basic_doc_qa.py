@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from chatagent.agents.assistant import Assistant, _with_system_text
-from chatagent.schema import Message
+from chatagent.agents.assistant import Assistant
+from chatagent.schema import Message, with_system_text
 
 DEFAULT_NAME = "Basic DocQA"
 DEFAULT_DESC = "Answers questions about the user's documents from their most relevant passages."
@@ -41,7 +41,7 @@ class BasicDocQA(Assistant):
         super().__init__(function_list, llm, system_message, name, description, files, rag_cfg, **kwargs)
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
-        messages = _with_system_text(messages, DOC_QA_PROMPT.get(lang, DOC_QA_PROMPT["en"]))
+        messages = with_system_text(messages, DOC_QA_PROMPT.get(lang, DOC_QA_PROMPT["en"]))
         return (yield from super()._run(messages, lang=lang, **kwargs))
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from chatagent.jsonlenient import loads_lenient
 from chatagent.lang import conversation_lang
-from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, ContentItem, FunctionCall, Message, content_text
+from chatagent.schema import ASSISTANT, FUNCTION, USER, ContentItem, FunctionCall, Message, with_system_text
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
@@ -114,14 +114,6 @@ class PromptFormat:
         """
         raise NotImplementedError
 
-    @staticmethod
-    def _with_system(out: list[Message], text: str) -> list[Message]:
-        if out and out[0].role == SYSTEM:
-            first = out[0]
-            sep = "\n\n" if content_text(first.content).strip() else ""
-            return [first.copy(content=_cat(first.content, sep, text)), *out[1:]]
-        return [Message._make(SYSTEM, text), *out]
-
 
 class NousFormat(PromptFormat):
     """Hermes / Qwen2.5 / Qwen3: `<tool_call>` JSON in the assistant's text, `<tool_response>` in a user turn."""
@@ -155,7 +147,7 @@ class NousFormat(PromptFormat):
                 in_results = False
         if funcs:
             lines = "\n".join(json.dumps({"type": "function", "function": f}, ensure_ascii=False) for f in funcs)
-            out = self._with_system(out, NOUS_TEMPLATE.format(tool_descs=lines) + _choice_text(choice, "en"))
+            out = with_system_text(out, NOUS_TEMPLATE.format(tool_descs=lines) + _choice_text(choice, "en"))
         return out, False
 
 
@@ -220,7 +212,7 @@ class QwenFormat(PromptFormat):
             usage = QWEN_USAGE_PARALLEL if parallel else QWEN_USAGE
             names = ",".join(f["name"] for f in funcs)
             text = QWEN_TOOLS[lang].format(tool_descs=descs) + "\n\n" + usage[lang].format(tool_names=names)
-            out = self._with_system(out, text + _choice_text(choice, lang))
+            out = with_system_text(out, text + _choice_text(choice, lang))
         return out, continued
 
 

@@ -1,0 +1,72 @@
+"""Qwen-Agent-style `_run`s: a `_run` that yields the whole response so far each time (instead of fragments) is
+turned into fragments here, and a model call iterated with a plain `for` loop streams as whole lists."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from chatagent.driver import ModelStream
+from chatagent.effects import ModelCall, Request
+from chatagent.schema import Message
+from chatagent.stream import INDEX, WholeLists, fragment
+
+
+def collected(stream: Iterable[list[Message]], s: ModelStream) -> Iterator[list[Message]]:
+    """The stream's fragments, also collected (and the deadline checked) by `s`."""
+    for fragments in stream:
+        s.push(fragments)
+        yield fragments
+
+
+def whole_lists_as_fragments(gen: Iterator[Any]) -> Iterator[Any]:
+    """`gen` with yields of the whole response so far (Qwen-Agent style) turned into fragments; fragments and
+    requests pass through. What was shown before the first whole list is remembered (cheaply: copies of the
+    few messages an agent yields itself, and the model replies) so that a whole list can be told apart
+    from it."""
+    seen: list[list[Message]] | None = []
+    whole: WholeLists | None = None
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            try:
+                item = gen.throw(error) if error is not None else gen.send(value)
+            except StopIteration as stop:
+                return stop.value
+            error = value = None
+            if isinstance(item, Request):
+                try:
+                    value = yield item
+                except GeneratorExit:
+                    raise
+                except Exception as e:
+                    error = e
+                    continue
+                if type(item) is ModelCall and not item.hide and isinstance(value, list):
+                    shown = [fragment(m, item.start + i) for i, m in enumerate(value)]
+                    if whole is None:
+                        seen.append(shown)  # type: ignore[union-attr]
+                    else:
+                        whole.add(shown)
+                continue
+            if not item:
+                continue
+            first = item[0]
+            if isinstance(first, Message) and first.extra is not None and INDEX in first.extra:
+                if whole is None:
+                    seen.append([fragment(f, f.extra[INDEX]) for f in item])  # type: ignore[union-attr]
+                else:
+                    whole.add([fragment(f, f.extra[INDEX]) for f in item])
+                yield item
+                continue
+            if whole is None:
+                whole = WholeLists()
+                for shown in seen or ():
+                    whole.add(shown)
+                seen = None
+            out = whole.fragments(item)
+            if out:
+                yield out
+    finally:
+        gen.close()

@@ -1,0 +1,85 @@
+"""What every model call does to its input first: function schemas in one shape, text that encodes as UTF-8
+(lone surrogates replaced), and a placeholder for each media item a text-only model cannot take."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from chatagent.schema import ContentItem, FunctionCall, Message
+
+logger = logging.getLogger("chatagent.llm")
+
+
+def normalize_functions(functions: Iterable[Any] | None) -> list[dict] | None:
+    """Function schemas as `{'name', 'description', 'parameters'}` dicts (OpenAI tool dicts accepted)."""
+    if not functions:
+        return None
+    out = []
+    for f in functions:
+        if not isinstance(f, dict):
+            schema = getattr(f, "function", None)  # a BaseTool
+            if not isinstance(schema, dict):
+                raise TypeError(f"a function must be a schema dict or a tool, got {type(f).__name__}")
+            f = schema
+        if f.get("type") == "function" and isinstance(f.get("function"), dict):
+            f = f["function"]
+        if not isinstance(f.get("name"), str):
+            raise ValueError(f"function schema without a name: {f!r:.200}")
+        out.append(
+            {
+                "name": f["name"],
+                "description": f.get("description", ""),
+                "parameters": f.get("parameters") or {"type": "object", "properties": {}},
+            }
+        )
+    return out
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def fix_surrogates(text: str) -> str:
+    """`text` with surrogate pairs joined and lone surrogates replaced by U+FFFD."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def valid_unicode(m: Message) -> Message:
+    """`m` encodable as UTF-8: lone surrogates (from broken decoding upstream) in its text become U+FFFD.
+
+    Without this, one such character makes the request's JSON encoding fail before anything is sent.
+    Non-text content items (paths, URLs) are left as they are: they must still name their files.
+    """
+    fc = m.function_call
+    texts = [m.content if isinstance(m.content, str) else "", m.name or "", m.reasoning_content or ""]
+    if fc is not None:
+        texts += [fc.name, fc.arguments]
+    if not isinstance(m.content, str):
+        texts += [item.text for item in m.content if item.text is not None]
+    if not any(_SURROGATE.search(t) for t in texts):
+        return m
+    logger.warning("invalid Unicode (lone surrogates) in a %s message replaced with U+FFFD", m.role)
+    if isinstance(m.content, str):
+        content: str | list[ContentItem] = fix_surrogates(m.content)
+    else:
+        content = [ContentItem(text=fix_surrogates(i.text)) if i.text is not None else i for i in m.content]
+    return m.copy(
+        content=content,
+        name=fix_surrogates(m.name) if m.name else m.name,
+        reasoning_content=fix_surrogates(m.reasoning_content) if m.reasoning_content else m.reasoning_content,
+        function_call=FunctionCall(fix_surrogates(fc.name), fix_surrogates(fc.arguments)) if fc else None,
+    )
+
+
+def without_media(m: Message) -> Message:
+    """A text-only model gets a readable placeholder for each image, audio or video item."""
+    if isinstance(m.content, str) or all(item.kind in ("text", "file") for item in m.content):
+        return m
+    items = [
+        item if item.kind in ("text", "file") else ContentItem(text=f"[{item.kind}: {os.path.basename(item.value)}]")
+        for item in m.content
+    ]
+    return m.copy(content=items)

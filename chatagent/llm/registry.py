@@ -1,0 +1,121 @@
+"""The model registry: `get_chat_model(cfg)` builds the backend a config names (`model_type`, or guessed from
+`model_server` and the environment); `register_llm` adds a backend. Backends are imported on first use."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Callable
+
+from chatagent.llm.base import BaseChatModel
+
+logger = logging.getLogger("chatagent.llm")
+
+# model_type -> class, or "module:Class" imported on first use so that `import chatagent` stays fast.
+LLM_REGISTRY: dict[str, type[BaseChatModel] | str] = {
+    "oai": "chatagent.llm.openai_compat:OpenAICompatModel",
+    "dashscope": "chatagent.llm.dashscope:DashScopeModel",
+    "azure": "chatagent.llm.azure:AzureModel",
+    "local": "chatagent.llm.local:LocalModel",
+    "scripted": "chatagent.llm.scripted:ScriptedLLM",
+}
+# Qwen-Agent's model_type names: (ours, config defaults they imply)
+MODEL_TYPE_ALIASES: dict[str, tuple[str, dict]] = {
+    "qwen_dashscope": ("dashscope", {}),
+    "qwenvl_dashscope": ("dashscope", {"multimodal": True}),
+    "qwenaudio_dashscope": ("dashscope", {"multimodal": True}),
+    "qwenvlo_dashscope": ("dashscope", {"multimodal": True}),
+    "qwenvl_oai": ("oai", {"multimodal": True}),
+    "qwenaudio_oai": ("oai", {"multimodal": True}),
+    "qwenomni_oai": ("oai", {"multimodal": True}),
+}
+UNSUPPORTED_MODEL_TYPES = {
+    "transformers": "Hugging Face transformers in-process",
+    "openvino": "OpenVINO in-process",
+}
+DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
+
+
+def register_llm(model_type: str) -> Callable[[type[BaseChatModel]], type[BaseChatModel]]:
+    """Class decorator: make `{'model_type': model_type}` configs build this class."""
+
+    def decorator(cls: type[BaseChatModel]) -> type[BaseChatModel]:
+        cls.model_type = model_type
+        LLM_REGISTRY[model_type] = cls
+        return cls
+
+    return decorator
+
+
+def _llm_class(model_type: str) -> type[BaseChatModel]:
+    entry = LLM_REGISTRY.get(model_type)
+    if entry is None:
+        if model_type in UNSUPPORTED_MODEL_TYPES:
+            raise ValueError(
+                f"model_type {model_type!r} ({UNSUPPORTED_MODEL_TYPES[model_type]}) is not supported: serve the "
+                "model with an OpenAI-compatible server (vLLM, SGLang, Ollama) and give its URL as model_server, "
+                "or use a GGUF file with model_type 'local'"
+            )
+        raise ValueError(f"unknown model_type {model_type!r}; registered: {', '.join(sorted(LLM_REGISTRY))}")
+    if isinstance(entry, str):
+        module, _, name = entry.partition(":")
+        entry = getattr(importlib.import_module(module), name)
+        LLM_REGISTRY[model_type] = entry
+    return entry
+
+
+def default_llm_config() -> dict:
+    """The model to use when an agent gets none: DashScope, then an OpenAI-compatible server, then local.
+
+    `DASHSCOPE_API_KEY` set gives DashScope's qwen-plus; `OPENAI_API_KEY` (with `OPENAI_BASE_URL` and
+    `OPENAI_MODEL`) gives that server; otherwise the embedded local model.
+    """
+    if os.environ.get("DASHSCOPE_API_KEY"):
+        return {"model_type": "dashscope", "model": os.environ.get("DASHSCOPE_MODEL", "qwen-plus")}
+    if os.environ.get("OPENAI_API_KEY"):
+        cfg = {"model_type": "oai", "model": os.environ.get("OPENAI_MODEL", "gpt-4o-mini")}
+        if os.environ.get("OPENAI_BASE_URL"):
+            cfg["model_server"] = os.environ["OPENAI_BASE_URL"]
+        return cfg
+    logger.warning(
+        "no model configured: using the embedded local model (small and weak). "
+        "Set DASHSCOPE_API_KEY, or OPENAI_API_KEY with OPENAI_BASE_URL and OPENAI_MODEL, to use a real one."
+    )
+    return {"model_type": "local"}
+
+
+def get_chat_model(cfg: dict | str | BaseChatModel | None = None) -> BaseChatModel:
+    """A model from a config dict (or the instance itself; a string is a model name); None picks
+    `default_llm_config()`. Qwen-Agent's model_type names are accepted (see MODEL_TYPE_ALIASES)."""
+    if isinstance(cfg, BaseChatModel):
+        return cfg
+    if cfg is None:
+        cfg = default_llm_config()
+    if isinstance(cfg, str):
+        cfg = {"model": cfg}
+    if not isinstance(cfg, dict):
+        raise TypeError(f"llm must be a config dict or a BaseChatModel, got {type(cfg).__name__}")
+    cfg = dict(cfg)
+    model_type = cfg.get("model_type")
+    if model_type in MODEL_TYPE_ALIASES:
+        model_type, implied = MODEL_TYPE_ALIASES[model_type]
+        cfg = {**implied, **cfg}
+    if model_type == "oai" and str(cfg.get("model_server") or "").strip().lower() == "dashscope":
+        cfg["model_server"] = DASHSCOPE_COMPATIBLE_URL  # DashScope's OpenAI-compatible mode, as Qwen-Agent reads it
+    if model_type is None and cfg.get("azure_endpoint"):
+        model_type = "azure"
+    if model_type is None:
+        server = str(cfg.get("model_server") or "").strip()
+        if server.lower() == "dashscope":
+            model_type = "dashscope"
+        elif server.lower() == "local" or str(cfg.get("model", "")).endswith(".gguf"):
+            model_type = "local"
+        elif server.startswith(("http://", "https://")) or server.lower() == "openai":
+            model_type = "oai"
+        elif not server and os.environ.get("DASHSCOPE_API_KEY") and str(cfg.get("model", "")).startswith("qwen"):
+            model_type = "dashscope"
+        else:
+            model_type = "oai"
+    cfg["model_type"] = model_type
+    return _llm_class(model_type)(cfg)

@@ -1,0 +1,111 @@
+"""The framework's own generate_cfg settings (`Settings`, taken out of generate_cfg by `split_generate_cfg`), the
+config-key check every backend runs, and the per-request cfg capped by the run's deadline (`attempt_cfg`)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from chatagent._kwargs import unexpected_keyword
+from chatagent.errors import RunDeadlineExceeded
+
+# generate_cfg keys the framework reads itself; every other key goes to the backend's request.
+FRAMEWORK_KEYS = frozenset(
+    {
+        "max_retries",
+        "retry_delay",
+        "max_retry_wait",
+        "max_input_tokens",
+        "fncall_prompt_type",
+        "parallel_function_calls",
+        "function_choice",
+        "request_timeout",
+        "deadline",
+        "use_raw_api",
+        "thought_in_content",
+        "lang",
+        "cache",
+        "cache_nondeterministic",
+        "cache_dir",
+    }
+)
+# Qwen-Agent keys that have no effect here: taken out of the request, never sent (a strict server rejects them)
+IGNORED_KEYS = frozenset({"skip_stopword_postproc"})
+
+
+@dataclass
+class Settings:
+    """The framework's own settings for one call, taken out of generate_cfg."""
+
+    max_retries: int = 3
+    retry_delay: float = 0.5
+    max_retry_wait: float = 60.0
+    max_input_tokens: int | None = None  # None: the model's input_limit()
+    fncall_prompt_type: str | None = None
+    parallel_function_calls: bool = True
+    function_choice: str = "auto"
+    request_timeout: float | None = None
+    deadline: float | None = None  # a time.monotonic() value; Agent.run(deadline=...) sets it
+    use_raw_api: bool | None = None  # Qwen-Agent's switch: True native tool calling, False prompt-based
+    thought_in_content: bool = False  # `<think>...</think>` in the reply's text is reasoning
+    lang: str | None = None  # Qwen-Agent's; chatagent detects the language of each conversation itself
+    cache: Any = None  # the response cache: 'sqlite:///file.db' or a directory (see chatagent.llm.cache)
+    cache_nondeterministic: bool = False  # cache answers of sampling settings too
+    cache_dir: Any = None  # Qwen-Agent's name for `cache` with a directory
+
+
+def split_generate_cfg(cfg: dict) -> tuple[Settings, dict]:
+    """Framework settings and the keys to pass through to the backend."""
+    ours = {k: v for k, v in cfg.items() if k in FRAMEWORK_KEYS and v is not None}
+    rest = {k: v for k, v in cfg.items() if k not in FRAMEWORK_KEYS and k not in IGNORED_KEYS}
+    for key in ("use_raw_api", "thought_in_content"):  # Qwen-Agent's docs write them as strings too
+        if isinstance(ours.get(key), str):
+            ours[key] = ours[key].strip().lower() in ("true", "1", "yes")
+    for key, value in ours.items():
+        limit = _NUMERIC_SETTINGS.get(key)
+        if limit is not None and not _number_at_least(value, *limit):
+            kind = "an integer" if limit[0] else "a number"
+            raise ValueError(
+                f"generate_cfg[{key!r}] must be {kind} {'>=' if limit[2] else '>'} {limit[1]}, got {value!r}"
+            )
+    return Settings(**ours), rest
+
+
+# key -> (integer only, bound, bound included)
+_NUMERIC_SETTINGS = {
+    "max_retries": (True, 0, True),
+    "retry_delay": (False, 0, True),
+    "max_retry_wait": (False, 0, True),
+    "max_input_tokens": (True, 0, False),
+    "request_timeout": (False, 0, False),
+    "deadline": (False, 0, False),
+}
+
+
+def _number_at_least(value: Any, integer: bool, bound: float, inclusive: bool) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        return False
+    return value >= bound if inclusive else value > bound
+
+
+def attempt_cfg(cfg: dict, settings: Settings) -> dict:
+    """`cfg` for one request. With `settings.deadline`, `request_timeout` (the backend's connect and read
+    timeout) is capped by the time left, so that a stalled server cannot hold a run past its deadline."""
+    if settings.deadline is None:
+        return cfg
+    left = settings.deadline - time.monotonic()
+    if left <= 0:
+        raise RunDeadlineExceeded("the run went past its deadline before the model was called")
+    timeout = cfg.get("request_timeout")
+    return {**cfg, "request_timeout": left if timeout is None else min(timeout, left)}
+
+
+def check_cfg_keys(cls: type, cfg: dict) -> None:
+    """TypeError for a config key no class in `cls`'s hierarchy reads (a misspelt `model_server` would
+    otherwise fall back to another server without a word)."""
+    known = set().union(*(getattr(k, "cfg_keys", ()) for k in cls.__mro__))
+    unknown = [k for k in cfg if k not in known and k not in IGNORED_KEYS]
+    if unknown:
+        error = unexpected_keyword(f"{cls.__name__} config", unknown, known)
+        raise TypeError(str(error).replace("keyword argument", "key"))

@@ -1,0 +1,67 @@
+"""RunContext: the state of one run (usage, deadline, callbacks, plugins, ...) and `current_run()`, the context of
+the run whose code is executing now (a context variable the run handles and sub-agent runs set)."""
+
+from __future__ import annotations
+
+import time
+from contextvars import ContextVar
+from typing import Any
+
+from chatagent.errors import RunDeadlineExceeded
+from chatagent.llm.base import Usage
+
+CURRENT: ContextVar[RunContext | None] = ContextVar("chatagent_run", default=None)
+
+
+class RunContext:
+    """Per-run state, readable while and after the run: token usage, the deadline, the callbacks,
+    how often each tool was called, generate_cfg for this run only, the agent it belongs to, the conversation's
+    session_id, the plugins, how often a plugin retried the run (`attempt`), the validated structured answer
+    (`output`, with `response_format`), and the run this one is part of (`parent`, for a sub-agent's part)."""
+
+    __slots__ = (
+        "usage",
+        "deadline",
+        "callbacks",
+        "tool_calls",
+        "generate_cfg",
+        "agent_name",
+        "session_id",
+        "plugins",
+        "attempt",
+        "output",
+        "parent",
+        "trace",
+    )
+
+    def __init__(self, deadline: float | None = None, callbacks: tuple = (), agent_name: str | None = None) -> None:
+        self.usage = Usage()
+        self.deadline = deadline  # time.monotonic() value, or None
+        self.callbacks = callbacks  # see chatagent.events; empty means no Event is ever built
+        self.tool_calls: dict[str, int] = {}
+        self.generate_cfg: dict | None = None
+        self.agent_name = agent_name
+        self.session_id: str | None = None  # run(..., session_id=...): tools keep per-conversation state under it
+        self.plugins: Any = None  # a chatagent.plugins.Plugins, or None when the run has none
+        self.attempt = 0  # retries asked for by a plugin (chatagent.plugins.Retry)
+        self.output: Any = None  # the validated answer, with response_format
+        self.parent: RunContext | None = None
+        self.trace: Any = None  # what chatagent.telemetry keeps for this run (its span and context)
+
+    def check_deadline(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise RunDeadlineExceeded("the run went past its deadline")
+
+    def child(self, agent_name: str | None) -> RunContext:
+        """The context of a sub-agent's part of this run: same deadline, callbacks and usage totals."""
+        ctx = RunContext(self.deadline, self.callbacks, agent_name)
+        ctx.usage = self.usage
+        ctx.session_id = self.session_id
+        ctx.parent = self
+        return ctx
+
+
+def current_run() -> RunContext:
+    """The context of the run whose code is executing now (a fresh one outside any run)."""
+    ctx = CURRENT.get()
+    return ctx if ctx is not None else RunContext()

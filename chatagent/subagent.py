@@ -1,0 +1,129 @@
+"""Sub-agent runs: another agent run as part of the current run (`run_subagent`), and an agent's stream with its
+fragments rewritten (`map_fragments`). Used by Router, GroupChat and ReActChat through `Agent._subagent`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from chatagent.effects import ModelCall
+from chatagent.run_context import CURRENT, current_run
+from chatagent.schema import Message
+from chatagent.stream import INDEX, Collector
+
+if TYPE_CHECKING:
+    from chatagent.agent import Agent
+
+
+def run_subagent(
+    agent: Agent,
+    messages: list[Message],
+    lang: str,
+    start: int = 0,
+    view: Callable[[list[Message]], list[Message]] | None = None,
+    **kwargs: Any,
+) -> Iterator[Any]:
+    """Run `agent` on `messages` as part of the current run; use with `yield from`.
+
+    Its fragments are placed from `start`, named after it, then passed through `view` if given; it shares
+    the run's deadline, callbacks and usage totals; its requests go to the run's driver (so it streams
+    under `arun` too). Returns what it showed (its response, before `view`).
+    """
+    parent = current_run()
+    parent.check_deadline()
+    ctx = parent.child(agent.name)
+    if parent.session_id is not None:  # the members' tools keep their state per conversation too
+        kwargs.setdefault("session_id", parent.session_id)
+    if agent._plugins or agent.response_format is not None:
+        ctx.plugins = agent._run_plugins(None)
+    token = CURRENT.set(ctx)
+    try:
+        gen = agent._controlled(list(messages), lang, kwargs, ctx)
+    finally:
+        CURRENT.reset(token)
+    if ctx.callbacks:
+        gen = agent._observed(gen, ctx)
+    shown = Collector()
+    name = agent.name
+
+    def place(fragments: list[Message]) -> list[Message]:
+        shown.add(fragments)
+        for f in fragments:
+            f.extra[INDEX] += start
+            if f.name is None:
+                f.name = name
+        return fragments
+
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            token = CURRENT.set(ctx)
+            try:
+                item = gen.throw(error) if error is not None else gen.send(value)
+            except StopIteration:
+                break
+            finally:
+                CURRENT.reset(token)
+            error = value = None
+            if type(item) is list:
+                if item:
+                    item = place(item)
+                    if view is not None:
+                        item = view(item)
+                    if item:
+                        yield item
+                continue
+            if type(item) is ModelCall:
+                item.maps.append(place)
+                if view is not None:
+                    item.maps.append(view)
+            try:
+                value = yield item
+            except GeneratorExit:
+                raise
+            except Exception as e:
+                error = e
+    finally:
+        token = CURRENT.set(ctx)
+        try:
+            gen.close()
+        finally:
+            CURRENT.reset(token)
+    return shown.messages()
+
+
+def map_fragments(gen: Iterator[Any], fn: Callable[[list[Message]], list[Message]]) -> Iterator[Any]:
+    """`gen` (an agent's fragments and requests) with `fn` applied to every list of fragments it shows, the
+    model's streamed pieces included (through the model calls' maps); requests pass on. Use with `yield from`;
+    returns what `gen` returns."""
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            try:
+                item = gen.throw(error) if error is not None else gen.send(value)
+            except StopIteration as stop:
+                return stop.value
+            error = value = None
+            if type(item) is list:
+                if item:
+                    out = fn(item)
+                    if out:
+                        yield out
+                continue
+            if type(item) is ModelCall:
+                item.maps.append(fn)
+            try:
+                value = yield item
+            except GeneratorExit:
+                raise
+            except Exception as e:
+                error = e
+    finally:
+        gen.close()
+
+
+def hidden(fragments: list[Message]) -> list[Message]:
+    """A view that shows nothing: `yield from self._subagent(agent, messages, lang, view=hidden)` runs it unseen."""
+    return []
