@@ -126,7 +126,9 @@ def start_mcp_server(port: int) -> None:
     from tests.support import processes
 
     server = Path(__file__).parent / "mcp_servers" / "demo_server.py"
-    proc = processes.popen([sys.executable, str(server), "http", str(port)], stdout=subprocess.DEVNULL)
+    proc = processes.popen(
+        [sys.executable, str(server), "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     atexit.register(proc.kill)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
