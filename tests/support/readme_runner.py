@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-CLONE_NEWNET = 0x40000000
+CLONE_NEWNET, CLONE_NEWUSER = 0x40000000, 0x10000000
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 VLLM_PORT = 8000
 MCP_PORT = 8765
@@ -46,10 +46,16 @@ SCHEMA_HEAD = "matches this JSON Schema, with nothing before or after it (no cod
 
 
 def private_network() -> None:
-    """Enter a new network namespace (root only) and bring its loopback interface up."""
+    """Enter a new network namespace and bring its loopback interface up. Without root, first a user namespace
+    where this process keeps its own uid and gid (and, until it executes a program, the capabilities to do it)."""
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(CLONE_NEWNET) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed: the README snippets run as root")
+        uid, gid = os.getuid(), os.getgid()
+        if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "cannot make a network namespace (unshare) for the README snippets")
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         flags = struct.unpack("16sh", fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack("16sh", b"lo", 0)))[1]
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sh", b"lo", flags | IFF_UP))
