@@ -8,10 +8,12 @@ the README by a comment on the line before it, `<!-- not run: why -->`; few may 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -154,18 +156,26 @@ def block_results(
         env = {k: v for k, v in os.environ.items() if not k.startswith(("DASHSCOPE_", "OPENAI_", "CHATAGENT_"))}
         path = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])  # as in a venv
         env.update(PATH=path, PYTHONPATH=str(ROOT), CHATAGENT_WORKSPACE=str(cwd / "workspace"), MPLBACKEND="Agg")
+        proc = processes.popen(
+            [sys.executable, "-m", "tests.support.readme_runner", "snippet.py"],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own process group: whatever it started goes with it
+        )
         try:
-            return processes.run(
-                [sys.executable, "-m", "tests.support.readme_runner", "snippet.py"],
-                cwd=cwd,
-                env=env,
-                input=STDIN,
-                capture_output=True,
-                text=True,
-                timeout=DEADLINE,
-            )
-        except subprocess.TimeoutExpired as e:
-            return f"still running after {DEADLINE} s; output so far:\n{e.stdout}\n{e.stderr}"
+            out, err = proc.communicate(STDIN, timeout=DEADLINE)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate(timeout=DEADLINE)
+            return f"still running after {DEADLINE} s; output so far:\n{out}\n{err}"
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     selected = {i.callspec.params["n"] for i in request.session.items if i.originalname == "test_snippet_runs"}
     runnable = [b for b in BLOCKS if b.not_run is None and b.n in selected]
