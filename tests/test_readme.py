@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import processes
+from tests.support.documents import make_pdf
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -94,17 +95,6 @@ class SearchDocs(BaseTool):
 """
 
 
-def _pdf(path: Path, pages: list[str]) -> None:
-    from fpdf import FPDF
-
-    pdf = FPDF()
-    pdf.set_font("Helvetica", size=11)
-    for text in pages:
-        pdf.add_page()
-        pdf.multi_cell(0, 6, text)
-    pdf.output(str(path))
-
-
 def make_files(d: Path) -> None:
     """manual.pdf, report.pdf, handbook.pdf, spec.pdf, notes.docx, extra.pptx, cat.png, cat.jpg, my_tools.py and
     server.py (an MCP server)."""
@@ -112,17 +102,17 @@ def make_files(d: Path) -> None:
     import pptx
     from PIL import Image
 
-    _pdf(
-        d / "manual.pdf",
+    make_pdf(
         [
             f"Chapter {i}. Packages extend R with code and data. To install a package, call "
             f"install.packages('name') and load it with library(name). Section {i} covers mirrors and updates."
             for i in range(1, 9)
         ],
+        d / "manual.pdf",
     )
-    _pdf(d / "report.pdf", [f"Quarterly report, part {i}: sales grew in every region." for i in range(1, 4)])
-    _pdf(d / "handbook.pdf", ["Refund policy: customers may return an item within 30 days for a full refund."] * 3)
-    _pdf(d / "spec.pdf", ["The API returns JSON. Every list endpoint is paginated with a cursor."])
+    make_pdf([f"Quarterly report, part {i}: sales grew in every region." for i in range(1, 4)], d / "report.pdf")
+    make_pdf(["Refund policy: customers may return an item within 30 days for a full refund."] * 3, d / "handbook.pdf")
+    make_pdf(["The API returns JSON. Every list endpoint is paginated with a cursor."], d / "spec.pdf")
     doc = docx.Document()
     doc.add_heading("Notes", 1)
     doc.add_paragraph("Packages are installed from CRAN with install.packages(); update them with update.packages().")
