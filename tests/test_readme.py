@@ -1,26 +1,189 @@
-"""The README is the user's manual: its Python snippets must at least be valid Python, and the names they
-import from chatagent must exist."""
+"""The README is the user's manual: every ```python block in it runs.
 
+Each block runs in a fresh process (tests/support/readme_runner.py) in a scratch directory holding the files the
+snippets name, with its own CHATAGENT_WORKSPACE, in a network namespace of its own where the loopback
+OpenAI-compatible and DashScope servers stand in for the real ones. A block that cannot run offline is marked in
+the README by a comment on the line before it, `<!-- not run: why -->`; few may be.
+"""
+
+from __future__ import annotations
+
+import contextlib
 import importlib
+import os
 import re
+import shutil
+import signal
+import subprocess
+import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+from tests.support import processes
+from tests.support.documents import make_pdf
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+FENCE = re.compile(r"^(?P<indent>[ \t]*)```python\n(?P<code>.*?)^(?P=indent)```", re.M | re.S)
+NOT_RUN = re.compile(r"^\s*<!-- not run: (?P<reason>.*?) -->\s*$")
+DEADLINE = 120  # seconds per block, however loaded the machine
+WORKERS = 3
+STDIN = "Tell me more.\n\n"  # what a person types when a snippet asks (input())
 
 
-def test_readme_has_snippets():
+@dataclass
+class Block:
+    n: int
+    line: int
+    code: str
+    not_run: str | None  # the reason, when marked
+
+
+def readme_blocks(text: str) -> list[Block]:
+    blocks = []
+    for n, m in enumerate(FENCE.finditer(text)):
+        before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        marked = NOT_RUN.match(before)
+        line = text.count("\n", 0, m.start()) + 1
+        blocks.append(Block(n, line, textwrap.dedent(m["code"]), marked["reason"].strip() if marked else None))
+    return blocks
+
+
+BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+
+
+def test_readme_has_snippets_and_few_are_not_run():
     assert len(BLOCKS) > 20
+    marked = [b for b in BLOCKS if b.not_run is not None]
+    assert all(b.not_run for b in marked), "a `<!-- not run: ... -->` mark needs its reason"
+    assert len(marked) < 0.15 * len(BLOCKS), [(b.line, b.not_run) for b in marked]
+
+
+def test_the_marks_are_found():
+    text = "a\n<!-- not run: blocks -->\n```python\nx = 1\n```\n\n  ```python\n  y = 2\n  ```\n"
+    assert [(b.code, b.not_run) for b in readme_blocks(text)] == [("x = 1\n", "blocks"), ("y = 2\n", None)]
+    assert readme_blocks("<!-- not run:  -->\n```python\nx\n```\n")[0].not_run == ""  # no reason: refused above
 
 
 @pytest.mark.parametrize("n", range(len(BLOCKS)))
 def test_snippet_compiles_and_its_imports_exist(n):
-    code = textwrap.dedent(BLOCKS[n])
+    code = BLOCKS[n].code
     compile(code, f"README.md python block {n}", "exec")
     for module, names in re.findall(r"^from ((?:chatagent|gui)[\w.]*) import ([^\n(]+)$", code, flags=re.M):
         mod = importlib.import_module(module)
         for name in (x.strip() for x in names.split(",")):
             assert hasattr(mod, name), f"README block {n}: {module} has no {name}"
+
+
+# -- the files the snippets name ----------------------------------------------------------------------------------
+
+MY_TOOLS = """
+from chatagent import BaseTool, register_tool
+
+
+@register_tool("search_docs")
+class SearchDocs(BaseTool):
+    description = "Search the documentation."
+    parameters = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+
+    def call(self, params, **kwargs):
+        return f"3 pages about {self.parse_params(params)['query']}"
+"""
+
+
+def make_files(d: Path) -> None:
+    """manual.pdf, report.pdf, handbook.pdf, spec.pdf, notes.docx, extra.pptx, cat.png, cat.jpg, my_tools.py and
+    server.py (an MCP server)."""
+    import docx
+    import pptx
+    from PIL import Image
+
+    make_pdf(
+        [
+            f"Chapter {i}. Packages extend R with code and data. To install a package, call "
+            f"install.packages('name') and load it with library(name). Section {i} covers mirrors and updates."
+            for i in range(1, 9)
+        ],
+        d / "manual.pdf",
+    )
+    make_pdf([f"Quarterly report, part {i}: sales grew in every region." for i in range(1, 4)], d / "report.pdf")
+    make_pdf(["Refund policy: customers may return an item within 30 days for a full refund."] * 3, d / "handbook.pdf")
+    make_pdf(["The API returns JSON. Every list endpoint is paginated with a cursor."], d / "spec.pdf")
+    doc = docx.Document()
+    doc.add_heading("Notes", 1)
+    doc.add_paragraph("Packages are installed from CRAN with install.packages(); update them with update.packages().")
+    doc.save(str(d / "notes.docx"))
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[1])
+    slide.shapes.title.text = "Installing packages"
+    slide.placeholders[1].text = "install.packages('ggplot2') downloads and installs a package."
+    deck.save(str(d / "extra.pptx"))
+    picture = Image.new("RGB", (64, 48), (200, 120, 40))
+    picture.save(d / "cat.png")
+    picture.save(d / "cat.jpg")
+    (d / "my_tools.py").write_text(MY_TOOLS, encoding="utf-8")
+    shutil.copy(ROOT / "tests" / "support" / "mcp_servers" / "demo_server.py", d / "server.py")
+
+
+@pytest.fixture(scope="module")
+def block_results(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[int, subprocess.CompletedProcess | str]:
+    """The outcome (a finished process, or why it did not finish) of each runnable block whose test was selected,
+    run WORKERS at a time."""
+    files = tmp_path_factory.mktemp("readme-files")
+    make_files(files)
+    runs = tmp_path_factory.mktemp("readme-runs")
+
+    def run(block: Block) -> subprocess.CompletedProcess | str:
+        cwd = runs / f"block{block.n}"
+        shutil.copytree(files, cwd)
+        (cwd / "snippet.py").write_text(block.code, encoding="utf-8")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DASHSCOPE_", "OPENAI_", "CHATAGENT_"))}
+        path = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])  # as in a venv
+        env.update(PATH=path, PYTHONPATH=str(ROOT), CHATAGENT_WORKSPACE=str(cwd / "workspace"), MPLBACKEND="Agg")
+        proc = processes.popen(
+            [sys.executable, "-m", "tests.support.readme_runner", "snippet.py"],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own process group: whatever it started goes with it
+        )
+        try:
+            out, err = proc.communicate(STDIN, timeout=DEADLINE)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate(timeout=DEADLINE)
+            return f"still running after {DEADLINE} s; output so far:\n{out}\n{err}"
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    selected = {i.callspec.params["n"] for i in request.session.items if i.originalname == "test_snippet_runs"}
+    runnable = [b for b in BLOCKS if b.not_run is None and b.n in selected]
+    with ThreadPoolExecutor(WORKERS) as pool:
+        return dict(zip([b.n for b in runnable], pool.map(run, runnable), strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("n", range(len(BLOCKS)))
+def test_snippet_runs(n: int, block_results: dict) -> None:
+    block = BLOCKS[n]
+    if block.not_run is not None:
+        pytest.skip(f"README.md line {block.line}: not run: {block.not_run}")
+    result = block_results[n]
+    where = f"README.md python block {n} (line {block.line})"
+    assert not isinstance(result, str), f"{where}: {result}"
+    assert "using the embedded local model" not in result.stderr, f"{where} did not reach the loopback servers"
+    assert result.returncode == 0, (
+        f"{where} failed:\n{block.code}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+    )

@@ -15,6 +15,7 @@ subprocess do): in a forked child, llama.cpp's exit handlers wait for threads th
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import logging
 import os
@@ -320,6 +321,15 @@ class LocalServer:
                 ModelErrorCode.LOCAL_SERVER_FAILED, f"the local model server failed on {path}: {e}"
             ) from e
 
+    def _wait_for_main_loop(self) -> None:
+        """llama.cpp misses a stop that comes before its main loop has started, and the process then hangs at exit
+        (a server started and stopped at once: ~1 in 3 under load). GET /slots is answered by that loop."""
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.api_key}", "Connection": "close"}
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.get(self.address + "/slots", headers=headers, timeout=10, trust_env=False)
+
     @property
     def tokenizer(self) -> LlamaTokenizer:
         """llama.cpp's tokenizer for this model (one per server, its counts cached)."""
@@ -336,6 +346,7 @@ class LocalServer:
         """Stop serving and free the model (waits for llama.cpp's loop to exit)."""
         server, self._server = self._server, None
         if server is not None:
+            self._wait_for_main_loop()
             del server  # the native destructor stops the HTTP server and the main loop
             logger.info("local model server on %s stopped", self.address)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.documents import make_pdf
 from tests.support.protocol_server import ProtocolServer
 
 IMAGE_GUIDE = [
@@ -20,17 +21,6 @@ FILLER = "The committee reviewed the quarterly figures and noted steady progress
 REPORT = [f"Section {i}. {FILLER}" for i in range(1, 13)]
 REPORT[8] += " The secret code of the vault is 4242, known only to the treasurer."
 STOCK_PRICES = "Date,Open,Close\n" + "\n".join(f"2024-01-{d:02d},{100 + d},{101 + d * 1.5:.1f}" for d in range(1, 21))
-
-
-def make_pdf(pages: list[str], path: Path) -> None:
-    import fpdf
-
-    pdf = fpdf.FPDF()
-    pdf.set_font("helvetica", size=12)
-    for text in pages:
-        pdf.add_page()
-        pdf.multi_cell(0, 8, text)
-    pdf.output(str(path))
 
 
 def make_resources(root: Path) -> Path:

@@ -77,9 +77,10 @@ class LoopbackServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self) -> Self:
+    def start(self, port: int = 0) -> Self:
+        """Listen on 127.0.0.1:`port` (0: a free one) and serve in a daemon thread."""
         handler = type("Handler", (self.handler,), {"owner": self})
-        self._httpd = _HTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = _HTTPServer(("127.0.0.1", port), handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, args=(self.poll_interval,), name=self.thread_name, daemon=True
