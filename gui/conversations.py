@@ -10,6 +10,7 @@ Session from the name Gradio signed in, never from what the page sends.
 """
 
 import os
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +28,9 @@ class Conversations:
     def __init__(self, ui: Any, store: str | os.PathLike[str] | None = None) -> None:
         self.ui = ui  # the WebUI: it makes the ChatSessions (with their agents)
         self.store = open_store(store)  # opened now: a bad URL or a damaged file is an error at start
+        # the title each page's title box shows: refreshed after a turn only when the stored title changed, so a
+        # title being typed is not overwritten by the refresh that follows a turn
+        self._shown: weakref.WeakKeyDictionary[ChatSession, str] = weakref.WeakKeyDictionary()
 
     def attach(self, demo: Any, state: Any, chatbot: Any, textbox: Any, turn_events: Sequence[Any]) -> None:
         """Render the sidebar in `demo` and wire it to the page's state and chatbot; `turn_events` are the
@@ -70,7 +74,7 @@ class Conversations:
         if chat is None or chat.stored is None or not title.strip():
             return gr.skip(), gr.skip()
         chat.stored.title = title
-        return self._listing(user_of(request), chat), gr.Textbox(value=chat.stored.title)
+        return self._listing(user_of(request), chat), self._title_box(chat)
 
     def _on_delete(self, chat: ChatSession | None, request: gr.Request) -> tuple:
         user = user_of(request)
@@ -83,7 +87,8 @@ class Conversations:
     def _on_changed(self, chat: ChatSession | None, request: gr.Request) -> tuple:
         if chat is None or chat.stored is None:
             return gr.skip(), gr.skip()
-        return self._listing(user_of(request), chat), gr.Textbox(value=chat.stored.title)
+        same = self._shown.get(chat) == chat.stored.title
+        return self._listing(user_of(request), chat), gr.skip() if same else self._title_box(chat)
 
     # ---- helpers -------------------------------------------------------------------------------------------
 
@@ -94,7 +99,12 @@ class Conversations:
         chat = self.ui.new_session()
         chat.bind(stored)
         listing = self._listing(stored.user, chat, found)
-        return chat.display, chat, listing, gr.Textbox(value=stored.title)
+        return chat.display, chat, listing, self._title_box(chat)
+
+    def _title_box(self, chat: ChatSession) -> Any:
+        title = chat.stored.title if chat.stored is not None else ""
+        self._shown[chat] = title
+        return gr.Textbox(value=title)
 
     def _listing(self, user: str, chat: ChatSession, found: list[SessionInfo] | None = None) -> Any:
         found = self.store.list(user) if found is None else found

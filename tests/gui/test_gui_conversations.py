@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 from types import SimpleNamespace
 
+import gradio as gr
 import pytest
 
 from chatagent import BasicAgent, ModelServiceError, ScriptedLLM, Session
@@ -121,3 +122,22 @@ def test_the_sidebar_handlers_keep_users_apart_and_open_the_latest(store: str) -
     display, chat, listing, _ = bar._on_delete(chat, request("alice"))
     assert [label for label, _ in listing.choices] == ["alice's first"] and "alice's first" in str(display)
     assert [i.user for i in Session.list(store, user=None)] == ["alice"]  # bob's empty chat was never stored
+
+
+def test_the_refresh_after_a_turn_leaves_a_title_being_typed_alone(store: str) -> None:
+    """After the first turn the title box shows the new title; after later turns the refresh does not send the
+    title again (it would overwrite what the user is typing in the box, as it did under load)."""
+    from gui.conversations import Conversations
+
+    bar = Conversations(WebUI(counting()), store)
+    _, chat, _, title, _ = bar._on_load(None, request("alice"))
+    assert title.value == ""
+    say(chat, "plan a trip")
+    listing, title = bar._on_changed(chat, request("alice"))
+    assert title.value == "plan a trip" and [label for label, _ in listing.choices] == ["plan a trip"]
+    say(chat, "and the hotels?")
+    assert bar._on_changed(chat, request("alice"))[1] == gr.skip()
+    listing, title = bar._on_rename("Lisbon trip", chat, request("alice"))
+    assert title.value == "Lisbon trip" and [label for label, _ in listing.choices] == ["Lisbon trip"]
+    say(chat, "and museums?")
+    assert bar._on_changed(chat, request("alice"))[1] == gr.skip()
