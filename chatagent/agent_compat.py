@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from chatagent.driver import ModelStream
-from chatagent.effects import ModelCall, Request
+from chatagent.effects import ModelCall, Request, pass_on, step
 from chatagent.schema import Message
 from chatagent.stream import INDEX, WholeLists, fragment
 
@@ -31,17 +31,13 @@ def whole_lists_as_fragments(gen: Iterator[Any]) -> Iterator[Any]:
     try:
         while True:
             try:
-                item = gen.throw(error) if error is not None else gen.send(value)
+                item = step(gen, value, error)
             except StopIteration as stop:
                 return stop.value
             error = value = None
             if isinstance(item, Request):
-                try:
-                    value = yield item
-                except GeneratorExit:
-                    raise
-                except Exception as e:
-                    error = e
+                value, error = yield from pass_on(item)
+                if error is not None:
                     continue
                 if type(item) is ModelCall and not item.hide and isinstance(value, list):
                     shown = [fragment(m, item.start + i) for i, m in enumerate(value)]

@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from chatagent.effects import Blocking, ModelCall, ToolBatch, ToolWait
+from chatagent.effects import Blocking, ModelCall, ToolBatch, ToolWait, step
 from chatagent.stream import INDEX, Collector
 
 if TYPE_CHECKING:
@@ -199,7 +199,7 @@ def _start_tools(batch: ToolBatch) -> Callable[[int], Any]:
 def _step(gen: Any, value: Any, error: BaseException | None) -> Any:
     """One step of the agent's loop: its next item, or _DONE (StopIteration cannot cross a thread's future)."""
     try:
-        return gen.throw(error) if error is not None else gen.send(value)
+        return step(gen, value, error)
     except StopIteration:
         return _DONE
 

@@ -14,7 +14,7 @@ Each request is carried out once, by the innermost driver that sees it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -153,3 +153,18 @@ class Blocking(Request):
 
 
 __all__ = ["Blocking", "Fragments", "ModelCall", "Request", "ToolBatch", "ToolWait", "View"]
+
+
+def pass_on(request: Any) -> Generator[Any, Any, tuple[Any, Exception | None]]:
+    """For code that forwards another generator's requests: yield `request` to the driver and return (its result,
+    None), or (None, the error the driver raised in its place) to be thrown back where the request came from:
+    `value, error = yield from pass_on(item)`, then `item = step(gen, value, error)`."""
+    try:
+        return (yield request), None
+    except Exception as e:
+        return None, e
+
+
+def step(gen: Iterator[Any], value: Any, error: BaseException | None) -> Any:
+    """The next item of a forwarded generator: `value` sent into it, or `error` thrown into it."""
+    return gen.throw(error) if error is not None else gen.send(value)  # type: ignore[attr-defined]

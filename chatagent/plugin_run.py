@@ -27,7 +27,7 @@ from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING, Any
 
 from chatagent.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, resolve
-from chatagent.effects import Blocking, ModelCall, ToolBatch, ToolWait
+from chatagent.effects import Blocking, ModelCall, ToolBatch, ToolWait, pass_on, step
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.plugins import BLOCKED_BY, BLOCKED_REASON, Blocked, Plugins, Retry, failed, plugin_name
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, to_message
@@ -124,7 +124,7 @@ class _ControlledRun:
         error: BaseException | None = None
         while True:
             try:
-                item = gen.throw(error) if error is not None else gen.send(value)
+                item = step(gen, value, error)
             except StopIteration as stop:
                 return stop.value
             error = value = None
@@ -146,14 +146,9 @@ class _ControlledRun:
             elif kind is ToolBatch:
                 yield from self._settle()
                 self._before_tools(item)
-            try:
-                value = yield item
-            except GeneratorExit:
-                raise
-            except Exception as e:
-                if getattr(e, "_chatagent_run", None) is self:  # from our map: an input check tripped or failed
-                    raise
-                error = e
+            value, error = yield from pass_on(item)
+            if error is not None and getattr(error, "_chatagent_run", None) is self:
+                raise error  # from our map: an input check tripped or failed
             if kind is ModelCall:
                 if not mapped and not item.hide:
                     self._record(item)

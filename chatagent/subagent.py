@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from chatagent.effects import ModelCall
+from chatagent.effects import ModelCall, pass_on, step
 from chatagent.run_context import CURRENT, current_run
 from chatagent.schema import Message
 from chatagent.stream import INDEX, Collector
@@ -60,7 +60,7 @@ def run_subagent(
         while True:
             token = CURRENT.set(ctx)
             try:
-                item = gen.throw(error) if error is not None else gen.send(value)
+                item = step(gen, value, error)
             except StopIteration:
                 break
             finally:
@@ -78,12 +78,7 @@ def run_subagent(
                 item.maps.append(place)
                 if view is not None:
                     item.maps.append(view)
-            try:
-                value = yield item
-            except GeneratorExit:
-                raise
-            except Exception as e:
-                error = e
+            value, error = yield from pass_on(item)
     finally:
         token = CURRENT.set(ctx)
         try:
@@ -102,7 +97,7 @@ def map_fragments(gen: Iterator[Any], fn: Callable[[list[Message]], list[Message
     try:
         while True:
             try:
-                item = gen.throw(error) if error is not None else gen.send(value)
+                item = step(gen, value, error)
             except StopIteration as stop:
                 return stop.value
             error = value = None
@@ -114,12 +109,7 @@ def map_fragments(gen: Iterator[Any], fn: Callable[[list[Message]], list[Message
                 continue
             if type(item) is ModelCall:
                 item.maps.append(fn)
-            try:
-                value = yield item
-            except GeneratorExit:
-                raise
-            except Exception as e:
-                error = e
+            value, error = yield from pass_on(item)
     finally:
         gen.close()
 
