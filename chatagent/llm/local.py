@@ -348,7 +348,7 @@ class LocalServer:
         if server is not None:
             self._wait_for_main_loop()
             del server  # the native destructor stops the HTTP server and the main loop
-            logger.info("local model server on %s stopped", self.address)
+            logger.debug("local model server on %s stopped", self.address)
 
 
 _servers: dict[tuple, LocalServer] = {}
