@@ -14,6 +14,8 @@ protocol pipes. Variables persist between requests. Everything here runs before 
 Model code runs in this process and can rewrite any of it: the host trusts nothing it receives from here.
 """
 
+from __future__ import annotations
+
 import ast
 import ctypes
 import io
@@ -26,11 +28,15 @@ import sys
 import time
 import traceback
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing into the sandbox's startup
+if TYPE_CHECKING:
+    from typing import Any, TypeGuard
+
 CONFIG = json.loads(sys.argv[1])
 KERNEL_PID = os.getpid()
 MAX_ERROR_CHARS = 2000
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
-WORK_FD = -1  # the work directory, opened once: files the host sends are created relative to it
+work_fd = -1  # the work directory, opened once: files the host sends are created relative to it
 
 
 class CellTimeout(BaseException):
@@ -51,9 +57,9 @@ def _unshare_network(libc: ctypes.CDLL) -> str:
     return ""
 
 
-def _setup() -> tuple[int, int, dict]:
-    global WORK_FD
-    status: dict = {"pid": KERNEL_PID}
+def _setup() -> tuple[int, int, dict[str, Any]]:
+    global work_fd
+    status: dict[str, Any] = {"pid": KERNEL_PID}
     libc = ctypes.CDLL(None, use_errno=True)
     inp, out = os.dup(0), os.dup(1)  # os.dup makes non-inheritable copies: exec'd programs never see them
     null = os.open(os.devnull, os.O_RDWR)
@@ -83,7 +89,7 @@ def _setup() -> tuple[int, int, dict]:
 
     def limit(which: int, value: int | None) -> None:
         if value is not None:
-            soft, hard = resource.getrlimit(which)
+            hard = resource.getrlimit(which)[1]
             value = value if hard == resource.RLIM_INFINITY else min(value, hard)
             resource.setrlimit(which, (value, value))
 
@@ -97,7 +103,7 @@ def _setup() -> tuple[int, int, dict]:
     limit(resource.RLIMIT_CORE, 0)
     limit(resource.RLIMIT_NOFILE, 256)
     os.chdir(work_dir)
-    WORK_FD = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    work_fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
     sys.path.insert(0, work_dir)
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writing past the file size limit raises OSError instead
@@ -123,9 +129,7 @@ class _CappedWriter(io.TextIOBase):
         self.parts: list[str] = []
         self.budget = budget
 
-    @property
-    def encoding(self) -> str:
-        return "utf-8"
+    encoding = "utf-8"
 
     def writable(self) -> bool:
         return True
@@ -133,7 +137,7 @@ class _CappedWriter(io.TextIOBase):
     def isatty(self) -> bool:
         return False
 
-    def write(self, s: str) -> int:
+    def write(self, s: object) -> int:
         if not isinstance(s, str):
             raise TypeError(f"write() argument must be str, not {type(s).__name__}")
         b = self.budget
@@ -225,11 +229,11 @@ def _figures() -> tuple[list[bytes], str]:
     return figures, note
 
 
-def run_cell(code: str, cell: int, timeout: float, namespace: dict, max_output: int) -> dict:
+def run_cell(code: str, cell: int, timeout: float, namespace: dict[str, Any], max_output: int) -> dict[str, Any]:
     """Execute one cell in `namespace`; the reply dict (never raises, never returns in a forked child)."""
     budget = _Budget(max_output)
     out, err = _CappedWriter(budget), _CappedWriter(budget)
-    reply: dict = {"cell": cell, "result": None, "error": None, "error_kind": None, "figures": []}
+    reply: dict[str, Any] = {"cell": cell, "result": None, "error": None, "error_kind": None, "figures": []}
     filename = f"<cell-{cell}>"
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = out, err
@@ -241,7 +245,11 @@ def run_cell(code: str, cell: int, timeout: float, namespace: dict, max_output: 
             reply["error"] = _short("".join(traceback.format_exception_only(type(e), e)).strip())
             reply["error_kind"] = "syntax"
             return reply
-        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        last = tree.body[-1] if tree.body else None
+        if isinstance(last, ast.Expr):
+            tree.body.pop()
+        else:
+            last = None
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
@@ -297,13 +305,13 @@ def run_cell(code: str, cell: int, timeout: float, namespace: dict, max_output: 
     return reply
 
 
-def put_file(req: dict, requests: io.BufferedReader, out: int) -> dict:
+def put_file(req: dict[str, Any], requests: io.BufferedReader, out: int) -> dict[str, Any]:
     """Create a file the host sends (never replacing one: the code may have changed or replaced it)."""
     name, size, rid = str(req.get("name", "")), int(req.get("size", 0)), req.get("id")
     if not name or name in (".", "..") or "/" in name or "\0" in name:
         return {"ok": False, "error": f"bad file name {name!r}"}
     try:
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=WORK_FD)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=work_fd)
     except FileExistsError:
         return {"ok": False, "exists": True}
     except OSError as e:
@@ -325,7 +333,7 @@ def put_file(req: dict, requests: io.BufferedReader, out: int) -> dict:
     return {"written": written, "error": error}
 
 
-def _send(fd: int, obj: dict) -> None:
+def _send(fd: int, obj: dict[str, Any]) -> None:
     figures = obj.pop("figures", None)
     if figures is not None:
         obj["figures"] = [len(f) for f in figures]
@@ -334,14 +342,20 @@ def _send(fd: int, obj: dict) -> None:
         data = data[os.write(fd, data) :]
 
 
+def _is_object(value: object) -> TypeGuard[dict[str, Any]]:
+    """Whether a value json.loads made is a JSON object."""
+    return isinstance(value, dict)
+
+
 def main() -> None:
     inp, out, status = _setup()
     status["ready"] = True
     _send(out, status)
-    namespace: dict = {"__name__": "__main__", "__builtins__": __builtins__}
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     requests = os.fdopen(inp, "rb")
     for line in requests:
-        req: dict = {}
+        req: Any = None  # what json.loads made of the line: not always a dict
+        reply: dict[str, Any]
         try:
             req = json.loads(line)
             if req.get("op") == "put":
@@ -353,7 +367,7 @@ def main() -> None:
             reply = {"error": "MemoryError while preparing the reply.", "error_kind": "memory"}
         except (ValueError, KeyError, TypeError, AttributeError):
             reply = {"error": "bad request", "error_kind": "protocol"}
-        reply["id"] = req.get("id") if isinstance(req, dict) else None
+        reply["id"] = req.get("id") if _is_object(req) else None
         _send(out, reply)
 
 

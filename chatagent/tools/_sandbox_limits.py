@@ -16,8 +16,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 logger = logging.getLogger("chatagent.tools")
 
@@ -149,8 +148,10 @@ class SessionCgroup:
         if not self.memory_limited:
             return 0
         v2 = self.dirs.get("v2")
-        name = "memory.events" if v2 and os.path.exists(os.path.join(v2, "memory.events")) else "memory.oom_control"
-        directory = v2 if name == "memory.events" else self.dirs["memory"]
+        if v2 and os.path.exists(os.path.join(v2, "memory.events")):
+            directory, name = v2, "memory.events"
+        else:
+            directory, name = self.dirs["memory"], "memory.oom_control"
         try:
             for line in _read(os.path.join(directory, name)).splitlines():
                 if line.startswith("oom_kill "):
@@ -200,16 +201,22 @@ def _pss(pid: int) -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+class Watched(Protocol):
+    """What the watchdog watches: a sandbox session."""
+
+    def check_limits(self) -> None: ...
+
+
 class Watchdog:
     """One thread that checks every watched session's usage and calls its `over_limit` when it is over."""
 
     def __init__(self) -> None:
-        self._watched: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._watched: weakref.WeakSet[Watched] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def watch(self, session: Any) -> None:
+    def watch(self, session: Watched) -> None:
         """Check `session` (an object with `check_limits()`) until `unwatch`."""
         with self._lock:
             self._watched.add(session)
@@ -218,7 +225,7 @@ class Watchdog:
                 self._thread.start()
         self._wake.set()
 
-    def unwatch(self, session: Any) -> None:
+    def unwatch(self, session: Watched) -> None:
         with self._lock:
             self._watched.discard(session)
 
@@ -239,4 +246,3 @@ class Watchdog:
 
 
 WATCHDOG = Watchdog()
-Members = Callable[[], list[int]]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import importlib
 import json
 import logging
 import os
@@ -33,11 +34,16 @@ import sys
 import threading
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from chatagent._aio import run_coroutine
 from chatagent.schema import ContentItem
 from chatagent.tools.base import BaseTool
+
+if TYPE_CHECKING:
+    from mcp import Client
+    from mcp.client import Transport
+    from mcp.types import CallToolResult, Tool
 
 logger = logging.getLogger("chatagent.tools")
 
@@ -63,8 +69,8 @@ class _Held:
     __slots__ = ("client", "holder", "closing", "open_lock")
 
     def __init__(self) -> None:
-        self.client: Any = None
-        self.holder: asyncio.Task | None = None
+        self.client: Client | None = None
+        self.holder: asyncio.Task[None] | None = None
         self.closing: asyncio.Event | None = None
         self.open_lock = asyncio.Lock()
 
@@ -74,20 +80,20 @@ class MCPConnection:
     one broke. Synchronous calls use the process's background loop (`chatagent._aio`); `acall` (what `arun()`
     awaits) uses the caller's running loop, so the session lives there and a timeout cancels the call."""
 
-    def __init__(self, name: str, cfg: dict) -> None:
-        if not isinstance(cfg, dict) or not (cfg.get("command") or cfg.get("url")):
+    def __init__(self, name: str, cfg: object) -> None:
+        if not _is_json_object(cfg) or not (cfg.get("command") or cfg.get("url")):
             raise ValueError(
                 f"MCP server {name!r}: its config needs 'command' (stdio) or 'url' (HTTP), got {cfg!r:.200}"
             )
         self.name = name
-        self.cfg = cfg
+        self.cfg: dict[str, Any] = cfg
         self.timeout = float(cfg.get("timeout", DEFAULT_TIMEOUT))
         self.connect_timeout = float(cfg.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT))
         self._held: dict[asyncio.AbstractEventLoop, _Held] = {}
         self._lock = threading.Lock()
         _CONNECTIONS.add(self)
 
-    def _server(self) -> Any:
+    def _server(self) -> Transport | str:
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
 
@@ -103,12 +109,13 @@ class MCPConnection:
             return streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers))
         command = str(cfg["command"])
         where = os.path.join(cfg.get("cwd") or ".", command) if "/" in command else None
-        path = (cfg.get("env") or {}).get("PATH") or os.environ.get("PATH")
+        env: dict[str, Any] = cfg.get("env") or {}
+        path = env.get("PATH") or os.environ.get("PATH")
         if not (os.access(where, os.X_OK) if where else shutil.which(command, path=path)):
             raise FileNotFoundError(f"the command {command!r} was not found (or is not executable)")
         # the server runs under a reaper: whatever it starts (even detached) ends with it, and it ends with us
         reaper = ["-I", "-S", _REAPER, "--parent", str(os.getpid()), "--grace", "1", "--", command]
-        args = reaper + [str(a) for a in cfg.get("args", [])]
+        args = reaper + [str(a) for a in cfg.get("args", ())]
         params = StdioServerParameters(command=sys.executable, args=args, env=cfg.get("env"), cwd=cfg.get("cwd"))
         return stdio_client(params)
 
@@ -123,7 +130,7 @@ class MCPConnection:
                 held = self._held[loop] = _Held()
             return held
 
-    async def _hold(self, held: _Held, ready: asyncio.Future) -> None:
+    async def _hold(self, held: _Held, ready: asyncio.Future[Client]) -> None:
         """Open the session and keep it open until asked to close."""
         from mcp import Client
 
@@ -141,12 +148,12 @@ class MCPConnection:
         finally:
             held.client = None
 
-    async def _open(self) -> Any:
+    async def _open(self) -> Client:
         held = self._here()
         async with held.open_lock:
             if held.client is not None and held.holder is not None and not held.holder.done():
                 return held.client
-            ready: asyncio.Future = asyncio.get_running_loop().create_future()
+            ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
             held.holder = asyncio.get_running_loop().create_task(self._hold(held, ready))
             try:
                 return await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
@@ -172,23 +179,23 @@ class MCPConnection:
                 logger.debug("MCP server %r did not close cleanly", self.name, exc_info=True)
         held.client = None
 
-    async def alist_tools(self) -> list[Any]:
+    async def alist_tools(self) -> list[Tool]:
         """The server's tools (connecting first, on the running loop). Raises MCPServerError."""
         try:
             client = await self._open()
-            tools: list[Any] = []
-            cursor = None
+            tools: list[Tool] = []
+            cursor: str | None = None
             while True:
                 page = await asyncio.wait_for(client.list_tools(cursor=cursor), self.timeout)
                 tools.extend(page.tools)
-                cursor = getattr(page, "next_cursor", None)
+                cursor = page.next_cursor
                 if not cursor:
                     return tools
         except Exception as e:
             await self._aclose_here()
             raise MCPServerError(f"MCP server {self.name!r} could not be started or listed: {_describe(e)}") from e
 
-    async def acall(self, tool: str, arguments: dict) -> Any:
+    async def acall(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
         """Call a tool on the running loop; the CallToolResult. Raises TimeoutError (the call is cancelled), or
         MCPServerError when the session broke (the next call opens a new one)."""
         from mcp.shared.exceptions import MCPError
@@ -211,7 +218,7 @@ class MCPConnection:
             await self._aclose_here()
             raise MCPServerError(f"the connection to MCP server {self.name!r} failed: {_describe(e)}") from e
 
-    def list_tools(self) -> list[Any]:
+    def list_tools(self) -> list[Tool]:
         """`alist_tools` for synchronous code (on the background loop)."""
         try:
             return run_coroutine(self.alist_tools(), self.connect_timeout + self.timeout + 1.0)
@@ -219,7 +226,7 @@ class MCPConnection:
             self.close()
             raise MCPServerError(f"MCP server {self.name!r} could not be started or listed: timed out") from e
 
-    def call(self, tool: str, arguments: dict) -> Any:
+    def call(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
         """`acall` for synchronous code (on the background loop)."""
         return run_coroutine(self.acall(tool, arguments), self.connect_timeout + self.timeout + 2.0)
 
@@ -249,10 +256,17 @@ class MCPConnection:
         await asyncio.to_thread(self.close)
 
 
+def _is_json_object(value: object) -> TypeGuard[dict[str, Any]]:
+    """Whether a value from the user's config is a JSON object (a dict)."""
+    return isinstance(value, dict)
+
+
 def _describe(e: BaseException) -> str:
     """An exception in a line: the innermost of an exception group, with its type."""
-    while isinstance(getattr(e, "exceptions", None), tuple) and e.exceptions:  # an ExceptionGroup (3.11+)
-        e = e.exceptions[0]
+    group: object = getattr(e, "exceptions", None)
+    while isinstance(group, tuple) and group and isinstance(group[0], BaseException):  # an ExceptionGroup (3.11+)
+        e = group[0]
+        group = getattr(e, "exceptions", None)
     text = str(e).strip().replace("\n", " ")[:300]
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
@@ -263,25 +277,25 @@ def _describe(e: BaseException) -> str:
 class MCPTool(BaseTool):
     """One tool of an MCP server."""
 
-    def __init__(self, connection: MCPConnection, tool: Any) -> None:
+    def __init__(self, connection: MCPConnection, tool: Tool) -> None:
         self.name = f"{connection.name}-{tool.name}"
-        self.description = getattr(tool, "description", None) or ""
-        schema = getattr(tool, "input_schema", None) or getattr(tool, "inputSchema", None) or {}
-        self.parameters = dict(schema) or {"type": "object", "properties": {}}
-        self.parameters.setdefault("type", "object")
-        self.parameters.setdefault("properties", {})
+        self.description = tool.description or ""
+        parameters: dict[str, Any] = dict(tool.input_schema) or {"type": "object", "properties": {}}
+        parameters.setdefault("type", "object")
+        parameters.setdefault("properties", {})
+        self.parameters = parameters
         self.connection = connection
         self.tool_name = tool.name
         super().__init__({"timeout": connection.timeout + connection.connect_timeout + 5.0})
 
-    def call(self, params: str | dict, **kwargs: Any) -> str | list[ContentItem]:
+    def call(self, params: str | dict[str, Any], **kwargs: Any) -> str | list[ContentItem]:
         args = self.parse_params(params)
         try:
             return self._content(self.connection.call(self.tool_name, args))
         except (TimeoutError, MCPServerError) as e:
             return self._failure(e)
 
-    async def acall(self, params: str | dict, **kwargs: Any) -> str | list[ContentItem]:
+    async def acall(self, params: str | dict[str, Any], **kwargs: Any) -> str | list[ContentItem]:
         """`call` on the running loop, in the session that lives there (what `arun()` awaits)."""
         args = self.parse_params(params)
         try:
@@ -297,9 +311,9 @@ class MCPTool(BaseTool):
             )
         return f"Error: {self.name} failed: {e}. A later call reconnects to the server."
 
-    def _content(self, result: Any) -> str | list[ContentItem]:
+    def _content(self, result: CallToolResult) -> str | list[ContentItem]:
         content = result_to_content(result)
-        if getattr(result, "is_error", None) or getattr(result, "isError", False):
+        if result.is_error:
             text = content if isinstance(content, str) else "\n".join(c.text for c in content if c.text)
             return f"Error: {self.name} failed: {text or 'the server reported an error'}"
         return content
@@ -308,47 +322,47 @@ class MCPTool(BaseTool):
         self.connection.close()
 
 
-def result_to_content(result: Any) -> str | list[ContentItem]:
+def result_to_content(result: CallToolResult) -> str | list[ContentItem]:
     """A CallToolResult as message content: a string when it is all text, else content items."""
+    from mcp.types import TextResourceContents
+
     items: list[ContentItem] = []
-    for c in getattr(result, "content", None) or []:
-        kind = getattr(c, "type", "")
-        mime = getattr(c, "mime_type", None) or getattr(c, "mimeType", None)
-        if kind == "text":
+    for c in result.content:
+        if c.type == "text":
             items.append(ContentItem(text=c.text))
-        elif kind == "image":
-            items.append(ContentItem(image=f"data:{mime or 'image/png'};base64,{c.data}"))
-        elif kind == "audio":
-            items.append(ContentItem(audio=f"data:{mime or 'audio/wav'};base64,{c.data}"))
-        elif kind == "resource":
+        elif c.type == "image":
+            items.append(ContentItem(image=f"data:{c.mime_type or 'image/png'};base64,{c.data}"))
+        elif c.type == "audio":
+            items.append(ContentItem(audio=f"data:{c.mime_type or 'audio/wav'};base64,{c.data}"))
+        elif c.type == "resource":
             res = c.resource
-            rmime = getattr(res, "mime_type", None) or getattr(res, "mimeType", None)
-            if getattr(res, "text", None) is not None:
+            if isinstance(res, TextResourceContents):
                 items.append(ContentItem(text=f"[resource {res.uri}]\n{res.text}"))
-            elif rmime and rmime.startswith("image/"):
-                items.append(ContentItem(image=f"data:{rmime};base64,{res.blob}"))
+            elif res.mime_type and res.mime_type.startswith("image/"):
+                items.append(ContentItem(image=f"data:{res.mime_type};base64,{res.blob}"))
             else:
-                items.append(ContentItem(text=f"[resource {res.uri} ({rmime or 'binary'}), not shown]"))
-        elif kind == "resource_link":
+                items.append(ContentItem(text=f"[resource {res.uri} ({res.mime_type or 'binary'}), not shown]"))
+        elif c.type == "resource_link":
             items.append(ContentItem(text=f"[resource link {c.uri}]"))
         else:
-            items.append(ContentItem(text=f"[{kind or 'unknown'} content, not shown]"))
+            items.append(ContentItem(text=f"[{c.type or 'unknown'} content, not shown]"))
     if not items:
-        structured = getattr(result, "structured_content", None) or getattr(result, "structuredContent", None)
+        structured = result.structured_content or None
         return json.dumps(structured, ensure_ascii=False) if structured is not None else ""
-    if all(i.text is not None for i in items):
-        return "\n".join(i.text for i in items)  # type: ignore[misc]
+    texts = [i.text for i in items if i.text is not None]
+    if len(texts) == len(items):
+        return "\n".join(texts)
     return items
 
 
-def tools_from_config(item: dict) -> list[BaseTool]:
+def tools_from_config(item: dict[str, Any]) -> list[BaseTool]:
     """The tools of every server in `{'mcpServers': {name: cfg, ...}}` (used by `make_tools`)."""
     try:
-        import mcp  # noqa: F401
+        importlib.import_module("mcp")
     except ImportError as e:
         raise ValueError("mcpServers needs the mcp package: pip install 'chatagent[mcp]'") from e
     servers = item.get("mcpServers")
-    if not isinstance(servers, dict) or not servers:
+    if not _is_json_object(servers) or not servers:
         raise ValueError(f"mcpServers must be a dict of server name -> config, got {servers!r:.200}")
     tools: list[BaseTool] = []
     opened: list[MCPConnection] = []
