@@ -41,7 +41,8 @@ def descendants(root: int) -> list[int]:
                 continue
             if fields[0] != b"Z":
                 children.setdefault(int(fields[1]), []).append(int(name))
-    out, todo = [], [root]
+    out: list[int] = []
+    todo = [root]
     while todo:
         for c in children.get(todo.pop(), ()):
             out.append(c)

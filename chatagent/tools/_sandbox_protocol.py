@@ -16,6 +16,7 @@ import select
 import time
 import zlib
 from dataclasses import dataclass
+from typing import Any, TypedDict, TypeGuard
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 MAX_FIGURE_BYTES = 4 * 1024 * 1024  # one PNG
@@ -40,6 +41,32 @@ class Figure:
     @property
     def data_url(self) -> str:
         return "data:image/png;base64," + self.base64
+
+
+class _Output(TypedDict):
+    stdout: str
+    stderr: str
+    result: str | None
+    error: str | None
+    error_kind: str | None  # one of ERROR_KINDS
+    figures: list[Figure]
+    dropped: int
+
+
+class RunReply(_Output, total=False):
+    """What a cell gave back (`Sandbox.run`): checked, bounded, with `restarted=True` when the kernel died."""
+
+    restarted: bool
+
+
+def is_json_object(value: object) -> TypeGuard[dict[str, object]]:
+    """Whether a value json.loads made is a JSON object (its values are anything JSON holds)."""
+    return isinstance(value, dict)
+
+
+def is_json_list(value: object) -> TypeGuard[list[object]]:
+    """Whether a value json.loads made is a JSON array."""
+    return isinstance(value, list)
 
 
 def reply_cap(max_output_chars: int) -> int:
@@ -69,10 +96,10 @@ class Channel:
                 except BlockingIOError:
                     continue
 
-    def request(self, obj: dict, deadline: float) -> None:
+    def request(self, obj: dict[str, Any], deadline: float) -> None:
         self.send((json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass"), deadline)
 
-    def reply(self, request_id: int | None, deadline: float) -> dict:
+    def reply(self, request_id: int | None, deadline: float) -> dict[str, object]:
         """The next reply object answering `request_id` (lines answering an earlier request are skipped).
 
         Raises TimeoutError at the deadline, ProtocolError for anything an honest kernel never sends.
@@ -83,7 +110,7 @@ class Channel:
                 obj = json.loads(line)
             except (ValueError, RecursionError):
                 raise ProtocolError("a reply that is not JSON") from None
-            if not isinstance(obj, dict):
+            if not is_json_object(obj):
                 raise ProtocolError("a reply that is not a JSON object")
             if "figures" in obj:  # read them even for a reply we skip: they are part of it
                 obj["figures"] = self._figures(obj["figures"], deadline)
@@ -91,11 +118,10 @@ class Channel:
                 return obj
 
     def _figures(self, sizes: object, deadline: float) -> list[bytes]:
-        ok = isinstance(sizes, list) and len(sizes) <= MAX_FIGURES
-        ok = ok and all(type(n) is int and 0 <= n <= MAX_FIGURE_BYTES for n in sizes)  # type: ignore[union-attr]
-        if not ok or sum(sizes) > MAX_FIGURES_TOTAL:  # type: ignore[arg-type]
+        counts = _figure_sizes(sizes)
+        if counts is None:
             raise ProtocolError("figures larger or more than the limits allow")
-        return [self._exactly(n, deadline) for n in sizes]  # type: ignore[union-attr]
+        return [self._exactly(n, deadline) for n in counts]
 
     def _exactly(self, n: int, deadline: float) -> bytes:
         while len(self._buf) < n:
@@ -130,7 +156,15 @@ class Channel:
             self._fill(deadline)
 
 
-def clean_reply(raw: dict, max_output: int) -> dict:
+def _figure_sizes(sizes: object) -> list[int] | None:
+    """The PNG sizes a reply line declares, if they are within the caps (else None)."""
+    if not is_json_list(sizes) or len(sizes) > MAX_FIGURES:
+        return None
+    counts = [n for n in sizes if type(n) is int and 0 <= n <= MAX_FIGURE_BYTES]
+    return counts if len(counts) == len(sizes) and sum(counts) <= MAX_FIGURES_TOTAL else None
+
+
+def clean_reply(raw: dict[str, object], max_output: int) -> RunReply:
     """A run reply reduced to what an honest kernel sends, with the figures checked."""
     error = _text(raw.get("error"), MAX_ERROR_CHARS) or None
     kind = raw.get("error_kind")
@@ -145,7 +179,7 @@ def clean_reply(raw: dict, max_output: int) -> dict:
     figures: list[Figure] = []
     rejected = 0
     items = raw.get("figures")
-    for item in items if isinstance(items, list) else []:
+    for item in items if is_json_list(items) else []:
         figure = check_png(item)
         if figure is None:
             rejected += 1

@@ -33,6 +33,11 @@ class UidLease:
     def __init__(self, uid: int, fd: int, path: str) -> None:
         self.uid, self._fd, self._path = uid, fd, path
 
+    @property
+    def fd(self) -> int:
+        """The locked lease file (its contents: the recorded work directory); -1 once released."""
+        return self._fd
+
     def record(self, work_dir: str) -> None:
         """Remember the session's host work directory (removed by the next leaser if we die holding it)."""
         os.ftruncate(self._fd, 0)
@@ -82,7 +87,7 @@ def lease_uid() -> UidLease:
         if lease is None:
             continue
         if not fresh and (uid_has_processes(uid) or not _clean_up(lease)):
-            os.close(lease._fd)  # what a killed agent left is still running or there: leave this uid alone
+            os.close(lease.fd)  # what a killed agent left is still running or there: leave this uid alone
             continue
         return lease
     raise OSError("no free sandbox uid found")
@@ -115,12 +120,12 @@ def _clean_up(lease: UidLease) -> bool:
     """Remove what a dead holder of this uid left: its cgroups, and the work directory it recorded (then forget
     it). Whether nothing is left."""
     clean = remove_stale_cgroups(cgroup_name(lease.uid))
-    size = os.fstat(lease._fd).st_size
+    size = os.fstat(lease.fd).st_size
     if size:
-        recorded = os.pread(lease._fd, min(size, 8192), 0).decode("utf-8", "surrogateescape")
+        recorded = os.pread(lease.fd, min(size, 8192), 0).decode("utf-8", "surrogateescape")
         try:
             remove_tree(recorded, owner=lease.uid)
-            os.ftruncate(lease._fd, 0)
+            os.ftruncate(lease.fd, 0)
         except OSError as e:
             logger.warning("could not remove %s, left by a sandbox session that ended abruptly: %s", recorded, e)
             clean = False
@@ -141,7 +146,7 @@ def _sweep_once(directory: str) -> None:
         lease, _ = _try_lock(directory, uid)
         if lease is not None:
             if uid_has_processes(uid) or not _clean_up(lease):
-                os.close(lease._fd)  # keep its lease file: a later sweep finishes the job
+                os.close(lease.fd)  # keep its lease file: a later sweep finishes the job
                 continue
             lease.release()
 
@@ -159,7 +164,7 @@ def uid_of(pid: int) -> int | None:
 
 def processes_of_uid(uid: int, first: bool = False) -> list[int]:
     """The live (not zombie) pids whose real, effective or saved uid is `uid`."""
-    found = []
+    found: list[int] = []
     for name in os.listdir("/proc"):
         if name.isdigit() and uid in (_uids(int(name)) or ())[:3]:
             found.append(int(name))

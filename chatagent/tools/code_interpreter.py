@@ -29,11 +29,14 @@ import secrets
 import tempfile
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from chatagent.schema import ContentItem
 from chatagent.tools.base import BaseTool, register_tool
 from chatagent.tools.sandbox import Limits, Sandbox, isolation_summary
+
+if TYPE_CHECKING:
+    from chatagent.tools._sandbox_protocol import RunReply
 
 logger = logging.getLogger("chatagent.tools")
 
@@ -57,7 +60,7 @@ class CodeInterpreter(BaseTool):
         "required": ["code"],
     }
 
-    def __init__(self, cfg: dict | None = None) -> None:
+    def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         super().__init__(cfg)
         cfg = self.cfg
         self.exec_timeout = float(self.timeout or DEFAULT_TIMEOUT)
@@ -80,7 +83,7 @@ class CodeInterpreter(BaseTool):
             )
         self.python = cfg.get("python")
         self.max_sessions = max(1, int(cfg.get("max_sessions", 8)))
-        self._work_dir = cfg.get("work_dir")
+        self._work_dir: str | None = cfg.get("work_dir")
         self._made_work_dir = False
         self._sessions: OrderedDict[str, Sandbox] = OrderedDict()
         self._noted: set[str] = set()
@@ -109,7 +112,7 @@ class CodeInterpreter(BaseTool):
                 self._sessions.move_to_end(session_id)
                 return sb
         sb = Sandbox(self._session_dir(session_id), self.limits, self.sandbox_mode, self.python)
-        evicted = []
+        evicted: list[tuple[str, Sandbox]] = []
         with self._lock:
             self._sessions[session_id] = sb
             while len(self._sessions) > self.max_sessions:
@@ -124,7 +127,7 @@ class CodeInterpreter(BaseTool):
         with self._lock:
             return list(self._sessions)
 
-    def call(self, params: str | dict, **kwargs: Any) -> str | list[ContentItem]:
+    def call(self, params: str | dict[str, Any], **kwargs: Any) -> str | list[ContentItem]:
         code = _strip_fence(self.parse_params(params)["code"])
         session_id = str(kwargs.get("session_id") or "default")
         sb = self.sandbox(session_id)
@@ -174,33 +177,36 @@ def _strip_fence(code: str) -> str:
     return m.group(1) if m else code
 
 
-def _input_files(messages: list) -> list[str]:
-    """The local files attached to the conversation (`file` items that are paths, not URLs)."""
+def _input_files(messages: list[Any]) -> list[str]:
+    """The local files attached to the conversation (`file` items that are paths, not URLs); `messages` are
+    Messages or dicts, as the agent was given them."""
     paths: list[str] = []
     for msg in messages:
         content = msg.get("content") if hasattr(msg, "get") else None
         if not isinstance(content, list):
             continue
-        for item in content:
+        for item in cast("list[Any]", content):  # ContentItems, or the dicts of a message given as a dict
             path = item.get("file") if hasattr(item, "get") else None
             if path and "://" not in path and path not in paths:
                 paths.append(path)
     return paths
 
 
-def format_reply(reply: dict, note: str | None = None) -> str | list[ContentItem]:
+def format_reply(reply: RunReply, note: str | None = None) -> str | list[ContentItem]:
     """The sandbox's reply as the function message's content: text, plus an image item per figure."""
     parts: list[str] = []
-    if reply.get("stdout"):
-        parts.append("stdout:\n" + reply["stdout"].rstrip("\n"))
-    if reply.get("stderr"):
-        parts.append("stderr:\n" + reply["stderr"].rstrip("\n"))
-    if reply.get("dropped"):
-        parts.append(f"[{reply['dropped']} more characters of output were not kept]")
-    if reply.get("result") is not None:
-        parts.append("result:\n" + reply["result"])
-    if reply.get("error"):
-        parts.append("error:\n" + reply["error"])
+    stdout, stderr, dropped = reply.get("stdout"), reply.get("stderr"), reply.get("dropped")
+    result, error = reply.get("result"), reply.get("error")
+    if stdout:
+        parts.append("stdout:\n" + stdout.rstrip("\n"))
+    if stderr:
+        parts.append("stderr:\n" + stderr.rstrip("\n"))
+    if dropped:
+        parts.append(f"[{dropped} more characters of output were not kept]")
+    if result is not None:
+        parts.append("result:\n" + result)
+    if error:
+        parts.append("error:\n" + error)
     figures = reply.get("figures") or []
     for n, fig in enumerate(figures, 1):
         parts.append(f"[figure {n}: a {fig.width}x{fig.height} PNG image]")

@@ -22,6 +22,7 @@ kernel that nothing the host receives from is trusted (`chatagent.tools._sandbox
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import logging
 import os
@@ -37,14 +38,20 @@ import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from chatagent.tools import _sandbox_protocol as protocol
 from chatagent.tools._reaper import descendants
 from chatagent.tools._sandbox_fs import make_dir, open_host_file, remove_tree
 from chatagent.tools._sandbox_limits import WATCHDOG, SessionCgroup, cgroup_name, sampled_usage
-from chatagent.tools._sandbox_protocol import Channel, ProtocolError
+from chatagent.tools._sandbox_protocol import Channel, ProtocolError, RunReply
 from chatagent.tools._sandbox_uids import UidLease, is_sandbox_uid, lease_uid, processes_of_uid, uid_of
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    # a start of a process, where its result (or exception) goes, and the event set once it is there
+    _Job = tuple[Callable[[], subprocess.Popen[bytes]], list[subprocess.Popen[bytes] | BaseException], threading.Event]
 
 logger = logging.getLogger("chatagent.tools")
 
@@ -52,7 +59,6 @@ SANDBOX_DIR = "/sandbox"  # the work directory's path inside bubblewrap
 SHM_MB = 16  # /dev/shm inside bubblewrap (POSIX semaphores for multiprocessing)
 _KERNEL = Path(__file__).with_name("_sandbox_kernel.py")
 _REAPER = str(Path(__file__).with_name("_reaper.py"))
-_KERNEL_SOURCE: str | None = None
 _LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 HOW_TO_ISOLATE = (
     "The code interpreter does not run model code without isolation. Install bubblewrap "
@@ -89,18 +95,19 @@ class _Spawner:
     """
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen:
+    def popen(self, start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+        """What `start()` returns, called on the spawner's thread (so the process it starts is that thread's)."""
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._serve, name="chatagent-sandbox-spawner", daemon=True)
                 self._thread.start()
         done = threading.Event()
-        box: list = []
-        self._jobs.put((argv, kwargs, box, done))
+        box: list[subprocess.Popen[bytes] | BaseException] = []
+        self._jobs.put((start, box, done))
         done.wait()
         if isinstance(box[0], BaseException):
             raise box[0]
@@ -108,9 +115,9 @@ class _Spawner:
 
     def _serve(self) -> None:
         while True:
-            argv, kwargs, box, done = self._jobs.get()
+            start, box, done = self._jobs.get()
             try:
-                box.append(subprocess.Popen(argv, **kwargs))
+                box.append(start())
             except BaseException as e:  # handed to the caller's thread
                 box.append(e)
             done.set()
@@ -124,11 +131,9 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
+@functools.cache
 def _kernel_source() -> str:
-    global _KERNEL_SOURCE
-    if _KERNEL_SOURCE is None:
-        _KERNEL_SOURCE = _KERNEL.read_text(encoding="utf-8")
-    return _KERNEL_SOURCE
+    return _KERNEL.read_text(encoding="utf-8")
 
 
 def _ro_paths() -> list[str]:
@@ -159,7 +164,7 @@ class Sandbox:
 
     def __init__(
         self,
-        work_dir: str | os.PathLike | None = None,
+        work_dir: str | os.PathLike[str] | None = None,
         limits: Limits | None = None,
         mode: str = "auto",
         python: str | None = None,
@@ -170,11 +175,11 @@ class Sandbox:
         self.requested_mode = mode
         self.python = python or sys.executable
         self.mode = ""
-        self.status: dict = {}
+        self.status: dict[str, object] = {}
         self._host_dir = str(Path(work_dir).absolute()) if work_dir is not None else None
         self._temp_parent: str | None = None
         self._dir_made = False
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._channel: Channel | None = None
         self._cgroup: SessionCgroup | None = None
         self._lease: UidLease | None = None
@@ -197,6 +202,11 @@ class Sandbox:
     def uid(self) -> int | None:
         """The session's own uid (as root), or None (a user namespace of the agent's user)."""
         return self._lease.uid if self._lease is not None else None
+
+    @property
+    def cgroup_limits_memory(self) -> bool:
+        """Whether a cgroup enforces the session's memory limit (else the watchdog checks it every 0.2 s)."""
+        return self._cgroup is not None and self._cgroup.memory_limited
 
     @property
     def work_dir(self) -> str:
@@ -270,19 +280,21 @@ class Sandbox:
             argv += ["--uid", str(uid), "--", *kernel]
         try:
             self._proc = _spawn(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                cwd="/",
-                start_new_session=True,
-                close_fds=True,
+                lambda: subprocess.Popen(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=env,
+                    cwd="/",
+                    start_new_session=True,
+                    close_fds=True,
+                )
             )
         except OSError as e:
             raise SandboxError(f"cannot start the sandbox: {e}") from e
         proc = self._proc
-        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # all three are pipes
         self._channel = Channel(proc.stdout.fileno(), proc.stdin.fileno(), protocol.reply_cap(lim.max_output_chars))
         try:
             ready = self._channel.reply(None, time.monotonic() + lim.startup_timeout)
@@ -297,7 +309,7 @@ class Sandbox:
         self.status = ready
         self._delivered = set()
         self._limit_hit = None
-        proc.stderr.close()  # type: ignore[union-attr]  # the kernel points its fd 2 at /dev/null
+        proc.stderr.close()  # the kernel points its fd 2 at /dev/null
         # nothing runs in the sandbox until our first request, and only the kernel has the session's uid: what
         # the code starts, it starts from the kernel, so moving the kernel puts the whole session in its cgroups
         tree = descendants(proc.pid)
@@ -373,7 +385,7 @@ class Sandbox:
             return processes_of_uid(self.uid)
         return _pid_namespace_members(self._pidns) if self._pidns else []
 
-    def _kill(self, proc: subprocess.Popen) -> None:
+    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
         """Signal every process of the session to die (does not wait)."""
         if self.requested_mode == "process":
             try:
@@ -453,7 +465,7 @@ class Sandbox:
 
     # ---- running code -------------------------------------------------------------------------------------
 
-    def run(self, code: str, timeout: float = 30.0) -> dict:
+    def run(self, code: str, timeout: float = 30.0) -> RunReply:
         """Run `code`; the reply: stdout, stderr, result, error, error_kind, figures (checked PNGs), dropped.
 
         `error_kind` is one of None, 'syntax', 'exception', 'timeout', 'memory', 'output', 'crashed'.
@@ -463,8 +475,8 @@ class Sandbox:
             self.start()
             self._cell += 1
             self._seq += 1
-            request = {"op": "run", "id": self._seq, "code": code, "cell": self._cell, "timeout": timeout,
-                       "max_output": self.limits.max_output_chars}  # fmt: skip
+            request: dict[str, Any] = {"op": "run", "id": self._seq, "code": code, "cell": self._cell,
+                                       "timeout": timeout, "max_output": self.limits.max_output_chars}  # fmt: skip
             deadline = time.monotonic() + timeout + 2.0 + timeout * 0.1
             self._limit_hit = None
             WATCHDOG.watch(self)
@@ -498,7 +510,7 @@ class Sandbox:
                     return f"{name} was not copied into the work directory: larger than its {quota} MB"
                 return self._send_file(f, name, size)
 
-    def _send_file(self, f: Any, name: str, size: int) -> str | None:
+    def _send_file(self, f: BinaryIO, name: str, size: int) -> str | None:
         assert self._channel is not None
         self._seq += 1
         deadline = time.monotonic() + self.limits.startup_timeout + size / 10e6
@@ -523,7 +535,7 @@ class Sandbox:
         error = done.get("error")
         return f"{name} was only partly copied into the work directory: {str(error)[:200]}" if error else None
 
-    def _after_death(self, e: BaseException, timeout: float) -> dict:
+    def _after_death(self, e: BaseException, timeout: float) -> RunReply:
         """The reply for a call whose kernel died, hung or broke the protocol; the session restarts."""
         proc = self._proc
         returncode = _exit_code(proc) if proc is not None and isinstance(e, ProtocolError) else None
@@ -584,7 +596,7 @@ def _pid_namespace_members(ns: str) -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and _pid_namespace(int(p)) == ns]
 
 
-def _exit_code(proc: subprocess.Popen, wait: float = 2.0) -> int | None:
+def _exit_code(proc: subprocess.Popen[bytes], wait: float = 2.0) -> int | None:
     """The exit code of a process that is ending, waiting up to `wait` seconds (None if it has not ended).
 
     Waits on a pidfd where there is one: Popen.wait(timeout) polls with sleeps of up to 50 ms.
@@ -619,11 +631,11 @@ def _death_reason(returncode: int | None) -> str:
 
 def isolation_summary(sandbox: Sandbox) -> str:
     """Plain sentences on what the sandbox's isolation guarantees (and, in process mode, what it does not)."""
-    lim, cg = sandbox.limits, sandbox._cgroup
+    lim = sandbox.limits
     who = f"uid {sandbox.uid} (not root, not the agent's user)" if sandbox.uid is not None else None
     memory = "no memory limit"
     if lim.memory_mb is not None:
-        how = "enforced by a cgroup" if cg is not None and cg.memory_limited else "checked every 0.2 s"
+        how = "enforced by a cgroup" if sandbox.cgroup_limits_memory else "checked every 0.2 s"
         memory = f"{lim.memory_mb} MB of memory for the session ({how})"
     cpu = f"{lim.cpu_seconds} s of CPU for the session" if lim.cpu_seconds is not None else "no CPU limit"
     procs = f"{lim.max_processes} processes" if lim.max_processes is not None else "no process limit"
