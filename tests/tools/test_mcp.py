@@ -239,3 +239,47 @@ def test_under_arun_a_deadline_cancels_the_call_and_the_session_goes_on() -> Non
     results = [m["content"] for m in out if m["role"] == "function"]
     assert not results or "did not finish within" in results[0]
     assert after == "3"
+
+
+def test_every_content_kind_becomes_message_content() -> None:
+    from mcp.types import (
+        AudioContent,
+        BlobResourceContents,
+        CallToolResult,
+        EmbeddedResource,
+        ImageContent,
+        ResourceLink,
+        TextContent,
+        TextResourceContents,
+    )
+
+    from chatagent.tools.mcp import result_to_content
+
+    def blob(mime: str | None) -> EmbeddedResource:
+        return EmbeddedResource(resource=BlobResourceContents(uri="file:///b", blob="QUJD", mime_type=mime))
+
+    mixed = CallToolResult(
+        content=[
+            TextContent(text="t"),
+            ImageContent(data="QUJD", mime_type="image/jpeg"),
+            AudioContent(data="QUJD", mime_type=""),
+            EmbeddedResource(resource=TextResourceContents(uri="file:///a", text="notes")),
+            blob("image/gif"),
+            blob(None),
+            blob("application/pdf"),
+            ResourceLink(uri="file:///l", name="l"),
+        ]
+    )
+    assert result_to_content(mixed) == [
+        ContentItem(text="t"),
+        ContentItem(image="data:image/jpeg;base64,QUJD"),
+        ContentItem(audio="data:audio/wav;base64,QUJD"),
+        ContentItem(text="[resource file:///a]\nnotes"),
+        ContentItem(image="data:image/gif;base64,QUJD"),
+        ContentItem(text="[resource file:///b (binary), not shown]"),
+        ContentItem(text="[resource file:///b (application/pdf), not shown]"),
+        ContentItem(text="[resource link file:///l]"),
+    ]
+    assert result_to_content(CallToolResult(content=[TextContent(text="a"), TextContent(text="b")])) == "a\nb"
+    assert result_to_content(CallToolResult(content=[], structured_content={"n": 1})) == '{"n": 1}'
+    assert result_to_content(CallToolResult(content=[], structured_content={})) == ""
