@@ -208,7 +208,7 @@ class Watched(Protocol):
 
 
 class Watchdog:
-    """One thread that checks every watched session's usage and calls its `over_limit` when it is over."""
+    """One thread that calls every watched session's `check_limits()` every `INTERVAL` seconds."""
 
     def __init__(self) -> None:
         self._watched: weakref.WeakSet[Watched] = weakref.WeakSet()
