@@ -367,6 +367,7 @@ class _OwnNameStripper:
         name, index = self.name, self.index
         out = []
         for f in fragments:
+            assert f.extra is not None  # a fragment always carries its index
             if (
                 f.extra["index"] != index
                 or f.role != ASSISTANT

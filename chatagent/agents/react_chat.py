@@ -347,6 +347,7 @@ class _ReActView(View):
         out = []
         count, parser = self.count, self.parser
         for f in fragments:
+            assert f.extra is not None  # a fragment always carries its index
             if f.extra[INDEX] != count:
                 continue  # no tools are sent, so nothing but the text message is expected
             reasoning, content = parser.feed(f.content) if isinstance(f.content, str) else ("", "")
@@ -493,7 +494,7 @@ class ReActChat(FnCallAgent):
                     text = f"{text}\n" if text else ""
                     text += f"Action: {call.name}\nAction Input: {call.arguments}"
                 if out and out[-1].role == ASSISTANT:
-                    out[-1] = out[-1].copy(content=out[-1].content + "\n" + text)
+                    out[-1] = out[-1].copy(content=content_text(out[-1].content) + "\n" + text)
                 else:
                     out.append(Message._make(ASSISTANT, text))
             else:

@@ -142,6 +142,7 @@ class _CallDetector(View):
             return fragments
         out = []
         for f in fragments:
+            assert f.extra is not None  # a fragment always carries its index
             if not self.deciding or f.extra[INDEX] != 0 or not isinstance(f.content, str):
                 out.append(f)
                 continue
