@@ -82,7 +82,7 @@ class WebUI:
     """
 
     def __init__(
-        self, agent: AgentSource, chatbot_config: dict | None = None, *, conversations: bool | str = False
+        self, agent: AgentSource, chatbot_config: dict[str, Any] | None = None, *, conversations: bool | str = False
     ) -> None:
         if callable(agent) and not isinstance(agent, Agent):
             self._factory: Callable[[], Agent | Sequence[Agent]] | None = agent
@@ -115,7 +115,7 @@ class WebUI:
 
     # ---- the page ----------------------------------------------------------------------------------------
 
-    def build(self, messages: list | None = None) -> Any:
+    def build(self, messages: list[dict[str, Any] | Message] | None = None) -> Any:
         """The Gradio Blocks of the page (`messages`: a conversation every session starts with)."""
         _offline_env()
         try:
@@ -293,7 +293,7 @@ class WebUI:
 
     def run(
         self,
-        messages: list | None = None,
+        messages: list[dict[str, Any] | Message] | None = None,
         share: bool = False,
         server_name: str | None = "127.0.0.1",
         server_port: int | None = 7860,

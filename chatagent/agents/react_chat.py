@@ -425,7 +425,7 @@ class ReActChat(FnCallAgent):
         else:
             yield [Message._make(ASSISTANT, "", None, None, None, extra)]
 
-    def _step(self, messages: list[Message], count: int, cfg: dict) -> Iterator[list[Message]]:
+    def _step(self, messages: list[Message], count: int, cfg: dict[str, Any]) -> Iterator[list[Message]]:
         """One model reply, streamed through the parser; returns (the step, the response length after it)."""
         view = _ReActView(count)
         yield from self._call_llm(messages, None, start=count, extra_generate_cfg=cfg, view=view)
@@ -436,7 +436,13 @@ class ReActChat(FnCallAgent):
         return step, count + (1 if view.shown else 0)
 
     def _act(
-        self, step: ReActStep, count: int, history: CallHistory, messages: list[Message], lang: str, kwargs: dict
+        self,
+        step: ReActStep,
+        count: int,
+        history: CallHistory,
+        messages: list[Message],
+        lang: str,
+        kwargs: dict[str, Any],
     ) -> Iterator[list[Message]]:
         """Run the step's action; yields the call and its result, returns (the observation text, new count)."""
         tool = self._match_tool(step.action or "")

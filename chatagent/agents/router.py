@@ -65,7 +65,7 @@ class Router(Agent, MultiAgentHub):
     def __init__(
         self,
         agents: list[Agent],
-        llm: dict | BaseChatModel | None = None,
+        llm: dict[str, Any] | BaseChatModel | None = None,
         system_message: str | None = None,
         name: str | None = "Router",
         description: str | None = None,

@@ -49,7 +49,7 @@ class TIRMathAgent(FnCallAgent):
         name: str | None = None,
         description: str | None = None,
         *,
-        code_interpreter: dict | None = None,
+        code_interpreter: dict[str, Any] | None = None,
         max_llm_calls: int = 10,
         **kwargs: Any,
     ) -> None:

@@ -108,7 +108,7 @@ class ParallelDocQA(Assistant):
         name: str | None = DEFAULT_NAME,
         description: str | None = DEFAULT_DESC,
         files: list[str] | None = None,
-        rag_cfg: dict | None = None,
+        rag_cfg: dict[str, Any] | None = None,
         max_workers: int = 8,
         **kwargs: Any,
     ) -> None:
