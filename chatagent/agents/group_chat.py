@@ -143,7 +143,7 @@ class GroupChat(Agent, MultiAgentHub):
             background = background if background is not None else agents.get("background")
             agents = agents_from_config(agents, llm)
         self.agents = list(agents)  # checked: Agents with unique names
-        self._by_name: dict[str, Agent] = {a.name: a for a in self._agents}  # type: ignore[misc]
+        self._by_name: dict[str, Agent] = dict(zip(self.agent_names, self._agents, strict=True))
         self._order: list[str] = list(self._by_name)
         self.selection = selection
         self.max_rounds = max_rounds
