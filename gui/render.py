@@ -232,7 +232,7 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
             )
         )
     extra = msg.extra or {}
-    note = {"length": CUT_NOTE, "repetition": LOOP_NOTE}.get(extra.get("stop_reason"))
+    note = {"length": CUT_NOTE, "repetition": LOOP_NOTE}.get(extra.get("stop_reason", ""))
     if note:
         out.append(chat_message("assistant", note))
     if extra.get("sources"):

@@ -30,8 +30,16 @@ logger = logging.getLogger("chatagent.gui")
 
 STOPPED_NOTE = chat_message("assistant", "⏹️ *Stopped.*")
 WORKER_JOIN_S = 30.0  # how long to wait for a stopped turn's run to close
-_END = object()
-_STOP = object()
+
+
+class _Signal:
+    """The end of a turn's queue: the run ended (`_END`) or was stopped (`_STOP`)."""
+
+    __slots__ = ()
+
+
+_END = _Signal()
+_STOP = _Signal()
 
 
 class _Status(str):
@@ -43,6 +51,9 @@ class _Failed:
 
     def __init__(self, error: BaseException) -> None:
         self.error = error
+
+
+_Item = list[Message] | _Status | _Failed | _Signal  # what the worker thread hands the handler
 
 
 def content_kind(path: str) -> str:
@@ -162,11 +173,11 @@ class ChatSession:
         The answer (partial, if stopped) is added to the history when the turn ends.
         """
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[object] = asyncio.Queue()
+        queue: asyncio.Queue[_Item] = asyncio.Queue()
         stop = threading.Event()
         generation = self.generation
 
-        def put(item: object) -> None:
+        def put(item: _Item) -> None:
             try:
                 loop.call_soon_threadsafe(queue.put_nowait, item)
             except RuntimeError:  # the event loop is gone (server shutting down)
@@ -226,7 +237,7 @@ class ChatSession:
                 while not queue.empty():
                     items.append(queue.get_nowait())
                 for item in items:
-                    if item is _END or item is _STOP:
+                    if isinstance(item, _Signal):  # _END or _STOP
                         done = True
                         break
                     if isinstance(item, _Failed):

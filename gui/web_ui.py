@@ -38,8 +38,14 @@ def _offline_env() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
+def _members(agent: Agent) -> list[Agent] | None:
+    """A group chat's members (any agent with an `agents` list or tuple); None for other agents."""
+    members = getattr(agent, "agents", None)
+    return list(members) if isinstance(members, (list, tuple)) else None
+
+
 def _is_group_chat(agent: Agent) -> bool:
-    return isinstance(getattr(agent, "agents", None), (list, tuple))
+    return _members(agent) is not None
 
 
 def _agent_names(agents: Sequence[Agent]) -> list[str]:
@@ -76,7 +82,7 @@ class WebUI:
     """
 
     def __init__(
-        self, agent: AgentSource, chatbot_config: dict | None = None, *, conversations: bool | str = False
+        self, agent: AgentSource, chatbot_config: dict[str, Any] | None = None, *, conversations: bool | str = False
     ) -> None:
         if callable(agent) and not isinstance(agent, Agent):
             self._factory: Callable[[], Agent | Sequence[Agent]] | None = agent
@@ -109,7 +115,7 @@ class WebUI:
 
     # ---- the page ----------------------------------------------------------------------------------------
 
-    def build(self, messages: list | None = None) -> Any:
+    def build(self, messages: list[dict[str, Any] | Message] | None = None) -> Any:
         """The Gradio Blocks of the page (`messages`: a conversation every session starts with)."""
         _offline_env()
         try:
@@ -126,8 +132,11 @@ class WebUI:
                 gr.Markdown(f"## {cfg.get('title', '')}\n{cfg.get('description', '')}")
             if cfg.get("show_model", True):
                 gr.Markdown(self.model_note(), elem_id="model-note")
-            for chat in filter(_is_group_chat, self._agents):
-                names = ", ".join(f"**@{escape_html(safe_name(a.name or '?'))}**" for a in chat.agents)
+            for chat in self._agents:
+                members = _members(chat)
+                if members is None:
+                    continue
+                names = ", ".join(f"**@{escape_html(safe_name(a.name or '?'))}**" for a in members)
                 gr.Markdown(
                     f"{escape_html(safe_name(chat.name or 'Group chat'))}: {names}. Write @name to ask one of them."
                 )
@@ -139,8 +148,10 @@ class WebUI:
                 visible=len(self.agent_names) > 1,
                 elem_id="agent-selector",
             )
+            # Gradio's annotation of `value` leaves out the typed text parts it accepts (see gui.render.chat_message)
+            initial: list[Any] = render_conversation(self._initial, show_names=self.show_names)
             chatbot = gr.Chatbot(
-                value=render_conversation(self._initial, show_names=self.show_names),
+                value=initial,
                 elem_id="chatbot",
                 label=self.agent_names[0] if len(self.agent_names) == 1 else "Chat",
                 height=cfg.get("height", 560),
@@ -205,8 +216,10 @@ class WebUI:
         """Which model answers (the agents' models; a group chat's members' too), as Markdown for the page."""
         llms, missing = [], []
         for agent in self._agents:
-            members = list(agent.agents) if _is_group_chat(agent) else [agent]
-            if _is_group_chat(agent) and getattr(agent, "selection", None) == "auto":
+            members = _members(agent)
+            if members is None:
+                members = [agent]
+            elif getattr(agent, "selection", None) == "auto":
                 members.insert(0, agent)  # the host model picks the speakers
             for a in members:
                 if getattr(a, "is_human", False):
@@ -280,7 +293,7 @@ class WebUI:
 
     def run(
         self,
-        messages: list | None = None,
+        messages: list[dict[str, Any] | Message] | None = None,
         share: bool = False,
         server_name: str | None = "127.0.0.1",
         server_port: int | None = 7860,

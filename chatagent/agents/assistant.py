@@ -113,7 +113,7 @@ class Assistant(FnCallAgent):
         name: str | None = None,
         description: str | None = None,
         files: list[str] | None = None,
-        rag_cfg: dict | None = None,
+        rag_cfg: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(function_list, llm, system_message, name, description, files, **kwargs)
@@ -204,7 +204,7 @@ class Assistant(FnCallAgent):
         turns: list[_Turn],
         prompts: dict[str, str],
         llm: BaseChatModel,
-        cfg: dict,
+        cfg: dict[str, Any],
         fixed: int,
     ) -> list[Message]:
         """When the conversation is too long, the model drops the oldest turns: give the latest question again

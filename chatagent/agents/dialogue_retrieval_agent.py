@@ -72,7 +72,7 @@ def _with_files(m: Message) -> str:
     """A message's text, with its files named."""
     if isinstance(m.content, str):
         return m.content
-    return "\n".join(item.text if item.kind == "text" else f"[{item.kind}: {item.value}]" for item in m.content)
+    return "\n".join(item.text if item.text is not None else f"[{item.kind}: {item.value}]" for item in m.content)
 
 
 __all__ = ["DialogueRetrievalAgent", "save_dialogue"]

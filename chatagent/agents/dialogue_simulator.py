@@ -73,7 +73,7 @@ class DialogueSimulator(Agent):
 START = "dialogue_start"
 
 
-def _or_start(messages: Any) -> list:
+def _or_start(messages: Any) -> list[Message]:
     """The conversation, or a marker standing for "none yet" (an agent's run needs at least one message)."""
     msgs = list(messages or [])
     return msgs or [Message._make(USER, "", None, None, None, {START: True})]

@@ -115,10 +115,10 @@ class GroupChat(Agent, MultiAgentHub):
 
     def __init__(
         self,
-        agents: list[Agent] | dict,
+        agents: list[Agent] | dict[str, Any],
         selection: str | None = None,
         max_rounds: int = 3,
-        llm: dict | BaseChatModel | None = None,
+        llm: dict[str, Any] | BaseChatModel | None = None,
         termination_words: list[str] | tuple[str, ...] = (),
         is_termination: Callable[[list[Message]], bool] | None = None,
         background: str | None = None,
@@ -143,7 +143,7 @@ class GroupChat(Agent, MultiAgentHub):
             background = background if background is not None else agents.get("background")
             agents = agents_from_config(agents, llm)
         self.agents = list(agents)  # checked: Agents with unique names
-        self._by_name: dict[str, Agent] = {a.name: a for a in self._agents}  # type: ignore[misc]
+        self._by_name: dict[str, Agent] = dict(zip(self.agent_names, self._agents, strict=True))
         self._order: list[str] = list(self._by_name)
         self.selection = selection
         self.max_rounds = max_rounds
@@ -367,6 +367,7 @@ class _OwnNameStripper:
         name, index = self.name, self.index
         out = []
         for f in fragments:
+            assert f.extra is not None  # a fragment always carries its index
             if (
                 f.extra["index"] != index
                 or f.role != ASSISTANT
@@ -436,7 +437,7 @@ def find_mention(text: str, names: list[str]) -> str | None:
     return best[2] if best else None
 
 
-def agents_from_config(config: dict, llm: dict | BaseChatModel | None = None) -> list[Agent]:
+def agents_from_config(config: dict[str, Any], llm: dict[str, Any] | BaseChatModel | None = None) -> list[Agent]:
     """Participants from the config form (see the module docstring)."""
     entries = config.get("agents")
     if not isinstance(entries, list) or not entries:
@@ -449,7 +450,7 @@ def agents_from_config(config: dict, llm: dict | BaseChatModel | None = None) ->
     return out
 
 
-def _agent_from_entry(entry: dict, llm: dict | BaseChatModel | None) -> Agent:
+def _agent_from_entry(entry: dict[str, Any], llm: dict[str, Any] | BaseChatModel | None) -> Agent:
     name, description = entry["name"], entry.get("description")
     if entry.get("is_human"):
         from chatagent.agents.user import UserAgent

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from chatagent.agent import Agent
+from chatagent.effects import View
 from chatagent.schema import ASSISTANT, Message
 from chatagent.stream import fragment
 from chatagent.tools.arguments import ToolArgumentError, parse_json
@@ -134,11 +135,9 @@ def as_written(messages: list[Message]) -> list[Message]:
     return out
 
 
-class Sections:
+class Sections(View):
     """A view of the creator's reply that splits it at its markers into messages (see the module docstring);
     work per piece is proportional to the piece (plus a marker's length)."""
-
-    done = False  # the whole reply is read
 
     def __init__(self) -> None:
         self.kind: str | None = None  # None before the first marker

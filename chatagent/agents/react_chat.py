@@ -347,6 +347,7 @@ class _ReActView(View):
         out = []
         count, parser = self.count, self.parser
         for f in fragments:
+            assert f.extra is not None  # a fragment always carries its index
             if f.extra[INDEX] != count:
                 continue  # no tools are sent, so nothing but the text message is expected
             reasoning, content = parser.feed(f.content) if isinstance(f.content, str) else ("", "")
@@ -424,7 +425,7 @@ class ReActChat(FnCallAgent):
         else:
             yield [Message._make(ASSISTANT, "", None, None, None, extra)]
 
-    def _step(self, messages: list[Message], count: int, cfg: dict) -> Iterator[list[Message]]:
+    def _step(self, messages: list[Message], count: int, cfg: dict[str, Any]) -> Iterator[list[Message]]:
         """One model reply, streamed through the parser; returns (the step, the response length after it)."""
         view = _ReActView(count)
         yield from self._call_llm(messages, None, start=count, extra_generate_cfg=cfg, view=view)
@@ -435,7 +436,13 @@ class ReActChat(FnCallAgent):
         return step, count + (1 if view.shown else 0)
 
     def _act(
-        self, step: ReActStep, count: int, history: CallHistory, messages: list[Message], lang: str, kwargs: dict
+        self,
+        step: ReActStep,
+        count: int,
+        history: CallHistory,
+        messages: list[Message],
+        lang: str,
+        kwargs: dict[str, Any],
     ) -> Iterator[list[Message]]:
         """Run the step's action; yields the call and its result, returns (the observation text, new count)."""
         tool = self._match_tool(step.action or "")
@@ -493,7 +500,7 @@ class ReActChat(FnCallAgent):
                     text = f"{text}\n" if text else ""
                     text += f"Action: {call.name}\nAction Input: {call.arguments}"
                 if out and out[-1].role == ASSISTANT:
-                    out[-1] = out[-1].copy(content=out[-1].content + "\n" + text)
+                    out[-1] = out[-1].copy(content=content_text(out[-1].content) + "\n" + text)
                 else:
                     out.append(Message._make(ASSISTANT, text))
             else:

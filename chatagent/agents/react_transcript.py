@@ -16,6 +16,8 @@ It is built from the structured stream as it comes (text only ever grows), so it
 
 from __future__ import annotations
 
+from typing import Any
+
 from chatagent.schema import ASSISTANT, FUNCTION, Message, content_text
 from chatagent.stream import INDEX
 
@@ -33,8 +35,9 @@ class Transcript:
 
     def __call__(self, fragments: list[Message]) -> list[Message]:
         out: list[str] = []
-        extra: dict = {}
+        extra: dict[str, Any] = {}
         for f in fragments:
+            assert f.extra is not None  # a fragment always carries its index
             i = f.extra[INDEX]
             if len(f.extra) > 1:
                 extra.update((k, v) for k, v in f.extra.items() if k not in (INDEX, "function_id"))

@@ -65,7 +65,7 @@ class Router(Agent, MultiAgentHub):
     def __init__(
         self,
         agents: list[Agent],
-        llm: dict | BaseChatModel | None = None,
+        llm: dict[str, Any] | BaseChatModel | None = None,
         system_message: str | None = None,
         name: str | None = "Router",
         description: str | None = None,
@@ -75,7 +75,7 @@ class Router(Agent, MultiAgentHub):
             raise TypeError("Router() does not take function_list: it answers or hands over; give tools to a sub-agent")
         super().__init__(llm=llm, system_message=system_message, name=name, description=description, **kwargs)
         self.agents = list(agents)  # checked: Agents with unique names
-        self._by_name: dict[str, Agent] = {a.name: a for a in self._agents}  # type: ignore[misc]
+        self._by_name: dict[str, Agent] = dict(zip(self.agent_names, self._agents, strict=True))
 
     async_safe = True
 
@@ -95,8 +95,8 @@ class Router(Agent, MultiAgentHub):
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         lang = lang if lang in ROUTER_PROMPT else "en"
         paused = paused_agent(messages)
-        if paused is not None and self.match(paused) is not None:  # a sub-agent's tool call waited for approval
-            yield from self._subagent(self.match(paused), messages, lang)  # type: ignore[arg-type]
+        if paused is not None and (agent := self.match(paused)) is not None:  # a sub-agent's call awaited approval
+            yield from self._subagent(agent, messages, lang)
             return
         routed = self._router_messages(messages, lang)
         detector = _CallDetector()
@@ -142,6 +142,7 @@ class _CallDetector(View):
             return fragments
         out = []
         for f in fragments:
+            assert f.extra is not None  # a fragment always carries its index
             if not self.deciding or f.extra[INDEX] != 0 or not isinstance(f.content, str):
                 out.append(f)
                 continue
@@ -154,7 +155,9 @@ class _CallDetector(View):
                 continue
             if verdict is True:
                 line = self.held.lstrip().split("\n", 1)[0]
-                self.name = _CALL.match(line).group("name")  # type: ignore[union-attr]
+                match = _CALL.match(line)
+                assert match is not None  # the verdict says this line is a call
+                self.name = match.group("name")
                 self.deciding, self.done = False, True
                 return [f for f in out if f.extra[INDEX] != 0]
             self.deciding = False

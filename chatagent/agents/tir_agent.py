@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from chatagent.agents.fncall import FnCallAgent
+from chatagent.effects import View
 from chatagent.llm.fncall_prompt import with_stop_words
 from chatagent.schema import ASSISTANT, Message, content_text
 from chatagent.stream import fragment
@@ -48,7 +49,7 @@ class TIRMathAgent(FnCallAgent):
         name: str | None = None,
         description: str | None = None,
         *,
-        code_interpreter: dict | None = None,
+        code_interpreter: dict[str, Any] | None = None,
         max_llm_calls: int = 10,
         **kwargs: Any,
     ) -> None:
@@ -96,7 +97,7 @@ def plain_output(result: Any) -> str:
     return _SECTION.sub("", text).strip()
 
 
-class StopAt:
+class StopAt(View):
     """A view of a model reply (at index 0) that ends its text before `stop`, for servers that ignore stop
     words: a suffix that may begin `stop` is held back until it cannot; `text` is what was shown."""
 

@@ -30,7 +30,7 @@ def pending_marker(name: str) -> Message:
     return Message._make(ASSISTANT, PENDING_USER_INPUT, name, None, None, {PENDING_KEY: name})
 
 
-def is_pending_input(msg: Message | dict) -> bool:
+def is_pending_input(msg: Message | dict[str, Any]) -> bool:
     """Whether `msg` (a Message or a dict) is a pending-input marker."""
     extra = msg.get("extra") or {}
     return PENDING_KEY in extra or (msg.get("role") == ASSISTANT and msg.get("content") == PENDING_USER_INPUT)

@@ -51,7 +51,7 @@ class VirtualMemoryAgent(FnCallAgent):
         name: str | None = DEFAULT_NAME,
         description: str | None = DEFAULT_DESC,
         files: list[str] | None = None,
-        rag_cfg: dict | None = None,
+        rag_cfg: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         cfg = rag_settings(rag_cfg)

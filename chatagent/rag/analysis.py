@@ -118,7 +118,7 @@ def _jieba() -> Any:
             from chatagent.rag.workspace import workspace_dir
 
             logging.getLogger("jieba").setLevel(logging.WARNING)
-            tokenizer = jieba.Tokenizer()
+            tokenizer: Any = jieba.Tokenizer()  # jieba is untyped (it declares tmp_dir as None)
             tokenizer.tmp_dir = str(workspace_dir("jieba"))
             tokenizer.initialize()
             _jieba_tokenizer = tokenizer

@@ -13,6 +13,7 @@ import bisect
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from chatagent.rag.parsers import Document
 from chatagent.tokens import count_tokens, token_starts
@@ -52,7 +53,7 @@ class Chunk:
         """'p. 3' or 'pp. 3-4', for citations."""
         return pages_label([self.page, self.last_page])
 
-    def as_source(self, snippet_chars: int = SNIPPET_CHARS) -> dict:
+    def as_source(self, snippet_chars: int = SNIPPET_CHARS) -> dict[str, Any]:
         """What a surface shows of this chunk: `file`, `pages` (1-based ints) and `text` (a short snippet)."""
         text = " ".join(self.text.split())
         if len(text) > snippet_chars:
@@ -69,7 +70,7 @@ def pages_label(pages: list[int]) -> str:
     return f"p. {first}" if first == last else f"pp. {first}-{last}"
 
 
-def source_label(source: dict) -> str:
+def source_label(source: dict[str, Any]) -> str:
     """'manual.pdf, p. 3' for a source dict (`Chunk.as_source`)."""
     pages = pages_label(list(source.get("pages") or []))
     return f"{source.get('file', '?')}, {pages}" if pages else str(source.get("file", "?"))

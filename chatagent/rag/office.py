@@ -115,7 +115,7 @@ def _main_part(archive: zipfile.ZipFile, default: str) -> str:
 
 def _relationships(archive: zipfile.ZipFile, rels: str, base: str) -> list[tuple[str, str]]:
     """(target part, relationship type) of a .rels part; targets resolved against the folder `base`."""
-    from lxml import etree
+    import lxml.etree as etree  # this form: pyright cannot resolve `from lxml import etree` (a compiled module)
 
     if rels not in archive.NameToInfo:
         return []
@@ -142,14 +142,14 @@ def _join(base: str, target: str) -> str:
 
 
 def _xml_parser() -> Any:
-    from lxml import etree
+    import lxml.etree as etree
 
     return etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
 
 
 def _docx_headings(archive: zipfile.ZipFile, body: str) -> dict[str, int]:
     """Paragraph style id -> heading level (1 for Title and Heading 1, ...) from the styles part."""
-    from lxml import etree
+    import lxml.etree as etree
 
     folder, _, file = body.rpartition("/")
     styles = next((t for t, k in _relationships(archive, f"{folder}/_rels/{file}.rels", folder)
@@ -170,7 +170,7 @@ def _docx_headings(archive: zipfile.ZipFile, body: str) -> dict[str, int]:
 
 def _docx_blocks(stream: IO[bytes], headings: dict[str, int], job: ParseJob) -> Iterator[str]:
     """The body's paragraphs and tables as text, in order; each is dropped from memory once read."""
-    from lxml import etree
+    import lxml.etree as etree
 
     tags = [f"{{{ns}}}{local}" for ns in _W for local in ("p", "tr", "tbl")]
     rows: list[list[str]] = []

@@ -327,10 +327,9 @@ class DocStore:
                 self._docs.move_to_end(key)
                 return entry, False
             failure = self._failed.get(key)
-            if failure is None:
-                lock = self._key_locks.setdefault(key, threading.Lock())
-        if failure is not None:
-            raise _renamed_error(failure, name)
+            if failure is not None:
+                raise _renamed_error(failure, name)
+            lock = self._key_locks.setdefault(key, threading.Lock())
         with lock:
             with self._lock:
                 entry = self._docs.get(key)

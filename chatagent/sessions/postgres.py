@@ -97,7 +97,7 @@ class PostgresStore(SQLStore):
 
     def _connect(self) -> Any:
         psycopg = self._psycopg
-        extra = {} if "connect_timeout" in self._conninfo else {"connect_timeout": _CONNECT_TIMEOUT_S}
+        extra: dict[str, Any] = {} if "connect_timeout" in self._conninfo else {"connect_timeout": _CONNECT_TIMEOUT_S}
         try:
             return psycopg.connect(self._conninfo, autocommit=True, **extra)
         except psycopg.Error as e:
@@ -196,7 +196,9 @@ class PostgresStore(SQLStore):
     # ---- run locks ----------------------------------------------------------------------------------------
 
     def lock(self, user: str, session_id: str) -> Callable[[], None]:
-        key = int.from_bytes(hashlib.blake2b(f"{user}\0{session_id}".encode(), digest_size=8).digest(), signed=True)
+        key = int.from_bytes(
+            hashlib.blake2b(f"{user}\0{session_id}".encode(), digest_size=8).digest(), "big", signed=True
+        )
         with self._lock_mutex:
             if key not in self._held and self._try_lock(key):
                 self._held.add(key)

@@ -25,8 +25,8 @@ import asyncio
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator
+from typing import Any, cast
 
 from chatagent.schema import SYSTEM, USER, Message, content_text, drop_unanswered_calls, to_messages
 from chatagent.sessions.store import _UNCHANGED, DEFAULT_USER, Loaded, SessionInfo, SQLStore
@@ -224,7 +224,7 @@ def run_turn(
         raise
     finally:
         if stream is not None:
-            stream.close()  # type: ignore[attr-defined]
+            cast(Generator, stream).close()  # `start` returns a generator (the agent's driver)
         _end(turn, outcome)
 
 
@@ -253,7 +253,7 @@ async def arun_turn(
         ending = asyncio.get_running_loop().run_in_executor(None, _end, turn, outcome)
         try:
             if stream is not None:
-                await stream.aclose()  # type: ignore[attr-defined]
+                await cast(AsyncGenerator, stream).aclose()  # `start` returns an async generator (the driver)
         finally:
             await asyncio.shield(ending)
 

@@ -19,7 +19,7 @@ from chatagent.sessions.store import SQLStore
 try:
     import fcntl
 except ImportError:  # pragma: no cover  (Windows: runs are kept apart within one process only)
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None
 
 DEFAULT_TIMEOUT_S = 5.0
 _POOL_SIZE = 4

@@ -250,8 +250,9 @@ class SQLStore:
         body = orjson.dumps(stored)
         now = time.time()
         with self._write() as cur:
-            sid = expected.sid if expected is not None else None
-            if sid is None:
+            if expected is not None and expected.sid is not None:
+                sid, version = expected.sid, expected.version
+            else:
                 found = cur.execute(self.find_for_update, (user, session_id)).fetchone()
                 if found is None:
                     cur.execute(CREATE, (user, session_id, now, now))
@@ -259,8 +260,6 @@ class SQLStore:
                 sid, version = found
                 if expected is not None and version != expected.version:
                     raise _conflict(self.url, session_id)
-            else:
-                version = expected.version  # type: ignore[union-attr]
             if system is _UNCHANGED:
                 cur.execute(ADVANCE, (now, len(messages), title, sid, version))
             else:

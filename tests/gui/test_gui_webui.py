@@ -81,3 +81,24 @@ def test_the_page_builds_with_its_controls() -> None:
     chatbot = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "chatbot")
     assert [m["content"][0]["text"] for m in chatbot.value] == ["earlier", "reply"]
     assert [m.text for m in ui.new_session().history] == ["earlier", "reply"]
+
+
+def test_a_group_chat_names_its_members_and_every_model_that_answers() -> None:
+    from chatagent.agents import group_chat
+    from chatagent.agents.user import UserAgent
+
+    alice = BasicAgent(llm=ScriptedLLM(default="a", model="alice-model"), name="Alice")
+    bob = BasicAgent(llm=ScriptedLLM(default="b", model="bob-model"), name="Bob")
+    host = ScriptedLLM(default="Alice", model="host-model")
+    auto = group_chat.GroupChat([alice, bob, UserAgent("Me")], selection="auto", llm=host, name="Team")
+    turns = group_chat.GroupChat([bob, UserAgent("Me")], selection="round_robin", name="Pair")
+    solo = BasicAgent(llm=ScriptedLLM(default="x", model="solo-model"), name="Solo")
+    ui = WebUI([auto, turns, solo])
+    # the host model first (it picks the speakers), then the members'; the person has none; each model once
+    labels = ", ".join(f"{m}-model (scripted)" for m in ("host", "alice", "bob", "solo"))
+    assert ui.model_note() == f"**Model:** {labels}."
+    demo = ui.build()
+    texts = [b.value for b in demo.blocks.values() if type(b).__name__ == "Markdown"]
+    assert "Team: **@Alice**, **@Bob**, **@Me**. Write @name to ask one of them." in texts
+    assert "Pair: **@Bob**, **@Me**. Write @name to ask one of them." in texts
+    assert not any(t.startswith("Solo:") for t in texts)

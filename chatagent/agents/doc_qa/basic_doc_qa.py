@@ -35,7 +35,7 @@ class BasicDocQA(Assistant):
         name: str | None = DEFAULT_NAME,
         description: str | None = DEFAULT_DESC,
         files: list[str] | None = None,
-        rag_cfg: dict | None = None,
+        rag_cfg: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(function_list, llm, system_message, name, description, files, rag_cfg, **kwargs)

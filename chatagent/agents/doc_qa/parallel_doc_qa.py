@@ -19,7 +19,7 @@ import logging
 import re
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from chatagent.agent import Agent, RunContext, current_run
 from chatagent.agents.assistant import Assistant
@@ -29,6 +29,9 @@ from chatagent.stream import INDEX, collect
 from chatagent.tools.arguments import ToolArgumentError, parse_json
 from chatagent.tools.calling import run_batch
 from chatagent.tools.retrieval import allowed_files
+
+if TYPE_CHECKING:
+    from chatagent.llm.base import Usage
 
 logger = logging.getLogger("chatagent.agent")
 
@@ -105,7 +108,7 @@ class ParallelDocQA(Assistant):
         name: str | None = DEFAULT_NAME,
         description: str | None = DEFAULT_DESC,
         files: list[str] | None = None,
-        rag_cfg: dict | None = None,
+        rag_cfg: dict[str, Any] | None = None,
         max_workers: int = 8,
         **kwargs: Any,
     ) -> None:
@@ -152,9 +155,9 @@ class ParallelDocQA(Assistant):
             return []
         remaining = ctx.deadline - time.monotonic() if ctx.deadline is not None else None
         member = ParallelDocQAMember(llm=self.llm, generate_cfg=self.extra_generate_cfg, name="member")
-        extra = {"callbacks": ctx.callbacks} if ctx.callbacks else {}
+        extra: dict[str, Any] = {"callbacks": ctx.callbacks} if ctx.callbacks else {}
 
-        def ask(part: str) -> Any:
+        def ask(part: str) -> Any:  # (text, usage)
             sub = member.run([Message._make(USER, question)], delta_stream=True, lang=lang, deadline=remaining,
                              part=part, question=question, **extra)  # fmt: skip
             try:
@@ -166,7 +169,8 @@ class ParallelDocQA(Assistant):
         wait = run_batch([lambda p=p: ask(p) for p in pieces], self.max_workers)
         answers = []
         for i in range(len(pieces)):
-            text, usage = wait(i)
+            # run_batch is annotated for tool outcomes, but it returns what each call returned: here ask's tuple
+            text, usage = cast("tuple[str, Usage]", wait(i))
             ctx.usage.add(usage.prompt_tokens, usage.completion_tokens)
             ctx.usage.calls += usage.calls
             answer = member_answer(text)
