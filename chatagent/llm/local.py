@@ -17,7 +17,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import importlib
 import logging
 import os
 import secrets
@@ -230,13 +229,14 @@ class LocalServer:
             raise ModelServiceError(
                 ModelErrorCode.PORT_IN_USE, f"cannot start the local model: port {port} on {HOST} is in use"
             )
-        try:  # a compiled extension without type information (its names come by `import *`): Any
-            llama: Any = importlib.import_module("xllamacpp")
+        try:
+            import xllamacpp  # pyright: ignore[reportMissingTypeStubs] (a compiled extension, no type information)
         except ImportError as e:
             raise ModelServiceError(
                 ModelErrorCode.LOCAL_UNAVAILABLE,
                 "the embedded model needs the xllamacpp package: pip install 'chatagent[local]'",
             ) from e
+        llama: Any = xllamacpp  # its names come from the extension by `import *`: unknown to a type checker
         params = llama.CommonParams()
         params.model.path = self.path
         params.offline = True  # never fetch anything from the network
