@@ -23,14 +23,20 @@ import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 from urllib.parse import unquote, urlsplit
 
 import orjson
 
 from chatagent.schema import Message, to_message
 
+if TYPE_CHECKING:
+    from chatagent.llm.settings import Settings
+
 logger = logging.getLogger("chatagent.llm")
+
+# A stored reply: the pieces it streamed as, each piece its fragments as message dicts (`Message.model_dump()`).
+Pieces: TypeAlias = list[list[dict[str, Any]]]
 
 # framework settings that do not change the answer (everything else in the key)
 _NOT_IN_KEY = frozenset(
@@ -42,14 +48,16 @@ _opened: dict[str, ResponseCache] = {}
 _opened_lock = threading.Lock()
 
 
-def deterministic(cfg: dict) -> bool:
+def deterministic(cfg: dict[str, Any]) -> bool:
     """Whether these generation settings choose the most likely answer (temperature 0 or top_k 1)."""
     return cfg.get("temperature") == 0 or cfg.get("top_k") == 1
 
 
-def cache_key(model: Any, messages: list[Message], functions: list[dict] | None, cfg: dict) -> str:
+def cache_key(
+    model: object, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any]
+) -> str:
     """The hash that identifies a model call's answer (see the module docstring)."""
-    ident = {
+    ident: dict[str, Any] = {
         "v": _FORMAT,
         "model": [
             type(model).__qualname__,
@@ -67,10 +75,10 @@ def cache_key(model: Any, messages: list[Message], functions: list[dict] | None,
 class ResponseCache:
     """Stored replies by key: `get(key)` -> the pieces as stored or None; `put(key, pieces)`."""
 
-    def get(self, key: str) -> list | None:
+    def get(self, key: str) -> Pieces | None:
         raise NotImplementedError
 
-    def put(self, key: str, pieces: list) -> None:
+    def put(self, key: str, pieces: Pieces) -> None:
         raise NotImplementedError
 
 
@@ -91,11 +99,11 @@ class SQLiteCache(ResponseCache):
             db.execute("PRAGMA journal_mode=WAL")
         return db
 
-    def get(self, key: str) -> list | None:
+    def get(self, key: str) -> Pieces | None:
         row = self._db().execute("SELECT pieces FROM replies WHERE key = ?", (key,)).fetchone()
         return orjson.loads(row[0]) if row else None
 
-    def put(self, key: str, pieces: list) -> None:
+    def put(self, key: str, pieces: Pieces) -> None:
         with self._db() as db:
             db.execute("INSERT OR REPLACE INTO replies (key, pieces) VALUES (?, ?)", (key, orjson.dumps(pieces)))
 
@@ -110,13 +118,13 @@ class DirectoryCache(ResponseCache):
     def _file(self, key: str) -> Path:
         return self.path / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> list | None:
+    def get(self, key: str) -> Pieces | None:
         try:
             return orjson.loads(self._file(key).read_bytes())
         except FileNotFoundError:
             return None
 
-    def put(self, key: str, pieces: list) -> None:
+    def put(self, key: str, pieces: Pieces) -> None:
         from chatagent.rag.workspace import write_atomic
 
         write_atomic(self._file(key), orjson.dumps(pieces))
@@ -127,9 +135,11 @@ def open_cache(spec: Any) -> ResponseCache:
     place in a process). Raises ValueError for anything else."""
     if isinstance(spec, ResponseCache):
         return spec
-    if not isinstance(spec, (str, os.PathLike)) or not os.fspath(spec):
+    text = None
+    if isinstance(spec, (str, os.PathLike)):  # a path's __fspath__ gives str or bytes
+        text = os.fspath(cast("str | os.PathLike[str] | os.PathLike[bytes]", spec))
+    if not isinstance(text, str) or not text:  # (a path object that gives bytes too)
         raise ValueError(f"generate_cfg['cache'] must be 'sqlite:///file.db' or a directory, got {spec!r:.80}")
-    text = os.fspath(spec)
     with _opened_lock:
         found = _opened.get(text)
         if found is None:
@@ -149,9 +159,15 @@ def _open(text: str) -> ResponseCache:
     return SQLiteCache(Path(path).expanduser())
 
 
-def lookup(model: Any, messages: list[Message], functions: list[dict] | None, cfg: dict, settings: Any) -> tuple:
-    """(the cache, the key) for a call with backend settings `cfg` and framework `settings` (a Settings), or
-    (None, '') when the settings are not to be cached."""
+def lookup(
+    model: object,
+    messages: list[Message],
+    functions: list[dict[str, Any]] | None,
+    cfg: dict[str, Any],
+    settings: Settings,
+) -> tuple[ResponseCache | None, str]:
+    """(the cache, the key) for a call with backend settings `cfg` and framework `settings`, or (None, '') when the
+    settings are not to be cached."""
     spec = settings.cache or settings.cache_dir
     if not (deterministic(cfg) or settings.cache_nondeterministic):
         logger.debug("response cache skipped: the settings sample (set temperature=0 or cache_nondeterministic)")
@@ -160,7 +176,7 @@ def lookup(model: Any, messages: list[Message], functions: list[dict] | None, cf
     return open_cache(spec), cache_key(model, messages, functions, {**cfg, **ours})
 
 
-def replay(stored: list) -> Iterator[list[Message]]:
+def replay(stored: Pieces) -> Iterator[list[Message]]:
     """A stored reply's fragments, piece by piece as they first streamed."""
     for piece in stored:
         yield [to_message(d) for d in piece]
@@ -168,7 +184,7 @@ def replay(stored: list) -> Iterator[list[Message]]:
 
 def recording(store: ResponseCache, key: str, stream: Iterator[list[Message]]) -> Iterator[list[Message]]:
     """`stream`, stored under `key` once it has run to its end."""
-    recorded: list = []
+    recorded: Pieces = []
     try:
         for fragments in stream:
             recorded.append([f.model_dump() for f in fragments])  # now: the consumer may move their indexes
@@ -186,18 +202,22 @@ async def arecording(
     """For asyncio: the stored reply under `key` if there is one, else `call()`'s fragments, stored when they end
     (the store is read and written in a worker thread)."""
     import asyncio
-    from contextlib import aclosing
 
     stored = await asyncio.to_thread(store.get, key)
     if stored is not None:
         for fragments in replay(stored):
             yield fragments
         return
-    recorded: list = []
-    async with aclosing(call()) as stream:
+    recorded: Pieces = []
+    stream = call()
+    try:
         async for fragments in stream:
             recorded.append([f.model_dump() for f in fragments])
             yield fragments
+    finally:
+        aclose = getattr(stream, "aclose", None)  # an async generator's (as `recording` closes a generator)
+        if aclose is not None:
+            await aclose()
     await asyncio.to_thread(store.put, key, recorded)
 
 

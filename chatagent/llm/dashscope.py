@@ -27,7 +27,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
 import aiohttp
@@ -69,7 +69,7 @@ class DashScopeModel(BaseChatModel):
 
     cfg_keys = frozenset({"base_url", "workspace"})
 
-    def __init__(self, cfg: dict | None = None) -> None:
+    def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         super().__init__(cfg)
         cfg = self.cfg
         if not self.model:
@@ -85,13 +85,15 @@ class DashScopeModel(BaseChatModel):
         self._session: requests.Session | None = None
         self._session_lock = threading.Lock()
         # event loop -> (its connection pool, the async generator that closes the pool when the loop shuts down)
-        self._connectors: weakref.WeakKeyDictionary[Any, tuple] = weakref.WeakKeyDictionary()
-        self._uploads: dict[tuple, tuple[str, float]] = {}  # (path, size, mtime) -> (oss url, time)
+        self._connectors: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[aiohttp.TCPConnector, AsyncGenerator[None, None]]
+        ] = weakref.WeakKeyDictionary()
+        self._uploads: dict[tuple[str, int, int], tuple[str, float]] = {}  # (path, size, mtime) -> (oss url, time)
 
     # ---- BaseChatModel ---------------------------------------------------------------------------------
 
     def _chat_stream(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
     ) -> Iterator[list[Message]]:
         sender = _Sender(self._http())
         try:
@@ -111,7 +113,7 @@ class DashScopeModel(BaseChatModel):
             sender.close()
 
     def _chat_once(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
     ) -> list[Message]:
         sender = _Sender(self._http())
         try:
@@ -126,7 +128,7 @@ class DashScopeModel(BaseChatModel):
     # ---- asyncio: the SDK's async API (aiohttp), the same request and parsing --------------------------------
 
     async def _achat_stream(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
     ) -> AsyncIterator[list[Message]]:
         sender = _AioSender(await self._aio_connector())
         try:
@@ -147,7 +149,7 @@ class DashScopeModel(BaseChatModel):
             await sender.close()
 
     async def _achat_once(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
     ) -> list[Message]:
         sender = _AioSender(await self._aio_connector())
         try:
@@ -181,13 +183,15 @@ class DashScopeModel(BaseChatModel):
             entry = self._connectors[loop] = (connector, closer)
         return entry[0]
 
-    def _call_args(self, messages: list[Message], functions: list[dict] | None, cfg: dict, stream: bool) -> dict:
+    def _call_args(
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], stream: bool
+    ) -> dict[str, Any]:
         """The keyword arguments of the SDK's `call` (but `session`)."""
         cfg = dict(cfg)
         function_choice = cfg.pop("_function_choice", "auto")
         parallel = cfg.pop("_parallel_function_calls", True)
         timeout = cfg.pop("request_timeout", None)
-        headers = {**(cfg.pop("headers", None) or {}), **(cfg.pop("extra_headers", None) or {})}
+        headers: dict[str, str] = {**(cfg.pop("headers", None) or {}), **(cfg.pop("extra_headers", None) or {})}
         cfg.update(cfg.pop("extra_body", None) or {})
         kwargs: dict[str, Any] = {k: v for k, v in cfg.items() if k not in _RESERVED and v is not None}
         if functions:
@@ -218,7 +222,9 @@ class DashScopeModel(BaseChatModel):
         )
         return kwargs
 
-    async def _acall_args(self, messages: list[Message], functions: list[dict] | None, cfg: dict, stream: bool) -> dict:
+    async def _acall_args(
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], stream: bool
+    ) -> dict[str, Any]:
         """`_call_args` on an event loop: uploading media files (multimodal only) runs in a worker thread."""
         if self.support_multimodal_input:
             return await asyncio.to_thread(self._call_args, messages, functions, cfg, stream)
@@ -260,9 +266,9 @@ class DashScopeModel(BaseChatModel):
 
     # ---- messages --------------------------------------------------------------------------------------
 
-    def _to_dashscope(self, messages: list[Message], multimodal: bool) -> list[dict]:
+    def _to_dashscope(self, messages: list[Message], multimodal: bool) -> list[dict[str, Any]]:
         """Messages in DashScope's format: OpenAI-like roles and tool calls; content lists for multimodal."""
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         open_calls: list[tuple[str, str]] = []  # (id, name) of calls not answered yet
         for n, m in enumerate(messages):
             if m.role == FUNCTION:
@@ -276,12 +282,12 @@ class DashScopeModel(BaseChatModel):
                     tool["name"] = m.name
                 out.append(tool)
                 continue
-            content: Any = self._content(m.content) if multimodal else _flat_text(m.content)
+            content = self._content(m.content) if multimodal else _flat_text(m.content)
             if m.role == ASSISTANT and m.function_call is not None:
                 fid = (m.extra or {}).get("function_id") or f"call_{n}"
                 open_calls.append((fid, m.function_call.name))
                 call = {"id": fid, "type": "function", "function": m.function_call.model_dump()}
-                prev = out[-1] if out and out[-1]["role"] == ASSISTANT else None
+                prev: dict[str, Any] | None = out[-1] if out and out[-1]["role"] == ASSISTANT else None
                 if prev is None or not _empty(content):
                     prev = {"role": ASSISTANT, "content": content}
                     out.append(prev)
@@ -294,14 +300,14 @@ class DashScopeModel(BaseChatModel):
             out.append({"role": m.role, "content": content})
         return out
 
-    def _content(self, content: str | list[ContentItem]) -> list[dict]:
+    def _content(self, content: str | list[ContentItem]) -> list[dict[str, str]]:
         if isinstance(content, str):
             return [{"text": content}] if content else []
-        items: list[dict] = []
+        items: list[dict[str, str]] = []
         for item in content:
             kind = item.kind
             if kind == "text":
-                items.append({"text": item.text})
+                items.append({"text": item.value})
             elif kind == "file":
                 items.append({"text": f"[file: {os.path.basename(item.value)}]"})
             else:
@@ -323,8 +329,9 @@ class DashScopeModel(BaseChatModel):
         now = time.monotonic()
         if cached is not None and now - cached[1] < _UPLOAD_TTL:
             return cached[0]
+        oss: Any = OssUtils  # the SDK annotates api_key as str, but takes None (its default key) as we pass it
         try:
-            url, _ = OssUtils.upload(
+            url, _ = oss.upload(
                 model=self.model,
                 file_path=path,
                 api_key=self.api_key,
@@ -368,7 +375,7 @@ class _AioSender:
         await self.session.close()
 
 
-async def _closed_with_the_loop(connector: aiohttp.TCPConnector) -> AsyncIterator[None]:
+async def _closed_with_the_loop(connector: aiohttp.TCPConnector) -> AsyncGenerator[None, None]:
     """Started once, this async generator waits for its loop's shutdown (`loop.shutdown_asyncgens()`, which
     `asyncio.run` calls) and closes `connector` then, so that the pool's idle connections are not left for the
     garbage collector (which logs an 'Unclosed connector' error)."""
@@ -422,7 +429,7 @@ def _flat_text(content: str | list[ContentItem]) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def _empty(content: Any) -> bool:
+def _empty(content: str | list[dict[str, str]]) -> bool:
     return not content or (isinstance(content, list) and all(not item.get("text") for item in content))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import email.utils
 import re
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
@@ -15,12 +16,23 @@ from chatagent.llm.cut_off import cut_call_error
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.stream import INDEX
 
+_make = Message._make  # pyright: ignore[reportPrivateUsage] (the unvalidated constructor, for the per-chunk path)
+
 _CONTEXT_TOO_LONG = re.compile(
     r"range of input length|input length|context length|too long|maximum context|exceeds? the maximum", re.I
 )
 # DashScope error codes that a later retry can fix, whatever HTTP status came with them.
 _TRANSIENT_CODES = ("Throttling", "InternalError", "ServiceUnavailable", "RequestTimeOut", "Timeout")
 _MAX_MESSAGE = 1000
+
+
+@dataclass
+class PartialCall:
+    """A tool call gathered from streamed pieces: its id, its name, the pieces of its arguments' text."""
+
+    id: str = ""
+    name: str = ""
+    pieces: list[str] = field(default_factory=list)
 
 
 class ReplyReader:
@@ -31,10 +43,10 @@ class ReplyReader:
 
     def __init__(self, api_key: str | None) -> None:
         self.api_key = api_key  # masked in error messages
-        self.calls: dict[int, list] = {}  # index -> [id, name, arguments pieces]
+        self.calls: dict[int, PartialCall] = {}  # by the call's index
         self.started = False
         self.finished: str | None = None
-        self.last_usage: dict | None = None
+        self.last_usage: dict[str, Any] | None = None
 
     def read(self, rsp: Any) -> list[Message] | None:
         """The fragments of one chunk (None for a chunk without text); a chunk that is an error raises."""
@@ -48,7 +60,7 @@ class ReplyReader:
             text = output.get("text") if output else None  # result_format='text' style answers
             if text:
                 self.started = True
-                return [Message._make(ASSISTANT, text, None, None, None, {INDEX: 0})]
+                return [_make(ASSISTANT, text, None, None, None, {INDEX: 0})]
             return None
         choice = choices[0]
         out = None
@@ -59,7 +71,7 @@ class ReplyReader:
             text = content if isinstance(content, str) else _text(content)
             if reasoning or text:
                 self.started = True
-                out = [Message._make(ASSISTANT, text or "", None, None, reasoning or None, {INDEX: 0})]
+                out = [_make(ASSISTANT, text or "", None, None, reasoning or None, {INDEX: 0})]
             tool_calls = msg.get("tool_calls")
             if tool_calls:
                 gather_calls(self.calls, tool_calls)
@@ -84,16 +96,16 @@ class ReplyReader:
             )
         if finished == "length" and calls:
             raise cut_call_error()
-        make = Message._make
-        out = []
+        out: list[list[Message]] = []
         base = 1 if self.started else 0
         for n, key in enumerate(sorted(calls)):
-            fid, name, pieces = calls[key]
-            call = FunctionCall(name, "".join(pieces))
-            out.append([make(ASSISTANT, "", None, call, None, {INDEX: base + n, "function_id": fid or f"call_{key}"})])
+            gathered = calls[key]
+            call = FunctionCall(gathered.name, "".join(gathered.pieces))
+            extra = {INDEX: base + n, "function_id": gathered.id or f"call_{key}"}
+            out.append([_make(ASSISTANT, "", None, call, None, extra)])
         if (not self.started and not calls) or finished == "length":  # a text cut off by max_tokens says so
             extra = {INDEX: 0, "stop_reason": "length"} if finished == "length" else {INDEX: 0}
-            out.append([make(ASSISTANT, "", None, None, None, extra)])
+            out.append([_make(ASSISTANT, "", None, None, None, extra)])
         return out
 
 
@@ -103,29 +115,23 @@ def whole_reply(rsp: Any, usage: Usage | None, api_key: str | None) -> list[Mess
     if usage is not None and rsp.get("usage"):
         _add_usage(usage, rsp["usage"])
     msg = _first_message(rsp) or {}
-    choices = (rsp.output or {}).get("choices") or [{}]
+    output: dict[str, Any] = rsp.output or {}
+    choices: list[dict[str, Any]] = output.get("choices") or [{}]
     cut = choices[0].get("finish_reason") == "length"
-    if cut and msg.get("tool_calls"):
+    tool_calls: list[dict[str, Any]] = msg.get("tool_calls") or []
+    if cut and tool_calls:
         raise cut_call_error()
     out: list[Message] = []
     text = _text(msg.get("content"))
-    reasoning = msg.get("reasoning_content") or None
+    reasoning: str | None = msg.get("reasoning_content") or None
     if text or reasoning:
-        out.append(Message._make(ASSISTANT, text, None, None, reasoning, None))
-    for n, call in enumerate(msg.get("tool_calls") or []):
-        fn = call.get("function") or {}
+        out.append(_make(ASSISTANT, text, None, None, reasoning, None))
+    for n, call in enumerate(tool_calls):
+        fn: dict[str, Any] = call.get("function") or {}
         fid = call.get("id") or f"call_{n}"
-        out.append(
-            Message._make(
-                ASSISTANT,
-                "",
-                None,
-                FunctionCall(fn.get("name") or "", fn.get("arguments") or ""),
-                None,
-                {"function_id": fid},
-            )
-        )
-    out = out or [Message._make(ASSISTANT, "")]
+        function_call = FunctionCall(fn.get("name") or "", fn.get("arguments") or "")
+        out.append(_make(ASSISTANT, "", None, function_call, None, {"function_id": fid}))
+    out = out or [_make(ASSISTANT, "")]
     if cut:
         out[0].extra = {**(out[0].extra or {}), "stop_reason": "length"}
     return out
@@ -165,7 +171,7 @@ def service_error(
     return ModelServiceError(code, detail, retryable=retryable, retry_after=retry_after if retryable else None)
 
 
-def _retry_after(headers: dict) -> float | None:
+def _retry_after(headers: dict[str, str]) -> float | None:
     value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
     if value is None:
         return None
@@ -176,14 +182,14 @@ def _retry_after(headers: dict) -> float | None:
         return max(0.0, when.timestamp() - time.time()) if when is not None else None
 
 
-def _is_sse(headers: dict) -> bool:
+def _is_sse(headers: dict[str, str]) -> bool:
     """Whether the answer was an event stream (so an error in it came as an error event)."""
     ctype = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
     return "text/event-stream" in ctype
 
 
-def _first_message(rsp: Any) -> dict | None:
-    output = rsp.output or {}
+def _first_message(rsp: Any) -> dict[str, Any] | None:
+    output: dict[str, Any] = rsp.output or {}
     choices = output.get("choices")
     if choices:
         return choices[0].get("message")
@@ -192,27 +198,29 @@ def _first_message(rsp: Any) -> dict | None:
     return None
 
 
-def gather_calls(calls: dict[int, list], tool_calls: list[dict]) -> None:
+def gather_calls(calls: dict[int, PartialCall], tool_calls: list[dict[str, Any]]) -> None:
     """Fold streamed tool_call pieces into `calls`, by their index."""
     for tc in tool_calls:
-        key = tc.get("index")
+        key: int | None = tc.get("index")
         if key is None:  # no index: a new id starts a new call, anything else continues the last one
             last = max(calls, default=None)
-            new = last is None or (tc.get("id") and calls[last][0] and tc["id"] != calls[last][0])
-            key = len(calls) if new else last
+            if last is None or (tc.get("id") and calls[last].id and tc["id"] != calls[last].id):
+                key = len(calls)
+            else:
+                key = last
         entry = calls.get(key)
         if entry is None:
-            entry = calls[key] = ["", "", []]
-        if tc.get("id") and not entry[0]:
-            entry[0] = tc["id"]
-        fn = tc.get("function") or {}
-        if fn.get("name") and not entry[1]:
-            entry[1] = fn["name"]
+            entry = calls[key] = PartialCall()
+        if tc.get("id") and not entry.id:
+            entry.id = tc["id"]
+        fn: dict[str, Any] = tc.get("function") or {}
+        if fn.get("name") and not entry.name:
+            entry.name = fn["name"]
         if fn.get("arguments"):
-            entry[2].append(fn["arguments"])
+            entry.pieces.append(fn["arguments"])
 
 
-def _add_usage(usage: Usage, u: dict) -> None:
+def _add_usage(usage: Usage, u: dict[str, Any]) -> None:
     prompt = u.get("input_tokens", u.get("prompt_tokens", 0)) or 0
     completion = u.get("output_tokens", u.get("completion_tokens", 0)) or 0
     usage.add(int(prompt), int(completion))
@@ -224,7 +232,8 @@ def _text(content: Any) -> str:
         return ""
     if isinstance(content, str):
         return content
-    return "".join(item["text"] for item in content if isinstance(item, dict) and item.get("text"))
+    items: list[dict[str, Any]] = [item for item in content if isinstance(item, dict)]  # JSON objects
+    return "".join(item["text"] for item in items if item.get("text"))
 
 
 __all__ = ["ReplyReader", "check", "service_error", "whole_reply"]

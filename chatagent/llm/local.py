@@ -138,38 +138,38 @@ class LlamaTokenizer(Tokenizer):
         self.name = os.path.basename(server.path)
         self._cache: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
-        self._separator: int | None | bool = False  # False: not looked up yet
 
     def count(self, text: str) -> int:
         return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        counts: list[int | None] = []
+        known: dict[str, int] = {"": 0}
         with self._lock:
             for t in texts:
-                n = self._cache.get(t) if t else 0
-                if n is not None and t:
+                n = self._cache.get(t) if t else None
+                if n is not None:
                     self._cache.move_to_end(t)
-                counts.append(n)
-        missing = list(dict.fromkeys(t for t, n in zip(texts, counts, strict=True) if n is None))
+                    known[t] = n
+        missing = list(dict.fromkeys(t for t in texts if t not in known))
         if missing:
             found = dict(zip(missing, self._tokenize_counts(missing), strict=True))
             with self._lock:
                 self._cache.update(found)
                 while len(self._cache) > self.CACHE_SIZE:
                     self._cache.popitem(last=False)
-            counts = [found[t] if n is None else n for t, n in zip(texts, counts, strict=True)]
-        return counts  # type: ignore[return-value]
+            known.update(found)
+        return [known[t] for t in texts]
 
     def _tokenize_counts(self, texts: list[str]) -> list[int]:
-        sep = self._separator_id()
+        sep = self._separator
         if sep is None or len(texts) == 1:
             return [len(self.server.tokenize(t)) for t in texts]
         content: list[str | int] = []
         for t in texts:
             content += [t, sep]
         ids = self.server.tokenize(content[:-1])
-        counts, n = [], 0
+        counts: list[int] = []
+        n = 0
         for i in ids:
             if i == sep:
                 counts.append(n)
@@ -182,7 +182,7 @@ class LlamaTokenizer(Tokenizer):
         return counts
 
     @functools.cached_property
-    def prompt_overhead(self) -> int:  # type: ignore[override]
+    def prompt_overhead(self) -> int:
         """What the chat template adds to a prompt beyond each message's markers (a default system message,
         the reply's opening), measured once on a one-message prompt."""
         from chatagent.llm.budget import MESSAGE_OVERHEAD
@@ -195,12 +195,12 @@ class LlamaTokenizer(Tokenizer):
             return Tokenizer.prompt_overhead
         return max(Tokenizer.prompt_overhead, self.count(prompt) - self.count("x") - MESSAGE_OVERHEAD)
 
-    def _separator_id(self) -> int | None:
-        if self._separator is False:
-            eos = self.server.props().get("eos_token") or ""
-            ids = self.server.tokenize(eos) if eos else []
-            self._separator = ids[0] if len(ids) == 1 else None
-        return self._separator  # type: ignore[return-value]
+    @functools.cached_property
+    def _separator(self) -> int | None:
+        """The end-of-text token that separates texts counted at once (None: the model has no single-token one)."""
+        eos: str = self.server.props().get("eos_token") or ""
+        ids = self.server.tokenize(eos) if eos else []
+        return ids[0] if len(ids) == 1 else None
 
 
 class LocalServer:
@@ -230,13 +230,14 @@ class LocalServer:
                 ModelErrorCode.PORT_IN_USE, f"cannot start the local model: port {port} on {HOST} is in use"
             )
         try:
-            import xllamacpp
+            import xllamacpp  # pyright: ignore[reportMissingTypeStubs] (a compiled extension, no type information)
         except ImportError as e:
             raise ModelServiceError(
                 ModelErrorCode.LOCAL_UNAVAILABLE,
                 "the embedded model needs the xllamacpp package: pip install 'chatagent[local]'",
             ) from e
-        params = xllamacpp.CommonParams()
+        llama: Any = xllamacpp  # its names come from the extension by `import *`: unknown to a type checker
+        params = llama.CommonParams()
         params.model.path = self.path
         params.offline = True  # never fetch anything from the network
         params.hostnames = [HOST]
@@ -250,7 +251,7 @@ class LocalServer:
         params.verbosity = 3 if verbose else 0
         started = time.perf_counter()
         try:
-            self._server: Any = xllamacpp.Server(params)
+            self._server: Any = llama.Server(params)
         except RuntimeError as e:
             cause = "llama.cpp could not load the file" + (f" or bind port {port}" if port else "")
             raise ModelServiceError(
@@ -261,7 +262,7 @@ class LocalServer:
         self.address: str = self._server.listening_address  # http://127.0.0.1:PORT
         self.base_url = self.address + "/v1"
         self.port = int(self.address.rsplit(":", 1)[1])
-        self._props: dict | None = None
+        self._props: dict[str, Any] | None = None
         logger.info(
             "local model %s serving on %s (%d threads, n_ctx %d, started in %.2fs)",
             os.path.basename(self.path),
@@ -279,36 +280,38 @@ class LocalServer:
     def running(self) -> bool:
         return self._server is not None
 
-    def props(self) -> dict:
+    def props(self) -> dict[str, Any]:
         """The server's /props: the chat template, its capabilities (`chat_template_caps`), the context size."""
-        if self._props is None:
+        props = self._props
+        if props is None:
             import httpx
 
             headers = {"Authorization": f"Bearer {self.api_key}"}
             try:  # trust_env=False: never through an HTTP(S)_PROXY, the server is on this machine
                 r = httpx.get(self.address + "/props", headers=headers, timeout=30, trust_env=False)
                 r.raise_for_status()
-                self._props = r.json()
+                props = self._props = r.json()
             except (httpx.HTTPError, ValueError) as e:
                 raise ModelServiceError(
                     ModelErrorCode.LOCAL_SERVER_FAILED, f"the local model server does not answer: {e}"
                 ) from e
-        return self._props
+        return props
 
     @property
     def n_ctx(self) -> int:
         """The context window of one request (a slot), as the server reports it."""
-        return int((self.props().get("default_generation_settings") or {}).get("n_ctx") or self.n_ctx_total)
+        settings: dict[str, Any] = self.props().get("default_generation_settings") or {}
+        return int(settings.get("n_ctx") or self.n_ctx_total)
 
-    def tokenize(self, content: str | list) -> list[int]:
+    def tokenize(self, content: str | list[str | int]) -> list[int]:
         """The token ids of `content` (a text, or texts and token ids mixed) by the model's own tokenizer."""
         return list(self._post("/tokenize", {"content": content})["tokens"])
 
-    def apply_template(self, messages: list[dict]) -> str:
+    def apply_template(self, messages: list[dict[str, Any]]) -> str:
         """The prompt the model's chat template makes of `messages` (OpenAI-style dicts)."""
         return str(self._post("/apply-template", {"messages": messages})["prompt"])
 
-    def _post(self, path: str, body: dict) -> dict:
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         import httpx
 
         headers = {"Authorization": f"Bearer {self.api_key}", "Connection": "close"}
@@ -351,7 +354,7 @@ class LocalServer:
             logger.debug("local model server on %s stopped", self.address)
 
 
-_servers: dict[tuple, LocalServer] = {}
+_servers: dict[tuple[str, int, int, int, int], LocalServer] = {}  # by (path, port, n_ctx, threads, n_parallel)
 _servers_lock = threading.Lock()
 
 
@@ -410,9 +413,9 @@ class LocalModel(OpenAICompatModel):
     chat template without tool support (SmolLM2's) switches function calling to the prompt-based form.
     """
 
-    cfg_keys = frozenset({"n_ctx", "port", "threads", "n_parallel", "verbose"})
+    cfg_keys = frozenset({"n_ctx", "port", "threads", "n_parallel", "verbose", "stop_loops"})
 
-    def __init__(self, cfg: dict | None = None) -> None:
+    def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         cfg = dict(cfg or {})
         path = cfg.get("model") or None
         n_ctx = int(cfg.get("n_ctx") or DEFAULT_N_CTX)
@@ -435,7 +438,8 @@ class LocalModel(OpenAICompatModel):
         self.stop_loops = bool(cfg.get("stop_loops", True))
         props = self.server.props()
         if "multimodal" not in cfg:
-            cfg["multimodal"] = bool((props.get("modalities") or {}).get("vision"))
+            modalities: dict[str, Any] = props.get("modalities") or {}
+            cfg["multimodal"] = bool(modalities.get("vision"))
         super().__init__(cfg)
         if not self.server.supports_tools:
             self.native_tools = False
@@ -443,14 +447,14 @@ class LocalModel(OpenAICompatModel):
     window_from_server = True
 
     def _chat_stream(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
     ) -> Iterator[list[Message]]:
         """The server's stream, ended early (stop_reason 'repetition') when the answer loops (see LoopGuard)."""
         stream = super()._chat_stream(messages, functions, cfg, usage)
         return stop_loops(stream) if self.stop_loops else stream
 
     def _chat_once(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
     ) -> list[Message]:
         """Streamed underneath too, so that a looping answer is ended there as well."""
         return collect(self._chat_stream(messages, functions, cfg, usage))
@@ -463,7 +467,7 @@ class LocalModel(OpenAICompatModel):
     def _make_tokenizer(self) -> Tokenizer:
         return self.server.tokenizer
 
-    def _client_options(self, openai: Any) -> dict:
+    def _client_options(self, openai: Any) -> dict[str, Any]:
         """No HTTP(S)_PROXY (the server is on this machine) and no connection reuse.
 
         llama.cpp's server closes a connection after a streamed answer without saying so, and the next
@@ -471,7 +475,7 @@ class LocalModel(OpenAICompatModel):
         """
         return {"default_headers": {"Connection": "close"}, "http_client": openai.DefaultHttpxClient(trust_env=False)}
 
-    def _aclient_options(self) -> dict:
+    def _aclient_options(self) -> dict[str, Any]:
         return {"headers": {"Connection": "close"}, "trust_env": False}  # as _client_options, for the async path
 
     def __repr__(self) -> str:

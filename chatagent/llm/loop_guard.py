@@ -70,9 +70,16 @@ def stop_loops(stream: Iterator[list[Message]]) -> Iterator[list[Message]]:
         for fragments in stream:
             yield fragments
             for f in fragments:
-                if f.extra.get("index") == 0 and isinstance(f.content, str) and f.content and guard.add(f.content):
+                extra, content = f.extra, f.content
+                if (
+                    extra is not None
+                    and extra.get("index") == 0
+                    and isinstance(content, str)
+                    and content
+                    and guard.add(content)
+                ):
                     logger.info("the model repeats itself: its answer was ended after %d words", len(guard.words))
-                    yield [Message._make(ASSISTANT, "", None, None, None, {"index": 0, "stop_reason": "repetition"})]
+                    yield [Message(ASSISTANT, "", extra={"index": 0, "stop_reason": "repetition"})]
                     return
     finally:
         close = getattr(stream, "close", None)

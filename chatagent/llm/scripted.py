@@ -18,9 +18,9 @@ It goes through the same BaseChatModel machinery (retries, truncation, stream mo
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias, cast
 
 from chatagent.llm.base import BaseChatModel, Usage, check_cfg_keys
 from chatagent.llm.registry import register_llm
@@ -45,7 +45,7 @@ class Reply:
         return [self.text[i : i + size] for i in range(0, len(self.text), size)]
 
 
-def tool_call(name: str, arguments: dict | str | None = None) -> FunctionCall:
+def tool_call(name: str, arguments: dict[str, Any] | str | None = None) -> FunctionCall:
     """A scripted function call; dict arguments are sent as JSON."""
     return FunctionCall(name, arguments if arguments is not None else {})
 
@@ -55,11 +55,16 @@ class ScriptedCall:
     """What one call to the model received."""
 
     messages: list[Message]
-    functions: list[dict] | None
-    generate_cfg: dict
+    functions: list[dict[str, Any]] | None
+    generate_cfg: dict[str, Any]
 
 
-ScriptItem = str | Reply | FunctionCall | list | BaseException | Callable[..., Any]
+# A reply computed from the call: called with (messages, functions), it returns any other kind of reply.
+ComputedReply: TypeAlias = Callable[[list[Message], list[dict[str, Any]] | None], Any]
+# What a script holds: a reply, an error to raise, or a function that makes the reply.
+ScriptItem: TypeAlias = (
+    str | Reply | FunctionCall | Message | Sequence[FunctionCall] | Sequence[str] | BaseException | ComputedReply
+)
 
 
 @register_llm("scripted")
@@ -74,15 +79,15 @@ class ScriptedLLM(BaseChatModel):
 
     def __init__(
         self,
-        replies: list[ScriptItem] | dict | None = None,
+        replies: list[ScriptItem] | dict[str, Any] | None = None,
         *,
         chunk_size: int = 4,
         default: ScriptItem | None = None,
         model: str = "scripted",
-        generate_cfg: dict | None = None,
+        generate_cfg: dict[str, Any] | None = None,
     ) -> None:
         if isinstance(replies, dict):  # built from a config dict by get_chat_model
-            cfg = replies
+            cfg: dict[str, Any] = replies
             check_cfg_keys(type(self), cfg)
             replies = cfg.get("replies", [])
             default = cfg.get("default", default)
@@ -110,11 +115,10 @@ class ScriptedLLM(BaseChatModel):
                 f"(next: {self.script[self._next]!r:.100})"
             )
 
-    def _take(self, messages: list[Message], functions: list[dict] | None, cfg: dict) -> tuple[int, ScriptItem]:
-        """Record the call; its number (from 1) and the script item that answers it."""
+    def _take(self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any]) -> object:
+        """Record the call; the script item that answers it (a computed reply: what its function returned)."""
         with self._lock:
             self.calls.append(ScriptedCall(messages, functions, cfg))
-            number = len(self.calls)
             if self._next < len(self.script):
                 item = self.script[self._next]
                 self._next += 1
@@ -124,18 +128,20 @@ class ScriptedLLM(BaseChatModel):
                 raise AssertionError(
                     f"ScriptedLLM: call #{len(self.calls)} but the script has only {len(self.script)} replies"
                 )
-        if callable(item) and not isinstance(item, (BaseException, type)):
-            item = item(messages, functions)
         if isinstance(item, BaseException):
             raise item
-        return number, item
+        if callable(item) and not isinstance(item, type):
+            made: object = item(messages, functions)
+            if isinstance(made, BaseException):
+                raise made
+            return made
+        return item
 
     def _chat_stream(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
     ) -> Iterator[list[Message]]:
-        number, item = self._take(messages, functions, cfg)
-        reply = _as_reply(item)
-        make = Message._make
+        reply = _as_reply(self._take(messages, functions, cfg))
+        make = Message._make  # pyright: ignore[reportPrivateUsage] (the unvalidated constructor for the per-chunk path)
         index = 0
         if reply.reasoning:
             yield [make(ASSISTANT, "", None, None, reply.reasoning, {"index": 0})]
@@ -154,7 +160,7 @@ class ScriptedLLM(BaseChatModel):
             usage.add(prompt, count_tokens(reply.text) + count_tokens(reply.reasoning))
 
     async def _achat_stream(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
     ) -> AsyncIterator[list[Message]]:
         import asyncio
 
@@ -163,7 +169,7 @@ class ScriptedLLM(BaseChatModel):
             await asyncio.sleep(0)  # as a network stream would, let other tasks run between chunks
 
 
-def _as_reply(item: Any) -> Reply:
+def _as_reply(item: object) -> Reply:
     if isinstance(item, Reply):
         return item
     if isinstance(item, str):
@@ -173,8 +179,11 @@ def _as_reply(item: Any) -> Reply:
     if isinstance(item, Message):
         return Reply(text=item.text, function_calls=[item.function_call] if item.function_call else [])
     if isinstance(item, (list, tuple)):
-        if all(isinstance(x, FunctionCall) for x in item):
-            return Reply(function_calls=list(item))
-        if all(isinstance(x, str) for x in item):
-            return Reply(text="".join(item), chunks=list(item))
+        items = cast("Sequence[object]", item)  # any list or tuple is one; its items are checked here
+        calls = [x for x in items if isinstance(x, FunctionCall)]
+        if len(calls) == len(items):
+            return Reply(function_calls=calls)
+        texts = [x for x in items if isinstance(x, str)]
+        if len(texts) == len(items):
+            return Reply(text="".join(texts), chunks=texts)
     raise TypeError(f"ScriptedLLM: cannot use {item!r:.100} as a reply (str, Reply, FunctionCall, list, exception)")

@@ -77,6 +77,21 @@ def test_nonstream_and_usage(local_server: LocalServer) -> None:
     assert 0 < usage.completion_tokens <= 8
 
 
+def test_stop_loops_is_a_config_key(local_server: LocalServer) -> None:
+    assert LocalModel({"model_type": "local"}).stop_loops is True
+    llm = get_chat_model({"model_type": "local", "stop_loops": False, "generate_cfg": GREEDY})  # was a TypeError
+    assert isinstance(llm, LocalModel) and llm.stop_loops is False and llm.server is local_server
+    assert llm.chat([{"role": "user", "content": "Say hello."}], stream=False)[0]["content"]
+
+
+def test_llama_tokenizer_counts_many_texts_as_one_by_one(local_server: LocalServer) -> None:
+    tokenizer = local_server.tokenizer
+    texts = ["Hello world.", "", "The quick brown fox", "Hello world.", "Zürich 東京 42"]
+    one_by_one = [len(local_server.tokenize(t)) if t else 0 for t in texts]
+    assert tokenizer.count_many(texts) == one_by_one and one_by_one[1] == 0 and all(one_by_one[2:])
+    assert tokenizer.count_many(list(reversed(texts))) == list(reversed(one_by_one))  # from the cache now
+
+
 def test_back_to_back_requests_need_no_retries(local_server: LocalServer, caplog: pytest.LogCaptureFixture) -> None:
     """llama.cpp drops a connection after a stream; LocalModel must not trip over it (no retry warnings)."""
     llm = LocalModel({"generate_cfg": {"max_tokens": 3}})

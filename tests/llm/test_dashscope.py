@@ -422,9 +422,9 @@ def test_import_chatagent_does_not_import_dashscope() -> None:
 
 
 def test_streamed_tool_calls_without_index_are_told_apart_by_id() -> None:
-    from chatagent.llm.dashscope_reply import gather_calls
+    from chatagent.llm.dashscope_reply import PartialCall, gather_calls
 
-    calls: dict[int, list] = {}
+    calls: dict[int, PartialCall] = {}
     pieces = [
         {"id": "a", "function": {"name": "f", "arguments": '{"x":'}},
         {"id": "", "function": {"arguments": " 1}"}},
@@ -432,4 +432,4 @@ def test_streamed_tool_calls_without_index_are_told_apart_by_id() -> None:
     ]
     for piece in pieces:
         gather_calls(calls, [piece])
-    assert calls == {0: ["a", "f", ['{"x":', " 1}"]], 1: ["b", "g", ["{}"]]}
+    assert calls == {0: PartialCall("a", "f", ['{"x":', " 1}"]), 1: PartialCall("b", "g", ["{}"])}
