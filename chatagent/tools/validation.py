@@ -114,14 +114,15 @@ class _Validator:
         enum = schema.get("enum")
         if enum is not None and value not in enum:
             value = self._enum(value, enum, path)
-        if is_json_object(value):
-            return self._object(value, schema, path)
-        if is_json_array(value):
-            return self._array(value, schema, path)
-        if isinstance(value, str):
+        if isinstance(value, str):  # the common kinds first
             self._string(value, schema, path)
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            self._number(value, schema, path)
+        elif isinstance(value, (int, float)):
+            if not isinstance(value, bool):
+                self._number(value, schema, path)
+        elif is_json_object(value):
+            return self._object(value, schema, path)
+        elif is_json_array(value):
+            return self._array(value, schema, path)
         return value
 
     def _resolve(self, ref: str) -> Any:
@@ -151,7 +152,7 @@ class _Validator:
         raise _Invalid(f"{_name(path)} must be {' or '.join(dict.fromkeys(kinds))}, got {_short(value)}")
 
     def _type(self, value: Any, types: Any, path: str) -> Any:
-        options: JSONArray = types if is_json_array(types) else [types]
+        options: JSONArray = [types] if isinstance(types, str) or not is_json_array(types) else types
         for t in options:
             if _is_type(value, t):
                 return value
