@@ -26,14 +26,14 @@ from chatagent.tools.validation import JSONArray, JSONObject, is_json_array, is_
 def parse_arguments(text: object) -> JSONObject:
     """The arguments as a dict: from a JSON string (strict JSON, then json5, then repair), bytes, a dict (as is)
     or None (no arguments). Raises ToolArgumentError for anything else."""
-    if text is None:
-        return {}
-    if is_json_object(text):
-        return text
-    if isinstance(text, (bytes, bytearray)):
+    if not isinstance(text, str):  # a string is the common case
+        if text is None:
+            return {}
+        if is_json_object(text):
+            return text
+        if not isinstance(text, (bytes, bytearray)):
+            raise ToolArgumentError(f"arguments must be a JSON object, got {type(text).__name__}")
         text = bytes(text).decode("utf-8", "replace")
-    if not isinstance(text, str):
-        raise ToolArgumentError(f"arguments must be a JSON object, got {type(text).__name__}")
     value = parse_json(text)
     if value is None and not text.strip():
         return {}
