@@ -20,23 +20,24 @@ from chatagent.jsonlenient import (
     parse_json,
     repair_json,
 )
-from chatagent.tools.validation import validate_arguments
+from chatagent.tools.validation import JSONArray, JSONObject, is_json_array, is_json_object, validate_arguments
 
 
-def parse_arguments(text: str | dict | None) -> dict:
-    """The arguments as a dict: strict JSON, then json5, then repair. Raises ToolArgumentError."""
-    if text is None:
-        return {}
-    if isinstance(text, dict):
-        return text
-    if isinstance(text, (bytes, bytearray)):
+def parse_arguments(text: object) -> JSONObject:
+    """The arguments as a dict: from a JSON string (strict JSON, then json5, then repair), bytes, a dict (as is)
+    or None (no arguments). Raises ToolArgumentError for anything else."""
+    if not isinstance(text, str):  # a string is the common case
+        if text is None:
+            return {}
+        if is_json_object(text):
+            return text
+        if not isinstance(text, (bytes, bytearray)):
+            raise ToolArgumentError(f"arguments must be a JSON object, got {type(text).__name__}")
         text = bytes(text).decode("utf-8", "replace")
-    if not isinstance(text, str):
-        raise ToolArgumentError(f"arguments must be a JSON object, got {type(text).__name__}")
     value = parse_json(text)
     if value is None and not text.strip():
         return {}
-    if not isinstance(value, dict):
+    if not is_json_object(value):
         raise ToolArgumentError(f"arguments must be a JSON object, got {json_kind(value)}")
     return value
 
@@ -57,9 +58,13 @@ def unknown_tool_message(name: str, available: Iterable[str]) -> str:
 
 
 __all__ = [
+    "JSONArray",
+    "JSONObject",
     "MAX_JSON5_CHARS",
     "MAX_REPAIR_CHARS",
     "ToolArgumentError",
+    "is_json_array",
+    "is_json_object",
     "parse_arguments",
     "parse_json",
     "repair_json",

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from chatagent.logs import quote
-from chatagent.tools.arguments import ToolArgumentError, parse_arguments, unknown_tool_message
+from chatagent.tools.arguments import JSONObject, ToolArgumentError, parse_arguments, unknown_tool_message
 from chatagent.tools.base import BaseTool, ToolServiceError, result_content
 
 logger = logging.getLogger("chatagent.tools")
@@ -66,7 +66,9 @@ class PreparedCall:
 
     __slots__ = ("tool", "args", "outcome", "cache_key", "kwargs", "ready")
 
-    def __init__(self, tool: BaseTool, args: dict, outcome: ToolOutcome, cache_key: str | None, kwargs: dict) -> None:
+    def __init__(
+        self, tool: BaseTool, args: JSONObject, outcome: ToolOutcome, cache_key: str | None, kwargs: dict[str, Any]
+    ) -> None:
         self.tool, self.args, self.outcome, self.cache_key, self.kwargs = tool, args, outcome, cache_key, kwargs
         self.ready = False
 
@@ -123,7 +125,7 @@ class ToolCache:
 _MISSING = object()
 
 
-def call_key(name: str, args: dict) -> str | None:
+def call_key(name: str, args: JSONObject) -> str | None:
     """A canonical key for (name, arguments): sorted-key JSON; None if the arguments are not JSON data."""
     try:
         return name + "\x00" + orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
@@ -134,12 +136,12 @@ def call_key(name: str, args: dict) -> str | None:
 def prepare_call(
     tools: dict[str, BaseTool],
     name: str,
-    arguments: str | dict | None,
+    arguments: str | JSONObject | None,
     *,
     call_id: str | None = None,
     counts: dict[str, int] | None = None,
     cache: ToolCache | None = None,
-    kwargs: dict | None = None,
+    kwargs: dict[str, Any] | None = None,
 ) -> PreparedCall | ToolOutcome:
     """Check a call without running it: a finished ToolOutcome (an error or a cached result) or a PreparedCall."""
     if isinstance(arguments, str):
@@ -224,7 +226,7 @@ def _execute(call: PreparedCall, cache: ToolCache | None, limit: float | None) -
     if limit is None:
         ok, value = _invoke(tool, call.args, call.kwargs)
     else:
-        box: list = []
+        box: list[tuple[bool, Any] | BaseException] = []
         done = threading.Event()
 
         def target() -> None:
@@ -238,9 +240,10 @@ def _execute(call: PreparedCall, cache: ToolCache | None, limit: float | None) -
         threading.Thread(target=run_in_context, args=(target,), name=f"tool-{tool.name}", daemon=True).start()
         if not done.wait(limit):
             return _timed_out(outcome, tool, limit, start)
-        if isinstance(box[0], BaseException):
-            raise box[0]
-        ok, value = box[0]
+        result = box[0]
+        if isinstance(result, BaseException):
+            raise result
+        ok, value = result
     outcome.duration = time.perf_counter() - start
     if not ok:
         return outcome.fail(*value)
@@ -266,9 +269,11 @@ async def aexecute(call: PreparedCall, cache: ToolCache | None = None, deadline:
         limit = left if limit is None else min(limit, left)
     start = time.perf_counter()
     end = None if limit is None else time.monotonic() + limit
-    key = call.cache_key if cache is not None else None
-    while key is not None:  # concurrent identical calls of a cached tool: one runs, the others take its result
-        hit, running = cache.claim(key)  # type: ignore[union-attr]
+    key = call.cache_key
+    if cache is None or key is None:
+        return await _aexecute(call, None, start, limit, end)
+    while True:  # concurrent identical calls of a cached tool: one runs, the others take its result
+        hit, running = cache.claim(key)
         if hit is not _MISSING:
             outcome.content, outcome.cached = hit, True
             outcome.duration = time.perf_counter() - start
@@ -279,24 +284,32 @@ async def aexecute(call: PreparedCall, cache: ToolCache | None = None, deadline:
         if not await asyncio.to_thread(running.wait, left):
             return _timed_out(outcome, tool, limit or 0.0, start, cancelled=True)
     try:
-        left = None if end is None else max(end - time.monotonic(), 0.0)
-        try:
-            value = await asyncio.wait_for(tool.arun_validated(call.args, **call.kwargs), left)
-        except TimeoutError:
-            return _timed_out(outcome, tool, limit or 0.0, start, cancelled=True)
-        except ToolServiceError:  # the tool says the run cannot go on
-            raise
-        except (Exception, SystemExit) as e:
-            outcome.duration = time.perf_counter() - start
-            return outcome.fail(*_failure(tool, e))
-        outcome.duration = time.perf_counter() - start
-        outcome.content = result_content(value)
-        if key is not None:
-            cache.put(key, outcome.content)  # type: ignore[union-attr]
-        return outcome
+        return await _aexecute(call, cache, start, limit, end)
     finally:
-        if key is not None:
-            cache.release(key)  # type: ignore[union-attr]
+        cache.release(key)
+
+
+async def _aexecute(
+    call: PreparedCall, cache: ToolCache | None, start: float, limit: float | None, end: float | None
+) -> ToolOutcome:
+    import asyncio
+
+    tool, outcome = call.tool, call.outcome
+    left = None if end is None else max(end - time.monotonic(), 0.0)
+    try:
+        value = await asyncio.wait_for(tool.arun_validated(call.args, **call.kwargs), left)
+    except asyncio.TimeoutError:  # on Python 3.10 not the builtin TimeoutError (it is from 3.11)
+        return _timed_out(outcome, tool, limit or 0.0, start, cancelled=True)
+    except ToolServiceError:  # the tool says the run cannot go on
+        raise
+    except (Exception, SystemExit) as e:
+        outcome.duration = time.perf_counter() - start
+        return outcome.fail(*_failure(tool, e))
+    outcome.duration = time.perf_counter() - start
+    outcome.content = result_content(value)
+    if cache is not None and call.cache_key is not None:
+        cache.put(call.cache_key, outcome.content)
+    return outcome
 
 
 def _timed_out(
@@ -314,7 +327,7 @@ def _timed_out(
     )
 
 
-def _invoke(tool: BaseTool, args: dict, kwargs: dict) -> tuple[bool, Any]:
+def _invoke(tool: BaseTool, args: JSONObject, kwargs: dict[str, Any]) -> tuple[bool, Any]:
     """(True, result) or (False, (error kind, message for the model)); tracebacks go to the log only."""
     try:
         return True, tool.run_validated(args, **kwargs)
@@ -341,7 +354,7 @@ def run_batch(calls: list[Callable[[], ToolOutcome]], max_workers: int = 8) -> C
     """Start `calls` concurrently on up to `max_workers` daemon threads; returns `wait(i)`, which blocks
     until call i is done and returns its outcome (so results can be taken in call order as they come)."""
     n = len(calls)
-    results: list[Any] = [None] * n
+    results: list[ToolOutcome | BaseException | None] = [None] * n
     done = [threading.Event() for _ in range(n)]
     next_job = iter(range(n))
     lock = threading.Lock()
@@ -364,9 +377,11 @@ def run_batch(calls: list[Callable[[], ToolOutcome]], max_workers: int = 8) -> C
 
     def wait(i: int) -> ToolOutcome:
         done[i].wait()
-        if isinstance(results[i], BaseException):
-            raise results[i]
-        return results[i]
+        result = results[i]
+        if isinstance(result, BaseException):
+            raise result
+        assert result is not None  # set before done[i]
+        return result
 
     return wait
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from chatagent.rag.parsers import DocumentError, display_name
 from chatagent.tokens import count_tokens, truncate_tokens
+from chatagent.tools.arguments import JSONObject
 from chatagent.tools.base import BaseTool, register_tool
 from chatagent.tools.retrieval import allowed_files, choose_files, store_from_cfg
 
@@ -29,14 +30,14 @@ class DocParser(BaseTool):
         "required": ["url"],
     }
 
-    def call(self, params: str | dict, **kwargs: Any) -> str:
+    def call(self, params: str | JSONObject, **kwargs: Any) -> str:
         args = self.parse_params(params)
         allowed = allowed_files(self.cfg.get("files"), kwargs.get("messages"))
         files = choose_files([args["url"]], allowed)
         if isinstance(files, str):
             return files
         file = files[0]
-        passwords = self.cfg.get("passwords") or {}
+        passwords: dict[str, str] = self.cfg.get("passwords") or {}
         password = passwords.get(file) or passwords.get(display_name(file))  # by path or by name, like retrieval
         try:
             doc = store_from_cfg(self.cfg).document(file, password=password)

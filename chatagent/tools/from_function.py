@@ -28,10 +28,10 @@ import logging
 import re
 import types
 import typing
-from collections.abc import Callable
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, Union, get_args, get_origin, get_type_hints, overload
 
-from chatagent.tools.arguments import ToolArgumentError
+from chatagent.tools.arguments import JSONObject, ToolArgumentError, is_json_array
 from chatagent.tools.tool import TOOL_SETTINGS, BaseTool, is_pydantic_model, pydantic_schema, validate_with_pydantic
 
 logger = logging.getLogger("chatagent.tools")
@@ -65,8 +65,9 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
             continue
         sphinx = _SPHINX_PARAM.match(stripped)
         if sphinx:
-            section, current = "sphinx", sphinx.group(1)
-            params[current] = sphinx.group(2).strip()
+            key = sphinx.group(1)
+            params[key] = sphinx.group(2).strip()
+            section, current = "sphinx", key
             continue
         if section is None:
             description.append(line)
@@ -85,8 +86,9 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
                 base_indent = indent
             m = _ARG_LINE.match(stripped) if indent <= base_indent else None
             if m:
-                current = m.group(1)
-                params[current] = m.group(2).strip()
+                key = m.group(1)
+                params[key] = m.group(2).strip()
+                current = key
             elif current:
                 params[current] = (params[current] + " " + stripped).strip()
     text = "\n".join(description).strip()
@@ -97,9 +99,10 @@ class _Schemas:
     """Builds JSON Schemas from type hints, collecting pydantic models' `$defs`."""
 
     def __init__(self) -> None:
-        self.defs: dict[str, Any] = {}
+        self.defs: JSONObject = {}
 
-    def of(self, tp: Any) -> dict:
+    def of(self, tp: object) -> JSONObject:
+        """The JSON Schema of the annotation `tp` ({} when it says nothing a schema can)."""
         if tp is inspect.Parameter.empty or tp is Any or tp is object:
             return {}
         if tp is type(None) or tp is None:
@@ -112,18 +115,18 @@ class _Schemas:
             return {"type": "integer"}
         if tp is float:
             return {"type": "number"}
+        if is_pydantic_model(tp):
+            schema: JSONObject = pydantic_schema(tp)
+            self.defs.update(schema.pop("$defs", {}))
+            return schema
         if isinstance(tp, type) and issubclass(tp, enum.Enum):
             values = [m.value for m in tp]
-            schema: dict = {"enum": values}
-            kinds = {type(v) for v in values}
+            schema = {"enum": values}
+            kinds: set[type] = {type(v) for v in values}
             if kinds <= {str}:
                 schema["type"] = "string"
             elif kinds <= {int}:
                 schema["type"] = "integer"
-            return schema
-        if is_pydantic_model(tp):
-            schema = pydantic_schema(tp)
-            self.defs.update(schema.pop("$defs", {}))
             return schema
         origin, args = get_origin(tp), get_args(tp)
         if origin is typing.Annotated:
@@ -170,16 +173,16 @@ class _Schemas:
         return {}
 
 
-def _optional_schema(schema: dict) -> dict:
+def _optional_schema(schema: JSONObject) -> JSONObject:
     """For a parameter with a default: `X | None` is shown to the model as plain X (null is accepted anyway)."""
     branches = schema.get("anyOf")
-    if isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
+    if is_json_array(branches) and len(branches) == 2 and {"type": "null"} in branches:
         other = branches[0] if branches[1] == {"type": "null"} else branches[1]
         return {**{k: v for k, v in schema.items() if k != "anyOf"}, **other}
     return schema
 
 
-def _type_hints(fn: Callable, warn: bool = True) -> dict[str, Any]:
+def _type_hints(fn: Callable[..., object], warn: bool = True) -> dict[str, Any]:
     """The function's resolved type hints; {} (and a warning) when some cannot be resolved."""
     try:
         return get_type_hints(fn, include_extras=True)
@@ -193,13 +196,13 @@ def _type_hints(fn: Callable, warn: bool = True) -> dict[str, Any]:
         return {}
 
 
-def function_schema(fn: Callable, name: str | None = None, description: str | None = None) -> dict:
+def function_schema(fn: Callable[..., object], name: str | None = None, description: str | None = None) -> JSONObject:
     """`{'name', 'description', 'parameters'}` for a typed function."""
     sig = inspect.signature(fn)
     hints = _type_hints(fn)
     doc, arg_docs = parse_docstring(inspect.getdoc(fn))
     builder = _Schemas()
-    properties: dict[str, dict] = {}
+    properties: dict[str, JSONObject] = {}
     required: list[str] = []
     for pname, p in sig.parameters.items():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -215,7 +218,7 @@ def function_schema(fn: Callable, name: str | None = None, description: str | No
         if arg_docs.get(pname) and "description" not in schema:
             schema["description"] = arg_docs[pname]
         properties[pname] = schema
-    parameters: dict = {"type": "object", "properties": properties, "required": required}
+    parameters: JSONObject = {"type": "object", "properties": properties, "required": required}
     if builder.defs:
         parameters["$defs"] = builder.defs
     return {
@@ -225,15 +228,19 @@ def function_schema(fn: Callable, name: str | None = None, description: str | No
     }
 
 
-def _converter(tp: Any) -> Callable[[Any], Any] | None:
+# the collections a JSON array is converted to, by annotation (list[int], set, tuple[str, ...], ...)
+_COLLECTIONS: dict[object, Callable[[Iterable[Any]], Any]] = {list: list, set: set, frozenset: frozenset, tuple: tuple}
+
+
+def _converter(tp: object) -> Callable[[Any], Any] | None:
     """A function turning a validated JSON value into the annotated type, or None when none is needed."""
     origin, args = get_origin(tp), get_args(tp)
     if origin is typing.Annotated:
         return _converter(args[0])
+    if is_pydantic_model(tp):
+        return functools.partial(validate_with_pydantic, tp)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return tp
-    if is_pydantic_model(tp):
-        return lambda v, _m=tp: validate_with_pydantic(_m, v)
     if origin is Union or origin is types.UnionType:
         members = [(a, _converter(a)) for a in args if a is not type(None)]
         if len(members) == 1 and members[0][1] is not None:
@@ -242,25 +249,29 @@ def _converter(tp: Any) -> Callable[[Any], Any] | None:
         return None
     if origin in (list, set, frozenset, tuple) and args:
         item = _converter(args[0])
-        kind = origin
+        kind = _COLLECTIONS[origin]
         if item is None:
             return None if origin is list else kind
         return lambda v: kind(item(x) for x in v)
     if tp in (set, frozenset, tuple):
-        return tp
+        return _COLLECTIONS[tp]
     return None
 
 
-class FunctionTool(BaseTool):
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class FunctionTool(BaseTool, Generic[_P, _R]):
     """A tool that calls a Python function; its schema comes from the function's signature and docstring.
 
-    Calling the tool object directly (`get_weather('Paris')`) calls the function itself.
+    Calling the tool object directly (`get_weather('Paris')`) calls the function itself (with its signature).
     """
 
     def __init__(
         self,
-        fn: Callable,
-        cfg: dict | None = None,
+        fn: Callable[_P, _R],
+        cfg: dict[str, Any] | None = None,
         *,
         name: str | None = None,
         description: str | None = None,
@@ -272,7 +283,8 @@ class FunctionTool(BaseTool):
             raise TypeError(f"{fn!r:.80} has no __name__: name the tool, e.g. tool(fn, name='lookup')")
         schema = function_schema(fn, self.name, description)
         self.description = schema["description"]
-        self.parameters = schema["parameters"]
+        self.parameters = parameters = schema["parameters"]
+        self._properties: JSONObject = parameters["properties"]  # the arguments the function takes
         super().__init__(cfg)
         sig = inspect.signature(fn)
         hints = _type_hints(fn, warn=False)
@@ -281,43 +293,45 @@ class FunctionTool(BaseTool):
         self.is_async = inspect.iscoroutinefunction(fn)
         functools.update_wrapper(self, fn, updated=())
 
-    def call(self, params: str | dict, **kwargs: Any) -> Any:
+    def call(self, params: str | JSONObject, **kwargs: Any) -> Any:
         return self._run_function(self.parse_params(params))
 
-    async def acall(self, params: str | dict, **kwargs: Any) -> Any:
-        if type(self).call is not FunctionTool.call:  # a subclass with its own call(): run that, as BaseTool does
+    async def acall(self, params: str | JSONObject, **kwargs: Any) -> Any:
+        if type(self).call is not _FUNCTION_TOOL_CALL:  # a subclass with its own call(): run that, as BaseTool does
             return await super().acall(params, **kwargs)
         return await self._arun_function(self.parse_params(params))
 
-    def run_validated(self, args: dict, **kwargs: Any) -> Any:
+    def run_validated(self, args: JSONObject, **kwargs: Any) -> Any:
         """Call the function with validated arguments, converted to the annotated types (an async function on
         the process's one background event loop). A subclass with its own `call` gets the JSON string."""
-        if type(self).call is not FunctionTool.call:
+        if type(self).call is not _FUNCTION_TOOL_CALL:
             return super().run_validated(args, **kwargs)
         return self._run_function(args)
 
-    async def arun_validated(self, args: dict, **kwargs: Any) -> Any:
+    async def arun_validated(self, args: JSONObject, **kwargs: Any) -> Any:
         """`run_validated` for asyncio: an async function is awaited here, a plain one runs in a worker thread."""
-        if type(self).call is not FunctionTool.call:
+        if type(self).call is not _FUNCTION_TOOL_CALL:
             return await super().arun_validated(args, **kwargs)
         return await self._arun_function(args)
 
-    def _run_function(self, args: dict) -> Any:
-        result = self.fn(**self._typed(args))
+    def _run_function(self, args: JSONObject) -> Any:
+        fn: Callable[..., Any] = self.fn  # called with the model's arguments by name
+        result = fn(**self._typed(args))
         if inspect.isawaitable(result):
             from chatagent._aio import run_coroutine
 
             result = run_coroutine(result)
         return result
 
-    async def _arun_function(self, args: dict) -> Any:
+    async def _arun_function(self, args: JSONObject) -> Any:
         if not self.is_async:
             import asyncio
 
             return await asyncio.to_thread(self._run_function, args)
-        return await self.fn(**self._typed(args))
+        fn: Callable[..., Any] = self.fn  # an async function, called with the model's arguments by name
+        return await fn(**self._typed(args))
 
-    def _typed(self, args: dict) -> dict:
+    def _typed(self, args: JSONObject) -> JSONObject:
         """Validated arguments converted to the annotated types, without any the function does not take."""
         for key, convert in self._converters.items():
             if key in args:
@@ -328,34 +342,55 @@ class FunctionTool(BaseTool):
                 except (ValueError, TypeError) as e:
                     raise ToolArgumentError(f"'{key}' is not valid: {e}") from None
         if not self._accepts_kwargs:
-            unknown = [k for k in args if k not in self.parameters["properties"]]
+            unknown = [k for k in args if k not in self._properties]
             if unknown:
                 logger.warning("%s: ignoring arguments it does not take: %s", self.name, ", ".join(unknown))
                 for key in unknown:
                     args.pop(key)
         return args
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         return self.fn(*args, **kwargs)
 
 
-def function_tool_class(fn: Callable, name: str | None = None) -> type[FunctionTool]:
+# FunctionTool's own `call` (through a specialised alias, which gives the very same function, so pyright knows its
+# type): a subclass that overrides `call` is run as BaseTool runs tools, its `call` getting the JSON string
+_FUNCTION_TOOL_CALL = FunctionTool[..., Any].call
+
+
+def function_tool_class(fn: Callable[..., Any], name: str | None = None) -> type[FunctionTool[..., Any]]:
     """A FunctionTool subclass for `fn`, so a function can be registered and built from a name plus cfg."""
+    tool_name: str = name or fn.__name__
 
-    def __init__(self: FunctionTool, cfg: dict | None = None) -> None:
-        FunctionTool.__init__(self, fn, cfg, name=name or fn.__name__)
+    class Tool(FunctionTool[..., Any]):
+        def __init__(self, cfg: dict[str, Any] | None = None) -> None:
+            super().__init__(fn, cfg, name=tool_name)
 
-    cls_name = "".join(part.title() for part in (name or fn.__name__).split("_")) or "FunctionTool"
-    return type(cls_name, (FunctionTool,), {"__init__": __init__, "__module__": fn.__module__, "name": name or ""})
+    Tool.__name__ = Tool.__qualname__ = "".join(part.title() for part in tool_name.split("_")) or "FunctionTool"
+    Tool.__module__ = fn.__module__
+    Tool.name = name or ""
+    return Tool
+
+
+@overload
+def tool(
+    fn: Callable[_P, _R], *, name: str | None = None, description: str | None = None, **cfg: Any
+) -> FunctionTool[_P, _R]: ...
+
+
+@overload
+def tool(
+    fn: None = None, *, name: str | None = None, description: str | None = None, **cfg: Any
+) -> Callable[[Callable[_P, _R]], FunctionTool[_P, _R]]: ...
 
 
 def tool(
-    fn: Callable | None = None,
+    fn: Callable[_P, _R] | None = None,
     *,
     name: str | None = None,
     description: str | None = None,
     **cfg: Any,
-) -> Any:
+) -> FunctionTool[_P, _R] | Callable[[Callable[_P, _R]], FunctionTool[_P, _R]]:
     """Make a typed function a tool. Use bare (`@tool`) or with settings (`@tool(timeout=5, cache=True)`).
 
     Settings: `timeout`, `cache`, `max_calls`, `return_direct`, `requires_approval` (see BaseTool); `name` and
@@ -367,7 +402,7 @@ def tool(
             f"@tool got unknown settings {sorted(unknown)}; known: name, description, {', '.join(TOOL_SETTINGS)}"
         )
 
-    def make(f: Callable) -> FunctionTool:
+    def make(f: Callable[_P, _R]) -> FunctionTool[_P, _R]:
         if isinstance(f, FunctionTool):
             f = f.fn
         if not callable(f):

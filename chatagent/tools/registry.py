@@ -10,46 +10,69 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
-from chatagent.tools.arguments import unknown_tool_message
+from chatagent.tools.arguments import JSONObject, is_json_object, unknown_tool_message
 from chatagent.tools.from_function import function_tool_class, tool
 from chatagent.tools.tool import BaseTool
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
-class ToolRegistry(dict):
+_ToolClass = TypeVar("_ToolClass", bound="type[BaseTool]")
+_T = TypeVar("_T")
+
+
+class ToolRegistry(dict[str, type[BaseTool] | str]):
     """name -> tool class. An entry may be registered lazily as "module:Class" or "module" (a module that
     registers the name itself with @register_tool when imported): reading it (`[name]`, `get`, `values`,
     `items`) imports it, so the values a caller sees are always classes."""
 
     def __getitem__(self, name: str) -> type[BaseTool]:
-        entry = dict.__getitem__(self, name)
+        entry = super().__getitem__(name)
         return tool_class(name) if isinstance(entry, str) else entry
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
-        return self[name] if dict.__contains__(self, name) else default
+    # dict.get's three overloads (pyright checks that an override handles each)
+    @overload
+    def get(self, name: str, default: None = None) -> type[BaseTool] | None: ...
+    @overload
+    def get(self, name: str, default: type[BaseTool] | str) -> type[BaseTool] | str: ...
+    @overload
+    def get(self, name: str, default: _T) -> type[BaseTool] | _T: ...
+    def get(self, name: str, default: object = None) -> object:
+        return self[name] if super().__contains__(name) else default
 
-    def values(self) -> list[type[BaseTool]]:  # type: ignore[override]
+    def values(self) -> list[type[BaseTool]]:  # pyright: ignore[reportIncompatibleMethodOverride] (a list, not a view)
         return [self[name] for name in self]
 
-    def items(self) -> list[tuple[str, type[BaseTool]]]:  # type: ignore[override]
+    def items(self) -> list[tuple[str, type[BaseTool]]]:  # pyright: ignore[reportIncompatibleMethodOverride] (a list)
         return [(name, self[name]) for name in self]
 
     def entry(self, name: str) -> type[BaseTool] | str | None:
         """The entry as registered, without importing anything: a class, a lazy string, or None."""
-        return dict.get(self, name)
+        return super().get(name)
 
 
 TOOL_REGISTRY: ToolRegistry = ToolRegistry()
 
 # A dict in function_list with one of these keys is a source of several tools, e.g. {'mcpServers': {...}}:
 # key -> "module:function" (or the function itself) taking that dict and returning a list of BaseTools.
-TOOL_SOURCES: dict[str, Callable[[dict], list[BaseTool]] | str] = {
+ToolSource = Callable[[JSONObject], Iterable[BaseTool]]
+TOOL_SOURCES: dict[str, ToolSource | str] = {
     "mcpServers": "chatagent.tools.mcp:tools_from_config",
 }
 
 
-def register_tool(name: str, allow_overwrite: bool = False, *, overwrite: bool = False) -> Callable[[Any], Any]:
+class ToolRegistration(Protocol):
+    """What `register_tool(name)` returns: a decorator giving back the class (for a function, a tool class)."""
+
+    @overload
+    def __call__(self, obj: _ToolClass, /) -> _ToolClass: ...
+    @overload
+    def __call__(self, obj: Callable[..., Any], /) -> type[BaseTool]: ...
+
+
+def register_tool(name: str, allow_overwrite: bool = False, *, overwrite: bool = False) -> ToolRegistration:
     """Register a tool class (or a typed function) under `name`, so function_list can refer to it.
 
     A second registration under the same name is an error unless `allow_overwrite=True` (Qwen-Agent's
@@ -57,8 +80,12 @@ def register_tool(name: str, allow_overwrite: bool = False, *, overwrite: bool =
     """
     overwrite = overwrite or allow_overwrite
 
-    def decorator(obj: Any) -> Any:
-        if isinstance(obj, type) and issubclass(obj, BaseTool):
+    @overload
+    def decorator(obj: _ToolClass, /) -> _ToolClass: ...
+    @overload
+    def decorator(obj: Callable[..., Any], /) -> type[BaseTool]: ...
+    def decorator(obj: object, /) -> type[BaseTool]:
+        if _is_tool_class(obj):
             cls = obj
         elif callable(obj):
             cls = function_tool_class(obj, name=name)
@@ -75,6 +102,10 @@ def register_tool(name: str, allow_overwrite: bool = False, *, overwrite: bool =
         return cls
 
     return decorator
+
+
+def _is_tool_class(obj: object) -> TypeIs[type[BaseTool]]:
+    return isinstance(obj, type) and issubclass(obj, BaseTool)
 
 
 def _same_lazy_entry(existing: type[BaseTool] | str, cls: type) -> bool:
@@ -100,21 +131,21 @@ def tool_class(name: str) -> type[BaseTool]:
             cls = getattr(loaded, qualname) if qualname else TOOL_REGISTRY.entry(name)
         except (ImportError, AttributeError) as e:
             raise ValueError(f"tool {name!r} is registered as {entry} but cannot be loaded: {e}") from e
-        if not (isinstance(cls, type) and issubclass(cls, BaseTool)):
+        if not _is_tool_class(cls):
             raise ValueError(f"tool {name!r}: importing {module} did not register a tool class under that name")
         TOOL_REGISTRY[name] = cls
         return cls
     return entry
 
 
-def _load(ref: Callable | str) -> Callable:
+def _load(ref: ToolSource | str) -> ToolSource:
     if isinstance(ref, str):
         module, _, attr = ref.partition(":")
         return getattr(importlib.import_module(module), attr)
     return ref
 
 
-def make_tools(function_list: Iterable[Any] | None) -> dict[str, BaseTool]:
+def make_tools(function_list: Iterable[object] | None) -> dict[str, BaseTool]:
     """Tools by name from the forms `function_list` accepts.
 
     - a registered name: `'code_interpreter'`
@@ -134,12 +165,12 @@ def make_tools(function_list: Iterable[Any] | None) -> dict[str, BaseTool]:
     return tools
 
 
-def _make(item: Any) -> list[BaseTool]:
+def _make(item: object) -> list[BaseTool]:
     if isinstance(item, BaseTool):
         return [item]
     if isinstance(item, str):
         return [tool_class(item)()]
-    if isinstance(item, dict):
+    if is_json_object(item):
         for key, source in TOOL_SOURCES.items():
             if key in item:
                 try:
@@ -153,7 +184,7 @@ def _make(item: Any) -> list[BaseTool]:
         if not isinstance(name, str):
             raise ValueError(f"a dict in function_list needs a 'name' (a registered tool), got {item!r:.120}")
         return [tool_class(name)(item)]
-    if isinstance(item, type) and issubclass(item, BaseTool):
+    if _is_tool_class(item):
         return [item()]
     if callable(item):
         return [tool(item)]

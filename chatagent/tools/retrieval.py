@@ -11,10 +11,12 @@ is refused with a message the model can read. Settings: `files`, `max_ref_token`
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from chatagent.rag.parsers import display_name
 from chatagent.schema import USER, Message, to_messages
+from chatagent.tools.arguments import JSONObject
 from chatagent.tools.base import BaseTool, register_tool
 
 if TYPE_CHECKING:
@@ -46,7 +48,7 @@ class Retrieval(BaseTool):
         "required": ["query"],
     }
 
-    def call(self, params: str | dict, **kwargs: Any) -> str:
+    def call(self, params: str | JSONObject, **kwargs: Any) -> str:
         args = self.parse_params(params)
         allowed = allowed_files(self.cfg.get("files"), kwargs.get("messages"))
         files = choose_files(args.get("files"), allowed)
@@ -64,24 +66,27 @@ class Retrieval(BaseTool):
         return "\n\n".join(parts)
 
 
-def allowed_files(configured: list[str] | None, messages: list[Message] | list[dict] | None) -> list[str]:
+def allowed_files(
+    configured: Sequence[str | os.PathLike[str]] | None, messages: Sequence[Message | JSONObject] | None
+) -> list[str]:
     """The files the user gave: the configured ones, then the file items of the user's messages (no repeats)."""
-    msgs = messages or []
-    if any(not isinstance(m, Message) for m in msgs):
-        msgs = to_messages(msgs)
+    given = messages or []
+    msgs = [m for m in given if isinstance(m, Message)]
+    if len(msgs) < len(given):
+        msgs = to_messages(given)
     return list(dict.fromkeys([os.fspath(f) for f in configured or []] + message_files(msgs)))
 
 
-def message_files(messages: list[Message]) -> list[str]:
+def message_files(messages: Sequence[Message]) -> list[str]:
     """The file items of all user messages, in order (paths or URLs as given)."""
-    files = []
+    files: list[str] = []
     for m in messages:
         if m.role == USER and not isinstance(m.content, str):
             files.extend(item.file for item in m.content if item.file)
     return files
 
 
-def choose_files(requested: list[str] | None, allowed: list[str]) -> list[str] | str:
+def choose_files(requested: Sequence[object] | None, allowed: list[str]) -> list[str] | str:
     """The allowed files the model asked for (by full path/URL or by file name), or a refusal text."""
     if not allowed:
         return "The user has not given any files, so there is nothing to read."
@@ -91,7 +96,8 @@ def choose_files(requested: list[str] | None, allowed: list[str]) -> list[str] |
     for f in allowed:
         by_name.setdefault(f, f)
         by_name.setdefault(display_name(f), f)
-    chosen, refused = [], []
+    chosen: list[str] = []
+    refused: list[str] = []
     for r in requested:
         match = by_name.get(r) if isinstance(r, str) else None
         (chosen if match else refused).append(match or str(r))
@@ -104,7 +110,7 @@ def choose_files(requested: list[str] | None, allowed: list[str]) -> list[str] |
     return list(dict.fromkeys(chosen))
 
 
-def store_from_cfg(cfg: dict) -> DocStore:
+def store_from_cfg(cfg: dict[str, Any]) -> DocStore:
     """The DocStore in a tool's `store` setting, else the workspace's."""
     store = cfg.get("store")
     if store is None:

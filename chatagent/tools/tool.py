@@ -25,14 +25,32 @@ import json
 import sys
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatagent.errors import ChatAgentError
-from chatagent.tools.arguments import ToolArgumentError, parse_arguments, validate_arguments
+from chatagent.tools.arguments import (
+    JSONArray,
+    JSONObject,
+    ToolArgumentError,
+    is_json_array,
+    is_json_object,
+    parse_arguments,
+    validate_arguments,
+)
 
-_EMPTY_SCHEMA: dict = {"type": "object", "properties": {}}
+if TYPE_CHECKING:
+    import pydantic
+    from typing_extensions import TypeIs
+
+    from chatagent.schema import ContentItem
+
+    _Model = TypeVar("_Model", bound=pydantic.BaseModel)
+
+_EMPTY_SCHEMA: JSONObject = {"type": "object", "properties": {}}
 # (tool, the JSON string its `call` was given, the validated arguments it was made from) in `run_validated`
-_VALIDATED: ContextVar[tuple[Any, str, dict] | None] = ContextVar("chatagent_validated_arguments", default=None)
+_VALIDATED: ContextVar[tuple[BaseTool, str, JSONObject] | None] = ContextVar(
+    "chatagent_validated_arguments", default=None
+)
 TOOL_SETTINGS = ("timeout", "cache", "max_calls", "return_direct", "requires_approval")
 
 
@@ -41,16 +59,17 @@ class BaseTool:
 
     name: str = ""
     description: str = ""
-    parameters: dict | type = _EMPTY_SCHEMA
+    #: A JSON Schema, Qwen-Agent's older list form (see `schema_from_list`) or a pydantic model class.
+    parameters: JSONObject | list[JSONObject] | type[pydantic.BaseModel] = _EMPTY_SCHEMA
     #: Defaults for the settings in `cfg` (a subclass may change them).
     timeout: float | None = None
     cache: bool = False
     max_calls: int | None = None
     return_direct: bool = False
-    requires_approval: bool | Callable[[dict], bool] = False
+    requires_approval: bool | Callable[[JSONObject], bool] = False
 
-    def __init__(self, cfg: dict | None = None) -> None:
-        self.cfg: dict = dict(cfg or {})
+    def __init__(self, cfg: dict[str, Any] | None = None) -> None:
+        self.cfg: dict[str, Any] = dict(cfg or {})
         for key in TOOL_SETTINGS:
             if key in self.cfg:
                 setattr(self, key, self.cfg[key])
@@ -58,28 +77,20 @@ class BaseTool:
             self.description = self.cfg["description"]
         if not self.name:
             raise ValueError(f"{type(self).__name__} has no name: set `name` or use @register_tool('name')")
-        if self.timeout is not None and not (isinstance(self.timeout, (int, float)) and self.timeout > 0):
-            raise ValueError(f"tool {self.name!r}: timeout must be a positive number of seconds, got {self.timeout!r}")
-        if self.max_calls is not None and not (isinstance(self.max_calls, int) and self.max_calls >= 0):
-            raise ValueError(f"tool {self.name!r}: max_calls must be a non-negative integer, got {self.max_calls!r}")
-        if not isinstance(self.requires_approval, bool) and not callable(self.requires_approval):
-            raise ValueError(
-                f"tool {self.name!r}: requires_approval must be True, False or a function of the arguments, "
-                f"got {self.requires_approval!r:.80}"
-            )
-        self._function: dict | None = None
+        _check_settings(self.name, self.timeout, self.max_calls, self.requires_approval)
+        self._function: JSONObject | None = None
         cls = type(self)
         #: Whether the tool is a coroutine at heart (`acall` overridden, or `call` an `async def`): `arun()` then
         #: awaits it on the caller's event loop; other tools run in worker threads there.
         self.is_async: bool = cls.acall is not BaseTool.acall or inspect.iscoroutinefunction(cls.call)
 
-    def call(self, params: str | dict, **kwargs: Any) -> Any:
+    def call(self, params: str | JSONObject, **kwargs: Any) -> Any:
         """Run the tool. `params` is the model's arguments: from an agent, a JSON string of arguments already
         repaired and validated; called directly, a dict or a JSON string (`parse_params` handles both).
         Return a string, a list of ContentItems, or anything JSON-serialisable."""
         raise NotImplementedError
 
-    async def acall(self, params: str | dict, **kwargs: Any) -> Any:
+    async def acall(self, params: str | JSONObject, **kwargs: Any) -> Any:
         """`call` for asyncio. Override it for a tool that does its I/O with async libraries; by default it
         awaits an `async def call`, and runs a plain `call` in a worker thread."""
         import asyncio
@@ -88,7 +99,7 @@ class BaseTool:
             return await self.call(params, **kwargs)
         return await asyncio.to_thread(self.call, params, **kwargs)
 
-    def run_validated(self, args: dict, **kwargs: Any) -> Any:
+    def run_validated(self, args: JSONObject, **kwargs: Any) -> Any:
         """Run the tool on arguments the agent has parsed and validated: `call()` gets them as a JSON string
         (what Qwen-Agent tools expect), and `parse_params` on that very string returns them without parsing or
         validating again. FunctionTool overrides it to call its function with typed arguments."""
@@ -99,7 +110,7 @@ class BaseTool:
         finally:
             _VALIDATED.reset(token)
 
-    async def arun_validated(self, args: dict, **kwargs: Any) -> Any:
+    async def arun_validated(self, args: JSONObject, **kwargs: Any) -> Any:
         """`run_validated` for asyncio: `acall()` gets the arguments as a JSON string (the same rule)."""
         text = json.dumps(args, ensure_ascii=False)
         token = _VALIDATED.set((self, text, args))
@@ -109,7 +120,7 @@ class BaseTool:
             _VALIDATED.reset(token)
 
     @property
-    def function(self) -> dict:
+    def function(self) -> JSONObject:
         """The schema the model sees: `{'name', 'description', 'parameters'}`."""
         if self._function is None:
             self._function = {
@@ -120,18 +131,18 @@ class BaseTool:
         return self._function
 
     @property
-    def parameters_schema(self) -> dict:
+    def parameters_schema(self) -> JSONObject:
         """`parameters` as a JSON Schema dict (a pydantic model's schema when it is one)."""
         params = self.parameters
         if isinstance(params, dict):
             return params
-        if is_pydantic_model(params):
-            return pydantic_schema(params)
         if isinstance(params, list):
             return schema_from_list(params)
+        if is_pydantic_model(params):
+            return pydantic_schema(params)
         raise TypeError(f"tool {self.name!r}: parameters must be a JSON Schema dict or a pydantic model class")
 
-    def parse_params(self, params: str | dict | None) -> dict:
+    def parse_params(self, params: str | JSONObject | None) -> JSONObject:
         """The arguments parsed leniently and validated against `parameters`. Raises ToolArgumentError.
 
         For the string `run_validated` handed this tool's `call`, the arguments it was made from (validated once).
@@ -141,7 +152,7 @@ class BaseTool:
             return dict(given[2])
         return self.validate(parse_arguments(params))
 
-    def validate(self, args: dict) -> dict:
+    def validate(self, args: JSONObject) -> JSONObject:
         """Parsed arguments checked against `parameters`, with safe coercions and defaults applied."""
         if is_pydantic_model(self.parameters):
             return validate_with_pydantic(self.parameters, args).model_dump()
@@ -150,7 +161,7 @@ class BaseTool:
     def close(self) -> None:
         """Release what the tool holds (processes, connections); `Agent.close()` calls it. Default: nothing."""
 
-    def _verify_json_format_args(self, params: str | dict, strict_json: bool = False) -> dict:
+    def _verify_json_format_args(self, params: str | JSONObject, strict_json: bool = False) -> JSONObject:
         """Qwen-Agent's name for `parse_params`; `strict_json=True` accepts strict JSON only. Raises ValueError."""
         if strict_json and isinstance(params, str):
             try:
@@ -170,12 +181,25 @@ class BaseTool:
         return f"{type(self).__name__}(name={self.name!r})"
 
 
-def schema_from_list(params: list[dict]) -> dict:
+def _check_settings(name: str, timeout: object, max_calls: object, requires_approval: object) -> None:
+    """A clear ValueError for a setting of the wrong kind (they come from an untyped `cfg` or a subclass)."""
+    if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"tool {name!r}: timeout must be a positive number of seconds, got {timeout!r}")
+    if max_calls is not None and not (isinstance(max_calls, int) and max_calls >= 0):
+        raise ValueError(f"tool {name!r}: max_calls must be a non-negative integer, got {max_calls!r}")
+    if not isinstance(requires_approval, bool) and not callable(requires_approval):
+        raise ValueError(
+            f"tool {name!r}: requires_approval must be True, False or a function of the arguments, "
+            f"got {requires_approval!r:.80}"
+        )
+
+
+def schema_from_list(params: JSONArray) -> JSONObject:
     """Qwen-Agent's older list form (`[{'name', 'type', 'description', 'required'}]`) as a JSON Schema."""
-    properties: dict[str, dict] = {}
+    properties: dict[str, JSONObject] = {}
     required: list[str] = []
     for p in params:
-        if not isinstance(p, dict) or not isinstance(p.get("name"), str):
+        if not is_json_object(p) or not isinstance(p.get("name"), str):
             raise TypeError(f"a parameter in list form needs a 'name', got {p!r:.80}")
         properties[p["name"]] = {k: v for k, v in p.items() if k not in ("name", "required")}
         if p.get("required"):
@@ -186,20 +210,20 @@ def schema_from_list(params: list[dict]) -> dict:
 # ---- pydantic, only when a pydantic model is used ------------------------------------------------------------
 
 
-def is_pydantic_model(obj: Any) -> bool:
+def is_pydantic_model(obj: object) -> TypeIs[type[pydantic.BaseModel]]:
     """Whether `obj` is a pydantic model class (without importing pydantic)."""
     pydantic = sys.modules.get("pydantic")
     return pydantic is not None and isinstance(obj, type) and issubclass(obj, pydantic.BaseModel)
 
 
-def pydantic_schema(model: type) -> dict:
+def pydantic_schema(model: type[pydantic.BaseModel]) -> JSONObject:
     """A pydantic model's JSON Schema, with nested models in `$defs` at the top."""
     schema = model.model_json_schema()
     schema.pop("title", None)
     return schema
 
 
-def validate_with_pydantic(model: type, data: Any) -> Any:
+def validate_with_pydantic(model: type[_Model], data: object) -> _Model:
     """`model.model_validate(data)`, with validation errors as one ToolArgumentError naming the fields."""
     import pydantic
 
@@ -209,9 +233,9 @@ def validate_with_pydantic(model: type, data: Any) -> Any:
         raise ToolArgumentError(pydantic_errors(e)) from None
 
 
-def pydantic_errors(e: Any, limit: int = 3) -> str:
+def pydantic_errors(e: pydantic.ValidationError, limit: int = 3) -> str:
     """A pydantic ValidationError in a few short phrases: "'field': what is wrong"."""
-    parts = []
+    parts: list[str] = []
     for err in e.errors()[:limit]:
         loc = ".".join(str(p) for p in err.get("loc", ())) or "the value"
         parts.append(f"'{loc}': {err.get('msg', 'invalid')}")
@@ -224,40 +248,47 @@ class ToolServiceError(ChatAgentError):
     it is not reported to the model but propagates to the caller of `run()`, as in Qwen-Agent."""
 
     def __init__(
-        self, exception: Exception | None = None, code: str | None = None, message: str | None = None, extra=None
+        self,
+        exception: Exception | None = None,
+        code: str | None = None,
+        message: str | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(exception if exception is not None else f"Error code: {code}. Error message: {message}")
         self.exception, self.code, self.message, self.extra = exception, code, message, extra
 
 
-def result_content(result: Any) -> Any:
+def result_content(result: object) -> str | list[ContentItem]:
     """A tool's return value as message content: a string or a list of ContentItems."""
     if isinstance(result, str):
         return result
     if result is None:
         return ""
-    if isinstance(result, list) and result:
+    if is_json_array(result) and result:
         from chatagent.schema import ContentItem
 
-        if all(isinstance(x, ContentItem) for x in result):
-            return list(result)
+        items = [x for x in result if isinstance(x, ContentItem)]
+        if len(items) == len(result):
+            return items
     try:
         return json.dumps(result, ensure_ascii=False, default=_jsonable)
     except (TypeError, ValueError):
         return str(result)
 
 
-def _jsonable(obj: Any) -> Any:
+def _jsonable(obj: object) -> Any:
     """JSON for what json.dumps cannot write: pydantic models, dataclasses, sets, the rest as str()."""
-    dump = getattr(obj, "model_dump", None)
-    if callable(dump) and not isinstance(obj, type):
-        return dump(mode="json")
-    import dataclasses
+    if not isinstance(obj, type):
+        dump = getattr(obj, "model_dump", None)
+        if callable(dump):
+            return dump(mode="json")
+        import dataclasses
 
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.asdict(obj)
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):  # narrows out the class for pyright
+            return dataclasses.asdict(obj)
     if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
+        items: list[object] = [*obj]
+        return items
     return str(obj)
 
 

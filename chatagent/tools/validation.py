@@ -13,9 +13,27 @@ from __future__ import annotations
 import copy
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from chatagent.jsonlenient import ToolArgumentError, json_kind, parse_json
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
+# JSON from outside (a model's arguments, a tool's JSON Schema) is untyped data: values are `Any` at this boundary.
+JSONObject = dict[str, Any]
+JSONArray = list[Any]
+
+
+def is_json_object(value: object) -> TypeIs[JSONObject]:
+    """Whether `value` is a JSON object (a dict: JSON's keys are strings)."""
+    return isinstance(value, dict)
+
+
+def is_json_array(value: object) -> TypeIs[JSONArray]:
+    """Whether `value` is a JSON array (a list)."""
+    return isinstance(value, list)
+
 
 _MAX_ERRORS = 3
 _MISSING = object()
@@ -32,12 +50,12 @@ _TYPE_NAMES = {
 }
 
 
-def validate_arguments(args: dict, schema: dict | None) -> dict:
+def validate_arguments(args: object, schema: JSONObject | None) -> JSONObject:
     """`args` checked against the JSON Schema `schema`: a new dict with safe coercions and defaults applied.
 
-    Raises ToolArgumentError naming the fields that are wrong and what was expected.
+    Raises ToolArgumentError naming the fields that are wrong and what was expected (`args` not an object, too).
     """
-    if not isinstance(args, dict):
+    if not is_json_object(args):
         raise ToolArgumentError(f"arguments must be a JSON object, got {json_kind(args)}")
     if not schema:
         return dict(args)
@@ -60,11 +78,11 @@ class _Invalid(Exception):
 class _Validator:
     __slots__ = ("root", "errors")
 
-    def __init__(self, root: dict, errors: list[str]) -> None:
+    def __init__(self, root: JSONObject, errors: list[str]) -> None:
         self.root = root
         self.errors = errors
 
-    def check(self, value: Any, schema: Any, path: str) -> Any:
+    def check(self, value: Any, schema: object, path: str) -> Any:
         """`value` validated (coerced); errors are appended, and the value returned as is where wrong."""
         try:
             return self._check(value, schema, path)
@@ -72,8 +90,8 @@ class _Validator:
             self.errors.append(str(e))
             return value
 
-    def _check(self, value: Any, schema: Any, path: str) -> Any:
-        if not isinstance(schema, dict) or not schema:
+    def _check(self, value: Any, schema: object, path: str) -> Any:
+        if not is_json_object(schema) or not schema:
             return value
         ref = schema.get("$ref")
         if isinstance(ref, str):
@@ -96,14 +114,15 @@ class _Validator:
         enum = schema.get("enum")
         if enum is not None and value not in enum:
             value = self._enum(value, enum, path)
-        if isinstance(value, dict):
-            return self._object(value, schema, path)
-        if isinstance(value, list):
-            return self._array(value, schema, path)
-        if isinstance(value, str):
+        if isinstance(value, str):  # the common kinds first
             self._string(value, schema, path)
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            self._number(value, schema, path)
+        elif isinstance(value, (int, float)):
+            if not isinstance(value, bool):
+                self._number(value, schema, path)
+        elif is_json_object(value):
+            return self._object(value, schema, path)
+        elif is_json_array(value):
+            return self._array(value, schema, path)
         return value
 
     def _resolve(self, ref: str) -> Any:
@@ -114,12 +133,12 @@ class _Validator:
             if not part:
                 continue
             part = part.replace("~1", "/").replace("~0", "~")
-            if not isinstance(node, dict) or part not in node:
+            if not is_json_object(node) or part not in node:
                 return {}
             node = node[part]
         return node
 
-    def _branches(self, value: Any, branches: list, path: str) -> Any:
+    def _branches(self, value: Any, branches: JSONArray, path: str) -> Any:
         for sub in branches:
             errors: list[str] = []
             trial = _Validator(self.root, errors)
@@ -129,11 +148,11 @@ class _Validator:
                 continue
             if not errors:
                 return result
-        kinds = [_describe(self._resolve(b["$ref"]) if isinstance(b, dict) and "$ref" in b else b) for b in branches]
+        kinds = [_describe(self._resolve(b["$ref"]) if is_json_object(b) and "$ref" in b else b) for b in branches]
         raise _Invalid(f"{_name(path)} must be {' or '.join(dict.fromkeys(kinds))}, got {_short(value)}")
 
     def _type(self, value: Any, types: Any, path: str) -> Any:
-        options = types if isinstance(types, list) else [types]
+        options: JSONArray = [types] if isinstance(types, str) or not is_json_array(types) else types
         for t in options:
             if _is_type(value, t):
                 return value
@@ -144,7 +163,7 @@ class _Validator:
         expected = " or ".join(_TYPE_NAMES.get(t, str(t)) for t in options)
         raise _Invalid(f"{_name(path)} must be {expected}, got {_short(value)}")
 
-    def _enum(self, value: Any, enum: list, path: str) -> Any:
+    def _enum(self, value: Any, enum: JSONArray, path: str) -> Any:
         for option in enum:  # "3" for 3, 3 for "3", a different case of a string
             if isinstance(value, str) and not isinstance(option, str):
                 if _coerce(value, _json_type(option)) == option:
@@ -158,12 +177,12 @@ class _Validator:
         options = ", ".join(_short(o) for o in enum[:12]) + (", ..." if len(enum) > 12 else "")
         raise _Invalid(f"{_name(path)} must be one of {options}, got {_short(value)}")
 
-    def _object(self, value: dict, schema: dict, path: str) -> dict:
-        props = schema.get("properties")
-        props = props if isinstance(props, dict) else {}
-        required = schema.get("required")
-        required = [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
-        out = {}
+    def _object(self, value: JSONObject, schema: JSONObject, path: str) -> JSONObject:
+        given_props = schema.get("properties")
+        props: JSONObject = given_props if is_json_object(given_props) else {}
+        given_required = schema.get("required")
+        required = [r for r in given_required if isinstance(r, str)] if is_json_array(given_required) else []
+        out: JSONObject = {}
         extra = schema.get("additionalProperties", True)
         for key, item in value.items():
             sub = props.get(key)
@@ -172,33 +191,34 @@ class _Validator:
                     accepted = ", ".join(props) or "none"
                     self.errors.append(f"{_name(_join(path, key))} is not an accepted argument (accepted: {accepted})")
                     continue
-                out[key] = self.check(item, extra, _join(path, key)) if isinstance(extra, dict) else item
+                out[key] = self.check(item, extra, _join(path, key)) if is_json_object(extra) else item
                 continue
-            if item is None and key not in required and not _allows_null(sub, self):
+            if item is None and key not in required and not self._allows_null(sub):
                 continue  # null for an optional argument: as if left out
             out[key] = self.check(item, sub, _join(path, key))
         for key in required:
             if key not in out:
                 self.errors.append(f"{_name(_join(path, key))} is required")
         for key, sub in props.items():
-            if key not in out and isinstance(sub, dict) and "default" in sub:
+            if key not in out and is_json_object(sub) and "default" in sub:
                 out[key] = copy.deepcopy(sub["default"])
         _bounds(len(out), schema, "minProperties", "maxProperties", path, "properties")
         return out
 
-    def _array(self, value: list, schema: dict, path: str) -> list:
+    def _array(self, value: JSONArray, schema: JSONObject, path: str) -> JSONArray:
         _bounds(len(value), schema, "minItems", "maxItems", path, "items")
         items = schema.get("items")
-        prefix = schema.get("prefixItems")
-        if not isinstance(items, dict) and not isinstance(prefix, list):
+        given_prefix = schema.get("prefixItems")
+        if not is_json_object(items) and not is_json_array(given_prefix):
             return value
-        out = []
+        prefix: JSONArray = given_prefix if is_json_array(given_prefix) else []
+        out: JSONArray = []
         for i, item in enumerate(value):
-            sub = prefix[i] if isinstance(prefix, list) and i < len(prefix) else items
-            out.append(self.check(item, sub, f"{path}[{i}]") if isinstance(sub, dict) else item)
+            sub = prefix[i] if i < len(prefix) else items
+            out.append(self.check(item, sub, f"{path}[{i}]") if is_json_object(sub) else item)
         return out
 
-    def _string(self, value: str, schema: dict, path: str) -> None:
+    def _string(self, value: str, schema: JSONObject, path: str) -> None:
         _bounds(len(value), schema, "minLength", "maxLength", path, "characters")
         pattern = schema.get("pattern")
         if isinstance(pattern, str):
@@ -209,7 +229,7 @@ class _Validator:
             if not ok:
                 raise _Invalid(f"{_name(path)} must match the pattern {pattern!r}, got {_short(value)}")
 
-    def _number(self, value: float, schema: dict, path: str) -> None:
+    def _number(self, value: float, schema: JSONObject, path: str) -> None:
         lo, hi = schema.get("minimum"), schema.get("maximum")
         if _num(lo) and value < lo:
             raise _Invalid(f"{_name(path)} must be >= {lo}, got {_short(value)}")
@@ -221,33 +241,33 @@ class _Validator:
         if _num(xhi) and value >= xhi:
             raise _Invalid(f"{_name(path)} must be < {xhi}, got {_short(value)}")
 
+    def _allows_null(self, schema: object) -> bool:
+        if not is_json_object(schema):
+            return True
+        if "$ref" in schema:
+            return self._allows_null(self._resolve(schema["$ref"]))
+        t = schema.get("type")
+        if t is not None:
+            return t == "null" or (is_json_array(t) and "null" in t)
+        branches = schema.get("anyOf") or schema.get("oneOf")
+        if branches:
+            return any(self._allows_null(b) for b in branches)
+        if "enum" in schema:
+            return None in schema["enum"]
+        return "const" not in schema or schema["const"] is None
 
-def _num(x: Any) -> bool:
+
+def _num(x: object) -> TypeGuard[int | float]:
+    """A JSON number: an int or a float, not a bool."""
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _bounds(size: int, schema: dict, lo_key: str, hi_key: str, path: str, unit: str) -> None:
+def _bounds(size: int, schema: JSONObject, lo_key: str, hi_key: str, path: str, unit: str) -> None:
     lo, hi = schema.get(lo_key), schema.get(hi_key)
     if _num(lo) and size < lo:
         raise _Invalid(f"{_name(path)} must have at least {lo} {unit}, got {size}")
     if _num(hi) and size > hi:
         raise _Invalid(f"{_name(path)} must have at most {hi} {unit}, got {size}")
-
-
-def _allows_null(schema: Any, v: _Validator) -> bool:
-    if not isinstance(schema, dict):
-        return True
-    if "$ref" in schema:
-        return _allows_null(v._resolve(schema["$ref"]), v)
-    t = schema.get("type")
-    if t is not None:
-        return t == "null" or (isinstance(t, list) and "null" in t)
-    branches = schema.get("anyOf") or schema.get("oneOf")
-    if branches:
-        return any(_allows_null(b, v) for b in branches)
-    if "enum" in schema:
-        return None in schema["enum"]
-    return "const" not in schema or schema["const"] is None
 
 
 def _is_type(value: Any, t: str) -> bool:
@@ -324,15 +344,15 @@ def _float(s: str) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _describe(schema: Any) -> str:
-    if not isinstance(schema, dict):
+def _describe(schema: object) -> str:
+    if not is_json_object(schema):
         return "a value"
     if "enum" in schema:
         return "one of " + ", ".join(_short(o) for o in schema["enum"][:6])
     if "const" in schema:
         return _short(schema["const"])
     t = schema.get("type")
-    if isinstance(t, list):
+    if is_json_array(t):
         return " or ".join(_TYPE_NAMES.get(x, str(x)) for x in t)
     if isinstance(t, str):
         return _TYPE_NAMES.get(t, t)
@@ -347,7 +367,7 @@ def _name(path: str) -> str:
     return f"'{path}'" if path else "the arguments"
 
 
-def _short(value: Any, limit: int = 40) -> str:
+def _short(value: object, limit: int = 40) -> str:
     if isinstance(value, str):
         text = repr(value) if len(value) <= limit else repr(value[:limit]) + "..."
         return text
@@ -364,4 +384,4 @@ def _short(value: Any, limit: int = 40) -> str:
     return type(value).__name__
 
 
-__all__ = ["validate_arguments"]
+__all__ = ["JSONArray", "JSONObject", "is_json_array", "is_json_object", "validate_arguments"]
