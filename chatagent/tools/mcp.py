@@ -205,8 +205,10 @@ class MCPConnection:
             return await asyncio.wait_for(
                 client.call_tool(tool, arguments, read_timeout_seconds=self.timeout), self.timeout + 1.0
             )
-        except TimeoutError:
-            raise
+        except asyncio.TimeoutError as e:  # before 3.11 not the built-in TimeoutError that callers catch
+            if isinstance(e, TimeoutError):
+                raise
+            raise TimeoutError from e
         except MCPError as e:
             if e.code == _REQUEST_TIMEOUT:
                 raise TimeoutError from e
