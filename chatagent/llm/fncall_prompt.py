@@ -21,8 +21,7 @@ Their public names are re-exported here.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from contextlib import aclosing
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from chatagent.jsonlenient import loads_lenient
 from chatagent.llm.fncall.calls import parse_call_text, parse_qwen_args
@@ -53,6 +52,7 @@ from chatagent.llm.fncall.formats import (
     with_stop_words,
 )
 from chatagent.llm.fncall.parser import StreamParser
+from chatagent.llm.stream_modes import closing_stream
 from chatagent.schema import ASSISTANT, Message
 from chatagent.stream import INDEX, collect
 
@@ -63,8 +63,8 @@ if TYPE_CHECKING:
 def chat(
     model: BaseChatModel,
     msgs: list[Message],
-    funcs: list[dict],
-    cfg: dict,
+    funcs: list[dict[str, Any]],
+    cfg: dict[str, Any],
     settings: Settings,
     usage: Usage | None,
     stream: bool,
@@ -82,22 +82,22 @@ def chat(
 async def achat(
     model: BaseChatModel,
     msgs: list[Message],
-    funcs: list[dict],
-    cfg: dict,
+    funcs: list[dict[str, Any]],
+    cfg: dict[str, Any],
     settings: Settings,
     usage: Usage | None,
     stream: bool,
 ) -> AsyncIterator[list[Message]]:
     """`chat` for asyncio."""
     converted, cfg, parser = _prepare(msgs, funcs, cfg, settings)
-    async with aclosing(parser.arun(model.abackend_reply(converted, None, cfg, settings, usage, stream))) as outs:
+    async with closing_stream(parser.arun(model.abackend_reply(converted, None, cfg, settings, usage, stream))) as outs:
         async for out in outs:
             yield out
 
 
 def _prepare(
-    msgs: list[Message], funcs: list[dict], cfg: dict, settings: Settings
-) -> tuple[list[Message], dict, StreamParser]:
+    msgs: list[Message], funcs: list[dict[str, Any]], cfg: dict[str, Any], settings: Settings
+) -> tuple[list[Message], dict[str, Any], StreamParser]:
     """The conversation in the prompt format, the cfg with its stop words, and the parser for the reply."""
     fmt = get_format(settings.fncall_prompt_type or "nous")
     choice = settings.function_choice or "auto"
@@ -115,10 +115,10 @@ def _prepare(
     return converted, cfg, parser
 
 
-def parse_reply(text: str, fncall_prompt_type: str = "nous", functions: list[dict] | None = None) -> list[Message]:
+def parse_reply(text: str, fncall_prompt_type: str = "nous", functions: list[dict[str, Any]] | None = None) -> list[Message]:
     """A whole model reply (raw text) as assistant messages: text first, then one message per call."""
     parser = StreamParser(fncall_prompt_type, functions=functions)
-    return collect(parser.run([[Message._make(ASSISTANT, text, None, None, None, {INDEX: 0})]]))
+    return collect(parser.run([[Message(ASSISTANT, text, extra={INDEX: 0})]]))
 
 
 __all__ = [
