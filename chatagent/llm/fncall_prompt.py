@@ -115,7 +115,9 @@ def _prepare(
     return converted, cfg, parser
 
 
-def parse_reply(text: str, fncall_prompt_type: str = "nous", functions: list[dict[str, Any]] | None = None) -> list[Message]:
+def parse_reply(
+    text: str, fncall_prompt_type: str = "nous", functions: list[dict[str, Any]] | None = None
+) -> list[Message]:
     """A whole model reply (raw text) as assistant messages: text first, then one message per call."""
     parser = StreamParser(fncall_prompt_type, functions=functions)
     return collect(parser.run([[Message(ASSISTANT, text, extra={INDEX: 0})]]))

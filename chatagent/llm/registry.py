@@ -7,7 +7,7 @@ import importlib
 import logging
 import os
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from chatagent.llm.base import BaseChatModel
 
@@ -36,12 +36,13 @@ UNSUPPORTED_MODEL_TYPES = {
     "openvino": "OpenVINO in-process",
 }
 DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
+_Model = TypeVar("_Model", bound="type[BaseChatModel]")
 
 
-def register_llm(model_type: str) -> Callable[[type[BaseChatModel]], type[BaseChatModel]]:
+def register_llm(model_type: str) -> Callable[[_Model], _Model]:
     """Class decorator: make `{'model_type': model_type}` configs build this class."""
 
-    def decorator(cls: type[BaseChatModel]) -> type[BaseChatModel]:
+    def decorator(cls: _Model) -> _Model:
         cls.model_type = model_type
         LLM_REGISTRY[model_type] = cls
         return cls
