@@ -239,8 +239,9 @@ def _choice_text(choice: str, lang: str) -> str:
 
 def _cat(*parts: str | list[ContentItem]) -> str | list[ContentItem]:
     """Contents concatenated: a string if all are strings, else a list of content items."""
-    if all(isinstance(p, str) for p in parts):
-        return "".join(parts)  # type: ignore[arg-type]
+    texts = [p for p in parts if isinstance(p, str)]
+    if len(texts) == len(parts):
+        return "".join(texts)
     items: list[ContentItem] = []
     for p in parts:
         if isinstance(p, str):
