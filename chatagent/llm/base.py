@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, cast, overload
 
-from chatagent.errors import ModelErrorCode, ModelServiceError
+from chatagent.errors import ModelServiceError
 from chatagent.keys import clean_api_key
 from chatagent.llm.budget import (
     DEFAULT_MAX_INPUT_TOKENS,
@@ -441,12 +441,10 @@ class BaseChatModel:
         if prompted:
             return fncall_prompt.chat(self, msgs, funcs or [], cfg, settings, usage, stream)
         native = self.backend_reply(msgs, funcs, cfg, settings, usage, stream)
-        if funcs:
-            native = self._falling_back(native, msgs, funcs, cfg, settings, usage, stream)
+        if funcs:  # a server that rejects tools: answered through the prompt
+            native = fncall_prompt.falling_back(self, native, msgs, funcs, cfg, settings, usage, stream)
         if settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
-            from chatagent.llm.fncall_prompt import StreamParser
-
-            native = StreamParser(parse_calls=False).run(native)
+            native = fncall_prompt.StreamParser(parse_calls=False).run(native)
         return native
 
     def _acall(
@@ -482,10 +480,11 @@ class BaseChatModel:
         if prompted:
             return fncall_prompt.achat(self, msgs, funcs or [], cfg, settings, usage, stream)
         native = self.abackend_reply(msgs, funcs, cfg, settings, usage, stream)
-        parts = self._afalling_back(native, msgs, funcs, cfg, settings, usage, stream) if funcs else native
+        if funcs:  # a server that rejects tools: answered through the prompt
+            native = fncall_prompt.afalling_back(self, native, msgs, funcs, cfg, settings, usage, stream)
         if settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
-            return _athoughts(parts)
-        return parts
+            return fncall_prompt.StreamParser(parse_calls=False).arun(native)
+        return native
 
     def backend_reply(
         self,
@@ -521,60 +520,6 @@ class BaseChatModel:
             lambda: aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
         )
 
-    def _falling_back(
-        self,
-        native: Iterator[list[Message]],
-        msgs: list[Message],
-        funcs: list[dict[str, Any]],
-        cfg: dict[str, Any],
-        settings: Settings,
-        usage: Usage | None,
-        stream: bool,
-    ) -> Iterator[list[Message]]:
-        """Native tool calling; if the server rejects `tools` (code 'tools_unsupported'), switch this model
-        to prompt-based function calling for good and answer this call that way."""
-        from chatagent.llm import fncall_prompt
-
-        try:
-            yield from native
-        except ModelServiceError as e:
-            self._give_up_native_tools(e)
-            settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
-            yield from fncall_prompt.chat(self, msgs, funcs, cfg, settings, usage, stream)
-
-    async def _afalling_back(
-        self,
-        native: AsyncIterator[list[Message]],
-        msgs: list[Message],
-        funcs: list[dict[str, Any]],
-        cfg: dict[str, Any],
-        settings: Settings,
-        usage: Usage | None,
-        stream: bool,
-    ) -> AsyncIterator[list[Message]]:
-        """`_falling_back` for asyncio."""
-        from chatagent.llm import fncall_prompt
-
-        try:
-            async with closing_stream(native) as parts:
-                async for f in parts:
-                    yield f
-            return
-        except ModelServiceError as e:
-            self._give_up_native_tools(e)
-        settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
-        async with closing_stream(fncall_prompt.achat(self, msgs, funcs, cfg, settings, usage, stream)) as parts:
-            async for f in parts:
-                yield f
-
-    def _give_up_native_tools(self, e: ModelServiceError) -> None:
-        """After `e` from a call with native tools: re-raise it, unless the server rejects tools (then this model
-        uses prompt-based function calling from now on)."""
-        if e.code != ModelErrorCode.TOOLS_UNSUPPORTED or e.partial:
-            raise e
-        logger.warning("%s rejects native tools (%s): using prompt-based function calling", self.model, e.message)
-        self.native_tools = False
-
     def _retrying(self, attempt: Callable[[], Iterable[list[Message]]], settings: Settings) -> Iterator[list[Message]]:
         """Run `attempt` with retries (see `chatagent.llm.retry.retrying`)."""
         return retrying(attempt, settings, self.model or self.model_type, self.api_key)
@@ -588,13 +533,6 @@ class BaseChatModel:
 
 def _has_calls(msgs: list[Message]) -> bool:
     return any(m.role == FUNCTION or m.function_call is not None for m in msgs)
-
-
-def _athoughts(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[Message]]:
-    """The stream with `<think>...</think>` in its text as reasoning_content (generate_cfg thought_in_content)."""
-    from chatagent.llm.fncall_prompt import StreamParser
-
-    return StreamParser(parse_calls=False).arun(fragments)
 
 
 def response_text(msgs: list[Message]) -> str:

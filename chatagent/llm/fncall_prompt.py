@@ -20,9 +20,11 @@ Their public names are re-exported here.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
+from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.jsonlenient import loads_lenient
 from chatagent.llm.fncall.calls import parse_call_text, parse_qwen_args
 from chatagent.llm.fncall.formats import (
@@ -59,6 +61,8 @@ from chatagent.stream import INDEX, collect
 if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel, Settings, Usage
 
+logger = logging.getLogger("chatagent.llm")
+
 
 def chat(
     model: BaseChatModel,
@@ -93,6 +97,59 @@ async def achat(
     async with closing_stream(parser.arun(model.abackend_reply(converted, None, cfg, settings, usage, stream))) as outs:
         async for out in outs:
             yield out
+
+
+def falling_back(
+    model: BaseChatModel,
+    native: Iterator[list[Message]],
+    msgs: list[Message],
+    funcs: list[dict[str, Any]],
+    cfg: dict[str, Any],
+    settings: Settings,
+    usage: Usage | None,
+    stream: bool,
+) -> Iterator[list[Message]]:
+    """The `native` reply (native tool calling); if the server rejects `tools` (code 'tools_unsupported'), switch
+    `model` to prompt-based function calling for good and answer this call that way."""
+    try:
+        yield from native
+    except ModelServiceError as e:
+        _give_up_native_tools(model, e)
+        settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
+        yield from chat(model, msgs, funcs, cfg, settings, usage, stream)
+
+
+async def afalling_back(
+    model: BaseChatModel,
+    native: AsyncIterator[list[Message]],
+    msgs: list[Message],
+    funcs: list[dict[str, Any]],
+    cfg: dict[str, Any],
+    settings: Settings,
+    usage: Usage | None,
+    stream: bool,
+) -> AsyncIterator[list[Message]]:
+    """`falling_back` for asyncio."""
+    try:
+        async with closing_stream(native) as parts:
+            async for f in parts:
+                yield f
+        return
+    except ModelServiceError as e:
+        _give_up_native_tools(model, e)
+    settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
+    async with closing_stream(achat(model, msgs, funcs, cfg, settings, usage, stream)) as parts:
+        async for f in parts:
+            yield f
+
+
+def _give_up_native_tools(model: BaseChatModel, e: ModelServiceError) -> None:
+    """After `e` from a call with native tools: re-raise it, unless the server rejects tools (then `model` uses
+    prompt-based function calling from now on)."""
+    if e.code != ModelErrorCode.TOOLS_UNSUPPORTED or e.partial:
+        raise e
+    logger.warning("%s rejects native tools (%s): using prompt-based function calling", model.model, e.message)
+    model.native_tools = False
 
 
 def _prepare(
@@ -147,7 +204,9 @@ __all__ = [
     "QwenFormat",
     "StreamParser",
     "achat",
+    "afalling_back",
     "chat",
+    "falling_back",
     "get_format",
     "loads_lenient",
     "parse_call_text",
