@@ -28,7 +28,7 @@ class AzureModel(OpenAICompatModel):
 
     cfg_keys = frozenset({"azure_endpoint", "api_version"})
 
-    def __init__(self, cfg: dict | None = None) -> None:
+    def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         super().__init__(cfg)
         cfg = self.cfg
         endpoint = str(
@@ -39,10 +39,10 @@ class AzureModel(OpenAICompatModel):
         if not self.model:
             raise ValueError("Azure OpenAI needs the deployment's name as 'model'")
         self.base_url = f"{endpoint.rstrip('/')}/openai/deployments/{self.model}"
-        self.api_version = cfg.get("api_version") or os.environ.get("OPENAI_API_VERSION") or DEFAULT_API_VERSION
+        self.api_version: str = cfg.get("api_version") or os.environ.get("OPENAI_API_VERSION") or DEFAULT_API_VERSION
         self.api_key = cfg.get("api_key") or os.environ.get("AZURE_OPENAI_API_KEY") or self.api_key
 
-    def _client_options(self, openai: Any) -> dict:
+    def _client_options(self, openai: Any) -> dict[str, Any]:
         return {"default_query": {"api-version": self.api_version}, "default_headers": {"api-key": self.api_key}}
 
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeAlias, cast, overload
 
-from chatagent.errors import ModelErrorCode, ModelServiceError
+from chatagent.errors import ModelServiceError
 from chatagent.keys import clean_api_key
 from chatagent.llm.budget import (
     DEFAULT_MAX_INPUT_TOKENS,
@@ -41,6 +40,7 @@ from chatagent.llm.stream_modes import (
     acollect,
     adumped,
     as_fragments,
+    closing_stream,
     dict_accumulate,
     dumped,
     in_worker_thread,
@@ -50,6 +50,10 @@ from chatagent.stream import INDEX, accumulate, collect
 from chatagent.tokens import Tokenizer, tokenizer_for
 
 logger = logging.getLogger("chatagent.llm")
+
+# what chat() returns: Messages for Messages, dicts for dicts; a list (stream=False) or an iterator of lists
+_Reply: TypeAlias = "list[Message] | list[dict[str, Any]]"
+_Stream: TypeAlias = "Iterator[list[Message]] | Iterator[list[dict[str, Any]]]"
 
 
 @dataclass
@@ -88,12 +92,12 @@ class BaseChatModel:
     #: Whether `context_window` comes from the server itself (it then caps an explicit max_input_tokens too).
     window_from_server = False
 
-    def __init__(self, cfg: dict | None = None) -> None:
+    def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         cfg = dict(cfg or {})
         check_cfg_keys(type(self), cfg)
         self.cfg = cfg
         self.model: str = cfg.get("model", "")
-        self.generate_cfg: dict = dict(cfg.get("generate_cfg") or {})
+        self.generate_cfg: dict[str, Any] = dict(cfg.get("generate_cfg") or {})
         self.api_key: str | None = clean_api_key(cfg.get("api_key"))
         if "multimodal" in cfg:
             self.support_multimodal_input = bool(cfg["multimodal"])
@@ -125,13 +129,13 @@ class BaseChatModel:
         """The model's whole window (prompt and answer) in tokens, when known (see `known_context_window`)."""
         return known_context_window(self.model)
 
-    def max_tokens(self, extra_generate_cfg: dict | None = None) -> int | None:
+    def max_tokens(self, extra_generate_cfg: dict[str, Any] | None = None) -> int | None:
         """The answer's token limit set in generate_cfg (`max_tokens` or `max_completion_tokens`), if any."""
         cfg = {**self.generate_cfg, **(extra_generate_cfg or {})}
         value = cfg.get("max_tokens") or cfg.get("max_completion_tokens")
         return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
-    def input_limit(self, extra_generate_cfg: dict | None = None) -> int:
+    def input_limit(self, extra_generate_cfg: dict[str, Any] | None = None) -> int:
         """How many tokens the prompt may take: generate_cfg's `max_input_tokens` when set, else the window
         less the answer's `max_tokens` (a quarter of the window, at most 8192, when that is not set)."""
         explicit = {**self.generate_cfg, **(extra_generate_cfg or {})}.get("max_input_tokens")
@@ -143,7 +147,9 @@ class BaseChatModel:
             return room
         return min(explicit, room) if self.window_from_server else explicit
 
-    def functions_tokens(self, functions: Iterable[Any] | None, extra_generate_cfg: dict | None = None) -> int:
+    def functions_tokens(
+        self, functions: Iterable[Any] | None, extra_generate_cfg: dict[str, Any] | None = None
+    ) -> int:
         """Tokens the tool schemas take in the prompt (as `tools`, or as the prompt-based format's text)."""
         funcs = normalize_functions(functions)
         if not funcs:
@@ -151,7 +157,7 @@ class BaseChatModel:
         settings, _ = split_generate_cfg({**self.generate_cfg, **(extra_generate_cfg or {})})
         return self.tokenizer.count(self._tools_text(funcs, settings))
 
-    def _tools_text(self, funcs: list[dict], settings: Settings) -> str:
+    def _tools_text(self, funcs: list[dict[str, Any]], settings: Settings) -> str:
         if settings.fncall_prompt_type or not self.native_tools:
             if settings.function_choice == "none":  # the prompt then describes no tools
                 return ""
@@ -164,9 +170,9 @@ class BaseChatModel:
 
     def tokens_left(
         self,
-        messages: Iterable[dict | Message],
+        messages: Iterable[dict[str, Any] | Message],
         functions: Iterable[Any] | None = None,
-        extra_generate_cfg: dict | None = None,
+        extra_generate_cfg: dict[str, Any] | None = None,
     ) -> int:
         """Tokens still free in the prompt after `messages` and `functions`: what an agent may add."""
         msgs = to_messages(messages)
@@ -175,17 +181,82 @@ class BaseChatModel:
 
     # ---- the public call -------------------------------------------------------------------------------
 
+    @overload
     def chat(
         self,
-        messages: Iterable[dict | Message],
-        functions: Iterable[dict] | None = None,
-        stream: bool = True,
+        messages: Iterable[Message],
+        functions: Iterable[Any] | None = None,
+        stream: Literal[True] = True,
         delta_stream: bool = False,
-        extra_generate_cfg: dict | None = None,
+        extra_generate_cfg: dict[str, Any] | None = None,
         *,
         usage: Usage | None = None,
         deadline: float | None = None,
-    ) -> list[Message] | Iterator[list[Message]]:
+    ) -> Iterator[list[Message]]: ...
+
+    @overload
+    def chat(
+        self,
+        messages: Iterable[Message],
+        functions: Iterable[Any] | None = None,
+        *,
+        stream: Literal[False],
+        delta_stream: bool = False,
+        extra_generate_cfg: dict[str, Any] | None = None,
+        usage: Usage | None = None,
+        deadline: float | None = None,
+    ) -> list[Message]: ...
+
+    @overload
+    def chat(
+        self,
+        messages: Iterable[dict[str, Any]],
+        functions: Iterable[Any] | None = None,
+        stream: Literal[True] = True,
+        delta_stream: bool = False,
+        extra_generate_cfg: dict[str, Any] | None = None,
+        *,
+        usage: Usage | None = None,
+        deadline: float | None = None,
+    ) -> Iterator[list[dict[str, Any]]]: ...
+
+    @overload
+    def chat(
+        self,
+        messages: Iterable[dict[str, Any]],
+        functions: Iterable[Any] | None = None,
+        *,
+        stream: Literal[False],
+        delta_stream: bool = False,
+        extra_generate_cfg: dict[str, Any] | None = None,
+        usage: Usage | None = None,
+        deadline: float | None = None,
+    ) -> list[dict[str, Any]]: ...
+
+    @overload
+    def chat(
+        self,
+        messages: Iterable[dict[str, Any] | Message],
+        functions: Iterable[Any] | None = None,
+        stream: bool = True,
+        delta_stream: bool = False,
+        extra_generate_cfg: dict[str, Any] | None = None,
+        *,
+        usage: Usage | None = None,
+        deadline: float | None = None,
+    ) -> _Reply | _Stream: ...
+
+    def chat(
+        self,
+        messages: Iterable[dict[str, Any] | Message],
+        functions: Iterable[Any] | None = None,
+        stream: bool = True,
+        delta_stream: bool = False,
+        extra_generate_cfg: dict[str, Any] | None = None,
+        *,
+        usage: Usage | None = None,
+        deadline: float | None = None,
+    ) -> _Reply | _Stream:
         """Ask the model.
 
         - `stream=False`: returns the list of assistant messages.
@@ -210,15 +281,15 @@ class BaseChatModel:
 
     def quick_chat(self, prompt: str) -> str:
         """The model's answer to one user message, as text (Qwen-Agent's helper)."""
-        return response_text(collect(self.chat([Message._make(USER, prompt)], stream=True, delta_stream=True)))
+        return response_text(collect(self.chat([Message(USER, prompt)], stream=True, delta_stream=True)))
 
     def achat(
         self,
-        messages: Iterable[dict | Message],
-        functions: Iterable[dict] | None = None,
+        messages: Iterable[dict[str, Any] | Message],
+        functions: Iterable[Any] | None = None,
         stream: bool = True,
         delta_stream: bool = False,
-        extra_generate_cfg: dict | None = None,
+        extra_generate_cfg: dict[str, Any] | None = None,
         *,
         usage: Usage | None = None,
         deadline: float | None = None,
@@ -240,18 +311,19 @@ class BaseChatModel:
 
     def _inputs(
         self,
-        messages: Iterable[dict | Message],
-        functions: Iterable[dict] | None,
-        extra_generate_cfg: dict | None,
+        messages: Iterable[dict[str, Any] | Message],
+        functions: Iterable[Any] | None,
+        extra_generate_cfg: dict[str, Any] | None,
         deadline: float | None = None,
-    ) -> tuple[list[Message], list[dict] | None, dict, Settings, bool]:
+    ) -> tuple[list[Message], list[dict[str, Any]] | None, dict[str, Any], Settings, bool]:
         """The checked, truncated messages, the function schemas, the backend's cfg, our settings, and whether
         the caller gave dicts (and so gets dicts)."""
-        if isinstance(messages, (dict, str, bytes, Message)) or not isinstance(messages, Iterable):
+        given = cast(object, messages)  # what callers pass is checked, whatever its declared type
+        if isinstance(given, (dict, str, bytes, Message)) or not isinstance(given, Iterable):
             raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
-        messages = list(messages)
-        as_dicts = bool(messages) and not any(isinstance(m, Message) for m in messages)
-        msgs = to_messages(messages)
+        listed = list(messages)
+        as_dicts = bool(listed) and not any(isinstance(m, Message) for m in listed)
+        msgs = to_messages(listed)
         if not msgs:
             raise ValueError("messages is empty: give at least one user message")
         settings, gen_cfg = split_generate_cfg({**self.generate_cfg, **(extra_generate_cfg or {})})
@@ -265,37 +337,39 @@ class BaseChatModel:
     # ---- what backends implement -------------------------------------------------------------------------
 
     def _chat_stream(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
     ) -> Iterator[list[Message]]:
         """Yield fragments of the reply. Raise ModelServiceError (retryable where it is) on failure."""
         raise NotImplementedError
 
     def _chat_once(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
     ) -> list[Message]:
         """The whole reply at once; by default the collected stream."""
         return collect(self._chat_stream(messages, functions, cfg, usage))
 
     def _achat_stream(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
     ) -> AsyncIterator[list[Message]]:
         """`_chat_stream` for asyncio. By default the synchronous stream, read in a worker thread; backends with
         an async client override it."""
         return in_worker_thread(lambda: self._chat_stream(messages, functions, cfg, usage))
 
     async def _achat_once(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
     ) -> list[Message]:
         """`_chat_once` for asyncio; by default the collected async stream."""
         out: list[list[Message]] = []
-        async with aclosing(self._achat_stream(messages, functions, cfg, usage)) as stream:
+        async with closing_stream(self._achat_stream(messages, functions, cfg, usage)) as stream:
             async for fragments in stream:
                 out.append(fragments)
         return collect(out)
 
     # ---- shared machinery ------------------------------------------------------------------------------
 
-    def _prepare(self, msgs: list[Message], settings: Settings, funcs: list[dict] | None = None) -> list[Message]:
+    def _prepare(
+        self, msgs: list[Message], settings: Settings, funcs: list[dict[str, Any]] | None = None
+    ) -> list[Message]:
         """Valid text, media the model can take, and the conversation fitted to the input limit, tool schemas
         (native or in the prompt) counted."""
         msgs = [valid_unicode(m) for m in msgs]
@@ -307,8 +381,13 @@ class BaseChatModel:
         return truncate_messages(msgs, limit, self.tokenizer)
 
     def _route(
-        self, msgs: list[Message], funcs: list[dict] | None, cfg: dict, settings: Settings, usage: Usage | None
-    ) -> tuple[bool, dict]:
+        self,
+        msgs: list[Message],
+        funcs: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        settings: Settings,
+        usage: Usage | None,
+    ) -> tuple[bool, dict[str, Any]]:
         """(whether to call tools through a prompt, the backend's cfg) for one call, counted in `usage`."""
         if usage is not None:
             usage.calls += 1
@@ -330,8 +409,8 @@ class BaseChatModel:
     def _call(
         self,
         msgs: list[Message],
-        funcs: list[dict] | None,
-        cfg: dict,
+        funcs: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
         settings: Settings,
         usage: Usage | None,
         stream: bool,
@@ -350,8 +429,8 @@ class BaseChatModel:
     def _model_call(
         self,
         msgs: list[Message],
-        funcs: list[dict] | None,
-        cfg: dict,
+        funcs: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
         settings: Settings,
         usage: Usage | None,
         stream: bool,
@@ -362,19 +441,17 @@ class BaseChatModel:
         if prompted:
             return fncall_prompt.chat(self, msgs, funcs or [], cfg, settings, usage, stream)
         native = self.backend_reply(msgs, funcs, cfg, settings, usage, stream)
-        if funcs:
-            native = self._falling_back(native, msgs, funcs, cfg, settings, usage, stream)
+        if funcs:  # a server that rejects tools: answered through the prompt
+            native = fncall_prompt.falling_back(self, native, msgs, funcs, cfg, settings, usage, stream)
         if settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
-            from chatagent.llm.fncall_prompt import StreamParser
-
-            native = StreamParser(parse_calls=False).run(native)
+            native = fncall_prompt.StreamParser(parse_calls=False).run(native)
         return native
 
     def _acall(
         self,
         msgs: list[Message],
-        funcs: list[dict] | None,
-        cfg: dict,
+        funcs: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
         settings: Settings,
         usage: Usage | None,
         stream: bool,
@@ -390,8 +467,8 @@ class BaseChatModel:
     def _amodel_call(
         self,
         msgs: list[Message],
-        funcs: list[dict] | None,
-        cfg: dict,
+        funcs: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
         settings: Settings,
         usage: Usage | None,
         stream: bool,
@@ -403,16 +480,17 @@ class BaseChatModel:
         if prompted:
             return fncall_prompt.achat(self, msgs, funcs or [], cfg, settings, usage, stream)
         native = self.abackend_reply(msgs, funcs, cfg, settings, usage, stream)
-        parts = self._afalling_back(native, msgs, funcs, cfg, settings, usage, stream) if funcs else native
+        if funcs:  # a server that rejects tools: answered through the prompt
+            native = fncall_prompt.afalling_back(self, native, msgs, funcs, cfg, settings, usage, stream)
         if settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
-            return _athoughts(parts)
-        return parts
+            return fncall_prompt.StreamParser(parse_calls=False).arun(native)
+        return native
 
     def backend_reply(
         self,
         msgs: list[Message],
-        funcs: list[dict] | None,
-        cfg: dict,
+        funcs: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
         settings: Settings,
         usage: Usage | None,
         stream: bool,
@@ -429,8 +507,8 @@ class BaseChatModel:
     def abackend_reply(
         self,
         msgs: list[Message],
-        funcs: list[dict] | None,
-        cfg: dict,
+        funcs: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
         settings: Settings,
         usage: Usage | None,
         stream: bool,
@@ -441,60 +519,6 @@ class BaseChatModel:
         return self._aretrying(
             lambda: aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
         )
-
-    def _falling_back(
-        self,
-        native: Iterator[list[Message]],
-        msgs: list[Message],
-        funcs: list[dict],
-        cfg: dict,
-        settings: Settings,
-        usage: Usage | None,
-        stream: bool,
-    ) -> Iterator[list[Message]]:
-        """Native tool calling; if the server rejects `tools` (code 'tools_unsupported'), switch this model
-        to prompt-based function calling for good and answer this call that way."""
-        from chatagent.llm import fncall_prompt
-
-        try:
-            yield from native
-        except ModelServiceError as e:
-            self._give_up_native_tools(e)
-            settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
-            yield from fncall_prompt.chat(self, msgs, funcs, cfg, settings, usage, stream)
-
-    async def _afalling_back(
-        self,
-        native: AsyncIterator[list[Message]],
-        msgs: list[Message],
-        funcs: list[dict],
-        cfg: dict,
-        settings: Settings,
-        usage: Usage | None,
-        stream: bool,
-    ) -> AsyncIterator[list[Message]]:
-        """`_falling_back` for asyncio."""
-        from chatagent.llm import fncall_prompt
-
-        try:
-            async with aclosing(native) as parts:  # type: ignore[type-var]
-                async for f in parts:
-                    yield f
-            return
-        except ModelServiceError as e:
-            self._give_up_native_tools(e)
-        settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
-        async with aclosing(fncall_prompt.achat(self, msgs, funcs, cfg, settings, usage, stream)) as parts:
-            async for f in parts:
-                yield f
-
-    def _give_up_native_tools(self, e: ModelServiceError) -> None:
-        """After `e` from a call with native tools: re-raise it, unless the server rejects tools (then this model
-        uses prompt-based function calling from now on)."""
-        if e.code != ModelErrorCode.TOOLS_UNSUPPORTED or e.partial:
-            raise e
-        logger.warning("%s rejects native tools (%s): using prompt-based function calling", self.model, e.message)
-        self.native_tools = False
 
     def _retrying(self, attempt: Callable[[], Iterable[list[Message]]], settings: Settings) -> Iterator[list[Message]]:
         """Run `attempt` with retries (see `chatagent.llm.retry.retrying`)."""
@@ -509,13 +533,6 @@ class BaseChatModel:
 
 def _has_calls(msgs: list[Message]) -> bool:
     return any(m.role == FUNCTION or m.function_call is not None for m in msgs)
-
-
-def _athoughts(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[Message]]:
-    """The stream with `<think>...</think>` in its text as reasoning_content (generate_cfg thought_in_content)."""
-    from chatagent.llm.fncall_prompt import StreamParser
-
-    return StreamParser(parse_calls=False).arun(fragments)
 
 
 def response_text(msgs: list[Message]) -> str:

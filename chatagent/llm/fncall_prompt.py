@@ -20,10 +20,11 @@ Their public names are re-exported here.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterator
-from contextlib import aclosing
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.jsonlenient import loads_lenient
 from chatagent.llm.fncall.calls import parse_call_text, parse_qwen_args
 from chatagent.llm.fncall.formats import (
@@ -53,18 +54,21 @@ from chatagent.llm.fncall.formats import (
     with_stop_words,
 )
 from chatagent.llm.fncall.parser import StreamParser
+from chatagent.llm.stream_modes import closing_stream
 from chatagent.schema import ASSISTANT, Message
 from chatagent.stream import INDEX, collect
 
 if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel, Settings, Usage
 
+logger = logging.getLogger("chatagent.llm")
+
 
 def chat(
     model: BaseChatModel,
     msgs: list[Message],
-    funcs: list[dict],
-    cfg: dict,
+    funcs: list[dict[str, Any]],
+    cfg: dict[str, Any],
     settings: Settings,
     usage: Usage | None,
     stream: bool,
@@ -82,22 +86,75 @@ def chat(
 async def achat(
     model: BaseChatModel,
     msgs: list[Message],
-    funcs: list[dict],
-    cfg: dict,
+    funcs: list[dict[str, Any]],
+    cfg: dict[str, Any],
     settings: Settings,
     usage: Usage | None,
     stream: bool,
 ) -> AsyncIterator[list[Message]]:
     """`chat` for asyncio."""
     converted, cfg, parser = _prepare(msgs, funcs, cfg, settings)
-    async with aclosing(parser.arun(model.abackend_reply(converted, None, cfg, settings, usage, stream))) as outs:
+    async with closing_stream(parser.arun(model.abackend_reply(converted, None, cfg, settings, usage, stream))) as outs:
         async for out in outs:
             yield out
 
 
+def falling_back(
+    model: BaseChatModel,
+    native: Iterator[list[Message]],
+    msgs: list[Message],
+    funcs: list[dict[str, Any]],
+    cfg: dict[str, Any],
+    settings: Settings,
+    usage: Usage | None,
+    stream: bool,
+) -> Iterator[list[Message]]:
+    """The `native` reply (native tool calling); if the server rejects `tools` (code 'tools_unsupported'), switch
+    `model` to prompt-based function calling for good and answer this call that way."""
+    try:
+        yield from native
+    except ModelServiceError as e:
+        _give_up_native_tools(model, e)
+        settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
+        yield from chat(model, msgs, funcs, cfg, settings, usage, stream)
+
+
+async def afalling_back(
+    model: BaseChatModel,
+    native: AsyncIterator[list[Message]],
+    msgs: list[Message],
+    funcs: list[dict[str, Any]],
+    cfg: dict[str, Any],
+    settings: Settings,
+    usage: Usage | None,
+    stream: bool,
+) -> AsyncIterator[list[Message]]:
+    """`falling_back` for asyncio."""
+    try:
+        async with closing_stream(native) as parts:
+            async for f in parts:
+                yield f
+        return
+    except ModelServiceError as e:
+        _give_up_native_tools(model, e)
+    settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
+    async with closing_stream(achat(model, msgs, funcs, cfg, settings, usage, stream)) as parts:
+        async for f in parts:
+            yield f
+
+
+def _give_up_native_tools(model: BaseChatModel, e: ModelServiceError) -> None:
+    """After `e` from a call with native tools: re-raise it, unless the server rejects tools (then `model` uses
+    prompt-based function calling from now on)."""
+    if e.code != ModelErrorCode.TOOLS_UNSUPPORTED or e.partial:
+        raise e
+    logger.warning("%s rejects native tools (%s): using prompt-based function calling", model.model, e.message)
+    model.native_tools = False
+
+
 def _prepare(
-    msgs: list[Message], funcs: list[dict], cfg: dict, settings: Settings
-) -> tuple[list[Message], dict, StreamParser]:
+    msgs: list[Message], funcs: list[dict[str, Any]], cfg: dict[str, Any], settings: Settings
+) -> tuple[list[Message], dict[str, Any], StreamParser]:
     """The conversation in the prompt format, the cfg with its stop words, and the parser for the reply."""
     fmt = get_format(settings.fncall_prompt_type or "nous")
     choice = settings.function_choice or "auto"
@@ -115,10 +172,12 @@ def _prepare(
     return converted, cfg, parser
 
 
-def parse_reply(text: str, fncall_prompt_type: str = "nous", functions: list[dict] | None = None) -> list[Message]:
+def parse_reply(
+    text: str, fncall_prompt_type: str = "nous", functions: list[dict[str, Any]] | None = None
+) -> list[Message]:
     """A whole model reply (raw text) as assistant messages: text first, then one message per call."""
     parser = StreamParser(fncall_prompt_type, functions=functions)
-    return collect(parser.run([[Message._make(ASSISTANT, text, None, None, None, {INDEX: 0})]]))
+    return collect(parser.run([[Message(ASSISTANT, text, extra={INDEX: 0})]]))
 
 
 __all__ = [
@@ -145,7 +204,9 @@ __all__ = [
     "QwenFormat",
     "StreamParser",
     "achat",
+    "afalling_back",
     "chat",
+    "falling_back",
     "get_format",
     "loads_lenient",
     "parse_call_text",

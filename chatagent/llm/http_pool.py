@@ -40,7 +40,7 @@ class ShardedTransport(httpx.AsyncBaseTransport):
         except BaseException:
             busy[i] -= 1
             raise
-        response.stream = _Counted(response.stream, busy, i)  # type: ignore[arg-type]
+        response.stream = _Counted(response.stream, busy, i)
         return response
 
     async def aclose(self) -> None:

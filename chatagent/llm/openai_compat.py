@@ -26,19 +26,25 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Iterable, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from typing import Any, cast
 
 import orjson
 
+from chatagent import keys
 from chatagent.errors import ModelErrorCode, ModelServiceError
-from chatagent.keys import clean_api_key, clean_headers, mask_secrets
+from chatagent.keys import clean_api_key, mask_secrets
 from chatagent.llm.base import BaseChatModel, Usage
 from chatagent.llm.cut_off import cut_call_error
+from chatagent.llm.prepare import json_object
 from chatagent.llm.registry import register_llm
 from chatagent.schema import ASSISTANT, FunctionCall, Message, to_openai
 
 logger = logging.getLogger("chatagent.llm")
+# the unvalidated constructor, for fragments built per chunk (wanted: a public name for it in chatagent.schema)
+_make = Message._make  # pyright: ignore[reportPrivateUsage] -- see the line above
+# header dicts in and out (wanted: those type arguments on keys.clean_headers itself)
+clean_headers = cast("Callable[[dict[str, Any] | None], dict[str, Any] | None]", keys.clean_headers)
 
 _MULTIMODAL = re.compile(
     r"(?<![a-z])vl(?![a-z])|vision|gpt-4o|gpt-4\.1|gpt-5|omni|qvq|llava|pixtral|gemini|claude|internvl|minicpm-v|glm-4v",
@@ -91,7 +97,7 @@ class OpenAICompatModel(BaseChatModel):
 
     cfg_keys = frozenset({"base_url", "api_base"})  # other names of model_server
 
-    def __init__(self, cfg: dict | None = None) -> None:
+    def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         super().__init__(cfg)
         cfg = self.cfg
         server = str(cfg.get("model_server") or cfg.get("base_url") or cfg.get("api_base") or "").strip()
@@ -117,7 +123,7 @@ class OpenAICompatModel(BaseChatModel):
                     self._client = openai.OpenAI(api_key=self.api_key, base_url=self.base_url, max_retries=0, **options)
         return self._client
 
-    def _client_options(self, openai: Any) -> dict:
+    def _client_options(self, openai: Any) -> dict[str, Any]:
         """Extra keyword arguments for `openai.OpenAI` (subclasses: headers, an own HTTP client)."""
         return {}
 
@@ -132,21 +138,26 @@ class OpenAICompatModel(BaseChatModel):
 
             from chatagent.llm.http_pool import ShardedTransport
 
-            options = {"timeout": httpx.Timeout(600.0, connect=5.0), **self._aclient_options()}
+            options: dict[str, Any] = {"timeout": httpx.Timeout(600.0, connect=5.0), **self._aclient_options()}
             # several small connection pools: one pool's bookkeeping grows with the square of its streams
             transport = ShardedTransport(trust_env=options.get("trust_env", True))
             client = self._aclients[loop] = httpx.AsyncClient(transport=transport, **options)
         return client
 
-    def _aclient_options(self) -> dict:
+    def _aclient_options(self) -> dict[str, Any]:
         """Extra keyword arguments for the `httpx.AsyncClient` of the async path (subclasses: headers, no proxy)."""
         return {}
 
     # ---- requests ------------------------------------------------------------------------------------
 
     def _request(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, stream: bool, aio: bool = False
-    ) -> dict:
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        stream: bool,
+        aio: bool = False,
+    ) -> dict[str, Any]:
         """The keyword arguments of `chat.completions.create` (`aio`: for `_asend`, which puts every key but the
         transport options into the JSON body, so that the async path never imports the openai SDK)."""
         known = _TRANSPORT_OPTIONS if aio else _create_params(self.client)
@@ -155,14 +166,14 @@ class OpenAICompatModel(BaseChatModel):
             kwargs["tools"] = [{"type": "function", "function": f} for f in functions]
         if stream:
             kwargs["stream"] = True
-            if self._where() not in _NO_STREAM_OPTIONS:
+            if self.endpoint() not in _NO_STREAM_OPTIONS:
                 kwargs["stream_options"] = {"include_usage": True}
-        extra_body: dict = {}
-        given_body: dict = {}  # generate_cfg's own extra_body: it has the last word
+        extra_body: dict[str, Any] = {}
+        given_body: dict[str, Any] = {}  # generate_cfg's own extra_body: it has the last word
         for key, value in cfg.items():
             if key == "_function_choice":
                 if functions:
-                    choice = (
+                    choice: Any = (
                         value if value in ("none", "required") else {"type": "function", "function": {"name": value}}
                     )
                     kwargs["tool_choice"] = choice
@@ -186,30 +197,33 @@ class OpenAICompatModel(BaseChatModel):
             kwargs["extra_body"] = extra_body
         return kwargs
 
-    def _send(self, kwargs: dict, has_tools: bool) -> Any:
+    def _send(self, kwargs: dict[str, Any], has_tools: bool) -> Any:
         """POST the request; the raw (unread when streaming) httpx response. Errors as ModelServiceError."""
         import openai
 
         try:
             return self.client.chat.completions.with_raw_response.create(**kwargs).http_response
         except openai.APIStatusError as e:
-            raise self._status_error(e.status_code, e.response, e.body, has_tools) from None
+            raise self.status_error(e.status_code, e.response, e.body, has_tools) from None
         except openai.APITimeoutError:
             raise ModelServiceError(
-                ModelErrorCode.TIMEOUT, f"no answer from {self._where()} in time", retryable=True
+                ModelErrorCode.TIMEOUT, f"no answer from {self.endpoint()} in time", retryable=True
             ) from None
         except openai.APIConnectionError as e:
             cause = e.__cause__ or e
             raise ModelServiceError(
                 ModelErrorCode.CONNECTION_ERROR,
-                f"cannot reach {self._where()}: {_scrub(str(cause), self.api_key)}",
+                f"cannot reach {self.endpoint()}: {_scrub(str(cause), self.api_key)}",
                 retryable=True,
             ) from None
 
-    def _where(self) -> str:
+    def endpoint(self) -> str:
+        """The server, as messages name it: the base URL, or api.openai.com."""
         return self.base_url or "api.openai.com"
 
-    def _status_error(self, status: int, response: Any, body: Any, has_tools: bool) -> ModelServiceError:
+    def status_error(self, status: int, response: Any, body: Any, has_tools: bool) -> ModelServiceError:
+        """The ModelServiceError for an HTTP error (or an error object in a 200 response): its code, and whether
+        it is retryable, from the status and the server's message."""
         message, code = _error_message(body, response)
         message = _scrub(message, self.api_key)
         retry_after = _retry_after(response.headers) if response is not None else None
@@ -223,15 +237,15 @@ class OpenAICompatModel(BaseChatModel):
             if _STREAM_OPTIONS.search(message):
                 return ModelServiceError(ModelErrorCode.STREAM_OPTIONS_UNSUPPORTED, message)
         if status in (401, 403):
-            message = f"{message} (check api_key / OPENAI_API_KEY for {self._where()})"
+            message = f"{message} (check api_key / OPENAI_API_KEY for {self.endpoint()})"
         elif status == 404:
-            message = f"{message} (check the model name {self.model!r} and model_server {self._where()!r})"
+            message = f"{message} (check the model name {self.model!r} and model_server {self.endpoint()!r})"
         return ModelServiceError(status, message)
 
     # ---- streaming -----------------------------------------------------------------------------------
 
     def _chat_stream(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
     ) -> Iterator[list[Message]]:
         kwargs = self._request(messages, functions, cfg, stream=True)
         try:
@@ -244,13 +258,13 @@ class OpenAICompatModel(BaseChatModel):
         finally:
             response.close()
 
-    def _drop_stream_options(self, e: ModelServiceError, kwargs: dict) -> None:
+    def _drop_stream_options(self, e: ModelServiceError, kwargs: dict[str, Any]) -> None:
         """After `e`: re-raise it, unless the server refused `stream_options`; then remember that (for every model
         on this server, as with tools) and take it out of `kwargs` to ask again."""
         if e.code != ModelErrorCode.STREAM_OPTIONS_UNSUPPORTED or "stream_options" not in kwargs:
             raise e
-        logger.warning("%s rejects stream_options (%s): usage will be estimated", self._where(), e.message)
-        _NO_STREAM_OPTIONS.add(self._where())
+        logger.warning("%s rejects stream_options (%s): usage will be estimated", self.endpoint(), e.message)
+        _NO_STREAM_OPTIONS.add(self.endpoint())
         del kwargs["stream_options"]
 
     def _read_stream(self, response: Any, usage: Usage | None, prompt: _Prompt) -> Iterator[list[Message]]:
@@ -279,7 +293,7 @@ class OpenAICompatModel(BaseChatModel):
             return
         raise ModelServiceError(
             ModelErrorCode.BAD_RESPONSE,
-            f"{self._where()} answered {ctype or 'no content type'}, not an event stream "
+            f"{self.endpoint()} answered {ctype or 'no content type'}, not an event stream "
             f"(is model_server the API's base URL, ending in /v1?): {_snippet(body)}",
         )
 
@@ -296,18 +310,18 @@ class OpenAICompatModel(BaseChatModel):
         """An httpx failure while reading the body, as a retryable ModelServiceError."""
         if "Timeout" in type(e).__name__:
             return ModelServiceError(
-                ModelErrorCode.TIMEOUT, f"{self._where()} stopped sending (read timeout)", retryable=True
+                ModelErrorCode.TIMEOUT, f"{self.endpoint()} stopped sending (read timeout)", retryable=True
             )
         return ModelServiceError(
             ModelErrorCode.STREAM_BROKEN,
-            f"connection to {self._where()} broke: {_scrub(str(e), self.api_key)}",
+            f"connection to {self.endpoint()} broke: {_scrub(str(e), self.api_key)}",
             retryable=True,
         )
 
     # ---- non-streaming -------------------------------------------------------------------------------
 
     def _chat_once(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
     ) -> list[Message]:
         kwargs = self._request(messages, functions, cfg, stream=False)
         response = self._send(kwargs, bool(functions))
@@ -320,7 +334,7 @@ class OpenAICompatModel(BaseChatModel):
     # ---- asyncio: the same request and parsing over httpx.AsyncClient ------------------------------------
 
     async def _achat_stream(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
     ) -> AsyncIterator[list[Message]]:
         kwargs = self._request(messages, functions, cfg, stream=True, aio=True)
         prompt = (messages, functions)
@@ -358,7 +372,7 @@ class OpenAICompatModel(BaseChatModel):
             await response.aclose()
 
     async def _achat_once(
-        self, messages: list[Message], functions: list[dict] | None, cfg: dict, usage: Usage | None
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
     ) -> list[Message]:
         kwargs = self._request(messages, functions, cfg, stream=False, aio=True)
         response = await self._asend(kwargs, bool(functions))
@@ -368,16 +382,19 @@ class OpenAICompatModel(BaseChatModel):
             await response.aclose()
         return self._parse_completion(body, usage, (messages, functions))
 
-    async def _asend(self, kwargs: dict, has_tools: bool) -> Any:
+    async def _asend(self, kwargs: dict[str, Any], has_tools: bool) -> Any:
         """POST the request on the async client; the response, its body unread. Errors as ModelServiceError."""
         import httpx
 
         client = self._aclient()
         kwargs = dict(kwargs)
         timeout = kwargs.pop("timeout", None)
-        headers = {"Authorization": f"Bearer {self.api_key}", **clean_headers(kwargs.pop("extra_headers", None) or {})}
+        headers = {
+            "Authorization": f"Bearer {self.api_key}",
+            **(clean_headers(kwargs.pop("extra_headers", None)) or {}),
+        }
         query = kwargs.pop("extra_query", None)
-        extra_body = kwargs.pop("extra_body", None) or {}
+        extra_body: dict[str, Any] = kwargs.pop("extra_body", None) or {}
         body = {**kwargs, **extra_body}
         url = (self.base_url or "https://api.openai.com/v1") + "/chat/completions"
         headers["Content-Type"] = "application/json"
@@ -389,12 +406,12 @@ class OpenAICompatModel(BaseChatModel):
             response = await client.send(request, stream=True)
         except httpx.TimeoutException:
             raise ModelServiceError(
-                ModelErrorCode.TIMEOUT, f"no answer from {self._where()} in time", retryable=True
+                ModelErrorCode.TIMEOUT, f"no answer from {self.endpoint()} in time", retryable=True
             ) from None
         except httpx.HTTPError as e:
             raise ModelServiceError(
                 ModelErrorCode.CONNECTION_ERROR,
-                f"cannot reach {self._where()}: {_scrub(str(e), self.api_key)}",
+                f"cannot reach {self.endpoint()}: {_scrub(str(e), self.api_key)}",
                 retryable=True,
             ) from None
         if response.status_code >= 400:
@@ -406,9 +423,10 @@ class OpenAICompatModel(BaseChatModel):
                 parsed: Any = orjson.loads(data)
             except orjson.JSONDecodeError:
                 parsed = data.decode("utf-8", "replace")
-            if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
-                parsed = parsed["error"]  # as the SDK hands over an error body
-            raise self._status_error(response.status_code, response, parsed, has_tools)
+            error = json_object(parsed_obj.get("error")) if (parsed_obj := json_object(parsed)) is not None else None
+            if error is not None:
+                parsed = error  # as the SDK hands over an error body
+            raise self.status_error(response.status_code, response, parsed, has_tools)
         return response
 
     async def _aread_body(self, response: Any) -> bytes:
@@ -423,44 +441,43 @@ class OpenAICompatModel(BaseChatModel):
     def _parse_completion(self, body: bytes, usage: Usage | None, prompt: _Prompt) -> list[Message]:
         has_tools = bool(prompt[1])
         try:
-            obj = orjson.loads(body)
+            obj: _Json = orjson.loads(body)
         except orjson.JSONDecodeError:
             obj = _loads_lone_surrogates(body)
         if obj is None:
             raise ModelServiceError(
                 ModelErrorCode.BAD_RESPONSE,
-                f"{self._where()} answered with a body that is not JSON "
+                f"{self.endpoint()} answered with a body that is not JSON "
                 f"(is model_server the API's base URL, ending in /v1?): {_snippet(body)}",
             )
         if not isinstance(obj, dict):
             raise ModelServiceError(ModelErrorCode.BAD_RESPONSE, f"unexpected answer: {_snippet(body)}")
         if obj.get("error") and not obj.get("choices"):
-            status = _int(obj["error"].get("code") if isinstance(obj["error"], dict) else None) or 500
-            raise self._status_error(status, None, obj, has_tools)
+            status = _error_status(obj["error"])
+            raise self.status_error(status, None, obj, has_tools)
         choices = obj.get("choices")
         if not choices:
-            raise ModelServiceError(ModelErrorCode.EMPTY_RESPONSE, f"{self._where()} sent no choices", retryable=True)
-        msg = choices[0].get("message") or {}
-        out = []
+            raise ModelServiceError(ModelErrorCode.EMPTY_RESPONSE, f"{self.endpoint()} sent no choices", retryable=True)
+        msg: dict[str, Any] = choices[0].get("message") or {}
+        out: list[Message] = []
         text = msg.get("content") or ""
         if type(text) is not str:
             text = _parts_text(text)
         reasoning = msg.get("reasoning_content") or msg.get("reasoning")
         if text or reasoning:
-            out.append(Message._make(ASSISTANT, text, None, None, reasoning or None, None))
-        tool_calls = msg.get("tool_calls") or []
+            out.append(_make(ASSISTANT, text, None, None, reasoning or None, None))
+        tool_calls: list[Any] = msg.get("tool_calls") or []
         if not tool_calls and msg.get("function_call"):
             tool_calls = [{"function": msg["function_call"]}]
         cut = choices[0].get("finish_reason") == "length"
         if cut and tool_calls:
             raise cut_call_error()
         for tc in tool_calls:
-            fn = tc.get("function") or {}
-            args = fn.get("arguments")
-            call = FunctionCall(fn.get("name") or "", args if isinstance(args, (str, dict)) else "")
-            out.append(Message._make(ASSISTANT, "", None, call, None, {"function_id": tc.get("id") or _call_id()}))
+            fn: dict[str, Any] = tc.get("function") or {}
+            call = FunctionCall(fn.get("name") or "", _call_arguments(fn.get("arguments")))
+            out.append(_make(ASSISTANT, "", None, call, None, {"function_id": tc.get("id") or _call_id()}))
         if not out:
-            out.append(Message._make(ASSISTANT, "", None, None, None, None))
+            out.append(_make(ASSISTANT, "", None, None, None, None))
         if cut:
             out[0].extra = {**(out[0].extra or {}), "stop_reason": "length"}
         if usage is not None:
@@ -478,14 +495,14 @@ class _ReplyReader:
     )  # fmt: skip
 
     def __init__(self, model: OpenAICompatModel, prompt: _Prompt) -> None:
-        self.model = model
+        self.model: OpenAICompatModel = model
         self.prompt = prompt
         self.has_tools = bool(prompt[1])
         self.texts: list[str] = []  # to estimate the usage when the server reports none
-        self.calls: dict[int, list] = {}  # tool index -> [id, name, argument pieces]
+        self.calls: dict[int, _CallParts] = {}  # tool index -> [id, name, argument pieces]
         self.text_seen = self.choice_seen = self.finished = self.done = False
         self.reason: str | None = None
-        self.usage: dict | None = None
+        self.usage: Any = None  # the server's usage report (checked where it is read)
 
     def event(self, data: bytes) -> list[Message] | None:
         """The fragments of one server-sent event's data (None for events without any)."""
@@ -495,13 +512,13 @@ class _ReplyReader:
             self.done = True
             return None
         try:
-            obj = orjson.loads(data)
+            obj: _Json = orjson.loads(data)
         except orjson.JSONDecodeError:
             obj = _loads_lone_surrogates(data)
             if obj is None:
                 raise ModelServiceError(
                     ModelErrorCode.BAD_RESPONSE,
-                    f"malformed event from {self.model._where()}: {_snippet(data)}",
+                    f"malformed event from {self.model.endpoint()}: {_snippet(data)}",
                     retryable=True,
                 ) from None
         if type(obj) is not dict:
@@ -509,8 +526,8 @@ class _ReplyReader:
         choices = obj.get("choices")
         if not choices:  # the usage chunk, an error, or a keep-alive
             if obj.get("error"):
-                status = _int(obj["error"].get("code") if isinstance(obj["error"], dict) else None) or 500
-                raise self.model._status_error(status, None, obj, self.has_tools)
+                status = _error_status(obj["error"])
+                raise self.model.status_error(status, None, obj, self.has_tools)
             self.usage = obj.get("usage") or self.usage
             return None
         self.choice_seen = True
@@ -519,13 +536,13 @@ class _ReplyReader:
             choice = next((c for c in choices if not c.get("index")), None)
             if choice is None:
                 return None
-        delta = choice.get("delta") or {}
+        delta: dict[str, Any] = choice.get("delta") or {}
         content = delta.get("content")
         out = None
         if content and len(delta) == 1 and type(content) is str:  # the usual chunk: text only
             self.text_seen = True
             self.texts.append(content)
-            out = [Message._make(ASSISTANT, content, None, None, None, {"index": 0})]
+            out = [_make(ASSISTANT, content, None, None, None, {"index": 0})]
         else:
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if content or reasoning:
@@ -533,7 +550,7 @@ class _ReplyReader:
                     content = _parts_text(content)
                 self.text_seen = True
                 self.texts += (content or "", reasoning or "")
-                out = [Message._make(ASSISTANT, content or "", None, None, reasoning or None, {"index": 0})]
+                out = [_make(ASSISTANT, content or "", None, None, reasoning or None, {"index": 0})]
             tool_calls = delta.get("tool_calls")
             if tool_calls:
                 for n, tc in enumerate(tool_calls):
@@ -548,7 +565,7 @@ class _ReplyReader:
 
     def finish(self, usage: Usage | None) -> list[list[Message]]:
         """After the last event: the calls, a length mark, the usage; or the error the stream amounts to."""
-        where = self.model._where()
+        where = self.model.endpoint()
         if not (self.done or self.finished):
             raise ModelServiceError(
                 ModelErrorCode.STREAM_INCOMPLETE, f"the stream from {where} ended before the answer did", retryable=True
@@ -563,21 +580,23 @@ class _ReplyReader:
             _add_usage(usage, self.usage, self.prompt, "".join(texts))
         if cut and calls:
             raise cut_call_error()
-        out = []
+        out: list[list[Message]] = []
         start = 1 if self.text_seen else 0
         for n, i in enumerate(sorted(calls)):
             fid, name, pieces = calls[i]
             extra = {"index": start + n, "function_id": fid or _call_id()}
-            out.append([Message._make(ASSISTANT, "", None, FunctionCall(name, "".join(pieces)), None, extra)])
+            out.append([_make(ASSISTANT, "", None, FunctionCall(name, "".join(pieces)), None, extra)])
         if not (self.text_seen or calls) or cut:  # a text cut off by max_tokens says so
             extra = {"index": 0, "stop_reason": "length"} if cut else {"index": 0}
-            out.append([Message._make(ASSISTANT, "", None, None, None, extra)])
+            out.append([_make(ASSISTANT, "", None, None, None, extra)])
         return out
 
 
 # ---- helpers ------------------------------------------------------------------------------------------------
 
-_Prompt = tuple[list[Message], "list[dict] | None"]  # what a request asked: the messages and the functions
+_Prompt = tuple[list[Message], "list[dict[str, Any]] | None"]  # what a request asked: the messages and the functions
+_CallParts = list[Any]  # a streamed tool call: [its id (str | None), its name (str), its argument pieces (list[str])]
+_Json = dict[str, Any] | list[Any] | str | int | float | bool | None  # a JSON value as orjson reads it
 
 
 def _said(m: Message) -> str:
@@ -589,8 +608,9 @@ def _said(m: Message) -> str:
 def _add_usage(usage: Usage, reported: Any, prompt: _Prompt, reply_text: str) -> None:
     """Add the server's usage report to `usage`; without one (a server that ignores or refuses stream_options),
     an offline estimate (chatagent.tokens) of the prompt and of the reply, so that usage never stays 0."""
-    if isinstance(reported, dict) and (reported.get("prompt_tokens") or reported.get("completion_tokens")):
-        usage.add(_int(reported.get("prompt_tokens")) or 0, _int(reported.get("completion_tokens")) or 0)
+    counts = json_object(reported)
+    if counts is not None and (counts.get("prompt_tokens") or counts.get("completion_tokens")):
+        usage.add(_int(counts.get("prompt_tokens")) or 0, _int(counts.get("completion_tokens")) or 0)
         return
     from chatagent.tokens import count_tokens
 
@@ -601,23 +621,23 @@ def _add_usage(usage: Usage, reported: Any, prompt: _Prompt, reply_text: str) ->
     usage.add(asked, count_tokens(reply_text))
 
 
-_PARAMS: frozenset[str] | None = None
+_params: frozenset[str] | None = None  # chat.completions.create's, read once
 _TRANSPORT_OPTIONS = frozenset({"extra_headers", "extra_query", "timeout"})  # what `_asend` takes out of the body
 
 
 def _create_params(client: Any) -> frozenset[str]:
     """Names `chat.completions.create` takes (known request fields go as arguments, the rest in extra_body)."""
-    global _PARAMS
-    if _PARAMS is None:
-        _PARAMS = frozenset(inspect.signature(client.chat.completions.create).parameters) - {"stream", "messages"}
-    return _PARAMS
+    global _params
+    if _params is None:
+        _params = frozenset(inspect.signature(client.chat.completions.create).parameters) - {"stream", "messages"}
+    return _params
 
 
-def _add_call_delta(calls: dict[int, list], tc: dict, position: int) -> None:
+def _add_call_delta(calls: dict[int, _CallParts], tc: dict[str, Any], position: int) -> None:
     i = tc.get("index")
     if not isinstance(i, int):
         i = position
-    fn = tc.get("function") or {}
+    fn: dict[str, Any] = tc.get("function") or {}
     entry = calls.get(i)
     if entry is None:
         entry = calls[i] = [None, "", []]
@@ -645,15 +665,23 @@ def _loads_lone_surrogates(data: bytes) -> Any:
         if isinstance(value, str):
             return fix_surrogates(value)
         if isinstance(value, list):
-            return [fix(v) for v in value]
+            return [fix(v) for v in cast("list[Any]", value)]
         if isinstance(value, dict):
-            return {fix(k): fix(v) for k, v in value.items()}
+            return {fix(k): fix(v) for k, v in cast("dict[Any, Any]", value).items()}
         return value
 
     try:
         return fix(json.loads(data))
     except (ValueError, RecursionError):
         return None
+
+
+def _call_arguments(args: Any) -> str | dict[str, Any]:
+    """A whole (non-streamed) call's arguments as the server sent them: a JSON string or an object; else none."""
+    if isinstance(args, str):
+        return args
+    obj = json_object(args)
+    return obj if obj is not None else ""
 
 
 def _call_id() -> str:
@@ -664,8 +692,13 @@ def _call_id() -> str:
 def _parts_text(content: Any) -> str:
     """The text of content sent as a list of parts ({'type': 'text', 'text': ...})."""
     if isinstance(content, list):
-        return "".join(p.get("text") or "" if isinstance(p, dict) else str(p) for p in content)
+        return "".join(_part_text(p) for p in cast("list[Any]", content))
     return str(content)
+
+
+def _part_text(part: Any) -> str:
+    obj = json_object(part)
+    return str(part) if obj is None else obj.get("text") or ""
 
 
 def _is_http_error(e: BaseException) -> bool:
@@ -699,7 +732,7 @@ class _SSESplitter:
             buf = buf.replace(b"\r\n", b"\n")  # a "\r" at the very end meets its "\n" with the next chunk
         lines = buf.split(b"\n")
         self.buf = lines.pop()
-        out = []
+        out: list[bytes] = []
         data = self.data
         for line in lines:
             if not line:
@@ -720,7 +753,7 @@ class _SSESplitter:
         """The stream ended: an unterminated last event still counts."""
         buf, data = self.buf.rstrip(b"\r"), self.data
         self.buf, self.data = b"", None
-        out = []
+        out: list[bytes] = []
         if buf.startswith(b"data:"):
             buf = buf[6:] if buf[5:6] == b" " else buf[5:]
             data = buf if data is None else data + b"\n" + buf
@@ -733,11 +766,13 @@ class _SSESplitter:
 
 def _error_message(body: Any, response: Any) -> tuple[str, str | None]:
     """The server's error message and code, from an OpenAI error JSON or whatever else it sent."""
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict):
-            msg = err.get("message") or err.get("msg") or err.get("detail") or body.get("message")
-            code = err.get("code") or err.get("type")
+    obj = json_object(body)
+    if obj is not None:
+        err: Any = obj.get("error", obj)
+        err_obj = json_object(err)
+        if err_obj is not None:
+            msg = err_obj.get("message") or err_obj.get("msg") or err_obj.get("detail") or obj.get("message")
+            code = err_obj.get("code") or err_obj.get("type")
             if msg:
                 return str(msg), str(code) if code is not None else None
         elif isinstance(err, str):
@@ -788,6 +823,12 @@ def _snippet(data: bytes | str, limit: int = 200) -> str:
 
 def _scrub(text: str, secret: str | None) -> str:
     return mask_secrets(text, [secret])
+
+
+def _error_status(error: Any) -> int:
+    """The HTTP status an error object in a 200 response stands for: its `code`, else 500."""
+    obj = json_object(error)
+    return _int(obj.get("code") if obj is not None else None) or 500
 
 
 def _int(value: Any) -> int | None:

@@ -7,26 +7,27 @@ import logging
 import os
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from chatagent.schema import ContentItem, FunctionCall, Message
 
 logger = logging.getLogger("chatagent.llm")
 
 
-def normalize_functions(functions: Iterable[Any] | None) -> list[dict] | None:
+def normalize_functions(functions: Iterable[Any] | None) -> list[dict[str, Any]] | None:
     """Function schemas as `{'name', 'description', 'parameters'}` dicts (OpenAI tool dicts accepted)."""
     if not functions:
         return None
-    out = []
-    for f in functions:
-        if not isinstance(f, dict):
-            schema = getattr(f, "function", None)  # a BaseTool
-            if not isinstance(schema, dict):
-                raise TypeError(f"a function must be a schema dict or a tool, got {type(f).__name__}")
-            f = schema
-        if f.get("type") == "function" and isinstance(f.get("function"), dict):
-            f = f["function"]
+    out: list[dict[str, Any]] = []
+    for given in functions:
+        f = json_object(given)
+        if f is None:
+            f = json_object(getattr(given, "function", None))  # a BaseTool's schema
+            if f is None:
+                raise TypeError(f"a function must be a schema dict or a tool, got {type(given).__name__}")
+        inner = json_object(f.get("function"))
+        if inner is not None and f.get("type") == "function":
+            f = inner
         if not isinstance(f.get("name"), str):
             raise ValueError(f"function schema without a name: {f!r:.200}")
         out.append(
@@ -37,6 +38,11 @@ def normalize_functions(functions: Iterable[Any] | None) -> list[dict] | None:
             }
         )
     return out
+
+
+def json_object(value: object) -> dict[str, Any] | None:
+    """`value` if it is a JSON object (a dict, from JSON or a config: its keys are strings), else None."""
+    return cast("dict[str, Any]", value) if isinstance(value, dict) else None
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

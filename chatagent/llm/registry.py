@@ -7,6 +7,7 @@ import importlib
 import logging
 import os
 from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from chatagent.llm.base import BaseChatModel
 
@@ -21,7 +22,7 @@ LLM_REGISTRY: dict[str, type[BaseChatModel] | str] = {
     "scripted": "chatagent.llm.scripted:ScriptedLLM",
 }
 # Qwen-Agent's model_type names: (ours, config defaults they imply)
-MODEL_TYPE_ALIASES: dict[str, tuple[str, dict]] = {
+MODEL_TYPE_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
     "qwen_dashscope": ("dashscope", {}),
     "qwenvl_dashscope": ("dashscope", {"multimodal": True}),
     "qwenaudio_dashscope": ("dashscope", {"multimodal": True}),
@@ -35,12 +36,13 @@ UNSUPPORTED_MODEL_TYPES = {
     "openvino": "OpenVINO in-process",
 }
 DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
+_Model = TypeVar("_Model", bound="type[BaseChatModel]")
 
 
-def register_llm(model_type: str) -> Callable[[type[BaseChatModel]], type[BaseChatModel]]:
+def register_llm(model_type: str) -> Callable[[_Model], _Model]:
     """Class decorator: make `{'model_type': model_type}` configs build this class."""
 
-    def decorator(cls: type[BaseChatModel]) -> type[BaseChatModel]:
+    def decorator(cls: _Model) -> _Model:
         cls.model_type = model_type
         LLM_REGISTRY[model_type] = cls
         return cls
@@ -65,7 +67,7 @@ def _llm_class(model_type: str) -> type[BaseChatModel]:
     return entry
 
 
-def default_llm_config() -> dict:
+def default_llm_config() -> dict[str, Any]:
     """The model to use when an agent gets none: DashScope, then an OpenAI-compatible server, then local.
 
     `DASHSCOPE_API_KEY` set gives DashScope's qwen-plus; `OPENAI_API_KEY` (with `OPENAI_BASE_URL` and
@@ -74,7 +76,7 @@ def default_llm_config() -> dict:
     if os.environ.get("DASHSCOPE_API_KEY"):
         return {"model_type": "dashscope", "model": os.environ.get("DASHSCOPE_MODEL", "qwen-plus")}
     if os.environ.get("OPENAI_API_KEY"):
-        cfg = {"model_type": "oai", "model": os.environ.get("OPENAI_MODEL", "gpt-4o-mini")}
+        cfg: dict[str, Any] = {"model_type": "oai", "model": os.environ.get("OPENAI_MODEL", "gpt-4o-mini")}
         if os.environ.get("OPENAI_BASE_URL"):
             cfg["model_server"] = os.environ["OPENAI_BASE_URL"]
         return cfg
@@ -85,7 +87,7 @@ def default_llm_config() -> dict:
     return {"model_type": "local"}
 
 
-def get_chat_model(cfg: dict | str | BaseChatModel | None = None) -> BaseChatModel:
+def get_chat_model(cfg: dict[str, Any] | str | BaseChatModel | None = None) -> BaseChatModel:
     """A model from a config dict (or the instance itself; a string is a model name); None picks
     `default_llm_config()`. Qwen-Agent's model_type names are accepted (see MODEL_TYPE_ALIASES)."""
     if isinstance(cfg, BaseChatModel):
@@ -94,7 +96,7 @@ def get_chat_model(cfg: dict | str | BaseChatModel | None = None) -> BaseChatMod
         cfg = default_llm_config()
     if isinstance(cfg, str):
         cfg = {"model": cfg}
-    if not isinstance(cfg, dict):
+    if not isinstance(cast(object, cfg), dict):  # callers outside typed code pass anything
         raise TypeError(f"llm must be a config dict or a BaseChatModel, got {type(cfg).__name__}")
     cfg = dict(cfg)
     model_type = cfg.get("model_type")

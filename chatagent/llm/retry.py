@@ -8,10 +8,10 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextlib import aclosing
 
 from chatagent.errors import ModelServiceError, RunDeadlineExceeded
 from chatagent.llm.settings import Settings
+from chatagent.llm.stream_modes import closing_stream
 from chatagent.schema import Message
 
 logger = logging.getLogger("chatagent.llm")
@@ -49,7 +49,7 @@ async def aretrying(
     while True:
         yielded = False
         try:
-            async with aclosing(attempt()) as stream:  # type: ignore[type-var]
+            async with closing_stream(attempt()) as stream:
                 async for fragments in stream:
                     yielded = True
                     yield fragments

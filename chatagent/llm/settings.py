@@ -55,13 +55,14 @@ class Settings:
     cache_dir: Any = None  # Qwen-Agent's name for `cache` with a directory
 
 
-def split_generate_cfg(cfg: dict) -> tuple[Settings, dict]:
+def split_generate_cfg(cfg: dict[str, Any]) -> tuple[Settings, dict[str, Any]]:
     """Framework settings and the keys to pass through to the backend."""
     ours = {k: v for k, v in cfg.items() if k in FRAMEWORK_KEYS and v is not None}
     rest = {k: v for k, v in cfg.items() if k not in FRAMEWORK_KEYS and k not in IGNORED_KEYS}
     for key in ("use_raw_api", "thought_in_content"):  # Qwen-Agent's docs write them as strings too
-        if isinstance(ours.get(key), str):
-            ours[key] = ours[key].strip().lower() in ("true", "1", "yes")
+        value = ours.get(key)
+        if isinstance(value, str):
+            ours[key] = value.strip().lower() in ("true", "1", "yes")
     for key, value in ours.items():
         limit = _NUMERIC_SETTINGS.get(key)
         if limit is not None and not _number_at_least(value, *limit):
@@ -73,7 +74,7 @@ def split_generate_cfg(cfg: dict) -> tuple[Settings, dict]:
 
 
 # key -> (integer only, bound, bound included)
-_NUMERIC_SETTINGS = {
+_NUMERIC_SETTINGS: dict[str, tuple[bool, float, bool]] = {
     "max_retries": (True, 0, True),
     "retry_delay": (False, 0, True),
     "max_retry_wait": (False, 0, True),
@@ -89,7 +90,7 @@ def _number_at_least(value: Any, integer: bool, bound: float, inclusive: bool) -
     return value >= bound if inclusive else value > bound
 
 
-def attempt_cfg(cfg: dict, settings: Settings) -> dict:
+def attempt_cfg(cfg: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """`cfg` for one request. With `settings.deadline`, `request_timeout` (the backend's connect and read
     timeout) is capped by the time left, so that a stalled server cannot hold a run past its deadline."""
     if settings.deadline is None:
@@ -101,10 +102,10 @@ def attempt_cfg(cfg: dict, settings: Settings) -> dict:
     return {**cfg, "request_timeout": left if timeout is None else min(timeout, left)}
 
 
-def check_cfg_keys(cls: type, cfg: dict) -> None:
+def check_cfg_keys(cls: type, cfg: dict[str, Any]) -> None:
     """TypeError for a config key no class in `cls`'s hierarchy reads (a misspelt `model_server` would
     otherwise fall back to another server without a word)."""
-    known = set().union(*(getattr(k, "cfg_keys", ()) for k in cls.__mro__))
+    known: set[str] = {key for k in cls.__mro__ for key in getattr(k, "cfg_keys", ())}
     unknown = [k for k in cfg if k not in known and k not in IGNORED_KEYS]
     if unknown:
         error = unexpected_keyword(f"{cls.__name__} config", unknown, known)

@@ -6,18 +6,36 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import aclosing
+from typing import Any
 
 from chatagent.schema import Message
 from chatagent.stream import Collector, DictResponse, Response, fragment
 
 
-def dumped(fragments: Iterator[list[Message]]) -> Iterator[list[dict]]:
+class closing_stream:
+    """`contextlib.aclosing` for any async iterator of fragments: on exit it is closed if it can be (an async
+    generator can; an async iterator need not have `aclose`)."""
+
+    __slots__ = ("stream",)
+
+    def __init__(self, stream: AsyncIterator[list[Message]]) -> None:
+        self.stream = stream
+
+    async def __aenter__(self) -> AsyncIterator[list[Message]]:
+        return self.stream
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        aclose = getattr(self.stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def dumped(fragments: Iterator[list[Message]]) -> Iterator[list[dict[str, Any]]]:
     for frs in fragments:
         yield [f.model_dump() for f in frs]
 
 
-def dict_accumulate(fragments: Iterator[list[Message]]) -> Iterator[list[dict]]:
+def dict_accumulate(fragments: Iterator[list[Message]]) -> Iterator[list[dict[str, Any]]]:
     """Fragments in, the whole response so far as dicts out (each yield a new list)."""
     response = DictResponse()
     for frs in fragments:
@@ -34,33 +52,37 @@ async def aas_fragments(reply: Awaitable[list[Message]]) -> AsyncIterator[list[M
     yield [fragment(m, i) for i, m in enumerate(await reply)]
 
 
-async def acollect(fragments: AsyncIterator[list[Message]], as_dicts: bool = False) -> list:
+async def acollect(
+    fragments: AsyncIterator[list[Message]], as_dicts: bool = False
+) -> list[Message] | list[dict[str, Any]]:
     collector = Collector()
-    async with aclosing(fragments) as parts:  # type: ignore[type-var]
+    async with closing_stream(fragments) as parts:
         async for f in parts:
             collector.add(f)
     reply = collector.messages()
     return [m.model_dump() for m in reply] if as_dicts else reply
 
 
-async def aaccumulate(fragments: AsyncIterator[list[Message]], as_dicts: bool = False) -> AsyncIterator[list]:
+async def aaccumulate(
+    fragments: AsyncIterator[list[Message]], as_dicts: bool = False
+) -> AsyncIterator[list[Message] | list[dict[str, Any]]]:
     response: Response | DictResponse = DictResponse() if as_dicts else Response()
-    async with aclosing(fragments) as parts:  # type: ignore[type-var]
+    async with closing_stream(fragments) as parts:
         async for f in parts:
             if f:
                 response.add(f)
-                yield list(response.messages)
+                yield response.messages[:]  # a new list (sliced: its type stays the response's own)
 
 
-async def adumped(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[dict]]:
-    async with aclosing(fragments) as parts:  # type: ignore[type-var]
+async def adumped(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[dict[str, Any]]]:
+    async with closing_stream(fragments) as parts:
         async for frs in parts:
             yield [f.model_dump() for f in frs]
 
 
 async def in_worker_thread(start: Callable[[], Iterator[list[Message]]]) -> AsyncIterator[list[Message]]:
     """The stream `start()` returns, for asyncio: started on first use, each step taken in a worker thread, closed
-    there too when done."""
+    there too when done (if it can be closed: a generator can, a plain iterator has nothing to close)."""
     stream = start()
     busy = threading.Lock()  # a cancelled wait leaves `next` running in its thread: close after it
 
@@ -70,7 +92,9 @@ async def in_worker_thread(start: Callable[[], Iterator[list[Message]]]) -> Asyn
 
     def close() -> None:
         with busy:
-            stream.close()  # type: ignore[attr-defined]
+            close_stream = getattr(stream, "close", None)
+            if close_stream is not None:
+                close_stream()
 
     try:
         while True:

@@ -385,3 +385,54 @@ def test_cancelling_arun_on_a_blocking_model_closes_its_stream_after_the_step_in
 
     run(main())  # before the fix: ValueError: generator already executing (close() raced the step in flight)
     assert closed.wait(DEADLINE)
+
+
+def test_a_backend_whose_stream_is_a_plain_iterator_works_under_achat():
+    """`_chat_stream` may return any iterator (its declared type): achat reads it in a worker thread and closes it
+    only if it can be closed (a list iterator has no close(); that used to raise AttributeError at the end)."""
+    from chatagent.llm.base import BaseChatModel
+
+    class PlainIterator(BaseChatModel):
+        def _chat_stream(self, messages, functions, cfg, usage):
+            return iter([[Message._make("assistant", "plain", None, None, None, {"index": 0})]])
+
+    llm = PlainIterator({"model": "plain"})
+
+    async def main():
+        streamed = [rsp async for rsp in llm.achat(USER)]
+        whole = await llm.achat(USER, stream=False)
+        return streamed, whole
+
+    streamed, whole = run(main())
+    assert streamed == [[{"role": "assistant", "content": "plain"}]]
+    assert whole == [{"role": "assistant", "content": "plain"}]
+
+
+def test_a_backend_whose_async_stream_has_no_aclose_works_under_achat():
+    """`_achat_stream` may return any async iterator: one without aclose() is read to its end, not failed on exit."""
+    from chatagent.llm.base import BaseChatModel
+
+    class Fragments:
+        def __init__(self):
+            self.left = [[Message._make("assistant", "no aclose", None, None, None, {"index": 0})]]
+
+        def __aiter__(self):
+            return self
+
+        async def __anext__(self):
+            if not self.left:
+                raise StopAsyncIteration
+            return self.left.pop()
+
+    class AsyncIteratorModel(BaseChatModel):
+        def _achat_stream(self, messages, functions, cfg, usage):
+            return Fragments()
+
+    llm = AsyncIteratorModel({"model": "plain"})
+
+    async def main():
+        return [rsp async for rsp in llm.achat(USER)], await llm.achat(USER, stream=False)
+
+    streamed, whole = run(main())
+    assert streamed == [[{"role": "assistant", "content": "no aclose"}]]
+    assert whole == [{"role": "assistant", "content": "no aclose"}]

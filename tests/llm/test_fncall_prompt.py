@@ -613,6 +613,25 @@ def test_fallback_when_the_server_rejects_tools(stream, caplog):
     assert len(llm.calls) == 3 and llm.calls[2] is not None
 
 
+@pytest.mark.parametrize("stream", [True, False])
+def test_fallback_when_the_server_rejects_tools_under_achat(stream):
+    import asyncio
+
+    llm = NoToolsLLM(["Let me check.\n" + CALL_PARIS, CALL_PARIS], generate_cfg=FAST)
+
+    async def ask():
+        if not stream:
+            return await llm.achat(USER, FUNCS, stream=False)
+        return [rsp async for rsp in llm.achat(USER, FUNCS)][-1]
+
+    out = asyncio.run(asyncio.wait_for(ask(), 20))
+    assert dump(out) == [text("Let me check."), call("get_weather", PARIS)]
+    assert llm.native_tools is False
+    assert llm.calls[0] is None and llm.calls[1].functions is None
+    assert dump(asyncio.run(asyncio.wait_for(ask(), 20))) == [call("get_weather", PARIS)]  # straight to the prompt
+    assert len(llm.calls) == 3 and llm.calls[2] is not None
+
+
 def test_fallback_over_http_with_the_loopback_server(openai_server):
     openai_server.add(
         ServerReply(status=400, error={"message": "tools are not supported by this model", "code": None}),

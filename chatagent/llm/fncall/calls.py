@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from chatagent.jsonlenient import loads_lenient
+from chatagent.llm.prepare import json_object
 
 _NAME_KEYS = ("name", "function", "tool", "tool_name", "function_name")
 _ARGS_KEYS = ("arguments", "parameters", "args", "input", "params")
@@ -19,7 +20,7 @@ _XML_PARAM = re.compile(r"<parameter=([^>\s]+)\s*>\n?(.*?)(?:\n?</parameter>|$)"
 _FENCE = re.compile(r"^```[\w+-]*[ \t]*\n?(.*?)(?:\n?```\s*)?$", re.DOTALL)
 
 
-def parse_call_text(text: str, schemas: dict[str, dict] | None = None) -> tuple[str, str] | None:
+def parse_call_text(text: str, schemas: dict[str, dict[str, Any]] | None = None) -> tuple[str, str] | None:
     """(name, arguments as JSON) from the text inside one `<tool_call>`, or None if no name is found.
 
     Lenient about what models really write: code fences, decoration before the JSON, Python dicts,
@@ -32,10 +33,10 @@ def parse_call_text(text: str, schemas: dict[str, dict] | None = None) -> tuple[
     start = text.find("{")
     if start != -1:
         try:
-            obj = loads_lenient(text[start:])
+            obj = json_object(loads_lenient(text[start:]))
         except ValueError:
             obj = None
-        if isinstance(obj, dict):
+        if obj is not None:
             found = _name_and_args(obj)
             if found is not None:
                 return found
@@ -61,13 +62,15 @@ def parse_qwen_args(text: str) -> str:
     return _arguments_json(text)
 
 
-def _name_and_args(obj: dict) -> tuple[str, str] | None:
-    if isinstance(obj.get("function"), dict):  # {"type": "function", "function": {...}}
-        return _name_and_args(obj["function"])
+def _name_and_args(obj: dict[str, Any]) -> tuple[str, str] | None:
+    inner = json_object(obj.get("function"))
+    if inner is not None:  # {"type": "function", "function": {...}}
+        return _name_and_args(inner)
     name_key = next((k for k in _NAME_KEYS if isinstance(obj.get(k), str) and obj[k].strip()), None)
     if name_key is None:
         return None
     args_key = next((k for k in _ARGS_KEYS if k in obj), None)
+    args: Any
     if args_key is not None:
         args = obj[args_key]
     else:  # the arguments written beside the name
@@ -90,7 +93,9 @@ def _arguments_json(args: Any) -> str:
                 inner = loads_lenient(args)
             except ValueError:
                 return text
-            args = inner if isinstance(inner, dict) else args
+            obj = json_object(inner)
+            if obj is not None:
+                args = obj
         if not isinstance(args, dict):
             return text
     if args is None:
@@ -98,17 +103,17 @@ def _arguments_json(args: Any) -> str:
     return json.dumps(args, ensure_ascii=False)
 
 
-def _parse_xml_call(text: str, schemas: dict[str, dict]) -> tuple[str, str] | None:
+def _parse_xml_call(text: str, schemas: dict[str, dict[str, Any]]) -> tuple[str, str] | None:
     m = _XML_FUNCTION.search(text)
     if m is None:
         return None
     name = m.group(1).strip()
-    props = (schemas.get(name) or {}).get("properties") or {}
+    props = json_object((schemas.get(name) or {}).get("properties")) or {}
     args: dict[str, Any] = {}
     for p in _XML_PARAM.finditer(text, m.end()):
         key, value = p.group(1).strip(), p.group(2)
         value = value.split("</function>")[0].strip("\n")
-        kind = (props.get(key) or {}).get("type")
+        kind = (json_object(props.get(key)) or {}).get("type")
         if kind != "string":
             try:
                 value = loads_lenient(value)
@@ -131,7 +136,8 @@ def _parse_python_call(text: str) -> tuple[str, str] | None:
         args = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
         if len(node.args) == 1 and not node.keywords:
             value = ast.literal_eval(node.args[0])
-            args = value if isinstance(value, dict) else {"input": value}
+            obj = json_object(value)
+            args = obj if obj is not None else {"input": value}
     except (ValueError, TypeError, SyntaxError, RecursionError):
         return None
     return name, json.dumps(args, ensure_ascii=False)

@@ -105,7 +105,7 @@ class PromptFormat:
     stop_words: tuple[str, ...] = ()
 
     def convert(
-        self, msgs: list[Message], funcs: list[dict] | None, choice: str = "auto", parallel: bool = True
+        self, msgs: list[Message], funcs: list[dict[str, Any]] | None, choice: str = "auto", parallel: bool = True
     ) -> tuple[list[Message], bool]:
         """The conversation for a backend without tools, and whether the model continues a turn.
 
@@ -121,7 +121,7 @@ class NousFormat(PromptFormat):
     name = "nous"
 
     def convert(
-        self, msgs: list[Message], funcs: list[dict] | None, choice: str = "auto", parallel: bool = True
+        self, msgs: list[Message], funcs: list[dict[str, Any]] | None, choice: str = "auto", parallel: bool = True
     ) -> tuple[list[Message], bool]:
         out: list[Message] = []
         in_results = False  # out[-1] is a user message we made from function results
@@ -133,14 +133,14 @@ class NousFormat(PromptFormat):
                 if out and out[-1].role == ASSISTANT:
                     out[-1] = out[-1].copy(content=_join(out[-1].content, content))
                 else:
-                    out.append(Message._make(ASSISTANT, content, m.name, None, m.reasoning_content))
+                    out.append(Message(ASSISTANT, content, m.reasoning_content, m.name))
                 in_results = False
             elif m.role == FUNCTION:
                 result = _cat(RESPONSE_OPEN + "\n", m.content, "\n</tool_response>")
                 if in_results:
                     out[-1] = out[-1].copy(content=_cat(out[-1].content, "\n", result))
                 else:
-                    out.append(Message._make(USER, result))
+                    out.append(Message(USER, result))
                 in_results = True
             else:
                 out.append(m)
@@ -159,7 +159,7 @@ class QwenFormat(PromptFormat):
     stop_words = (FN_RESULT,)
 
     def convert(
-        self, msgs: list[Message], funcs: list[dict] | None, choice: str = "auto", parallel: bool = True
+        self, msgs: list[Message], funcs: list[dict[str, Any]] | None, choice: str = "auto", parallel: bool = True
     ) -> tuple[list[Message], bool]:
         out: list[Message] = []
         open_results = False  # out[-1] ends with results that still need their ✿RETURN✿
@@ -178,11 +178,11 @@ class QwenFormat(PromptFormat):
                     out[-1] = out[-1].copy(content=_join(_join(out[-1].content, m.content), call_text))
                 else:
                     content = _join(m.content, call_text)
-                    out.append(Message._make(ASSISTANT, content, m.name, None, m.reasoning_content))
+                    out.append(Message(ASSISTANT, content, m.reasoning_content, m.name))
                 open_results = False
             elif m.role == FUNCTION:
                 if not out or out[-1].role != ASSISTANT:  # a result without its call: keep it readable
-                    out.append(Message._make(ASSISTANT, ""))
+                    out.append(Message(ASSISTANT, ""))
                 out[-1] = out[-1].copy(content=_cat(out[-1].content, f"\n{FN_RESULT}: ", m.content))
                 open_results = True
             else:
@@ -239,8 +239,9 @@ def _choice_text(choice: str, lang: str) -> str:
 
 def _cat(*parts: str | list[ContentItem]) -> str | list[ContentItem]:
     """Contents concatenated: a string if all are strings, else a list of content items."""
-    if all(isinstance(p, str) for p in parts):
-        return "".join(parts)  # type: ignore[arg-type]
+    texts = [p for p in parts if isinstance(p, str)]
+    if len(texts) == len(parts):
+        return "".join(texts)
     items: list[ContentItem] = []
     for p in parts:
         if isinstance(p, str):
@@ -267,10 +268,10 @@ def get_format(name: str) -> PromptFormat:
     return fmt
 
 
-def with_stop_words(cfg: dict, words: Iterable[str]) -> dict:
+def with_stop_words(cfg: dict[str, Any], words: Iterable[str]) -> dict[str, Any]:
     """`cfg` (a copy) with `words` added to its `stop` list, keeping the user's own stop words first."""
     stop = cfg.get("stop")
-    stops = [] if stop is None else [stop] if isinstance(stop, str) else list(stop)
+    stops: list[str] = [] if stop is None else [stop] if isinstance(stop, str) else list(stop)
     for w in words:
         if w not in stops and len(stops) < MAX_STOP_WORDS:
             stops.append(w)

@@ -13,7 +13,7 @@ import logging
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator
-from contextlib import aclosing
+from typing import Any
 
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.fncall.calls import parse_call_text, parse_qwen_args
@@ -28,10 +28,13 @@ from chatagent.llm.fncall.formats import (
     THINK_CLOSE,
     THINK_OPEN,
 )
+from chatagent.llm.stream_modes import closing_stream
 from chatagent.schema import ASSISTANT, FunctionCall, Message, content_text
 from chatagent.stream import INDEX
 
 logger = logging.getLogger("chatagent.llm")
+# the unvalidated constructor, for fragments built per chunk (wanted: a public name for it in chatagent.schema)
+_make = Message._make  # pyright: ignore[reportPrivateUsage] -- see the line above
 
 _TEXT, _THINK, _CALL, _NAME, _ARGS, _DONE = range(6)
 
@@ -112,12 +115,12 @@ class StreamParser:
         parse_calls: bool = True,
         single_call: bool = False,
         continued: bool = False,
-        functions: list[dict] | None = None,
+        functions: list[dict[str, Any]] | None = None,
     ) -> None:
         self.fmt = fmt
         self._tables = _tables(fmt, parse_calls)
         self._single_call = single_call
-        self._schemas = {f["name"]: f.get("parameters") or {} for f in functions or ()}
+        self._schemas: dict[str, dict[str, Any]] = {f["name"]: f.get("parameters") or {} for f in functions or ()}
         self._mode = _TEXT
         self._held = ""  # the end of the text so far that may be the start of a marker
         self._parts: list[str] = []  # the text of the call being read
@@ -151,7 +154,7 @@ class StreamParser:
 
     async def arun(self, stream: AsyncIterator[list[Message]]) -> AsyncIterator[list[Message]]:
         """`run` for asyncio (closes `stream` when done or closed early)."""
-        async with aclosing(stream) as parts:  # type: ignore[type-var]
+        async with closing_stream(stream) as parts:
             async for fragments in parts:
                 out = self.push(fragments)
                 if out:
@@ -183,9 +186,9 @@ class StreamParser:
         self.close()
         out = self.take()
         if not out and not self._head and not self._emitted:
-            out = [Message._make(ASSISTANT, "", None, None, None, {INDEX: 0})]
+            out = [_make(ASSISTANT, "", None, None, None, {INDEX: 0})]
         if cut and (self._head or not self._emitted):  # index 0 is the text: say that it was cut off
-            out.append(Message._make(ASSISTANT, "", None, None, None, {INDEX: 0, "stop_reason": "length"}))
+            out.append(_make(ASSISTANT, "", None, None, None, {INDEX: 0, "stop_reason": "length"}))
         if self._dropped:
             logger.debug("prompt-based function calling: dropped %d characters after the calls", self._dropped)
         return out
@@ -239,8 +242,8 @@ class StreamParser:
 
     def take(self) -> list[Message]:
         """The fragments produced since the last call."""
-        out = []
-        make = Message._make
+        out: list[Message] = []
+        make = _make
         texts, thoughts = self._text_out, self._reasoning_out
         if texts or thoughts:
             text = texts[0] if len(texts) == 1 else "".join(texts)
