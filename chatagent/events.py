@@ -90,7 +90,7 @@ def emit(callbacks: Iterable[Callback], event: Event) -> None:
 
 
 #: callbacks every run gets besides its own (see add_global_callback)
-global_callbacks: tuple = ()
+global_callbacks: tuple[Callback, ...] = ()
 
 
 def add_global_callback(callback: Callback) -> None:

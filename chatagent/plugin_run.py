@@ -21,23 +21,24 @@ import contextvars
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from chatagent.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, resolve
-from chatagent.effects import Blocking, ModelCall, ToolBatch, ToolWait, pass_on, step
+from chatagent.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, paused_call, resolve
+from chatagent.effects import AgentLoop, Blocking, LoopItem, ModelCall, ToolBatch, ToolWait, pass_on, step
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.plugins import BLOCKED_BY, BLOCKED_REASON, Blocked, Plugins, Retry, failed, plugin_name
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, to_message
-from chatagent.stream import INDEX, REPLACE, Collector, WholeLists, fragment
+from chatagent.stream import INDEX, REPLACE, Collector, WholeLists, fragment, not_a_fragment, shift
 from chatagent.tools.base import result_content
 
 if TYPE_CHECKING:
     from chatagent.agent import Agent, RunContext
 
 logger = logging.getLogger("chatagent.plugins")
+_Result = TypeVar("_Result")
 
 
 class _Paused(Exception):  # noqa: N818 (the run stops for approval: not an error)
@@ -47,8 +48,8 @@ class _Paused(Exception):  # noqa: N818 (the run stops for approval: not an erro
 
 
 def controlled(
-    agent: Agent, plugins: Plugins, msgs: list[Message], lang: str, kwargs: dict, ctx: RunContext
-) -> Iterator[Any]:
+    agent: Agent, plugins: Plugins, msgs: list[Message], lang: str, kwargs: dict[str, Any], ctx: RunContext
+) -> AgentLoop:
     """`agent._fragments(msgs, lang, kwargs)` under `plugins` and tool approval; use as the run's stream."""
     return _ControlledRun(agent, plugins, ctx).run(msgs, lang, kwargs)
 
@@ -69,7 +70,7 @@ class _ControlledRun:
 
     # ---- the run ---------------------------------------------------------------------------------------------
 
-    def run(self, msgs: list[Message], lang: str, kwargs: dict) -> Iterator[Any]:
+    def run(self, msgs: list[Message], lang: str, kwargs: dict[str, Any]) -> AgentLoop:
         agent, plugins = self.agent, self.plugins
         gen: Any = None
         try:
@@ -115,7 +116,7 @@ class _ControlledRun:
             if gen is not None:
                 gen.close()
 
-    def _drive(self, gen: Iterator[Any]) -> Iterator[Any]:
+    def _drive(self, gen: Generator[Any, Any, _Result]) -> Generator[LoopItem, Any, _Result]:
         """Pass `gen`'s fragments and requests on, with the hooks; its return value."""
         plugins = self.plugins
         after_model = plugins.each("after_model")
@@ -167,12 +168,14 @@ class _ControlledRun:
         """An attempt's fragments at their place in the whole response (in place: fragments are single-use)."""
         offset = self.offset
         if offset:
-            for f in fragments:
-                f.extra[INDEX] += offset
+            shift(fragments, offset)
         if self.replace_at >= 0:
             for f in fragments:
-                if f.extra[INDEX] == self.replace_at:
-                    f.extra[REPLACE] = True
+                extra = f.extra
+                if extra is None:
+                    raise not_a_fragment(f)
+                if extra[INDEX] == self.replace_at:
+                    extra[REPLACE] = True
                     self.replace_at = -1
                     break
         return fragments
@@ -227,7 +230,7 @@ class _ControlledRun:
             threading.Thread(target=check, name="chatagent-input-check", daemon=True).start()
             self.checks.append((p, future))
 
-    def _settle(self) -> Iterator[Any]:
+    def _settle(self) -> Generator[LoopItem, Any, None]:
         """Wait for the input checks (in a worker thread under `arun`), then show the output they held back."""
         if self.checks:
             if not all(f.done() for _, f in self.checks):
@@ -286,13 +289,15 @@ class _ControlledRun:
         if waiting:
             raise _Paused(waiting)
 
-    def _resume(self, resume: Resume, msgs: list[Message], lang: str, kwargs: dict) -> Iterator[Any]:
+    def _resume(
+        self, resume: Resume, msgs: list[Message], lang: str, kwargs: dict[str, Any]
+    ) -> Generator[LoopItem, Any, list[Message]]:
         """Run the paused calls as decided; their function messages (also shown)."""
         self.resume = resume
         results = []
         try:
             for k, m in enumerate(resume.calls):
-                fc = m.function_call
+                fc = paused_call(m)
                 cid = call_id(m, k)
                 content = yield from self._drive(
                     self.agent._run_tool(fc.name, fc.arguments, call_id=cid, messages=msgs, lang=lang, **kwargs)

@@ -284,7 +284,7 @@ def _type_name(value: object) -> str:
     return type(value).__name__
 
 
-def _not_a_list(value: object) -> bool:
+def not_a_message_list(value: object) -> bool:
     """Whether `value` cannot be a list of messages: not iterable, or a string, a dict or one Message."""
     return isinstance(value, (str, bytes, dict, Message)) or not isinstance(value, Iterable)
 
@@ -376,7 +376,7 @@ def to_message(data: dict[str, Any] | Message, where: str = "message") -> Messag
 
 def to_messages(data: Iterable[dict[str, Any] | Message]) -> list[Message]:
     """Messages from a list of dicts or Messages; copies, so the caller's objects are never shared."""
-    if _not_a_list(data):
+    if not_a_message_list(data):
         raise MessageError(f"messages must be a list of messages, got {_type_name(data)}")
     out: list[Message] = []
     for i, m in enumerate(data):

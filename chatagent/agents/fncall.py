@@ -140,6 +140,7 @@ class FnCallAgent(Agent):
         prepared: list[PreparedCall | ToolOutcome] = []
         for m in calls:
             fc = m.function_call
+            assert fc is not None, "_run_calls is given the reply's messages that call a tool"
             call_id = (m.extra or {}).get("function_id")
             self._tool_start(ctx, fc.name, fc.arguments, call_id)
             if history.repeated(fc.name, fc.arguments):
