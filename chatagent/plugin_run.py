@@ -96,7 +96,7 @@ class _ControlledRun:
                     changed = self._after_run(response)
                 except Retry as r:
                     attempt = response[self.offset :]
-                    conversation = conversation + attempt + [Message._make(USER, r.feedback)]
+                    conversation = conversation + attempt + [Message.unchecked(USER, r.feedback)]
                     answer = _answer_index(response, self.offset)
                     self.offset, self.replace_at = answer, answer if answer < len(response) else -1
                     self.ctx.attempt += 1
@@ -302,7 +302,7 @@ class _ControlledRun:
                 content = yield from self._drive(
                     self.agent._run_tool(fc.name, fc.arguments, call_id=cid, messages=msgs, lang=lang, **kwargs)
                 )
-                msg = Message._make(FUNCTION, content, fc.name, None, None, {"function_id": cid})
+                msg = Message.unchecked(FUNCTION, content, fc.name, None, None, {"function_id": cid})
                 out = [fragment(msg, len(self.shown))]
                 self.shown.add(out)
                 yield out
@@ -334,9 +334,9 @@ class _ControlledRun:
         response = self.shown.messages()
         last = len(response) - 1
         if last >= 0 and response[last].function_call is not None:
-            out = [Message._make(ASSISTANT, "", None, None, None, {INDEX: last, PENDING_APPROVAL: waiting})]
+            out = [Message.unchecked(ASSISTANT, "", None, None, None, {INDEX: last, PENDING_APPROVAL: waiting})]
         else:  # the agent ran tools without showing the call: show the wait on its own
-            out = [Message._make(ASSISTANT, "", None, None, None, {INDEX: last + 1, PENDING_APPROVAL: waiting})]
+            out = [Message.unchecked(ASSISTANT, "", None, None, None, {INDEX: last + 1, PENDING_APPROVAL: waiting})]
         self.shown.add(out)
         return out
 
@@ -350,7 +350,7 @@ class _ControlledRun:
             extra[BLOCKED_REASON] = b.reason
         if at < len(response):
             extra[REPLACE] = True
-        out = [Message._make(ASSISTANT, b.message, None, None, None, extra)]
+        out = [Message.unchecked(ASSISTANT, b.message, None, None, None, extra)]
         self.shown.add(out)
         return out
 

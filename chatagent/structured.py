@@ -134,7 +134,7 @@ class StructuredOutput(Plugin):
         else:
             mark["valid"] = True
         if not response:
-            return [Message._make(ASSISTANT, "", None, None, None, {STRUCTURED: mark})]
+            return [Message.unchecked(ASSISTANT, "", None, None, None, {STRUCTURED: mark})]
         last = response[-1]
         return response[:-1] + [last.copy(extra={**(last.extra or {}), STRUCTURED: mark})]
 
