@@ -109,7 +109,7 @@ class ModelCall(list["Message"], Request):
     def __ne__(self, other: object) -> bool:
         return self is not other
 
-    __hash__ = object.__hash__  # type: ignore[assignment]
+    __hash__ = object.__hash__  # pyright: ignore[reportAssignmentType] -- hashed by identity (list sets None)
 
 
 class ToolBatch(Request):

@@ -55,7 +55,7 @@ def controlled(
 
 
 class _ControlledRun:
-    __slots__ = ("agent", "plugins", "ctx", "shown", "checks", "held", "resume", "offset", "replace_at")
+    __slots__ = ("agent", "plugins", "ctx", "shown", "checks", "held", "resume", "offset", "replace_at", "tripped")
 
     def __init__(self, agent: Agent, plugins: Plugins, ctx: RunContext) -> None:
         self.agent = agent
@@ -67,6 +67,7 @@ class _ControlledRun:
         self.resume: Resume | None = None  # the decisions, while the paused calls run
         self.offset = 0  # where the current attempt's response starts in the shown one
         self.replace_at = -1  # the shown message the attempt's first fragment replaces (a retried answer)
+        self.tripped: Exception | None = None  # an input check's error raised in our map (it ends the run)
 
     # ---- the run ---------------------------------------------------------------------------------------------
 
@@ -148,7 +149,7 @@ class _ControlledRun:
                 yield from self._settle()
                 self._before_tools(item)
             value, error = yield from pass_on(item)
-            if error is not None and getattr(error, "_chatagent_run", None) is self:
+            if error is not None and error is self.tripped:
                 raise error  # from our map: an input check tripped or failed
             if kind is ModelCall:
                 if not mapped and not item.hide:
@@ -198,7 +199,7 @@ class _ControlledRun:
                 try:
                     self._check_results()
                 except Exception as e:  # one tripped or failed: the stream ends, and it comes back to `_drive`
-                    e._chatagent_run = self  # type: ignore[attr-defined]
+                    self.tripped = e
                     raise
                 if self.held:
                     fragments, self.held = self.held + fragments, []
@@ -272,12 +273,12 @@ class _ControlledRun:
         for k, call in enumerate(batch.calls):
             if needs_approval(call.tool, call.args):
                 cid = call.outcome.call_id if call.outcome.call_id is not None else f"call_{k}"
-                decision = None if self.resume is None else self.resume.decisions.get(cid)
-                if decision is None:
+                resume = self.resume
+                if resume is None or (decision := resume.decisions.get(cid)) is None:
                     waiting.append({"id": cid, "name": call.tool.name, "arguments": call.outcome.arguments})
                     continue
                 if not decision:
-                    call.outcome.fail("denied", self.resume.denial(call.tool.name))  # type: ignore[union-attr]
+                    call.outcome.fail("denied", resume.denial(call.tool.name))
                     call.ready = True
                     continue
             for p, fn in plugins.each("before_tool"):
