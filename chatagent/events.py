@@ -54,10 +54,9 @@ class Event:
     call_id: str | None = None  # the function call's id, when the model gave one
     result: Any = None  # tool_end: the content sent back to the model
     error: str | None = None  # *_end: what went wrong (tool_end: the message the model got)
-    data: dict[str, Any] = field(
-        default_factory=dict[str, Any]
-    )  # anything else: llm_start has 'messages' (count) and 'functions';
+    # anything else: llm_start has 'messages' (count) and 'functions';
     # llm_end: 'model', 'model_type', 'input' (the messages sent) and 'output' (the reply)
+    data: dict[str, Any] = field(default_factory=dict[str, Any])
     run: Any = None  # the RunContext of the run (or of the sub-agent's part of it) this happened in
 
 
