@@ -7,6 +7,7 @@ import difflib
 import functools
 import inspect
 from collections.abc import Iterable
+from typing import Any
 
 
 def unexpected_keyword(where: str, given: Iterable[str], known: Iterable[str]) -> TypeError:
@@ -17,7 +18,7 @@ def unexpected_keyword(where: str, given: Iterable[str], known: Iterable[str]) -
     return TypeError(f"{where} got an unexpected keyword argument {name!r}{hint}")
 
 
-def reject_unknown(cls: type, kwargs: dict, extra_known: Iterable[str] = ()) -> None:
+def reject_unknown(cls: type, kwargs: dict[str, Any], extra_known: Iterable[str] = ()) -> None:
     """Raise TypeError if `kwargs` is not empty: none of `cls`'s constructors took these."""
     if kwargs:
         raise unexpected_keyword(f"{cls.__name__}()", kwargs, init_parameters(cls) + tuple(extra_known))

@@ -20,26 +20,31 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, cast, overload
 
 from chatagent import events
 from chatagent._kwargs import reject_unknown
 from chatagent.agent_compat import whole_lists_as_fragments
 from chatagent.agent_steps import LLM_CALL_CODE, RunSteps, tool_end_event
 from chatagent.driver import adrive, drive
+from chatagent.effects import AgentLoop, LoopItem
 from chatagent.lang import conversation_lang
 from chatagent.llm.base import BaseChatModel
 from chatagent.llm.registry import get_chat_model
 from chatagent.plugins import PluginError, Plugins
 from chatagent.run_context import CURRENT, RunContext, current_run
-from chatagent.run_handle import ARun, Run
-from chatagent.schema import Message, to_messages, with_system_text
+from chatagent.run_handle import ARun, Run, close_stream
+from chatagent.schema import Message, not_a_message_list, to_messages, with_system_text
 from chatagent.stream import Collector, DictResponse, Response, collect
 from chatagent.subagent import hidden, map_fragments, run_subagent
 
 if TYPE_CHECKING:
+    from chatagent.events import Callback
     from chatagent.sessions.session import Session
+
+#: What a run yields or returns to its caller: Messages, or dicts when the caller gave dicts
+Output = list[Message] | list[dict[str, Any]]
 
 _UNSET: Any = object()
 
@@ -93,16 +98,16 @@ class Agent(RunSteps):
 
     def __init__(
         self,
-        function_list: list | None = None,
-        llm: dict | BaseChatModel | None = None,
+        function_list: list[Any] | None = None,
+        llm: dict[str, Any] | BaseChatModel | None = None,
         system_message: str | None = None,
         name: str | None = None,
         description: str | None = None,
         *,
-        generate_cfg: dict | None = None,
-        callbacks: Iterable | None = None,
+        generate_cfg: dict[str, Any] | None = None,
+        callbacks: Iterable[Callback] | None = None,
         response_format: Any = None,
-        plugins: Iterable | None = None,
+        plugins: Iterable[Any] | None = None,
         **kwargs: Any,
     ) -> None:
         reject_unknown(type(self), kwargs)
@@ -111,11 +116,11 @@ class Agent(RunSteps):
         self.system_message = system_message
         self.name = name
         self.description = description
-        self.extra_generate_cfg: dict = dict(generate_cfg or {})
-        self.function_list = list(function_list or [])
-        self.callbacks: tuple = tuple(callbacks or ())
+        self.extra_generate_cfg: dict[str, Any] = dict(generate_cfg or {})
+        self.function_list: list[Any] = list(function_list or [])
+        self.callbacks: tuple[Callback, ...] = tuple(callbacks or ())
         self.response_format = response_format
-        self.plugins = plugins  # type: ignore[assignment]
+        self.plugins = plugins
         if self.function_list:
             from chatagent.tools.base import make_tools
             from chatagent.tools.calling import ToolCache
@@ -129,15 +134,15 @@ class Agent(RunSteps):
         self._structured: Any = None  # the StructuredOutput plugin for `response_format`, made on first use
 
     @property
-    def plugins(self) -> list:
+    def plugins(self) -> list[Any]:
         """The plugins (a copy; assign a new list to change them)."""
         return list(self._plugins.plugins)
 
     @plugins.setter
-    def plugins(self, value: Iterable | None) -> None:
+    def plugins(self, value: Iterable[Any] | None) -> None:
         self._plugins = Plugins(value or ())
 
-    def _run_plugins(self, extra: Iterable | None, response_format: Any = _UNSET) -> Any:
+    def _run_plugins(self, extra: Iterable[Any] | None, response_format: Any = _UNSET) -> Plugins | None:
         """The plugins of one run: the agent's, then `extra`, then the check for `response_format` (the agent's
         when _UNSET); None when there are none."""
         plugins = self._plugins
@@ -171,7 +176,7 @@ class Agent(RunSteps):
         return self._llm
 
     @llm.setter
-    def llm(self, value: dict | BaseChatModel | None) -> None:
+    def llm(self, value: dict[str, Any] | BaseChatModel | None) -> None:
         self._llm_cfg = value
         self._llm = value if isinstance(value, BaseChatModel) else None
 
@@ -206,16 +211,49 @@ class Agent(RunSteps):
 
     # ---- the template ----------------------------------------------------------------------------------
 
+    @overload
     def run(
         self,
-        messages: Iterable[dict | Message],
+        messages: Iterable[Message],
         *,
         delta_stream: bool = False,
         lang: str | None = None,
         deadline: float | None = None,
         session: Session | None = None,
         **kwargs: Any,
-    ) -> Run:
+    ) -> Run[list[Message]]: ...
+    @overload
+    def run(
+        self,
+        messages: Iterable[dict[str, Any]],
+        *,
+        delta_stream: bool = False,
+        lang: str | None = None,
+        deadline: float | None = None,
+        session: Session | None = None,
+        **kwargs: Any,
+    ) -> Run[list[dict[str, Any]]]: ...
+    @overload
+    def run(
+        self,
+        messages: Iterable[dict[str, Any] | Message],
+        *,
+        delta_stream: bool = False,
+        lang: str | None = None,
+        deadline: float | None = None,
+        session: Session | None = None,
+        **kwargs: Any,
+    ) -> Run[Output]: ...
+    def run(
+        self,
+        messages: Iterable[dict[str, Any] | Message],
+        *,
+        delta_stream: bool = False,
+        lang: str | None = None,
+        deadline: float | None = None,
+        session: Session | None = None,
+        **kwargs: Any,
+    ) -> Run[Output]:
         """Answer `messages`; iterate the result for the response as it grows.
 
         Each yield is a list: the whole response so far, or with `delta_stream=True` only the new
@@ -227,16 +265,49 @@ class Agent(RunSteps):
         stream, as_dicts, context = self._stream(messages, lang, deadline, session, kwargs)
         return Run(stream, self._output(as_dicts, delta_stream), context)
 
+    @overload
     def arun(
         self,
-        messages: Iterable[dict | Message],
+        messages: Iterable[Message],
         *,
         delta_stream: bool = False,
         lang: str | None = None,
         deadline: float | None = None,
         session: Session | None = None,
         **kwargs: Any,
-    ) -> ARun:
+    ) -> ARun[list[Message]]: ...
+    @overload
+    def arun(
+        self,
+        messages: Iterable[dict[str, Any]],
+        *,
+        delta_stream: bool = False,
+        lang: str | None = None,
+        deadline: float | None = None,
+        session: Session | None = None,
+        **kwargs: Any,
+    ) -> ARun[list[dict[str, Any]]]: ...
+    @overload
+    def arun(
+        self,
+        messages: Iterable[dict[str, Any] | Message],
+        *,
+        delta_stream: bool = False,
+        lang: str | None = None,
+        deadline: float | None = None,
+        session: Session | None = None,
+        **kwargs: Any,
+    ) -> ARun[Output]: ...
+    def arun(
+        self,
+        messages: Iterable[dict[str, Any] | Message],
+        *,
+        delta_stream: bool = False,
+        lang: str | None = None,
+        deadline: float | None = None,
+        session: Session | None = None,
+        **kwargs: Any,
+    ) -> ARun[Output]:
         """`run()` on the running asyncio event loop: `async for rsp in bot.arun(messages): ...`.
 
         Yields exactly what `run()` yields. The model streams over an async HTTP client, `async def` tools
@@ -247,14 +318,14 @@ class Agent(RunSteps):
 
     def run_nonstream(
         self,
-        messages: Iterable[dict | Message],
+        messages: Iterable[dict[str, Any] | Message],
         *,
         lang: str | None = None,
         deadline: float | None = None,
         session: Session | None = None,
         response_format: Any = _UNSET,
         **kwargs: Any,
-    ) -> list:
+    ) -> Any:
         """The final response at once: equal to the last yield of `run()`.
 
         With `response_format` (a pydantic model class or a JSON Schema dict; here or on the agent) it
@@ -264,7 +335,7 @@ class Agent(RunSteps):
         structured = self._structured_run(response_format, kwargs)
         stream, as_dicts, context = self._stream(messages, lang, deadline, session, kwargs)
         try:
-            response = collect(Run(stream, self._output(False, True), context))
+            response = collect(Run(stream, self._named, context))
         except PluginError as e:
             _raise_structured_error(e)
             raise
@@ -274,20 +345,20 @@ class Agent(RunSteps):
 
     async def arun_nonstream(
         self,
-        messages: Iterable[dict | Message],
+        messages: Iterable[dict[str, Any] | Message],
         *,
         lang: str | None = None,
         deadline: float | None = None,
         session: Session | None = None,
         response_format: Any = _UNSET,
         **kwargs: Any,
-    ) -> list:
+    ) -> Any:
         """`run_nonstream()` on the running event loop."""
         structured = self._structured_run(response_format, kwargs)
         stream, as_dicts, context = self._astream(messages, lang, deadline, session, kwargs)
         collector = Collector()
         try:
-            async for fragments in ARun(stream, self._output(False, True), context):
+            async for fragments in ARun(stream, self._named, context):
                 collector.add(fragments)
         except PluginError as e:
             _raise_structured_error(e)
@@ -297,7 +368,7 @@ class Agent(RunSteps):
         response = collector.messages()
         return [m.model_dump() for m in response] if as_dicts else response
 
-    def _structured_run(self, response_format: Any, kwargs: dict) -> bool:
+    def _structured_run(self, response_format: Any, kwargs: dict[str, Any]) -> bool:
         """For `run_nonstream`: with a response format (given, or the agent's), put the check that raises on an
         answer that never validates into the run's plugins (kwargs); whether there is one."""
         retries, json_mode = kwargs.pop("retries", _UNSET), kwargs.pop("json_mode", None)
@@ -321,7 +392,12 @@ class Agent(RunSteps):
         return True
 
     def _stream(
-        self, messages: Iterable[dict | Message], lang: str | None, deadline: float | None, session: Any, kwargs: dict
+        self,
+        messages: Iterable[dict[str, Any] | Message],
+        lang: str | None,
+        deadline: float | None,
+        session: Any,
+        kwargs: dict[str, Any],
     ) -> tuple[Iterator[list[Message]], bool, RunContext]:
         """The run's fragments for `run()` (driven here), the output type, the context."""
         msgs, as_dicts, context = self._prepare(messages, deadline, kwargs)
@@ -338,7 +414,12 @@ class Agent(RunSteps):
         return run_turn(session, msgs, start, self.name), as_dicts, context
 
     def _astream(
-        self, messages: Iterable[dict | Message], lang: str | None, deadline: float | None, session: Any, kwargs: dict
+        self,
+        messages: Iterable[dict[str, Any] | Message],
+        lang: str | None,
+        deadline: float | None,
+        session: Any,
+        kwargs: dict[str, Any],
     ) -> tuple[AsyncIterator[list[Message]], bool, RunContext]:
         """`_stream` for `arun()`: driven on the event loop."""
         msgs, as_dicts, context = self._prepare(messages, deadline, kwargs)
@@ -356,14 +437,14 @@ class Agent(RunSteps):
         return arun_turn(session, msgs, start, self.name), as_dicts, context
 
     def _prepare(
-        self, messages: Iterable[dict | Message], deadline: float | None, kwargs: dict
+        self, messages: Iterable[dict[str, Any] | Message], deadline: float | None, kwargs: dict[str, Any]
     ) -> tuple[list[Message], bool, RunContext]:
         """The input normalised (a copy), the output type, the run's context."""
-        if isinstance(messages, (dict, str, bytes, Message)) or not isinstance(messages, Iterable):
+        if not_a_message_list(messages):
             raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
-        messages = list(messages)
-        as_dicts = not messages or not all(isinstance(m, Message) for m in messages)
-        msgs = to_messages(messages)
+        given = list(messages)
+        as_dicts = not given or not all(isinstance(m, Message) for m in given)
+        msgs = to_messages(given)
         if not msgs:
             raise ValueError("messages is empty: give at least one message")
         callbacks = self.callbacks + tuple(kwargs.pop("callbacks", None) or ()) + events.global_callbacks
@@ -375,7 +456,7 @@ class Agent(RunSteps):
             context.plugins = self._run_plugins(kwargs.pop("plugins", None), kwargs.pop("response_format", _UNSET))
         return msgs, as_dicts, context
 
-    def _start(self, msgs: list[Message], lang: str | None, context: RunContext, kwargs: dict) -> Iterator[Any]:
+    def _start(self, msgs: list[Message], lang: str | None, context: RunContext, kwargs: dict[str, Any]) -> AgentLoop:
         """Start `_run` on the conversation: its stream of fragments and requests."""
         context.session_id = kwargs.get("session_id")
         token = CURRENT.set(context)  # a Qwen-style _run may do work before its first yield
@@ -387,14 +468,15 @@ class Agent(RunSteps):
             gen = self._observed(gen, context)
         return gen
 
-    def _fragments(self, msgs: list[Message], lang: str, kwargs: dict) -> Iterator[Any]:
+    def _fragments(self, msgs: list[Message], lang: str, kwargs: dict[str, Any]) -> AgentLoop:
         """`_run` on the conversation with the system message merged, as fragments and requests."""
         gen = self._run(self._with_system_message(msgs), lang=lang, **kwargs)
         if getattr(gen, "gi_code", None) is LLM_CALL_CODE:
-            return gen  # `return self._call_llm(...)`: already speaks in fragments and requests
+            # `return self._call_llm(...)`: the model call's generator, which yields fragments and requests only
+            return cast("AgentLoop", gen)
         return whole_lists_as_fragments(gen)
 
-    def _controlled(self, msgs: list[Message], lang: str, kwargs: dict, ctx: RunContext) -> Iterator[Any]:
+    def _controlled(self, msgs: list[Message], lang: str, kwargs: dict[str, Any], ctx: RunContext) -> AgentLoop:
         """`_fragments`, under the run's plugins and tool approval when it has any (see `chatagent.plugin_run`)."""
         if ctx.plugins is None and not self._needs_approval():
             return self._fragments(msgs, lang, kwargs)
@@ -402,7 +484,7 @@ class Agent(RunSteps):
 
         return controlled(self, ctx.plugins or Plugins(()), msgs, lang, kwargs, ctx)
 
-    def _observed(self, gen: Iterator[Any], ctx: RunContext) -> Iterator[Any]:
+    def _observed(self, gen: AgentLoop, ctx: RunContext) -> AgentLoop:
         """The run's stream, with run_start and run_end events around it."""
         events.emit(ctx.callbacks, events.Event(events.RUN_START, ctx.agent_name, run=ctx))
         start = time.perf_counter()
@@ -413,13 +495,16 @@ class Agent(RunSteps):
             error = "closed before the end" if isinstance(e, GeneratorExit) else f"{type(e).__name__}: {e}"
             raise
         finally:
-            _close(gen)
+            close_stream(gen)
             duration = time.perf_counter() - start
             end = events.Event(events.RUN_END, ctx.agent_name, duration=duration, usage=ctx.usage, error=error, run=ctx)
             events.emit(ctx.callbacks, end)
 
-    def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
-        """Yield fragments of the response and requests (see the module docstring)."""
+    def _run(
+        self, messages: list[Message], lang: str = "en", **kwargs: Any
+    ) -> Generator[LoopItem | list[dict[str, Any]], Any, Any]:
+        """Yield fragments of the response and requests (see the module docstring), or the whole response so far
+        (Messages or dicts, Qwen-Agent style); each request's result is sent back in."""
         raise NotImplementedError
 
     def _with_system_message(self, msgs: list[Message]) -> list[Message]:
@@ -428,7 +513,7 @@ class Agent(RunSteps):
 
     # ---- output conversion ---------------------------------------------------------------------------
 
-    def _output(self, as_dicts: bool, delta_stream: bool) -> Callable[[list[Message]], list]:
+    def _output(self, as_dicts: bool, delta_stream: bool) -> Callable[[list[Message]], Output]:
         """What turns each list of fragments into what the caller gets."""
         name = self.name
         if delta_stream:
@@ -438,11 +523,15 @@ class Agent(RunSteps):
         response = DictResponse() if as_dicts else Response()
         add, msgs = response.add, response.messages
 
-        def cumulative(fragments: list[Message]) -> list:
+        def cumulative(fragments: list[Message]) -> Output:
             add(_named(fragments, name))
-            return list(msgs)
+            return msgs.copy()
 
         return cumulative
+
+    def _named(self, fragments: list[Message]) -> list[Message]:
+        """`fragments` with this agent's name on those that have none (in place: fragments are single-use)."""
+        return _named(fragments, self.name)
 
 
 def _raise_structured_error(e: PluginError) -> None:
@@ -475,9 +564,3 @@ def _named(fragments: list[Message], name: str | None) -> list[Message]:
             if f.name is None:
                 f.name = name
     return fragments
-
-
-def _close(stream: Iterator) -> None:
-    close = getattr(stream, "close", None)
-    if close is not None:
-        close()

@@ -3,11 +3,11 @@ turned into fragments here, and a model call iterated with a plain `for` loop st
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import Any
 
 from chatagent.driver import ModelStream
-from chatagent.effects import ModelCall, Request, pass_on, step
+from chatagent.effects import AgentLoop, ModelCall, Request, pass_on, step
 from chatagent.schema import Message
 from chatagent.stream import INDEX, WholeLists, fragment
 
@@ -19,9 +19,9 @@ def collected(stream: Iterable[list[Message]], s: ModelStream) -> Iterator[list[
         yield fragments
 
 
-def whole_lists_as_fragments(gen: Iterator[Any]) -> Iterator[Any]:
-    """`gen` with yields of the whole response so far (Qwen-Agent style) turned into fragments; fragments and
-    requests pass through. What was shown before the first whole list is remembered (cheaply: copies of the
+def whole_lists_as_fragments(gen: Generator[Any, Any, Any]) -> AgentLoop:
+    """`gen` (an agent's `_run`) with yields of the whole response so far (Qwen-Agent style) turned into fragments;
+    fragments and requests pass through. What was shown before the first whole list is remembered (cheaply: copies of the
     few messages an agent yields itself, and the model replies) so that a whole list can be told apart
     from it."""
     seen: list[list[Message]] | None = []
@@ -41,19 +41,20 @@ def whole_lists_as_fragments(gen: Iterator[Any]) -> Iterator[Any]:
                     continue
                 if type(item) is ModelCall and not item.hide and isinstance(value, list):
                     shown = [fragment(m, item.start + i) for i, m in enumerate(value)]
-                    if whole is None:
-                        seen.append(shown)  # type: ignore[union-attr]
-                    else:
+                    if whole is not None:
                         whole.add(shown)
+                    elif seen is not None:  # (no whole list yet)
+                        seen.append(shown)
                 continue
             if not item:
                 continue
             first = item[0]
             if isinstance(first, Message) and first.extra is not None and INDEX in first.extra:
-                if whole is None:
-                    seen.append([fragment(f, f.extra[INDEX]) for f in item])  # type: ignore[union-attr]
-                else:
-                    whole.add([fragment(f, f.extra[INDEX]) for f in item])
+                shown = [fragment(f, f.extra[INDEX]) for f in item]
+                if whole is not None:
+                    whole.add(shown)
+                elif seen is not None:  # (no whole list yet)
+                    seen.append(shown)
                 yield item
                 continue
             if whole is None:

@@ -7,13 +7,13 @@ on (a Qwen-Agent-style `_run` iterating the helper with a plain `for` loop), the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
 from chatagent import events
 from chatagent.agent_compat import collected
-from chatagent.driver import ModelStream, carry_out, chat_args, drive
-from chatagent.effects import Blocking, ModelCall, Request, ToolBatch, ToolWait, View
+from chatagent.driver import ModelStream, carry_out, drive, model_stream
+from chatagent.effects import Asking, Blocking, ModelCall, Request, ToolBatch, ToolWait, View
 from chatagent.run_context import RunContext, current_run
 from chatagent.schema import Message, content_text
 from chatagent.stream import accumulate
@@ -22,28 +22,71 @@ from chatagent.subagent import run_subagent
 if TYPE_CHECKING:
     from chatagent.agent import Agent
     from chatagent.llm.base import BaseChatModel
+    from chatagent.schema import ContentItem
+
+_Result = TypeVar("_Result")
 
 
 class RunSteps:
     """The helpers `Agent` subclasses call from `_run` (mixed into `Agent`)."""
 
     name: str | None
-    extra_generate_cfg: dict
-    function_map: dict
+    extra_generate_cfg: dict[str, Any]
+    function_map: dict[str, Any]
     _tool_cache: Any
-    llm: BaseChatModel
 
+    if TYPE_CHECKING:  # Agent's property
+
+        @property
+        def llm(self) -> BaseChatModel: ...
+
+    @overload
     def _call_llm(
         self,
         messages: list[Message],
-        functions: list[dict] | None = None,
-        stream: bool = True,
-        extra_generate_cfg: dict | None = None,
+        functions: list[dict[str, Any]] | None = None,
+        stream: Literal[True] = True,
+        extra_generate_cfg: dict[str, Any] | None = None,
         *,
         start: int = 0,
         view: View | None = None,
         hide: bool = False,
-    ) -> Any:
+    ) -> Generator[list[Message], list[Message] | None, list[Message]]: ...
+    @overload
+    def _call_llm(
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None = None,
+        *,
+        stream: Literal[False],
+        extra_generate_cfg: dict[str, Any] | None = None,
+        start: int = 0,
+        view: View | None = None,
+        hide: bool = False,
+    ) -> list[Message]: ...
+    @overload
+    def _call_llm(
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        stream: Literal[False],
+        extra_generate_cfg: dict[str, Any] | None = None,
+        *,
+        start: int = 0,
+        view: View | None = None,
+        hide: bool = False,
+    ) -> list[Message]: ...
+    def _call_llm(
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None = None,
+        stream: bool = True,
+        extra_generate_cfg: dict[str, Any] | None = None,
+        *,
+        start: int = 0,
+        view: View | None = None,
+        hide: bool = False,
+    ) -> Generator[list[Message], list[Message] | None, list[Message]] | list[Message]:
         """Ask the model; use as `reply = yield from self._call_llm(...)`.
 
         The reply streams out as fragments placed from `start` (through `view`, see `ModelCall`; none with
@@ -56,13 +99,14 @@ class RunSteps:
         ctx.check_deadline()
         cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
         if not stream:
-            return self.llm.chat(
+            reply = self.llm.chat(
                 messages, functions, stream=False, extra_generate_cfg=cfg, usage=ctx.usage, deadline=ctx.deadline
             )
+            return cast("list[Message]", reply)  # chat() types both its forms; stream=False returns the list
         call = ModelCall(self.llm, messages, functions, cfg, start, ctx, view, hide)
         return self._llm_call(call)
 
-    def _llm_call(self, call: ModelCall) -> Iterator[Any]:
+    def _llm_call(self, call: ModelCall) -> Generator[list[Message], list[Message] | None, list[Message]]:
         reply = yield call
         if reply is not None:
             return reply
@@ -71,29 +115,31 @@ class RunSteps:
         # a plain for loop iterates us (Qwen-Agent style): call the model here, yield the reply as whole lists
         call.hide = True
         s = ModelStream(call)
-        stream = call.llm.chat(call.messages, call.functions, **chat_args(call, s.usage))
+        stream = model_stream(call, s.usage)
         try:
             yield from accumulate(collected(stream, s))
         except BaseException as e:
             s.failed(e)
             raise
         finally:
-            stream.close()  # type: ignore[union-attr]
+            stream.close()
             reply = s.finish()
         return reply
 
-    def _run_tools(self, calls: list[Any], max_parallel: int = 8) -> Iterator[Any]:
+    def _run_tools(self, calls: list[Any], max_parallel: int = 8) -> Asking[Any]:
         """Run prepared tool calls (see `chatagent.tools.calling.prepare_call`), concurrently when there are
         several; use as `handle = yield from ...`, then `outcome = yield from self._tool_result(handle, i)`."""
         ctx = current_run()
         return (yield from ask(ToolBatch(calls, max_parallel, self._tool_cache, ctx.deadline)))
 
     @staticmethod
-    def _tool_result(handle: Any, index: int) -> Iterator[Any]:
+    def _tool_result(handle: Any, index: int) -> Asking[Any]:
         """The ToolOutcome of call `index` of a batch started with `_run_tools` (waits until it is done)."""
         return (yield from ask(ToolWait(handle, index)))
 
-    def _run_tool(self, tool_name: str, tool_args: str | dict | None = "{}", **kwargs: Any) -> Iterator[Any]:
+    def _run_tool(
+        self, tool_name: str, tool_args: str | dict[str, Any] | None = "{}", **kwargs: Any
+    ) -> Asking[str | list[ContentItem]]:
         """`_call_tool` for loops that serve `arun` too: `content = yield from self._run_tool(name, args)`."""
         from chatagent.tools.calling import PreparedCall, prepare_call
 
@@ -114,7 +160,9 @@ class RunSteps:
         ctx.check_deadline()
         return outcome.content
 
-    def _call_tool(self, tool_name: str, tool_args: str | dict | None = "{}", **kwargs: Any) -> str | list:
+    def _call_tool(
+        self, tool_name: str, tool_args: str | dict[str, Any] | None = "{}", **kwargs: Any
+    ) -> str | list[ContentItem]:
         """Run one tool the model asked for, here and now; returns the content for the function message
         (Qwen-Agent's helper; a loop that should also serve `arun` uses `yield from self._run_tool(...)`).
 
@@ -132,14 +180,14 @@ class RunSteps:
             )
 
     @staticmethod
-    def _blocking(fn: Callable[..., Any], *args: Any) -> Iterator[Any]:
+    def _blocking(fn: Callable[..., _Result], *args: Any) -> Asking[_Result]:
         """`fn(*args)`, which may block (parsing files, a synchronous library): `x = yield from self._blocking(f, a)`.
         `run()` calls it in place, `arun()` in a worker thread."""
         return (yield from ask(Blocking(fn, *args)))
 
     def _subagent(
         self, agent: Agent, messages: list[Message], lang: str, start: int = 0, view: Any = None, **kwargs: Any
-    ) -> Iterator[Any]:
+    ) -> Asking[list[Message]]:
         """Run `agent` as part of this run: `turn = yield from self._subagent(agent, messages, lang, start)`
         (see `run_subagent`)."""
         return (yield from run_subagent(agent, messages, lang, start, view, **kwargs))
@@ -153,18 +201,18 @@ class RunSteps:
         return True, call.name, call.arguments, text
 
 
-def ask(request: Request) -> Iterator[Any]:
+def ask(request: Request) -> Asking[Any]:
     """Yield `request` to the driver; its result. Carried out here if nobody did (a plain for loop iterating
     the helper without passing the request on)."""
     yield request
     return request.result if request.done else carry_out(request)
 
 
-def drain(gen: Iterator[Any]) -> Any:
+def drain(gen: Asking[_Result]) -> _Result:
     """Run a helper generator whose only yields are requests, carrying them out here; its return value."""
-    box: list = []
+    box: list[_Result] = []
 
-    def returning() -> Iterator[Any]:
+    def returning() -> Generator[Any, Any, None]:
         box.append((yield from gen))
 
     for _ in drive(returning()):

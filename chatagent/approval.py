@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, content_text
+from chatagent.schema import ASSISTANT, FUNCTION, USER, FunctionCall, Message, content_text
 
 logger = logging.getLogger("chatagent.approval")
 
@@ -106,6 +106,7 @@ def resolve(messages: list[Message]) -> tuple[list[Message], Resume | None]:
     msgs = _answer_left_pending(msgs, len(msgs) - len(tail))
     if decision is None:
         return msgs, None
+    assert decision.extra is not None  # is_approval(decision): its extra holds APPROVAL
     value = decision.extra[APPROVAL]
     ids = [call_id(m, k) for k, m in enumerate(tail)]
     if isinstance(value, bool):
@@ -139,6 +140,12 @@ def _paused_tail(msgs: list[Message]) -> list[Message]:
     return msgs[k:]
 
 
+def paused_call(call: Message) -> FunctionCall:
+    """The function call of a paused call (`Resume.calls`, `_paused_tail`: each of them is an assistant call)."""
+    assert call.function_call is not None
+    return call.function_call
+
+
 def _answer_left_pending(msgs: list[Message], end: int) -> list[Message]:
     """`msgs` with a "not approved" result after each unanswered call of a paused reply before `end`."""
     answered = {(m.extra or {}).get("function_id") for m in msgs if m.role == FUNCTION}
@@ -147,14 +154,13 @@ def _answer_left_pending(msgs: list[Message], end: int) -> list[Message]:
         out.append(m)
         if i >= end or not (m.extra and PENDING_APPROVAL in m.extra):
             continue
-        k = len(out) - 1  # the reply's calls end here: answer those before it that are unanswered, and it
-        while k > 0 and out[k - 1].role == ASSISTANT and out[k - 1].function_call is not None:
-            k -= 1
-        for n, call in enumerate(out[k:]):
+        calls = _paused_tail(out)  # the reply's calls end here: answer those that are unanswered
+        for n, call in enumerate(calls):
             fid = call_id(call, n)
             if fid not in answered:
-                out.append(Message._make(FUNCTION, NOT_APPROVED.format(name=call.function_call.name),
-                                         call.function_call.name, None, None, {"function_id": fid}))  # fmt: skip
+                name = paused_call(call).name
+                out.append(Message.unchecked(FUNCTION, NOT_APPROVED.format(name=name), name, None, None,
+                                             {"function_id": fid}))  # fmt: skip
     return out
 
 

@@ -273,7 +273,9 @@ def chat_loop(
     from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls
     from chatagent.stream import Response
 
-    out = out or sys.stdout
+    if out is None:
+        stdout: TextIO = sys.stdout
+        out = stdout
     printer = TerminalPrinter(out, out.isatty() if color is None else color)
     history: list[Message] = []
     pending_files = list(files)

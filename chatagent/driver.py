@@ -11,16 +11,17 @@ handled like an exception raised in place.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Generator
+from typing import TYPE_CHECKING, Any, cast
 
-from chatagent.effects import Blocking, ModelCall, ToolBatch, ToolWait, step
-from chatagent.stream import INDEX, Collector
+from chatagent.effects import AgentLoop, Blocking, Fragments, ModelCall, ToolBatch, ToolWait, step
+from chatagent.stream import INDEX, Collector, not_a_fragment
 
 if TYPE_CHECKING:
     import asyncio
 
-Fragments = list
+    from chatagent.llm.base import Usage
+    from chatagent.schema import Message
 
 _DONE = object()  # what `_step` returns when the agent's loop has ended
 
@@ -64,7 +65,10 @@ class ModelStream:
         start = self.start
         if start:
             for f in fragments:
-                f.extra[INDEX] += start
+                extra = f.extra
+                if extra is None:
+                    raise not_a_fragment(f)
+                extra[INDEX] += start
         view = self.view
         if view is not None:
             fragments = view(fragments)
@@ -79,7 +83,7 @@ class ModelStream:
     def failed(self, e: BaseException) -> None:
         self.error = "closed before the end" if isinstance(e, GeneratorExit) else f"{type(e).__name__}: {e}"
 
-    def finish(self) -> list:
+    def finish(self) -> list[Message]:
         """Account for the call (events, usage) and return the complete reply, also kept in the request."""
         call = self.call
         if self._observed:
@@ -108,19 +112,26 @@ def _agent_name(ctx: Any) -> str | None:
     return getattr(ctx, "agent_name", None)
 
 
-def chat_args(call: ModelCall, usage: Any) -> dict:
+def chat_args(call: ModelCall, usage: Any) -> dict[str, Any]:
     """The keyword arguments of `call`'s chat(): the run's deadline caps the model's timeouts and retry waits."""
-    args = {"stream": True, "delta_stream": True, "extra_generate_cfg": call.cfg, "usage": usage}
+    args: dict[str, Any] = {"stream": True, "delta_stream": True, "extra_generate_cfg": call.cfg, "usage": usage}
     deadline = getattr(call.context, "deadline", None)
     if deadline is not None:
         args["deadline"] = deadline
     return args
 
 
+def model_stream(call: ModelCall, usage: Usage) -> Generator[Fragments, None, None]:
+    """`call`'s model asked for its reply as a stream of fragments (`chat_args`)."""
+    stream = call.llm.chat(call.messages, call.functions, **chat_args(call, usage))
+    # chat() types both of its forms; with stream=True (chat_args) it returns its generator of fragment lists
+    return cast("Generator[Fragments, None, None]", stream)
+
+
 # ---- synchronous ----------------------------------------------------------------------------------------
 
 
-def drive(gen: Iterator[Any]) -> Iterator[Fragments]:
+def drive(gen: AgentLoop) -> Generator[Fragments, None, None]:
     """Run an agent's loop in this thread: yield its fragments, carry out its requests."""
     value: Any = None
     error: BaseException | None = None
@@ -163,10 +174,10 @@ def carry_out(request: Any) -> Any:
     return value
 
 
-def _model(call: ModelCall) -> Iterator[Fragments]:
+def _model(call: ModelCall) -> Generator[Fragments, None, list[Message]]:
     s = ModelStream(call)
     push = s.push
-    stream = call.llm.chat(call.messages, call.functions, **chat_args(call, s.usage))
+    stream = model_stream(call, s.usage)
     try:
         for fragments in stream:
             out = push(fragments)
@@ -178,7 +189,7 @@ def _model(call: ModelCall) -> Iterator[Fragments]:
         s.failed(e)
         raise
     finally:
-        stream.close()  # type: ignore[union-attr]
+        stream.close()
         reply = s.finish()
     return reply
 
@@ -204,7 +215,7 @@ def _step(gen: Any, value: Any, error: BaseException | None) -> Any:
         return _DONE
 
 
-async def adrive(gen: Iterator[Any], in_thread: bool) -> AsyncIterator[Fragments]:
+async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
     """Run an agent's loop on the running event loop: yield its fragments, carry out its requests.
 
     `in_thread`: step the loop's own code in a worker thread (for agents whose `_run` may block).
@@ -213,7 +224,7 @@ async def adrive(gen: Iterator[Any], in_thread: bool) -> AsyncIterator[Fragments
 
     value: Any = None
     error: BaseException | None = None
-    tasks: list[asyncio.Future] = []
+    tasks: list[asyncio.Future[Any]] = []
     try:
         while True:
             if in_thread:
@@ -267,7 +278,7 @@ async def adrive(gen: Iterator[Any], in_thread: bool) -> AsyncIterator[Fragments
             gen.close()
 
 
-def _astart_tools(batch: ToolBatch) -> list[asyncio.Future]:
+def _astart_tools(batch: ToolBatch) -> list[asyncio.Future[Any]]:
     import asyncio
 
     from chatagent.tools.calling import aexecute

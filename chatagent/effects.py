@@ -14,8 +14,8 @@ Each request is carried out once, by the innermost driver that sees it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel
@@ -46,7 +46,7 @@ class Request:
     result: Any
 
 
-class ModelCall(list, Request):  # type: ignore[type-arg]
+class ModelCall(list["Message"], Request):
     """Call `llm` on `messages`. The driver streams the reply's fragments out (placed from `start`, passed
     through `view` and then each of `maps`) and sends the complete reply back.
 
@@ -78,8 +78,8 @@ class ModelCall(list, Request):  # type: ignore[type-arg]
         self,
         llm: BaseChatModel,
         messages: list[Message],
-        functions: list[dict] | None,
-        cfg: dict,
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
         start: int,
         context: Any,
         view: View | None = None,
@@ -109,7 +109,7 @@ class ModelCall(list, Request):  # type: ignore[type-arg]
     def __ne__(self, other: object) -> bool:
         return self is not other
 
-    __hash__ = object.__hash__  # type: ignore[assignment]
+    __hash__ = object.__hash__  # pyright: ignore[reportAssignmentType] -- hashed by identity (list sets None)
 
 
 class ToolBatch(Request):
@@ -152,10 +152,30 @@ class Blocking(Request):
         self.done, self.result = False, None
 
 
-__all__ = ["Blocking", "Fragments", "ModelCall", "Request", "ToolBatch", "ToolWait", "View"]
+#: What an agent's loop yields to its driver: fragments to show, or a request to carry out.
+LoopItem = Fragments | Request
+#: An agent's loop as a driver runs it: it yields fragments and requests and is sent each request's result.
+AgentLoop = Generator[LoopItem, Any, Any]
+_Item = TypeVar("_Item")
+#: A helper's generator, used with `yield from` in a `_run`: it yields requests to the run's driver (typed Any so
+#: that a `_run` declared `Iterator[list[Message]]` may use it) and returns a result of type `_Item`.
+Asking = Generator[Any, Any, _Item]
+
+__all__ = [
+    "AgentLoop",
+    "Asking",
+    "Blocking",
+    "Fragments",
+    "LoopItem",
+    "ModelCall",
+    "Request",
+    "ToolBatch",
+    "ToolWait",
+    "View",
+]
 
 
-def pass_on(request: Any) -> Generator[Any, Any, tuple[Any, Exception | None]]:
+def pass_on(request: Request) -> Generator[Request, Any, tuple[Any, Exception | None]]:
     """For code that forwards another generator's requests: yield `request` to the driver and return (its result,
     None), or (None, the error the driver raised in its place) to be thrown back where the request came from:
     `value, error = yield from pass_on(item)`, then `item = step(gen, value, error)`."""
@@ -165,6 +185,6 @@ def pass_on(request: Any) -> Generator[Any, Any, tuple[Any, Exception | None]]:
         return None, e
 
 
-def step(gen: Iterator[Any], value: Any, error: BaseException | None) -> Any:
+def step(gen: Generator[_Item, Any, Any], value: Any, error: BaseException | None) -> _Item:
     """The next item of a forwarded generator: `value` sent into it, or `error` thrown into it."""
-    return gen.throw(error) if error is not None else gen.send(value)  # type: ignore[attr-defined]
+    return gen.throw(error) if error is not None else gen.send(value)

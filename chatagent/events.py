@@ -54,8 +54,9 @@ class Event:
     call_id: str | None = None  # the function call's id, when the model gave one
     result: Any = None  # tool_end: the content sent back to the model
     error: str | None = None  # *_end: what went wrong (tool_end: the message the model got)
-    data: dict = field(default_factory=dict)  # anything else: llm_start has 'messages' (count) and 'functions';
+    # anything else: llm_start has 'messages' (count) and 'functions';
     # llm_end: 'model', 'model_type', 'input' (the messages sent) and 'output' (the reply)
+    data: dict[str, Any] = field(default_factory=dict[str, Any])
     run: Any = None  # the RunContext of the run (or of the sub-agent's part of it) this happened in
 
 
@@ -90,7 +91,7 @@ def emit(callbacks: Iterable[Callback], event: Event) -> None:
 
 
 #: callbacks every run gets besides its own (see add_global_callback)
-global_callbacks: tuple = ()
+global_callbacks: tuple[Callback, ...] = ()
 
 
 def add_global_callback(callback: Callback) -> None:
@@ -105,7 +106,7 @@ def remove_global_callback(callback: Callback) -> None:
     global_callbacks = tuple(cb for cb in global_callbacks if cb is not callback)
 
 
-def as_callbacks(value: Any) -> tuple:
+def as_callbacks(value: Any) -> tuple[Callback, ...]:
     """Callbacks given as one callback, a list, or None, as a tuple."""
     if value is None:
         return ()

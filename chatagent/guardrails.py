@@ -22,9 +22,9 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
-from chatagent.plugins import Blocked, Plugin
+from chatagent.plugins import Blocked, Plugin, switch_off
 from chatagent.schema import ASSISTANT, USER, Message, content_text
 
 logger = logging.getLogger("chatagent.guardrails")
@@ -86,10 +86,7 @@ class InputGuardrail(Plugin):
         if not callable(check):
             raise TypeError(f"check must be a function of a text, got {type(check).__name__}")
         self.check, self.message = check, message
-        if concurrent:
-            self.before_run = None  # type: ignore[assignment]
-        else:
-            self.check_input = None  # type: ignore[assignment]
+        switch_off(self, "before_run" if concurrent else "check_input")
 
     def _trip(self, messages: list[Message]) -> None:
         reason = verdict(self.check(latest_user_text(messages)), self.name)
@@ -155,9 +152,9 @@ class TextPolicy(Plugin):
             raise ValueError("TextPolicy needs max_chars, forbid or redact")
         self.replacement, self.message = replacement, message
         if on == "output":
-            self.before_run = None  # type: ignore[assignment]
+            switch_off(self, "before_run")
         elif on == "input":
-            self.after_run = None  # type: ignore[assignment]
+            switch_off(self, "after_run")
 
     def _check(self, text: str, what: str) -> None:
         if self.max_chars is not None and len(text) > self.max_chars:
@@ -201,7 +198,8 @@ class LLMJudge:
 
     def __call__(self, text: str) -> str | None:
         prompt = JUDGE_PROMPT.format(instruction=self.instruction, text=text)
-        reply = self.llm.chat([Message._make(USER, prompt)], stream=False, extra_generate_cfg=self.generate_cfg)
+        reply = self.llm.chat([Message.unchecked(USER, prompt)], stream=False, extra_generate_cfg=self.generate_cfg)
+        reply = cast("list[Message]", reply)  # chat() types both its forms; stream=False returns the list
         answer = content_text(reply[-1].content).strip() if reply else ""
         head = answer.split("\n", 1)[0].strip().strip("*").strip()
         if head.upper().startswith("ALLOW"):

@@ -84,7 +84,7 @@ class Memory(Agent):
         if found.errors:
             extra["errors"] = [str(e) for e in found.errors]
         content = knowledge_json(found) if found.chunks else ""
-        yield [fragment(Message._make(ASSISTANT, content, "memory", None, None, extra), 0)]
+        yield [fragment(Message.unchecked(ASSISTANT, content, "memory", None, None, extra), 0)]
 
 
 def search_files(

@@ -13,6 +13,8 @@ any agent with `is_human = True`). The web UI shows each speaker of a hub by nam
 
 from __future__ import annotations
 
+from typing import cast
+
 from chatagent.agent import Agent
 
 
@@ -24,9 +26,7 @@ class MultiAgentHub:
 
     @property
     def agents(self) -> list[Agent]:
-        agents = getattr(self, "_agents", None)
-        check_agents(agents, type(self).__name__, self._agent_noun)
-        return agents  # type: ignore[return-value]
+        return check_agents(getattr(self, "_agents", None), type(self).__name__, self._agent_noun)
 
     @agents.setter
     def agents(self, value: list[Agent]) -> None:
@@ -36,7 +36,7 @@ class MultiAgentHub:
 
     @property
     def agent_names(self) -> list[str]:
-        return [a.name for a in self.agents]  # type: ignore[misc]
+        return [a.name for a in self.agents if a.name is not None]  # (all of them: check_agents)
 
     @property
     def nonuser_agents(self) -> list[Agent]:
@@ -44,8 +44,8 @@ class MultiAgentHub:
         return [a for a in self.agents if not getattr(a, "is_human", False)]
 
 
-def check_agents(agents: object, owner: str, noun: str = "agent") -> None:
-    """ValueError/TypeError unless `agents` is a non-empty list of Agents with unique, non-empty names."""
+def check_agents(agents: object, owner: str, noun: str = "agent") -> list[Agent]:
+    """`agents`, checked: ValueError/TypeError unless it is a non-empty list of Agents with unique, non-empty names."""
     if not isinstance(agents, list) or not agents:
         raise ValueError(f"{owner} needs at least one {noun}: a non-empty list of Agents")
     bad = next((a for a in agents if not isinstance(a, Agent)), None)
@@ -57,6 +57,7 @@ def check_agents(agents: object, owner: str, noun: str = "agent") -> None:
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
         raise ValueError(f"{owner}: two {noun}s are called {dup!r}: names must be unique")
+    return cast("list[Agent]", agents)  # every item checked above (the same list: callers may change it)
 
 
 __all__ = ["MultiAgentHub", "check_agents"]

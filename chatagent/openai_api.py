@@ -20,7 +20,7 @@ import orjson
 from chatagent.errors import ModelErrorCode, ModelServiceError, RunDeadlineExceeded
 from chatagent.keys import mask_secrets
 from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
-from chatagent.stream import INDEX
+from chatagent.stream import INDEX, not_a_fragment
 
 MAX_SESSION_ID_CHARS = 128
 #: The keys of a final message's `extra` a client receives (in the field `chatagent`), when the agent sets them.
@@ -170,6 +170,8 @@ class Answer:
             if f.role != ASSISTANT:
                 continue
             extra = f.extra
+            if extra is None:
+                raise not_a_fragment(f)
             i = extra[INDEX]
             if i > self.last:
                 self.last, self.extra = i, {}

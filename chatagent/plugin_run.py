@@ -21,23 +21,24 @@ import contextvars
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from chatagent.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, resolve
-from chatagent.effects import Blocking, ModelCall, ToolBatch, ToolWait, pass_on, step
+from chatagent.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, paused_call, resolve
+from chatagent.effects import AgentLoop, Blocking, LoopItem, ModelCall, ToolBatch, ToolWait, pass_on, step
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.plugins import BLOCKED_BY, BLOCKED_REASON, Blocked, Plugins, Retry, failed, plugin_name
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, to_message
-from chatagent.stream import INDEX, REPLACE, Collector, WholeLists, fragment
+from chatagent.stream import INDEX, REPLACE, Collector, WholeLists, fragment, not_a_fragment, shift
 from chatagent.tools.base import result_content
 
 if TYPE_CHECKING:
     from chatagent.agent import Agent, RunContext
 
 logger = logging.getLogger("chatagent.plugins")
+_Result = TypeVar("_Result")
 
 
 class _Paused(Exception):  # noqa: N818 (the run stops for approval: not an error)
@@ -47,14 +48,14 @@ class _Paused(Exception):  # noqa: N818 (the run stops for approval: not an erro
 
 
 def controlled(
-    agent: Agent, plugins: Plugins, msgs: list[Message], lang: str, kwargs: dict, ctx: RunContext
-) -> Iterator[Any]:
+    agent: Agent, plugins: Plugins, msgs: list[Message], lang: str, kwargs: dict[str, Any], ctx: RunContext
+) -> AgentLoop:
     """`agent._fragments(msgs, lang, kwargs)` under `plugins` and tool approval; use as the run's stream."""
     return _ControlledRun(agent, plugins, ctx).run(msgs, lang, kwargs)
 
 
 class _ControlledRun:
-    __slots__ = ("agent", "plugins", "ctx", "shown", "checks", "held", "resume", "offset", "replace_at")
+    __slots__ = ("agent", "plugins", "ctx", "shown", "checks", "held", "resume", "offset", "replace_at", "tripped")
 
     def __init__(self, agent: Agent, plugins: Plugins, ctx: RunContext) -> None:
         self.agent = agent
@@ -66,10 +67,11 @@ class _ControlledRun:
         self.resume: Resume | None = None  # the decisions, while the paused calls run
         self.offset = 0  # where the current attempt's response starts in the shown one
         self.replace_at = -1  # the shown message the attempt's first fragment replaces (a retried answer)
+        self.tripped: Exception | None = None  # an input check's error raised in our map (it ends the run)
 
     # ---- the run ---------------------------------------------------------------------------------------------
 
-    def run(self, msgs: list[Message], lang: str, kwargs: dict) -> Iterator[Any]:
+    def run(self, msgs: list[Message], lang: str, kwargs: dict[str, Any]) -> AgentLoop:
         agent, plugins = self.agent, self.plugins
         gen: Any = None
         try:
@@ -95,7 +97,7 @@ class _ControlledRun:
                     changed = self._after_run(response)
                 except Retry as r:
                     attempt = response[self.offset :]
-                    conversation = conversation + attempt + [Message._make(USER, r.feedback)]
+                    conversation = conversation + attempt + [Message.unchecked(USER, r.feedback)]
                     answer = _answer_index(response, self.offset)
                     self.offset, self.replace_at = answer, answer if answer < len(response) else -1
                     self.ctx.attempt += 1
@@ -115,7 +117,7 @@ class _ControlledRun:
             if gen is not None:
                 gen.close()
 
-    def _drive(self, gen: Iterator[Any]) -> Iterator[Any]:
+    def _drive(self, gen: Generator[Any, Any, _Result]) -> Generator[LoopItem, Any, _Result]:
         """Pass `gen`'s fragments and requests on, with the hooks; its return value."""
         plugins = self.plugins
         after_model = plugins.each("after_model")
@@ -147,7 +149,7 @@ class _ControlledRun:
                 yield from self._settle()
                 self._before_tools(item)
             value, error = yield from pass_on(item)
-            if error is not None and getattr(error, "_chatagent_run", None) is self:
+            if error is not None and error is self.tripped:
                 raise error  # from our map: an input check tripped or failed
             if kind is ModelCall:
                 if not mapped and not item.hide:
@@ -167,12 +169,14 @@ class _ControlledRun:
         """An attempt's fragments at their place in the whole response (in place: fragments are single-use)."""
         offset = self.offset
         if offset:
-            for f in fragments:
-                f.extra[INDEX] += offset
+            shift(fragments, offset)
         if self.replace_at >= 0:
             for f in fragments:
-                if f.extra[INDEX] == self.replace_at:
-                    f.extra[REPLACE] = True
+                extra = f.extra
+                if extra is None:
+                    raise not_a_fragment(f)
+                if extra[INDEX] == self.replace_at:
+                    extra[REPLACE] = True
                     self.replace_at = -1
                     break
         return fragments
@@ -195,7 +199,7 @@ class _ControlledRun:
                 try:
                     self._check_results()
                 except Exception as e:  # one tripped or failed: the stream ends, and it comes back to `_drive`
-                    e._chatagent_run = self  # type: ignore[attr-defined]
+                    self.tripped = e
                     raise
                 if self.held:
                     fragments, self.held = self.held + fragments, []
@@ -227,7 +231,7 @@ class _ControlledRun:
             threading.Thread(target=check, name="chatagent-input-check", daemon=True).start()
             self.checks.append((p, future))
 
-    def _settle(self) -> Iterator[Any]:
+    def _settle(self) -> Generator[LoopItem, Any, None]:
         """Wait for the input checks (in a worker thread under `arun`), then show the output they held back."""
         if self.checks:
             if not all(f.done() for _, f in self.checks):
@@ -269,12 +273,12 @@ class _ControlledRun:
         for k, call in enumerate(batch.calls):
             if needs_approval(call.tool, call.args):
                 cid = call.outcome.call_id if call.outcome.call_id is not None else f"call_{k}"
-                decision = None if self.resume is None else self.resume.decisions.get(cid)
-                if decision is None:
+                resume = self.resume
+                if resume is None or (decision := resume.decisions.get(cid)) is None:
                     waiting.append({"id": cid, "name": call.tool.name, "arguments": call.outcome.arguments})
                     continue
                 if not decision:
-                    call.outcome.fail("denied", self.resume.denial(call.tool.name))  # type: ignore[union-attr]
+                    call.outcome.fail("denied", resume.denial(call.tool.name))
                     call.ready = True
                     continue
             for p, fn in plugins.each("before_tool"):
@@ -286,18 +290,20 @@ class _ControlledRun:
         if waiting:
             raise _Paused(waiting)
 
-    def _resume(self, resume: Resume, msgs: list[Message], lang: str, kwargs: dict) -> Iterator[Any]:
+    def _resume(
+        self, resume: Resume, msgs: list[Message], lang: str, kwargs: dict[str, Any]
+    ) -> Generator[LoopItem, Any, list[Message]]:
         """Run the paused calls as decided; their function messages (also shown)."""
         self.resume = resume
         results = []
         try:
             for k, m in enumerate(resume.calls):
-                fc = m.function_call
+                fc = paused_call(m)
                 cid = call_id(m, k)
                 content = yield from self._drive(
                     self.agent._run_tool(fc.name, fc.arguments, call_id=cid, messages=msgs, lang=lang, **kwargs)
                 )
-                msg = Message._make(FUNCTION, content, fc.name, None, None, {"function_id": cid})
+                msg = Message.unchecked(FUNCTION, content, fc.name, None, None, {"function_id": cid})
                 out = [fragment(msg, len(self.shown))]
                 self.shown.add(out)
                 yield out
@@ -329,9 +335,9 @@ class _ControlledRun:
         response = self.shown.messages()
         last = len(response) - 1
         if last >= 0 and response[last].function_call is not None:
-            out = [Message._make(ASSISTANT, "", None, None, None, {INDEX: last, PENDING_APPROVAL: waiting})]
+            out = [Message.unchecked(ASSISTANT, "", None, None, None, {INDEX: last, PENDING_APPROVAL: waiting})]
         else:  # the agent ran tools without showing the call: show the wait on its own
-            out = [Message._make(ASSISTANT, "", None, None, None, {INDEX: last + 1, PENDING_APPROVAL: waiting})]
+            out = [Message.unchecked(ASSISTANT, "", None, None, None, {INDEX: last + 1, PENDING_APPROVAL: waiting})]
         self.shown.add(out)
         return out
 
@@ -345,7 +351,7 @@ class _ControlledRun:
             extra[BLOCKED_REASON] = b.reason
         if at < len(response):
             extra[REPLACE] = True
-        out = [Message._make(ASSISTANT, b.message, None, None, None, extra)]
+        out = [Message.unchecked(ASSISTANT, b.message, None, None, None, extra)]
         self.shown.add(out)
         return out
 

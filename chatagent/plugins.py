@@ -174,4 +174,10 @@ def failed(plugin: Any, hook: str, error: Exception) -> None:
     raise PluginError(plugin_name(plugin), hook, error) from error
 
 
+def switch_off(plugin: object, *hooks: str) -> None:
+    """Switch hooks of one plugin object off: a hook set to None is never called (see `Plugins`)."""
+    for hook in hooks:
+        setattr(plugin, hook, None)
+
+
 __all__ = ["BLOCKED_BY", "BLOCKED_REASON", "Blocked", "HOOKS", "Plugin", "PluginError", "Plugins", "Retry"]

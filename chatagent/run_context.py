@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import time
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.llm.base import Usage
+
+if TYPE_CHECKING:
+    from chatagent.events import Callback
 
 CURRENT: ContextVar[RunContext | None] = ContextVar("chatagent_run", default=None)
 
@@ -34,12 +37,14 @@ class RunContext:
         "trace",
     )
 
-    def __init__(self, deadline: float | None = None, callbacks: tuple = (), agent_name: str | None = None) -> None:
+    def __init__(
+        self, deadline: float | None = None, callbacks: tuple[Callback, ...] = (), agent_name: str | None = None
+    ) -> None:
         self.usage = Usage()
         self.deadline = deadline  # time.monotonic() value, or None
         self.callbacks = callbacks  # see chatagent.events; empty means no Event is ever built
         self.tool_calls: dict[str, int] = {}
-        self.generate_cfg: dict | None = None
+        self.generate_cfg: dict[str, Any] | None = None
         self.agent_name = agent_name
         self.session_id: str | None = None  # run(..., session_id=...): tools keep per-conversation state under it
         self.plugins: Any = None  # a chatagent.plugins.Plugins, or None when the run has none

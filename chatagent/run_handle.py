@@ -4,13 +4,24 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, TypeVar
 
 from chatagent.llm.base import Usage
 from chatagent.run_context import CURRENT, RunContext
 from chatagent.schema import Message
 
 
-class Run(Iterator[list]):
+def close_stream(stream: Iterator[Any]) -> None:
+    """Close `stream` if it can be closed (a generator: runs its cleanup now, not when it is collected)."""
+    close = getattr(stream, "close", None)
+    if close is not None:
+        close()
+
+
+_Out = TypeVar("_Out", covariant=True)  # what each step gives the caller (a list of Messages or of dicts)
+
+
+class Run(Iterator[_Out]):
     """The iterator `Agent.run()` returns. Iterate it; `usage` holds the tokens used so far.
 
     Closing it (or dropping it) closes the model stream underneath.
@@ -18,7 +29,7 @@ class Run(Iterator[list]):
 
     __slots__ = ("_gen", "_out", "context")
 
-    def __init__(self, gen: Iterator[list[Message]], out: Callable[[list[Message]], list], context: RunContext) -> None:
+    def __init__(self, gen: Iterator[list[Message]], out: Callable[[list[Message]], _Out], context: RunContext) -> None:
         self._gen = gen
         self._out = out
         self.context = context
@@ -27,10 +38,10 @@ class Run(Iterator[list]):
     def usage(self) -> Usage:
         return self.context.usage
 
-    def __iter__(self) -> Run:
+    def __iter__(self) -> Run[_Out]:
         return self
 
-    def __next__(self) -> list:
+    def __next__(self) -> _Out:
         token = CURRENT.set(self.context)
         try:
             return self._out(next(self._gen))
@@ -40,12 +51,12 @@ class Run(Iterator[list]):
     def close(self) -> None:
         token = CURRENT.set(self.context)
         try:
-            self._gen.close()
+            close_stream(self._gen)
         finally:
             CURRENT.reset(token)
 
 
-class ARun(AsyncIterator[list]):
+class ARun(AsyncIterator[_Out]):
     """The async iterator `Agent.arun()` returns: `async for rsp in bot.arun(messages)`.
 
     `usage` holds the tokens used so far. `aclose()` (or breaking out of the loop and dropping it, or
@@ -55,7 +66,7 @@ class ARun(AsyncIterator[list]):
     __slots__ = ("_agen", "_out", "context")
 
     def __init__(
-        self, agen: AsyncIterator[list[Message]], out: Callable[[list[Message]], list], context: RunContext
+        self, agen: AsyncIterator[list[Message]], out: Callable[[list[Message]], _Out], context: RunContext
     ) -> None:
         self._agen = agen
         self._out = out
@@ -65,10 +76,10 @@ class ARun(AsyncIterator[list]):
     def usage(self) -> Usage:
         return self.context.usage
 
-    def __aiter__(self) -> ARun:
+    def __aiter__(self) -> ARun[_Out]:
         return self
 
-    async def __anext__(self) -> list:
+    async def __anext__(self) -> _Out:
         token = CURRENT.set(self.context)
         try:
             return self._out(await self._agen.__anext__())
@@ -78,6 +89,8 @@ class ARun(AsyncIterator[list]):
     async def aclose(self) -> None:
         token = CURRENT.set(self.context)
         try:
-            await self._agen.aclose()  # type: ignore[attr-defined]
+            aclose = getattr(self._agen, "aclose", None)
+            if aclose is not None:
+                await aclose()
         finally:
             CURRENT.reset(token)

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing import TypeGuard
 
 SYSTEM, USER, ASSISTANT, FUNCTION = "system", "user", "assistant", "function"
 ROLES = (SYSTEM, USER, ASSISTANT, FUNCTION)
@@ -28,7 +31,7 @@ class MessageError(ValueError):
 class _DictLike:
     """Dict-style access over the slots of a small class."""
 
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
 
     def __getitem__(self, key: str) -> Any:
         if key not in self.__slots__:
@@ -41,7 +44,7 @@ class _DictLike:
         setattr(self, key, value)
 
     def __contains__(self, key: object) -> bool:
-        return key in self.__slots__ and getattr(self, key) is not None  # type: ignore[arg-type]
+        return isinstance(key, str) and key in self.__slots__ and getattr(self, key) is not None
 
     def get(self, key: str, default: Any = None) -> Any:
         value = getattr(self, key, None) if key in self.__slots__ else None
@@ -52,20 +55,29 @@ class _DictLike:
             return NotImplemented
         return all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # pyright: ignore[reportAssignmentType] -- unhashable on purpose: mutable, compared by value
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__ if getattr(self, k) is not None)
         return f"{type(self).__name__}({fields})"
 
     def __str__(self) -> str:
-        return str(self.model_dump())  # type: ignore[attr-defined]
+        return str(self.model_dump())
+
+    def model_dump(self) -> dict[str, Any]:
+        """The object as a plain dict (each subclass says how)."""
+        raise NotImplementedError
 
 
 class ContentItem(_DictLike):
     """One part of a multimodal message: exactly one of text, image, file, audio, video."""
 
     __slots__ = CONTENT_KINDS
+    text: str | None
+    image: str | None
+    file: str | None
+    audio: str | None
+    video: str | None
 
     def __init__(
         self,
@@ -112,16 +124,17 @@ class FunctionCall(_DictLike):
     """A call the model asks for: the tool's name and its arguments as a JSON string."""
 
     __slots__ = ("name", "arguments")
+    name: str
+    arguments: str
 
-    def __init__(self, name: str, arguments: str | dict | None = "") -> None:
-        if not isinstance(name, str):
-            raise MessageError(f"function_call.name must be a string, got {type(name).__name__}")
+    def __init__(self, name: str, arguments: str | dict[str, Any] | None = "") -> None:
+        _require(name, str, "function_call.name must be a string")
         if arguments is None:
             arguments = ""
         elif isinstance(arguments, dict):
             arguments = json.dumps(arguments, ensure_ascii=False)
-        elif not isinstance(arguments, str):
-            raise MessageError(f"function_call.arguments must be a JSON string, got {type(arguments).__name__}")
+        else:
+            _require(arguments, str, "function_call.arguments must be a JSON string")
         self.name, self.arguments = name, arguments
 
     def model_dump(self) -> dict[str, str]:
@@ -137,44 +150,50 @@ class Message(_DictLike):
     """
 
     __slots__ = ("role", "content", "name", "function_call", "reasoning_content", "extra")
+    role: str
+    content: str | list[ContentItem]
+    name: str | None
+    function_call: FunctionCall | None
+    reasoning_content: str | None
+    extra: dict[str, Any] | None
 
     def __init__(
         self,
         role: str,
-        content: str | list[ContentItem] | list[dict] | None = "",
+        content: str | list[ContentItem] | list[dict[str, Any]] | None = "",
         reasoning_content: str | None = None,
         name: str | None = None,
-        function_call: FunctionCall | dict | None = None,
-        extra: dict | None = None,
+        function_call: FunctionCall | dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> None:
         if role not in ROLES:
             raise MessageError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         self.role = role
         self.content = _content(content)
-        if name is not None and not isinstance(name, str):
-            raise MessageError(f"name must be a string, got {type(name).__name__}")
+        if name is not None:
+            _require(name, str, "name must be a string")
         self.name = name
         if isinstance(function_call, dict):
             function_call = _function_call(function_call, "function_call")
-        elif function_call is not None and not isinstance(function_call, FunctionCall):
-            raise MessageError(f"function_call must be a dict or FunctionCall, got {type(function_call).__name__}")
+        elif function_call is not None:
+            _require(function_call, FunctionCall, "function_call must be a dict or FunctionCall")
         self.function_call = function_call
-        if reasoning_content is not None and not isinstance(reasoning_content, str):
-            raise MessageError(f"reasoning_content must be a string, got {type(reasoning_content).__name__}")
+        if reasoning_content is not None:
+            _require(reasoning_content, str, "reasoning_content must be a string")
         self.reasoning_content = reasoning_content
-        if extra is not None and not isinstance(extra, dict):
-            raise MessageError(f"extra must be a dict, got {type(extra).__name__}")
+        if extra is not None:
+            _require(extra, dict, "extra must be a dict")
         self.extra = extra
 
     @classmethod
-    def _make(
+    def unchecked(
         cls,
         role: str,
         content: str | list[ContentItem],
         name: str | None = None,
         function_call: FunctionCall | None = None,
         reasoning_content: str | None = None,
-        extra: dict | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> Message:
         """Build without validation, for the framework's own already-valid values (the per-chunk path)."""
         m = object.__new__(cls)
@@ -182,9 +201,11 @@ class Message(_DictLike):
         m.reasoning_content, m.extra = reasoning_content, extra
         return m
 
+    _make = unchecked  # the name the framework's modules used before `unchecked`; new code calls `unchecked`
+
     def copy(self, **changes: Any) -> Message:
         """A copy sharing immutable parts; content lists and extra are copied shallowly."""
-        m = Message._make(
+        m = Message.unchecked(
             self.role,
             list(self.content) if isinstance(self.content, list) else self.content,
             self.name,
@@ -220,7 +241,7 @@ class Message(_DictLike):
         return json.dumps(self.model_dump(), ensure_ascii=False)
 
     @classmethod
-    def model_validate(cls, data: dict | Message) -> Message:
+    def model_validate(cls, data: dict[str, Any] | Message) -> Message:
         return to_message(data)
 
 
@@ -237,7 +258,7 @@ def with_system_text(messages: list[Message], text: str, *, first: bool = False)
     """`messages` with `text` added to the system message: after its text (before it with `first=True`), a blank
     line between; a new system message when there is none. A new list: `messages` and its messages are unchanged."""
     if not messages or messages[0].role != SYSTEM:
-        return [Message._make(SYSTEM, text), *messages]
+        return [Message.unchecked(SYSTEM, text), *messages]
     system = messages[0]
     sep = "\n\n" if content_text(system.content).strip() else ""
     content: str | list[ContentItem]
@@ -253,17 +274,47 @@ def with_system_text(messages: list[Message], text: str, *, first: bool = False)
     return [system.copy(content=content), *messages[1:]]
 
 
-def _content(content: Any, where: str = "content") -> str | list[ContentItem]:
+def _require(value: object, kind: type[Any] | tuple[type[Any], ...], what: str) -> None:
+    """Raise MessageError("`what`, got <type>") unless `value` is a `kind`: the check for callers without type hints."""
+    if not isinstance(value, kind):
+        raise MessageError(f"{what}, got {_type_name(value)}")
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def not_a_message_list(value: object) -> bool:
+    """Whether `value` cannot be a list of messages: not iterable, or a string, a dict or one Message."""
+    return isinstance(value, (str, bytes, dict, Message)) or not isinstance(value, Iterable)
+
+
+def _is_dict(value: object) -> TypeGuard[dict[str, Any]]:
+    """Whether `value` is a dict (a JSON object from outside: values of any type)."""
+    return isinstance(value, dict)
+
+
+def _is_list(value: object) -> TypeGuard[list[Any]]:
+    """Whether `value` is a list (a JSON array from outside: items of any type)."""
+    return isinstance(value, list)
+
+
+def _is_sequence(value: object) -> TypeGuard[list[Any] | tuple[Any, ...]]:
+    """Whether `value` is a list or tuple (a JSON array from outside: items of any type)."""
+    return isinstance(value, (list, tuple))
+
+
+def _content(content: object, where: str = "content") -> str | list[ContentItem]:
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, (list, tuple)):
-        items = []
+    if _is_sequence(content):
+        items: list[ContentItem] = []
         for i, item in enumerate(content):
             if isinstance(item, ContentItem):
                 items.append(item)
-            elif isinstance(item, dict):
+            elif _is_dict(item):
                 items.append(_content_item(item, f"{where}[{i}]"))
             elif isinstance(item, str):
                 items.append(ContentItem(text=item))
@@ -273,7 +324,7 @@ def _content(content: Any, where: str = "content") -> str | list[ContentItem]:
     raise MessageError(f"{where} must be a string or a list of content items, got {type(content).__name__}")
 
 
-def _content_item(d: dict, where: str) -> ContentItem:
+def _content_item(d: dict[str, Any], where: str) -> ContentItem:
     """A content item from our form ({'text': ...}) or the OpenAI form ({'type': 'image_url', ...})."""
     kind = d.get("type")
     if kind is not None:
@@ -281,10 +332,10 @@ def _content_item(d: dict, where: str) -> ContentItem:
             d = {"text": d.get("text")}
         elif kind == "image_url":
             url = d.get("image_url")
-            d = {"image": url.get("url") if isinstance(url, dict) else url}
+            d = {"image": url.get("url") if _is_dict(url) else url}
         elif kind in ("input_audio", "audio"):
             audio = d.get("input_audio") or d.get("audio")
-            d = {"audio": audio.get("data") if isinstance(audio, dict) else audio}
+            d = {"audio": audio.get("data") if _is_dict(audio) else audio}
         elif kind in CONTENT_KINDS:
             d = {kind: d.get(kind)}
         else:
@@ -298,8 +349,8 @@ def _content_item(d: dict, where: str) -> ContentItem:
         raise MessageError(f"{where}: {str(e).removeprefix('content item: ')}") from None
 
 
-def _function_call(d: Any, where: str) -> FunctionCall:
-    if not isinstance(d, dict):
+def _function_call(d: object, where: str) -> FunctionCall:
+    if not _is_dict(d):
         raise MessageError(f"{where} must be a dict with name and arguments, got {type(d).__name__}")
     if "name" not in d:
         raise MessageError(f"{where}.name is missing")
@@ -309,45 +360,45 @@ def _function_call(d: Any, where: str) -> FunctionCall:
         raise MessageError(f"{where}: {e}") from None
 
 
-def to_message(data: dict | Message, where: str = "message") -> Message:
+def to_message(data: dict[str, Any] | Message, where: str = "message") -> Message:
     """One message from a Message or a dict (our format; OpenAI's role `tool` and `developer` too).
 
     An OpenAI assistant message with several `tool_calls` becomes several messages: use `to_messages`.
     """
-    msgs = _from_dict(data, where) if isinstance(data, dict) else [data]
-    if len(msgs) != 1 or not isinstance(msgs[0], Message):
-        if isinstance(data, dict):
-            raise MessageError(f"{where} holds several tool calls: convert it with to_messages")
-        raise MessageError(f"{where} must be a dict or Message, got {type(data).__name__}")
+    if not isinstance(data, dict):
+        _require(data, Message, f"{where} must be a dict or Message")
+        return data
+    msgs = _from_dict(data, where)
+    if len(msgs) != 1:
+        raise MessageError(f"{where} holds several tool calls: convert it with to_messages")
     return msgs[0]
 
 
-def to_messages(data: Iterable[dict | Message]) -> list[Message]:
+def to_messages(data: Iterable[dict[str, Any] | Message]) -> list[Message]:
     """Messages from a list of dicts or Messages; copies, so the caller's objects are never shared."""
-    if isinstance(data, (str, bytes, dict, Message)) or not isinstance(data, Iterable):
-        raise MessageError(f"messages must be a list of messages, got {type(data).__name__}")
+    if not_a_message_list(data):
+        raise MessageError(f"messages must be a list of messages, got {_type_name(data)}")
     out: list[Message] = []
     for i, m in enumerate(data):
         where = f"messages[{i}]"
         if isinstance(m, Message):
             out.append(m.copy())
-        elif isinstance(m, dict):
-            out.extend(_from_dict(m, where))
         else:
-            raise MessageError(f"{where} must be a dict or Message, got {type(m).__name__}")
+            _require(m, dict, f"{where} must be a dict or Message")
+            out.extend(_from_dict(m, where))
     return out
 
 
-def _from_dict(d: dict, where: str) -> list[Message]:
+def _from_dict(d: dict[str, Any], where: str) -> list[Message]:
     role = d.get("role")
     if role is None:
         raise MessageError(f"{where}.role is missing")
     if role == "developer":
         role = SYSTEM
-    extra = d.get("extra")
-    if extra is not None and not isinstance(extra, dict):
-        raise MessageError(f"{where}.extra must be a dict, got {type(extra).__name__}")
-    extra = dict(extra) if extra else None
+    given_extra = d.get("extra")
+    if given_extra is not None and not _is_dict(given_extra):
+        raise MessageError(f"{where}.extra must be a dict, got {type(given_extra).__name__}")
+    extra = dict(given_extra) if given_extra else None
     try:
         content = _content(d.get("content"), f"{where}.content")
     except MessageError:
@@ -360,19 +411,19 @@ def _from_dict(d: dict, where: str) -> list[Message]:
     if role not in ROLES:
         raise MessageError(f"{where}.role must be one of {', '.join(ROLES)} (or tool), got {role!r}")
     fc = d.get("function_call")
-    fc = _function_call(fc, f"{where}.function_call") if isinstance(fc, dict) else fc
+    fc = _function_call(fc, f"{where}.function_call") if _is_dict(fc) else fc
     reasoning = d.get("reasoning_content")
     tool_calls = d.get("tool_calls")
     if not tool_calls:
         return [_build(where, role, content, reasoning, d.get("name"), fc, extra)]
-    if not isinstance(tool_calls, list):
+    if not _is_list(tool_calls):
         raise MessageError(f"{where}.tool_calls must be a list, got {type(tool_calls).__name__}")
-    out = []
+    out: list[Message] = []
     if content or reasoning:
         out.append(_build(where, role, content, reasoning, d.get("name"), None, extra))
     for j, tc in enumerate(tool_calls):
         tw = f"{where}.tool_calls[{j}]"
-        if not isinstance(tc, dict):
+        if not _is_dict(tc):
             raise MessageError(f"{tw} must be a dict, got {type(tc).__name__}")
         call = _function_call(tc.get("function"), f"{tw}.function")
         call_extra = dict(extra or {})
@@ -393,13 +444,13 @@ def to_openai(
     messages: Iterable[Message],
     image_url: Callable[[str], str] = lambda s: s,
     placeholder_kinds: Iterable[str] = ("file", "audio", "video"),
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Messages in the OpenAI chat format: consecutive assistant messages merge into one with `tool_calls`.
 
     `image_url` turns an image item's value into a URL (the backend uses it to inline local files);
     items of a kind in `placeholder_kinds` become a short text such as ``[file: notes.pdf]``.
     """
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     placeholders = set(placeholder_kinds)
     open_calls: list[tuple[str, str]] = []  # (id, name) of calls not yet answered
     for n, m in enumerate(messages):
@@ -414,7 +465,7 @@ def to_openai(
             out.append({"role": "tool", "tool_call_id": fid, "content": text})
             continue
         if m.role == ASSISTANT:
-            prev = out[-1] if out and out[-1]["role"] == "assistant" else None
+            prev: dict[str, Any] | None = out[-1] if out and out[-1]["role"] == "assistant" else None
             if m.function_call is not None:
                 fid = (m.extra or {}).get("function_id") or f"call_{n}"
                 open_calls.append((fid, m.function_call.name))
@@ -441,10 +492,12 @@ def to_openai(
     return out
 
 
-def _openai_content(content: str | list[ContentItem], image_url: Callable[[str], str], placeholders: set[str]):
+def _openai_content(
+    content: str | list[ContentItem], image_url: Callable[[str], str], placeholders: set[str]
+) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
-    parts: list[dict] = []
+    parts: list[dict[str, Any]] = []
     for item in content:
         kind = item.kind
         if kind == "text":
@@ -458,7 +511,7 @@ def _openai_content(content: str | list[ContentItem], image_url: Callable[[str],
     return parts
 
 
-def from_openai(messages: Iterable[dict]) -> list[Message]:
+def from_openai(messages: Iterable[dict[str, Any]]) -> list[Message]:
     """Messages from the OpenAI chat format (same as `to_messages`, named for symmetry)."""
     return to_messages(messages)
 
@@ -472,7 +525,7 @@ def drop_unanswered_calls(messages: list[Message]) -> list[Message]:
     answered = {(m.extra or {}).get("function_id") for m in messages if m.role == FUNCTION}
     n_results = sum(1 for m in messages if m.role == FUNCTION)
     n_calls = 0
-    out = []
+    out: list[Message] = []
     for m in messages:
         if m.role == ASSISTANT and m.function_call is not None:
             fid = (m.extra or {}).get("function_id")

@@ -202,7 +202,8 @@ class AgentServer:
                 yield
 
         config = uvicorn.Config(
-            self.app, lifespan="off", log_config=None, access_log=False, timeout_graceful_shutdown=self.grace,  # type: ignore[arg-type]
+            self.app, lifespan="off", log_config=None, access_log=False,
+            timeout_graceful_shutdown=self.grace,  # pyright: ignore[reportArgumentType] -- uvicorn says int, waits a float
             timeout_keep_alive=30, backlog=4096,
         )  # fmt: skip
         return Server(config)

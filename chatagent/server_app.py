@@ -173,7 +173,10 @@ class _Watch:
     __slots__ = ("task", "finished", "gone", "_watcher")
 
     def __init__(self, receive: Receive) -> None:
-        self.task = asyncio.current_task()
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("_Watch is made in the request's task")
+        self.task = task
         self.finished = False
         self.gone = False
         self._watcher = asyncio.ensure_future(self._watch(receive))
@@ -183,7 +186,7 @@ class _Watch:
             pass
         if not self.finished:
             self.gone = True
-            self.task.cancel()  # type: ignore[union-attr]
+            self.task.cancel()
 
     def stop(self) -> None:
         self.finished = True

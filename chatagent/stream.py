@@ -14,7 +14,8 @@ only the message that changed, so that earlier yields stay valid.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, overload
 
 from chatagent.schema import ContentItem, Message, to_message
 
@@ -26,14 +27,22 @@ def fragment(msg: Message, index: int) -> Message:
     """`msg` as a fragment of the message at `index` (a copy; `msg` is not changed)."""
     extra = dict(msg.extra) if msg.extra else {}
     extra[INDEX] = index
-    return Message._make(msg.role, msg.content, msg.name, msg.function_call, msg.reasoning_content, extra)
+    return Message.unchecked(msg.role, msg.content, msg.name, msg.function_call, msg.reasoning_content, extra)
+
+
+def not_a_fragment(f: Message) -> ValueError:
+    """The error for a message given where a fragment belongs (its `extra` is None: no `extra['index']`)."""
+    return ValueError(f"not a fragment (a message without extra['index']): {f!r}")
 
 
 def shift(fragments: list[Message], offset: int) -> list[Message]:
     """The fragments moved `offset` places later in the response (in place: fragments are single-use)."""
     if offset:
         for f in fragments:
-            f.extra[INDEX] += offset
+            extra = f.extra
+            if extra is None:
+                raise not_a_fragment(f)
+            extra[INDEX] += offset
     return fragments
 
 
@@ -48,17 +57,21 @@ class Response:
     def add(self, fragments: Iterable[Message]) -> list[int]:
         """Apply fragments; returns the indexes that changed. Changed messages are new objects."""
         msgs = self.messages
-        changed = []
+        changed: list[int] = []
         for f in fragments:
             extra = f.extra
-            i = extra[INDEX]
+            if extra is None:
+                raise not_a_fragment(f)
+            i: int = extra[INDEX]
             rest = _rest(extra) if len(extra) > 1 else None
             if i == len(msgs):
                 msgs.append(
-                    Message._make(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest or None)
+                    Message.unchecked(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest or None)
                 )
             elif rest is not None and extra.get(REPLACE) and 0 <= i < len(msgs):
-                msgs[i] = Message._make(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest or None)
+                msgs[i] = Message.unchecked(
+                    f.role, f.content, f.name, f.function_call, f.reasoning_content, rest or None
+                )
             elif 0 <= i < len(msgs):
                 msgs[i] = _extend(msgs[i], f, rest)
             else:
@@ -74,17 +87,20 @@ class DictResponse:
 
     __slots__ = ("messages",)
 
-    def __init__(self, messages: list[dict] | None = None) -> None:
-        self.messages: list[dict] = [] if messages is None else messages
+    def __init__(self, messages: list[dict[str, Any]] | None = None) -> None:
+        self.messages: list[dict[str, Any]] = [] if messages is None else messages
 
     def add(self, fragments: Iterable[Message]) -> None:
         msgs = self.messages
         for f in fragments:
-            i = f.extra[INDEX]
+            fx = f.extra
+            if fx is None:
+                raise not_a_fragment(f)
+            i: int = fx[INDEX]
             new = i == len(msgs)
-            if new or (len(f.extra) > 1 and f.extra.get(REPLACE) and 0 <= i < len(msgs)):
+            if new or (len(fx) > 1 and fx.get(REPLACE) and 0 <= i < len(msgs)):
                 d = f.model_dump()
-                extra = d["extra"]
+                extra: dict[str, Any] = d["extra"]
                 del extra[INDEX]
                 extra.pop(REPLACE, None)
                 if not extra:
@@ -94,13 +110,13 @@ class DictResponse:
                 else:
                     msgs[i] = d
             elif 0 <= i < len(msgs):
-                msgs[i] = _extend_dict(msgs[i], f)
+                msgs[i] = _extend_dict(msgs[i], f, fx)
             else:
                 raise ValueError(f"fragment index {i} skips past the end of a response of {len(msgs)} messages")
 
 
-def _extend_dict(d: dict, f: Message) -> dict:
-    """A copy of message dict `d` with fragment `f` applied (text appended, other fields set)."""
+def _extend_dict(d: dict[str, Any], f: Message, f_extra: dict[str, Any]) -> dict[str, Any]:
+    """A copy of message dict `d` with fragment `f` (whose extra is `f_extra`) applied: text appended, fields set."""
     d = d.copy()
     c = f.content
     if c:
@@ -108,7 +124,9 @@ def _extend_dict(d: dict, f: Message) -> dict:
         if isinstance(c, str) and isinstance(old, str):
             d["content"] = old + c
         else:
-            old_items = [{"text": old}] if isinstance(old, str) and old else [] if isinstance(old, str) else old
+            old_items: list[dict[str, Any]] = (
+                [{"text": old}] if isinstance(old, str) and old else [] if isinstance(old, str) else old
+            )
             d["content"] = old_items + [item.model_dump() for item in _as_list(c)]
     if f.reasoning_content:
         d["reasoning_content"] = (d.get("reasoning_content") or "") + f.reasoning_content
@@ -116,17 +134,17 @@ def _extend_dict(d: dict, f: Message) -> dict:
         d["name"] = f.name
     if f.function_call is not None:
         d["function_call"] = f.function_call.model_dump()
-    if len(f.extra) > 1:
-        d["extra"] = {**d.get("extra", {}), **_rest(f.extra)}
+    if len(f_extra) > 1:
+        d["extra"] = {**d.get("extra", {}), **_rest(f_extra)}
     return d
 
 
-def _rest(extra: dict) -> dict:
+def _rest(extra: dict[str, Any]) -> dict[str, Any]:
     """A fragment's extra without the protocol's own keys."""
     return {k: v for k, v in extra.items() if k != INDEX and k != REPLACE}
 
 
-def _extend(m: Message, f: Message, extra: dict | None) -> Message:
+def _extend(m: Message, f: Message, extra: dict[str, Any] | None) -> Message:
     content = m.content
     if f.content:
         if isinstance(content, str) and isinstance(f.content, str):
@@ -140,7 +158,7 @@ def _extend(m: Message, f: Message, extra: dict | None) -> Message:
         extra = {**m.extra, **extra} if m.extra else extra
     else:
         extra = m.extra
-    return Message._make(
+    return Message.unchecked(
         m.role,
         content,
         f.name if f.name is not None else m.name,
@@ -163,6 +181,18 @@ def accumulate(stream: Iterable[list[Message]]) -> Iterator[list[Message]]:
             yield list(response.messages)
 
 
+class _Parts:
+    """What `Collector` holds for one message: its first fragment, text pieces, extra."""
+
+    __slots__ = ("first", "contents", "reasonings", "extra")
+
+    def __init__(self, first: Message, extra: dict[str, Any] | None) -> None:
+        self.first = first
+        self.contents: list[str | list[ContentItem]] = [first.content]
+        self.reasonings: list[str] = [first.reasoning_content] if first.reasoning_content else []
+        self.extra = extra
+
+
 class Collector:
     """Adds up fragments in linear time (text pieces joined once at the end); `messages()` gives the result.
 
@@ -172,29 +202,30 @@ class Collector:
     __slots__ = ("_parts",)
 
     def __init__(self) -> None:
-        # per message: [first fragment, content pieces, reasoning pieces, extra, name, function_call]
-        self._parts: list[list] = []
+        self._parts: list[_Parts] = []
 
     def add(self, fragments: Iterable[Message]) -> None:
         parts = self._parts
         for f in fragments:
-            i = f.extra[INDEX]
-            if i == len(parts) or (f.extra.get(REPLACE) and 0 <= i < len(parts)):
-                extra = (_rest(f.extra) or None) if len(f.extra) > 1 else None
-                parts[i : i + 1] = [[f, [f.content], [f.reasoning_content] if f.reasoning_content else [], extra]]
+            fx = f.extra
+            if fx is None:
+                raise not_a_fragment(f)
+            i: int = fx[INDEX]
+            if i == len(parts) or (fx.get(REPLACE) and 0 <= i < len(parts)):
+                parts[i : i + 1] = [_Parts(f, (_rest(fx) or None) if len(fx) > 1 else None)]
                 continue
             if not 0 <= i < len(parts):
                 raise ValueError(f"fragment index {i} skips past the end of a response of {len(parts)} messages")
             p = parts[i]
             if f.content:
-                p[1].append(f.content)
+                p.contents.append(f.content)
             if f.reasoning_content:
-                p[2].append(f.reasoning_content)
-            if len(f.extra) > 1:
-                p[3] = {**(p[3] or {}), **_rest(f.extra)}
+                p.reasonings.append(f.reasoning_content)
+            if len(fx) > 1:
+                p.extra = {**(p.extra or {}), **_rest(fx)}
             if f.name is not None or f.function_call is not None:
-                first = p[0]
-                p[0] = Message._make(
+                first = p.first
+                p.first = Message.unchecked(
                     first.role,
                     "",
                     f.name if f.name is not None else first.name,
@@ -206,14 +237,17 @@ class Collector:
         return len(self._parts)
 
     def messages(self) -> list[Message]:
-        out = []
-        for first, contents, reasonings, extra in self._parts:
-            if all(isinstance(c, str) for c in contents):
-                content: str | list[ContentItem] = "".join(contents)
+        out: list[Message] = []
+        for p in self._parts:
+            contents, reasonings, first = p.contents, p.reasonings, p.first
+            content: str | list[ContentItem]
+            texts = [c for c in contents if isinstance(c, str)]
+            if len(texts) == len(contents):
+                content = "".join(texts)
             else:
                 content = [item for c in contents if c for item in _as_list(c)]
             reasoning = "".join(reasonings) if reasonings else None
-            out.append(Message._make(first.role, content, first.name, first.function_call, reasoning, extra))
+            out.append(Message.unchecked(first.role, content, first.name, first.function_call, reasoning, p.extra))
         return out
 
 
@@ -225,7 +259,11 @@ def collect(stream: Iterable[list[Message]]) -> list[Message]:
     return collector.messages()
 
 
-def merge_delta(response: list, fragments: list) -> list:
+@overload
+def merge_delta(response: list[dict[str, Any]], fragments: Iterable[dict[str, Any]]) -> list[dict[str, Any]]: ...
+@overload
+def merge_delta(response: list[Message], fragments: Iterable[Message]) -> list[Message]: ...
+def merge_delta(response: list[Any], fragments: Iterable[dict[str, Any] | Message]) -> list[Any]:
     """For users of incremental mode: fold one yield of fragments (dicts or Messages) into `response`.
 
     Works on the caller's own list in place and returns it, so `for d in bot.run(m, delta_stream=True):
@@ -233,65 +271,70 @@ def merge_delta(response: list, fragments: list) -> list:
     in `response` are updated in place, and their text grows in place where the interpreter allows it (a str
     nobody else holds), so folding a whole answer costs time linear in its length.
     """
-    for f in fragments:
-        as_dict = isinstance(f, dict)
-        if as_dict:
-            f = to_message(f)
-        i = f.extra[INDEX]
-        if i == len(response) or (f.extra.get(REPLACE) and 0 <= i < len(response)):
+    for given in fragments:
+        as_dict = isinstance(given, dict)
+        f = to_message(given) if as_dict else given
+        fx = f.extra
+        if fx is None:
+            raise not_a_fragment(f)
+        i: int = fx[INDEX]
+        if i == len(response) or (fx.get(REPLACE) and 0 <= i < len(response)):
             if as_dict:
                 DictResponse(response).add([f])
             else:
-                msg = Message._make(
-                    f.role, f.content, f.name, f.function_call, f.reasoning_content, _rest(f.extra) or None
+                msg = Message.unchecked(
+                    f.role, f.content, f.name, f.function_call, f.reasoning_content, _rest(fx) or None
                 )
                 if i == len(response):
                     response.append(msg)
                 else:
                     response[i] = msg
         elif 0 <= i < len(response):
-            (_grow_dict if as_dict else _grow_message)(response[i], f)
+            (_grow_dict if as_dict else _grow_message)(response[i], f, fx)
         else:
             raise ValueError(f"fragment index {i} skips past the end of a response of {len(response)} messages")
     return response
 
 
-def _grow_dict(d: dict, f: Message) -> None:
-    """Apply fragment `f` to message dict `d` in place: text (the usual fragment) grows in place, where the
-    interpreter can (a str that nobody else holds); anything else is applied as `_extend_dict` does."""
-    if _text_only(f) and isinstance(d.get("content"), str):
-        for key, piece in (("content", f.content), ("reasoning_content", f.reasoning_content)):
+def _grow_dict(d: dict[str, Any], f: Message, f_extra: dict[str, Any]) -> None:
+    """Apply fragment `f` (whose extra is `f_extra`) to message dict `d` in place: text (the usual fragment) grows
+    in place, where the interpreter can (a str that nobody else holds); anything else is applied as `_extend_dict`
+    does."""
+    content = f.content
+    if isinstance(content, str) and _adds_text_only(f, f_extra) and isinstance(d.get("content"), str):
+        for key, piece in (("content", content), ("reasoning_content", f.reasoning_content)):
             if piece:
-                text = d.get(key) or ""
+                text: str = d.get(key) or ""
                 d[key] = None  # `text` may then be the string's only reference: `+=` extends it in place
                 text += piece
                 d[key] = text
     else:
-        d.update(_extend_dict(d, f))
+        d.update(_extend_dict(d, f, f_extra))
 
 
-def _grow_message(m: Message, f: Message) -> None:
-    """Apply fragment `f` to message `m` in place, as `_grow_dict` does."""
-    if _text_only(f) and isinstance(m.content, str):
-        if f.content:
+def _grow_message(m: Message, f: Message, f_extra: dict[str, Any]) -> None:
+    """Apply fragment `f` (whose extra is `f_extra`) to message `m` in place, as `_grow_dict` does."""
+    content = f.content
+    if isinstance(content, str) and _adds_text_only(f, f_extra) and isinstance(m.content, str):
+        if content:
             text = m.content
             m.content = ""
-            text += f.content
+            text += content
             m.content = text
         if f.reasoning_content:
-            text = m.reasoning_content or ""
+            reasoning = m.reasoning_content or ""
             m.reasoning_content = None
-            text += f.reasoning_content
-            m.reasoning_content = text
+            reasoning += f.reasoning_content
+            m.reasoning_content = reasoning
     else:
-        grown = _extend(m, f, _rest(f.extra) or None)
+        grown = _extend(m, f, _rest(f_extra) or None)
         for name in Message.__slots__:
             setattr(m, name, getattr(grown, name))
 
 
-def _text_only(f: Message) -> bool:
-    """Whether fragment `f` only adds text (content as a str, reasoning): no name, call or extra to set."""
-    return isinstance(f.content, str) and f.name is None and f.function_call is None and len(f.extra) == 1
+def _adds_text_only(f: Message, f_extra: dict[str, Any]) -> bool:
+    """Whether fragment `f` (content a str) only adds text: no name, call or extra to set."""
+    return f.name is None and f.function_call is None and len(f_extra) == 1
 
 
 class WholeLists:
@@ -312,13 +355,12 @@ class WholeLists:
         response.messages = self.shown
         response.add(fragments)
 
-    def fragments(self, messages: list) -> list[Message]:
+    def fragments(self, messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
         """The fragments that turn what was shown into `messages`; remembers `messages`."""
         shown = self.shown
-        out = []
-        for i, m in enumerate(messages):
-            if not isinstance(m, Message):
-                m = to_message(m)
+        out: list[Message] = []
+        for i, given in enumerate(messages):
+            m = given if isinstance(given, Message) else to_message(given)
             if i >= len(shown):
                 out.append(fragment(m, i))
                 shown.append(m.copy())
@@ -342,7 +384,7 @@ class WholeLists:
         return out
 
 
-_SAME: Message = Message._make("assistant", "")  # marker: nothing changed
+_SAME: Message = Message.unchecked("assistant", "")  # marker: nothing changed
 
 
 def _grown_text(old: str | None, new: str | None) -> str | None:
@@ -374,4 +416,4 @@ def _growth(old: Message, new: Message, i: int) -> Message | None:
     if not (text or reasoning or name is not None or call is not None or extra):
         return _SAME
     extra[INDEX] = i
-    return Message._make(new.role, text or "", name, call, reasoning or None, extra)
+    return Message.unchecked(new.role, text or "", name, call, reasoning or None, extra)

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from chatagent.errors import ChatAgentError
-from chatagent.plugins import Plugin, Retry
+from chatagent.plugins import Plugin, Retry, switch_off
 from chatagent.run_context import current_run
 from chatagent.schema import ASSISTANT, Message, content_text, with_system_text
 from chatagent.tools.arguments import ToolArgumentError, parse_json, validate_arguments
@@ -107,12 +107,12 @@ class StructuredOutput(Plugin):
         self.server_format = None if json_mode is None else _server_format(json_mode, self.format_name, schema)
         self.raise_invalid = raise_invalid
         if self.server_format is None:  # no need to see model calls
-            self.before_model = None  # type: ignore[assignment]
+            switch_off(self, "before_model")
 
     def before_run(self, agent: Any, messages: list[Message]) -> list[Message]:
         return with_system_text(messages, self.instruction)
 
-    def before_model(self, agent: Any, call: Any) -> None:  # type: ignore[override]
+    def before_model(self, agent: Any, call: Any) -> None:
         call.cfg = {**call.cfg, "response_format": self.server_format}
 
     def after_run(self, agent: Any, response: list[Message]) -> list[Message]:
@@ -134,7 +134,7 @@ class StructuredOutput(Plugin):
         else:
             mark["valid"] = True
         if not response:
-            return [Message._make(ASSISTANT, "", None, None, None, {STRUCTURED: mark})]
+            return [Message.unchecked(ASSISTANT, "", None, None, None, {STRUCTURED: mark})]
         last = response[-1]
         return response[:-1] + [last.copy(extra={**(last.extra or {}), STRUCTURED: mark})]
 

@@ -3,13 +3,13 @@ fragments rewritten (`map_fragments`). Used by Router, GroupChat and ReActChat t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Generator, Iterator
+from typing import TYPE_CHECKING, Any, cast
 
-from chatagent.effects import ModelCall, pass_on, step
+from chatagent.effects import AgentLoop, Asking, LoopItem, ModelCall, pass_on, step
 from chatagent.run_context import CURRENT, current_run
 from chatagent.schema import Message
-from chatagent.stream import INDEX, Collector
+from chatagent.stream import INDEX, Collector, not_a_fragment
 
 if TYPE_CHECKING:
     from chatagent.agent import Agent
@@ -22,7 +22,7 @@ def run_subagent(
     start: int = 0,
     view: Callable[[list[Message]], list[Message]] | None = None,
     **kwargs: Any,
-) -> Iterator[Any]:
+) -> Generator[LoopItem, Any, list[Message]]:
     """Run `agent` on `messages` as part of the current run; use with `yield from`.
 
     Its fragments are placed from `start`, named after it, then passed through `view` if given; it shares
@@ -49,7 +49,10 @@ def run_subagent(
     def place(fragments: list[Message]) -> list[Message]:
         shown.add(fragments)
         for f in fragments:
-            f.extra[INDEX] += start
+            extra = f.extra
+            if extra is None:
+                raise not_a_fragment(f)
+            extra[INDEX] += start
             if f.name is None:
                 f.name = name
         return fragments
@@ -88,16 +91,18 @@ def run_subagent(
     return shown.messages()
 
 
-def map_fragments(gen: Iterator[Any], fn: Callable[[list[Message]], list[Message]]) -> Iterator[Any]:
+def map_fragments(gen: Iterator[Any], fn: Callable[[list[Message]], list[Message]]) -> Asking[Any]:
     """`gen` (an agent's fragments and requests) with `fn` applied to every list of fragments it shows, the
     model's streamed pieces included (through the model calls' maps); requests pass on. Use with `yield from`;
     returns what `gen` returns."""
+    # `gen` is an agent's loop, a generator (sent results, closed), even where a `_run` declares an Iterator
+    loop = cast("AgentLoop", gen)
     value: Any = None
     error: BaseException | None = None
     try:
         while True:
             try:
-                item = step(gen, value, error)
+                item = step(loop, value, error)
             except StopIteration as stop:
                 return stop.value
             error = value = None
@@ -111,7 +116,7 @@ def map_fragments(gen: Iterator[Any], fn: Callable[[list[Message]], list[Message
                 item.maps.append(fn)
             value, error = yield from pass_on(item)
     finally:
-        gen.close()
+        loop.close()
 
 
 def hidden(fragments: list[Message]) -> list[Message]:

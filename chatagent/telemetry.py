@@ -108,10 +108,11 @@ class _Tracing(Callbacks):
     def on_llm_end(self, e: Event) -> None:
         data = e.data
         model = data.get("model") or "unknown"
+        model_type = data.get("model_type") or ""
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": model,
-            "gen_ai.provider.name": _PROVIDERS.get(data.get("model_type"), data.get("model_type") or "unknown"),
+            "gen_ai.provider.name": _PROVIDERS.get(model_type, model_type or "unknown"),
         }
         if e.usage is not None:
             attributes["gen_ai.usage.input_tokens"] = e.usage.prompt_tokens

@@ -93,7 +93,7 @@ def public_urls_only(policy: URLPolicy | None = None) -> Iterator[URLPolicy]:
 def _resolve(host: str, port: int) -> list[str]:
     """The addresses of `host`, each once, in the resolver's order."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(info[4][0] for info in infos))
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))  # (an int only for families other than IP)
 
 
 def is_public(ip: IPAddress) -> bool:

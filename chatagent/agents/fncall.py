@@ -97,8 +97,8 @@ class FnCallAgent(Agent):
                     content_text(o.content) if isinstance(o.content, list) else o.content for o in direct
                 )
                 extra = {INDEX: len(response), "stop_reason": "return_direct"}
-                yield [Message._make(ASSISTANT, text, None, None, None, extra)]
-                response.append(Message._make(ASSISTANT, text))
+                yield [Message.unchecked(ASSISTANT, text, None, None, None, extra)]
+                response.append(Message.unchecked(ASSISTANT, text))
                 return response
         return (yield from self._final_answer(messages, response, lang))
 
@@ -108,17 +108,19 @@ class FnCallAgent(Agent):
         logger.warning(
             "%s used all %d model calls; asking for a final answer", self.name or "agent", self.max_llm_calls
         )
-        note = Message._make(USER, FINAL_ANSWER_PROMPT_ZH if lang == "zh" else FINAL_ANSWER_PROMPT)
+        note = Message.unchecked(USER, FINAL_ANSWER_PROMPT_ZH if lang == "zh" else FINAL_ANSWER_PROMPT)
         start = len(response)
         reply = yield from self._call_llm(messages + response + [note], None, start=start)
         texts = [i for i, m in enumerate(reply) if m.function_call is None]
         if not texts or not any(content_text(reply[i].content).strip() for i in texts):
             extra = {INDEX: start + len(reply), "stop_reason": "max_llm_calls"}
             text = f"Stopped after {self.max_llm_calls} model calls without reaching a final answer."
-            yield [Message._make(ASSISTANT, text, None, None, None, extra)]
-            return response + list(reply) + [Message._make(ASSISTANT, text)]
+            yield [Message.unchecked(ASSISTANT, text, None, None, None, extra)]
+            return response + list(reply) + [Message.unchecked(ASSISTANT, text)]
         yield [
-            Message._make(ASSISTANT, "", None, None, None, {INDEX: start + texts[-1], "stop_reason": "max_llm_calls"})
+            Message.unchecked(
+                ASSISTANT, "", None, None, None, {INDEX: start + texts[-1], "stop_reason": "max_llm_calls"}
+            )
         ]
         return response + list(reply[: texts[-1] + 1])
 
@@ -135,11 +137,12 @@ class FnCallAgent(Agent):
         ctx = current_run()
         callbacks = ctx.callbacks
         if self.files:  # the agent's own files, as if the user had attached them
-            context = [Message._make(USER, [ContentItem(file=f) for f in self.files])] + context
+            context = [Message.unchecked(USER, [ContentItem(file=f) for f in self.files])] + context
         tool_kwargs = {**kwargs, "messages": context, "lang": lang}
         prepared: list[PreparedCall | ToolOutcome] = []
         for m in calls:
             fc = m.function_call
+            assert fc is not None, "_run_calls is given the reply's messages that call a tool"
             call_id = (m.extra or {}).get("function_id")
             self._tool_start(ctx, fc.name, fc.arguments, call_id)
             if history.repeated(fc.name, fc.arguments):
@@ -173,7 +176,7 @@ class FnCallAgent(Agent):
                 emit(callbacks, tool_end_event(self.name, outcome, ctx))
             outcomes.append(outcome)
             extra = {"function_id": outcome.call_id} if outcome.call_id is not None else None
-            msg = Message._make(FUNCTION, self._shown_result(outcome, lang), outcome.name, None, None, extra)
+            msg = Message.unchecked(FUNCTION, self._shown_result(outcome, lang), outcome.name, None, None, extra)
             yield [fragment(msg, len(response))]
             response.append(msg)
         ctx.check_deadline()

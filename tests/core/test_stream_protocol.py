@@ -3,7 +3,7 @@
 import pytest
 
 from chatagent.schema import FunctionCall, Message
-from chatagent.stream import Response, accumulate, collect, fragment, merge_delta
+from chatagent.stream import Collector, DictResponse, Response, accumulate, collect, fragment, merge_delta
 
 
 def frag(index, content="", **kw):
@@ -24,6 +24,13 @@ def test_response_grows_and_copies_on_write():
 def test_fragment_past_the_end_is_a_bug():
     with pytest.raises(ValueError):
         Response().add([frag(2, "x")])
+
+
+def test_a_message_without_extra_is_refused_as_a_fragment_by_name():
+    plain = Message("assistant", "hi")
+    for add in (Response().add, DictResponse().add, Collector().add, lambda fs: merge_delta([], fs)):
+        with pytest.raises(ValueError, match="not a fragment"):
+            add([plain])
 
 
 def test_accumulate_collect_and_merge_delta_agree():

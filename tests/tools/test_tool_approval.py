@@ -236,3 +236,15 @@ def test_an_openai_style_client_resumes_with_tool_calls_and_the_decision():
                             "arguments": w["arguments"]}} for w in waiting]}  # fmt: skip
     resumed = bot.run_nonstream(USER + [call, {"role": "user", "content": "", "extra": {"approval": True}}])
     assert ran == [("delete", "z")] and resumed[-1]["content"] == "Deleted z."
+
+
+def test_a_text_message_marked_pending_is_not_taken_for_a_paused_call():
+    """A history whose pending mark sits on a text message (hand-edited, or from another tool) has no paused calls:
+    resolving it answers nothing (it used to fail with AttributeError on the text's missing function_call)."""
+    from chatagent.approval import PENDING_APPROVAL, resolve
+    from chatagent.schema import Message
+
+    marked = Message("assistant", "let me check", extra={PENDING_APPROVAL: [{"name": "delete", "id": "c1"}]})
+    msgs, resume = resolve([Message("user", "hi"), marked, Message("user", "go on")])
+    assert resume is None
+    assert [m.role for m in msgs] == ["user", "assistant", "user"]
