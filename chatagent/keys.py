@@ -20,6 +20,7 @@ import logging
 import re
 import threading
 from collections.abc import Iterable
+from typing import Any
 
 MIN_MASKED = 8  # a run of this many characters of a key is masked wherever it appears
 MASK = "***"
@@ -53,12 +54,12 @@ def clean_api_key(value: str | None, what: str = "api_key") -> str | None:
 _SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key"})
 
 
-def clean_headers(headers: dict | None) -> dict | None:
+def clean_headers(headers: dict[str, Any] | None) -> dict[str, Any] | None:
     """Extra HTTP headers with each value cleaned as `clean_api_key` cleans a key (credentials among them are
     remembered for masking, without their 'Bearer ' prefix)."""
     if not headers:
         return headers
-    out = {}
+    out: dict[str, Any] = {}
     for name, value in headers.items():
         if not isinstance(value, str):
             out[name] = value  # the HTTP client's own sentinels (e.g. openai.Omit) pass through

@@ -201,8 +201,6 @@ class Message(_DictLike):
         m.reasoning_content, m.extra = reasoning_content, extra
         return m
 
-    _make = unchecked  # the name the framework's modules used before `unchecked`; new code calls `unchecked`
-
     def copy(self, **changes: Any) -> Message:
         """A copy sharing immutable parts; content lists and extra are copied shallowly."""
         m = Message.unchecked(

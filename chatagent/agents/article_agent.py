@@ -59,14 +59,14 @@ class ArticleAgent(Assistant):
         knowledge = found.as_text()
         n = 0
         if knowledge:
-            yield [fragment(Message._make(ASSISTANT, FOUND.format(knowledge=knowledge)), n)]
+            yield [fragment(Message.unchecked(ASSISTANT, FOUND.format(knowledge=knowledge)), n)]
             n += 1
         if full_article:
             return (yield from write_article(self, messages, knowledge, lang, start=n))
-        yield [fragment(Message._make(ASSISTANT, HEADERS["expand"]), n)]
+        yield [fragment(Message.unchecked(ASSISTANT, HEADERS["expand"]), n)]
         text = next((m.text for m in reversed(messages) if m.role == USER), "")
         prompt = CONTINUE[lang].format(ref_doc=knowledge, text=text)
-        return (yield from self._call_llm([Message._make(USER, prompt)], start=n + 1))
+        return (yield from self._call_llm([Message.unchecked(USER, prompt)], start=n + 1))
 
 
 __all__ = ["ArticleAgent"]

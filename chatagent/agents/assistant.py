@@ -138,7 +138,7 @@ class Assistant(FnCallAgent):
         current_run().check_deadline()  # reading many new files can take a while
         response = yield from super()._run(_files_as_text(messages), lang=lang, **kwargs)
         if response and response[-1].role == ASSISTANT and response[-1].function_call is None:
-            yield [Message._make(ASSISTANT, "", None, None, None, {INDEX: len(response) - 1, "sources": sources})]
+            yield [Message.unchecked(ASSISTANT, "", None, None, None, {INDEX: len(response) - 1, "sources": sources})]
         return response
 
     # ---- excerpts ---------------------------------------------------------------------------------------

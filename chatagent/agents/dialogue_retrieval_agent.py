@@ -46,7 +46,9 @@ class DialogueRetrievalAgent(Assistant):
                 text if len(text) <= 2 * MAX_QUERY_CHARS else f"{text[:MAX_QUERY_CHARS]} ... {text[-MAX_QUERY_CHARS:]}"
             )
             ask = EXTRACT_QUERY_PROMPT.get(lang, EXTRACT_QUERY_PROMPT["en"]).format(text=head)
-            query = response_text((yield from self._call_llm([Message._make(USER, ask)], hide=True))).strip() or head
+            query = (
+                response_text((yield from self._call_llm([Message.unchecked(USER, ask)], hide=True))).strip() or head
+            )
             history.append(text.replace(query, "") if query in text else text)
         items = [ContentItem(text=query)]
         if history:

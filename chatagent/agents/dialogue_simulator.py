@@ -55,12 +55,12 @@ class DialogueSimulator(Agent):
         response: list[Message] = []
         for _ in range(self.max_round):
             if not conversation or conversation[-1].role == ASSISTANT:
-                seen = swap_roles(conversation) or [Message._make(USER, BEGIN)]  # the user's side of it
+                seen = swap_roles(conversation) or [Message.unchecked(USER, BEGIN)]  # the user's side of it
                 turn = yield from self._subagent(self.user_agent, seen, lang, view=hidden)
                 text = "".join(content_text(m.content) for m in turn if m.role == ASSISTANT)
                 if not text or STOP in text:
                     return
-                said = Message._make(USER, text, self.user_agent.name)
+                said = Message.unchecked(USER, text, self.user_agent.name)
                 yield [fragment(said, len(response))]
                 conversation.append(said)
                 response.append(said)
@@ -76,7 +76,7 @@ START = "dialogue_start"
 def _or_start(messages: Any) -> list[Message]:
     """The conversation, or a marker standing for "none yet" (an agent's run needs at least one message)."""
     msgs = list(messages or [])
-    return msgs or [Message._make(USER, "", None, None, None, {START: True})]
+    return msgs or [Message.unchecked(USER, "", None, None, None, {START: True})]
 
 
 def swap_roles(messages: list[Message]) -> list[Message]:

@@ -325,7 +325,7 @@ class GroupChat(Agent, MultiAgentHub):
                 if m.function_call is not None:
                     continue
             view.append(_as_user(m, who))
-        return [Message._make(SYSTEM, system)] + view
+        return [Message.unchecked(SYSTEM, system)] + view
 
 
 def _as_user(m: Message, who: str | None) -> Message:
@@ -337,7 +337,7 @@ def _as_user(m: Message, who: str | None) -> Message:
             content = prefix + content
         else:
             content = [ContentItem(text=prefix)] + list(content)
-    return Message._make(USER, content, who, None, None, None)
+    return Message.unchecked(USER, content, who, None, None, None)
 
 
 def _name_prefix(text: str, name: str) -> int | None:
@@ -375,7 +375,7 @@ class _OwnNameStripper:
                 or not isinstance(f.content, str)
             ):
                 if self.held:  # the turn went on before the name could be told apart: show it as it was
-                    out.append(fragment(Message._make(ASSISTANT, self.held, name), index))
+                    out.append(fragment(Message.unchecked(ASSISTANT, self.held, name), index))
                 self.held = None
                 out.append(f)
                 continue
@@ -403,7 +403,7 @@ class _OwnNameStripper:
         `turn` (what the participant said) without the prefix."""
         tail = None
         if self.held or (turn and not self.shown):
-            tail = [fragment(Message._make(ASSISTANT, self.held or "", self.name), self.index)]
+            tail = [fragment(Message.unchecked(ASSISTANT, self.held or "", self.name), self.index)]
         first = turn[0] if turn else None
         if first is not None and first.role == ASSISTANT and isinstance(first.content, str):
             cut = _name_prefix(first.content, self.name)

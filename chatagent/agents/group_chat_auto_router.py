@@ -82,7 +82,7 @@ class GroupChatAutoRouter(FnCallAgent):
         system = HOST_SYSTEM[lang]
         if self.system_message:  # the host's own instructions (the conversation's system message is not shown)
             system = self.system_message + "\n\n" + system
-        host_messages = [Message._make(SYSTEM, system), Message._make(USER, prompt)]
+        host_messages = [Message.unchecked(SYSTEM, system), Message.unchecked(USER, prompt)]
         return (yield from super()._run(host_messages, lang=lang, **kwargs))
 
     def _transcript(self, conversation: list[Message], lang: str) -> str:

@@ -103,7 +103,7 @@ class GroupChatCreator(Agent):
     """Designs a group chat with the user (see the module docstring)."""
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
-        system = Message._make("system", creator_prompt(lang))
+        system = Message.unchecked("system", creator_prompt(lang))
         history = [m for m in messages if m.role != "system"]
         sections = Sections()
         yield from self._call_llm([system, *as_written(history)], view=sections)
@@ -120,7 +120,7 @@ def as_written(messages: list[Message]) -> list[Message]:
     for m in messages:
         if m.role != ASSISTANT:
             if parts:  # a response that ended without an answer
-                out.append(Message._make(ASSISTANT, "\n".join(parts)))
+                out.append(Message.unchecked(ASSISTANT, "\n".join(parts)))
                 parts = []
             out.append(m)
         elif m.name == "background":
@@ -128,10 +128,10 @@ def as_written(messages: list[Message]) -> list[Message]:
         elif m.name == "role_config":
             parts.append(CONFIG + m.text)
         else:
-            out.append(Message._make(ASSISTANT, "\n".join([*parts, ANSWER + m.text])))
+            out.append(Message.unchecked(ASSISTANT, "\n".join([*parts, ANSWER + m.text])))
             parts = []
     if parts:
-        out.append(Message._make(ASSISTANT, "\n".join(parts)))
+        out.append(Message.unchecked(ASSISTANT, "\n".join(parts)))
     return out
 
 
@@ -185,7 +185,7 @@ class Sections(View):
             if self.index is None:
                 self.index, self.count = self.count, self.count + 1
             name = "background" if self.kind == "background" else None
-            out.append(fragment(Message._make(ASSISTANT, text, name), self.index))
+            out.append(fragment(Message.unchecked(ASSISTANT, text, name), self.index))
         else:
             self.pending.append(text)
 
@@ -198,7 +198,7 @@ class Sections(View):
             except ToolArgumentError:
                 valid = False
             if valid:
-                out.append(fragment(Message._make(ASSISTANT, text, "role_config"), self.count))
+                out.append(fragment(Message.unchecked(ASSISTANT, text, "role_config"), self.count))
                 self.count += 1
             else:
                 logger.warning("group chat creator: a role config that is not a JSON object was left out: %.200r", text)

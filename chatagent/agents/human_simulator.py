@@ -59,12 +59,12 @@ class HumanSimulator(Agent):
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         first = 1 if messages and messages[0].role == "system" else 0
         if len(messages) == first or messages[first].role != USER:
-            messages = messages[:first] + [Message._make(USER, BEGIN)] + messages[first:]
+            messages = messages[:first] + [Message.unchecked(USER, BEGIN)] + messages[first:]
         reply = yield from self._call_llm(messages, hide=True)
         seed = kwargs.get("seed")
         yield [
             fragment(
-                Message._make(ASSISTANT, pick_request(response_text(reply), self.seed if seed is None else seed)), 0
+                Message.unchecked(ASSISTANT, pick_request(response_text(reply), self.seed if seed is None else seed)), 0
             )
         ]
 

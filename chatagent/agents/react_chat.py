@@ -354,7 +354,7 @@ class _ReActView(View):
             if f.reasoning_content:  # a thinking model's own reasoning
                 reasoning = f.reasoning_content + reasoning
             if reasoning or content:
-                out.append(Message._make(ASSISTANT, content, None, None, reasoning or None, {INDEX: count}))
+                out.append(Message.unchecked(ASSISTANT, content, None, None, reasoning or None, {INDEX: count}))
                 self.shown = True
         self.done = parser.cut
         return out
@@ -402,28 +402,28 @@ class ReActChat(FnCallAgent):
         for _ in range(self.max_llm_calls):
             step, count = yield from self._step(prompt + scratch, count, cfg)
             if step.raw:
-                scratch.append(Message._make(ASSISTANT, step.raw))
+                scratch.append(Message.unchecked(ASSISTANT, step.raw))
             if step.kind == "final":
                 return
             if step.kind == "malformed":
                 logger.warning("ReAct: malformed reply (%s): %s", step.problem, quote(step.raw))
                 note = CORRECTIONS[lang][step.problem].format(tool_names=", ".join(self.function_map))
-                scratch.append(Message._make(USER, note))
+                scratch.append(Message.unchecked(USER, note))
                 continue
             observation, count = yield from self._act(step, count, history, messages, lang, kwargs)
-            scratch.append(Message._make(USER, OBSERVATION.format(observation)))
+            scratch.append(Message.unchecked(USER, OBSERVATION.format(observation)))
         logger.warning(
             "%s used all %d model calls; asking for a final answer", self.name or "ReAct", self.max_llm_calls
         )
-        scratch.append(Message._make(USER, FINAL_PROMPT[lang]))
+        scratch.append(Message.unchecked(USER, FINAL_PROMPT[lang]))
         start = count
         step, count = yield from self._step(prompt + scratch, count, cfg)
         extra = {INDEX: start, "stop_reason": "max_llm_calls"}
         if count == start or not step.answer.strip():
             text = f"Stopped after {self.max_llm_calls} model calls without reaching a final answer."
-            yield [Message._make(ASSISTANT, "\n\n" + text if count > start else text, None, None, None, extra)]
+            yield [Message.unchecked(ASSISTANT, "\n\n" + text if count > start else text, None, None, None, extra)]
         else:
-            yield [Message._make(ASSISTANT, "", None, None, None, extra)]
+            yield [Message.unchecked(ASSISTANT, "", None, None, None, extra)]
 
     def _step(self, messages: list[Message], count: int, cfg: dict[str, Any]) -> Iterator[list[Message]]:
         """One model reply, streamed through the parser; returns (the step, the response length after it)."""
@@ -431,7 +431,7 @@ class ReActChat(FnCallAgent):
         yield from self._call_llm(messages, None, start=count, extra_generate_cfg=cfg, view=view)
         reasoning, content, step = view.parser.finish()
         if reasoning or content:
-            yield [Message._make(ASSISTANT, content, None, None, reasoning or None, {INDEX: count})]
+            yield [Message.unchecked(ASSISTANT, content, None, None, reasoning or None, {INDEX: count})]
             view.shown = True
         return step, count + (1 if view.shown else 0)
 
@@ -450,7 +450,7 @@ class ReActChat(FnCallAgent):
         arguments = _arguments(step.action_input, tool)
         call_id = f"react_{count}"
         yield [
-            Message._make(
+            Message.unchecked(
                 ASSISTANT, "", None, FunctionCall(name, arguments), None, {INDEX: count, "function_id": call_id}
             )
         ]
@@ -459,7 +459,7 @@ class ReActChat(FnCallAgent):
         else:
             result = yield from self._run_tool(name, arguments, call_id=call_id, messages=messages, lang=lang, **kwargs)
         extra = {INDEX: count + 1, "function_id": call_id}
-        yield [Message._make(FUNCTION, result, name, None, None, extra)]
+        yield [Message.unchecked(FUNCTION, result, name, None, None, extra)]
         current_run().check_deadline()
         return content_text(result) if isinstance(result, list) else str(result), count + 2
 
@@ -492,7 +492,7 @@ class ReActChat(FnCallAgent):
             if m.role == SYSTEM:
                 system = content_text(m.content) + "\n\n" + system
             elif m.role == FUNCTION:
-                out.append(Message._make(USER, OBSERVATION.format(content_text(m.content))))
+                out.append(Message.unchecked(USER, OBSERVATION.format(content_text(m.content))))
             elif m.role == ASSISTANT:
                 text = content_text(m.content)
                 if m.function_call is not None:
@@ -502,10 +502,10 @@ class ReActChat(FnCallAgent):
                 if out and out[-1].role == ASSISTANT:
                     out[-1] = out[-1].copy(content=content_text(out[-1].content) + "\n" + text)
                 else:
-                    out.append(Message._make(ASSISTANT, text))
+                    out.append(Message.unchecked(ASSISTANT, text))
             else:
                 out.append(m)
-        return [Message._make(SYSTEM, system)] + out
+        return [Message.unchecked(SYSTEM, system)] + out
 
 
 def _arguments(text: str | None, tool: BaseTool | None) -> str:

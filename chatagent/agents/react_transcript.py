@@ -61,12 +61,12 @@ class Transcript:
                 out.append(text)
                 self.state, self.current = "answer", i
         if out or extra:
-            return [Message._make(ASSISTANT, "".join(out), None, None, None, {**extra, INDEX: 0})]
+            return [Message.unchecked(ASSISTANT, "".join(out), None, None, None, {**extra, INDEX: 0})]
         return []
 
     def finish(self) -> list[Message] | None:
         """After the run: an empty message if nothing was written at all."""
-        return None if self.state else [Message._make(ASSISTANT, "", None, None, None, {INDEX: 0})]
+        return None if self.state else [Message.unchecked(ASSISTANT, "", None, None, None, {INDEX: 0})]
 
 
 __all__ = ["Transcript"]

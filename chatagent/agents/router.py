@@ -111,8 +111,8 @@ class Router(Agent, MultiAgentHub):
         if agent is None:
             logger.warning("router: the model called unknown agent %s; answering itself", quote(name))
             retry = routed + [
-                Message._make(ASSISTANT, f"Call: {name}"),
-                Message._make("user", UNKNOWN_AGENT[lang].format(name=name)),
+                Message.unchecked(ASSISTANT, f"Call: {name}"),
+                Message.unchecked("user", UNKNOWN_AGENT[lang].format(name=name)),
             ]
             yield from self._call_llm(retry, start=shown)
             return
@@ -173,7 +173,7 @@ class _CallDetector(View):
         if match and match.group("name"):
             self.name = match.group("name")
             return None
-        return [fragment(Message._make(ASSISTANT, self.held), 0)] if self.held else None
+        return [fragment(Message.unchecked(ASSISTANT, self.held), 0)] if self.held else None
 
 
 def _first_line_verdict(text: str) -> bool | None:

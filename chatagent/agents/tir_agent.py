@@ -62,7 +62,7 @@ class TIRMathAgent(FnCallAgent):
         answer = ""  # the response's one message so far
         kwargs.setdefault("session_id", f"tir-{uuid.uuid4().hex}")  # programs of this run share one session
         for _ in range(self.max_llm_calls):
-            context = text_messages + ([Message._make(ASSISTANT, answer)] if answer else [])
+            context = text_messages + ([Message.unchecked(ASSISTANT, answer)] if answer else [])
             view = StopAt(OBS_START)
             yield from self._call_llm(context, view=view)
             tail = view.finish()
@@ -75,7 +75,7 @@ class TIRMathAgent(FnCallAgent):
             result = self._call_tool(TOOL, json.dumps({"code": program}), messages=messages, **kwargs)
             block = ("" if answer.endswith("\n") else "\n") + f"{OBS_START}\n{plain_output(result)}{OBS_END}"
             answer += block
-            yield [fragment(Message._make(ASSISTANT, block), 0)]
+            yield [fragment(Message.unchecked(ASSISTANT, block), 0)]
 
 
 def extract_program(text: str) -> str:
@@ -138,7 +138,7 @@ class StopAt(View):
         if not held:
             return []
         self.parts.append(held)
-        return [fragment(Message._make(ASSISTANT, held), 0)]
+        return [fragment(Message.unchecked(ASSISTANT, held), 0)]
 
 
 def _partial_suffix(text: str, stop: str) -> int:

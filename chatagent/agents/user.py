@@ -27,7 +27,7 @@ PENDING_KEY = "pending_user_input"
 
 def pending_marker(name: str) -> Message:
     """The marker asking the person called `name` for their message."""
-    return Message._make(ASSISTANT, PENDING_USER_INPUT, name, None, None, {PENDING_KEY: name})
+    return Message.unchecked(ASSISTANT, PENDING_USER_INPUT, name, None, None, {PENDING_KEY: name})
 
 
 def is_pending_input(msg: Message | dict[str, Any]) -> bool:

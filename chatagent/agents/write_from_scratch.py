@@ -91,11 +91,11 @@ def write_article(agent: Agent, messages: list[Message], knowledge: str, lang: s
     def header(kind: str) -> list[Message]:
         nonlocal n
         n += 1
-        return [fragment(Message._make(ASSISTANT, HEADERS[kind]), n - 1)]
+        return [fragment(Message.unchecked(ASSISTANT, HEADERS[kind]), n - 1)]
 
     def ask(prompt: str, system: str | None = None) -> Iterator:
         nonlocal n
-        msgs = ([Message._make(SYSTEM, system)] if system else []) + [Message._make(USER, prompt)]
+        msgs = ([Message.unchecked(SYSTEM, system)] if system else []) + [Message.unchecked(USER, prompt)]
         reply = yield from agent._call_llm(msgs, start=n)
         n += len(reply)
         return "".join(m.text for m in reply if m.function_call is None)

@@ -16,7 +16,7 @@ from chatagent.llm.cut_off import cut_call_error
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.stream import INDEX
 
-_make = Message._make  # pyright: ignore[reportPrivateUsage] (the unvalidated constructor, for the per-chunk path)
+_make = Message.unchecked
 
 _CONTEXT_TOO_LONG = re.compile(
     r"range of input length|input length|context length|too long|maximum context|exceeds? the maximum", re.I

@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any, cast
 
 import orjson
@@ -41,10 +41,8 @@ from chatagent.llm.registry import register_llm
 from chatagent.schema import ASSISTANT, FunctionCall, Message, to_openai
 
 logger = logging.getLogger("chatagent.llm")
-# the unvalidated constructor, for fragments built per chunk (wanted: a public name for it in chatagent.schema)
-_make = Message._make  # pyright: ignore[reportPrivateUsage] -- see the line above
-# header dicts in and out (wanted: those type arguments on keys.clean_headers itself)
-clean_headers = cast("Callable[[dict[str, Any] | None], dict[str, Any] | None]", keys.clean_headers)
+# the unvalidated constructor, bound once for fragments built per chunk
+_make = Message.unchecked
 
 _MULTIMODAL = re.compile(
     r"(?<![a-z])vl(?![a-z])|vision|gpt-4o|gpt-4\.1|gpt-5|omni|qvq|llava|pixtral|gemini|claude|internvl|minicpm-v|glm-4v",
@@ -185,7 +183,7 @@ class OpenAICompatModel(BaseChatModel):
             elif key == "request_timeout":
                 kwargs["timeout"] = value
             elif key == "extra_headers":
-                kwargs["extra_headers"] = clean_headers(value)
+                kwargs["extra_headers"] = keys.clean_headers(value)
             elif key == "extra_body":
                 given_body.update(value or {})
             elif key in known:
@@ -391,7 +389,7 @@ class OpenAICompatModel(BaseChatModel):
         timeout = kwargs.pop("timeout", None)
         headers = {
             "Authorization": f"Bearer {self.api_key}",
-            **(clean_headers(kwargs.pop("extra_headers", None)) or {}),
+            **(keys.clean_headers(kwargs.pop("extra_headers", None)) or {}),
         }
         query = kwargs.pop("extra_query", None)
         extra_body: dict[str, Any] = kwargs.pop("extra_body", None) or {}

@@ -141,7 +141,7 @@ class ScriptedLLM(BaseChatModel):
         self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
     ) -> Iterator[list[Message]]:
         reply = _as_reply(self._take(messages, functions, cfg))
-        make = Message._make  # pyright: ignore[reportPrivateUsage] (the unvalidated constructor for the per-chunk path)
+        make = Message.unchecked
         index = 0
         if reply.reasoning:
             yield [make(ASSISTANT, "", None, None, reply.reasoning, {"index": 0})]

@@ -35,13 +35,13 @@ class SlowEcho(BaseChatModel):
     def _chat_stream(self, messages, functions, cfg, usage):
         text = messages[-1].text
         if not text.startswith("slow"):
-            yield [Message._make("assistant", "echo: " + text, None, None, None, {"index": 0})]
+            yield [Message.unchecked("assistant", "echo: " + text, None, None, None, {"index": 0})]
             return
         n, sent = int(text.split()[1]), 0
         try:
             for i in range(n):
                 sent = i + 1
-                yield [Message._make("assistant", f"w{i} ", None, None, None, {"index": 0})]
+                yield [Message.unchecked("assistant", f"w{i} ", None, None, None, {"index": 0})]
                 time.sleep(0.02)
         finally:
             if sent < n and os.environ.get("CLOSED_MARKER"):

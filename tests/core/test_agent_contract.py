@@ -80,7 +80,7 @@ def test_system_message_inserted_when_absent():
 
 class LangAgent(Agent):
     def _run(self, messages, lang="en", **kwargs):
-        yield [Message._make("assistant", lang, extra={"index": 0})]
+        yield [Message.unchecked("assistant", lang, extra={"index": 0})]
 
 
 @pytest.mark.parametrize(

@@ -359,10 +359,10 @@ def test_cancelling_arun_on_a_blocking_model_closes_its_stream_after_the_step_in
 
         def _chat_stream(self, messages, functions, cfg, usage):
             try:
-                yield [Message._make("assistant", "first", None, None, None, {"index": 0})]
+                yield [Message.unchecked("assistant", "first", None, None, None, {"index": 0})]
                 in_step.set()
                 release.wait(DEADLINE)
-                yield [Message._make("assistant", " second", None, None, None, {"index": 0})]
+                yield [Message.unchecked("assistant", " second", None, None, None, {"index": 0})]
             finally:
                 closed.set()
 
@@ -394,7 +394,7 @@ def test_a_backend_whose_stream_is_a_plain_iterator_works_under_achat():
 
     class PlainIterator(BaseChatModel):
         def _chat_stream(self, messages, functions, cfg, usage):
-            return iter([[Message._make("assistant", "plain", None, None, None, {"index": 0})]])
+            return iter([[Message.unchecked("assistant", "plain", None, None, None, {"index": 0})]])
 
     llm = PlainIterator({"model": "plain"})
 
@@ -414,7 +414,7 @@ def test_a_backend_whose_async_stream_has_no_aclose_works_under_achat():
 
     class Fragments:
         def __init__(self):
-            self.left = [[Message._make("assistant", "no aclose", None, None, None, {"index": 0})]]
+            self.left = [[Message.unchecked("assistant", "no aclose", None, None, None, {"index": 0})]]
 
         def __aiter__(self):
             return self

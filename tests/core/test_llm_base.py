@@ -135,7 +135,7 @@ def test_registry_and_get_chat_model():
     @register_llm("test-echo")
     class Echo(BaseChatModel):
         def _chat_stream(self, messages, functions, cfg, usage):
-            yield [Message._make("assistant", messages[-1].text, extra={"index": 0})]
+            yield [Message.unchecked("assistant", messages[-1].text, extra={"index": 0})]
 
     try:
         llm = get_chat_model({"model_type": "test-echo", "model": "e"})

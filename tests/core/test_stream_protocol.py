@@ -7,7 +7,7 @@ from chatagent.stream import Collector, DictResponse, Response, accumulate, coll
 
 
 def frag(index, content="", **kw):
-    return Message._make("assistant", content, kw.get("name"), kw.get("fc"), kw.get("reasoning"), {"index": index})
+    return Message.unchecked("assistant", content, kw.get("name"), kw.get("fc"), kw.get("reasoning"), {"index": index})
 
 
 def test_response_grows_and_copies_on_write():

@@ -73,7 +73,7 @@ class BrowserLLM(BaseChatModel):
         text = messages[-1].text.strip()
 
         def say(s: str) -> list[Message]:
-            return [Message._make("assistant", s, None, None, None, {"index": 0})]
+            return [Message.unchecked("assistant", s, None, None, None, {"index": 0})]
 
         if text.startswith("slow"):
             n = int(text.split()[1])

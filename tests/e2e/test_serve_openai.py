@@ -42,7 +42,7 @@ class WeatherAgent(Agent):
                 result = Message(FUNCTION, f"sunny in {args['city']}", name="get_weather", extra=dict(call.extra))
                 result.extra.pop("index", None)
                 yield [
-                    Message._make(
+                    Message.unchecked(
                         FUNCTION, result.content, "get_weather", None, None, {**result.extra, "index": len(response)}
                     )
                 ]
@@ -330,7 +330,7 @@ class SourcedAgent(Agent):
     def _run(self, messages, lang="en", **kwargs):
         reply = yield from self._call_llm(messages)
         done = {"index": 0, "sources": [{"file": "a.pdf", "pages": [2]}], "pending_approval": {"tool": "rm"}}
-        yield [Message._make("assistant", "", None, None, None, {**done, "internal_state": "secret-xyz"})]
+        yield [Message.unchecked("assistant", "", None, None, None, {**done, "internal_state": "secret-xyz"})]
         return reply
 
 

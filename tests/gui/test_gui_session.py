@@ -31,7 +31,7 @@ class PacedLLM(BaseChatModel):
         try:
             for i in range(self.n):
                 self.sent = i + 1
-                yield [Message._make("assistant", f"w{i} ", None, None, None, {"index": 0})]
+                yield [Message.unchecked("assistant", f"w{i} ", None, None, None, {"index": 0})]
                 time.sleep(self.delay)
         finally:
             if self.sent < self.n:

@@ -76,7 +76,7 @@ def parse_chunks(raw: str, chunks: list[str] | None = None, fmt: str = "nous") -
     """The parser alone over `raw` split into `chunks` (one chunk if None)."""
     chunks = [raw] if chunks is None else chunks
     assert "".join(chunks) == raw
-    stream = [[Message._make(ASSISTANT, c, None, None, None, {INDEX: 0})] for c in chunks]
+    stream = [[Message.unchecked(ASSISTANT, c, None, None, None, {INDEX: 0})] for c in chunks]
     return collect(StreamParser(fmt, functions=FUNCS).run(stream))
 
 
@@ -335,7 +335,7 @@ def test_generated_replies_stream_exactly(fmt, pieces, reasoning, calls, cuts):
     expected = [text(shown, thought)] if shown or thought or not calls else []
     expected += [call(name, {"n": n}) for n, name in enumerate(calls)]
     chunks = split_at(raw, cuts)
-    stream = [[Message._make(ASSISTANT, c, None, None, None, {INDEX: 0})] for c in chunks]
+    stream = [[Message.unchecked(ASSISTANT, c, None, None, None, {INDEX: 0})] for c in chunks]
     seen = ""
     for out in StreamParser(fmt).run(stream):
         for f in out:
@@ -362,7 +362,7 @@ def test_parsing_is_linear_in_the_reply():
     def run(n: int) -> float:
         body = json.dumps({"name": "get_weather", "arguments": {"city": "x < y " * n}})
         raw = "a<b " * n + "<tool_call>" + body + "</tool_call>"
-        stream = ([Message._make(ASSISTANT, c, None, None, None, {INDEX: 0})] for c in raw)
+        stream = ([Message.unchecked(ASSISTANT, c, None, None, None, {INDEX: 0})] for c in raw)
         t = time.perf_counter()
         out = collect(StreamParser("nous").run(stream))
         elapsed = time.perf_counter() - t

@@ -13,7 +13,7 @@ LOOP = "To install a package, use the command install(name) which downloads it f
 
 def fragments(text: str, size: int = 7) -> Iterator[list[Message]]:
     for i in range(0, len(text), size):
-        yield [Message._make("assistant", text[i : i + size], None, None, None, {"index": 0})]
+        yield [Message.unchecked("assistant", text[i : i + size], None, None, None, {"index": 0})]
 
 
 def test_a_looping_answer_is_caught_in_its_third_round() -> None:

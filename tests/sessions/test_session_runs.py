@@ -150,7 +150,7 @@ class FailingMidAnswer(BaseChatModel):
         super().__init__({"model": "failing"})
 
     def _chat_stream(self, messages, functions, cfg, usage):
-        yield [Message._make("assistant", "half an ans", None, None, None, {"index": 0})]
+        yield [Message.unchecked("assistant", "half an ans", None, None, None, {"index": 0})]
         raise ModelServiceError(400, "refused", partial=True)
 
 
@@ -258,10 +258,10 @@ class SlowModel(BaseChatModel):
         super().__init__({"model": "slow"})
 
     def _chat_stream(self, messages, functions, cfg, usage):
-        yield [Message._make("assistant", "partial", None, None, None, {"index": 0})]
+        yield [Message.unchecked("assistant", "partial", None, None, None, {"index": 0})]
         for _ in range(10_000):
             time.sleep(0.01)
-            yield [Message._make("assistant", ".", None, None, None, {"index": 0})]
+            yield [Message.unchecked("assistant", ".", None, None, None, {"index": 0})]
 
 
 def test_a_cancelled_arun_task_counts_as_stopped(store_url: str) -> None:

@@ -33,7 +33,7 @@ class CountingModel(BaseChatModel):
 
     def _chat_stream(self, messages, functions, cfg, usage):
         def say(text: str) -> list[Message]:
-            return [Message._make("assistant", text, None, None, None, {"index": 0})]
+            return [Message.unchecked("assistant", text, None, None, None, {"index": 0})]
 
         yield say(f"seen {len(messages)}")
         if self.hang:

@@ -89,7 +89,7 @@ class ParallelDocQAMember(Agent):
         self, messages: list[Message], lang: str = "en", part: str = "", question: str = "", **kwargs: Any
     ) -> Iterator[list[Message]]:
         prompt = MEMBER_PROMPT[lang].format(none=NO_ANSWER, part=part, question=question)
-        return (yield from self._call_llm([Message._make(USER, prompt)]))
+        return (yield from self._call_llm([Message.unchecked(USER, prompt)]))
 
 
 class ParallelDocQA(Assistant):
@@ -136,14 +136,14 @@ class ParallelDocQA(Assistant):
         system = SUMMARY_PROMPT[lang].format(knowledge=knowledge)
         rest = [m for m in messages if m.role != SYSTEM]
         own = [content_text(m.content) for m in messages if m.role == SYSTEM]
-        summary = [Message._make(SYSTEM, "\n\n".join([*own, system]))] + rest
+        summary = [Message.unchecked(SYSTEM, "\n\n".join([*own, system]))] + rest
         reply = yield from self._call_llm(summary)
         extra = {
             INDEX: max(len(reply) - 1, 0),
             "sources": [{"file": c.source, "pages": c.pages} for c in found.chunks],
             "parts_answered": len(answers),
         }
-        yield [Message._make(ASSISTANT, "", None, None, None, extra)]
+        yield [Message.unchecked(ASSISTANT, "", None, None, None, extra)]
 
     def _load(self, files: list[str]) -> tuple[FileIndex, list]:
         return self.store.load(files, passwords=self.passwords, on_progress=self.on_progress)
@@ -158,7 +158,7 @@ class ParallelDocQA(Assistant):
         extra: dict[str, Any] = {"callbacks": ctx.callbacks} if ctx.callbacks else {}
 
         def ask(part: str) -> Any:  # (text, usage)
-            sub = member.run([Message._make(USER, question)], delta_stream=True, lang=lang, deadline=remaining,
+            sub = member.run([Message.unchecked(USER, question)], delta_stream=True, lang=lang, deadline=remaining,
                              part=part, question=question, **extra)  # fmt: skip
             try:
                 reply = collect(sub)

@@ -33,8 +33,8 @@ from chatagent.schema import ASSISTANT, FunctionCall, Message, content_text
 from chatagent.stream import INDEX
 
 logger = logging.getLogger("chatagent.llm")
-# the unvalidated constructor, for fragments built per chunk (wanted: a public name for it in chatagent.schema)
-_make = Message._make  # pyright: ignore[reportPrivateUsage] -- see the line above
+# the unvalidated constructor, bound once for fragments built per chunk
+_make = Message.unchecked
 
 _TEXT, _THINK, _CALL, _NAME, _ARGS, _DONE = range(6)
 
