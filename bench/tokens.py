@@ -78,7 +78,8 @@ def samples() -> dict[str, str]:
         f"{rnd.randint(20, 100)},{rnd.uniform(980, 1040):.2f},{rnd.uniform(0, 40):.1f}"
         for d in range(400)
     ]
-    code = "".join((ROOT / "chatagent" / f).read_text(encoding="utf-8") for f in ("agent.py", "stream.py", "cli.py"))
+    sources = ["agent.py", "stream.py", *(f"cli/{m}.py" for m in ("build", "terminal", "commands", "entry"))]
+    code = "".join((ROOT / "chatagent" / f).read_text(encoding="utf-8") for f in sources)
     return {
         "english": prose,
         "chinese": CHINESE * 4,

@@ -16,7 +16,10 @@ import httpx
 import pytest
 
 from chatagent import BasicAgent, FnCallAgent, ScriptedLLM, tool, tool_call
-from chatagent.cli import CliError, chat_loop, collect_files, default_agent, llm_config, load_object, main
+from chatagent.cli import main
+from chatagent.cli.build import collect_files, default_agent, llm_config, load_object
+from chatagent.cli.errors import CliError
+from chatagent.cli.terminal import chat_loop
 from tests.support import processes
 
 # how a background job starts: SIGINT (and here SIGTERM too) ignored; the commands must handle both anyway
@@ -316,7 +319,7 @@ def test_serve_command_with_an_api_key(agent_file: Path, tmp_path: Path, stop: s
 
 
 def test_serve_api_key_sources_and_mistakes(tmp_path: Path, monkeypatch, caplog) -> None:
-    from chatagent.cli import serve_api_key
+    from chatagent.cli.commands import serve_api_key
 
     (tmp_path / "key").write_text(" k-file-123456\n")
     (tmp_path / "empty").write_text("\n")

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from chatagent import BasicAgent, ModelServiceError, ScriptedLLM, Session
-from chatagent.cli import chat_loop, main
+from chatagent.cli import main
+from chatagent.cli.terminal import chat_loop
 from chatagent.sessions import close_stores
 from tests.cli.test_cli_command import AGENT_MODULE, Proc
 from tests.support import processes

@@ -72,7 +72,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "chatagent.server",
             "chatagent.server_app",
             "chatagent.openai_api",
-            "chatagent.cli",
+            "chatagent.cli",  # the package: errors < build < terminal < commands < entry
             "chatagent.__main__",
             "gui",
         ),

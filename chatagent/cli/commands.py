@@ -1,0 +1,190 @@
+"""What each subcommand of `chatagent` does: chat, sessions, gui, serve."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chatagent.cli.build import (
+    agent_from_args,
+    check_agent_args,
+    collect_files,
+    default_agent,
+    is_assistant,
+    llm_config,
+    load_object,
+)
+from chatagent.cli.errors import CliError
+from chatagent.cli.terminal import chat_loop
+from chatagent.errors import MissingDependencyError
+from chatagent.keys import clean_api_key
+
+if TYPE_CHECKING:
+    from chatagent.sessions import Session
+
+logger = logging.getLogger(__name__)
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    files = collect_files(args.file, None)
+    agent = agent_from_args(args, files)
+    took_files = not args.agent and is_assistant(agent)  # the default Assistant was built with the files
+    if files and not took_files:
+        logger.info("attaching %d files to the first message", len(files))
+    try:
+        import readline  # noqa: F401  (line editing and history for input())
+    except ImportError:
+        pass
+    session = None
+    if args.session:
+        session = _session(args.session, args.store)
+        count = len(session.messages())
+        if count:
+            print(f"(resuming {args.session!r}: {count} messages so far; /clear starts it over)")
+    chat_loop(agent, () if took_files else files, session=session)
+    return 0
+
+
+def _session(name: str | None, store: str | None) -> Session:
+    from chatagent.sessions import Session, SessionStoreError
+
+    try:
+        return Session(name, store)
+    except (SessionStoreError, ValueError) as e:
+        raise CliError(str(e)) from None
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    """List the stored conversations of a user; show or delete one."""
+    import time
+
+    from chatagent.sessions import Session, SessionStoreError
+
+    try:
+        if args.show or args.delete:
+            s = Session(args.show or args.delete, args.store, user=args.user)
+            if s.info() is None:
+                raise CliError(f"no session {s.id!r} for user {s.user!r} in {s.store.url}")
+            if args.delete:
+                s.delete()
+                print(f"deleted {s.id!r}")
+                return 0
+            for m in s.messages():
+                print(f"{m['role']}: {_text(m)}")
+            return 0
+        found = Session.list(args.store, user=args.user)
+    except (SessionStoreError, ValueError) as e:
+        raise CliError(str(e)) from None
+    for info in found:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.updated))
+        print(f"{info.id}\t{info.messages} messages\t{when}\t{info.title}")
+    if not found:
+        print(f"no sessions for user {args.user!r}", file=sys.stderr)
+    return 0
+
+
+def _text(message: dict) -> str:
+    from chatagent.schema import to_message
+
+    m = to_message(message)
+    files = [item.value for item in m.content if item.kind != "text"] if isinstance(m.content, list) else []
+    call = f" [calls {m.function_call.name}({m.function_call.arguments})]" if m.function_call else ""
+    return m.text + "".join(f" [file {f}]" for f in files) + call
+
+
+def cmd_gui(args: argparse.Namespace) -> int:
+    try:
+        from gui import WebUI
+    except ImportError as e:
+        raise CliError(f"the web UI needs gradio: pip install 'chatagent[gui]' ({e})") from None
+    auth = [_user_and_password(a) for a in args.auth] or None
+    files = collect_files(args.file, args.dir)
+    check_agent_args(args)
+    if args.agent:
+        if files:
+            raise CliError("--file/--dir build the default Assistant: give them to your agent instead of --agent")
+        agent: Any = load_object(args.agent)
+    else:
+        agent = default_agent(llm_config(args.model, args.server), files)
+        if files and not is_assistant(agent):
+            logger.warning("the Assistant is not available: the web UI's agent does not read --file/--dir")
+    config = {"title": args.title} if args.title else {}
+    if files:
+        names = ", ".join(Path(f).name for f in files[:5]) + (" …" if len(files) > 5 else "")
+        config["description"] = f"Files: {names}"
+    from chatagent.sessions import SessionStoreError
+
+    try:
+        ui = WebUI(agent, chatbot_config=config, conversations=args.store or True)
+        ui.run(server_name=args.host, server_port=args.port, auth=auth)
+    except (MissingDependencyError, SessionStoreError) as e:
+        raise CliError(str(e)) from None
+    return 0
+
+
+def _user_and_password(value: str) -> tuple[str, str]:
+    user, sep, password = value.partition(":")
+    if not sep or not user or not password:
+        raise CliError(f"--auth {value.split(':')[0]}:…: expected USER:PASSWORD")
+    return user, password
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from chatagent.server import AgentServer
+    from chatagent.sessions import SessionStoreError
+
+    agent = agent_from_args(args)
+    api_key = serve_api_key(args.api_key, args.api_key_file)
+    try:
+        server = AgentServer(
+            agent,
+            args.host,
+            args.port,
+            api_key=api_key,
+            model_name=args.model_name,
+            max_request_bytes=args.max_request_bytes,
+            max_concurrency=args.max_concurrency,
+            store=args.store,
+            allow_hosts=args.allow_host,
+            grace=args.grace,
+        )
+    except (SessionStoreError, ValueError, OSError) as e:
+        raise CliError(str(e)) from None
+    print(f"chatagent: serving {server.model_name} on {server.url} (API key {'required' if api_key else 'off'})")
+    sys.stdout.flush()
+    try:
+        server.serve_forever()  # SIGTERM/SIGINT: the streams in flight finish (within --grace), then it returns
+    finally:
+        server.close()
+        agent.close()
+    return 0
+
+
+def serve_api_key(given: str | None, path: str | None) -> str | None:
+    """The key clients must send: --api-key-file's content, else --api-key (with a warning: a command line is
+    readable by every user of the machine), else $CHATAGENT_API_KEY, else none."""
+    if given is not None and path is not None:
+        raise CliError("give --api-key or --api-key-file, not both")
+    try:
+        if path is not None:
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise CliError(f"--api-key-file {path}: cannot read it ({type(e).__name__})") from None
+            key = clean_api_key(text, f"the key in {path}")
+            if key is None:
+                raise CliError(f"--api-key-file {path} is empty")
+            return key
+        if given is not None:
+            logger.warning(
+                "--api-key on the command line is visible to every user of this machine (ps, /proc/<pid>/cmdline); "
+                "use CHATAGENT_API_KEY or --api-key-file instead"
+            )
+            return clean_api_key(given, "--api-key")
+        return clean_api_key(os.environ.get("CHATAGENT_API_KEY"), "CHATAGENT_API_KEY")
+    except ValueError as e:
+        raise CliError(str(e)) from None

@@ -1,0 +1,142 @@
+"""The entry point of the `chatagent` command: parse the command line, log to stderr, take the stop signals, run
+the subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+
+from chatagent.cli.commands import cmd_chat, cmd_gui, cmd_serve, cmd_sessions
+from chatagent.cli.errors import CliError
+from chatagent.keys import MaskSecretsFilter
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `chatagent` command."""
+    from chatagent.server import DEFAULT_GRACE, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_REQUEST_BYTES
+
+    parser = argparse.ArgumentParser(prog="chatagent", description="Chat with agents: terminal, web UI, API server.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log more")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{chat,gui,serve,sessions}")
+
+    def model_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--model", help="model name (default: the configured or embedded model)")
+        p.add_argument("--server", help="'dashscope', or the URL of an OpenAI-compatible server")
+        p.add_argument("--agent", metavar="MODULE:OBJECT", help="use this agent (an Agent, or a function making one)")
+
+    def store_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--store", metavar="URL", help="the session store (default: $CHATAGENT_SESSION_STORE or the workspace's)"
+        )
+
+    p = sub.add_parser("chat", help="chat in the terminal")
+    model_args(p)
+    p.add_argument("--file", action="append", default=[], metavar="F", help="a file for the agent (repeatable)")
+    p.add_argument(
+        "--session", metavar="NAME", help="keep this conversation in the session store; resume it if it exists"
+    )
+    store_arg(p)
+    p.set_defaults(func=cmd_chat)
+
+    p = sub.add_parser("sessions", help="list the stored conversations; show or delete one")
+    store_arg(p)
+    p.add_argument("--user", default="local", help="whose conversations (a web UI login name; default: local)")
+    p.add_argument("--show", metavar="ID", help="print this conversation")
+    p.add_argument("--delete", metavar="ID", help="delete this conversation")
+    p.set_defaults(func=cmd_sessions)
+
+    p = sub.add_parser("gui", help="open the web UI")
+    model_args(p)
+    p.add_argument("--file", action="append", default=[], metavar="F", help="a file for the Assistant (repeatable)")
+    p.add_argument("--dir", metavar="D", help="every file under this directory, for the Assistant")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=7860)
+    p.add_argument("--title", help="the page title")
+    p.add_argument("--auth", action="append", default=[], metavar="USER:PASS", help="require a login (repeatable)")
+    store_arg(p)
+    p.set_defaults(func=cmd_gui)
+
+    p = sub.add_parser("serve", help="serve an agent with the OpenAI chat completions API")
+    model_args(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument(
+        "--api-key-file", metavar="PATH", help="require the key in this file from clients (default: $CHATAGENT_API_KEY)"
+    )
+    p.add_argument("--api-key", help="the key on the command line: visible to other users, prefer the two above")
+    p.add_argument("--model-name", help="the model id clients see (default: the agent's name)")
+    p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
+    p.add_argument("--max-concurrency", type=int, default=DEFAULT_MAX_CONCURRENCY, help="runs at once (more get 429)")
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="let clients' URLs reach this host although it is local or private: a name, address or network (repeatable)",
+    )
+    p.add_argument(
+        "--grace", type=float, default=DEFAULT_GRACE, help="seconds the streams in flight may take to finish on stop"
+    )
+    store_arg(p)
+    p.set_defaults(func=cmd_serve)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `chatagent` command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        with log_to_stderr(args), stop_signals():
+            return args.func(args)
+    except CliError as e:
+        print(f"chatagent: error: {e}", file=sys.stderr)
+        return 2
+
+
+@contextlib.contextmanager
+def log_to_stderr(args: argparse.Namespace) -> Iterator[None]:
+    """Log lines to stderr while the command runs (DEBUG with -v; the chat shows warnings only); the root logger is
+    as it was afterwards, so that calling `main()` in a process (tests, notebooks) leaves no handler behind."""
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.command == "chat" else logging.INFO
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("chatagent: %(message)s"))
+    handler.addFilter(MaskSecretsFilter())  # no key in any line, ours or a library's
+    if not args.verbose:  # other libraries' INFO is per request (HTTP clients log every model call): -v shows it
+        handler.addFilter(lambda r: r.levelno >= logging.WARNING or r.name.partition(".")[0] in ("chatagent", "gui"))
+    root = logging.getLogger()
+    previous = root.level
+    root.addHandler(handler)
+    root.setLevel(level)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(previous)
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt and SIGTERM exits cleanly, whatever handling this process inherited
+    (a background job starts with SIGINT ignored, and an ignored signal stays ignored across exec); the previous
+    handlers are restored afterwards. SIGINT stops the answer in the terminal chat and stops `serve` and `gui`;
+    SIGTERM stops any of them, closing the run, the server and its connections on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
