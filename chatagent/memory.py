@@ -31,7 +31,8 @@ from chatagent.stream import fragment
 from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN, allowed_files
 
 if TYPE_CHECKING:
-    from chatagent.rag.store import DocStore, Retrieved
+    from chatagent.rag.file_index import Retrieved
+    from chatagent.rag.store import DocStore
 
 logger = logging.getLogger("chatagent.agent")
 
@@ -96,7 +97,7 @@ def search_files(
     on_progress: Any = None,
 ) -> Retrieved:
     """The best excerpts of `files` for the latest user message of `messages` (none without files)."""
-    from chatagent.rag.store import Retrieved
+    from chatagent.rag.file_index import Retrieved
 
     if not files:
         return Retrieved([])

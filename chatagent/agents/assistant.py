@@ -50,7 +50,8 @@ from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN, allowed_files, mess
 if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel
     from chatagent.rag.chunking import Chunk
-    from chatagent.rag.store import DocStore, Progress, ProgressCallback
+    from chatagent.rag.progress import Progress, ProgressCallback
+    from chatagent.rag.store import DocStore
 
 __all__ = ["Assistant", "message_files"]
 

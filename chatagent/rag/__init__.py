@@ -25,12 +25,12 @@ _EXPORTS: dict[str, str] = {
     "Index": "chatagent.rag.index",
     "analyze": "chatagent.rag.analysis",
     "DocStore": "chatagent.rag.store",
-    "FileIndex": "chatagent.rag.store",
-    "Retrieved": "chatagent.rag.store",
-    "Progress": "chatagent.rag.store",
+    "FileIndex": "chatagent.rag.file_index",
+    "Retrieved": "chatagent.rag.file_index",
+    "Progress": "chatagent.rag.progress",
     "default_store": "chatagent.rag.store",
     "retrieve": "chatagent.rag.store",
-    "format_chunks": "chatagent.rag.store",
+    "format_chunks": "chatagent.rag.file_index",
     "workspace_root": "chatagent.rag.workspace",
 }
 
@@ -58,17 +58,11 @@ __all__ = [
 if TYPE_CHECKING:
     from chatagent.rag.analysis import analyze
     from chatagent.rag.chunking import Chunk, chunk_document
+    from chatagent.rag.file_index import FileIndex, Retrieved, format_chunks
     from chatagent.rag.index import Index
     from chatagent.rag.parsers import SUPPORTED_EXTENSIONS, Document, DocumentError, Page, parse_bytes, parse_file
-    from chatagent.rag.store import (
-        DocStore,
-        FileIndex,
-        Progress,
-        Retrieved,
-        default_store,
-        format_chunks,
-        retrieve,
-    )
+    from chatagent.rag.progress import Progress
+    from chatagent.rag.store import DocStore, default_store, retrieve
     from chatagent.rag.workspace import workspace_root
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

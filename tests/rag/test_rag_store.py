@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from chatagent.rag import DocStore, Progress, retrieve
-from chatagent.rag.store import fetch_url, format_chunks
+from chatagent.rag.file_index import format_chunks
+from chatagent.rag.urls import fetch_url
 from chatagent.tokens import count_tokens
 
 pytestmark = pytest.mark.timeout(60)
@@ -318,11 +319,11 @@ def test_a_set_that_fits_is_formatted_once_not_per_question(tmp_path: Path, stor
 
 
 def test_expired_urls_are_dropped_from_memory(web: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import chatagent.rag.store as store_module
+    import chatagent.rag.urls as urls_module
 
     store = DocStore(tmp_path / "ws")
     store.retrieve([f"{web}/one.html"], "remote", 100)
-    assert [url for _, url in store._urls] == [f"{web}/one.html"]  # keyed by (URL policy, url)
-    monkeypatch.setattr(store_module, "URL_CACHE_S", 0.0)
+    assert [url for _, url in store._urls.entries] == [f"{web}/one.html"]  # keyed by (URL policy, url)
+    monkeypatch.setattr(urls_module, "URL_CACHE_S", 0.0)
     store.retrieve([f"{web}/two.html"], "remote", 100)
-    assert [url for _, url in store._urls] == [f"{web}/two.html"]
+    assert [url for _, url in store._urls.entries] == [f"{web}/two.html"]

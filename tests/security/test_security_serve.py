@@ -296,7 +296,8 @@ def test_a_client_that_stops_reading_its_stream_holds_up_no_one_else() -> None:
 
 
 def test_fetched_url_bodies_are_bounded_in_memory(tmp_path: Path) -> None:
-    from chatagent.rag.store import URL_CACHE_BYTES, DocStore
+    from chatagent.rag.store import DocStore
+    from chatagent.rag.urls import URL_CACHE_BYTES
 
     blob = b"\0" * (8 << 20)
     site = Site({f"/blob{i}.bin": (200, {"Content-Type": "application/octet-stream"}, blob) for i in range(8)})
@@ -304,7 +305,7 @@ def test_fetched_url_bodies_are_bounded_in_memory(tmp_path: Path) -> None:
         store = DocStore(tmp_path / "ws")
         for i in range(8):
             store.retrieve([f"http://127.0.0.1:{site.port}/blob{i}.bin"], "anything", 100)  # fetched, unreadable
-        kept = sum(len(entry[1]) for entry in store._urls.values())
+        kept = sum(len(entry[1]) for entry in store._urls.entries.values())
     finally:
         site.close()
     assert len(site.seen) == 8

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from chatagent.agent import Agent, RunContext, current_run
 from chatagent.agents.assistant import Assistant
-from chatagent.rag.store import FileIndex
+from chatagent.rag.file_index import FileIndex
 from chatagent.schema import ASSISTANT, SYSTEM, USER, Message, content_text
 from chatagent.stream import INDEX, collect
 from chatagent.tools.arguments import ToolArgumentError, parse_json

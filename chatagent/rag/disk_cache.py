@@ -1,0 +1,87 @@
+"""Parsed files and indexes on disk under `<workspace>/rag/`, in files named by their cache key (a hash) only.
+
+An unreadable file counts as missing and a failed write costs the cache, not the answer: both are logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import orjson
+
+from chatagent.rag.chunking import Chunk
+from chatagent.rag.file_index import ParsedFile
+from chatagent.rag.parsers import Page
+from chatagent.rag.workspace import write_atomic
+
+if TYPE_CHECKING:
+    from chatagent.rag.index import Index
+
+__all__ = ["CACHE_VERSION", "DiskCache"]
+
+logger = logging.getLogger(__name__)
+
+CACHE_VERSION = "5"  # bump when parsing, chunking or analysis changes what is cached
+
+
+class DiskCache:
+    """Parsed files as `docs/<key>.json` and indexes as `indexes/<key>.npz` under `root`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _doc_path(self, key: str) -> Path:
+        return self.root / "docs" / key[:2] / f"{key}.json"
+
+    def load_doc(self, key: str) -> ParsedFile | None:
+        """The parsed file saved under `key`, or None."""
+        path = self._doc_path(key)
+        try:
+            raw = orjson.loads(path.read_bytes())
+            pages = [Page(n, t) for n, t in raw["pages"]]
+            chunks = [Chunk(i, raw["source"], p, lp, t, k) for i, p, lp, k, t in raw["chunks"]]
+            return ParsedFile(raw["digest"], raw["source"], pages, chunks, int(raw["tokens"]))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            logger.warning("ignoring an unreadable cache file %s: %s", path, e)
+            return None
+
+    def save_doc(self, key: str, entry: ParsedFile) -> None:
+        payload = {
+            "digest": entry.digest,
+            "source": entry.source,
+            "tokens": entry.tokens,
+            "pages": [[p.number, p.text] for p in entry.pages],
+            "chunks": [[c.id, c.page, c.last_page, c.tokens, c.text] for c in entry.chunks],
+        }
+        _write_atomic(self._doc_path(key), orjson.dumps(payload))
+
+    def _index_path(self, key: str) -> Path:
+        return self.root / "indexes" / key[:2] / f"{key}.npz"
+
+    def load_index(self, key: str) -> Index | None:
+        """The index saved under `key`, or None."""
+        from chatagent.rag.index import Index
+
+        path = self._index_path(key)
+        try:
+            return Index.from_bytes(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            logger.warning("ignoring an unreadable cache file %s: %s", path, e)
+            return None
+
+    def save_index(self, key: str, index: Index) -> None:
+        _write_atomic(self._index_path(key), index.to_bytes())
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file and a rename, so readers never see half a file."""
+    try:
+        write_atomic(path, data)
+    except OSError as e:  # a read-only or full workspace costs the cache, not the answer
+        logger.warning("could not write the cache file %s: %s", path, e)

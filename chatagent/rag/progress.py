@@ -1,0 +1,63 @@
+"""Progress of loading and searching a file set, reported to a callback whose failure never breaks retrieval."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Progress", "ProgressCallback", "page_reporter", "report"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """One step of loading and searching a file set. By `stage`:
+
+    - 'read': a page of `source` was read (`done` pages of `total`; PDFs, as they are parsed);
+    - 'parse', 'cached', 'failed': file number `done` of `total` was parsed, found in the cache, or failed;
+    - 'index': the set's index is ready (`total` files); 'search': the set is being searched.
+    """
+
+    stage: str
+    source: str
+    done: int
+    total: int
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        """A short line for a person watching: 'Reading manual.pdf: page 40 of 113'."""
+        if self.stage == "read":
+            return f"Reading {self.source}: page {self.done} of {self.total}"
+        if self.stage == "parse":
+            return f"Read {self.source} (file {self.done} of {self.total}, {self.seconds:.1f} s)"
+        if self.stage == "cached":
+            return f"{self.source}: read before (file {self.done} of {self.total})"
+        if self.stage == "failed":
+            return f"Could not read {self.source}"
+        if self.stage == "index":
+            return f"Indexed {self.total} file{'s' if self.total != 1 else ''}"
+        if self.stage == "search":
+            return "Searching the files"
+        return f"{self.stage} {self.source}".strip()
+
+
+ProgressCallback = Callable[[Progress], Any]
+
+
+def page_reporter(callback: ProgressCallback | None, name: str) -> Callable[[int, int], None] | None:
+    """An `on_page` for the parsers that reports each page read as Progress('read', ...)."""
+    if callback is None:
+        return None
+    return lambda done, total: report(callback, Progress("read", name, done, total))
+
+
+def report(callback: ProgressCallback | None, progress: Progress) -> None:
+    """Give `progress` to `callback` (if any); an exception it raises is logged, not raised."""
+    if callback is not None:
+        try:
+            callback(progress)
+        except Exception:  # a broken progress display must not break retrieval
+            logger.exception("progress callback failed")
