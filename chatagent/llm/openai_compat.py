@@ -18,12 +18,17 @@ import weakref
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import orjson
-
 from chatagent.errors import ModelServiceError
 from chatagent.keys import clean_api_key
 from chatagent.llm.base import BaseChatModel, Usage
-from chatagent.llm.openai_errors import broken_body, is_http_error, no_answer, status_error, unreachable
+from chatagent.llm.openai_errors import (
+    broken_body,
+    error_body,
+    error_from_status,
+    is_http_error,
+    no_answer,
+    unreachable,
+)
 from chatagent.llm.openai_reply import Prompt, ReplyReader, non_sse_reply, parse_completion
 from chatagent.llm.openai_request import (
     TRANSPORT_OPTIONS,
@@ -34,7 +39,6 @@ from chatagent.llm.openai_request import (
     request_kwargs,
     sdk_params,
 )
-from chatagent.llm.prepare import json_object
 from chatagent.llm.registry import register_llm
 from chatagent.llm.sse import SSESplitter, sse_data
 from chatagent.schema import Message
@@ -141,7 +145,7 @@ class OpenAICompatModel(BaseChatModel):
 
     def status_error(self, status: int, response: Any, body: Any, has_tools: bool) -> ModelServiceError:
         """The ModelServiceError for an HTTP error (or an error object in a 200 response) from this server."""
-        return status_error(
+        return error_from_status(
             status, response, body, has_tools, where=self.endpoint(), model=self.model, api_key=self.api_key
         )
 
@@ -269,14 +273,7 @@ class OpenAICompatModel(BaseChatModel):
                 data = await self._aread_body(response)
             finally:
                 await response.aclose()
-            try:
-                parsed: Any = orjson.loads(data)
-            except orjson.JSONDecodeError:
-                parsed = data.decode("utf-8", "replace")
-            error = json_object(parsed_obj.get("error")) if (parsed_obj := json_object(parsed)) is not None else None
-            if error is not None:
-                parsed = error  # as the SDK hands over an error body
-            raise self.status_error(response.status_code, response, parsed, has_tools)
+            raise self.status_error(response.status_code, response, error_body(data), has_tools)
         return response
 
     async def _aread_body(self, response: Any) -> bytes:

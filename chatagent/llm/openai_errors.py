@@ -8,6 +8,8 @@ import re
 import time
 from typing import Any
 
+import orjson
+
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.keys import mask_secrets
 from chatagent.llm.prepare import json_object
@@ -25,7 +27,7 @@ _RETRYABLE_STATUS = {408, 409, 425, 429}
 _STREAM_OPTIONS = re.compile(r"stream_options|include_usage", re.IGNORECASE)
 
 
-def status_error(
+def error_from_status(
     status: int, response: Any, body: Any, has_tools: bool, *, where: str, model: str, api_key: str | None
 ) -> ModelServiceError:
     """The ModelServiceError for an HTTP error (or an error object in a 200 response) from the server `where`:
@@ -47,6 +49,18 @@ def status_error(
     elif status == 404:
         message = f"{message} (check the model name {model!r} and model_server {where!r})"
     return ModelServiceError(status, message)
+
+
+def error_body(data: bytes) -> Any:
+    """An error response's body as the openai SDK hands it over: the `error` object of a JSON body, else the JSON,
+    else the text."""
+    try:
+        parsed: Any = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return data.decode("utf-8", "replace")
+    obj = json_object(parsed)
+    error = json_object(obj.get("error")) if obj is not None else None
+    return error if error is not None else parsed
 
 
 def no_answer(where: str) -> ModelServiceError:
