@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import textwrap
 from pathlib import Path
 
-from chatagent import get_chat_model
+import pytest
+
+from chatagent import ModelServiceError, get_chat_model
 from chatagent.schema import to_messages
 from tests.support import processes
-from tests.support.openai_server import OpenAIServer
+from tests.support.openai_server import OpenAIServer, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
 USER = to_messages([{"role": "user", "content": "hi"}])
@@ -51,7 +54,7 @@ def test_arun_never_imports_the_openai_sdk() -> None:
         """
         import asyncio, sys
         from chatagent import BasicAgent
-        from tests.support.openai_server import OpenAIServer
+        from tests.support.openai_server import OpenAIServer, Reply
 
         with OpenAIServer() as server:
             server.add("Hello there", "Hello again")
@@ -69,3 +72,44 @@ def test_arun_never_imports_the_openai_sdk() -> None:
     )
     done = processes.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+ERRORS = [
+    Reply(status=400, error={"message": "prompt is too long", "code": "context_length_exceeded"}),
+    Reply(
+        status=422,
+        body=json.dumps({"detail": [{"loc": ["body", "stream_options"], "msg": "Extra inputs are not permitted"}]}),
+        content_type="application/json",
+    ),
+    Reply(status=401, error={"message": "invalid key k-secret-key-value"}),
+    Reply(status=404, body='{"error": "model m not found"}', content_type="application/json"),
+    Reply(status=429, error={"message": "slow down"}, headers={"Retry-After": "7"}),
+    Reply(status=502, body="<html><body><h1>502 Bad Gateway</h1></body></html>", content_type="text/html"),
+]
+
+
+@pytest.mark.parametrize("reply", ERRORS, ids=lambda r: str(r.status))
+def test_async_errors_equal_the_sync_ones(openai_server: OpenAIServer, reply: Reply) -> None:
+    """An HTTP error becomes the same ModelServiceError on both paths (the sync one reads it through the SDK)."""
+    llm = get_chat_model(
+        {"model": "m", "model_server": openai_server.base_url, "api_key": "k-secret-key-value",
+         "generate_cfg": {"max_retries": 0}}
+    )  # fmt: skip
+
+    def sync_error() -> ModelServiceError:
+        openai_server.add(reply)
+        with pytest.raises(ModelServiceError) as caught:
+            llm.chat(USER, stream=False)
+        return caught.value
+
+    async def async_error() -> ModelServiceError:
+        openai_server.add(reply)
+        with pytest.raises(ModelServiceError) as caught:
+            await llm.achat(USER, stream=False)
+        return caught.value
+
+    want, got = sync_error(), asyncio.run(async_error())
+    assert (got.code, got.message, got.retryable, got.retry_after) == (
+        want.code, want.message, want.retryable, want.retry_after
+    ), reply  # fmt: skip
+    assert "k-secret-key-value" not in got.message

@@ -11,7 +11,9 @@ import time
 import pytest
 
 from chatagent import BasicAgent, ModelServiceError, Usage, get_chat_model, merge_delta
-from chatagent.llm.openai_compat import OpenAICompatModel, _sse_data, looks_multimodal
+from chatagent.llm.openai_compat import OpenAICompatModel
+from chatagent.llm.openai_request import looks_multimodal
+from chatagent.llm.sse import sse_data
 from chatagent.schema import to_messages
 from chatagent.stream import collect
 from tests.support.openai_server import Reply
@@ -475,9 +477,9 @@ def test_sse_reader_handles_any_chunking():
     expected = [b'{"a": 1}', b'{"b":\n2}', b"[DONE]"]
     for size in (1, 2, 3, 5, 8, 13, len(body)):
         chunks = [body[i : i + size] for i in range(0, len(body), size)]
-        assert list(_sse_data(chunks)) == expected, size
-    assert list(_sse_data([b'data: {"x": 1}'])) == [b'{"x": 1}']  # no trailing blank line
-    assert list(_sse_data([b'{"error": {"message": "raw"}}\n'])) == [b'{"error": {"message": "raw"}}']
+        assert list(sse_data(chunks)) == expected, size
+    assert list(sse_data([b'data: {"x": 1}'])) == [b'{"x": 1}']  # no trailing blank line
+    assert list(sse_data([b'{"error": {"message": "raw"}}\n'])) == [b'{"error": {"message": "raw"}}']
 
 
 def test_server_rejecting_tools_falls_back_to_prompted_calls(openai_server):
@@ -580,7 +582,7 @@ def test_function_choice_and_parallel_calls_become_tool_choice(openai_server, ge
 
 
 def test_retry_after_forms():
-    from chatagent.llm.openai_compat import _retry_after
+    from chatagent.llm.openai_errors import _retry_after
 
     assert _retry_after({"retry-after": "3"}) == 3.0
     assert _retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
@@ -603,9 +605,9 @@ def test_key_never_in_logs(openai_server, caplog):
 @pytest.fixture
 def fresh_server_memory(monkeypatch):
     """Forget which servers refused stream_options (the loopback server is shared by the whole session)."""
-    from chatagent.llm import openai_compat
+    from chatagent.llm import openai_request
 
-    monkeypatch.setattr(openai_compat, "_NO_STREAM_OPTIONS", set(), raising=False)
+    monkeypatch.setattr(openai_request, "_NO_STREAM_OPTIONS", set())
 
 
 AZURE_400 = Reply(status=400, error={"message": "Unrecognized request argument supplied: stream_options"})
