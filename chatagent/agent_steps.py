@@ -8,7 +8,7 @@ on (a Qwen-Agent-style `_run` iterating the helper with a plain `for` loop), the
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from chatagent import events
 from chatagent.agent_compat import collected
@@ -99,10 +99,9 @@ class RunSteps:
         ctx.check_deadline()
         cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
         if not stream:
-            reply = self.llm.chat(
+            return self.llm.chat(
                 messages, functions, stream=False, extra_generate_cfg=cfg, usage=ctx.usage, deadline=ctx.deadline
             )
-            return cast("list[Message]", reply)  # chat() types both its forms; stream=False returns the list
         call = ModelCall(self.llm, messages, functions, cfg, start, ctx, view, hide)
         return self._llm_call(call)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterable
-from typing import Any, cast
+from typing import Any
 
 from chatagent.plugins import Blocked, Plugin, switch_off
 from chatagent.schema import ASSISTANT, USER, Message, content_text
@@ -199,7 +199,6 @@ class LLMJudge:
     def __call__(self, text: str) -> str | None:
         prompt = JUDGE_PROMPT.format(instruction=self.instruction, text=text)
         reply = self.llm.chat([Message.unchecked(USER, prompt)], stream=False, extra_generate_cfg=self.generate_cfg)
-        reply = cast("list[Message]", reply)  # chat() types both its forms; stream=False returns the list
         answer = content_text(reply[-1].content).strip() if reply else ""
         head = answer.split("\n", 1)[0].strip().strip("*").strip()
         if head.upper().startswith("ALLOW"):
