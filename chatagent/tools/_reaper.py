@@ -8,7 +8,7 @@ when its parent (process PID, the thread that started it) dies, it sends SIGTERM
 up to `--grace` seconds, SIGKILLs whatever is left until nothing is, and exits (with the command's status).
 With `--uid`, it also kills every process of that uid (the sandbox's own uid: only its processes have it).
 The command gets the reaper's stdin, stdout and stderr; the reaper keeps none of them open.
-(`chatagent.tools.sandbox` imports `descendants` from here.)
+(`chatagent.tools._sandbox_session` imports `descendants` from here.)
 """
 
 import ctypes

@@ -1,4 +1,4 @@
-"""Per-session limits of a sandbox: memory and CPU time counted over all of the session's processes.
+"""Per-session limits of a sandbox (`Limits`): memory and CPU time counted over all of the session's processes.
 
 Where the kernel lets us make a cgroup for the session (root, with cgroup v2 or v1 mounted), the session's
 processes are put in it: a memory cgroup limits their memory together (the kernel's OOM killer acts inside the
@@ -16,12 +16,27 @@ import os
 import threading
 import time
 import weakref
+from dataclasses import dataclass
 from typing import Protocol
 
 logger = logging.getLogger("chatagent.tools")
 
 INTERVAL = 0.2
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Limits:
+    """Resource limits of one sandbox session. Sizes in MB; None means no limit."""
+
+    memory_mb: int | None = 1024  # all the session's processes together (each one also gets it as address space)
+    cpu_seconds: int | None = 600  # all the session's processes together, from each (re)start
+    max_processes: int | None = 64
+    max_file_mb: int | None = 256  # one file
+    max_disk_mb: int | None = 512  # the work directory (bubblewrap: the size of its tmpfs)
+    max_output_chars: int = 20_000
+    keep_processes: bool = False  # let processes a call started run on after it (they end with the session)
+    startup_timeout: float = 30.0
 
 
 def _read(path: str) -> str:
