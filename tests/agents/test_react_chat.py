@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chatagent import Reply, ScriptedLLM, merge_delta
-from chatagent.agents.react_chat import ReActChat, ReActParser, parse_react
+from chatagent.agents.react_chat import ReActChat
+from chatagent.agents.react_parser import ReActParser, parse_react
 
 ASK = [{"role": "user", "content": "Weather in Paris?"}]
 CALLS: list[dict] = []

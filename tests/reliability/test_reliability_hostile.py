@@ -620,7 +620,7 @@ def test_router_and_group_chat_survive_any_model_output_and_any_chunking(
 def test_react_marker_decoration_streamed_a_character_at_a_time_costs_linear_time() -> None:
     """The hold-back for a marker cut at a chunk boundary is bounded: 20,000 one-character chunks of
     decoration after 'Final Answer:' do not make the parser quadratic."""
-    from chatagent.agents.react_chat import ReActParser
+    from chatagent.agents.react_parser import ReActParser
 
     parser = ReActParser()
     start = time.monotonic()
