@@ -120,7 +120,7 @@ class _Tracing(Callbacks):
         if self.capture_content:
             attributes["gen_ai.input.messages"] = _messages_json(data.get("input") or [])
             attributes["gen_ai.output.messages"] = _messages_json(data.get("output") or [])
-        self._closed_span(f"chat {model}", self._client, attributes, e, _error_type(e.error or ""))
+        self._closed_span(f"chat {model}", self._client, attributes, e, _error_type(e.error) if e.error else "")
 
     def on_tool_end(self, e: Event) -> None:
         attributes: dict[str, Any] = {
