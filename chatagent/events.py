@@ -74,23 +74,20 @@ class Callbacks:
 
 
 Callback = Callable[[Event], Any] | Callbacks
-
-
 Handler = Callable[[Event], Any]
 
 
 def handlers(callbacks: Iterable[Callback], kind: str) -> list[Handler]:
     """What handles events of `kind` among `callbacks`: each object's `on_<kind>` method unless it is the one
     `Callbacks` has (which does nothing), and each plain function. Empty: build no Event of that kind."""
-    method = "on_" + kind
-    base = _BASE[kind]
+    method, base = _METHODS.get(kind) or ("on_" + kind, None)
     found: list[Handler] = []
     for cb in callbacks:
         handler = getattr(cb, method, None)
         if handler is None:
             if callable(cb) and not isinstance(cb, Callbacks):
                 found.append(cb)
-        elif getattr(handler, "__func__", None) is not base:
+        elif base is None or getattr(handler, "__func__", None) is not base:
             found.append(handler)
     return found
 
@@ -109,7 +106,8 @@ def emit(callbacks: Iterable[Callback], event: Event) -> None:
     deliver(handlers(callbacks, event.kind), event)
 
 
-_BASE = {kind: getattr(Callbacks, "on_" + kind) for kind in KINDS}
+#: each kind's method name, and Callbacks' own method of that name
+_METHODS = {kind: ("on_" + kind, getattr(Callbacks, "on_" + kind)) for kind in KINDS}
 
 
 #: callbacks every run gets besides its own (see add_global_callback)
