@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast, overload
 from chatagent import events
 from chatagent._kwargs import reject_unknown
 from chatagent.agent_compat import whole_lists_as_fragments
-from chatagent.agent_steps import LLM_CALL_CODE, RunSteps, tool_end_event
+from chatagent.agent_steps import LLM_CALL_CODE, RunSteps, emit_tool_end
 from chatagent.driver import adrive, drive
 from chatagent.effects import AgentLoop, LoopItem
 from chatagent.lang import conversation_lang
@@ -55,10 +55,10 @@ __all__ = [
     "RunContext",
     "current_run",
     "detect_lang",
+    "emit_tool_end",
     "hidden",
     "map_fragments",
     "run_subagent",
-    "tool_end_event",
 ]
 
 
@@ -486,7 +486,10 @@ class Agent(RunSteps):
 
     def _observed(self, gen: AgentLoop, ctx: RunContext) -> AgentLoop:
         """The run's stream, with run_start and run_end events around it."""
-        events.emit(ctx.callbacks, events.Event(events.RUN_START, ctx.agent_name, run=ctx))
+        callbacks = ctx.callbacks
+        found = events.handlers(callbacks, events.RUN_START)
+        if found:
+            events.deliver(found, events.Event(events.RUN_START, ctx.agent_name, run=ctx))
         start = time.perf_counter()
         error = None
         try:
@@ -497,8 +500,12 @@ class Agent(RunSteps):
         finally:
             close_stream(gen)
             duration = time.perf_counter() - start
-            end = events.Event(events.RUN_END, ctx.agent_name, duration=duration, usage=ctx.usage, error=error, run=ctx)
-            events.emit(ctx.callbacks, end)
+            found = events.handlers(callbacks, events.RUN_END)
+            if found:
+                end = events.Event(
+                    events.RUN_END, ctx.agent_name, duration=duration, usage=ctx.usage, error=error, run=ctx
+                )
+                events.deliver(found, end)
 
     def _run(
         self, messages: list[Message], lang: str = "en", **kwargs: Any

@@ -155,7 +155,7 @@ class RunSteps:
         else:
             outcome = call
         if ctx.callbacks:
-            events.emit(ctx.callbacks, tool_end_event(self.name, outcome, ctx))
+            emit_tool_end(self.name, outcome, ctx)
         ctx.check_deadline()
         return outcome.content
 
@@ -171,12 +171,11 @@ class RunSteps:
         return drain(self._run_tool(tool_name, tool_args, **kwargs))
 
     def _tool_start(self, ctx: RunContext, name: str, arguments: Any, call_id: str | None) -> None:
-        if ctx.callbacks:
+        found = events.handlers(ctx.callbacks, events.TOOL_START) if ctx.callbacks else None
+        if found:
             raw = arguments if isinstance(arguments, str) else str(arguments)
-            events.emit(
-                ctx.callbacks,
-                events.Event(events.TOOL_START, self.name, tool=name, arguments=raw, call_id=call_id, run=ctx),
-            )
+            event = events.Event(events.TOOL_START, self.name, tool=name, arguments=raw, call_id=call_id, run=ctx)
+            events.deliver(found, event)
 
     @staticmethod
     def _blocking(fn: Callable[..., _Result], *args: Any) -> Asking[_Result]:
@@ -219,13 +218,17 @@ def drain(gen: Asking[_Result]) -> _Result:
     return box[0]
 
 
-def tool_end_event(agent: str | None, outcome: Any, run: RunContext | None = None) -> Any:
-    """The tool_end Event for a ToolOutcome (chatagent.tools.calling) of a call made in `run`."""
-    return events.Event(
-        events.TOOL_END, agent, duration=outcome.duration, tool=outcome.name, arguments=outcome.arguments,
-        call_id=outcome.call_id, result=outcome.content, error=outcome.content if outcome.error else None,
-        data={"error_kind": outcome.error, "cached": outcome.cached}, run=run,
-    )  # fmt: skip
+def emit_tool_end(agent: str | None, outcome: Any, run: RunContext) -> None:
+    """Tell `run`'s callbacks that handle tool_end about a ToolOutcome (chatagent.tools.calling) of a call made in
+    it; the Event is built only if one does."""
+    found = events.handlers(run.callbacks, events.TOOL_END)
+    if found:
+        event = events.Event(
+            events.TOOL_END, agent, duration=outcome.duration, tool=outcome.name, arguments=outcome.arguments,
+            call_id=outcome.call_id, result=outcome.content, error=outcome.content if outcome.error else None,
+            data={"error_kind": outcome.error, "cached": outcome.cached}, run=run,
+        )  # fmt: skip
+        events.deliver(found, event)
 
 
 LLM_CALL_CODE = RunSteps._llm_call.__code__

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Generator
 from typing import TYPE_CHECKING, Any, cast
 
 from chatagent.effects import AgentLoop, Blocking, Fragments, ModelCall, ToolBatch, ToolWait, step
+from chatagent.events import LLM_END, LLM_START, Event, deliver, handlers
 from chatagent.stream import INDEX, Collector, not_a_fragment
 
 if TYPE_CHECKING:
@@ -47,12 +48,12 @@ class ModelStream:
         self.error: str | None = None
         self.t0 = 0.0
         if self._observed:
-            from chatagent.events import LLM_START, Event, emit
-
-            fns = call.functions or ()
-            names = [f.get("name") if isinstance(f, dict) else getattr(f, "name", None) for f in fns]
-            data = {"messages": len(call.messages), "functions": names}
-            emit(ctx.callbacks, Event(LLM_START, _agent_name(ctx), data=data, run=ctx))
+            found = handlers(ctx.callbacks, LLM_START)
+            if found:
+                fns = call.functions or ()
+                names = [f.get("name") if isinstance(f, dict) else getattr(f, "name", None) for f in fns]
+                data = {"messages": len(call.messages), "functions": names}
+                deliver(found, Event(LLM_START, _agent_name(ctx), data=data, run=ctx))
             self.t0 = time.perf_counter()
 
     def push(self, fragments: Fragments) -> Fragments | None:
@@ -86,23 +87,21 @@ class ModelStream:
     def finish(self) -> list[Message]:
         """Account for the call (events, usage) and return the complete reply, also kept in the request."""
         call = self.call
+        reply = self.reply.messages()
         if self._observed:
-            from chatagent.events import LLM_END, Event, emit
-
             ctx = call.context
             usage = self.usage
             ctx.usage.add(usage.prompt_tokens, usage.completion_tokens)
             ctx.usage.calls += usage.calls
-            reply = self.reply.messages()
-            llm = call.llm
-            data = {"model": llm.model, "model_type": llm.model_type, "input": call.messages, "output": reply}
-            event = Event(
-                LLM_END, _agent_name(ctx), duration=time.perf_counter() - self.t0, usage=usage, error=self.error,
-                data=data, run=ctx,
-            )  # fmt: skip
-            emit(ctx.callbacks, event)
-        else:
-            reply = self.reply.messages()
+            found = handlers(ctx.callbacks, LLM_END)
+            if found:
+                llm = call.llm
+                data = {"model": llm.model, "model_type": llm.model_type, "input": call.messages, "output": reply}
+                event = Event(
+                    LLM_END, _agent_name(ctx), duration=time.perf_counter() - self.t0, usage=usage, error=self.error,
+                    data=data, run=ctx,
+                )  # fmt: skip
+                deliver(found, event)
         call[:] = reply
         call.done, call.result = True, reply
         return reply

@@ -17,7 +17,8 @@ page, indexing, searching): `data['progress']` is a `chatagent.rag.Progress`, `d
 
 All callbacks run in the thread iterating the run, also for tools that ran in parallel (their start
 events come before the batch runs, their end events in call order). A callback that raises is logged
-and does not stop the run. With no callback set, no Event is ever built.
+and does not stop the run. An Event is built only when some callback handles its kind (a function, or an
+`on_<kind>` method overridden from `Callbacks`): with no callback set, none ever is.
 
 `add_global_callback(cb)` makes `cb` see every run of every agent (what `chatagent.telemetry.instrument()` does);
 `remove_global_callback(cb)` undoes it.
@@ -40,7 +41,7 @@ PROGRESS = "progress"
 KINDS = (RUN_START, RUN_END, LLM_START, LLM_END, TOOL_START, TOOL_END, PROGRESS)
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
     """Something that happened in a run. Fields that do not apply to the kind are None."""
 
@@ -56,7 +57,7 @@ class Event:
     error: str | None = None  # *_end: what went wrong (tool_end: the message the model got)
     # anything else: llm_start has 'messages' (count) and 'functions';
     # llm_end: 'model', 'model_type', 'input' (the messages sent) and 'output' (the reply)
-    data: dict[str, Any] = field(default_factory=dict[str, Any])
+    data: dict[str, Any] = field(default_factory=dict)
     run: Any = None  # the RunContext of the run (or of the sub-agent's part of it) this happened in
 
 
@@ -73,21 +74,40 @@ class Callbacks:
 
 
 Callback = Callable[[Event], Any] | Callbacks
+Handler = Callable[[Event], Any]
 
 
-def emit(callbacks: Iterable[Callback], event: Event) -> None:
-    """Deliver `event` to each callback; one that raises is logged with its traceback and skipped."""
-    method = "on_" + event.kind
+def handlers(callbacks: Iterable[Callback], kind: str) -> list[Handler]:
+    """What handles events of `kind` among `callbacks`: each object's `on_<kind>` method unless it is the one
+    `Callbacks` has (which does nothing), and each plain function. Empty: build no Event of that kind."""
+    method, base = _METHODS.get(kind) or ("on_" + kind, None)
+    found: list[Handler] = []
     for cb in callbacks:
         handler = getattr(cb, method, None)
         if handler is None:
-            if not callable(cb) or isinstance(cb, Callbacks):
-                continue
-            handler = cb
+            if callable(cb) and not isinstance(cb, Callbacks):
+                found.append(cb)
+        elif base is None or getattr(handler, "__func__", None) is not base:
+            found.append(handler)
+    return found
+
+
+def deliver(found: list[Handler], event: Event) -> None:
+    """Give `event` to each of `found` (see `handlers`); one that raises is logged with its traceback and skipped."""
+    for handler in found:
         try:
             handler(event)
         except Exception:
-            logger.exception("callback %r failed on %s", cb, event.kind)
+            logger.exception("callback %r failed on %s", handler, event.kind)
+
+
+def emit(callbacks: Iterable[Callback], event: Event) -> None:
+    """Deliver `event` to each callback that handles its kind; one that raises is logged and skipped."""
+    deliver(handlers(callbacks, event.kind), event)
+
+
+#: each kind's method name, and Callbacks' own method of that name
+_METHODS = {kind: ("on_" + kind, getattr(Callbacks, "on_" + kind)) for kind in KINDS}
 
 
 #: callbacks every run gets besides its own (see add_global_callback)
@@ -115,4 +135,13 @@ def as_callbacks(value: Any) -> tuple[Callback, ...]:
     return (value,)
 
 
-__all__ = ["Callbacks", "Event", "KINDS", "add_global_callback", "emit", "remove_global_callback"]
+__all__ = [
+    "Callbacks",
+    "Event",
+    "KINDS",
+    "add_global_callback",
+    "deliver",
+    "emit",
+    "handlers",
+    "remove_global_callback",
+]

@@ -13,7 +13,8 @@ parent's. Attributes: `gen_ai.operation.name`, `gen_ai.agent.name`, `gen_ai.requ
 arguments and results) is recorded only with `capture_content=True`.
 
 Off by default: until `instrument()` is called nothing here is imported and runs build no events. It works through
-the run's events (`chatagent.events`), so spans are made in the thread iterating the run, with the start and end
+the run's events (`chatagent.events`; of those, runs build only the ones it handles: run_start, llm_end, tool_end,
+run_end), so spans are made in the thread iterating the run, with the start and end
 times of what they measure (tools that ran in parallel overlap as they did), under `run()` and `arun()` alike.
 Needs the `otel` extra (opentelemetry-api; an SDK or distro to export the spans).
 """
@@ -120,7 +121,7 @@ class _Tracing(Callbacks):
         if self.capture_content:
             attributes["gen_ai.input.messages"] = _messages_json(data.get("input") or [])
             attributes["gen_ai.output.messages"] = _messages_json(data.get("output") or [])
-        self._closed_span(f"chat {model}", self._client, attributes, e, _error_type(e.error or ""))
+        self._closed_span(f"chat {model}", self._client, attributes, e, _error_type(e.error) if e.error else "")
 
     def on_tool_end(self, e: Event) -> None:
         attributes: dict[str, Any] = {

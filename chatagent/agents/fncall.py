@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from chatagent.agent import Agent, current_run, tool_end_event
+from chatagent.agent import Agent, current_run, emit_tool_end
 from chatagent.schema import ASSISTANT, FUNCTION, USER, ContentItem, Message, content_text
 from chatagent.stream import INDEX, fragment
 from chatagent.tools.calling import PreparedCall, ToolOutcome, call_key, prepare_call
@@ -171,9 +171,7 @@ class FnCallAgent(Agent):
             else:
                 outcome = p
             if callbacks:
-                from chatagent.events import emit
-
-                emit(callbacks, tool_end_event(self.name, outcome, ctx))
+                emit_tool_end(self.name, outcome, ctx)
             outcomes.append(outcome)
             extra = {"function_id": outcome.call_id} if outcome.call_id is not None else None
             msg = Message.unchecked(FUNCTION, self._shown_result(outcome, lang), outcome.name, None, None, extra)

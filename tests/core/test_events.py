@@ -1,0 +1,100 @@
+"""Events: a run builds an Event only for the kinds some callback handles; which callbacks handle a kind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from chatagent import FnCallAgent, ScriptedLLM, events, tool, tool_call
+from chatagent import driver as driver_module
+from chatagent.events import Callbacks, Event, handlers
+
+USER = [{"role": "user", "content": "Weather in Oslo?"}]
+
+
+@tool
+def weather(city: str) -> str:
+    """Weather in a city."""
+    return f"sunny in {city}"
+
+
+def tool_bot() -> FnCallAgent:
+    return FnCallAgent(llm=ScriptedLLM([tool_call("weather", {"city": "Oslo"}), "Sunny."]), function_list=[weather])
+
+
+class Ends(Callbacks):
+    """Handles the end of things only (like chatagent.telemetry)."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def on_run_end(self, event: Event) -> None:
+        self.seen.append(event.kind)
+
+    def on_llm_end(self, event: Event) -> None:
+        self.seen.append(event.kind)
+
+    def on_tool_end(self, event: Event) -> None:
+        self.seen.append(event.kind)
+
+
+@pytest.fixture
+def built(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The kinds of the Events the run builds, in order."""
+    kinds: list[str] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Event:
+        event = Event(*args, **kwargs)
+        kinds.append(event.kind)
+        return event
+
+    monkeypatch.setattr(events, "Event", counted)
+    monkeypatch.setattr(driver_module, "Event", counted)
+    return kinds
+
+
+def test_a_run_builds_only_the_events_its_callbacks_handle(built):
+    ends = Ends()
+    tool_bot().run_nonstream(USER, callbacks=[ends])
+    assert ends.seen == ["llm_end", "tool_end", "llm_end", "run_end"]
+    assert built == ends.seen  # no run_start, llm_start or tool_start Event was made for nobody
+
+
+def test_a_function_beside_it_gets_every_event_and_the_object_still_only_its_own(built):
+    ends, log = Ends(), []
+    tool_bot().run_nonstream(USER, callbacks=[ends, log.append])
+    kinds = ["run_start", "llm_start", "llm_end", "tool_start", "tool_end", "llm_start", "llm_end", "run_end"]
+    assert [e.kind for e in log] == kinds and built == kinds
+    assert ends.seen == ["llm_end", "tool_end", "llm_end", "run_end"]
+
+
+def test_handlers_of_a_kind():
+    ends = Ends()
+
+    def fn(event: Event) -> None: ...
+
+    class Attribute:  # an on_<kind> function set on the object itself
+        def __init__(self) -> None:
+            self.on_llm_start = fn
+
+    class CallableCallbacks(Callbacks):  # callable, but a Callbacks: only its on_<kind> methods count
+        def __call__(self, event: Event) -> None: ...
+
+    holder = Attribute()
+    assert handlers([ends], "llm_start") == [] and handlers([ends], "llm_end") == [ends.on_llm_end]
+    assert handlers([fn, ends, object(), CallableCallbacks()], "tool_start") == [fn]
+    assert handlers([holder], "llm_start") == [fn] and handlers([holder], "llm_end") == []
+    assert handlers([fn, ends], "my_kind") == [fn]  # a kind of one's own: functions get it
+
+
+def test_a_failing_handler_is_logged_and_the_next_still_runs(caplog):
+    got = []
+
+    def broken(event: Event) -> None:
+        raise RuntimeError("boom")
+
+    with caplog.at_level("ERROR", logger="chatagent.events"):
+        events.emit([broken, got.append], Event("llm_end"))
+    assert [e.kind for e in got] == ["llm_end"]
+    assert "failed on llm_end" in caplog.text and "boom" in caplog.text
