@@ -60,7 +60,7 @@ def request_kwargs(
 ) -> dict[str, Any]:
     """The keyword arguments of `chat.completions.create` for `model` on the server `endpoint`: keys of `cfg` in
     `known` as arguments, the others in `extra_body` (generate_cfg's own `extra_body` has the last word); with
-    `functions`, `tool_choice` as `tool_choice` and `parallel_tool_calls`."""
+    `functions`, `tool_choice` as the request's `tool_choice` and `parallel_tool_calls`."""
     kwargs: dict[str, Any] = {"model": model, "messages": to_openai(messages, image_url=image_url)}
     if functions:
         kwargs["tools"] = [{"type": "function", "function": f} for f in functions]
@@ -83,12 +83,12 @@ def request_kwargs(
             kwargs[key] = value
         else:  # a key the SDK does not know (top_k, repetition_penalty, enable_thinking, ...): into the body
             extra_body[key] = value
-    if functions:
+    if functions:  # generate_cfg's own `tool_choice` / `parallel_tool_calls`, if given, are sent as given
         choice = tool_choice.request_field()
         if choice is not None:
-            kwargs["tool_choice"] = choice
+            kwargs.setdefault("tool_choice", choice)
         if not tool_choice.parallel:
-            kwargs["parallel_tool_calls"] = False
+            kwargs.setdefault("parallel_tool_calls", False)
     extra_body.update(given_body)
     if extra_body:
         kwargs["extra_body"] = extra_body
