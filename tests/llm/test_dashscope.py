@@ -12,7 +12,7 @@ from chatagent import BasicAgent, ModelServiceError, Usage, get_chat_model, merg
 from chatagent.llm.dashscope import DashScopeModel
 from chatagent.schema import ContentItem, Message, to_messages
 from tests.support import processes
-from tests.support.call_paths import PATHS, ask_every_path
+from tests.support.call_paths import PATHS, tool_fields_by_path
 from tests.support.dashscope_server import DashScopeServer, Reply
 
 pytestmark = pytest.mark.timeout(30)
@@ -184,15 +184,8 @@ def test_parallel_tool_calls_stream_and_non_stream(server: DashScopeServer) -> N
 def test_function_choice_becomes_tool_choice(server: DashScopeServer, gen: dict, expected: dict) -> None:
     """The choice reaches DashScope by every path (sync and async, streamed and whole), and only with tools."""
     server.add(*["ok"] * (len(PATHS) + 1))
-    llm = model(server, **gen)
-    ask_every_path(llm, USER, [WEATHER])
-    llm.chat(USER, stream=False)  # without functions, neither is sent
-    *with_tools, without = (r.parameters for r in server.requests)
-    assert len(with_tools) == len(PATHS)
-    for path, sent in zip(PATHS, with_tools, strict=True):
-        assert {k: sent[k] for k in ("tool_choice", "parallel_tool_calls") if k in sent} == expected, path
-        assert not any(k.startswith("_") for k in sent), path
-    assert not {"tool_choice", "parallel_tool_calls"} & set(without)
+    sent = tool_fields_by_path(model(server, **gen), USER, [WEATHER], lambda: [r.parameters for r in server.requests])
+    assert sent == [expected] * len(PATHS)
 
 
 def test_a_tool_choice_in_generate_cfg_is_sent_as_given(server: DashScopeServer) -> None:

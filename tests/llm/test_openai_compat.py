@@ -16,7 +16,7 @@ from chatagent.llm.openai_request import looks_multimodal
 from chatagent.llm.sse import sse_data
 from chatagent.schema import to_messages
 from chatagent.stream import collect
-from tests.support.call_paths import PATHS, ask_every_path
+from tests.support.call_paths import PATHS, ask_every_path, tool_fields_by_path
 from tests.support.openai_server import Reply
 
 pytestmark = pytest.mark.timeout(30)
@@ -579,15 +579,8 @@ def test_function_choice_and_parallel_calls_become_tool_choice(openai_server, ge
     """The choice reaches the server by every path (sync and async, streamed and whole), and only with tools."""
     openai_server.add(*["ok"] * (len(PATHS) + 1))
     llm = model(openai_server, generate_cfg=gen)
-    ask_every_path(llm, USER, [WEATHER])
-    llm.chat(USER, stream=False)  # without functions, neither is sent
-    *with_tools, without = (r.json for r in openai_server.requests)
-    assert len(with_tools) == len(PATHS)
-    for path, sent in zip(PATHS, with_tools, strict=True):
-        assert {k: sent[k] for k in ("tool_choice", "parallel_tool_calls") if k in sent} == expected, path
-        assert not any(k.startswith("_") for k in sent), path
-    assert not {"tool_choice", "parallel_tool_calls"} & set(without)
-    assert not any(k.startswith("_") for k in without)
+    sent = tool_fields_by_path(llm, USER, [WEATHER], lambda: [r.json for r in openai_server.requests])
+    assert sent == [expected] * len(PATHS)
 
 
 def test_a_tool_choice_in_generate_cfg_is_sent_as_given(openai_server):

@@ -4,12 +4,14 @@ streamed and whole (each a different backend method: _chat_stream, _chat_once, _
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from chatagent.llm.base import BaseChatModel
 from chatagent.schema import Message
 
 PATHS = ("chat stream", "chat once", "achat stream", "achat once")
+TOOL_FIELDS = ("tool_choice", "parallel_tool_calls")  # the request fields that say how tools may be called
 DEADLINE = 20  # seconds the async calls may take in all
 
 
@@ -50,3 +52,21 @@ async def _aask(
     async for rsp in llm.achat(messages, functions, extra_generate_cfg=extra_generate_cfg):
         last = rsp
     return last
+
+
+def tool_fields_by_path(
+    llm: BaseChatModel,
+    messages: list[Message],
+    functions: list[dict[str, Any]],
+    received: Callable[[], list[dict[str, Any]]],
+) -> list[dict[str, Any]]:
+    """Ask `llm` by every path with `functions`, then once without; the TOOL_FIELDS of each path's request, as
+    `received()` lists the fields of the requests the server got. Fails if the request without functions had
+    any of them, or if any request carried a private (`_`-prefixed) field."""
+    ask_every_path(llm, messages, functions)
+    llm.chat(messages, stream=False)
+    *with_tools, without = received()
+    assert len(with_tools) == len(PATHS)
+    assert not any(key.startswith("_") for fields in (*with_tools, without) for key in fields)
+    assert not set(TOOL_FIELDS) & set(without)
+    return [{k: fields[k] for k in TOOL_FIELDS if k in fields} for fields in with_tools]
