@@ -50,7 +50,7 @@ class ToolChoice:
     def request_field(self) -> str | dict[str, Any] | None:
         """The `tool_choice` request field of OpenAI's API (DashScope's takes the same): 'none', 'required' or
         the named function; None for 'auto' (the server's default, not sent)."""
-        if self.choice in ("auto", ""):
+        if self.choice == "auto":
             return None
         if self.choice in ("none", "required"):
             return self.choice
@@ -101,6 +101,11 @@ def split_generate_cfg(cfg: dict[str, Any]) -> tuple[Settings, dict[str, Any]]:
             raise ValueError(
                 f"generate_cfg[{key!r}] must be {kind} {'>=' if limit[2] else '>'} {limit[1]}, got {value!r}"
             )
+    choice = ours.get("function_choice")
+    if choice is not None and (not isinstance(choice, str) or not choice.strip()):
+        raise ValueError(
+            f"generate_cfg['function_choice'] must be 'auto', 'none', 'required' or a function's name, got {choice!r}"
+        )
     return Settings(**ours), rest
 
 

@@ -247,6 +247,15 @@ def test_prompt_based_function_calling_passes_the_backend_no_tool_choice():
 
 
 def test_tool_choice_request_field():
-    assert ToolChoice().request_field() is None and ToolChoice("").request_field() is None
+    assert ToolChoice().request_field() is None
     assert ToolChoice("none").request_field() == "none" and ToolChoice("required").request_field() == "required"
     assert ToolChoice("f").request_field() == {"type": "function", "function": {"name": "f"}}
+
+
+@pytest.mark.parametrize("value", ["", " ", {"type": "function", "function": {"name": "f"}}, 3])
+def test_a_bad_function_choice_names_the_key(value):
+    """Once sent as a function named '' or named by a dict; now a clear error before the model is asked."""
+    llm = ScriptedLLM(["ok"], generate_cfg={"function_choice": value})
+    with pytest.raises(ValueError, match=r"generate_cfg\['function_choice'\] must be"):
+        llm.chat(USER, [WEATHER], stream=False)
+    assert llm.calls == []
