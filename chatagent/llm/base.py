@@ -27,9 +27,11 @@ from chatagent.llm.cut_off import cut_call_error as cut_call_error  # re-exporte
 from chatagent.llm.prepare import normalize_functions, valid_unicode, without_media
 from chatagent.llm.retry import aretrying, retrying
 from chatagent.llm.settings import (
+    DEFAULT_TOOL_CHOICE,
     FRAMEWORK_KEYS,
     IGNORED_KEYS,
     Settings,
+    ToolChoice,
     attempt_cfg,
     check_cfg_keys,
     split_generate_cfg,
@@ -78,6 +80,16 @@ class BaseChatModel:
 
     `cfg` keys: `model`, `model_server`, `api_key`, `generate_cfg` (passed through to the request, except
     the keys in FRAMEWORK_KEYS), and backend-specific ones.
+
+    A backend implements `_chat_stream(messages, functions, cfg, usage)` (and, where it has cheaper ones,
+    `_chat_once`, `_achat_stream`, `_achat_once`, same arguments). `cfg` holds the request's own keys, plus
+    `request_timeout` (capped by the run's deadline); no framework option travels in it. How the model may call
+    `functions` comes as the keyword `tool_choice` (a `ToolChoice`), passed only when it differs from the
+    default ('auto', parallel calls allowed), as the agent loop passes `chat(deadline=...)` only when the run
+    has a deadline. So a backend without the keyword keeps working while the choice is the default, and a
+    forced choice ('none', 'required', a function's name, or parallel_function_calls=False) sent to it fails
+    with TypeError naming `tool_choice` instead of being ignored. Declare `*, tool_choice: ToolChoice =
+    DEFAULT_TOOL_CHOICE` to honour it; without functions it is never passed.
     """
 
     model_type = "base"
@@ -337,30 +349,57 @@ class BaseChatModel:
     # ---- what backends implement -------------------------------------------------------------------------
 
     def _chat_stream(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        usage: Usage | None,
+        *,
+        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> Iterator[list[Message]]:
-        """Yield fragments of the reply. Raise ModelServiceError (retryable where it is) on failure."""
+        """Yield fragments of the reply to `messages`, with `functions` offered as tools as `tool_choice` says (see
+        the class docstring). Raise ModelServiceError (retryable where it is) on failure."""
         raise NotImplementedError
 
     def _chat_once(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        usage: Usage | None,
+        *,
+        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> list[Message]:
         """The whole reply at once; by default the collected stream."""
-        return collect(self._chat_stream(messages, functions, cfg, usage))
+        return collect(self._chat_stream(messages, functions, cfg, usage, **choice_args(tool_choice)))
 
     def _achat_stream(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        usage: Usage | None,
+        *,
+        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> AsyncIterator[list[Message]]:
         """`_chat_stream` for asyncio. By default the synchronous stream, read in a worker thread; backends with
         an async client override it."""
-        return in_worker_thread(lambda: self._chat_stream(messages, functions, cfg, usage))
+        choice = choice_args(tool_choice)
+        return in_worker_thread(lambda: self._chat_stream(messages, functions, cfg, usage, **choice))
 
     async def _achat_once(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        usage: Usage | None,
+        *,
+        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> list[Message]:
         """`_chat_once` for asyncio; by default the collected async stream."""
         out: list[list[Message]] = []
-        async with closing_stream(self._achat_stream(messages, functions, cfg, usage)) as stream:
+        parts = self._achat_stream(messages, functions, cfg, usage, **choice_args(tool_choice))
+        async with closing_stream(parts) as stream:
             async for fragments in stream:
                 out.append(fragments)
         return collect(out)
@@ -399,11 +438,6 @@ class BaseChatModel:
             # without tools too: earlier calls and results must reach the model as the prompt's text
             settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
             return True, cfg
-        if funcs:  # how to call tools travels to the backend inside cfg (tool_choice, parallel_tool_calls)
-            if settings.function_choice not in (None, "auto"):
-                cfg = {**cfg, "_function_choice": settings.function_choice}
-            if not settings.parallel_function_calls:
-                cfg = {**cfg, "_parallel_function_calls": False}
         return False, cfg
 
     def _call(
@@ -497,11 +531,14 @@ class BaseChatModel:
     ) -> Iterator[list[Message]]:
         """The backend's own reply to `msgs` as fragment lists, with the retry and deadline rules, and nothing
         else: no cache, no tool routing, no parsing. The interface for layers that speak their own protocol
-        through the model (prompt-based function calling)."""
+        through the model (prompt-based function calling): with `funcs`, the backend gets `settings`' tool choice."""
+        choice = backend_choice(funcs, settings)
         if stream:
-            return self._retrying(lambda: self._chat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage), settings)
+            return self._retrying(
+                lambda: self._chat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage, **choice), settings
+            )
         return self._retrying(
-            lambda: as_fragments(self._chat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
+            lambda: as_fragments(self._chat_once(msgs, funcs, attempt_cfg(cfg, settings), usage, **choice)), settings
         )
 
     def abackend_reply(
@@ -514,10 +551,13 @@ class BaseChatModel:
         stream: bool,
     ) -> AsyncIterator[list[Message]]:
         """`backend_reply` for asyncio."""
+        choice = backend_choice(funcs, settings)
         if stream:
-            return self._aretrying(lambda: self._achat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage), settings)
+            return self._aretrying(
+                lambda: self._achat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage, **choice), settings
+            )
         return self._aretrying(
-            lambda: aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(cfg, settings), usage)), settings
+            lambda: aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(cfg, settings), usage, **choice)), settings
         )
 
     def _retrying(self, attempt: Callable[[], Iterable[list[Message]]], settings: Settings) -> Iterator[list[Message]]:
@@ -531,6 +571,17 @@ class BaseChatModel:
         return aretrying(attempt, settings, self.model or self.model_type, self.api_key)
 
 
+def choice_args(tool_choice: ToolChoice) -> dict[str, ToolChoice]:
+    """The `tool_choice=` keyword for a backend method: none for the default, so that a backend which does not
+    take the keyword still works (see BaseChatModel)."""
+    return {} if tool_choice == DEFAULT_TOOL_CHOICE else {"tool_choice": tool_choice}
+
+
+def backend_choice(funcs: list[dict[str, Any]] | None, settings: Settings) -> dict[str, ToolChoice]:
+    """`choice_args` for a request offering `funcs` (a request without functions gets no tool choice)."""
+    return choice_args(settings.tool_choice()) if funcs else {}
+
+
 def _has_calls(msgs: list[Message]) -> bool:
     return any(m.role == FUNCTION or m.function_call is not None for m in msgs)
 
@@ -542,13 +593,16 @@ def response_text(msgs: list[Message]) -> str:
 
 __all__ = [
     "BaseChatModel",
+    "DEFAULT_TOOL_CHOICE",
     "FRAMEWORK_KEYS",
     "IGNORED_KEYS",
     "ModelServiceError",
     "Settings",
+    "ToolChoice",
     "Usage",
     "attempt_cfg",
     "check_cfg_keys",
+    "choice_args",
     "split_generate_cfg",
     "truncate_messages",
     "INDEX",

@@ -38,7 +38,7 @@ from dashscope.utils.oss_utils import OssUtils
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.keys import clean_api_key
-from chatagent.llm.base import BaseChatModel, Usage
+from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage
 from chatagent.llm.dashscope_reply import ReplyReader, service_error, whole_reply
 from chatagent.llm.registry import register_llm
 from chatagent.schema import ASSISTANT, FUNCTION, ContentItem, Message, content_text
@@ -93,11 +93,17 @@ class DashScopeModel(BaseChatModel):
     # ---- BaseChatModel ---------------------------------------------------------------------------------
 
     def _chat_stream(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        usage: Usage | None,
+        *,
+        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> Iterator[list[Message]]:
         sender = _Sender(self._http())
         try:
-            kwargs = self._call_args(messages, functions, cfg, stream=True)
+            kwargs = self._call_args(messages, functions, cfg, tool_choice, stream=True)
             reader = ReplyReader(self.api_key)
             try:
                 for rsp in self._api(aio=False).call(session=sender, **kwargs):
@@ -113,11 +119,17 @@ class DashScopeModel(BaseChatModel):
             sender.close()
 
     def _chat_once(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        usage: Usage | None,
+        *,
+        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> list[Message]:
         sender = _Sender(self._http())
         try:
-            kwargs = self._call_args(messages, functions, cfg, stream=False)
+            kwargs = self._call_args(messages, functions, cfg, tool_choice, stream=False)
             rsp = self._api(aio=False).call(session=sender, **kwargs)
         except _NETWORK_ERRORS as e:
             raise self._network_error(e) from None
@@ -128,11 +140,17 @@ class DashScopeModel(BaseChatModel):
     # ---- asyncio: the SDK's async API (aiohttp), the same request and parsing --------------------------------
 
     async def _achat_stream(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        usage: Usage | None,
+        *,
+        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> AsyncIterator[list[Message]]:
         sender = _AioSender(await self._aio_connector())
         try:
-            kwargs = await self._acall_args(messages, functions, cfg, stream=True)
+            kwargs = await self._acall_args(messages, functions, cfg, tool_choice, stream=True)
             reader = ReplyReader(self.api_key)
             try:
                 async for rsp in await self._api(aio=True).call(session=sender.session, **kwargs):
@@ -149,11 +167,17 @@ class DashScopeModel(BaseChatModel):
             await sender.close()
 
     async def _achat_once(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        usage: Usage | None,
+        *,
+        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> list[Message]:
         sender = _AioSender(await self._aio_connector())
         try:
-            kwargs = await self._acall_args(messages, functions, cfg, stream=False)
+            kwargs = await self._acall_args(messages, functions, cfg, tool_choice, stream=False)
             rsp = await self._api(aio=True).call(session=sender.session, **kwargs)
         except _NETWORK_ERRORS as e:
             raise self._network_error(e) from None
@@ -184,23 +208,25 @@ class DashScopeModel(BaseChatModel):
         return entry[0]
 
     def _call_args(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], stream: bool
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        tool_choice: ToolChoice,
+        stream: bool,
     ) -> dict[str, Any]:
-        """The keyword arguments of the SDK's `call` (but `session`)."""
+        """The keyword arguments of the SDK's `call` (but `session`); a `tool_choice` key of generate_cfg wins."""
         cfg = dict(cfg)
-        function_choice = cfg.pop("_function_choice", "auto")
-        parallel = cfg.pop("_parallel_function_calls", True)
         timeout = cfg.pop("request_timeout", None)
         headers: dict[str, str] = {**(cfg.pop("headers", None) or {}), **(cfg.pop("extra_headers", None) or {})}
         cfg.update(cfg.pop("extra_body", None) or {})
         kwargs: dict[str, Any] = {k: v for k, v in cfg.items() if k not in _RESERVED and v is not None}
         if functions:
             kwargs["tools"] = [{"type": "function", "function": f} for f in functions]
-            if function_choice == "none":
-                kwargs.setdefault("tool_choice", "none")
-            elif function_choice and function_choice != "auto":
-                kwargs.setdefault("tool_choice", {"type": "function", "function": {"name": function_choice}})
-            if parallel:
+            choice = tool_choice.request_field()
+            if choice is not None:
+                kwargs.setdefault("tool_choice", choice)
+            if tool_choice.parallel:
                 kwargs.setdefault("parallel_tool_calls", True)
         if timeout is not None:
             kwargs["request_timeout"] = timeout
@@ -223,12 +249,17 @@ class DashScopeModel(BaseChatModel):
         return kwargs
 
     async def _acall_args(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], stream: bool
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        tool_choice: ToolChoice,
+        stream: bool,
     ) -> dict[str, Any]:
         """`_call_args` on an event loop: uploading media files (multimodal only) runs in a worker thread."""
         if self.support_multimodal_input:
-            return await asyncio.to_thread(self._call_args, messages, functions, cfg, stream)
-        return self._call_args(messages, functions, cfg, stream)
+            return await asyncio.to_thread(self._call_args, messages, functions, cfg, tool_choice, stream)
+        return self._call_args(messages, functions, cfg, tool_choice, stream)
 
     def _api(self, aio: bool) -> Any:
         """The SDK's API class for this model: Generation or MultiModalConversation, or their async versions."""

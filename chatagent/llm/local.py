@@ -29,7 +29,7 @@ from importlib import metadata
 from typing import Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
-from chatagent.llm.base import Usage
+from chatagent.llm.base import DEFAULT_TOOL_CHOICE, ToolChoice, Usage, choice_args
 from chatagent.llm.loop_guard import stop_loops
 from chatagent.llm.openai_compat import OpenAICompatModel
 from chatagent.llm.registry import register_llm
@@ -447,17 +447,29 @@ class LocalModel(OpenAICompatModel):
     window_from_server = True
 
     def _chat_stream(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        usage: Usage | None,
+        *,
+        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> Iterator[list[Message]]:
         """The server's stream, ended early (stop_reason 'repetition') when the answer loops (see LoopGuard)."""
-        stream = super()._chat_stream(messages, functions, cfg, usage)
+        stream = super()._chat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
         return stop_loops(stream) if self.stop_loops else stream
 
     def _chat_once(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        usage: Usage | None,
+        *,
+        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> list[Message]:
         """Streamed underneath too, so that a looping answer is ended there as well."""
-        return collect(self._chat_stream(messages, functions, cfg, usage))
+        return collect(self._chat_stream(messages, functions, cfg, usage, **choice_args(tool_choice)))
 
     @property
     def context_window(self) -> int:

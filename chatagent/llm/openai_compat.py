@@ -20,7 +20,7 @@ from typing import Any
 
 from chatagent.errors import ModelServiceError
 from chatagent.keys import clean_api_key
-from chatagent.llm.base import BaseChatModel, Usage
+from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage
 from chatagent.llm.openai_errors import (
     broken_body,
     error_body,
@@ -118,13 +118,14 @@ class OpenAICompatModel(BaseChatModel):
         messages: list[Message],
         functions: list[dict[str, Any]] | None,
         cfg: dict[str, Any],
+        tool_choice: ToolChoice,
         stream: bool,
         aio: bool = False,
     ) -> dict[str, Any]:
         """The keyword arguments of `chat.completions.create` (`aio`: for `_asend`, which puts every key but the
         transport options into the JSON body, so that the async path never imports the openai SDK)."""
         known = TRANSPORT_OPTIONS if aio else sdk_params(self.client)
-        return request_kwargs(self.model, self.endpoint(), messages, functions, cfg, stream, known)
+        return request_kwargs(self.model, self.endpoint(), messages, functions, cfg, tool_choice, stream, known)
 
     def _send(self, kwargs: dict[str, Any], has_tools: bool) -> Any:
         """POST the request; the raw (unread when streaming) httpx response. Errors as ModelServiceError."""
@@ -152,9 +153,15 @@ class OpenAICompatModel(BaseChatModel):
     # ---- streaming -----------------------------------------------------------------------------------
 
     def _chat_stream(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        usage: Usage | None,
+        *,
+        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> Iterator[list[Message]]:
-        kwargs = self._request(messages, functions, cfg, stream=True)
+        kwargs = self._request(messages, functions, cfg, tool_choice, stream=True)
         try:
             response = self._send(kwargs, bool(functions))
         except ModelServiceError as e:
@@ -195,9 +202,15 @@ class OpenAICompatModel(BaseChatModel):
     # ---- non-streaming -------------------------------------------------------------------------------
 
     def _chat_once(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        usage: Usage | None,
+        *,
+        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> list[Message]:
-        kwargs = self._request(messages, functions, cfg, stream=False)
+        kwargs = self._request(messages, functions, cfg, tool_choice, stream=False)
         response = self._send(kwargs, bool(functions))
         try:
             body = self._read_body(response)
@@ -208,9 +221,15 @@ class OpenAICompatModel(BaseChatModel):
     # ---- asyncio: the same request and parsing over httpx.AsyncClient ------------------------------------
 
     async def _achat_stream(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        usage: Usage | None,
+        *,
+        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> AsyncIterator[list[Message]]:
-        kwargs = self._request(messages, functions, cfg, stream=True, aio=True)
+        kwargs = self._request(messages, functions, cfg, tool_choice, stream=True, aio=True)
         prompt = (messages, functions)
         try:
             response = await self._asend(kwargs, bool(functions))
@@ -246,9 +265,15 @@ class OpenAICompatModel(BaseChatModel):
             await response.aclose()
 
     async def _achat_once(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        usage: Usage | None,
+        *,
+        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> list[Message]:
-        kwargs = self._request(messages, functions, cfg, stream=False, aio=True)
+        kwargs = self._request(messages, functions, cfg, tool_choice, stream=False, aio=True)
         response = await self._asend(kwargs, bool(functions))
         try:
             body = await self._aread_body(response)

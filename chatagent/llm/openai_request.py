@@ -15,6 +15,7 @@ import orjson
 
 from chatagent import keys
 from chatagent.errors import ModelErrorCode, ModelServiceError
+from chatagent.llm.settings import ToolChoice
 from chatagent.schema import Message, to_openai
 
 logger = logging.getLogger("chatagent.llm")
@@ -53,11 +54,13 @@ def request_kwargs(
     messages: list[Message],
     functions: list[dict[str, Any]] | None,
     cfg: dict[str, Any],
+    tool_choice: ToolChoice,
     stream: bool,
     known: frozenset[str],
 ) -> dict[str, Any]:
     """The keyword arguments of `chat.completions.create` for `model` on the server `endpoint`: keys of `cfg` in
-    `known` as arguments, the others in `extra_body` (generate_cfg's own `extra_body` has the last word)."""
+    `known` as arguments, the others in `extra_body` (generate_cfg's own `extra_body` has the last word); with
+    `functions`, `tool_choice` as the request's `tool_choice` and `parallel_tool_calls`."""
     kwargs: dict[str, Any] = {"model": model, "messages": to_openai(messages, image_url=image_url)}
     if functions:
         kwargs["tools"] = [{"type": "function", "function": f} for f in functions]
@@ -68,16 +71,7 @@ def request_kwargs(
     extra_body: dict[str, Any] = {}
     given_body: dict[str, Any] = {}  # generate_cfg's own extra_body: it has the last word
     for key, value in cfg.items():
-        if key == "_function_choice":
-            if functions:
-                choice: Any = (
-                    value if value in ("none", "required") else {"type": "function", "function": {"name": value}}
-                )
-                kwargs["tool_choice"] = choice
-        elif key == "_parallel_function_calls":
-            if functions:
-                kwargs["parallel_tool_calls"] = value
-        elif key in ("stream", "messages"):
+        if key in ("stream", "messages"):
             logger.warning("generate_cfg[%r] is ignored: chatagent sets it", key)
         elif key == "request_timeout":
             kwargs["timeout"] = value
@@ -89,6 +83,12 @@ def request_kwargs(
             kwargs[key] = value
         else:  # a key the SDK does not know (top_k, repetition_penalty, enable_thinking, ...): into the body
             extra_body[key] = value
+    if functions:  # generate_cfg's own `tool_choice` / `parallel_tool_calls`, if given, are sent as given
+        choice = tool_choice.request_field()
+        if choice is not None:
+            kwargs.setdefault("tool_choice", choice)
+        if not tool_choice.parallel:
+            kwargs.setdefault("parallel_tool_calls", False)
     extra_body.update(given_body)
     if extra_body:
         kwargs["extra_body"] = extra_body

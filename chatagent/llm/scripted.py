@@ -9,7 +9,7 @@
         lambda messages, functions: f'you said {messages[-1].text}',   # computed from the input
     ])
     ...
-    llm.calls[0].messages      # what the model was sent, call by call
+    llm.calls[0].messages      # what the model was sent, call by call (.tool_choice: how it could call tools)
     llm.assert_complete()      # every scripted reply was used
 
 It goes through the same BaseChatModel machinery (retries, truncation, stream modes) as real backends.
@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, cast
 
-from chatagent.llm.base import BaseChatModel, Usage, check_cfg_keys
+from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage, check_cfg_keys, choice_args
 from chatagent.llm.registry import register_llm
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.tokens import count_tokens
@@ -57,6 +57,7 @@ class ScriptedCall:
     messages: list[Message]
     functions: list[dict[str, Any]] | None
     generate_cfg: dict[str, Any]
+    tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE
 
 
 # A reply computed from the call: called with (messages, functions), it returns any other kind of reply.
@@ -115,10 +116,16 @@ class ScriptedLLM(BaseChatModel):
                 f"(next: {self.script[self._next]!r:.100})"
             )
 
-    def _take(self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any]) -> object:
+    def _take(
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        tool_choice: ToolChoice,
+    ) -> object:
         """Record the call; the script item that answers it (a computed reply: what its function returned)."""
         with self._lock:
-            self.calls.append(ScriptedCall(messages, functions, cfg))
+            self.calls.append(ScriptedCall(messages, functions, cfg, tool_choice))
             if self._next < len(self.script):
                 item = self.script[self._next]
                 self._next += 1
@@ -138,9 +145,15 @@ class ScriptedLLM(BaseChatModel):
         return item
 
     def _chat_stream(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        usage: Usage | None,
+        *,
+        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> Iterator[list[Message]]:
-        reply = _as_reply(self._take(messages, functions, cfg))
+        reply = _as_reply(self._take(messages, functions, cfg, tool_choice))
         make = Message.unchecked
         index = 0
         if reply.reasoning:
@@ -160,11 +173,18 @@ class ScriptedLLM(BaseChatModel):
             usage.add(prompt, count_tokens(reply.text) + count_tokens(reply.reasoning))
 
     async def _achat_stream(
-        self, messages: list[Message], functions: list[dict[str, Any]] | None, cfg: dict[str, Any], usage: Usage | None
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        usage: Usage | None,
+        *,
+        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> AsyncIterator[list[Message]]:
         import asyncio
 
-        for fragments in self._chat_stream(messages, functions, cfg, usage):  # nothing here blocks
+        # nothing here blocks; the keyword only when not the default, for a subclass's _chat_stream without it
+        for fragments in self._chat_stream(messages, functions, cfg, usage, **choice_args(tool_choice)):
             yield fragments
             await asyncio.sleep(0)  # as a network stream would, let other tasks run between chunks
 

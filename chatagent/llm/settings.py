@@ -1,5 +1,6 @@
 """The framework's own generate_cfg settings (`Settings`, taken out of generate_cfg by `split_generate_cfg`), the
-config-key check every backend runs, and the per-request cfg capped by the run's deadline (`attempt_cfg`)."""
+config-key check every backend runs, the per-request cfg capped by the run's deadline (`attempt_cfg`), and how the
+model may call tools (`ToolChoice`, handed to backends as a typed keyword, never inside cfg)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,32 @@ FRAMEWORK_KEYS = frozenset(
 IGNORED_KEYS = frozenset({"skip_stopword_postproc"})
 
 
+@dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """How the model may call the functions of one request, as a backend receives it (`tool_choice=`).
+
+    `choice`: 'auto' (the model decides), 'none' (no call), 'required' (at least one call) or a function's name
+    (that function); `parallel`: whether one reply may hold several calls. Set by generate_cfg's
+    `function_choice` and `parallel_function_calls`.
+    """
+
+    choice: str = "auto"
+    parallel: bool = True
+
+    def request_field(self) -> str | dict[str, Any] | None:
+        """The `tool_choice` request field of OpenAI's API (DashScope's takes the same): 'none', 'required' or
+        the named function; None for 'auto' (the server's default, not sent)."""
+        if self.choice == "auto":
+            return None
+        if self.choice in ("none", "required"):
+            return self.choice
+        return {"type": "function", "function": {"name": self.choice}}
+
+
+#: The default: the model decides, several calls allowed. A backend is passed `tool_choice` only when it differs.
+DEFAULT_TOOL_CHOICE = ToolChoice()
+
+
 @dataclass
 class Settings:
     """The framework's own settings for one call, taken out of generate_cfg."""
@@ -54,6 +81,10 @@ class Settings:
     cache_nondeterministic: bool = False  # cache answers of sampling settings too
     cache_dir: Any = None  # Qwen-Agent's name for `cache` with a directory
 
+    def tool_choice(self) -> ToolChoice:
+        """`function_choice` and `parallel_function_calls` as the backend receives them."""
+        return ToolChoice(self.function_choice or "auto", bool(self.parallel_function_calls))
+
 
 def split_generate_cfg(cfg: dict[str, Any]) -> tuple[Settings, dict[str, Any]]:
     """Framework settings and the keys to pass through to the backend."""
@@ -70,6 +101,11 @@ def split_generate_cfg(cfg: dict[str, Any]) -> tuple[Settings, dict[str, Any]]:
             raise ValueError(
                 f"generate_cfg[{key!r}] must be {kind} {'>=' if limit[2] else '>'} {limit[1]}, got {value!r}"
             )
+    choice = ours.get("function_choice")
+    if choice is not None and (not isinstance(choice, str) or not choice.strip()):
+        raise ValueError(
+            f"generate_cfg['function_choice'] must be 'auto', 'none', 'required' or a function's name, got {choice!r}"
+        )
     return Settings(**ours), rest
 
 

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from chatagent import ModelServiceError, Reply, ScriptedLLM, get_chat_model, register_llm, tool_call
-from chatagent.llm.base import BaseChatModel, split_generate_cfg, truncate_messages
+from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, split_generate_cfg, truncate_messages
 from chatagent.llm.registry import LLM_REGISTRY
 from chatagent.schema import ContentItem, Message, to_messages
 from chatagent.tokens import count_tokens, truncate_tokens
@@ -174,3 +174,88 @@ def test_the_deadline_is_a_keyword_of_chat_not_a_generate_cfg_key():
     assert 0 < llm.calls[0].generate_cfg["request_timeout"] <= 30  # the backend's timeout is capped by it
     BasicAgent(llm=llm).run_nonstream(USER, deadline=20)  # an agent's run passes its deadline the same way
     assert 0 < llm.calls[1].generate_cfg["request_timeout"] <= 20
+
+
+# ---- the tool choice: a typed keyword of the backend methods, never a cfg key ---------------------------------
+
+WEATHER = {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {}}}
+
+
+class OwnBackend(BaseChatModel):
+    """A user's backend as the README shows it: `_chat_stream` without the `tool_choice` keyword."""
+
+    def __init__(self, cfg=None):
+        super().__init__(cfg)
+        self.cfgs = []
+
+    def _chat_stream(self, messages, functions, cfg, usage):
+        self.cfgs.append(cfg)
+        yield [Message.unchecked("assistant", f"{len(functions or [])} tools", extra={"index": 0})]
+
+
+def test_a_backend_without_the_tool_choice_keyword_works_while_the_choice_is_the_default():
+    from tests.support.call_paths import PATHS, ask_every_path
+
+    llm = OwnBackend({"generate_cfg": {"function_choice": "auto", "parallel_function_calls": True}})
+    replies = ask_every_path(llm, USER, [WEATHER])
+    assert [r[0].content for r in replies] == ["1 tools"] * len(PATHS)
+    # a forced choice without functions has nothing to force: nothing is passed
+    replies = ask_every_path(llm, USER, None, {"function_choice": "none", "parallel_function_calls": False})
+    assert [r[0].content for r in replies] == ["0 tools"] * len(PATHS)
+    assert not any(key.startswith("_") for cfg in llm.cfgs for key in cfg)
+
+
+FORCED = [{"function_choice": "none"}, {"function_choice": "get_weather"}, {"parallel_function_calls": False}]
+
+
+@pytest.mark.parametrize("gen", FORCED)
+@pytest.mark.parametrize("path", ["chat stream", "chat once", "achat stream", "achat once"])
+def test_a_forced_tool_choice_is_not_dropped_by_a_backend_without_the_keyword(gen, path):
+    """As chat(deadline=) is passed only when a run has one: the keyword only when it asks for something, and a
+    backend that cannot take it fails loudly, naming it, rather than answer as if the choice were 'auto'."""
+    from tests.support.call_paths import ask_every_path
+
+    llm = OwnBackend()
+    with pytest.raises(TypeError, match="tool_choice"):
+        ask_every_path(llm, USER, [WEATHER], gen, path=path)
+    assert llm.cfgs == []  # the model was never asked
+
+
+@pytest.mark.parametrize(
+    "gen,expected",
+    [
+        ({}, ToolChoice("auto", True)),
+        ({"function_choice": "none"}, ToolChoice("none", True)),
+        ({"function_choice": "required", "parallel_function_calls": False}, ToolChoice("required", False)),
+        ({"function_choice": "get_weather"}, ToolChoice("get_weather", True)),
+    ],
+)
+def test_a_backend_with_the_keyword_gets_the_choice_and_a_clean_cfg(gen, expected):
+    from tests.support.call_paths import PATHS, ask_every_path
+
+    llm = ScriptedLLM(["ok"] * (len(PATHS) + 1), generate_cfg=gen)
+    ask_every_path(llm, USER, [WEATHER])
+    llm.chat(USER, stream=False)  # without functions: the default
+    assert [c.tool_choice for c in llm.calls] == [expected] * len(PATHS) + [DEFAULT_TOOL_CHOICE]
+    assert not any(key.startswith("_") for c in llm.calls for key in c.generate_cfg)
+
+
+def test_prompt_based_function_calling_passes_the_backend_no_tool_choice():
+    """The choice is then written into the prompt; the backend is asked without functions, so without a choice."""
+    llm = OwnBackend({"generate_cfg": {"fncall_prompt_type": "nous", "function_choice": "get_weather"}})
+    assert llm.chat(USER, [WEATHER], stream=False)[0].content == "0 tools"
+
+
+def test_tool_choice_request_field():
+    assert ToolChoice().request_field() is None
+    assert ToolChoice("none").request_field() == "none" and ToolChoice("required").request_field() == "required"
+    assert ToolChoice("f").request_field() == {"type": "function", "function": {"name": "f"}}
+
+
+@pytest.mark.parametrize("value", ["", " ", {"type": "function", "function": {"name": "f"}}, 3])
+def test_a_bad_function_choice_names_the_key(value):
+    """Once sent as a function named '' or named by a dict; now a clear error before the model is asked."""
+    llm = ScriptedLLM(["ok"], generate_cfg={"function_choice": value})
+    with pytest.raises(ValueError, match=r"generate_cfg\['function_choice'\] must be"):
+        llm.chat(USER, [WEATHER], stream=False)
+    assert llm.calls == []

@@ -12,6 +12,7 @@ from chatagent import BasicAgent, ModelServiceError, Usage, get_chat_model, merg
 from chatagent.llm.dashscope import DashScopeModel
 from chatagent.schema import ContentItem, Message, to_messages
 from tests.support import processes
+from tests.support.call_paths import PATHS, tool_fields_by_path
 from tests.support.dashscope_server import DashScopeServer, Reply
 
 pytestmark = pytest.mark.timeout(30)
@@ -167,13 +168,31 @@ def test_parallel_tool_calls_stream_and_non_stream(server: DashScopeServer) -> N
         assert [m.extra["function_id"] for m in out] == ["call_0_get_weather", "call_1_get_time"]
 
 
-def test_function_choice_becomes_tool_choice(server: DashScopeServer) -> None:
-    server.add("a", "b")
-    llm = model(server)
-    list(llm.chat(USER, functions=[WEATHER], extra_generate_cfg={"function_choice": "get_weather"}))
-    list(llm.chat(USER, functions=[WEATHER], extra_generate_cfg={"function_choice": "none"}))
-    assert server.requests[0].parameters["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
-    assert server.requests[1].parameters["tool_choice"] == "none"
+@pytest.mark.parametrize(
+    "gen,expected",
+    [
+        ({}, {"parallel_tool_calls": True}),
+        ({"function_choice": "none"}, {"tool_choice": "none", "parallel_tool_calls": True}),
+        ({"function_choice": "required"}, {"tool_choice": "required", "parallel_tool_calls": True}),
+        (
+            {"function_choice": "get_weather"},
+            {"tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "parallel_tool_calls": True},
+        ),
+        ({"parallel_function_calls": False}, {}),
+    ],
+)
+def test_function_choice_becomes_tool_choice(server: DashScopeServer, gen: dict, expected: dict) -> None:
+    """The choice reaches DashScope by every path (sync and async, streamed and whole), and only with tools."""
+    server.add(*["ok"] * (len(PATHS) + 1))
+    sent = tool_fields_by_path(model(server, **gen), USER, [WEATHER], lambda: [r.parameters for r in server.requests])
+    assert sent == [expected] * len(PATHS)
+
+
+def test_a_tool_choice_in_generate_cfg_is_sent_as_given(server: DashScopeServer) -> None:
+    server.add("ok")
+    llm = model(server, function_choice="none", tool_choice={"type": "function", "function": {"name": "get_time"}})
+    llm.chat(USER, [WEATHER, TIME], stream=False)
+    assert server.requests[0].parameters["tool_choice"] == {"type": "function", "function": {"name": "get_time"}}
 
 
 def test_tool_history_is_sent_in_dashscope_format(server: DashScopeServer) -> None:

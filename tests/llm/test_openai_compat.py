@@ -16,6 +16,7 @@ from chatagent.llm.openai_request import looks_multimodal
 from chatagent.llm.sse import sse_data
 from chatagent.schema import to_messages
 from chatagent.stream import collect
+from tests.support.call_paths import PATHS, ask_every_path, tool_fields_by_path
 from tests.support.openai_server import Reply
 
 pytestmark = pytest.mark.timeout(30)
@@ -568,17 +569,34 @@ def test_finish_reason_on_the_last_text_chunk_and_no_done(openai_server):
             {"tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
         ),
         ({"parallel_function_calls": False}, {"parallel_tool_calls": False}),
+        (
+            {"function_choice": "get_weather", "parallel_function_calls": False},
+            {"tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "parallel_tool_calls": False},
+        ),
     ],
 )
 def test_function_choice_and_parallel_calls_become_tool_choice(openai_server, gen, expected):
-    openai_server.add("ok", "ok")
+    """The choice reaches the server by every path (sync and async, streamed and whole), and only with tools."""
+    openai_server.add(*["ok"] * (len(PATHS) + 1))
     llm = model(openai_server, generate_cfg=gen)
-    llm.chat(USER, [WEATHER], stream=False)
-    llm.chat(USER, stream=False)  # without functions, neither is sent
-    with_tools, without = (r.json for r in openai_server.requests)
-    assert {k: with_tools[k] for k in ("tool_choice", "parallel_tool_calls") if k in with_tools} == expected
-    assert not {"tool_choice", "parallel_tool_calls", "_function_choice"} & set(without)
-    assert not any(k.startswith("_") for k in with_tools)
+    sent = tool_fields_by_path(llm, USER, [WEATHER], lambda: [r.json for r in openai_server.requests])
+    assert sent == [expected] * len(PATHS)
+
+
+def test_a_tool_choice_in_generate_cfg_is_sent_as_given(openai_server):
+    """The server's own fields, given in generate_cfg, win over function_choice by every path (the sync path once
+    sent function_choice's, the async path the given one)."""
+    given = {"type": "function", "function": {"name": "get_time"}}
+    openai_server.add(*["ok"] * len(PATHS))
+    gen = {
+        "function_choice": "none",
+        "parallel_function_calls": False,
+        "tool_choice": given,
+        "parallel_tool_calls": True,
+    }
+    ask_every_path(model(openai_server, generate_cfg=gen), USER, [WEATHER])
+    for path, request in zip(PATHS, openai_server.requests, strict=True):
+        assert request.json["tool_choice"] == given and request.json["parallel_tool_calls"] is True, path
 
 
 def test_retry_after_forms():
