@@ -22,7 +22,7 @@ test: setup
 
 lint: setup
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
-	$(VENV)/bin/basedpyright --pythonpath $(PY)
+	$(VENV)/bin/basedpyright -p . --pythonpath $(PY)
 
 # every benchmark, i.e. bench/*.py but the helpers: _*.py (shared code) and qa_*.py (Qwen-Agent's side of a
 # benchmark, run by it with arguments inside Qwen-Agent's own venv)
