@@ -418,7 +418,9 @@ def run_concurrency(threads: int) -> tuple[int, int, list[str]]:
         manual = Path(tmp) / "manual.md"
         manual.write_text("\n\n".join(f"Fact {i}: code {i * 7}." for i in range(300)))
         store = DocStore(Path(tmp) / "ws")
-        bot = Assistant(llm=ScriptedLLM(default=lambda m, f: m[0].text), files=[str(manual)], rag_cfg={"store": store})
+        # the model echoes its whole prompt: the excerpts go with the question, not in the system message
+        echo = ScriptedLLM(default=lambda m, f: "\n".join(x.text for x in m))
+        bot = Assistant(llm=echo, files=[str(manual)], rag_cfg={"store": store})
         barrier = threading.Barrier(threads)
 
         def ask(i: int) -> bool:
@@ -475,6 +477,8 @@ def main() -> None:
     print(f"api_key_in_logs: {'yes' if key_logged else 'no'}")
     for line in (fault_failures + hostile_failures + concurrency_failures)[:20]:
         print(f"  failed: {line}")
+    if survived < injected or handled < tried or clean < runs or key_logged:
+        sys.exit("reliability: not every case came through (see above)")  # make bench stops here
 
 
 if __name__ == "__main__":
