@@ -1,14 +1,6 @@
 """BaseTool, the tool registry, and turning a `function_list` into tools: the names tools have always imported
-from here. BaseTool lives in `chatagent.tools.tool`, the registry and `make_tools` in `chatagent.tools.registry`.
-
-    @register_tool('get_weather')
-    class GetWeather(BaseTool):
-        description = 'Current weather for a city.'
-        parameters = {'type': 'object', 'properties': {'city': {'type': 'string'}}, 'required': ['city']}
-
-        def call(self, params, **kwargs):
-            args = self.parse_params(params)   # or json5.loads(params), as Qwen-Agent tools do
-            return f"Sunny in {args['city']}"
+from here. BaseTool (with an example of a tool) lives in `chatagent.tools.tool`, the registry and `make_tools` in
+`chatagent.tools.registry`.
 """
 
 from __future__ import annotations
