@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "to_messages": "chatagent.schema",
     "to_openai": "chatagent.schema",
     "merge_delta": "chatagent.stream",
+    "Fragment": "chatagent.stream",
     "Session": "chatagent.sessions",
     "SessionInfo": "chatagent.sessions",
     "SessionBusyError": "chatagent.sessions",
@@ -119,6 +120,7 @@ __all__ = [
     "ModelServiceError",
     "ModelErrorCode",
     "Reply",
+    "Fragment",
     "Run",
     "RunDeadlineExceeded",
     "Session",
@@ -163,7 +165,7 @@ if TYPE_CHECKING:
     from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, to_messages, to_openai
     from chatagent.server import AgentServer
     from chatagent.sessions import Session, SessionBusyError, SessionConflictError, SessionInfo, SessionStoreError
-    from chatagent.stream import merge_delta
+    from chatagent.stream import Fragment, merge_delta
     from chatagent.structured import StructuredOutput, StructuredOutputError
     from chatagent.tokens import count_tokens
     from chatagent.tools.arguments import ToolArgumentError

@@ -28,7 +28,7 @@ from chatagent._kwargs import reject_unknown
 from chatagent.agent_compat import whole_lists_as_fragments
 from chatagent.agent_steps import LLM_CALL_CODE, RunSteps, emit_tool_end
 from chatagent.driver import adrive, drive
-from chatagent.effects import AgentLoop, LoopItem
+from chatagent.effects import AgentLoop, Fragments, LoopItem
 from chatagent.lang import conversation_lang
 from chatagent.llm.base import BaseChatModel
 from chatagent.llm.registry import get_chat_model
@@ -36,7 +36,7 @@ from chatagent.plugins import PluginError, Plugins
 from chatagent.run_context import CURRENT, RunContext, current_run
 from chatagent.run_handle import ARun, Run, close_stream
 from chatagent.schema import Message, not_a_message_list, to_messages, with_system_text
-from chatagent.stream import Collector, DictResponse, Response, collect
+from chatagent.stream import Collector, DictResponse, Fragment, Response, collect
 from chatagent.subagent import hidden, map_fragments, run_subagent
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from chatagent.sessions.session import Session
 
 #: What a run yields or returns to its caller: Messages, or dicts when the caller gave dicts
-Output = list[Message] | list[dict[str, Any]]
+Output = list[Message] | list[Fragment] | list[dict[str, Any]]  # Fragments: with delta_stream=True
 
 _UNSET: Any = object()
 
@@ -398,7 +398,7 @@ class Agent(RunSteps):
         deadline: float | None,
         session: Any,
         kwargs: dict[str, Any],
-    ) -> tuple[Iterator[list[Message]], bool, RunContext]:
+    ) -> tuple[Iterator[Fragments], bool, RunContext]:
         """The run's fragments for `run()` (driven here), the output type, the context."""
         msgs, as_dicts, context = self._prepare(messages, deadline, kwargs)
         if session is None:
@@ -408,7 +408,7 @@ class Agent(RunSteps):
         session = _checked_session(session)
         kwargs.setdefault("session_id", _tool_state_key(session))
 
-        def start(conversation: list[Message]) -> Iterator[list[Message]]:
+        def start(conversation: list[Message]) -> Iterator[Fragments]:
             return drive(self._start(conversation, lang, context, kwargs))
 
         return run_turn(session, msgs, start, self.name), as_dicts, context
@@ -420,7 +420,7 @@ class Agent(RunSteps):
         deadline: float | None,
         session: Any,
         kwargs: dict[str, Any],
-    ) -> tuple[AsyncIterator[list[Message]], bool, RunContext]:
+    ) -> tuple[AsyncIterator[Fragments], bool, RunContext]:
         """`_stream` for `arun()`: driven on the event loop."""
         msgs, as_dicts, context = self._prepare(messages, deadline, kwargs)
         blocking = not self.async_safe
@@ -431,7 +431,7 @@ class Agent(RunSteps):
         session = _checked_session(session)
         kwargs.setdefault("session_id", _tool_state_key(session))
 
-        def start(conversation: list[Message]) -> AsyncIterator[list[Message]]:
+        def start(conversation: list[Message]) -> AsyncIterator[Fragments]:
             return adrive(self._start(conversation, lang, context, kwargs), blocking)
 
         return arun_turn(session, msgs, start, self.name), as_dicts, context
@@ -520,7 +520,7 @@ class Agent(RunSteps):
 
     # ---- output conversion ---------------------------------------------------------------------------
 
-    def _output(self, as_dicts: bool, delta_stream: bool) -> Callable[[list[Message]], Output]:
+    def _output(self, as_dicts: bool, delta_stream: bool) -> Callable[[Fragments], Output]:
         """What turns each list of fragments into what the caller gets."""
         name = self.name
         if delta_stream:
@@ -530,13 +530,13 @@ class Agent(RunSteps):
         response = DictResponse() if as_dicts else Response()
         add, msgs = response.add, response.messages
 
-        def cumulative(fragments: list[Message]) -> Output:
+        def cumulative(fragments: Fragments) -> Output:
             add(_named(fragments, name))
             return msgs.copy()
 
         return cumulative
 
-    def _named(self, fragments: list[Message]) -> list[Message]:
+    def _named(self, fragments: Fragments) -> Fragments:
         """`fragments` with this agent's name on those that have none (in place: fragments are single-use)."""
         return _named(fragments, self.name)
 
@@ -565,7 +565,7 @@ def _checked_session(session: Any) -> Session:
     return session
 
 
-def _named(fragments: list[Message], name: str | None) -> list[Message]:
+def _named(fragments: Fragments, name: str | None) -> Fragments:
     if name is not None:
         for f in fragments:
             if f.name is None:

@@ -7,12 +7,12 @@ from collections.abc import Generator, Iterable, Iterator
 from typing import Any
 
 from chatagent.driver import ModelStream
-from chatagent.effects import AgentLoop, ModelCall, Request, pass_on, step
+from chatagent.effects import AgentLoop, Fragments, ModelCall, Request, pass_on, step
 from chatagent.schema import Message
-from chatagent.stream import INDEX, WholeLists, fragment
+from chatagent.stream import INDEX, Fragment, WholeLists, fragment, typed
 
 
-def collected(stream: Iterable[list[Message]], s: ModelStream) -> Iterator[list[Message]]:
+def collected(stream: Iterable[Fragments], s: ModelStream) -> Iterator[Fragments]:
     """The stream's fragments, also collected (and the deadline checked) by `s`."""
     for fragments in stream:
         s.push(fragments)
@@ -24,7 +24,7 @@ def whole_lists_as_fragments(gen: Generator[Any, Any, Any]) -> AgentLoop:
     fragments and requests pass through. What was shown before the first whole list is remembered (cheaply: copies of the
     few messages an agent yields itself, and the model replies) so that a whole list can be told apart
     from it."""
-    seen: list[list[Message]] | None = []
+    seen: list[Fragments] | None = []
     whole: WholeLists | None = None
     value: Any = None
     error: BaseException | None = None
@@ -49,8 +49,9 @@ def whole_lists_as_fragments(gen: Generator[Any, Any, Any]) -> AgentLoop:
             if not item:
                 continue
             first = item[0]
-            if isinstance(first, Message) and first.extra is not None and INDEX in first.extra:
-                shown = [fragment(f, f.extra[INDEX]) for f in item]
+            if isinstance(first, Fragment) or (isinstance(first, Message) and first.extra and INDEX in first.extra):
+                item = typed(item)
+                shown = [f.copy() for f in item]
                 if whole is not None:
                     whole.add(shown)
                 elif seen is not None:  # (no whole list yet)

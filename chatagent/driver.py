@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from chatagent.effects import AgentLoop, Blocking, Fragments, ModelCall, ToolBatch, ToolWait, step
 from chatagent.events import LLM_END, LLM_START, Event, deliver, handlers
-from chatagent.stream import INDEX, Collector, not_a_fragment
+from chatagent.stream import Collector, typed
 
 if TYPE_CHECKING:
     import asyncio
@@ -66,10 +66,7 @@ class ModelStream:
         start = self.start
         if start:
             for f in fragments:
-                extra = f.extra
-                if extra is None:
-                    raise not_a_fragment(f)
-                extra[INDEX] += start
+                f.index += start
         view = self.view
         if view is not None:
             fragments = view(fragments)
@@ -145,7 +142,7 @@ def drive(gen: AgentLoop) -> Generator[Fragments, None, None]:
             if type(item) is list:
                 value = None
                 if item:
-                    yield item
+                    yield typed(item)
                 continue
             try:
                 if type(item) is ModelCall:
@@ -236,7 +233,7 @@ async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
             if type(item) is list:
                 value = None
                 if item:
-                    yield item
+                    yield typed(item)
                 continue
             try:
                 if type(item) is ModelCall:  # `_model` for asyncio, written out here: one layer less per chunk

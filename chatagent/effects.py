@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel
     from chatagent.schema import Message
+    from chatagent.stream import Fragment
 
-Fragments = list["Message"]
+#: Fragments as the framework passes them on (`chatagent.stream`).
+Fragments = list["Fragment"]
 
 
 class View:
@@ -153,7 +155,8 @@ class Blocking(Request):
 
 
 #: What an agent's loop yields to its driver: fragments to show, or a request to carry out.
-LoopItem = Fragments | Request
+#: (An agent may yield plain Messages marked the older way, `extra['index']`: the driver converts them.)
+LoopItem = Fragments | list["Message"] | Request
 #: An agent's loop as a driver runs it: it yields fragments and requests and is sent each request's result.
 AgentLoop = Generator[LoopItem, Any, Any]
 _Item = TypeVar("_Item")

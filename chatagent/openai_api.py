@@ -20,7 +20,7 @@ import orjson
 from chatagent.errors import ModelErrorCode, ModelServiceError, RunDeadlineExceeded
 from chatagent.keys import mask_secrets
 from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
-from chatagent.stream import INDEX, not_a_fragment
+from chatagent.stream import Fragment
 
 MAX_SESSION_ID_CHARS = 128
 #: The keys of a final message's `extra` a client receives (in the field `chatagent`), when the agent sets them.
@@ -163,19 +163,17 @@ class Answer:
         self.last = -1  # the index of the last assistant message
         self.extra: dict[str, Any] = {}  # its public extras
 
-    def add(self, fragments: list[Message]) -> tuple[str, str]:
+    def add(self, fragments: list[Fragment]) -> tuple[str, str]:
         """The (text, reasoning) these fragments add to the answer."""
         text = reasoning = ""
         for f in fragments:
             if f.role != ASSISTANT:
                 continue
-            extra = f.extra
-            if extra is None:
-                raise not_a_fragment(f)
-            i = extra[INDEX]
+            i = f.index
             if i > self.last:
                 self.last, self.extra = i, {}
-            if len(extra) > 1 and i == self.last:
+            extra = f.extra
+            if extra and i == self.last:
                 for key in PUBLIC_EXTRAS:
                     if key in extra:
                         self.extra[key] = extra[key]

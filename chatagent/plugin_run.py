@@ -21,7 +21,7 @@ import contextvars
 import logging
 import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -31,7 +31,7 @@ from chatagent.effects import AgentLoop, Blocking, LoopItem, ModelCall, ToolBatc
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.plugins import BLOCKED_BY, BLOCKED_REASON, Blocked, Plugins, Retry, failed, plugin_name
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, to_message
-from chatagent.stream import INDEX, REPLACE, Collector, WholeLists, fragment, not_a_fragment, shift
+from chatagent.stream import Collector, Fragment, WholeLists, fragment, shift, typed
 from chatagent.tools.base import result_content
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ class _ControlledRun:
         self.ctx = ctx
         self.shown = Collector()  # the response as the caller has seen it
         self.checks: list[tuple[Any, Future]] = []  # input checks still to be settled
-        self.held: list[Message] = []  # output waiting for them
+        self.held: list[Fragment] = []  # output waiting for them
         self.resume: Resume | None = None  # the decisions, while the paused calls run
         self.offset = 0  # where the current attempt's response starts in the shown one
         self.replace_at = -1  # the shown message the attempt's first fragment replaces (a retried answer)
@@ -165,18 +165,13 @@ class _ControlledRun:
 
     # ---- placing and recording what is shown -----------------------------------------------------------------
 
-    def _place(self, fragments: list[Message]) -> list[Message]:
+    def _place(self, given: Sequence[Message]) -> list[Fragment]:
         """An attempt's fragments at their place in the whole response (in place: fragments are single-use)."""
-        offset = self.offset
-        if offset:
-            shift(fragments, offset)
+        fragments = shift(typed(given), self.offset)
         if self.replace_at >= 0:
             for f in fragments:
-                extra = f.extra
-                if extra is None:
-                    raise not_a_fragment(f)
-                if extra[INDEX] == self.replace_at:
-                    extra[REPLACE] = True
+                if f.index == self.replace_at:
+                    f.replace = True
                     self.replace_at = -1
                     break
         return fragments
@@ -190,8 +185,8 @@ class _ControlledRun:
         if plain and not (self.checks and not all(f.done() for _, f in self.checks)):
             return False
 
-        def place_hold_record(fragments: list[Message]) -> list[Message]:
-            fragments = self._place(fragments)
+        def place_hold_record(given: list[Fragment]) -> list[Fragment]:
+            fragments = self._place(given)
             if self.checks:
                 if not all(f.done() for _, f in self.checks):
                     self.held += fragments
@@ -330,28 +325,25 @@ class _ControlledRun:
             current = out
         return None if current is response else current
 
-    def _paused(self, waiting: list[dict]) -> list[Message]:
+    def _paused(self, waiting: list[dict]) -> list[Fragment]:
         """The fragment that pauses the run: the waiting calls, on the last message shown (the call)."""
         response = self.shown.messages()
         last = len(response) - 1
-        if last >= 0 and response[last].function_call is not None:
-            out = [Message.unchecked(ASSISTANT, "", None, None, None, {INDEX: last, PENDING_APPROVAL: waiting})]
-        else:  # the agent ran tools without showing the call: show the wait on its own
-            out = [Message.unchecked(ASSISTANT, "", None, None, None, {INDEX: last + 1, PENDING_APPROVAL: waiting})]
+        # on the call, or on its own when the agent ran tools without showing the call
+        at = last if last >= 0 and response[last].function_call is not None else last + 1
+        out = [Fragment.unchecked(ASSISTANT, "", None, None, None, {PENDING_APPROVAL: waiting}, at)]
         self.shown.add(out)
         return out
 
-    def _blocked(self, b: Blocked) -> list[Message]:
+    def _blocked(self, b: Blocked) -> list[Fragment]:
         """The fragment that ends a blocked run: the plugin's message, in place of the answer shown, if any."""
         logger.info("run blocked by %s: %s", b.plugin, b.reason or "(no reason given)")
         response = self.shown.messages()
         at = _answer_index(response, self.offset)
-        extra: dict[str, Any] = {INDEX: at, BLOCKED_BY: b.plugin}
+        extra: dict[str, Any] = {BLOCKED_BY: b.plugin}
         if b.reason:
             extra[BLOCKED_REASON] = b.reason
-        if at < len(response):
-            extra[REPLACE] = True
-        out = [Message.unchecked(ASSISTANT, b.message, None, None, None, extra)]
+        out = [Fragment.unchecked(ASSISTANT, b.message, None, None, None, extra, at, at < len(response))]
         self.shown.add(out)
         return out
 
@@ -369,7 +361,7 @@ def _answer_index(response: list[Message], start: int) -> int:
     return len(response)
 
 
-def _rewrite(response: list[Message], new: list[Message]) -> list[Message]:
+def _rewrite(response: list[Message], new: list[Message]) -> list[Fragment]:
     """The fragments that turn the shown `response` into `new` (extending where it only grew, else replacing)."""
     whole = WholeLists()
     whole.shown = [m.copy() for m in response]

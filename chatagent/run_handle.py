@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from chatagent.llm.base import Usage
 from chatagent.run_context import CURRENT, RunContext
-from chatagent.schema import Message
+from chatagent.stream import Fragment
 
 
 def close_stream(stream: Iterator[Any]) -> None:
@@ -29,7 +29,9 @@ class Run(Iterator[_Out]):
 
     __slots__ = ("_gen", "_out", "context")
 
-    def __init__(self, gen: Iterator[list[Message]], out: Callable[[list[Message]], _Out], context: RunContext) -> None:
+    def __init__(
+        self, gen: Iterator[list[Fragment]], out: Callable[[list[Fragment]], _Out], context: RunContext
+    ) -> None:
         self._gen = gen
         self._out = out
         self.context = context
@@ -66,7 +68,7 @@ class ARun(AsyncIterator[_Out]):
     __slots__ = ("_agen", "_out", "context")
 
     def __init__(
-        self, agen: AsyncIterator[list[Message]], out: Callable[[list[Message]], _Out], context: RunContext
+        self, agen: AsyncIterator[list[Fragment]], out: Callable[[list[Fragment]], _Out], context: RunContext
     ) -> None:
         self._agen = agen
         self._out = out

@@ -29,36 +29,37 @@ class MessageError(ValueError):
 
 
 class _DictLike:
-    """Dict-style access over the slots of a small class."""
+    """Dict-style access over the fields of a small class (`_fields`: its slots, and a subclass's added ones)."""
 
     __slots__: tuple[str, ...] = ()
+    _fields: tuple[str, ...] = ()
 
     def __getitem__(self, key: str) -> Any:
-        if key not in self.__slots__:
+        if key not in self._fields:
             raise KeyError(key)
         return getattr(self, key)
 
     def __setitem__(self, key: str, value: Any) -> None:
-        if key not in self.__slots__:
+        if key not in self._fields:
             raise KeyError(key)
         setattr(self, key, value)
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key in self.__slots__ and getattr(self, key) is not None
+        return isinstance(key, str) and key in self._fields and getattr(self, key) is not None
 
     def get(self, key: str, default: Any = None) -> Any:
-        value = getattr(self, key, None) if key in self.__slots__ else None
+        value = getattr(self, key, None) if key in self._fields else None
         return default if value is None else value
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+        return all(getattr(self, k) == getattr(other, k) for k in self._fields)
 
     __hash__ = None  # pyright: ignore[reportAssignmentType] -- unhashable on purpose: mutable, compared by value
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__ if getattr(self, k) is not None)
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self._fields if getattr(self, k) is not None)
         return f"{type(self).__name__}({fields})"
 
     def __str__(self) -> str:
@@ -73,6 +74,7 @@ class ContentItem(_DictLike):
     """One part of a multimodal message: exactly one of text, image, file, audio, video."""
 
     __slots__ = CONTENT_KINDS
+    _fields = CONTENT_KINDS
     text: str | None
     image: str | None
     file: str | None
@@ -124,6 +126,7 @@ class FunctionCall(_DictLike):
     """A call the model asks for: the tool's name and its arguments as a JSON string."""
 
     __slots__ = ("name", "arguments")
+    _fields = __slots__
     name: str
     arguments: str
 
@@ -150,6 +153,7 @@ class Message(_DictLike):
     """
 
     __slots__ = ("role", "content", "name", "function_call", "reasoning_content", "extra")
+    _fields: tuple[str, ...] = __slots__
     role: str
     content: str | list[ContentItem]
     name: str | None

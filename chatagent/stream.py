@@ -1,12 +1,16 @@
 """Incremental streaming: message fragments and how they add up to a response.
 
-Every stream in chatagent is, underneath, a stream of *fragments*: lists of Messages each carrying
-`extra['index']`, the position in the response of the message it belongs to. A fragment at a new
-index starts a message; a fragment at an existing index appends its `content` and
-`reasoning_content` text to that message and sets any other field it carries. Text only ever grows,
-so the total cost of an incremental stream is linear in the length of the answer. The one exception:
-a fragment with `extra['replace'] = True` replaces the message at its index whole (what a Qwen-Agent-style
-agent needs when it rewrites a message it showed before; see `whole_list_fragments`).
+Every stream in chatagent is, underneath, a stream of *fragments*: lists of `Fragment`s, Messages that
+carry `index`, the position in the response of the message they belong to. A fragment at a new index
+starts a message; a fragment at an existing index appends its `content` and `reasoning_content` text
+to that message and sets any other field it carries (its `extra` keys are added to the message's).
+Text only ever grows, so the total cost of an incremental stream is linear in the length of the answer.
+The one exception: a fragment with `replace=True` replaces the message at its index whole (what a
+Qwen-Agent-style agent needs when it rewrites a message it showed before; see `WholeLists`).
+
+Earlier versions marked a fragment with `extra['index']` (and `extra['replace']`) on a plain Message;
+such messages are still taken wherever fragments come in (`as_fragment`), so backends and agents written
+that way keep working.
 
 `Response` turns fragments into the cumulative view (each yield the whole response so far), copying
 only the message that changed, so that earlier yields stay valid.
@@ -15,34 +19,159 @@ only the message that changed, so that earlier yields stay valid.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, overload
+from typing import Any, cast, overload
 
-from chatagent.schema import ContentItem, Message, to_message
+from chatagent.schema import ContentItem, FunctionCall, Message, to_message
 
-INDEX = "index"
+INDEX = "index"  # the legacy extra key (and a fragment dict's key) for `Fragment.index`
 REPLACE = "replace"
 
 
-def fragment(msg: Message, index: int) -> Message:
+class Fragment(Message):
+    """A piece of the message at `index` of a response: a Message (`f.role`, `f["content"]`, `f.extra`)
+    plus its place. `replace=True` makes it replace that message instead of adding to it."""
+
+    __slots__ = ("index", "replace")
+    _fields = (*Message.__slots__, "index", "replace")
+    index: int
+    replace: bool
+
+    def __init__(
+        self,
+        role: str,
+        content: str | list[ContentItem] | list[dict[str, Any]] | None = "",
+        reasoning_content: str | None = None,
+        name: str | None = None,
+        function_call: FunctionCall | dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
+        *,
+        index: int,
+        replace: bool = False,
+    ) -> None:
+        super().__init__(role, content, reasoning_content, name, function_call, extra)
+        self.index = _checked_index(index)
+        self.replace = replace is True
+
+    @classmethod
+    def unchecked(
+        cls,
+        role: str,
+        content: str | list[ContentItem],
+        name: str | None = None,
+        function_call: FunctionCall | None = None,
+        reasoning_content: str | None = None,
+        extra: dict[str, Any] | None = None,
+        index: int = 0,
+        replace: bool = False,
+    ) -> Fragment:
+        """Build without validation, for the framework's own already-valid values (the per-chunk path)."""
+        f = object.__new__(cls)
+        f.role, f.content, f.name, f.function_call = role, content, name, function_call
+        f.reasoning_content, f.extra, f.index, f.replace = reasoning_content, extra, index, replace
+        return f
+
+    def copy(self, **changes: Any) -> Fragment:
+        """A copy (as `Message.copy`), keeping `index` and `replace` unless changed."""
+        f = Fragment.unchecked(
+            self.role,
+            list(self.content) if isinstance(self.content, list) else self.content,
+            self.name,
+            self.function_call,
+            self.reasoning_content,
+            dict(self.extra) if self.extra is not None else None,
+            self.index,
+            self.replace,
+        )
+        for k, v in changes.items():
+            setattr(f, k, v)
+        return f
+
+    def model_dump(self) -> dict[str, Any]:
+        """The fragment as a dict: the message's keys, `index`, and `replace` when set."""
+        d = super().model_dump()
+        d[INDEX] = self.index
+        if self.replace:
+            d[REPLACE] = True
+        return d
+
+    def message(self) -> Message:
+        """The message this fragment starts (a new Message without index; content lists and extra shared)."""
+        return Message.unchecked(
+            self.role, self.content, self.name, self.function_call, self.reasoning_content, self.extra
+        )
+
+
+def _checked_index(index: object) -> int:
+    if type(index) is not int or index < 0:
+        raise ValueError(f"a fragment's index must be an int >= 0, got {index!r}")
+    return index
+
+
+def fragment(msg: Message, index: int) -> Fragment:
     """`msg` as a fragment of the message at `index` (a copy; `msg` is not changed)."""
-    extra = dict(msg.extra) if msg.extra else {}
-    extra[INDEX] = index
-    return Message.unchecked(msg.role, msg.content, msg.name, msg.function_call, msg.reasoning_content, extra)
+    extra = dict(msg.extra) if msg.extra else None
+    return Fragment.unchecked(msg.role, msg.content, msg.name, msg.function_call, msg.reasoning_content, extra, index)
 
 
-def not_a_fragment(f: Message) -> ValueError:
-    """The error for a message given where a fragment belongs (its `extra` is None: no `extra['index']`)."""
-    return ValueError(f"not a fragment (a message without extra['index']): {f!r}")
+def not_a_fragment(f: object) -> ValueError:
+    """The error for something given where a fragment belongs."""
+    return ValueError(f"not a fragment (a Fragment, or a Message with extra['index']): {f!r}")
 
 
-def shift(fragments: list[Message], offset: int) -> list[Message]:
+def as_fragment(f: Message | dict[str, Any]) -> Fragment:
+    """`f` as a Fragment: itself if it is one; a Message or dict marked the older way (`extra['index']`,
+    `extra['replace']`), or a fragment's dict (`index` beside the message's keys), converted."""
+    if isinstance(f, Fragment):
+        return f
+    if isinstance(f, dict):
+        if INDEX in f:
+            index, replace = f[INDEX], f.get(REPLACE, False)
+            m = to_message({k: v for k, v in f.items() if k != INDEX and k != REPLACE}, "fragment")
+            return Fragment.unchecked(
+                m.role,
+                m.content,
+                m.name,
+                m.function_call,
+                m.reasoning_content,
+                m.extra,
+                _checked_index(index),
+                replace is True,
+            )
+        f = to_message(f, "fragment")
+    extra = f.extra
+    if extra is None or INDEX not in extra:
+        raise not_a_fragment(f)
+    rest = {k: v for k, v in extra.items() if k != INDEX and k != REPLACE}
+    return Fragment.unchecked(
+        f.role,
+        f.content,
+        f.name,
+        f.function_call,
+        f.reasoning_content,
+        rest or None,
+        _checked_index(extra[INDEX]),
+        extra.get(REPLACE) is True,
+    )
+
+
+def typed(fragments: Sequence[Message]) -> list[Fragment]:
+    """`fragments` as a list of Fragments: the list itself when it holds only Fragments (the usual case,
+    checked in one pass), else a new list with the older-style ones converted (`as_fragment`)."""
+    for f in fragments:
+        if type(f) is not Fragment:
+            return [as_fragment(g) for g in fragments]
+    return (
+        cast("list[Fragment]", fragments)
+        if isinstance(fragments, list)
+        else list(cast("Sequence[Fragment]", fragments))
+    )
+
+
+def shift(fragments: list[Fragment], offset: int) -> list[Fragment]:
     """The fragments moved `offset` places later in the response (in place: fragments are single-use)."""
     if offset:
         for f in fragments:
-            extra = f.extra
-            if extra is None:
-                raise not_a_fragment(f)
-            extra[INDEX] += offset
+            f.index += offset
     return fragments
 
 
@@ -59,26 +188,31 @@ class Response:
         msgs = self.messages
         changed: list[int] = []
         for f in fragments:
-            extra = f.extra
-            if extra is None:
-                raise not_a_fragment(f)
-            i: int = extra[INDEX]
-            rest = _rest(extra) if len(extra) > 1 else None
-            if i == len(msgs):
-                msgs.append(
-                    Message.unchecked(f.role, f.content, f.name, f.function_call, f.reasoning_content, rest or None)
-                )
-            elif rest is not None and extra.get(REPLACE) and 0 <= i < len(msgs):
-                msgs[i] = Message.unchecked(
-                    f.role, f.content, f.name, f.function_call, f.reasoning_content, rest or None
-                )
-            elif 0 <= i < len(msgs):
-                msgs[i] = _extend(msgs[i], f, rest)
+            if type(f) is not Fragment:
+                f = as_fragment(f)
+            i = f.index
+            if i == len(msgs) or (f.replace and i < len(msgs)):
+                m = Message.unchecked(f.role, f.content, f.name, f.function_call, f.reasoning_content, _own(f.extra))
+                if i == len(msgs):
+                    msgs.append(m)
+                else:
+                    msgs[i] = m
+            elif i < len(msgs):
+                msgs[i] = _extend(msgs[i], f)
             else:
-                raise ValueError(f"fragment index {i} skips past the end of a response of {len(msgs)} messages")
+                raise _past_the_end(i, len(msgs))
             if not changed or changed[-1] != i:
                 changed.append(i)
         return changed
+
+
+def _own(extra: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A message's own copy of a fragment's extra (fragments may be seen by several consumers)."""
+    return dict(extra) if extra else None
+
+
+def _past_the_end(i: int, n: int) -> ValueError:
+    return ValueError(f"fragment index {i} skips past the end of a response of {n} messages")
 
 
 class DictResponse:
@@ -93,30 +227,23 @@ class DictResponse:
     def add(self, fragments: Iterable[Message]) -> None:
         msgs = self.messages
         for f in fragments:
-            fx = f.extra
-            if fx is None:
-                raise not_a_fragment(f)
-            i: int = fx[INDEX]
-            new = i == len(msgs)
-            if new or (len(fx) > 1 and fx.get(REPLACE) and 0 <= i < len(msgs)):
-                d = f.model_dump()
-                extra: dict[str, Any] = d["extra"]
-                del extra[INDEX]
-                extra.pop(REPLACE, None)
-                if not extra:
-                    del d["extra"]
-                if new:
+            if type(f) is not Fragment:
+                f = as_fragment(f)
+            i = f.index
+            if i == len(msgs) or (f.replace and i < len(msgs)):
+                d = Message.model_dump(f)
+                if i == len(msgs):
                     msgs.append(d)
                 else:
                     msgs[i] = d
-            elif 0 <= i < len(msgs):
-                msgs[i] = _extend_dict(msgs[i], f, fx)
+            elif i < len(msgs):
+                msgs[i] = _extend_dict(msgs[i], f)
             else:
-                raise ValueError(f"fragment index {i} skips past the end of a response of {len(msgs)} messages")
+                raise _past_the_end(i, len(msgs))
 
 
-def _extend_dict(d: dict[str, Any], f: Message, f_extra: dict[str, Any]) -> dict[str, Any]:
-    """A copy of message dict `d` with fragment `f` (whose extra is `f_extra`) applied: text appended, fields set."""
+def _extend_dict(d: dict[str, Any], f: Fragment) -> dict[str, Any]:
+    """A copy of message dict `d` with fragment `f` applied: text appended, fields set."""
     d = d.copy()
     c = f.content
     if c:
@@ -134,17 +261,12 @@ def _extend_dict(d: dict[str, Any], f: Message, f_extra: dict[str, Any]) -> dict
         d["name"] = f.name
     if f.function_call is not None:
         d["function_call"] = f.function_call.model_dump()
-    if len(f_extra) > 1:
-        d["extra"] = {**d.get("extra", {}), **_rest(f_extra)}
+    if f.extra:
+        d["extra"] = {**d.get("extra", {}), **f.extra}
     return d
 
 
-def _rest(extra: dict[str, Any]) -> dict[str, Any]:
-    """A fragment's extra without the protocol's own keys."""
-    return {k: v for k, v in extra.items() if k != INDEX and k != REPLACE}
-
-
-def _extend(m: Message, f: Message, extra: dict[str, Any] | None) -> Message:
+def _extend(m: Message, f: Fragment) -> Message:
     content = m.content
     if f.content:
         if isinstance(content, str) and isinstance(f.content, str):
@@ -154,6 +276,7 @@ def _extend(m: Message, f: Message, extra: dict[str, Any] | None) -> Message:
     reasoning = m.reasoning_content
     if f.reasoning_content:
         reasoning = (reasoning or "") + f.reasoning_content
+    extra = f.extra
     if extra:
         extra = {**m.extra, **extra} if m.extra else extra
     else:
@@ -172,7 +295,7 @@ def _as_list(content: str | list[ContentItem]) -> list[ContentItem]:
     return [ContentItem(text=content)] if isinstance(content, str) else list(content) if content else []
 
 
-def accumulate(stream: Iterable[list[Message]]) -> Iterator[list[Message]]:
+def accumulate(stream: Iterable[Sequence[Message]]) -> Iterator[list[Message]]:
     """Fragments in, cumulative lists out: each yield is the whole response so far (a new list)."""
     response = Response()
     for fragments in stream:
@@ -207,22 +330,21 @@ class Collector:
     def add(self, fragments: Iterable[Message]) -> None:
         parts = self._parts
         for f in fragments:
-            fx = f.extra
-            if fx is None:
-                raise not_a_fragment(f)
-            i: int = fx[INDEX]
-            if i == len(parts) or (fx.get(REPLACE) and 0 <= i < len(parts)):
-                parts[i : i + 1] = [_Parts(f, (_rest(fx) or None) if len(fx) > 1 else None)]
+            if type(f) is not Fragment:
+                f = as_fragment(f)
+            i = f.index
+            if i == len(parts) or (f.replace and i < len(parts)):
+                parts[i : i + 1] = [_Parts(f, _own(f.extra))]
                 continue
-            if not 0 <= i < len(parts):
-                raise ValueError(f"fragment index {i} skips past the end of a response of {len(parts)} messages")
+            if i > len(parts):
+                raise _past_the_end(i, len(parts))
             p = parts[i]
             if f.content:
                 p.contents.append(f.content)
             if f.reasoning_content:
                 p.reasonings.append(f.reasoning_content)
-            if len(fx) > 1:
-                p.extra = {**(p.extra or {}), **_rest(fx)}
+            if f.extra:
+                p.extra = {**(p.extra or {}), **f.extra}
             if f.name is not None or f.function_call is not None:
                 first = p.first
                 p.first = Message.unchecked(
@@ -251,7 +373,7 @@ class Collector:
         return out
 
 
-def collect(stream: Iterable[list[Message]]) -> list[Message]:
+def collect(stream: Iterable[Sequence[Message]]) -> list[Message]:
     """Consume a fragment stream; the final response (linear in its length)."""
     collector = Collector()
     for fragments in stream:
@@ -273,35 +395,29 @@ def merge_delta(response: list[Any], fragments: Iterable[dict[str, Any] | Messag
     """
     for given in fragments:
         as_dict = isinstance(given, dict)
-        f = to_message(given) if as_dict else given
-        fx = f.extra
-        if fx is None:
-            raise not_a_fragment(f)
-        i: int = fx[INDEX]
-        if i == len(response) or (fx.get(REPLACE) and 0 <= i < len(response)):
+        f = as_fragment(given)
+        i = f.index
+        if i == len(response) or (f.replace and i < len(response)):
             if as_dict:
                 DictResponse(response).add([f])
             else:
-                msg = Message.unchecked(
-                    f.role, f.content, f.name, f.function_call, f.reasoning_content, _rest(fx) or None
-                )
+                msg = Message.unchecked(f.role, f.content, f.name, f.function_call, f.reasoning_content, _own(f.extra))
                 if i == len(response):
                     response.append(msg)
                 else:
                     response[i] = msg
-        elif 0 <= i < len(response):
-            (_grow_dict if as_dict else _grow_message)(response[i], f, fx)
+        elif i < len(response):
+            (_grow_dict if as_dict else _grow_message)(response[i], f)
         else:
-            raise ValueError(f"fragment index {i} skips past the end of a response of {len(response)} messages")
+            raise _past_the_end(i, len(response))
     return response
 
 
-def _grow_dict(d: dict[str, Any], f: Message, f_extra: dict[str, Any]) -> None:
-    """Apply fragment `f` (whose extra is `f_extra`) to message dict `d` in place: text (the usual fragment) grows
-    in place, where the interpreter can (a str that nobody else holds); anything else is applied as `_extend_dict`
-    does."""
+def _grow_dict(d: dict[str, Any], f: Fragment) -> None:
+    """Apply fragment `f` to message dict `d` in place: text (the usual fragment) grows in place, where the
+    interpreter can (a str that nobody else holds); anything else is applied as `_extend_dict` does."""
     content = f.content
-    if isinstance(content, str) and _adds_text_only(f, f_extra) and isinstance(d.get("content"), str):
+    if isinstance(content, str) and _adds_text_only(f) and isinstance(d.get("content"), str):
         for key, piece in (("content", content), ("reasoning_content", f.reasoning_content)):
             if piece:
                 text: str = d.get(key) or ""
@@ -309,13 +425,13 @@ def _grow_dict(d: dict[str, Any], f: Message, f_extra: dict[str, Any]) -> None:
                 text += piece
                 d[key] = text
     else:
-        d.update(_extend_dict(d, f, f_extra))
+        d.update(_extend_dict(d, f))
 
 
-def _grow_message(m: Message, f: Message, f_extra: dict[str, Any]) -> None:
-    """Apply fragment `f` (whose extra is `f_extra`) to message `m` in place, as `_grow_dict` does."""
+def _grow_message(m: Message, f: Fragment) -> None:
+    """Apply fragment `f` to message `m` in place, as `_grow_dict` does."""
     content = f.content
-    if isinstance(content, str) and _adds_text_only(f, f_extra) and isinstance(m.content, str):
+    if isinstance(content, str) and _adds_text_only(f) and isinstance(m.content, str):
         if content:
             text = m.content
             m.content = ""
@@ -327,14 +443,14 @@ def _grow_message(m: Message, f: Message, f_extra: dict[str, Any]) -> None:
             reasoning += f.reasoning_content
             m.reasoning_content = reasoning
     else:
-        grown = _extend(m, f, _rest(f_extra) or None)
+        grown = _extend(m, f)
         for name in Message.__slots__:
             setattr(m, name, getattr(grown, name))
 
 
-def _adds_text_only(f: Message, f_extra: dict[str, Any]) -> bool:
+def _adds_text_only(f: Fragment) -> bool:
     """Whether fragment `f` (content a str) only adds text: no name, call or extra to set."""
-    return f.name is None and f.function_call is None and len(f_extra) == 1
+    return f.name is None and f.function_call is None and not f.extra
 
 
 class WholeLists:
@@ -355,10 +471,10 @@ class WholeLists:
         response.messages = self.shown
         response.add(fragments)
 
-    def fragments(self, messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
+    def fragments(self, messages: Sequence[Message | dict[str, Any]]) -> list[Fragment]:
         """The fragments that turn what was shown into `messages`; remembers `messages`."""
         shown = self.shown
-        out: list[Message] = []
+        out: list[Fragment] = []
         for i, given in enumerate(messages):
             m = given if isinstance(given, Message) else to_message(given)
             if i >= len(shown):
@@ -367,7 +483,8 @@ class WholeLists:
                 continue
             f = _growth(shown[i], m, i)
             if f is None:
-                f = m.copy(extra={**(m.extra or {}), INDEX: i, REPLACE: True})
+                f = fragment(m, i)
+                f.replace = True
             elif f is _SAME:
                 continue
             out.append(f)
@@ -384,7 +501,7 @@ class WholeLists:
         return out
 
 
-_SAME: Message = Message.unchecked("assistant", "")  # marker: nothing changed
+_SAME = Fragment.unchecked("assistant", "")  # marker: nothing changed
 
 
 def _grown_text(old: str | None, new: str | None) -> str | None:
@@ -393,7 +510,7 @@ def _grown_text(old: str | None, new: str | None) -> str | None:
     return new[len(old) :] if new.startswith(old) else None
 
 
-def _growth(old: Message, new: Message, i: int) -> Message | None:
+def _growth(old: Message, new: Message, i: int) -> Fragment | None:
     """The appending fragment that makes `old` into `new`; _SAME if equal; None if only a replacement can."""
     if old.role != new.role:
         return None
@@ -415,5 +532,4 @@ def _growth(old: Message, new: Message, i: int) -> Message | None:
     extra = {k: v for k, v in new_extra.items() if k not in old_extra or old_extra[k] != v}
     if not (text or reasoning or name is not None or call is not None or extra):
         return _SAME
-    extra[INDEX] = i
-    return Message.unchecked(new.role, text or "", name, call, reasoning or None, extra)
+    return Fragment.unchecked(new.role, text or "", name, call, reasoning or None, extra or None, i)

@@ -3,13 +3,13 @@ fragments rewritten (`map_fragments`). Used by Router, GroupChat and ReActChat t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from chatagent.effects import AgentLoop, Asking, LoopItem, ModelCall, pass_on, step
+from chatagent.effects import AgentLoop, Asking, Fragments, LoopItem, ModelCall, pass_on, step
 from chatagent.run_context import CURRENT, current_run
 from chatagent.schema import Message
-from chatagent.stream import INDEX, Collector, not_a_fragment
+from chatagent.stream import Collector, typed
 
 if TYPE_CHECKING:
     from chatagent.agent import Agent
@@ -20,7 +20,7 @@ def run_subagent(
     messages: list[Message],
     lang: str,
     start: int = 0,
-    view: Callable[[list[Message]], list[Message]] | None = None,
+    view: Callable[[Fragments], Fragments] | None = None,
     **kwargs: Any,
 ) -> Generator[LoopItem, Any, list[Message]]:
     """Run `agent` on `messages` as part of the current run; use with `yield from`.
@@ -46,13 +46,11 @@ def run_subagent(
     shown = Collector()
     name = agent.name
 
-    def place(fragments: list[Message]) -> list[Message]:
+    def place(given: Sequence[Message]) -> Fragments:
+        fragments = typed(given)
         shown.add(fragments)
         for f in fragments:
-            extra = f.extra
-            if extra is None:
-                raise not_a_fragment(f)
-            extra[INDEX] += start
+            f.index += start
             if f.name is None:
                 f.name = name
         return fragments
@@ -91,7 +89,7 @@ def run_subagent(
     return shown.messages()
 
 
-def map_fragments(gen: Iterator[Any], fn: Callable[[list[Message]], list[Message]]) -> Asking[Any]:
+def map_fragments(gen: Iterator[Any], fn: Callable[[Fragments], Fragments]) -> Asking[Any]:
     """`gen` (an agent's fragments and requests) with `fn` applied to every list of fragments it shows, the
     model's streamed pieces included (through the model calls' maps); requests pass on. Use with `yield from`;
     returns what `gen` returns."""
@@ -108,7 +106,7 @@ def map_fragments(gen: Iterator[Any], fn: Callable[[list[Message]], list[Message
             error = value = None
             if type(item) is list:
                 if item:
-                    out = fn(item)
+                    out = fn(typed(item))
                     if out:
                         yield out
                 continue
@@ -119,6 +117,6 @@ def map_fragments(gen: Iterator[Any], fn: Callable[[list[Message]], list[Message
         loop.close()
 
 
-def hidden(fragments: list[Message]) -> list[Message]:
+def hidden(fragments: Fragments) -> Fragments:
     """A view that shows nothing: `yield from self._subagent(agent, messages, lang, view=hidden)` runs it unseen."""
     return []

@@ -44,7 +44,7 @@ from chatagent.errors import ModelServiceError
 from chatagent.llm.budget import prompt_tokens, truncate_messages
 from chatagent.rag.parsers import display_name
 from chatagent.schema import ASSISTANT, SYSTEM, USER, ContentItem, Message, with_system_text
-from chatagent.stream import INDEX
+from chatagent.stream import Fragment
 from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN, allowed_files, message_files
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ class Assistant(FnCallAgent):
         current_run().check_deadline()  # reading many new files can take a while
         response = yield from super()._run(_files_as_text(messages), lang=lang, **kwargs)
         if response and response[-1].role == ASSISTANT and response[-1].function_call is None:
-            yield [Message.unchecked(ASSISTANT, "", None, None, None, {INDEX: len(response) - 1, "sources": sources})]
+            yield [Fragment.unchecked(ASSISTANT, "", None, None, None, {"sources": sources}, len(response) - 1)]
         return response
 
     # ---- excerpts ---------------------------------------------------------------------------------------

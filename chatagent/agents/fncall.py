@@ -25,7 +25,7 @@ import orjson
 
 from chatagent.agent import Agent, current_run, emit_tool_end
 from chatagent.schema import ASSISTANT, FUNCTION, USER, ContentItem, Message, content_text
-from chatagent.stream import INDEX, fragment
+from chatagent.stream import Fragment, fragment
 from chatagent.tools.calling import PreparedCall, ToolOutcome, call_key, prepare_call
 
 logger = logging.getLogger("chatagent.agent")
@@ -96,8 +96,8 @@ class FnCallAgent(Agent):
                 text = "\n\n".join(
                     content_text(o.content) if isinstance(o.content, list) else o.content for o in direct
                 )
-                extra = {INDEX: len(response), "stop_reason": "return_direct"}
-                yield [Message.unchecked(ASSISTANT, text, None, None, None, extra)]
+                extra = {"stop_reason": "return_direct"}
+                yield [Fragment.unchecked(ASSISTANT, text, None, None, None, extra, len(response))]
                 response.append(Message.unchecked(ASSISTANT, text))
                 return response
         return (yield from self._final_answer(messages, response, lang))
@@ -113,15 +113,11 @@ class FnCallAgent(Agent):
         reply = yield from self._call_llm(messages + response + [note], None, start=start)
         texts = [i for i, m in enumerate(reply) if m.function_call is None]
         if not texts or not any(content_text(reply[i].content).strip() for i in texts):
-            extra = {INDEX: start + len(reply), "stop_reason": "max_llm_calls"}
+            extra = {"stop_reason": "max_llm_calls"}
             text = f"Stopped after {self.max_llm_calls} model calls without reaching a final answer."
-            yield [Message.unchecked(ASSISTANT, text, None, None, None, extra)]
+            yield [Fragment.unchecked(ASSISTANT, text, None, None, None, extra, start + len(reply))]
             return response + list(reply) + [Message.unchecked(ASSISTANT, text)]
-        yield [
-            Message.unchecked(
-                ASSISTANT, "", None, None, None, {INDEX: start + texts[-1], "stop_reason": "max_llm_calls"}
-            )
-        ]
+        yield [Fragment.unchecked(ASSISTANT, "", None, None, None, {"stop_reason": "max_llm_calls"}, start + texts[-1])]
         return response + list(reply[: texts[-1] + 1])
 
     def _run_calls(

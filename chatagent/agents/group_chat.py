@@ -72,7 +72,7 @@ from chatagent.llm.base import BaseChatModel
 from chatagent.logs import quote
 from chatagent.multi_agent_hub import MultiAgentHub
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, ContentItem, Message, content_text
-from chatagent.stream import fragment
+from chatagent.stream import Fragment, fragment
 
 logger = logging.getLogger("chatagent.group_chat")
 
@@ -209,7 +209,7 @@ class GroupChat(Agent, MultiAgentHub):
             turn = yield from self._subagent(agent, seat, lang, start=start, view=stripper)
             tail = stripper.finish(turn)
             if tail:
-                yield tail
+                yield [*tail]
             response.extend(turn)
             if not turn:
                 logger.warning("group chat: %s said nothing", nxt)
@@ -363,17 +363,11 @@ class _OwnNameStripper:
         self.strip = False  # after a removed prefix: drop whitespace until the reply's first character
         self.shown = False  # whether the turn's first message has been shown
 
-    def __call__(self, fragments: list[Message]) -> list[Message]:
+    def __call__(self, fragments: list[Fragment]) -> list[Fragment]:
         name, index = self.name, self.index
-        out = []
+        out: list[Fragment] = []
         for f in fragments:
-            assert f.extra is not None  # a fragment always carries its index
-            if (
-                f.extra["index"] != index
-                or f.role != ASSISTANT
-                or f.function_call is not None
-                or not isinstance(f.content, str)
-            ):
+            if f.index != index or f.role != ASSISTANT or f.function_call is not None or not isinstance(f.content, str):
                 if self.held:  # the turn went on before the name could be told apart: show it as it was
                     out.append(fragment(Message.unchecked(ASSISTANT, self.held, name), index))
                 self.held = None
@@ -392,13 +386,13 @@ class _OwnNameStripper:
             if self.strip:
                 text = text.lstrip()
                 self.strip = not text
-            if text or f.reasoning_content or f.function_call is not None or len(f.extra) > 1:  # extra: a mark
+            if text or f.reasoning_content or f.function_call is not None or f.extra:  # extra: a mark
                 out.append(f.copy(content=text))
         if out:
-            self.shown = self.shown or any(f.extra["index"] == index for f in out)
+            self.shown = self.shown or any(f.index == index for f in out)
         return out
 
-    def finish(self, turn: list[Message]) -> list[Message] | None:
+    def finish(self, turn: list[Message]) -> list[Fragment] | None:
         """After the turn: what is still held back (an empty reply is still a message of the response), and
         `turn` (what the participant said) without the prefix."""
         tail = None

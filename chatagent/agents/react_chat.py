@@ -40,7 +40,7 @@ from chatagent.agents.react_parser import ReActParser, ReActStep, parse_react
 from chatagent.effects import View
 from chatagent.logs import quote
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, FunctionCall, Message, content_text
-from chatagent.stream import INDEX
+from chatagent.stream import Fragment
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments, parse_json
 from chatagent.tools.base import BaseTool
 
@@ -124,18 +124,17 @@ class _ReActView(View):
         self.count = count
         self.shown = False
 
-    def __call__(self, fragments: list[Message]) -> list[Message]:
-        out = []
+    def __call__(self, fragments: list[Fragment]) -> list[Fragment]:
+        out: list[Fragment] = []
         count, parser = self.count, self.parser
         for f in fragments:
-            assert f.extra is not None  # a fragment always carries its index
-            if f.extra[INDEX] != count:
+            if f.index != count:
                 continue  # no tools are sent, so nothing but the text message is expected
             reasoning, content = parser.feed(f.content) if isinstance(f.content, str) else ("", "")
             if f.reasoning_content:  # a thinking model's own reasoning
                 reasoning = f.reasoning_content + reasoning
             if reasoning or content:
-                out.append(Message.unchecked(ASSISTANT, content, None, None, reasoning or None, {INDEX: count}))
+                out.append(Fragment.unchecked(ASSISTANT, content, None, None, reasoning or None, None, count))
                 self.shown = True
         self.done = parser.cut
         return out
@@ -169,7 +168,7 @@ class ReActChat(FnCallAgent):
             result = yield from map_fragments(self._react(messages, lang, **kwargs), transcript)
             tail = transcript.finish()
             if tail:
-                yield tail
+                yield [*tail]
             return result
         return (yield from self._react(messages, lang, **kwargs))
 
@@ -199,12 +198,14 @@ class ReActChat(FnCallAgent):
         scratch.append(Message.unchecked(USER, FINAL_PROMPT[lang]))
         start = count
         step, count = yield from self._step(prompt + scratch, count, cfg)
-        extra = {INDEX: start, "stop_reason": "max_llm_calls"}
+        extra = {"stop_reason": "max_llm_calls"}
         if count == start or not step.answer.strip():
             text = f"Stopped after {self.max_llm_calls} model calls without reaching a final answer."
-            yield [Message.unchecked(ASSISTANT, "\n\n" + text if count > start else text, None, None, None, extra)]
+            yield [
+                Fragment.unchecked(ASSISTANT, "\n\n" + text if count > start else text, None, None, None, extra, start)
+            ]
         else:
-            yield [Message.unchecked(ASSISTANT, "", None, None, None, extra)]
+            yield [Fragment.unchecked(ASSISTANT, "", None, None, None, extra, start)]
 
     def _step(self, messages: list[Message], count: int, cfg: dict[str, Any]) -> Iterator[list[Message]]:
         """One model reply, streamed through the parser; returns (the step, the response length after it)."""
@@ -212,7 +213,7 @@ class ReActChat(FnCallAgent):
         yield from self._call_llm(messages, None, start=count, extra_generate_cfg=cfg, view=view)
         reasoning, content, step = view.parser.finish()
         if reasoning or content:
-            yield [Message.unchecked(ASSISTANT, content, None, None, reasoning or None, {INDEX: count})]
+            yield [Fragment.unchecked(ASSISTANT, content, None, None, reasoning or None, None, count)]
             view.shown = True
         return step, count + (1 if view.shown else 0)
 
@@ -230,17 +231,13 @@ class ReActChat(FnCallAgent):
         name = tool.name if tool is not None else step.action or ""
         arguments = _arguments(step.action_input, tool)
         call_id = f"react_{count}"
-        yield [
-            Message.unchecked(
-                ASSISTANT, "", None, FunctionCall(name, arguments), None, {INDEX: count, "function_id": call_id}
-            )
-        ]
+        call = FunctionCall(name, arguments)
+        yield [Fragment.unchecked(ASSISTANT, "", None, call, None, {"function_id": call_id}, count)]
         if history.repeated(name, arguments):
             result: Any = loop_message(name)
         else:
             result = yield from self._run_tool(name, arguments, call_id=call_id, messages=messages, lang=lang, **kwargs)
-        extra = {INDEX: count + 1, "function_id": call_id}
-        yield [Message.unchecked(FUNCTION, result, name, None, None, extra)]
+        yield [Fragment.unchecked(FUNCTION, result, name, None, None, {"function_id": call_id}, count + 1)]
         current_run().check_deadline()
         return content_text(result) if isinstance(result, list) else str(result), count + 2
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chatagent.schema import ASSISTANT, FUNCTION, Message, content_text
-from chatagent.stream import INDEX
+from chatagent.schema import ASSISTANT, FUNCTION, content_text
+from chatagent.stream import Fragment
 
 THOUGHT, ACTION, OBSERVATION, FINAL = "Thought: ", "\nAction: ", "\nObservation: ", "\nFinal Answer: "
 
@@ -33,14 +33,13 @@ class Transcript:
         self.state = ""  # what was written last: '', 'thought', 'answer', 'observation'
         self.current: int | None = None  # the index of the structured message being written
 
-    def __call__(self, fragments: list[Message]) -> list[Message]:
+    def __call__(self, fragments: list[Fragment]) -> list[Fragment]:
         out: list[str] = []
         extra: dict[str, Any] = {}
         for f in fragments:
-            assert f.extra is not None  # a fragment always carries its index
-            i = f.extra[INDEX]
-            if len(f.extra) > 1:
-                extra.update((k, v) for k, v in f.extra.items() if k not in (INDEX, "function_id"))
+            i = f.index
+            if f.extra:
+                extra.update((k, v) for k, v in f.extra.items() if k != "function_id")
             if f.role == FUNCTION:
                 text = content_text(f.content) if isinstance(f.content, list) else f.content
                 out.append(OBSERVATION + text)
@@ -61,12 +60,12 @@ class Transcript:
                 out.append(text)
                 self.state, self.current = "answer", i
         if out or extra:
-            return [Message.unchecked(ASSISTANT, "".join(out), None, None, None, {**extra, INDEX: 0})]
+            return [Fragment.unchecked(ASSISTANT, "".join(out), None, None, None, extra or None, 0)]
         return []
 
-    def finish(self) -> list[Message] | None:
+    def finish(self) -> list[Fragment] | None:
         """After the run: an empty message if nothing was written at all."""
-        return None if self.state else [Message.unchecked(ASSISTANT, "", None, None, None, {INDEX: 0})]
+        return None if self.state else [Fragment.unchecked(ASSISTANT, "", index=0)]
 
 
 __all__ = ["Transcript"]

@@ -25,7 +25,7 @@ from chatagent.llm.base import BaseChatModel
 from chatagent.logs import quote
 from chatagent.multi_agent_hub import MultiAgentHub
 from chatagent.schema import ASSISTANT, Message, with_system_text
-from chatagent.stream import INDEX, fragment
+from chatagent.stream import Fragment, fragment
 
 logger = logging.getLogger("chatagent.router")
 
@@ -137,13 +137,12 @@ class _CallDetector(View):
         self.shown = 0  # 1 when a thinking model's reasoning was shown while deciding
         self.name: str | None = None
 
-    def __call__(self, fragments: list[Message]) -> list[Message]:
+    def __call__(self, fragments: list[Fragment]) -> list[Fragment]:
         if not self.deciding:
             return fragments
-        out = []
+        out: list[Fragment] = []
         for f in fragments:
-            assert f.extra is not None  # a fragment always carries its index
-            if not self.deciding or f.extra[INDEX] != 0 or not isinstance(f.content, str):
+            if not self.deciding or f.index != 0 or not isinstance(f.content, str):
                 out.append(f)
                 continue
             self.held += f.content
@@ -159,7 +158,7 @@ class _CallDetector(View):
                 assert match is not None  # the verdict says this line is a call
                 self.name = match.group("name")
                 self.deciding, self.done = False, True
-                return [f for f in out if f.extra[INDEX] != 0]
+                return [f for f in out if f.index != 0]
             self.deciding = False
             out.append(f.copy(content=self.held))
         return out

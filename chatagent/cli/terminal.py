@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from chatagent.keys import mask_secrets
+from chatagent.stream import as_fragment
 
 if TYPE_CHECKING:
     from chatagent.agent import Agent
@@ -33,13 +34,13 @@ class TerminalPrinter:
             if what == "reasoning":
                 self.out.write(self.dim + "[thinking] ")
 
-    def feed(self, fragments: list) -> None:
+    def feed(self, fragments: list[Message]) -> None:
         w = self.out.write
-        for f in fragments:
-            i = f.extra["index"]
-            if f.extra.get("replace"):  # what was shown is replaced (a plugin blocked or rewrote the answer)
+        for f in map(as_fragment, fragments):
+            i = f.index
+            if f.replace:  # what was shown is replaced (a plugin blocked or rewrote the answer)
                 self._switch(i, "replaced")
-                blocked = f.extra.get("blocked_by")
+                blocked = (f.extra or {}).get("blocked_by")
                 w(
                     f"{self.bold}[blocked by {blocked}]{self.reset} "
                     if blocked

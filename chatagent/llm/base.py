@@ -48,14 +48,14 @@ from chatagent.llm.stream_modes import (
     in_worker_thread,
 )
 from chatagent.schema import FUNCTION, USER, Message, content_text, to_messages
-from chatagent.stream import INDEX, accumulate, collect
+from chatagent.stream import Fragment, accumulate, collect
 from chatagent.tokens import Tokenizer, tokenizer_for
 
 logger = logging.getLogger("chatagent.llm")
 
 # what chat() returns: Messages for Messages, dicts for dicts; a list (stream=False) or an iterator of lists
 _Reply: TypeAlias = "list[Message] | list[dict[str, Any]]"
-_Stream: TypeAlias = "Iterator[list[Message]] | Iterator[list[dict[str, Any]]]"
+_Stream: TypeAlias = "Iterator[list[Message]] | Iterator[list[Fragment]] | Iterator[list[dict[str, Any]]]"
 
 
 @dataclass
@@ -356,7 +356,7 @@ class BaseChatModel:
         usage: Usage | None,
         *,
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
-    ) -> Iterator[list[Message]]:
+    ) -> Iterator[list[Fragment]]:
         """Yield fragments of the reply to `messages`, with `functions` offered as tools as `tool_choice` says (see
         the class docstring). Raise ModelServiceError (retryable where it is) on failure."""
         raise NotImplementedError
@@ -381,7 +381,7 @@ class BaseChatModel:
         usage: Usage | None,
         *,
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
-    ) -> AsyncIterator[list[Message]]:
+    ) -> AsyncIterator[list[Fragment]]:
         """`_chat_stream` for asyncio. By default the synchronous stream, read in a worker thread; backends with
         an async client override it."""
         choice = choice_args(tool_choice)
@@ -397,7 +397,7 @@ class BaseChatModel:
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> list[Message]:
         """`_chat_once` for asyncio; by default the collected async stream."""
-        out: list[list[Message]] = []
+        out: list[list[Fragment]] = []
         parts = self._achat_stream(messages, functions, cfg, usage, **choice_args(tool_choice))
         async with closing_stream(parts) as stream:
             async for fragments in stream:
@@ -448,7 +448,7 @@ class BaseChatModel:
         settings: Settings,
         usage: Usage | None,
         stream: bool,
-    ) -> Iterator[list[Message]]:
+    ) -> Iterator[list[Fragment]]:
         if settings.cache or settings.cache_dir:
             from chatagent.llm.cache import lookup, recording, replay
 
@@ -468,7 +468,7 @@ class BaseChatModel:
         settings: Settings,
         usage: Usage | None,
         stream: bool,
-    ) -> Iterator[list[Message]]:
+    ) -> Iterator[list[Fragment]]:
         from chatagent.llm import fncall_prompt
 
         prompted, cfg = self._route(msgs, funcs, cfg, settings, usage)
@@ -489,7 +489,7 @@ class BaseChatModel:
         settings: Settings,
         usage: Usage | None,
         stream: bool,
-    ) -> AsyncIterator[list[Message]]:
+    ) -> AsyncIterator[list[Fragment]]:
         if settings.cache or settings.cache_dir:
             from chatagent.llm.cache import arecording, lookup
 
@@ -506,7 +506,7 @@ class BaseChatModel:
         settings: Settings,
         usage: Usage | None,
         stream: bool,
-    ) -> AsyncIterator[list[Message]]:
+    ) -> AsyncIterator[list[Fragment]]:
         """`_call` for asyncio: the fragments, as an async iterator (returned, not wrapped: one layer less per chunk)."""
         from chatagent.llm import fncall_prompt
 
@@ -528,7 +528,7 @@ class BaseChatModel:
         settings: Settings,
         usage: Usage | None,
         stream: bool,
-    ) -> Iterator[list[Message]]:
+    ) -> Iterator[list[Fragment]]:
         """The backend's own reply to `msgs` as fragment lists, with the retry and deadline rules, and nothing
         else: no cache, no tool routing, no parsing. The interface for layers that speak their own protocol
         through the model (prompt-based function calling): with `funcs`, the backend gets `settings`' tool choice."""
@@ -549,7 +549,7 @@ class BaseChatModel:
         settings: Settings,
         usage: Usage | None,
         stream: bool,
-    ) -> AsyncIterator[list[Message]]:
+    ) -> AsyncIterator[list[Fragment]]:
         """`backend_reply` for asyncio."""
         choice = backend_choice(funcs, settings)
         if stream:
@@ -560,13 +560,15 @@ class BaseChatModel:
             lambda: aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(cfg, settings), usage, **choice)), settings
         )
 
-    def _retrying(self, attempt: Callable[[], Iterable[list[Message]]], settings: Settings) -> Iterator[list[Message]]:
+    def _retrying(
+        self, attempt: Callable[[], Iterable[list[Fragment]]], settings: Settings
+    ) -> Iterator[list[Fragment]]:
         """Run `attempt` with retries (see `chatagent.llm.retry.retrying`)."""
         return retrying(attempt, settings, self.model or self.model_type, self.api_key)
 
     def _aretrying(
-        self, attempt: Callable[[], AsyncIterator[list[Message]]], settings: Settings
-    ) -> AsyncIterator[list[Message]]:
+        self, attempt: Callable[[], AsyncIterator[list[Fragment]]], settings: Settings
+    ) -> AsyncIterator[list[Fragment]]:
         """`_retrying` for asyncio."""
         return aretrying(attempt, settings, self.model or self.model_type, self.api_key)
 
@@ -605,5 +607,4 @@ __all__ = [
     "choice_args",
     "split_generate_cfg",
     "truncate_messages",
-    "INDEX",
 ]

@@ -28,7 +28,8 @@ from urllib.parse import unquote, urlsplit
 
 import orjson
 
-from chatagent.schema import Message, to_message
+from chatagent.schema import Message
+from chatagent.stream import Fragment, as_fragment
 
 if TYPE_CHECKING:
     from chatagent.llm.settings import Settings
@@ -176,13 +177,13 @@ def lookup(
     return open_cache(spec), cache_key(model, messages, functions, {**cfg, **ours})
 
 
-def replay(stored: Pieces) -> Iterator[list[Message]]:
+def replay(stored: Pieces) -> Iterator[list[Fragment]]:
     """A stored reply's fragments, piece by piece as they first streamed."""
     for piece in stored:
-        yield [to_message(d) for d in piece]
+        yield [as_fragment(d) for d in piece]
 
 
-def recording(store: ResponseCache, key: str, stream: Iterator[list[Message]]) -> Iterator[list[Message]]:
+def recording(store: ResponseCache, key: str, stream: Iterator[list[Fragment]]) -> Iterator[list[Fragment]]:
     """`stream`, stored under `key` once it has run to its end."""
     recorded: Pieces = []
     try:
@@ -197,8 +198,8 @@ def recording(store: ResponseCache, key: str, stream: Iterator[list[Message]]) -
 
 
 async def arecording(
-    store: ResponseCache, key: str, call: Callable[[], AsyncIterator[list[Message]]]
-) -> AsyncIterator[list[Message]]:
+    store: ResponseCache, key: str, call: Callable[[], AsyncIterator[list[Fragment]]]
+) -> AsyncIterator[list[Fragment]]:
     """For asyncio: the stored reply under `key` if there is one, else `call()`'s fragments, stored when they end
     (the store is read and written in a worker thread)."""
     import asyncio

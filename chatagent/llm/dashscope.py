@@ -42,6 +42,7 @@ from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, U
 from chatagent.llm.dashscope_reply import ReplyReader, service_error, whole_reply
 from chatagent.llm.registry import register_llm
 from chatagent.schema import ASSISTANT, FUNCTION, ContentItem, Message, content_text
+from chatagent.stream import Fragment
 
 logger = logging.getLogger("chatagent.llm.dashscope")
 
@@ -100,7 +101,7 @@ class DashScopeModel(BaseChatModel):
         usage: Usage | None,
         *,
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
-    ) -> Iterator[list[Message]]:
+    ) -> Iterator[list[Fragment]]:
         sender = _Sender(self._http())
         try:
             kwargs = self._call_args(messages, functions, cfg, tool_choice, stream=True)
@@ -147,7 +148,7 @@ class DashScopeModel(BaseChatModel):
         usage: Usage | None,
         *,
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
-    ) -> AsyncIterator[list[Message]]:
+    ) -> AsyncIterator[list[Fragment]]:
         sender = _AioSender(await self._aio_connector())
         try:
             kwargs = await self._acall_args(messages, functions, cfg, tool_choice, stream=True)

@@ -14,9 +14,9 @@ from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.base import Usage
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.schema import ASSISTANT, FunctionCall, Message
-from chatagent.stream import INDEX
+from chatagent.stream import Fragment
 
-_make = Message.unchecked
+_make = Fragment.unchecked
 
 _CONTEXT_TOO_LONG = re.compile(
     r"range of input length|input length|context length|too long|maximum context|exceeds? the maximum", re.I
@@ -48,7 +48,7 @@ class ReplyReader:
         self.finished: str | None = None
         self.last_usage: dict[str, Any] | None = None
 
-    def read(self, rsp: Any) -> list[Message] | None:
+    def read(self, rsp: Any) -> list[Fragment] | None:
         """The fragments of one chunk (None for a chunk without text); a chunk that is an error raises."""
         if rsp.status_code != 200:
             check(rsp, self.api_key, in_stream=_is_sse(rsp.get("headers") or {}))
@@ -60,7 +60,7 @@ class ReplyReader:
             text = output.get("text") if output else None  # result_format='text' style answers
             if text:
                 self.started = True
-                return [_make(ASSISTANT, text, None, None, None, {INDEX: 0})]
+                return [_make(ASSISTANT, text, None, None, None, None, 0)]
             return None
         choice = choices[0]
         out = None
@@ -71,7 +71,7 @@ class ReplyReader:
             text = content if isinstance(content, str) else _text(content)
             if reasoning or text:
                 self.started = True
-                out = [_make(ASSISTANT, text or "", None, None, reasoning or None, {INDEX: 0})]
+                out = [_make(ASSISTANT, text or "", None, None, reasoning or None, None, 0)]
             tool_calls = msg.get("tool_calls")
             if tool_calls:
                 gather_calls(self.calls, tool_calls)
@@ -85,7 +85,7 @@ class ReplyReader:
         if usage is not None and self.last_usage:
             _add_usage(usage, self.last_usage)
 
-    def finish(self) -> list[list[Message]]:
+    def finish(self) -> list[list[Fragment]]:
         """After the last chunk: the calls and a length mark; or the error the stream amounts to."""
         finished, calls = self.finished, self.calls
         if finished is None:
@@ -96,16 +96,16 @@ class ReplyReader:
             )
         if finished == "length" and calls:
             raise cut_call_error()
-        out: list[list[Message]] = []
+        out: list[list[Fragment]] = []
         base = 1 if self.started else 0
         for n, key in enumerate(sorted(calls)):
             gathered = calls[key]
             call = FunctionCall(gathered.name, "".join(gathered.pieces))
-            extra = {INDEX: base + n, "function_id": gathered.id or f"call_{key}"}
-            out.append([_make(ASSISTANT, "", None, call, None, extra)])
+            extra = {"function_id": gathered.id or f"call_{key}"}
+            out.append([_make(ASSISTANT, "", None, call, None, extra, base + n)])
         if (not self.started and not calls) or finished == "length":  # a text cut off by max_tokens says so
-            extra = {INDEX: 0, "stop_reason": "length"} if finished == "length" else {INDEX: 0}
-            out.append([_make(ASSISTANT, "", None, None, None, extra)])
+            extra = {"stop_reason": "length"} if finished == "length" else None
+            out.append([_make(ASSISTANT, "", None, None, None, extra, 0)])
         return out
 
 
@@ -125,13 +125,13 @@ def whole_reply(rsp: Any, usage: Usage | None, api_key: str | None) -> list[Mess
     text = _text(msg.get("content"))
     reasoning: str | None = msg.get("reasoning_content") or None
     if text or reasoning:
-        out.append(_make(ASSISTANT, text, None, None, reasoning, None))
+        out.append(Message.unchecked(ASSISTANT, text, None, None, reasoning, None))
     for n, call in enumerate(tool_calls):
         fn: dict[str, Any] = call.get("function") or {}
         fid = call.get("id") or f"call_{n}"
         function_call = FunctionCall(fn.get("name") or "", fn.get("arguments") or "")
-        out.append(_make(ASSISTANT, "", None, function_call, None, {"function_id": fid}))
-    out = out or [_make(ASSISTANT, "")]
+        out.append(Message.unchecked(ASSISTANT, "", None, function_call, None, {"function_id": fid}))
+    out = out or [Message.unchecked(ASSISTANT, "")]
     if cut:
         out[0].extra = {**(out[0].extra or {}), "stop_reason": "length"}
     return out

@@ -56,7 +56,7 @@ from chatagent.llm.fncall.formats import (
 from chatagent.llm.fncall.parser import StreamParser
 from chatagent.llm.stream_modes import closing_stream
 from chatagent.schema import ASSISTANT, Message
-from chatagent.stream import INDEX, collect
+from chatagent.stream import Fragment, collect
 
 if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel, Settings, Usage
@@ -72,7 +72,7 @@ def chat(
     settings: Settings,
     usage: Usage | None,
     stream: bool,
-) -> Iterator[list[Message]]:
+) -> Iterator[list[Fragment]]:
     """Answer `msgs` with tools `funcs` through a prompt; yields fragments like a backend's `_chat_stream`.
 
     `settings.fncall_prompt_type` picks the format, `function_choice` ('auto', 'none', 'required' or a
@@ -91,7 +91,7 @@ async def achat(
     settings: Settings,
     usage: Usage | None,
     stream: bool,
-) -> AsyncIterator[list[Message]]:
+) -> AsyncIterator[list[Fragment]]:
     """`chat` for asyncio."""
     converted, cfg, parser = _prepare(msgs, funcs, cfg, settings)
     async with closing_stream(parser.arun(model.abackend_reply(converted, None, cfg, settings, usage, stream))) as outs:
@@ -101,14 +101,14 @@ async def achat(
 
 def falling_back(
     model: BaseChatModel,
-    native: Iterator[list[Message]],
+    native: Iterator[list[Fragment]],
     msgs: list[Message],
     funcs: list[dict[str, Any]],
     cfg: dict[str, Any],
     settings: Settings,
     usage: Usage | None,
     stream: bool,
-) -> Iterator[list[Message]]:
+) -> Iterator[list[Fragment]]:
     """The `native` reply (native tool calling); if the server rejects `tools` (code 'tools_unsupported'), switch
     `model` to prompt-based function calling for good and answer this call that way."""
     try:
@@ -121,14 +121,14 @@ def falling_back(
 
 async def afalling_back(
     model: BaseChatModel,
-    native: AsyncIterator[list[Message]],
+    native: AsyncIterator[list[Fragment]],
     msgs: list[Message],
     funcs: list[dict[str, Any]],
     cfg: dict[str, Any],
     settings: Settings,
     usage: Usage | None,
     stream: bool,
-) -> AsyncIterator[list[Message]]:
+) -> AsyncIterator[list[Fragment]]:
     """`falling_back` for asyncio."""
     try:
         async with closing_stream(native) as parts:
@@ -177,7 +177,7 @@ def parse_reply(
 ) -> list[Message]:
     """A whole model reply (raw text) as assistant messages: text first, then one message per call."""
     parser = StreamParser(fncall_prompt_type, functions=functions)
-    return collect(parser.run([[Message(ASSISTANT, text, extra={INDEX: 0})]]))
+    return collect(parser.run([[Fragment(ASSISTANT, text, index=0)]]))
 
 
 __all__ = [

@@ -34,7 +34,7 @@ from chatagent.llm.loop_guard import stop_loops
 from chatagent.llm.openai_compat import OpenAICompatModel
 from chatagent.llm.registry import register_llm
 from chatagent.schema import Message
-from chatagent.stream import collect
+from chatagent.stream import Fragment, collect
 from chatagent.tokens import Tokenizer
 
 logger = logging.getLogger("chatagent.llm.local")
@@ -454,7 +454,7 @@ class LocalModel(OpenAICompatModel):
         usage: Usage | None,
         *,
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
-    ) -> Iterator[list[Message]]:
+    ) -> Iterator[list[Fragment]]:
         """The server's stream, ended early (stop_reason 'repetition') when the answer loops (see LoopGuard)."""
         stream = super()._chat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
         return stop_loops(stream) if self.stop_loops else stream

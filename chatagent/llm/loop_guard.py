@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-from chatagent.schema import ASSISTANT, Message
+from chatagent.schema import ASSISTANT
+from chatagent.stream import Fragment
 
 logger = logging.getLogger("chatagent.llm")
 
@@ -62,7 +63,7 @@ class LoopGuard:
         return False
 
 
-def stop_loops(stream: Iterator[list[Message]]) -> Iterator[list[Message]]:
+def stop_loops(stream: Iterator[list[Fragment]]) -> Iterator[list[Fragment]]:
     """A backend's fragment stream, ended (and closed) once the answer's text at index 0 loops; the answer then
     carries `extra['stop_reason'] = 'repetition'`."""
     guard = LoopGuard()
@@ -70,16 +71,10 @@ def stop_loops(stream: Iterator[list[Message]]) -> Iterator[list[Message]]:
         for fragments in stream:
             yield fragments
             for f in fragments:
-                extra, content = f.extra, f.content
-                if (
-                    extra is not None
-                    and extra.get("index") == 0
-                    and isinstance(content, str)
-                    and content
-                    and guard.add(content)
-                ):
+                content = f.content
+                if f.index == 0 and isinstance(content, str) and content and guard.add(content):
                     logger.info("the model repeats itself: its answer was ended after %d words", len(guard.words))
-                    yield [Message(ASSISTANT, "", extra={"index": 0, "stop_reason": "repetition"})]
+                    yield [Fragment(ASSISTANT, "", extra={"stop_reason": "repetition"}, index=0)]
                     return
     finally:
         close = getattr(stream, "close", None)

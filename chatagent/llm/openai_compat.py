@@ -42,6 +42,7 @@ from chatagent.llm.openai_request import (
 from chatagent.llm.registry import register_llm
 from chatagent.llm.sse import SSESplitter, sse_data
 from chatagent.schema import Message
+from chatagent.stream import Fragment
 
 __all__ = ["OpenAICompatModel", "image_url", "looks_multimodal"]
 
@@ -160,7 +161,7 @@ class OpenAICompatModel(BaseChatModel):
         usage: Usage | None,
         *,
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
-    ) -> Iterator[list[Message]]:
+    ) -> Iterator[list[Fragment]]:
         kwargs = self._request(messages, functions, cfg, tool_choice, stream=True)
         try:
             response = self._send(kwargs, bool(functions))
@@ -172,7 +173,7 @@ class OpenAICompatModel(BaseChatModel):
         finally:
             response.close()
 
-    def _read_stream(self, response: Any, usage: Usage | None, prompt: Prompt) -> Iterator[list[Message]]:
+    def _read_stream(self, response: Any, usage: Usage | None, prompt: Prompt) -> Iterator[list[Fragment]]:
         ctype = response.headers.get("content-type", "")
         if "event-stream" not in ctype:
             yield from non_sse_reply(self, self._read_body(response), ctype, usage, prompt)
@@ -228,7 +229,7 @@ class OpenAICompatModel(BaseChatModel):
         usage: Usage | None,
         *,
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
-    ) -> AsyncIterator[list[Message]]:
+    ) -> AsyncIterator[list[Fragment]]:
         kwargs = self._request(messages, functions, cfg, tool_choice, stream=True, aio=True)
         prompt = (messages, functions)
         try:

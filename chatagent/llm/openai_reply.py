@@ -21,9 +21,10 @@ from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.openai_errors import error_status, int_or_none, snippet
 from chatagent.llm.prepare import json_object
 from chatagent.schema import ASSISTANT, FunctionCall, Message
+from chatagent.stream import Fragment, fragment
 
 # the unvalidated constructor, bound once for fragments built per chunk
-_make = Message.unchecked
+_make = Fragment.unchecked
 
 Prompt = tuple[list[Message], "list[dict[str, Any]] | None"]  # what a request asked: the messages and the functions
 _CallParts = list[Any]  # a streamed tool call: [its id (str | None), its name (str), its argument pieces (list[str])]
@@ -57,7 +58,7 @@ class ReplyReader:
         self.reason: str | None = None
         self.usage: Any = None  # the server's usage report (checked where it is read)
 
-    def event(self, data: bytes) -> list[Message] | None:
+    def event(self, data: bytes) -> list[Fragment] | None:
         """The fragments of one server-sent event's data (None for events without any)."""
         if self.done:  # read on to the end of the body, so that the connection goes back to the pool
             return None
@@ -95,7 +96,7 @@ class ReplyReader:
         if content and len(delta) == 1 and type(content) is str:  # the usual chunk: text only
             self.text_seen = True
             self.texts.append(content)
-            out = [_make(ASSISTANT, content, None, None, None, {"index": 0})]
+            out = [_make(ASSISTANT, content, None, None, None, None, 0)]
         else:
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if content or reasoning:
@@ -103,7 +104,7 @@ class ReplyReader:
                     content = _parts_text(content)
                 self.text_seen = True
                 self.texts += (content or "", reasoning or "")
-                out = [_make(ASSISTANT, content or "", None, None, reasoning or None, {"index": 0})]
+                out = [_make(ASSISTANT, content or "", None, None, reasoning or None, None, 0)]
             tool_calls = delta.get("tool_calls")
             if tool_calls:
                 for n, tc in enumerate(tool_calls):
@@ -116,7 +117,7 @@ class ReplyReader:
             self.usage = obj.get("usage") or self.usage  # some servers put it on the last chunk
         return out
 
-    def finish(self, usage: Usage | None) -> list[list[Message]]:
+    def finish(self, usage: Usage | None) -> list[list[Fragment]]:
         """After the last event: the calls, a length mark, the usage; or the error the stream amounts to."""
         where = self.server.endpoint()
         if not (self.done or self.finished):
@@ -133,15 +134,15 @@ class ReplyReader:
             add_usage(usage, self.usage, self.prompt, "".join(texts))
         if cut and calls:
             raise cut_call_error()
-        out: list[list[Message]] = []
+        out: list[list[Fragment]] = []
         start = 1 if self.text_seen else 0
         for n, i in enumerate(sorted(calls)):
             fid, name, pieces = calls[i]
-            extra = {"index": start + n, "function_id": fid or _call_id()}
-            out.append([_make(ASSISTANT, "", None, FunctionCall(name, "".join(pieces)), None, extra)])
+            call = FunctionCall(name, "".join(pieces))
+            out.append([_make(ASSISTANT, "", None, call, None, {"function_id": fid or _call_id()}, start + n)])
         if not (self.text_seen or calls) or cut:  # a text cut off by max_tokens says so
-            extra = {"index": 0, "stop_reason": "length"} if cut else {"index": 0}
-            out.append([_make(ASSISTANT, "", None, None, None, extra)])
+            extra = {"stop_reason": "length"} if cut else None
+            out.append([_make(ASSISTANT, "", None, None, None, extra, 0)])
         return out
 
 
@@ -173,7 +174,7 @@ def parse_completion(server: Server, body: bytes, usage: Usage | None, prompt: P
         text = _parts_text(text)
     reasoning = msg.get("reasoning_content") or msg.get("reasoning")
     if text or reasoning:
-        out.append(_make(ASSISTANT, text, None, None, reasoning or None, None))
+        out.append(Message.unchecked(ASSISTANT, text, None, None, reasoning or None, None))
     tool_calls: list[Any] = msg.get("tool_calls") or []
     if not tool_calls and msg.get("function_call"):
         tool_calls = [{"function": msg["function_call"]}]
@@ -183,9 +184,9 @@ def parse_completion(server: Server, body: bytes, usage: Usage | None, prompt: P
     for tc in tool_calls:
         fn: dict[str, Any] = tc.get("function") or {}
         call = FunctionCall(fn.get("name") or "", _call_arguments(fn.get("arguments")))
-        out.append(_make(ASSISTANT, "", None, call, None, {"function_id": tc.get("id") or _call_id()}))
+        out.append(Message.unchecked(ASSISTANT, "", None, call, None, {"function_id": tc.get("id") or _call_id()}))
     if not out:
-        out.append(_make(ASSISTANT, "", None, None, None, None))
+        out.append(Message.unchecked(ASSISTANT, "", None, None, None, None))
     if cut:
         out[0].extra = {**(out[0].extra or {}), "stop_reason": "length"}
     if usage is not None:
@@ -195,11 +196,11 @@ def parse_completion(server: Server, body: bytes, usage: Usage | None, prompt: P
 
 def non_sse_reply(
     server: Server, body: bytes, ctype: str, usage: Usage | None, prompt: Prompt
-) -> Iterator[list[Message]]:
+) -> Iterator[list[Fragment]]:
     """A streaming request answered without an event stream: a whole JSON completion, an error, or junk."""
     if "json" in ctype:
         reply = parse_completion(server, body, usage, prompt)
-        yield [m.copy(extra={**(m.extra or {}), "index": i}) for i, m in enumerate(reply)]
+        yield [fragment(m, i) for i, m in enumerate(reply)]
         return
     raise ModelServiceError(
         ModelErrorCode.BAD_RESPONSE,

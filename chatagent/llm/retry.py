@@ -7,19 +7,20 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 
 from chatagent.errors import ModelServiceError, RunDeadlineExceeded
 from chatagent.llm.settings import Settings
 from chatagent.llm.stream_modes import closing_stream
 from chatagent.schema import Message
+from chatagent.stream import Fragment, typed
 
 logger = logging.getLogger("chatagent.llm")
 
 
 def retrying(
-    attempt: Callable[[], Iterable[list[Message]]], settings: Settings, model: str, api_key: str | None
-) -> Iterator[list[Message]]:
+    attempt: Callable[[], Iterable[Sequence[Message]]], settings: Settings, model: str, api_key: str | None
+) -> Iterator[list[Fragment]]:
     """Run `attempt`, retrying transient failures that happen before anything was yielded.
 
     A stream that breaks after content was yielded is not replayed (the caller would see the
@@ -33,7 +34,7 @@ def retrying(
         try:
             for fragments in attempt():
                 yielded = True
-                yield fragments
+                yield typed(fragments)  # (a check per fragment: backends may still mark them the older way)
             return
         except ModelServiceError as e:
             wait = retry_wait(e, tries, settings, yielded, model, api_key)
@@ -42,8 +43,8 @@ def retrying(
 
 
 async def aretrying(
-    attempt: Callable[[], AsyncIterator[list[Message]]], settings: Settings, model: str, api_key: str | None
-) -> AsyncIterator[list[Message]]:
+    attempt: Callable[[], AsyncIterator[Sequence[Message]]], settings: Settings, model: str, api_key: str | None
+) -> AsyncIterator[list[Fragment]]:
     """`retrying` for asyncio (the same rules)."""
     tries = 0
     while True:
@@ -52,7 +53,7 @@ async def aretrying(
             async with closing_stream(attempt()) as stream:
                 async for fragments in stream:
                     yielded = True
-                    yield fragments
+                    yield typed(fragments)
             return
         except ModelServiceError as e:
             wait = retry_wait(e, tries, settings, yielded, model, api_key)

@@ -25,6 +25,7 @@ from typing import Any, TypeAlias, cast
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage, check_cfg_keys, choice_args
 from chatagent.llm.registry import register_llm
 from chatagent.schema import ASSISTANT, FunctionCall, Message
+from chatagent.stream import Fragment
 from chatagent.tokens import count_tokens
 
 
@@ -152,22 +153,22 @@ class ScriptedLLM(BaseChatModel):
         usage: Usage | None,
         *,
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
-    ) -> Iterator[list[Message]]:
+    ) -> Iterator[list[Fragment]]:
         reply = _as_reply(self._take(messages, functions, cfg, tool_choice))
-        make = Message.unchecked
+        make = Fragment.unchecked
         index = 0
         if reply.reasoning:
-            yield [make(ASSISTANT, "", None, None, reply.reasoning, {"index": 0})]
+            yield [make(ASSISTANT, "", None, None, reply.reasoning, None, 0)]
         chunks = reply.text_chunks(self.chunk_size)
         for chunk in chunks:
-            yield [make(ASSISTANT, chunk, None, None, None, {"index": 0})]
+            yield [make(ASSISTANT, chunk, None, None, None, None, 0)]
         if reply.reasoning or chunks:
             index = 1
         for n, call in enumerate(reply.function_calls):
-            extra = {"index": index + n, "function_id": f"call_{len(self.calls)}_{n}"}
-            yield [make(ASSISTANT, "", None, call, None, extra)]
+            extra = {"function_id": f"call_{len(self.calls)}_{n}"}
+            yield [make(ASSISTANT, "", None, call, None, extra, index + n)]
         if not (reply.reasoning or chunks or reply.function_calls):
-            yield [make(ASSISTANT, "", None, None, None, {"index": 0})]
+            yield [make(ASSISTANT, "", None, None, None, None, 0)]
         if usage is not None:
             prompt = sum(count_tokens(m.text) for m in messages)
             usage.add(prompt, count_tokens(reply.text) + count_tokens(reply.reasoning))
@@ -180,7 +181,7 @@ class ScriptedLLM(BaseChatModel):
         usage: Usage | None,
         *,
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
-    ) -> AsyncIterator[list[Message]]:
+    ) -> AsyncIterator[list[Fragment]]:
         import asyncio
 
         # nothing here blocks; the keyword only when not the default, for a subclass's _chat_stream without it

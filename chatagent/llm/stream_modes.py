@@ -6,22 +6,24 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from chatagent.schema import Message
-from chatagent.stream import Collector, DictResponse, Response, fragment
+from chatagent.stream import Collector, DictResponse, Fragment, Response, fragment
+
+_T = TypeVar("_T")
 
 
-class closing_stream:
+class closing_stream(Generic[_T]):
     """`contextlib.aclosing` for any async iterator of fragments: on exit it is closed if it can be (an async
     generator can; an async iterator need not have `aclose`)."""
 
     __slots__ = ("stream",)
 
-    def __init__(self, stream: AsyncIterator[list[Message]]) -> None:
+    def __init__(self, stream: AsyncIterator[_T]) -> None:
         self.stream = stream
 
-    async def __aenter__(self) -> AsyncIterator[list[Message]]:
+    async def __aenter__(self) -> AsyncIterator[_T]:
         return self.stream
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -30,12 +32,12 @@ class closing_stream:
             await aclose()
 
 
-def dumped(fragments: Iterator[list[Message]]) -> Iterator[list[dict[str, Any]]]:
+def dumped(fragments: Iterator[list[Fragment]]) -> Iterator[list[dict[str, Any]]]:
     for frs in fragments:
         yield [f.model_dump() for f in frs]
 
 
-def dict_accumulate(fragments: Iterator[list[Message]]) -> Iterator[list[dict[str, Any]]]:
+def dict_accumulate(fragments: Iterator[list[Fragment]]) -> Iterator[list[dict[str, Any]]]:
     """Fragments in, the whole response so far as dicts out (each yield a new list)."""
     response = DictResponse()
     for frs in fragments:
@@ -44,16 +46,16 @@ def dict_accumulate(fragments: Iterator[list[Message]]) -> Iterator[list[dict[st
             yield list(response.messages)
 
 
-def as_fragments(msgs: list[Message]) -> Iterator[list[Message]]:
+def as_fragments(msgs: list[Message]) -> Iterator[list[Fragment]]:
     yield [fragment(m, i) for i, m in enumerate(msgs)]
 
 
-async def aas_fragments(reply: Awaitable[list[Message]]) -> AsyncIterator[list[Message]]:
+async def aas_fragments(reply: Awaitable[list[Message]]) -> AsyncIterator[list[Fragment]]:
     yield [fragment(m, i) for i, m in enumerate(await reply)]
 
 
 async def acollect(
-    fragments: AsyncIterator[list[Message]], as_dicts: bool = False
+    fragments: AsyncIterator[list[Fragment]], as_dicts: bool = False
 ) -> list[Message] | list[dict[str, Any]]:
     collector = Collector()
     async with closing_stream(fragments) as parts:
@@ -64,7 +66,7 @@ async def acollect(
 
 
 async def aaccumulate(
-    fragments: AsyncIterator[list[Message]], as_dicts: bool = False
+    fragments: AsyncIterator[list[Fragment]], as_dicts: bool = False
 ) -> AsyncIterator[list[Message] | list[dict[str, Any]]]:
     response: Response | DictResponse = DictResponse() if as_dicts else Response()
     async with closing_stream(fragments) as parts:
@@ -74,19 +76,19 @@ async def aaccumulate(
                 yield response.messages[:]  # a new list (sliced: its type stays the response's own)
 
 
-async def adumped(fragments: AsyncIterator[list[Message]]) -> AsyncIterator[list[dict[str, Any]]]:
+async def adumped(fragments: AsyncIterator[list[Fragment]]) -> AsyncIterator[list[dict[str, Any]]]:
     async with closing_stream(fragments) as parts:
         async for frs in parts:
             yield [f.model_dump() for f in frs]
 
 
-async def in_worker_thread(start: Callable[[], Iterator[list[Message]]]) -> AsyncIterator[list[Message]]:
+async def in_worker_thread(start: Callable[[], Iterator[list[Fragment]]]) -> AsyncIterator[list[Fragment]]:
     """The stream `start()` returns, for asyncio: started on first use, each step taken in a worker thread, closed
     there too when done (if it can be closed: a generator can, a plain iterator has nothing to close)."""
     stream = start()
     busy = threading.Lock()  # a cancelled wait leaves `next` running in its thread: close after it
 
-    def step() -> list[Message] | None:
+    def step() -> list[Fragment] | None:
         with busy:
             return next(stream, None)
 

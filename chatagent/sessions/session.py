@@ -25,13 +25,13 @@ import asyncio
 import logging
 import os
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Sequence
 from typing import Any, cast
 
 from chatagent.schema import SYSTEM, USER, Message, content_text, drop_unanswered_calls, to_messages
 from chatagent.sessions.store import _UNCHANGED, DEFAULT_USER, Loaded, SessionInfo, SQLStore
 from chatagent.sessions.store_urls import open_store
-from chatagent.stream import Collector
+from chatagent.stream import Collector, Fragment
 
 logger = logging.getLogger("chatagent.sessions")
 
@@ -180,7 +180,7 @@ class Turn:
         rest = new[1:] if new and new[0].role == SYSTEM else new
         self.conversation = ([system] if system is not None else []) + history + rest
 
-    def add(self, fragments: list[Message]) -> None:
+    def add(self, fragments: Sequence[Message]) -> None:
         self._collector.add(fragments)
 
     def end(self, outcome: str) -> None:
@@ -206,8 +206,8 @@ class Turn:
 
 
 def run_turn(
-    session: Session, new: list[Message], start: Callable[[list[Message]], Iterator[list[Message]]], name: str | None
-) -> Iterator[list[Message]]:
+    session: Session, new: list[Message], start: Callable[[list[Message]], Iterator[list[Fragment]]], name: str | None
+) -> Iterator[list[Fragment]]:
     """The fragments of `start(conversation)`, a run on the session's conversation, saved as a turn at its end."""
     turn = Turn(session, new)
     turn.name = name
@@ -231,9 +231,9 @@ def run_turn(
 async def arun_turn(
     session: Session,
     new: list[Message],
-    start: Callable[[list[Message]], AsyncIterator[list[Message]]],
+    start: Callable[[list[Message]], AsyncIterator[list[Fragment]]],
     name: str | None,
-) -> AsyncIterator[list[Message]]:
+) -> AsyncIterator[list[Fragment]]:
     """`run_turn` for `arun()`: the store is read and written in worker threads, off the event loop."""
     turn = await asyncio.to_thread(Turn, session, new)
     turn.name = name

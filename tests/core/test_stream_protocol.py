@@ -3,11 +3,22 @@
 import pytest
 
 from chatagent.schema import FunctionCall, Message
-from chatagent.stream import Collector, DictResponse, Response, accumulate, collect, fragment, merge_delta
+from chatagent.stream import (
+    Collector,
+    DictResponse,
+    Fragment,
+    Response,
+    accumulate,
+    as_fragment,
+    collect,
+    fragment,
+    merge_delta,
+    typed,
+)
 
 
 def frag(index, content="", **kw):
-    return Message.unchecked("assistant", content, kw.get("name"), kw.get("fc"), kw.get("reasoning"), {"index": index})
+    return Fragment("assistant", content, kw.get("reasoning"), kw.get("name"), kw.get("fc"), index=index)
 
 
 def test_response_grows_and_copies_on_write():
@@ -48,7 +59,9 @@ def test_accumulate_collect_and_merge_delta_agree():
 def test_fragment_helper_keeps_original():
     m = Message("assistant", "x", extra={"function_id": "c"})
     f = fragment(m, 3)
-    assert f.extra == {"function_id": "c", "index": 3} and m.extra == {"function_id": "c"}
+    assert f.index == 3 and f.extra == {"function_id": "c"} and m.extra == {"function_id": "c"}
+    f.extra["x"] = 1
+    assert m.extra == {"function_id": "c"}  # a copy
 
 
 def _bytes_allocated_folding(n: int, as_dicts: bool) -> int:
@@ -98,3 +111,55 @@ def test_merge_delta_updates_in_place_and_leaves_fragments_alone():
     assert dicts == [{"role": "assistant", "content": "Hello", "extra": {"function_id": "c1"}}]
     with pytest.raises(ValueError):
         merge_delta(dicts, [{"role": "assistant", "content": "x", "extra": {"index": 5}}])
+
+
+def test_a_fragment_is_a_message_with_its_place_as_a_field():
+    f = Fragment("assistant", "hi", extra={"function_id": "c"}, index=2)
+    assert isinstance(f, Message) and f.index == 2 and not f.replace
+    assert f["content"] == "hi" and f["index"] == 2 and f.extra == {"function_id": "c"}
+    assert f.model_dump() == {"role": "assistant", "content": "hi", "extra": {"function_id": "c"}, "index": 2}
+    assert Fragment("assistant", "x", index=0, replace=True).model_dump()["replace"] is True
+    assert f.copy().index == 2 and f.copy() == f and f.copy() is not f
+    for bad in (-1, "0", 1.0, True):
+        with pytest.raises(ValueError, match="index must be an int >= 0"):
+            Fragment("assistant", "x", index=bad)
+
+
+def test_messages_marked_the_older_way_still_fold_like_fragments():
+    old = [
+        [Message("assistant", "He", extra={"index": 0})],
+        [Message("assistant", "llo", extra={"index": 0, "stop_reason": "length"})],
+        [Message("assistant", "call", extra={"index": 1, "function_id": "c"})],
+        [Message("assistant", "Bye", extra={"index": 0, "replace": True})],
+    ]
+    new = [
+        [frag(0, "He")],
+        [Fragment("assistant", "llo", extra={"stop_reason": "length"}, index=0)],
+        [Fragment("assistant", "call", extra={"function_id": "c"}, index=1)],
+        [Fragment("assistant", "Bye", index=0, replace=True)],
+    ]
+    expected = [Message("assistant", "Bye"), Message("assistant", "call", extra={"function_id": "c"})]
+    for stream in (old, new):
+        assert list(accumulate(iter(stream)))[-1] == expected
+        assert collect(iter(stream)) == expected
+        dicts = DictResponse()
+        for fs in stream:
+            dicts.add(fs)
+        assert dicts.messages == [m.model_dump() for m in expected]
+        for as_dicts in (False, True):
+            full: list = []
+            for fs in stream:
+                merge_delta(full, [f.model_dump() for f in fs] if as_dicts else fs)
+            assert full == ([m.model_dump() for m in expected] if as_dicts else expected)
+    assert [as_fragment(f).model_dump() for fs in old for f in fs] == [f.model_dump() for fs in new for f in fs]
+    assert old[1][0].extra == {"index": 0, "stop_reason": "length"}  # converting leaves the caller's message alone
+
+
+def test_typed_passes_fragment_lists_through_and_converts_others():
+    fs = [frag(0, "a"), frag(1, "b")]
+    assert typed(fs) is fs
+    mixed = [frag(0, "a"), Message("assistant", "b", extra={"index": 1})]
+    out = typed(mixed)
+    assert out is not mixed and [type(f) for f in out] == [Fragment, Fragment] and out[1].index == 1
+    with pytest.raises(ValueError, match="not a fragment"):
+        typed([Message("assistant", "b")])

@@ -98,7 +98,7 @@ def test_yielding_the_request_itself_shows_the_reply_once_and_goes_on():
 
 def test_a_rewritten_message_replaces_it_in_delta_mode():
     deltas = [copy.deepcopy(d) for d in Rewrites(llm=ScriptedLLM([])).run(USER, delta_stream=True)]
-    assert deltas[1][0]["extra"]["replace"] is True
+    assert deltas[1][0]["replace"] is True
     assert fold(deltas) == [{"role": "assistant", "content": "The helper says hi", "name": "helper"}]
 
 

@@ -62,7 +62,7 @@ def test_stream_cumulative_each_yield_extends_the_last(server: DashScopeServer) 
 def test_delta_stream_yields_only_new_text(server: DashScopeServer) -> None:
     server.add(Reply(chunks=["ab", "cd", "ef"]))
     deltas = list(model(server).chat(USER, delta_stream=True))
-    assert [[(f.content, f.extra["index"]) for f in d] for d in deltas] == [[("ab", 0)], [("cd", 0)], [("ef", 0)]]
+    assert [[(f.content, f.index) for f in d] for d in deltas] == [[("ab", 0)], [("cd", 0)], [("ef", 0)]]
     full: list = []
     for d in deltas:
         merge_delta(full, d)
@@ -147,7 +147,7 @@ def test_single_tool_call_is_emitted_complete(server: DashScopeServer) -> None:
     calls = [f for d in deltas for f in d if f.function_call is not None]
     assert len(calls) == 1 and deltas[-1] == [calls[0]]
     call = calls[0]
-    assert call.extra == {"index": 1, "function_id": "call_0_get_weather"}
+    assert call.index == 1 and call.extra == {"function_id": "call_0_get_weather"}
     assert call.function_call.name == "get_weather" and json.loads(call.function_call.arguments) == {"city": "Paris"}
     params = server.requests[0].parameters
     assert params["tools"] == [{"type": "function", "function": WEATHER}]

@@ -91,7 +91,7 @@ def test_a_tool_call_streams_complete(server: DashScopeServer) -> None:
     deltas = run(astream(model(server), functions=[WEATHER], delta_stream=True))
     calls = [f for d in deltas for f in d if f.function_call is not None]
     assert len(calls) == 1 and deltas[-1] == [calls[0]]
-    assert calls[0].extra == {"index": 1, "function_id": "call_0_get_weather"}
+    assert calls[0].index == 1 and calls[0].extra == {"function_id": "call_0_get_weather"}
     assert json.loads(calls[0].function_call.arguments) == {"city": "Paris"}
     assert "".join(f.content for d in deltas[:-1] for f in d) == "Let me look."
 

@@ -21,7 +21,7 @@ from chatagent.llm.fncall_prompt import (
     with_stop_words,
 )
 from chatagent.schema import ASSISTANT, Message, to_messages
-from chatagent.stream import INDEX, collect
+from chatagent.stream import Fragment, collect
 from tests.support.openai_server import Reply as ServerReply
 
 pytestmark = pytest.mark.timeout(60)
@@ -53,7 +53,8 @@ def dump(msgs: list[Message]) -> list[dict]:
     out = []
     for m in msgs:
         d = dict(m) if isinstance(m, dict) else m.model_dump()
-        extra = {k: v for k, v in (d.pop("extra", None) or {}).items() if k not in ("function_id", INDEX)}
+        d.pop("index", None)
+        extra = {k: v for k, v in (d.pop("extra", None) or {}).items() if k != "function_id"}
         if extra:
             d["extra"] = extra
         out.append(d)
@@ -76,7 +77,7 @@ def parse_chunks(raw: str, chunks: list[str] | None = None, fmt: str = "nous") -
     """The parser alone over `raw` split into `chunks` (one chunk if None)."""
     chunks = [raw] if chunks is None else chunks
     assert "".join(chunks) == raw
-    stream = [[Message.unchecked(ASSISTANT, c, None, None, None, {INDEX: 0})] for c in chunks]
+    stream = [[Fragment(ASSISTANT, c, index=0)] for c in chunks]
     return collect(StreamParser(fmt, functions=FUNCS).run(stream))
 
 
@@ -335,11 +336,11 @@ def test_generated_replies_stream_exactly(fmt, pieces, reasoning, calls, cuts):
     expected = [text(shown, thought)] if shown or thought or not calls else []
     expected += [call(name, {"n": n}) for n, name in enumerate(calls)]
     chunks = split_at(raw, cuts)
-    stream = [[Message.unchecked(ASSISTANT, c, None, None, None, {INDEX: 0})] for c in chunks]
+    stream = [[Fragment(ASSISTANT, c, index=0)] for c in chunks]
     seen = ""
     for out in StreamParser(fmt).run(stream):
         for f in out:
-            if f.extra[INDEX] == 0 and f.content:
+            if f.index == 0 and f.content:
                 seen += f.content
                 assert shown.startswith(seen), (seen, shown)  # never more than the final text
     assert dump(parse_chunks(raw, chunks, fmt)) == expected
@@ -362,7 +363,7 @@ def test_parsing_is_linear_in_the_reply():
     def run(n: int) -> float:
         body = json.dumps({"name": "get_weather", "arguments": {"city": "x < y " * n}})
         raw = "a<b " * n + "<tool_call>" + body + "</tool_call>"
-        stream = ([Message.unchecked(ASSISTANT, c, None, None, None, {INDEX: 0})] for c in raw)
+        stream = ([Fragment(ASSISTANT, c, index=0)] for c in raw)
         t = time.perf_counter()
         out = collect(StreamParser("nous").run(stream))
         elapsed = time.perf_counter() - t

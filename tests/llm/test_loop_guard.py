@@ -5,15 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from chatagent.llm.loop_guard import LoopGuard, stop_loops
-from chatagent.schema import Message
-from chatagent.stream import collect
+from chatagent.stream import Fragment, collect
 
 LOOP = "To install a package, use the command install(name) which downloads it from the source code. "
 
 
-def fragments(text: str, size: int = 7) -> Iterator[list[Message]]:
+def fragments(text: str, size: int = 7) -> Iterator[list[Fragment]]:
     for i in range(0, len(text), size):
-        yield [Message.unchecked("assistant", text[i : i + size], None, None, None, {"index": 0})]
+        yield [Fragment("assistant", text[i : i + size], index=0)]
 
 
 def test_a_looping_answer_is_caught_in_its_third_round() -> None:
@@ -35,7 +34,7 @@ def test_a_long_varied_answer_a_list_and_a_repeated_phrase_are_not_loops() -> No
 def test_stop_loops_ends_and_closes_the_stream_and_says_why() -> None:
     closed = []
 
-    def backend() -> Iterator[list[Message]]:
+    def backend() -> Iterator[list[Fragment]]:
         try:
             yield from fragments(LOOP * 40)
         finally:

@@ -58,7 +58,7 @@ def test_cumulative_stream_extends_and_ends_equal_to_nonstream(openai_server):
 def test_delta_stream_fragments_fold_to_the_cumulative_answer(openai_server):
     openai_server.add(Reply(reasoning="think", text="Sunny and warm", tool_calls=[("get_weather", {"city": "Paris"})]))
     deltas = list(model(openai_server).chat(USER, [WEATHER], delta_stream=True))
-    assert all(f.extra["index"] in (0, 1) for d in deltas for f in d)
+    assert all(f.index in (0, 1) for d in deltas for f in d)
     full: list = []
     for d in deltas:
         merge_delta(full, d)

@@ -25,7 +25,7 @@ from chatagent.agent import Agent, RunContext, current_run
 from chatagent.agents.assistant import Assistant
 from chatagent.rag.file_index import FileIndex
 from chatagent.schema import ASSISTANT, SYSTEM, USER, Message, content_text
-from chatagent.stream import INDEX, collect
+from chatagent.stream import Fragment, collect
 from chatagent.tools.arguments import ToolArgumentError, parse_json
 from chatagent.tools.calling import run_batch
 from chatagent.tools.retrieval import allowed_files
@@ -139,11 +139,10 @@ class ParallelDocQA(Assistant):
         summary = [Message.unchecked(SYSTEM, "\n\n".join([*own, system]))] + rest
         reply = yield from self._call_llm(summary)
         extra = {
-            INDEX: max(len(reply) - 1, 0),
             "sources": [{"file": c.source, "pages": c.pages} for c in found.chunks],
             "parts_answered": len(answers),
         }
-        yield [Message.unchecked(ASSISTANT, "", None, None, None, extra)]
+        yield [Fragment.unchecked(ASSISTANT, "", None, None, None, extra, max(len(reply) - 1, 0))]
 
     def _load(self, files: list[str]) -> tuple[FileIndex, list]:
         return self.store.load(files, passwords=self.passwords, on_progress=self.on_progress)

@@ -29,12 +29,12 @@ from chatagent.llm.fncall.formats import (
     THINK_OPEN,
 )
 from chatagent.llm.stream_modes import closing_stream
-from chatagent.schema import ASSISTANT, FunctionCall, Message, content_text
-from chatagent.stream import INDEX
+from chatagent.schema import ASSISTANT, FunctionCall, content_text
+from chatagent.stream import Fragment
 
 logger = logging.getLogger("chatagent.llm")
 # the unvalidated constructor, bound once for fragments built per chunk
-_make = Message.unchecked
+_make = Fragment.unchecked
 
 _TEXT, _THINK, _CALL, _NAME, _ARGS, _DONE = range(6)
 
@@ -137,7 +137,7 @@ class StreamParser:
         self._calls_out: list[tuple[FunctionCall, str]] = []
         self._cut = False  # the backend said the reply was cut off by the token limit
 
-    def run(self, stream: Iterable[list[Message]]) -> Iterator[list[Message]]:
+    def run(self, stream: Iterable[list[Fragment]]) -> Iterator[list[Fragment]]:
         """Parse a stream of fragment lists (or whole messages); yield our fragments.
 
         A reply the backend marks as cut off by the token limit (extra['stop_reason'] == 'length') keeps the
@@ -152,7 +152,7 @@ class StreamParser:
         if out:
             yield out
 
-    async def arun(self, stream: AsyncIterator[list[Message]]) -> AsyncIterator[list[Message]]:
+    async def arun(self, stream: AsyncIterator[list[Fragment]]) -> AsyncIterator[list[Fragment]]:
         """`run` for asyncio (closes `stream` when done or closed early)."""
         async with closing_stream(stream) as parts:
             async for fragments in parts:
@@ -163,7 +163,7 @@ class StreamParser:
         if out:
             yield out
 
-    def push(self, fragments: list[Message]) -> list[Message]:
+    def push(self, fragments: list[Fragment]) -> list[Fragment]:
         """Read one list of the backend's fragments; our fragments so far."""
         for f in fragments:
             if f.extra and f.extra.get("stop_reason") == "length":
@@ -178,7 +178,7 @@ class StreamParser:
                 self._emit_call(f.function_call, fid)
         return self.take()
 
-    def end(self) -> list[Message]:
+    def end(self) -> list[Fragment]:
         """The stream ended: the last fragments (see `run`)."""
         cut = self._cut
         if cut and self._mode in (_CALL, _NAME, _ARGS):
@@ -186,9 +186,9 @@ class StreamParser:
         self.close()
         out = self.take()
         if not out and not self._head and not self._emitted:
-            out = [_make(ASSISTANT, "", None, None, None, {INDEX: 0})]
+            out = [_make(ASSISTANT, "", None, None, None, None, 0)]
         if cut and (self._head or not self._emitted):  # index 0 is the text: say that it was cut off
-            out.append(_make(ASSISTANT, "", None, None, None, {INDEX: 0, "stop_reason": "length"}))
+            out.append(_make(ASSISTANT, "", None, None, None, {"stop_reason": "length"}, 0))
         if self._dropped:
             logger.debug("prompt-based function calling: dropped %d characters after the calls", self._dropped)
         return out
@@ -240,9 +240,9 @@ class StreamParser:
             self._text_out.append(self._text.pending)
             self._text.pending = ""
 
-    def take(self) -> list[Message]:
+    def take(self) -> list[Fragment]:
         """The fragments produced since the last call."""
-        out: list[Message] = []
+        out: list[Fragment] = []
         make = _make
         texts, thoughts = self._text_out, self._reasoning_out
         if texts or thoughts:
@@ -250,12 +250,12 @@ class StreamParser:
             reasoning = ("".join(thoughts) or None) if thoughts else None
             texts.clear()
             thoughts.clear()
-            out.append(make(ASSISTANT, text, None, None, reasoning, {INDEX: 0}))
+            out.append(make(ASSISTANT, text, None, None, reasoning, None, 0))
             self._head = True
         if self._calls_out:
             for call, fid in self._calls_out:
                 index = self._emitted + (1 if self._head else 0)
-                out.append(make(ASSISTANT, "", None, call, None, {INDEX: index, "function_id": fid}))
+                out.append(make(ASSISTANT, "", None, call, None, {"function_id": fid}, index))
                 self._emitted += 1
             self._calls_out.clear()
         return out
