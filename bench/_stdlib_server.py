@@ -19,7 +19,7 @@ from chatagent.agent import Agent, Run
 from chatagent.errors import ModelServiceError, RunDeadlineExceeded
 from chatagent.keys import clean_api_key, mask_secrets
 from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
-from chatagent.stream import INDEX
+from chatagent.stream import as_fragment
 
 logger = logging.getLogger("chatagent.server")
 
@@ -96,7 +96,7 @@ class _Answer:
                 reasoning.append(f.reasoning_content)
             piece = f.text
             if piece:
-                i = f.extra[INDEX]
+                i = as_fragment(f).index
                 if i not in self.text_indexes:
                     if self.text_indexes:
                         piece = "\n\n" + piece

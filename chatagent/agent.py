@@ -6,7 +6,7 @@ caller gave dicts, Messages if it gave Messages; the whole response so far on ea
 the default) or only what is new (`delta_stream=True`). `arun()` is the same on an asyncio event loop.
 
 A subclass's `_run(messages, lang, **kwargs)` is a generator that yields *fragments* (see
-`chatagent.stream`: lists of Messages each carrying `extra['index']`, its position in this run's
+`chatagent.stream`: lists of `Fragment`s, Messages that carry `index`, their position in this run's
 response) and *requests* (see `chatagent.effects`) made by the helpers below and used with `yield from`,
 so that one loop definition serves `run()` and `arun()`:
 
@@ -257,7 +257,7 @@ class Agent(RunSteps):
         """Answer `messages`; iterate the result for the response as it grows.
 
         Each yield is a list: the whole response so far, or with `delta_stream=True` only the new
-        fragments (each with `extra['index']`; fold them with `chatagent.merge_delta`). `deadline`
+        fragments (`chatagent.Fragment`s, each with its `index`; fold them with `chatagent.merge_delta`). `deadline`
         is a time limit in seconds for the whole run. With `session` (a `chatagent.Session`) the run is on
         the stored conversation followed by `messages`, and the turn is stored when the run ends (see
         `chatagent.sessions.session`). The caller's messages are never modified.

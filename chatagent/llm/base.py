@@ -1,8 +1,8 @@
 """BaseChatModel: the one interface every model backend keeps, and the work they share.
 
 A backend implements `_chat_stream` (and `_chat_once` when the server has a cheaper non-streaming
-call). Both speak in fragments (see `chatagent.stream`): lists of assistant Messages carrying
-`extra['index']`. This class adds what every backend needs: input checks and truncation, retries with
+call). Both speak in fragments (see `chatagent.stream`): lists of assistant `Fragment`s, Messages that
+carry their `index`. This class adds what every backend needs: input checks and truncation, retries with
 backoff, the three stream modes, usage accounting and prompt-based function calling.
 """
 
@@ -273,7 +273,7 @@ class BaseChatModel:
 
         - `stream=False`: returns the list of assistant messages.
         - `stream=True`: an iterator of lists; each the whole response so far (cumulative), or with
-          `delta_stream=True` only the new fragments (each with `extra['index']`).
+          `delta_stream=True` only the new fragments (`Fragment`s, each with its `index`).
 
         A reply with function calls holds one assistant message per call (after any text), each with
         `extra['function_id']`; a call appears only once its arguments are complete.

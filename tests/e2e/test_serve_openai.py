@@ -16,6 +16,7 @@ from chatagent import Agent, BasicAgent, Message, ModelServiceError, Reply, Scri
 from chatagent.llm.base import BaseChatModel
 from chatagent.schema import FUNCTION
 from chatagent.server import AgentServer
+from chatagent.stream import fragment
 from tests.gui.test_gui_session import PacedLLM
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
@@ -39,13 +40,8 @@ class WeatherAgent(Agent):
             for call in calls:
                 args = json.loads(call.function_call.arguments)
                 self.tool_runs.append(args)
-                result = Message(FUNCTION, f"sunny in {args['city']}", name="get_weather", extra=dict(call.extra))
-                result.extra.pop("index", None)
-                yield [
-                    Message.unchecked(
-                        FUNCTION, result.content, "get_weather", None, None, {**result.extra, "index": len(response)}
-                    )
-                ]
+                result = Message(FUNCTION, f"sunny in {args['city']}", name="get_weather", extra=dict(call.extra or {}))
+                yield [fragment(result, len(response))]
                 response.append(result)
 
 
