@@ -384,7 +384,7 @@ def to_messages(data: Iterable[dict[str, Any] | Message]) -> list[Message]:
     for i, m in enumerate(data):
         where = f"messages[{i}]"
         if isinstance(m, Message):
-            out.append(m.copy())
+            out.append(Message.copy(m))  # a plain Message, also from a Fragment
         else:
             _require(m, dict, f"{where} must be a dict or Message")
             out.extend(_from_dict(m, where))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from chatagent.schema import FunctionCall, Message
+from chatagent.schema import FunctionCall, Message, to_messages
 from chatagent.stream import (
     Collector,
     DictResponse,
@@ -120,6 +120,7 @@ def test_a_fragment_is_a_message_with_its_place_as_a_field():
     assert f.model_dump() == {"role": "assistant", "content": "hi", "extra": {"function_id": "c"}, "index": 2}
     assert Fragment("assistant", "x", index=0, replace=True).model_dump()["replace"] is True
     assert f.copy().index == 2 and f.copy() == f and f.copy() is not f
+    assert type(to_messages([f])[0]) is Message  # as a conversation's message it is a plain one
     for bad in (-1, "0", 1.0, True):
         with pytest.raises(ValueError, match="index must be an int >= 0"):
             Fragment("assistant", "x", index=bad)
