@@ -447,7 +447,8 @@ class Agent(RunSteps):
         msgs = to_messages(given)
         if not msgs:
             raise ValueError("messages is empty: give at least one message")
-        callbacks = self.callbacks + tuple(kwargs.pop("callbacks", None) or ()) + events.global_callbacks
+        own = self.callbacks + tuple(kwargs.pop("callbacks", None) or ())
+        callbacks = own + events.global_callbacks if own else events.global_callbacks  # the latter: see handlers
         context = RunContext(time.monotonic() + deadline if deadline else None, callbacks, self.name)
         run_cfg = kwargs.pop("generate_cfg", None)
         if run_cfg:

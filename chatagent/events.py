@@ -79,7 +79,18 @@ Handler = Callable[[Event], Any]
 
 def handlers(callbacks: Iterable[Callback], kind: str) -> list[Handler]:
     """What handles events of `kind` among `callbacks`: each object's `on_<kind>` method unless it is the one
-    `Callbacks` has (which does nothing), and each plain function. Empty: build no Event of that kind."""
+    `Callbacks` has (which does nothing), and each plain function. Empty: build no Event of that kind. For the
+    global callbacks themselves (a run with no callbacks of its own) the answer is the one worked out when they
+    last changed; do not change the list."""
+    known, table = _global_handlers
+    if callbacks is known:
+        found = table.get(kind)
+        if found is not None:
+            return found
+    return _handlers(callbacks, kind)
+
+
+def _handlers(callbacks: Iterable[Callback], kind: str) -> list[Handler]:
     method, base = _METHODS.get(kind) or ("on_" + kind, None)
     found: list[Handler] = []
     for cb in callbacks:
@@ -112,18 +123,25 @@ _METHODS = {kind: ("on_" + kind, getattr(Callbacks, "on_" + kind)) for kind in K
 
 #: callbacks every run gets besides its own (see add_global_callback)
 global_callbacks: tuple[Callback, ...] = ()
+#: global_callbacks, and what handles each kind among them (see handlers), worked out when they change
+_global_handlers: tuple[tuple[Callback, ...], dict[str, list[Handler]]] = ((), {kind: [] for kind in KINDS})
 
 
 def add_global_callback(callback: Callback) -> None:
     """Tell `callback` about every run of every agent from now on (runs already started are not affected)."""
-    global global_callbacks
     if callback not in global_callbacks:
-        global_callbacks = (*global_callbacks, callback)
+        _set_global_callbacks((*global_callbacks, callback))
 
 
 def remove_global_callback(callback: Callback) -> None:
-    global global_callbacks
-    global_callbacks = tuple(cb for cb in global_callbacks if cb is not callback)
+    """Undo add_global_callback (a callback equal to `callback`, as `list.append` is to `list.append`, counts)."""
+    _set_global_callbacks(tuple(cb for cb in global_callbacks if cb != callback))
+
+
+def _set_global_callbacks(callbacks: tuple[Callback, ...]) -> None:
+    global global_callbacks, _global_handlers
+    _global_handlers = (callbacks, {kind: _handlers(callbacks, kind) for kind in KINDS})
+    global_callbacks = callbacks
 
 
 def as_callbacks(value: Any) -> tuple[Callback, ...]:

@@ -98,3 +98,24 @@ def test_a_failing_handler_is_logged_and_the_next_still_runs(caplog):
         events.emit([broken, got.append], Event("llm_end"))
     assert [e.kind for e in got] == ["llm_end"]
     assert "failed on llm_end" in caplog.text and "boom" in caplog.text
+
+
+def test_global_callbacks_as_they_are_at_each_run(built):
+    """What handles each kind among the global callbacks is worked out when they change: a run sees the ones
+    installed when it starts, beside its own."""
+    ends, log, mine = Ends(), [], []
+    events.add_global_callback(ends)
+    try:
+        tool_bot().run_nonstream(USER)
+        assert ends.seen == ["llm_end", "tool_end", "llm_end", "run_end"] and built == ends.seen
+        events.add_global_callback(log.append)
+        tool_bot().run_nonstream(USER, callbacks=[mine.append])
+        events.remove_global_callback(ends)
+        tool_bot().run_nonstream(USER)
+    finally:
+        events.remove_global_callback(ends)
+        events.remove_global_callback(log.append)
+    kinds = ["run_start", "llm_start", "llm_end", "tool_start", "tool_end", "llm_start", "llm_end", "run_end"]
+    assert ends.seen == ["llm_end", "tool_end", "llm_end", "run_end"] * 2
+    assert [e.kind for e in mine] == kinds and [e.kind for e in log] == kinds * 2
+    assert events.global_callbacks == () and handlers(events.global_callbacks, "run_end") == []
