@@ -95,10 +95,9 @@ class Fragment(Message):
         return d
 
     def message(self) -> Message:
-        """The message this fragment starts (a new Message without index; content lists and extra shared)."""
-        return Message.unchecked(
-            self.role, self.content, self.name, self.function_call, self.reasoning_content, self.extra
-        )
+        """The message this fragment starts: a plain Message with its own copy of `extra`."""
+        extra = dict(self.extra) if self.extra else None
+        return Message.unchecked(self.role, self.content, self.name, self.function_call, self.reasoning_content, extra)
 
 
 def _checked_index(index: object) -> int:
@@ -192,11 +191,7 @@ class Response:
                 f = as_fragment(f)
             i = f.index
             if i == len(msgs) or (f.replace and i < len(msgs)):
-                m = Message.unchecked(f.role, f.content, f.name, f.function_call, f.reasoning_content, _own(f.extra))
-                if i == len(msgs):
-                    msgs.append(m)
-                else:
-                    msgs[i] = m
+                _put(msgs, i, f.message())
             elif i < len(msgs):
                 msgs[i] = _extend(msgs[i], f)
             else:
@@ -209,6 +204,14 @@ class Response:
 def _own(extra: dict[str, Any] | None) -> dict[str, Any] | None:
     """A message's own copy of a fragment's extra (fragments may be seen by several consumers)."""
     return dict(extra) if extra else None
+
+
+def _put(items: list[Any], i: int, item: Any) -> None:
+    """`item` at `i` of `items`: appended at the end, else in place of what is there."""
+    if i == len(items):
+        items.append(item)
+    else:
+        items[i] = item
 
 
 def _past_the_end(i: int, n: int) -> ValueError:
@@ -231,11 +234,7 @@ class DictResponse:
                 f = as_fragment(f)
             i = f.index
             if i == len(msgs) or (f.replace and i < len(msgs)):
-                d = Message.model_dump(f)
-                if i == len(msgs):
-                    msgs.append(d)
-                else:
-                    msgs[i] = d
+                _put(msgs, i, Message.model_dump(f))
             elif i < len(msgs):
                 msgs[i] = _extend_dict(msgs[i], f)
             else:
@@ -401,11 +400,7 @@ def merge_delta(response: list[Any], fragments: Iterable[dict[str, Any] | Messag
             if as_dict:
                 DictResponse(response).add([f])
             else:
-                msg = Message.unchecked(f.role, f.content, f.name, f.function_call, f.reasoning_content, _own(f.extra))
-                if i == len(response):
-                    response.append(msg)
-                else:
-                    response[i] = msg
+                _put(response, i, f.message())
         elif i < len(response):
             (_grow_dict if as_dict else _grow_message)(response[i], f)
         else:
