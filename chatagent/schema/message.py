@@ -12,20 +12,20 @@ from chatagent.schema.parts import (
     ROLES,
     SYSTEM,
     ContentItem,
+    DictLike,
     FunctionCall,
     MessageError,
-    _content,
-    _DictLike,
-    _function_call,
-    _is_dict,
-    _is_list,
-    _require,
-    _type_name,
     content_text,
+    is_dict,
+    is_list,
+    parse_content,
+    parse_function_call,
+    require,
+    type_name,
 )
 
 
-class Message(_DictLike):
+class Message(DictLike):
     """One message of a conversation.
 
     `content` is a string or a list of ContentItems. An assistant message carries at most one
@@ -53,20 +53,20 @@ class Message(_DictLike):
         if role not in ROLES:
             raise MessageError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         self.role = role
-        self.content = _content(content)
+        self.content = parse_content(content)
         if name is not None:
-            _require(name, str, "name must be a string")
+            require(name, str, "name must be a string")
         self.name = name
         if isinstance(function_call, dict):
-            function_call = _function_call(function_call, "function_call")
+            function_call = parse_function_call(function_call, "function_call")
         elif function_call is not None:
-            _require(function_call, FunctionCall, "function_call must be a dict or FunctionCall")
+            require(function_call, FunctionCall, "function_call must be a dict or FunctionCall")
         self.function_call = function_call
         if reasoning_content is not None:
-            _require(reasoning_content, str, "reasoning_content must be a string")
+            require(reasoning_content, str, "reasoning_content must be a string")
         self.reasoning_content = reasoning_content
         if extra is not None:
-            _require(extra, dict, "extra must be a dict")
+            require(extra, dict, "extra must be a dict")
         self.extra = extra
 
     @classmethod
@@ -138,7 +138,7 @@ def to_message(data: dict[str, Any] | Message, where: str = "message") -> Messag
     An OpenAI assistant message with several `tool_calls` becomes several messages: use `to_messages`.
     """
     if not isinstance(data, dict):
-        _require(data, Message, f"{where} must be a dict or Message")
+        require(data, Message, f"{where} must be a dict or Message")
         return data
     msgs = _from_dict(data, where)
     if len(msgs) != 1:
@@ -149,14 +149,14 @@ def to_message(data: dict[str, Any] | Message, where: str = "message") -> Messag
 def to_messages(data: Iterable[dict[str, Any] | Message]) -> list[Message]:
     """Messages from a list of dicts or Messages; copies, so the caller's objects are never shared."""
     if not_a_message_list(data):
-        raise MessageError(f"messages must be a list of messages, got {_type_name(data)}")
+        raise MessageError(f"messages must be a list of messages, got {type_name(data)}")
     out: list[Message] = []
     for i, m in enumerate(data):
         where = f"messages[{i}]"
         if isinstance(m, Message):
             out.append(m.copy())
         else:
-            _require(m, dict, f"{where} must be a dict or Message")
+            require(m, dict, f"{where} must be a dict or Message")
             out.extend(_from_dict(m, where))
     return out
 
@@ -168,11 +168,11 @@ def _from_dict(d: dict[str, Any], where: str) -> list[Message]:
     if role == "developer":
         role = SYSTEM
     given_extra = d.get("extra")
-    if given_extra is not None and not _is_dict(given_extra):
+    if given_extra is not None and not is_dict(given_extra):
         raise MessageError(f"{where}.extra must be a dict, got {type(given_extra).__name__}")
     extra = dict(given_extra) if given_extra else None
     try:
-        content = _content(d.get("content"), f"{where}.content")
+        content = parse_content(d.get("content"), f"{where}.content")
     except MessageError:
         raise
     if role == "tool":
@@ -183,21 +183,21 @@ def _from_dict(d: dict[str, Any], where: str) -> list[Message]:
     if role not in ROLES:
         raise MessageError(f"{where}.role must be one of {', '.join(ROLES)} (or tool), got {role!r}")
     fc = d.get("function_call")
-    fc = _function_call(fc, f"{where}.function_call") if _is_dict(fc) else fc
+    fc = parse_function_call(fc, f"{where}.function_call") if is_dict(fc) else fc
     reasoning = d.get("reasoning_content")
     tool_calls = d.get("tool_calls")
     if not tool_calls:
         return [_build(where, role, content, reasoning, d.get("name"), fc, extra)]
-    if not _is_list(tool_calls):
+    if not is_list(tool_calls):
         raise MessageError(f"{where}.tool_calls must be a list, got {type(tool_calls).__name__}")
     out: list[Message] = []
     if content or reasoning:
         out.append(_build(where, role, content, reasoning, d.get("name"), None, extra))
     for j, tc in enumerate(tool_calls):
         tw = f"{where}.tool_calls[{j}]"
-        if not _is_dict(tc):
+        if not is_dict(tc):
             raise MessageError(f"{tw} must be a dict, got {type(tc).__name__}")
-        call = _function_call(tc.get("function"), f"{tw}.function")
+        call = parse_function_call(tc.get("function"), f"{tw}.function")
         call_extra = dict(extra or {})
         if tc.get("id") is not None:
             call_extra["function_id"] = tc["id"]

@@ -22,7 +22,7 @@ class MessageError(ValueError):
     """A message, content item or function call of the wrong shape; the text names the bad field."""
 
 
-class _DictLike:
+class DictLike:
     """Dict-style access over the slots of a small class."""
 
     __slots__: tuple[str, ...] = ()
@@ -63,7 +63,7 @@ class _DictLike:
         raise NotImplementedError
 
 
-class ContentItem(_DictLike):
+class ContentItem(DictLike):
     """One part of a multimodal message: exactly one of text, image, file, audio, video."""
 
     __slots__ = CONTENT_KINDS
@@ -114,7 +114,7 @@ class ContentItem(_DictLike):
         return {self.kind: self.value}
 
 
-class FunctionCall(_DictLike):
+class FunctionCall(DictLike):
     """A call the model asks for: the tool's name and its arguments as a JSON string."""
 
     __slots__ = ("name", "arguments")
@@ -122,13 +122,13 @@ class FunctionCall(_DictLike):
     arguments: str
 
     def __init__(self, name: str, arguments: str | dict[str, Any] | None = "") -> None:
-        _require(name, str, "function_call.name must be a string")
+        require(name, str, "function_call.name must be a string")
         if arguments is None:
             arguments = ""
         elif isinstance(arguments, dict):
             arguments = json.dumps(arguments, ensure_ascii=False)
         else:
-            _require(arguments, str, "function_call.arguments must be a JSON string")
+            require(arguments, str, "function_call.arguments must be a JSON string")
         self.name, self.arguments = name, arguments
 
     def model_dump(self) -> dict[str, str]:
@@ -144,22 +144,22 @@ def content_text(content: str | list[ContentItem] | None) -> str:
     return "\n".join(item.text for item in content if item.text is not None)
 
 
-def _require(value: object, kind: type[Any] | tuple[type[Any], ...], what: str) -> None:
+def require(value: object, kind: type[Any] | tuple[type[Any], ...], what: str) -> None:
     """Raise MessageError("`what`, got <type>") unless `value` is a `kind`: the check for callers without type hints."""
     if not isinstance(value, kind):
-        raise MessageError(f"{what}, got {_type_name(value)}")
+        raise MessageError(f"{what}, got {type_name(value)}")
 
 
-def _type_name(value: object) -> str:
+def type_name(value: object) -> str:
     return type(value).__name__
 
 
-def _is_dict(value: object) -> TypeGuard[dict[str, Any]]:
+def is_dict(value: object) -> TypeGuard[dict[str, Any]]:
     """Whether `value` is a dict (a JSON object from outside: values of any type)."""
     return isinstance(value, dict)
 
 
-def _is_list(value: object) -> TypeGuard[list[Any]]:
+def is_list(value: object) -> TypeGuard[list[Any]]:
     """Whether `value` is a list (a JSON array from outside: items of any type)."""
     return isinstance(value, list)
 
@@ -169,7 +169,7 @@ def _is_sequence(value: object) -> TypeGuard[list[Any] | tuple[Any, ...]]:
     return isinstance(value, (list, tuple))
 
 
-def _content(content: object, where: str = "content") -> str | list[ContentItem]:
+def parse_content(content: object, where: str = "content") -> str | list[ContentItem]:
     if content is None:
         return ""
     if isinstance(content, str):
@@ -179,7 +179,7 @@ def _content(content: object, where: str = "content") -> str | list[ContentItem]
         for i, item in enumerate(content):
             if isinstance(item, ContentItem):
                 items.append(item)
-            elif _is_dict(item):
+            elif is_dict(item):
                 items.append(_content_item(item, f"{where}[{i}]"))
             elif isinstance(item, str):
                 items.append(ContentItem(text=item))
@@ -197,10 +197,10 @@ def _content_item(d: dict[str, Any], where: str) -> ContentItem:
             d = {"text": d.get("text")}
         elif kind == "image_url":
             url = d.get("image_url")
-            d = {"image": url.get("url") if _is_dict(url) else url}
+            d = {"image": url.get("url") if is_dict(url) else url}
         elif kind in ("input_audio", "audio"):
             audio = d.get("input_audio") or d.get("audio")
-            d = {"audio": audio.get("data") if _is_dict(audio) else audio}
+            d = {"audio": audio.get("data") if is_dict(audio) else audio}
         elif kind in CONTENT_KINDS:
             d = {kind: d.get(kind)}
         else:
@@ -214,8 +214,8 @@ def _content_item(d: dict[str, Any], where: str) -> ContentItem:
         raise MessageError(f"{where}: {str(e).removeprefix('content item: ')}") from None
 
 
-def _function_call(d: object, where: str) -> FunctionCall:
-    if not _is_dict(d):
+def parse_function_call(d: object, where: str) -> FunctionCall:
+    if not is_dict(d):
         raise MessageError(f"{where} must be a dict with name and arguments, got {type(d).__name__}")
     if "name" not in d:
         raise MessageError(f"{where}.name is missing")
