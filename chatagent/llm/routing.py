@@ -13,28 +13,6 @@ if TYPE_CHECKING:
     from chatagent.llm.settings import Settings
 
 
-def _route(
-    model: BaseChatModel,
-    msgs: list[Message],
-    funcs: list[dict[str, Any]] | None,
-    cfg: dict[str, Any],
-    settings: Settings,
-    usage: Usage | None,
-) -> tuple[bool, dict[str, Any]]:
-    """(whether to call tools through a prompt, the backend's cfg) for one call, counted in `usage`."""
-    if usage is not None:
-        usage.calls += 1
-    if settings.request_timeout is not None:  # the one framework setting a backend applies itself
-        cfg = {**cfg, "request_timeout": settings.request_timeout}
-    raw_api = settings.use_raw_api
-    prompted = not model.native_tools or raw_api is False or (bool(settings.fncall_prompt_type) and not raw_api)
-    if prompted and (funcs or _has_calls(msgs)):
-        # without tools too: earlier calls and results must reach the model as the prompt's text
-        settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
-        return True, cfg
-    return False, cfg
-
-
 def call_model(
     model: BaseChatModel,
     msgs: list[Message],
@@ -44,6 +22,7 @@ def call_model(
     usage: Usage | None,
     stream: bool,
 ) -> Iterator[list[Message]]:
+    """The fragments of `model`'s reply: from the response cache when settings ask for one, else the model's."""
     if settings.cache or settings.cache_dir:
         from chatagent.llm.cache import lookup, recording, replay
 
@@ -87,6 +66,7 @@ def acall_model(
     usage: Usage | None,
     stream: bool,
 ) -> AsyncIterator[list[Message]]:
+    """`call_model` for asyncio."""
     if settings.cache or settings.cache_dir:
         from chatagent.llm.cache import arecording, lookup
 
@@ -105,7 +85,7 @@ def _amodel_call(
     usage: Usage | None,
     stream: bool,
 ) -> AsyncIterator[list[Message]]:
-    """`_call` for asyncio: the fragments, as an async iterator (returned, not wrapped: one layer less per chunk)."""
+    """`_model_call` for asyncio: the fragments, as an async iterator (returned, not wrapped: one layer less per chunk)."""
     from chatagent.llm import fncall_prompt
 
     prompted, cfg = _route(model, msgs, funcs, cfg, settings, usage)
@@ -117,6 +97,28 @@ def _amodel_call(
     if settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
         return fncall_prompt.StreamParser(parse_calls=False).arun(native)
     return native
+
+
+def _route(
+    model: BaseChatModel,
+    msgs: list[Message],
+    funcs: list[dict[str, Any]] | None,
+    cfg: dict[str, Any],
+    settings: Settings,
+    usage: Usage | None,
+) -> tuple[bool, dict[str, Any]]:
+    """(whether to call tools through a prompt, the backend's cfg) for one call, counted in `usage`."""
+    if usage is not None:
+        usage.calls += 1
+    if settings.request_timeout is not None:  # the one framework setting a backend applies itself
+        cfg = {**cfg, "request_timeout": settings.request_timeout}
+    raw_api = settings.use_raw_api
+    prompted = not model.native_tools or raw_api is False or (bool(settings.fncall_prompt_type) and not raw_api)
+    if prompted and (funcs or _has_calls(msgs)):
+        # without tools too: earlier calls and results must reach the model as the prompt's text
+        settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
+        return True, cfg
+    return False, cfg
 
 
 def _has_calls(msgs: list[Message]) -> bool:
