@@ -1,8 +1,8 @@
 """Token budgets: how large a model's window is, how many tokens a prompt takes, and fitting a conversation in.
 
-Every model answers three questions through `TokenBudget`, which `BaseChatModel` inherits: its `context_window` (from the server for
-the embedded model, else from the model's name, see `known_context_window`), how many tokens the
-prompt may take (`input_limit`: the window less the answer's `max_tokens`, or `max_input_tokens` from
+Every model answers three questions through `TokenBudget`, which `BaseChatModel` inherits: its `context_window`
+(from the server for the embedded model, else from the model's name, see `known_context_window`), how many tokens
+the prompt may take (`input_limit`: the window less the answer's `max_tokens`, or `max_input_tokens` from
 generate_cfg), and how many tokens given text takes (`tokenizer`). `prompt_tokens` counts a whole
 prompt the way chat templates lay it out; `truncate_messages` fits a conversation by a fixed rule.
 """

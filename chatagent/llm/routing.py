@@ -85,7 +85,8 @@ def _amodel_call(
     usage: Usage | None,
     stream: bool,
 ) -> AsyncIterator[list[Message]]:
-    """`_model_call` for asyncio: the fragments, as an async iterator (returned, not wrapped: one layer less per chunk)."""
+    """`_model_call` for asyncio: the fragments, as an async iterator (returned, not wrapped: one layer less per
+    chunk)."""
     from chatagent.llm import fncall_prompt
 
     prompted, cfg = _route(model, msgs, funcs, cfg, settings, usage)
