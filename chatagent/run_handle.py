@@ -1,5 +1,5 @@
 """Run and ARun: the iterators `Agent.run()` and `Agent.arun()` return. Each step runs under the run's context
-(see `chatagent.run_context`)."""
+(see `chatagent.run_context`) and is turned into what the caller asked for (`output`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ from typing import Any, TypeVar
 from chatagent.llm.base import Usage
 from chatagent.run_context import CURRENT, RunContext
 from chatagent.schema import Message
+from chatagent.stream import DictResponse, Response
+
+#: What a run yields or returns to its caller: Messages, or dicts when the caller gave dicts
+Output = list[Message] | list[dict[str, Any]]
 
 
 def close_stream(stream: Iterator[Any]) -> None:
@@ -94,3 +98,28 @@ class ARun(AsyncIterator[_Out]):
                 await aclose()
         finally:
             CURRENT.reset(token)
+
+
+def output(name: str | None, as_dicts: bool, delta_stream: bool) -> Callable[[list[Message]], Output]:
+    """What turns each list of fragments into what the caller gets."""
+    if delta_stream:
+        if as_dicts:
+            return lambda fragments: [f.model_dump() for f in named(fragments, name)]
+        return lambda fragments: named(fragments, name)
+    response = DictResponse() if as_dicts else Response()
+    add, msgs = response.add, response.messages
+
+    def cumulative(fragments: list[Message]) -> Output:
+        add(named(fragments, name))
+        return msgs.copy()
+
+    return cumulative
+
+
+def named(fragments: list[Message], name: str | None) -> list[Message]:
+    """`fragments` with `name` on those that have none (in place: fragments are single-use)."""
+    if name is not None:
+        for f in fragments:
+            if f.name is None:
+                f.name = name
+    return fragments
