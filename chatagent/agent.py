@@ -32,11 +32,10 @@ from chatagent.effects import AgentLoop, LoopItem
 from chatagent.lang import conversation_lang
 from chatagent.llm.base import BaseChatModel
 from chatagent.llm.registry import get_chat_model
-from chatagent.plugins import PluginError, Plugins
+from chatagent.plugins import Plugins
 from chatagent.run_context import CURRENT, RunContext, current_run
-from chatagent.run_handle import ARun, Output, Run, named, output
+from chatagent.run_handle import ARun, Output, Run, afinal_response, final_response, named, output
 from chatagent.schema import Message, not_a_message_list, to_messages, with_system_text
-from chatagent.stream import Collector, collect
 from chatagent.subagent import hidden, map_fragments, run_subagent
 
 if TYPE_CHECKING:
@@ -331,14 +330,7 @@ class Agent(RunSteps):
         """
         structured = self._structured_run(response_format, kwargs)
         stream, as_dicts, context = self._stream(messages, lang, deadline, session, kwargs)
-        try:
-            response = collect(Run(stream, self._named, context))
-        except PluginError as e:
-            _raise_structured_error(e)
-            raise
-        if structured:
-            return context.output
-        return [m.model_dump() for m in response] if as_dicts else response
+        return final_response(Run(stream, self._named, context), as_dicts, structured)
 
     async def arun_nonstream(
         self,
@@ -353,17 +345,7 @@ class Agent(RunSteps):
         """`run_nonstream()` on the running event loop."""
         structured = self._structured_run(response_format, kwargs)
         stream, as_dicts, context = self._astream(messages, lang, deadline, session, kwargs)
-        collector = Collector()
-        try:
-            async for fragments in ARun(stream, self._named, context):
-                collector.add(fragments)
-        except PluginError as e:
-            _raise_structured_error(e)
-            raise
-        if structured:
-            return context.output
-        response = collector.messages()
-        return [m.model_dump() for m in response] if as_dicts else response
+        return await afinal_response(ARun(stream, self._named, context), as_dicts, structured)
 
     def _structured_run(self, response_format: Any, kwargs: dict[str, Any]) -> bool:
         """For `run_nonstream`: with a response format (given, or the agent's), put the check that raises on an
@@ -497,11 +479,3 @@ class Agent(RunSteps):
     def _named(self, fragments: list[Message]) -> list[Message]:
         """`fragments` with this agent's name on those that have none (in place: fragments are single-use)."""
         return named(fragments, self.name)
-
-
-def _raise_structured_error(e: PluginError) -> None:
-    """Raise the StructuredOutputError a structured run failed with (raised in its plugin, so wrapped in `e`)."""
-    from chatagent.structured import StructuredOutputError
-
-    if isinstance(e.__cause__, StructuredOutputError):
-        raise e.__cause__ from None

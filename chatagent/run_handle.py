@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
 from chatagent.llm.base import Usage
+from chatagent.plugins import PluginError
 from chatagent.run_context import CURRENT, RunContext
 from chatagent.schema import Message
-from chatagent.stream import DictResponse, Response
+from chatagent.stream import Collector, DictResponse, Response, collect
 
 #: What a run yields or returns to its caller: Messages, or dicts when the caller gave dicts
 Output = list[Message] | list[dict[str, Any]]
@@ -123,3 +124,39 @@ def named(fragments: list[Message], name: str | None) -> list[Message]:
             if f.name is None:
                 f.name = name
     return fragments
+
+
+def final_response(run: Run[list[Message]], as_dicts: bool, structured: bool) -> Any:
+    """What `run_nonstream` returns: the whole response (dicts when the caller gave dicts), or with `structured` the
+    validated answer."""
+    try:
+        response = collect(run)
+    except PluginError as e:
+        _raise_structured_error(e)
+        raise
+    if structured:
+        return run.context.output
+    return [m.model_dump() for m in response] if as_dicts else response
+
+
+async def afinal_response(run: ARun[list[Message]], as_dicts: bool, structured: bool) -> Any:
+    """`final_response` for `arun_nonstream`."""
+    collector = Collector()
+    try:
+        async for fragments in run:
+            collector.add(fragments)
+    except PluginError as e:
+        _raise_structured_error(e)
+        raise
+    if structured:
+        return run.context.output
+    response = collector.messages()
+    return [m.model_dump() for m in response] if as_dicts else response
+
+
+def _raise_structured_error(e: PluginError) -> None:
+    """Raise the StructuredOutputError a structured run failed with (raised in its plugin, so wrapped in `e`)."""
+    from chatagent.structured import StructuredOutputError
+
+    if isinstance(e.__cause__, StructuredOutputError):
+        raise e.__cause__ from None
