@@ -170,6 +170,7 @@ def _is_sequence(value: object) -> TypeGuard[list[Any] | tuple[Any, ...]]:
 
 
 def parse_content(content: object, where: str = "content") -> str | list[ContentItem]:
+    """A message's content from a string or a list of ContentItems, dicts (ours or OpenAI's) and strings."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -215,6 +216,7 @@ def _content_item(d: dict[str, Any], where: str) -> ContentItem:
 
 
 def parse_function_call(d: object, where: str) -> FunctionCall:
+    """A FunctionCall from a dict with `name` and `arguments`; errors name `where`."""
     if not is_dict(d):
         raise MessageError(f"{where} must be a dict with name and arguments, got {type(d).__name__}")
     if "name" not in d:
