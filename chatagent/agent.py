@@ -20,31 +20,27 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, cast, overload
 
 from chatagent import events
 from chatagent._kwargs import reject_unknown
 from chatagent.agent_compat import whole_lists_as_fragments
 from chatagent.agent_steps import LLM_CALL_CODE, RunSteps, emit_tool_end
-from chatagent.driver import adrive, drive
+from chatagent.driver import adrive, drive, observed
 from chatagent.effects import AgentLoop, Fragments, LoopItem
 from chatagent.lang import conversation_lang
 from chatagent.llm.base import BaseChatModel
 from chatagent.llm.registry import get_chat_model
-from chatagent.plugins import PluginError, Plugins
+from chatagent.plugins import Plugins
 from chatagent.run_context import CURRENT, RunContext, current_run
-from chatagent.run_handle import ARun, Run, close_stream
+from chatagent.run_handle import ARun, Output, Run, afinal_response, final_response, named, output
 from chatagent.schema import Message, not_a_message_list, to_messages, with_system_text
-from chatagent.stream import Collector, DictResponse, Fragment, Response, collect
 from chatagent.subagent import hidden, map_fragments, run_subagent
 
 if TYPE_CHECKING:
     from chatagent.events import Callback
     from chatagent.sessions.session import Session
-
-#: What a run yields or returns to its caller: Messages, or dicts when the caller gave dicts
-Output = list[Message] | list[Fragment] | list[dict[str, Any]]  # Fragments: with delta_stream=True
 
 _UNSET: Any = object()
 
@@ -263,7 +259,7 @@ class Agent(RunSteps):
         `chatagent.sessions.session`). The caller's messages are never modified.
         """
         stream, as_dicts, context = self._stream(messages, lang, deadline, session, kwargs)
-        return Run(stream, self._output(as_dicts, delta_stream), context)
+        return Run(stream, output(self.name, as_dicts, delta_stream), context)
 
     @overload
     def arun(
@@ -314,7 +310,7 @@ class Agent(RunSteps):
         are awaited on this loop, other tools and blocking work (a session's store too) run in worker threads.
         """
         stream, as_dicts, context = self._astream(messages, lang, deadline, session, kwargs)
-        return ARun(stream, self._output(as_dicts, delta_stream), context)
+        return ARun(stream, output(self.name, as_dicts, delta_stream), context)
 
     def run_nonstream(
         self,
@@ -334,14 +330,7 @@ class Agent(RunSteps):
         """
         structured = self._structured_run(response_format, kwargs)
         stream, as_dicts, context = self._stream(messages, lang, deadline, session, kwargs)
-        try:
-            response = collect(Run(stream, self._named, context))
-        except PluginError as e:
-            _raise_structured_error(e)
-            raise
-        if structured:
-            return context.output
-        return [m.model_dump() for m in response] if as_dicts else response
+        return final_response(Run(stream, self._named, context), as_dicts, structured)
 
     async def arun_nonstream(
         self,
@@ -356,17 +345,7 @@ class Agent(RunSteps):
         """`run_nonstream()` on the running event loop."""
         structured = self._structured_run(response_format, kwargs)
         stream, as_dicts, context = self._astream(messages, lang, deadline, session, kwargs)
-        collector = Collector()
-        try:
-            async for fragments in ARun(stream, self._named, context):
-                collector.add(fragments)
-        except PluginError as e:
-            _raise_structured_error(e)
-            raise
-        if structured:
-            return context.output
-        response = collector.messages()
-        return [m.model_dump() for m in response] if as_dicts else response
+        return await afinal_response(ARun(stream, self._named, context), as_dicts, structured)
 
     def _structured_run(self, response_format: Any, kwargs: dict[str, Any]) -> bool:
         """For `run_nonstream`: with a response format (given, or the agent's), put the check that raises on an
@@ -403,10 +382,10 @@ class Agent(RunSteps):
         msgs, as_dicts, context = self._prepare(messages, deadline, kwargs)
         if session is None:
             return drive(self._start(msgs, lang, context, kwargs)), as_dicts, context
-        from chatagent.sessions.session import run_turn
+        from chatagent.sessions.session import checked_session, run_turn, tool_state_key
 
-        session = _checked_session(session)
-        kwargs.setdefault("session_id", _tool_state_key(session))
+        session = checked_session(session)
+        kwargs.setdefault("session_id", tool_state_key(session))
 
         def start(conversation: list[Message]) -> Iterator[Fragments]:
             return drive(self._start(conversation, lang, context, kwargs))
@@ -426,10 +405,10 @@ class Agent(RunSteps):
         blocking = not self.async_safe
         if session is None:
             return adrive(self._start(msgs, lang, context, kwargs), blocking), as_dicts, context
-        from chatagent.sessions.session import arun_turn
+        from chatagent.sessions.session import arun_turn, checked_session, tool_state_key
 
-        session = _checked_session(session)
-        kwargs.setdefault("session_id", _tool_state_key(session))
+        session = checked_session(session)
+        kwargs.setdefault("session_id", tool_state_key(session))
 
         def start(conversation: list[Message]) -> AsyncIterator[Fragments]:
             return adrive(self._start(conversation, lang, context, kwargs), blocking)
@@ -466,7 +445,7 @@ class Agent(RunSteps):
         finally:
             CURRENT.reset(token)
         if context.callbacks:
-            gen = self._observed(gen, context)
+            gen = observed(gen, context)
         return gen
 
     def _fragments(self, msgs: list[Message], lang: str, kwargs: dict[str, Any]) -> AgentLoop:
@@ -485,29 +464,6 @@ class Agent(RunSteps):
 
         return controlled(self, ctx.plugins or Plugins(()), msgs, lang, kwargs, ctx)
 
-    def _observed(self, gen: AgentLoop, ctx: RunContext) -> AgentLoop:
-        """The run's stream, with run_start and run_end events around it."""
-        callbacks = ctx.callbacks
-        found = events.handlers(callbacks, events.RUN_START)
-        if found:
-            events.deliver(found, events.Event(events.RUN_START, ctx.agent_name, run=ctx))
-        start = time.perf_counter()
-        error = None
-        try:
-            return (yield from gen)
-        except BaseException as e:
-            error = "closed before the end" if isinstance(e, GeneratorExit) else f"{type(e).__name__}: {e}"
-            raise
-        finally:
-            close_stream(gen)
-            duration = time.perf_counter() - start
-            found = events.handlers(callbacks, events.RUN_END)
-            if found:
-                end = events.Event(
-                    events.RUN_END, ctx.agent_name, duration=duration, usage=ctx.usage, error=error, run=ctx
-                )
-                events.deliver(found, end)
-
     def _run(
         self, messages: list[Message], lang: str = "en", **kwargs: Any
     ) -> Generator[LoopItem | list[dict[str, Any]], Any, Any]:
@@ -521,54 +477,6 @@ class Agent(RunSteps):
 
     # ---- output conversion ---------------------------------------------------------------------------
 
-    def _output(self, as_dicts: bool, delta_stream: bool) -> Callable[[Fragments], Output]:
-        """What turns each list of fragments into what the caller gets."""
-        name = self.name
-        if delta_stream:
-            if as_dicts:
-                return lambda fragments: [f.model_dump() for f in _named(fragments, name)]
-            return lambda fragments: _named(fragments, name)
-        response = DictResponse() if as_dicts else Response()
-        add, msgs = response.add, response.messages
-
-        def cumulative(fragments: Fragments) -> Output:
-            add(_named(fragments, name))
-            return msgs.copy()
-
-        return cumulative
-
     def _named(self, fragments: Fragments) -> Fragments:
         """`fragments` with this agent's name on those that have none (in place: fragments are single-use)."""
-        return _named(fragments, self.name)
-
-
-def _raise_structured_error(e: PluginError) -> None:
-    """Raise the StructuredOutputError a structured run failed with (raised in its plugin, so wrapped in `e`)."""
-    from chatagent.structured import StructuredOutputError
-
-    if isinstance(e.__cause__, StructuredOutputError):
-        raise e.__cause__ from None
-
-
-def _tool_state_key(session: Session) -> str:
-    """What tools keep a stored conversation's state under (its code sandbox): unguessable, and distinct for two
-    users' conversations of the same name."""
-    import hashlib
-
-    return hashlib.sha256(f"{session.store.url}\0{session.user}\0{session.id}".encode()).hexdigest()[:32]
-
-
-def _checked_session(session: Any) -> Session:
-    from chatagent.sessions.session import Session
-
-    if not isinstance(session, Session):
-        raise TypeError(f"session must be a chatagent.Session, got {type(session).__name__}")
-    return session
-
-
-def _named(fragments: Fragments, name: str | None) -> Fragments:
-    if name is not None:
-        for f in fragments:
-            if f.name is None:
-                f.name = name
-    return fragments
+        return named(fragments, self.name)

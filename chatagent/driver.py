@@ -15,13 +15,15 @@ from collections.abc import AsyncIterator, Callable, Generator
 from typing import TYPE_CHECKING, Any, cast
 
 from chatagent.effects import AgentLoop, Blocking, Fragments, ModelCall, ToolBatch, ToolWait, step
-from chatagent.events import LLM_END, LLM_START, Event, deliver, handlers
+from chatagent.events import LLM_END, LLM_START, RUN_END, RUN_START, Event, deliver, handlers
+from chatagent.run_handle import close_stream
 from chatagent.stream import Collector, typed
 
 if TYPE_CHECKING:
     import asyncio
 
     from chatagent.llm.base import Usage
+    from chatagent.run_context import RunContext
     from chatagent.schema import Message
 
 _DONE = object()  # what `_step` returns when the agent's loop has ended
@@ -289,4 +291,29 @@ def _astart_tools(batch: ToolBatch) -> list[asyncio.Future[Any]]:
     return [asyncio.ensure_future(one(c)) for c in batch.calls]
 
 
-__all__ = ["ModelStream", "adrive", "drive"]
+# ---- the run's own events --------------------------------------------------------------------------------
+
+
+def observed(gen: AgentLoop, ctx: RunContext) -> AgentLoop:
+    """The run's stream, with run_start and run_end events around it."""
+    callbacks = ctx.callbacks
+    found = handlers(callbacks, RUN_START)
+    if found:
+        deliver(found, Event(RUN_START, ctx.agent_name, run=ctx))
+    start = time.perf_counter()
+    error = None
+    try:
+        return (yield from gen)
+    except BaseException as e:
+        error = "closed before the end" if isinstance(e, GeneratorExit) else f"{type(e).__name__}: {e}"
+        raise
+    finally:
+        close_stream(gen)
+        duration = time.perf_counter() - start
+        found = handlers(callbacks, RUN_END)
+        if found:
+            end = Event(RUN_END, ctx.agent_name, duration=duration, usage=ctx.usage, error=error, run=ctx)
+            deliver(found, end)
+
+
+__all__ = ["ModelStream", "adrive", "drive", "observed"]

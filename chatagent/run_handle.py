@@ -1,5 +1,5 @@
 """Run and ARun: the iterators `Agent.run()` and `Agent.arun()` return. Each step runs under the run's context
-(see `chatagent.run_context`)."""
+(see `chatagent.run_context`) and is turned into what the caller asked for (`output`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,13 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
 from chatagent.llm.base import Usage
+from chatagent.plugins import PluginError
 from chatagent.run_context import CURRENT, RunContext
-from chatagent.stream import Fragment
+from chatagent.schema import Message
+from chatagent.stream import Collector, DictResponse, Fragment, Response, collect
+
+#: What a run yields or returns to its caller: Messages, or dicts when the caller gave dicts
+Output = list[Message] | list[Fragment] | list[dict[str, Any]]  # Fragments: with delta_stream=True
 
 
 def close_stream(stream: Iterator[Any]) -> None:
@@ -96,3 +101,64 @@ class ARun(AsyncIterator[_Out]):
                 await aclose()
         finally:
             CURRENT.reset(token)
+
+
+def output(name: str | None, as_dicts: bool, delta_stream: bool) -> Callable[[list[Fragment]], Output]:
+    """What turns each list of fragments into what the caller gets."""
+    if delta_stream:
+        if as_dicts:
+            return lambda fragments: [f.model_dump() for f in named(fragments, name)]
+        return lambda fragments: named(fragments, name)
+    response = DictResponse() if as_dicts else Response()
+    add, msgs = response.add, response.messages
+
+    def cumulative(fragments: list[Fragment]) -> Output:
+        add(named(fragments, name))
+        return msgs.copy()
+
+    return cumulative
+
+
+def named(fragments: list[Fragment], name: str | None) -> list[Fragment]:
+    """`fragments` with `name` on those that have none (in place: fragments are single-use)."""
+    if name is not None:
+        for f in fragments:
+            if f.name is None:
+                f.name = name
+    return fragments
+
+
+def final_response(run: Run[list[Fragment]], as_dicts: bool, structured: bool) -> Any:
+    """What `run_nonstream` returns: the whole response (dicts when the caller gave dicts), or with `structured` the
+    validated answer."""
+    try:
+        response = collect(run)
+    except PluginError as e:
+        _raise_structured_error(e)
+        raise
+    if structured:
+        return run.context.output
+    return [m.model_dump() for m in response] if as_dicts else response
+
+
+async def afinal_response(run: ARun[list[Fragment]], as_dicts: bool, structured: bool) -> Any:
+    """`final_response` for `arun_nonstream`."""
+    collector = Collector()
+    try:
+        async for fragments in run:
+            collector.add(fragments)
+    except PluginError as e:
+        _raise_structured_error(e)
+        raise
+    if structured:
+        return run.context.output
+    response = collector.messages()
+    return [m.model_dump() for m in response] if as_dicts else response
+
+
+def _raise_structured_error(e: PluginError) -> None:
+    """Raise the StructuredOutputError a structured run failed with (raised in its plugin, so wrapped in `e`)."""
+    from chatagent.structured import StructuredOutputError
+
+    if isinstance(e.__cause__, StructuredOutputError):
+        raise e.__cause__ from None

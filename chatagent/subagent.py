@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from chatagent.driver import observed
 from chatagent.effects import AgentLoop, Asking, Fragments, LoopItem, ModelCall, pass_on, step
 from chatagent.run_context import CURRENT, current_run
 from chatagent.schema import Message
@@ -42,7 +43,7 @@ def run_subagent(
     finally:
         CURRENT.reset(token)
     if ctx.callbacks:
-        gen = agent._observed(gen, ctx)
+        gen = observed(gen, ctx)
     shown = Collector()
     name = agent.name
 

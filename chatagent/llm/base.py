@@ -8,7 +8,6 @@ backoff, the three stream modes, usage accounting and prompt-based function call
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -16,16 +15,11 @@ from typing import Any, Literal, TypeAlias, cast, overload
 
 from chatagent.errors import ModelServiceError
 from chatagent.keys import clean_api_key
-from chatagent.llm.budget import (
-    DEFAULT_MAX_INPUT_TOKENS,
-    default_answer_tokens,
-    known_context_window,
-    prompt_tokens,
-    truncate_messages,
-)
+from chatagent.llm.budget import DEFAULT_MAX_INPUT_TOKENS, TokenBudget, truncate_messages
 from chatagent.llm.cut_off import cut_call_error as cut_call_error  # re-exported where it was
 from chatagent.llm.prepare import normalize_functions, valid_unicode, without_media
 from chatagent.llm.retry import aretrying, retrying
+from chatagent.llm.routing import acall_model, call_model
 from chatagent.llm.settings import (
     DEFAULT_TOOL_CHOICE,
     FRAMEWORK_KEYS,
@@ -33,7 +27,9 @@ from chatagent.llm.settings import (
     Settings,
     ToolChoice,
     attempt_cfg,
+    backend_choice,
     check_cfg_keys,
+    choice_args,
     split_generate_cfg,
 )
 from chatagent.llm.stream_modes import (
@@ -47,9 +43,9 @@ from chatagent.llm.stream_modes import (
     dumped,
     in_worker_thread,
 )
-from chatagent.schema import FUNCTION, USER, Message, content_text, to_messages
+from chatagent.schema import USER, Message, content_text, to_messages
 from chatagent.stream import Fragment, accumulate, collect
-from chatagent.tokens import Tokenizer, tokenizer_for
+from chatagent.tokens import Tokenizer
 
 logger = logging.getLogger("chatagent.llm")
 
@@ -75,7 +71,7 @@ class Usage:
         self.completion_tokens += completion_tokens or 0
 
 
-class BaseChatModel:
+class BaseChatModel(TokenBudget):
     """A chat model. Configure with a dict; call `chat()`.
 
     `cfg` keys: `model`, `model_server`, `api_key`, `generate_cfg` (passed through to the request, except
@@ -119,77 +115,6 @@ class BaseChatModel:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r})"
-
-    # ---- budgets -------------------------------------------------------------------------------------------
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        """How this model counts tokens: its own tokenizer where one is at hand, else the estimate."""
-        if self._tokenizer is None:
-            self._tokenizer = self._make_tokenizer()
-        return self._tokenizer
-
-    def _make_tokenizer(self) -> Tokenizer:
-        return tokenizer_for(self.model)
-
-    def count_tokens(self, text: str) -> int:
-        """Tokens of `text` for this model."""
-        return self.tokenizer.count(text)
-
-    @property
-    def context_window(self) -> int | None:
-        """The model's whole window (prompt and answer) in tokens, when known (see `known_context_window`)."""
-        return known_context_window(self.model)
-
-    def max_tokens(self, extra_generate_cfg: dict[str, Any] | None = None) -> int | None:
-        """The answer's token limit set in generate_cfg (`max_tokens` or `max_completion_tokens`), if any."""
-        cfg = {**self.generate_cfg, **(extra_generate_cfg or {})}
-        value = cfg.get("max_tokens") or cfg.get("max_completion_tokens")
-        return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-    def input_limit(self, extra_generate_cfg: dict[str, Any] | None = None) -> int:
-        """How many tokens the prompt may take: generate_cfg's `max_input_tokens` when set, else the window
-        less the answer's `max_tokens` (a quarter of the window, at most 8192, when that is not set)."""
-        explicit = {**self.generate_cfg, **(extra_generate_cfg or {})}.get("max_input_tokens")
-        window = self.context_window
-        if window is None:
-            return explicit or DEFAULT_MAX_INPUT_TOKENS
-        room = max(window - (self.max_tokens(extra_generate_cfg) or default_answer_tokens(window)), 1)
-        if explicit is None:
-            return room
-        return min(explicit, room) if self.window_from_server else explicit
-
-    def functions_tokens(
-        self, functions: Iterable[Any] | None, extra_generate_cfg: dict[str, Any] | None = None
-    ) -> int:
-        """Tokens the tool schemas take in the prompt (as `tools`, or as the prompt-based format's text)."""
-        funcs = normalize_functions(functions)
-        if not funcs:
-            return 0
-        settings, _ = split_generate_cfg({**self.generate_cfg, **(extra_generate_cfg or {})})
-        return self.tokenizer.count(self._tools_text(funcs, settings))
-
-    def _tools_text(self, funcs: list[dict[str, Any]], settings: Settings) -> str:
-        if settings.fncall_prompt_type or not self.native_tools:
-            if settings.function_choice == "none":  # the prompt then describes no tools
-                return ""
-            from chatagent.llm import fncall_prompt
-
-            fmt = fncall_prompt.get_format(settings.fncall_prompt_type or "nous")
-            system, _ = fmt.convert([], funcs, settings.function_choice or "auto", settings.parallel_function_calls)
-            return content_text(system[0].content)
-        return "\n".join(json.dumps({"type": "function", "function": f}, ensure_ascii=False) for f in funcs)
-
-    def tokens_left(
-        self,
-        messages: Iterable[dict[str, Any] | Message],
-        functions: Iterable[Any] | None = None,
-        extra_generate_cfg: dict[str, Any] | None = None,
-    ) -> int:
-        """Tokens still free in the prompt after `messages` and `functions`: what an agent may add."""
-        msgs = to_messages(messages)
-        used = prompt_tokens(msgs, self.tokenizer, self.functions_tokens(functions, extra_generate_cfg))
-        return self.input_limit(extra_generate_cfg) - used
 
     # ---- the public call -------------------------------------------------------------------------------
 
@@ -283,7 +208,7 @@ class BaseChatModel:
         timeouts and retry waits: past it, RunDeadlineExceeded.
         """
         msgs, funcs, gen_cfg, settings, as_dicts = self._inputs(messages, functions, extra_generate_cfg, deadline)
-        fragments = self._call(msgs, funcs, gen_cfg, settings, usage, stream)
+        fragments = call_model(self, msgs, funcs, gen_cfg, settings, usage, stream)
         if not stream:
             reply = collect(fragments)
             return [m.model_dump() for m in reply] if as_dicts else reply
@@ -314,7 +239,7 @@ class BaseChatModel:
         Dicts in give dicts out, as with `chat()`.
         """
         msgs, funcs, gen_cfg, settings, as_dicts = self._inputs(messages, functions, extra_generate_cfg, deadline)
-        fragments = self._acall(msgs, funcs, gen_cfg, settings, usage, stream)
+        fragments = acall_model(self, msgs, funcs, gen_cfg, settings, usage, stream)
         if not stream:
             return acollect(fragments, as_dicts)
         if delta_stream:
@@ -419,107 +344,6 @@ class BaseChatModel:
             limit -= self.tokenizer.count(self._tools_text(funcs, settings))
         return truncate_messages(msgs, limit, self.tokenizer)
 
-    def _route(
-        self,
-        msgs: list[Message],
-        funcs: list[dict[str, Any]] | None,
-        cfg: dict[str, Any],
-        settings: Settings,
-        usage: Usage | None,
-    ) -> tuple[bool, dict[str, Any]]:
-        """(whether to call tools through a prompt, the backend's cfg) for one call, counted in `usage`."""
-        if usage is not None:
-            usage.calls += 1
-        if settings.request_timeout is not None:  # the one framework setting a backend applies itself
-            cfg = {**cfg, "request_timeout": settings.request_timeout}
-        raw_api = settings.use_raw_api
-        prompted = not self.native_tools or raw_api is False or (bool(settings.fncall_prompt_type) and not raw_api)
-        if prompted and (funcs or _has_calls(msgs)):
-            # without tools too: earlier calls and results must reach the model as the prompt's text
-            settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
-            return True, cfg
-        return False, cfg
-
-    def _call(
-        self,
-        msgs: list[Message],
-        funcs: list[dict[str, Any]] | None,
-        cfg: dict[str, Any],
-        settings: Settings,
-        usage: Usage | None,
-        stream: bool,
-    ) -> Iterator[list[Fragment]]:
-        if settings.cache or settings.cache_dir:
-            from chatagent.llm.cache import lookup, recording, replay
-
-            store, key = lookup(self, msgs, funcs, cfg, settings)
-            if store is not None:
-                stored = store.get(key)
-                if stored is not None:
-                    return replay(stored)
-                return recording(store, key, self._model_call(msgs, funcs, cfg, settings, usage, stream))
-        return self._model_call(msgs, funcs, cfg, settings, usage, stream)
-
-    def _model_call(
-        self,
-        msgs: list[Message],
-        funcs: list[dict[str, Any]] | None,
-        cfg: dict[str, Any],
-        settings: Settings,
-        usage: Usage | None,
-        stream: bool,
-    ) -> Iterator[list[Fragment]]:
-        from chatagent.llm import fncall_prompt
-
-        prompted, cfg = self._route(msgs, funcs, cfg, settings, usage)
-        if prompted:
-            return fncall_prompt.chat(self, msgs, funcs or [], cfg, settings, usage, stream)
-        native = self.backend_reply(msgs, funcs, cfg, settings, usage, stream)
-        if funcs:  # a server that rejects tools: answered through the prompt
-            native = fncall_prompt.falling_back(self, native, msgs, funcs, cfg, settings, usage, stream)
-        if settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
-            native = fncall_prompt.StreamParser(parse_calls=False).run(native)
-        return native
-
-    def _acall(
-        self,
-        msgs: list[Message],
-        funcs: list[dict[str, Any]] | None,
-        cfg: dict[str, Any],
-        settings: Settings,
-        usage: Usage | None,
-        stream: bool,
-    ) -> AsyncIterator[list[Fragment]]:
-        if settings.cache or settings.cache_dir:
-            from chatagent.llm.cache import arecording, lookup
-
-            store, key = lookup(self, msgs, funcs, cfg, settings)
-            if store is not None:
-                return arecording(store, key, lambda: self._amodel_call(msgs, funcs, cfg, settings, usage, stream))
-        return self._amodel_call(msgs, funcs, cfg, settings, usage, stream)
-
-    def _amodel_call(
-        self,
-        msgs: list[Message],
-        funcs: list[dict[str, Any]] | None,
-        cfg: dict[str, Any],
-        settings: Settings,
-        usage: Usage | None,
-        stream: bool,
-    ) -> AsyncIterator[list[Fragment]]:
-        """`_call` for asyncio: the fragments, as an async iterator (returned, not wrapped: one layer less per chunk)."""
-        from chatagent.llm import fncall_prompt
-
-        prompted, cfg = self._route(msgs, funcs, cfg, settings, usage)
-        if prompted:
-            return fncall_prompt.achat(self, msgs, funcs or [], cfg, settings, usage, stream)
-        native = self.abackend_reply(msgs, funcs, cfg, settings, usage, stream)
-        if funcs:  # a server that rejects tools: answered through the prompt
-            native = fncall_prompt.afalling_back(self, native, msgs, funcs, cfg, settings, usage, stream)
-        if settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
-            return fncall_prompt.StreamParser(parse_calls=False).arun(native)
-        return native
-
     def backend_reply(
         self,
         msgs: list[Message],
@@ -571,21 +395,6 @@ class BaseChatModel:
     ) -> AsyncIterator[list[Fragment]]:
         """`_retrying` for asyncio."""
         return aretrying(attempt, settings, self.model or self.model_type, self.api_key)
-
-
-def choice_args(tool_choice: ToolChoice) -> dict[str, ToolChoice]:
-    """The `tool_choice=` keyword for a backend method: none for the default, so that a backend which does not
-    take the keyword still works (see BaseChatModel)."""
-    return {} if tool_choice == DEFAULT_TOOL_CHOICE else {"tool_choice": tool_choice}
-
-
-def backend_choice(funcs: list[dict[str, Any]] | None, settings: Settings) -> dict[str, ToolChoice]:
-    """`choice_args` for a request offering `funcs` (a request without functions gets no tool choice)."""
-    return choice_args(settings.tool_choice()) if funcs else {}
-
-
-def _has_calls(msgs: list[Message]) -> bool:
-    return any(m.role == FUNCTION or m.function_call is not None for m in msgs)
 
 
 def response_text(msgs: list[Message]) -> str:

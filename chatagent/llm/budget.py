@@ -1,21 +1,25 @@
 """Token budgets: how large a model's window is, how many tokens a prompt takes, and fitting a conversation in.
 
-Every model answers three questions through `BaseChatModel`: its `context_window` (from the server for
-the embedded model, else from the model's name, see `known_context_window`), how many tokens the
-prompt may take (`input_limit`: the window less the answer's `max_tokens`, or `max_input_tokens` from
+Every model answers three questions through `TokenBudget`, which `BaseChatModel` inherits: its `context_window`
+(from the server for the embedded model, else from the model's name, see `known_context_window`), how many tokens
+the prompt may take (`input_limit`: the window less the answer's `max_tokens`, or `max_input_tokens` from
 generate_cfg), and how many tokens given text takes (`tokenizer`). `prompt_tokens` counts a whole
 prompt the way chat templates lay it out; `truncate_messages` fits a conversation by a fixed rule.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
-from chatagent.schema import FUNCTION, SYSTEM, USER, Message, content_text
-from chatagent.tokens import ESTIMATE, Tokenizer
+from chatagent.llm.prepare import normalize_functions
+from chatagent.llm.settings import Settings, split_generate_cfg
+from chatagent.schema import FUNCTION, SYSTEM, USER, Message, content_text, to_messages
+from chatagent.tokens import ESTIMATE, Tokenizer, tokenizer_for
 
 logger = logging.getLogger("chatagent.llm")
 
@@ -151,3 +155,83 @@ def truncate_messages(msgs: list[Message], max_tokens: int, tokenizer: Tokenizer
     if start > head:
         logger.warning("input truncated: dropped %d earlier messages to fit %d tokens", start - head, max_tokens)
     return msgs[:head] + msgs[start:]
+
+
+class TokenBudget:
+    """A chat model's token budget, as `BaseChatModel` answers it (a backend that knows better overrides
+    `context_window` or `_make_tokenizer`)."""
+
+    model: str
+    generate_cfg: dict[str, Any]
+    native_tools: bool
+    window_from_server: bool
+    _tokenizer: Tokenizer | None
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """How this model counts tokens: its own tokenizer where one is at hand, else the estimate."""
+        if self._tokenizer is None:
+            self._tokenizer = self._make_tokenizer()
+        return self._tokenizer
+
+    def _make_tokenizer(self) -> Tokenizer:
+        return tokenizer_for(self.model)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` for this model."""
+        return self.tokenizer.count(text)
+
+    @property
+    def context_window(self) -> int | None:
+        """The model's whole window (prompt and answer) in tokens, when known (see `known_context_window`)."""
+        return known_context_window(self.model)
+
+    def max_tokens(self, extra_generate_cfg: dict[str, Any] | None = None) -> int | None:
+        """The answer's token limit set in generate_cfg (`max_tokens` or `max_completion_tokens`), if any."""
+        cfg = {**self.generate_cfg, **(extra_generate_cfg or {})}
+        value = cfg.get("max_tokens") or cfg.get("max_completion_tokens")
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    def input_limit(self, extra_generate_cfg: dict[str, Any] | None = None) -> int:
+        """How many tokens the prompt may take: generate_cfg's `max_input_tokens` when set, else the window
+        less the answer's `max_tokens` (a quarter of the window, at most 8192, when that is not set)."""
+        explicit = {**self.generate_cfg, **(extra_generate_cfg or {})}.get("max_input_tokens")
+        window = self.context_window
+        if window is None:
+            return explicit or DEFAULT_MAX_INPUT_TOKENS
+        room = max(window - (self.max_tokens(extra_generate_cfg) or default_answer_tokens(window)), 1)
+        if explicit is None:
+            return room
+        return min(explicit, room) if self.window_from_server else explicit
+
+    def functions_tokens(
+        self, functions: Iterable[Any] | None, extra_generate_cfg: dict[str, Any] | None = None
+    ) -> int:
+        """Tokens the tool schemas take in the prompt (as `tools`, or as the prompt-based format's text)."""
+        funcs = normalize_functions(functions)
+        if not funcs:
+            return 0
+        settings, _ = split_generate_cfg({**self.generate_cfg, **(extra_generate_cfg or {})})
+        return self.tokenizer.count(self._tools_text(funcs, settings))
+
+    def _tools_text(self, funcs: list[dict[str, Any]], settings: Settings) -> str:
+        if settings.fncall_prompt_type or not self.native_tools:
+            if settings.function_choice == "none":  # the prompt then describes no tools
+                return ""
+            from chatagent.llm import fncall_prompt
+
+            fmt = fncall_prompt.get_format(settings.fncall_prompt_type or "nous")
+            system, _ = fmt.convert([], funcs, settings.function_choice or "auto", settings.parallel_function_calls)
+            return content_text(system[0].content)
+        return "\n".join(json.dumps({"type": "function", "function": f}, ensure_ascii=False) for f in funcs)
+
+    def tokens_left(
+        self,
+        messages: Iterable[dict[str, Any] | Message],
+        functions: Iterable[Any] | None = None,
+        extra_generate_cfg: dict[str, Any] | None = None,
+    ) -> int:
+        """Tokens still free in the prompt after `messages` and `functions`: what an agent may add."""
+        msgs = to_messages(messages)
+        used = prompt_tokens(msgs, self.tokenizer, self.functions_tokens(functions, extra_generate_cfg))
+        return self.input_limit(extra_generate_cfg) - used

@@ -12,7 +12,7 @@ of the text it streams. Two formats (generate_cfg `fncall_prompt_type`):
   ``✿RETURN✿: answer`` in the assistant's turn. The server stops at ``✿RESULT✿``, so nothing follows
   the last call's arguments.
 
-`BaseChatModel._call` routes here (see `chat`), and this module drives the model through its public
+`chatagent.llm.routing` sends a call here (see `chat`), and this module drives the model through its public
 `backend_reply` / `abackend_reply`. The work is split by job in `chatagent.llm.fncall`: `formats` (markers,
 prompts, rendering), `parser` (the streaming parser, linear in the reply), `calls` (reading one call).
 Their public names are re-exported here.

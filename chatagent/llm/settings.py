@@ -86,6 +86,17 @@ class Settings:
         return ToolChoice(self.function_choice or "auto", bool(self.parallel_function_calls))
 
 
+def choice_args(tool_choice: ToolChoice) -> dict[str, ToolChoice]:
+    """The `tool_choice=` keyword for a backend method: none for the default, so that a backend which does not
+    take the keyword still works (see BaseChatModel)."""
+    return {} if tool_choice == DEFAULT_TOOL_CHOICE else {"tool_choice": tool_choice}
+
+
+def backend_choice(funcs: list[dict[str, Any]] | None, settings: Settings) -> dict[str, ToolChoice]:
+    """`choice_args` for a request offering `funcs` (a request without functions gets no tool choice)."""
+    return choice_args(settings.tool_choice()) if funcs else {}
+
+
 def split_generate_cfg(cfg: dict[str, Any]) -> tuple[Settings, dict[str, Any]]:
     """Framework settings and the keys to pass through to the backend."""
     ours = {k: v for k, v in cfg.items() if k in FRAMEWORK_KEYS and v is not None}

@@ -205,6 +205,21 @@ class Turn:
             self._release()
 
 
+def checked_session(session: Any) -> Session:
+    """`session`, when it is a Session (else TypeError)."""
+    if not isinstance(session, Session):
+        raise TypeError(f"session must be a chatagent.Session, got {type(session).__name__}")
+    return session
+
+
+def tool_state_key(session: Session) -> str:
+    """What tools keep a stored conversation's state under (its code sandbox): unguessable, and distinct for two
+    users' conversations of the same name."""
+    import hashlib
+
+    return hashlib.sha256(f"{session.store.url}\0{session.user}\0{session.id}".encode()).hexdigest()[:32]
+
+
 def run_turn(
     session: Session, new: list[Message], start: Callable[[list[Message]], Iterator[list[Fragment]]], name: str | None
 ) -> Iterator[list[Fragment]]:

@@ -1,0 +1,88 @@
+"""Messages to and from the OpenAI chat format."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from chatagent.schema.message import to_messages
+from chatagent.schema.parts import ASSISTANT, FUNCTION, USER, ContentItem, content_text
+
+if TYPE_CHECKING:
+    from chatagent.schema.message import Message
+
+
+def to_openai(
+    messages: Iterable[Message],
+    image_url: Callable[[str], str] = lambda s: s,
+    placeholder_kinds: Iterable[str] = ("file", "audio", "video"),
+) -> list[dict[str, Any]]:
+    """Messages in the OpenAI chat format: consecutive assistant messages merge into one with `tool_calls`.
+
+    `image_url` turns an image item's value into a URL (the backend uses it to inline local files);
+    items of a kind in `placeholder_kinds` become a short text such as ``[file: notes.pdf]``.
+    """
+    out: list[dict[str, Any]] = []
+    placeholders = set(placeholder_kinds)
+    open_calls: list[tuple[str, str]] = []  # (id, name) of calls not yet answered
+    for n, m in enumerate(messages):
+        content = _openai_content(m.content, image_url, placeholders)
+        if m.role == FUNCTION:
+            fid = (m.extra or {}).get("function_id")
+            if fid is None:  # answer the oldest unanswered call of that name
+                match = next((c for c in open_calls if c[1] == m.name), open_calls[0] if open_calls else None)
+                fid = match[0] if match else f"call_{n}"
+            open_calls = [c for c in open_calls if c[0] != fid]
+            text = content if isinstance(content, str) else content_text(m.content)
+            out.append({"role": "tool", "tool_call_id": fid, "content": text})
+            continue
+        if m.role == ASSISTANT:
+            prev: dict[str, Any] | None = out[-1] if out and out[-1]["role"] == "assistant" else None
+            if m.function_call is not None:
+                fid = (m.extra or {}).get("function_id") or f"call_{n}"
+                open_calls.append((fid, m.function_call.name))
+                call = {"id": fid, "type": "function", "function": m.function_call.model_dump()}
+                if prev is not None and not (isinstance(content, str) and not content):
+                    prev = None  # text after a call: keep it in its own message
+                if prev is None:
+                    prev = {"role": "assistant", "content": content or None}
+                    out.append(prev)
+                prev.setdefault("tool_calls", []).append(call)
+                continue
+            if (
+                prev is not None
+                and "tool_calls" not in prev
+                and isinstance(content, str)
+                and isinstance(prev["content"], str)
+            ):
+                prev["content"] += content
+                continue
+        d: dict[str, Any] = {"role": m.role, "content": content}
+        if m.name is not None and m.role in (USER, ASSISTANT):
+            d["name"] = m.name
+        out.append(d)
+    return out
+
+
+def _openai_content(
+    content: str | list[ContentItem], image_url: Callable[[str], str], placeholders: set[str]
+) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    parts: list[dict[str, Any]] = []
+    for item in content:
+        kind = item.kind
+        if kind == "text":
+            parts.append({"type": "text", "text": item.text})
+        elif kind == "image" and kind not in placeholders:
+            parts.append({"type": "image_url", "image_url": {"url": image_url(item.value)}})
+        else:
+            parts.append({"type": "text", "text": f"[{kind}: {item.value}]"})
+    if all(p["type"] == "text" for p in parts):
+        return "\n".join(p["text"] for p in parts)
+    return parts
+
+
+def from_openai(messages: Iterable[dict[str, Any]]) -> list[Message]:
+    """Messages from the OpenAI chat format (same as `to_messages`, named for symmetry)."""
+    return to_messages(messages)
