@@ -29,7 +29,7 @@ _EXPORTS: dict[str, str] = {
     "to_messages": "chatagent.schema",
     "to_openai": "chatagent.schema",
     "merge_delta": "chatagent.stream",
-    "Fragment": "chatagent.stream",
+    "Fragment": "chatagent.fragment",
     "Session": "chatagent.sessions",
     "SessionInfo": "chatagent.sessions",
     "SessionBusyError": "chatagent.sessions",
@@ -157,6 +157,7 @@ if TYPE_CHECKING:
         RunDeadlineExceeded,
     )
     from chatagent.events import Callbacks, Event
+    from chatagent.fragment import Fragment
     from chatagent.guardrails import InputGuardrail, LLMJudge, OutputGuardrail, TextPolicy
     from chatagent.llm.base import BaseChatModel, Usage
     from chatagent.llm.registry import get_chat_model, register_llm
@@ -165,7 +166,7 @@ if TYPE_CHECKING:
     from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, to_messages, to_openai
     from chatagent.server import AgentServer
     from chatagent.sessions import Session, SessionBusyError, SessionConflictError, SessionInfo, SessionStoreError
-    from chatagent.stream import Fragment, merge_delta
+    from chatagent.stream import merge_delta
     from chatagent.structured import StructuredOutput, StructuredOutputError
     from chatagent.tokens import count_tokens
     from chatagent.tools.arguments import ToolArgumentError

@@ -8,8 +8,9 @@ from typing import Any
 
 from chatagent.driver import ModelStream
 from chatagent.effects import AgentLoop, Fragments, ModelCall, Request, pass_on, step
+from chatagent.fragment import INDEX, Fragment, fragment, typed
 from chatagent.schema import Message
-from chatagent.stream import INDEX, Fragment, WholeLists, fragment, typed
+from chatagent.stream import WholeLists
 
 
 def collected(stream: Iterable[Fragments], s: ModelStream) -> Iterator[Fragments]:

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from chatagent.effects import AgentLoop, Blocking, Fragments, ModelCall, ToolBatch, ToolWait, step
 from chatagent.events import LLM_END, LLM_START, RUN_END, RUN_START, Event, deliver, handlers
+from chatagent.fragment import typed
 from chatagent.run_handle import close_stream
-from chatagent.stream import Collector, typed
+from chatagent.stream import Collector
 
 if TYPE_CHECKING:
     import asyncio

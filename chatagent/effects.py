@@ -18,9 +18,9 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from chatagent.fragment import Fragment
     from chatagent.llm.base import BaseChatModel
     from chatagent.schema import Message
-    from chatagent.stream import Fragment
 
 #: Fragments as the framework passes them on (`chatagent.stream`).
 Fragments = list["Fragment"]

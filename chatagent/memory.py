@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from chatagent.agent import Agent
 from chatagent.agents.assistant import RAG_CFG_KEYS, _make_store
+from chatagent.fragment import fragment
 from chatagent.schema import ASSISTANT, USER, Message
-from chatagent.stream import fragment
 from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN, allowed_files
 
 if TYPE_CHECKING:

@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from chatagent.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, paused_call, resolve
 from chatagent.effects import AgentLoop, Blocking, LoopItem, ModelCall, ToolBatch, ToolWait, pass_on, step
 from chatagent.errors import RunDeadlineExceeded
+from chatagent.fragment import Fragment, fragment, shift, typed
 from chatagent.plugins import BLOCKED_BY, BLOCKED_REASON, Blocked, Plugins, Retry, failed, plugin_name
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, to_message
-from chatagent.stream import Collector, Fragment, WholeLists, fragment, shift, typed
+from chatagent.stream import Collector, WholeLists
 from chatagent.tools.base import result_content
 
 if TYPE_CHECKING:

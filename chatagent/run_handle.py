@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
+from chatagent.fragment import Fragment
 from chatagent.llm.base import Usage
 from chatagent.plugins import PluginError
 from chatagent.run_context import CURRENT, RunContext
 from chatagent.schema import Message
-from chatagent.stream import Collector, DictResponse, Fragment, Response, collect
+from chatagent.stream import Collector, DictResponse, Response, collect
 
 #: What a run yields or returns to its caller: Messages, or dicts when the caller gave dicts
 Output = list[Message] | list[Fragment] | list[dict[str, Any]]  # Fragments: with delta_stream=True

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from chatagent.driver import observed
 from chatagent.effects import AgentLoop, Asking, Fragments, LoopItem, ModelCall, pass_on, step
+from chatagent.fragment import typed
 from chatagent.run_context import CURRENT, current_run
 from chatagent.schema import Message
-from chatagent.stream import Collector, typed
+from chatagent.stream import Collector
 
 if TYPE_CHECKING:
     from chatagent.agent import Agent

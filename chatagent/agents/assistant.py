@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING, Any
 from chatagent.agent import current_run
 from chatagent.agents.fncall import FnCallAgent
 from chatagent.errors import ModelServiceError
+from chatagent.fragment import Fragment
 from chatagent.llm.budget import prompt_tokens, truncate_messages
 from chatagent.rag.parsers import display_name
 from chatagent.schema import ASSISTANT, SYSTEM, USER, ContentItem, Message, with_system_text
-from chatagent.stream import Fragment
 from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN, allowed_files, message_files
 
 if TYPE_CHECKING:

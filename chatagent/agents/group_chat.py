@@ -68,11 +68,11 @@ from chatagent.agents.group_chat_auto_router import (
 )
 from chatagent.agents.user import is_pending_input, pending_marker
 from chatagent.approval import is_approval, paused_agent, pending_approval
+from chatagent.fragment import Fragment, fragment
 from chatagent.llm.base import BaseChatModel
 from chatagent.logs import quote
 from chatagent.multi_agent_hub import MultiAgentHub
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, ContentItem, Message, content_text
-from chatagent.stream import Fragment, fragment
 
 logger = logging.getLogger("chatagent.group_chat")
 

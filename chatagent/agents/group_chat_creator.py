@@ -23,8 +23,8 @@ from typing import Any
 
 from chatagent.agent import Agent
 from chatagent.effects import View
+from chatagent.fragment import fragment
 from chatagent.schema import ASSISTANT, Message
-from chatagent.stream import fragment
 from chatagent.tools.arguments import ToolArgumentError, parse_json
 
 logger = logging.getLogger("chatagent.agent")

@@ -21,11 +21,11 @@ from typing import Any
 from chatagent.agent import Agent, run_subagent
 from chatagent.approval import paused_agent
 from chatagent.effects import View
+from chatagent.fragment import Fragment, fragment
 from chatagent.llm.base import BaseChatModel
 from chatagent.logs import quote
 from chatagent.multi_agent_hub import MultiAgentHub
 from chatagent.schema import ASSISTANT, Message, with_system_text
-from chatagent.stream import Fragment, fragment
 
 logger = logging.getLogger("chatagent.router")
 

@@ -7,8 +7,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from chatagent.fragment import as_fragment
 from chatagent.keys import mask_secrets
-from chatagent.stream import as_fragment
 
 if TYPE_CHECKING:
     from chatagent.agent import Agent

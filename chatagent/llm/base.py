@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, cast, overload
 
 from chatagent.errors import ModelServiceError
+from chatagent.fragment import Fragment
 from chatagent.keys import clean_api_key
 from chatagent.llm.budget import DEFAULT_MAX_INPUT_TOKENS, TokenBudget, truncate_messages
 from chatagent.llm.cut_off import cut_call_error as cut_call_error  # re-exported where it was
@@ -44,7 +45,7 @@ from chatagent.llm.stream_modes import (
     in_worker_thread,
 )
 from chatagent.schema import USER, Message, content_text, to_messages
-from chatagent.stream import Fragment, accumulate, collect
+from chatagent.stream import accumulate, collect
 from chatagent.tokens import Tokenizer
 
 logger = logging.getLogger("chatagent.llm")

@@ -28,8 +28,8 @@ from urllib.parse import unquote, urlsplit
 
 import orjson
 
+from chatagent.fragment import Fragment, as_fragment
 from chatagent.schema import Message
-from chatagent.stream import Fragment, as_fragment
 
 if TYPE_CHECKING:
     from chatagent.llm.settings import Settings

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
+from chatagent.fragment import Fragment
 from chatagent.jsonlenient import loads_lenient
 from chatagent.llm.fncall.calls import parse_call_text, parse_qwen_args
 from chatagent.llm.fncall.formats import (
@@ -56,7 +57,7 @@ from chatagent.llm.fncall.formats import (
 from chatagent.llm.fncall.parser import StreamParser
 from chatagent.llm.stream_modes import closing_stream
 from chatagent.schema import ASSISTANT, Message
-from chatagent.stream import Fragment, collect
+from chatagent.stream import collect
 
 if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel, Settings, Usage

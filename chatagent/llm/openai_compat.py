@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from chatagent.errors import ModelServiceError
+from chatagent.fragment import Fragment
 from chatagent.keys import clean_api_key
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage
 from chatagent.llm.openai_errors import (
@@ -42,7 +43,6 @@ from chatagent.llm.openai_request import (
 from chatagent.llm.registry import register_llm
 from chatagent.llm.sse import SSESplitter, sse_data
 from chatagent.schema import Message
-from chatagent.stream import Fragment
 
 __all__ = ["OpenAICompatModel", "image_url", "looks_multimodal"]
 

@@ -16,12 +16,12 @@ from typing import Any, Protocol, cast
 import orjson
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
+from chatagent.fragment import Fragment, fragment
 from chatagent.llm.base import Usage
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.openai_errors import error_status, int_or_none, snippet
 from chatagent.llm.prepare import json_object
 from chatagent.schema import ASSISTANT, FunctionCall, Message
-from chatagent.stream import Fragment, fragment
 
 # the unvalidated constructor, bound once for fragments built per chunk
 _make = Fragment.unchecked

@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "chatagent.keys",
             "chatagent.errors",
             "chatagent.schema",
+            "chatagent.fragment",
             "chatagent.stream",
             "chatagent.tokens",
             "chatagent.events",

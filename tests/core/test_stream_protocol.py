@@ -2,19 +2,9 @@
 
 import pytest
 
+from chatagent.fragment import Fragment, as_fragment, fragment, typed
 from chatagent.schema import FunctionCall, Message, to_messages
-from chatagent.stream import (
-    Collector,
-    DictResponse,
-    Fragment,
-    Response,
-    accumulate,
-    as_fragment,
-    collect,
-    fragment,
-    merge_delta,
-    typed,
-)
+from chatagent.stream import Collector, DictResponse, Response, accumulate, collect, merge_delta
 
 
 def frag(index, content="", **kw):

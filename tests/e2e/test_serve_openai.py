@@ -13,10 +13,10 @@ import openai
 import pytest
 
 from chatagent import Agent, BasicAgent, Message, ModelServiceError, Reply, ScriptedLLM, tool_call
+from chatagent.fragment import fragment
 from chatagent.llm.base import BaseChatModel
 from chatagent.schema import FUNCTION
 from chatagent.server import AgentServer
-from chatagent.stream import fragment
 from tests.gui.test_gui_session import PacedLLM
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
