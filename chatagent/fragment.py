@@ -114,32 +114,19 @@ def as_fragment(f: Message | dict[str, Any]) -> Fragment:
         return f
     if isinstance(f, dict):
         if INDEX in f:
-            index, replace = f[INDEX], f.get(REPLACE, False)
             m = to_message({k: v for k, v in f.items() if k != INDEX and k != REPLACE}, "fragment")
-            return Fragment.unchecked(
-                m.role,
-                m.content,
-                m.name,
-                m.function_call,
-                m.reasoning_content,
-                m.extra,
-                _checked_index(index),
-                replace is True,
-            )
+            return _placed(m, m.extra, f[INDEX], f.get(REPLACE))
         f = to_message(f, "fragment")
     extra = f.extra
     if extra is None or INDEX not in extra:
         raise not_a_fragment(f)
     rest = {k: v for k, v in extra.items() if k != INDEX and k != REPLACE}
+    return _placed(f, rest or None, extra[INDEX], extra.get(REPLACE))
+
+
+def _placed(m: Message, extra: dict[str, Any] | None, index: object, replace: object) -> Fragment:
     return Fragment.unchecked(
-        f.role,
-        f.content,
-        f.name,
-        f.function_call,
-        f.reasoning_content,
-        rest or None,
-        _checked_index(extra[INDEX]),
-        extra.get(REPLACE) is True,
+        m.role, m.content, m.name, m.function_call, m.reasoning_content, extra, _checked_index(index), replace is True
     )
 
 
