@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import AsyncIterator, Generator, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, ClassVar, cast, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast, overload
 
 from chatagent import events
 from chatagent._kwargs import reject_unknown
@@ -40,6 +40,7 @@ from chatagent.subagent import hidden, map_fragments, run_subagent
 
 if TYPE_CHECKING:
     from chatagent.events import Callback
+    from chatagent.fragment import Fragment
     from chatagent.sessions.session import Session
 
 _UNSET: Any = object()
@@ -212,7 +213,18 @@ class Agent(RunSteps):
         self,
         messages: Iterable[Message],
         *,
-        delta_stream: bool = False,
+        delta_stream: Literal[True],
+        lang: str | None = None,
+        deadline: float | None = None,
+        session: Session | None = None,
+        **kwargs: Any,
+    ) -> Run[list[Fragment]]: ...
+    @overload
+    def run(
+        self,
+        messages: Iterable[Message],
+        *,
+        delta_stream: Literal[False] = False,
         lang: str | None = None,
         deadline: float | None = None,
         session: Session | None = None,
@@ -266,7 +278,18 @@ class Agent(RunSteps):
         self,
         messages: Iterable[Message],
         *,
-        delta_stream: bool = False,
+        delta_stream: Literal[True],
+        lang: str | None = None,
+        deadline: float | None = None,
+        session: Session | None = None,
+        **kwargs: Any,
+    ) -> ARun[list[Fragment]]: ...
+    @overload
+    def arun(
+        self,
+        messages: Iterable[Message],
+        *,
+        delta_stream: Literal[False] = False,
         lang: str | None = None,
         deadline: float | None = None,
         session: Session | None = None,

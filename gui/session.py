@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from chatagent.agent import Agent
+from chatagent.fragment import Fragment
 from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls, to_messages
 from chatagent.stream import Response
 from gui.notes import model_label, status_message, status_text
@@ -53,7 +54,7 @@ class _Failed:
         self.error = error
 
 
-_Item = list[Message] | _Status | _Failed | _Signal  # what the worker thread hands the handler
+_Item = list[Fragment] | _Status | _Failed | _Signal  # what the worker thread hands the handler
 
 
 def content_kind(path: str) -> str:

@@ -34,7 +34,7 @@ class TerminalPrinter:
             if what == "reasoning":
                 self.out.write(self.dim + "[thinking] ")
 
-    def feed(self, fragments: list[Message]) -> None:
+    def feed(self, fragments: Sequence[Message]) -> None:
         w = self.out.write
         for f in map(as_fragment, fragments):
             i = f.index
