@@ -181,33 +181,53 @@ class DocStore:
                 raise _renamed_error(failure, name)
             lock = self._key_locks.setdefault(key, threading.Lock())
         with lock:
-            with self._lock:
-                entry = self._docs.get(key)
-                failure = self._failed.get(key)
-            if entry is not None:
-                return entry, False
-            if failure is not None:
-                raise _renamed_error(failure, name)
-            entry = self._disk.load_doc(key) if self.disk_cache else None
-            parsed = entry is None
-            if entry is None:
-                try:
-                    entry = self._parse(data, name, password, digest, deadline, on_page)
-                except DocumentError as e:
-                    with self._lock:
-                        self._failed[key] = e
-                        while len(self._failed) > self._memory_docs:
-                            self._failed.popitem(last=False)
-                        self._key_locks.pop(key, None)
-                    raise
-                if self.disk_cache and not password:
-                    self._disk.save_doc(key, entry)
-            with self._lock:
-                self._docs[key] = entry
-                while len(self._docs) > self._memory_docs:
-                    self._docs.popitem(last=False)
-                self._key_locks.pop(key, None)
-            return entry, parsed
+            try:
+                return self._entry_locked(key, data, name, password, digest, deadline, on_page)
+            finally:
+                self._drop_key_lock(key, lock)
+
+    def _entry_locked(
+        self,
+        key: str,
+        data: bytes,
+        name: str,
+        password: str | None,
+        digest: str,
+        deadline: float | None,
+        on_page: PageCallback | None,
+    ) -> tuple[ParsedFile, bool]:
+        """`_entry` for the one thread that holds `key`'s lock."""
+        with self._lock:
+            entry = self._docs.get(key)
+            failure = self._failed.get(key)
+        if entry is not None:
+            return entry, False
+        if failure is not None:
+            raise _renamed_error(failure, name)
+        entry = self._disk.load_doc(key) if self.disk_cache else None
+        parsed = entry is None
+        if entry is None:
+            try:
+                entry = self._parse(data, name, password, digest, deadline, on_page)
+            except DocumentError as e:
+                with self._lock:
+                    self._failed[key] = e
+                    while len(self._failed) > self._memory_docs:
+                        self._failed.popitem(last=False)
+                raise
+            if self.disk_cache and not password:
+                self._disk.save_doc(key, entry)
+        with self._lock:
+            self._docs[key] = entry
+            while len(self._docs) > self._memory_docs:
+                self._docs.popitem(last=False)
+        return entry, parsed
+
+    def _drop_key_lock(self, key: str, lock: threading.Lock) -> None:
+        """Forget `key`'s lock once its holder is done, whatever the outcome (a waiter holds its own reference)."""
+        with self._lock:
+            if self._key_locks.get(key) is lock:
+                del self._key_locks[key]
 
     def _parse(
         self,
@@ -241,29 +261,31 @@ class DocStore:
                 return found
             lock = self._key_locks.setdefault(key, threading.Lock())
         with lock:
-            with self._lock:
-                found = self._indexes.get(key)
-            if found is not None:
-                return found
-            started = time.perf_counter()
-            index = self._disk.load_index(key) if self.disk_cache else None
-            if index is None:
-                index = Index()
-                chunks = [c for e in entries for c in e.chunks]
-                index.add_texts([c.id for c in chunks], [c.text for c in chunks])
-                index.search("")  # build the postings now, not at the first query
-                if self.disk_cache:
-                    self._disk.save_index(key, index)
-            file_index = FileIndex(entries, index)
-            seconds = time.perf_counter() - started
-            logger.info("indexed %d files, %d chunks in %.2f s", len(entries), len(file_index.chunks), seconds)
-            report(on_progress, Progress("index", "", len(entries), len(entries), seconds))
-            with self._lock:
-                self._indexes[key] = file_index
-                while len(self._indexes) > self._memory_indexes:
-                    self._indexes.popitem(last=False)
-                self._key_locks.pop(key, None)
-            return file_index
+            try:
+                with self._lock:
+                    found = self._indexes.get(key)
+                if found is not None:
+                    return found
+                started = time.perf_counter()
+                index = self._disk.load_index(key) if self.disk_cache else None
+                if index is None:
+                    index = Index()
+                    chunks = [c for e in entries for c in e.chunks]
+                    index.add_texts([c.id for c in chunks], [c.text for c in chunks])
+                    index.search("")  # build the postings now, not at the first query
+                    if self.disk_cache:
+                        self._disk.save_index(key, index)
+                file_index = FileIndex(entries, index)
+                seconds = time.perf_counter() - started
+                logger.info("indexed %d files, %d chunks in %.2f s", len(entries), len(file_index.chunks), seconds)
+                report(on_progress, Progress("index", "", len(entries), len(entries), seconds))
+                with self._lock:
+                    self._indexes[key] = file_index
+                    while len(self._indexes) > self._memory_indexes:
+                        self._indexes.popitem(last=False)
+                return file_index
+            finally:
+                self._drop_key_lock(key, lock)
 
 
 _default_stores: dict[Path, DocStore] = {}

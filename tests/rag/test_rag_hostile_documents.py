@@ -272,6 +272,7 @@ def test_sixty_mb_text_file_is_stopped_by_the_deadline_and_not_remembered_as_fai
         store.retrieve([path], "word7", 100, deadline=clock.now + 1.5)  # passes after the parse, before chunking
     assert str(info.value) == "reading 'huge.txt' was stopped at its chunking: the run went past its deadline"
     assert clock.checks == 2 and store.parses == 1
+    assert store._key_locks == {}  # nor a per-content lock (it was kept for ever after such a failure)
     small = tmp_path / "small.txt"
     small.write_text("word7 is here")
     with pytest.raises(RunDeadlineExceeded):  # a deadline already passed: not even a small file is read
