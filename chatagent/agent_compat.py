@@ -8,8 +8,7 @@ from typing import Any
 
 from chatagent.driver import ModelStream
 from chatagent.effects import AgentLoop, Fragments, ModelCall, Request, pass_on, step
-from chatagent.fragment import INDEX, Fragment, fragment, typed
-from chatagent.schema import Message
+from chatagent.fragment import fragment, is_fragment, typed
 from chatagent.stream import WholeLists
 
 
@@ -50,7 +49,7 @@ def whole_lists_as_fragments(gen: Generator[Any, Any, Any]) -> AgentLoop:
             if not item:
                 continue
             first = item[0]
-            if isinstance(first, Fragment) or (isinstance(first, Message) and first.extra and INDEX in first.extra):
+            if is_fragment(first):
                 item = typed(item)
                 shown = [f.copy() for f in item]
                 if whole is not None:

@@ -107,6 +107,11 @@ def not_a_fragment(f: object) -> ValueError:
     return ValueError(f"not a fragment (a Fragment, or a Message with extra['index']): {f!r}")
 
 
+def is_fragment(m: object) -> bool:
+    """Whether `m` is a fragment: a Fragment, or a Message marked the older way (`extra['index']`)."""
+    return isinstance(m, Fragment) or (isinstance(m, Message) and m.extra is not None and INDEX in m.extra)
+
+
 def as_fragment(f: Message | dict[str, Any]) -> Fragment:
     """`f` as a Fragment: itself if it is one; a Message or dict marked the older way (`extra['index']`,
     `extra['replace']`), or a fragment's dict (`index` beside the message's keys), converted."""

@@ -2,7 +2,7 @@
 
 import pytest
 
-from chatagent.fragment import Fragment, as_fragment, fragment, typed
+from chatagent.fragment import Fragment, as_fragment, fragment, is_fragment, typed
 from chatagent.schema import FunctionCall, Message, to_messages
 from chatagent.stream import Collector, DictResponse, Response, accumulate, collect, merge_delta
 
@@ -154,3 +154,5 @@ def test_typed_passes_fragment_lists_through_and_converts_others():
     assert out is not mixed and [type(f) for f in out] == [Fragment, Fragment] and out[1].index == 1
     with pytest.raises(ValueError, match="not a fragment"):
         typed([Message("assistant", "b")])
+    assert is_fragment(mixed[0]) and is_fragment(mixed[1])
+    assert not is_fragment(Message("assistant", "b")) and not is_fragment({"role": "assistant", "index": 0})
