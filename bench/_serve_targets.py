@@ -30,7 +30,7 @@ def _agent(upstream: str):  # noqa: ANN202
 
 
 def chatagent(port: int, upstream: str) -> None:
-    from chatagent.server import AgentServer
+    from chatagent.server.runner import AgentServer
 
     server = AgentServer(_agent(upstream), "127.0.0.1", port, max_concurrency=CONCURRENCY, grace=1)
     print("ready", flush=True)

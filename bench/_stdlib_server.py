@@ -17,9 +17,9 @@ from typing import Any
 
 from chatagent.agent import Agent, Run
 from chatagent.errors import ModelServiceError, RunDeadlineExceeded
-from chatagent.fragment import as_fragment
-from chatagent.keys import clean_api_key, mask_secrets
 from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
+from chatagent.schema.fragment import as_fragment
+from chatagent.utils.keys import clean_api_key, mask_secrets
 
 logger = logging.getLogger("chatagent.server")
 

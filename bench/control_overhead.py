@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from _measure import best, show  # noqa: E402
 
 from chatagent import BasicAgent, FnCallAgent, Plugin, Reply, ScriptedLLM, get_chat_model, tool, tool_call  # noqa: E402
-from chatagent.guardrails import TextPolicy  # noqa: E402
+from chatagent.plugins.guardrails import TextPolicy  # noqa: E402
 
 USER = [{"role": "user", "content": "My key is sk-abcdefghijklmnopqrstuvwx. What is the weather in Oslo?"}]
 CHUNK = "tok "
@@ -110,13 +110,13 @@ class Tracing:
         self.provider.add_span_processor(BatchSpanProcessor(Drop()))
 
     def __enter__(self) -> Tracing:
-        from chatagent import telemetry
+        from chatagent.run import telemetry
 
         telemetry.instrument(self.provider)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from chatagent import telemetry
+        from chatagent.run import telemetry
 
         telemetry.uninstrument()
 

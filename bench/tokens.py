@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from chatagent.tokens import count_tokens, qwen_tokenizer  # noqa: E402
+from chatagent.utils.tokens import count_tokens, qwen_tokenizer  # noqa: E402
 
 CHINESE = """第一章 安装与配置
 

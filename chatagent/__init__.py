@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from chatagent._lazy import lazy_exports
+from chatagent.utils.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
     "Agent": "chatagent.agent",
-    "AgentServer": "chatagent.server",
+    "AgentServer": "chatagent.server.runner",
     "Run": "chatagent.agent",
     "BasicAgent": "chatagent.agents.basic",
     "Message": "chatagent.schema",
@@ -28,8 +28,8 @@ _EXPORTS: dict[str, str] = {
     "MessageError": "chatagent.schema",
     "to_messages": "chatagent.schema",
     "to_openai": "chatagent.schema",
-    "merge_delta": "chatagent.stream",
-    "Fragment": "chatagent.fragment",
+    "merge_delta": "chatagent.schema.stream",
+    "Fragment": "chatagent.schema.fragment",
     "Session": "chatagent.sessions",
     "SessionInfo": "chatagent.sessions",
     "SessionBusyError": "chatagent.sessions",
@@ -47,7 +47,7 @@ _EXPORTS: dict[str, str] = {
     "ScriptedLLM": "chatagent.llm.scripted",
     "Reply": "chatagent.llm.scripted",
     "tool_call": "chatagent.llm.scripted",
-    "count_tokens": "chatagent.tokens",
+    "count_tokens": "chatagent.utils.tokens",
     "FnCallAgent": "chatagent.agents.fncall",
     "Assistant": "chatagent.agents.assistant",
     "BaseTool": "chatagent.tools.base",
@@ -56,20 +56,20 @@ _EXPORTS: dict[str, str] = {
     "tool": "chatagent.tools.from_function",
     "FunctionTool": "chatagent.tools.from_function",
     "ToolArgumentError": "chatagent.tools.arguments",
-    "Event": "chatagent.events",
-    "Callbacks": "chatagent.events",
-    "StructuredOutputError": "chatagent.structured",
-    "StructuredOutput": "chatagent.structured",
-    "Plugin": "chatagent.plugins",
-    "PluginError": "chatagent.plugins",
-    "Blocked": "chatagent.plugins",
-    "Retry": "chatagent.plugins",
-    "InputGuardrail": "chatagent.guardrails",
-    "OutputGuardrail": "chatagent.guardrails",
-    "TextPolicy": "chatagent.guardrails",
-    "LLMJudge": "chatagent.guardrails",
-    "approval_message": "chatagent.approval",
-    "pending_approval": "chatagent.approval",
+    "Event": "chatagent.run.events",
+    "Callbacks": "chatagent.run.events",
+    "StructuredOutputError": "chatagent.errors",
+    "StructuredOutput": "chatagent.plugins.structured",
+    "Plugin": "chatagent.run.plugin",
+    "PluginError": "chatagent.run.plugin",
+    "Blocked": "chatagent.run.plugin",
+    "Retry": "chatagent.run.plugin",
+    "InputGuardrail": "chatagent.plugins.guardrails",
+    "OutputGuardrail": "chatagent.plugins.guardrails",
+    "TextPolicy": "chatagent.plugins.guardrails",
+    "LLMJudge": "chatagent.plugins.guardrails",
+    "approval_message": "chatagent.run.approval",
+    "pending_approval": "chatagent.run.approval",
     "ReActChat": "chatagent.agents.react_chat",
     "GroupChat": "chatagent.agents.group_chat",
     "Router": "chatagent.agents.router",
@@ -148,7 +148,6 @@ if TYPE_CHECKING:
     from chatagent.agents.react_chat import ReActChat
     from chatagent.agents.router import Router
     from chatagent.agents.user import PENDING_USER_INPUT, UserAgent, pending_input
-    from chatagent.approval import approval_message, pending_approval
     from chatagent.errors import (
         ChatAgentError,
         MissingDependencyError,
@@ -156,21 +155,22 @@ if TYPE_CHECKING:
         ModelServiceError,
         RunDeadlineExceeded,
     )
-    from chatagent.events import Callbacks, Event
-    from chatagent.fragment import Fragment
-    from chatagent.guardrails import InputGuardrail, LLMJudge, OutputGuardrail, TextPolicy
     from chatagent.llm.base import BaseChatModel, Usage
     from chatagent.llm.registry import get_chat_model, register_llm
     from chatagent.llm.scripted import Reply, ScriptedLLM, tool_call
-    from chatagent.plugins import Blocked, Plugin, PluginError, Retry
+    from chatagent.plugins.guardrails import InputGuardrail, LLMJudge, OutputGuardrail, TextPolicy
+    from chatagent.plugins.structured import StructuredOutput, StructuredOutputError
+    from chatagent.run.approval import approval_message, pending_approval
+    from chatagent.run.events import Callbacks, Event
+    from chatagent.run.plugin import Blocked, Plugin, PluginError, Retry
     from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, to_messages, to_openai
-    from chatagent.server import AgentServer
+    from chatagent.schema.fragment import Fragment
+    from chatagent.schema.stream import merge_delta
+    from chatagent.server.runner import AgentServer
     from chatagent.sessions import Session, SessionBusyError, SessionConflictError, SessionInfo, SessionStoreError
-    from chatagent.stream import merge_delta
-    from chatagent.structured import StructuredOutput, StructuredOutputError
-    from chatagent.tokens import count_tokens
     from chatagent.tools.arguments import ToolArgumentError
     from chatagent.tools.base import TOOL_REGISTRY, BaseTool, register_tool
     from chatagent.tools.from_function import FunctionTool, tool
+    from chatagent.utils.tokens import count_tokens
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

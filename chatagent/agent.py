@@ -6,8 +6,8 @@ caller gave dicts, Messages if it gave Messages; the whole response so far on ea
 the default) or only what is new (`delta_stream=True`). `arun()` is the same on an asyncio event loop.
 
 A subclass's `_run(messages, lang, **kwargs)` is a generator that yields *fragments* (see
-`chatagent.stream`: lists of `Fragment`s, Messages that carry `index`, their position in this run's
-response) and *requests* (see `chatagent.effects`) made by the helpers below and used with `yield from`,
+`chatagent.schema.stream`: lists of `Fragment`s, Messages that carry `index`, their position in this run's
+response) and *requests* (see `chatagent.run.requests`) made by the helpers below and used with `yield from`,
 so that one loop definition serves `run()` and `arun()`:
 
     reply = yield from self._call_llm(messages, functions, start=len(response))
@@ -23,24 +23,24 @@ import time
 from collections.abc import AsyncIterator, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast, overload
 
-from chatagent import events
-from chatagent._kwargs import reject_unknown
-from chatagent.agent_compat import whole_lists_as_fragments
-from chatagent.agent_steps import LLM_CALL_CODE, RunSteps, emit_tool_end
-from chatagent.driver import adrive, drive, observed
-from chatagent.effects import AgentLoop, Fragments, LoopItem
-from chatagent.lang import conversation_lang
 from chatagent.llm.base import BaseChatModel
 from chatagent.llm.registry import get_chat_model
-from chatagent.plugins import Plugins
-from chatagent.run_context import CURRENT, RunContext, current_run
-from chatagent.run_handle import ARun, Output, Run, afinal_response, final_response, named, output
+from chatagent.run import events
+from chatagent.run.compat import whole_lists_as_fragments
+from chatagent.run.context import CURRENT, RunContext, current_run
+from chatagent.run.driver import adrive, drive, observed
+from chatagent.run.handle import ARun, Output, Run, afinal_response, final_response, named, output
+from chatagent.run.plugin import Plugins
+from chatagent.run.requests import AgentLoop, Fragments, LoopItem
+from chatagent.run.steps import LLM_CALL_CODE, RunSteps, emit_tool_end
+from chatagent.run.subagent import hidden, map_fragments, run_subagent
 from chatagent.schema import Message, not_a_message_list, to_messages, with_system_text
-from chatagent.subagent import hidden, map_fragments, run_subagent
+from chatagent.schema.history import conversation_lang
+from chatagent.utils.kwargs import reject_unknown
 
 if TYPE_CHECKING:
-    from chatagent.events import Callback
-    from chatagent.fragment import Fragment
+    from chatagent.run.events import Callback
+    from chatagent.schema.fragment import Fragment
     from chatagent.sessions.session import Session
 
 _UNSET: Any = object()
@@ -60,7 +60,7 @@ __all__ = [
 
 
 def detect_lang(messages: list[Message]) -> str:
-    """The language of the latest user message: 'zh', 'ja', 'ko' or 'en' (see `chatagent.lang`)."""
+    """The language of the latest user message: 'zh', 'ja', 'ko' or 'en' (see `chatagent.utils.lang`)."""
     return conversation_lang(messages)
 
 
@@ -75,9 +75,9 @@ class Agent(RunSteps):
             dicts, BaseTool instances or classes, typed functions (see `chatagent.tools.make_tools`).
         callbacks: functions or `chatagent.events.Callbacks` told about each run's model and tool calls.
         response_format: a pydantic model class (or JSON Schema dict): every run's final answer is validated
-            against it (and retried), `run_nonstream` returns the validated instance (see `chatagent.structured`).
+            against it (and retried), `run_nonstream` returns the validated instance (see `chatagent.plugins.structured`).
         plugins: objects that take part in every run and may change it: rewrite the input, check it, watch or
-            block model and tool calls, rewrite or replace the answer (see `chatagent.plugins`, `chatagent.guardrails`).
+            block model and tool calls, rewrite or replace the answer (see `chatagent.plugins`, `chatagent.plugins.guardrails`).
         generate_cfg: generation settings for this agent's model calls, over the model's own.
 
     An unknown keyword argument raises TypeError naming it (in every subclass too: they pass theirs on here).
@@ -149,12 +149,12 @@ class Agent(RunSteps):
             response_format = self.response_format
             if response_format is not None:
                 if self._structured is None or self._structured.response_format is not response_format:
-                    from chatagent.structured import StructuredOutput
+                    from chatagent.plugins.structured import StructuredOutput
 
                     self._structured = StructuredOutput(response_format)
                 plugins = plugins + [self._structured]
         elif response_format is not None:
-            from chatagent.structured import StructuredOutput
+            from chatagent.plugins.structured import StructuredOutput
 
             plugins = plugins + [StructuredOutput(response_format)]
         return plugins or None
@@ -349,7 +349,7 @@ class Agent(RunSteps):
 
         With `response_format` (a pydantic model class or a JSON Schema dict; here or on the agent) it
         returns the validated answer instead, or raises StructuredOutputError (`retries=`, `json_mode=`: see
-        `chatagent.structured`). Pass `response_format=None` to get the response even when the agent has one.
+        `chatagent.plugins.structured`). Pass `response_format=None` to get the response even when the agent has one.
         """
         structured = self._structured_run(response_format, kwargs)
         stream, as_dicts, context = self._stream(messages, lang, deadline, session, kwargs)
@@ -381,7 +381,7 @@ class Agent(RunSteps):
                 raise TypeError("retries and json_mode apply to structured output: give response_format too")
             kwargs["response_format"] = None
             return False
-        from chatagent.structured import DEFAULT_RETRIES, StructuredOutput
+        from chatagent.plugins.structured import DEFAULT_RETRIES, StructuredOutput
 
         check = StructuredOutput(
             response_format,
@@ -480,10 +480,10 @@ class Agent(RunSteps):
         return whole_lists_as_fragments(gen)
 
     def _controlled(self, msgs: list[Message], lang: str, kwargs: dict[str, Any], ctx: RunContext) -> AgentLoop:
-        """`_fragments`, under the run's plugins and tool approval when it has any (see `chatagent.plugin_run`)."""
+        """`_fragments`, under the run's plugins and tool approval when it has any (see `chatagent.run.control`)."""
         if ctx.plugins is None and not self._needs_approval():
             return self._fragments(msgs, lang, kwargs)
-        from chatagent.plugin_run import controlled
+        from chatagent.run.control import controlled
 
         return controlled(self, ctx.plugins or Plugins(()), msgs, lang, kwargs, ctx)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from chatagent.keys import mask_secrets
+from chatagent.utils.keys import mask_secrets
 
 
 class ModelErrorCode(str, Enum):
@@ -51,7 +51,7 @@ class ModelServiceError(ChatAgentError):
 
     `retryable` errors (timeouts, dropped connections, 429, 5xx) are retried by the model layer before
     they reach you; `retry_after` is the server's Retry-After in seconds when it sent one. The message
-    never contains an API key (see `chatagent.keys`).
+    never contains an API key (see `chatagent.utils.keys`).
     """
 
     def __init__(
@@ -85,3 +85,12 @@ class RunDeadlineExceeded(ChatAgentError):
 
 class MissingDependencyError(ChatAgentError, ImportError):
     """An optional package is not installed: the message names the extra of chatagent that installs it."""
+
+
+class StructuredOutputError(ChatAgentError):
+    """The model did not produce a valid answer within the retries; `text` is its last answer, `error` why."""
+
+    def __init__(self, message: str, text: str, error: str) -> None:
+        super().__init__(message)
+        self.text = text
+        self.error = error

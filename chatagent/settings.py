@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from chatagent.agents.fncall import MAX_LLM_CALLS
 from chatagent.llm.base import DEFAULT_MAX_INPUT_TOKENS
-from chatagent.rag.workspace import workspace_root
 from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN
+from chatagent.utils.workspace import workspace_root
 
 MAX_LLM_CALL_PER_RUN: int = MAX_LLM_CALLS
 DEFAULT_WORKSPACE: str = str(workspace_root())

@@ -1,5 +1,5 @@
 """Tool approval in the web UI: `ApprovalControls`, the Approve / Deny row under the chat, shown while the
-conversation's last message waits for approval; it resumes the run with the decision (`chatagent.approval`).
+conversation's last message waits for approval; it resumes the run with the decision (`chatagent.run.approval`).
 How blocked answers, calls waiting for approval and the decision look is `gui.render.render_control`.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from chatagent.approval import approval_message, pending_approval
+from chatagent.run.approval import approval_message, pending_approval
 from chatagent.schema import to_message
 
 if TYPE_CHECKING:

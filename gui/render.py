@@ -17,8 +17,8 @@ import zlib
 from typing import Any
 
 from chatagent.agents.user import pending_input
-from chatagent.approval import APPROVAL, PENDING_APPROVAL
-from chatagent.plugins import BLOCKED_BY, BLOCKED_REASON
+from chatagent.run.approval import APPROVAL, PENDING_APPROVAL
+from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, content_text
 
 THINKING_TITLE = "💭 Thinking"
@@ -265,7 +265,7 @@ def render_sources(sources: list[dict]) -> dict[str, Any]:
 def render_error(error: BaseException) -> dict[str, Any]:
     """An error as a readable chat message (its type and message, never a traceback)."""
     from chatagent.errors import ModelServiceError, RunDeadlineExceeded
-    from chatagent.keys import mask_secrets
+    from chatagent.utils.keys import mask_secrets
 
     if isinstance(error, ModelServiceError):
         text = f"The model service failed ({error.code}): {error.message}"

@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from chatagent.agent import Agent
-from chatagent.fragment import Fragment
 from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls, to_messages
-from chatagent.stream import Response
+from chatagent.schema.fragment import Fragment
+from chatagent.schema.stream import Response
 from gui.notes import model_label, status_message, status_text
 from gui.render import chat_message, render_conversation, render_error, render_message
 

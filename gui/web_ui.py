@@ -20,8 +20,8 @@ from typing import Any
 
 from chatagent.agent import Agent
 from chatagent.errors import ModelServiceError
-from chatagent.extras import missing_dependency
 from chatagent.schema import Message, to_messages
+from chatagent.utils.extras import missing_dependency
 from gui.notes import model_note
 from gui.render import escape_html, escape_markdown, render_conversation, safe_name
 from gui.session import ChatSession, user_message

@@ -1,4 +1,4 @@
-"""The README is the user's manual: every ```python block in it runs.
+"""The README and the pages under docs/ are the user's manual: every ```python block in them runs.
 
 Each block runs in a fresh process (tests/support/readme_runner.py) in a scratch directory holding the files the
 snippets name, with its own CHATAGENT_WORKSPACE, in a network namespace of its own where the loopback
@@ -28,6 +28,8 @@ from tests.support.documents import make_pdf
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+#: the manual: the README, then every page under docs/ (a new page's snippets are run without being listed here)
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```python\n(?P<code>.*?)^(?P=indent)```", re.M | re.S)
 NOT_RUN = re.compile(r"^\s*<!-- not run: (?P<reason>.*?) -->\s*$")
 DEADLINE = 120  # seconds per block, however loaded the machine
@@ -41,26 +43,40 @@ class Block:
     line: int
     code: str
     not_run: str | None  # the reason, when marked
+    page: str = "README.md"
+
+    @property
+    def where(self) -> str:
+        return f"{self.page} line {self.line}"
 
 
-def readme_blocks(text: str) -> list[Block]:
+def readme_blocks(text: str, page: str = "README.md", first: int = 0) -> list[Block]:
+    """The python blocks of one page, numbered from `first`."""
     blocks = []
-    for n, m in enumerate(FENCE.finditer(text)):
+    for n, m in enumerate(FENCE.finditer(text), first):
         before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
         marked = NOT_RUN.match(before)
         line = text.count("\n", 0, m.start()) + 1
-        blocks.append(Block(n, line, textwrap.dedent(m["code"]), marked["reason"].strip() if marked else None))
+        code = textwrap.dedent(m["code"])
+        blocks.append(Block(n, line, code, marked["reason"].strip() if marked else None, page))
     return blocks
 
 
-BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+def manual_blocks() -> list[Block]:
+    blocks: list[Block] = []
+    for page in PAGES:
+        blocks += readme_blocks(page.read_text(encoding="utf-8"), str(page.relative_to(ROOT)), len(blocks))
+    return blocks
+
+
+BLOCKS = manual_blocks()
 
 
 def test_readme_has_snippets_and_few_are_not_run():
     assert len(BLOCKS) > 20
     marked = [b for b in BLOCKS if b.not_run is not None]
     assert all(b.not_run for b in marked), "a `<!-- not run: ... -->` mark needs its reason"
-    assert len(marked) < 0.15 * len(BLOCKS), [(b.line, b.not_run) for b in marked]
+    assert len(marked) < 0.15 * len(BLOCKS), [(b.where, b.not_run) for b in marked]
 
 
 def test_the_marks_are_found():
@@ -72,11 +88,11 @@ def test_the_marks_are_found():
 @pytest.mark.parametrize("n", range(len(BLOCKS)))
 def test_snippet_compiles_and_its_imports_exist(n):
     code = BLOCKS[n].code
-    compile(code, f"README.md python block {n}", "exec")
+    compile(code, f"{BLOCKS[n].where}: python block", "exec")
     for module, names in re.findall(r"^from ((?:chatagent|gui)[\w.]*) import ([^\n(]+)$", code, flags=re.M):
         mod = importlib.import_module(module)
         for name in (x.strip() for x in names.split(",")):
-            assert hasattr(mod, name), f"README block {n}: {module} has no {name}"
+            assert hasattr(mod, name), f"{BLOCKS[n].where}: {module} has no {name}"
 
 
 # -- the files the snippets name ----------------------------------------------------------------------------------
@@ -179,9 +195,9 @@ def block_results(
 def test_snippet_runs(n: int, block_results: dict) -> None:
     block = BLOCKS[n]
     if block.not_run is not None:
-        pytest.skip(f"README.md line {block.line}: not run: {block.not_run}")
+        pytest.skip(f"{block.where}: not run: {block.not_run}")
     result = block_results[n]
-    where = f"README.md python block {n} (line {block.line})"
+    where = f"python block {n} ({block.where})"
     assert not isinstance(result, str), f"{where}: {result}"
     assert "using the embedded local model" not in result.stderr, f"{where} did not reach the loopback servers"
     assert result.returncode == 0, (

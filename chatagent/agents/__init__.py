@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from chatagent._lazy import lazy_exports
+from chatagent.utils.lazy import lazy_exports
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
@@ -26,8 +26,8 @@ _EXPORTS: dict[str, str] = {
     "GroupChatAutoRouter": "chatagent.agents.group_chat_auto_router",
     "GroupChatCreator": "chatagent.agents.group_chat_creator",
     "HumanSimulator": "chatagent.agents.human_simulator",
-    "Memory": "chatagent.memory",
-    "MultiAgentHub": "chatagent.multi_agent_hub",
+    "Memory": "chatagent.agents.memory",
+    "MultiAgentHub": "chatagent.agents.hub",
     "ParallelDocQA": "chatagent.agents.doc_qa.parallel_doc_qa",
     "ReActChat": "chatagent.agents.react_chat",
     "Router": "chatagent.agents.router",
@@ -75,14 +75,14 @@ if TYPE_CHECKING:
     from chatagent.agents.group_chat import GroupChat
     from chatagent.agents.group_chat_auto_router import GroupChatAutoRouter
     from chatagent.agents.group_chat_creator import GroupChatCreator
+    from chatagent.agents.hub import MultiAgentHub
     from chatagent.agents.human_simulator import HumanSimulator
+    from chatagent.agents.memory import Memory
     from chatagent.agents.react_chat import ReActChat
     from chatagent.agents.router import Router
     from chatagent.agents.tir_agent import TIRMathAgent
     from chatagent.agents.user import UserAgent
     from chatagent.agents.virtual_memory_agent import VirtualMemoryAgent
     from chatagent.agents.write_from_scratch import WriteFromScratch
-    from chatagent.memory import Memory
-    from chatagent.multi_agent_hub import MultiAgentHub
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from chatagent.agents.assistant import Assistant
+from chatagent.agents.memory import search_files
 from chatagent.agents.write_from_scratch import HEADERS, write_article
-from chatagent.fragment import fragment
-from chatagent.memory import search_files
 from chatagent.schema import ASSISTANT, USER, Message
+from chatagent.schema.fragment import fragment
 from chatagent.tools.retrieval import allowed_files
 
 FOUND = ">\n> Search for relevant information: \n{knowledge}\n"

@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING, Any
 from chatagent.agent import current_run
 from chatagent.agents.fncall import FnCallAgent
 from chatagent.errors import ModelServiceError
-from chatagent.fragment import Fragment
 from chatagent.llm.budget import prompt_tokens, truncate_messages
 from chatagent.rag.parsers import display_name
 from chatagent.schema import ASSISTANT, SYSTEM, USER, ContentItem, Message, with_system_text
+from chatagent.schema.fragment import Fragment
 from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN, allowed_files, message_files
 
 if TYPE_CHECKING:
@@ -237,7 +237,7 @@ class Assistant(FnCallAgent):
 
         def report(p: Progress) -> None:
             if callbacks:
-                from chatagent.events import PROGRESS, Event, emit
+                from chatagent.run.events import PROGRESS, Event, emit
 
                 emit(callbacks, Event(PROGRESS, self.name, data={"progress": p, "text": p.describe()}))
             if on_progress is not None:

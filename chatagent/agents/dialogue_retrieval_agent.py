@@ -19,8 +19,8 @@ from typing import Any
 
 from chatagent.agents.assistant import Assistant
 from chatagent.llm.base import response_text
-from chatagent.rag.workspace import workspace_dir
 from chatagent.schema import SYSTEM, USER, ContentItem, Message
+from chatagent.utils.workspace import workspace_dir
 
 MAX_QUERY_CHARS = 1000
 EXTRACT_QUERY_PROMPT = {

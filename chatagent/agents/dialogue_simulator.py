@@ -17,8 +17,8 @@ from typing import Any
 
 from chatagent.agent import Agent, hidden
 from chatagent.agents.human_simulator import BEGIN, STOP
-from chatagent.fragment import fragment
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, Message, content_text
+from chatagent.schema.fragment import fragment
 
 
 class DialogueSimulator(Agent):

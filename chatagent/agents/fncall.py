@@ -24,8 +24,8 @@ from typing import Any
 import orjson
 
 from chatagent.agent import Agent, current_run, emit_tool_end
-from chatagent.fragment import Fragment, fragment
 from chatagent.schema import ASSISTANT, FUNCTION, USER, ContentItem, Message, content_text
+from chatagent.schema.fragment import Fragment, fragment
 from chatagent.tools.calling import PreparedCall, ToolOutcome, call_key, prepare_call
 
 logger = logging.getLogger("chatagent.agent")

@@ -66,13 +66,13 @@ from chatagent.agents.group_chat_auto_router import (
     parse_host_answer,
     roster,
 )
+from chatagent.agents.hub import MultiAgentHub
 from chatagent.agents.user import is_pending_input, pending_marker
-from chatagent.approval import is_approval, paused_agent, pending_approval
-from chatagent.fragment import Fragment, fragment
 from chatagent.llm.base import BaseChatModel
-from chatagent.logs import quote
-from chatagent.multi_agent_hub import MultiAgentHub
+from chatagent.run.approval import is_approval, paused_agent, pending_approval
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, ContentItem, Message, content_text
+from chatagent.schema.fragment import Fragment, fragment
+from chatagent.utils.logs import quote
 
 logger = logging.getLogger("chatagent.group_chat")
 

@@ -19,7 +19,7 @@ from typing import Any
 from chatagent.agent import Agent
 from chatagent.agents.fncall import FnCallAgent
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, Message, content_text, to_messages
-from chatagent.tokens import truncate_tokens
+from chatagent.utils.tokens import truncate_tokens
 
 STOP = "[STOP]"
 HOST_TRANSCRIPT_MESSAGES = 30  # the host reads at most this many latest messages

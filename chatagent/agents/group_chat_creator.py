@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from chatagent.agent import Agent
-from chatagent.effects import View
-from chatagent.fragment import fragment
+from chatagent.run.requests import View
 from chatagent.schema import ASSISTANT, Message
+from chatagent.schema.fragment import fragment
 from chatagent.tools.arguments import ToolArgumentError, parse_json
 
 logger = logging.getLogger("chatagent.agent")

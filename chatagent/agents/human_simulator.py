@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from chatagent.agent import Agent
-from chatagent.fragment import fragment
 from chatagent.llm.base import response_text
 from chatagent.schema import ASSISTANT, USER, Message
+from chatagent.schema.fragment import fragment
 
 STOP = "<|STOP|>"
 HUMAN_SIMULATOR_PROMPT = f"""Play a game where you act as the human user and the user acts as the AI assistant.

@@ -37,12 +37,12 @@ from typing import Any
 from chatagent.agent import current_run, map_fragments
 from chatagent.agents.fncall import CallHistory, FnCallAgent, loop_message
 from chatagent.agents.react_parser import ReActParser, ReActStep, parse_react
-from chatagent.effects import View
-from chatagent.fragment import Fragment
-from chatagent.logs import quote
+from chatagent.run.requests import View
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, FunctionCall, Message, content_text
+from chatagent.schema.fragment import Fragment
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments, parse_json
 from chatagent.tools.base import BaseTool
+from chatagent.utils.logs import quote
 
 logger = logging.getLogger("chatagent.react")
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chatagent.fragment import Fragment
 from chatagent.schema import ASSISTANT, FUNCTION, content_text
+from chatagent.schema.fragment import Fragment
 
 THOUGHT, ACTION, OBSERVATION, FINAL = "Thought: ", "\nAction: ", "\nObservation: ", "\nFinal Answer: "
 

@@ -19,13 +19,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from chatagent.agent import Agent, run_subagent
-from chatagent.approval import paused_agent
-from chatagent.effects import View
-from chatagent.fragment import Fragment, fragment
+from chatagent.agents.hub import MultiAgentHub
 from chatagent.llm.base import BaseChatModel
-from chatagent.logs import quote
-from chatagent.multi_agent_hub import MultiAgentHub
+from chatagent.run.approval import paused_agent
+from chatagent.run.requests import View
 from chatagent.schema import ASSISTANT, Message, with_system_text
+from chatagent.schema.fragment import Fragment, fragment
+from chatagent.utils.logs import quote
 
 logger = logging.getLogger("chatagent.router")
 

@@ -22,10 +22,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from chatagent.agents.fncall import FnCallAgent
-from chatagent.effects import View
-from chatagent.fragment import fragment
 from chatagent.llm.fncall_prompt import with_stop_words
+from chatagent.run.requests import View
 from chatagent.schema import ASSISTANT, Message, content_text
+from chatagent.schema.fragment import fragment
 
 OBS_START = "```output"
 OBS_END = "\n```\n"

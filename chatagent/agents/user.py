@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from chatagent.agent import Agent
-from chatagent.fragment import fragment
 from chatagent.schema import ASSISTANT, Message
+from chatagent.schema.fragment import fragment
 
 PENDING_USER_INPUT = "<!-- INTERRUPT: PENDING_USER_INPUT -->"
 PENDING_KEY = "pending_user_input"

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from chatagent.agent import Agent
-from chatagent.fragment import fragment
 from chatagent.schema import ASSISTANT, SYSTEM, USER, Message
+from chatagent.schema.fragment import fragment
 
 DEFAULT_PLAN = '{"action1": "summarize", "action2": "outline", "action3": "expand"}'
 HEADERS = {

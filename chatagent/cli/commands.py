@@ -21,7 +21,7 @@ from chatagent.cli.build import (
 from chatagent.cli.errors import CliError
 from chatagent.cli.terminal import chat_loop
 from chatagent.errors import MissingDependencyError
-from chatagent.keys import clean_api_key
+from chatagent.utils.keys import clean_api_key
 
 if TYPE_CHECKING:
     from chatagent.sessions import Session
@@ -134,7 +134,7 @@ def _user_and_password(value: str) -> tuple[str, str]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from chatagent.server import AgentServer
+    from chatagent.server.runner import AgentServer
     from chatagent.sessions import SessionStoreError
 
     agent = agent_from_args(args)

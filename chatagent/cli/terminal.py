@@ -7,8 +7,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from chatagent.fragment import as_fragment
-from chatagent.keys import mask_secrets
+from chatagent.schema.fragment import as_fragment
+from chatagent.utils.keys import mask_secrets
 
 if TYPE_CHECKING:
     from chatagent.agent import Agent
@@ -92,7 +92,7 @@ class TerminalPrinter:
 
 def ask_approval(waiting: list[dict], read: Callable[[str], str], out: TextIO) -> Message:
     """Ask the user about each tool call waiting for approval (y/N); the approval message that resumes the run."""
-    from chatagent.approval import approval_message
+    from chatagent.run.approval import approval_message
     from chatagent.schema import to_message
 
     decisions: dict[str, bool] = {}
@@ -127,9 +127,9 @@ def chat_loop(
     /clear starts over, /exit (or Ctrl-D) leaves. `files` are attached to the first message. With `session`, the
     conversation is the stored one and each turn is stored (a stopped answer too, marked interrupted).
     """
-    from chatagent.approval import pending_approval
+    from chatagent.run.approval import pending_approval
     from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls
-    from chatagent.stream import Response
+    from chatagent.schema.stream import Response
 
     if out is None:
         stdout: TextIO = sys.stdout

@@ -1,7 +1,7 @@
 """BaseChatModel: the one interface every model backend keeps, and the work they share.
 
 A backend implements `_chat_stream` (and `_chat_once` when the server has a cheaper non-streaming
-call). Both speak in fragments (see `chatagent.stream`): lists of assistant `Fragment`s, Messages that
+call). Both speak in fragments (see `chatagent.schema.stream`): lists of assistant `Fragment`s, Messages that
 carry their `index`. This class adds what every backend needs: input checks and truncation, retries with
 backoff, the three stream modes, usage accounting and prompt-based function calling.
 """
@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, cast, overload
 
 from chatagent.errors import ModelServiceError
-from chatagent.fragment import Fragment
-from chatagent.keys import clean_api_key
 from chatagent.llm.budget import DEFAULT_MAX_INPUT_TOKENS, TokenBudget, truncate_messages
 from chatagent.llm.cut_off import cut_call_error as cut_call_error  # re-exported where it was
 from chatagent.llm.prepare import normalize_functions, valid_unicode, without_media
@@ -45,8 +43,10 @@ from chatagent.llm.stream_modes import (
     in_worker_thread,
 )
 from chatagent.schema import USER, Message, content_text, to_messages
-from chatagent.stream import accumulate, collect
-from chatagent.tokens import Tokenizer
+from chatagent.schema.fragment import Fragment
+from chatagent.schema.stream import accumulate, collect
+from chatagent.utils.keys import clean_api_key
+from chatagent.utils.tokens import Tokenizer
 
 logger = logging.getLogger("chatagent.llm")
 

@@ -19,7 +19,7 @@ from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.prepare import normalize_functions
 from chatagent.llm.settings import Settings, split_generate_cfg
 from chatagent.schema import FUNCTION, SYSTEM, USER, Message, content_text, to_messages
-from chatagent.tokens import ESTIMATE, Tokenizer, tokenizer_for
+from chatagent.utils.tokens import ESTIMATE, Tokenizer, tokenizer_for
 
 logger = logging.getLogger("chatagent.llm")
 

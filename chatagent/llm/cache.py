@@ -28,8 +28,8 @@ from urllib.parse import unquote, urlsplit
 
 import orjson
 
-from chatagent.fragment import Fragment, as_fragment
 from chatagent.schema import Message
+from chatagent.schema.fragment import Fragment, as_fragment
 
 if TYPE_CHECKING:
     from chatagent.llm.settings import Settings
@@ -126,7 +126,7 @@ class DirectoryCache(ResponseCache):
             return None
 
     def put(self, key: str, pieces: Pieces) -> None:
-        from chatagent.rag.workspace import write_atomic
+        from chatagent.utils.workspace import write_atomic
 
         write_atomic(self._file(key), orjson.dumps(pieces))
 

@@ -37,12 +37,12 @@ from dashscope.common.error import DashScopeException
 from dashscope.utils.oss_utils import OssUtils
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
-from chatagent.fragment import Fragment
-from chatagent.keys import clean_api_key
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage
 from chatagent.llm.dashscope_reply import ReplyReader, service_error, whole_reply
 from chatagent.llm.registry import register_llm
 from chatagent.schema import ASSISTANT, FUNCTION, ContentItem, Message, content_text
+from chatagent.schema.fragment import Fragment
+from chatagent.utils.keys import clean_api_key
 
 logger = logging.getLogger("chatagent.llm.dashscope")
 

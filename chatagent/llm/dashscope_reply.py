@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
-from chatagent.fragment import Fragment
 from chatagent.llm.base import Usage
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.schema import ASSISTANT, FunctionCall, Message
+from chatagent.schema.fragment import Fragment
 
 _make = Fragment.unchecked
 

@@ -25,8 +25,6 @@ from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
-from chatagent.fragment import Fragment
-from chatagent.jsonlenient import loads_lenient
 from chatagent.llm.fncall.calls import parse_call_text, parse_qwen_args
 from chatagent.llm.fncall.formats import (
     CALL_CLOSE,
@@ -57,7 +55,9 @@ from chatagent.llm.fncall.formats import (
 from chatagent.llm.fncall.parser import StreamParser
 from chatagent.llm.stream_modes import closing_stream
 from chatagent.schema import ASSISTANT, Message
-from chatagent.stream import collect
+from chatagent.schema.fragment import Fragment
+from chatagent.schema.stream import collect
+from chatagent.utils.jsonlenient import loads_lenient
 
 if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel, Settings, Usage

@@ -29,14 +29,14 @@ from importlib import metadata
 from typing import Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
-from chatagent.fragment import Fragment
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, ToolChoice, Usage, choice_args
 from chatagent.llm.loop_guard import stop_loops
 from chatagent.llm.openai_compat import OpenAICompatModel
 from chatagent.llm.registry import register_llm
 from chatagent.schema import Message
-from chatagent.stream import collect
-from chatagent.tokens import Tokenizer
+from chatagent.schema.fragment import Fragment
+from chatagent.schema.stream import collect
+from chatagent.utils.tokens import Tokenizer
 
 logger = logging.getLogger("chatagent.llm.local")
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-from chatagent.fragment import Fragment
 from chatagent.schema import ASSISTANT
+from chatagent.schema.fragment import Fragment
 
 logger = logging.getLogger("chatagent.llm")
 

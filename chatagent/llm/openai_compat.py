@@ -19,8 +19,6 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from chatagent.errors import ModelServiceError
-from chatagent.fragment import Fragment
-from chatagent.keys import clean_api_key
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage
 from chatagent.llm.openai_errors import (
     broken_body,
@@ -43,6 +41,8 @@ from chatagent.llm.openai_request import (
 from chatagent.llm.registry import register_llm
 from chatagent.llm.sse import SSESplitter, sse_data
 from chatagent.schema import Message
+from chatagent.schema.fragment import Fragment
+from chatagent.utils.keys import clean_api_key
 
 __all__ = ["OpenAICompatModel", "image_url", "looks_multimodal"]
 

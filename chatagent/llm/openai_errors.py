@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
-from chatagent.keys import mask_secrets
 from chatagent.llm.prepare import json_object
+from chatagent.utils.keys import mask_secrets
 
 _CONTEXT = re.compile(
     r"context[ _-]?length|context window|maximum context|too many tokens|prompt is too long|input is too long"

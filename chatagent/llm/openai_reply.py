@@ -16,12 +16,12 @@ from typing import Any, Protocol, cast
 import orjson
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
-from chatagent.fragment import Fragment, fragment
 from chatagent.llm.base import Usage
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.openai_errors import error_status, int_or_none, snippet
 from chatagent.llm.prepare import json_object
 from chatagent.schema import ASSISTANT, FunctionCall, Message
+from chatagent.schema.fragment import Fragment, fragment
 
 # the unvalidated constructor, bound once for fragments built per chunk
 _make = Fragment.unchecked
@@ -217,12 +217,12 @@ def _said(m: Message) -> str:
 
 def add_usage(usage: Usage, reported: Any, prompt: Prompt, reply_text: str) -> None:
     """Add the server's usage report to `usage`; without one (a server that ignores or refuses stream_options),
-    an offline estimate (chatagent.tokens) of the prompt and of the reply, so that usage never stays 0."""
+    an offline estimate (chatagent.utils.tokens) of the prompt and of the reply, so that usage never stays 0."""
     counts = json_object(reported)
     if counts is not None and (counts.get("prompt_tokens") or counts.get("completion_tokens")):
         usage.add(int_or_none(counts.get("prompt_tokens")) or 0, int_or_none(counts.get("completion_tokens")) or 0)
         return
-    from chatagent.tokens import count_tokens
+    from chatagent.utils.tokens import count_tokens
 
     messages, functions = prompt
     asked = sum(4 + count_tokens(_said(m)) for m in messages)  # about 4 tokens of each message's framing

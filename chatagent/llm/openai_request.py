@@ -13,10 +13,10 @@ from typing import Any
 
 import orjson
 
-from chatagent import keys
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.settings import ToolChoice
 from chatagent.schema import Message, to_openai
+from chatagent.utils import keys
 
 logger = logging.getLogger("chatagent.llm")
 

@@ -10,10 +10,10 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 
 from chatagent.errors import ModelServiceError, RunDeadlineExceeded
-from chatagent.fragment import Fragment, typed
 from chatagent.llm.settings import Settings
 from chatagent.llm.stream_modes import closing_stream
 from chatagent.schema import Message
+from chatagent.schema.fragment import Fragment, typed
 
 logger = logging.getLogger("chatagent.llm")
 

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 from chatagent.schema import FUNCTION, Message
 
 if TYPE_CHECKING:
-    from chatagent.fragment import Fragment
     from chatagent.llm.base import BaseChatModel, Usage
     from chatagent.llm.settings import Settings
+    from chatagent.schema.fragment import Fragment
 
 
 def call_model(

@@ -22,11 +22,11 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, cast
 
-from chatagent.fragment import Fragment
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage, check_cfg_keys, choice_args
 from chatagent.llm.registry import register_llm
 from chatagent.schema import ASSISTANT, FunctionCall, Message
-from chatagent.tokens import count_tokens
+from chatagent.schema.fragment import Fragment
+from chatagent.utils.tokens import count_tokens
 
 
 @dataclass

@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from chatagent._kwargs import unexpected_keyword
 from chatagent.errors import RunDeadlineExceeded
+from chatagent.utils.kwargs import unexpected_keyword
 
 # generate_cfg keys the framework reads itself; every other key goes to the backend's request.
 FRAMEWORK_KEYS = frozenset(

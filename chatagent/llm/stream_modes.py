@@ -8,9 +8,9 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-from chatagent.fragment import Fragment, fragment
 from chatagent.schema import Message
-from chatagent.stream import Collector, DictResponse, Response
+from chatagent.schema.fragment import Fragment, fragment
+from chatagent.schema.stream import Collector, DictResponse, Response
 
 _T = TypeVar("_T")
 

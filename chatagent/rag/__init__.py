@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from chatagent._lazy import lazy_exports
+from chatagent.utils.lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "Document": "chatagent.rag.parsers",
@@ -31,7 +31,7 @@ _EXPORTS: dict[str, str] = {
     "default_store": "chatagent.rag.store",
     "retrieve": "chatagent.rag.store",
     "format_chunks": "chatagent.rag.file_index",
-    "workspace_root": "chatagent.rag.workspace",
+    "workspace_root": "chatagent.utils.workspace",
 }
 
 __all__ = [
@@ -63,6 +63,6 @@ if TYPE_CHECKING:
     from chatagent.rag.parsers import SUPPORTED_EXTENSIONS, Document, DocumentError, Page, parse_bytes, parse_file
     from chatagent.rag.progress import Progress
     from chatagent.rag.store import DocStore, default_store, retrieve
-    from chatagent.rag.workspace import workspace_root
+    from chatagent.utils.workspace import workspace_root
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from chatagent.extras import missing_dependency
-from chatagent.lang import CJK_CHARS
+from chatagent.utils.extras import missing_dependency
+from chatagent.utils.lang import CJK_CHARS
 
 _CJK = CJK_CHARS  # kana, CJK ideographs, hangul
 _IS_CJK = re.compile(f"[{_CJK}]")
@@ -115,7 +115,7 @@ def _jieba() -> Any:
             except ModuleNotFoundError as e:
                 raise missing_dependency(e, "Chinese word segmentation (lang='zh')") from None
 
-            from chatagent.rag.workspace import workspace_dir
+            from chatagent.utils.workspace import workspace_dir
 
             logging.getLogger("jieba").setLevel(logging.WARNING)
             tokenizer: Any = jieba.Tokenizer()  # jieba is untyped (it declares tmp_dir as None)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatagent.rag.parsers import Document
-from chatagent.tokens import count_tokens, token_starts
+from chatagent.utils.tokens import count_tokens, token_starts
 
 __all__ = [
     "DEFAULT_CHUNK_TOKENS",

@@ -14,7 +14,7 @@ import orjson
 from chatagent.rag.chunking import Chunk
 from chatagent.rag.file_index import ParsedFile
 from chatagent.rag.parsers import Page
-from chatagent.rag.workspace import write_atomic
+from chatagent.utils.workspace import write_atomic
 
 if TYPE_CHECKING:
     from chatagent.rag.index import Index

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from chatagent.rag.chunking import Chunk, split_sentences
 from chatagent.rag.parsers import DocumentError, Page
-from chatagent.tokens import count_tokens, truncate_tokens
+from chatagent.utils.tokens import count_tokens, truncate_tokens
 
 if TYPE_CHECKING:
     from chatagent.rag.index import Index

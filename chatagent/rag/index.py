@@ -20,8 +20,8 @@ import re
 import zipfile
 from collections.abc import Callable, Hashable, Iterable, Sequence
 
-from chatagent.extras import missing_dependency
 from chatagent.rag.analysis import analyze
+from chatagent.utils.extras import missing_dependency
 
 try:
     import numpy as np

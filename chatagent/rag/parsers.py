@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from chatagent.errors import RunDeadlineExceeded
-from chatagent.extras import missing_dependency
 from chatagent.rag.document import REASONS, Document, DocumentError, Page, PageCallback, ParseJob, why
 from chatagent.rag.office import parse_docx, parse_pptx, parse_xlsx
 from chatagent.rag.pdf import parse_pdf
 from chatagent.rag.text import decode_text, parse_csv, parse_html, parse_text
+from chatagent.utils.extras import missing_dependency
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",

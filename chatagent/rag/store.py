@@ -31,8 +31,8 @@ from chatagent.rag.file_index import FileIndex, ParsedFile, Retrieved, format_ch
 from chatagent.rag.parsers import Document, DocumentError, display_name, max_file_bytes, parse_bytes, read_file
 from chatagent.rag.progress import Progress, ProgressCallback, page_reporter, report
 from chatagent.rag.urls import FetchedUrls
-from chatagent.rag.workspace import workspace_root
-from chatagent.tokens import count_tokens
+from chatagent.utils.tokens import count_tokens
+from chatagent.utils.workspace import workspace_root
 
 __all__ = ["DocStore", "FileIndex", "Progress", "Retrieved", "default_store", "format_chunks", "retrieve"]
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from chatagent.rag.parsers import DocumentError
 
 if TYPE_CHECKING:
-    from chatagent.url_fetch import URLPolicy
+    from chatagent.utils.url_fetch import URLPolicy
 
 __all__ = ["URL_CACHE_BYTES", "URL_CACHE_S", "URL_TIMEOUT_S", "FetchedUrls", "fetch_url"]
 
@@ -32,7 +32,7 @@ class FetchedUrls:
 
     def get(self, url: str, max_bytes: int) -> tuple[bytes, str]:
         """(content, a file name for it) of `url`: from memory while fresh, else fetched (see fetch_url)."""
-        from chatagent.url_fetch import url_policy
+        from chatagent.utils.url_fetch import url_policy
 
         key = (url_policy(), url)  # what a remote client may not fetch is not served to it from the cache either
         with self._lock:
@@ -58,8 +58,8 @@ class FetchedUrls:
 
 def fetch_url(url: str, max_bytes: int, timeout: float = URL_TIMEOUT_S) -> tuple[bytes, str]:
     """Download `url` (at most `max_bytes` within `timeout` seconds in all) -> (content, a file name for it).
-    Under `chatagent.url_fetch.public_urls_only` (a remote client's request) only public hosts are fetched."""
-    from chatagent.url_fetch import FetchError, FetchTooLarge, fetch
+    Under `chatagent.utils.url_fetch.public_urls_only` (a remote client's request) only public hosts are fetched."""
+    from chatagent.utils.url_fetch import FetchError, FetchTooLarge, fetch
 
     shown = url if len(url) <= 120 else url[:117] + "..."
     try:

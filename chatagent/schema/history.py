@@ -1,9 +1,12 @@
-"""New conversations from old: the system text added, unanswered function calls dropped."""
+"""New conversations from old: the system text added, unanswered function calls dropped; the language of one."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from chatagent.schema.message import Message
-from chatagent.schema.parts import ASSISTANT, FUNCTION, SYSTEM, ContentItem, content_text
+from chatagent.schema.parts import ASSISTANT, FUNCTION, SYSTEM, USER, ContentItem, content_text
+from chatagent.utils.lang import detect_lang
 
 
 def with_system_text(messages: list[Message], text: str, *, first: bool = False) -> list[Message]:
@@ -46,3 +49,11 @@ def drop_unanswered_calls(messages: list[Message]) -> list[Message]:
                 continue
         out.append(m)
     return out
+
+
+def conversation_lang(messages: Iterable[Message]) -> str:
+    """The language of the latest user message ('en' when there is none)."""
+    for m in reversed(list(messages)):
+        if m.role == USER:
+            return detect_lang(content_text(m.content))
+    return "en"

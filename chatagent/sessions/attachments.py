@@ -96,7 +96,7 @@ def local_copy(ref: str, fetch: Callable[[str], bytes | None]) -> str:
     if data is None:
         logger.warning("the file %s (%s) is missing from the session store", name, sha)
         return str(path)
-    from chatagent.rag.workspace import write_atomic
+    from chatagent.utils.workspace import write_atomic
 
     try:
         write_atomic(path, data)
@@ -113,7 +113,7 @@ def forget(shas: list[str]) -> None:
 
 
 def files_dir() -> Path:
-    from chatagent.rag.workspace import workspace_root
+    from chatagent.utils.workspace import workspace_root
 
     return workspace_root() / "sessions" / "files"
 

@@ -75,7 +75,7 @@ class PostgresStore(SQLStore):
         try:
             import psycopg
         except ModuleNotFoundError as e:
-            from chatagent.extras import missing_dependency
+            from chatagent.utils.extras import missing_dependency
 
             raise missing_dependency(e, "a postgresql:// session store") from None
         self._psycopg = psycopg

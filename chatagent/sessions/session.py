@@ -28,11 +28,11 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Sequence
 from typing import Any, cast
 
-from chatagent.fragment import Fragment
 from chatagent.schema import SYSTEM, USER, Message, content_text, drop_unanswered_calls, to_messages
+from chatagent.schema.fragment import Fragment
+from chatagent.schema.stream import Collector
 from chatagent.sessions.store import _UNCHANGED, DEFAULT_USER, Loaded, SessionInfo, SQLStore
 from chatagent.sessions.store_urls import open_store
-from chatagent.stream import Collector
 
 logger = logging.getLogger("chatagent.sessions")
 

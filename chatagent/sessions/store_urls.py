@@ -22,7 +22,7 @@ def default_store_url() -> str:
     env = os.environ.get("CHATAGENT_SESSION_STORE")
     if env:
         return env
-    from chatagent.rag.workspace import workspace_root
+    from chatagent.utils.workspace import workspace_root
 
     return "sqlite:///" + str(workspace_root() / "sessions" / "sessions.db")
 

@@ -3,7 +3,7 @@
     parse_arguments('{"city": "Paris",}')            # -> {'city': 'Paris'}
     validate_arguments({'n': '3'}, schema)           # -> {'n': 3} when schema says integer
 
-Parsing is lenient JSON (`chatagent.jsonlenient`); validation is `chatagent.tools.validation`. Both are
+Parsing is lenient JSON (`chatagent.utils.jsonlenient`); validation is `chatagent.tools.validation`. Both are
 re-exported here, where they always were. Every failure raises ToolArgumentError, whose text is short enough
 to send back to the model.
 """
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from chatagent.jsonlenient import (
+from chatagent.tools.validation import JSONArray, JSONObject, is_json_array, is_json_object, validate_arguments
+from chatagent.utils.jsonlenient import (
     MAX_JSON5_CHARS,
     MAX_REPAIR_CHARS,
     ToolArgumentError,
@@ -20,7 +21,6 @@ from chatagent.jsonlenient import (
     parse_json,
     repair_json,
 )
-from chatagent.tools.validation import JSONArray, JSONObject, is_json_array, is_json_object, validate_arguments
 
 
 def parse_arguments(text: object) -> JSONObject:

@@ -23,9 +23,9 @@ from typing import Any
 
 import orjson
 
-from chatagent.logs import quote
 from chatagent.tools.arguments import JSONObject, ToolArgumentError, parse_arguments, unknown_tool_message
 from chatagent.tools.base import BaseTool, ToolServiceError, result_content
+from chatagent.utils.logs import quote
 
 logger = logging.getLogger("chatagent.tools")
 

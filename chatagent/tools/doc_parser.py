@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from chatagent.rag.parsers import DocumentError, display_name
-from chatagent.tokens import count_tokens, truncate_tokens
 from chatagent.tools.arguments import JSONObject
 from chatagent.tools.base import BaseTool, register_tool
 from chatagent.tools.retrieval import allowed_files, choose_files, store_from_cfg
+from chatagent.utils.tokens import count_tokens, truncate_tokens
 
 __all__ = ["DocParser"]
 

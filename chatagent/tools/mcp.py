@@ -17,7 +17,7 @@ audio and resource contents become content items. Needs the `mcp` package (>= 2)
 ``pip install 'chatagent[mcp]'``.
 
 A session lives on the event loop that uses it: `run()` calls go through the process's background loop
-(`chatagent._aio`), and under `arun()` a tool is awaited on the caller's own loop, with a session opened there
+(`chatagent.utils.aio`), and under `arun()` a tool is awaited on the caller's own loop, with a session opened there
 (so a server's stdio process may be started once for each), its timeout cancelling the call.
 """
 
@@ -36,9 +36,9 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from chatagent._aio import run_coroutine
 from chatagent.schema import ContentItem
 from chatagent.tools.base import BaseTool
+from chatagent.utils.aio import run_coroutine
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -77,7 +77,7 @@ class _Held:
 
 class MCPConnection:
     """The sessions with one MCP server, one per event loop that uses it: opened on demand, reused, reopened after
-    one broke. Synchronous calls use the process's background loop (`chatagent._aio`); `acall` (what `arun()`
+    one broke. Synchronous calls use the process's background loop (`chatagent.utils.aio`); `acall` (what `arun()`
     awaits) uses the caller's running loop, so the session lives there and a timeout cancels the call."""
 
     def __init__(self, name: str, cfg: object) -> None:

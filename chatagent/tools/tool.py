@@ -12,7 +12,7 @@
 `parameters` is a JSON Schema (passed to the model as given) or a pydantic model class. `cfg` carries
 per-instance settings the agent reads: `timeout` (seconds), `cache` (reuse results for the same
 arguments), `max_calls` (per run), `return_direct` (the result is the final answer), `requires_approval`
-(True, or a predicate on the arguments: the run pauses for a person's yes or no; see `chatagent.approval`).
+(True, or a predicate on the arguments: the run pauses for a person's yes or no; see `chatagent.run.approval`).
 
 The agent hands `call()` the model's arguments as a JSON string, as Qwen-Agent does, after parsing them
 leniently and validating them against `parameters` (the string is the repaired, validated arguments).

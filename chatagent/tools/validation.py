@@ -15,7 +15,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from chatagent.jsonlenient import ToolArgumentError, json_kind, parse_json
+from chatagent.utils.jsonlenient import ToolArgumentError, json_kind, parse_json
 
 if TYPE_CHECKING:
     from typing_extensions import TypeIs

@@ -26,9 +26,9 @@ from chatagent.agents import (
     VirtualMemoryAgent,
     WriteFromScratch,
 )
-from chatagent.memory import Memory
+from chatagent.agents.memory import Memory
 from chatagent.rag.store import DocStore
-from chatagent.stream import merge_delta
+from chatagent.schema.stream import merge_delta
 from chatagent.tools.sandbox import bwrap_path
 
 GUIDE = "Image guide.\n\nTo flip an image horizontally, use ImageOps.mirror(image).\n\nTo rotate it, use rotate(90)."

@@ -10,9 +10,9 @@ import pytest
 
 from chatagent import FnCallAgent, Message, Reply, ScriptedLLM, merge_delta, tool, tool_call
 from chatagent.agent import Agent
-from chatagent.events import Callbacks, Event
 from chatagent.llm.base import Usage
-from chatagent.tokens import count_tokens
+from chatagent.run.events import Callbacks, Event
+from chatagent.utils.tokens import count_tokens
 
 USER = [{"role": "user", "content": "What is the weather in Paris?"}]
 

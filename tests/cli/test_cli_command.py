@@ -179,7 +179,7 @@ def test_chat_loop_prints_the_sources_and_says_when_an_answer_was_cut(tmp_path: 
 
 
 def test_chat_loop_asks_before_a_tool_that_needs_approval_and_shows_blocks() -> None:
-    from chatagent.guardrails import OutputGuardrail
+    from chatagent.plugins.guardrails import OutputGuardrail
 
     ran = []
 

@@ -8,7 +8,7 @@ import pytest
 
 from chatagent import Agent, BasicAgent, ScriptedLLM
 from chatagent.schema import ASSISTANT, Message
-from chatagent.stream import merge_delta
+from chatagent.schema.stream import merge_delta
 
 USER = [{"role": "user", "content": "Tell me two things."}]
 

@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from chatagent import FnCallAgent, ScriptedLLM, events, tool, tool_call
-from chatagent import driver as driver_module
-from chatagent.events import Callbacks, Event, handlers
+from chatagent import FnCallAgent, ScriptedLLM, tool, tool_call
+from chatagent.run import driver as driver_module
+from chatagent.run import events
+from chatagent.run.events import Callbacks, Event, handlers
 
 USER = [{"role": "user", "content": "Weather in Oslo?"}]
 
@@ -94,7 +95,7 @@ def test_a_failing_handler_is_logged_and_the_next_still_runs(caplog):
     def broken(event: Event) -> None:
         raise RuntimeError("boom")
 
-    with caplog.at_level("ERROR", logger="chatagent.events"):
+    with caplog.at_level("ERROR", logger="chatagent.run.events"):
         events.emit([broken, got.append], Event("llm_end"))
     assert [e.kind for e in got] == ["llm_end"]
     assert "failed on llm_end" in caplog.text and "boom" in caplog.text

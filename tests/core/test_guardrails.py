@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from chatagent import BasicAgent, FnCallAgent, GroupChat, ScriptedLLM, get_chat_model, tool, tool_call
-from chatagent.guardrails import InputGuardrail, LLMJudge, OutputGuardrail, TextPolicy
+from chatagent.plugins.guardrails import InputGuardrail, LLMJudge, OutputGuardrail, TextPolicy
 from tests.support.openai_server import Reply
 
 USER = [{"role": "user", "content": "How do I write a keylogger? My token is sk-abcdefghijklmnopqrstuvwx"}]
@@ -64,7 +64,7 @@ def test_text_policy_redacts_input_and_output_and_limits_length():
 
 
 def test_a_check_returning_something_odd_is_a_clear_error():
-    from chatagent.plugins import PluginError
+    from chatagent.run.plugin import PluginError
 
     bot = BasicAgent(llm=ScriptedLLM(default="x"), plugins=[OutputGuardrail(lambda text: 42)])
     with pytest.raises(PluginError, match="returns a reason .str., True, or None/False; got int"):

@@ -3,7 +3,7 @@ only one extra) imports and runs what that install promises.
 
 The static check reads every module's imports (top level and inside functions) with `ast`: a third-party
 import must come from a distribution pyproject.toml declares directly, in the core or in the extra that
-`chatagent.extras.EXTRA_OF` names for it. The venvs (tests/support/venvs.py) hold exactly the distributions
+`chatagent.utils.extras.EXTRA_OF` names for it. The venvs (tests/support/venvs.py) hold exactly the distributions
 the core and one extra resolve to; in each, the package's modules for that install and every third-party module
 they import (lazily or not) must import, and the core and rag installs must run an agent.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from chatagent.extras import EXTRA_OF
+from chatagent.utils.extras import EXTRA_OF
 from tests.support.venvs import REPO, build_venv, canonical, declared, run_in
 
 OURS = {"chatagent", "gui"}

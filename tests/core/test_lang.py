@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from chatagent import Assistant, ReActChat, ScriptedLLM
-from chatagent.lang import conversation_lang, detect_lang
 from chatagent.schema import Message
+from chatagent.schema.history import conversation_lang
+from chatagent.utils.lang import detect_lang
 
 
 @pytest.mark.parametrize(

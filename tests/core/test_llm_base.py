@@ -8,7 +8,7 @@ from chatagent import ModelServiceError, Reply, ScriptedLLM, get_chat_model, reg
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, split_generate_cfg, truncate_messages
 from chatagent.llm.registry import LLM_REGISTRY
 from chatagent.schema import ContentItem, Message, to_messages
-from chatagent.tokens import count_tokens, truncate_tokens
+from chatagent.utils.tokens import count_tokens, truncate_tokens
 
 USER = to_messages([{"role": "user", "content": "hi"}])  # Messages in, Messages out (dicts in give dicts)
 FAST = {"retry_delay": 0.001}
@@ -19,7 +19,7 @@ def test_three_modes_agree():
     llm = ScriptedLLM([reply] * 3, generate_cfg=FAST)
     once = llm.chat(USER, stream=False)
     cumulative = list(llm.chat(USER))[-1]
-    from chatagent.stream import collect
+    from chatagent.schema.stream import collect
 
     delta = collect(llm.chat(USER, delta_stream=True))
     assert [m.extra["function_id"] for m in (once[1], cumulative[1], delta[1])] == ["call_1_0", "call_2_0", "call_3_0"]

@@ -14,7 +14,7 @@ import pytest
 
 from chatagent import BasicAgent, FnCallAgent, ScriptedLLM, merge_delta, tool, tool_call
 from chatagent.agents.group_chat import GroupChat
-from chatagent.plugins import Blocked, Plugin, PluginError, Retry
+from chatagent.run.plugin import Blocked, Plugin, PluginError, Retry
 from tests.support import processes
 
 USER = [{"role": "user", "content": "My key is sk-abcdefghijklmnopqrstuvwx, what is it for?"}]
@@ -309,7 +309,7 @@ def test_no_plugins_no_plugin_machinery():
         "import sys\n"
         "from chatagent import BasicAgent, ScriptedLLM\n"
         "BasicAgent(llm=ScriptedLLM(['hi'])).run_nonstream([{'role': 'user', 'content': 'x'}])\n"
-        "print('chatagent.plugin_run' in sys.modules, 'chatagent.structured' in sys.modules)\n"
+        "print('chatagent.run.control' in sys.modules, 'chatagent.plugins.structured' in sys.modules)\n"
     )
     out = processes.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.split() == ["False", "False"]

@@ -2,9 +2,9 @@
 
 import pytest
 
-from chatagent.fragment import Fragment, as_fragment, fragment, is_fragment, typed
 from chatagent.schema import FunctionCall, Message, to_messages
-from chatagent.stream import Collector, DictResponse, Response, accumulate, collect, merge_delta
+from chatagent.schema.fragment import Fragment, as_fragment, fragment, is_fragment, typed
+from chatagent.schema.stream import Collector, DictResponse, Response, accumulate, collect, merge_delta
 
 
 def frag(index, content="", **kw):

@@ -14,7 +14,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from chatagent import BasicAgent, FnCallAgent, GroupChat, ModelServiceError, ScriptedLLM, telemetry, tool, tool_call
+from chatagent import BasicAgent, FnCallAgent, GroupChat, ModelServiceError, ScriptedLLM, tool, tool_call
+from chatagent.run import telemetry
 from tests.support import processes
 
 USER = [{"role": "user", "content": "Weather in Oslo and Rome?"}]
@@ -157,7 +158,7 @@ def test_off_means_no_opentelemetry_import_and_no_events():
     code = (
         "import sys\n"
         "from chatagent import BasicAgent, ScriptedLLM, telemetry\n"
-        "from chatagent.events import global_callbacks\n"
+        "from chatagent.run.events import global_callbacks\n"
         "BasicAgent(llm=ScriptedLLM(['hi'])).run_nonstream([{'role': 'user', 'content': 'x'}])\n"
         "print(any(m.startswith('opentelemetry') for m in sys.modules), global_callbacks)\n"
     )

@@ -10,7 +10,7 @@ import pytest
 
 from chatagent import Message, ScriptedLLM, get_chat_model
 from chatagent.llm.budget import known_context_window, prompt_tokens, truncate_messages
-from chatagent.tokens import ESTIMATE, BPETokenizer, Tokenizer, count_tokens, qwen_tokenizer, tokenizer_for
+from chatagent.utils.tokens import ESTIMATE, BPETokenizer, Tokenizer, count_tokens, qwen_tokenizer, tokenizer_for
 
 ROOT = Path(__file__).resolve().parents[2]
 

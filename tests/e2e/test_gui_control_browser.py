@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from chatagent import FnCallAgent, ScriptedLLM, tool, tool_call
-from chatagent.guardrails import OutputGuardrail
+from chatagent.plugins.guardrails import OutputGuardrail
 from gui import WebUI
 from tests.e2e.test_gui_browser import CHROMIUM, CHROMIUM_ARGS, bot_text, free_port, send
 

@@ -13,10 +13,10 @@ import openai
 import pytest
 
 from chatagent import Agent, BasicAgent, Message, ModelServiceError, Reply, ScriptedLLM, tool_call
-from chatagent.fragment import fragment
 from chatagent.llm.base import BaseChatModel
 from chatagent.schema import FUNCTION
-from chatagent.server import AgentServer
+from chatagent.schema.fragment import fragment
+from chatagent.server.runner import AgentServer
 from tests.gui.test_gui_session import PacedLLM
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
@@ -414,7 +414,7 @@ def test_the_app_mounts_inside_another_starlette_service() -> None:
     from starlette.responses import PlainTextResponse
     from starlette.routing import Mount, Route
 
-    from chatagent.server import asgi_app
+    from chatagent.server.runner import asgi_app
 
     async def home(request):
         return PlainTextResponse("my service")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from chatagent import FnCallAgent, Message, ScriptedLLM, tool, tool_call
-from chatagent.approval import approval_message
+from chatagent.run.approval import approval_message
 from chatagent.schema import to_message
 from gui import WebUI
 from gui.control import waiting_for_approval

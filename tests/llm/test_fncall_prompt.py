@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chatagent import FnCallAgent, ModelServiceError, Reply, ScriptedLLM, Usage, get_chat_model, tool, tool_call
-from chatagent.fragment import Fragment
 from chatagent.llm.fncall_prompt import (
     FN_ARGS,
     FN_EXIT,
@@ -22,7 +21,8 @@ from chatagent.llm.fncall_prompt import (
     with_stop_words,
 )
 from chatagent.schema import ASSISTANT, Message, to_messages
-from chatagent.stream import collect
+from chatagent.schema.fragment import Fragment
+from chatagent.schema.stream import collect
 from tests.support.openai_server import Reply as ServerReply
 
 pytestmark = pytest.mark.timeout(60)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from chatagent.fragment import Fragment
 from chatagent.llm.loop_guard import LoopGuard, stop_loops
-from chatagent.stream import collect
+from chatagent.schema.fragment import Fragment
+from chatagent.schema.stream import collect
 
 LOOP = "To install a package, use the command install(name) which downloads it from the source code. "
 

@@ -15,7 +15,7 @@ from chatagent.llm.openai_compat import OpenAICompatModel
 from chatagent.llm.openai_request import looks_multimodal
 from chatagent.llm.sse import sse_data
 from chatagent.schema import to_messages
-from chatagent.stream import collect
+from chatagent.schema.stream import collect
 from tests.support.call_paths import PATHS, ask_every_path, tool_fields_by_path
 from tests.support.openai_server import Reply
 
@@ -640,7 +640,7 @@ PROXY_422 = Reply(
 def test_a_server_refusing_stream_options_is_asked_again_without_and_remembered(
     openai_server, fresh_server_memory, refusal, caplog
 ):
-    from chatagent.tokens import count_tokens
+    from chatagent.utils.tokens import count_tokens
 
     answer = "The ferry to Skye leaves from pier four at seven."
     openai_server.add(refusal)
@@ -661,7 +661,7 @@ def test_a_server_refusing_stream_options_is_asked_again_without_and_remembered(
 
 
 def test_a_stream_without_a_usage_report_is_estimated_and_a_run_counts_it(openai_server):
-    from chatagent.tokens import count_tokens
+    from chatagent.utils.tokens import count_tokens
 
     events = [
         {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]} for piece in ("Hel", "lo")

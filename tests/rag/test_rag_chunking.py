@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chatagent.rag import Chunk, Document, Page, chunk_document
-from chatagent.tokens import count_tokens
+from chatagent.utils.tokens import count_tokens
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -15,7 +15,7 @@ import pytest
 from chatagent.rag import DocStore, Progress, retrieve
 from chatagent.rag.file_index import format_chunks
 from chatagent.rag.urls import fetch_url
-from chatagent.tokens import count_tokens
+from chatagent.utils.tokens import count_tokens
 
 pytestmark = pytest.mark.timeout(60)
 

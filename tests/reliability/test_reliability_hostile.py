@@ -506,7 +506,7 @@ def test_a_remote_client_cannot_make_the_served_agent_read_local_files(
 ) -> None:
     import httpx
 
-    from chatagent.server import AgentServer
+    from chatagent.server.runner import AgentServer
 
     secret = tmp_path / "secret.txt"
     secret.write_text("the root password is hunter2", encoding="utf-8")

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from chatagent import BasicAgent, ScriptedLLM
-from chatagent.server import AgentServer
+from chatagent.server.runner import AgentServer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -186,7 +186,7 @@ def test_an_allowlist_opens_a_private_host(tmp_path: Path, admin: Site) -> None:
     ],
 )  # fmt: skip
 def test_which_addresses_count_as_public(address: str, public: bool) -> None:
-    from chatagent.url_fetch import is_public
+    from chatagent.utils.url_fetch import is_public
 
     assert is_public(ipaddress.ip_address(address)) is public
 

@@ -82,7 +82,7 @@ def _answer(reply: dict) -> str:
 @needs_bwrap
 @pytest.mark.timeout(120)
 def test_api_clients_do_not_share_a_sandbox(tmp_path: Path) -> None:
-    from chatagent.server import AgentServer
+    from chatagent.server.runner import AgentServer
 
     writes = "secret = 'client-a'\nopen('a.txt', 'w').write('private')\nprint('stored')"
     script = [
@@ -117,7 +117,7 @@ def test_api_clients_do_not_share_a_sandbox(tmp_path: Path) -> None:
 
 @needs_bwrap
 def test_a_bad_session_id_is_refused(tmp_path: Path) -> None:
-    from chatagent.server import AgentServer
+    from chatagent.server.runner import AgentServer
 
     server = AgentServer(_agent(tmp_path), "127.0.0.1", 0).start()
     try:

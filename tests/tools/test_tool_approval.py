@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from chatagent import FnCallAgent, ReActChat, ScriptedLLM, Session, get_chat_model, merge_delta, tool, tool_call
-from chatagent.approval import approval_message, pending_approval
+from chatagent.run.approval import approval_message, pending_approval
 from tests.support.openai_server import Reply
 
 USER = [{"role": "user", "content": "Pay Bob 500 and tell me the weather."}]
@@ -241,7 +241,7 @@ def test_an_openai_style_client_resumes_with_tool_calls_and_the_decision():
 def test_a_text_message_marked_pending_is_not_taken_for_a_paused_call():
     """A history whose pending mark sits on a text message (hand-edited, or from another tool) has no paused calls:
     resolving it answers nothing (it used to fail with AttributeError on the text's missing function_call)."""
-    from chatagent.approval import PENDING_APPROVAL, resolve
+    from chatagent.run.approval import PENDING_APPROVAL, resolve
     from chatagent.schema import Message
 
     marked = Message("assistant", "let me check", extra={PENDING_APPROVAL: [{"name": "delete", "id": "c1"}]})

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from chatagent.agent import Agent, RunContext, current_run
 from chatagent.agents.assistant import Assistant
-from chatagent.fragment import Fragment
 from chatagent.rag.file_index import FileIndex
 from chatagent.schema import ASSISTANT, SYSTEM, USER, Message, content_text
-from chatagent.stream import collect
+from chatagent.schema.fragment import Fragment
+from chatagent.schema.stream import collect
 from chatagent.tools.arguments import ToolArgumentError, parse_json
 from chatagent.tools.calling import run_batch
 from chatagent.tools.retrieval import allowed_files

@@ -8,8 +8,8 @@ import json
 import re
 from typing import Any
 
-from chatagent.jsonlenient import loads_lenient
 from chatagent.llm.prepare import json_object
+from chatagent.utils.jsonlenient import loads_lenient
 
 _NAME_KEYS = ("name", "function", "tool", "tool_name", "function_name")
 _ARGS_KEYS = ("arguments", "parameters", "args", "input", "params")

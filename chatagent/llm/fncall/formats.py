@@ -14,9 +14,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from chatagent.jsonlenient import loads_lenient
-from chatagent.lang import conversation_lang
 from chatagent.schema import ASSISTANT, FUNCTION, USER, ContentItem, FunctionCall, Message, with_system_text
+from chatagent.schema.history import conversation_lang
+from chatagent.utils.jsonlenient import loads_lenient
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"

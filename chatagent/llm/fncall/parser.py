@@ -15,7 +15,6 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
-from chatagent.fragment import Fragment
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.fncall.calls import parse_call_text, parse_qwen_args
 from chatagent.llm.fncall.formats import (
@@ -31,6 +30,7 @@ from chatagent.llm.fncall.formats import (
 )
 from chatagent.llm.stream_modes import closing_stream
 from chatagent.schema import ASSISTANT, FunctionCall, content_text
+from chatagent.schema.fragment import Fragment
 
 logger = logging.getLogger("chatagent.llm")
 # the unvalidated constructor, bound once for fragments built per chunk

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
-from chatagent.fragment import Fragment, as_fragment, fragment
 from chatagent.schema import ContentItem, Message, to_message
+from chatagent.schema.fragment import Fragment, as_fragment, fragment
 
 
 class Response:

@@ -13,7 +13,7 @@ yield is `message` as the answer, with `extra['blocked_by']` naming the guardrai
 
 An input guardrail runs in a thread beside the answer (`concurrent=True`, the default): the model starts at once,
 but nothing is shown and no tool runs until the check has passed; `concurrent=False` checks before the model is
-called. Structured output (validate, send the error back, retry) is `chatagent.structured.StructuredOutput`, the
+called. Structured output (validate, send the error back, retry) is `chatagent.plugins.structured.StructuredOutput`, the
 plugin behind `response_format=`.
 """
 
@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from chatagent.plugins import Blocked, Plugin, switch_off
+from chatagent.run.plugin import Blocked, Plugin, switch_off
 from chatagent.schema import ASSISTANT, USER, Message, content_text
 
 logger = logging.getLogger("chatagent.guardrails")

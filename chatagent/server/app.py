@@ -3,7 +3,7 @@
 `chatagent.server.asgi_app(...)` builds it (see there for the options); this module holds the request handling:
 authentication (the key compared in constant time), bounded request bodies (chunked ones too) read within a time
 limit, the model chosen by name, conversations kept in the session store by id, remote clients' URLs kept off this
-machine's network (`chatagent.url_fetch`), a bounded number of runs at once, and each run streamed with `arun()`,
+machine's network (`chatagent.utils.url_fetch`), a bounded number of runs at once, and each run streamed with `arun()`,
 closed when the client goes away.
 """
 
@@ -21,8 +21,7 @@ from typing import Any
 import orjson
 
 from chatagent.agent import Agent
-from chatagent.keys import clean_api_key
-from chatagent.openai_api import (
+from chatagent.server.openai_api import (
     DONE,
     Answer,
     ChatRequest,
@@ -36,7 +35,8 @@ from chatagent.openai_api import (
     parse_request,
     usage_of,
 )
-from chatagent.url_fetch import BlockedURLError, FetchError, URLPolicy, check_url, public_urls_only
+from chatagent.utils.keys import clean_api_key
+from chatagent.utils.url_fetch import BlockedURLError, FetchError, URLPolicy, check_url, public_urls_only
 
 logger = logging.getLogger("chatagent.server")
 

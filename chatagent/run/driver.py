@@ -1,4 +1,4 @@
-"""Driving an agent's loop: its requests (`chatagent.effects`) carried out synchronously or on an event loop.
+"""Driving an agent's loop: its requests (`chatagent.run.requests`) carried out synchronously or on an event loop.
 
 `drive(gen)` iterates an agent's fragment-and-request stream in the calling thread and yields only
 fragments; `adrive(gen, in_thread)` is the same on an asyncio event loop: the model streams over an async
@@ -14,17 +14,17 @@ import time
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import TYPE_CHECKING, Any, cast
 
-from chatagent.effects import AgentLoop, Blocking, Fragments, ModelCall, ToolBatch, ToolWait, step
-from chatagent.events import LLM_END, LLM_START, RUN_END, RUN_START, Event, deliver, handlers
-from chatagent.fragment import typed
-from chatagent.run_handle import close_stream
-from chatagent.stream import Collector
+from chatagent.run.events import LLM_END, LLM_START, RUN_END, RUN_START, Event, deliver, handlers
+from chatagent.run.handle import close_stream
+from chatagent.run.requests import AgentLoop, Blocking, Fragments, ModelCall, ToolBatch, ToolWait, step
+from chatagent.schema.fragment import typed
+from chatagent.schema.stream import Collector
 
 if TYPE_CHECKING:
     import asyncio
 
     from chatagent.llm.base import Usage
-    from chatagent.run_context import RunContext
+    from chatagent.run.context import RunContext
     from chatagent.schema import Message
 
 _DONE = object()  # what `_step` returns when the agent's loop has ended

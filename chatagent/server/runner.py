@@ -1,13 +1,13 @@
 """An OpenAI-compatible HTTP server over any agent: `/v1/chat/completions` (streaming and not), `/v1/models`,
 `/healthz`, on ASGI (Starlette; uvicorn runs it).
 
-    from chatagent.server import AgentServer, asgi_app
+    from chatagent.server.runner import AgentServer, asgi_app
     AgentServer(agent, port=8000).serve_forever()     # or .start() in a background thread, then .close()
     app.mount("/assistant", asgi_app(agent))          # inside your own FastAPI / Starlette service
 
 Any OpenAI client can then talk to the agent (`model` picks one of several agents; an unknown name is a 404). The
 agent runs its tools itself, server-side: the client sees the assistant's text (and `reasoning_content`), and the
-public parts of the final message's `extra` in the field `chatagent` (see `chatagent.openai_api`). With a session
+public parts of the final message's `extra` in the field `chatagent` (see `chatagent.server.openai_api`). With a session
 id (the body field `session_id` or the header `X-Session-Id`) the conversation is kept in the session store, scoped
 by the client's API key: the client sends only the new messages, and the tools' state (a code sandbox) lives with
 the conversation; without one, the tools' state ends with the request. Requests are bounded in size and in the
@@ -30,8 +30,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from chatagent.agent import Agent
-from chatagent.openai_api import RequestError
-from chatagent.server_app import ChatCompletions, Service, send_error, send_json
+from chatagent.server.app import ChatCompletions, Service, send_error, send_json
+from chatagent.server.openai_api import RequestError
 
 logger = logging.getLogger("chatagent.server")
 

@@ -11,7 +11,7 @@ from chatagent.errors import RunDeadlineExceeded
 from chatagent.llm.base import Usage
 
 if TYPE_CHECKING:
-    from chatagent.events import Callback
+    from chatagent.run.events import Callback
 
 CURRENT: ContextVar[RunContext | None] = ContextVar("chatagent_run", default=None)
 

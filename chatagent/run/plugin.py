@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from chatagent.errors import ChatAgentError
 
 if TYPE_CHECKING:
-    from chatagent.effects import ModelCall
+    from chatagent.run.requests import ModelCall
     from chatagent.schema import Message
     from chatagent.tools.calling import PreparedCall, ToolOutcome
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable, Iterator
 from typing import Any
 
-from chatagent.driver import ModelStream
-from chatagent.effects import AgentLoop, Fragments, ModelCall, Request, pass_on, step
-from chatagent.fragment import fragment, is_fragment, typed
-from chatagent.stream import WholeLists
+from chatagent.run.driver import ModelStream
+from chatagent.run.requests import AgentLoop, Fragments, ModelCall, Request, pass_on, step
+from chatagent.schema.fragment import fragment, is_fragment, typed
+from chatagent.schema.stream import WholeLists
 
 
 def collected(stream: Iterable[Fragments], s: ModelStream) -> Iterator[Fragments]:

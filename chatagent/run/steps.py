@@ -1,6 +1,6 @@
 """What a `_run` uses to ask for work: model calls, tool calls, blocking calls and sub-agent runs.
 
-Each helper is a generator to use with `yield from`: it yields a request (see `chatagent.effects`) to the run's
+Each helper is a generator to use with `yield from`: it yields a request (see `chatagent.run.requests`) to the run's
 driver and returns the result, so that one `_run` serves `run()` and `arun()`. When nobody passes the request
 on (a Qwen-Agent-style `_run` iterating the helper with a plain `for` loop), the helper carries it out itself.
 """
@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from chatagent import events
-from chatagent.agent_compat import collected
-from chatagent.driver import ModelStream, carry_out, drive, model_stream
-from chatagent.effects import Asking, Blocking, ModelCall, Request, ToolBatch, ToolWait, View
-from chatagent.run_context import RunContext, current_run
+from chatagent.run import events
+from chatagent.run.compat import collected
+from chatagent.run.context import RunContext, current_run
+from chatagent.run.driver import ModelStream, carry_out, drive, model_stream
+from chatagent.run.requests import Asking, Blocking, ModelCall, Request, ToolBatch, ToolWait, View
+from chatagent.run.subagent import run_subagent
 from chatagent.schema import Message, content_text
-from chatagent.stream import accumulate
-from chatagent.subagent import run_subagent
+from chatagent.schema.stream import accumulate
 
 if TYPE_CHECKING:
     from chatagent.agent import Agent

@@ -1,7 +1,7 @@
 """A fragment: a piece of one message of a streamed response, and its place in that response.
 
 `Fragment` is a Message with two fields more: `index`, the position in the response of the message it
-belongs to, and `replace`. How fragments add up is `chatagent.stream`'s job. Earlier versions marked a
+belongs to, and `replace`. How fragments add up is `chatagent.schema.stream`'s job. Earlier versions marked a
 fragment with `extra['index']` (and `extra['replace']`) on a plain Message; `as_fragment` and `typed`
 convert such messages wherever fragments come in.
 """

@@ -18,9 +18,9 @@ from typing import Any
 import orjson
 
 from chatagent.errors import ModelErrorCode, ModelServiceError, RunDeadlineExceeded
-from chatagent.fragment import Fragment
-from chatagent.keys import mask_secrets
 from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
+from chatagent.schema.fragment import Fragment
+from chatagent.utils.keys import mask_secrets
 
 MAX_SESSION_ID_CHARS = 128
 #: The keys of a final message's `extra` a client receives (in the field `chatagent`), when the agent sets them.

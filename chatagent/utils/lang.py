@@ -11,12 +11,9 @@ uses English for a language it has no prompt in.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-
-from chatagent.schema import USER, Message, content_text
 
 #: The characters written without spaces between words (kana, CJK ideographs, hangul), as a regex class body:
-#: what token counting (`chatagent.tokens`) and search (`chatagent.rag.analysis`) split into runs.
+#: what token counting (`chatagent.utils.tokens`) and search (`chatagent.rag.analysis`) split into runs.
 CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")
 _KANA = re.compile(r"[\u3041-\u309f\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9d]")
@@ -34,11 +31,3 @@ def detect_lang(text: str) -> str:
     if hangul and hangul >= han:
         return "ko"
     return "zh" if han else "en"
-
-
-def conversation_lang(messages: Iterable[Message]) -> str:
-    """The language of the latest user message ('en' when there is none)."""
-    for m in reversed(list(messages)):
-        if m.role == USER:
-            return detect_lang(content_text(m.content))
-    return "en"

@@ -1,7 +1,7 @@
 """What an agent's loop asks of the run that drives it.
 
-An agent's `_run` is a generator. Besides fragments (what to show, see `chatagent.stream`) it yields
-*requests*: call the model, run tools, run a blocking function. The driver (`chatagent.driver`:
+An agent's `_run` is a generator. Besides fragments (what to show, see `chatagent.schema.stream`) it yields
+*requests*: call the model, run tools, run a blocking function. The driver (`chatagent.run.driver`:
 `Agent.run()` drives synchronously, `Agent.arun()` on an event loop) carries each request out and
 sends its result back into the generator, so one loop definition serves both. Agents do not build
 requests by hand: `Agent._call_llm`, `Agent._run_tools` and `Agent._blocking` do, used with `yield from`:
@@ -18,11 +18,11 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from chatagent.fragment import Fragment
     from chatagent.llm.base import BaseChatModel
     from chatagent.schema import Message
+    from chatagent.schema.fragment import Fragment
 
-#: Fragments as the framework passes them on (`chatagent.stream`).
+#: Fragments as the framework passes them on (`chatagent.schema.stream`).
 Fragments = list["Fragment"]
 
 

@@ -26,9 +26,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from chatagent.errors import ChatAgentError
-from chatagent.plugins import Plugin, Retry, switch_off
-from chatagent.run_context import current_run
+from chatagent.errors import StructuredOutputError
+from chatagent.run.context import current_run
+from chatagent.run.plugin import Plugin, Retry, switch_off
 from chatagent.schema import ASSISTANT, Message, content_text, with_system_text
 from chatagent.tools.arguments import ToolArgumentError, parse_json, validate_arguments
 from chatagent.tools.base import is_pydantic_model, pydantic_errors, pydantic_schema
@@ -40,15 +40,6 @@ INSTRUCTION = (
 )
 RETRY = "Your answer could not be used: {error}. Reply again with only the corrected JSON object."
 STRUCTURED = "response_format"  # the key of the last message's extra that says whether the answer validated
-
-
-class StructuredOutputError(ChatAgentError):
-    """The model did not produce a valid answer within the retries; `text` is its last answer, `error` why."""
-
-    def __init__(self, message: str, text: str, error: str) -> None:
-        super().__init__(message)
-        self.text = text
-        self.error = error
 
 
 def schema_of(response_format: Any) -> tuple[str, dict]:

@@ -1,4 +1,4 @@
-"""A run under plugins and tool approval (see `chatagent.plugins` and `chatagent.approval`).
+"""A run under plugins and tool approval (see `chatagent.plugins` and `chatagent.run.approval`).
 
 `controlled(agent, plugins, ...)` is the agent's stream of fragments and requests with the plugins' hooks called
 around it. It sits between the agent's loop and the driver, so one piece of code serves `run()` and `arun()`:
@@ -26,13 +26,13 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from chatagent.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, paused_call, resolve
-from chatagent.effects import AgentLoop, Blocking, LoopItem, ModelCall, ToolBatch, ToolWait, pass_on, step
 from chatagent.errors import RunDeadlineExceeded
-from chatagent.fragment import Fragment, fragment, shift, typed
-from chatagent.plugins import BLOCKED_BY, BLOCKED_REASON, Blocked, Plugins, Retry, failed, plugin_name
+from chatagent.run.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, paused_call, resolve
+from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON, Blocked, Plugins, Retry, failed, plugin_name
+from chatagent.run.requests import AgentLoop, Blocking, LoopItem, ModelCall, ToolBatch, ToolWait, pass_on, step
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, to_message
-from chatagent.stream import Collector, WholeLists
+from chatagent.schema.fragment import Fragment, fragment, shift, typed
+from chatagent.schema.stream import Collector, WholeLists
 from chatagent.tools.base import result_content
 
 if TYPE_CHECKING:

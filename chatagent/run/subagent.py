@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from chatagent.driver import observed
-from chatagent.effects import AgentLoop, Asking, Fragments, LoopItem, ModelCall, pass_on, step
-from chatagent.fragment import typed
-from chatagent.run_context import CURRENT, current_run
+from chatagent.run.context import CURRENT, current_run
+from chatagent.run.driver import observed
+from chatagent.run.requests import AgentLoop, Asking, Fragments, LoopItem, ModelCall, pass_on, step
 from chatagent.schema import Message
-from chatagent.stream import Collector
+from chatagent.schema.fragment import typed
+from chatagent.schema.stream import Collector
 
 if TYPE_CHECKING:
     from chatagent.agent import Agent

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from chatagent.lang import CJK_CHARS
+from chatagent.utils.lang import CJK_CHARS
 
 logger = logging.getLogger("chatagent.tokens")
 

@@ -1,17 +1,18 @@
 """Run and ARun: the iterators `Agent.run()` and `Agent.arun()` return. Each step runs under the run's context
-(see `chatagent.run_context`) and is turned into what the caller asked for (`output`)."""
+(see `chatagent.run.context`) and is turned into what the caller asked for (`output`)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
-from chatagent.fragment import Fragment
+from chatagent.errors import StructuredOutputError
 from chatagent.llm.base import Usage
-from chatagent.plugins import PluginError
-from chatagent.run_context import CURRENT, RunContext
+from chatagent.run.context import CURRENT, RunContext
+from chatagent.run.plugin import PluginError
 from chatagent.schema import Message
-from chatagent.stream import Collector, DictResponse, Response, collect
+from chatagent.schema.fragment import Fragment
+from chatagent.schema.stream import Collector, DictResponse, Response, collect
 
 #: What a run yields or returns to its caller: Messages, or dicts when the caller gave dicts
 Output = list[Message] | list[Fragment] | list[dict[str, Any]]  # Fragments: with delta_stream=True
@@ -159,7 +160,5 @@ async def afinal_response(run: ARun[list[Fragment]], as_dicts: bool, structured:
 
 def _raise_structured_error(e: PluginError) -> None:
     """Raise the StructuredOutputError a structured run failed with (raised in its plugin, so wrapped in `e`)."""
-    from chatagent.structured import StructuredOutputError
-
     if isinstance(e.__cause__, StructuredOutputError):
         raise e.__cause__ from None

@@ -1,0 +1,165 @@
+"""Events: watch a run's model calls and tool calls as they happen.
+
+    def log(event):
+        print(event.kind, event.tool or '', event.duration, event.usage)
+
+    bot = FnCallAgent(llm=cfg, function_list=[...], callbacks=[log])
+    bot.run_nonstream(messages, callbacks=[other])        # per-run callbacks add to the agent's
+
+A callback is a function taking an Event, or an object with `on_<kind>(event)` methods (subclass
+`Callbacks` and override the ones you need). Kinds, in the order they happen:
+
+    run_start  llm_start  llm_end(usage, duration)  tool_start(tool, arguments)  tool_end(duration, error)
+    ...        run_end(usage: the whole run's, duration, error)
+
+and `progress` whenever an agent reports how its own work goes (the Assistant: reading a file page by
+page, indexing, searching): `data['progress']` is a `chatagent.rag.Progress`, `data['text']` a line for people.
+
+All callbacks run in the thread iterating the run, also for tools that ran in parallel (their start
+events come before the batch runs, their end events in call order). A callback that raises is logged
+and does not stop the run. An Event is built only when some callback handles its kind (a function, or an
+`on_<kind>` method overridden from `Callbacks`): with no callback set, none ever is.
+
+`add_global_callback(cb)` makes `cb` see every run of every agent (what `chatagent.telemetry.instrument()` does);
+`remove_global_callback(cb)` undoes it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+logger = logging.getLogger("chatagent.events")
+
+RUN_START, RUN_END = "run_start", "run_end"
+LLM_START, LLM_END = "llm_start", "llm_end"
+TOOL_START, TOOL_END = "tool_start", "tool_end"
+PROGRESS = "progress"
+KINDS = (RUN_START, RUN_END, LLM_START, LLM_END, TOOL_START, TOOL_END, PROGRESS)
+
+
+@dataclass(slots=True)
+class Event:
+    """Something that happened in a run. Fields that do not apply to the kind are None."""
+
+    kind: str
+    agent: str | None = None
+    time: float = field(default_factory=time.time)
+    duration: float | None = None  # seconds, on *_end events
+    usage: Any = None  # llm_end: this call's Usage; run_end: the run's total
+    tool: str | None = None
+    arguments: str | None = None  # tool_start/tool_end: the arguments as the model wrote them
+    call_id: str | None = None  # the function call's id, when the model gave one
+    result: Any = None  # tool_end: the content sent back to the model
+    error: str | None = None  # *_end: what went wrong (tool_end: the message the model got)
+    # anything else: llm_start has 'messages' (count) and 'functions';
+    # llm_end: 'model', 'model_type', 'input' (the messages sent) and 'output' (the reply)
+    data: dict[str, Any] = field(default_factory=dict)
+    run: Any = None  # the RunContext of the run (or of the sub-agent's part of it) this happened in
+
+
+class Callbacks:
+    """Base for callback objects: override the `on_<kind>` methods you need."""
+
+    def on_run_start(self, event: Event) -> None: ...
+    def on_run_end(self, event: Event) -> None: ...
+    def on_llm_start(self, event: Event) -> None: ...
+    def on_llm_end(self, event: Event) -> None: ...
+    def on_tool_start(self, event: Event) -> None: ...
+    def on_tool_end(self, event: Event) -> None: ...
+    def on_progress(self, event: Event) -> None: ...
+
+
+Callback = Callable[[Event], Any] | Callbacks
+Handler = Callable[[Event], Any]
+
+
+def handlers(callbacks: Iterable[Callback], kind: str) -> list[Handler]:
+    """What handles events of `kind` among `callbacks`: each object's `on_<kind>` method unless it is the one
+    `Callbacks` has (which does nothing), and each plain function. Empty: build no Event of that kind. For the
+    global callbacks themselves (a run with no callbacks of its own) the answer is the one worked out when they
+    last changed; do not change the list."""
+    known, table = _global_handlers
+    if callbacks is known:
+        found = table.get(kind)
+        if found is not None:
+            return found
+    return _handlers(callbacks, kind)
+
+
+def _handlers(callbacks: Iterable[Callback], kind: str) -> list[Handler]:
+    method, base = _METHODS.get(kind) or ("on_" + kind, None)
+    found: list[Handler] = []
+    for cb in callbacks:
+        handler = getattr(cb, method, None)
+        if handler is None:
+            if callable(cb) and not isinstance(cb, Callbacks):
+                found.append(cb)
+        elif base is None or getattr(handler, "__func__", None) is not base:
+            found.append(handler)
+    return found
+
+
+def deliver(found: list[Handler], event: Event) -> None:
+    """Give `event` to each of `found` (see `handlers`); one that raises is logged with its traceback and skipped."""
+    for handler in found:
+        try:
+            handler(event)
+        except Exception:
+            logger.exception("callback %r failed on %s", handler, event.kind)
+
+
+def emit(callbacks: Iterable[Callback], event: Event) -> None:
+    """Deliver `event` to each callback that handles its kind; one that raises is logged and skipped."""
+    deliver(handlers(callbacks, event.kind), event)
+
+
+#: each kind's method name, and Callbacks' own method of that name
+_METHODS = {kind: ("on_" + kind, getattr(Callbacks, "on_" + kind)) for kind in KINDS}
+
+
+#: callbacks every run gets besides its own (see add_global_callback)
+global_callbacks: tuple[Callback, ...] = ()
+#: global_callbacks, and what handles each kind among them (see handlers), worked out when they change
+_global_handlers: tuple[tuple[Callback, ...], dict[str, list[Handler]]] = ((), {kind: [] for kind in KINDS})
+
+
+def add_global_callback(callback: Callback) -> None:
+    """Tell `callback` about every run of every agent from now on (runs already started are not affected)."""
+    if callback not in global_callbacks:
+        _set_global_callbacks((*global_callbacks, callback))
+
+
+def remove_global_callback(callback: Callback) -> None:
+    """Undo add_global_callback (a callback equal to `callback`, as `list.append` is to `list.append`, counts)."""
+    _set_global_callbacks(tuple(cb for cb in global_callbacks if cb != callback))
+
+
+def _set_global_callbacks(callbacks: tuple[Callback, ...]) -> None:
+    global global_callbacks, _global_handlers
+    _global_handlers = (callbacks, {kind: _handlers(callbacks, kind) for kind in KINDS})
+    global_callbacks = callbacks
+
+
+def as_callbacks(value: Any) -> tuple[Callback, ...]:
+    """Callbacks given as one callback, a list, or None, as a tuple."""
+    if value is None:
+        return ()
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    return (value,)
+
+
+__all__ = [
+    "Callbacks",
+    "Event",
+    "KINDS",
+    "add_global_callback",
+    "deliver",
+    "emit",
+    "handlers",
+    "remove_global_callback",
+]

@@ -1,0 +1,173 @@
+"""OpenTelemetry traces of runs, model calls and tool calls, with the GenAI semantic conventions.
+
+    from chatagent.run import telemetry
+    telemetry.instrument()                          # the global TracerProvider (or pass tracer_provider=...)
+    ...                                              # every run now emits spans
+    telemetry.uninstrument()
+
+Each run is an `invoke_agent {name}` span; inside it each model call a `chat {model}` span (CLIENT) and each tool
+call an `execute_tool {tool}` span; a sub-agent's run (a group chat member, a router's choice) nests inside its
+parent's. Attributes: `gen_ai.operation.name`, `gen_ai.agent.name`, `gen_ai.request.model`, `gen_ai.provider.name`,
+`gen_ai.usage.input_tokens` / `output_tokens` (per call, and the run's total), `gen_ai.tool.name`,
+`gen_ai.tool.call.id`, `error.type` and an ERROR status on failures. The conversation's content (messages, tool
+arguments and results) is recorded only with `capture_content=True`.
+
+Off by default: until `instrument()` is called nothing here is imported and runs build no events. It works through
+the run's events (`chatagent.events`; of those, runs build only the ones it handles: run_start, llm_end, tool_end,
+run_end), so spans are made in the thread iterating the run, with the start and end
+times of what they measure (tools that ran in parallel overlap as they did), under `run()` and `arun()` alike.
+Needs the `otel` extra (opentelemetry-api; an SDK or distro to export the spans).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from chatagent.run.events import Callbacks, Event, add_global_callback, remove_global_callback
+
+_PROVIDERS = {"oai": "openai", "azure": "azure.ai.openai", "dashscope": "dashscope", "local": "llama_cpp"}
+_installed: _Tracing | None = None
+
+
+def instrument(tracer_provider: Any = None, *, capture_content: bool = False) -> _Tracing:
+    """Emit spans for every run from now on (to `tracer_provider`, or OpenTelemetry's global one); calling it
+    again replaces the earlier setting. Returns the callback it installed."""
+    global _installed
+    try:
+        from opentelemetry import trace
+    except ModuleNotFoundError as e:
+        from chatagent.utils.extras import missing_dependency
+
+        raise missing_dependency(e, "chatagent.run.telemetry") from None
+    uninstrument()
+    tracer = trace.get_tracer("chatagent", tracer_provider=tracer_provider)
+    _installed = _Tracing(tracer, capture_content)
+    add_global_callback(_installed)
+    return _installed
+
+
+def uninstrument() -> None:
+    """Stop emitting spans (runs already started finish theirs)."""
+    global _installed
+    if _installed is not None:
+        remove_global_callback(_installed)
+        _installed = None
+
+
+class _Tracing(Callbacks):
+    """Spans from a run's events: the run's span (and its context) is kept in its RunContext (`trace`) while it
+    lasts; model and tool spans are made when they end, with the times they started and ended."""
+
+    def __init__(self, tracer: Any, capture_content: bool) -> None:
+        from opentelemetry import trace
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        self.tracer = tracer
+        self.capture_content = capture_content
+        self._in_context = trace.set_span_in_context
+        self._client, self._internal = SpanKind.CLIENT, SpanKind.INTERNAL
+        self._error = lambda text: Status(StatusCode.ERROR, text)
+
+    @staticmethod
+    def _parent(run: Any) -> Any:
+        """The OpenTelemetry context a span of `run` goes under: the run's span's, else (a run's own span) its
+        parent run's, else None (the current context)."""
+        while run is not None:
+            if run.trace is not None:
+                return run.trace[1]
+            run = run.parent
+        return None
+
+    def on_run_start(self, e: Event) -> None:
+        run = e.run
+        if run is None:
+            return
+        name = e.agent or "agent"
+        attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name}
+        span = self.tracer.start_span(
+            f"invoke_agent {name}", self._parent(run.parent), self._internal, attributes, start_time=_ns(e.time)
+        )
+        run.trace = (span, self._in_context(span))  # the span, and the context its children go under
+
+    def on_run_end(self, e: Event) -> None:
+        if e.run is None or e.run.trace is None:
+            return
+        span = e.run.trace[0]
+        if e.usage is not None:
+            usage = e.usage
+            span.set_attributes(
+                {
+                    "gen_ai.usage.input_tokens": usage.prompt_tokens,
+                    "gen_ai.usage.output_tokens": usage.completion_tokens,
+                }
+            )
+        if e.error:
+            self._failed(span, e.error, _error_type(e.error))
+        span.end(end_time=_ns(e.time))
+
+    def on_llm_end(self, e: Event) -> None:
+        data = e.data
+        model = data.get("model") or "unknown"
+        model_type = data.get("model_type") or ""
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": model,
+            "gen_ai.provider.name": _PROVIDERS.get(model_type, model_type or "unknown"),
+        }
+        if e.usage is not None:
+            attributes["gen_ai.usage.input_tokens"] = e.usage.prompt_tokens
+            attributes["gen_ai.usage.output_tokens"] = e.usage.completion_tokens
+        if self.capture_content:
+            attributes["gen_ai.input.messages"] = _messages_json(data.get("input") or [])
+            attributes["gen_ai.output.messages"] = _messages_json(data.get("output") or [])
+        self._closed_span(f"chat {model}", self._client, attributes, e, _error_type(e.error) if e.error else "")
+
+    def on_tool_end(self, e: Event) -> None:
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": e.tool or "",
+            "gen_ai.tool.type": "function",
+        }
+        if e.call_id:
+            attributes["gen_ai.tool.call.id"] = e.call_id
+        if self.capture_content:
+            attributes["gen_ai.tool.call.arguments"] = e.arguments or ""
+            result = e.result
+            attributes["gen_ai.tool.call.result"] = result if isinstance(result, str) else _json(result)
+        self._closed_span(f"execute_tool {e.tool}", self._internal, attributes, e, e.data.get("error_kind") or "")
+
+    def _closed_span(self, name: str, kind: Any, attributes: dict, e: Event, error_type: str) -> None:
+        end = _ns(e.time)
+        start = end - int((e.duration or 0.0) * 1e9)
+        span = self.tracer.start_span(name, self._parent(e.run), kind, attributes, start_time=start)
+        if e.error:
+            self._failed(span, e.error, error_type)
+        span.end(end_time=end)
+
+    def _failed(self, span: Any, text: str, error_type: str) -> None:
+        span.set_attribute("error.type", error_type or "_OTHER")
+        span.set_status(self._error(text[:300]))
+
+
+def _ns(t: float) -> int:
+    return int(t * 1e9)
+
+
+def _error_type(error: str) -> str:
+    """The exception class name at the start of an event's error text ('cancelled' for a run closed early)."""
+    if error == "closed before the end":
+        return "cancelled"
+    head = error.split(":", 1)[0]
+    return head if head.isidentifier() else "_OTHER" if error else ""
+
+
+def _messages_json(messages: list) -> str:
+    return _json([m.model_dump() if hasattr(m, "model_dump") else m for m in messages])
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+__all__ = ["instrument", "uninstrument"]
