@@ -96,6 +96,11 @@ _INFO_COLUMNS = "session_id, title, created, updated, message_count, user_id FRO
 INFO = f"SELECT {_INFO_COLUMNS} WHERE user_id = ? AND session_id = ?"
 LIST = f"SELECT {_INFO_COLUMNS} WHERE user_id = ? ORDER BY updated DESC, sid DESC"
 LIST_ALL = f"SELECT {_INFO_COLUMNS} ORDER BY updated DESC, sid DESC"
+COUNT = "SELECT COUNT(*) FROM chatagent_sessions WHERE user_id = ?"
+SIZE = (
+    "SELECT COALESCE(SUM(LENGTH(t.body)), 0) FROM chatagent_sessions s JOIN chatagent_turns t ON t.sid = s.sid "
+    "WHERE s.user_id = ? AND s.session_id = ?"
+)
 READ_VERSION = "SELECT value FROM chatagent_meta WHERE key = 'schema_version'"
 WRITE_VERSION = "UPDATE chatagent_meta SET value = ? WHERE key = 'schema_version'"
 INIT_VERSION = "INSERT INTO chatagent_meta (key, value) VALUES ('schema_version', ?)"
@@ -204,8 +209,8 @@ class SQLStore:
 
     # ---- reading ------------------------------------------------------------------------------------------
 
-    def load(self, user: str, session_id: str) -> Loaded:
-        """The stored conversation (attached files restored to local paths)."""
+    def load(self, user: str, session_id: str, files: bool = True) -> Loaded:
+        """The stored conversation (attached files restored to local paths; with `files=False`, left as references)."""
         rows = self._read(LOAD, (user, session_id))
         if not rows:
             return Loaded(None, 0, None, [])
@@ -218,7 +223,7 @@ class SQLStore:
             system_msg = orjson.loads(system) if system is not None else None
         except orjson.JSONDecodeError as e:
             raise _damaged(self.url, session_id, e) from None
-        return Loaded(sid, version, system_msg, attachments.restore(messages, self.blob))
+        return Loaded(sid, version, system_msg, attachments.restore(messages, self.blob) if files else messages)
 
     def blob(self, sha256: str) -> bytes | None:
         rows = self._read(GET_BLOB, (sha256,))
@@ -227,6 +232,14 @@ class SQLStore:
     def info(self, user: str, session_id: str) -> SessionInfo | None:
         rows = self._read(INFO, (user, session_id))
         return _info(rows[0]) if rows else None
+
+    def count(self, user: str) -> int:
+        """How many sessions the user has."""
+        return int(self._read(COUNT, (user,))[0][0])
+
+    def size(self, user: str, session_id: str) -> int:
+        """The bytes its stored turns take (0 for a session not stored)."""
+        return int(self._read(SIZE, (user, session_id))[0][0])
 
     def list(self, user: str | None) -> list[SessionInfo]:
         rows = self._read(LIST, (user,)) if user is not None else self._read(LIST_ALL)
