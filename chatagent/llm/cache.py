@@ -30,6 +30,7 @@ import orjson
 
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment, as_fragment
+from chatagent.utils.workspace import private_dirs, private_file, write_atomic
 
 if TYPE_CHECKING:
     from chatagent.llm.settings import Settings
@@ -88,7 +89,8 @@ class SQLiteCache(ResponseCache):
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(path.parent)
+        private_file(path)  # 0600 (and so its -wal and -shm): the answers are the users'
         self._local = threading.local()
         with self._db() as db:
             db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, pieces BLOB NOT NULL) WITHOUT ROWID")
@@ -114,7 +116,7 @@ class DirectoryCache(ResponseCache):
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.mkdir(parents=True, exist_ok=True)
+        private_dirs(path)
 
     def _file(self, key: str) -> Path:
         return self.path / key[:2] / f"{key}.json"
@@ -126,8 +128,6 @@ class DirectoryCache(ResponseCache):
             return None
 
     def put(self, key: str, pieces: Pieces) -> None:
-        from chatagent.utils.workspace import write_atomic
-
         write_atomic(self._file(key), orjson.dumps(pieces))
 
 

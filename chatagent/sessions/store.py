@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import orjson
 
@@ -369,13 +369,31 @@ def _conflict(url: str, session_id: str) -> SessionConflictError:
     )
 
 
+_CREDENTIAL_WORDS = ("pass", "secret", "token", "key", "auth", "cred")
+
+
 def redact(url: str) -> str:
-    """`url` without its password."""
+    """`url` without its credentials: the password of its user part, and the value of every query parameter that
+    can hold one (libpq's `password`, `sslpassword`, `passfile`, `sslkey`, and any name with `pass`, `secret`,
+    `token`, `key`, `auth` or `cred` in it)."""
     try:
         parts = urlsplit(url)
+        password = parts.password
     except ValueError:
         return "<unparsable URL>"
-    if parts.password is None:
+    changed = False
+    if password is not None:
+        userinfo, _, hostport = parts.netloc.rpartition("@")
+        parts, changed = parts._replace(netloc=userinfo.partition(":")[0] + ":***@" + hostport), True
+    if parts.query:
+        pairs = parts.query.split("&")
+        masked = [p.partition("=")[0] + "=***" if _is_credential(unquote(p.partition("=")[0])) else p for p in pairs]
+        if masked != pairs:
+            parts, changed = parts._replace(query="&".join(masked)), True
+    if not changed:
         return url
-    netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
+    return f"{parts.scheme}://{parts.netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")
+
+
+def _is_credential(name: str) -> bool:
+    return any(word in name.lower() for word in _CREDENTIAL_WORDS)
