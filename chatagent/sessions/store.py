@@ -223,7 +223,10 @@ class SQLStore:
             system_msg = orjson.loads(system) if system is not None else None
         except orjson.JSONDecodeError as e:
             raise _damaged(self.url, session_id, e) from None
-        return Loaded(sid, version, system_msg, attachments.restore(messages, self.blob) if files else messages)
+        if files and attachments.references(messages):
+            owned = {r[0] for r in self._read(SESSION_BLOBS, (sid,))}
+            messages = attachments.restore(messages, self.blob, owned)
+        return Loaded(sid, version, system_msg, messages)
 
     def blob(self, sha256: str) -> bytes | None:
         rows = self._read(GET_BLOB, (sha256,))
@@ -302,7 +305,7 @@ class SQLStore:
             except orjson.JSONDecodeError as e:
                 raise _damaged(self.url, session_id, e) from None
             if shas:  # the caller may send them again: keep local copies of the files (read inside this txn)
-                messages = attachments.restore(messages, lambda sha: _blob_in(cur, sha))
+                messages = attachments.restore(messages, lambda sha: _blob_in(cur, sha), set(shas))
             cur.execute(DELETE_TURN, (sid, turn))
             cur.execute(DELETE_TURN_BLOBS, (sid, turn))
             cur.execute(AFTER_POP, (time.time(), len(messages), sid))
