@@ -5,9 +5,10 @@
 
 A reply is stored once it has streamed to its end (a stopped or failed call stores nothing), as the pieces it
 streamed in; a hit streams those pieces again, so the caller sees what it saw the first time, without calling the
-model (and without counting tokens). The key is a hash of the model (its class, name and server), the messages as
-sent, the tool schemas, and every setting that shapes the answer (retries, time limits and the cache setting
-itself do not).
+model (and without counting tokens). The key is a hash of the model (its class, its name, the endpoint it resolved
+to and a hash of the key it sends, so that two servers, two accounts or a revoked key never share answers), the
+messages as sent, the tool schemas, and every setting that shapes the answer (retries, time limits and the cache
+setting itself do not). Files are readable by their user alone.
 
 Only deterministic settings are cached: `temperature` 0 or `top_k` 1. A sampled answer is a draw, and serving
 it again would hide that; `cache_nondeterministic=True` caches those too (for tests and demos). `cache_dir` (Qwen-
@@ -61,17 +62,26 @@ def cache_key(
     """The hash that identifies a model call's answer (see the module docstring)."""
     ident: dict[str, Any] = {
         "v": _FORMAT,
-        "model": [
-            type(model).__qualname__,
-            getattr(model, "model", ""),
-            str(getattr(model, "cfg", {}).get("model_server") or ""),
-        ],  # fmt: skip
+        "model": [type(model).__qualname__, getattr(model, "model", ""), *_endpoint(model)],
         "messages": [m.model_dump() for m in messages],
         "functions": functions or [],
         "cfg": {k: v for k, v in cfg.items() if k not in _NOT_IN_KEY},
     }
     data = orjson.dumps(ident, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
     return hashlib.sha256(data).hexdigest()
+
+
+def _endpoint(model: object) -> tuple[str, str]:
+    """(where the model's calls go, a hash of the credential they carry) as the backend resolved them."""
+    where = getattr(model, "endpoint", None)
+    if callable(where):
+        where = where()
+    cfg = getattr(model, "cfg", None) or {}
+    if not isinstance(where, str) or not where:
+        where = str(getattr(model, "base_url", None) or cfg.get("model_server") or cfg.get("base_url")
+                    or cfg.get("api_base") or "")  # fmt: skip
+    key = getattr(model, "api_key", None) or cfg.get("api_key")
+    return where, hashlib.sha256(str(key).encode()).hexdigest() if key else ""
 
 
 class ResponseCache:
