@@ -19,7 +19,7 @@ from chatagent.cli.build import (
     load_object,
 )
 from chatagent.cli.errors import CliError
-from chatagent.cli.terminal import chat_loop
+from chatagent.cli.terminal import chat_loop, printable
 from chatagent.errors import MissingDependencyError
 from chatagent.utils.keys import clean_api_key
 
@@ -73,15 +73,15 @@ def cmd_sessions(args: argparse.Namespace) -> int:
                 s.delete()
                 print(f"deleted {s.id!r}")
                 return 0
-            for m in s.messages():
-                print(f"{m['role']}: {_text(m)}")
+            for m in s.messages():  # stored text is shown, never written raw to the terminal
+                print(f"{m['role']}: {printable(_text(m))}")
             return 0
         found = Session.list(args.store, user=args.user)
     except (SessionStoreError, ValueError) as e:
         raise CliError(str(e)) from None
     for info in found:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.updated))
-        print(f"{info.id}\t{info.messages} messages\t{when}\t{info.title}")
+        print(printable(f"{info.id}\t{info.messages} messages\t{when}\t{info.title}"))
     if not found:
         print(f"no sessions for user {args.user!r}", file=sys.stderr)
     return 0
