@@ -178,7 +178,9 @@ def serve_api_key(given: str | None, path: str | None) -> str | list[str] | None
                 text = Path(path).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as e:
                 raise CliError(f"--api-key-file {path}: cannot read it ({type(e).__name__})") from None
-            keys = [k for n, line in enumerate(text.splitlines(), 1) if (k := clean_api_key(line, f"line {n} of {path}"))]
+            keys = [
+                k for n, line in enumerate(text.splitlines(), 1) if (k := clean_api_key(line, f"line {n} of {path}"))
+            ]
             if not keys:
                 raise CliError(f"--api-key-file {path} is empty")
             return keys[0] if len(keys) == 1 else keys

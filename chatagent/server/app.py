@@ -38,7 +38,6 @@ from chatagent.server.openai_api import (
     parse_request,
     usage_of,
 )
-from chatagent.utils.origins import HostCheck
 from chatagent.utils.url_fetch import BlockedURLError, FetchError, URLPolicy, check_url, public_urls_only
 
 logger = logging.getLogger("chatagent.server")

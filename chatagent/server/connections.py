@@ -44,9 +44,9 @@ def bounded_protocol(max_connections: int, header_timeout: float) -> type[H11Pro
 
         def _headers_late(self) -> None:
             self._header_timer = None
-            if self.cycle is None or self.cycle.response_complete:  # no request under way: its headers are late
-                if not self.transport.is_closing():
-                    self.transport.close()
+            idle = self.cycle is None or self.cycle.response_complete  # no request under way: its headers are late
+            if idle and not self.transport.is_closing():
+                self.transport.close()
 
         def handle_events(self) -> None:
             cycle = self.cycle

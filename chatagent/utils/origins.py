@@ -85,4 +85,5 @@ def _place(netloc: str, scheme: str) -> tuple[str, str]:
     port = tail.rpartition(":")[2] if tail.count(":") == 1 else ""
     return name, port or ("443" if scheme.lower() == "https" else "80")
 
+
 __all__ = ["ANY", "HostCheck", "host_name"]

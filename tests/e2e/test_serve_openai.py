@@ -6,7 +6,6 @@ tests/e2e/test_serve_process.py.)"""
 from __future__ import annotations
 
 import hashlib
-
 import json
 import time
 
@@ -428,8 +427,12 @@ def test_the_app_mounts_inside_another_starlette_service() -> None:
     app = Starlette(
         routes=[
             Route("/", home),
-            Mount("/assistant", asgi_app(BasicAgent(llm=ScriptedLLM(default="hello from inside"), name="helper"),
-                                         server_names=["service"])),  # the name it is reached by  # fmt: skip
+            Mount(
+                "/assistant",
+                asgi_app(
+                    BasicAgent(llm=ScriptedLLM(default="hello from inside"), name="helper"), server_names=["service"]
+                ),
+            ),  # the name it is reached by  # fmt: skip
         ]
     )
 
@@ -464,7 +467,10 @@ def test_chunked_request_bodies_are_read_and_bounded() -> None:
         big = json.dumps({"model": "chatagent", "messages": [{"role": "user", "content": "x" * 20_000}]}).encode()
         r = httpx.post(f"{server.url}/chat/completions", content=chunked(big), headers=JSON, timeout=10)
         assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
-        assert httpx.post(f"{server.url}/chat/completions", content=chunked(body), headers=JSON, timeout=10).status_code == 200
+        assert (
+            httpx.post(f"{server.url}/chat/completions", content=chunked(body), headers=JSON, timeout=10).status_code
+            == 200
+        )
 
 
 def test_more_runs_than_allowed_get_429_and_the_server_goes_on() -> None:

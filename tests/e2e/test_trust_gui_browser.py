@@ -76,7 +76,9 @@ def test_a_rebinding_name_gets_no_page(gui: GuiProcess, chromium) -> None:  # ty
 
 def test_a_network_address_without_a_login_is_refused_unless_asked(tmp_path: Path) -> None:
     agent = tmp_path / "a.py"
-    agent.write_text("from chatagent import BasicAgent, ScriptedLLM\nagent = BasicAgent(llm=ScriptedLLM(default='x'))\n")
+    agent.write_text(
+        "from chatagent import BasicAgent, ScriptedLLM\nagent = BasicAgent(llm=ScriptedLLM(default='x'))\n"
+    )
     env = {**os.environ, "CHATAGENT_WORKSPACE": str(tmp_path / "ws")}
     run = subprocess.run([sys.executable, "-m", "chatagent", "gui", "--agent", f"{agent}:agent", "--host", "0.0.0.0"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip

