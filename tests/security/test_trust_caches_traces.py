@@ -3,16 +3,13 @@ server's or one key's question with another's answer, and traces carrying user c
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from chatagent import BasicAgent, FnCallAgent, ModelServiceError, get_chat_model, tool
-from chatagent.run import telemetry
+from tests.core.test_telemetry import spans  # noqa: F401  (the spans recorded in memory)
 from tests.support.openai_server import Reply
 
 pytestmark = pytest.mark.timeout(120)
@@ -48,20 +45,7 @@ def test_the_response_cache_keeps_servers_and_keys_apart(openai_server, tmp_path
     assert len(openai_server.requests) == 3  # the same endpoint and key: from the cache
 
 
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    telemetry.instrument(provider)
-    try:
-        yield exporter
-    finally:
-        telemetry.uninstrument()
-        provider.shutdown()
-
-
-def test_traces_without_capture_content_carry_no_user_content(spans: InMemorySpanExporter, openai_server) -> None:  # type: ignore[no-untyped-def]
+def test_traces_without_capture_content_carry_no_user_content(spans: InMemorySpanExporter, openai_server) -> None:  # noqa: F811  # type: ignore[no-untyped-def]
     @tool
     def lookup(account: str) -> str:
         """Look an account up."""
