@@ -76,7 +76,8 @@ def _endpoint(model: object) -> tuple[str, str]:
     where = getattr(model, "endpoint", None)
     if callable(where):
         where = where()
-    cfg = getattr(model, "cfg", None) or {}
+    found = getattr(model, "cfg", None)
+    cfg = cast("dict[str, Any]", found) if isinstance(found, dict) else {}
     if not isinstance(where, str) or not where:
         where = str(getattr(model, "base_url", None) or cfg.get("model_server") or cfg.get("base_url")
                     or cfg.get("api_base") or "")  # fmt: skip

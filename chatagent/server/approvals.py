@@ -47,8 +47,8 @@ def client_messages(raw: list[Any]) -> tuple[list[Any], Any, str | None]:
     out: list[Any] = []
     for m in raw:
         out.append({k: v for k, v in m.items() if k not in ("extra", "chatagent")} if isinstance(m, dict) else m)
-    last = raw[-1] if raw else None
-    extra = last.get("extra") if isinstance(last, dict) else None
+    last: dict[str, Any] = raw[-1] if raw and isinstance(raw[-1], dict) else {}
+    extra = last.get("extra")
     if not isinstance(extra, dict) or APPROVAL not in extra:
         if isinstance(extra, dict) and APPROVAL_TOKEN in extra:
             raise RequestError(400, "an approval_token without an approval decision: " + EXPECTED,
