@@ -25,54 +25,13 @@ from typing import Any
 
 import orjson
 
-from chatagent.run.approval import APPROVAL, PENDING_APPROVAL
+from chatagent.run.approval import PENDING_APPROVAL
 from chatagent.schema import ASSISTANT, FunctionCall, Message
-from chatagent.server.openai_api import RequestError
+from chatagent.server.openai_api import APPROVAL_TOKEN, EXPECTED, RequestError, checked_decision, client_messages
 
-APPROVAL_TOKEN = "approval_token"
 TOKEN_LIFETIME_S = 24 * 3600
-EXPECTED = (
-    'an approval is the last message, {"role": "user", "content": "", "extra": {"approval": true}} (true approves '
-    "every waiting call, false denies them, {call id: true/false} decides each; the content is the reason told to "
-    "the model): with session_id, sent alone; without one, after the conversation so far, its extra also holding "
-    'the "approval_token" of the paused answer'
-)
 
 PausedCall = tuple[str | None, str, str]  # (call id, tool name, arguments) of one call of the paused reply
-
-
-def client_messages(raw: list[Any]) -> tuple[list[Any], Any, str | None]:
-    """The client's messages without server-side keys (the last one keeps `extra.approval`), the approval decision
-    of the last message (None if it is not one) and the token it carries."""
-    out: list[Any] = []
-    for m in raw:
-        out.append({k: v for k, v in m.items() if k not in ("extra", "chatagent")} if isinstance(m, dict) else m)
-    last: dict[str, Any] = raw[-1] if raw and isinstance(raw[-1], dict) else {}
-    extra = last.get("extra")
-    if not isinstance(extra, dict) or APPROVAL not in extra:
-        if isinstance(extra, dict) and APPROVAL_TOKEN in extra:
-            raise RequestError(400, "an approval_token without an approval decision: " + EXPECTED,
-                               "invalid_approval", "messages")  # fmt: skip
-        return out, None, None
-    decision = checked_decision(extra[APPROVAL])
-    token = extra.get(APPROVAL_TOKEN)
-    if token is not None and not isinstance(token, str):
-        raise RequestError(400, "the approval_token must be the string the paused answer carried",
-                           "invalid_approval", "messages")  # fmt: skip
-    if last.get("role") != "user":
-        raise RequestError(400, EXPECTED, "invalid_approval", "messages")
-    out[-1] = {**out[-1], "extra": {APPROVAL: decision}}
-    return out, decision, token
-
-
-def checked_decision(value: Any) -> bool | dict[str, bool]:
-    """An approval decision as the client gave it, if it has the right shape (else RequestError 400)."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, dict) and value and all(isinstance(k, str) and isinstance(v, bool) for k, v in value.items()):
-        return value
-    raise RequestError(400, f"extra.approval must be true, false or {{call id: true/false}}, got {value!r:.80}; "
-                       + EXPECTED, "invalid_approval", "messages")  # fmt: skip
 
 
 def check_decided_calls(decision: bool | dict[str, bool], waiting: list[str]) -> None:

@@ -6,7 +6,6 @@ serve another address than loopback without a login unless told."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 
 from tests.e2e.test_gui_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.test_gui_conversations_browser import ROOT, GuiProcess, expect_titles, send
+from tests.support import processes
 
 pytestmark = [
     pytest.mark.slow,
@@ -80,6 +80,6 @@ def test_a_network_address_without_a_login_is_refused_unless_asked(tmp_path: Pat
         "from chatagent import BasicAgent, ScriptedLLM\nagent = BasicAgent(llm=ScriptedLLM(default='x'))\n"
     )
     env = {**os.environ, "CHATAGENT_WORKSPACE": str(tmp_path / "ws")}
-    run = subprocess.run([sys.executable, "-m", "chatagent", "gui", "--agent", f"{agent}:agent", "--host", "0.0.0.0"],
+    run = processes.run([sys.executable, "-m", "chatagent", "gui", "--agent", f"{agent}:agent", "--host", "0.0.0.0"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert run.returncode == 2 and "without a login" in run.stderr
