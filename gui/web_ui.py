@@ -178,7 +178,7 @@ class WebUI:
                 clear_btn = gr.Button("Clear", elem_id="clear-btn", size="sm")
             from gui.control import ApprovalControls
 
-            approval = ApprovalControls(self)  # Approve / Deny, shown while a tool call waits for them
+            approval = ApprovalControls(self._turn)  # Approve / Deny, shown while a tool call waits for them
             suggestions = [s if isinstance(s, str) else s.get("text", "") for s in cfg.get("prompt.suggestions") or []]
             if suggestions:
                 gr.Examples(examples=[[s] for s in suggestions], inputs=[textbox], label="Try")

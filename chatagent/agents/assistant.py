@@ -128,6 +128,7 @@ class Assistant(FnCallAgent):
         self.store: DocStore = cfg.get("store") or _make_store(cfg)
 
     async_safe = True  # reading files goes through _blocking
+    fragment_native = True
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         report = self._reporter(kwargs.pop("on_progress", None) or self.on_progress)

@@ -162,6 +162,7 @@ class GroupChat(Agent, MultiAgentHub):
     # ---- the loop --------------------------------------------------------------------------------------
 
     async_safe = True
+    fragment_native = True
 
     def _run(
         self,

@@ -77,6 +77,8 @@ class Memory(Agent):
         tokens = max_ref_token or self.max_ref_token
         return search_files(self.store, files, messages, tokens, self.passwords, on_progress or self.on_progress)
 
+    fragment_native = True  # _run yields fragments and requests
+
     def _run(
         self, messages: list[Message], lang: str = "en", max_ref_token: int | None = None, **kwargs: Any
     ) -> Iterator[list[Message]]:

@@ -151,6 +151,7 @@ class ReActChat(FnCallAgent):
     """
 
     async_safe = True
+    fragment_native = True
 
     def __init__(self, *args: Any, transcript: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

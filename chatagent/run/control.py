@@ -30,13 +30,15 @@ from chatagent.errors import RunDeadlineExceeded
 from chatagent.run.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, paused_call, resolve
 from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON, Blocked, Plugins, Retry, failed, plugin_name
 from chatagent.run.requests import AgentLoop, Blocking, LoopItem, ModelCall, ToolBatch, ToolWait, pass_on, step
+from chatagent.run.tool_call import run_tool
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, to_message
 from chatagent.schema.fragment import Fragment, fragment, shift, typed
 from chatagent.schema.stream import Collector, WholeLists
 from chatagent.tools.base import result_content
 
 if TYPE_CHECKING:
-    from chatagent.agent import Agent, RunContext
+    from chatagent.run.context import RunContext
+    from chatagent.run.protocol import Runnable
 
 logger = logging.getLogger("chatagent.plugins")
 _Result = TypeVar("_Result")
@@ -49,16 +51,16 @@ class _Paused(Exception):  # noqa: N818 (the run stops for approval: not an erro
 
 
 def controlled(
-    agent: Agent, plugins: Plugins, msgs: list[Message], lang: str, kwargs: dict[str, Any], ctx: RunContext
+    agent: Runnable, plugins: Plugins, msgs: list[Message], lang: str, kwargs: dict[str, Any], ctx: RunContext
 ) -> AgentLoop:
-    """`agent._fragments(msgs, lang, kwargs)` under `plugins` and tool approval; use as the run's stream."""
+    """`agent.loop(msgs, lang, kwargs)` under `plugins` and tool approval; use as the run's stream."""
     return _ControlledRun(agent, plugins, ctx).run(msgs, lang, kwargs)
 
 
 class _ControlledRun:
     __slots__ = ("agent", "plugins", "ctx", "shown", "checks", "held", "resume", "offset", "replace_at", "tripped")
 
-    def __init__(self, agent: Agent, plugins: Plugins, ctx: RunContext) -> None:
+    def __init__(self, agent: Runnable, plugins: Plugins, ctx: RunContext) -> None:
         self.agent = agent
         self.plugins = plugins
         self.ctx = ctx
@@ -77,7 +79,7 @@ class _ControlledRun:
         gen: Any = None
         try:
             resume = None
-            if agent._needs_approval():  # else paused calls are a member's, for it to resume (a group chat's)
+            if agent.tools_need_approval():  # else paused calls are a member's, for it to resume (a group chat's)
                 msgs, resume = resolve(msgs)
             for p, fn in plugins.each("before_run"):
                 out = _message_list(plugins.call(p, "before_run", fn, agent, list(msgs)), p, "before_run")
@@ -89,7 +91,7 @@ class _ControlledRun:
             conversation = msgs
             self.offset = len(self.shown)
             while True:
-                gen = agent._fragments(conversation, lang, kwargs)
+                gen = agent.loop(conversation, lang, kwargs)
                 yield from self._drive(gen)
                 gen = None
                 yield from self._settle()
@@ -297,7 +299,7 @@ class _ControlledRun:
                 fc = paused_call(m)
                 cid = call_id(m, k)
                 content = yield from self._drive(
-                    self.agent._run_tool(fc.name, fc.arguments, call_id=cid, messages=msgs, lang=lang, **kwargs)
+                    run_tool(self.agent, fc.name, fc.arguments, call_id=cid, messages=msgs, lang=lang, **kwargs)
                 )
                 msg = Message.unchecked(FUNCTION, content, fc.name, None, None, {"function_id": cid})
                 out = [fragment(msg, len(self.shown))]

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Generator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from chatagent.run.events import LLM_END, LLM_START, RUN_END, RUN_START, Event, deliver, handlers
 from chatagent.run.handle import close_stream
-from chatagent.run.requests import AgentLoop, Blocking, Fragments, ModelCall, ToolBatch, ToolWait, step
+from chatagent.run.requests import AgentLoop, Asking, Blocking, Fragments, ModelCall, Request, ToolBatch, ToolWait, step
 from chatagent.schema.fragment import typed
 from chatagent.schema.stream import Collector
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from chatagent.schema import Message
 
 _DONE = object()  # what `_step` returns when the agent's loop has ended
+_Result = TypeVar("_Result")
 
 
 class ModelStream:
@@ -102,7 +103,6 @@ class ModelStream:
                     data=data, run=ctx,
                 )  # fmt: skip
                 deliver(found, event)
-        call[:] = reply
         call.done, call.result = True, reply
         return reply
 
@@ -201,6 +201,25 @@ def _start_tools(batch: ToolBatch) -> Callable[[int], Any]:
         return lambda i: execute(calls[i], cache, deadline)
     jobs = [lambda p=p: execute(p, cache, deadline) for p in calls]
     return run_batch(jobs, batch.max_parallel)
+
+
+def ask(request: Request) -> Asking[Any]:
+    """Yield `request` to the driver; its result. Carried out here if nobody did (a plain for loop iterating
+    the helper without passing the request on)."""
+    yield request
+    return request.result if request.done else carry_out(request)
+
+
+def drain(gen: Asking[_Result]) -> _Result:
+    """Run a helper generator whose only yields are requests, carrying them out here; its return value."""
+    box: list[_Result] = []
+
+    def returning() -> Generator[Any, Any, None]:
+        box.append((yield from gen))
+
+    for _ in drive(returning()):
+        pass
+    return box[0]
 
 
 # ---- asynchronous ---------------------------------------------------------------------------------------
@@ -317,4 +336,4 @@ def observed(gen: AgentLoop, ctx: RunContext) -> AgentLoop:
             deliver(found, end)
 
 
-__all__ = ["ModelStream", "adrive", "drive", "observed"]
+__all__ = ["ModelStream", "adrive", "ask", "carry_out", "drain", "drive", "observed"]

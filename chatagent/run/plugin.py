@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from chatagent.errors import ChatAgentError
 
 if TYPE_CHECKING:
+    from chatagent.run.protocol import Runnable
     from chatagent.run.requests import ModelCall
     from chatagent.schema import Message
     from chatagent.tools.calling import PreparedCall, ToolOutcome
@@ -98,25 +99,25 @@ class Plugin:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={plugin_name(self)!r})"
 
-    def before_run(self, agent: Any, messages: list[Message]) -> list[Message] | None:
+    def before_run(self, agent: Runnable, messages: list[Message]) -> list[Message] | None:
         """The conversation the agent will answer (a new list), or None to leave it as it is."""
 
-    def check_input(self, agent: Any, messages: list[Message]) -> None:
+    def check_input(self, agent: Runnable, messages: list[Message]) -> None:
         """Check the conversation in a thread beside the answer; raise Blocked to stop the run."""
 
-    def before_model(self, agent: Any, call: ModelCall) -> None:
+    def before_model(self, agent: Runnable, call: ModelCall) -> None:
         """Before a model call: `call.messages`, `call.functions`, `call.cfg` may be replaced or changed."""
 
-    def after_model(self, agent: Any, call: ModelCall, reply: list[Message]) -> None:
+    def after_model(self, agent: Runnable, call: ModelCall, reply: list[Message]) -> None:
         """After a model call, with its complete reply (already shown): observe it, or raise Blocked."""
 
-    def before_tool(self, agent: Any, call: PreparedCall) -> Any:
+    def before_tool(self, agent: Runnable, call: PreparedCall) -> Any:
         """Before a tool runs (`call.tool`, `call.args`, `call.outcome.call_id`); return a result to skip the tool."""
 
-    def after_tool(self, agent: Any, outcome: ToolOutcome) -> Any:
+    def after_tool(self, agent: Runnable, outcome: ToolOutcome) -> Any:
         """After a tool ran: return new content for its result, or None to keep `outcome.content`."""
 
-    def after_run(self, agent: Any, response: list[Message]) -> list[Message] | None:
+    def after_run(self, agent: Runnable, response: list[Message]) -> list[Message] | None:
         """The final response (a new list, at least as long), or None to keep it; may raise Retry or Blocked."""
 
 
