@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Generator, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast, overload
 
 from chatagent.llm.base import BaseChatModel
 from chatagent.llm.registry import get_chat_model
@@ -93,7 +93,7 @@ class Agent(RunSteps):
     #: True when `_run` never blocks: all its waiting goes through `_call_llm`, `_run_tools`, `_blocking`
     #: and `_subagent`. `arun()` then steps it on the event loop itself; otherwise in a worker thread.
     #: A subclass that defines its own `_run` is assumed to block unless it sets this to True.
-    async_safe: ClassVar[bool] = True
+    async_safe: bool = True  # a class attribute (set per class), read as Runnable.async_safe
     #: True when `_run` yields fragments and requests only (see the module docstring). A subclass that defines its
     #: own `_run` is taken for a Qwen-Agent-style one, yielding the whole response so far, unless it sets this to
     #: True: its loop then goes through `chatagent.run.compat`, which takes either kind.
@@ -415,7 +415,9 @@ class Agent(RunSteps):
     def loop(self, messages: list[Message], lang: str, kwargs: dict[str, Any]) -> AgentLoop:
         """`_run` on the conversation with the system message merged, as fragments and requests (`Runnable.loop`)."""
         gen = self._run(self._with_system_message(messages), lang=lang, **kwargs)
-        return gen if self.fragment_native else whole_lists_as_fragments(gen)
+        if self.fragment_native:  # its _run yields fragments and requests only
+            return cast("AgentLoop", gen)
+        return whole_lists_as_fragments(gen)
 
     def _run(
         self, messages: list[Message], lang: str = "en", **kwargs: Any

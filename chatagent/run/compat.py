@@ -10,7 +10,7 @@ on to the driver; when nobody passes it on, it calls the model itself and yields
 from __future__ import annotations
 
 from collections.abc import Generator, Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from chatagent.run.driver import ModelStream, model_stream
 from chatagent.run.requests import AgentLoop, Fragments, ModelCall, Request, pass_on, step
@@ -91,10 +91,11 @@ def whole_lists_as_fragments(gen: Generator[Any, Any, Any]) -> AgentLoop:
                 value, error = yield from pass_on(item)
                 if error is not None:
                     continue
-                if listed is not None and isinstance(value, list):
-                    listed[:] = value  # for a loop that reads the call's list after the request was carried out
-                if type(item) is ModelCall and not item.hide and isinstance(value, list):
-                    shown = [fragment(m, item.start + i) for i, m in enumerate(value)]
+                reply = cast("list[Message]", value) if isinstance(value, list) else None
+                if listed is not None and reply is not None:
+                    listed[:] = reply  # for a loop that reads the call's list after the request was carried out
+                if type(item) is ModelCall and not item.hide and reply is not None:
+                    shown = [fragment(m, item.start + i) for i, m in enumerate(reply)]
                     if whole is not None:
                         whole.add(shown)
                     elif seen is not None:  # (no whole list yet)

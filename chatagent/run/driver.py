@@ -55,7 +55,7 @@ class ModelStream:
             found = handlers(ctx.callbacks, LLM_START)
             if found:
                 fns = call.functions or ()
-                names = [f.get("name") if isinstance(f, dict) else getattr(f, "name", None) for f in fns]
+                names = [f.get("name") for f in fns]
                 data = {"messages": len(call.messages), "functions": names}
                 deliver(found, Event(LLM_START, _agent_name(ctx), data=data, run=ctx))
             self.t0 = time.perf_counter()
@@ -122,9 +122,10 @@ def chat_args(call: ModelCall, usage: Any) -> dict[str, Any]:
 
 def model_stream(call: ModelCall, usage: Usage) -> Generator[Fragments, None, None]:
     """`call`'s model asked for its reply as a stream of fragments (`chat_args`)."""
-    stream = call.llm.chat(call.messages, call.functions, **chat_args(call, usage))
     # chat() types both of its forms; with stream=True (chat_args) it returns its generator of fragment lists
-    return cast("Generator[Fragments, None, None]", stream)
+    return cast(
+        "Generator[Fragments, None, None]", call.llm.chat(call.messages, call.functions, **chat_args(call, usage))
+    )
 
 
 # ---- synchronous ----------------------------------------------------------------------------------------
@@ -160,7 +161,7 @@ def drive(gen: AgentLoop) -> Generator[Fragments, None, None]:
 
 def carry_out(request: Any) -> Any:
     """Carry out a request other than a model call here and now; its result (also kept in the request)."""
-    kind = type(request)
+    kind: type[object] = type(cast(object, request))
     if kind is ToolWait:
         value = request.handle(request.index)
     elif kind is ToolBatch:
@@ -255,7 +256,7 @@ async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
             if type(item) is list:
                 value = None
                 if item:
-                    yield typed(item)
+                    yield typed(cast("Fragments", item))
                 continue
             try:
                 if type(item) is ModelCall:  # `_model` for asyncio, written out here: one layer less per chunk

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from chatagent.errors import ChatAgentError
 
@@ -125,6 +125,10 @@ def plugin_name(plugin: Any) -> str:
     return getattr(plugin, "name", "") or type(plugin).__name__
 
 
+#: A plugin's implementation of one hook, as found on the plugin object.
+Hook = Callable[..., Any]
+
+
 class Plugins:
     """An ordered set of plugins, with each hook's implementations found once (a hook nobody overrides costs
     nothing). `call` runs one hook: Blocked gets the plugin's name, other failures become PluginError."""
@@ -133,14 +137,14 @@ class Plugins:
 
     def __init__(self, plugins: Iterable[Any]) -> None:
         self.plugins = tuple(plugins)
-        self.hooks: dict[str, list[tuple[Any, Callable]]] = {h: [] for h in HOOKS}
+        self.hooks: dict[str, list[tuple[Any, Hook]]] = {h: [] for h in HOOKS}
         for p in self.plugins:
             if isinstance(p, (type, str)) or not any(callable(getattr(p, h, None)) for h in HOOKS):
                 raise TypeError(f"a plugin is an object with hooks ({', '.join(HOOKS)}), got {p!r:.80}")
             for h in HOOKS:
-                fn = getattr(p, h, None)
-                if callable(fn) and getattr(type(p), h, None) is not getattr(Plugin, h):
-                    self.hooks[h].append((p, fn))
+                fn: object = getattr(p, h, None)
+                if callable(fn) and getattr(type(cast(object, p)), h, None) is not getattr(Plugin, h):
+                    self.hooks[h].append((p, cast(Hook, fn)))
 
     def __bool__(self) -> bool:
         return bool(self.plugins)
@@ -148,12 +152,12 @@ class Plugins:
     def __add__(self, other: Iterable[Any]) -> Plugins:
         return Plugins(self.plugins + tuple(other))
 
-    def each(self, hook: str, reverse: bool = False) -> list[tuple[Any, Callable]]:
+    def each(self, hook: str, reverse: bool = False) -> list[tuple[Any, Hook]]:
         found = self.hooks[hook]
         return found[::-1] if reverse else found
 
     @staticmethod
-    def call(plugin: Any, hook: str, fn: Callable, *args: Any) -> Any:
+    def call(plugin: Any, hook: str, fn: Hook, *args: Any) -> Any:
         """`fn(*args)`: Blocked gets the plugin's name; Retry passes; other errors as `plugin.on_error` says."""
         try:
             return fn(*args)

@@ -9,7 +9,7 @@ on (a Qwen-Agent-style `_run` iterating the helper with a plain `for` loop), the
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast, overload
 
 from chatagent.run import compat
 from chatagent.run.context import current_run
@@ -107,12 +107,14 @@ class RunSteps:
                 messages, functions, stream=False, extra_generate_cfg=cfg, usage=ctx.usage, deadline=ctx.deadline
             )
         call = ModelCall(self.llm, messages, functions, cfg, start, ctx, view, hide)
-        return self._asked(call) if self.fragment_native else compat.model_call(call)
+        if not self.fragment_native:
+            return compat.model_call(call)
+        # the request goes up to the driver, which sends the reply back (a Qwen-style loop never sees it)
+        return cast("Generator[list[Message], list[Message] | None, list[Message]]", self._asked(call))
 
     @staticmethod
-    def _asked(call: ModelCall) -> Generator[list[Message], list[Message] | None, list[Message]]:
-        reply: list[Message] = yield call  # pyright: ignore[reportAssignmentType] -- the driver sends the reply
-        return reply
+    def _asked(call: ModelCall) -> Generator[ModelCall, list[Message], list[Message]]:
+        return (yield call)
 
     def _run_tools(self, calls: list[Any], max_parallel: int = 8) -> Asking[Any]:
         """Run prepared tool calls (see `chatagent.tools.calling.prepare_call`), concurrently when there are
@@ -129,7 +131,7 @@ class RunSteps:
         self, tool_name: str, tool_args: str | dict[str, Any] | None = "{}", **kwargs: Any
     ) -> Asking[str | list[ContentItem]]:
         """`_call_tool` for loops that serve `arun` too: `content = yield from self._run_tool(name, args)`."""
-        return run_tool(self, tool_name, tool_args, **kwargs)
+        return run_tool(cast("Runnable", self), tool_name, tool_args, **kwargs)  # mixed into Agent, a Runnable
 
     def _call_tool(
         self, tool_name: str, tool_args: str | dict[str, Any] | None = "{}", **kwargs: Any

@@ -1,3 +1,4 @@
+# pyright: basic
 """OpenTelemetry traces of runs, model calls and tool calls, with the GenAI semantic conventions.
 
     from chatagent.run import telemetry
