@@ -71,6 +71,13 @@ def detect_lang(messages: list[Message]) -> str:
     return conversation_lang(messages)
 
 
+def structured_output(response_format: Any, **options: Any) -> Any:
+    """The plugin that checks answers against `response_format` (see `chatagent.plugins.structured`)."""
+    from chatagent.plugins.structured import StructuredOutput  # loaded by agents with a response format only
+
+    return StructuredOutput(response_format, **options)
+
+
 class Agent(RunSteps):
     """Base of all agents. Subclasses implement `_run`.
 
@@ -133,8 +140,8 @@ class Agent(RunSteps):
         self.response_format = response_format
         self.plugins = plugins
         if self.function_list:
-            from chatagent.tools.base import make_tools
-            from chatagent.tools.calling import ToolCache
+            from chatagent.tools.base import make_tools  # the tool machinery: loaded by agents with tools
+            from chatagent.tools.calling import ToolCache  # (likewise)
 
             self.function_map: dict[str, BaseTool] = make_tools(self.function_list)
             self._tool_cache: ToolCache | None = ToolCache()
@@ -158,25 +165,21 @@ class Agent(RunSteps):
         """Where the `cache=True` tools keep their results (None without tools)."""
         return self._tool_cache
 
-    def run_plugins(self, extra: Iterable[Any] | None = None, response_format: Any = _UNSET) -> Plugins | None:
+    def run_plugins(self, extra: Iterable[Any] | None = None, response_format: Any = _UNSET) -> tuple[Any, ...]:
         """The plugins of one run: the agent's, then `extra`, then the check for `response_format` (the agent's
-        when not given); None when there are none."""
-        plugins = self._plugins
+        when not given)."""
+        plugins = self._plugins.plugins
         if extra:
-            plugins = plugins + extra
+            plugins = plugins + tuple(extra)
         if response_format is _UNSET:
             response_format = self.response_format
             if response_format is not None:
                 if self._structured is None or self._structured.response_format is not response_format:
-                    from chatagent.plugins.structured import StructuredOutput
-
-                    self._structured = StructuredOutput(response_format)
-                plugins = plugins + [self._structured]
+                    self._structured = structured_output(response_format)
+                plugins = (*plugins, self._structured)
         elif response_format is not None:
-            from chatagent.plugins.structured import StructuredOutput
-
-            plugins = plugins + [StructuredOutput(response_format)]
-        return plugins or None
+            plugins = (*plugins, structured_output(response_format))
+        return plugins
 
     def tools_need_approval(self) -> bool:
         """Whether a tool of this agent may pause a run for a person's approval."""
@@ -400,14 +403,8 @@ class Agent(RunSteps):
                 raise TypeError("retries and json_mode apply to structured output: give response_format too")
             kwargs["response_format"] = None
             return False
-        from chatagent.plugins.structured import DEFAULT_RETRIES, StructuredOutput
-
-        check = StructuredOutput(
-            response_format,
-            retries=DEFAULT_RETRIES if retries is _UNSET else retries,
-            json_mode=json_mode,
-            raise_invalid=True,
-        )
+        options = {} if retries is _UNSET else {"retries": retries}
+        check = structured_output(response_format, json_mode=json_mode, raise_invalid=True, **options)
         kwargs["plugins"] = [*(kwargs.get("plugins") or ()), check]
         kwargs["response_format"] = None
         return True

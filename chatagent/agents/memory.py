@@ -29,9 +29,10 @@ from chatagent.agents.assistant import RAG_CFG_KEYS, _make_store
 from chatagent.schema import ASSISTANT, USER, Message
 from chatagent.schema.fragment import fragment
 from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN, allowed_files
+from chatagent.utils.kwargs import unexpected_keyword
 
 if TYPE_CHECKING:
-    from chatagent.rag.file_index import Retrieved
+    from chatagent.rag.file_index import Retrieved  # the rag index (numpy): on first use
     from chatagent.rag.store import DocStore
 
 logger = logging.getLogger("chatagent.agent")
@@ -99,7 +100,7 @@ def search_files(
     on_progress: Any = None,
 ) -> Retrieved:
     """The best excerpts of `files` for the latest user message of `messages` (none without files)."""
-    from chatagent.rag.file_index import Retrieved
+    from chatagent.rag.file_index import Retrieved  # the rag index (numpy): on first use
 
     if not files:
         return Retrieved([])
@@ -126,8 +127,6 @@ def rag_settings(rag_cfg: dict | None) -> dict:
         logger.warning("rag_cfg %s: Qwen-Agent's search settings have no counterpart here; ignored", ignored)
     unknown = sorted(set(cfg) - set(RAG_CFG_KEYS))
     if unknown:
-        from chatagent.utils.kwargs import unexpected_keyword
-
         raise TypeError(str(unexpected_keyword("rag_cfg", unknown, RAG_CFG_KEYS)).replace("keyword argument", "key"))
     return cfg
 

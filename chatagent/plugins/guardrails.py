@@ -24,8 +24,9 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
+from chatagent.llm.registry import get_chat_model
 from chatagent.run.plugin import Blocked, Plugin, switch_off
-from chatagent.schema import ASSISTANT, USER, Message, content_text
+from chatagent.schema import ASSISTANT, USER, ContentItem, Message, content_text
 
 logger = logging.getLogger("chatagent.guardrails")
 
@@ -189,8 +190,6 @@ class LLMJudge:
     """
 
     def __init__(self, llm: Any, instruction: str, *, generate_cfg: dict[str, Any] | None = None) -> None:
-        from chatagent.llm.registry import get_chat_model
-
         self.llm = get_chat_model(llm)
         self.instruction = instruction
         self.generate_cfg = {"temperature": 0, **(generate_cfg or {})}
@@ -214,7 +213,6 @@ def _with_text(m: Message, edit: Callable[[str], str]) -> Message:
     if isinstance(m.content, str):
         new = edit(m.content)
         return m if new == m.content else m.copy(content=new)
-    from chatagent.schema import ContentItem
 
     items = [ContentItem(text=edit(item.value)) if item.kind == "text" else item for item in m.content]
     return m.copy(content=items)

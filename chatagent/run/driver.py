@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from chatagent.llm.base import Usage
 from chatagent.run.events import LLM_END, LLM_START, RUN_END, RUN_START, Event, deliver, handlers
 from chatagent.run.handle import close_stream
 from chatagent.run.requests import AgentLoop, Asking, Blocking, Fragments, ModelCall, Request, ToolBatch, ToolWait, step
@@ -38,8 +39,6 @@ class ModelStream:
     __slots__ = ("call", "usage", "reply", "start", "view", "maps", "deadline", "t0", "error", "_observed")
 
     def __init__(self, call: ModelCall) -> None:
-        from chatagent.llm.base import Usage
-
         self.call = call
         ctx = call.context
         self._observed = bool(ctx.callbacks)
@@ -195,7 +194,7 @@ def _model(call: ModelCall) -> Generator[Fragments, None, list[Message]]:
 
 
 def _start_tools(batch: ToolBatch) -> Callable[[int], Any]:
-    from chatagent.tools.calling import execute, run_batch
+    from chatagent.tools.calling import execute, run_batch  # the tool machinery: by runs with tools
 
     calls, cache, deadline = batch.calls, batch.cache, batch.deadline
     if len(calls) == 1:  # one call runs in this thread, when it is waited for
@@ -300,7 +299,7 @@ async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
 def _astart_tools(batch: ToolBatch) -> list[asyncio.Future[Any]]:
     import asyncio
 
-    from chatagent.tools.calling import aexecute
+    from chatagent.tools.calling import aexecute  # the tool machinery: by runs with tools
 
     limit = asyncio.Semaphore(max(1, batch.max_parallel))
     cache, deadline = batch.cache, batch.deadline

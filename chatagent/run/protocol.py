@@ -6,13 +6,12 @@ and plugin hooks are typed against it. `Agent` implements it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel
     from chatagent.run.events import Callback
-    from chatagent.run.plugin import Plugins
     from chatagent.run.requests import AgentLoop
     from chatagent.schema import Message
     from chatagent.tools.calling import ToolCache
@@ -66,9 +65,9 @@ class Runnable(Protocol):
         """Whether a call of one of its tools may pause a run for a person's approval."""
         ...
 
-    def run_plugins(self, extra: Iterable[Any] | None = None, response_format: Any = UNSET) -> Plugins | None:
-        """The plugins of one run: its own, then `extra`, then the check of `response_format` (its own when UNSET);
-        None if there are none."""
+    def run_plugins(self, extra: Iterable[Any] | None = None, response_format: Any = UNSET) -> Sequence[Any]:
+        """The plugin objects of one run: its own, then `extra`, then the check of `response_format` (its own when
+        UNSET)."""
         ...
 
     def loop(self, messages: list[Message], lang: str, kwargs: dict[str, Any]) -> AgentLoop:

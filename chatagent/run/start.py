@@ -39,7 +39,9 @@ def prepare(
     run_cfg = kwargs.pop("generate_cfg", None)
     if run_cfg:
         context.generate_cfg = dict(run_cfg)
-    context.plugins = agent.run_plugins(kwargs.pop("plugins", None), kwargs.pop("response_format", UNSET))
+    plugins = agent.run_plugins(kwargs.pop("plugins", None), kwargs.pop("response_format", UNSET))
+    if plugins:
+        context.plugins = Plugins(plugins)
     return msgs, as_dicts, context
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from chatagent.run.context import CURRENT, current_run
 from chatagent.run.driver import observed
+from chatagent.run.plugin import Plugins
 from chatagent.run.requests import AgentLoop, Asking, Fragments, LoopItem, ModelCall, pass_on, step
 from chatagent.run.start import controlled_loop
 from chatagent.schema import Message
@@ -37,7 +38,9 @@ def run_subagent(
     ctx = parent.child(agent.name)
     if parent.session_id is not None:  # the members' tools keep their state per conversation too
         kwargs.setdefault("session_id", parent.session_id)
-    ctx.plugins = agent.run_plugins()
+    plugins = agent.run_plugins()
+    if plugins:
+        ctx.plugins = Plugins(plugins)
     token = CURRENT.set(ctx)
     try:
         gen = controlled_loop(agent, list(messages), lang, kwargs, ctx)
