@@ -8,6 +8,7 @@ test_import_rules.py.
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
 from pathlib import Path
 
@@ -112,3 +113,44 @@ def test_the_map_names_every_layer_and_its_folders() -> None:
         if f"`{_short(p)}`" not in rows.get(layer, "")
     ]
     assert not missing, "docs/architecture.md's table must name them"
+
+
+RUN_CORE = ("run", "plugins")  # folders of chatagent/ whose code may not reach into other modules' objects
+
+
+def private_reaches(path: Path) -> list[str]:
+    """`obj._name` in `path` where obj is not self/cls and `_name` is not defined in that module: reaching into
+    another module's object (its private attributes are not part of what it offers)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    own = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    for node in ast.walk(tree):
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        own |= {t.attr for t in targets if isinstance(t, ast.Attribute)}
+        own |= {t.id for t in targets if isinstance(t, ast.Name)}
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets):
+            with contextlib.suppress(ValueError):
+                own |= set(ast.literal_eval(node.value))
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")):
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            continue
+        if node.attr not in own:
+            found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_run_core_reaches_into_no_other_modules_objects() -> None:
+    files = [p for folder in RUN_CORE for p in sorted((PACKAGE / folder).rglob("*.py"))] + [PACKAGE / "agent.py"]
+    assert not [hit for p in files for hit in private_reaches(p)]
+
+
+def test_the_private_rule_sees_a_reach(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "class A:\n    def f(self, agent):\n        self._x = 1\n        return agent._run_tool(), self._x\n"
+    )
+    assert [hit.split(": ")[1] for hit in private_reaches(module)] == ["agent._run_tool"]
