@@ -38,6 +38,7 @@ from chatagent.server.openai_api import (
     parse_request,
     usage_of,
 )
+from chatagent.sessions import SessionError, open_store
 from chatagent.utils.url_fetch import BlockedURLError, FetchError, URLPolicy, check_url, public_urls_only
 
 logger = logging.getLogger("chatagent.server")
@@ -80,8 +81,6 @@ class Service:
         self.policy = URLPolicy.allowing(allow_hosts)
         self.store: Any = store
         if store is not None:  # a store named explicitly is opened now: a wrong URL fails at startup
-            from chatagent.sessions import open_store
-
             self.store = open_store(store)
         self.running = 0
         self.created = int(time.time())
@@ -96,8 +95,6 @@ class Service:
     def session_store(self) -> Any:
         """The session store (the default one opened on first use; blocking)."""
         if self.store is None:
-            from chatagent.sessions import open_store
-
             self.store = open_store(None)
         return self.store
 
@@ -278,8 +275,6 @@ class ChatCompletions:
         svc = self.service
         ephemeral = None
         if named is not None:
-            from chatagent.sessions import SessionError
-
             try:
                 opened = await asyncio.to_thread(_open, svc, user, named, request, size)
             except RequestError as e:

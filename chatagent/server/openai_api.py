@@ -21,6 +21,7 @@ from chatagent.errors import ModelErrorCode, ModelServiceError, RunDeadlineExcee
 from chatagent.run.approval import APPROVAL
 from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
 from chatagent.schema.fragment import Fragment
+from chatagent.sessions.errors import SessionBusyError, SessionConflictError, SessionStoreError
 from chatagent.utils.keys import mask_secrets
 
 APPROVAL_TOKEN = "approval_token"
@@ -185,8 +186,6 @@ def media_urls(msgs: list[Message]) -> list[tuple[int, int, str]]:
 
 def error_for(e: BaseException) -> RequestError:
     """How an agent's failure is reported to the client (never with a traceback)."""
-    from chatagent.sessions.errors import SessionBusyError, SessionConflictError, SessionStoreError
-
     if isinstance(e, RequestError):
         return e
     if isinstance(e, MessageError):  # a message the agent could not accept; any other error is ours, a 500
