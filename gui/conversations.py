@@ -18,6 +18,7 @@ from typing import Any
 import gradio as gr
 
 from chatagent.sessions import DEFAULT_USER, Session, SessionInfo, open_store
+from gui.security import browser_of
 from gui.session import ChatSession
 
 NEW_TITLE = "New conversation"
@@ -126,8 +127,6 @@ def user_of(request: gr.Request | None, key: bytes | None = None) -> str:
         return name
     if key is None:
         return DEFAULT_USER
-    from gui.security import browser_of
-
     headers = getattr(request, "headers", None) or {}
     browser = browser_of(headers.get("cookie", ""), key)
     return f"browser:{browser}" if browser is not None else f"browser:unknown-{secrets.token_hex(16)}"

@@ -17,6 +17,8 @@ import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from chatagent.utils.workspace import private_file, workspace_dir
+
 CONTENT_SECURITY_POLICY = "; ".join(
     [
         "default-src 'self'",
@@ -145,8 +147,6 @@ def browser_of(cookie_header: str, key: bytes) -> str | None:
 
 def identity_key() -> bytes:
     """The key that signs browser identities: kept in the workspace (0600), so identities outlive a restart."""
-    from chatagent.utils.workspace import private_file, workspace_dir
-
     path = workspace_dir("gui") / "identity.key"
     private_file(path)
     key = path.read_bytes()

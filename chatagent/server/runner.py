@@ -34,9 +34,11 @@ from typing import Any
 
 from chatagent.agent import Agent
 from chatagent.server.app import ChatCompletions, Service, send_error, send_json
+from chatagent.server.connections import bounded_protocol
 from chatagent.server.conversations import DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS, Quotas
 from chatagent.server.identity import ApiKeys
 from chatagent.server.openai_api import RequestError
+from chatagent.sessions import Session, SessionError
 from chatagent.utils.origins import HostCheck
 
 logger = logging.getLogger("chatagent.server")
@@ -204,8 +206,6 @@ class _Sessions:
 
 
 def _delete(svc: Service, user: str, named: str) -> bool:
-    from chatagent.sessions import Session, SessionError
-
     try:
         return Session(named, svc.session_store(), user=user).delete()
     except ValueError:
@@ -261,8 +261,6 @@ class AgentServer:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         **options: Any,
     ) -> None:
-        from chatagent.server.connections import bounded_protocol
-
         self.protocol = bounded_protocol(max_connections, header_timeout)
         self.app = asgi_app(agent_or_agents, bound_address=host, **options)
         self.service: Service = self.app.state.chatagent
