@@ -68,8 +68,10 @@ def asgi_app(
     approval_secret: str | bytes | None = None,
     max_session_bytes: int = DEFAULT_MAX_SESSION_BYTES,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
+    mcp: bool = False,
+    expose_tools: bool = False,
 ) -> Any:
-    """The ASGI app (a Starlette application) serving the agents with the OpenAI chat completions API.
+    """The ASGI app (a Starlette application) serving the agents with the OpenAI chat completions API (and MCP).
 
     Args:
         agent_or_agents: an Agent, a list of Agents (each named: the name is its model id), or a dict of model id
@@ -93,6 +95,10 @@ def asgi_app(
             process; replicas behind one address need the same one).
         max_session_bytes: how large one stored conversation may grow (then 413).
         max_sessions: how many conversations one principal may keep (then 429).
+        mcp: also serve the agents over MCP's streamable HTTP transport at `/mcp`, each as a tool `ask_<name>`,
+            under the same keys, conversations and approval rules (see `chatagent.server.mcp_server`; needs the
+            `mcp` package).
+        expose_tools: with `mcp`, the agents' own tools are MCP tools too (but those that need approval).
     """
     from starlette.applications import Starlette
     from starlette.routing import Route
@@ -117,6 +123,13 @@ def asgi_app(
         Route("/v1/chat/completions", ChatCompletions(service), methods=["POST"]),
         Route("/v1/sessions/{session_id:path}", _Sessions(service), methods=["DELETE"]),
     ]
+    if mcp:
+        from chatagent.server.mcp_server import MCPEndpoint, MCPSurface  # the mcp package: only when asked for
+
+        routes.append(Route("/mcp", MCPEndpoint(MCPSurface(service, expose_tools=expose_tools)),
+                            methods=["GET", "POST", "DELETE"]))  # fmt: skip
+    elif expose_tools:
+        raise ValueError("expose_tools is for the MCP server: give mcp=True too")
 
     async def not_found(request: Any, exc: Exception) -> Any:
         from starlette.responses import JSONResponse
@@ -276,6 +289,11 @@ class AgentServer:
         """The base URL for OpenAI clients (ends in /v1)."""
         host, port = self.socket.getsockname()[:2]
         return f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
+
+    @property
+    def mcp_url(self) -> str:
+        """The URL of the MCP endpoint (served with `mcp=True`)."""
+        return self.url[: -len("/v1")] + "/mcp"
 
     def _uvicorn(self) -> Any:
         import uvicorn
