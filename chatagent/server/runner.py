@@ -144,6 +144,27 @@ def asgi_app(
     return _Guarded(app, HostCheck(bound_address, server_names))
 
 
+def serve_mcp_stdio(
+    agent_or_agents: Agent | Iterable[Agent] | Mapping[str, Agent],
+    *,
+    expose_tools: bool = False,
+    store: str | None = None,
+    deadline: float | None = None,
+    allow_hosts: Iterable[str] = (),
+) -> None:
+    """Serve the agents over MCP on this process's stdin and stdout (`chatagent mcp`: for desktop and IDE clients
+    that start the server themselves) until the client closes them. The client is the local user who started it,
+    a principal of its own (`mcp:local`); see `chatagent.server.mcp_server`."""
+    from chatagent.server.mcp_server import serve_stdio  # the mcp package: only when asked for
+
+    service = Service(
+        _by_model(agent_or_agents, None), api_key=None, max_request_bytes=DEFAULT_MAX_REQUEST_BYTES,
+        max_concurrency=DEFAULT_MAX_CONCURRENCY, deadline=deadline, store=store, allow_hosts=tuple(allow_hosts),
+        body_timeout=DEFAULT_BODY_TIMEOUT,
+    )  # fmt: skip
+    asyncio.run(serve_stdio(service, expose_tools=expose_tools))
+
+
 class _Guarded:
     """The app behind the Host and Origin checks (`chatagent.utils.origins`); health checks pass unchecked."""
 
@@ -388,4 +409,4 @@ def _stop_on_signals(server: Any) -> Iterator[None]:
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
-__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "AgentServer", "RequestError", "asgi_app"]
+__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "AgentServer", "RequestError", "asgi_app", "serve_mcp_stdio"]
