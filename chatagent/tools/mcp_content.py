@@ -135,8 +135,11 @@ class GetPrompt(_ServerTool):
         "type": "object",
         "properties": {
             "name": {"type": "string", "description": "The prompt's name, as listed."},
-            "arguments": {"type": "object", "description": "Its arguments (strings).",
-                          "additionalProperties": {"type": "string"}},
+            "arguments": {
+                "type": "object",
+                "description": "Its arguments (strings).",
+                "additionalProperties": {"type": "string"},
+            },
         },  # fmt: skip
         "required": ["name"],
     }

@@ -39,7 +39,7 @@ def test_the_object_fills_in_field_by_field_and_validates_at_the_end() -> None:
     assert seen[0] == {"name": "Pa"} or seen[0] == {} or "name" in seen[0]
     assert {"name": "Paris"} in seen and {"name": "Paris", "population": 2100000} in seen
     assert {"name": "Paris", "population": 2100000, "tags": ["capital"]} in seen
-    for earlier, later in zip(seen, seen[1:]):
+    for earlier, later in zip(seen, seen[1:], strict=False):
         assert set(earlier) <= set(later)  # fields only ever appear
     final = yields[-1][-1]["extra"]
     assert final["parsed"] == {"name": "Paris", "population": 2100000, "tags": ["capital", "river"]}

@@ -339,7 +339,10 @@ def test_a_server_that_refuses_streamable_http_is_reached_over_sse() -> None:
 def test_resources_and_prompts_become_tools_and_can_be_read_from_code(stdio_tools: dict) -> None:
     listed = stdio_tools["demo-list_resources"].call({})
     assert "notes://today  today: Today's notes." in listed and "notes://logo" in listed
-    assert stdio_tools["demo-read_resource"].call({"uri": "notes://today"}) == "[resource notes://today]\nbuy milk; call Ann"
+    assert (
+        stdio_tools["demo-read_resource"].call({"uri": "notes://today"})
+        == "[resource notes://today]\nbuy milk; call Ann"
+    )
     logo = stdio_tools["demo-read_resource"].call({"uri": "notes://logo"})
     assert isinstance(logo, list) and logo[0].image.startswith("data:image/png;base64,")
     assert stdio_tools["demo-read_resource"].call({"uri": "notes://nope"}).startswith("Error: demo-read_resource")
