@@ -60,6 +60,7 @@ _EXPORTS: dict[str, str] = {
     "Callbacks": "chatagent.run.events",
     "StructuredOutputError": "chatagent.errors",
     "StructuredOutput": "chatagent.plugins.structured",
+    "Compaction": "chatagent.run.compaction",
     "Plugin": "chatagent.run.plugin",
     "PluginError": "chatagent.run.plugin",
     "Blocked": "chatagent.run.plugin",
@@ -87,6 +88,7 @@ __all__ = [
     "FunctionTool",
     "StructuredOutputError",
     "StructuredOutput",
+    "Compaction",
     "Plugin",
     "PluginError",
     "Blocked",
@@ -161,6 +163,7 @@ if TYPE_CHECKING:
     from chatagent.plugins.guardrails import InputGuardrail, LLMJudge, OutputGuardrail, TextPolicy
     from chatagent.plugins.structured import StructuredOutput, StructuredOutputError
     from chatagent.run.approval import approval_message, pending_approval
+    from chatagent.run.compaction import Compaction
     from chatagent.run.events import Callbacks, Event
     from chatagent.run.plugin import Blocked, Plugin, PluginError, Retry
     from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, to_messages, to_openai

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast, overload
 from chatagent.llm.base import BaseChatModel
 from chatagent.llm.registry import get_chat_model
 from chatagent.run import start
+from chatagent.run.compaction import Compaction, compaction_of
 from chatagent.run.compat import whole_lists_as_fragments
 from chatagent.run.context import RunContext, current_run
 from chatagent.run.handle import ARun, Output, Run, afinal_response, final_response, named, output
@@ -93,6 +94,9 @@ class Agent(RunSteps):
         plugins: objects that take part in every run and may change it: rewrite the input, check it, watch or
             block model and tool calls, rewrite or replace the answer (see `chatagent.plugins`, `chatagent.plugins.guardrails`).
         generate_cfg: generation settings for this agent's model calls, over the model's own.
+        compaction: what a run does with a conversation that outgrew the model's window: "drop-oldest" (the
+            default), "summarise" or "off", or a `Compaction` (a cheaper model, a budget; see
+            `chatagent.run.compaction`).
 
     An unknown keyword argument raises TypeError naming it (in every subclass too: they pass theirs on here).
     """
@@ -126,9 +130,11 @@ class Agent(RunSteps):
         callbacks: Iterable[Callback] | None = None,
         response_format: Any = None,
         plugins: Iterable[Any] | None = None,
+        compaction: str | Compaction | None = None,
         **kwargs: Any,
     ) -> None:
         reject_unknown(type(self), kwargs)
+        self.compaction: Compaction = compaction_of(compaction)
         self._llm_cfg = llm
         self._llm: BaseChatModel | None = llm if isinstance(llm, BaseChatModel) else None
         self.system_message = system_message

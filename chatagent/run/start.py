@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from chatagent.run import events
+from chatagent.run.compaction import compacted
 from chatagent.run.context import CURRENT, RunContext
 from chatagent.run.driver import adrive, drive, observed
 from chatagent.run.plugin import Plugins
@@ -50,9 +51,14 @@ def loop(
 ) -> AgentLoop:
     """The agent's loop on `msgs`, controlled, with the run's events around it."""
     context.session_id = kwargs.get("session_id")
+    lang = lang or conversation_lang(msgs)
+    policy = getattr(agent, "compaction", None)
     token = CURRENT.set(context)  # a Qwen-style _run may do work before its first yield
     try:
-        gen = controlled_loop(agent, msgs, lang or conversation_lang(msgs), kwargs, context)
+        if policy is None or policy.mode == "drop-oldest":  # (the model layer drops the oldest turns)
+            gen = controlled_loop(agent, msgs, lang, kwargs, context)
+        else:  # a conversation that outgrew the window is summarised (or refused) first
+            gen = compacted(agent, msgs, context, lambda fitted: controlled_loop(agent, fitted, lang, kwargs, context))
     finally:
         CURRENT.reset(token)
     if context.callbacks:
