@@ -148,11 +148,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             server_names=args.server_name,
             mcp=args.mcp,
             expose_tools=args.expose_tools,
+            a2a=args.a2a,
         )
     except (SessionStoreError, ValueError, OSError) as e:
         raise CliError(str(e)) from None
     print(f"chatagent: serving {server.model_name} on {server.url} (API key {'required' if api_key else 'off'})"
-          + (f", MCP on {server.mcp_url}" if args.mcp else ""))  # fmt: skip
+          + (f", MCP on {server.mcp_url}" if args.mcp else "")
+          + (f", A2A on {server.a2a_url}" if args.a2a else ""))  # fmt: skip
     sys.stdout.flush()
     try:
         server.serve_forever()  # SIGTERM/SIGINT: the streams in flight finish (within --grace), then it returns

@@ -70,6 +70,7 @@ def asgi_app(
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     mcp: bool = False,
     expose_tools: bool = False,
+    a2a: bool = False,
 ) -> Any:
     """The ASGI app (a Starlette application) serving the agents with the OpenAI chat completions API (and MCP).
 
@@ -99,6 +100,8 @@ def asgi_app(
             under the same keys, conversations and approval rules (see `chatagent.server.mcp_server`; needs the
             `mcp` package).
         expose_tools: with `mcp`, the agents' own tools are MCP tools too (but those that need approval).
+        a2a: also serve the agents over A2A: agent cards (`/.well-known/agent-card.json`) and tasks at
+            `/a2a/<name>`, under the same rules (see `chatagent.server.a2a_server`; needs `a2a-sdk`).
     """
     from starlette.applications import Starlette
     from starlette.routing import Route
@@ -130,6 +133,12 @@ def asgi_app(
                             methods=["GET", "POST", "DELETE"]))  # fmt: skip
     elif expose_tools:
         raise ValueError("expose_tools is for the MCP server: give mcp=True too")
+    if a2a:
+        from chatagent.server.a2a_server import CARD_PATH, A2AEndpoint  # a2a-sdk: only when asked for
+
+        endpoint = A2AEndpoint(service)
+        routes += [Route(CARD_PATH, endpoint, methods=["GET"]),
+                   Route("/a2a/{name:path}", endpoint, methods=["GET", "POST"])]  # fmt: skip
 
     async def not_found(request: Any, exc: Exception) -> Any:
         from starlette.responses import JSONResponse
@@ -310,6 +319,11 @@ class AgentServer:
         """The base URL for OpenAI clients (ends in /v1)."""
         host, port = self.socket.getsockname()[:2]
         return f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
+
+    @property
+    def a2a_url(self) -> str:
+        """The base URL of the A2A agent (its card at `/.well-known/agent-card.json`; served with `a2a=True`)."""
+        return self.url[: -len("/v1")]
 
     @property
     def mcp_url(self) -> str:

@@ -98,7 +98,7 @@ def test_the_embedded_models_8k_window(tmp_path: Path) -> None:
     assert llm.context_window == 8192 and llm.input_limit() == 4000
     session = Session("local", f"sqlite:///{tmp_path}/s.db")
     facts = [f"My cat is called Tom. Note {i}: " + "The weather was mild and the garden was green. " * 10
-             for i in range(40)]  # fmt: skip
+             for i in range(44)]  # fmt: skip
     history: list[dict] = []
     for text in facts:
         history += [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}]
