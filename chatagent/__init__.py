@@ -61,6 +61,7 @@ _EXPORTS: dict[str, str] = {
     "StructuredOutputError": "chatagent.errors",
     "StructuredOutput": "chatagent.plugins.structured",
     "Compaction": "chatagent.run.compaction",
+    "A2AAgent": "chatagent.tools.a2a",
     "Plugin": "chatagent.run.plugin",
     "PluginError": "chatagent.run.plugin",
     "Blocked": "chatagent.run.plugin",
@@ -89,6 +90,7 @@ __all__ = [
     "StructuredOutputError",
     "StructuredOutput",
     "Compaction",
+    "A2AAgent",
     "Plugin",
     "PluginError",
     "Blocked",
@@ -164,6 +166,7 @@ if TYPE_CHECKING:
     from chatagent.plugins.structured import StructuredOutput, StructuredOutputError
     from chatagent.run.approval import approval_message, pending_approval
     from chatagent.run.compaction import Compaction
+    from chatagent.tools.a2a import A2AAgent
     from chatagent.run.events import Callbacks, Event
     from chatagent.run.plugin import Blocked, Plugin, PluginError, Retry
     from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, to_messages, to_openai

@@ -107,7 +107,7 @@ def _message(role: int, rec: TaskRecord, text: str, data: dict[str, Any] | None 
     m = pb.Message(message_id=uuid.uuid4().hex, role=role, task_id=rec.id, context_id=rec.context_id)  # type: ignore[arg-type]
     m.parts.append(pb.Part(text=text))
     if data is not None:
-        m.parts.add().data.update(data)
+        m.parts.add().data.struct_value.update(data)
     return m
 
 
@@ -247,7 +247,8 @@ class A2AEndpoint:
             await asyncio.shield(turn.close())
             if rec.text:
                 rec.history.append(_message(pb.ROLE_AGENT, rec, rec.text))
-            rec.emit(_artifact(rec, rec.text, append=False, last=True))
+            if rec.text:
+                rec.emit(_artifact(rec, rec.text, append=False, last=True))  # the whole answer, as the task has it
             rec.emit(pb.StreamResponse(status_update=pb.TaskStatusUpdateEvent(
                 task_id=rec.id, context_id=rec.context_id, status=rec.task().status)))  # fmt: skip
             rec.emit(None)
