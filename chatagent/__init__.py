@@ -166,7 +166,6 @@ if TYPE_CHECKING:
     from chatagent.plugins.structured import StructuredOutput, StructuredOutputError
     from chatagent.run.approval import approval_message, pending_approval
     from chatagent.run.compaction import Compaction
-    from chatagent.tools.a2a import A2AAgent
     from chatagent.run.events import Callbacks, Event
     from chatagent.run.plugin import Blocked, Plugin, PluginError, Retry
     from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, to_messages, to_openai
@@ -174,6 +173,7 @@ if TYPE_CHECKING:
     from chatagent.schema.stream import merge_delta
     from chatagent.server.runner import AgentServer
     from chatagent.sessions import Session, SessionBusyError, SessionConflictError, SessionInfo, SessionStoreError
+    from chatagent.tools.a2a import A2AAgent
     from chatagent.tools.arguments import ToolArgumentError
     from chatagent.tools.base import TOOL_REGISTRY, BaseTool, register_tool
     from chatagent.tools.from_function import FunctionTool, tool
