@@ -140,12 +140,15 @@ def compacted(
         return (yield from start(working))
     covered_before = len(msgs) - len(head) - len(body)
     summariser = policy.model(agent)
-    prompt = _summary_prompt(body[:cut], old_summary, policy.budget)
-    call = ModelCall(summariser, prompt, None, {"max_tokens": policy.budget}, 0, ctx, hide=True)
-    reply, error = yield from pass_on(call)
-    if error is not None:
-        raise error
-    summary = "\n".join(content_text(m.content) for m in reply or [] if m.role == ASSISTANT).strip()
+    summary = old_summary
+    for part in _parts(body[:cut], summariser, policy.budget):  # each prompt fits the summariser's own window
+        prompt = _summary_prompt(part, summary, policy.budget)
+        call = ModelCall(summariser, prompt, None, {"max_tokens": policy.budget}, 0, ctx, hide=True)
+        reply, error = yield from pass_on(call)
+        if error is not None:
+            raise error
+        summary = "\n".join(content_text(m.content) for m in reply or [] if m.role == ASSISTANT).strip()
+    summary = summary or ""
     if not summary:
         logger.warning("the summary of %d earlier messages came back empty: they are dropped instead", cut)
     mark = {"summary": summary, "covers": covered_before + cut, "tokens": summariser.count_tokens(summary)}
@@ -165,6 +168,25 @@ def _cut(body: list[Message], llm: BaseChatModel, room: int) -> int:
         total -= sum(sizes[cut:end])
         cut = end
     return cut
+
+
+def _parts(dropped: list[Message], summariser: BaseChatModel, budget: int) -> list[list[Message]]:
+    """The dropped messages in parts whose summary prompt fits the summariser's window (with the summary so far,
+    `budget` tokens, beside them); a message too long for one part is cut to fit."""
+    room = max(summariser.input_limit() - 2 * budget - 200, 200)
+    tokenizer = summariser.tokenizer
+    parts: list[list[Message]] = [[]]
+    used = 0
+    for m, size in zip(dropped, messages_tokens(dropped, tokenizer), strict=True):
+        if size > room:
+            m = m.copy(content=tokenizer.truncate(content_text(m.content), room - 20))
+            size = room
+        if used + size > room and parts[-1]:
+            parts.append([])
+            used = 0
+        parts[-1].append(m)
+        used += size
+    return parts
 
 
 def _summary_prompt(dropped: list[Message], old_summary: str | None, budget: int) -> list[Message]:
