@@ -22,10 +22,9 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import orjson
 from mcp.server.lowlevel import Server
-from mcp_types import CallToolResult, ListToolsResult, TextContent, Tool
+from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool
 
 from chatagent.agent import Agent
 from chatagent.run.approval import APPROVAL, needs_approval
@@ -170,8 +169,7 @@ class MCPSurface:
                 except Exception as e:
                     raise reported(e) from None
                 finally:
-                    with anyio.CancelScope(shield=True):  # a cancelled call closes its run all the same
-                        await turn.close()
+                    await asyncio.shield(turn.close())  # a cancelled call closes its run all the same
         finally:
             svc.running -= 1
         text, extra, paused = outcome.result()

@@ -33,6 +33,8 @@ EXTRA_OF: dict[str, str] = {
     "xllamacpp": "local",
     "mcp": "mcp",
     "httpx2": "mcp",
+    "a2a": "a2a",
+    "google": "a2a",  # google.protobuf: A2A's wire types
     "matplotlib": "tools",
     "opentelemetry": "otel",
 }
