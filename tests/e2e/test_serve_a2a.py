@@ -69,7 +69,7 @@ def test_a_paused_approval_is_input_required_and_the_same_task_goes_on(bank: Age
     async def main() -> tuple:
         first = (await send(bank.a2a_url, message("Pay Bob 10.")))[-1].task
         ran_before = runs.read_text()
-        done = (await send(bank.a2a_url, message("", task=first.id, context=first.context_id, approval=True)))
+        done = await send(bank.a2a_url, message("", task=first.id, context=first.context_id, approval=True))
         return first, ran_before, done[-1].task
 
     first, ran_before, done = asyncio.run(main())
@@ -123,7 +123,7 @@ def test_tasks_and_contexts_belong_to_their_principal(tmp_path: Path) -> None:
                     stolen = "read"
                 except Exception as e:
                     stolen = str(e)
-            theirs = (await send(srv.a2a_url, message("what was it?", context=mine.context_id), key=keys["bob"]))
+            theirs = await send(srv.a2a_url, message("what was it?", context=mine.context_id), key=keys["bob"])
             return mine, stolen, theirs[-1].task
 
         mine, stolen, theirs = asyncio.run(main())

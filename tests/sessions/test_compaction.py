@@ -87,23 +87,23 @@ def test_off_refuses_drop_oldest_drops_and_a_fitting_conversation_is_left_alone(
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_embedded_models_8k_window(tmp_path: Path) -> None:
-    """The embedded model (an 8k window, of which the prompt may take 4k here: llama.cpp on 2 cores reads a few
-    hundred tokens a second) and a conversation longer than that: it summarises the old turns itself, answers
+    """The embedded model (an 8k window, of which the prompt may take 2k here: llama.cpp on 2 shared cores reads
+    as few as 25 tokens a second under load) and a conversation longer than that: it summarises the old turns itself, answers
     within its window, and the next turn reuses the summary."""
     pytest.importorskip("xllamacpp")
     from chatagent.llm.local import LocalModel
 
-    cfg = {"temperature": 0, "max_tokens": 24, "max_input_tokens": 4000}
+    cfg = {"temperature": 0, "max_tokens": 24, "max_input_tokens": 2000}
     llm = LocalModel({"model_type": "local", "generate_cfg": cfg})
-    assert llm.context_window == 8192 and llm.input_limit() == 4000
+    assert llm.context_window == 8192 and llm.input_limit() == 2000
     session = Session("local", f"sqlite:///{tmp_path}/s.db")
     facts = [f"My cat is called Tom. Note {i}: " + "The weather was mild and the garden was green. " * 10
-             for i in range(44)]  # fmt: skip
+             for i in range(22)]  # fmt: skip
     history: list[dict] = []
     for text in facts:
         history += [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}]
     session.append(history)
-    assert llm.tokenizer.count(" ".join(facts)) > 4500
+    assert llm.tokenizer.count(" ".join(facts)) > 2200
     bot = BasicAgent(llm=llm, compaction=Compaction(budget=80, fill=0.4))
     first = bot.run_nonstream([{"role": "user", "content": "What is my cat called?"}], session=session)
     mark = first[0]["extra"][COMPACTION]
