@@ -24,6 +24,7 @@ from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, content_text
 THINKING_TITLE = "💭 Thinking"
 CUT_NOTE = "✂️ *Cut off: the answer reached its token limit (`max_tokens`).*"
 LOOP_NOTE = "✂️ *Ended: the model began to repeat itself.*"
+ECHO_NOTE = "✂️ *Ended: the model began to recite its instructions; that part was removed.*"
 # a fence opens with 3+ backticks (no backtick after them on the line) or 3+ tildes, indented 0-3 spaces
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}(?=[^`]*$)|~{3,})")
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
@@ -232,7 +233,7 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
             )
         )
     extra = msg.extra or {}
-    note = {"length": CUT_NOTE, "repetition": LOOP_NOTE}.get(extra.get("stop_reason", ""))
+    note = {"length": CUT_NOTE, "repetition": LOOP_NOTE, "prompt_echo": ECHO_NOTE}.get(extra.get("stop_reason", ""))
     if note:
         out.append(chat_message("assistant", note))
     if extra.get("sources"):

@@ -78,6 +78,8 @@ class TerminalPrinter:
             w(f"{self.dim}[cut off: the answer reached its token limit (max_tokens)]{self.reset}\n")
         elif extra.get("stop_reason") == "repetition":
             w(f"{self.dim}[ended: the model began to repeat itself]{self.reset}\n")
+        elif extra.get("stop_reason") == "prompt_echo":
+            w(f"{self.dim}[ended: the model began to recite its instructions; that part was removed]{self.reset}\n")
         sources = extra.get("sources")
         if sources:
             from chatagent.rag.chunking import source_label
