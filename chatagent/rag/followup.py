@@ -14,6 +14,7 @@ holds what both are about.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from chatagent.rag.analysis import analyze
@@ -32,14 +33,17 @@ _REFERS_BACK = re.compile(
     r"|[它这那此其该]|上面|上述|刚才|之前|呢\s*[?？]?\s*$",
     re.IGNORECASE,
 )
-# Terms (as `analyze` makes them) that ask for more of something without naming it.
-_REQUEST_TERMS = frozenset(
-    analyze(
-        "example examples show explain explanation tell more detail details elaborate give mean meaning clarify "
-        "continue summary summarise summarize illustrate describe please thanks thank use work why"
-    )
-    + ["例子", "举例", "解释", "详细", "更多", "说明", "什么", "怎么", "一下", "谢谢", "继续", "总结"]
+# Words that ask for more of something without naming it, and their Chinese counterparts (as bigrams).
+_REQUEST_WORDS = (
+    "example examples show explain explanation tell more detail details elaborate give mean meaning clarify "
+    "continue summary summarise summarize illustrate describe please thanks thank use work why"
 )
+_REQUEST_BIGRAMS = ("例子", "举例", "解释", "详细", "更多", "说明", "什么", "怎么", "一下", "谢谢", "继续", "总结")
+
+
+@lru_cache(maxsize=1)
+def _request_terms() -> frozenset[str]:
+    return frozenset([*analyze(_REQUEST_WORDS), *_REQUEST_BIGRAMS])
 
 
 def refers_back(question: str) -> bool:
@@ -49,7 +53,8 @@ def refers_back(question: str) -> bool:
 
 def names_nothing(question: str) -> bool:
     """Whether `question` has no search term of its own beyond asking for more ("Can you show an example?")."""
-    return all(term in _REQUEST_TERMS for term in analyze(question))
+    request = _request_terms()
+    return all(term in request for term in analyze(question))
 
 
 def search_query(question: str, before: str | None, index: FileIndex) -> str:

@@ -86,13 +86,23 @@ def test_history_gives_way_before_the_excerpts(manual: Path, store: DocStore) ->
     assert sent_tokens(llm) <= 900
 
 
-def test_a_question_too_long_for_the_window_is_a_clear_error(manual: Path, store: DocStore) -> None:
-    llm = ScriptedLLM(["never"], generate_cfg={"max_input_tokens": 300})
+def test_a_question_too_long_for_the_window_is_shortened_or_a_clear_error(manual: Path, store: DocStore) -> None:
+    question = "Tell me about the boilers. " * 80 + "Which one is the oldest?"
+    llm = ScriptedLLM(["never"], generate_cfg={"max_input_tokens": 300, "long_input": "raise"})
     bot = Assistant(llm=llm, files=[str(manual)], rag_cfg={"store": store})
     with pytest.raises(ModelServiceError) as e:
-        bot.run_nonstream([{"role": "user", "content": "Tell me about the boilers. " * 80}])
+        bot.run_nonstream([{"role": "user", "content": question}])
     assert e.value.code == "context_too_long" and "max_input_tokens=300" in e.value.message
     assert llm.calls == []
+    # by default, as Qwen-Agent: the question is cut in the middle, its beginning and end kept, and answered
+    llm = ScriptedLLM(["The oldest is boiler 1."], generate_cfg={"max_input_tokens": 300})
+    out = Assistant(llm=llm, files=[str(manual)], rag_cfg={"store": store}).run_nonstream(
+        [{"role": "user", "content": question}]
+    )
+    assert out[-1]["content"] == "The oldest is boiler 1."
+    sent = llm.calls[0].messages[-1].text
+    assert sent.startswith("Tell me about the boilers.") and sent.endswith("Which one is the oldest?")
+    assert sent_tokens(llm) <= 300
 
 
 def test_a_follow_up_starts_with_the_prompt_before_it_and_repeats_no_excerpt(manual: Path, store: DocStore) -> None:
