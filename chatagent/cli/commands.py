@@ -31,8 +31,9 @@ logger = logging.getLogger(__name__)
 
 def cmd_chat(args: argparse.Namespace) -> int:
     files = collect_files(args.file, None)
-    agent = agent_from_args(args, files)
-    took_files = not args.agent and is_assistant(agent)  # the default Assistant was built with the files
+    # with a session the files go with the first message, and so are stored with the conversation
+    agent = agent_from_args(args, () if args.session else files)
+    took_files = not args.session and not args.agent and is_assistant(agent)  # the Assistant was built with them
     if files and not took_files:
         logger.info("attaching %d files to the first message", len(files))
     try:
@@ -42,11 +43,21 @@ def cmd_chat(args: argparse.Namespace) -> int:
     session = None
     if args.session:
         session = _session(args.session, args.store)
-        count = len(session.messages())
-        if count:
-            print(f"(resuming {args.session!r}: {count} messages so far; /clear starts it over)")
+        stored = session.messages()
+        if stored:
+            print(f"(resuming {args.session!r}: {len(stored)} messages so far{_files_note(stored)}; "
+                  "/clear starts it over)")  # fmt: skip
     chat_loop(agent, () if took_files else files, session=session)
     return 0
+
+
+def _files_note(stored: list[dict]) -> str:
+    """', with its files a.pdf, b.docx' for a stored conversation that has files (they are read again)."""
+    from chatagent.schema import to_messages
+    from chatagent.tools.retrieval import message_files
+
+    names = list(dict.fromkeys(Path(f).name for f in message_files(to_messages(stored))))
+    return f", with its files {', '.join(names)}" if names else ", no files"
 
 
 def _session(name: str | None, store: str | None) -> Session:
