@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from chatagent.agent import current_run
@@ -52,13 +52,14 @@ from chatagent.agents.fncall import FnCallAgent
 from chatagent.errors import ModelServiceError
 from chatagent.llm.budget import prompt_tokens, truncate_messages
 from chatagent.rag.followup import search_query
-from chatagent.rag.highlight import best_passage, best_sentences
+from chatagent.rag.highlight import best_passage, best_sentences, sentence_spans
 from chatagent.rag.parsers import display_name
 from chatagent.rag.progress import Progress
 from chatagent.rag.progress import report as tell
 from chatagent.schema import ASSISTANT, SYSTEM, USER, ContentItem, Message, with_system_text
 from chatagent.schema.fragment import Fragment
 from chatagent.tools.retrieval import allowed_files, message_files
+from chatagent.utils.tokens import count_tokens
 
 if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel
@@ -78,6 +79,7 @@ LOCAL_WINDOW_SHARE = 6  # a model on this machine's CPU: by default excerpts tak
 MIN_EXCERPT_TOKENS = 50  # less room than this: no excerpts (the question alone may still fit)
 BLOCK_MARGIN = 8  # tokens kept free in a turn's excerpts: a text counted in pieces may count a little more whole
 PASSAGE_ANSWER_TOKENS = 160  # the small model's summary of the passage, unless max_tokens is set
+PASSAGE_MODEL_TOKENS = 200  # of the passage, the small model reads about this much, from its first match on
 
 PROMPTS = {
     "en": {
@@ -124,6 +126,7 @@ class _Turn:
     given: list[Chunk]  # the ones the model reads with it (all, or the passage alone)
     new: list[Chunk]  # of those, the ones not given in an earlier turn
     errors: list[str] = field(default_factory=list)  # files that newly failed
+    passage: dict[str, Any] | None = None  # shown first (see `_passage`)
 
 
 class Assistant(FnCallAgent):
@@ -175,8 +178,8 @@ class Assistant(FnCallAgent):
         messages, latest = yield from self._blocking(self._with_excerpts, messages, prompts, report, passage_first)
         current_run().check_deadline()  # reading many new files can take a while
         extra: dict[str, Any] = {"sources": [c.as_source() for c in latest.chunks] if latest else []}
-        if passage_first and latest and latest.chunks:
-            extra["passage"] = _passage(latest.chunks[0], latest.query)
+        if latest and latest.passage:
+            extra["passage"] = latest.passage
             yield [Fragment.unchecked(ASSISTANT, "", None, None, None, {"passage": extra["passage"]}, 0)]
             self._keep_short()
         response = yield from super()._run(_files_as_text(messages), lang=lang, **kwargs)
@@ -219,11 +222,13 @@ class Assistant(FnCallAgent):
             budget = min(self._max_ref_tokens(llm), room - llm.count_tokens(_block_frame(prompts)))
             before = turns[-1].query if turns else None
             query, chunks, errors = self._excerpts(files, messages[i].text, before, budget, llm, report)
+            shown, passage = chunks, None
             if passage_first and chunks:  # the passage shown first and given alone: the hit with the best sentence
-                best = best_passage([c.text for c in chunks], query)
-                chunks.insert(0, chunks.pop(best))
-            shown = chunks[:1] if passage_first else chunks
+                chunks.insert(0, chunks.pop(best_passage([c.text for c in chunks], query)))
+                passage = _passage(chunks[0], query)
+                shown = [_around_match(chunks[0], passage["highlights"])]
             turn = _Turn(i, query, chunks, shown, [c for c in shown if c.id not in given], sorted(set(errors) - failed))
+            turn.passage = passage
             given.update(c.id for c in shown)
             failed.update(errors)
             turns.append(turn)
@@ -327,6 +332,21 @@ def _passage(chunk: Chunk, query: str) -> dict[str, Any]:
     """The passage shown first: its file, pages, text and the (start, end) of its sentences that match `query`."""
     spans = best_sentences(chunk.text, query)
     return {**chunk.as_source(), "text": chunk.text, "highlights": [list(span) for span in spans]}
+
+
+def _around_match(chunk: Chunk, highlights: list[list[int]]) -> Chunk:
+    """`chunk` cut to what the small model reads of it: from its first matching sentence (or its start), whole
+    sentences up to PASSAGE_MODEL_TOKENS (every token of the prompt delays the answer)."""
+    text = chunk.text
+    start = min((a for a, _ in highlights), default=0)
+    end = start
+    for _, b in sentence_spans(text):
+        if b <= start:
+            continue
+        if end > start and count_tokens(text[start:b]) > PASSAGE_MODEL_TOKENS:
+            break
+        end = b
+    return replace(chunk, text=text[start:end], tokens=count_tokens(text[start:end]))
 
 
 def _excerpt_text(chunk: Chunk) -> str:
