@@ -56,6 +56,7 @@ from chatagent.rag.highlight import best_passage, best_sentences, sentence_spans
 from chatagent.rag.parsers import display_name
 from chatagent.rag.progress import Progress
 from chatagent.rag.progress import report as tell
+from chatagent.run.events import PROGRESS, Event, emit
 from chatagent.schema import ASSISTANT, SYSTEM, USER, ContentItem, Message, with_system_text
 from chatagent.schema.fragment import Fragment
 from chatagent.tools.retrieval import allowed_files, message_files
@@ -167,6 +168,7 @@ class Assistant(FnCallAgent):
         self.store: DocStore = cfg.get("store") or _make_store(cfg)
 
     async_safe = True  # reading files goes through _blocking
+    fragment_native = True
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         report = self._reporter(kwargs.pop("on_progress", None) or self.on_progress)
@@ -311,8 +313,6 @@ class Assistant(FnCallAgent):
 
         def report(p: Progress) -> None:
             if callbacks:
-                from chatagent.run.events import PROGRESS, Event, emit
-
                 emit(callbacks, Event(PROGRESS, self.name, data={"progress": p, "text": p.describe()}))
             if on_progress is not None:
                 on_progress(p)
@@ -322,7 +322,7 @@ class Assistant(FnCallAgent):
 
 def _make_store(cfg: dict[str, Any]) -> DocStore:
     """A store of its own when `cfg` sets chunking or size options, else the workspace's."""
-    from chatagent.rag.store import DocStore, default_store
+    from chatagent.rag.store import DocStore, default_store  # numpy, parsers: on first use
 
     options = {k: cfg[k] for k in ("chunk_tokens", "overlap_tokens", "max_bytes") if k in cfg}
     return DocStore(**options) if options else default_store()
