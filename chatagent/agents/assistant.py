@@ -26,8 +26,8 @@ turns do not count: when the whole conversation does not fit, the model drops th
 the best-matching passage is the answer's first part: `extra['passage']` (`file`, `pages`, `text`, and
 `highlights`, the (start, end) of its sentences that match the question, see `chatagent.rag.highlight`)
 comes before the model says anything, the model is given that passage alone, with a short instruction, and
-its answer is kept short (PASSAGE_ANSWER_TOKENS unless `max_tokens` is set for the agent or the run): a
-summary of the passage, which the web UI and the CLI show as the small model's.
+its answer is kept short (one paragraph of at most PASSAGE_ANSWER_TOKENS unless `max_tokens` or `stop` is set
+for the agent or the run): a summary of the passage, which the web UI and the CLI show as the small model's.
 
 **Sources.** The final answer carries `extra['sources']`: the excerpts chosen for the question, best
 first, as `{'file', 'pages', 'text'}` (see `Chunk.as_source`), whatever the model writes.
@@ -79,7 +79,7 @@ DEFAULT_MAX_REF_TOKEN = 20000  # Qwen-Agent's: a mid-size document reaches the m
 LOCAL_WINDOW_SHARE = 6  # a model on this machine's CPU: by default excerpts take at most a sixth of its window
 MIN_EXCERPT_TOKENS = 50  # less room than this: no excerpts (the question alone may still fit)
 BLOCK_MARGIN = 8  # tokens kept free in a turn's excerpts: a text counted in pieces may count a little more whole
-PASSAGE_ANSWER_TOKENS = 160  # the small model's summary of the passage, unless max_tokens is set
+PASSAGE_ANSWER_TOKENS = 120  # the small model's summary of the passage, unless max_tokens is set
 PASSAGE_MODEL_TOKENS = 200  # of the passage, the small model reads about this much, from its first match on
 
 PROMPTS = {
@@ -195,12 +195,16 @@ class Assistant(FnCallAgent):
         return bool(getattr(llm, "default_weights", False))  # the embedded model's small default weights
 
     def _keep_short(self) -> None:
-        """Cap this run's answer at PASSAGE_ANSWER_TOKENS unless the agent or the run sets `max_tokens`."""
+        """Keep this run's answer to one paragraph of at most PASSAGE_ANSWER_TOKENS, unless the agent or the run
+        sets `max_tokens` (or `stop`)."""
         run = current_run()
-        if "max_tokens" in self.extra_generate_cfg or "max_tokens" in (run.generate_cfg or {}):
-            return
-        cap = min(self.llm.max_tokens() or PASSAGE_ANSWER_TOKENS, PASSAGE_ANSWER_TOKENS)
-        run.generate_cfg = {**(run.generate_cfg or {}), "max_tokens": cap}
+        given = {**self.extra_generate_cfg, **(run.generate_cfg or {})}
+        short: dict[str, Any] = {}
+        if "max_tokens" not in given:
+            short["max_tokens"] = min(self.llm.max_tokens() or PASSAGE_ANSWER_TOKENS, PASSAGE_ANSWER_TOKENS)
+        if "stop" not in given and "stop" not in self.llm.generate_cfg:
+            short["stop"] = ["\n\n"]  # a summary is one paragraph: a small model's second one wanders
+        run.generate_cfg = {**(run.generate_cfg or {}), **short}
 
     # ---- excerpts ---------------------------------------------------------------------------------------
 

@@ -175,13 +175,13 @@ def _shortened(m: Message, keep: int, tokenizer: Tokenizer) -> Message:
     """`m` with its text cut to `keep` tokens in the middle (its longest text item, when it has several parts)."""
     if isinstance(m.content, str):
         return m.copy(content=tokenizer.truncate_middle(m.content, keep))
-    texts = [i for i, item in enumerate(m.content) if item.text is not None]
+    items = list(m.content)
+    texts = {i: item.text for i, item in enumerate(items) if item.text is not None}
     if not texts:
         return m
-    longest = max(texts, key=lambda i: len(m.content[i].text or ""))
-    others = sum(tokenizer.count_many([m.content[i].text or "" for i in texts if i != longest]))
-    items = list(m.content)
-    items[longest] = ContentItem(text=tokenizer.truncate_middle(items[longest].text or "", max(keep - others, 1)))
+    longest = max(texts, key=lambda i: len(texts[i]))
+    others = sum(tokenizer.count_many([t for i, t in texts.items() if i != longest]))
+    items[longest] = ContentItem(text=tokenizer.truncate_middle(texts[longest], max(keep - others, 1)))
     return m.copy(content=items)
 
 

@@ -82,7 +82,7 @@ def test_the_assistant_answers_from_a_large_pdf_and_cites_the_page(manual: Path,
     assert FACT in [passage["text"][a:b] for a, b in passage["highlights"]]
     # the small model read that passage alone, with a short instruction (nothing long to recite): before, a sixth of
     # its window of excerpts and the long instruction, about 1,500 tokens
-    assert run.usage.prompt_tokens < 700
+    assert 0 < run.usage.prompt_tokens < 700
     sources = answer["extra"]["sources"]
     assert [FACT_PAGE] in [s["pages"] for s in sources], sources
     assert all(len(s["pages"]) == 1 for s in sources)  # no excerpt straddles pages
