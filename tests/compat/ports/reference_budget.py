@@ -6,7 +6,7 @@ import os
 from chatagent.agents import Assistant
 
 SOURCE = "qwen_agent/agents/assistant.py, qwen_agent/settings.py (DEFAULT_MAX_REF_TOKEN)"
-WHOLE = ["Section 1.", "Section 6.", "Section 12.", "The secret code of the vault is 4242"]
+WHOLE = ["Section 1.", "Section 5.", "Section 9.", "4242"]
 RULES = ["keywords", ("contains", WHOLE, "Twelve sections of steady progress; section 9 gives the vault code 4242.")]
 MODEL = []
 
