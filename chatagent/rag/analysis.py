@@ -99,8 +99,9 @@ MIN_SPLIT_LETTERS = 2 * MIN_PART_LETTERS + 1  # a shorter word is not split
 def query_terms(text: str, known: Container[str]) -> list[str]:
     """`analyze(text)`, then the query's English compounds written the other way, where `known` (the index's
     terms) holds them: two adjacent words joined ("scatter plot", "scatter-plot" -> scatterplot, counted twice as
-    it stands for two words) and a word split into two known words ("scatterplot" -> scatter, plot: the most even split, parts of at least MIN_PART_LETTERS
-    letters, no stop word). So a query finds a compound however the documents write it.
+    it stands for two words) and a word the index does not hold split into two known words ("scatterplot" ->
+    scatter, plot: the most even split, parts of at least MIN_PART_LETTERS letters, no stop word). So a query
+    finds a compound however the documents write it.
     """
     terms = analyze(text)
     words = [t for t in _TOKENS.findall(text.lower()) if t.isalpha() and t.isascii()]
@@ -111,7 +112,7 @@ def query_terms(text: str, known: Container[str]) -> list[str]:
             if joined and joined in known:
                 extra += [joined, joined]  # it stands for two words of the query
     for word in words:
-        if len(word) >= MIN_SPLIT_LETTERS:
+        if len(word) >= MIN_SPLIT_LETTERS and _term(word) not in known:
             extra.extend(_split_compound(word, known))
     return terms + extra
 
