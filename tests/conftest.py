@@ -2,15 +2,22 @@
 
 `openai_server`: the loopback OpenAI-compatible server (tests/support/openai_server.py), one per test
 session, emptied before each test. Its module docstring documents the API.
+
+Search by meaning is off for the suite (CHATAGENT_EMBEDDER=none, inherited by the processes tests start):
+embedding every test's documents would cost minutes of the 2 shared cores. The tests of hybrid retrieval and
+memory (tests/rag/test_rag_dense.py, tests/memory/) turn it on for themselves, on small texts.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.openai_server import OpenAIServer
+
+os.environ.setdefault("CHATAGENT_EMBEDDER", "none")
 
 
 @pytest.fixture(scope="session")

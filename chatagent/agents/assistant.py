@@ -43,6 +43,7 @@ from chatagent.agents.fncall import FnCallAgent
 from chatagent.errors import ModelServiceError
 from chatagent.llm.budget import prompt_tokens, truncate_messages
 from chatagent.rag.parsers import display_name
+from chatagent.rag.snippets import snippet_source
 from chatagent.schema import ASSISTANT, SYSTEM, USER, ContentItem, Message, with_system_text
 from chatagent.schema.fragment import Fragment
 from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN, allowed_files, message_files
@@ -171,7 +172,10 @@ class Assistant(FnCallAgent):
         if len(turns) > 1:  # the latest excerpts must not rely on turns the model will drop to fit
             out = self._refit_latest(out, messages, turns, prompts, llm, cfg, fixed)
         latest = turns[-1] if turns and turns[-1].index == users[-1] else None
-        return out, [c.as_source() for c in latest.chunks] if latest else []
+        if latest is None:
+            return out, []
+        query = _query(messages, users, latest.index)  # a source shows the sentences that matched it
+        return out, [snippet_source(c, query) for c in latest.chunks]
 
     def _excerpts(
         self, files: list[str], query: str, budget: int, llm: BaseChatModel, report: ProgressCallback

@@ -168,14 +168,13 @@ class Index:
         if top_k <= 0 or not self._ids:
             return []
         scores, matched = self._bm25(query)
+        vectors = self._dense_vectors()
+        if vectors is not None:  # every document is a candidate; the links follow the best hits of both sides
+            scores = fuse(scores, vectors @ query_vector(self.embedder, query), query)  # type: ignore[arg-type]
+            matched = np.ones(len(self._ids), dtype=bool)
         if self.link_depth > 0 and self.link_boost > 0 and matched.any():
             self._add_links(scores, matched)
-        vectors = self._dense_vectors()
-        if vectors is not None:
-            scores = fuse(scores, vectors @ query_vector(self.embedder, query), query)  # type: ignore[arg-type]
-            candidates = np.arange(len(self._ids))
-        else:
-            candidates = np.flatnonzero(matched)
+        candidates = np.flatnonzero(matched)
         if len(candidates) > top_k:
             part = np.argpartition(-scores[candidates], top_k - 1)[:top_k]
             candidates = candidates[part]

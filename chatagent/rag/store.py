@@ -27,10 +27,12 @@ from pathlib import Path
 from chatagent.rag.chunking import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS, chunk_document
 from chatagent.rag.disk_cache import CACHE_VERSION, DiskCache
 from chatagent.rag.document import PageCallback, ParseJob
+from chatagent.rag.embedders import Embedder, default_embedder
 from chatagent.rag.file_index import FileIndex, ParsedFile, Retrieved, format_chunks, hash_key
 from chatagent.rag.parsers import Document, DocumentError, display_name, max_file_bytes, parse_bytes, read_file
 from chatagent.rag.progress import Progress, ProgressCallback, page_reporter, report
 from chatagent.rag.urls import FetchedUrls
+from chatagent.rag.vector_cache import VectorCache
 from chatagent.utils.tokens import count_tokens
 from chatagent.utils.workspace import workspace_root
 
@@ -52,8 +54,10 @@ class DocStore:
         disk_cache: bool = True,
         memory_docs: int = 256,
         memory_indexes: int = 32,
+        embedder: Embedder | str | None = "default",
     ) -> None:
         self.root = (Path(workspace).expanduser() if workspace is not None else workspace_root()) / "rag"
+        self.embedder: Embedder | None = default_embedder() if embedder == "default" else embedder  # type: ignore[assignment]
         self.chunk_tokens = chunk_tokens
         self.overlap_tokens = overlap_tokens
         self.max_bytes = max_bytes
@@ -66,6 +70,7 @@ class DocStore:
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._disk = DiskCache(self.root)
+        self.vectors = VectorCache(self.root / "vectors.sqlite3") if disk_cache else None
         self._urls = FetchedUrls()
         self.parses = 0  # files actually parsed by this store (not served from a cache)
 
@@ -85,6 +90,10 @@ class DocStore:
 
         `deadline` (a time.monotonic() value) stops reading new files with RunDeadlineExceeded once passed."""
         file_index, errors = self.load(files, passwords=passwords, on_progress=on_progress, deadline=deadline)
+        index = file_index.index
+        if not index.dense_ready and index.embedder is not None:  # the answer does not wait: keywords meanwhile
+            done, total = index.embedding_progress
+            report(on_progress, Progress("embed", "", done, total))
         report(on_progress, Progress("search", "", len(file_index.entries), len(file_index.entries)))
         found = file_index.select(query, max_tokens)
         found.errors = errors
@@ -267,14 +276,15 @@ class DocStore:
                 if found is not None:
                     return found
                 started = time.perf_counter()
-                index = self._disk.load_index(key) if self.disk_cache else None
+                index = self._disk.load_index(key, self.embedder, self.vectors) if self.disk_cache else None
                 if index is None:
-                    index = Index()
+                    index = Index(embedder=self.embedder, vector_cache=self.vectors)
                     chunks = [c for e in entries for c in e.chunks]
                     index.add_texts([c.id for c in chunks], [c.text for c in chunks])
-                    index.search("")  # build the postings now, not at the first query
+                    index.scores("")  # build the postings now, not at the first query
                     if self.disk_cache:
                         self._disk.save_index(key, index)
+                index.start_embedding()  # vectors from the cache now; the rest on the background thread
                 file_index = FileIndex(entries, index)
                 seconds = time.perf_counter() - started
                 logger.info("indexed %d files, %d chunks in %.2f s", len(entries), len(file_index.chunks), seconds)

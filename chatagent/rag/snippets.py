@@ -1,0 +1,66 @@
+"""The sentences of a passage that best match a query: what a source shows, what an excerpt keeps when cut.
+
+    best_sentences(chunk.text, 'How do I flip an image?')    # 'To flip an image, choose Image > Flip. …'
+    snippet_source(chunk, query)        # chunk.as_source() with that text: {'file', 'pages', 'text'}
+
+A sentence's weight is the number of distinct query terms it holds (terms as the index makes them: stems,
+Chinese bigrams), the rarer-in-the-passage ones first on ties; the chosen sentences come back in the passage's
+order, ' … ' where text was skipped. A query that shares no term with the passage gets its opening sentences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from chatagent.rag.analysis import analyze as default_analyze
+from chatagent.rag.chunking import SNIPPET_CHARS, split_sentences
+
+if TYPE_CHECKING:
+    from chatagent.rag.chunking import Chunk
+
+__all__ = ["best_sentences", "ranked_sentences", "snippet_source"]
+
+GAP = " … "
+
+
+def ranked_sentences(
+    text: str, query: str, analyze: Callable[[str], list[str]] = default_analyze
+) -> tuple[list[str], list[int]]:
+    """The sentences of `text`, and their positions ranked best first for `query` (ties: earlier first)."""
+    pieces = split_sentences(text)
+    wanted = set(analyze(query))
+    overlap = [len(wanted.intersection(analyze(p))) for p in pieces]
+    return pieces, sorted(range(len(pieces)), key=lambda i: (-overlap[i], i))
+
+
+def best_sentences(
+    text: str, query: str, max_chars: int = SNIPPET_CHARS, analyze: Callable[[str], list[str]] = default_analyze
+) -> str:
+    """The best sentences of `text` for `query` within `max_chars`, in their order (see the module docstring)."""
+    pieces, ranked = ranked_sentences(" ".join(text.split()), query, analyze)
+    if not pieces:
+        return ""
+    keep: list[int] = []
+    used = 0
+    for i in ranked:
+        cost = len(pieces[i]) + len(GAP)
+        if used + cost <= max_chars:
+            keep.append(i)
+            used += cost
+    if not keep:  # the best sentence alone is too long: its start
+        first = pieces[ranked[0]]
+        cut = first.rfind(" ", 0, max_chars)
+        return first[: cut if cut > max_chars // 2 else max_chars] + " …"
+    keep.sort()
+    out = pieces[keep[0]]
+    for before, i in zip(keep, keep[1:]):
+        out += (" " if i == before + 1 else GAP) + pieces[i]
+    return out
+
+
+def snippet_source(chunk: Chunk, query: str, max_chars: int = SNIPPET_CHARS) -> dict[str, Any]:
+    """`chunk.as_source()` whose text is its best sentences for `query`."""
+    source = chunk.as_source(max_chars)
+    source["text"] = best_sentences(chunk.text, query, max_chars)
+    return source
