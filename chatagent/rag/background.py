@@ -17,7 +17,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -37,8 +37,15 @@ LOW_PRIORITY = 19
 class EmbeddingJob:
     """The vectors of `texts` by `embedder`: from `cache` where it has them, else embedded by the worker thread."""
 
-    def __init__(self, embedder: Embedder, texts: Sequence[str], cache: VectorCache | None = None) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        texts: Sequence[str],
+        cache: VectorCache | None = None,
+        on_ready: Callable[[np.ndarray], object] | None = None,
+    ) -> None:
         self.embedder = embedder
+        self.on_ready = on_ready  # given the vectors once all are computed (on the thread that finished them)
         self.texts = list(texts)
         self.cache = cache
         self.total = len(self.texts)
@@ -106,7 +113,13 @@ class EmbeddingJob:
             if self.total:
                 self.vectors = np.stack([self._rows[i] for i in range(self.total)]).astype(np.float32)
             self._rows = {}
-            self.ready.set()
+        if self.on_ready is not None and self.vectors is not None:
+            try:
+                self.on_ready(self.vectors)
+            except Exception as e:  # the vectors stay usable here; whoever wanted them stored says why not
+                self.error = f"{type(e).__name__}: {e}"
+                logger.warning("storing %d vectors of %s failed: %s", self.total, self.embedder.name, self.error)
+        self.ready.set()
 
 
 _queue: queue.Queue[EmbeddingJob] = queue.Queue()
