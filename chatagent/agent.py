@@ -409,6 +409,7 @@ class Agent(RunSteps):
 
         session = checked_session(session)
         kwargs.setdefault("session_id", tool_state_key(session))
+        context.session = session
 
         def start(conversation: list[Message]) -> Iterator[Fragments]:
             return drive(self._start(conversation, lang, context, kwargs))
@@ -432,6 +433,7 @@ class Agent(RunSteps):
 
         session = checked_session(session)
         kwargs.setdefault("session_id", tool_state_key(session))
+        context.session = session
 
         def start(conversation: list[Message]) -> AsyncIterator[Fragments]:
             return adrive(self._start(conversation, lang, context, kwargs), blocking)

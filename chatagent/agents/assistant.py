@@ -23,6 +23,11 @@ that alone exceeds the window still raises `ModelServiceError('context_too_long'
 **Sources.** The final answer carries `extra['sources']`: the excerpts chosen for the question, best
 first, as `{'file', 'pages', 'text'}` (see `Chunk.as_source`), whatever the model writes.
 
+**Memory.** With `memory=` (a `chatagent.LongTermMemory`), the memories that best answer the latest user
+message start that message, labelled and dated (at most a twelfth of the window, at most 800 tokens), and the
+message and the final answer are stored after the run. A run on a `Session` uses the memory of the session's
+user (`memory.for_user(session.user)`), so users of one server never see each other's memories.
+
 **Progress.** `rag_cfg['on_progress']` (or `run(..., on_progress=f)`) gets a `chatagent.rag.Progress`
 per page read, file loaded, index built and search; run callbacks get them as `progress` events.
 
@@ -50,6 +55,7 @@ from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN, allowed_files, mess
 
 if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel
+    from chatagent.memories.longterm import LongTermMemory
     from chatagent.rag.chunking import Chunk
     from chatagent.rag.progress import Progress, ProgressCallback
     from chatagent.rag.store import DocStore
@@ -63,6 +69,8 @@ WINDOW_SHARE = 6  # by default the excerpts of one question take at most a sixth
 MIN_EXCERPT_TOKENS = 50  # less room than this: no excerpts (the question alone may still fit)
 BLOCK_MARGIN = 8  # tokens kept free in a turn's excerpts: a text counted in pieces may count a little more whole
 FOLLOW_UP_TERMS = 3  # a question with fewer search terms is searched as the one before it
+MEMORY_WINDOW_SHARE = 12  # memories take at most a twelfth of the window
+MEMORY_MAX_TOKENS = 800
 
 PROMPTS = {
     "en": {
@@ -104,6 +112,7 @@ class Assistant(FnCallAgent):
             PDFs), `on_progress` (a callback given a `chatagent.rag.Progress` per page, file, index
             and search), `store` (a `chatagent.rag.DocStore`; default: the workspace's), or
             `chunk_tokens` / `overlap_tokens` / `max_bytes` for a store of its own.
+        memory: a LongTermMemory recalled before each turn and stored after it (see the module docstring).
         function_list, llm, system_message, name, description, ...: see FnCallAgent.
     """
 
@@ -116,9 +125,11 @@ class Assistant(FnCallAgent):
         description: str | None = None,
         files: list[str] | None = None,
         rag_cfg: dict[str, Any] | None = None,
+        memory: LongTermMemory | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(function_list, llm, system_message, name, description, files, **kwargs)
+        self.memory = memory
         cfg = dict(rag_cfg or {})
         unknown = sorted(set(cfg) - set(RAG_CFG_KEYS))
         if unknown:
@@ -131,12 +142,45 @@ class Assistant(FnCallAgent):
     async_safe = True  # reading files goes through _blocking
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
+        memory = self._run_memory()
+        if memory is None:
+            return (yield from self._answer(messages, lang, None, **kwargs))
+        from chatagent.memories.context import store_turn
+
+        response = yield from self._answer(messages, lang, memory, **kwargs)
+        session = current_run().session
+        yield from self._blocking(store_turn, memory, messages, response, session.id if session else None)
+        return response
+
+    def _run_memory(self) -> LongTermMemory | None:
+        """The memory of this run's user: the session's, else the one given."""
+        session = current_run().session
+        if self.memory is None or session is None:
+            return self.memory
+        return self.memory.for_user(session.user)
+
+    def _remembered(self, memory: LongTermMemory | None, messages: list[Message], lang: str) -> list[Message]:
+        """`messages` with the memories of the latest user message put before it (see the module docstring)."""
+        if memory is None:
+            return messages
+        from chatagent.memories.context import with_memories
+
+        llm = self.llm
+        budget = min(MEMORY_MAX_TOKENS, (llm.context_window or DEFAULT_MAX_REF_TOKEN * 6) // MEMORY_WINDOW_SHARE)
+        session = current_run().session
+        return with_memories(memory, messages, lang, budget, llm.count_tokens, session.id if session else None)[0]
+
+    def _answer(
+        self, messages: list[Message], lang: str, memory: LongTermMemory | None, **kwargs: Any
+    ) -> Iterator[list[Message]]:
         report = self._reporter(kwargs.pop("on_progress", None) or self.on_progress)
         if not allowed_files(self.files, messages):
+            messages = yield from self._blocking(self._remembered, memory, messages, lang)
             return (yield from super()._run(_files_as_text(messages), lang=lang, **kwargs))
         prompts = PROMPTS["zh" if lang == "zh" else "en"]
         messages = with_system_text(messages, prompts["system"])
         messages, sources = yield from self._blocking(self._with_excerpts, messages, prompts, report)
+        messages = yield from self._blocking(self._remembered, memory, messages, lang)
         current_run().check_deadline()  # reading many new files can take a while
         response = yield from super()._run(_files_as_text(messages), lang=lang, **kwargs)
         if response and response[-1].role == ASSISTANT and response[-1].function_call is None:
