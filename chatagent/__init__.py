@@ -31,6 +31,9 @@ _EXPORTS: dict[str, str] = {
     "merge_delta": "chatagent.schema.stream",
     "Fragment": "chatagent.schema.fragment",
     "Session": "chatagent.sessions",
+    "LongTermMemory": "chatagent.memories.longterm",
+    "MemoryMatch": "chatagent.memories.records",
+    "MemoryRecord": "chatagent.memories.records",
     "SessionInfo": "chatagent.sessions",
     "SessionBusyError": "chatagent.sessions",
     "SessionConflictError": "chatagent.sessions",
@@ -124,6 +127,9 @@ __all__ = [
     "Run",
     "RunDeadlineExceeded",
     "Session",
+    "LongTermMemory",
+    "MemoryMatch",
+    "MemoryRecord",
     "SessionBusyError",
     "SessionConflictError",
     "SessionInfo",
@@ -167,6 +173,8 @@ if TYPE_CHECKING:
     from chatagent.schema.fragment import Fragment
     from chatagent.schema.stream import merge_delta
     from chatagent.server.runner import AgentServer
+    from chatagent.memories.longterm import LongTermMemory
+    from chatagent.memories.records import MemoryMatch, MemoryRecord
     from chatagent.sessions import Session, SessionBusyError, SessionConflictError, SessionInfo, SessionStoreError
     from chatagent.tools.arguments import ToolArgumentError
     from chatagent.tools.base import TOOL_REGISTRY, BaseTool, register_tool
