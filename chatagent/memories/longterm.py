@@ -94,10 +94,17 @@ class LongTermMemory:
     # ---- storing -------------------------------------------------------------------------------------------
 
     def remember(
-        self, text: str, *, importance: float = 0.5, scope: str = "", source: dict[str, Any] | None = None
+        self,
+        text: str,
+        *,
+        importance: float = 0.5,
+        scope: str = "",
+        source: dict[str, Any] | None = None,
+        at: float | None = None,
     ) -> MemoryRecord:
-        """Store one fact; it can be recalled at once (by meaning once embedded)."""
-        return self._add([(_checked_text(text), scope, importance, dict(source or {}))])[0]
+        """Store one fact (told at Unix time `at`, default now); it can be recalled at once (by meaning once
+        embedded)."""
+        return self._add([(_checked_text(text), scope, importance, dict(source or {}))], at)[0]
 
     def ingest(
         self,
@@ -107,9 +114,11 @@ class LongTermMemory:
         scope: str = "",
         first_index: int = 0,
         importance: float = 0.5,
+        at: float | None = None,
     ) -> list[MemoryRecord]:
         """Store a conversation's user and assistant turns (message `i` is cited as `first_index + i` of
-        `session_id`); with `llm=`, the facts the model draws from them instead. The records stored or updated."""
+        `session_id`; `at`: when it took place, default now); with `llm=`, the facts the model draws from them
+        instead. The records stored or updated."""
         msgs = to_messages(list(messages))
         if self.llm is not None:
             from chatagent.memories.extraction import extract_and_consolidate
@@ -121,7 +130,7 @@ class LongTermMemory:
             if text:
                 source: dict[str, Any] = {"session": session_id, "message": first_index + i, "role": m.role}
                 items.append((text[:MAX_TEXT_CHARS], scope, importance, source))
-        return self._add(items)
+        return self._add(items, at)
 
     def update(self, record_id: str, text: str, *, importance: float | None = None) -> bool:
         """Change a record's text (and importance); its vector is made again. False if it is not this user's."""
@@ -171,8 +180,8 @@ class LongTermMemory:
 
     # ---- inside ---------------------------------------------------------------------------------------------
 
-    def _add(self, items: list[tuple[str, str, float, dict[str, Any]]]) -> list[MemoryRecord]:
-        now = time.time()
+    def _add(self, items: list[tuple[str, str, float, dict[str, Any]]], at: float | None = None) -> list[MemoryRecord]:
+        now = time.time() if at is None else float(at)
         records = [
             MemoryRecord(uuid.uuid4().hex, self.user, text, _checked_scope(scope), _checked_importance(level), source,
                          now, now)
