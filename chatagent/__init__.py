@@ -164,6 +164,8 @@ if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel, Usage
     from chatagent.llm.registry import get_chat_model, register_llm
     from chatagent.llm.scripted import Reply, ScriptedLLM, tool_call
+    from chatagent.memories.longterm import LongTermMemory
+    from chatagent.memories.records import MemoryMatch, MemoryRecord
     from chatagent.plugins.guardrails import InputGuardrail, LLMJudge, OutputGuardrail, TextPolicy
     from chatagent.plugins.structured import StructuredOutput, StructuredOutputError
     from chatagent.run.approval import approval_message, pending_approval
@@ -173,8 +175,6 @@ if TYPE_CHECKING:
     from chatagent.schema.fragment import Fragment
     from chatagent.schema.stream import merge_delta
     from chatagent.server.runner import AgentServer
-    from chatagent.memories.longterm import LongTermMemory
-    from chatagent.memories.records import MemoryMatch, MemoryRecord
     from chatagent.sessions import Session, SessionBusyError, SessionConflictError, SessionInfo, SessionStoreError
     from chatagent.tools.arguments import ToolArgumentError
     from chatagent.tools.base import TOOL_REGISTRY, BaseTool, register_tool

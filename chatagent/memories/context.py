@@ -71,7 +71,9 @@ def with_memories(
     return out, block
 
 
-def store_turn(memory: LongTermMemory, conversation: list[Message], response: list[Message], session: str | None) -> int:
+def store_turn(
+    memory: LongTermMemory, conversation: list[Message], response: list[Message], session: str | None
+) -> int:
     """Store the latest user message of `conversation` and the final answer of `response`; how many records."""
     last = next((i for i in range(len(conversation) - 1, -1, -1) if conversation[i].role == USER), None)
     if last is None:

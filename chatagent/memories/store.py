@@ -148,7 +148,9 @@ class MemoryStore:
             cur.execute(self._sql(f"SELECT {_COLUMNS} FROM chatagent_memories WHERE user_id = ? ORDER BY created, id"),
                         (user,))  # fmt: skip
             rows = cur.fetchall()
-        return (int(row[0]) if row else 0), [(_record(r), r[8], bytes(r[9]) if r[9] is not None else None) for r in rows]
+        return (int(row[0]) if row else 0), [
+            (_record(r), r[8], bytes(r[9]) if r[9] is not None else None) for r in rows
+        ]
 
     def get(self, user: str, record_id: str) -> MemoryRecord | None:
         with self._transaction() as cur:
@@ -169,7 +171,9 @@ class MemoryStore:
 
     # ---- writing -------------------------------------------------------------------------------------------
 
-    def add(self, records: Sequence[MemoryRecord], model: str | None = None, vectors: Sequence[bytes] | None = None) -> None:
+    def add(
+        self, records: Sequence[MemoryRecord], model: str | None = None, vectors: Sequence[bytes] | None = None
+    ) -> None:
         """Store new records (with their vectors by `model`, when given)."""
         if not records:
             return
@@ -179,7 +183,9 @@ class MemoryStore:
             for i, r in enumerate(records)
         ]  # fmt: skip
         with self._transaction() as cur:
-            cur.executemany(self._sql(f"INSERT INTO chatagent_memories ({_COLUMNS}) VALUES ({','.join('?' * 10)})"), rows)
+            cur.executemany(
+                self._sql(f"INSERT INTO chatagent_memories ({_COLUMNS}) VALUES ({','.join('?' * 10)})"), rows
+            )
             for user in {r.user for r in records}:
                 cur.execute(self._sql(_BUMP), (user,))
 

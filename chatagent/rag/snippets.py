@@ -5,7 +5,8 @@
 
 A sentence's weight is the number of distinct query terms it holds (terms as the index makes them: stems,
 Chinese bigrams), the rarer-in-the-passage ones first on ties; the chosen sentences come back in the passage's
-order, ' … ' where text was skipped. A query that shares no term with the passage gets its opening sentences.
+order, ' … ' where text was skipped; sentences that match nothing are left out. A query that shares no term
+with the passage gets its opening sentences.
 """
 
 from __future__ import annotations
@@ -26,21 +27,24 @@ GAP = " … "
 
 def ranked_sentences(
     text: str, query: str, analyze: Callable[[str], list[str]] = default_analyze
-) -> tuple[list[str], list[int]]:
-    """The sentences of `text`, and their positions ranked best first for `query` (ties: earlier first)."""
+) -> tuple[list[str], list[int], list[int]]:
+    """The sentences of `text`, their positions ranked best first for `query` (ties: earlier first), and how
+    many query terms each holds."""
     pieces = split_sentences(text)
     wanted = set(analyze(query))
     overlap = [len(wanted.intersection(analyze(p))) for p in pieces]
-    return pieces, sorted(range(len(pieces)), key=lambda i: (-overlap[i], i))
+    return pieces, sorted(range(len(pieces)), key=lambda i: (-overlap[i], i)), overlap
 
 
 def best_sentences(
     text: str, query: str, max_chars: int = SNIPPET_CHARS, analyze: Callable[[str], list[str]] = default_analyze
 ) -> str:
     """The best sentences of `text` for `query` within `max_chars`, in their order (see the module docstring)."""
-    pieces, ranked = ranked_sentences(" ".join(text.split()), query, analyze)
+    pieces, ranked, overlap = ranked_sentences(" ".join(text.split()), query, analyze)
     if not pieces:
         return ""
+    if overlap[ranked[0]] > 0:  # only the sentences that match
+        ranked = [i for i in ranked if overlap[i] > 0]
     keep: list[int] = []
     used = 0
     for i in ranked:
