@@ -42,7 +42,7 @@ def load_set(seed: int, root: Path) -> tuple[LongTermMemory, _memory_sets.Memory
     """A memory holding set `seed`'s sessions (stored at their times, embedded); the seconds embedding took."""
     data = _memory_sets.make(seed, start=time.time() - 82 * DAY)
     mem = LongTermMemory(user=f"bench-{seed}", store=str(root / f"memory-{seed}.db"))
-    for s, (messages, at) in enumerate(zip(data.sessions, data.times)):
+    for s, (messages, at) in enumerate(zip(data.sessions, data.times, strict=True)):
         mem.ingest(messages, session_id=f"s{s}", at=at)
     started = time.perf_counter()
     mem.wait_for_vectors(3600)
@@ -50,7 +50,7 @@ def load_set(seed: int, root: Path) -> tuple[LongTermMemory, _memory_sets.Memory
 
 
 def evidence_recall(found: list[list[tuple[int, int]]], data: _memory_sets.MemorySet, k: int) -> float:
-    return float(np.mean([bool(q.evidence & set(f[:k])) for q, f in zip(data.questions, found)]))
+    return float(np.mean([bool(q.evidence & set(f[:k])) for q, f in zip(data.questions, found, strict=True)]))
 
 
 def cited(mem: LongTermMemory, query: str, k: int, weights: RecallWeights) -> list[tuple[int, int]]:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.openai_server import OpenAIServer
+from tests.support.postgres import PostgresCluster, unavailable
 
 os.environ.setdefault("CHATAGENT_EMBEDDER", "none")
 
@@ -24,6 +25,17 @@ os.environ.setdefault("CHATAGENT_EMBEDDER", "none")
 def _openai_server_session() -> Iterator[OpenAIServer]:
     with OpenAIServer().start() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresCluster]:
+    """One throwaway PostgreSQL server for the whole run (tests/support/postgres.py); skipped, saying why, where
+    PostgreSQL is not installed. Each test takes a schema of its own: `postgres.new_store_url()`."""
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+    with PostgresCluster().start() as cluster:
+        yield cluster
 
 
 @pytest.fixture

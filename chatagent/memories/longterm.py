@@ -199,7 +199,7 @@ class LongTermMemory:
         store, user = self.store, self.user
 
         def stored(vectors: np.ndarray) -> None:
-            blobs = {r.id: v.astype(np.float16).tobytes() for r, v in zip(records, vectors)}
+            blobs = {r.id: v.astype(np.float16).tobytes() for r, v in zip(records, vectors, strict=True)}
             store.set_vectors(user, embedder.name, blobs, {r.id: r.text for r in records})
 
         self._jobs = [j for j in self._jobs if not j.ready.is_set()]

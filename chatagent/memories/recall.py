@@ -57,7 +57,9 @@ class UserIndex:
             found = known.get(r.id)
             analysed.append(found[1] if found is not None and found[0] == r.text else self.index.analyze(r.text))
         self.index.add_terms(list(range(len(self.records))), analysed)
-        self.terms = {r.id: (r.text, t) for r, t in zip(self.records, analysed)}  # reused by the next version
+        self.terms = {
+            r.id: (r.text, t) for r, t in zip(self.records, analysed, strict=True)
+        }  # reused by the next version
         self.vectors: np.ndarray | None = None
         self.embedded = np.zeros(len(rows), dtype=bool)
         name = embedder.name if embedder is not None else None

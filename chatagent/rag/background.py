@@ -96,7 +96,7 @@ class EmbeddingJob:
                 if self.cache is not None:
                     self.cache.put_many(self.embedder.name, texts, vectors)
                 with self._lock:
-                    for i, v in zip(part, vectors):
+                    for i, v in zip(part, vectors, strict=True):
                         self._rows[i] = v
                     self.done = len(self._rows)
         except Exception as e:  # the job fails, retrieval stays on keywords; said once in the log and in .error

@@ -128,7 +128,7 @@ class Index:
         )
         if self._texts is not None:  # a title is embedded with its text: it says what the passage is about
             named = titles or [None] * len(texts)
-            self._texts.extend(f"{title}\n{text}" if title else text for text, title in zip(texts, named))
+            self._texts.extend(f"{title}\n{text}" if title else text for text, title in zip(texts, named, strict=True))
 
     def add_terms(
         self, ids: Sequence[Hashable], docs: Iterable[list[str]], titles: Iterable[list[str]] | None = None

@@ -58,7 +58,7 @@ def best_sentences(
         return first[: cut if cut > max_chars // 2 else max_chars] + " …"
     keep.sort()
     out = pieces[keep[0]]
-    for before, i in zip(keep, keep[1:]):
+    for before, i in zip(keep, keep[1:], strict=False):
         out += (" " if i == before + 1 else GAP) + pieces[i]
     return out
 

@@ -87,7 +87,9 @@ class VectorCache:
 
     def put_many(self, model: str, texts: Sequence[str], vectors: np.ndarray) -> None:
         """Keep `vectors[i]` as the vector of `texts[i]` by `model`."""
-        rows = [(model, text_key(t), np.asarray(v, dtype=np.float16).tobytes()) for t, v in zip(texts, vectors)]
+        rows = [
+            (model, text_key(t), np.asarray(v, dtype=np.float16).tobytes()) for t, v in zip(texts, vectors, strict=True)
+        ]
         try:
             with self._lock:
                 conn = self._connect()
