@@ -33,14 +33,19 @@ def llm_config(model: str | None, server: str | None) -> dict | None:
     return cfg
 
 
-def default_agent(llm: dict | None, files: Sequence[str] = ()) -> Agent:
-    """The Assistant if it is available, else FnCallAgent, else BasicAgent (the choice is logged)."""
+def default_agent(llm: dict | None, files: Sequence[str] = (), memory: bool = False) -> Agent:
+    """The Assistant if it is available (with long-term memory in the workspace when `memory`), else FnCallAgent,
+    else BasicAgent (the choice is logged)."""
     try:
         from chatagent.agents.assistant import Assistant
     except ImportError as e:
         logger.info("the Assistant is not available (%s)", e)
     else:
-        logger.info("agent: Assistant (%d files)", len(files))
+        logger.info("agent: Assistant (%d files%s)", len(files), ", long-term memory" if memory else "")
+        if memory:
+            from chatagent.memories.longterm import LongTermMemory
+
+            return Assistant(llm=llm, files=list(files), name="Assistant", memory=LongTermMemory())
         return Assistant(llm=llm, files=list(files), name="Assistant")
     try:
         from chatagent.agents.fncall import FnCallAgent

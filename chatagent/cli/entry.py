@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=7860)
     p.add_argument("--title", help="the page title")
     p.add_argument("--auth", action="append", default=[], metavar="USER:PASS", help="require a login (repeatable)")
+    p.add_argument(
+        "--memory", action="store_true", help="the Assistant remembers each user across conversations (see the panel)"
+    )
     store_arg(p)
     p.set_defaults(func=cmd_gui)
 
