@@ -64,7 +64,11 @@ __all__ = ["Assistant", "message_files"]
 
 logger = logging.getLogger("chatagent.agent")
 
-RAG_CFG_KEYS = ("max_ref_token", "passwords", "on_progress", "store", "chunk_tokens", "overlap_tokens", "max_bytes")
+RAG_CFG_KEYS = (
+    "max_ref_token", "passwords", "on_progress", "store", "chunk_tokens", "overlap_tokens", "max_bytes",
+    "rag_searchers",
+)  # fmt: skip
+SEARCHERS = ("keyword_search", "vector_search", "hybrid_search", "front_page_search")  # Qwen-Agent's names
 WINDOW_SHARE = 6  # by default the excerpts of one question take at most a sixth of the window
 MIN_EXCERPT_TOKENS = 50  # less room than this: no excerpts (the question alone may still fit)
 BLOCK_MARGIN = 8  # tokens kept free in a turn's excerpts: a text counted in pieces may count a little more whole
@@ -111,7 +115,8 @@ class Assistant(FnCallAgent):
             model's window, at most 4000), `passwords` ({file name or path: password} for encrypted
             PDFs), `on_progress` (a callback given a `chatagent.rag.Progress` per page, file, index
             and search), `store` (a `chatagent.rag.DocStore`; default: the workspace's), or
-            `chunk_tokens` / `overlap_tokens` / `max_bytes` for a store of its own.
+            `chunk_tokens` / `overlap_tokens` / `max_bytes` for a store of its own; Qwen-Agent's
+            `rag_searchers` (['keyword_search']: keywords only; with 'vector_search' or 'hybrid_search': hybrid).
         memory: a LongTermMemory recalled before each turn and stored after it (see the module docstring).
         function_list, llm, system_message, name, description, ...: see FnCallAgent.
     """
@@ -295,10 +300,19 @@ class Assistant(FnCallAgent):
 
 
 def _make_store(cfg: dict[str, Any]) -> DocStore:
-    """A store of its own when `cfg` sets chunking or size options, else the workspace's."""
+    """A store of its own when `cfg` sets chunking or size options or keyword search only, else the workspace's.
+
+    Qwen-Agent's `rag_searchers`: without 'vector_search' or 'hybrid_search' the search is by keywords only;
+    with either, hybrid (when an embedder is installed)."""
     from chatagent.rag.store import DocStore, default_store
 
-    options = {k: cfg[k] for k in ("chunk_tokens", "overlap_tokens", "max_bytes") if k in cfg}
+    options: dict[str, Any] = {k: cfg[k] for k in ("chunk_tokens", "overlap_tokens", "max_bytes") if k in cfg}
+    searchers = cfg.get("rag_searchers")
+    if searchers is not None:
+        if isinstance(searchers, str) or not all(s in SEARCHERS for s in searchers):
+            raise ValueError(f"rag_searchers must be a list of {', '.join(SEARCHERS)}; got {searchers!r}")
+        if not {"vector_search", "hybrid_search"} & set(searchers):
+            options["embedder"] = None
     return DocStore(**options) if options else default_store()
 
 

