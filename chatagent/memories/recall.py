@@ -83,7 +83,7 @@ class UserIndex:
             dense = standardised(cosine[self.embedded]) if self.embedded.any() else cosine[:0]
             cosine = np.zeros(len(self.records))
             cosine[self.embedded] = dense  # a record with no vector yet: the crowd's mean, its keywords decide
-            scores = fuse(bm25, cosine, query)
+            scores = fuse(bm25, cosine, self.index.coverage(query, bm25))
         else:
             scores = standardised(bm25)
         low, high = float(scores.min()), float(scores.max())

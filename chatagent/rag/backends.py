@@ -160,7 +160,7 @@ class PostgresBackend:
         if not rows:
             return []
         ids = [r[0] for r in rows]
-        scores = fuse(np.array([float(r[1]) for r in rows]), np.array([float(r[2]) for r in rows]), query)
+        scores = fuse(np.array([float(r[1]) for r in rows]), np.array([float(r[2]) for r in rows]))
         order_ = sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))[:top_k]
         return [(ids[i], float(scores[i])) for i in order_]
 

@@ -33,6 +33,7 @@ from chatagent.rag.embedders import Embedder, default_embedder, query_vector
 from chatagent.rag.fusion import fuse
 from chatagent.rag.vector_cache import VectorCache
 from chatagent.utils.extras import missing_dependency
+from chatagent.utils.lang import CJK_CHARS
 
 try:
     import numpy as np
@@ -45,6 +46,7 @@ _LANGS = ("auto", "en", "zh")
 MAX_TITLE_SHARERS = 3
 COMMON_TERM_SHARE = 0.02
 _DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")  # "Mercury (planet)" -> "Mercury"
+_CJK = re.compile(f"[{CJK_CHARS}]")
 
 
 class Index:
@@ -101,6 +103,7 @@ class Index:
         self._built: _Postings | None = None
         self._titles_by_first: dict[int, list[tuple[tuple[int, ...], int]]] | None = None
         self._frozen = False  # loaded by from_bytes: searchable, not extensible
+        self._term_names: list[str] | None = None  # term id -> term, made when first needed
         if embedder == "default":
             embedder = default_embedder()
         elif isinstance(embedder, str):
@@ -160,17 +163,20 @@ class Index:
         """The terms this index makes of `text`."""
         return self._analyze(text)
 
-    def search(self, query: str, top_k: int = 10) -> list[tuple[Hashable, float]]:
+    def search(self, query: str, top_k: int = 10, *, vector: np.ndarray | None = None) -> list[tuple[Hashable, float]]:
         """The `top_k` best documents for `query` as (id, score), best first.
 
         By keywords alone (documents matching no term are out) until every document has a vector; then by
-        keywords and meaning fused (every document is a candidate). The first search starts the embedding."""
+        keywords and meaning fused (every document is a candidate). The first search starts the embedding.
+        `vector`: the query's vector by this index's embedder, when the caller embedded it already."""
         if top_k <= 0 or not self._ids:
             return []
         scores, matched = self._bm25(query)
         vectors = self._dense_vectors()
         if vectors is not None:  # every document is a candidate; the links follow the best hits of both sides
-            scores = fuse(scores, vectors @ query_vector(self.embedder, query), query)  # type: ignore[arg-type]
+            if vector is None:
+                vector = query_vector(self.embedder, query)  # type: ignore[arg-type]
+            scores = fuse(scores, vectors @ vector, self.coverage(query, scores))
             matched = np.ones(len(self._ids), dtype=bool)
         if self.link_depth > 0 and self.link_boost > 0 and matched.any():
             self._add_links(scores, matched)
@@ -186,10 +192,27 @@ class Index:
         """The plain BM25 score of every document for `query` (no link boost), in the order they were added."""
         return self._bm25(query)[0]
 
-    def dense_scores(self, query: str) -> np.ndarray | None:
-        """The cosine of `query` with every document, in the order they were added; None until all are embedded."""
+    def coverage(self, query: str, bm25: np.ndarray) -> float:
+        """The share of `query`'s words found in the document `bm25` (plain scores) ranks first, text or title: how
+        well the query's own words find something (0 when none do). A word is a term, or a character of a Chinese
+        bigram: bigrams that straddle two words would otherwise make every Chinese question look unmatched."""
+        wanted = _units(self._analyze(query))
+        if not wanted or not len(bm25) or float(bm25.max()) <= 0:
+            return 0.0
+        best = int(np.argmax(bm25))
+        if self._term_names is None or len(self._term_names) != len(self._vocab):
+            self._term_names = list(self._vocab)  # id -> term (dicts keep insertion order)
+        names = self._term_names
+        doc = {names[t] for t in self._text_terms[best].tolist()} | {names[t] for t in self._title_terms[best]}
+        return len(wanted & _units(doc)) / len(wanted)
+
+    def dense_scores(self, query: str, *, vector: np.ndarray | None = None) -> np.ndarray | None:
+        """The cosine of `query` (or of its `vector`) with every document, in the order they were added; None until
+        all are embedded."""
         vectors = self._dense_vectors()
-        return None if vectors is None else vectors @ query_vector(self.embedder, query)  # type: ignore[arg-type]
+        if vectors is None:
+            return None
+        return vectors @ (vector if vector is not None else query_vector(self.embedder, query))  # type: ignore[arg-type]
 
     # ---- the dense side -------------------------------------------------------------------------------------
 
@@ -435,6 +458,17 @@ def _jieba_analyzer() -> Callable[[str], list[str]]:
     from chatagent.rag.analysis import jieba_analyze
 
     return jieba_analyze
+
+
+def _units(terms: Iterable[str]) -> set[str]:
+    """Terms as units of coverage: a CJK term becomes its characters, any other stays whole."""
+    out: set[str] = set()
+    for term in terms:
+        if _CJK.match(term):
+            out.update(term)
+        else:
+            out.add(term)
+    return out
 
 
 def _split(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
