@@ -178,6 +178,13 @@ class LongTermMemory:
         self._jobs = [j for j in self._jobs if not j.ready.is_set()]
         return True
 
+    def embed_now(self) -> bool:
+        """Embed the records stored through this object that wait for vectors, on the calling thread (at its
+        priority, not the background thread's); True when all have them."""
+        for job in list(self._jobs):
+            job.run_now()
+        return self.wait_for_vectors(0)
+
     # ---- inside ---------------------------------------------------------------------------------------------
 
     def _add(self, items: list[tuple[str, str, float, dict[str, Any]]], at: float | None = None) -> list[MemoryRecord]:

@@ -30,9 +30,9 @@ DAY = 86400.0
 class RecallWeights:
     """The parts of a recall score (see the module docstring)."""
 
-    meaning: float = 0.6
-    recency: float = 0.25
-    importance: float = 0.15
+    meaning: float = 0.8
+    recency: float = 0.15
+    importance: float = 0.05
     half_life_days: float = 30.0
     shortlist: int = 20  # records ranked by the full score (at least 2 x k)
 
@@ -79,7 +79,7 @@ class UserIndex:
         """Each record's relevance to `query` in [0, 1] (see the module docstring)."""
         bm25 = self.index.scores(query)
         if self.vectors is not None and self.embedder is not None:
-            cosine = self.vectors @ query_vector(self.embedder, query)
+            cosine = np.dot(self.vectors, query_vector(self.embedder, query))
             dense = standardised(cosine[self.embedded]) if self.embedded.any() else cosine[:0]
             cosine = np.zeros(len(self.records))
             cosine[self.embedded] = dense  # a record with no vector yet: the crowd's mean, its keywords decide
