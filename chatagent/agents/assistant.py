@@ -49,6 +49,7 @@ from chatagent.errors import ModelServiceError
 from chatagent.llm.budget import prompt_tokens, truncate_messages
 from chatagent.rag.parsers import display_name
 from chatagent.rag.snippets import snippet_source
+from chatagent.run.events import PROGRESS, Event, emit
 from chatagent.schema import ASSISTANT, SYSTEM, USER, ContentItem, Message, with_system_text
 from chatagent.schema.fragment import Fragment
 from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN, allowed_files, message_files
@@ -145,6 +146,7 @@ class Assistant(FnCallAgent):
         self.store: DocStore = cfg.get("store") or _make_store(cfg)
 
     async_safe = True  # reading files goes through _blocking
+    fragment_native = True
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         memory = self._run_memory()
@@ -290,8 +292,6 @@ class Assistant(FnCallAgent):
 
         def report(p: Progress) -> None:
             if callbacks:
-                from chatagent.run.events import PROGRESS, Event, emit
-
                 emit(callbacks, Event(PROGRESS, self.name, data={"progress": p, "text": p.describe()}))
             if on_progress is not None:
                 on_progress(p)
@@ -304,7 +304,7 @@ def _make_store(cfg: dict[str, Any]) -> DocStore:
 
     Qwen-Agent's `rag_searchers`: without 'vector_search' or 'hybrid_search' the search is by keywords only;
     with either, hybrid (when an embedder is installed)."""
-    from chatagent.rag.store import DocStore, default_store
+    from chatagent.rag.store import DocStore, default_store  # numpy, parsers: on first use
 
     options: dict[str, Any] = {k: cfg[k] for k in ("chunk_tokens", "overlap_tokens", "max_bytes") if k in cfg}
     searchers = cfg.get("rag_searchers")
@@ -319,7 +319,7 @@ def _make_store(cfg: dict[str, Any]) -> DocStore:
 def _query(messages: list[Message], users: list[int], i: int) -> str:
     """What to search for user message `i`: its text; for a follow-up that says too little on its own ("And
     an example?"), what the question before it searched, so that it gets the same excerpts (already given)."""
-    from chatagent.rag.analysis import analyze
+    from chatagent.rag.analysis import analyze  # jieba and stemmers: on first use
 
     text = messages[i].text
     k = users.index(i)

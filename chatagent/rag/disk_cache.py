@@ -17,9 +17,9 @@ from chatagent.rag.parsers import Page
 from chatagent.utils.workspace import write_atomic
 
 if TYPE_CHECKING:
-    from chatagent.rag.embedders import Embedder
-    from chatagent.rag.index import Index
-    from chatagent.rag.vector_cache import VectorCache
+    from chatagent.rag.embedders import Embedder  # numpy: types only
+    from chatagent.rag.index import Index  # numpy: when an index is loaded
+    from chatagent.rag.vector_cache import VectorCache  # numpy: types only
 
 __all__ = ["CACHE_VERSION", "DiskCache"]
 
@@ -67,7 +67,7 @@ class DiskCache:
     def load_index(self, key: str, embedder: Embedder | None, vectors: VectorCache | None) -> Index | None:
         """The index saved under `key` (searching by meaning with `embedder`, its vectors kept in `vectors`), or
         None."""
-        from chatagent.rag.index import Index
+        from chatagent.rag.index import Index  # numpy: when an index is loaded
 
         path = self._index_path(key)
         try:
