@@ -92,7 +92,9 @@ def main() -> None:
               f"   keywords only, same run: {statistics.median(plain_ms):.1f}")  # fmt: skip
         print(f"rag_hybrid index_search_ms: {statistics.median(search_ms):.1f} (Index.search alone, top 64, hybrid)")
         print(f"rag_hybrid machine: {load_line()}")
-        print(f"rag_hybrid query_embed_ms: {statistics.median(embed_ms):.1f} (max {max(embed_ms):.1f}, once per question)")
+        print(
+            f"rag_hybrid query_embed_ms: {statistics.median(embed_ms):.1f} (max {max(embed_ms):.1f}, once per question)"
+        )
         bm25 = len(loaded.index.to_bytes()) - fake.astype(np.float16).nbytes
         per10k = 10000 / len(chunks)
         print(f"rag_hybrid memory_per_10k_chunks_mb: vectors {fake.nbytes * per10k / 1e6:.1f} (float32 in memory; "

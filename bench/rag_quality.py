@@ -150,7 +150,7 @@ def print_hybrid(name: str, data: Path) -> None:
     for key in ("recall@1", "recall@5", "recall@10", "mrr"):
         h, b, d = r["hybrid"][key], r["bm25"][key], r["dense"][key]
         verdict = "beats both" if h > max(b, d) else "ties the best" if h == max(b, d) else "BELOW a part"
-        print(f"{name} hybrid {key}: {h:.3f}   bm25={b:.3f} dense={d:.3f} ({verdict})")
+        print(f"{name} hybrid {key}: {h:.4f}   bm25={b:.4f} dense={d:.4f} ({verdict})")
     cost = r["cost"]
     rate = f", {cost['embedded'] / cost['embed_s']:.1f} passages/s" if cost["embedded"] else " (all from the cache)"
     print(f"{name} hybrid embedding: {cost['embedded']:.0f} passages embedded in {cost['embed_s']:.1f} s{rate}")

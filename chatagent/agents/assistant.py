@@ -47,6 +47,7 @@ from chatagent.agent import current_run
 from chatagent.agents.fncall import FnCallAgent
 from chatagent.errors import ModelServiceError
 from chatagent.llm.budget import prompt_tokens, truncate_messages
+from chatagent.memories.context import store_turn, with_memories
 from chatagent.rag.parsers import display_name
 from chatagent.rag.snippets import snippet_source
 from chatagent.run.events import PROGRESS, Event, emit
@@ -152,8 +153,6 @@ class Assistant(FnCallAgent):
         memory = self._run_memory()
         if memory is None:
             return (yield from self._answer(messages, lang, None, **kwargs))
-        from chatagent.memories.context import store_turn
-
         response = yield from self._answer(messages, lang, memory, **kwargs)
         session = current_run().session
         yield from self._blocking(store_turn, memory, messages, response, session.id if session else None)
@@ -170,8 +169,6 @@ class Assistant(FnCallAgent):
         """`messages` with the memories of the latest user message put before it (see the module docstring)."""
         if memory is None:
             return messages
-        from chatagent.memories.context import with_memories
-
         llm = self.llm
         budget = min(MEMORY_MAX_TOKENS, (llm.context_window or DEFAULT_MAX_REF_TOKEN * 6) // MEMORY_WINDOW_SHARE)
         session = current_run().session

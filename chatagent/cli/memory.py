@@ -8,6 +8,7 @@ import sys
 import time
 
 from chatagent.cli.errors import CliError
+from chatagent.memories.store import MemoryStoreError
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # a stored text never drives the terminal
 
@@ -27,8 +28,7 @@ def add_memory_parser(sub: argparse._SubParsersAction) -> None:  # pyright: igno
 
 def cmd_memory(args: argparse.Namespace) -> int:
     """List a user's memories, newest first, or delete some (by id) or all of them."""
-    from chatagent.memories.longterm import LongTermMemory
-    from chatagent.memories.store import MemoryStoreError
+    from chatagent.memories.longterm import LongTermMemory  # numpy (the rag extra): on first use
 
     try:
         mem = LongTermMemory(args.user, args.store, embedder=None)

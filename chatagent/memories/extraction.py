@@ -8,27 +8,24 @@ The model gets the conversation and the user's memories closest to it (by id) an
 
 A new fact that repeats or contradicts a memory updates it ("Alice moved to Lyon" replaces "Alice lives in
 Paris") instead of piling up beside it. Ids the model invents, or that name another user's records, are ignored:
-every change goes through the user's own LongTermMemory. A reply that is not such JSON stores nothing and is
-logged; the conversation is then kept as raw turns, so nothing told is lost.
+every change goes through the user's own LongTermMemory (`LongTermMemory.ingest` applies the plan). A reply that
+is not such JSON changes nothing; the conversation is then kept as raw turns, so nothing told is lost.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from chatagent.memories.records import MemoryRecord
-from chatagent.schema import ASSISTANT, USER, Message
+from chatagent.schema import USER, Message
 from chatagent.utils.jsonlenient import ToolArgumentError, parse_json
 
-if TYPE_CHECKING:
-    from chatagent.memories.longterm import LongTermMemory
-
-__all__ = ["EXTRACTION_PROMPT", "extract_and_consolidate"]
+__all__ = ["EXTRACTION_PROMPT", "FactPlan", "ask_for_facts"]
 
 logger = logging.getLogger("chatagent.memories")
 
-RELATED = 10  # existing memories shown to the model
 EXTRACTION_PROMPT = """You keep a long-term memory of facts about the user: durable facts, preferences, plans, \
 people and things they care about; not small talk, not what the assistant said unless the user agreed.
 
@@ -46,50 +43,41 @@ stands", "importance": 0.0-1.0}}],
 Use empty lists when there is nothing to change."""
 
 
-def extract_and_consolidate(
-    memory: LongTermMemory, messages: list[Message], session_id: str | None, scope: str, first_index: int
-) -> list[MemoryRecord]:
-    """Ask `memory.llm` for the facts of `messages` and apply its additions, updates and deletions."""
-    from chatagent.llm import get_chat_model
+@dataclass
+class FactPlan:
+    """What the model asked to change: facts to add (text, importance, message numbers), memories to update (id,
+    text, importance) and to delete (ids); ids and numbers are only those it was shown."""
 
-    turns = [(first_index + i, m) for i, m in enumerate(messages) if m.role in (USER, ASSISTANT) and m.text.strip()]
-    if not turns:
-        return []
+    add: list[tuple[str, float, list[int]]] = field(default_factory=list)
+    update: list[tuple[str, str, float]] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)
+
+
+def ask_for_facts(llm: Any, turns: list[tuple[int, Message]], known: list[MemoryRecord]) -> FactPlan | None:
+    """The model's plan for the conversation `turns` (message number, message) given the `known` memories; None
+    when its answer is not the JSON asked for."""
+    from chatagent.llm import get_chat_model  # the model layer's backends: with llm= only
+
     conversation = "\n".join(f"{i}: {m.role}: {m.text.strip()}" for i, m in turns)
-    related = memory.recall(" ".join(m.text for _, m in turns if m.role == USER)[-2000:], k=RELATED)
-    known = {m.record.id: m.record for m in related}
-    listing = "\n".join(f"{r.id}: {r.text}" for r in known.values()) or "(none)"
+    listing = "\n".join(f"{r.id}: {r.text}" for r in known) or "(none)"
     prompt = EXTRACTION_PROMPT.format(memories=listing, conversation=conversation)
-    reply = get_chat_model(memory.llm).chat([Message(USER, prompt)], stream=False)
-    plan = _plan(reply[-1].text if reply else "")
-    if plan is None:
-        logger.warning("the memory model's answer is not the JSON asked for; keeping the turns as they are")
-        plain = memory.for_user(memory.user)
-        plain_llm, plain.llm = plain.llm, None
-        try:
-            return plain.ingest(messages, session_id=session_id, scope=scope, first_index=first_index)
-        finally:
-            plain.llm = plain_llm
-    numbers = {i for i, _ in turns}
-    out: list[MemoryRecord] = []
-    for item in plan.get("add") or []:
+    reply = get_chat_model(llm).chat([Message(USER, prompt)], stream=False)
+    raw = _plan(reply[-1].text if reply else "")
+    if raw is None:
+        return None
+    numbers, ids = {i for i, _ in turns}, {r.id for r in known}
+    plan = FactPlan()
+    for item in raw.get("add") or []:
         fact = _fact(item)
-        if fact is None:
-            continue
-        cited = [n for n in item.get("messages") or [] if isinstance(n, int) and n in numbers]
-        source: dict[str, Any] = {"session": session_id, "messages": cited}
-        out.append(memory.remember(fact[0], importance=fact[1], scope=scope, source=source))
-    for item in plan.get("update") or []:
+        if fact is not None:
+            cited = [n for n in item.get("messages") or [] if isinstance(n, int) and n in numbers]
+            plan.add.append((fact[0], fact[1], cited))
+    for item in raw.get("update") or []:
         fact = _fact(item)
-        rid = item.get("id") if isinstance(item, dict) else None
-        if fact is not None and rid in known and memory.update(rid, fact[0], importance=fact[1]):
-            updated = memory.get(rid)
-            if updated is not None:
-                out.append(updated)
-    for rid in plan.get("delete") or []:
-        if rid in known:
-            memory.forget(rid)
-    return out
+        if fact is not None and item.get("id") in ids:
+            plan.update.append((item["id"], fact[0], fact[1]))
+    plan.delete = [rid for rid in raw.get("delete") or [] if isinstance(rid, str) and rid in ids]
+    return plan
 
 
 def _plan(text: str) -> dict[str, Any] | None:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from chatagent.memories.extraction import ask_for_facts
 from chatagent.memories.recall import RecallWeights, UserIndex
 from chatagent.memories.records import MemoryMatch, MemoryRecord
 from chatagent.memories.store import MemoryStore, open_memory_store
@@ -42,6 +43,7 @@ __all__ = ["LongTermMemory"]
 logger = logging.getLogger("chatagent.memories")
 
 MAX_TEXT_CHARS = 4000  # of one record: a longer turn is kept by its start
+RELATED = 10  # memories shown to a fact-drawing model
 _indexes: dict[tuple[str, str, str], UserIndex] = {}  # (store, user, embedder) -> the newest index built
 _indexes_lock = threading.Lock()
 
@@ -69,9 +71,7 @@ class LongTermMemory:
         llm: BaseChatModel | dict[str, Any] | None = None,
         weights: RecallWeights | None = None,
     ) -> None:
-        from chatagent.sessions.session import _checked
-
-        self.user = _checked("user", user)
+        self.user = _checked_user(user)
         self.store = open_memory_store(store)
         if embedder == "default":
             embedder = default_embedder()
@@ -121,9 +121,9 @@ class LongTermMemory:
         instead. The records stored or updated."""
         msgs = to_messages(list(messages))
         if self.llm is not None:
-            from chatagent.memories.extraction import extract_and_consolidate
-
-            return extract_and_consolidate(self, msgs, session_id, scope, first_index)
+            facts = self._facts(msgs, session_id, scope, first_index)
+            if facts is not None:
+                return facts
         items = []
         for i, m in enumerate(msgs):
             text = m.text.strip() if m.role in (USER, ASSISTANT) and m.function_call is None else ""
@@ -187,6 +187,30 @@ class LongTermMemory:
 
     # ---- inside ---------------------------------------------------------------------------------------------
 
+    def _facts(
+        self, msgs: list[Message], session_id: str | None, scope: str, first_index: int
+    ) -> list[MemoryRecord] | None:
+        """The model's facts of `msgs` applied (see `chatagent.memories.extraction`); None when its answer was not
+        usable (the caller then keeps the turns as they are)."""
+        turns = [(first_index + i, m) for i, m in enumerate(msgs) if m.role in (USER, ASSISTANT) and m.text.strip()]
+        if not turns:
+            return []
+        related = self.recall(" ".join(m.text for _, m in turns if m.role == USER)[-2000:], k=RELATED)
+        plan = ask_for_facts(self.llm, turns, [m.record for m in related])
+        if plan is None:
+            logger.warning("the memory model's answer is not the JSON asked for; keeping the turns as they are")
+            return None
+        out = [
+            self.remember(text, importance=level, scope=scope, source={"session": session_id, "messages": cited})
+            for text, level, cited in plan.add
+        ]
+        for rid, text, level in plan.update:
+            if self.update(rid, text, importance=level):
+                out.extend(r for r in [self.get(rid)] if r is not None)
+        for rid in plan.delete:
+            self.forget(rid)
+        return out
+
     def _add(self, items: list[tuple[str, str, float, dict[str, Any]]], at: float | None = None) -> list[MemoryRecord]:
         now = time.time() if at is None else float(at)
         records = [
@@ -225,6 +249,15 @@ class LongTermMemory:
         with _indexes_lock:
             _indexes[key] = built
         return built
+
+
+def _checked_user(user: Any) -> str:
+    """A user name as sessions take it: 1 to 256 printable characters."""
+    if not isinstance(user, str):
+        raise TypeError(f"user must be a string, got {type(user).__name__}")
+    if not user or len(user) > 256 or not user.isprintable():
+        raise ValueError(f"user must be 1 to 256 printable characters, got {user[:80]!r}")
+    return user
 
 
 def _checked_text(text: Any) -> str:

@@ -23,7 +23,10 @@ import orjson
 
 from chatagent.memories.records import MemoryRecord
 from chatagent.sessions.errors import SessionStoreError
+from chatagent.sessions.sqlite import parse_sqlite_url
 from chatagent.sessions.store import redact
+from chatagent.utils.extras import missing_dependency
+from chatagent.utils.workspace import workspace_root
 
 __all__ = ["MemoryStore", "MemoryStoreError", "default_memory_url", "open_memory_store"]
 
@@ -48,8 +51,6 @@ def default_memory_url() -> str:
     env = os.environ.get("CHATAGENT_MEMORY_STORE")
     if env:
         return env
-    from chatagent.utils.workspace import workspace_root
-
     return "sqlite:///" + str(workspace_root() / "memory" / "memory.db")
 
 
@@ -84,8 +85,6 @@ class MemoryStore:
             try:
                 import psycopg
             except ModuleNotFoundError as e:
-                from chatagent.utils.extras import missing_dependency
-
                 raise missing_dependency(e, "a PostgreSQL memory store") from None
             try:
                 return psycopg.connect(self.url, connect_timeout=10)
@@ -238,8 +237,6 @@ def _record(row: Sequence[Any]) -> MemoryRecord:
 def _sqlite_path(url: str) -> Path:
     if "://" not in url:
         return Path(url).expanduser().absolute()
-    from chatagent.sessions.sqlite import parse_sqlite_url
-
     return parse_sqlite_url(url)[0].absolute()
 
 

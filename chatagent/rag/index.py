@@ -28,17 +28,18 @@ import zipfile
 from collections.abc import Callable, Hashable, Iterable, Sequence
 
 from chatagent.rag.analysis import analyze
+from chatagent.utils.extras import missing_dependency
+
+try:  # first: the modules below need it too
+    import numpy as np
+except ModuleNotFoundError as e:
+    raise missing_dependency(e, "the search index (and so the Assistant's retrieval)") from None
+
 from chatagent.rag.background import EmbeddingJob
 from chatagent.rag.embedders import Embedder, default_embedder, query_vector
 from chatagent.rag.fusion import fuse
 from chatagent.rag.vector_cache import VectorCache
-from chatagent.utils.extras import missing_dependency
 from chatagent.utils.lang import CJK_CHARS
-
-try:
-    import numpy as np
-except ModuleNotFoundError as e:
-    raise missing_dependency(e, "the search index (and so the Assistant's retrieval)") from None
 
 __all__ = ["Index"]
 
@@ -176,7 +177,9 @@ class Index:
         if vectors is not None:  # every document is a candidate; the links follow the best hits of both sides
             if vector is None:
                 vector = query_vector(self.embedder, query)  # type: ignore[arg-type]
-            scores = fuse(scores, np.dot(vectors, vector), self.coverage(query, scores))  # np.dot: 100x faster than @ here
+            scores = fuse(
+                scores, np.dot(vectors, vector), self.coverage(query, scores)
+            )  # np.dot: 100x faster than @ here
             matched = np.ones(len(self._ids), dtype=bool)
         if self.link_depth > 0 and self.link_boost > 0 and matched.any():
             self._add_links(scores, matched)

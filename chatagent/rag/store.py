@@ -23,18 +23,21 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chatagent.rag.chunking import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS, chunk_document
 from chatagent.rag.disk_cache import CACHE_VERSION, DiskCache
 from chatagent.rag.document import PageCallback, ParseJob
-from chatagent.rag.embedders import Embedder, default_embedder
 from chatagent.rag.file_index import FileIndex, ParsedFile, Retrieved, format_chunks, hash_key
 from chatagent.rag.parsers import Document, DocumentError, display_name, max_file_bytes, parse_bytes, read_file
 from chatagent.rag.progress import Progress, ProgressCallback, page_reporter, report
 from chatagent.rag.urls import FetchedUrls
-from chatagent.rag.vector_cache import VectorCache
 from chatagent.utils.tokens import count_tokens
 from chatagent.utils.workspace import workspace_root
+
+if TYPE_CHECKING:
+    from chatagent.rag.embedders import Embedder  # numpy: types only
+    from chatagent.rag.vector_cache import VectorCache  # numpy: types only
 
 __all__ = ["DocStore", "FileIndex", "Progress", "Retrieved", "default_store", "format_chunks", "retrieve"]
 
@@ -57,7 +60,7 @@ class DocStore:
         embedder: Embedder | str | None = "default",
     ) -> None:
         self.root = (Path(workspace).expanduser() if workspace is not None else workspace_root()) / "rag"
-        self.embedder: Embedder | None = default_embedder() if embedder == "default" else embedder  # type: ignore[assignment]
+        self._embedder = embedder
         self.chunk_tokens = chunk_tokens
         self.overlap_tokens = overlap_tokens
         self.max_bytes = max_bytes
@@ -70,11 +73,29 @@ class DocStore:
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._disk = DiskCache(self.root)
-        self.vectors = VectorCache(self.root / "vectors.sqlite3") if disk_cache else None
+        self._vectors: VectorCache | None = None
         self._urls = FetchedUrls()
         self.parses = 0  # files actually parsed by this store (not served from a cache)
 
     # ------------------------------------------------------------------------------ public API
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder of this store's indexes (None: keywords only), resolved on first use."""
+        if self._embedder == "default":
+            from chatagent.rag.embedders import default_embedder  # numpy, the engine: when an index is built
+
+            self._embedder = default_embedder()
+        return self._embedder  # type: ignore[return-value]
+
+    @property
+    def vectors(self) -> VectorCache | None:
+        """The passages' vectors on disk, `<workspace>/rag/vectors.sqlite3` (None without the disk cache)."""
+        if self._vectors is None and self.disk_cache:
+            from chatagent.rag.vector_cache import VectorCache  # numpy: when an index is built
+
+            self._vectors = VectorCache(self.root / "vectors.sqlite3")
+        return self._vectors
 
     def retrieve(
         self,
