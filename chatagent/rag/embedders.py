@@ -143,6 +143,15 @@ class _HTTPEmbedder:
         except ValueError:
             raise EmbedderError(f"{self.name}: the embedding service's answer is not JSON") from None
 
+    def _vectors(self, data: Any, path: tuple[str, ...], index_key: str) -> list[list[float]]:
+        """The `embedding` of each item at `path` in the service's answer, in the order of their `index_key`."""
+        try:
+            for key in path:
+                data = data[key]
+            return [d["embedding"] for d in sorted(data, key=lambda d: d.get(index_key, 0))]
+        except (KeyError, TypeError, AttributeError):
+            raise EmbedderError(f"{self.name}: the answer has no {'.'.join(path)}[].embedding") from None
+
     name = "http"
 
     def _request(self, texts: list[str], kind: str) -> list[list[float]]:
@@ -182,12 +191,7 @@ class OpenAIEmbedder(_HTTPEmbedder):
         if self.dimensions:
             body["dimensions"] = self.dimensions
         headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
-        data = self._post(self.url, body, headers)
-        try:
-            items = sorted(data["data"], key=lambda d: d.get("index", 0))
-            return [d["embedding"] for d in items]
-        except (KeyError, TypeError, AttributeError):
-            raise EmbedderError(f"{self.name}: the answer has no data[].embedding") from None
+        return self._vectors(self._post(self.url, body, headers), ("data",), "index")
 
 
 DASHSCOPE_URL = "https://dashscope.aliyuncs.com/api/v1"
@@ -230,11 +234,7 @@ class DashScopeEmbedder(_HTTPEmbedder):
             parameters["dimension"] = self.dimensions
         body = {"model": self.model, "input": {"texts": texts}, "parameters": parameters}
         data = self._post(self.url, body, {"Authorization": f"Bearer {self._key}"})
-        try:
-            items = sorted(data["output"]["embeddings"], key=lambda d: d.get("text_index", 0))
-            return [d["embedding"] for d in items]
-        except (KeyError, TypeError, AttributeError):
-            raise EmbedderError(f"{self.name}: the answer has no output.embeddings") from None
+        return self._vectors(data, ("output", "embeddings"), "text_index")
 
 
 class LlamaCppEmbedder:
