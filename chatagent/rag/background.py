@@ -56,6 +56,7 @@ class EmbeddingJob:
         self.vectors: np.ndarray | None = None
         self._rows: dict[int, np.ndarray] = {}
         self._started = False
+        self._finished = False
         self._lock = threading.Lock()
 
     def start(self) -> EmbeddingJob:
@@ -86,7 +87,7 @@ class EmbeddingJob:
         missing = [i for i in range(self.total) if i not in self._rows]
         try:
             for start in range(0, len(missing), BATCH):
-                if self.ready.is_set():
+                if self._finished:
                     return
                 part = missing[start : start + BATCH]
                 texts = [self.texts[i] for i in part]
@@ -96,6 +97,8 @@ class EmbeddingJob:
                 if self.cache is not None:
                     self.cache.put_many(self.embedder.name, texts, vectors)
                 with self._lock:
+                    if self._finished:  # the other thread completed the job meanwhile
+                        return
                     for i, v in zip(part, vectors, strict=True):
                         self._rows[i] = v
                     self.done = len(self._rows)
@@ -107,9 +110,10 @@ class EmbeddingJob:
         self._finish()
 
     def _finish(self) -> None:
-        with self._lock:
-            if self.ready.is_set():
+        with self._lock:  # once, whichever thread gets here first (the worker, or a caller of run_now)
+            if self._finished:
                 return
+            self._finished = True
             if self.total:
                 self.vectors = np.stack([self._rows[i] for i in range(self.total)]).astype(np.float32)
             self._rows = {}

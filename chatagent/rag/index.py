@@ -232,6 +232,11 @@ class Index:
         job = self._job
         return (job.done, job.total) if job is not None else (0, len(self._ids) if self._can_embed() else 0)
 
+    @property
+    def embedding_error(self) -> str | None:
+        """Why the embedding failed (searches then stay on keywords), or None."""
+        return self._job.error if self._job is not None else None
+
     def start_embedding(self) -> EmbeddingJob | None:
         """Take the vectors the cache has, queue the rest on the background thread; None if nothing can be
         embedded (no embedder, or documents added as terms only). Searching calls this."""
