@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from chatagent import Assistant, FnCallAgent, LongTermMemory, ScriptedLLM, Session, tool_call
 from chatagent.memories import memory_tools
 from chatagent.memories.store import MemoryStore
+from tests.support import processes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -88,7 +88,7 @@ def test_memory_outlives_the_process_and_the_session(tmp_path: Path) -> None:
     url = "sqlite:///" + str(tmp_path / "shared" / "memory.db")
 
     def child(user: str, action: str) -> list:
-        out = subprocess.run(
+        out = processes.run(
             [sys.executable, "-c", textwrap.dedent(CHILD), url, user, action],
             capture_output=True, text=True, timeout=120, cwd=REPO,
         )  # fmt: skip

