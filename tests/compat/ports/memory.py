@@ -4,7 +4,7 @@ import os
 
 import json5
 
-from chatagent.memory import Memory  # the face of Qwen-Agent's module path (qwen_agent.memory)
+from chatagent.memory import Memory
 from chatagent.schema import ContentItem, Message
 
 SOURCE = "tests/memory/test_memory.py"
