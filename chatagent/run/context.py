@@ -30,6 +30,7 @@ class RunContext:
         "generate_cfg",
         "agent_name",
         "session_id",
+        "session",
         "plugins",
         "attempt",
         "output",
@@ -47,6 +48,7 @@ class RunContext:
         self.generate_cfg: dict[str, Any] | None = None
         self.agent_name = agent_name
         self.session_id: str | None = None  # run(..., session_id=...): tools keep per-conversation state under it
+        self.session: Any = None  # run(..., session=...): the chatagent.Session (its user, its id)
         self.plugins: Any = None  # a chatagent.plugins.Plugins, or None when the run has none
         self.attempt = 0  # retries asked for by a plugin (chatagent.plugins.Retry)
         self.output: Any = None  # the validated answer, with response_format
@@ -62,6 +64,7 @@ class RunContext:
         ctx = RunContext(self.deadline, self.callbacks, agent_name)
         ctx.usage = self.usage
         ctx.session_id = self.session_id
+        ctx.session = self.session
         ctx.parent = self
         return ctx
 
