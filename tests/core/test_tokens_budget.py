@@ -28,8 +28,10 @@ def samples() -> dict[str, str]:
                 "tags": ["beta", "paid"], "active": i % 2 == 0} for i in range(40)]  # fmt: skip
     rows = [f"2023-{m:02d}-{d:02d},{rnd.randint(10000, 99999)},{rnd.uniform(-10, 35):.1f}" for m in range(1, 13)
             for d in range(1, 25)]  # fmt: skip
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    prose = "\n\n".join(p for p in readme.split("\n\n") if not p.startswith(("```", "|", "-", "#")))[:20000]
+    manual = "\n\n".join(
+        p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    )
+    prose = "\n\n".join(p for p in manual.split("\n\n") if not p.startswith(("```", "|", "-", "#")))[:20000]
     return {
         "english": prose,
         "chinese": CHINESE,
