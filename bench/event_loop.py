@@ -26,8 +26,8 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,8 +107,9 @@ async def _heartbeat_stall(work: Callable[[], Awaitable[Any]]) -> tuple[float, f
 
 
 async def _scenario(name: str, url: str, how: str) -> dict[str, float]:
-    import chatagent.agents.basic  # noqa: F401  (imports are not the loop's work: done before measuring)
     import httpx  # noqa: F401
+
+    import chatagent.agents.basic  # noqa: F401  (imports are not the loop's work: done before measuring)
 
     if name == "first_step":
         cold = await _longest_block(lambda: _first_call(url, how))
