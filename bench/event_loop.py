@@ -21,6 +21,7 @@ model instance did before: a client, so an SSL context, of its own).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import subprocess
@@ -130,7 +131,7 @@ def _child(name: str, url: str, how: str) -> None:
 
 def _run(name: str, url: str, how: str) -> dict[str, float]:
     out = subprocess.run(
-        [sys.executable, __file__, name, url, how], capture_output=True, text=True, timeout=300, check=True
+        [sys.executable, __file__, "--child", name, url, how], capture_output=True, text=True, timeout=300, check=True
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -162,7 +163,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4:
-        _child(*sys.argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--child", nargs=3, metavar=("SCENARIO", "URL", "HOW"), help="(internal) one scenario")
+    args = parser.parse_args()
+    if args.child:
+        _child(*args.child)
     else:
         main()
