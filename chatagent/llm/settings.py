@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatagent.errors import RunDeadlineExceeded
+from chatagent.llm.fncall.formats import FORMATS
 from chatagent.utils.kwargs import unexpected_keyword
 
 # generate_cfg keys the framework reads itself; every other key goes to the backend's request.
@@ -117,7 +118,20 @@ def split_generate_cfg(cfg: dict[str, Any]) -> tuple[Settings, dict[str, Any]]:
         raise ValueError(
             f"generate_cfg['function_choice'] must be 'auto', 'none', 'required' or a function's name, got {choice!r}"
         )
+    prompt_type = ours.get("fncall_prompt_type")
+    if prompt_type is not None and prompt_type not in FORMATS:
+        raise ValueError(f"generate_cfg['fncall_prompt_type'] must be one of {sorted(FORMATS)}, got {prompt_type!r}")
+    for key, (check, wanted) in _REQUEST_VALUES.items():
+        value = rest.get(key)
+        if value is not None and not check(value):
+            raise ValueError(f"generate_cfg[{key!r}] must be {wanted}, got {value!r}")
     return Settings(**ours), rest
+
+
+def check_generate_cfg(cfg: dict[str, Any]) -> None:
+    """ValueError naming the key, for a generate_cfg value that a call would refuse (a negative `max_retries`, an
+    unknown `fncall_prompt_type`, a string `temperature`, ...): checked where a model or an agent is built."""
+    split_generate_cfg(cfg)
 
 
 # key -> (integer only, bound, bound included)
@@ -129,6 +143,29 @@ _NUMERIC_SETTINGS: dict[str, tuple[bool, float, bool]] = {
     "request_timeout": (False, 0, False),
     "deadline": (False, 0, False),
 }
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# request keys every backend sends as they are, and what the servers take: key -> (check, what it must be)
+_REQUEST_VALUES: dict[str, tuple[Any, str]] = {
+    "temperature": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+    "top_p": (lambda v: _is_number(v) and 0 <= v <= 1, "a number from 0 to 1"),
+    "top_k": (_is_int, "an integer"),
+    "max_tokens": (lambda v: _is_int(v) and v > 0, "an integer > 0"),
+    "seed": (_is_int, "an integer"),
+    "presence_penalty": (_is_number, "a number"),
+    "frequency_penalty": (_is_number, "a number"),
+    "repetition_penalty": (lambda v: _is_number(v) and v > 0, "a number > 0"),
+    "stop": (lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(s, str) for s in v)),
+             "a string or a list of strings"),
+}  # fmt: skip
 
 
 def _number_at_least(value: Any, integer: bool, bound: float, inclusive: bool) -> bool:
