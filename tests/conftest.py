@@ -2,15 +2,30 @@
 
 `openai_server`: the loopback OpenAI-compatible server (tests/support/openai_server.py), one per test
 session, emptied before each test. Its module docstring documents the API.
+
+The suite never touches the user's workspace (~/.cache/chatagent: parsed documents, indexes, sessions): before any
+test module is imported, CHATAGENT_WORKSPACE names a temporary directory, removed when the session ends, and
+CHATAGENT_SESSION_STORE is unset. Every process a test starts inherits both.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.openai_server import OpenAIServer
+
+WORKSPACE = tempfile.mkdtemp(prefix="chatagent-tests-workspace-")
+os.environ["CHATAGENT_WORKSPACE"] = WORKSPACE  # read where it is used (workspace_root), never cached at import
+os.environ.pop("CHATAGENT_SESSION_STORE", None)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(WORKSPACE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
