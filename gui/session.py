@@ -21,6 +21,7 @@ from chatagent.agent import Agent
 from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls, to_messages
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import Response
+from gui.icons import icon
 from gui.notes import model_label, status_message, status_text
 from gui.render import chat_message, render_conversation, render_error, render_message
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("chatagent.gui")
 
-STOPPED_NOTE = chat_message("assistant", "⏹️ *Stopped.*")
+STOPPED_NOTE = chat_message("assistant", f"{icon('stopped')} *Stopped.*")
 WORKER_JOIN_S = 30.0  # how long to wait for a stopped turn's run to close
 
 

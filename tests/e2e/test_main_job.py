@@ -137,7 +137,7 @@ def test_the_page_shows_progress_the_model_and_the_sources(manual: Path, llm, tm
             send(page, QUESTION)
             expect(page.locator("#chatbot")).to_contain_text(f"Reading plant-manual.pdf: page 1 of {PAGES}")
             status_seen.set()
-            sources = page.locator("#chatbot").get_by_text("📚 Sources:")
+            sources = page.locator("#chatbot").get_by_text("Sources:")
             expect(sources).to_be_visible(timeout=300_000)
             title = sources.inner_text()
             assert re.search(rf"\b{FACT_PAGE}\b", title), title
