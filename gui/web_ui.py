@@ -24,7 +24,7 @@ from chatagent.schema import Message, to_messages
 from chatagent.utils.extras import missing_dependency
 from gui.notes import model_note
 from gui.render import escape_html, escape_markdown, render_conversation, safe_name
-from gui.session import ChatSession, user_message
+from gui.session import ChatSession, box_value, user_message
 
 logger = logging.getLogger("chatagent.gui")
 
@@ -276,7 +276,9 @@ class WebUI:
         async for display in session.stream_turn(self._agent_for(session, agent_name)):
             yield display, gr.skip(), session
         if session.generation == generation:
-            yield session.display, gr.MultimodalTextbox(interactive=True), session
+            bounced, session.bounced = session.bounced, None  # another tab is answering: the text goes back
+            value = box_value(bounced) if bounced is not None else None
+            yield session.display, gr.MultimodalTextbox(value=value, interactive=True), session
 
     def _on_stop(self, session: ChatSession | None) -> None:
         if session is not None:
