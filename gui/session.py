@@ -112,6 +112,7 @@ class ChatSession:
         self._worker: threading.Thread | None = None
         # the user's message taken back because another tab is answering this conversation (for the input box)
         self.bounced: Message | None = None
+        self.clear_armed_at = 0.0  # when Clear was clicked once (time.monotonic()); a second click clears
 
     def bind(self, stored: Session) -> None:
         """Show and continue the stored conversation `stored` (the messages shown so far, if it has none yet)."""

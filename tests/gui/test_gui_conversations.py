@@ -170,3 +170,20 @@ def test_a_second_tab_on_a_busy_conversation_says_so_and_keeps_the_typed_text(st
     assert box.value == {"text": "my typed text", "files": []} and box.interactive
     assert all(m.text != "my typed text" for m in session.history)
     assert "my typed text" not in [m["content"] for m in Session("shared", store).messages()]
+
+
+def test_clear_asks_before_it_erases_the_stored_conversation(store: str) -> None:
+    """Clear erased the stored conversation at once: now the first click only asks (the conversation stays, in
+    the page too if the chatbot's own clear icon emptied it), and a second click clears it."""
+    ui = WebUI(counting(), conversations=store)
+    chat = ui.new_session()
+    chat.bind(Session("keep", store))
+    say(chat, "one")
+    display, _, same, button = ui._on_clear(chat)
+    assert display == chat.display and len(display) == 2 and "click again" in button.value
+    assert [m["content"] for m in Session("keep", store).messages()] == ["one", "seen 1"]
+    display, box, same, button = ui._on_clear(chat)
+    assert display == [] and button.value == "Clear" and chat.history == []
+    assert Session("keep", store).messages() == []
+    empty = ui.new_session()  # nothing to lose: one click
+    assert ui._on_clear(empty)[0] == []
