@@ -93,7 +93,7 @@ class OpenAICompatModel(BaseChatModel):
     async def _aclient(self) -> Any:
         """The `httpx.AsyncClient` on the running event loop that every model calling this server with the same
         options shares (a client cannot move between loops); built off the loop the first time."""
-        from chatagent.llm.http_pool import shared_client
+        from chatagent.llm.http_pool import shared_client  # httpx: on the first async call
 
         return await shared_client(self.base_url or "https://api.openai.com/v1", self._aclient_options())
 
