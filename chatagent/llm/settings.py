@@ -5,8 +5,9 @@ model may call tools (`ToolChoice`, handed to backends as a typed keyword, never
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.llm.fncall.formats import FORMATS
@@ -153,19 +154,40 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _at_least_zero(value: Any) -> bool:
+    return _is_number(value) and value >= 0
+
+
+def _zero_to_one(value: Any) -> bool:
+    return _is_number(value) and 0 <= value <= 1
+
+
+def _positive(value: Any) -> bool:
+    return _is_number(value) and value > 0
+
+
+def _positive_int(value: Any) -> bool:
+    return _is_int(value) and value > 0
+
+
+def _stop_words(value: Any) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, list) and all(isinstance(s, str) for s in cast(list[Any], value))
+    )
+
+
 # request keys every backend sends as they are, and what the servers take: key -> (check, what it must be)
-_REQUEST_VALUES: dict[str, tuple[Any, str]] = {
-    "temperature": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
-    "top_p": (lambda v: _is_number(v) and 0 <= v <= 1, "a number from 0 to 1"),
+_REQUEST_VALUES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "temperature": (_at_least_zero, "a number >= 0"),
+    "top_p": (_zero_to_one, "a number from 0 to 1"),
     "top_k": (_is_int, "an integer"),
-    "max_tokens": (lambda v: _is_int(v) and v > 0, "an integer > 0"),
+    "max_tokens": (_positive_int, "an integer > 0"),
     "seed": (_is_int, "an integer"),
     "presence_penalty": (_is_number, "a number"),
     "frequency_penalty": (_is_number, "a number"),
-    "repetition_penalty": (lambda v: _is_number(v) and v > 0, "a number > 0"),
-    "stop": (lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(s, str) for s in v)),
-             "a string or a list of strings"),
-}  # fmt: skip
+    "repetition_penalty": (_positive, "a number > 0"),
+    "stop": (_stop_words, "a string or a list of strings"),
+}
 
 
 def _number_at_least(value: Any, integer: bool, bound: float, inclusive: bool) -> bool:
