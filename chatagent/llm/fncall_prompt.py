@@ -13,9 +13,9 @@ of the text it streams. Two formats (generate_cfg `fncall_prompt_type`):
   the last call's arguments.
 
 `chatagent.llm.routing` sends a call here (see `chat`), and this module drives the model through its
-`backend_reply` / `abackend_reply` (`chatagent.llm.request.Backend`) with a rewritten request (`prompt_request`). The work is split by job in `chatagent.llm.fncall`: `formats` (markers,
-prompts, rendering), `parser` (the streaming parser, linear in the reply), `calls` (reading one call).
-Their public names are re-exported here.
+`backend_reply` / `abackend_reply` (`chatagent.llm.request.Backend`) with a rewritten request (`prompt_request`).
+The work is split by job in `chatagent.llm.fncall`: `formats` (markers, prompts, rendering), `parser` (the
+streaming parser, linear in the reply), `calls` (reading one call). Their public names are re-exported here.
 """
 
 from __future__ import annotations
