@@ -381,7 +381,6 @@ __all__ = [
     "DEFAULT_TOOL_CHOICE",
     "FRAMEWORK_KEYS",
     "IGNORED_KEYS",
-    "ModelRequest",
     "ModelServiceError",
     "Settings",
     "ToolChoice",
