@@ -334,20 +334,28 @@ class BaseChatModel(TokenBudget):
         """The backend's own reply to `request` as fragment lists, with the retry and deadline rules, and nothing
         else: no cache, no tool routing, no parsing (see `chatagent.llm.request.Backend`). With functions, the
         backend gets the settings' tool choice."""
-        choice = backend_choice(request.functions, request.settings)
+        msgs, funcs, usage, settings = request.messages, request.functions, request.usage, request.settings
+        choice = backend_choice(funcs, settings)
         if request.stream:
-            return self._retrying(lambda: self._chat_stream(*_attempt_args(request), **choice), request.settings)
+            return self._retrying(
+                lambda: self._chat_stream(msgs, funcs, attempt_cfg(request.cfg, settings), usage, **choice), settings
+            )
         return self._retrying(
-            lambda: as_fragments(self._chat_once(*_attempt_args(request), **choice)), request.settings
+            lambda: as_fragments(self._chat_once(msgs, funcs, attempt_cfg(request.cfg, settings), usage, **choice)),
+            settings,
         )
 
     def abackend_reply(self, request: ModelRequest) -> AsyncIterator[list[Fragment]]:
         """`backend_reply` for asyncio."""
-        choice = backend_choice(request.functions, request.settings)
+        msgs, funcs, usage, settings = request.messages, request.functions, request.usage, request.settings
+        choice = backend_choice(funcs, settings)
         if request.stream:
-            return self._aretrying(lambda: self._achat_stream(*_attempt_args(request), **choice), request.settings)
+            return self._aretrying(
+                lambda: self._achat_stream(msgs, funcs, attempt_cfg(request.cfg, settings), usage, **choice), settings
+            )
         return self._aretrying(
-            lambda: aas_fragments(self._achat_once(*_attempt_args(request), **choice)), request.settings
+            lambda: aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(request.cfg, settings), usage, **choice)),
+            settings,
         )
 
     def _retrying(
@@ -361,14 +369,6 @@ class BaseChatModel(TokenBudget):
     ) -> AsyncIterator[list[Fragment]]:
         """`_retrying` for asyncio."""
         return aretrying(attempt, settings, self.model or self.model_type, self.api_key)
-
-
-def _attempt_args(
-    request: ModelRequest,
-) -> tuple[list[Message], list[dict[str, Any]] | None, dict[str, Any], Usage | None]:
-    """A backend method's positional arguments for one attempt at `request`: messages, functions, the cfg with its
-    timeout capped by the deadline (see `attempt_cfg`), usage."""
-    return request.messages, request.functions, attempt_cfg(request.cfg, request.settings), request.usage
 
 
 def response_text(msgs: list[Message]) -> str:
