@@ -218,8 +218,7 @@ class TokenBudget:
         if settings.fncall_prompt_type or not self.native_tools:
             if settings.function_choice == "none":  # the prompt then describes no tools
                 return ""
-            # the prompt formats (and the lenient JSON they use) are loaded only for a model that needs them
-            from chatagent.llm.fncall.formats import get_format
+            from chatagent.llm.fncall.formats import get_format  # prompt-based function calling: when used
 
             fmt = get_format(settings.fncall_prompt_type or "nous")
             system, _ = fmt.convert([], funcs, settings.function_choice or "auto", settings.parallel_function_calls)

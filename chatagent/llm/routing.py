@@ -15,8 +15,7 @@ def call_model(backend: Backend, request: ModelRequest) -> Iterator[list[Fragmen
     backend's."""
     settings = request.settings
     if settings.cache or settings.cache_dir:
-        # the cache (sqlite3, hashing) is loaded only for a call that asks for it
-        from chatagent.llm.cache import lookup, recording, replay
+        from chatagent.llm.cache import lookup, recording, replay  # sqlite: with a response cache only
 
         store, key = lookup(backend, request.messages, request.functions, request.cfg, settings)
         if store is not None:
@@ -28,8 +27,7 @@ def call_model(backend: Backend, request: ModelRequest) -> Iterator[list[Fragmen
 
 
 def _model_call(backend: Backend, request: ModelRequest) -> Iterator[list[Fragment]]:
-    # prompt-based function calling (its formats and parser) is loaded only for a call that needs it
-    from chatagent.llm import fncall_prompt
+    from chatagent.llm import fncall_prompt  # prompt-based function calling: when used
 
     prompted, request = _route(backend, request)
     if prompted:
@@ -46,8 +44,7 @@ def acall_model(backend: Backend, request: ModelRequest) -> AsyncIterator[list[F
     """`call_model` for asyncio."""
     settings = request.settings
     if settings.cache or settings.cache_dir:
-        # the cache (sqlite3, hashing) is loaded only for a call that asks for it
-        from chatagent.llm.cache import arecording, lookup
+        from chatagent.llm.cache import arecording, lookup  # sqlite: with a response cache only
 
         store, key = lookup(backend, request.messages, request.functions, request.cfg, settings)
         if store is not None:
@@ -58,8 +55,7 @@ def acall_model(backend: Backend, request: ModelRequest) -> AsyncIterator[list[F
 def _amodel_call(backend: Backend, request: ModelRequest) -> AsyncIterator[list[Fragment]]:
     """`_model_call` for asyncio: the fragments, as an async iterator (returned, not wrapped: one layer less per
     chunk)."""
-    # prompt-based function calling (its formats and parser) is loaded only for a call that needs it
-    from chatagent.llm import fncall_prompt
+    from chatagent.llm import fncall_prompt  # prompt-based function calling: when used
 
     prompted, request = _route(backend, request)
     if prompted:

@@ -1,7 +1,8 @@
 """The import rules of docs/architecture.md: no import cycles, no upward imports.
 
-Every module of `chatagent` and `gui` is read with `ast`; every import counts (top-level and inside functions),
-except those under `if TYPE_CHECKING:`. `from pkg import sub` counts as an import of the submodule `pkg.sub`.
+Every module of `chatagent` and `gui` is read with `ast`; every import counts: top-level, inside functions and under
+`if TYPE_CHECKING:` alike (a type-level cycle is a cycle). `from pkg import sub` counts as an import of the submodule
+`pkg.sub`.
 """
 
 from __future__ import annotations
@@ -64,15 +65,6 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def _type_checking_nodes(tree: ast.AST) -> set[int]:
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for stmt in node.body:
-                skipped.update(id(n) for n in ast.walk(stmt))
-    return skipped
-
-
 def _own_module(name: str) -> str | None:
     """The longest prefix of the dotted `name` that is one of our modules."""
     known = modules()
@@ -81,15 +73,12 @@ def _own_module(name: str) -> str | None:
     return name or None
 
 
-def imports_of(module: str, source: str, type_checking: bool = False) -> set[str]:
-    """Our modules that `module` imports anywhere in `source` (under TYPE_CHECKING only when `type_checking`)."""
+def imports_of(module: str, source: str) -> set[str]:
+    """Our modules that `module` imports anywhere in `source`."""
     tree = ast.parse(source)
     is_package = modules()[module].name == "__init__.py"
-    skipped = set[int]() if type_checking else _type_checking_nodes(tree)
     targets: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.Import):
             targets.update(filter(None, (_own_module(a.name) for a in node.names)))
         elif isinstance(node, ast.ImportFrom):
@@ -223,9 +212,9 @@ def test_the_rules_catch_a_cycle_an_upward_import_and_a_function_level_import() 
     assert any({"chatagent.schema", "chatagent.agent"} <= set(c) for c in cycles(graph) - KNOWN_CYCLES)
 
 
-def test_type_checking_imports_do_not_count() -> None:
+def test_type_checking_imports_count() -> None:
     source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from chatagent.agent import Agent\n"
-    assert imports_of("chatagent.schema", source) == set()
+    assert imports_of("chatagent.schema", source) == {"chatagent.agent"}
 
 
 @pytest.mark.parametrize("layer", ["llm", "rag"])
@@ -235,17 +224,3 @@ def test_siblings_do_not_import_each_other(layer: str) -> None:
     graph = dict(import_graph())
     graph[module] = frozenset(graph[module] | {other})
     assert any(line.startswith(module + " ") for line in upward_imports(graph))
-
-
-def test_llm_has_no_cycle_counting_type_checking_imports() -> None:
-    """llm/ keeps already the rule the whole house moves to: no cycle through `if TYPE_CHECKING:` imports either."""
-    llm = {m: p for m, p in modules().items() if m.startswith("chatagent.llm")}
-    graph = {
-        m: frozenset(t for t in imports_of(m, p.read_text(encoding="utf-8"), type_checking=True) if t in llm)
-        for m, p in llm.items()
-    }
-    assert cycles(graph) == set()
-    # the check sees a type-level import: settings naming the model class for a type closes a circle
-    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from chatagent.llm.base import BaseChatModel\n"
-    graph["chatagent.llm.settings"] = frozenset(imports_of("chatagent.llm.settings", source, type_checking=True))
-    assert any({"chatagent.llm.settings", "chatagent.llm.base"} <= set(c) for c in cycles(graph))
