@@ -16,10 +16,10 @@ from typing import Any, Protocol, cast
 import orjson
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
-from chatagent.llm.base import Usage
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.openai_errors import error_status, int_or_none, snippet
 from chatagent.llm.prepare import fix_surrogates, json_object
+from chatagent.llm.request import Usage
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.schema.fragment import Fragment, fragment
 from chatagent.utils.tokens import count_tokens
