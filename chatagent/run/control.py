@@ -31,7 +31,7 @@ from chatagent.run.approval import PENDING_APPROVAL, Resume, call_id, needs_appr
 from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON, Blocked, Hook, Plugins, Retry, failed, plugin_name
 from chatagent.run.requests import AgentLoop, Blocking, LoopItem, ModelCall, ToolBatch, ToolWait, pass_on, step
 from chatagent.run.tool_call import run_tool
-from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, to_message
+from chatagent.schema import ASSISTANT, FUNCTION, USER, FunctionCall, Message, to_message
 from chatagent.schema.fragment import Fragment, fragment, shift, typed
 from chatagent.schema.stream import Collector, WholeLists
 from chatagent.tools.base import result_content
@@ -58,12 +58,15 @@ def controlled(
 
 
 class _ControlledRun:
-    __slots__ = ("agent", "plugins", "ctx", "shown", "checks", "held", "resume", "offset", "replace_at", "tripped")
+    __slots__ = (
+        "agent", "plugins", "ctx", "shown", "checks", "held", "resume", "offset", "replace_at", "tripped", "stopped",
+    )  # fmt: skip
 
     def __init__(self, agent: Runnable, plugins: Plugins, ctx: RunContext) -> None:
         self.agent = agent
         self.plugins = plugins
         self.ctx = ctx
+        ctx.controls = (*ctx.controls, self)  # drivers hand it the tool calls that do not pass through it
         self.shown = Collector()  # the response as the caller has seen it
         self.checks: list[tuple[Any, Future[None]]] = []  # input checks still to be settled
         self.held: list[Fragment] = []  # output waiting for them
@@ -71,6 +74,7 @@ class _ControlledRun:
         self.offset = 0  # where the current attempt's response starts in the shown one
         self.replace_at = -1  # the shown message the attempt's first fragment replaces (a retried answer)
         self.tripped: Exception | None = None  # an input check's error raised in our map (it ends the run)
+        self.stopped: _Paused | Blocked | None = None  # a pause or block decided in `gate` (the loop cannot undo it)
 
     # ---- the run ---------------------------------------------------------------------------------------------
 
@@ -124,14 +128,18 @@ class _ControlledRun:
         """Pass `gen`'s fragments and requests on, with the hooks; its return value."""
         plugins = self.plugins
         after_model = plugins.each("after_model")
-        after_tool = plugins.each("after_tool")
+        after_tool = bool(plugins.each("after_tool"))
         value: Any = None
         error: BaseException | None = None
         while True:
             try:
                 item: LoopItem = step(gen, value, error)
             except StopIteration as stop:
+                if self.stopped is not None:
+                    raise self.stopped from None
                 return stop.value
+            if self.stopped is not None:  # the loop caught it (a broad `except`): the run stops all the same
+                raise self.stopped
             error = value = None
             if isinstance(item, list):
                 if item:
@@ -150,8 +158,11 @@ class _ControlledRun:
                     plugins.call(p, "before_model", fn, self.agent, call)
                 mapped = self._map(call)
             elif isinstance(item, ToolBatch):
+                item.seen.append(self)
                 yield from self._settle()
                 self._before_tools(item)
+            elif isinstance(item, ToolWait):
+                item.seen.append(self)
             value, error = yield from pass_on(item)
             if error is not None and error is self.tripped:
                 raise error  # from our map: an input check tripped or failed
@@ -162,10 +173,7 @@ class _ControlledRun:
                     for p, fn in after_model[::-1]:
                         plugins.call(p, "after_model", fn, self.agent, call, value)
             elif isinstance(item, ToolWait) and error is None and after_tool:
-                for p, fn in after_tool[::-1]:
-                    content = plugins.call(p, "after_tool", fn, self.agent, value)
-                    if content is not None:
-                        value.content = result_content(content)
+                self.after_tool(value)
 
     # ---- placing and recording what is shown -----------------------------------------------------------------
 
@@ -265,6 +273,27 @@ class _ControlledRun:
 
     # ---- tools -------------------------------------------------------------------------------------------------
 
+    def gate(self, batch: ToolBatch) -> None:
+        """`_before_tools` for a batch a driver carries out without it having passed through `_drive` (a loop that
+        runs its tools itself, `_call_tool`): waits for the input checks in place, as it cannot yield. A pause or
+        a block is raised into the loop, and again at its next step should the loop catch it."""
+        try:
+            if self.checks:
+                self._wait_checks()
+                self._check_results()
+            self._before_tools(batch)
+        except (_Paused, Blocked) as stop:
+            self.stopped = stop
+            raise
+
+    def after_tool(self, outcome: Any) -> None:
+        """The `after_tool` hooks on a call's outcome (its content replaced by what a hook returns)."""
+        plugins = self.plugins
+        for p, fn in plugins.each("after_tool", reverse=True):
+            content = plugins.call(p, "after_tool", fn, self.agent, outcome)
+            if content is not None:
+                outcome.content = result_content(content)
+
     def _before_tools(self, batch: ToolBatch) -> None:
         """Approval and `before_tool` for a batch about to start: pause for calls that need a person."""
         waiting: list[dict[str, Any]] = []
@@ -330,12 +359,24 @@ class _ControlledRun:
         return None if current is response else current
 
     def _paused(self, waiting: list[dict[str, Any]]) -> list[Fragment]:
-        """The fragment that pauses the run: the waiting calls, on the last message shown (the call)."""
+        """The fragments that pause the run: the waiting calls, marked on the last message shown when they are the
+        calls it ends with, else shown as calls of their own (a loop that ran its tools without showing the calls),
+        so that the approval message that follows resumes them."""
         response = self.shown.messages()
-        last = len(response) - 1
-        # on the call, or on its own when the agent ran tools without showing the call
-        at = last if last >= 0 and response[last].function_call is not None else last + 1
-        out = [Fragment.unchecked(ASSISTANT, "", None, None, None, {PENDING_APPROVAL: waiting}, at)]
+        shown = _trailing_call_ids(response)
+        missing = [] if shown is None else [w for w in waiting if w["id"] not in shown]
+        at = len(response)
+        out = [
+            Fragment.unchecked(
+                ASSISTANT, "", None, FunctionCall(w["name"], w["arguments"]), None, {"function_id": w["id"]}, at + n
+            )  # fmt: skip
+            for n, w in enumerate(missing)
+        ]
+        if out:
+            assert out[-1].extra is not None
+            out[-1].extra[PENDING_APPROVAL] = waiting
+        else:
+            out = [Fragment.unchecked(ASSISTANT, "", None, None, None, {PENDING_APPROVAL: waiting}, max(at - 1, 0))]
         self.shown.add(out)
         return out
 
@@ -350,6 +391,20 @@ class _ControlledRun:
         out = [Fragment.unchecked(ASSISTANT, b.message, None, None, None, extra, at, at < len(response))]
         self.shown.add(out)
         return out
+
+
+def _trailing_call_ids(response: list[Message]) -> set[str] | None:
+    """The ids of the calls `response` ends with (None if one of them has no id: they are taken as the waiting
+    calls, as before ids were checked)."""
+    ids: set[str] = set()
+    for m in reversed(response):
+        if m.role != ASSISTANT or m.function_call is None:
+            break
+        fid = (m.extra or {}).get("function_id")
+        if fid is None:
+            return None
+        ids.add(fid)
+    return ids
 
 
 def _answer_index(response: list[Message], start: int) -> int:

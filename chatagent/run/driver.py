@@ -163,7 +163,9 @@ def carry_out(request: Any) -> Any:
     kind: type[object] = type(cast(object, request))
     if kind is ToolWait:
         value = request.handle(request.index)
+        controlled_result(request, value)
     elif kind is ToolBatch:
+        controlled_batch(request)
         value = _start_tools(request)
     elif kind is Blocking:
         value = request.fn(*request.args)
@@ -191,6 +193,27 @@ def _model(call: ModelCall) -> Generator[Fragments, None, list[Message]]:
         stream.close()
         reply = s.finish()
     return reply
+
+
+def controlled_batch(batch: ToolBatch) -> None:
+    """Hand `batch` to the controls of its run that it did not pass through (innermost first): approval, hooks and
+    input checks hold wherever a tool runs (see `chatagent.run.requests.ToolControl`)."""
+    ctx = batch.context
+    if ctx is not None and ctx.controls:
+        for control in reversed(ctx.controls):
+            if control not in batch.seen:
+                batch.seen.append(control)
+                control.gate(batch)
+
+
+def controlled_result(wait: ToolWait, outcome: Any) -> None:
+    """`controlled_batch` for a call's outcome: the `after_tool` hooks of the controls it did not pass through."""
+    ctx = wait.context
+    if ctx is not None and ctx.controls:
+        for control in reversed(ctx.controls):
+            if control not in wait.seen:
+                wait.seen.append(control)
+                control.after_tool(outcome)
 
 
 def _start_tools(batch: ToolBatch) -> Callable[[int], Any]:
@@ -277,7 +300,9 @@ async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
                         value = s.finish()
                 elif type(item) is ToolWait:
                     value = await item.handle[item.index]
+                    controlled_result(item, value)
                 elif type(item) is ToolBatch:
+                    controlled_batch(item)
                     value = _astart_tools(item)
                     tasks.extend(value)
                 elif type(item) is Blocking:
@@ -336,4 +361,14 @@ def observed(gen: AgentLoop, ctx: RunContext) -> AgentLoop:
             deliver(found, end)
 
 
-__all__ = ["ModelStream", "adrive", "ask", "carry_out", "drain", "drive", "observed"]
+__all__ = [
+    "ModelStream",
+    "adrive",
+    "ask",
+    "carry_out",
+    "controlled_batch",
+    "controlled_result",
+    "drain",
+    "drive",
+    "observed",
+]

@@ -120,12 +120,12 @@ class RunSteps:
         """Run prepared tool calls (see `chatagent.tools.calling.prepare_call`), concurrently when there are
         several; use as `handle = yield from ...`, then `outcome = yield from self._tool_result(handle, i)`."""
         ctx = current_run()
-        return (yield from ask(ToolBatch(calls, max_parallel, self.tool_cache, ctx.deadline)))
+        return (yield from ask(ToolBatch(calls, max_parallel, self.tool_cache, ctx.deadline, ctx)))
 
     @staticmethod
     def _tool_result(handle: Any, index: int) -> Asking[Any]:
         """The ToolOutcome of call `index` of a batch started with `_run_tools` (waits until it is done)."""
-        return (yield from ask(ToolWait(handle, index)))
+        return (yield from ask(ToolWait(handle, index, current_run())))
 
     def _run_tool(
         self, tool_name: str, tool_args: str | dict[str, Any] | None = "{}", **kwargs: Any

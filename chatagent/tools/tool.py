@@ -33,6 +33,7 @@ from chatagent.tools.arguments import (
     JSONArray,
     JSONObject,
     ToolArgumentError,
+    check_finite,
     is_json_array,
     is_json_object,
     parse_arguments,
@@ -156,6 +157,7 @@ class BaseTool:
     def validate(self, args: JSONObject) -> JSONObject:
         """Parsed arguments checked against `parameters`, with safe coercions and defaults applied."""
         if is_pydantic_model(self.parameters):
+            check_finite(args)
             return validate_with_pydantic(self.parameters, args).model_dump()
         return validate_arguments(args, self.parameters_schema)
 
