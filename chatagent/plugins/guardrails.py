@@ -102,20 +102,39 @@ class InputGuardrail(Plugin):
 
 
 class OutputGuardrail(Plugin):
-    """Checks the final answer with `check(text)`; trips with `message` in its place."""
+    """Checks the answer with `check(text)`; trips with `message` in its place.
+
+    `per='answer'` (default): the final answer, whole; nothing of it is shown before the check passed. `'sentence'` or
+    `'paragraph'`: each one of the answer (and of the reasoning) as it is complete, shown once it passed; a trip
+    then stops the run with `message` after what was shown.
+    """
 
     def __init__(
-        self, check: Check, *, message: str = DEFAULT_MESSAGE, name: str | None = None, on_error: str | None = None
+        self,
+        check: Check,
+        *,
+        message: str = DEFAULT_MESSAGE,
+        per: str = "answer",
+        name: str | None = None,
+        on_error: str | None = None,
     ) -> None:
         super().__init__(name=name or _name_of(check, "OutputGuardrail"), on_error=on_error)
         if not callable(check):
             raise TypeError(f"check must be a function of a text, got {type(check).__name__}")
         self.check, self.message = check, message
+        self.releases = _per(per)
+        switch_off(self, "after_run" if self.releases else "check_text")
 
-    def after_run(self, agent: Any, response: list[Message]) -> None:
-        reason = verdict(self.check(answer_text(response)), self.name)
+    def _trip(self, text: str) -> None:
+        reason = verdict(self.check(text), self.name)
         if reason is not None:
             raise Blocked(self.message, reason)
+
+    def check_text(self, agent: Any, text: str) -> None:
+        self._trip(text)
+
+    def after_run(self, agent: Any, response: list[Message]) -> None:
+        self._trip(answer_text(response))
 
 
 class TextPolicy(Plugin):
@@ -128,6 +147,10 @@ class TextPolicy(Plugin):
             model sees them (input), or in the answer before it is shown as final (output).
         on: 'input', 'output' or 'both'.
         message: the answer when the policy trips.
+        per: what the output rules see: 'answer' (default: the whole answer, nothing of it shown before), or each
+            'sentence' / 'paragraph' of the answer and reasoning, shown once redacted and checked (`forbid` then
+            finds only what lies within one; `max_chars` still counts the whole answer, and a trip comes after
+            what was shown).
     """
 
     def __init__(
@@ -139,6 +162,7 @@ class TextPolicy(Plugin):
         replacement: str = "[redacted]",
         on: str = "output",
         message: str = DEFAULT_MESSAGE,
+        per: str = "answer",
         name: str | None = None,
     ) -> None:
         super().__init__(name=name)
@@ -152,10 +176,13 @@ class TextPolicy(Plugin):
         if not (self.max_chars or self.forbid or self.redact):
             raise ValueError("TextPolicy needs max_chars, forbid or redact")
         self.replacement, self.message = replacement, message
+        self.releases = _per(per)
         if on == "output":
             switch_off(self, "before_run")
         elif on == "input":
             switch_off(self, "after_run")
+        if on == "input" or not self.releases:
+            switch_off(self, "check_text")
 
     def _check(self, text: str, what: str) -> None:
         if self.max_chars is not None and len(text) > self.max_chars:
@@ -175,7 +202,18 @@ class TextPolicy(Plugin):
         self._check(latest_user_text(messages), "input")
         return messages if self.redact else None
 
+    def check_text(self, agent: Any, text: str) -> str | None:
+        redacted = self._redacted(text)
+        for p in self.forbid:
+            if p.search(redacted):
+                raise Blocked(self.message, f"the answer matches a forbidden pattern ({p.pattern})")
+        return redacted if redacted != text else None
+
     def after_run(self, agent: Any, response: list[Message]) -> list[Message] | None:
+        if self.releases:  # each piece was redacted and checked as it went out: only the length is left
+            if self.max_chars is not None and len(answer_text(response)) > self.max_chars:
+                raise Blocked(self.message, f"the answer is longer than {self.max_chars} characters")
+            return None
         if self.redact:
             response = [_with_text(m, self._redacted) if m.role == ASSISTANT else m for m in response]
         self._check(answer_text(response), "answer")
@@ -216,6 +254,13 @@ def _with_text(m: Message, edit: Callable[[str], str]) -> Message:
 
     items = [ContentItem(text=edit(item.value)) if item.kind == "text" else item for item in m.content]
     return m.copy(content=items)
+
+
+def _per(per: str) -> str | None:
+    """What an output rule sees as `Plugin.releases`: None for the whole answer."""
+    if per not in ("answer", "sentence", "paragraph"):
+        raise ValueError(f"per must be 'answer', 'sentence' or 'paragraph', got {per!r}")
+    return None if per == "answer" else per
 
 
 def _name_of(check: Any, default: str) -> str:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.run.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, paused_call, resolve
+from chatagent.run.holding import output_hold
 from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON, Blocked, Hook, Plugins, Retry, failed, plugin_name
 from chatagent.run.requests import AgentLoop, Blocking, LoopItem, ModelCall, ToolBatch, ToolWait, pass_on, step
 from chatagent.run.tool_call import run_tool
@@ -59,7 +60,8 @@ def controlled(
 
 class _ControlledRun:
     __slots__ = (
-        "agent", "plugins", "ctx", "shown", "checks", "held", "resume", "offset", "replace_at", "tripped", "stopped",
+        "agent", "plugins", "ctx", "shown", "hold", "checks", "held", "resume", "offset", "replace_at", "tripped",
+        "stopped",
     )  # fmt: skip
 
     def __init__(self, agent: Runnable, plugins: Plugins, ctx: RunContext) -> None:
@@ -68,6 +70,7 @@ class _ControlledRun:
         self.ctx = ctx
         ctx.controls = (*ctx.controls, self)  # drivers hand it the tool calls that do not pass through it
         self.shown = Collector()  # the response as the caller has seen it
+        self.hold = output_hold(agent, plugins)  # the answer's text held back for the output checks, if any
         self.checks: list[tuple[Any, Future[None]]] = []  # input checks still to be settled
         self.held: list[Fragment] = []  # output waiting for them
         self.resume: Resume | None = None  # the decisions, while the paused calls run
@@ -93,13 +96,17 @@ class _ControlledRun:
             if resume is not None:
                 msgs = msgs + (yield from self._resume(resume, msgs, lang, kwargs))
             conversation = msgs
-            self.offset = len(self.shown)
+            self.offset = self._made_len()
             while True:
                 gen = agent.loop(conversation, lang, kwargs)
                 yield from self._drive(gen)
                 gen = None
                 yield from self._settle()
-                response = self.shown.messages()
+                if self.hold is not None:
+                    out = self._show(self.hold.flush())
+                    if out:
+                        yield out
+                response = self._made()
                 try:
                     changed = self._after_run(response)
                 except Retry as r:
@@ -109,8 +116,8 @@ class _ControlledRun:
                     self.offset, self.replace_at = answer, answer if answer < len(response) else -1
                     self.ctx.attempt += 1
                     continue
-                if changed is not None:
-                    out = _rewrite(response, changed)
+                if changed is not None or self.hold is not None:  # held text goes out as the hooks leave it
+                    out = _rewrite(self.shown.messages(), response if changed is None else changed)
                     if out:
                         self.shown.add(out)
                         yield out
@@ -145,9 +152,9 @@ class _ControlledRun:
                 if item:
                     if self.checks or self.held:
                         yield from self._settle()
-                    out = self._place(item)
-                    self.shown.add(out)
-                    yield out
+                    out = self._show(self._place(item))
+                    if out:
+                        yield out
                 continue
             call = item if isinstance(item, ModelCall) else None
             mapped = False
@@ -177,6 +184,21 @@ class _ControlledRun:
 
     # ---- placing and recording what is shown -----------------------------------------------------------------
 
+    def _show(self, fragments: list[Fragment]) -> list[Fragment]:
+        """What of `fragments` the caller may see now (the output checks hold the rest), recorded as shown."""
+        if self.hold is not None:
+            fragments = self.hold.take(fragments)
+        if fragments:
+            self.shown.add(fragments)
+        return fragments
+
+    def _made(self) -> list[Message]:
+        """The response as made (what `after_run` checks): with output checks, more than was shown."""
+        return (self.shown if self.hold is None else self.hold.made).messages()
+
+    def _made_len(self) -> int:
+        return len(self.shown if self.hold is None else self.hold.made)
+
     def _place(self, given: Sequence[Message]) -> list[Fragment]:
         """An attempt's fragments at their place in the whole response (in place: fragments are single-use)."""
         fragments = shift(typed(given), self.offset)
@@ -194,7 +216,7 @@ class _ControlledRun:
         if call.hide:
             return False
         plain = call.view is None and not call.maps and not self.offset and self.replace_at < 0
-        if plain and not (self.checks and not all(f.done() for _, f in self.checks)):
+        if plain and self.hold is None and not (self.checks and not all(f.done() for _, f in self.checks)):
             return False
 
         def place_hold_record(given: list[Fragment]) -> list[Fragment]:
@@ -210,8 +232,7 @@ class _ControlledRun:
                     raise
                 if self.held:
                     fragments, self.held = self.held + fragments, []
-            self.shown.add(fragments)
-            return fragments
+            return self._show(fragments)
 
         call.maps.append(place_hold_record)
         return True
@@ -245,9 +266,9 @@ class _ControlledRun:
                 yield Blocking(self._wait_checks)
             self._check_results()
         if self.held:
-            out, self.held = self.held, []
-            self.shown.add(out)
-            yield out
+            out, self.held = self._show(self.held), []
+            if out:
+                yield out
 
     def _wait_checks(self) -> None:
         deadline = self.ctx.deadline
@@ -332,9 +353,9 @@ class _ControlledRun:
                     run_tool(self.agent, fc.name, fc.arguments, call_id=cid, messages=msgs, lang=lang, **kwargs)
                 )
                 msg = Message.unchecked(FUNCTION, content, fc.name, None, None, {"function_id": cid})
-                out = [fragment(msg, len(self.shown))]
-                self.shown.add(out)
-                yield out
+                out = self._show([fragment(msg, self._made_len())])
+                if out:
+                    yield out
                 results.append(msg)
         finally:
             self.resume = None  # the decisions were for these calls only
@@ -345,10 +366,20 @@ class _ControlledRun:
     def _after_run(self, response: list[Message]) -> list[Message] | None:
         """The response as the `after_run` hooks leave it, or None if none changed it."""
         current = response
-        plugins = self.plugins
+        plugins, hold = self.plugins, self.hold
         for p, fn in plugins.each("after_run", reverse=True):
-            out = _message_list(plugins.call(p, "after_run", fn, self.agent, list(current)), p, "after_run")
+            try:
+                value = plugins.call(p, "after_run", fn, self.agent, list(current))
+            except Retry:
+                if hold is None or hold.releases is None:
+                    raise
+                failed(p, "after_run", ValueError(_SHOWN.format(what="asked to retry")))
+                continue
+            out = _message_list(value, p, "after_run")
             if out is None:
+                continue
+            if hold is not None and not hold.keeps_released(self.shown.messages(), out):
+                failed(p, "after_run", ValueError(_SHOWN.format(what="rewrote text")))
                 continue
             if len(out) < len(response):
                 failed(p, "after_run", ValueError(
@@ -385,12 +416,20 @@ class _ControlledRun:
         logger.info("run blocked by %s: %s", b.plugin, b.reason or "(no reason given)")
         response = self.shown.messages()
         at = _answer_index(response, self.offset)
+        if self.hold is not None and at < len(response) and (response[at].text or response[at].reasoning_content):
+            at = len(response)  # text that passed its checks went out: the message comes after it
         extra: dict[str, Any] = {BLOCKED_BY: b.plugin}
         if b.reason:
             extra[BLOCKED_REASON] = b.reason
         out = [Fragment.unchecked(ASSISTANT, b.message, None, None, None, extra, at, at < len(response))]
         self.shown.add(out)
         return out
+
+
+_SHOWN = (
+    "it {what} already shown: its plugins let text out per sentence or paragraph (releases=), which cannot be "
+    "taken back"
+)
 
 
 def _trailing_call_ids(response: list[Message]) -> set[str] | None:

@@ -59,15 +59,15 @@ def test_before_run_rewrites_what_the_model_sees_not_the_callers_messages():
 def test_after_run_rewrite_is_the_last_yield_in_every_mode():
     llm = ScriptedLLM(default="hello there")
     yields, folded, final = runs(BasicAgent(llm=llm, plugins=[Shout()]))
-    assert yields[-2][-1]["content"] == "hello there"  # streamed as it came
-    assert yields[-1][-1]["content"] == "HELLO THERE"  # then rewritten
+    assert all(y[-1]["content"] == "" for y in yields[:-1])  # an output check's text is held until it has passed
+    assert yields[-1][-1]["content"] == "HELLO THERE"  # then goes out as the check left it
     assert folded == final == yields[-1]
 
 
 def test_a_block_replaces_the_answer_and_says_by_whom():
     llm = ScriptedLLM(default="Paris is the capital.")
     yields, folded, final = runs(BasicAgent(llm=llm, plugins=[Refuse()]))
-    assert any("Paris" in y[-1]["content"] for y in yields[:-1])
+    assert not any("Paris" in y[-1]["content"] for y in yields)  # never shown
     last = yields[-1]
     assert len(last) == 1 and last[0]["content"] == "I cannot talk about that city."
     assert last[0]["extra"] == {"blocked_by": "no-paris", "blocked_reason": "mentions Paris"}
@@ -200,7 +200,7 @@ def test_retry_replaces_the_rejected_answer():
     llm = ScriptedLLM(["There are 3 cats.", "There are three cats."])
     yields = list(BasicAgent(llm=llm, plugins=[NoDigits()]).run(USER))
     assert yields[-1] == [{"role": "assistant", "content": "There are three cats."}]
-    assert "There are 3 cats." in [y[-1]["content"] for y in yields]
+    assert "There are 3 cats." not in [y[-1]["content"] for y in yields]  # the rejected answer was never shown
     sent = llm.calls[1].messages
     assert [m.text for m in sent[-2:]] == ["There are 3 cats.", "Write numbers in words."]
 
