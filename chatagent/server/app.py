@@ -294,19 +294,16 @@ def _reported(e: Exception) -> RequestError:
 
 async def _whole(run: Any, model: str, send: Send, watch: _Watch) -> None:
     answer = Answer()
-    text: list[str] = []
-    reasoning: list[str] = []
     try:
         async for fragments in run:
-            t, r = answer.add(fragments)
-            text.append(t)
-            reasoning.append(r)
+            answer.add(fragments)
     except Exception as e:
         watch.finished = True
         await send_error(send, _reported(e))
         return
     watch.finished = True
-    await send_json(send, 200, completion(model, "".join(text), "".join(reasoning), answer, usage_of(run)))
+    text, reasoning = answer.final()  # only the final answer: a replaced message's earlier text is gone
+    await send_json(send, 200, completion(model, text, reasoning, answer, usage_of(run)))
 
 
 async def _stream(run: Any, model: str, include_usage: bool, send: Send, watch: _Watch) -> None:

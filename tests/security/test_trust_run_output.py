@@ -92,6 +92,21 @@ def test_serve_clients_never_receive_text_an_output_check_blocks_or_rewrites(cas
     assert streamed == final
 
 
+class Redrafting(BasicAgent):
+    """Written the Qwen-Agent way: shows a draft, then the whole response again with the message rewritten."""
+
+    def _run(self, messages, lang="en", **kwargs):
+        yield [{"role": "assistant", "content": "DRAFT: not checked yet"}]
+        yield [{"role": "assistant", "content": "Final answer."}]
+
+
+def test_a_whole_serve_answer_carries_only_the_final_text_of_a_replaced_message() -> None:
+    with AgentServer(Redrafting(name="bot"), "127.0.0.1", 0).start() as server:
+        client = openai.OpenAI(base_url=server.url, api_key="none", max_retries=0, timeout=30)
+        whole = client.chat.completions.create(model="bot", messages=[{"role": "user", "content": "hi"}])
+    assert whole.choices[0].message.content == "Final answer."
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_run_delta_stream_never_yields_unchecked_text(case: str) -> None:
     _, _, forbidden, final = CASES[case]
