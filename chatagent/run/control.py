@@ -3,10 +3,14 @@
 `controlled(agent, plugins, ...)` is the agent's stream of fragments and requests with the plugins' hooks called
 around it. It sits between the agent's loop and the driver, so one piece of code serves `run()` and `arun()`:
 
-- `before_run` rewrites the conversation; `check_input` checks start in threads, and until they pass the output
-  is held back (the model's pieces through a map on its call, so the model still starts at once) and no tool runs;
+- `before_run` rewrites the conversation; `check_input` checks start in threads (`input_checks`: on every message,
+  then on what the agent adds to each model call's input), and until they pass the output is held back (the
+  model's pieces through a map on its call, so the model still starts at once) and no tool runs;
+- output checks (`after_model`, `check_text`, `after_run`) hold the answer's text back until they pass
+  (`holding`): whole, or per sentence or paragraph where the plugins allow it;
 - model calls and tool batches pass through `before_model`/`after_model` and `before_tool`/`after_tool`; a batch
-  with a call that needs approval is not run: the run pauses, marking the call `extra['pending_approval']`;
+  with a call that needs approval is not run: the run pauses, marking the call `extra['pending_approval']`. A
+  batch a loop carries out itself (`_call_tool`) comes to `gate` from the driver: the same rules hold;
 - when the agent is done, `after_run` may rewrite the response (changes go out as fragments), retry it (the new
   answer replaces the rejected one) or block it; a block anywhere ends the run with the plugin's message.
 
@@ -17,19 +21,14 @@ An agent with neither plugins nor tools that need approval never comes here.
 
 from __future__ import annotations
 
-import contextvars
 import logging
-import threading
-import time
 from collections.abc import Generator, Sequence
-from concurrent.futures import Future
-from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from chatagent.errors import RunDeadlineExceeded
 from chatagent.run.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, paused_call, resolve
 from chatagent.run.holding import output_hold
-from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON, Blocked, Hook, Plugins, Retry, failed, plugin_name
+from chatagent.run.input_checks import InputChecks
+from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON, Blocked, Plugins, Retry, failed
 from chatagent.run.requests import AgentLoop, Blocking, LoopItem, ModelCall, ToolBatch, ToolWait, pass_on, step
 from chatagent.run.tool_call import run_tool
 from chatagent.schema import ASSISTANT, FUNCTION, USER, FunctionCall, Message, to_message
@@ -71,7 +70,7 @@ class _ControlledRun:
         ctx.controls = (*ctx.controls, self)  # drivers hand it the tool calls that do not pass through it
         self.shown = Collector()  # the response as the caller has seen it
         self.hold = output_hold(agent, plugins)  # the answer's text held back for the output checks, if any
-        self.checks: list[tuple[Any, Future[None]]] = []  # input checks still to be settled
+        self.checks = InputChecks(agent, plugins)  # the input checks still to be settled
         self.held: list[Fragment] = []  # output waiting for them
         self.resume: Resume | None = None  # the decisions, while the paused calls run
         self.offset = 0  # where the current attempt's response starts in the shown one
@@ -92,7 +91,7 @@ class _ControlledRun:
                 out = _message_list(plugins.call(p, "before_run", fn, agent, list(msgs)), p, "before_run")
                 if out is not None:
                     msgs = out
-            self._start_checks(msgs)
+            self.checks.start(msgs)
             if resume is not None:
                 msgs = msgs + (yield from self._resume(resume, msgs, lang, kwargs))
             conversation = msgs
@@ -159,10 +158,11 @@ class _ControlledRun:
             call = item if isinstance(item, ModelCall) else None
             mapped = False
             if call is not None:
-                if self.checks and all(f.done() for _, f in self.checks):
+                if self.checks and self.checks.done():
                     self._check_results()  # a check that tripped already: no need to ask the model
                 for p, fn in plugins.each("before_model"):
                     plugins.call(p, "before_model", fn, self.agent, call)
+                self.checks.start_unseen(call.messages)  # what the agent added: a document's excerpts, ...
                 mapped = self._map(call)
             elif isinstance(item, ToolBatch):
                 item.seen.append(self)
@@ -216,13 +216,13 @@ class _ControlledRun:
         if call.hide:
             return False
         plain = call.view is None and not call.maps and not self.offset and self.replace_at < 0
-        if plain and self.hold is None and not (self.checks and not all(f.done() for _, f in self.checks)):
+        if plain and self.hold is None and self.checks.done():
             return False
 
         def place_hold_record(given: list[Fragment]) -> list[Fragment]:
             fragments = self._place(given)
             if self.checks:
-                if not all(f.done() for _, f in self.checks):
+                if not self.checks.done():
                     self.held += fragments
                     return []
                 try:
@@ -245,52 +245,23 @@ class _ControlledRun:
 
     # ---- input checks ------------------------------------------------------------------------------------------
 
-    def _start_checks(self, msgs: list[Message]) -> None:
-        for p, fn in self.plugins.each("check_input"):
-            future: Future[None] = Future()
-            context = contextvars.copy_context()
-
-            def check(fn: Hook = fn, future: Future[None] = future, context: contextvars.Context = context) -> None:
-                try:
-                    future.set_result(context.run(fn, self.agent, list(msgs)))
-                except BaseException as e:
-                    future.set_exception(e)
-
-            threading.Thread(target=check, name="chatagent-input-check", daemon=True).start()
-            self.checks.append((p, future))
-
     def _settle(self) -> Generator[LoopItem, Any, None]:
         """Wait for the input checks (in a worker thread under `arun`), then show the output they held back."""
         if self.checks:
-            if not all(f.done() for _, f in self.checks):
-                yield Blocking(self._wait_checks)
+            if not self.checks.done():
+                yield Blocking(self.checks.wait, self.ctx.deadline)
             self._check_results()
         if self.held:
             out, self.held = self._show(self.held), []
             if out:
                 yield out
 
-    def _wait_checks(self) -> None:
-        deadline = self.ctx.deadline
-        timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        _, waiting = wait_futures([f for _, f in self.checks], timeout)
-        if waiting:
-            raise RunDeadlineExceeded("the run went past its deadline waiting for its input checks")
-
     def _check_results(self) -> None:
-        checks, self.checks = self.checks, []
-        for p, future in checks:
-            error = future.exception()
-            if error is None:
-                continue
-            if isinstance(error, Blocked):
-                error.plugin = error.plugin or plugin_name(p)
-                self.held = []
-                raise error
-            if isinstance(error, Exception):
-                failed(p, "check_input", error)
-            else:
-                raise error
+        try:
+            self.checks.results()
+        except Blocked:
+            self.held = []  # a check tripped: what it held back is never shown
+            raise
 
     # ---- tools -------------------------------------------------------------------------------------------------
 
@@ -300,7 +271,7 @@ class _ControlledRun:
         a block is raised into the loop, and again at its next step should the loop catch it."""
         try:
             if self.checks:
-                self._wait_checks()
+                self.checks.wait(self.ctx.deadline)
                 self._check_results()
             self._before_tools(batch)
         except (_Paused, Blocked) as stop:

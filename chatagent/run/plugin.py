@@ -9,8 +9,11 @@
 A plugin overrides the hooks it needs (the others cost nothing):
 
     before_run(agent, messages) -> messages | None      the conversation the agent will answer (may rewrite it)
-    check_input(agent, messages) -> None                 a check that runs in a thread beside the answer: nothing
-                                                         is shown and no tool runs until it returns
+    check_input(agent, messages) -> None                 a check of what the client supplied (every message, then
+                                                         what the agent adds to the model's input in user and
+                                                         system messages), in a thread beside the answer (or
+                                                         before the model is called, `concurrent = False`):
+                                                         nothing is shown and no tool runs until it returns
     before_model(agent, call) -> None                    before each model call: `call.messages`, `call.functions`
                                                          and `call.cfg` may be changed
     after_model(agent, call, reply) -> None              after each model call (observe, or raise Blocked)
@@ -101,6 +104,8 @@ class Plugin:
     on_error: str = "raise"
     #: how much text its output checks let out before the run's end: None, 'sentence' or 'paragraph'
     releases: str | None = None
+    #: whether its `check_input` runs in a thread beside the answer (else in place, before the model is called)
+    concurrent: bool = True
 
     def __init__(self, *, name: str | None = None, on_error: str | None = None) -> None:
         if name is not None:
@@ -117,7 +122,8 @@ class Plugin:
         """The conversation the agent will answer (a new list), or None to leave it as it is."""
 
     def check_input(self, agent: Runnable, messages: list[Message]) -> None:
-        """Check the conversation in a thread beside the answer; raise Blocked to stop the run."""
+        """Check what the client supplied (see the module docstring), beside the answer; raise Blocked to stop the
+        run."""
 
     def before_model(self, agent: Runnable, call: ModelCall) -> None:
         """Before a model call: `call.messages`, `call.functions`, `call.cfg` may be replaced or changed."""
