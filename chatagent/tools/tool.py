@@ -69,6 +69,9 @@ class BaseTool:
     max_calls: int | None = None
     return_direct: bool = False
     requires_approval: bool | Callable[[JSONObject], bool] = False
+    #: Whether it runs code the model wrote: `chatagent gui` and `serve` then ask for approval of each call unless
+    #: `requires_approval` was set (a model that reads other people's text can be told what to run).
+    runs_code: bool = False
 
     def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         self.cfg: dict[str, Any] = dict(cfg or {})

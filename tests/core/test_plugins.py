@@ -14,6 +14,7 @@ import pytest
 
 from chatagent import BasicAgent, FnCallAgent, ScriptedLLM, merge_delta, tool, tool_call
 from chatagent.agents.group_chat import GroupChat
+from chatagent.llm.prepare import untrusted
 from chatagent.run.plugin import Blocked, Plugin, PluginError, Retry
 from tests.support import processes
 
@@ -130,7 +131,7 @@ def test_order_before_hooks_in_order_after_hooks_reversed_and_model_and_tool_hoo
         "b.after_run", "a.after_run",
     ]  # fmt: skip
     assert response[1]["content"] == "sunny in Oslo (b) (a)"
-    assert llm.calls[1].messages[-1].content == "sunny in Oslo (b) (a)"
+    assert llm.calls[1].messages[-1].content == untrusted("sunny in Oslo (b) (a)", "tool weather")
 
 
 def test_before_tool_may_answer_for_the_tool_and_before_model_may_change_the_request():
@@ -153,7 +154,9 @@ def test_before_tool_may_answer_for_the_tool_and_before_model_may_change_the_req
     llm = ScriptedLLM([tool_call("delete_all"), "I could not delete anything."])
     FnCallAgent(llm=llm, function_list=[delete_all], plugins=[Guard()]).run_nonstream(USER)
     assert ran == []
-    assert llm.calls[1].messages[-1].content == "Refused by policy: this tool is disabled."
+    assert llm.calls[1].messages[-1].content == untrusted(
+        "Refused by policy: this tool is disabled.", "tool delete_all"
+    )
     assert all(c.generate_cfg.get("temperature") == 0 for c in llm.calls)
 
 
