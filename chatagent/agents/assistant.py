@@ -59,7 +59,9 @@ __all__ = ["Assistant", "message_files"]
 
 logger = logging.getLogger("chatagent.agent")
 
-RAG_CFG_KEYS = ("max_ref_token", "passwords", "on_progress", "store", "chunk_tokens", "overlap_tokens", "max_bytes")
+RAG_CFG_KEYS = (
+    "max_ref_token", "passwords", "on_progress", "store", "chunk_tokens", "overlap_tokens", "max_bytes", "max_text_chars",
+)  # fmt: skip
 WINDOW_SHARE = 6  # by default the excerpts of one question take at most a sixth of the window
 MIN_EXCERPT_TOKENS = 50  # less room than this: no excerpts (the question alone may still fit)
 BLOCK_MARGIN = 8  # tokens kept free in a turn's excerpts: a text counted in pieces may count a little more whole
@@ -106,7 +108,7 @@ class Assistant(FnCallAgent):
             model's window, at most 4000), `passwords` ({file name or path: password} for encrypted
             PDFs), `on_progress` (a callback given a `chatagent.rag.Progress` per page, file, index
             and search), `store` (a `chatagent.rag.DocStore`; default: the workspace's), or
-            `chunk_tokens` / `overlap_tokens` / `max_bytes` for a store of its own.
+            `chunk_tokens` / `overlap_tokens` / `max_bytes` / `max_text_chars` for a store of its own.
         function_list, llm, system_message, name, description, ...: see FnCallAgent.
     """
 
@@ -253,7 +255,7 @@ def _make_store(cfg: dict[str, Any]) -> DocStore:
     """A store of its own when `cfg` sets chunking or size options, else the workspace's."""
     from chatagent.rag.store import DocStore, default_store  # numpy, parsers: on first use
 
-    options = {k: cfg[k] for k in ("chunk_tokens", "overlap_tokens", "max_bytes") if k in cfg}
+    options = {k: cfg[k] for k in ("chunk_tokens", "overlap_tokens", "max_bytes", "max_text_chars") if k in cfg}
     return DocStore(**options) if options else default_store()
 
 

@@ -17,7 +17,9 @@ class Progress:
     """One step of loading and searching a file set. By `stage`:
 
     - 'read': a page of `source` was read (`done` pages of `total`; PDFs, as they are parsed);
+    - 'prepare': `source`'s text is being cut into pieces and counted (`done` of `total` MB), after it was read;
     - 'parse', 'cached', 'failed': file number `done` of `total` was parsed, found in the cache, or failed;
+    - 'indexing': the set's index is being built (`done` of `total` pieces);
     - 'index': the set's index is ready (`total` files); 'search': the set is being searched.
     """
 
@@ -31,6 +33,10 @@ class Progress:
         """A short line for a person watching: 'Reading manual.pdf: page 40 of 113'."""
         if self.stage == "read":
             return f"Reading {self.source}: page {self.done} of {self.total}"
+        if self.stage == "prepare":
+            return f"Preparing {self.source} for search: {self.done} of {self.total} MB"
+        if self.stage == "indexing":
+            return f"Indexing: {self.done} of {self.total} pieces"
         if self.stage == "parse":
             return f"Read {self.source} (file {self.done} of {self.total}, {self.seconds:.1f} s)"
         if self.stage == "cached":
