@@ -20,7 +20,7 @@ from chatagent.cli.build import (
     load_object,
 )
 from chatagent.cli.errors import CliError
-from chatagent.cli.terminal import chat_loop
+from chatagent.cli.terminal import chat_loop, printable
 from chatagent.errors import MissingDependencyError
 from chatagent.schema import to_message
 from chatagent.server.runner import AgentServer
@@ -73,15 +73,15 @@ def cmd_sessions(args: argparse.Namespace) -> int:
                 s.delete()
                 print(f"deleted {s.id!r}")
                 return 0
-            for m in s.messages():
-                print(f"{m['role']}: {_text(m)}")
+            for m in s.messages():  # stored text is shown, never written raw to the terminal
+                print(f"{m['role']}: {printable(_text(m))}")
             return 0
         found = Session.list(args.store, user=args.user)
     except (SessionStoreError, ValueError) as e:
         raise CliError(str(e)) from None
     for info in found:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.updated))
-        print(f"{info.id}\t{info.messages} messages\t{when}\t{info.title}")
+        print(printable(f"{info.id}\t{info.messages} messages\t{when}\t{info.title}"))
     if not found:
         print(f"no sessions for user {args.user!r}", file=sys.stderr)
     return 0
@@ -119,8 +119,9 @@ def cmd_gui(args: argparse.Namespace) -> int:
 
     try:
         ui = WebUI(agent, chatbot_config=config, conversations=args.store or True)
-        ui.run(server_name=args.host, server_port=args.port, auth=auth)
-    except (MissingDependencyError, SessionStoreError) as e:
+        ui.run(server_name=args.host, server_port=args.port, auth=auth, server_names=args.server_name,
+               allow_unauthenticated=args.allow_no_auth)  # fmt: skip
+    except (MissingDependencyError, SessionStoreError, ValueError) as e:
         raise CliError(str(e)) from None
     return 0
 
@@ -148,6 +149,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             store=args.store,
             allow_hosts=args.allow_host,
             grace=args.grace,
+            server_names=args.server_name,
         )
     except (SessionStoreError, ValueError, OSError) as e:
         raise CliError(str(e)) from None
@@ -161,9 +163,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def serve_api_key(given: str | None, path: str | None) -> str | None:
-    """The key clients must send: --api-key-file's content, else --api-key (with a warning: a command line is
-    readable by every user of the machine), else $CHATAGENT_API_KEY, else none."""
+def serve_api_key(given: str | None, path: str | None) -> str | list[str] | None:
+    """The key clients must send: --api-key-file's content (one key per line: several clients, each its own
+    principal), else --api-key (with a warning: a command line is readable by every user of the machine), else
+    $CHATAGENT_API_KEY, else none."""
     if given is not None and path is not None:
         raise CliError("give --api-key or --api-key-file, not both")
     try:
@@ -172,10 +175,12 @@ def serve_api_key(given: str | None, path: str | None) -> str | None:
                 text = Path(path).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as e:
                 raise CliError(f"--api-key-file {path}: cannot read it ({type(e).__name__})") from None
-            key = clean_api_key(text, f"the key in {path}")
-            if key is None:
+            keys = [
+                k for n, line in enumerate(text.splitlines(), 1) if (k := clean_api_key(line, f"line {n} of {path}"))
+            ]
+            if not keys:
                 raise CliError(f"--api-key-file {path} is empty")
-            return key
+            return keys[0] if len(keys) == 1 else keys
         if given is not None:
             logger.warning(
                 "--api-key on the command line is visible to every user of this machine (ps, /proc/<pid>/cmdline); "

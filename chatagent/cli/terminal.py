@@ -1,8 +1,14 @@
-"""Chat in the terminal: the answer streams as it comes, tool calls wait for the user's approval."""
+"""Chat in the terminal: the answer streams as it comes, tool calls wait for the user's approval.
+
+Nothing read from a model, a tool or a store reaches the terminal raw: control characters other than newline and
+tab are shown escaped (`printable`), so no text can move the cursor, overwrite the approval prompt, set the
+clipboard or the window title, or fake the prompt.
+"""
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
@@ -20,6 +26,21 @@ if TYPE_CHECKING:
     from chatagent.sessions import Session
 
 logger = logging.getLogger(__name__)
+
+# C0 and C1 controls but newline and tab, DEL, and the bidirectional overrides that reorder what is shown
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` safe to write to a terminal: its control characters (but newline and tab) shown as `\\xNN`."""
+    if _UNPRINTABLE.search(text) is None:
+        return text
+    return _UNPRINTABLE.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 256 else f"\\u{code:04x}"
 
 
 class TerminalPrinter:
@@ -46,26 +67,28 @@ class TerminalPrinter:
                 self._switch(i, "replaced")
                 blocked = (f.extra or {}).get("blocked_by")
                 w(
-                    f"{self.bold}[blocked by {blocked}]{self.reset} "
+                    f"{self.bold}[blocked by {printable(str(blocked))}]{self.reset} "
                     if blocked
                     else f"{self.dim}[replaced]{self.reset} "
                 )
-                w(f.text)
+                w(printable(f.text))
                 continue
             if f.role == "function":
                 self._switch(i, "result")
                 text = f.text
-                w(f"{self.dim}[result of {f.name}] {text[:500]}{' …' if len(text) > 500 else ''}{self.reset}")
+                shown = printable(text[:500]) + (" …" if len(text) > 500 else "")
+                w(f"{self.dim}[result of {printable(f.name or '')}] {shown}{self.reset}")
                 continue
             if f.reasoning_content:
                 self._switch(i, "reasoning")
-                w(f.reasoning_content)
+                w(printable(f.reasoning_content))
             if f.text:
                 self._switch(i, "text")
-                w(f.text)
+                w(printable(f.text))
             if f.function_call is not None:
                 self._switch(i, "call")
-                w(f"{self.bold}[tool] {f.function_call.name}({f.function_call.arguments}){self.reset}")
+                call = f.function_call
+                w(f"{self.bold}[tool] {printable(call.name)}({printable(call.arguments)}){self.reset}")
         self.out.flush()
 
     def end(self, note: str = "") -> None:
@@ -87,7 +110,8 @@ class TerminalPrinter:
             w(f"{self.dim}Sources:\n")
             for n, src in enumerate(sources, 1):
                 snippet = str(src.get("text", ""))
-                w(f"  {n}. {source_label(src)}: {snippet[:100]}{' …' if len(snippet) > 100 else ''}\n")
+                shown = printable(snippet[:100]) + (" …" if len(snippet) > 100 else "")
+                w(f"  {n}. {printable(source_label(src))}: {shown}\n")
             w(self.reset)
         self.out.flush()
 
@@ -96,7 +120,8 @@ def ask_approval(waiting: list[dict], read: Callable[[str], str], out: TextIO) -
     """Ask the user about each tool call waiting for approval (y/N); the approval message that resumes the run."""
     decisions: dict[str, bool] = {}
     for call in waiting:
-        out.write(f"The agent wants to run {call['name']}({call['arguments']}).\n")
+        arguments = printable(str(call["arguments"])).replace("\n", "\\n")  # one line, every character as it is
+        out.write(f"The agent wants to run {printable(str(call['name']))}({arguments}).\n")
         try:
             answer = read("allow? [y/N] ")
         except (EOFError, KeyboardInterrupt):
@@ -167,7 +192,7 @@ def chat_loop(
                 note = "[stopped]"
             except Exception as e:  # shown, and the chat goes on
                 logger.debug("the agent failed", exc_info=True)
-                note = mask_secrets(f"[error] {type(e).__name__}: {e}")
+                note = printable(mask_secrets(f"[error] {type(e).__name__}: {e}"))
             finally:
                 run.close()
             printer.end(note)

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, cast
 
-from chatagent.schema import FUNCTION, ContentItem, FunctionCall, Message
+from chatagent.schema import FUNCTION, ContentItem, FunctionCall, Message, to_message
 
 logger = logging.getLogger("chatagent.llm")
 
@@ -106,9 +106,14 @@ def untrusted(text: str, source: str) -> str:
     return f'<untrusted-data source="{source}">\n{_MARKER.sub("untrusted_data", text)}\n</untrusted-data>'
 
 
-def as_data(m: Message) -> Message:
-    """A tool's result (a function message) with its text marked as untrusted data (`untrusted`); others as is."""
-    if m.role != FUNCTION:
+def as_data(m: Message | dict[str, Any]) -> Message | dict[str, Any]:
+    """A tool's result (a function message, or its dict) with its text marked as untrusted data (`untrusted`); any
+    other message as it is."""
+    if isinstance(m, dict):
+        if m.get("role") != FUNCTION:
+            return m
+        m = to_message(m)
+    elif m.role != FUNCTION:
         return m
     source = f"tool {m.name}" if m.name else "a tool"
     content = m.content

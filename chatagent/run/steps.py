@@ -104,7 +104,8 @@ class RunSteps:
         ctx = current_run()
         ctx.check_deadline()
         cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
-        messages = [as_data(m) for m in messages]  # tool results reach the model marked as untrusted data
+        # tool results reach the model marked as untrusted data (a Qwen-style loop's dicts stay dicts: chat takes them)
+        messages = cast("list[Message]", [as_data(m) for m in messages])
         if not stream:
             return self.llm.chat(
                 messages, functions, stream=False, extra_generate_cfg=cfg, usage=ctx.usage, deadline=ctx.deadline
