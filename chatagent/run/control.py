@@ -156,7 +156,7 @@ class _ControlledRun:
                         yield out
                 continue
             call = item if isinstance(item, ModelCall) else None
-            mapped = False
+            mapped = whole = False
             if call is not None:
                 if self.checks and self.checks.done():
                     self._check_results()  # a check that tripped already: no need to ask the model
@@ -164,6 +164,8 @@ class _ControlledRun:
                     plugins.call(p, "before_model", fn, self.agent, call)
                 self.checks.start_unseen(call.messages)  # what the agent added: a document's excerpts, ...
                 mapped = self._map(call)
+                if not mapped and self.hold is not None and not call.hide:  # it holds the whole answer: the
+                    call.hide = whole = True  # reply streams to no one; what of it may show goes out once it is done
             elif isinstance(item, ToolBatch):
                 item.seen.append(self)
                 yield from self._settle()
@@ -174,7 +176,11 @@ class _ControlledRun:
             if error is not None and error is self.tripped:
                 raise error  # from our map: an input check tripped or failed
             if call is not None:
-                if not mapped and not call.hide:
+                if whole:
+                    out = self._show([fragment(m, call.start + i) for i, m in enumerate(value or ())])
+                    if out:
+                        yield out
+                elif not mapped and not call.hide:
                     self._record(call)
                 if error is None:
                     for p, fn in after_model[::-1]:
@@ -216,7 +222,7 @@ class _ControlledRun:
         if call.hide:
             return False
         plain = call.view is None and not call.maps and not self.offset and self.replace_at < 0
-        if plain and self.hold is None and self.checks.done():
+        if plain and (self.hold is None or self.hold.holds_all) and self.checks.done():
             return False
 
         def place_hold_record(given: list[Fragment]) -> list[Fragment]:

@@ -72,7 +72,14 @@ class OutputHold:
         self.text = ""  # that piece
         self.reasoning = ""
 
+    @property
+    def holds_all(self) -> bool:
+        """Whether it holds every piece of text until the end (no check_text, nothing released early)."""
+        return self.unit is None and self.releases is None
+
     def take(self, fragments: list[Fragment]) -> list[Fragment]:
+        if self.unit is None and self.releases is None:  # the usual case: only the start of a message shows
+            return self._whole(fragments)
         out: list[Fragment] = []
         for f in fragments:
             if f.index != self.pending and self.pending >= 0:
@@ -86,7 +93,25 @@ class OutputHold:
             shown = checked if self.releases is not None else _without_text(checked)
             if _carries(shown) or shown.index >= self.shown_len or shown.replace:
                 out.append(shown)
-        self.shown_len = max([self.shown_len, *(f.index + 1 for f in out)])
+        for f in out:
+            if f.index >= self.shown_len:
+                self.shown_len = f.index + 1
+        return out
+
+    def _whole(self, fragments: list[Fragment]) -> list[Fragment]:
+        """`take` holding the whole answer, with no check_text: everything is made; what shows is what starts a
+        message, replaces one, calls a tool or marks one, with its text taken out, and messages of other roles."""
+        self.made.add(fragments)
+        out: list[Fragment] = []
+        for f in fragments:
+            if f.role != ASSISTANT:
+                out.append(f)
+            elif f.index >= self.shown_len or f.replace or f.function_call is not None or f.extra:
+                out.append(_without_text(f))
+            else:
+                continue
+            if f.index >= self.shown_len:
+                self.shown_len = f.index + 1
         return out
 
     def flush(self) -> list[Fragment]:
