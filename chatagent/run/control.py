@@ -356,7 +356,7 @@ class _ControlledRun:
             if out is None:
                 continue
             if hold is not None and not hold.keeps_released(self.shown.messages(), out):
-                failed(p, "after_run", ValueError(_SHOWN.format(what="rewrote text")))
+                failed(p, "after_run", ValueError(_SHOWN.format(what="rewrote the answer")))
                 continue
             if len(out) < len(response):
                 failed(p, "after_run", ValueError(
@@ -404,8 +404,8 @@ class _ControlledRun:
 
 
 _SHOWN = (
-    "it {what} already shown: its plugins let text out per sentence or paragraph (releases=), which cannot be "
-    "taken back"
+    "it {what}, but text went out already: its plugins let text out per sentence or paragraph (releases=), and "
+    "what went out cannot be taken back"
 )
 
 

@@ -17,7 +17,18 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from chatagent.llm.base import Usage
 from chatagent.run.events import LLM_END, LLM_START, RUN_END, RUN_START, Event, deliver, handlers
 from chatagent.run.handle import close_stream
-from chatagent.run.requests import AgentLoop, Asking, Blocking, Fragments, ModelCall, Request, ToolBatch, ToolWait, step
+from chatagent.run.requests import (
+    AgentLoop,
+    Asking,
+    Blocking,
+    Fragments,
+    ModelCall,
+    Request,
+    ToolBatch,
+    ToolControl,
+    ToolWait,
+    step,
+)
 from chatagent.schema.fragment import typed
 from chatagent.schema.stream import Collector
 
@@ -163,9 +174,11 @@ def carry_out(request: Any) -> Any:
     kind: type[object] = type(cast(object, request))
     if kind is ToolWait:
         value = request.handle(request.index)
-        controlled_result(request, value)
+        for control in unseen_controls(request):
+            control.after_tool(value)
     elif kind is ToolBatch:
-        controlled_batch(request)
+        for control in unseen_controls(request):
+            control.gate(request)
         value = _start_tools(request)
     elif kind is Blocking:
         value = request.fn(*request.args)
@@ -195,25 +208,16 @@ def _model(call: ModelCall) -> Generator[Fragments, None, list[Message]]:
     return reply
 
 
-def controlled_batch(batch: ToolBatch) -> None:
-    """Hand `batch` to the controls of its run that it did not pass through (innermost first): approval, hooks and
-    input checks hold wherever a tool runs (see `chatagent.run.requests.ToolControl`)."""
-    ctx = batch.context
-    if ctx is not None and ctx.controls:
-        for control in reversed(ctx.controls):
-            if control not in batch.seen:
-                batch.seen.append(control)
-                control.gate(batch)
-
-
-def controlled_result(wait: ToolWait, outcome: Any) -> None:
-    """`controlled_batch` for a call's outcome: the `after_tool` hooks of the controls it did not pass through."""
-    ctx = wait.context
-    if ctx is not None and ctx.controls:
-        for control in reversed(ctx.controls):
-            if control not in wait.seen:
-                wait.seen.append(control)
-                control.after_tool(outcome)
+def unseen_controls(request: ToolBatch | ToolWait) -> list[ToolControl]:
+    """The controls of `request`'s run that it did not pass through, innermost first, now marked as seen: a driver
+    hands it to them (`gate` a batch, `after_tool` a call's outcome), so that approval, hooks and input checks hold
+    wherever a tool runs (see `chatagent.run.requests.ToolControl`)."""
+    ctx = request.context
+    if ctx is None or not ctx.controls:
+        return []
+    unseen = [c for c in reversed(ctx.controls) if c not in request.seen]
+    request.seen += unseen
+    return unseen
 
 
 def _start_tools(batch: ToolBatch) -> Callable[[int], Any]:
@@ -300,9 +304,11 @@ async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
                         value = s.finish()
                 elif type(item) is ToolWait:
                     value = await item.handle[item.index]
-                    controlled_result(item, value)
+                    for control in unseen_controls(item):
+                        control.after_tool(value)
                 elif type(item) is ToolBatch:
-                    controlled_batch(item)
+                    for control in unseen_controls(item):
+                        control.gate(item)
                     value = _astart_tools(item)
                     tasks.extend(value)
                 elif type(item) is Blocking:
@@ -366,9 +372,8 @@ __all__ = [
     "adrive",
     "ask",
     "carry_out",
-    "controlled_batch",
-    "controlled_result",
     "drain",
     "drive",
     "observed",
+    "unseen_controls",
 ]
