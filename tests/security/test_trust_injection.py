@@ -6,6 +6,7 @@ obeying model ran injected code in the sandbox with no one asked."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import httpx
@@ -95,3 +96,52 @@ def test_the_web_uis_agents_ask_before_running_code_unless_told_otherwise() -> N
     trusted = FnCallAgent(llm={"model": "m"}, function_list=[CodeInterpreter({"requires_approval": False})])
     assert ask_before_running_code(asked) == ["code_interpreter"] and asked.tools_need_approval()
     assert ask_before_running_code(trusted) == [] and not trusted.tools_need_approval()
+
+
+CODER = """
+from chatagent import FnCallAgent, ScriptedLLM, tool_call
+
+agent = FnCallAgent(
+    llm=ScriptedLLM([tool_call("code_interpreter", {"code": "print(6 * 7 * 1001)"}), "Done."]),
+    function_list=[{"name": "code_interpreter", "sandbox": "bwrap", "timeout": 30}],
+    name="coder",
+)
+"""
+
+
+@needs_bwrap
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_web_ui_asks_before_running_code_an_injected_model_wrote(tmp_path: Path) -> None:
+    """`chatagent gui --agent` in Chromium, its code interpreter configured without `requires_approval`: the
+    approval buttons come up and the program does not run until a person says yes."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.e2e.test_gui_browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.e2e.test_gui_conversations_browser import GuiProcess
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium")
+    gui = GuiProcess(tmp_path)
+    (tmp_path / "echo_agent.py").write_text(CODER)
+    gui.args = [a for a in gui.args if not a.startswith(("--auth", "alice:", "bob:"))]  # no login
+    gui.start()
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            page = browser.new_context().new_page()
+            page.set_default_timeout(60_000)
+            page.goto(gui.url)
+            page.wait_for_selector("#chat-input textarea:not([disabled])")
+            page.fill("#chat-input textarea", f"Summarise this e-mail: {INJECTION}")
+            page.press("#chat-input textarea", "Enter")
+            expect(page.locator("#chatbot")).to_contain_text("Waiting for your approval")
+            expect(page.locator("#approval-row")).to_be_visible()
+            assert "42042" not in page.locator("#chatbot").inner_text(), "the program ran with no one asked"
+            page.click("#approve-btn")
+            expect(page.locator("#chatbot")).to_contain_text("Done.")
+            page.get_by_role("button", name="📋 Result of code_interpreter").click()  # the tool's result, folded
+            expect(page.locator("#chatbot")).to_contain_text("42042")  # approved: it ran
+            browser.close()
+    finally:
+        gui.stop()
