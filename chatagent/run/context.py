@@ -12,6 +12,7 @@ from chatagent.llm.base import Usage
 
 if TYPE_CHECKING:
     from chatagent.run.events import Callback
+    from chatagent.run.requests import ToolControl
 
 CURRENT: ContextVar[RunContext | None] = ContextVar("chatagent_run", default=None)
 
@@ -20,7 +21,8 @@ class RunContext:
     """Per-run state, readable while and after the run: token usage, the deadline, the callbacks,
     how often each tool was called, generate_cfg for this run only, the agent it belongs to, the conversation's
     session_id, the plugins, how often a plugin retried the run (`attempt`), the validated structured answer
-    (`output`, with `response_format`), and the run this one is part of (`parent`, for a sub-agent's part)."""
+    (`output`, with `response_format`), the run this one is part of (`parent`, for a sub-agent's part), and the
+    controls over its tool calls (`controls`: its own and its parents', see `chatagent.run.requests.ToolControl`)."""
 
     __slots__ = (
         "usage",
@@ -36,6 +38,7 @@ class RunContext:
         "output",
         "parent",
         "trace",
+        "controls",
     )
 
     def __init__(
@@ -54,6 +57,7 @@ class RunContext:
         self.output: Any = None  # the validated answer, with response_format
         self.parent: RunContext | None = None
         self.trace: Any = None  # what chatagent.telemetry keeps for this run (its span and context)
+        self.controls: tuple[ToolControl, ...] = ()  # the controlled runs this one is part of, outermost first
 
     def check_deadline(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
@@ -66,6 +70,7 @@ class RunContext:
         ctx.session_id = self.session_id
         ctx.session = self.session
         ctx.parent = self
+        ctx.controls = self.controls
         return ctx
 
 
