@@ -50,6 +50,7 @@ class TerminalPrinter:
         self.out = out
         self.dim, self.bold, self.reset = ("\033[2m", "\033[1m", "\033[0m") if color else ("", "", "")
         self.current: tuple[int, str] | None = None  # (index, what) being printed
+        self.passages: set[int] = set()  # the answers that began with the passage they summarise
 
     def _switch(self, index: int, what: str) -> None:
         if self.current != (index, what):
@@ -58,6 +59,19 @@ class TerminalPrinter:
             self.current = (index, what)
             if what == "reasoning":
                 self.out.write(self.dim + "[thinking] ")
+            elif what == "text" and index in self.passages:
+                self.out.write(f"{self.dim}[the model's summary of this passage; it may be wrong]{self.reset}\n")
+
+    def passage(self, passage: dict) -> str:
+        """The passage an answer summarises: its file and page, then its text, the matching sentences in bold."""
+        text = str(passage.get("text", ""))
+        parts, at = [], 0
+        for start, end in sorted((int(a), int(b)) for a, b in passage.get("highlights") or []):
+            if at <= start < end <= len(text):
+                parts += [text[at:start], self.bold, text[start:end], self.reset]
+                at = end
+        parts.append(text[at:])
+        return f"{self.dim}[passage: {source_label(passage)}]{self.reset}\n" + "".join(parts).strip()
 
     def feed(self, fragments: Sequence[Message]) -> None:
         w = self.out.write
@@ -79,6 +93,11 @@ class TerminalPrinter:
                 shown = printable(text[:500]) + (" …" if len(text) > 500 else "")
                 w(f"{self.dim}[result of {printable(f.name or '')}] {shown}{self.reset}")
                 continue
+            passage = (f.extra or {}).get("passage")
+            if passage and i not in self.passages:
+                self._switch(i, "passage")
+                w(self.passage(passage))
+                self.passages.add(i)
             if f.reasoning_content:
                 self._switch(i, "reasoning")
                 w(printable(f.reasoning_content))
@@ -95,6 +114,7 @@ class TerminalPrinter:
         self.out.write(self.reset + (f"\n{note}" if note else "") + "\n")
         self.out.flush()
         self.current = None
+        self.passages.clear()
 
     def footer(self, answer: list) -> None:
         """After an answer: a note if the token limit cut it, and the sources it came with."""
@@ -105,6 +125,8 @@ class TerminalPrinter:
             w(f"{self.dim}[cut off: the answer reached its token limit (max_tokens)]{self.reset}\n")
         elif extra.get("stop_reason") == "repetition":
             w(f"{self.dim}[ended: the model began to repeat itself]{self.reset}\n")
+        elif extra.get("stop_reason") == "prompt_echo":
+            w(f"{self.dim}[ended: the model began to recite its instructions; that part was removed]{self.reset}\n")
         sources = extra.get("sources")
         if sources:
             w(f"{self.dim}Sources:\n")

@@ -141,8 +141,8 @@ class StructuredOutput(Plugin):
             mark["valid"] = True
         extra: dict[str, Any] = {STRUCTURED: mark}
         if mark["valid"]:
-            out = run.output
-            extra[PARSED] = out.model_dump(mode="json") if is_pydantic_model(type(out)) else out
+            out: Any = run.output
+            extra[PARSED] = out.model_dump(mode="json") if is_pydantic_model(cast("type[Any]", type(out))) else out
         if not response:
             return [Message.unchecked(ASSISTANT, "", None, None, None, extra)]
         last = response[-1]
@@ -201,7 +201,9 @@ def lenient(value: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
             continue
         spec = cast("dict[str, Any]", spec)
         kinds = spec.get("type")
-        names = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else []
+        names: list[Any] = (
+            [kinds] if isinstance(kinds, str) else cast("list[Any]", kinds) if isinstance(kinds, list) else []
+        )
         if names:
             allowed = tuple(t for n in cast("list[str]", names) for t in _JSON_TYPES.get(n, ()))
             if not isinstance(item, allowed) or (isinstance(item, bool) and bool not in allowed):

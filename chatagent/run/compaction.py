@@ -27,6 +27,8 @@ from chatagent.run.requests import AgentLoop, ModelCall, pass_on, step
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, Message, content_text, with_system_text
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from chatagent.llm.base import BaseChatModel
     from chatagent.run.context import RunContext
     from chatagent.run.protocol import Runnable
@@ -115,8 +117,8 @@ def _with_summary(head: list[Message], summary: str) -> list[Message]:
 
 
 def compacted(
-    agent: Runnable, msgs: list[Message], ctx: RunContext, start: Any
-) -> AgentLoop:  # start: list[Message] -> AgentLoop
+    agent: Runnable, msgs: list[Message], ctx: RunContext, start: Callable[[list[Message]], AgentLoop]
+) -> AgentLoop:
     """The run's loop (`start(conversation)`) on the conversation fitted as the agent's `compaction` says."""
     policy = compaction_of(getattr(agent, "compaction", None))
     if policy.mode == DROP_OLDEST:
@@ -147,7 +149,8 @@ def compacted(
         reply, error = yield from pass_on(call)
         if error is not None:
             raise error
-        summary = "\n".join(content_text(m.content) for m in reply or [] if m.role == ASSISTANT).strip()
+        said: list[Message] = reply or []
+        summary = "\n".join(content_text(m.content) for m in said if m.role == ASSISTANT).strip()
     summary = summary or ""
     if not summary:
         logger.warning("the summary of %d earlier messages came back empty: they are dropped instead", cut)
@@ -209,7 +212,8 @@ def _marked(gen: AgentLoop, mark: dict[str, Any]) -> AgentLoop:
 
     def place(fragments: list[Any]) -> list[Any]:
         for f in fragments:
-            index = f.index if hasattr(f, "index") else (f.extra or {}).get("index")
+            extra: dict[str, Any] = f.extra or {}
+            index: Any = f.index if hasattr(f, "index") else extra.get("index")
             if not at or (index == at[0] and getattr(f, "replace", False)):
                 f.extra = {**(f.extra or {}), COMPACTION: mark}
                 at[:] = [index]

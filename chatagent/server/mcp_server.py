@@ -115,7 +115,7 @@ class MCPSurface:
             about = agent.description or f"Ask the agent {model!r}."
             out.append(Tool(name=name, description=about, input_schema=ASK_SCHEMA))
         for name, (_, tool) in self.tools.items():
-            out.append(Tool(name=name, description=tool.description or name, input_schema=tool.parameters))
+            out.append(Tool(name=name, description=tool.description or name, input_schema=tool.parameters_schema))
         return out
 
     async def _list_tools(self, ctx: Any, params: Any) -> ListToolsResult:

@@ -38,7 +38,7 @@ class A2AAgent(BaseTool):
         self, url: str, *, name: str | None = None, api_key: str | None = None, headers: dict[str, str] | None = None,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:  # fmt: skip
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        if not str(url).startswith(("http://", "https://")):  # a wrong type or scheme: said, not a crash later
             raise ValueError(f"A2AAgent needs the agent's http(s) URL, got {url!r:.100}")
         self.url = url.removesuffix("/.well-known/agent-card.json").rstrip("/")
         self.headers = {**(headers or {}), **({"Authorization": f"Bearer {api_key}"} if api_key else {})}

@@ -12,7 +12,7 @@ from chatagent.schema import ContentItem
 from chatagent.tools.base import BaseTool
 
 if TYPE_CHECKING:
-    from mcp.types import BlobResourceContents, CallToolResult, TextResourceContents
+    from mcp.types import BlobResourceContents, CallToolResult, GetPromptResult, Prompt, TextResourceContents
 
 MAX_LISTED = 200  # resources or prompts listed to the model at most
 
@@ -82,7 +82,7 @@ class _ServerTool(BaseTool):
 
 class ListResources(_ServerTool):
     suffix = "list_resources"
-    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+    parameters = {"type": "object", "properties": {}}
 
     def __init__(self, connection: Any) -> None:
         self.description = f"List the resources (documents, data) the {connection.name} server offers: URI, name, " \
@@ -98,7 +98,7 @@ class ListResources(_ServerTool):
 
 class ReadResource(_ServerTool):
     suffix = "read_resource"
-    parameters: dict[str, Any] = {
+    parameters = {
         "type": "object",
         "properties": {"uri": {"type": "string", "description": "The resource's URI, as listed."}},
         "required": ["uri"],
@@ -114,7 +114,7 @@ class ReadResource(_ServerTool):
 
 class ListPrompts(_ServerTool):
     suffix = "list_prompts"
-    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+    parameters = {"type": "object", "properties": {}}
 
     def __init__(self, connection: Any) -> None:
         self.description = f"List the prompts (ready-made instructions) the {connection.name} server offers, with " \
@@ -122,8 +122,9 @@ class ListPrompts(_ServerTool):
         super().__init__(connection)
 
     def ask(self, args: dict[str, Any]) -> str:
-        lines = []
-        for p in self.connection.list_prompts()[:MAX_LISTED]:
+        lines: list[str] = []
+        prompts: list[Prompt] = self.connection.list_prompts()
+        for p in prompts[:MAX_LISTED]:
             params = ", ".join(a.name + ("" if a.required else "?") for a in p.arguments or [])
             lines.append(f"{p.name}({params})" + (f": {p.description}" if p.description else ""))
         return "\n".join(lines) if lines else "The server offers no prompts."
@@ -131,7 +132,7 @@ class ListPrompts(_ServerTool):
 
 class GetPrompt(_ServerTool):
     suffix = "get_prompt"
-    parameters: dict[str, Any] = {
+    parameters = {
         "type": "object",
         "properties": {
             "name": {"type": "string", "description": "The prompt's name, as listed."},
@@ -149,8 +150,10 @@ class GetPrompt(_ServerTool):
         super().__init__(connection)
 
     def ask(self, args: dict[str, Any]) -> str | list[ContentItem]:
-        given = args.get("arguments") or {}
-        result = self.connection.get_prompt(str(args["name"]), {str(k): str(v) for k, v in given.items()})
+        given: dict[str, Any] = args.get("arguments") or {}
+        result: GetPromptResult = self.connection.get_prompt(
+            str(args["name"]), {str(k): str(v) for k, v in given.items()}
+        )
         items: list[ContentItem] = []
         for m in result.messages:
             c = m.content
