@@ -8,7 +8,8 @@ started it (`conversations`; a new context gets an id the server makes); a task 
 (another one's `GetTask` finds nothing). A run that pauses on a tool call needing approval leaves its task
 `input-required` (the waiting calls in the status message's data part and in the task's metadata); the client
 goes on with a message of the same task whose metadata (or a data part) holds `approval`: true, false or {call id:
-true/false}. The identity and approval rules are the OpenAI endpoint's. Needs `a2a-sdk`: `pip install
+true/false}. A message's text and data parts are read; one with a file or URL part is refused, never answered in
+part. The identity, approval and concurrency rules are the OpenAI endpoint's. Needs `a2a-sdk`: `pip install
 'chatagent[a2a]'` (its protocol types give the wire format).
 """
 
@@ -183,6 +184,11 @@ class A2AEndpoint:
             sent = json_format.ParseDict(params, pb.SendMessageRequest(), ignore_unknown_fields=True).message
         except json_format.ParseError as e:
             raise RpcError(_PARAMS, f"bad SendMessage params: {e}") from None
+        kinds = {p.WhichOneof("content") for p in sent.parts} - {"text", "data"}
+        if kinds:  # said, not dropped: the agent would answer a message it never saw whole
+            raise RpcError(_UNSUPPORTED, f"only text and data parts are taken, not {', '.join(sorted(map(str, kinds)))}")
+        if self.service.running >= self.service.max_concurrency:
+            raise RpcError(_INTERNAL, "the server is busy; retry shortly")
         text = "\n".join(p.text for p in sent.parts if p.HasField("text"))
         meta = json_format.MessageToDict(sent.metadata)
         for p in sent.parts:

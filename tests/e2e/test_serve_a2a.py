@@ -81,6 +81,14 @@ def test_a_paused_approval_is_input_required_and_the_same_task_goes_on(bank: Age
     assert runs.read_text() == "pay Bob 10\n"
 
 
+def test_a_file_part_is_refused_not_dropped(bank: AgentServer, runs: Path) -> None:
+    m = message("Pay whoever this invoice names.")
+    m.parts.append(pb.Part(url="https://example.com/invoice.pdf", media_type="application/pdf"))
+    with pytest.raises(Exception, match="only text and data parts are taken, not url"):
+        asyncio.run(send(bank.a2a_url, m))
+    assert runs.read_text() == ""
+
+
 def test_streaming_get_and_the_conversation_of_a_context(tmp_path: Path) -> None:
     with AgentServer(mcp_agents.echo(), port=0, a2a=True, store=f"sqlite:///{tmp_path}/s.db") as server:
 
