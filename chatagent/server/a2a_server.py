@@ -186,7 +186,9 @@ class A2AEndpoint:
             raise RpcError(_PARAMS, f"bad SendMessage params: {e}") from None
         kinds = {p.WhichOneof("content") for p in sent.parts} - {"text", "data"}
         if kinds:  # said, not dropped: the agent would answer a message it never saw whole
-            raise RpcError(_UNSUPPORTED, f"only text and data parts are taken, not {', '.join(sorted(map(str, kinds)))}")
+            raise RpcError(
+                _UNSUPPORTED, f"only text and data parts are taken, not {', '.join(sorted(map(str, kinds)))}"
+            )
         if self.service.running >= self.service.max_concurrency:
             raise RpcError(_INTERNAL, "the server is busy; retry shortly")
         text = "\n".join(p.text for p in sent.parts if p.HasField("text"))

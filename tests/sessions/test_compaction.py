@@ -60,7 +60,9 @@ def test_a_second_compaction_summarises_the_first_summary_with_later_turns(tmp_p
     out = bot.run_nonstream([{"role": "user", "content": "Two."}], session=session)
     assert len(summariser.calls) == 2
     told = summariser.calls[1].messages[-1].text
-    assert told.startswith('Earlier summary:\n<untrusted-data source="summary of the earlier conversation">\nfirst summary')
+    assert told.startswith(
+        'Earlier summary:\n<untrusted-data source="summary of the earlier conversation">\nfirst summary'
+    )
     assert out[0]["extra"][COMPACTION]["summary"] == "second summary"
     assert "second summary" in llm.calls[1].messages[0].text and "first summary" not in llm.calls[1].messages[0].text
 
