@@ -264,7 +264,7 @@ def render_object(parsed: dict, valid: bool) -> dict[str, Any]:
     in), the validated object at the end."""
     rows = [f"| {_cell(str(k))} | {_cell(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))} |"
             for k, v in list(parsed.items())[:100]]  # fmt: skip
-    head = "**Fields** ✓" if valid else "**Fields** *(filling in…)*"
+    head = f"**Fields** {icon('approved')}*(valid)*" if valid else "**Fields** *(filling in…)*"
     return chat_message("assistant", head + "\n\n| field | value |\n|---|---|\n" + "\n".join(rows))
 
 

@@ -77,7 +77,7 @@ def test_the_fields_fill_in_as_the_json_streams() -> None:
                 seen.append(table())
                 labels.append(page.locator("#chatbot").inner_text())
             llm.step.release()
-            wait_for(lambda: "Fields ✓" in page.locator("#chatbot").inner_text(), what="the validated fields")
+            wait_for(lambda: "Fields (valid)" in page.locator("#chatbot").inner_text(), what="the validated fields")
             browser.close()
     finally:
         ui.close()

@@ -5,7 +5,6 @@ identity and ownership as on the OpenAI endpoint."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ pytest.importorskip("a2a")
 from a2a.client import ClientConfig, create_client  # noqa: E402
 from a2a.types import a2a_pb2 as pb  # noqa: E402
 
-from chatagent import A2AAgent, FnCallAgent, ScriptedLLM, Session, tool, tool_call  # noqa: E402
+from chatagent import A2AAgent, FnCallAgent, ScriptedLLM, Session, tool_call  # noqa: E402
 from chatagent.server import AgentServer  # noqa: E402
 from tests.support import mcp_agents  # noqa: E402
 
@@ -141,21 +140,7 @@ def test_tasks_and_contexts_belong_to_their_principal(tmp_path: Path) -> None:
 
 
 def test_cancel_stops_the_running_task(tmp_path: Path) -> None:
-    started, cancelled = threading.Event(), threading.Event()
-
-    @tool
-    async def wait(seconds: float) -> str:
-        """Wait."""
-        started.set()
-        try:
-            await asyncio.sleep(seconds)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-        return "waited"
-
-    agent = FnCallAgent(llm=ScriptedLLM([tool_call("wait", {"seconds": 300}), "done"]), function_list=[wait],
-                        name="waiter")  # fmt: skip
+    agent, started, cancelled = mcp_agents.waiter()
     with AgentServer(agent, port=0, a2a=True, store=f"sqlite:///{tmp_path}/s.db") as server:
 
         async def main() -> Any:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import threading
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,6 @@ import httpx2  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
-from chatagent import FnCallAgent, ScriptedLLM, tool, tool_call  # noqa: E402
 from chatagent.server import AgentServer  # noqa: E402
 from tests.support import mcp_agents  # noqa: E402
 
@@ -168,21 +166,7 @@ def test_keys_conversations_and_mcp_sessions_belong_to_their_principal(tmp_path:
 
 
 def test_cancelling_the_call_closes_the_agents_run(tmp_path: Path) -> None:
-    started, cancelled = threading.Event(), threading.Event()
-
-    @tool
-    async def wait(seconds: float) -> str:
-        """Wait."""
-        started.set()
-        try:
-            await asyncio.sleep(seconds)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-        return "waited"
-
-    agent = FnCallAgent(llm=ScriptedLLM([tool_call("wait", {"seconds": 300}), "done"]), function_list=[wait],
-                        name="waiter")  # fmt: skip
+    agent, started, cancelled = mcp_agents.waiter()
     with AgentServer(agent, port=0, mcp=True, store=f"sqlite:///{tmp_path}/s.db") as server:
 
         async def body(c: Client) -> None:

@@ -5,7 +5,9 @@ test can see from outside what ran."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 
 from chatagent import FnCallAgent, ScriptedLLM, tool, tool_call
 
@@ -54,3 +56,22 @@ def bank() -> FnCallAgent:
 def echo() -> FnCallAgent:
     """Answers every question with what it has seen."""
     return FnCallAgent(llm=ScriptedLLM([_count] * 50), name="echo", description="Says what it has seen.")
+
+
+def waiter() -> tuple[FnCallAgent, threading.Event, threading.Event]:
+    """An agent whose tool waits five minutes, and the events set when the tool starts and when it is cancelled."""
+    started, cancelled = threading.Event(), threading.Event()
+
+    @tool
+    async def wait(seconds: float) -> str:
+        """Wait."""
+        started.set()
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "waited"
+
+    llm = ScriptedLLM([tool_call("wait", {"seconds": 300}), "done"])
+    return FnCallAgent(llm=llm, function_list=[wait], name="waiter"), started, cancelled
