@@ -211,6 +211,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     """MCP over stdio: stdout is the protocol's, so nothing else is printed there (the log goes to stderr)."""
     agent = agent_from_args(args)
+    ask_before_running_code(agent)  # what a client sends may carry text that tells the model what to run
     try:
         serve_mcp_stdio(agent, expose_tools=args.expose_tools, store=args.store)
     except (SessionStoreError, ValueError) as e:

@@ -204,3 +204,23 @@ def test_chatagent_mcp_serves_an_agent_over_stdio(tmp_path: Path, runs: Path) ->
     assert done.content[0].text == "Paid Bob 10."
     assert balance.content[0].text == "bob: 42.00"
     assert runs.read_text() == "pay Bob 10\nbalance bob\n"
+
+
+def test_chatagent_mcp_asks_before_running_code(tmp_path: Path, runs: Path) -> None:
+    """As `serve` and `gui` do, `chatagent mcp` makes a tool that runs code ask a person first: not exposed as a tool
+    of its own, and an ask_ call pauses on it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CHATAGENT_WORKSPACE": str(tmp_path / "ws")}
+    command = [sys.executable, "-m", "chatagent", "mcp", "--agent", "tests.support.mcp_agents:coder", "--expose-tools",
+               "--store", f"sqlite:///{tmp_path}/s.db"]  # fmt: skip
+    params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(ROOT))
+
+    async def main() -> tuple:
+        async with Client(params) as c:
+            names = sorted(t.name for t in (await c.list_tools()).tools)
+            paused = await c.call_tool("ask_coder", {"message": "Tidy my disk."})
+            return names, paused
+
+    names, paused = asyncio.run(main())
+    assert names == ["ask_coder", "balance"]
+    assert paused.structured_content["pending_approval"][0]["name"] == "run_python"
+    assert runs.read_text() == ""
