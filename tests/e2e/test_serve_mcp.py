@@ -101,13 +101,15 @@ def test_an_approval_without_a_session_needs_the_token_the_server_signed(bank_se
         bare = await c.call_tool("ask_bank", {"message": "Pay Bob 10.", "approval": True})
         after_refusals = runs.read_text()
         done = await c.call_tool("ask_bank", {"message": "Pay Bob 10.", "approval": True, "approval_token": token})
-        return forged, bare, after_refusals, done
+        replayed = await c.call_tool("ask_bank", {"message": "Pay Bob 10.", "approval": True, "approval_token": token})
+        return forged, bare, after_refusals, done, replayed
 
-    forged, bare, after_refusals, done = with_client(bank_server.mcp_url, body)
+    forged, bare, after_refusals, done, replayed = with_client(bank_server.mcp_url, body)
     assert forged.is_error and "approval_token is not one this server issued" in forged.content[0].text
     assert bare.is_error and "session_id or the approval_token" in bare.content[0].text
     assert after_refusals == ""
     assert done.content[0].text == "Paid Bob 10." and runs.read_text() == "pay Bob 10\n"
+    assert replayed.is_error and "used already" in replayed.content[0].text  # paid once, not twice
 
 
 def test_exposed_tools_run_through_the_tool_path_and_never_without_approval(
