@@ -14,6 +14,7 @@ from chatagent.run import events
 from chatagent.run.compat import collected
 from chatagent.run.context import RunContext, current_run
 from chatagent.run.driver import ModelStream, carry_out, drive, model_stream
+from chatagent.run.nested import visible_to_model
 from chatagent.run.requests import Asking, Blocking, ModelCall, Request, ToolBatch, ToolWait, View
 from chatagent.run.subagent import run_subagent
 from chatagent.schema import Message, content_text
@@ -100,9 +101,14 @@ class RunSteps:
         cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
         if not stream:
             return self.llm.chat(
-                messages, functions, stream=False, extra_generate_cfg=cfg, usage=ctx.usage, deadline=ctx.deadline
+                visible_to_model(messages),
+                functions,
+                stream=False,
+                extra_generate_cfg=cfg,
+                usage=ctx.usage,
+                deadline=ctx.deadline,
             )
-        call = ModelCall(self.llm, messages, functions, cfg, start, ctx, view, hide)
+        call = ModelCall(self.llm, visible_to_model(messages), functions, cfg, start, ctx, view, hide)
         return self._llm_call(call)
 
     def _llm_call(self, call: ModelCall) -> Generator[list[Message], list[Message] | None, list[Message]]:
