@@ -31,7 +31,7 @@ from chatagent.agents.teams.agent_calls import (
     transfer,
     unanswered_calls,
 )
-from chatagent.agents.teams.handoffs import HandoffTool, as_handoffs, holder
+from chatagent.agents.teams.handoffs import Handoff, HandoffTool, as_handoffs, holder
 from chatagent.run.agent_tool import AgentTool
 from chatagent.run.nested import paused_nested
 from chatagent.schema import ASSISTANT, FUNCTION, USER, ContentItem, Message, content_text
@@ -79,14 +79,8 @@ class FnCallAgent(Agent):
         **kwargs: Any,
     ) -> None:
         super().__init__(function_list, llm, system_message, name, description, **kwargs)
-        self.handoffs = as_handoffs(handoffs)
-        if self.handoffs:
-            self.function_map = dict(self.function_map)
-            for h in self.handoffs:
-                if h.tool.name in self.function_map:
-                    raise ValueError(f"two tools are named {h.tool.name!r} (a handoff and a tool); give handoff(...) "
-                                     "another tool_name")  # fmt: skip
-                self.function_map[h.tool.name] = h.tool
+        self._handoffs: list[Handoff] = []
+        self.handoffs = handoffs or []
         self.files = [os.fspath(f) for f in files or []]
         if not isinstance(max_llm_calls, int) or max_llm_calls < 1:
             raise ValueError(f"max_llm_calls must be a positive integer, got {max_llm_calls!r}")
@@ -100,12 +94,27 @@ class FnCallAgent(Agent):
         """The tool schemas sent to the model."""
         return [t.function for t in self.function_map.values()] or None
 
+    @property
+    def handoffs(self) -> list[Handoff]:
+        """Whom the model may hand the conversation over to (a copy; assign a new list of agents or handoffs)."""
+        return list(self._handoffs)
+
+    @handoffs.setter
+    def handoffs(self, value: list[Any]) -> None:
+        made = as_handoffs(value)
+        tools = {n: t for n, t in self.function_map.items() if not isinstance(t, HandoffTool)}
+        for h in made:
+            if h.tool.name in tools:
+                raise ValueError(f"two tools are named {h.tool.name!r}; give handoff(...) another tool_name")
+            tools[h.tool.name] = h.tool
+        self.function_map, self._handoffs = tools, made
+
     def _sub_agents(self) -> list[Agent]:
-        return [h.agent for h in self.handoffs]
+        return [h.agent for h in self._handoffs]
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         """The tool loop. Returns the whole response (a subclass adding to the answer finds it there)."""
-        if self.handoffs and current_run().parent is None:
+        if self._handoffs and current_run().parent is None:
             receiver = holder(self, messages)  # the conversation was handed over on an earlier turn
             if receiver is not self:
                 return (yield from self._subagent(receiver, messages, lang))
