@@ -38,7 +38,11 @@ def test_the_sub_agent_streams_as_a_nested_run_apart_from_the_answer():
     for step in pieces:
         merge_delta(response, step)
     assert [(m["role"], m.get("name")) for m in response] == [
-        ("assistant", "boss"), ("assistant", "researcher"), ("function", "researcher"), ("assistant", "boss")]
+        ("assistant", "boss"),
+        ("assistant", "researcher"),
+        ("function", "researcher"),
+        ("assistant", "boss"),
+    ]
     assert response[1]["extra"][NESTED] == response[0]["extra"]["function_id"]
     assert response[2]["content"] == "The Nile is 6650 km long."
     assert response[3]["content"] == "6650 km."  # the caller's answer is its own

@@ -31,7 +31,8 @@ def test_a_sequential_crew_fills_placeholders_and_passes_context():
     assert out.raw == "Rivers carry fresh water to the sea."
     assert [(t.description, t.raw, t.agent) for t in out.tasks_output] == [
         ("Write about rivers", "Rivers carry water to the sea.", "writer"),
-        ("Edit the draft", "Rivers carry fresh water to the sea.", "editor")]
+        ("Edit the draft", "Rivers carry fresh water to the sea.", "editor"),
+    ]
     asked = writer.llm.calls[0].messages[-1].content
     assert "Write about rivers" in asked and "one short paragraph" in asked
     given = editor.llm.calls[0].messages[-1].content
@@ -46,8 +47,11 @@ def test_the_crew_streams_each_task_named_by_its_agent():
     steps = list(crew.run())
     last = steps[-1]
     assert [(m.get("name"), m["content"]) for m in last] == [
-        ("crew", "Task 1/2 (writer): Write"), ("writer", "Draft."), ("crew", "Task 2/2 (editor): Edit"),
-        ("editor", "Edited.")]
+        ("crew", "Task 1/2 (writer): Write"),
+        ("writer", "Draft."),
+        ("crew", "Task 2/2 (editor): Edit"),
+        ("editor", "Edited."),
+    ]
     assert last[0]["extra"][CREW_TASK]["index"] == 0
     assert len(steps) > 4  # the answers streamed piece by piece
 
@@ -103,10 +107,12 @@ def test_human_input_pauses_and_resumes_through_a_session(tmp_path):
 
 def test_a_hierarchical_crew_delegates_through_its_manager():
     writer = _agent("writer", ["Rivers shape valleys."])
-    manager = ScriptedLLM([
-        tool_call("delegate_work_to_coworker", {"task": "Write about rivers", "coworker": "writer"}),
-        "Checked: Rivers shape valleys.",
-    ])
+    manager = ScriptedLLM(
+        [
+            tool_call("delegate_work_to_coworker", {"task": "Write about rivers", "coworker": "writer"}),
+            "Checked: Rivers shape valleys.",
+        ]
+    )
     crew = Crew(agents=[writer], tasks=[Task("Write about {topic}", "a sentence")], process="hierarchical",
                 manager=manager)  # fmt: skip
     run = crew.run({"topic": "rivers"})

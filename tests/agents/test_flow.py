@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -194,9 +195,9 @@ def test_plot_writes_a_diagram_without_network(tmp_path):
             return None
 
     path = Small(persist=False).plot(str(tmp_path / "small"))
-    text = open(path).read()
+    text = Path(path).read_text()
     assert path.endswith("small.html") and "<svg" in text and "http" not in text.replace("http://www.w3.org", "")
     for name in ("fetch", "check", "use", "good"):
         assert f">{name}<" in text
     svg = Small(persist=False).plot(str(tmp_path / "small.svg"))
-    assert open(svg).read().startswith("<?xml")
+    assert Path(svg).read_text().startswith("<?xml")

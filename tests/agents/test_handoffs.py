@@ -22,7 +22,10 @@ def test_the_receiver_answers_the_rest_of_the_turn_under_its_name():
     assert "Invoices and refunds." in triage.function_map["transfer_to_billing"].description
     rsp = triage.run_nonstream([{"role": "user", "content": "I want a refund"}])
     assert [(m["role"], m.get("name")) for m in rsp] == [
-        ("assistant", "triage"), ("function", "transfer_to_billing"), ("assistant", "billing")]
+        ("assistant", "triage"),
+        ("function", "transfer_to_billing"),
+        ("assistant", "billing"),
+    ]
     assert rsp[1]["extra"]["handoff_to"] == "billing"
     assert rsp[-1]["content"] == "Your refund is on its way."
     # the receiver saw the conversation with the transfer (no filter)

@@ -187,13 +187,18 @@ class Flow(Generic[StateT]):
                 self._record["error"] = f"{type(e).__name__}: {e}"
             self._save(FAILED)
             raise
-        if self._paused is not None:
-            inv, question = self._paused
+        paused = self._pause()
+        if paused is not None:
+            inv, question = paused
             self._record["asked"] = {"id": inv["id"], "method": inv["method"], "question": question}
             self._save(PAUSED)
             return FlowPaused(self.id, question, inv["method"])
         self._save(DONE)
         return self._record["output"]
+
+    def _pause(self) -> tuple[dict[str, Any], str] | None:
+        """The invocation that asked a person and its question, if one did."""
+        return self._paused
 
     async def _wave(self, batch: list[dict[str, Any]]) -> None:
         """Run invocations: the routers one after another, then the rest concurrently."""

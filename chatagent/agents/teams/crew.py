@@ -245,7 +245,8 @@ class _Progress:
 
 
 def _is_feedback(m: Message, messages: list[Message], i: int) -> bool:
-    return i > 0 and bool(messages[i - 1].extra and PENDING_HUMAN_INPUT in messages[i - 1].extra)
+    extra = messages[i - 1].extra if i > 0 else None
+    return extra is not None and PENDING_HUMAN_INPUT in extra
 
 
 def _inputs_from_text(text: str) -> dict[str, Any]:
