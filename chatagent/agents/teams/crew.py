@@ -276,7 +276,9 @@ class CrewAgent(Agent):
     async_safe = True
 
     def __init__(self, crew: Crew) -> None:
-        super().__init__(name=crew.name, description=f"a crew of {', '.join(a.name or '' for a in crew.agents)}")
+        first = crew.agent_for(crew.tasks[0])  # its model is the one a page names for the crew
+        super().__init__(llm=first._llm_cfg, name=crew.name,
+                         description=f"a crew of {', '.join(a.name or '' for a in crew.agents)}")  # fmt: skip
         self.crew = crew
 
     def _sub_agents(self) -> list[Agent]:
