@@ -17,6 +17,7 @@ Also `import chatagent` in a fresh interpreter (it stays lazy). Lower is better;
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import time
@@ -66,6 +67,7 @@ def import_time(repeats: int = 5) -> float:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     show("teams_import_chatagent_ms", f"{import_time() * 1000:.1f}")
     loopback = Loopback()
     try:
