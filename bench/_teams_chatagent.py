@@ -8,6 +8,8 @@ from typing import Any
 
 from chatagent import Crew, Flow, FnCallAgent, Task, __version__, listen, start
 
+SUBAGENT_CALLS: list[str] = []  # the sub-agent calls made, to check that a run really made one
+
 
 def version() -> str:
     return f"chatagent {__version__}"
@@ -37,4 +39,10 @@ def flow(db_path: str) -> Callable[[], Any]:
 def subagent(url: str) -> Callable[[], Any]:
     researcher = FnCallAgent(llm=_cfg(url, "stream-16"), name="researcher", description="Finds facts.")
     boss = FnCallAgent(llm=_cfg(url, "delegate"), name="boss", function_list=[researcher])
-    return lambda: boss.run_nonstream([{"role": "user", "content": "Ask the researcher."}])
+
+    def run() -> Any:
+        response = boss.run_nonstream([{"role": "user", "content": "Ask the researcher."}])
+        SUBAGENT_CALLS.extend(m["content"] for m in response if m["role"] == "function")
+        return response
+
+    return run

@@ -13,6 +13,8 @@ from crewai.flow.flow import Flow, listen, start
 from crewai.flow.persistence import SQLiteFlowPersistence, persist
 from crewai.tools import BaseTool
 
+SUBAGENT_CALLS: list[str] = []  # the sub-agent calls made, to check that a run really made one
+
 
 def version() -> str:
     return f"crewai {metadata.version('crewai')}"
@@ -53,6 +55,7 @@ def subagent(url: str) -> Callable[[], Any]:
         description: str = "Ask the researcher to do a task."
 
         def _run(self, task: str) -> str:
+            SUBAGENT_CALLS.append(task)
             return str(researcher.kickoff(task).raw)
 
     boss = Agent(role="boss", goal="answer", backstory="delegates", llm=_llm(url, "delegate"),

@@ -15,6 +15,8 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
+SUBAGENT_CALLS: list[str] = []  # the sub-agent calls made, to check that a run really made one
+
 
 def version() -> str:
     return f"langgraph {metadata.version('langgraph')} (langchain {metadata.version('langchain')})"
@@ -64,6 +66,7 @@ def subagent(url: str) -> Callable[[], Any]:
     @tool
     def ask_researcher(task: str) -> str:
         """Ask the researcher to do a task."""
+        SUBAGENT_CALLS.append(task)
         return researcher.invoke({"messages": [("user", task)]})["messages"][-1].content
 
     boss = create_agent(_llm(url, "delegate"), tools=[ask_researcher])

@@ -56,6 +56,9 @@ def main() -> None:
             ("subagent_call", adapter.subagent(args.url), 1),
         ):
             out[f"{key}_cpu_s"], out[f"{key}_wall_s"] = per_unit(fn, args.runs, args.repeats, units)
+    made, expected = len(adapter.SUBAGENT_CALLS), 1 + args.runs * args.repeats
+    if made != expected:
+        raise SystemExit(f"{args.name}: {made} sub-agent calls were made in {expected} runs: the figure is not valid")
     print(json.dumps(out))
 
 
