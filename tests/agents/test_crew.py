@@ -141,3 +141,23 @@ def test_bad_crews_and_inputs_are_clear_errors():
         Crew(agents=[writer], tasks=[Task("Write", "x")], verbose_mode=True)
     with pytest.raises(ValueError, match="expected_output"):
         Task("Write", "")
+
+
+def test_task_tools_replace_the_agents_and_events_see_every_run():
+    def word_count(text: str) -> int:
+        """Count the words of a text.
+
+        Args:
+            text: the text.
+        """
+        return len(text.split())
+
+    counter = _agent("counter", [tool_call("word_count", {"text": "rivers run deep"}), "Three words."])
+    seen = []
+    crew = Crew(agents=[counter], tasks=[Task("Count the words of 'rivers run deep'", "a number", tools=[word_count])])
+    out = crew.kickoff(callbacks=[lambda event: seen.append((event.kind, event.agent, event.tool))])
+    assert out.raw == "Three words."
+    assert counter.function_map == {}  # the agent itself is unchanged
+    assert ("run_start", "crew", None) in seen and ("run_start", "counter", None) in seen
+    assert ("tool_end", "counter", "word_count") in seen
+    assert [k for k, _, _ in seen].count("llm_end") == 2
