@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from chatagent.sessions.flow_states import FlowStates
+from tests.support import processes
 
 CHILD = Path(__file__).resolve().parents[1] / "support" / "flow_child.py"
 
 
 def _child(store_url: str, log: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(CHILD), store_url, str(log), *args], capture_output=True, text=True,
+    return processes.run([sys.executable, str(CHILD), store_url, str(log), *args], capture_output=True, text=True,
                           timeout=120)  # fmt: skip
 
 
