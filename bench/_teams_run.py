@@ -1,7 +1,7 @@
 """One framework's side of bench/teams.py, run in its own venv with its adapter, bench/_teams_<name>.py; prints one
 JSON line: CPU and wall seconds per task of a 3-task sequential crew, per step of a 10-method flow persisted on
 SQLite, and per agent-as-tool round trip (the caller's model asks for the sub-agent, it answers, the caller
-answers), each the best of `--repeats` rounds of `--runs` runs after a warm-up run.
+answers), each the best of `--repeats` rounds of `--runs` runs after a warm-up run; and the process's peak RSS.
 
     python _teams_run.py NAME --url URL [--runs 10] [--repeats 5]
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import resource
 import tempfile
 import time
 from collections.abc import Callable
@@ -59,6 +60,7 @@ def main() -> None:
     made, expected = len(adapter.SUBAGENT_CALLS), 1 + args.runs * args.repeats
     if made != expected:
         raise SystemExit(f"{args.name}: {made} sub-agent calls were made in {expected} runs: the figure is not valid")
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     print(json.dumps(out))
 
 

@@ -12,7 +12,7 @@ framework's (and its HTTP client's), not the model's or the server's:
   every method (CrewAI: @persist(SQLiteFlowPersistence); LangGraph: a 10-node StateGraph with SqliteSaver);
 - subagent_call: an agent whose model calls another agent as a tool, which answers, then answers itself.
 
-Also `import chatagent` in a fresh interpreter (it stays lazy). Lower is better; every ratio is chatagent/peer.
+Also the peak RSS of each framework's process, and `import chatagent` in a fresh interpreter (it stays lazy). Lower is better; every ratio is chatagent/peer.
 """
 
 from __future__ import annotations
@@ -93,6 +93,10 @@ def main() -> None:
                         f"{peer} {theirs[figure] * 1e6:.0f} (chatagent/{peer} {ours[figure] / theirs[figure]:.2f}x)"
                     )
             show(f"teams_{key}_{clock}_us ({what})", ", ".join(line))
+    line = [f"chatagent {ours['peak_rss_mb']:.0f}"]
+    line += [f"{peer} {results[peer]['peak_rss_mb']:.0f}" for peer in ("crewai", "langgraph") if isinstance(
+        results[peer], dict)]  # fmt: skip
+    show("teams_peak_rss_mb (the process, after the three workloads)", ", ".join(line))
 
 
 if __name__ == "__main__":
