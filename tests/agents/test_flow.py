@@ -201,3 +201,23 @@ def test_plot_writes_a_diagram_without_network(tmp_path):
         assert f">{name}<" in text
     svg = Small(persist=False).plot(str(tmp_path / "small.svg"))
     assert Path(svg).read_text().startswith("<?xml")
+
+
+def test_a_long_router_loop_runs_without_growing_the_stack():
+    class Countdown(Flow):
+        @start()
+        def begin(self):
+            self.state["left"] = 2000
+            return None
+
+        @router(or_(begin, "again"))
+        def tick(self):
+            self.state["left"] -= 1
+            return "again" if self.state["left"] > 0 else "done"
+
+        @listen("done")
+        def finish(self):
+            return "lift-off"
+
+    flow = Countdown(persist=False)
+    assert flow.kickoff() == "lift-off" and flow.state["left"] == 0

@@ -201,18 +201,27 @@ class Flow(Generic[StateT]):
         return self._paused
 
     async def _wave(self, batch: list[dict[str, Any]]) -> None:
-        """Run invocations: the routers one after another, then the rest concurrently."""
-        for inv in [i for i in batch if i["method"] in self._routers]:
-            await self._invoke(inv, False)
-        rest = [i for i in batch if i["method"] not in self._routers]
-        if len(rest) == 1:
-            await self._invoke(rest[0], self._active > 0)
-        elif rest:
-            await asyncio.gather(*(self._invoke(i, True) for i in rest))
+        """Run invocations and what they trigger: the routers one after another, then the rest concurrently, each
+        branch going on as soon as its method completes. A chain of methods is a loop here, not a recursion."""
+        while batch:
+            triggered: list[dict[str, Any]] = []
+            for inv in [i for i in batch if i["method"] in self._routers]:
+                triggered += await self._invoke(inv, False)
+            rest = [i for i in batch if i["method"] not in self._routers]
+            if len(rest) == 1:
+                triggered += await self._invoke(rest[0], self._active > 0)
+            elif rest:
+                await asyncio.gather(*(self._branch(i) for i in rest))
+            batch = triggered
 
-    async def _invoke(self, inv: dict[str, Any], in_thread: bool) -> None:
+    async def _branch(self, inv: dict[str, Any]) -> None:
+        """One of several concurrent invocations (in a worker thread if not async), then what it triggers."""
+        await self._wave(await self._invoke(inv, True))
+
+    async def _invoke(self, inv: dict[str, Any], in_thread: bool) -> list[dict[str, Any]]:
+        """Run one method; the invocations its completion triggers (none if the flow paused)."""
         if self._paused is not None:
-            return  # stays pending: it runs when the flow is resumed
+            return []  # stays pending: it runs when the flow is resumed
         name = inv["method"]
         fn: Callable[..., Any] = getattr(self, name)
         args = (inv.get("arg"),) if self._takes_input.get(name) else ()
@@ -229,11 +238,11 @@ class Flow(Generic[StateT]):
         except _Asked as asked:
             if self._paused is None:
                 self._paused = (inv, asked.question)
-            return
+            return []
         finally:
             self._active -= 1
             _RUNNING.reset(token)
-        await self._wave(self._completed(inv, out))
+        return self._completed(inv, out)
 
     def _completed(self, inv: dict[str, Any], out: Any) -> list[dict[str, Any]]:
         """Record a method's completion and save; the invocations it triggers."""
