@@ -13,28 +13,32 @@ so that one loop definition serves `run()` and `arun()`:
     reply = yield from self._call_llm(messages, functions, start=len(response))
 
 A `_run` written the Qwen-Agent way, yielding the whole response so far each time and iterating
-`_call_llm` with a plain `for` loop, works too (see `_call_llm`).
+`_call_llm` with a plain `for` loop, works too: a subclass with its own `_run` is taken for one unless it sets
+`fragment_native = True`, and its loop then goes through `chatagent.run.compat`.
+
+`Agent` is what the run machinery (`chatagent.run`) knows as a `Runnable`: `run()` and `arun()` hand it to
+`chatagent.run.start`, which starts `loop()` under the run's plugins and approval and drives it.
 """
 
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import AsyncIterator, Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast, overload
 
 from chatagent.llm.base import BaseChatModel
 from chatagent.llm.registry import get_chat_model
-from chatagent.run import events
+from chatagent.run import start
 from chatagent.run.compat import whole_lists_as_fragments
-from chatagent.run.context import CURRENT, RunContext, current_run
-from chatagent.run.driver import adrive, drive, observed
+from chatagent.run.context import RunContext, current_run
 from chatagent.run.handle import ARun, Output, Run, afinal_response, final_response, named, output
 from chatagent.run.plugin import Plugins
+from chatagent.run.protocol import UNSET
 from chatagent.run.requests import AgentLoop, Fragments, LoopItem
-from chatagent.run.steps import LLM_CALL_CODE, RunSteps, emit_tool_end
+from chatagent.run.steps import RunSteps
 from chatagent.run.subagent import hidden, map_fragments, run_subagent
-from chatagent.schema import Message, not_a_message_list, to_messages, with_system_text
+from chatagent.run.tool_call import emit_tool_end, emit_tool_start
+from chatagent.schema import Message, with_system_text
 from chatagent.schema.history import conversation_lang
 from chatagent.utils.kwargs import reject_unknown
 
@@ -42,9 +46,10 @@ if TYPE_CHECKING:
     from chatagent.run.events import Callback
     from chatagent.schema.fragment import Fragment
     from chatagent.sessions.session import Session
+    from chatagent.tools.calling import ToolCache
     from chatagent.tools.tool import BaseTool
 
-_UNSET: Any = object()
+_UNSET: Any = UNSET  # response_format not given: the agent's own
 
 __all__ = [
     "ARun",
@@ -54,6 +59,7 @@ __all__ = [
     "current_run",
     "detect_lang",
     "emit_tool_end",
+    "emit_tool_start",
     "hidden",
     "map_fragments",
     "run_subagent",
@@ -63,6 +69,13 @@ __all__ = [
 def detect_lang(messages: list[Message]) -> str:
     """The language of the latest user message: 'zh', 'ja', 'ko' or 'en' (see `chatagent.utils.lang`)."""
     return conversation_lang(messages)
+
+
+def structured_output(response_format: Any, **options: Any) -> Any:
+    """The plugin that checks answers against `response_format` (see `chatagent.plugins.structured`)."""
+    from chatagent.plugins.structured import StructuredOutput  # loaded by agents with a response format only
+
+    return StructuredOutput(response_format, **options)
 
 
 class Agent(RunSteps):
@@ -87,12 +100,19 @@ class Agent(RunSteps):
     #: True when `_run` never blocks: all its waiting goes through `_call_llm`, `_run_tools`, `_blocking`
     #: and `_subagent`. `arun()` then steps it on the event loop itself; otherwise in a worker thread.
     #: A subclass that defines its own `_run` is assumed to block unless it sets this to True.
-    async_safe: ClassVar[bool] = True
+    async_safe: bool = True  # a class attribute (set per class), read as Runnable.async_safe
+    #: True when `_run` yields fragments and requests only (see the module docstring). A subclass that defines its
+    #: own `_run` is taken for a Qwen-Agent-style one, yielding the whole response so far, unless it sets this to
+    #: True: its loop then goes through `chatagent.run.compat`, which takes either kind.
+    fragment_native: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "_run" in cls.__dict__ and "async_safe" not in cls.__dict__:
-            cls.async_safe = False
+        if "_run" in cls.__dict__:
+            if "async_safe" not in cls.__dict__:
+                cls.async_safe = False
+            if "fragment_native" not in cls.__dict__:
+                cls.fragment_native = False
 
     def __init__(
         self,
@@ -120,11 +140,11 @@ class Agent(RunSteps):
         self.response_format = response_format
         self.plugins = plugins
         if self.function_list:
-            from chatagent.tools.base import make_tools
-            from chatagent.tools.calling import ToolCache
+            from chatagent.tools.base import make_tools  # the tool machinery: loaded by agents with tools
+            from chatagent.tools.calling import ToolCache  # (likewise)
 
-            self.function_map = make_tools(self.function_list)
-            self._tool_cache = ToolCache()
+            self.function_map: dict[str, BaseTool] = make_tools(self.function_list)
+            self._tool_cache: ToolCache | None = ToolCache()
         else:
             self.function_map = {}
             self._tool_cache = None
@@ -140,27 +160,28 @@ class Agent(RunSteps):
     def plugins(self, value: Iterable[Any] | None) -> None:
         self._plugins = Plugins(value or ())
 
-    def _run_plugins(self, extra: Iterable[Any] | None, response_format: Any = _UNSET) -> Plugins | None:
+    @property
+    def tool_cache(self) -> ToolCache | None:
+        """Where the `cache=True` tools keep their results (None without tools)."""
+        return self._tool_cache
+
+    def run_plugins(self, extra: Iterable[Any] | None = None, response_format: Any = _UNSET) -> tuple[Any, ...]:
         """The plugins of one run: the agent's, then `extra`, then the check for `response_format` (the agent's
-        when _UNSET); None when there are none."""
-        plugins = self._plugins
+        when not given)."""
+        plugins = self._plugins.plugins
         if extra:
-            plugins = plugins + extra
+            plugins = plugins + tuple(extra)
         if response_format is _UNSET:
             response_format = self.response_format
             if response_format is not None:
                 if self._structured is None or self._structured.response_format is not response_format:
-                    from chatagent.plugins.structured import StructuredOutput
-
-                    self._structured = StructuredOutput(response_format)
-                plugins = plugins + [self._structured]
+                    self._structured = structured_output(response_format)
+                plugins = (*plugins, self._structured)
         elif response_format is not None:
-            from chatagent.plugins.structured import StructuredOutput
+            plugins = (*plugins, structured_output(response_format))
+        return plugins
 
-            plugins = plugins + [StructuredOutput(response_format)]
-        return plugins or None
-
-    def _needs_approval(self) -> bool:
+    def tools_need_approval(self) -> bool:
         """Whether a tool of this agent may pause a run for a person's approval."""
         return any(t.requires_approval is not False for t in self.function_map.values())
 
@@ -279,7 +300,7 @@ class Agent(RunSteps):
         the stored conversation followed by `messages`, and the turn is stored when the run ends (see
         `chatagent.sessions.session`). The caller's messages are never modified.
         """
-        stream, as_dicts, context = self._stream(messages, lang, deadline, session, kwargs)
+        stream, as_dicts, context = start.stream(self, messages, lang, deadline, session, kwargs)
         return Run(stream, output(self.name, as_dicts, delta_stream), context)
 
     @overload
@@ -341,7 +362,7 @@ class Agent(RunSteps):
         Yields exactly what `run()` yields. The model streams over an async HTTP client, `async def` tools
         are awaited on this loop, other tools and blocking work (a session's store too) run in worker threads.
         """
-        stream, as_dicts, context = self._astream(messages, lang, deadline, session, kwargs)
+        stream, as_dicts, context = start.astream(self, messages, lang, deadline, session, kwargs)
         return ARun(stream, output(self.name, as_dicts, delta_stream), context)
 
     def run_nonstream(
@@ -361,7 +382,7 @@ class Agent(RunSteps):
         `chatagent.plugins.structured`). Pass `response_format=None` to get the response even when the agent has one.
         """
         structured = self._structured_run(response_format, kwargs)
-        stream, as_dicts, context = self._stream(messages, lang, deadline, session, kwargs)
+        stream, as_dicts, context = start.stream(self, messages, lang, deadline, session, kwargs)
         return final_response(Run(stream, self._named, context), as_dicts, structured)
 
     async def arun_nonstream(
@@ -376,7 +397,7 @@ class Agent(RunSteps):
     ) -> Any:
         """`run_nonstream()` on the running event loop."""
         structured = self._structured_run(response_format, kwargs)
-        stream, as_dicts, context = self._astream(messages, lang, deadline, session, kwargs)
+        stream, as_dicts, context = start.astream(self, messages, lang, deadline, session, kwargs)
         return await afinal_response(ARun(stream, self._named, context), as_dicts, structured)
 
     def _structured_run(self, response_format: Any, kwargs: dict[str, Any]) -> bool:
@@ -390,111 +411,18 @@ class Agent(RunSteps):
                 raise TypeError("retries and json_mode apply to structured output: give response_format too")
             kwargs["response_format"] = None
             return False
-        from chatagent.plugins.structured import DEFAULT_RETRIES, StructuredOutput
-
-        check = StructuredOutput(
-            response_format,
-            retries=DEFAULT_RETRIES if retries is _UNSET else retries,
-            json_mode=json_mode,
-            raise_invalid=True,
-        )
+        options = {} if retries is _UNSET else {"retries": retries}
+        check = structured_output(response_format, json_mode=json_mode, raise_invalid=True, **options)
         kwargs["plugins"] = [*(kwargs.get("plugins") or ()), check]
         kwargs["response_format"] = None
         return True
 
-    def _stream(
-        self,
-        messages: Iterable[dict[str, Any] | Message],
-        lang: str | None,
-        deadline: float | None,
-        session: Any,
-        kwargs: dict[str, Any],
-    ) -> tuple[Iterator[Fragments], bool, RunContext]:
-        """The run's fragments for `run()` (driven here), the output type, the context."""
-        msgs, as_dicts, context = self._prepare(messages, deadline, kwargs)
-        if session is None:
-            return drive(self._start(msgs, lang, context, kwargs)), as_dicts, context
-        from chatagent.sessions.session import checked_session, run_turn, tool_state_key
-
-        session = checked_session(session)
-        kwargs.setdefault("session_id", tool_state_key(session))
-
-        def start(conversation: list[Message]) -> Iterator[Fragments]:
-            return drive(self._start(conversation, lang, context, kwargs))
-
-        return run_turn(session, msgs, start, self.name), as_dicts, context
-
-    def _astream(
-        self,
-        messages: Iterable[dict[str, Any] | Message],
-        lang: str | None,
-        deadline: float | None,
-        session: Any,
-        kwargs: dict[str, Any],
-    ) -> tuple[AsyncIterator[Fragments], bool, RunContext]:
-        """`_stream` for `arun()`: driven on the event loop."""
-        msgs, as_dicts, context = self._prepare(messages, deadline, kwargs)
-        blocking = not self.async_safe
-        if session is None:
-            return adrive(self._start(msgs, lang, context, kwargs), blocking), as_dicts, context
-        from chatagent.sessions.session import arun_turn, checked_session, tool_state_key
-
-        session = checked_session(session)
-        kwargs.setdefault("session_id", tool_state_key(session))
-
-        def start(conversation: list[Message]) -> AsyncIterator[Fragments]:
-            return adrive(self._start(conversation, lang, context, kwargs), blocking)
-
-        return arun_turn(session, msgs, start, self.name), as_dicts, context
-
-    def _prepare(
-        self, messages: Iterable[dict[str, Any] | Message], deadline: float | None, kwargs: dict[str, Any]
-    ) -> tuple[list[Message], bool, RunContext]:
-        """The input normalised (a copy), the output type, the run's context."""
-        if not_a_message_list(messages):
-            raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
-        given = list(messages)
-        as_dicts = not given or not all(isinstance(m, Message) for m in given)
-        msgs = to_messages(given)
-        if not msgs:
-            raise ValueError("messages is empty: give at least one message")
-        own = self.callbacks + tuple(kwargs.pop("callbacks", None) or ())
-        callbacks = own + events.global_callbacks if own else events.global_callbacks  # the latter: see handlers
-        context = RunContext(time.monotonic() + deadline if deadline else None, callbacks, self.name)
-        run_cfg = kwargs.pop("generate_cfg", None)
-        if run_cfg:
-            context.generate_cfg = dict(run_cfg)
-        if self._plugins or "plugins" in kwargs or "response_format" in kwargs or self.response_format is not None:
-            context.plugins = self._run_plugins(kwargs.pop("plugins", None), kwargs.pop("response_format", _UNSET))
-        return msgs, as_dicts, context
-
-    def _start(self, msgs: list[Message], lang: str | None, context: RunContext, kwargs: dict[str, Any]) -> AgentLoop:
-        """Start `_run` on the conversation: its stream of fragments and requests."""
-        context.session_id = kwargs.get("session_id")
-        token = CURRENT.set(context)  # a Qwen-style _run may do work before its first yield
-        try:
-            gen = self._controlled(msgs, lang or detect_lang(msgs), kwargs, context)
-        finally:
-            CURRENT.reset(token)
-        if context.callbacks:
-            gen = observed(gen, context)
-        return gen
-
-    def _fragments(self, msgs: list[Message], lang: str, kwargs: dict[str, Any]) -> AgentLoop:
-        """`_run` on the conversation with the system message merged, as fragments and requests."""
-        gen = self._run(self._with_system_message(msgs), lang=lang, **kwargs)
-        if getattr(gen, "gi_code", None) is LLM_CALL_CODE:
-            # `return self._call_llm(...)`: the model call's generator, which yields fragments and requests only
+    def loop(self, messages: list[Message], lang: str, kwargs: dict[str, Any]) -> AgentLoop:
+        """`_run` on the conversation with the system message merged, as fragments and requests (`Runnable.loop`)."""
+        gen = self._run(self._with_system_message(messages), lang=lang, **kwargs)
+        if self.fragment_native:  # its _run yields fragments and requests only
             return cast("AgentLoop", gen)
         return whole_lists_as_fragments(gen)
-
-    def _controlled(self, msgs: list[Message], lang: str, kwargs: dict[str, Any], ctx: RunContext) -> AgentLoop:
-        """`_fragments`, under the run's plugins and tool approval when it has any (see `chatagent.run.control`)."""
-        if ctx.plugins is None and not self._needs_approval():
-            return self._fragments(msgs, lang, kwargs)
-        from chatagent.run.control import controlled
-
-        return controlled(self, ctx.plugins or Plugins(()), msgs, lang, kwargs, ctx)
 
     def _run(
         self, messages: list[Message], lang: str = "en", **kwargs: Any

@@ -5,7 +5,7 @@ How blocked answers, calls waiting for approval and the decision look is `gui.re
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from chatagent.run.approval import approval_message, pending_approval
@@ -13,7 +13,9 @@ from chatagent.schema import to_message
 
 if TYPE_CHECKING:
     from gui.session import ChatSession
-    from gui.web_ui import WebUI
+
+#: Runs a turn of a session with an agent (the page's own `WebUI._turn`): the page's updates as they come.
+Turn = Callable[["ChatSession", Any], AsyncIterator[tuple]]
 
 
 def waiting_for_approval(session: ChatSession | None) -> bool:
@@ -24,10 +26,10 @@ def waiting_for_approval(session: ChatSession | None) -> bool:
 class ApprovalControls:
     """The Approve / Deny row (hidden unless a call waits) and its handlers; build it inside the page's Blocks."""
 
-    def __init__(self, ui: WebUI) -> None:
+    def __init__(self, turn: Turn) -> None:
         import gradio as gr
 
-        self.ui = ui
+        self.turn = turn
         with gr.Row(visible=False, elem_id="approval-row") as row:
             self.reason = gr.Textbox(
                 placeholder="Reason for a denial (optional, told to the agent)", show_label=False,
@@ -58,7 +60,7 @@ class ApprovalControls:
             yield gr.skip(), gr.skip(), session
             return
         session.add_user(to_message(approval_message(approve, "" if approve else (reason or "").strip())))
-        async for update in self.ui._turn(session, agent_name):
+        async for update in self.turn(session, agent_name):
             yield update
 
     @staticmethod

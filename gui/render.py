@@ -17,9 +17,12 @@ import zlib
 from typing import Any
 
 from chatagent.agents.user import pending_input
+from chatagent.errors import ModelServiceError, RunDeadlineExceeded
+from chatagent.rag.chunking import source_label
 from chatagent.run.approval import APPROVAL, PENDING_APPROVAL
 from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, content_text
+from chatagent.utils.keys import mask_secrets
 
 THINKING_TITLE = "💭 Thinking"
 CUT_NOTE = "✂️ *Cut off: the answer reached its token limit (`max_tokens`).*"
@@ -243,8 +246,6 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
 def render_sources(sources: list[dict]) -> dict[str, Any]:
     """The excerpts an answer came from, under it: a collapsed block titled with each file and page, the
     snippets inside."""
-    from chatagent.rag.chunking import source_label
-
     pages: dict[str, list[int]] = {}  # file -> its pages, in the order they come
     for src in sources:
         listed = pages.setdefault(safe_name(str(src.get("file", "?"))), [])
@@ -264,9 +265,6 @@ def render_sources(sources: list[dict]) -> dict[str, Any]:
 
 def render_error(error: BaseException) -> dict[str, Any]:
     """An error as a readable chat message (its type and message, never a traceback)."""
-    from chatagent.errors import ModelServiceError, RunDeadlineExceeded
-    from chatagent.utils.keys import mask_secrets
-
     if isinstance(error, ModelServiceError):
         text = f"The model service failed ({error.code}): {error.message}"
     elif isinstance(error, RunDeadlineExceeded):

@@ -19,11 +19,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from chatagent.agent import Agent
+from chatagent.agents.group_chat import find_mention
 from chatagent.errors import ModelServiceError
 from chatagent.schema import Message, to_messages
 from chatagent.utils.extras import missing_dependency
+from gui.control import ApprovalControls
 from gui.notes import model_note
 from gui.render import escape_html, escape_markdown, render_conversation, safe_name
+from gui.security import SecurityHeaders
 from gui.session import ChatSession, user_message
 
 logger = logging.getLogger("chatagent.gui")
@@ -176,9 +179,8 @@ class WebUI:
                 stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn", size="sm")
                 regen_btn = gr.Button("Regenerate", elem_id="regenerate-btn", size="sm")
                 clear_btn = gr.Button("Clear", elem_id="clear-btn", size="sm")
-            from gui.control import ApprovalControls
 
-            approval = ApprovalControls(self)  # Approve / Deny, shown while a tool call waits for them
+            approval = ApprovalControls(self._turn)  # Approve / Deny, shown while a tool call waits for them
             suggestions = [s if isinstance(s, str) else s.get("text", "") for s in cfg.get("prompt.suggestions") or []]
             if suggestions:
                 gr.Examples(examples=[[s] for s in suggestions], inputs=[textbox], label="Try")
@@ -205,7 +207,7 @@ class WebUI:
             chatbot.clear(self._on_clear, [state], outputs, queue=False, api_visibility="private")
             approval.wire(chatbot, textbox, state, selector, [submitted, regenerated, cleared])
             if self.conversations:
-                from gui.conversations import Conversations
+                from gui.conversations import Conversations  # the conversations sidebar: with a store only
 
                 store = None if self.conversations is True else self.conversations
                 Conversations(self, store).attach(demo, state, chatbot, textbox, [submitted, regenerated, cleared])
@@ -250,8 +252,6 @@ class WebUI:
             yield gr.skip(), gr.skip(), session
             return
         if self.enable_mention and "@" in text:  # "@name" picks that agent
-            from chatagent.agents.group_chat import find_mention
-
             agent_name = find_mention(text, self.agent_names) or agent_name
         session.add_user(user_message(text, [f for f in files if f]))
         async for update in self._turn(session, agent_name):
@@ -315,8 +315,6 @@ class WebUI:
             raise ValueError(f"concurrency_limit must be a positive integer or None, got {concurrency_limit!r}")
         self.concurrency_limit, self.enable_mention = concurrency_limit, bool(enable_mention)
         from starlette.middleware import Middleware
-
-        from gui.security import SecurityHeaders
 
         demo = self.build(messages)
         demo.queue(default_concurrency_limit=None)

@@ -48,6 +48,8 @@ else, keeping it consistent with what came before.""",
 class ArticleAgent(Assistant):
     """Continues a text or writes an article from the user's files (see the module docstring)."""
 
+    fragment_native = True  # _run yields fragments and requests
+
     def _run(
         self, messages: list[Message], lang: str = "en", full_article: bool = False, **kwargs: Any
     ) -> Iterator[list[Message]]:

@@ -43,6 +43,7 @@ from chatagent.agents.fncall import FnCallAgent
 from chatagent.errors import ModelServiceError
 from chatagent.llm.budget import prompt_tokens, truncate_messages
 from chatagent.rag.parsers import display_name
+from chatagent.run.events import PROGRESS, Event, emit
 from chatagent.schema import ASSISTANT, SYSTEM, USER, ContentItem, Message, with_system_text
 from chatagent.schema.fragment import Fragment
 from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN, allowed_files, message_files
@@ -128,6 +129,7 @@ class Assistant(FnCallAgent):
         self.store: DocStore = cfg.get("store") or _make_store(cfg)
 
     async_safe = True  # reading files goes through _blocking
+    fragment_native = True
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         report = self._reporter(kwargs.pop("on_progress", None) or self.on_progress)
@@ -237,8 +239,6 @@ class Assistant(FnCallAgent):
 
         def report(p: Progress) -> None:
             if callbacks:
-                from chatagent.run.events import PROGRESS, Event, emit
-
                 emit(callbacks, Event(PROGRESS, self.name, data={"progress": p, "text": p.describe()}))
             if on_progress is not None:
                 on_progress(p)
@@ -248,7 +248,7 @@ class Assistant(FnCallAgent):
 
 def _make_store(cfg: dict[str, Any]) -> DocStore:
     """A store of its own when `cfg` sets chunking or size options, else the workspace's."""
-    from chatagent.rag.store import DocStore, default_store
+    from chatagent.rag.store import DocStore, default_store  # numpy, parsers: on first use
 
     options = {k: cfg[k] for k in ("chunk_tokens", "overlap_tokens", "max_bytes") if k in cfg}
     return DocStore(**options) if options else default_store()
@@ -257,7 +257,7 @@ def _make_store(cfg: dict[str, Any]) -> DocStore:
 def _query(messages: list[Message], users: list[int], i: int) -> str:
     """What to search for user message `i`: its text; for a follow-up that says too little on its own ("And
     an example?"), what the question before it searched, so that it gets the same excerpts (already given)."""
-    from chatagent.rag.analysis import analyze
+    from chatagent.rag.analysis import analyze  # jieba and stemmers: on first use
 
     text = messages[i].text
     k = users.index(i)

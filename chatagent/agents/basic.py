@@ -13,6 +13,7 @@ class BasicAgent(Agent):
     """Sends the conversation to the model and streams its answer."""
 
     async_safe = True
+    fragment_native = True
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         yield from self._call_llm(messages)

@@ -34,6 +34,8 @@ EXTRACT_QUERY_PROMPT = {
 class DialogueRetrievalAgent(Assistant):
     """An Assistant over its own conversation (see the module docstring)."""
 
+    fragment_native = True  # _run yields fragments and requests
+
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         if not messages or messages[-1].role != USER:
             raise ValueError("DialogueRetrievalAgent answers the latest user message: end the conversation with one")

@@ -50,6 +50,8 @@ class DialogueSimulator(Agent):
         """As Agent.run_nonstream; `messages` may be empty (the simulated user starts)."""
         return super().run_nonstream(_or_start(messages), **kwargs)
 
+    fragment_native = True  # _run yields fragments and requests
+
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         conversation = [m for m in messages if not (m.extra or {}).get(START)]
         response: list[Message] = []

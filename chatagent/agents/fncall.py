@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from chatagent.agent import Agent, current_run, emit_tool_end
+from chatagent.agent import Agent, current_run, emit_tool_end, emit_tool_start
 from chatagent.agents.teams.agent_calls import (
     resume_agent_call,
     run_agent_call,
@@ -88,6 +88,7 @@ class FnCallAgent(Agent):
         self.max_parallel_tools = max(1, int(max_parallel_tools))
 
     async_safe = True
+    fragment_native = True
 
     @property
     def functions(self) -> list[dict] | None:
@@ -183,7 +184,8 @@ class FnCallAgent(Agent):
             fc = m.function_call
             assert fc is not None, "_run_calls is given the reply's messages that call a tool"
             call_id = (m.extra or {}).get("function_id")
-            self._tool_start(ctx, fc.name, fc.arguments, call_id)
+            if callbacks:
+                emit_tool_start(self.name, fc.name, fc.arguments, call_id, ctx)
             if history.repeated(fc.name, fc.arguments):
                 outcome = ToolOutcome(fc.name, fc.arguments, call_id)
                 prepared.append(outcome.fail("loop", loop_message(fc.name)))
@@ -195,7 +197,7 @@ class FnCallAgent(Agent):
                     fc.arguments,
                     call_id=call_id,
                     counts=ctx.tool_calls,
-                    cache=self._tool_cache,
+                    cache=self.tool_cache,
                     kwargs=tool_kwargs,
                 )
             )

@@ -58,6 +58,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from chatagent.agent import Agent, hidden
+from chatagent.agents.basic import BasicAgent
+from chatagent.agents.fncall import FnCallAgent
 from chatagent.agents.group_chat_auto_router import (
     STOP,
     GroupChatAutoRouter,
@@ -67,7 +69,7 @@ from chatagent.agents.group_chat_auto_router import (
     roster,
 )
 from chatagent.agents.hub import MultiAgentHub
-from chatagent.agents.user import is_pending_input, pending_marker
+from chatagent.agents.user import UserAgent, is_pending_input, pending_marker
 from chatagent.llm.base import BaseChatModel
 from chatagent.run.approval import is_approval, paused_agent, pending_approval
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, ContentItem, Message, content_text
@@ -162,6 +164,7 @@ class GroupChat(Agent, MultiAgentHub):
     # ---- the loop --------------------------------------------------------------------------------------
 
     async_safe = True
+    fragment_native = True
 
     def _run(
         self,
@@ -447,8 +450,6 @@ def agents_from_config(config: dict[str, Any], llm: dict[str, Any] | BaseChatMod
 def _agent_from_entry(entry: dict[str, Any], llm: dict[str, Any] | BaseChatModel | None) -> Agent:
     name, description = entry["name"], entry.get("description")
     if entry.get("is_human"):
-        from chatagent.agents.user import UserAgent
-
         return UserAgent(name=name, description=description)
     instructions = entry.get("instructions") or entry.get("system_message")
     tools = list(entry.get("tools") or entry.get("selected_tools") or [])
@@ -457,7 +458,7 @@ def _agent_from_entry(entry: dict[str, Any], llm: dict[str, Any] | BaseChatModel
     common: dict[str, Any] = {"llm": model, "system_message": instructions, "name": name, "description": description}
     if files:
         try:
-            from chatagent.agents.assistant import Assistant
+            from chatagent.agents.assistant import Assistant  # RAG: needs the rag extra
         except ImportError as e:
             raise ValueError(
                 f"group chat participant {name!r} has knowledge_files, which need chatagent's Assistant "
@@ -465,9 +466,5 @@ def _agent_from_entry(entry: dict[str, Any], llm: dict[str, Any] | BaseChatModel
             ) from e
         return Assistant(function_list=tools, files=files, **common)
     if tools:
-        from chatagent.agents.fncall import FnCallAgent
-
         return FnCallAgent(function_list=tools, **common)
-    from chatagent.agents.basic import BasicAgent
-
     return BasicAgent(**common)

@@ -71,6 +71,9 @@ class GroupChatAutoRouter(FnCallAgent):
         self.names: list[str] = [a.name for a in self.agents if a.name]
         self.background = background
 
+    async_safe = True  # its _run only builds the host's prompt, then runs FnCallAgent's
+    fragment_native = True
+
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         lang = lang if lang in HOST_PROMPT else "en"
         prompt = HOST_PROMPT[lang].format(

@@ -102,6 +102,8 @@ def creator_prompt(lang: str) -> str:
 class GroupChatCreator(Agent):
     """Designs a group chat with the user (see the module docstring)."""
 
+    fragment_native = True  # _run yields fragments and requests
+
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         system = Message.unchecked("system", creator_prompt(lang))
         history = [m for m in messages if m.role != "system"]

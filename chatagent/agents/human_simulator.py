@@ -56,6 +56,8 @@ class HumanSimulator(Agent):
         super().__init__(function_list, llm, rules, name, description, **kwargs)
         self.seed = seed
 
+    fragment_native = True  # _run yields fragments and requests
+
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         first = 1 if messages and messages[0].role == "system" else 0
         if len(messages) == first or messages[first].role != USER:

@@ -29,9 +29,10 @@ from chatagent.agents.assistant import RAG_CFG_KEYS, _make_store
 from chatagent.schema import ASSISTANT, USER, Message
 from chatagent.schema.fragment import fragment
 from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN, allowed_files
+from chatagent.utils.kwargs import unexpected_keyword
 
 if TYPE_CHECKING:
-    from chatagent.rag.file_index import Retrieved
+    from chatagent.rag.file_index import Retrieved  # the rag index (numpy): on first use
     from chatagent.rag.store import DocStore
 
 logger = logging.getLogger("chatagent.agent")
@@ -77,6 +78,8 @@ class Memory(Agent):
         tokens = max_ref_token or self.max_ref_token
         return search_files(self.store, files, messages, tokens, self.passwords, on_progress or self.on_progress)
 
+    fragment_native = True  # _run yields fragments and requests
+
     def _run(
         self, messages: list[Message], lang: str = "en", max_ref_token: int | None = None, **kwargs: Any
     ) -> Iterator[list[Message]]:
@@ -97,7 +100,7 @@ def search_files(
     on_progress: Any = None,
 ) -> Retrieved:
     """The best excerpts of `files` for the latest user message of `messages` (none without files)."""
-    from chatagent.rag.file_index import Retrieved
+    from chatagent.rag.file_index import Retrieved  # the rag index (numpy): on first use
 
     if not files:
         return Retrieved([])
@@ -124,8 +127,6 @@ def rag_settings(rag_cfg: dict | None) -> dict:
         logger.warning("rag_cfg %s: Qwen-Agent's search settings have no counterpart here; ignored", ignored)
     unknown = sorted(set(cfg) - set(RAG_CFG_KEYS))
     if unknown:
-        from chatagent.utils.kwargs import unexpected_keyword
-
         raise TypeError(str(unexpected_keyword("rag_cfg", unknown, RAG_CFG_KEYS)).replace("keyword argument", "key"))
     return cfg
 

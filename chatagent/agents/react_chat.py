@@ -37,6 +37,7 @@ from typing import Any
 from chatagent.agent import current_run, map_fragments
 from chatagent.agents.fncall import CallHistory, FnCallAgent, loop_message
 from chatagent.agents.react_parser import ReActParser, ReActStep, parse_react
+from chatagent.agents.react_transcript import Transcript
 from chatagent.run.requests import View
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, FunctionCall, Message, content_text
 from chatagent.schema.fragment import Fragment
@@ -151,6 +152,7 @@ class ReActChat(FnCallAgent):
     """
 
     async_safe = True
+    fragment_native = True
 
     def __init__(self, *args: Any, transcript: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -162,8 +164,6 @@ class ReActChat(FnCallAgent):
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         if self.transcript:
-            from chatagent.agents.react_transcript import Transcript
-
             transcript = Transcript()
             result = yield from map_fragments(self._react(messages, lang, **kwargs), transcript)
             tail = transcript.finish()

@@ -78,6 +78,7 @@ class Router(Agent, MultiAgentHub):
         self._by_name: dict[str, Agent] = dict(zip(self.agent_names, self._agents, strict=True))
 
     async_safe = True
+    fragment_native = True
 
     def _sub_agents(self) -> list[Agent]:
         return self.agents

@@ -57,6 +57,8 @@ class TIRMathAgent(FnCallAgent):
         super().__init__([tool], llm, system_message, name, description, max_llm_calls=max_llm_calls, **kwargs)
         self.extra_generate_cfg = with_stop_words(self.extra_generate_cfg, [OBS_START])
 
+    fragment_native = True  # _run yields fragments and requests
+
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         text_messages = [m if isinstance(m.content, str) else m.copy(content=m.text) for m in messages]
         answer = ""  # the response's one message so far

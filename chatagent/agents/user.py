@@ -58,6 +58,7 @@ class UserAgent(Agent):
         super().__init__(name=name, description=description or "a human participant", **kwargs)
 
     async_safe = True
+    fragment_native = True
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         yield [fragment(pending_marker(self.name or "user"), 0)]

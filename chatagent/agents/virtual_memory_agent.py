@@ -58,6 +58,8 @@ class VirtualMemoryAgent(FnCallAgent):
         retrieval = {"name": RETRIEVAL, **{k: cfg[k] for k in RAG_TOOL_KEYS if k in cfg}}
         super().__init__([retrieval, *(function_list or [])], llm, system_message, name, description, files, **kwargs)
 
+    fragment_native = True  # _run yields fragments and requests
+
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         lang = lang if lang in KNOWLEDGE else "en"
         functions = self.functions

@@ -76,6 +76,8 @@ _ROMAN = re.compile(r"^\s*[IVXLCDM]+\b")
 class WriteFromScratch(Agent):
     """Summary, outline, sections (see the module docstring)."""
 
+    fragment_native = True  # _run yields fragments and requests
+
     def _run(
         self, messages: list[Message], lang: str = "en", knowledge: str = "", **kwargs: Any
     ) -> Iterator[list[Message]]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from chatagent.agent import Agent
+from chatagent.agents.fncall import FnCallAgent
 from chatagent.cli.errors import CliError
 
 logger = logging.getLogger(__name__)
@@ -34,25 +35,23 @@ def llm_config(model: str | None, server: str | None) -> dict | None:
 
 
 def default_agent(llm: dict | None, files: Sequence[str] = ()) -> Agent:
-    """The Assistant if it is available, else FnCallAgent, else BasicAgent (the choice is logged)."""
+    """The Assistant if it is available, else FnCallAgent (the choice is logged)."""
+    assistant = assistant_class()
+    if assistant is not None:
+        logger.info("agent: Assistant (%d files)", len(files))
+        return assistant(llm=llm, files=list(files), name="Assistant")
+    logger.info("agent: FnCallAgent (the Assistant is not available)")
+    return FnCallAgent(llm=llm, name="Assistant")
+
+
+def assistant_class() -> type[Agent] | None:
+    """The Assistant, or None when it cannot be imported (it needs the rag extra; why is logged)."""
     try:
-        from chatagent.agents.assistant import Assistant
+        from chatagent.agents.assistant import Assistant  # the rag extra, optional
     except ImportError as e:
         logger.info("the Assistant is not available (%s)", e)
-    else:
-        logger.info("agent: Assistant (%d files)", len(files))
-        return Assistant(llm=llm, files=list(files), name="Assistant")
-    try:
-        from chatagent.agents.fncall import FnCallAgent
-    except ImportError as e:
-        logger.info("FnCallAgent is not available (%s)", e)
-    else:
-        logger.info("agent: FnCallAgent (the Assistant is not available)")
-        return FnCallAgent(llm=llm, name="Assistant")
-    from chatagent.agents.basic import BasicAgent
-
-    logger.info("agent: BasicAgent (neither the Assistant nor FnCallAgent is available)")
-    return BasicAgent(llm=llm, name="Assistant")
+        return None
+    return Assistant
 
 
 def load_object(spec: str) -> Any:
@@ -108,7 +107,7 @@ def agent_from_args(args: argparse.Namespace, files: Sequence[str] = ()) -> Agen
 
 def collect_files(files: Sequence[str], directory: str | None) -> list[str]:
     """The --file paths (checked to exist) and every readable file under --dir (sorted; others are skipped)."""
-    from chatagent.rag.parsers import SUPPORTED_EXTENSIONS
+    from chatagent.rag.parsers import SUPPORTED_EXTENSIONS  # the rag extra, optional
 
     out = []
     for f in files:
@@ -131,8 +130,5 @@ def collect_files(files: Sequence[str], directory: str | None) -> list[str]:
 
 def is_assistant(agent: Agent) -> bool:
     """Whether `agent` is the Assistant (which takes files itself)."""
-    try:
-        from chatagent.agents.assistant import Assistant
-    except ImportError:
-        return False
-    return isinstance(agent, Assistant)
+    assistant = assistant_class()
+    return assistant is not None and isinstance(agent, assistant)

@@ -21,6 +21,9 @@ from chatagent.cli.build import (
 from chatagent.cli.errors import CliError
 from chatagent.cli.terminal import chat_loop
 from chatagent.errors import MissingDependencyError
+from chatagent.schema import to_message
+from chatagent.server.runner import AgentServer
+from chatagent.sessions import Session, SessionStoreError
 from chatagent.utils.keys import clean_api_key
 
 if TYPE_CHECKING:
@@ -50,8 +53,6 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def _session(name: str | None, store: str | None) -> Session:
-    from chatagent.sessions import Session, SessionStoreError
-
     try:
         return Session(name, store)
     except (SessionStoreError, ValueError) as e:
@@ -61,8 +62,6 @@ def _session(name: str | None, store: str | None) -> Session:
 def cmd_sessions(args: argparse.Namespace) -> int:
     """List the stored conversations of a user; show or delete one."""
     import time
-
-    from chatagent.sessions import Session, SessionStoreError
 
     try:
         if args.show or args.delete:
@@ -88,8 +87,6 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def _text(message: dict) -> str:
-    from chatagent.schema import to_message
-
     m = to_message(message)
     files = [item.value for item in m.content if item.kind != "text"] if isinstance(m.content, list) else []
     call = f" [calls {m.function_call.name}({m.function_call.arguments})]" if m.function_call else ""
@@ -98,7 +95,7 @@ def _text(message: dict) -> str:
 
 def cmd_gui(args: argparse.Namespace) -> int:
     try:
-        from gui import WebUI
+        from gui import WebUI  # gradio: the gui extra, optional
     except ImportError as e:
         raise CliError(f"the web UI needs gradio: pip install 'chatagent[gui]' ({e})") from None
     auth = [_user_and_password(a) for a in args.auth] or None
@@ -116,7 +113,6 @@ def cmd_gui(args: argparse.Namespace) -> int:
     if files:
         names = ", ".join(Path(f).name for f in files[:5]) + (" …" if len(files) > 5 else "")
         config["description"] = f"Files: {names}"
-    from chatagent.sessions import SessionStoreError
 
     try:
         ui = WebUI(agent, chatbot_config=config, conversations=args.store or True)
@@ -134,9 +130,6 @@ def _user_and_password(value: str) -> tuple[str, str]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from chatagent.server.runner import AgentServer
-    from chatagent.sessions import SessionStoreError
-
     agent = agent_from_args(args)
     api_key = serve_api_key(args.api_key, args.api_key_file)
     try:

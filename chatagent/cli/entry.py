@@ -13,13 +13,12 @@ from collections.abc import Iterator, Sequence
 
 from chatagent.cli.commands import cmd_chat, cmd_gui, cmd_serve, cmd_sessions
 from chatagent.cli.errors import CliError
+from chatagent.server.runner import DEFAULT_GRACE, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_REQUEST_BYTES
 from chatagent.utils.keys import MaskSecretsFilter
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `chatagent` command."""
-    from chatagent.server.runner import DEFAULT_GRACE, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_REQUEST_BYTES
-
     parser = argparse.ArgumentParser(prog="chatagent", description="Chat with agents: terminal, web UI, API server.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{chat,gui,serve,sessions}")

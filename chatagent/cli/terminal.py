@@ -7,7 +7,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from chatagent.rag.chunking import source_label
+from chatagent.run.approval import approval_message, pending_approval
+from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls, to_message
 from chatagent.schema.fragment import as_fragment
+from chatagent.schema.stream import Response
 from chatagent.utils.keys import mask_secrets
 
 if TYPE_CHECKING:
@@ -80,8 +84,6 @@ class TerminalPrinter:
             w(f"{self.dim}[ended: the model began to repeat itself]{self.reset}\n")
         sources = extra.get("sources")
         if sources:
-            from chatagent.rag.chunking import source_label
-
             w(f"{self.dim}Sources:\n")
             for n, src in enumerate(sources, 1):
                 snippet = str(src.get("text", ""))
@@ -92,9 +94,6 @@ class TerminalPrinter:
 
 def ask_approval(waiting: list[dict], read: Callable[[str], str], out: TextIO) -> Message:
     """Ask the user about each tool call waiting for approval (y/N); the approval message that resumes the run."""
-    from chatagent.run.approval import approval_message
-    from chatagent.schema import to_message
-
     decisions: dict[str, bool] = {}
     for call in waiting:
         out.write(f"The agent wants to run {call['name']}({call['arguments']}).\n")
@@ -127,10 +126,6 @@ def chat_loop(
     /clear starts over, /exit (or Ctrl-D) leaves. `files` are attached to the first message. With `session`, the
     conversation is the stored one and each turn is stored (a stopped answer too, marked interrupted).
     """
-    from chatagent.run.approval import pending_approval
-    from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls
-    from chatagent.schema.stream import Response
-
     if out is None:
         stdout: TextIO = sys.stdout
         out = stdout

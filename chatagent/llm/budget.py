@@ -218,7 +218,7 @@ class TokenBudget:
         if settings.fncall_prompt_type or not self.native_tools:
             if settings.function_choice == "none":  # the prompt then describes no tools
                 return ""
-            from chatagent.llm import fncall_prompt
+            from chatagent.llm import fncall_prompt  # prompt-based function calling: when used
 
             fmt = fncall_prompt.get_format(settings.fncall_prompt_type or "nous")
             system, _ = fmt.convert([], funcs, settings.function_choice or "auto", settings.parallel_function_calls)

@@ -30,6 +30,7 @@ import orjson
 
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment, as_fragment
+from chatagent.utils.workspace import write_atomic
 
 if TYPE_CHECKING:
     from chatagent.llm.settings import Settings
@@ -126,8 +127,6 @@ class DirectoryCache(ResponseCache):
             return None
 
     def put(self, key: str, pieces: Pieces) -> None:
-        from chatagent.utils.workspace import write_atomic
-
         write_atomic(self._file(key), orjson.dumps(pieces))
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, ToolChoice, Usage, choice_args
+from chatagent.llm.budget import MESSAGE_OVERHEAD
 from chatagent.llm.loop_guard import stop_loops
 from chatagent.llm.openai_compat import OpenAICompatModel
 from chatagent.llm.registry import register_llm
@@ -186,8 +187,6 @@ class LlamaTokenizer(Tokenizer):
     def prompt_overhead(self) -> int:
         """What the chat template adds to a prompt beyond each message's markers (a default system message,
         the reply's opening), measured once on a one-message prompt."""
-        from chatagent.llm.budget import MESSAGE_OVERHEAD
-
         try:
             prompt = self.server.apply_template([{"role": "user", "content": "x"}])
         except ModelServiceError as e:

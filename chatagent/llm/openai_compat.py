@@ -100,7 +100,7 @@ class OpenAICompatModel(BaseChatModel):
         if client is None:
             import httpx
 
-            from chatagent.llm.http_pool import ShardedTransport
+            from chatagent.llm.http_pool import ShardedTransport  # httpx: on the first async call
 
             options: dict[str, Any] = {"timeout": httpx.Timeout(600.0, connect=5.0), **self._aclient_options()}
             # several small connection pools: one pool's bookkeeping grows with the square of its streams

@@ -19,9 +19,10 @@ from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.base import Usage
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.openai_errors import error_status, int_or_none, snippet
-from chatagent.llm.prepare import json_object
+from chatagent.llm.prepare import fix_surrogates, json_object
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.schema.fragment import Fragment, fragment
+from chatagent.utils.tokens import count_tokens
 
 # the unvalidated constructor, bound once for fragments built per chunk
 _make = Fragment.unchecked
@@ -222,7 +223,6 @@ def add_usage(usage: Usage, reported: Any, prompt: Prompt, reply_text: str) -> N
     if counts is not None and (counts.get("prompt_tokens") or counts.get("completion_tokens")):
         usage.add(int_or_none(counts.get("prompt_tokens")) or 0, int_or_none(counts.get("completion_tokens")) or 0)
         return
-    from chatagent.utils.tokens import count_tokens
 
     messages, functions = prompt
     asked = sum(4 + count_tokens(_said(m)) for m in messages)  # about 4 tokens of each message's framing
@@ -256,8 +256,6 @@ def _loads_lone_surrogates(data: bytes) -> Any:
     if b"\\u" not in data:
         return None
     import json
-
-    from chatagent.llm.prepare import fix_surrogates
 
     def fix(value: Any) -> Any:
         if isinstance(value, str):

@@ -25,7 +25,7 @@ def call_model(
 ) -> Iterator[list[Fragment]]:
     """The fragments of `model`'s reply: from the response cache when settings ask for one, else the model's."""
     if settings.cache or settings.cache_dir:
-        from chatagent.llm.cache import lookup, recording, replay
+        from chatagent.llm.cache import lookup, recording, replay  # sqlite: with a response cache only
 
         store, key = lookup(model, msgs, funcs, cfg, settings)
         if store is not None:
@@ -45,7 +45,7 @@ def _model_call(
     usage: Usage | None,
     stream: bool,
 ) -> Iterator[list[Fragment]]:
-    from chatagent.llm import fncall_prompt
+    from chatagent.llm import fncall_prompt  # prompt-based function calling: when used
 
     prompted, cfg = _route(model, msgs, funcs, cfg, settings, usage)
     if prompted:
@@ -69,7 +69,7 @@ def acall_model(
 ) -> AsyncIterator[list[Fragment]]:
     """`call_model` for asyncio."""
     if settings.cache or settings.cache_dir:
-        from chatagent.llm.cache import arecording, lookup
+        from chatagent.llm.cache import arecording, lookup  # sqlite: with a response cache only
 
         store, key = lookup(model, msgs, funcs, cfg, settings)
         if store is not None:
@@ -88,7 +88,7 @@ def _amodel_call(
 ) -> AsyncIterator[list[Fragment]]:
     """`_model_call` for asyncio: the fragments, as an async iterator (returned, not wrapped: one layer less per
     chunk)."""
-    from chatagent.llm import fncall_prompt
+    from chatagent.llm import fncall_prompt  # prompt-based function calling: when used
 
     prompted, cfg = _route(model, msgs, funcs, cfg, settings, usage)
     if prompted:

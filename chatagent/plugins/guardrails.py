@@ -22,10 +22,11 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
+from chatagent.llm.registry import get_chat_model
 from chatagent.run.plugin import Blocked, Plugin, switch_off
-from chatagent.schema import ASSISTANT, USER, Message, content_text
+from chatagent.schema import ASSISTANT, USER, ContentItem, Message, content_text
 
 logger = logging.getLogger("chatagent.guardrails")
 
@@ -133,8 +134,8 @@ class TextPolicy(Plugin):
         self,
         *,
         max_chars: int | None = None,
-        forbid: Iterable[str | re.Pattern] = (),
-        redact: Iterable[str | re.Pattern] = (),
+        forbid: Iterable[str | re.Pattern[str]] = (),
+        redact: Iterable[str | re.Pattern[str]] = (),
         replacement: str = "[redacted]",
         on: str = "output",
         message: str = DEFAULT_MESSAGE,
@@ -143,7 +144,7 @@ class TextPolicy(Plugin):
         super().__init__(name=name)
         if on not in ("input", "output", "both"):
             raise ValueError(f"on must be 'input', 'output' or 'both', got {on!r}")
-        if max_chars is not None and (not isinstance(max_chars, int) or max_chars < 1):
+        if max_chars is not None and (not isinstance(cast(object, max_chars), int) or max_chars < 1):
             raise ValueError(f"max_chars must be a positive integer, got {max_chars!r}")
         self.max_chars = max_chars
         self.forbid = [re.compile(p) for p in forbid]
@@ -188,9 +189,7 @@ class LLMJudge:
     let the text through), logged.
     """
 
-    def __init__(self, llm: Any, instruction: str, *, generate_cfg: dict | None = None) -> None:
-        from chatagent.llm.registry import get_chat_model
-
+    def __init__(self, llm: Any, instruction: str, *, generate_cfg: dict[str, Any] | None = None) -> None:
         self.llm = get_chat_model(llm)
         self.instruction = instruction
         self.generate_cfg = {"temperature": 0, **(generate_cfg or {})}
@@ -214,7 +213,6 @@ def _with_text(m: Message, edit: Callable[[str], str]) -> Message:
     if isinstance(m.content, str):
         new = edit(m.content)
         return m if new == m.content else m.copy(content=new)
-    from chatagent.schema import ContentItem
 
     items = [ContentItem(text=edit(item.value)) if item.kind == "text" else item for item in m.content]
     return m.copy(content=items)

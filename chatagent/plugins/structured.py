@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from chatagent.errors import StructuredOutputError
 from chatagent.run.context import current_run
@@ -42,12 +42,13 @@ RETRY = "Your answer could not be used: {error}. Reply again with only the corre
 STRUCTURED = "response_format"  # the key of the last message's extra that says whether the answer validated
 
 
-def schema_of(response_format: Any) -> tuple[str, dict]:
+def schema_of(response_format: Any) -> tuple[str, dict[str, Any]]:
     """(name, JSON Schema) of a pydantic model class or a schema dict."""
     if is_pydantic_model(response_format):
         return response_format.__name__, pydantic_schema(response_format)
     if isinstance(response_format, dict):
-        return str(response_format.get("title") or "response"), response_format
+        schema = cast("dict[str, Any]", response_format)
+        return str(schema.get("title") or "response"), schema
     raise TypeError(
         f"response_format must be a pydantic model class or a JSON Schema dict, got {response_format!r:.80}"
     )
@@ -67,7 +68,7 @@ def parse_structured(text: str, response_format: Any) -> Any:
             raise ToolArgumentError(pydantic_errors(e)) from None
     if not isinstance(value, dict):
         raise ToolArgumentError("the answer must be a JSON object")
-    return validate_arguments(value, response_format)
+    return validate_arguments(cast("dict[str, Any]", value), response_format)
 
 
 class StructuredOutput(Plugin):
@@ -89,7 +90,7 @@ class StructuredOutput(Plugin):
         raise_invalid: bool = False,
     ) -> None:
         super().__init__()
-        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        if not isinstance(cast(object, retries), int) or isinstance(retries, bool) or retries < 0:
             raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
         self.response_format = response_format
         self.format_name, schema = schema_of(response_format)
@@ -132,7 +133,7 @@ class StructuredOutput(Plugin):
 
 def run_structured(
     agent: Any,
-    messages: Iterable[dict | Message],
+    messages: Iterable[dict[str, Any] | Message],
     response_format: Any,
     *,
     retries: int = DEFAULT_RETRIES,
@@ -148,7 +149,7 @@ def run_structured(
     )
 
 
-def _server_format(json_mode: str, name: str, schema: dict) -> dict:
+def _server_format(json_mode: str, name: str, schema: dict[str, Any]) -> dict[str, Any]:
     if json_mode == "json_object":
         return {"type": "json_object"}
     if json_mode == "json_schema":

@@ -16,6 +16,7 @@ from typing import Any
 
 from chatagent.utils.extras import missing_dependency
 from chatagent.utils.lang import CJK_CHARS
+from chatagent.utils.workspace import workspace_dir
 
 _CJK = CJK_CHARS  # kana, CJK ideographs, hangul
 _IS_CJK = re.compile(f"[{_CJK}]")
@@ -114,8 +115,6 @@ def _jieba() -> Any:
                 import jieba
             except ModuleNotFoundError as e:
                 raise missing_dependency(e, "Chinese word segmentation (lang='zh')") from None
-
-            from chatagent.utils.workspace import workspace_dir
 
             logging.getLogger("jieba").setLevel(logging.WARNING)
             tokenizer: Any = jieba.Tokenizer()  # jieba is untyped (it declares tmp_dir as None)

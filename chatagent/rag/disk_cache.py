@@ -17,7 +17,7 @@ from chatagent.rag.parsers import Page
 from chatagent.utils.workspace import write_atomic
 
 if TYPE_CHECKING:
-    from chatagent.rag.index import Index
+    from chatagent.rag.index import Index  # numpy: when an index is loaded
 
 __all__ = ["CACHE_VERSION", "DiskCache"]
 
@@ -64,7 +64,7 @@ class DiskCache:
 
     def load_index(self, key: str) -> Index | None:
         """The index saved under `key`, or None."""
-        from chatagent.rag.index import Index
+        from chatagent.rag.index import Index  # numpy: when an index is loaded
 
         path = self._index_path(key)
         try:

@@ -320,7 +320,7 @@ class _Postings:
 
 
 def _jieba_analyzer() -> Callable[[str], list[str]]:
-    from chatagent.rag.analysis import jieba_analyze
+    from chatagent.rag.analysis import jieba_analyze  # jieba: for Chinese text only
 
     return jieba_analyze
 

@@ -249,7 +249,7 @@ class DocStore:
     # ------------------------------------------------------------------------------ indexes
 
     def _index(self, entries: list[ParsedFile], on_progress: ProgressCallback | None) -> FileIndex:
-        from chatagent.rag.index import Index
+        from chatagent.rag.index import Index  # numpy: when an index is built or loaded
 
         # in the caller's order: a set that fits comes back whole, in that order
         key = hash_key(CACHE_VERSION, "index", *(f"{e.digest}:{e.source}" for e in entries),

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chatagent.rag.parsers import DocumentError
+from chatagent.utils.url_fetch import FetchError, FetchTooLarge, fetch, url_policy
 
 if TYPE_CHECKING:
     from chatagent.utils.url_fetch import URLPolicy
@@ -32,8 +33,6 @@ class FetchedUrls:
 
     def get(self, url: str, max_bytes: int) -> tuple[bytes, str]:
         """(content, a file name for it) of `url`: from memory while fresh, else fetched (see fetch_url)."""
-        from chatagent.utils.url_fetch import url_policy
-
         key = (url_policy(), url)  # what a remote client may not fetch is not served to it from the cache either
         with self._lock:
             cached = self.entries.get(key)
@@ -59,8 +58,6 @@ class FetchedUrls:
 def fetch_url(url: str, max_bytes: int, timeout: float = URL_TIMEOUT_S) -> tuple[bytes, str]:
     """Download `url` (at most `max_bytes` within `timeout` seconds in all) -> (content, a file name for it).
     Under `chatagent.utils.url_fetch.public_urls_only` (a remote client's request) only public hosts are fetched."""
-    from chatagent.utils.url_fetch import FetchError, FetchTooLarge, fetch
-
     shown = url if len(url) <= 120 else url[:117] + "..."
     try:
         data, final_url, content_type = fetch(url, max_bytes, timeout)

@@ -5,10 +5,12 @@ with its place in the response) and *requests* (`requests`: call the model, run 
 blocks, wait for a tool) and is sent each request's result. A driver (`driver`) carries the requests out: `drive`
 in the calling thread for `run()`, `adrive` on an asyncio event loop for `arun()`. So one loop definition serves
 both, and everything that watches or controls a run sits between the loop and the driver as a generator too.
+The machinery knows an agent only as a `protocol.Runnable`; `chatagent.Agent` implements it.
 
-By phase: `requests` (what a `_run` yields) < `context` (the run's state, `current_run()`) < `steps` (the helpers
-a `_run` calls with `yield from`: `_call_llm`, `_run_tools`, ...) < `control` (plugins and approval around the
-loop) < `driver` < `handle` (`Run`/`ARun`, what the caller gets). Beside them: `events`, `plugin` (the hooks),
-`approval`, `subagent` (another agent run inside this one), `telemetry`, and `compat` (Qwen-Agent-style
-whole-list runs).
+In reading order: `protocol` (what the machinery needs of an agent) < `requests` (what a `_run` yields) <
+`context` (the run's state, `current_run()`) < `steps` (the helpers a `_run` calls with `yield from`:
+`_call_llm`, `_run_tools`, ...; `tool_call`: one tool call) < `start` (messages in, the controlled loop out) <
+`control` (plugins and approval around the loop) < `driver` < `handle` (`Run`/`ARun`: what the caller gets).
+Beside them: `events`, `plugin` (the hooks), `approval`, `subagent` (another agent run inside this one),
+`telemetry`, and `compat`: Qwen-Agent-style `_run`s, used only by agents that are not `fragment_native`.
 """

@@ -25,7 +25,7 @@ from chatagent.tools.arguments import JSONObject, parse_arguments
 from chatagent.tools.tool import BaseTool
 
 if TYPE_CHECKING:
-    from chatagent.agent import Agent
+    from chatagent.run.protocol import Runnable
 
 TASK_SCHEMA: JSONObject = {
     "type": "object",
@@ -48,13 +48,14 @@ class AgentTool(BaseTool):
 
     parameters = TASK_SCHEMA
 
-    def __init__(self, agent: Agent, name: str | None = None, description: str | None = None) -> None:
+    def __init__(self, agent: Runnable, name: str | None = None, description: str | None = None) -> None:
         self.agent = agent
         self.name = name or tool_name_for(agent.name)
-        self.description = description or agent.description or f"Ask {agent.name or self.name} to do a task."
+        about = getattr(agent, "description", None)  # an Agent's; a Runnable need not have one
+        self.description = description or about or f"Ask {agent.name or self.name} to do a task."
         super().__init__()
 
-    def target(self, args: JSONObject) -> tuple[Agent, str]:
+    def target(self, args: JSONObject) -> tuple[Runnable, str]:
         """The agent to run and its task, from validated arguments (a delegation tool picks among several)."""
         return self.agent, str(args.get("task", ""))
 

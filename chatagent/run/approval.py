@@ -24,7 +24,7 @@ its result ("the user denied this call", with the reason), and the run goes on. 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 from chatagent.schema import ASSISTANT, FUNCTION, USER, FunctionCall, Message, content_text
 
@@ -37,7 +37,7 @@ DENIED = "Error: the user denied this call of {name}; it was not run.{reason} Do
 NOT_APPROVED = "Error: {name} was not run: the user did not approve the call."
 
 
-def needs_approval(tool: Any, args: dict) -> bool:
+def needs_approval(tool: Any, args: dict[str, Any]) -> bool:
     """Whether a call of `tool` with `args` waits for a person (`requires_approval`: a bool or a predicate on the
     arguments; a predicate that raises counts as yes, logged)."""
     rule = getattr(tool, "requires_approval", False)
@@ -56,17 +56,18 @@ def call_id(msg: Message, position: int) -> str:
     return fid if fid is not None else f"call_{position}"
 
 
-def pending_approval(response: list[Message] | list[dict]) -> list[dict] | None:
+def pending_approval(response: list[Message] | list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     """The calls `response` (a run's output) waits to have approved: [{'id', 'name', 'arguments'}], or None."""
     if not response:
         return None
-    return (response[-1].get("extra") or {}).get(PENDING_APPROVAL) or None
+    extra: dict[str, Any] = response[-1].get("extra") or {}
+    return extra.get(PENDING_APPROVAL) or None
 
 
-def approval_message(approve: bool | dict[str, bool] = True, reason: str = "") -> dict:
+def approval_message(approve: bool | dict[str, bool] = True, reason: str = "") -> dict[str, Any]:
     """The message that resumes a paused run: `approve` True or False for every pending call, or per call id;
     `reason` (for a denial) is passed on to the model."""
-    if not isinstance(approve, (bool, dict)):
+    if not isinstance(cast(object, approve), (bool, dict)):  # what callers pass is checked, whatever its type
         raise TypeError(f"approve must be a bool or a dict of call id -> bool, got {type(approve).__name__}")
     return {"role": USER, "content": reason, "extra": {APPROVAL: approve}}
 
@@ -107,15 +108,16 @@ def resolve(messages: list[Message]) -> tuple[list[Message], Resume | None]:
     if decision is None:
         return msgs, None
     assert decision.extra is not None  # is_approval(decision): its extra holds APPROVAL
-    value = decision.extra[APPROVAL]
+    value: object = decision.extra[APPROVAL]
     ids = [call_id(m, k) for k, m in enumerate(tail)]
     if isinstance(value, bool):
         decisions = dict.fromkeys(ids, value)
     elif isinstance(value, dict):
-        unknown = [k for k in value if k not in ids]
+        given = cast("dict[object, object]", value)
+        unknown = [str(k) for k in given if k not in ids]
         if unknown:
-            raise ValueError(f"the approval message names calls that are not pending: {', '.join(map(str, unknown))}")
-        decisions = {i: bool(value.get(i, False)) for i in ids}
+            raise ValueError(f"the approval message names calls that are not pending: {', '.join(unknown)}")
+        decisions = {i: bool(given.get(i, False)) for i in ids}
     else:
         raise ValueError(f"extra['approval'] must be true, false or a dict of call id -> bool, got {value!r:.80}")
     return msgs, Resume(tail, decisions, content_text(decision.content).strip())

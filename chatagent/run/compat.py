@@ -1,18 +1,67 @@
-"""Qwen-Agent-style `_run`s: a `_run` that yields the whole response so far each time (instead of fragments) is
-turned into fragments here, and a model call iterated with a plain `for` loop streams as whole lists."""
+"""Qwen-Agent compatibility, the only place for it: agents whose `_run` is written the Qwen-Agent way (agents that
+are not `fragment_native`) go through here, fragment-native ones never do.
+
+Such a `_run` yields the whole response so far each time instead of fragments (`whole_lists_as_fragments` turns
+those into fragments), and iterates `_call_llm` with a plain `for` loop: `model_call` first yields a `ListedCall`,
+an empty list (harmless in `response + output`) that carries the model call for `whole_lists_as_fragments` to pass
+on to the driver; when nobody passes it on, it calls the model itself and yields the reply so far as whole lists.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Generator, Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
-from chatagent.run.driver import ModelStream
+from chatagent.run.driver import ModelStream, model_stream
 from chatagent.run.requests import AgentLoop, Fragments, ModelCall, Request, pass_on, step
+from chatagent.schema import Message
 from chatagent.schema.fragment import fragment, is_fragment, typed
-from chatagent.schema.stream import WholeLists
+from chatagent.schema.stream import WholeLists, accumulate
 
 
-def collected(stream: Iterable[Fragments], s: ModelStream) -> Iterator[Fragments]:
+class ListedCall(list[Message]):
+    """A model call as a Qwen-style loop sees it: an empty list, filled with the reply once the call is done."""
+
+    __slots__ = ("call",)
+
+    def __init__(self, call: ModelCall) -> None:
+        super().__init__()
+        self.call = call
+
+    # a list compares by content; this is only ever equal to itself
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+    __hash__ = object.__hash__  # pyright: ignore[reportAssignmentType] -- hashed by identity (list sets None)
+
+
+def model_call(call: ModelCall) -> Generator[list[Message], list[Message] | None, list[Message]]:
+    """`_call_llm` of an agent that is not fragment-native (see the module docstring); returns the reply."""
+    listed = ListedCall(call)
+    reply = yield listed
+    if reply is not None:
+        return reply
+    if call.done:  # a plain for loop passed the request on itself and the driver carried it out
+        return call.result
+    # a plain for loop iterates us: call the model here, yield the reply so far as whole lists
+    call.hide = True
+    s = ModelStream(call)
+    stream = model_stream(call, s.usage)
+    try:
+        yield from accumulate(_collected(stream, s))
+    except BaseException as e:
+        s.failed(e)
+        raise
+    finally:
+        stream.close()
+        reply = s.finish()
+    return reply
+
+
+def _collected(stream: Iterable[Fragments], s: ModelStream) -> Iterator[Fragments]:
     """The stream's fragments, also collected (and the deadline checked) by `s`."""
     for fragments in stream:
         s.push(fragments)
@@ -35,12 +84,18 @@ def whole_lists_as_fragments(gen: Generator[Any, Any, Any]) -> AgentLoop:
             except StopIteration as stop:
                 return stop.value
             error = value = None
+            listed = None
+            if type(item) is ListedCall:
+                listed, item = item, item.call
             if isinstance(item, Request):
                 value, error = yield from pass_on(item)
                 if error is not None:
                     continue
-                if type(item) is ModelCall and not item.hide and isinstance(value, list):
-                    shown = [fragment(m, item.start + i) for i, m in enumerate(value)]
+                reply = cast("list[Message]", value) if isinstance(value, list) else None
+                if listed is not None and reply is not None:
+                    listed[:] = reply  # for a loop that reads the call's list after the request was carried out
+                if type(item) is ModelCall and not item.hide and reply is not None:
+                    shown = [fragment(m, item.start + i) for i, m in enumerate(reply)]
                     if whole is not None:
                         whole.add(shown)
                     elif seen is not None:  # (no whole list yet)

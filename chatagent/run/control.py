@@ -21,49 +21,51 @@ import contextvars
 import logging
 import threading
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.run.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, paused_call, resolve
-from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON, Blocked, Plugins, Retry, failed, plugin_name
+from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON, Blocked, Hook, Plugins, Retry, failed, plugin_name
 from chatagent.run.requests import AgentLoop, Blocking, LoopItem, ModelCall, ToolBatch, ToolWait, pass_on, step
+from chatagent.run.tool_call import run_tool
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, to_message
 from chatagent.schema.fragment import Fragment, fragment, shift, typed
 from chatagent.schema.stream import Collector, WholeLists
 from chatagent.tools.base import result_content
 
 if TYPE_CHECKING:
-    from chatagent.agent import Agent, RunContext
+    from chatagent.run.context import RunContext
+    from chatagent.run.protocol import Runnable
 
 logger = logging.getLogger("chatagent.plugins")
 _Result = TypeVar("_Result")
 
 
 class _Paused(Exception):  # noqa: N818 (the run stops for approval: not an error)
-    def __init__(self, waiting: list[dict]) -> None:
+    def __init__(self, waiting: list[dict[str, Any]]) -> None:
         super().__init__("waiting for approval")
         self.waiting = waiting
 
 
 def controlled(
-    agent: Agent, plugins: Plugins, msgs: list[Message], lang: str, kwargs: dict[str, Any], ctx: RunContext
+    agent: Runnable, plugins: Plugins, msgs: list[Message], lang: str, kwargs: dict[str, Any], ctx: RunContext
 ) -> AgentLoop:
-    """`agent._fragments(msgs, lang, kwargs)` under `plugins` and tool approval; use as the run's stream."""
+    """`agent.loop(msgs, lang, kwargs)` under `plugins` and tool approval; use as the run's stream."""
     return _ControlledRun(agent, plugins, ctx).run(msgs, lang, kwargs)
 
 
 class _ControlledRun:
     __slots__ = ("agent", "plugins", "ctx", "shown", "checks", "held", "resume", "offset", "replace_at", "tripped")
 
-    def __init__(self, agent: Agent, plugins: Plugins, ctx: RunContext) -> None:
+    def __init__(self, agent: Runnable, plugins: Plugins, ctx: RunContext) -> None:
         self.agent = agent
         self.plugins = plugins
         self.ctx = ctx
         self.shown = Collector()  # the response as the caller has seen it
-        self.checks: list[tuple[Any, Future]] = []  # input checks still to be settled
+        self.checks: list[tuple[Any, Future[None]]] = []  # input checks still to be settled
         self.held: list[Fragment] = []  # output waiting for them
         self.resume: Resume | None = None  # the decisions, while the paused calls run
         self.offset = 0  # where the current attempt's response starts in the shown one
@@ -77,7 +79,7 @@ class _ControlledRun:
         gen: Any = None
         try:
             resume = None
-            if agent._needs_approval():  # else paused calls are a member's, for it to resume (a group chat's)
+            if agent.tools_need_approval():  # else paused calls are a member's, for it to resume (a group chat's)
                 msgs, resume = resolve(msgs)
             for p, fn in plugins.each("before_run"):
                 out = _message_list(plugins.call(p, "before_run", fn, agent, list(msgs)), p, "before_run")
@@ -89,7 +91,7 @@ class _ControlledRun:
             conversation = msgs
             self.offset = len(self.shown)
             while True:
-                gen = agent._fragments(conversation, lang, kwargs)
+                gen = agent.loop(conversation, lang, kwargs)
                 yield from self._drive(gen)
                 gen = None
                 yield from self._settle()
@@ -127,12 +129,11 @@ class _ControlledRun:
         error: BaseException | None = None
         while True:
             try:
-                item = step(gen, value, error)
+                item: LoopItem = step(gen, value, error)
             except StopIteration as stop:
                 return stop.value
             error = value = None
-            kind = type(item)
-            if kind is list:
+            if isinstance(item, list):
                 if item:
                     if self.checks or self.held:
                         yield from self._settle()
@@ -140,25 +141,27 @@ class _ControlledRun:
                     self.shown.add(out)
                     yield out
                 continue
-            if kind is ModelCall:
+            call = item if isinstance(item, ModelCall) else None
+            mapped = False
+            if call is not None:
                 if self.checks and all(f.done() for _, f in self.checks):
                     self._check_results()  # a check that tripped already: no need to ask the model
                 for p, fn in plugins.each("before_model"):
-                    plugins.call(p, "before_model", fn, self.agent, item)
-                mapped = self._map(item)
-            elif kind is ToolBatch:
+                    plugins.call(p, "before_model", fn, self.agent, call)
+                mapped = self._map(call)
+            elif isinstance(item, ToolBatch):
                 yield from self._settle()
                 self._before_tools(item)
             value, error = yield from pass_on(item)
             if error is not None and error is self.tripped:
                 raise error  # from our map: an input check tripped or failed
-            if kind is ModelCall:
-                if not mapped and not item.hide:
-                    self._record(item)
+            if call is not None:
+                if not mapped and not call.hide:
+                    self._record(call)
                 if error is None:
                     for p, fn in after_model[::-1]:
-                        plugins.call(p, "after_model", fn, self.agent, item, value)
-            elif kind is ToolWait and error is None and after_tool:
+                        plugins.call(p, "after_model", fn, self.agent, call, value)
+            elif isinstance(item, ToolWait) and error is None and after_tool:
                 for p, fn in after_tool[::-1]:
                     content = plugins.call(p, "after_tool", fn, self.agent, value)
                     if content is not None:
@@ -207,7 +210,7 @@ class _ControlledRun:
 
     def _record(self, call: ModelCall) -> None:
         """Add a model reply that streamed out unchanged (no view, no placement) to what was shown."""
-        reply = call.result or []
+        reply: list[Message] = call.result or []
         if reply:
             self.shown.add([fragment(m, call.start + i) for i, m in enumerate(reply)])
 
@@ -215,10 +218,10 @@ class _ControlledRun:
 
     def _start_checks(self, msgs: list[Message]) -> None:
         for p, fn in self.plugins.each("check_input"):
-            future: Future = Future()
+            future: Future[None] = Future()
             context = contextvars.copy_context()
 
-            def check(fn: Callable = fn, future: Future = future, context: contextvars.Context = context) -> None:
+            def check(fn: Hook = fn, future: Future[None] = future, context: contextvars.Context = context) -> None:
                 try:
                     future.set_result(context.run(fn, self.agent, list(msgs)))
                 except BaseException as e:
@@ -264,7 +267,7 @@ class _ControlledRun:
 
     def _before_tools(self, batch: ToolBatch) -> None:
         """Approval and `before_tool` for a batch about to start: pause for calls that need a person."""
-        waiting = []
+        waiting: list[dict[str, Any]] = []
         plugins = self.plugins
         for k, call in enumerate(batch.calls):
             if needs_approval(call.tool, call.args):
@@ -291,13 +294,13 @@ class _ControlledRun:
     ) -> Generator[LoopItem, Any, list[Message]]:
         """Run the paused calls as decided; their function messages (also shown)."""
         self.resume = resume
-        results = []
+        results: list[Message] = []
         try:
             for k, m in enumerate(resume.calls):
                 fc = paused_call(m)
                 cid = call_id(m, k)
                 content = yield from self._drive(
-                    self.agent._run_tool(fc.name, fc.arguments, call_id=cid, messages=msgs, lang=lang, **kwargs)
+                    run_tool(self.agent, fc.name, fc.arguments, call_id=cid, messages=msgs, lang=lang, **kwargs)
                 )
                 msg = Message.unchecked(FUNCTION, content, fc.name, None, None, {"function_id": cid})
                 out = [fragment(msg, len(self.shown))]
@@ -326,7 +329,7 @@ class _ControlledRun:
             current = out
         return None if current is response else current
 
-    def _paused(self, waiting: list[dict]) -> list[Fragment]:
+    def _paused(self, waiting: list[dict[str, Any]]) -> list[Fragment]:
         """The fragment that pauses the run: the waiting calls, on the last message shown (the call)."""
         response = self.shown.messages()
         last = len(response) - 1
@@ -377,7 +380,7 @@ def _message_list(value: Any, plugin: Any, hook: str) -> list[Message] | None:
     try:
         if not isinstance(value, list):
             raise TypeError(f"it returned {type(value).__name__}, not a list of messages")
-        return [to_message(m) for m in value]
+        return [to_message(m) for m in cast("list[Any]", value)]
     except Exception as e:
         failed(plugin, hook, e)
         return None

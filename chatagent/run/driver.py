@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Generator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from chatagent.llm.base import Usage
 from chatagent.run.events import LLM_END, LLM_START, RUN_END, RUN_START, Event, deliver, handlers
 from chatagent.run.handle import close_stream
-from chatagent.run.requests import AgentLoop, Blocking, Fragments, ModelCall, ToolBatch, ToolWait, step
+from chatagent.run.requests import AgentLoop, Asking, Blocking, Fragments, ModelCall, Request, ToolBatch, ToolWait, step
 from chatagent.schema.fragment import typed
 from chatagent.schema.stream import Collector
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from chatagent.schema import Message
 
 _DONE = object()  # what `_step` returns when the agent's loop has ended
+_Result = TypeVar("_Result")
 
 
 class ModelStream:
@@ -37,8 +39,6 @@ class ModelStream:
     __slots__ = ("call", "usage", "reply", "start", "view", "maps", "deadline", "t0", "error", "_observed")
 
     def __init__(self, call: ModelCall) -> None:
-        from chatagent.llm.base import Usage
-
         self.call = call
         ctx = call.context
         self._observed = bool(ctx.callbacks)
@@ -54,7 +54,7 @@ class ModelStream:
             found = handlers(ctx.callbacks, LLM_START)
             if found:
                 fns = call.functions or ()
-                names = [f.get("name") if isinstance(f, dict) else getattr(f, "name", None) for f in fns]
+                names = [f.get("name") for f in fns]
                 data = {"messages": len(call.messages), "functions": names}
                 deliver(found, Event(LLM_START, _agent_name(ctx), data=data, run=ctx))
             self.t0 = time.perf_counter()
@@ -102,7 +102,6 @@ class ModelStream:
                     data=data, run=ctx,
                 )  # fmt: skip
                 deliver(found, event)
-        call[:] = reply
         call.done, call.result = True, reply
         return reply
 
@@ -122,9 +121,10 @@ def chat_args(call: ModelCall, usage: Any) -> dict[str, Any]:
 
 def model_stream(call: ModelCall, usage: Usage) -> Generator[Fragments, None, None]:
     """`call`'s model asked for its reply as a stream of fragments (`chat_args`)."""
-    stream = call.llm.chat(call.messages, call.functions, **chat_args(call, usage))
     # chat() types both of its forms; with stream=True (chat_args) it returns its generator of fragment lists
-    return cast("Generator[Fragments, None, None]", stream)
+    return cast(
+        "Generator[Fragments, None, None]", call.llm.chat(call.messages, call.functions, **chat_args(call, usage))
+    )
 
 
 # ---- synchronous ----------------------------------------------------------------------------------------
@@ -160,7 +160,7 @@ def drive(gen: AgentLoop) -> Generator[Fragments, None, None]:
 
 def carry_out(request: Any) -> Any:
     """Carry out a request other than a model call here and now; its result (also kept in the request)."""
-    kind = type(request)
+    kind: type[object] = type(cast(object, request))
     if kind is ToolWait:
         value = request.handle(request.index)
     elif kind is ToolBatch:
@@ -194,13 +194,32 @@ def _model(call: ModelCall) -> Generator[Fragments, None, list[Message]]:
 
 
 def _start_tools(batch: ToolBatch) -> Callable[[int], Any]:
-    from chatagent.tools.calling import execute, run_batch
+    from chatagent.tools.calling import execute, run_batch  # the tool machinery: by runs with tools
 
     calls, cache, deadline = batch.calls, batch.cache, batch.deadline
     if len(calls) == 1:  # one call runs in this thread, when it is waited for
         return lambda i: execute(calls[i], cache, deadline)
     jobs = [lambda p=p: execute(p, cache, deadline) for p in calls]
     return run_batch(jobs, batch.max_parallel)
+
+
+def ask(request: Request) -> Asking[Any]:
+    """Yield `request` to the driver; its result. Carried out here if nobody did (a plain for loop iterating
+    the helper without passing the request on)."""
+    yield request
+    return request.result if request.done else carry_out(request)
+
+
+def drain(gen: Asking[_Result]) -> _Result:
+    """Run a helper generator whose only yields are requests, carrying them out here; its return value."""
+    box: list[_Result] = []
+
+    def returning() -> Generator[Any, Any, None]:
+        box.append((yield from gen))
+
+    for _ in drive(returning()):
+        pass
+    return box[0]
 
 
 # ---- asynchronous ---------------------------------------------------------------------------------------
@@ -236,7 +255,7 @@ async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
             if type(item) is list:
                 value = None
                 if item:
-                    yield typed(item)
+                    yield typed(cast("Fragments", item))
                 continue
             try:
                 if type(item) is ModelCall:  # `_model` for asyncio, written out here: one layer less per chunk
@@ -280,7 +299,7 @@ async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
 def _astart_tools(batch: ToolBatch) -> list[asyncio.Future[Any]]:
     import asyncio
 
-    from chatagent.tools.calling import aexecute
+    from chatagent.tools.calling import aexecute  # the tool machinery: by runs with tools
 
     limit = asyncio.Semaphore(max(1, batch.max_parallel))
     cache, deadline = batch.cache, batch.deadline
@@ -317,4 +336,4 @@ def observed(gen: AgentLoop, ctx: RunContext) -> AgentLoop:
             deliver(found, end)
 
 
-__all__ = ["ModelStream", "adrive", "drive", "observed"]
+__all__ = ["ModelStream", "adrive", "ask", "carry_out", "drain", "drive", "observed"]

@@ -30,7 +30,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 logger = logging.getLogger("chatagent.events")
 
@@ -149,7 +149,7 @@ def as_callbacks(value: Any) -> tuple[Callback, ...]:
     if value is None:
         return ()
     if isinstance(value, (list, tuple)):
-        return tuple(value)
+        return tuple(cast("list[Callback]", value))
     return (value,)
 
 

@@ -20,7 +20,7 @@ from chatagent.schema import ASSISTANT, Message, content_text
 from chatagent.schema.stream import Collector
 
 if TYPE_CHECKING:
-    from chatagent.agent import Agent
+    from chatagent.run.protocol import Runnable
 
 logger = logging.getLogger("chatagent.agent_tool")
 
@@ -38,7 +38,7 @@ class Nested:
 
 
 def nested(
-    agent: Agent, messages: list[Message], call_id: str, start: int, lang: str, raise_errors: bool = False
+    agent: Runnable, messages: list[Message], call_id: str, start: int, lang: str, raise_errors: bool = False
 ) -> Asking[Nested]:
     """Run `agent` on `messages` as a nested run whose messages are shown from `start`, marked with `call_id`."""
     seen: set[int] = set()
@@ -109,7 +109,7 @@ def _is_nested(m: Message) -> bool:
 
 def own_messages(messages: list[Message]) -> list[Message]:
     """A nested run's messages as its agent's own conversation (the mark taken off)."""
-    out = []
+    out: list[Message] = []
     for m in messages:
         extra = {k: v for k, v in (m.extra or {}).items() if k != NESTED} or None
         out.append(Message.unchecked(m.role, m.content, m.name, m.function_call, m.reasoning_content, extra))

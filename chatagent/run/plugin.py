@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from chatagent.errors import ChatAgentError
 
 if TYPE_CHECKING:
+    from chatagent.run.protocol import Runnable
     from chatagent.run.requests import ModelCall
     from chatagent.schema import Message
     from chatagent.tools.calling import PreparedCall, ToolOutcome
@@ -98,30 +99,34 @@ class Plugin:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={plugin_name(self)!r})"
 
-    def before_run(self, agent: Any, messages: list[Message]) -> list[Message] | None:
+    def before_run(self, agent: Runnable, messages: list[Message]) -> list[Message] | None:
         """The conversation the agent will answer (a new list), or None to leave it as it is."""
 
-    def check_input(self, agent: Any, messages: list[Message]) -> None:
+    def check_input(self, agent: Runnable, messages: list[Message]) -> None:
         """Check the conversation in a thread beside the answer; raise Blocked to stop the run."""
 
-    def before_model(self, agent: Any, call: ModelCall) -> None:
+    def before_model(self, agent: Runnable, call: ModelCall) -> None:
         """Before a model call: `call.messages`, `call.functions`, `call.cfg` may be replaced or changed."""
 
-    def after_model(self, agent: Any, call: ModelCall, reply: list[Message]) -> None:
+    def after_model(self, agent: Runnable, call: ModelCall, reply: list[Message]) -> None:
         """After a model call, with its complete reply (already shown): observe it, or raise Blocked."""
 
-    def before_tool(self, agent: Any, call: PreparedCall) -> Any:
+    def before_tool(self, agent: Runnable, call: PreparedCall) -> Any:
         """Before a tool runs (`call.tool`, `call.args`, `call.outcome.call_id`); return a result to skip the tool."""
 
-    def after_tool(self, agent: Any, outcome: ToolOutcome) -> Any:
+    def after_tool(self, agent: Runnable, outcome: ToolOutcome) -> Any:
         """After a tool ran: return new content for its result, or None to keep `outcome.content`."""
 
-    def after_run(self, agent: Any, response: list[Message]) -> list[Message] | None:
+    def after_run(self, agent: Runnable, response: list[Message]) -> list[Message] | None:
         """The final response (a new list, at least as long), or None to keep it; may raise Retry or Blocked."""
 
 
 def plugin_name(plugin: Any) -> str:
     return getattr(plugin, "name", "") or type(plugin).__name__
+
+
+#: A plugin's implementation of one hook, as found on the plugin object.
+Hook = Callable[..., Any]
 
 
 class Plugins:
@@ -132,14 +137,14 @@ class Plugins:
 
     def __init__(self, plugins: Iterable[Any]) -> None:
         self.plugins = tuple(plugins)
-        self.hooks: dict[str, list[tuple[Any, Callable]]] = {h: [] for h in HOOKS}
+        self.hooks: dict[str, list[tuple[Any, Hook]]] = {h: [] for h in HOOKS}
         for p in self.plugins:
             if isinstance(p, (type, str)) or not any(callable(getattr(p, h, None)) for h in HOOKS):
                 raise TypeError(f"a plugin is an object with hooks ({', '.join(HOOKS)}), got {p!r:.80}")
             for h in HOOKS:
-                fn = getattr(p, h, None)
-                if callable(fn) and getattr(type(p), h, None) is not getattr(Plugin, h):
-                    self.hooks[h].append((p, fn))
+                fn: object = getattr(p, h, None)
+                if callable(fn) and getattr(type(cast(object, p)), h, None) is not getattr(Plugin, h):
+                    self.hooks[h].append((p, cast(Hook, fn)))
 
     def __bool__(self) -> bool:
         return bool(self.plugins)
@@ -147,12 +152,12 @@ class Plugins:
     def __add__(self, other: Iterable[Any]) -> Plugins:
         return Plugins(self.plugins + tuple(other))
 
-    def each(self, hook: str, reverse: bool = False) -> list[tuple[Any, Callable]]:
+    def each(self, hook: str, reverse: bool = False) -> list[tuple[Any, Hook]]:
         found = self.hooks[hook]
         return found[::-1] if reverse else found
 
     @staticmethod
-    def call(plugin: Any, hook: str, fn: Callable, *args: Any) -> Any:
+    def call(plugin: Any, hook: str, fn: Hook, *args: Any) -> Any:
         """`fn(*args)`: Blocked gets the plugin's name; Retry passes; other errors as `plugin.on_error` says."""
         try:
             return fn(*args)

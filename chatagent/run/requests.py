@@ -48,7 +48,7 @@ class Request:
     result: Any
 
 
-class ModelCall(list["Message"], Request):
+class ModelCall(Request):
     """Call `llm` on `messages`. The driver streams the reply's fragments out (placed from `start`, passed
     through `view` and then each of `maps`) and sends the complete reply back.
 
@@ -56,9 +56,6 @@ class ModelCall(list["Message"], Request):
       stream early. `hide=True` shows nothing (the reply is still sent back).
     - `maps`: outer transformations added by whoever forwards the request (a sub-agent's placement in its
       parent's response, name fills), applied after `view`.
-
-    It is an (empty) list so that Qwen-Agent-style code iterating `_call_llm` with a plain `for` loop sees a
-    harmless empty first item (see `Agent._call_llm`); the driver fills it with the reply when done.
     """
 
     __slots__ = (
@@ -87,7 +84,6 @@ class ModelCall(list["Message"], Request):
         view: View | None = None,
         hide: bool = False,
     ) -> None:
-        super().__init__()
         self.llm = llm
         self.messages = messages
         self.functions = functions
@@ -103,15 +99,6 @@ class ModelCall(list["Message"], Request):
 
     def __repr__(self) -> str:
         return f"ModelCall({self.llm!r}, {len(self.messages)} messages, start={self.start})"
-
-    # a list compares by content; a request is only ever equal to itself
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-    def __ne__(self, other: object) -> bool:
-        return self is not other
-
-    __hash__ = object.__hash__  # pyright: ignore[reportAssignmentType] -- hashed by identity (list sets None)
 
 
 class ToolBatch(Request):

@@ -8,17 +8,19 @@ from typing import TYPE_CHECKING, Any, cast
 
 from chatagent.run.context import CURRENT, current_run
 from chatagent.run.driver import observed
+from chatagent.run.plugin import Plugins
 from chatagent.run.requests import AgentLoop, Asking, Fragments, LoopItem, ModelCall, pass_on, step
+from chatagent.run.start import controlled_loop
 from chatagent.schema import Message
 from chatagent.schema.fragment import typed
 from chatagent.schema.stream import Collector
 
 if TYPE_CHECKING:
-    from chatagent.agent import Agent
+    from chatagent.run.protocol import Runnable
 
 
 def run_subagent(
-    agent: Agent,
+    agent: Runnable,
     messages: list[Message],
     lang: str,
     start: int = 0,
@@ -36,11 +38,12 @@ def run_subagent(
     ctx = parent.child(agent.name)
     if parent.session_id is not None:  # the members' tools keep their state per conversation too
         kwargs.setdefault("session_id", parent.session_id)
-    if agent._plugins or agent.response_format is not None:
-        ctx.plugins = agent._run_plugins(None)
+    plugins = agent.run_plugins()
+    if plugins:
+        ctx.plugins = Plugins(plugins)
     token = CURRENT.set(ctx)
     try:
-        gen = agent._controlled(list(messages), lang, kwargs, ctx)
+        gen = controlled_loop(agent, list(messages), lang, kwargs, ctx)
     finally:
         CURRENT.reset(token)
     if ctx.callbacks:

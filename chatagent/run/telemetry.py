@@ -1,3 +1,4 @@
+# pyright: basic
 """OpenTelemetry traces of runs, model calls and tool calls, with the GenAI semantic conventions.
 
     from chatagent.run import telemetry
@@ -25,6 +26,7 @@ import json
 from typing import Any
 
 from chatagent.run.events import Callbacks, Event, add_global_callback, remove_global_callback
+from chatagent.utils.extras import missing_dependency
 
 _PROVIDERS = {"oai": "openai", "azure": "azure.ai.openai", "dashscope": "dashscope", "local": "llama_cpp"}
 _installed: _Tracing | None = None
@@ -37,8 +39,6 @@ def instrument(tracer_provider: Any = None, *, capture_content: bool = False) ->
     try:
         from opentelemetry import trace
     except ModuleNotFoundError as e:
-        from chatagent.utils.extras import missing_dependency
-
         raise missing_dependency(e, "chatagent.run.telemetry") from None
     uninstrument()
     tracer = trace.get_tracer("chatagent", tracer_provider=tracer_provider)

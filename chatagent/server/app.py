@@ -35,6 +35,7 @@ from chatagent.server.openai_api import (
     parse_request,
     usage_of,
 )
+from chatagent.sessions import Session, SessionError, open_store
 from chatagent.utils.keys import clean_api_key
 from chatagent.utils.url_fetch import BlockedURLError, FetchError, URLPolicy, check_url, public_urls_only
 
@@ -75,8 +76,6 @@ class Service:
         self.policy = URLPolicy.allowing(allow_hosts)
         self.store: Any = store
         if store is not None:  # a store named explicitly is opened now: a wrong URL fails at startup
-            from chatagent.sessions import open_store
-
             self.store = open_store(store)
         self.running = 0
         self.created = int(time.time())
@@ -243,8 +242,6 @@ class ChatCompletions:
         svc = self.service
         ephemeral = None
         if named is not None:
-            from chatagent.sessions import Session, SessionError
-
             try:
                 session = Session(named, svc.store, user=user)
             except ValueError as e:

@@ -20,6 +20,7 @@ import orjson
 from chatagent.errors import ModelErrorCode, ModelServiceError, RunDeadlineExceeded
 from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
 from chatagent.schema.fragment import Fragment
+from chatagent.sessions.errors import SessionBusyError, SessionConflictError, SessionStoreError
 from chatagent.utils.keys import mask_secrets
 
 MAX_SESSION_ID_CHARS = 128
@@ -131,8 +132,6 @@ def media_urls(msgs: list[Message]) -> list[tuple[int, int, str]]:
 
 def error_for(e: BaseException) -> RequestError:
     """How an agent's failure is reported to the client (never with a traceback)."""
-    from chatagent.sessions.errors import SessionBusyError, SessionConflictError, SessionStoreError
-
     if isinstance(e, RequestError):
         return e
     if isinstance(e, MessageError):  # a message the agent could not accept; any other error is ours, a 500

@@ -18,6 +18,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from chatagent.utils.workspace import workspace_root, write_atomic
+
 logger = logging.getLogger("chatagent.sessions")
 
 SCHEME = "chatagent-blob:"
@@ -53,7 +55,7 @@ def _stash_one(value: str, files: dict[str, bytes]) -> str | None:
     if value.startswith(_REMOTE) or value.startswith(SCHEME):
         return None
     path = value[len("file://") :] if value.startswith("file://") else value
-    from chatagent.rag.parsers import max_file_bytes
+    from chatagent.rag.parsers import max_file_bytes  # the rag extra, optional
 
     try:
         size = os.path.getsize(path)
@@ -96,7 +98,6 @@ def local_copy(ref: str, fetch: Callable[[str], bytes | None]) -> str:
     if data is None:
         logger.warning("the file %s (%s) is missing from the session store", name, sha)
         return str(path)
-    from chatagent.utils.workspace import write_atomic
 
     try:
         write_atomic(path, data)
@@ -113,8 +114,6 @@ def forget(shas: list[str]) -> None:
 
 
 def files_dir() -> Path:
-    from chatagent.utils.workspace import workspace_root
-
     return workspace_root() / "sessions" / "files"
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from chatagent.sessions.errors import SessionBusyError, SessionStoreError
 from chatagent.sessions.store import FIND, SQLStore, redact
+from chatagent.utils.extras import missing_dependency
 
 _POOL_SIZE = 10
 _POOL_WAIT_S = 60.0
@@ -75,8 +76,6 @@ class PostgresStore(SQLStore):
         try:
             import psycopg
         except ModuleNotFoundError as e:
-            from chatagent.utils.extras import missing_dependency
-
             raise missing_dependency(e, "a postgresql:// session store") from None
         self._psycopg = psycopg
         self._conninfo = url

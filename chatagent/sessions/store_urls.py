@@ -11,7 +11,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from chatagent.sessions.errors import SessionStoreError
+from chatagent.sessions.sqlite import SQLiteStore, parse_sqlite_url
 from chatagent.sessions.store import SQLStore, redact
+from chatagent.utils.workspace import workspace_root
 
 _stores: dict[str, SQLStore] = {}
 _stores_lock = threading.Lock()
@@ -22,7 +24,6 @@ def default_store_url() -> str:
     env = os.environ.get("CHATAGENT_SESSION_STORE")
     if env:
         return env
-    from chatagent.utils.workspace import workspace_root
 
     return "sqlite:///" + str(workspace_root() / "sessions" / "sessions.db")
 
@@ -47,17 +48,13 @@ def open_store(store: str | os.PathLike[str] | SQLStore | None = None) -> SQLSto
 
 def _open(url: str, create_dir: bool) -> SQLStore:
     if "://" not in url:
-        from chatagent.sessions.sqlite import SQLiteStore
-
         return SQLiteStore(Path(url).expanduser(), create_dir=create_dir)
     scheme = urlsplit(url).scheme.lower()
     if scheme == "sqlite":
-        from chatagent.sessions.sqlite import SQLiteStore, parse_sqlite_url
-
         path, options = parse_sqlite_url(url)
         return SQLiteStore(path, create_dir=create_dir, **options)
     if scheme in ("postgresql", "postgres"):
-        from chatagent.sessions.postgres import PostgresStore
+        from chatagent.sessions.postgres import PostgresStore  # psycopg: postgresql:// URLs only
 
         return PostgresStore(url)
     raise SessionStoreError(

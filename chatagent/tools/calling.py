@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -134,7 +134,7 @@ def call_key(name: str, args: JSONObject) -> str | None:
 
 
 def prepare_call(
-    tools: dict[str, BaseTool],
+    tools: Mapping[str, BaseTool],
     name: str,
     arguments: str | JSONObject | None,
     *,

@@ -318,7 +318,7 @@ class FunctionTool(BaseTool, Generic[_P, _R]):
         fn: Callable[..., Any] = self.fn  # called with the model's arguments by name
         result = fn(**self._typed(args))
         if inspect.isawaitable(result):
-            from chatagent.utils.aio import run_coroutine
+            from chatagent.utils.aio import run_coroutine  # asyncio: for async tools only
 
             result = run_coroutine(result)
         return result

@@ -114,7 +114,7 @@ def store_from_cfg(cfg: dict[str, Any]) -> DocStore:
     """The DocStore in a tool's `store` setting, else the workspace's."""
     store = cfg.get("store")
     if store is None:
-        from chatagent.rag.store import default_store
+        from chatagent.rag.store import default_store  # the rag extra (numpy, parsers)
 
         store = default_store()
     return store

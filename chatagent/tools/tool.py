@@ -28,6 +28,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatagent.errors import ChatAgentError
+from chatagent.schema import ContentItem
 from chatagent.tools.arguments import (
     JSONArray,
     JSONObject,
@@ -265,8 +266,6 @@ def result_content(result: object) -> str | list[ContentItem]:
     if result is None:
         return ""
     if is_json_array(result) and result:
-        from chatagent.schema import ContentItem
-
         items = [x for x in result if isinstance(x, ContentItem)]
         if len(items) == len(result):
             return items

@@ -15,7 +15,7 @@ import importlib
 import sys
 from typing import Any
 
-from chatagent.schema import ASSISTANT, FUNCTION, content_text
+from chatagent.schema import ASSISTANT, FUNCTION, ContentItem, content_text
 
 TOOL_CALL_S = "[TOOL_CALL]"
 TOOL_RESULT_S = "[TOOL_RESPONSE]"
@@ -96,8 +96,6 @@ def _text(content: Any) -> str:
 
 
 def _item(item: Any) -> Any:
-    from chatagent.schema import ContentItem
-
     return item if isinstance(item, ContentItem) else ContentItem(**item)
 
 

@@ -140,7 +140,7 @@ def test_a_failing_method_stops_the_flow_and_resume_tries_it_again(tmp_path):
     assert Fragile.resume(flow.id) == "recovered" and attempts == ["ok", "ok"]
 
 
-def test_bad_flows_are_clear_errors():
+def test_bad_flows_are_clear_errors(tmp_path):
     with pytest.raises(TypeError, match="no @start"):
 
         class Empty(Flow):
@@ -177,7 +177,7 @@ def test_bad_flows_are_clear_errors():
             def a(self):
                 return None
 
-        Some.resume("not-there")
+        Some.resume("not-there", store=str(tmp_path / "f.db"))
 
 
 def test_plot_writes_a_diagram_without_network(tmp_path):

@@ -1,7 +1,8 @@
 """The import rules of docs/architecture.md: no import cycles, no upward imports.
 
-Every module of `chatagent` and `gui` is read with `ast`; every import counts (top-level and inside functions),
-except those under `if TYPE_CHECKING:`. `from pkg import sub` counts as an import of the submodule `pkg.sub`.
+Every module of `chatagent` and `gui` is read with `ast`; every import counts: top-level, inside functions and under
+`if TYPE_CHECKING:` alike (a type-level cycle is a cycle). `from pkg import sub` counts as an import of the submodule
+`pkg.sub`.
 """
 
 from __future__ import annotations
@@ -47,7 +48,10 @@ SIBLINGS = [{"llm", "rag"}, {"sessions", "tools"}]
 
 # Cycles still to remove, each a sorted tuple of its modules. The test fails on any other cycle, and on a listed
 # one that is gone (so the list only shrinks).
-KNOWN_CYCLES: set[tuple[str, ...]] = set()
+KNOWN_CYCLES: set[tuple[str, ...]] = {
+    # type-level: llm/'s call path passes a 7-argument bundle around (being replaced by a typed request)
+    ("chatagent.llm.base", "chatagent.llm.budget", "chatagent.llm.fncall_prompt", "chatagent.llm.routing"),
+}
 # Upward imports still to remove, as `upward_imports` words them; the same rule: only shrinks.
 KNOWN_UPWARD: set[str] = set()
 
@@ -64,15 +68,6 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def _type_checking_nodes(tree: ast.AST) -> set[int]:
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for stmt in node.body:
-                skipped.update(id(n) for n in ast.walk(stmt))
-    return skipped
-
-
 def _own_module(name: str) -> str | None:
     """The longest prefix of the dotted `name` that is one of our modules."""
     known = modules()
@@ -82,14 +77,11 @@ def _own_module(name: str) -> str | None:
 
 
 def imports_of(module: str, source: str) -> set[str]:
-    """Our modules that `module` imports anywhere in `source` (not under TYPE_CHECKING)."""
+    """Our modules that `module` imports anywhere in `source`."""
     tree = ast.parse(source)
     is_package = modules()[module].name == "__init__.py"
-    skipped = _type_checking_nodes(tree)
     targets: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.Import):
             targets.update(filter(None, (_own_module(a.name) for a in node.names)))
         elif isinstance(node, ast.ImportFrom):
@@ -223,9 +215,9 @@ def test_the_rules_catch_a_cycle_an_upward_import_and_a_function_level_import() 
     assert any({"chatagent.schema", "chatagent.agent"} <= set(c) for c in cycles(graph) - KNOWN_CYCLES)
 
 
-def test_type_checking_imports_do_not_count() -> None:
+def test_type_checking_imports_count() -> None:
     source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from chatagent.agent import Agent\n"
-    assert imports_of("chatagent.schema", source) == set()
+    assert imports_of("chatagent.schema", source) == {"chatagent.agent"}
 
 
 @pytest.mark.parametrize("layer", ["llm", "rag"])

@@ -30,7 +30,16 @@ def _text(content: str | list) -> str:
 
 @pytest.fixture
 def ci(tmp_path: Path):
+    """An interpreter with a short time limit, for the tests that run into it."""
     tool = CodeInterpreter({"timeout": 3, "work_dir": str(tmp_path / "ci"), "sandbox": "bwrap"})
+    yield tool
+    tool.close()
+
+
+@pytest.fixture
+def patient_ci(tmp_path: Path):
+    """An interpreter whose time limit no healthy cell reaches, however loaded the machine."""
+    tool = CodeInterpreter({"timeout": 60, "work_dir": str(tmp_path / "ci"), "sandbox": "bwrap"})
     yield tool
     tool.close()
 
@@ -91,9 +100,9 @@ def test_errors_are_short_and_readable(ci: CodeInterpreter) -> None:
 
 @needs_bwrap
 @pytest.mark.timeout(60)
-def test_matplotlib_figures_come_back_as_png_images(ci: CodeInterpreter) -> None:
+def test_matplotlib_figures_come_back_as_png_images(patient_ci: CodeInterpreter) -> None:
     pytest.importorskip("matplotlib")
-    content = ci.call(
+    content = patient_ci.call(
         {"code": "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()\nprint('drawn')"}
     )
     assert isinstance(content, list) and isinstance(content[0], ContentItem)
@@ -181,16 +190,11 @@ def test_fork_bomb_is_stopped(ci: CodeInterpreter) -> None:
     # a bomb that ignores the failures runs into the time limit; its processes are killed
     out = run(ci, "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass")
     assert "Timeout" in out
-    count = (
-        "import os, time\n"
-        "for _ in range(300):  # init reaps the killed processes asynchronously\n"
-        "    n = len([p for p in os.listdir('/proc') if p.isdigit()])\n"
-        "    if n == 2:\n"
-        "        break\n"
-        "    time.sleep(0.01)\n"
-        "kept, n"
-    )
-    assert run(ci, count) == "result:\n('yes', 2)"  # only the sandbox's init and the kernel are left
+    count = "import os\nkept, len([p for p in os.listdir('/proc') if p.isdigit()])"
+    deadline = time.monotonic() + 60  # init reaps the killed processes asynchronously, slowly on a loaded machine
+    while (out := run(ci, count)) != "result:\n('yes', 2)" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert out == "result:\n('yes', 2)"  # only the sandbox's init and the kernel are left
 
 
 @needs_bwrap

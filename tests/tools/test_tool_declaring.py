@@ -293,14 +293,15 @@ def test_schema_is_passed_through_as_given():
 
 
 def test_import_costs():
+    """What the imports load, counted in modules (not timed: the count does not change with the machine's load)."""
     code = (
-        "import time, sys; t = time.perf_counter(); import chatagent; a = time.perf_counter() - t; "
-        "t = time.perf_counter(); import chatagent.tools; b = time.perf_counter() - t; "
+        "import sys; before = len(sys.modules); import chatagent; a = len(sys.modules) - before; "
+        "before = len(sys.modules); import chatagent.tools; b = len(sys.modules) - before; "
         "print(a, b, 'pydantic' in sys.modules, 'json5' in sys.modules, 'asyncio' in sys.modules)"
     )
     out = processes.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert float(out[0]) < 0.3
-    assert float(out[1]) < 0.5
+    assert int(out[0]) <= 12  # chatagent, its lazy exports and their helpers (8 today)
+    assert int(out[1]) <= 70  # the tools package and the stdlib it needs (53 today)
     assert out[2:] == ["False", "False", "False"]  # pydantic, json5 and asyncio stay lazy
 
 

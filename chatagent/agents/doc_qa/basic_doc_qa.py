@@ -40,6 +40,8 @@ class BasicDocQA(Assistant):
     ) -> None:
         super().__init__(function_list, llm, system_message, name, description, files, rag_cfg, **kwargs)
 
+    fragment_native = True  # _run yields fragments and requests
+
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         messages = with_system_text(messages, DOC_QA_PROMPT.get(lang, DOC_QA_PROMPT["en"]))
         return (yield from super()._run(messages, lang=lang, **kwargs))

@@ -86,6 +86,8 @@ _FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$")
 class ParallelDocQAMember(Agent):
     """One reader: answers the question from one part of the documents, as JSON (see MEMBER_PROMPT)."""
 
+    fragment_native = True  # _run yields fragments and requests
+
     def _run(
         self, messages: list[Message], lang: str = "en", part: str = "", question: str = "", **kwargs: Any
     ) -> Iterator[list[Message]]:
@@ -117,6 +119,8 @@ class ParallelDocQA(Assistant):
         if not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError(f"max_workers must be a positive integer, got {max_workers!r}")
         self.max_workers = max_workers
+
+    fragment_native = True  # _run yields fragments and requests
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         lang = lang if lang in MEMBER_PROMPT else "en"

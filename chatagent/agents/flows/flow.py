@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
 from chatagent.agents.flows.conditions import ROLE, WHEN, Condition
+from chatagent.agents.flows.plot import write_plot
+from chatagent.sessions.flow_states import FlowStates
 from chatagent.tools.base import is_pydantic_model
 from chatagent.utils.kwargs import reject_unknown
 
@@ -289,8 +291,6 @@ class Flow(Generic[StateT]):
 
     def _flow_states(self) -> Any:
         if self._states is None:
-            from chatagent.sessions.flow_states import FlowStates
-
             self._states = FlowStates(self._store_arg)
         return self._states
 
@@ -317,8 +317,6 @@ class Flow(Generic[StateT]):
     def plot(self, filename: str = "flow_plot") -> str:
         """Write a diagram of the flow to `filename` (.html, or .svg; .html is added to a name without either),
         drawn here without any network; returns the path written."""
-        from chatagent.agents.flows.plot import write_plot
-
         return write_plot(type(self), filename)
 
 

@@ -11,6 +11,7 @@ from chatagent.agent import Agent
 from chatagent.agents.fncall import FnCallAgent
 from chatagent.run.agent_tool import AgentTool
 from chatagent.tools.arguments import JSONObject
+from chatagent.tools.calling import ToolCache
 
 MANAGER_PROMPT = (
     "You manage a team: {roster}\n"
@@ -72,8 +73,6 @@ def make_manager(manager: Any, coworkers: Sequence[Agent]) -> Agent:
         made.function_map = {**manager.function_map, **{t.name: t for t in tools}}
         made.system_message = "\n\n".join(filter(None, [manager.system_message, MANAGER_PROMPT.format(roster=roster)]))
         if made._tool_cache is None:
-            from chatagent.tools.calling import ToolCache
-
             made._tool_cache = ToolCache()
         return made
     return FnCallAgent(function_list=tools, llm=manager, name="manager", system_message=MANAGER_PROMPT.format(

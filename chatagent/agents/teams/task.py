@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatagent.errors import ChatAgentError
+from chatagent.tools.tool import is_pydantic_model
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 Guardrail = Callable[["TaskOutput"], "tuple[bool, Any]"]
@@ -72,11 +73,8 @@ class Task:
                 raise ValueError(f"a Task needs a {what} (a non-empty text)")
         if self.guardrail is not None and not (callable(self.guardrail) or isinstance(self.guardrail, str)):
             raise TypeError("guardrail must be a function of the TaskOutput or a text the answer is judged by")
-        if self.output_pydantic is not None:
-            from chatagent.tools.base import is_pydantic_model
-
-            if not is_pydantic_model(self.output_pydantic):
-                raise TypeError("output_pydantic must be a pydantic model class")
+        if self.output_pydantic is not None and not is_pydantic_model(self.output_pydantic):
+            raise TypeError("output_pydantic must be a pydantic model class")
         if not isinstance(self.guardrail_max_retries, int) or self.guardrail_max_retries < 0:
             raise ValueError("guardrail_max_retries must be an integer >= 0")
 

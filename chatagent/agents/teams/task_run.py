@@ -17,6 +17,8 @@ from chatagent.run.requests import Asking
 from chatagent.run.subagent import hidden, run_subagent
 from chatagent.schema import ASSISTANT, USER, Message
 from chatagent.tools.arguments import ToolArgumentError, parse_json
+from chatagent.tools.calling import ToolCache
+from chatagent.tools.registry import make_tools
 
 FAILED_CHECK = "Your answer did not pass a check: {feedback}\nGive the corrected, complete answer."
 FEEDBACK = "A person reviewed your answer and asks for changes: {feedback}\nGive the revised, complete answer."
@@ -77,9 +79,6 @@ def _worker(agent: Agent, task: Task) -> Agent:
         return agent
     worker = copy.copy(agent)
     if task.tools is not None:
-        from chatagent.tools.base import make_tools
-        from chatagent.tools.calling import ToolCache
-
         worker.function_list = list(task.tools)
         worker.function_map = make_tools(task.tools)
         worker._tool_cache = ToolCache()

@@ -1,0 +1,66 @@
+"""One tool call as part of the current run: `run_tool`, what `Agent._run_tool` and `_call_tool` do, and what the
+run's control uses to run the calls a person approved; `emit_tool_end`, the event after any tool call."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from chatagent.run import events
+from chatagent.run.context import RunContext, current_run
+from chatagent.run.driver import ask
+from chatagent.run.requests import Asking, ToolBatch, ToolWait
+
+if TYPE_CHECKING:
+    from chatagent.run.protocol import Runnable
+    from chatagent.schema import ContentItem
+
+
+def run_tool(
+    agent: Runnable, tool_name: str, tool_args: str | dict[str, Any] | None = "{}", **kwargs: Any
+) -> Asking[str | list[ContentItem]]:
+    """One call of `agent`'s tool `tool_name` as part of the current run; the content of its function message."""
+    from chatagent.tools.calling import PreparedCall, prepare_call  # the tool machinery: loaded by runs with tools
+
+    ctx = current_run()
+    call_id = kwargs.pop("call_id", None)
+    if ctx.callbacks:
+        emit_tool_start(agent.name, tool_name, tool_args, call_id, ctx)
+    cache = agent.tool_cache
+    call = prepare_call(
+        agent.function_map, tool_name, tool_args, call_id=call_id, counts=ctx.tool_calls, cache=cache, kwargs=kwargs
+    )
+    if isinstance(call, PreparedCall):
+        handle = yield from ask(ToolBatch([call], 1, cache, ctx.deadline))
+        outcome = yield from ask(ToolWait(handle, 0))
+    else:
+        outcome = call
+    if ctx.callbacks:
+        emit_tool_end(agent.name, outcome, ctx)
+    ctx.check_deadline()
+    return outcome.content
+
+
+def emit_tool_start(agent: str | None, tool: str, arguments: Any, call_id: str | None, run: RunContext) -> None:
+    """Tell `run`'s callbacks that handle tool_start about a call of `tool` about to be made in it."""
+    found = events.handlers(run.callbacks, events.TOOL_START)
+    if found:
+        raw = arguments if isinstance(arguments, str) else str(arguments)
+        events.deliver(
+            found, events.Event(events.TOOL_START, agent, tool=tool, arguments=raw, call_id=call_id, run=run)
+        )
+
+
+def emit_tool_end(agent: str | None, outcome: Any, run: RunContext) -> None:
+    """Tell `run`'s callbacks that handle tool_end about a ToolOutcome (chatagent.tools.calling) of a call made in
+    it; the Event is built only if one does."""
+    found = events.handlers(run.callbacks, events.TOOL_END)
+    if found:
+        event = events.Event(
+            events.TOOL_END, agent, duration=outcome.duration, tool=outcome.name, arguments=outcome.arguments,
+            call_id=outcome.call_id, result=outcome.content, error=outcome.content if outcome.error else None,
+            data={"error_kind": outcome.error, "cached": outcome.cached}, run=run,
+        )  # fmt: skip
+        events.deliver(found, event)
+
+
+__all__ = ["emit_tool_end", "emit_tool_start", "run_tool"]
