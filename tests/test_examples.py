@@ -146,6 +146,7 @@ EXAMPLES: dict[str, Case] = {
         replies=["Billing", "We are sorry: the double charge will be refunded."],
         args=["I was charged twice."],
         expect=["kind: billing", "answer: We are sorry: the double charge will be refunded.", "flow id: "],
+        env={"CHATAGENT_WORKSPACE": os.path.join(tempfile.gettempdir(), "chatagent-examples-ws")},  # its flow store
     ),
     "group_chat_debate.py": Case(
         replies=["Optimist", "Cleaner air for all.", "Skeptic", "Shops will suffer.", "You", "[STOP]"],
