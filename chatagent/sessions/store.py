@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import orjson
 
@@ -96,6 +96,11 @@ _INFO_COLUMNS = "session_id, title, created, updated, message_count, user_id FRO
 INFO = f"SELECT {_INFO_COLUMNS} WHERE user_id = ? AND session_id = ?"
 LIST = f"SELECT {_INFO_COLUMNS} WHERE user_id = ? ORDER BY updated DESC, sid DESC"
 LIST_ALL = f"SELECT {_INFO_COLUMNS} ORDER BY updated DESC, sid DESC"
+COUNT = "SELECT COUNT(*) FROM chatagent_sessions WHERE user_id = ?"
+SIZE = (
+    "SELECT COALESCE(SUM(LENGTH(t.body)), 0) FROM chatagent_sessions s JOIN chatagent_turns t ON t.sid = s.sid "
+    "WHERE s.user_id = ? AND s.session_id = ?"
+)
 READ_VERSION = "SELECT value FROM chatagent_meta WHERE key = 'schema_version'"
 WRITE_VERSION = "UPDATE chatagent_meta SET value = ? WHERE key = 'schema_version'"
 INIT_VERSION = "INSERT INTO chatagent_meta (key, value) VALUES ('schema_version', ?)"
@@ -204,8 +209,8 @@ class SQLStore:
 
     # ---- reading ------------------------------------------------------------------------------------------
 
-    def load(self, user: str, session_id: str) -> Loaded:
-        """The stored conversation (attached files restored to local paths)."""
+    def load(self, user: str, session_id: str, files: bool = True) -> Loaded:
+        """The stored conversation (attached files restored to local paths; with `files=False`, left as references)."""
         rows = self._read(LOAD, (user, session_id))
         if not rows:
             return Loaded(None, 0, None, [])
@@ -218,7 +223,10 @@ class SQLStore:
             system_msg = orjson.loads(system) if system is not None else None
         except orjson.JSONDecodeError as e:
             raise _damaged(self.url, session_id, e) from None
-        return Loaded(sid, version, system_msg, attachments.restore(messages, self.blob))
+        if files and attachments.references(messages):
+            owned = {r[0] for r in self._read(SESSION_BLOBS, (sid,))}
+            messages = attachments.restore(messages, self.blob, owned)
+        return Loaded(sid, version, system_msg, messages)
 
     def blob(self, sha256: str) -> bytes | None:
         rows = self._read(GET_BLOB, (sha256,))
@@ -227,6 +235,14 @@ class SQLStore:
     def info(self, user: str, session_id: str) -> SessionInfo | None:
         rows = self._read(INFO, (user, session_id))
         return _info(rows[0]) if rows else None
+
+    def count(self, user: str) -> int:
+        """How many sessions the user has."""
+        return int(self._read(COUNT, (user,))[0][0])
+
+    def size(self, user: str, session_id: str) -> int:
+        """The bytes its stored turns take (0 for a session not stored)."""
+        return int(self._read(SIZE, (user, session_id))[0][0])
 
     def list(self, user: str | None) -> list[SessionInfo]:
         rows = self._read(LIST, (user,)) if user is not None else self._read(LIST_ALL)
@@ -289,7 +305,7 @@ class SQLStore:
             except orjson.JSONDecodeError as e:
                 raise _damaged(self.url, session_id, e) from None
             if shas:  # the caller may send them again: keep local copies of the files (read inside this txn)
-                messages = attachments.restore(messages, lambda sha: _blob_in(cur, sha))
+                messages = attachments.restore(messages, lambda sha: _blob_in(cur, sha), set(shas))
             cur.execute(DELETE_TURN, (sid, turn))
             cur.execute(DELETE_TURN_BLOBS, (sid, turn))
             cur.execute(AFTER_POP, (time.time(), len(messages), sid))
@@ -356,13 +372,31 @@ def _conflict(url: str, session_id: str) -> SessionConflictError:
     )
 
 
+_CREDENTIAL_WORDS = ("pass", "secret", "token", "key", "auth", "cred")
+
+
 def redact(url: str) -> str:
-    """`url` without its password."""
+    """`url` without its credentials: the password of its user part, and the value of every query parameter that
+    can hold one (libpq's `password`, `sslpassword`, `passfile`, `sslkey`, and any name with `pass`, `secret`,
+    `token`, `key`, `auth` or `cred` in it)."""
     try:
         parts = urlsplit(url)
+        password = parts.password
     except ValueError:
         return "<unparsable URL>"
-    if parts.password is None:
+    changed = False
+    if password is not None:
+        userinfo, _, hostport = parts.netloc.rpartition("@")
+        parts, changed = parts._replace(netloc=userinfo.partition(":")[0] + ":***@" + hostport), True
+    if parts.query:
+        pairs = parts.query.split("&")
+        masked = [p.partition("=")[0] + "=***" if _is_credential(unquote(p.partition("=")[0])) else p for p in pairs]
+        if masked != pairs:
+            parts, changed = parts._replace(query="&".join(masked)), True
+    if not changed:
         return url
-    netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
+    return f"{parts.scheme}://{parts.netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")
+
+
+def _is_credential(name: str) -> bool:
+    return any(word in name.lower() for word in _CREDENTIAL_WORDS)
