@@ -7,13 +7,13 @@
 The files are `files=` and the file items of every user message; the excerpts are the best chunks for the
 latest user message within `max_ref_token` tokens (everything when it all fits), from the same parsed,
 cached index the Assistant uses (see `chatagent.rag.store`). The one message it yields is named 'memory';
-its content is the excerpts as JSON, grouped by file, its `extra['sources']` names file and pages of each, and
+its content is the excerpts as JSON, grouped by file, its `extra['sources']` names each (`Chunk.as_source`), and
 `extra['errors']` the files that could not be read. With no files the content is empty. No model is called:
 unlike Qwen-Agent's Memory, it asks no model for search keywords.
 
 `rag_cfg`: as the Assistant's (`max_ref_token`, `passwords`, `on_progress`, `store`, `chunk_tokens`, ...);
-Qwen-Agent's `parser_page_size` is `chunk_tokens`; its `rag_keygen_strategy` and `rag_searchers` have no
-counterpart (logged and ignored).
+Qwen-Agent's `parser_page_size` is `chunk_tokens`; its `rag_searchers` select keywords only or hybrid search (see
+the Assistant); its `rag_keygen_strategy` has no counterpart (logged and ignored).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("chatagent.agent")
 
-QWEN_IGNORED_RAG_KEYS = ("rag_keygen_strategy", "rag_searchers")
+QWEN_IGNORED_RAG_KEYS = ("rag_keygen_strategy",)
 
 
 class Memory(Agent):
@@ -84,7 +84,7 @@ class Memory(Agent):
         self, messages: list[Message], lang: str = "en", max_ref_token: int | None = None, **kwargs: Any
     ) -> Iterator[list[Message]]:
         found = yield from self._blocking(self.retrieve, messages, max_ref_token, kwargs.get("on_progress"))
-        extra: dict[str, Any] = {"sources": [{"file": c.source, "pages": c.pages} for c in found.chunks]}
+        extra: dict[str, Any] = {"sources": [c.as_source() for c in found.chunks]}
         if found.errors:
             extra["errors"] = [str(e) for e in found.errors]
         content = knowledge_json(found) if found.chunks else ""

@@ -34,11 +34,16 @@ def llm_config(model: str | None, server: str | None) -> dict | None:
     return cfg
 
 
-def default_agent(llm: dict | None, files: Sequence[str] = ()) -> Agent:
-    """The Assistant if it is available, else FnCallAgent (the choice is logged)."""
+def default_agent(llm: dict | None, files: Sequence[str] = (), memory: bool = False) -> Agent:
+    """The Assistant if it is available (with long-term memory in the workspace when `memory`), else FnCallAgent
+    (the choice is logged)."""
     assistant = assistant_class()
     if assistant is not None:
-        logger.info("agent: Assistant (%d files)", len(files))
+        logger.info("agent: Assistant (%d files%s)", len(files), ", long-term memory" if memory else "")
+        if memory:
+            from chatagent.memories.longterm import LongTermMemory  # numpy, sqlite: on first use
+
+            return assistant(llm=llm, files=list(files), name="Assistant", memory=LongTermMemory())
         return assistant(llm=llm, files=list(files), name="Assistant")
     logger.info("agent: FnCallAgent (the Assistant is not available)")
     return FnCallAgent(llm=llm, name="Assistant")
@@ -126,6 +131,28 @@ def collect_files(files: Sequence[str], directory: str | None) -> list[str]:
             )
         out += readable
     return out
+
+
+def ask_before_running_code(agent: Any) -> list[str]:
+    """Make every tool of `agent` (and of its members) that runs code the model wrote ask a person first, unless its
+    `requires_approval` was set: what `gui` and `serve` answer comes from text anyone may have written (a page, a
+    file, a message), which can tell the model what to run. The names of the tools it changed."""
+    changed: list[str] = []
+    seen: set[int] = set()
+    todo = [agent]
+    while todo:
+        a = todo.pop()
+        if id(a) in seen:
+            continue
+        seen.add(id(a))
+        for t in getattr(a, "function_map", {}).values():
+            if getattr(t, "runs_code", False) and "requires_approval" not in vars(t):
+                t.requires_approval = True
+                changed.append(t.name)
+        todo += list(getattr(a, "agents", None) or ())
+    if changed:
+        logger.info("asking for approval before each call of %s (set requires_approval to decide)", ", ".join(changed))
+    return changed
 
 
 def is_assistant(agent: Agent) -> bool:

@@ -12,6 +12,7 @@ from chatagent.llm.base import Usage
 
 if TYPE_CHECKING:
     from chatagent.run.events import Callback
+    from chatagent.run.requests import ToolControl
 
 CURRENT: ContextVar[RunContext | None] = ContextVar("chatagent_run", default=None)
 
@@ -20,7 +21,8 @@ class RunContext:
     """Per-run state, readable while and after the run: token usage, the deadline, the callbacks,
     how often each tool was called, generate_cfg for this run only, the agent it belongs to, the conversation's
     session_id, the plugins, how often a plugin retried the run (`attempt`), the validated structured answer
-    (`output`, with `response_format`), and the run this one is part of (`parent`, for a sub-agent's part)."""
+    (`output`, with `response_format`), the run this one is part of (`parent`, for a sub-agent's part), and the
+    controls over its tool calls (`controls`: its own and its parents', see `chatagent.run.requests.ToolControl`)."""
 
     __slots__ = (
         "usage",
@@ -30,11 +32,13 @@ class RunContext:
         "generate_cfg",
         "agent_name",
         "session_id",
+        "session",
         "plugins",
         "attempt",
         "output",
         "parent",
         "trace",
+        "controls",
     )
 
     def __init__(
@@ -47,11 +51,13 @@ class RunContext:
         self.generate_cfg: dict[str, Any] | None = None
         self.agent_name = agent_name
         self.session_id: str | None = None  # run(..., session_id=...): tools keep per-conversation state under it
+        self.session: Any = None  # run(..., session=...): the chatagent.Session (its user, its id)
         self.plugins: Any = None  # a chatagent.plugins.Plugins, or None when the run has none
         self.attempt = 0  # retries asked for by a plugin (chatagent.plugins.Retry)
         self.output: Any = None  # the validated answer, with response_format
         self.parent: RunContext | None = None
         self.trace: Any = None  # what chatagent.telemetry keeps for this run (its span and context)
+        self.controls: tuple[ToolControl, ...] = ()  # the controlled runs this one is part of, outermost first
 
     def check_deadline(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
@@ -62,7 +68,9 @@ class RunContext:
         ctx = RunContext(self.deadline, self.callbacks, agent_name)
         ctx.usage = self.usage
         ctx.session_id = self.session_id
+        ctx.session = self.session
         ctx.parent = self
+        ctx.controls = self.controls
         return ctx
 
 

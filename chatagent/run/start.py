@@ -87,6 +87,7 @@ def stream(
 
     session = checked_session(session)
     kwargs.setdefault("session_id", tool_state_key(session))
+    context.session = session  # whose run it is: per-user state (long-term memory) follows the session's user
 
     def start(conversation: list[Message]) -> Iterator[Fragments]:
         return drive(loop(agent, conversation, lang, context, kwargs))
@@ -111,6 +112,7 @@ def astream(
 
     session = checked_session(session)
     kwargs.setdefault("session_id", tool_state_key(session))
+    context.session = session  # whose run it is: per-user state (long-term memory) follows the session's user
 
     def start(conversation: list[Message]) -> AsyncIterator[Fragments]:
         return adrive(loop(agent, conversation, lang, context, kwargs), blocking)
