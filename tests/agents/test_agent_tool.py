@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from chatagent import FnCallAgent, ModelServiceError, Plugin, ScriptedLLM, approval_message, pending_approval, tool
+from chatagent.llm.prepare import untrusted
 from chatagent.llm.scripted import tool_call
 from chatagent.run.nested import NESTED
 from tests.support.openai_server import Reply
@@ -68,7 +69,8 @@ def test_a_failing_sub_agent_is_the_tool_error_result():
     rsp = boss.run_nonstream(ASK)
     result = [m for m in rsp if m["role"] == "function"][0]
     assert result["content"].startswith("Error: researcher failed: ModelServiceError")
-    assert boss_llm.calls[1].messages[-1].content == result["content"]  # the model reads the error
+    # the model reads the error, marked as untrusted data like any tool result
+    assert boss_llm.calls[1].messages[-1].content == untrusted(result["content"], "tool researcher")
     assert rsp[-1]["content"] == "Sorry."
 
 
@@ -80,7 +82,7 @@ def test_the_sub_agents_plugins_apply_inside():
     _, boss, _, boss_llm = _team(["quiet answer"], [tool_call("researcher", {"task": "t"}), "ok"], plugins=[Shout()])
     rsp = boss.run_nonstream(ASK)
     assert [m for m in rsp if m["role"] == "function"][0]["content"] == "QUIET ANSWER"
-    assert boss_llm.calls[1].messages[-1].content == "QUIET ANSWER"
+    assert boss_llm.calls[1].messages[-1].content == untrusted("QUIET ANSWER", "tool researcher")
 
 
 def test_approval_inside_pauses_the_caller_and_resumes_the_sub_agent():
