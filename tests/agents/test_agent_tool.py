@@ -8,7 +8,16 @@ import asyncio
 
 import pytest
 
-from chatagent import FnCallAgent, ModelServiceError, Plugin, ScriptedLLM, approval_message, pending_approval, tool
+from chatagent import (
+    FnCallAgent,
+    ModelServiceError,
+    Plugin,
+    ScriptedLLM,
+    TextPolicy,
+    approval_message,
+    pending_approval,
+    tool,
+)
 from chatagent.llm.prepare import untrusted
 from chatagent.llm.scripted import tool_call
 from chatagent.run.nested import NESTED
@@ -150,3 +159,15 @@ def test_agent_as_tool_over_http(openai_server):
     assert [m.get("name") for m in rsp] == ["boss", "researcher", "researcher", "boss"]
     assert rsp[2]["content"] == "About 6650 km." and rsp[-1]["content"] == "The Nile is about 6650 km long."
     assert run.usage.calls == 3
+
+
+@pytest.mark.parametrize("per", ["answer", "sentence"])
+def test_under_the_callers_output_checks_the_nested_messages_keep_their_agents_name(per):
+    _, boss, _, _ = _team(["The Nile is long. It is 6650 km."], [tool_call("researcher", {"task": "t"}), "6650 km."])
+    boss.plugins = [TextPolicy(redact=[r"\d{4} km"], replacement="[n] km", per=per)]
+    seen = [list(r) for r in boss.run(ASK)]
+    nested_ones = [m for m in seen[-1] if NESTED in (m.get("extra") or {})]
+    assert [m["name"] for m in nested_ones] == ["researcher"]
+    assert nested_ones[0]["content"] == "The Nile is long. It is [n] km."  # the caller's checks apply to it too
+    assert all(m["name"] == "researcher" for r in seen for m in r if NESTED in (m.get("extra") or {}))
+    assert seen[-1][-1] == {"role": "assistant", "content": "[n] km.", "name": "boss"}
