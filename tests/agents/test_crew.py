@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from pydantic import BaseModel
 
-from chatagent import Crew, FnCallAgent, ScriptedLLM, Session, Task, TaskFailed
+from chatagent import Crew, FnCallAgent, ScriptedLLM, Session, Task, TaskFailed, pending_approval, tool
 from chatagent.agents.teams.crew import CREW_TASK, PENDING_HUMAN_INPUT
 from chatagent.llm.scripted import tool_call
 
@@ -103,6 +103,69 @@ def test_human_input_pauses_and_resumes_through_a_session(tmp_path):
     assert [t.raw for t in out.tasks_output] == ["Draft two.", "Edited draft two."]
     with pytest.raises(ValueError, match="session"):
         crew.kickoff(feedback="more")
+
+
+def _publishing_team(sent):
+    @tool(requires_approval=True)
+    def publish(text: str) -> str:
+        """Publish a text.
+
+        Args:
+            text: what to publish.
+        """
+        sent.append(text)
+        return "published"
+
+    writer = _agent("writer", ["Rivers shape valleys.", "Rivers carve valleys."])
+    publisher = FnCallAgent(llm=ScriptedLLM([tool_call("publish", {"text": "Rivers shape valleys."}), "Published it.",
+                                             tool_call("publish", {"text": "x"}), "Not published."]),
+                            name="publisher", function_list=[publish])  # fmt: skip
+    tasks = [Task("Write about {topic}", "a sentence", agent=writer), Task("Publish it", "done", agent=publisher)]
+    return writer, publisher, Crew(agents=[writer, publisher], tasks=tasks)
+
+
+def test_a_tool_waiting_for_approval_pauses_the_crew_and_the_decision_resumes_it(tmp_path):
+    sent = []
+    writer, publisher, crew = _publishing_team(sent)
+    s = Session("publish", store=str(tmp_path / "s.db"))
+    out = crew.kickoff(inputs={"topic": "rivers"}, session=s)
+    waiting = pending_approval(s.messages())
+    assert waiting is not None and waiting[0]["name"] == "publish" and sent == []  # nothing ran before the decision
+    assert out.pending == {"task": 1, "agent": "publisher", "approval": waiting} and out.raw == ""
+    assert [t.raw for t in out.tasks_output] == ["Rivers shape valleys."]
+    out = crew.kickoff(approval=True, session=s)  # the publisher goes on where it stopped; the writer is not asked
+    assert sent == ["Rivers shape valleys."] and out.pending is None and out.raw == "Published it."
+    assert [t.raw for t in out.tasks_output] == ["Rivers shape valleys.", "Published it."]
+    assert len(writer.llm.calls) == 1 and len(publisher.llm.calls) == 2
+    assert publisher.llm.calls[1].messages[-1].role == "function"  # the model reads the result of its call
+    with pytest.raises(ValueError, match="one of them"):
+        crew.kickoff(inputs={"topic": "x"}, approval=True, session=s)
+
+
+def test_a_denied_call_reaches_the_tasks_agent_and_the_crew_goes_on(tmp_path):
+    sent = []
+    _, publisher, crew = _publishing_team(sent)
+    publisher.llm = ScriptedLLM([tool_call("publish", {"text": "x"}), "Not published: denied."])
+    s = Session("deny", store=str(tmp_path / "s.db"))
+    crew.kickoff(inputs={"topic": "rivers"}, session=s)
+    run = crew.run(approval=False, session=s)
+    response = list(run)[-1]
+    assert sent == [] and run.context.output.raw == "Not published: denied."
+    assert "denied" in publisher.llm.calls[1].messages[-1].content
+    assert all(m.get("name") in ("publisher", "publish") for m in response)  # no task started again
+
+
+def test_in_a_hierarchical_crew_the_approval_resumes_the_coworker_inside_the_manager(tmp_path):
+    sent = []
+    _, publisher, _ = _publishing_team(sent)
+    manager = ScriptedLLM([tool_call("delegate_work_to_coworker", {"task": "Publish it", "coworker": "publisher"}),
+                           "Checked: Published it."])  # fmt: skip
+    crew = Crew(agents=[publisher], tasks=[Task("Publish {what}", "done")], process="hierarchical", manager=manager)
+    s = Session("hier", store=str(tmp_path / "s.db"))
+    assert crew.kickoff(inputs={"what": "it"}, session=s).pending["agent"] == "manager" and sent == []
+    out = crew.kickoff(approval=True, session=s)
+    assert sent == ["Rivers shape valleys."] and out.raw == "Checked: Published it."
+    assert len(manager.calls) == 2 and len(publisher.llm.calls) == 2
 
 
 def test_a_hierarchical_crew_delegates_through_its_manager():

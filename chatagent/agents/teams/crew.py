@@ -14,7 +14,10 @@ same on asyncio, plugins, events and traces see every model and tool call, and u
 A task with `human_input=True` pauses the crew after it, as tool approval does: the response ends with a message
 marked `extra['pending_human_input']` (`out.pending`). Resume with the person's feedback: `kickoff(feedback=...,
 session=s)` on the session it paused in ('' accepts the answer; other text sends it back to the agent), or append
-`human_feedback(text)` to the conversation and run the crew's agent again.
+`human_feedback(text)` to the conversation and run the crew's agent again. A tool call of a task's agent that waits
+for approval pauses the crew too (`out.pending['approval']`, and `pending_approval(response)` as for any run):
+`kickoff(approval=True | False | {call_id: bool}, session=s)`, or `approval_message(...)` appended, lets the agent
+go on where it stopped.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from chatagent.agents.teams.delegation import make_manager
 from chatagent.agents.teams.task import Task, TaskOutput, missing_inputs
 from chatagent.agents.teams.task_run import run_task
 from chatagent.llm.base import Usage
+from chatagent.run.approval import PENDING_APPROVAL, approval_message, is_approval
 from chatagent.schema import ASSISTANT, USER, Message, content_text
 from chatagent.schema.fragment import Fragment
 from chatagent.utils.kwargs import reject_unknown
@@ -148,52 +152,68 @@ class Crew:
         inputs: dict[str, Any] | None = None,
         *,
         feedback: str | None = None,
+        approval: bool | dict[str, bool] | None = None,
         session: Any = None,
         delta_stream: bool = False,
         **kwargs: Any,
     ) -> Run[Any]:
         """The crew's run, streamed like `Agent.run` (see the module docstring)."""
-        return self._agent.run(self._start(inputs, feedback, session), session=session, delta_stream=delta_stream,
-                               **kwargs)  # fmt: skip
+        return self._agent.run(self._start(inputs, feedback, approval, session), session=session,
+                               delta_stream=delta_stream, **kwargs)  # fmt: skip
 
     def arun(
         self,
         inputs: dict[str, Any] | None = None,
         *,
         feedback: str | None = None,
+        approval: bool | dict[str, bool] | None = None,
         session: Any = None,
         delta_stream: bool = False,
         **kwargs: Any,
     ) -> ARun[Any]:
         """`run()` on the running asyncio event loop."""
-        return self._agent.arun(self._start(inputs, feedback, session), session=session, delta_stream=delta_stream,
-                                **kwargs)  # fmt: skip
+        return self._agent.arun(self._start(inputs, feedback, approval, session), session=session,
+                                delta_stream=delta_stream, **kwargs)  # fmt: skip
 
     def kickoff(
-        self, inputs: dict[str, Any] | None = None, *, feedback: str | None = None, session: Any = None, **kwargs: Any
+        self,
+        inputs: dict[str, Any] | None = None,
+        *,
+        feedback: str | None = None,
+        approval: bool | dict[str, bool] | None = None,
+        session: Any = None,
+        **kwargs: Any,
     ) -> CrewOutput:
-        """Run the crew to its end (or to a pause for review); its output."""
-        run = self.run(inputs, feedback=feedback, session=session, **kwargs)
+        """Run the crew to its end (or to a pause for a person); its output."""
+        run = self.run(inputs, feedback=feedback, approval=approval, session=session, **kwargs)
         for _ in run:
             pass
         return _output(run.context)
 
     async def akickoff(
-        self, inputs: dict[str, Any] | None = None, *, feedback: str | None = None, session: Any = None, **kwargs: Any
+        self,
+        inputs: dict[str, Any] | None = None,
+        *,
+        feedback: str | None = None,
+        approval: bool | dict[str, bool] | None = None,
+        session: Any = None,
+        **kwargs: Any,
     ) -> CrewOutput:
         """`kickoff()` on the running asyncio event loop."""
-        run = self.arun(inputs, feedback=feedback, session=session, **kwargs)
+        run = self.arun(inputs, feedback=feedback, approval=approval, session=session, **kwargs)
         async for _ in run:
             pass
         return _output(run.context)
 
-    def _start(self, inputs: dict[str, Any] | None, feedback: str | None, session: Any) -> list[dict[str, Any]]:
-        if feedback is not None:
-            if inputs is not None:
-                raise ValueError("give inputs to start the crew, or feedback to resume it: not both")
+    def _start(
+        self, inputs: dict[str, Any] | None, feedback: str | None, approval: Any, session: Any
+    ) -> list[dict[str, Any]]:
+        if feedback is not None or approval is not None:
+            if [inputs, feedback, approval].count(None) != 2:
+                raise ValueError("give inputs to start the crew, or feedback or approval to resume it: one of them")
             if session is None:
-                raise ValueError("feedback resumes a crew paused in a session: give that session=")
-            return [human_feedback(feedback)]
+                raise ValueError("feedback and approval resume a crew paused in a session: give that session=")
+            return [human_feedback(feedback)] if feedback is not None else [approval_message(approval)]
         inputs = dict(inputs or {})
         missing = missing_inputs(self.tasks, inputs)
         if missing:
@@ -212,26 +232,43 @@ def _output(context: Any) -> CrewOutput:
 
 class _Progress:
     """Where a crew is in a conversation: its inputs, the outputs of the tasks done, a task paused for review and
-    the person's feedback on it."""
+    the person's feedback on it, or a task paused for tool approval and its agent's messages so far (with the
+    person's decision last)."""
 
     def __init__(self, crew: Crew, messages: list[Message]) -> None:
         self.inputs: dict[str, Any] = {}
         self.outputs: list[TaskOutput] = []
         self.review: int | None = None  # the task whose answer awaits (or got) a person's feedback
         self.feedback: str | None = None
+        self.approving: int | None = None  # the task whose agent's tool call awaits (or got) a person's approval
+        self.worked: list[Message] = []  # that agent's messages so far, the approval message last
         last = messages[-1] if messages else None
         if last is None or last.role != USER:
             raise ValueError("a crew starts (or resumes) on a user message")
-        paused = len(messages) >= 2 and bool(messages[-2].extra and PENDING_HUMAN_INPUT in messages[-2].extra)
-        if not paused:
+        before = messages[-2].extra if len(messages) >= 2 else None
+        if before and PENDING_APPROVAL in before and is_approval(last):
+            start = self._restore(crew, messages)
+            task_at = max(i for i in range(start, len(messages)) if CREW_TASK in (messages[i].extra or {}))
+            self.approving = (messages[task_at].extra or {})[CREW_TASK]["index"]
+            self.worked = messages[task_at + 1 :]
+            return
+        if not (before and PENDING_HUMAN_INPUT in before):
             if last.extra and HUMAN_FEEDBACK in last.extra:
                 raise ValueError("the feedback answers no crew paused for review (it must follow the pause)")
+            if is_approval(last):
+                raise ValueError("the approval answers no crew paused for it (it must follow the pause)")
             self.inputs = dict((last.extra or {}).get(CREW_INPUTS) or _inputs_from_text(content_text(last.content)))
             return
         self.feedback = content_text(last.content).strip()
+        self._restore(crew, messages)
+        self.review = len(self.outputs) - 1
+
+    def _restore(self, crew: Crew, messages: list[Message]) -> int:
+        """Read the inputs and the outputs of the tasks done from a paused crew's conversation; where it started."""
         start = max((i for i, m in enumerate(messages) if m.extra and CREW_INPUTS in m.extra), default=-1)
         if start < 0:
-            start = max(i for i, m in enumerate(messages[:-1]) if m.role == USER and not _is_feedback(m, messages, i))
+            start = max(i for i, m in enumerate(messages[:-1]) if m.role == USER and not _is_feedback(m, messages, i)
+                        and not is_approval(m))  # fmt: skip
             self.inputs = _inputs_from_text(content_text(messages[start].content))
         else:
             self.inputs = dict((messages[start].extra or {})[CREW_INPUTS])
@@ -241,7 +278,7 @@ class _Progress:
             if record is not None:
                 done[record["index"]] = _task_output(crew.tasks[record["index"]], record)
         self.outputs = [done[k] for k in sorted(done)]
-        self.review = len(self.outputs) - 1
+        return start
 
 
 def _is_feedback(m: Message, messages: list[Message], i: int) -> bool:
@@ -300,15 +337,24 @@ class CrewAgent(Agent):
             first = progress.review + 1
         elif progress.review is not None:
             first = progress.review
+        elif progress.approving is not None:  # the task goes on where its agent paused
+            first = progress.approving
         for k in range(first, len(crew.tasks)):
             task = crew.tasks[k]
             agent = crew.agent_for(task)
             redo = outputs[k] if progress.review == k else None
-            yield [_progress_fragment(crew, k, task, agent, progress.inputs, pos)]
-            pos += 1
-            out, shown = yield from run_task(task, agent, k, progress.inputs, _context(crew, task, outputs[:k]), pos,
-                                             lang, redo, progress.feedback if redo is not None else None)  # fmt: skip
+            worked = progress.worked if progress.approving == k else None
+            if worked is None:
+                yield [_progress_fragment(crew, k, task, agent, progress.inputs, pos)]
+                pos += 1
+            out, shown, waiting = yield from run_task(task, agent, k, progress.inputs, _context(crew, task, outputs[:k]), pos,
+                                             lang, redo, progress.feedback if redo is not None else None,
+                                             worked)  # fmt: skip
             pos += shown
+            if out is None:  # a tool call of the task's agent waits for a person's approval
+                pending = {"task": k, "agent": agent.name, "approval": waiting}
+                current_run().output = CrewOutput("", list(outputs), pending=pending)
+                return
             yield [Fragment.unchecked(ASSISTANT, "", out.agent, None, None, {TASK_OUTPUT: _record(k, out)}, pos - 1)]
             del outputs[k:]
             outputs.append(out)

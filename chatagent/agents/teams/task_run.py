@@ -11,7 +11,7 @@ from chatagent.agent import Agent
 from chatagent.agents.basic import BasicAgent
 from chatagent.agents.teams.task import JUDGE, Task, TaskFailed, TaskOutput, check_with, task_prompt
 from chatagent.plugins.structured import parse_structured
-from chatagent.run.approval import PENDING_APPROVAL
+from chatagent.run.approval import pending_approval
 from chatagent.run.nested import answer_of
 from chatagent.run.requests import Asking
 from chatagent.run.subagent import hidden, run_subagent
@@ -34,22 +34,26 @@ def run_task(
     lang: str,
     redo: TaskOutput | None = None,
     feedback: str | None = None,
-) -> Asking[tuple[TaskOutput, int]]:
-    """Run `task` with `agent`, its messages shown from `start`: (its output, how many messages it showed).
-    `redo` and `feedback`: the answer a person sent back, and what they said."""
+    worked: list[Message] | None = None,
+) -> Asking[tuple[TaskOutput | None, int, list[dict[str, Any]]]]:
+    """Run `task` with `agent`, its messages shown from `start`: (its output, how many messages it showed, []), or
+    (None, how many, the calls waiting) when a tool call of the agent waits for a person's approval.
+    `redo` and `feedback`: the answer a person sent back, and what they said; `worked`: the agent's messages when it
+    paused for approval, the person's decision last (it goes on from there)."""
     description, expected = task.filled(inputs)
     worker = _worker(agent, task)
     conversation = [Message.unchecked(USER, task_prompt(description, expected, context))]
     if redo is not None:
         conversation += [Message.unchecked(ASSISTANT, redo.raw), Message.unchecked(USER, FEEDBACK.format(
             feedback=feedback))]  # fmt: skip
+    conversation += worked or []
     shown = 0
     for attempt in range(task.guardrail_max_retries + 1):
         reply = yield from run_subagent(worker, conversation, lang, start + shown)
         shown += len(reply)
-        if reply and reply[-1].extra and PENDING_APPROVAL in reply[-1].extra:
-            raise TaskFailed(f"task {index + 1}: a tool of {agent.name} waits for approval, which a crew cannot "
-                             "give yet; give that agent tools that need no approval")  # fmt: skip
+        waiting = pending_approval(reply)
+        if waiting:
+            return None, shown, waiting
         raw = answer_of(reply)
         out = TaskOutput(description, raw, agent.name, None, None, expected, task.name)
         if task.output_pydantic is not None:
@@ -61,12 +65,12 @@ def run_task(
                 ) from None
             out.json_dict = out.pydantic.model_dump(mode="json")
         if task.guardrail is None:
-            return out, shown
+            return out, shown, []
         passed, value = yield from _check(task, out, agent, lang)
         if passed:
             if isinstance(value, str) and task.output_pydantic is None:
                 out.raw = value
-            return out, shown
+            return out, shown, []
         if attempt == task.guardrail_max_retries:
             raise TaskFailed(f"task {index + 1} did not pass its guardrail after {attempt + 1} tries: {value}")
         conversation = conversation + reply + [Message.unchecked(USER, FAILED_CHECK.format(feedback=value))]
