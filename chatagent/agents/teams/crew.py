@@ -175,32 +175,16 @@ class Crew:
         return self._agent.arun(self._start(inputs, feedback, approval, session), session=session,
                                 delta_stream=delta_stream, **kwargs)  # fmt: skip
 
-    def kickoff(
-        self,
-        inputs: dict[str, Any] | None = None,
-        *,
-        feedback: str | None = None,
-        approval: bool | dict[str, bool] | None = None,
-        session: Any = None,
-        **kwargs: Any,
-    ) -> CrewOutput:
-        """Run the crew to its end (or to a pause for a person); its output."""
-        run = self.run(inputs, feedback=feedback, approval=approval, session=session, **kwargs)
+    def kickoff(self, inputs: dict[str, Any] | None = None, **kwargs: Any) -> CrewOutput:
+        """Run the crew to its end (or to a pause for a person); its output. Takes `run()`'s arguments."""
+        run = self.run(inputs, **kwargs)
         for _ in run:
             pass
         return _output(run.context)
 
-    async def akickoff(
-        self,
-        inputs: dict[str, Any] | None = None,
-        *,
-        feedback: str | None = None,
-        approval: bool | dict[str, bool] | None = None,
-        session: Any = None,
-        **kwargs: Any,
-    ) -> CrewOutput:
+    async def akickoff(self, inputs: dict[str, Any] | None = None, **kwargs: Any) -> CrewOutput:
         """`kickoff()` on the running asyncio event loop."""
-        run = self.arun(inputs, feedback=feedback, approval=approval, session=session, **kwargs)
+        run = self.arun(inputs, **kwargs)
         async for _ in run:
             pass
         return _output(run.context)
