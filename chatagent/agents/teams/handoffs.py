@@ -20,11 +20,10 @@ from typing import TYPE_CHECKING, Any
 from chatagent.run.agent_tool import tool_name_for
 from chatagent.run.context import current_run
 from chatagent.schema import ASSISTANT, FUNCTION, Message
+from chatagent.tools.tool import BaseTool
 
 if TYPE_CHECKING:
     from chatagent.agent import Agent
-
-from chatagent.tools.tool import BaseTool
 
 HANDOFF_TO = "handoff_to"  # extra key of a transfer's function message: the receiver's name
 MAX_HANDOFFS = 10  # transfers in one turn, after which the model is told to answer itself
