@@ -26,14 +26,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 @pytest.fixture
-def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "runs.txt"
-    path.write_text("")
-    monkeypatch.setenv("CHATAGENT_TEST_RUNS", str(path))
-    return path
-
-
-@pytest.fixture
 def bank(tmp_path: Path, runs: Path) -> Iterator[AgentServer]:
     with AgentServer(mcp_agents.bank(), port=0, a2a=True, store=f"sqlite:///{tmp_path}/s.db") as server:
         yield server

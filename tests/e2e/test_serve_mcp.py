@@ -31,15 +31,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The file the test agents' tools write each run to."""
-    path = tmp_path / "runs.txt"
-    path.write_text("")
-    monkeypatch.setenv("CHATAGENT_TEST_RUNS", str(path))
-    return path
-
-
-@pytest.fixture
 def bank_server(tmp_path: Path, runs: Path) -> Iterator[AgentServer]:
     agent = mcp_agents.bank()
     with AgentServer(agent, port=0, mcp=True, expose_tools=True, store=f"sqlite:///{tmp_path}/s.db") as server:
@@ -184,11 +175,16 @@ def test_cancelling_the_call_closes_the_agents_run(tmp_path: Path) -> None:
         assert cancelled.wait(30), "the tool was not cancelled with the call"
 
 
-def test_chatagent_mcp_serves_an_agent_over_stdio(tmp_path: Path, runs: Path) -> None:
+def mcp_command(tmp_path: Path, agent: str) -> StdioServerParameters:
+    """`chatagent mcp --expose-tools` serving `tests.support.mcp_agents:<agent>`, as a desktop client starts it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CHATAGENT_WORKSPACE": str(tmp_path / "ws")}
-    command = [sys.executable, "-m", "chatagent", "mcp", "--agent", "tests.support.mcp_agents:bank", "--expose-tools",
-               "--store", f"sqlite:///{tmp_path}/s.db"]  # fmt: skip
-    params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(ROOT))
+    args = ["-m", "chatagent", "mcp", "--agent", f"tests.support.mcp_agents:{agent}", "--expose-tools", "--store",
+            f"sqlite:///{tmp_path}/s.db"]  # fmt: skip
+    return StdioServerParameters(command=sys.executable, args=args, env=env, cwd=str(ROOT))
+
+
+def test_chatagent_mcp_serves_an_agent_over_stdio(tmp_path: Path, runs: Path) -> None:
+    params = mcp_command(tmp_path, "bank")
 
     async def main() -> tuple:
         async with Client(params) as c:
@@ -211,10 +207,7 @@ def test_chatagent_mcp_serves_an_agent_over_stdio(tmp_path: Path, runs: Path) ->
 def test_chatagent_mcp_asks_before_running_code(tmp_path: Path, runs: Path) -> None:
     """As `serve` and `gui` do, `chatagent mcp` makes a tool that runs code ask a person first: not exposed as a tool
     of its own, and an ask_ call pauses on it."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CHATAGENT_WORKSPACE": str(tmp_path / "ws")}
-    command = [sys.executable, "-m", "chatagent", "mcp", "--agent", "tests.support.mcp_agents:coder", "--expose-tools",
-               "--store", f"sqlite:///{tmp_path}/s.db"]  # fmt: skip
-    params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(ROOT))
+    params = mcp_command(tmp_path, "coder")
 
     async def main() -> tuple:
         async with Client(params) as c:
