@@ -276,7 +276,7 @@ def test_react_transcript_streams_one_growing_message():
         ]
     )
     yields = list(
-        ReActChat(llm=llm, function_list=[population], transcript=True).run([{"role": "user", "content": "?"}])
+        ReActChat(llm=llm, function_list=[population]).run([{"role": "user", "content": "?"}])
     )
     assert all(len(y) == 1 for y in yields)
     texts = [y[0]["content"] for y in yields]

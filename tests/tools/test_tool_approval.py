@@ -172,7 +172,7 @@ def test_react_chat_pauses_for_approval_too():
             "Thought: Done.\nFinal Answer: It is gone.",
         ]
     )
-    bot = ReActChat(llm=llm, function_list=make_tools(ran))
+    bot = ReActChat(llm=llm, function_list=make_tools(ran), transcript=False)
     first = bot.run_nonstream(USER)
     assert ran == [] and pending_approval(first)[0]["name"] == "delete"
     resumed = bot.run_nonstream(USER + first + [approval_message(True)])
