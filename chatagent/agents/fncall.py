@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from chatagent.agent import Agent, current_run, emit_tool_end, emit_tool_start
-from chatagent.schema import ASSISTANT, FUNCTION, USER, ContentItem, Message, content_text
+from chatagent.schema import ASSISTANT, FUNCTION, USER, ContentItem, FunctionCall, Message, content_text
 from chatagent.schema.fragment import Fragment, fragment
 from chatagent.tools.calling import PreparedCall, ToolOutcome, call_key, prepare_call
 
@@ -88,7 +88,7 @@ class FnCallAgent(Agent):
         for _ in range(self.max_llm_calls):
             reply = yield from self._call_llm(messages + response, functions, start=len(response))
             response.extend(reply)
-            calls = [m for m in reply if m.function_call is not None]
+            calls = self._tool_calls(reply)
             if not calls:
                 return response
             outcomes = yield from self._run_calls(calls, history, messages + response, response, lang, kwargs)
@@ -102,6 +102,23 @@ class FnCallAgent(Agent):
                 response.append(Message.unchecked(ASSISTANT, text))
                 return response
         return (yield from self._final_answer(messages, response, lang))
+
+    def _tool_calls(self, reply: list[Message]) -> list[Message]:
+        """The reply's messages that call a tool (as an overridden `_detect_tool` sees them, if there is one)."""
+        if "_detect_tool" not in self.overridden_steps:
+            return [m for m in reply if m.function_call is not None]
+        calls: list[Message] = []
+        for m in reply:
+            use, name, args, _ = self._detect_tool(m)
+            if use:
+                args = args if isinstance(args, str) else orjson.dumps(args).decode()
+                fc = m.function_call
+                calls.append(
+                    m
+                    if fc and (fc.name, fc.arguments) == (name, args)
+                    else m.copy(function_call=FunctionCall(name, args))
+                )
+        return calls
 
     def _final_answer(self, messages: list[Message], response: list[Message], lang: str) -> Iterator[list[Message]]:
         """The budget is spent: ask once more, without tools, and mark the answer with why the run stopped.
@@ -137,15 +154,21 @@ class FnCallAgent(Agent):
             context = [Message.unchecked(USER, [ContentItem(file=f) for f in self.files])] + context
         tool_kwargs = {**kwargs, "messages": context, "lang": lang}
         prepared: list[PreparedCall | ToolOutcome] = []
+        override = "_call_tool" in self.overridden_steps
         for m in calls:
             fc = m.function_call
             assert fc is not None, "_run_calls is given the reply's messages that call a tool"
             call_id = (m.extra or {}).get("function_id")
-            if callbacks:
+            if callbacks and not override:  # (the base _call_tool an override calls tells them itself)
                 emit_tool_start(self.name, fc.name, fc.arguments, call_id, ctx)
             if history.repeated(fc.name, fc.arguments):
                 outcome = ToolOutcome(fc.name, fc.arguments, call_id)
                 prepared.append(outcome.fail("loop", loop_message(fc.name)))
+                continue
+            if override:  # called in order, here, with Qwen-Agent's arguments (and chatagent's, if it takes them)
+                outcome = ToolOutcome(fc.name, fc.arguments, call_id)
+                outcome.content = self._call_tool(fc.name, fc.arguments, call_id=call_id, **tool_kwargs)
+                prepared.append(outcome)
                 continue
             prepared.append(
                 prepare_call(
@@ -168,7 +191,7 @@ class FnCallAgent(Agent):
                 waited += 1
             else:
                 outcome = p
-            if callbacks:
+            if callbacks and not override:
                 emit_tool_end(self.name, outcome, ctx)
             outcomes.append(outcome)
             extra = {"function_id": outcome.call_id} if outcome.call_id is not None else None

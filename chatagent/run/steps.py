@@ -36,6 +36,8 @@ class RunSteps:
     extra_generate_cfg: dict[str, Any]
     function_map: dict[str, Any]
     fragment_native: ClassVar[bool]
+    #: which of `_call_llm`, `_call_tool`, `_detect_tool` a subclass overrides (see `chatagent.run.compat`)
+    overridden_steps: ClassVar[frozenset[str]] = frozenset()
 
     if TYPE_CHECKING:  # Agent's properties
 
@@ -106,6 +108,11 @@ class RunSteps:
         cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
         # tool results reach the model marked as untrusted data (a Qwen-style loop's dicts stay dicts: chat takes them)
         messages = cast("list[Message]", [as_data(m) for m in messages])
+        overridden = stream and self.fragment_native and "_call_llm" in self.overridden_steps
+        placed = compat.placement() if overridden else None
+        if placed is not None:  # called by an override of this method that runs in a built-in loop
+            call = ModelCall(self.llm, messages, functions, cfg, placed.start, ctx, placed.view, placed.hide)
+            return compat.placed_call(call)
         if not stream:
             return self.llm.chat(
                 messages, functions, stream=False, extra_generate_cfg=cfg, usage=ctx.usage, deadline=ctx.deadline
@@ -134,7 +141,10 @@ class RunSteps:
     def _run_tool(
         self, tool_name: str, tool_args: str | dict[str, Any] | None = "{}", **kwargs: Any
     ) -> Asking[str | list[ContentItem]]:
-        """`_call_tool` for loops that serve `arun` too: `content = yield from self._run_tool(name, args)`."""
+        """`_call_tool` for loops that serve `arun` too: `content = yield from self._run_tool(name, args)` (an
+        overridden `_call_tool` is called in its place)."""
+        if "_call_tool" in self.overridden_steps:
+            return compat.tool_override(self._call_tool, tool_name, tool_args, kwargs)
         return run_tool(cast("Runnable", self), tool_name, tool_args, **kwargs)  # mixed into Agent, a Runnable
 
     def _call_tool(
@@ -146,7 +156,7 @@ class RunSteps:
         Every failure the model can fix (unknown tool, bad arguments, the tool raising or timing out,
         `max_calls` used up) comes back as a short error text for the model; the traceback goes to the log.
         """
-        return drain(self._run_tool(tool_name, tool_args, **kwargs))
+        return drain(run_tool(cast("Runnable", self), tool_name, tool_args, **kwargs))  # not an override's
 
     @staticmethod
     def _blocking(fn: Callable[..., _Result], *args: Any) -> Asking[_Result]:
