@@ -8,8 +8,9 @@ on to the driver; when nobody passes it on, it calls the model itself and yields
 
 Overrides of `_call_llm` and `_call_tool` written the Qwen-Agent way, in an agent whose loop is built in: each is
 called with the parameters it accepts only (`accepted`); an overridden `_call_llm` is driven by `overridden_llm`,
-which places what it yields in the response and sends its requests on (the base `_call_llm` it calls gives the
-model call, then the reply as a whole list: `echoed`); an overridden `_call_tool` is called in place (`tool_override`).
+which places what it yields in the response and sends its requests on (the base `_call_llm` it calls is
+`placed_call`: usable with `yield from` or a plain for loop); an overridden `_call_tool` is called in place
+(`tool_override`). `Agent.__init_subclass__` wraps the overrides (`wrap_call_llm`, `wrap_call_tool`).
 """
 
 from __future__ import annotations

@@ -102,6 +102,8 @@ class RunSteps:
 
         Qwen-Agent style works too (in an agent that is not `fragment_native`): `for rsp in self._call_llm(...)`
         yields the reply so far as whole lists (an empty one first), and `stream=False` returns the whole reply.
+        A subclass of a built-in agent may override this (and `_call_tool`, `_detect_tool`) with Qwen-Agent's
+        signature: the built-in loop calls the override (see `chatagent.run.compat`).
         """
         ctx = current_run()
         ctx.check_deadline()

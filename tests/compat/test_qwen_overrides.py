@@ -41,8 +41,8 @@ class ForLoopPassThrough(FnCallAgent):
 
     def _call_llm(self, messages, functions=None, stream=True, extra_generate_cfg=None):
         self.seen.append(len(messages))
-        for rsp in super()._call_llm(messages=messages, functions=functions, stream=stream):
-            yield rsp
+        for rsp in super()._call_llm(messages=messages, functions=functions, stream=stream):  # noqa: UP028
+            yield rsp  # (a plain for loop, as Qwen-Agent's users write it: not the same as yield from)
 
 
 class ReturnsTheBase(FnCallAgent):
