@@ -198,7 +198,7 @@ def test_memory_stays_flat_over_300_runs_over_http(openai_server: OpenAIServer) 
         last = request.json["messages"][-1]  # type: ignore[attr-defined]
         if last["role"] == "user":
             return Reply(tool_calls=[("lookup", {"query": last["content"]})])
-        return Reply(text=f"done: {last['content']}")
+        return Reply(text=f"done: {unmarked(last['content'])}")
 
     bot = FnCallAgent(llm=oai(openai_server), function_list=[lookup])
 
