@@ -113,38 +113,12 @@ class FnCallAgent(Agent):
     def _sub_agents(self) -> list[Agent]:
         return [h.agent for h in self._handoffs]
 
-    def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
-        """The tool loop. Returns the whole response (a subclass adding to the answer finds it there)."""
-        if self._handoffs and current_run().parent is None:
-            receiver = holder(self, messages)  # the conversation was handed over on an earlier turn
-            if receiver is not self:
-                return (yield from self._subagent(receiver, messages, lang))
-        functions = self.functions
-        response: list[Message] = []
-        history = CallHistory()
-        if paused_nested(messages) is not None:  # an agent run as a tool waited for approval: resume it
-            messages, stop = yield from self._resume_nested(messages, history, response, lang, kwargs)
-            if stop:
-                return response
-        for _ in range(self.max_llm_calls):
-            reply = yield from self._call_llm(messages + response, functions, start=len(response))
-            response.extend(reply)
-            calls = self._tool_calls(reply)
-            if not calls:
-                return response
-            outcomes = yield from self._run_calls(calls, history, messages + response, response, lang, kwargs)
-            if any(o.error in _STOPPED for o in outcomes):
-                return response
-            direct = [o for o in outcomes if o.return_direct and o.error is None]
-            if direct:
-                text = "\n\n".join(
-                    content_text(o.content) if isinstance(o.content, list) else o.content for o in direct
-                )
-                extra = {"stop_reason": "return_direct"}
-                yield [Fragment.unchecked(ASSISTANT, text, None, None, None, extra, len(response))]
-                response.append(Message.unchecked(ASSISTANT, text))
-                return response
-        return (yield from self._final_answer(messages, response, lang))
+    def _overridden_call(self, name: str, arguments: str, call_id: str | None, kwargs: dict) -> ToolOutcome:
+        """A call through an overridden `_call_tool`: in order, here, with Qwen-Agent's arguments (and chatagent's,
+        if it takes them)."""
+        outcome = ToolOutcome(name, arguments, call_id)
+        outcome.content = self._call_tool(name, arguments, call_id=call_id, **kwargs)
+        return outcome
 
     def _tool_calls(self, reply: list[Message]) -> list[Message]:
         """The reply's messages that call a tool (as an overridden `_detect_tool` sees them, if there is one)."""
@@ -162,6 +136,39 @@ class FnCallAgent(Agent):
                     else m.copy(function_call=FunctionCall(name, args))
                 )
         return calls
+
+    def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
+        """The tool loop. Returns the whole response (a subclass adding to the answer finds it there)."""
+        if self._handoffs and current_run().parent is None:
+            receiver = holder(self, messages)  # the conversation was handed over on an earlier turn
+            if receiver is not self:
+                return (yield from self._subagent(receiver, messages, lang))
+        functions = self.functions
+        response: list[Message] = []
+        history = CallHistory()
+        if paused_nested(messages) is not None:  # an agent run as a tool waited for approval: resume it
+            messages, stop = yield from self._resume_nested(messages, history, response, lang, kwargs)
+            if stop:
+                return response
+        for _ in range(self.max_llm_calls):
+            reply = yield from self._call_llm(messages + response, functions, start=len(response))
+            response.extend(reply)
+            calls = self._tool_calls(reply) if self.overridden_steps else [m for m in reply if m.function_call]
+            if not calls:
+                return response
+            outcomes = yield from self._run_calls(calls, history, messages + response, response, lang, kwargs)
+            if any(o.error in _STOPPED for o in outcomes):
+                return response
+            direct = [o for o in outcomes if o.return_direct and o.error is None]
+            if direct:
+                text = "\n\n".join(
+                    content_text(o.content) if isinstance(o.content, list) else o.content for o in direct
+                )
+                extra = {"stop_reason": "return_direct"}
+                yield [Fragment.unchecked(ASSISTANT, text, None, None, None, extra, len(response))]
+                response.append(Message.unchecked(ASSISTANT, text))
+                return response
+        return (yield from self._final_answer(messages, response, lang))
 
     def _final_answer(self, messages: list[Message], response: list[Message], lang: str) -> Iterator[list[Message]]:
         """The budget is spent: ask once more, without tools, and mark the answer with why the run stopped.
@@ -192,26 +199,23 @@ class FnCallAgent(Agent):
     ) -> Iterator[list[Message]]:
         """Run one reply's calls (concurrently when there are several); yield and append their results in order."""
         ctx = current_run()
-        callbacks = ctx.callbacks
+        callbacks = ctx.callbacks if "_call_tool" not in self.overridden_steps else ()  # an override's base tells them
         if self.files:  # the agent's own files, as if the user had attached them
             context = [Message.unchecked(USER, [ContentItem(file=f) for f in self.files])] + context
         tool_kwargs = {**kwargs, "messages": context, "lang": lang}
         prepared: list[PreparedCall | ToolOutcome] = []
-        override = "_call_tool" in self.overridden_steps
         for m in calls:
             fc = m.function_call
             assert fc is not None, "_run_calls is given the reply's messages that call a tool"
             call_id = (m.extra or {}).get("function_id")
-            if callbacks and not override:  # (the base _call_tool an override calls tells them itself)
+            if callbacks:
                 emit_tool_start(self.name, fc.name, fc.arguments, call_id, ctx)
             if history.repeated(fc.name, fc.arguments):
                 outcome = ToolOutcome(fc.name, fc.arguments, call_id)
                 prepared.append(outcome.fail("loop", loop_message(fc.name)))
                 continue
-            if override:  # called in order, here, with Qwen-Agent's arguments (and chatagent's, if it takes them)
-                outcome = ToolOutcome(fc.name, fc.arguments, call_id)
-                outcome.content = self._call_tool(fc.name, fc.arguments, call_id=call_id, **tool_kwargs)
-                prepared.append(outcome)
+            if "_call_tool" in self.overridden_steps:
+                prepared.append(self._overridden_call(fc.name, fc.arguments, call_id, tool_kwargs))
                 continue
             prepared.append(
                 prepare_call(
@@ -240,7 +244,7 @@ class FnCallAgent(Agent):
             else:
                 outcome = yield from self._tool_result(handle, waited)
                 waited += 1
-            if callbacks and not override:
+            if callbacks:
                 emit_tool_end(self.name, outcome, ctx)
             outcomes.append(outcome)
             if outcome.error == "paused":

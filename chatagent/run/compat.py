@@ -176,10 +176,16 @@ def placement() -> Placement | None:
     return _PLACEMENT.get()
 
 
-def placed_call(call: ModelCall) -> Generator[list[Message], Any, list[Message]]:
-    """The base `_call_llm` inside an override, which may use it either way: `yield from` it (the call goes on to
-    the driver and its reply comes back), or iterate it with a plain for loop, seeing the reply so far as whole
-    lists (the model is called here, as in Qwen-Agent, unless the call was passed on: then the reply once)."""
+def placed_call(
+    llm: Any, messages: list[Message], functions: Any, cfg: dict[str, Any], ctx: Any
+) -> Generator[list[Message], Any, list[Message]]:
+    """The base `_call_llm` inside an override (a subclass of a built-in agent may override `_call_llm`, `_call_tool`
+    and `_detect_tool` with Qwen-Agent's signatures: its loop calls them). The override may `yield from` it (the call
+    goes on to the driver and its reply comes back), or iterate it with a plain for loop, seeing the reply so far as
+    whole lists (the model is called here, as in Qwen-Agent, unless the call was passed on: then the reply once)."""
+    placed = _PLACEMENT.get()
+    assert placed is not None, "placed_call runs while an override of _call_llm runs in a built-in loop"
+    call = ModelCall(llm, messages, functions, cfg, placed.start, ctx, placed.view, placed.hide)
     reply = yield ListedCall(call)
     if reply is not None:
         return reply

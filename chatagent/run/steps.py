@@ -103,19 +103,14 @@ class RunSteps:
 
         Qwen-Agent style works too (in an agent that is not `fragment_native`): `for rsp in self._call_llm(...)`
         yields the reply so far as whole lists (an empty one first), and `stream=False` returns the whole reply.
-        A subclass of a built-in agent may override this (and `_call_tool`, `_detect_tool`) with Qwen-Agent's
-        signature: the built-in loop calls the override (see `chatagent.run.compat`).
         """
         ctx = current_run()
         ctx.check_deadline()
         cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
         # tool results reach the model marked as untrusted data (a Qwen-style loop's dicts stay dicts: chat takes them)
         messages = cast("list[Message]", [as_data(m) for m in messages])
-        overridden = stream and self.fragment_native and "_call_llm" in self.overridden_steps
-        placed = compat.placement() if overridden else None
-        if placed is not None:  # called by an override of this method that runs in a built-in loop
-            call = ModelCall(self.llm, messages, functions, cfg, placed.start, ctx, placed.view, placed.hide)
-            return compat.placed_call(call)
+        if "_call_llm" in self.overridden_steps and stream and self.fragment_native and compat.placement():
+            return compat.placed_call(self.llm, messages, functions, cfg, ctx)  # inside an override, in a built-in loop
         if not stream:
             return self.llm.chat(
                 visible_to_model(messages),
