@@ -31,7 +31,7 @@ from chatagent.llm.registry import get_chat_model
 from chatagent.llm.settings import check_generate_cfg
 from chatagent.run import start
 from chatagent.run.compaction import Compaction, compaction_of
-from chatagent.run.compat import whole_lists_as_fragments
+from chatagent.run.compat import overridden_steps, whole_lists_as_fragments, wrap_call_llm, wrap_call_tool
 from chatagent.run.context import RunContext, current_run
 from chatagent.run.handle import ARun, Output, Run, afinal_response, final_response, named, output
 from chatagent.run.plugin import Plugins
@@ -118,6 +118,14 @@ class Agent(RunSteps):
                 cls.async_safe = False
             if "fragment_native" not in cls.__dict__:
                 cls.fragment_native = False
+        # Qwen-Agent-style overrides: the built-in loops call them, with the parameters they take (run.compat)
+        cls.overridden_steps = overridden_steps(cls, Agent)
+        for step_name, wrap in (("_call_llm", wrap_call_llm), ("_call_tool", wrap_call_tool)):
+            own = cls.__dict__.get(step_name)
+            if own is not None and not hasattr(own, "__wrapped__"):
+                setattr(cls, step_name, wrap(own))
+                if "async_safe" not in cls.__dict__:  # an override may block (Qwen-Agent's are synchronous)
+                    cls.async_safe = False
 
     def __init__(
         self,
