@@ -35,6 +35,7 @@ from chatagent.server.app import Service, send_error
 from chatagent.server.approvals import checked_decision
 from chatagent.server.openai_api import ChatRequest, RequestError, checked_session_id
 from chatagent.server.turns import Outcome, reported, start_turn
+from chatagent.tools.calling import PreparedCall, aexecute, prepare_call
 from chatagent.utils.url_fetch import public_urls_only
 
 if TYPE_CHECKING:
@@ -182,8 +183,6 @@ class MCPSurface:
     async def _tool(self, agent: Agent, tool: BaseTool, args: dict[str, Any]) -> CallToolResult:
         """One of an agent's own tools, called directly: through the one tool-call path (arguments validated),
         the agent's `before_tool`/`after_tool` hooks, never when the call needs approval."""
-        from chatagent.tools.calling import PreparedCall, aexecute, prepare_call  # the tool machinery
-
         svc = self.service
         state = f"mcp-tool-{id(args):x}-{asyncio.get_running_loop().time()}"
         call = prepare_call({tool.name: tool}, tool.name, args, kwargs={"session_id": state})
