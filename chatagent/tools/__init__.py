@@ -25,10 +25,26 @@ BUILTIN_TOOLS: dict[str, str] = {
     "vector_search": "chatagent.tools.search_tools",
     "hybrid_search": "chatagent.tools.search_tools",
     "front_page_search": "chatagent.tools.search_tools",
+    "extract_doc_vocabulary": "chatagent.tools.extract_doc_vocabulary",
+    "python_executor": "chatagent.tools.python_executor",
+    "web_extractor": "chatagent.tools.web_tools",
+    "web_search": "chatagent.tools.web_tools",
+    "image_search": "chatagent.tools.web_tools",
+    "image_gen": "chatagent.tools.service_tools",
+    "amap_weather": "chatagent.tools.service_tools",
+    "image_zoom_in_tool": "chatagent.tools.image_zoom_in",
 }
 
 # Qwen-Agent's tool classes, importable from here as from `qwen_agent.tools` (their modules load on first use)
 _EXPORTS: dict[str, str] = {
+    "AmapWeather": "chatagent.tools.service_tools",
+    "ExtractDocVocabulary": "chatagent.tools.extract_doc_vocabulary",
+    "ImageGen": "chatagent.tools.service_tools",
+    "ImageSearch": "chatagent.tools.web_tools",
+    "ImageZoomInToolQwen3VL": "chatagent.tools.image_zoom_in",
+    "PythonExecutor": "chatagent.tools.python_executor",
+    "WebExtractor": "chatagent.tools.web_tools",
+    "WebSearch": "chatagent.tools.web_tools",
     "BaseToolWithFileAccess": "chatagent.tools.file_access",
     "CodeInterpreter": "chatagent.tools.code_interpreter",
     "DocParser": "chatagent.tools.doc_parser",
@@ -51,7 +67,15 @@ def _register_builtins() -> None:
 _register_builtins()
 
 __all__ = [
+    "AmapWeather",
     "BUILTIN_TOOLS",
+    "ExtractDocVocabulary",
+    "ImageGen",
+    "ImageSearch",
+    "ImageZoomInToolQwen3VL",
+    "PythonExecutor",
+    "WebExtractor",
+    "WebSearch",
     "BaseToolWithFileAccess",
     "CodeInterpreter",
     "DocParser",
@@ -80,10 +104,15 @@ __all__ = [
 if TYPE_CHECKING:
     from chatagent.tools.code_interpreter import CodeInterpreter
     from chatagent.tools.doc_parser import DocParser
+    from chatagent.tools.extract_doc_vocabulary import ExtractDocVocabulary
     from chatagent.tools.file_access import BaseToolWithFileAccess
+    from chatagent.tools.image_zoom_in import ImageZoomInToolQwen3VL
+    from chatagent.tools.python_executor import PythonExecutor
     from chatagent.tools.retrieval import Retrieval
     from chatagent.tools.search_tools import FrontPageSearch, HybridSearch, KeywordSearch, VectorSearch
+    from chatagent.tools.service_tools import AmapWeather, ImageGen
     from chatagent.tools.simple_doc_parser import SimpleDocParser
     from chatagent.tools.storage import Storage
+    from chatagent.tools.web_tools import ImageSearch, WebExtractor, WebSearch
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -35,6 +35,7 @@ EXTRA_OF: dict[str, str] = {
     "mcp": "mcp",
     "httpx2": "mcp",
     "matplotlib": "tools",
+    "PIL": "tools",
     "opentelemetry": "otel",
 }
 
