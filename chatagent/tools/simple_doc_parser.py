@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chatagent.errors import ChatAgentError
 from chatagent.tools.arguments import JSONObject
 from chatagent.tools.base import BaseTool, register_tool
 from chatagent.tools.doc_records import plain_text, structured_pages
+from chatagent.tools.tool import CodedError
 from chatagent.tools.user_files import files_to_read, store_from_cfg
 
 if TYPE_CHECKING:
@@ -27,19 +27,9 @@ __all__ = ["PARSER_SUPPORTED_FILE_TYPES", "DocParserError", "SimpleDocParser"]
 PARSER_SUPPORTED_FILE_TYPES = ["pdf", "docx", "pptx", "txt", "md", "html", "csv", "tsv", "xlsx"]
 
 
-class DocParserError(ChatAgentError):
+class DocParserError(CodedError):
     """A document could not be parsed: `code` is why ('needs_password', 'no_text', 'broken', 'too_large',
     'unsupported'), `message` says it in words."""
-
-    def __init__(
-        self,
-        exception: Exception | None = None,
-        code: str | None = None,
-        message: str | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(exception if exception is not None else f"Error code: {code}. Error message: {message}")
-        self.exception, self.code, self.message, self.extra = exception, code, message, extra
 
 
 @register_tool("simple_doc_parser")

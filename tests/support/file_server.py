@@ -8,33 +8,21 @@ from __future__ import annotations
 
 import functools
 import threading
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Self
 
 
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+class ThreadedServer:
+    """A ThreadingHTTPServer on 127.0.0.1 (a free port) with `handler`, served from a thread while open."""
 
-
-class FileServer:
-    """Serves `root` on 127.0.0.1 (a free port) from a thread while open; `requests` counts the GETs."""
-
-    def __init__(self, root: Path) -> None:
-        outer = self
-        self.requests = 0
-
-        class Handler(_QuietHandler):
-            def do_GET(self) -> None:
-                outer.requests += 1
-                super().do_GET()
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+    def __init__(self, handler: Any) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def url(self, name: str) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/{name}"
+    def url(self, path: str) -> str:
+        """The URL of `path` ('/x' or 'x') on this server."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}/{path.lstrip('/')}"
 
     def __enter__(self) -> Self:
         self._thread.start()
@@ -44,3 +32,23 @@ class FileServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=10)
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class FileServer(ThreadedServer):
+    """Serves `root` on 127.0.0.1 (a free port) from a thread while open; `requests` counts the GETs."""
+
+    def __init__(self, root: Path) -> None:
+        outer = self
+        self.requests = 0
+
+        class Handler(SimpleHTTPRequestHandler, QuietHandler):
+            def do_GET(self) -> None:
+                outer.requests += 1
+                super().do_GET()
+
+        super().__init__(functools.partial(Handler, directory=str(root)))

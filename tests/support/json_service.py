@@ -11,12 +11,12 @@ A request with no route gets 404. `requests` holds every request received, in or
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.support.file_server import QuietHandler, ThreadedServer
 
 
 @dataclass
@@ -31,7 +31,7 @@ class ServiceRequest:
 Answer = Callable[[ServiceRequest], Any]
 
 
-class JSONService:
+class JSONService(ThreadedServer):
     """Answers routes with JSON from a thread while open."""
 
     def __init__(self) -> None:
@@ -39,10 +39,7 @@ class JSONService:
         self.routes: dict[tuple[str, str], Answer] = {}
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def _answer(self) -> None:
                 parts = urlsplit(self.path)
                 length = int(self.headers.get("content-length") or 0)
@@ -63,23 +60,10 @@ class JSONService:
 
             do_GET = do_POST = _answer
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(Handler)
 
     def route(self, method: str, path: str, answer: Answer) -> None:
         self.routes[method, path] = answer
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}{path}"
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
 
 
 def _status_and_body(answer: Any) -> tuple[int, Any]:
