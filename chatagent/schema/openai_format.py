@@ -16,26 +16,36 @@ def to_openai(
     messages: Iterable[Message],
     image_url: Callable[[str], str] = lambda s: s,
     placeholder_kinds: Iterable[str] = ("file", "audio", "video"),
+    tool_media: str = "tool",
 ) -> list[dict[str, Any]]:
     """Messages in the OpenAI chat format: consecutive assistant messages merge into one with `tool_calls`.
 
     `image_url` turns a media item's value (image, audio, video) into a URL (the backend uses it to inline local
     files); items of a kind in `placeholder_kinds` become a short text such as ``[file: notes.pdf]``. Media items go
     as Qwen-Agent's `qwenvl_oai` sends them: `image_url`, `input_audio` (`data`, and `format` when the name tells
-    it), `video_url`; a tool's result with media (a chart, a zoomed image) keeps them in its tool message.
+    it), `video_url`. A tool's result with media (a chart, a zoomed image) keeps them in its tool message
+    (`tool_media='tool'`, as Qwen-Agent sends them), or, for servers that take only text there (OpenAI's own API),
+    gives them in a user message after the turn's tool results (`tool_media='user'`).
     """
+    if tool_media not in ("tool", "user"):
+        raise ValueError(f"tool_media must be 'tool' or 'user', got {tool_media!r}")
     out: list[dict[str, Any]] = []
     placeholders = set(placeholder_kinds)
+    held: list[dict[str, Any]] = []  # media of tool results, for the user message after them (tool_media='user')
     open_calls: list[tuple[str, str]] = []  # (id, name) of calls not yet answered
     for n, m in enumerate(messages):
         content = _openai_content(m.content, image_url, placeholders)
+        if held and m.role != FUNCTION:
+            out.append(_tool_media_message(held))
+            held = []
         if m.role == FUNCTION:
             fid = (m.extra or {}).get("function_id")
             if fid is None:  # answer the oldest unanswered call of that name
                 match = next((c for c in open_calls if c[1] == m.name), open_calls[0] if open_calls else None)
                 fid = match[0] if match else f"call_{n}"
             open_calls = [c for c in open_calls if c[0] != fid]
-            if not isinstance(content, str) and all(p["type"] == "text" for p in content):
+            if not isinstance(content, str) and (tool_media == "user" or all(p["type"] == "text" for p in content)):
+                held += [p for p in content if p["type"] != "text"]
                 content = content_text(m.content)
             out.append({"role": "tool", "tool_call_id": fid, "content": content})
             continue
@@ -64,7 +74,13 @@ def to_openai(
         if m.name is not None and m.role in (USER, ASSISTANT):
             d["name"] = m.name
         out.append(d)
+    if held:
+        out.append(_tool_media_message(held))
     return out
+
+
+def _tool_media_message(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"role": USER, "content": [{"type": "text", "text": "(the media the tool calls above returned)"}, *parts]}
 
 
 def _openai_content(

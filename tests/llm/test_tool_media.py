@@ -100,3 +100,31 @@ def test_a_tools_image_reaches_a_dashscope_vision_model(tmp_path: Path, dashscop
     assert dashscope_server.uploads[key] == PNG
     assert {"image": f"oss://{key}"} in tool["content"]
     assert any("Here is the chart." in item.get("text", "") for item in tool["content"])
+
+
+def test_openais_own_api_gets_a_tools_images_in_a_user_message_after_the_results() -> None:
+    from chatagent.llm.openai_request import request_kwargs
+    from chatagent.llm.settings import ToolChoice
+    from chatagent.schema import FunctionCall, Message
+
+    url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    msgs = [
+        Message("user", "Chart both."),
+        Message("assistant", "", function_call=FunctionCall("draw_chart", "{}"), extra={"function_id": "a"}),
+        Message("assistant", "", function_call=FunctionCall("draw_chart", "{}"), extra={"function_id": "b"}),
+        Message(
+            "function", [ContentItem(text="one"), ContentItem(image=url)], name="draw_chart", extra={"function_id": "a"}
+        ),
+        Message(
+            "function", [ContentItem(text="two"), ContentItem(image=url)], name="draw_chart", extra={"function_id": "b"}
+        ),
+        Message("assistant", "Both drawn."),
+    ]
+    sent = request_kwargs("gpt-4o", "https://api.openai.com/v1", msgs, None, {}, ToolChoice(), False, frozenset())
+    roles = [m["role"] for m in sent["messages"]]
+    assert roles == ["user", "assistant", "tool", "tool", "user", "assistant"]
+    assert [m["content"] for m in sent["messages"][2:4]] == ["one", "two"]
+    assert [p["type"] for p in sent["messages"][4]["content"]] == ["text", "image_url", "image_url"]
+    elsewhere = request_kwargs("qwen-vl", "http://127.0.0.1:8000/v1", msgs, None, {}, ToolChoice(), False, frozenset())
+    assert [m["role"] for m in elsewhere["messages"]] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert elsewhere["messages"][2]["content"][1] == {"type": "image_url", "image_url": {"url": url}}
