@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from chatagent.rag.chunking import chunk_document
+from chatagent.rag.document import Document, Page
 from chatagent.utils.tokens import count_tokens
-
-if TYPE_CHECKING:
-    from chatagent.rag.document import Document
 
 __all__ = ["Chunk", "Record", "make_record", "plain_text", "record_from_texts", "structured_pages"]
 
@@ -86,8 +85,6 @@ def make_record(
     parser_page_size: int = DEFAULT_PARSER_PAGE_SIZE,
 ) -> Record:
     """A Record of `doc` (read from `url`): one chunk when it fits `max_ref_token`, else `parser_page_size` chunks."""
-    from chatagent.rag.chunking import chunk_document  # the rag extra
-
     title = doc.source
     pages = structured_pages(doc)
     total = sum(para["token"] for page in pages for para in page["content"])
@@ -105,8 +102,6 @@ def make_record(
 
 def record_from_texts(pages: list[str], url: str, parser_page_size: int = DEFAULT_PARSER_PAGE_SIZE) -> Record:
     """A Record of texts given directly (one page each), as the search tools accept them in `docs=`."""
-    from chatagent.rag.document import Document, Page  # the rag extra
-
     doc = Document(source=url, kind="txt", pages=[Page(n, text) for n, text in enumerate(pages, 1)])
     record = make_record(doc, url, 0, parser_page_size)
     record.title = ""

@@ -13,6 +13,7 @@ import math
 from collections import Counter
 from typing import Any
 
+from chatagent.rag.analysis import analyze
 from chatagent.tools.arguments import JSONObject
 from chatagent.tools.base import BaseTool, register_tool
 from chatagent.tools.doc_records import plain_text, structured_pages
@@ -49,8 +50,6 @@ class ExtractDocVocabulary(BaseTool):
 
 def vocabulary(texts: list[str]) -> list[str]:
     """The terms of `texts`, by summed TF-IDF weight (smoothed idf, unit-length documents), best first."""
-    from chatagent.rag.analysis import analyze  # the rag extra (stemmer)
-
     counts = [Counter(analyze(t)) for t in texts]
     n = len(counts)
     df = Counter(term for c in counts for term in c)

@@ -59,7 +59,7 @@ class BaseToolWithFileAccess(BaseTool):
 def save_to_work_dir(file: str, work_dir: str) -> str:
     """Copy a local file (a path or file:// URL) or download an http(s) URL into `work_dir`; the new path."""
     from chatagent.rag.document import DocumentError  # the rag package: only when a file is copied
-    from chatagent.rag.urls import fetch_url, is_url
+    from chatagent.rag.urls import fetch_url, is_url  # (the parsers: not loaded by every tool call)
 
     if is_url(file, "http", "https"):
         try:

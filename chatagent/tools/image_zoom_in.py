@@ -24,6 +24,7 @@ from chatagent.tools.base import register_tool
 from chatagent.tools.file_access import BaseToolWithFileAccess
 from chatagent.tools.web_tools import message_images
 from chatagent.utils.extras import missing_dependency
+from chatagent.utils.url_fetch import FetchError, fetch
 
 __all__ = ["ImageZoomInToolQwen3VL"]
 
@@ -115,8 +116,6 @@ def _open(source: str, work_dir: str) -> Any:
         raise missing_dependency(e, "image_zoom_in_tool") from None
 
     if source.lower().startswith(("http://", "https://")):
-        from chatagent.utils.url_fetch import FetchError, fetch
-
         try:
             data, _, _ = fetch(source, MAX_IMAGE_BYTES, FETCH_TIMEOUT)
         except FetchError as e:

@@ -20,8 +20,10 @@ from typing import Any
 
 from chatagent.tools.arguments import JSONObject
 from chatagent.tools.base import TOOL_REGISTRY, BaseTool, register_tool
+from chatagent.tools.doc_parser import DocParser
 from chatagent.tools.doc_records import DEFAULT_MAX_REF_TOKEN as QWEN_MAX_REF_TOKEN
 from chatagent.tools.doc_records import DEFAULT_PARSER_PAGE_SIZE
+from chatagent.tools.search_tools import DEFAULT_RAG_SEARCHERS, HybridSearch
 from chatagent.tools.user_files import allowed_files, choose_files, files_to_read, message_files, store_from_cfg
 
 __all__ = ["Retrieval", "allowed_files", "choose_files", "files_to_read", "message_files", "store_from_cfg"]
@@ -71,9 +73,6 @@ class Retrieval(BaseTool):
 
     def search_files(self, files: list[str], query: str) -> list[dict[str, Any]]:
         """Qwen-Agent's answer: the chunks of `files` the `rag_searchers` find for `query`, per file."""
-        from chatagent.tools.doc_parser import DocParser  # the parsers: only for direct calls
-        from chatagent.tools.search_tools import DEFAULT_RAG_SEARCHERS, HybridSearch
-
         max_ref_token = int(self.cfg.get("max_ref_token", QWEN_MAX_REF_TOKEN))
         page_size = int(self.cfg.get("parser_page_size", DEFAULT_PARSER_PAGE_SIZE))
         parser = DocParser({k: v for k, v in self.cfg.items() if k in ("store", "passwords")})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from chatagent.llm import get_chat_model
 from chatagent.schema import USER, ContentItem, Message
 from chatagent.tools.arguments import JSONObject
 from chatagent.tools.base import BaseTool, register_tool
@@ -45,8 +46,6 @@ class ImageGen(BaseTool):
         llm_cfg = self.cfg.get("llm_cfg")
         if not llm_cfg:
             raise ValueError("image_gen needs 'llm_cfg': the image model to ask, e.g. {'model': 'wanx-v1', ...}")
-        from chatagent.llm import get_chat_model  # the model backends: only for this tool
-
         self.llm = get_chat_model(llm_cfg)
 
     def call(self, params: str | JSONObject, **kwargs: Any) -> str | list[ContentItem]:

@@ -11,16 +11,15 @@ that cannot be read raises DocParserError, as Qwen-Agent's does (an agent report
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from chatagent.rag.document import Document, DocumentError
+from chatagent.rag.parsers import display_name
 from chatagent.tools.arguments import JSONObject
 from chatagent.tools.base import BaseTool, register_tool
 from chatagent.tools.doc_records import plain_text, structured_pages
 from chatagent.tools.tool import CodedError
 from chatagent.tools.user_files import files_to_read, store_from_cfg
-
-if TYPE_CHECKING:
-    from chatagent.rag.document import Document
 
 __all__ = ["PARSER_SUPPORTED_FILE_TYPES", "DocParserError", "SimpleDocParser"]
 
@@ -58,9 +57,6 @@ class SimpleDocParser(BaseTool):
 
 def read_document(cfg: dict[str, Any], url: str) -> Document:
     """The parsed Document of `url` from the tool's store (see `store_from_cfg`); DocParserError if unreadable."""
-    from chatagent.rag.document import DocumentError  # the rag extra
-    from chatagent.rag.parsers import display_name
-
     passwords: dict[str, str] = cfg.get("passwords") or {}
     try:
         return store_from_cfg(cfg).document(url, password=passwords.get(url) or passwords.get(display_name(url)))
