@@ -25,6 +25,7 @@ import orjson
 
 from chatagent.tools.arguments import JSONObject, ToolArgumentError, parse_arguments, unknown_tool_message
 from chatagent.tools.base import BaseTool, ToolServiceError, result_content
+from chatagent.tools.file_access import conversation_files
 from chatagent.utils.logs import quote
 
 logger = logging.getLogger("chatagent.tools")
@@ -177,6 +178,8 @@ def prepare_call(
         counts[name] = used + 1
     outcome.return_direct = bool(tool.return_direct)
     kwargs = kwargs or {}
+    if tool.file_access and "files" not in kwargs:  # Qwen-Agent's file tools get the conversation's files
+        kwargs = {**kwargs, "files": conversation_files(kwargs.get("messages"))}
     key = None
     if tool.cache and cache is not None:  # looked up when the call runs: after approval and the before_tool hooks
         key = call_key(name, args, kwargs.get("session_id"))

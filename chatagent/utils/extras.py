@@ -37,6 +37,7 @@ EXTRA_OF: dict[str, str] = {
     "a2a": "a2a",
     "google": "a2a",  # google.protobuf: A2A's wire types
     "matplotlib": "tools",
+    "PIL": "tools",
     "opentelemetry": "otel",
 }
 
