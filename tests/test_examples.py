@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from tests.support import processes
 from tests.support.openai_server import Reply
 
 ROOT = Path(__file__).resolve().parent.parent
+WORKSPACE = "<the examples' workspace>"  # a case env value: the `examples_workspace` fixture's directory
 
 
 @dataclass
@@ -146,7 +146,7 @@ EXAMPLES: dict[str, Case] = {
         replies=["Billing", "We are sorry: the double charge will be refunded."],
         args=["I was charged twice."],
         expect=["kind: billing", "answer: We are sorry: the double charge will be refunded.", "flow id: "],
-        env={"CHATAGENT_WORKSPACE": os.path.join(tempfile.gettempdir(), "chatagent-examples-ws")},  # its flow store
+        env={"CHATAGENT_WORKSPACE": WORKSPACE},  # its flow store
     ),
     "group_chat_debate.py": Case(
         replies=["Optimist", "Cleaner air for all.", "Skeptic", "Shops will suffer.", "You", "[STOP]"],
@@ -161,12 +161,12 @@ EXAMPLES: dict[str, Case] = {
             "user: When do I water the tomatoes?",
             "[greenhouse.md, p. 1].\n  [1] greenhouse.md, p. 1: # Greenhouse manual",
         ],
-        env={"CHATAGENT_WORKSPACE": os.path.join(tempfile.gettempdir(), "chatagent-examples-ws")},
+        env={"CHATAGENT_WORKSPACE": WORKSPACE},
     ),
     "chinese_docs.py": Case(
         replies=[Reply(text="每天吃十二到三十八公斤竹子 [熊猫手册.docx, p. 1]。", chunk_size=3)],
         expect=["用户：大熊猫每天吃多少竹子？", "[熊猫手册.docx, p. 1]"],
-        env={"CHATAGENT_WORKSPACE": os.path.join(tempfile.gettempdir(), "chatagent-examples-ws")},
+        env={"CHATAGENT_WORKSPACE": WORKSPACE},
     ),
     "serve_anywhere.py": Case(
         replies=[Reply(text="Paris.", chunk_size=2), Reply(text="Paris, on the Seine.", chunk_size=4)],
@@ -197,9 +197,15 @@ def _examples() -> list[str]:
     return sorted(p.name for p in (ROOT / "examples").glob("*.py"))
 
 
+@pytest.fixture(scope="module")
+def examples_workspace(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The examples' shared workspace (their flow store, the document cache), private to this run of the suite."""
+    return str(tmp_path_factory.mktemp("examples-ws"))
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", _examples())
-def test_example_runs(openai_server, name):
+def test_example_runs(openai_server, examples_workspace, name):
     case = EXAMPLES.get(name)
     assert case is not None, f"examples/{name} has no entry in EXAMPLES of tests/test_examples.py: add one"
     openai_server.add(*case.replies)
@@ -211,7 +217,7 @@ def test_example_runs(openai_server, name):
         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
         PYTHONUNBUFFERED="1",
     )
-    env.update(case.env)
+    env.update({k: examples_workspace if v == WORKSPACE else v for k, v in case.env.items()})
     proc = processes.run(
         [sys.executable, str(ROOT / "examples" / name), *case.args],
         input=case.stdin,
