@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, cast, overload
 
 from chatagent.errors import ModelServiceError
 from chatagent.llm.budget import DEFAULT_MAX_INPUT_TOKENS, TokenBudget, truncate_messages
 from chatagent.llm.cut_off import cut_call_error as cut_call_error  # re-exported where it was
 from chatagent.llm.prepare import normalize_functions, valid_unicode, without_media
+from chatagent.llm.request import ModelRequest, Usage
 from chatagent.llm.retry import aretrying, retrying
 from chatagent.llm.routing import acall_model, call_model
 from chatagent.llm.settings import (
@@ -53,23 +53,6 @@ logger = logging.getLogger("chatagent.llm")
 # what chat() returns: Messages for Messages, dicts for dicts; a list (stream=False) or an iterator of lists
 _Reply: TypeAlias = "list[Message] | list[dict[str, Any]]"
 _Stream: TypeAlias = "Iterator[list[Message]] | Iterator[list[Fragment]] | Iterator[list[dict[str, Any]]]"
-
-
-@dataclass
-class Usage:
-    """Tokens used, summed over every model call it was passed to."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    calls: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def add(self, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
-        self.prompt_tokens += prompt_tokens or 0
-        self.completion_tokens += completion_tokens or 0
 
 
 class BaseChatModel(TokenBudget):
@@ -208,8 +191,8 @@ class BaseChatModel(TokenBudget):
         `deadline` (a `time.monotonic()` value; `Agent.run(deadline=...)` passes the run's) caps the request
         timeouts and retry waits: past it, RunDeadlineExceeded.
         """
-        msgs, funcs, gen_cfg, settings, as_dicts = self._inputs(messages, functions, extra_generate_cfg, deadline)
-        fragments = call_model(self, msgs, funcs, gen_cfg, settings, usage, stream)
+        request, as_dicts = self._inputs(messages, functions, extra_generate_cfg, deadline, usage, stream)
+        fragments = call_model(self, request)
         if not stream:
             reply = collect(fragments)
             return [m.model_dump() for m in reply] if as_dicts else reply
@@ -239,8 +222,8 @@ class BaseChatModel(TokenBudget):
 
         Dicts in give dicts out, as with `chat()`.
         """
-        msgs, funcs, gen_cfg, settings, as_dicts = self._inputs(messages, functions, extra_generate_cfg, deadline)
-        fragments = acall_model(self, msgs, funcs, gen_cfg, settings, usage, stream)
+        request, as_dicts = self._inputs(messages, functions, extra_generate_cfg, deadline, usage, stream)
+        fragments = acall_model(self, request)
         if not stream:
             return acollect(fragments, as_dicts)
         if delta_stream:
@@ -252,10 +235,12 @@ class BaseChatModel(TokenBudget):
         messages: Iterable[dict[str, Any] | Message],
         functions: Iterable[Any] | None,
         extra_generate_cfg: dict[str, Any] | None,
-        deadline: float | None = None,
-    ) -> tuple[list[Message], list[dict[str, Any]] | None, dict[str, Any], Settings, bool]:
-        """The checked, truncated messages, the function schemas, the backend's cfg, our settings, and whether
-        the caller gave dicts (and so gets dicts)."""
+        deadline: float | None,
+        usage: Usage | None,
+        stream: bool,
+    ) -> tuple[ModelRequest, bool]:
+        """The request (the checked, truncated messages, the function schemas, the backend's cfg, our settings) and
+        whether the caller gave dicts (and so gets dicts)."""
         given = cast(object, messages)  # what callers pass is checked, whatever its declared type
         if isinstance(given, (dict, str, bytes, Message)) or not isinstance(given, Iterable):
             raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
@@ -270,7 +255,7 @@ class BaseChatModel(TokenBudget):
         if deadline is not None:
             settings.deadline = deadline
         funcs = normalize_functions(functions)
-        return self._prepare(msgs, settings, funcs), funcs, gen_cfg, settings, as_dicts
+        return ModelRequest(self._prepare(msgs, settings, funcs), funcs, gen_cfg, settings, usage, stream), as_dicts
 
     # ---- what backends implement -------------------------------------------------------------------------
 
@@ -345,44 +330,32 @@ class BaseChatModel(TokenBudget):
             limit -= self.tokenizer.count(self._tools_text(funcs, settings))
         return truncate_messages(msgs, limit, self.tokenizer)
 
-    def backend_reply(
-        self,
-        msgs: list[Message],
-        funcs: list[dict[str, Any]] | None,
-        cfg: dict[str, Any],
-        settings: Settings,
-        usage: Usage | None,
-        stream: bool,
-    ) -> Iterator[list[Fragment]]:
-        """The backend's own reply to `msgs` as fragment lists, with the retry and deadline rules, and nothing
-        else: no cache, no tool routing, no parsing. The interface for layers that speak their own protocol
-        through the model (prompt-based function calling): with `funcs`, the backend gets `settings`' tool choice."""
+    def backend_reply(self, request: ModelRequest) -> Iterator[list[Fragment]]:
+        """The backend's own reply to `request` as fragment lists, with the retry and deadline rules, and nothing
+        else: no cache, no tool routing, no parsing (see `chatagent.llm.request.Backend`). With functions, the
+        backend gets the settings' tool choice."""
+        msgs, funcs, usage, settings = request.messages, request.functions, request.usage, request.settings
         choice = backend_choice(funcs, settings)
-        if stream:
+        if request.stream:
             return self._retrying(
-                lambda: self._chat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage, **choice), settings
+                lambda: self._chat_stream(msgs, funcs, attempt_cfg(request.cfg, settings), usage, **choice), settings
             )
         return self._retrying(
-            lambda: as_fragments(self._chat_once(msgs, funcs, attempt_cfg(cfg, settings), usage, **choice)), settings
+            lambda: as_fragments(self._chat_once(msgs, funcs, attempt_cfg(request.cfg, settings), usage, **choice)),
+            settings,
         )
 
-    def abackend_reply(
-        self,
-        msgs: list[Message],
-        funcs: list[dict[str, Any]] | None,
-        cfg: dict[str, Any],
-        settings: Settings,
-        usage: Usage | None,
-        stream: bool,
-    ) -> AsyncIterator[list[Fragment]]:
+    def abackend_reply(self, request: ModelRequest) -> AsyncIterator[list[Fragment]]:
         """`backend_reply` for asyncio."""
+        msgs, funcs, usage, settings = request.messages, request.functions, request.usage, request.settings
         choice = backend_choice(funcs, settings)
-        if stream:
+        if request.stream:
             return self._aretrying(
-                lambda: self._achat_stream(msgs, funcs, attempt_cfg(cfg, settings), usage, **choice), settings
+                lambda: self._achat_stream(msgs, funcs, attempt_cfg(request.cfg, settings), usage, **choice), settings
             )
         return self._aretrying(
-            lambda: aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(cfg, settings), usage, **choice)), settings
+            lambda: aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(request.cfg, settings), usage, **choice)),
+            settings,
         )
 
     def _retrying(

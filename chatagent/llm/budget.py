@@ -218,9 +218,9 @@ class TokenBudget:
         if settings.fncall_prompt_type or not self.native_tools:
             if settings.function_choice == "none":  # the prompt then describes no tools
                 return ""
-            from chatagent.llm import fncall_prompt  # prompt-based function calling: when used
+            from chatagent.llm.fncall.formats import get_format  # prompt-based function calling: when used
 
-            fmt = fncall_prompt.get_format(settings.fncall_prompt_type or "nous")
+            fmt = get_format(settings.fncall_prompt_type or "nous")
             system, _ = fmt.convert([], funcs, settings.function_choice or "auto", settings.parallel_function_calls)
             return content_text(system[0].content)
         return "\n".join(json.dumps({"type": "function", "function": f}, ensure_ascii=False) for f in funcs)

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
-from chatagent.llm.base import Usage
 from chatagent.llm.cut_off import cut_call_error
+from chatagent.llm.request import Usage
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.schema.fragment import Fragment
 

@@ -12,17 +12,17 @@ of the text it streams. Two formats (generate_cfg `fncall_prompt_type`):
   ``✿RETURN✿: answer`` in the assistant's turn. The server stops at ``✿RESULT✿``, so nothing follows
   the last call's arguments.
 
-`chatagent.llm.routing` sends a call here (see `chat`), and this module drives the model through its public
-`backend_reply` / `abackend_reply`. The work is split by job in `chatagent.llm.fncall`: `formats` (markers,
-prompts, rendering), `parser` (the streaming parser, linear in the reply), `calls` (reading one call).
-Their public names are re-exported here.
+`chatagent.llm.routing` sends a call here (see `chat`), and this module drives the model through its
+`backend_reply` / `abackend_reply` (`chatagent.llm.request.Backend`) with a rewritten request (`prompt_request`).
+The work is split by job in `chatagent.llm.fncall`: `formats` (markers, prompts, rendering), `parser` (the
+streaming parser, linear in the reply), `calls` (reading one call). Their public names are re-exported here.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.fncall.calls import parse_call_text, parse_qwen_args
@@ -53,82 +53,48 @@ from chatagent.llm.fncall.formats import (
     with_stop_words,
 )
 from chatagent.llm.fncall.parser import StreamParser
+from chatagent.llm.request import Backend, ModelRequest
 from chatagent.llm.stream_modes import closing_stream
 from chatagent.schema import ASSISTANT, Message
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import collect
 from chatagent.utils.jsonlenient import loads_lenient
 
-if TYPE_CHECKING:
-    from chatagent.llm.base import BaseChatModel, Settings, Usage
-
 logger = logging.getLogger("chatagent.llm")
 
 
-def chat(
-    model: BaseChatModel,
-    msgs: list[Message],
-    funcs: list[dict[str, Any]],
-    cfg: dict[str, Any],
-    settings: Settings,
-    usage: Usage | None,
-    stream: bool,
-) -> Iterator[list[Fragment]]:
-    """Answer `msgs` with tools `funcs` through a prompt; yields fragments like a backend's `_chat_stream`.
+def chat(backend: Backend, request: ModelRequest) -> Iterator[list[Fragment]]:
+    """Answer `request` (its tools through a prompt); yields fragments like a backend's `_chat_stream`.
 
-    `settings.fncall_prompt_type` picks the format, `function_choice` ('auto', 'none', 'required' or a
-    tool's name) and `parallel_function_calls` are honoured. The backend is called without functions,
-    through the model's retry logic; the format's stop words are added to the user's own `stop`.
+    The settings' `fncall_prompt_type` picks the format ('nous' when unset), `function_choice` ('auto', 'none',
+    'required' or a tool's name) and `parallel_function_calls` are honoured. The backend is asked without functions,
+    with its retry logic; the format's stop words are added to the user's own `stop`.
     """
-    converted, cfg, parser = _prepare(msgs, funcs, cfg, settings)
-    return parser.run(model.backend_reply(converted, None, cfg, settings, usage, stream))
+    prompted, parser = prompt_request(request)
+    return parser.run(backend.backend_reply(prompted))
 
 
-async def achat(
-    model: BaseChatModel,
-    msgs: list[Message],
-    funcs: list[dict[str, Any]],
-    cfg: dict[str, Any],
-    settings: Settings,
-    usage: Usage | None,
-    stream: bool,
-) -> AsyncIterator[list[Fragment]]:
+async def achat(backend: Backend, request: ModelRequest) -> AsyncIterator[list[Fragment]]:
     """`chat` for asyncio."""
-    converted, cfg, parser = _prepare(msgs, funcs, cfg, settings)
-    async with closing_stream(parser.arun(model.abackend_reply(converted, None, cfg, settings, usage, stream))) as outs:
+    prompted, parser = prompt_request(request)
+    async with closing_stream(parser.arun(backend.abackend_reply(prompted))) as outs:
         async for out in outs:
             yield out
 
 
-def falling_back(
-    model: BaseChatModel,
-    native: Iterator[list[Fragment]],
-    msgs: list[Message],
-    funcs: list[dict[str, Any]],
-    cfg: dict[str, Any],
-    settings: Settings,
-    usage: Usage | None,
-    stream: bool,
-) -> Iterator[list[Fragment]]:
-    """The `native` reply (native tool calling); if the server rejects `tools` (code 'tools_unsupported'), switch
-    `model` to prompt-based function calling for good and answer this call that way."""
+def falling_back(backend: Backend, native: Iterator[list[Fragment]], request: ModelRequest) -> Iterator[list[Fragment]]:
+    """The `native` reply to `request` (native tool calling); if the server rejects `tools` (code
+    'tools_unsupported'), switch `backend` to prompt-based function calling for good and answer `request` that
+    way."""
     try:
         yield from native
     except ModelServiceError as e:
-        _give_up_native_tools(model, e)
-        settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
-        yield from chat(model, msgs, funcs, cfg, settings, usage, stream)
+        _give_up_native_tools(backend, e)
+        yield from chat(backend, request)
 
 
 async def afalling_back(
-    model: BaseChatModel,
-    native: AsyncIterator[list[Fragment]],
-    msgs: list[Message],
-    funcs: list[dict[str, Any]],
-    cfg: dict[str, Any],
-    settings: Settings,
-    usage: Usage | None,
-    stream: bool,
+    backend: Backend, native: AsyncIterator[list[Fragment]], request: ModelRequest
 ) -> AsyncIterator[list[Fragment]]:
     """`falling_back` for asyncio."""
     try:
@@ -137,32 +103,32 @@ async def afalling_back(
                 yield f
         return
     except ModelServiceError as e:
-        _give_up_native_tools(model, e)
-    settings.fncall_prompt_type = settings.fncall_prompt_type or "nous"
-    async with closing_stream(achat(model, msgs, funcs, cfg, settings, usage, stream)) as parts:
+        _give_up_native_tools(backend, e)
+    async with closing_stream(achat(backend, request)) as parts:
         async for f in parts:
             yield f
 
 
-def _give_up_native_tools(model: BaseChatModel, e: ModelServiceError) -> None:
-    """After `e` from a call with native tools: re-raise it, unless the server rejects tools (then `model` uses
+def _give_up_native_tools(backend: Backend, e: ModelServiceError) -> None:
+    """After `e` from a call with native tools: re-raise it, unless the server rejects tools (then `backend` uses
     prompt-based function calling from now on)."""
     if e.code != ModelErrorCode.TOOLS_UNSUPPORTED or e.partial:
         raise e
-    logger.warning("%s rejects native tools (%s): using prompt-based function calling", model.model, e.message)
-    model.native_tools = False
+    logger.warning("%s rejects native tools (%s): using prompt-based function calling", backend.model, e.message)
+    backend.native_tools = False
 
 
-def _prepare(
-    msgs: list[Message], funcs: list[dict[str, Any]], cfg: dict[str, Any], settings: Settings
-) -> tuple[list[Message], dict[str, Any], StreamParser]:
-    """The conversation in the prompt format, the cfg with its stop words, and the parser for the reply."""
+def prompt_request(request: ModelRequest) -> tuple[ModelRequest, StreamParser]:
+    """`request` as the backend gets it (the conversation in the prompt format, no functions, the format's stop
+    words in the cfg) and the parser for the reply."""
+    settings, funcs = request.settings, request.functions or []
     fmt = get_format(settings.fncall_prompt_type or "nous")
     choice = settings.function_choice or "auto"
     use_tools = bool(funcs) and choice != "none"
-    converted, continued = fmt.convert(msgs, funcs if use_tools else None, choice, settings.parallel_function_calls)
-    if use_tools and fmt.stop_words:
-        cfg = with_stop_words(cfg, fmt.stop_words)
+    converted, continued = fmt.convert(
+        request.messages, funcs if use_tools else None, choice, settings.parallel_function_calls
+    )
+    cfg = with_stop_words(request.cfg, fmt.stop_words) if use_tools and fmt.stop_words else request.cfg
     parser = StreamParser(
         fmt.name,
         parse_calls=use_tools,
@@ -170,7 +136,7 @@ def _prepare(
         continued=continued,
         functions=funcs,
     )
-    return converted, cfg, parser
+    return request.replace(messages=converted, functions=None, cfg=cfg), parser
 
 
 def parse_reply(
@@ -213,6 +179,7 @@ __all__ = [
     "parse_call_text",
     "parse_qwen_args",
     "parse_reply",
+    "prompt_request",
     "render_nous_call",
     "with_stop_words",
 ]

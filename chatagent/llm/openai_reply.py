@@ -16,10 +16,10 @@ from typing import Any, Protocol, cast
 import orjson
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
-from chatagent.llm.base import Usage
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.openai_errors import error_status, int_or_none, snippet
 from chatagent.llm.prepare import fix_surrogates, json_object
+from chatagent.llm.request import Usage
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.schema.fragment import Fragment, fragment
 from chatagent.utils.tokens import count_tokens
@@ -223,7 +223,6 @@ def add_usage(usage: Usage, reported: Any, prompt: Prompt, reply_text: str) -> N
     if counts is not None and (counts.get("prompt_tokens") or counts.get("completion_tokens")):
         usage.add(int_or_none(counts.get("prompt_tokens")) or 0, int_or_none(counts.get("completion_tokens")) or 0)
         return
-
     messages, functions = prompt
     asked = sum(4 + count_tokens(_said(m)) for m in messages)  # about 4 tokens of each message's framing
     if functions:
