@@ -25,6 +25,7 @@ import orjson
 
 from chatagent.tools.arguments import JSONObject, ToolArgumentError, parse_arguments, unknown_tool_message
 from chatagent.tools.base import BaseTool, ToolServiceError, result_content
+from chatagent.utils.current_call import CALL_ID
 from chatagent.utils.logs import quote
 
 logger = logging.getLogger("chatagent.tools")
@@ -221,6 +222,14 @@ def execute(call: PreparedCall, cache: ToolCache | None = None, deadline: float 
 
 
 def _execute(call: PreparedCall, cache: ToolCache | None, limit: float | None) -> ToolOutcome:
+    token = CALL_ID.set(call.outcome.call_id)  # for the tool: current_run().call_id, .idempotency_key
+    try:
+        return _execute_here(call, cache, limit)
+    finally:
+        CALL_ID.reset(token)
+
+
+def _execute_here(call: PreparedCall, cache: ToolCache | None, limit: float | None) -> ToolOutcome:
     tool, outcome = call.tool, call.outcome
     start = time.perf_counter()
     if limit is None:
@@ -296,6 +305,7 @@ async def _aexecute(
 
     tool, outcome = call.tool, call.outcome
     left = None if end is None else max(end - time.monotonic(), 0.0)
+    token = CALL_ID.set(outcome.call_id)  # the task wait_for makes copies the context with it
     try:
         value = await asyncio.wait_for(tool.arun_validated(call.args, **call.kwargs), left)
     except asyncio.TimeoutError:  # on Python 3.10 not the builtin TimeoutError (it is from 3.11)
@@ -305,6 +315,8 @@ async def _aexecute(
     except (Exception, SystemExit) as e:
         outcome.duration = time.perf_counter() - start
         return outcome.fail(*_failure(tool, e))
+    finally:
+        CALL_ID.reset(token)
     outcome.duration = time.perf_counter() - start
     outcome.content = result_content(value)
     if cache is not None and call.cache_key is not None:
