@@ -12,8 +12,8 @@ the store (see `chatagent.sessions.pending`). When the run ends, its turn is wri
 * paused for a person's approval: it stays pending, waiting; the next run with the decision (an approval message,
   or `Agent.resume(session=..., approval=...)`) continues it; a run with other messages stores it as it stands
   (the calls then count as not approved);
-* failed (an exception): it stays pending if it had completed a model reply or a tool call (so that
-  `Agent.resume` can continue without repeating them), else nothing is stored;
+* failed (an exception): it stays pending if a checkpoint holds work it completed (so that `Agent.resume` can
+  continue without repeating it), else nothing is stored;
 * the process killed: what the last checkpoint holds stays pending.
 
 A new run on a session whose turn is pending (not paused) raises SessionPendingTurnError: resume it or discard it.
@@ -223,10 +223,12 @@ class Turn:
             self._release()
 
     def _end(self, outcome: str, error: BaseException | None) -> None:
-        if outcome == FAILED:
-            if self._steps or self.dirty:
+        if outcome == FAILED:  # what it completed stays pending (not what was in flight: a reply cut off)
+            if self._steps:
                 detail = {"error": f"{type(error).__name__}: {error}"[:500]} if error is not None else None
-                self._flush(PENDING_FAILED, detail)
+                s = self.session
+                s.store.checkpoint(s.user, s.id, self.loaded, self.key, self._steps, 0, None, None, PENDING_FAILED,
+                                   detail)  # fmt: skip
             return
         response = self._collector.messages()
         waiting = (response[-1].extra or {}).get(PENDING_APPROVAL) if response else None

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from chatagent import FnCallAgent, Session, SessionPendingTurnError
+from chatagent.run.context import current_run
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.postgres import default_signals
 
@@ -138,3 +139,128 @@ def test_kill_9_inside_a_tool_then_resume_runs_it_again_with_the_same_key(
 
 def OpenAIServerLLM(server: OpenAIServer) -> dict:  # noqa: N802 (reads as the config it is)
     return {"model": "m", "model_server": server.base_url, "api_key": "k"}
+
+
+# ---- in one process: pauses, failures, what a new run does ------------------------------------------------------
+
+
+def _bot(script: list, *tools, approval: bool = False) -> FnCallAgent:
+    from chatagent import ScriptedLLM, tool
+
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        ADDED.append((a, b, current_run().idempotency_key))
+        return a + b
+
+    made = [tool(requires_approval=True)(add) if approval else add, *tools]
+    return FnCallAgent(function_list=made, llm=ScriptedLLM(script), name="adder")
+
+
+ADDED: list[tuple] = []
+
+
+@pytest.fixture(autouse=True)
+def _fresh_ledger():
+    ADDED.clear()
+
+
+def user(text: str) -> dict:
+    return {"role": "user", "content": text}
+
+
+def test_a_pause_for_approval_is_a_pending_turn_that_the_decision_continues(store_url: str) -> None:
+    from chatagent import approval_message, tool_call
+
+    s = Session("paused", store_url)
+    bot = _bot([tool_call("add", {"a": 2, "b": 3}), "It is 5."], approval=True)
+    paused = bot.run_nonstream([user("2+3?")], session=s)
+    assert paused[-1]["extra"]["pending_approval"][0]["name"] == "add"
+    pending = s.pending_turn
+    assert pending is not None and pending.state == "paused" and pending.waiting[0]["name"] == "add"
+    assert s.messages() == [] and ADDED == []
+    # a new process would do the same: the decision is the next run's only message (as the web UI and CLI send it)
+    after = _bot(["It is 5."], approval=True).run_nonstream(
+        [approval_message(True)], session=Session("paused", store_url)
+    )
+    assert [m["role"] for m in after] == ["function", "assistant"] and after[-1]["content"] == "It is 5."
+    assert [a[:2] for a in ADDED] == [(2, 3)]
+    assert [m["role"] for m in s.messages()] == ["user", "assistant", "function", "assistant"]  # one turn
+    assert s.pending_turn is None
+
+
+def test_resume_with_a_decision_shows_the_whole_turn_and_a_new_question_stores_the_pause_as_it_is(
+    store_url: str,
+) -> None:
+    from chatagent import tool_call
+
+    s = Session("decide", store_url)
+    _bot([tool_call("add", {"a": 1, "b": 1})], approval=True).run_nonstream([user("1+1?")], session=s)
+    with pytest.raises(Exception, match="waits for a decision"):
+        list(_bot([], approval=True).resume(session=s))
+    resumed = list(_bot(["Not added."], approval=True).resume(session=s, approval=False, reason="no"))[-1]
+    assert [m["role"] for m in resumed] == ["assistant", "function", "assistant"]  # the call again, then the rest
+    assert "denied" in resumed[1]["content"] and ADDED == []
+    # a turn paused, then a new question instead of a decision: the paused turn is stored as it stood
+    _bot([tool_call("add", {"a": 4, "b": 4})], approval=True).run_nonstream([user("4+4?")], session=s)
+    _bot(["Hello."], approval=True).run_nonstream([user("never mind")], session=s)
+    roles = [m["role"] for m in s.messages()]
+    assert roles[-4:] == ["user", "assistant", "user", "assistant"] and s.pending_turn is None
+    assert s.messages()[-3]["extra"]["pending_approval"]  # as a paused turn was always stored
+
+
+def test_a_run_that_fails_after_a_tool_stays_pending_until_resumed_or_discarded(store_url: str) -> None:
+    from chatagent import ModelServiceError, tool_call
+
+    s = Session("failed", store_url)
+    bot = _bot([tool_call("add", {"a": 2, "b": 2}), ModelServiceError(500, "the model is down")])
+    with pytest.raises(ModelServiceError):
+        bot.run_nonstream([user("2+2?")], session=s)
+    pending = s.pending_turn
+    assert pending is not None and pending.state == "failed" and "the model is down" in (pending.error or "")
+    with pytest.raises(SessionPendingTurnError, match="failed .*the model is down.* agent.resume"):
+        _bot(["hi"]).run_nonstream([user("hello")], session=s)
+    answer = _bot(["It is 4."]).resume(session=s)
+    assert [m["role"] for m in list(answer)[-1]] == ["assistant", "function", "assistant"]
+    assert len(ADDED) == 1 and s.pending_turn is None
+    # discarding instead
+    with pytest.raises(ModelServiceError):
+        _bot([tool_call("add", {"a": 1, "b": 2}), ModelServiceError(500, "down")]).run_nonstream([user("1+2?")],
+                                                                                               session=s)  # fmt: skip
+    dropped = s.discard_pending()
+    assert dropped is not None and dropped.messages == [user("1+2?")]
+    assert _bot(["Hi."]).run_nonstream([user("hello")], session=s)[-1]["content"] == "Hi."
+    assert [m["content"] for m in s.messages() if m["role"] == "user"] == ["2+2?", "hello"]
+    with pytest.raises(Exception, match="no turn to resume"):
+        list(_bot([]).resume(session=s))
+
+
+def test_aresume_continues_on_the_event_loop(store_url: str) -> None:
+    import asyncio
+
+    from chatagent import ModelServiceError, tool_call
+
+    s = Session("async", store_url)
+    with pytest.raises(ModelServiceError):
+        _bot([tool_call("add", {"a": 3, "b": 4}), ModelServiceError(500, "down")]).run_nonstream([user("3+4?")],
+                                                                                               session=s)  # fmt: skip
+
+    async def main() -> list:
+        seen: list = []
+        async for rsp in _bot(["It is 7."]).aresume(session=s):
+            seen = rsp
+        return seen
+
+    assert asyncio.run(main())[-1]["content"] == "It is 7."
+    assert len(ADDED) == 1 and s.pending_turn is None and len(s.messages()) == 4
+
+
+def test_idempotency_keys_are_per_call_and_none_outside_a_tool(store_url: str) -> None:
+    from chatagent import tool_call
+
+    s = Session("keys", store_url)
+    _bot([[tool_call("add", {"a": 1, "b": 1}), tool_call("add", {"a": 2, "b": 2})], "Done."]).run_nonstream(
+        [user("sums")], session=s
+    )
+    keys = [a[2] for a in ADDED]
+    assert len(set(keys)) == 2 and all(k and ":" in k for k in keys)
+    assert current_run().idempotency_key is None and current_run().call_id is None
