@@ -37,6 +37,11 @@ START = (
 )
 TOUCH = "UPDATE chatagent_pending SET state = ?, detail = ?, updated = ? WHERE sid = ? AND turn_key = ?"
 ADD_CHECKPOINT = "INSERT INTO chatagent_checkpoints (sid, step, at_index, body) VALUES (?, ?, ?, ?)"
+# a later checkpoint: one statement, written only while the turn is still the session's pending one
+ADD_LATER_CHECKPOINT = (
+    "INSERT INTO chatagent_checkpoints (sid, step, at_index, body) SELECT p.sid, ?, ?, ? FROM chatagent_pending p "
+    "JOIN chatagent_sessions s ON s.sid = p.sid WHERE s.user_id = ? AND s.session_id = ? AND p.turn_key = ?"
+)
 LOAD_PENDING = (
     "SELECT p.sid, p.turn_key, p.base, p.state, p.new_messages, p.detail, p.created, p.updated "
     "FROM chatagent_pending p JOIN chatagent_sessions s ON s.sid = p.sid WHERE s.user_id = ? AND s.session_id = ?"
@@ -53,7 +58,8 @@ class PendingTurn:
 
     `messages` are the turn's new messages (as the run was given them), `response` what it had completed by its
     last checkpoint (model replies and tool results, in order), `waiting` the calls a paused turn waits to have
-    approved, `error` why a failed one failed. `Agent.resume(session=...)` continues it; `Session.discard_pending()`
+    approved, `error` why a failed one failed; `updated` is when its state last changed, `steps` how many
+    checkpoints it has. `Agent.resume(session=...)` continues it; `Session.discard_pending()`
     drops it.
     """
 

@@ -357,11 +357,16 @@ class SQLStore:
                 if version != expected.version or cur.execute(pending.FIND_PENDING, (sid,)).fetchone():
                     raise _conflict(self.url, session_id)
                 cur.execute(pending.START, (sid, key, version, state, encode(new), detail_body, now, now))
+            elif messages is not None and state == pending.RUNNING:  # the usual one: a statement
+                cur.execute(pending.ADD_LATER_CHECKPOINT, (step, at, encode(messages), user, session_id, key))
+                if cur.rowcount != 1:  # discarded (or the session cleared) while the run went on
+                    raise _conflict(self.url, session_id)
+                return
             else:
                 found = cur.execute(FIND, (user, session_id)).fetchone()
                 sid = found[0] if found else None
                 cur.execute(pending.TOUCH, (state, detail_body, now, sid, key))
-                if cur.rowcount != 1:  # discarded (or the session cleared) while the run went on
+                if cur.rowcount != 1:
                     raise _conflict(self.url, session_id)
             if messages is not None:
                 cur.execute(pending.ADD_CHECKPOINT, (sid, step, at, encode(messages)))
