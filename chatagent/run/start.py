@@ -170,7 +170,7 @@ def _durable_loop(
     runnable: Runnable = agent
     if turn.restored:
         context.call_keys.update(turn.call_keys(turn.restored))
-        calls = turn.unanswered() if turn.offset and not turn.decided else []  # (a decision: control runs them)
+        calls: list[Message] = turn.unanswered() if turn.offset and not turn.decided else []  # a decision: control
         if calls:
             runnable = Resumed(agent, calls)
     return checkpointed(loop(runnable, turn.conversation, lang, context, kwargs), turn, context)
