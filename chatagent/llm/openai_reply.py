@@ -223,6 +223,7 @@ def add_usage(usage: Usage, reported: Any, prompt: Prompt, reply_text: str) -> N
     if counts is not None and (counts.get("prompt_tokens") or counts.get("completion_tokens")):
         usage.add(int_or_none(counts.get("prompt_tokens")) or 0, int_or_none(counts.get("completion_tokens")) or 0)
         return
+
     messages, functions = prompt
     asked = sum(4 + count_tokens(_said(m)) for m in messages)  # about 4 tokens of each message's framing
     if functions:

@@ -224,14 +224,3 @@ def test_siblings_do_not_import_each_other(layer: str) -> None:
     graph = dict(import_graph())
     graph[module] = frozenset(graph[module] | {other})
     assert any(line.startswith(module + " ") for line in upward_imports(graph))
-
-
-def test_llm_has_no_cycle_counting_type_checking_imports() -> None:
-    """llm/ keeps already the rule the whole house moves to: no cycle through `if TYPE_CHECKING:` imports either."""
-    llm = {m: p for m, p in modules().items() if m.startswith("chatagent.llm")}
-    graph = {m: frozenset(t for t in imports_of(m, p.read_text(encoding="utf-8")) if t in llm) for m, p in llm.items()}
-    assert cycles(graph) == set()
-    # the check sees a type-level import: settings naming the model class for a type closes a circle
-    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from chatagent.llm.base import BaseChatModel\n"
-    graph["chatagent.llm.settings"] = frozenset(imports_of("chatagent.llm.settings", source))
-    assert any({"chatagent.llm.settings", "chatagent.llm.base"} <= set(c) for c in cycles(graph))
