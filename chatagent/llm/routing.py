@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 
+from chatagent.llm.prices import PricedUsage, checked_price, price_of
 from chatagent.llm.recovered_calls import arecover_calls, recover_calls
 from chatagent.llm.request import Backend, ModelRequest
 from chatagent.schema import FUNCTION, Message
@@ -80,6 +81,9 @@ def _route(backend: Backend, request: ModelRequest) -> tuple[bool, ModelRequest]
     usage, settings = request.usage, request.settings
     if usage is not None:
         usage.calls += 1
+        price = checked_price(settings.price) if settings.price is not None else price_of(backend.model)
+        if price is not None:  # what the backend counts is priced
+            request = request.replace(usage=PricedUsage(usage, price))
     if settings.request_timeout is not None:  # the one framework setting a backend applies itself
         request = request.replace(cfg={**request.cfg, "request_timeout": settings.request_timeout})
     raw_api = settings.use_raw_api

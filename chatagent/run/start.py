@@ -167,6 +167,7 @@ def _durable_loop(
 ) -> AgentLoop:
     """The agent's loop on a stored turn: checkpointed, and on a resumed turn its unanswered calls first."""
     context.turn_key = turn.key
+    turn.usage = context.usage
     runnable: Runnable = agent
     if turn.restored:
         context.call_keys.update(turn.call_keys(turn.restored))

@@ -192,8 +192,12 @@ class Answer:
 
 
 def usage_of(run: Any) -> dict:
+    """The run's usage as OpenAI's `usage` object, with `cost` (US dollars) when the model's prices are known."""
     u = run.usage
-    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}
+    out = {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}
+    if u.cost is not None:
+        out["cost"] = round(u.cost, 10)
+    return out
 
 
 def completion(model: str, text: str, reasoning: str, answer: Answer, usage: dict) -> dict:

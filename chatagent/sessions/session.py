@@ -19,6 +19,7 @@ import os
 import uuid
 from typing import Any
 
+from chatagent.llm.request import Usage
 from chatagent.schema import SYSTEM, USER, Message, content_text, to_messages
 from chatagent.sessions.pending import PendingTurn
 from chatagent.sessions.store import _UNCHANGED, DEFAULT_USER, SessionInfo, SQLStore
@@ -89,6 +90,11 @@ class Session:
         if not turn and system is _UNCHANGED:
             return
         self.store.commit(self.user, self.id, None, turn, title_of(new), system)
+
+    @property
+    def usage(self) -> Usage:
+        """What the runs of its stored turns used: tokens, model calls, and the cost where prices are known."""
+        return Usage(**self.store.usage(self.user, self.id))
 
     @property
     def pending_turn(self) -> PendingTurn | None:

@@ -37,7 +37,9 @@ _UNCHANGED: Any = object()
 
 # Each migration takes a store at version N (the key) to N + 1, inside one transaction: statements in the
 # dialect-neutral form of SCHEMA below.
-MIGRATIONS: dict[int, list[str]] = {1: pending.SCHEMA}  # 2: turns in progress and their checkpoints
+# 2: turns in progress and their checkpoints, and what a session's runs used (tokens, cost)
+_V2 = [*pending.SCHEMA, "ALTER TABLE chatagent_sessions ADD COLUMN usage {blob}"]
+MIGRATIONS: dict[int, list[str]] = {1: _V2}
 
 SCHEMA = [
     "CREATE TABLE chatagent_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -51,7 +53,7 @@ SCHEMA = [
     "CREATE TABLE chatagent_turn_blobs (sid {int} NOT NULL, turn {int} NOT NULL, sha256 TEXT NOT NULL, "
     "PRIMARY KEY (sid, turn, sha256)) {without_rowid}",
     "CREATE INDEX chatagent_turn_blobs_by_sha ON chatagent_turn_blobs (sha256)",
-    *pending.SCHEMA,
+    *_V2,
 ]
 
 LOAD = (
@@ -94,6 +96,10 @@ AFTER_CLEAR = (
     "system_message = NULL WHERE sid = ?"
 )
 SET_TITLE = "UPDATE chatagent_sessions SET title = ? WHERE sid = ?"
+GET_USAGE = "SELECT usage FROM chatagent_sessions WHERE sid = ?"
+SET_USAGE = "UPDATE chatagent_sessions SET usage = ? WHERE sid = ?"
+USAGE = "SELECT usage FROM chatagent_sessions WHERE user_id = ? AND session_id = ?"
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "calls", "cost")
 _INFO_COLUMNS = "session_id, title, created, updated, message_count, user_id FROM chatagent_sessions"
 INFO = f"SELECT {_INFO_COLUMNS} WHERE user_id = ? AND session_id = ?"
 LIST = f"SELECT {_INFO_COLUMNS} WHERE user_id = ? ORDER BY updated DESC, sid DESC"
@@ -246,11 +252,13 @@ class SQLStore:
         title: str,
         system: dict | None = _UNCHANGED,
         pending_key: str | None = None,
+        usage: dict | None = None,
     ) -> None:
         """Append one turn, in one transaction, if the session is still at `expected.version` (else
         SessionConflictError); with `expected=None`, to whatever the session holds. `system` replaces the stored
         system message when given. `pending_key`: the turn was pending under this key; its rows go (and if they
-        are gone, discarded meanwhile, nothing is stored: SessionConflictError)."""
+        are gone, discarded meanwhile, nothing is stored: SessionConflictError). `usage` (USAGE_KEYS): what the
+        turn's run used, added to the session's."""
         stored, files = attachments.stash(messages)
         body = orjson.dumps(stored)
         now = time.time()
@@ -280,6 +288,9 @@ class SQLStore:
                 cur.execute(pending.DELETE_CHECKPOINTS, (sid,))
             turn = version + 1
             cur.execute(ADD_TURN, (sid, turn, body))
+            if usage:
+                row = cur.execute(GET_USAGE, (sid,)).fetchone()
+                cur.execute(SET_USAGE, (orjson.dumps(_summed(row[0] if row else None, usage)), sid))
             if files:
                 self._lock_blobs(cur, exclusive=False)
                 for sha, data in files.items():
@@ -371,6 +382,11 @@ class SQLStore:
             if messages is not None:
                 cur.execute(pending.ADD_CHECKPOINT, (sid, step, at, encode(messages)))
 
+    def usage(self, user: str, session_id: str) -> dict:
+        """What the session's stored turns used (USAGE_KEYS; cost None when no call was priced)."""
+        rows = self._read(USAGE, (user, session_id))
+        return _summed(rows[0][0] if rows else None, {})
+
     def pending(self, user: str, session_id: str) -> PendingTurn | None:
         """The session's pending turn, with its checkpoints applied; None if it has none."""
         rows = self._read(pending.LOAD_PENDING, (user, session_id))
@@ -414,6 +430,17 @@ class SQLStore:
             if cur.rowcount:
                 dropped.append(sha)
         return dropped
+
+
+def _summed(stored: Any, more: dict) -> dict:
+    """A session's usage (`stored`: its JSON, or None) with `more` added."""
+    total: dict[str, Any] = dict.fromkeys(USAGE_KEYS[:3], 0) | {"cost": None}
+    for part in (orjson.loads(stored) if stored is not None else {}, more):
+        for key in USAGE_KEYS[:3]:
+            total[key] += int(part.get(key) or 0)
+        if part.get("cost") is not None:
+            total["cost"] = (total["cost"] or 0.0) + float(part["cost"])
+    return total
 
 
 def _blob_in(cur: Any, sha: str) -> bytes | None:

@@ -57,7 +57,7 @@ class Turn:
 
     __slots__ = (
         "session", "new", "loaded", "conversation", "name", "key", "restored", "replay", "_release", "_collector",
-        "offset", "decided", "_count", "_flushed", "_dirty", "_steps", "_lock", "_shift",
+        "offset", "decided", "usage", "_count", "_flushed", "_dirty", "_steps", "_lock", "_shift",
     )  # fmt: skip
 
     def __init__(self, session: Session, new: list[Message], *, decision: bool = False, resume: bool = False) -> None:
@@ -68,6 +68,7 @@ class Turn:
         self.restored: list[Message] = []
         self.replay = resume  # resume() shows the whole turn; a decision on a paused one goes on from it
         self.decided = False  # a paused turn goes on with a decision on its calls
+        self.usage: Any = None  # the run's Usage (chatagent.llm.request), added to the session's when stored
         self._count = 0  # messages in the response so far
         self._flushed = 0  # of them, those the store's checkpoints hold
         self._dirty = _CLEAN  # the first of those changed since
@@ -247,7 +248,12 @@ class Turn:
             return
         s = self.session
         pending_key = self.key if self._steps else None
-        s.store.commit(s.user, s.id, self.loaded, turn, title_of(self.conversation), system, pending_key)
+        used = self.usage
+        usage = (
+            {"prompt_tokens": used.prompt_tokens, "completion_tokens": used.completion_tokens, "calls": used.calls,
+             "cost": used.cost} if used is not None and used.calls else None
+        )  # fmt: skip
+        s.store.commit(s.user, s.id, self.loaded, turn, title_of(self.conversation), system, pending_key, usage)
 
 
 def _pending_error(session: Session, found: PendingTurn) -> SessionPendingTurnError:
