@@ -171,7 +171,15 @@ if TYPE_CHECKING:
     from chatagent.schema.fragment import Fragment
     from chatagent.schema.stream import merge_delta
     from chatagent.server.runner import AgentServer
-    from chatagent.sessions import Session, SessionBusyError, SessionConflictError, SessionInfo, SessionStoreError
+    from chatagent.sessions import (
+        PendingTurn,
+        Session,
+        SessionBusyError,
+        SessionConflictError,
+        SessionInfo,
+        SessionPendingTurnError,
+        SessionStoreError,
+    )
     from chatagent.tools.arguments import ToolArgumentError
     from chatagent.tools.base import TOOL_REGISTRY, BaseTool, register_tool
     from chatagent.tools.from_function import FunctionTool, tool

@@ -35,6 +35,7 @@ from chatagent.server.openai_api import (
     parse_request,
     usage_of,
 )
+from chatagent.server.turns import Detachable, resumed
 from chatagent.sessions import Session, SessionError, open_store
 from chatagent.utils.keys import clean_api_key
 from chatagent.utils.url_fetch import BlockedURLError, FetchError, URLPolicy, check_url, public_urls_only
@@ -79,6 +80,7 @@ class Service:
             self.store = open_store(store)
         self.running = 0
         self.created = int(time.time())
+        self.turns: dict[tuple[str, str], Detachable] = {}  # session runs by (user, session id), while they go on
 
     # ---- checks ------------------------------------------------------------------------------------------------
 
@@ -222,6 +224,9 @@ class ChatCompletions:
             named = request.session_id
             if named is None and b"x-session-id" in headers:
                 named = checked_session_id(headers[b"x-session-id"].decode("latin-1"), "X-Session-Id")
+            if request.resume and named is None:
+                raise RequestError(400, "'resume' needs the session's id (session_id or X-Session-Id)",
+                                   "invalid_resume", "session_id")  # fmt: skip
             await svc.check_urls(request)
             if svc.running >= svc.max_concurrency:
                 raise RequestError(429, "the server is busy; retry shortly", "busy")
@@ -241,6 +246,7 @@ class ChatCompletions:
     ) -> None:  # fmt: skip
         svc = self.service
         ephemeral = None
+        run: Any
         if named is not None:
             try:
                 session = Session(named, svc.store, user=user)
@@ -250,7 +256,17 @@ class ChatCompletions:
             except SessionError as e:
                 await send_error(send, error_for(e))
                 return
-            run = agent.arun(request.messages, delta_stream=True, deadline=svc.deadline, session=session)
+            try:
+                if request.resume:
+                    run = await resumed(agent, session, svc.deadline, svc.turns)
+                else:
+                    run = Detachable(agent.arun(request.messages, delta_stream=True, deadline=svc.deadline,
+                                                session=session))  # fmt: skip
+            except Exception as e:
+                await send_error(send, _reported(e))
+                return
+            if isinstance(run, Detachable):
+                self._track(run, (user, named))
         else:  # the tools' state (a code sandbox) lives as long as this request
             ephemeral = f"serve-request-{uuid.uuid4().hex}"
             run = agent.arun(request.messages, delta_stream=True, deadline=svc.deadline, session_id=ephemeral)
@@ -262,14 +278,34 @@ class ChatCompletions:
                 await _whole(run, model, send, watch)
         except asyncio.CancelledError:
             watch.absorb()
-            logger.info("the client went away: the agent's run was closed")
+            if named is not None:
+                logger.info("the client went away: the session's turn goes on, and is stored at its end")
+            else:
+                logger.info("the client went away: the agent's run was closed")
         finally:
             watch.stop()
             try:
-                await run.aclose()
+                if named is not None:
+                    await run.aclose(detach=watch.gone)
+                else:
+                    await run.aclose()
             finally:
                 if ephemeral is not None:
                     await asyncio.to_thread(agent.close_session, ephemeral)
+
+    def _track(self, run: Detachable, key: tuple[str, str]) -> None:
+        """Count a session run among the runs at once until it ends (it may outlive its request), and know it by its
+        session while it goes on."""
+        svc = self.service
+        svc.running += 1
+        svc.turns.setdefault(key, run)  # (a second run on the session fails at once: SessionBusyError)
+
+        def ended(_: object) -> None:
+            svc.running -= 1
+            if svc.turns.get(key) is run:
+                del svc.turns[key]
+
+        run.task.add_done_callback(ended)
 
 
 async def _first(run: Any, send: Send) -> tuple[bool, list | None]:

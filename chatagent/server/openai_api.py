@@ -20,7 +20,13 @@ import orjson
 from chatagent.errors import ModelErrorCode, ModelServiceError, RunDeadlineExceeded
 from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
 from chatagent.schema.fragment import Fragment
-from chatagent.sessions.errors import SessionBusyError, SessionConflictError, SessionStoreError
+from chatagent.sessions.errors import (
+    SessionBusyError,
+    SessionConflictError,
+    SessionError,
+    SessionPendingTurnError,
+    SessionStoreError,
+)
 from chatagent.utils.keys import mask_secrets
 
 MAX_SESSION_ID_CHARS = 128
@@ -52,13 +58,19 @@ class RequestError(Exception):
 class ChatRequest:
     """A checked chat-completions request."""
 
-    __slots__ = ("messages", "stream", "include_usage", "model", "session_id")
+    __slots__ = ("messages", "stream", "include_usage", "model", "session_id", "resume")
 
     def __init__(
-        self, messages: list[Message], stream: bool, include_usage: bool, model: str | None, session_id: str | None
+        self,
+        messages: list[Message],
+        stream: bool,
+        include_usage: bool,
+        model: str | None,
+        session_id: str | None,
+        resume: bool = False,
     ) -> None:
         self.messages, self.stream, self.include_usage = messages, stream, include_usage
-        self.model, self.session_id = model, session_id
+        self.model, self.session_id, self.resume = model, session_id, resume
 
 
 def parse_request(body: bytes) -> ChatRequest:
@@ -69,9 +81,15 @@ def parse_request(body: bytes) -> ChatRequest:
         raise RequestError(400, f"the request body is not valid JSON: {e}", "invalid_json") from None
     if not isinstance(req, dict):
         raise RequestError(400, "the request body must be a JSON object", "invalid_request")
-    messages = req.get("messages")
-    if not isinstance(messages, list) or not messages:
+    resume = req.get("resume", False)
+    if not isinstance(resume, bool):
+        raise RequestError(400, "'resume' must be a boolean", "invalid_resume", "resume")
+    messages = req.get("messages", [] if resume else None)
+    if not isinstance(messages, list) or not (messages or resume):
         raise RequestError(400, "'messages' must be a non-empty list", "invalid_messages", "messages")
+    if resume and messages:
+        raise RequestError(400, "'resume' continues the session's turn: send no messages with it", "invalid_resume",
+                           "messages")  # fmt: skip
     if req.get("tools") or req.get("functions"):
         raise RequestError(
             400, "this server runs the agent's own tools; client-side 'tools' are not supported", "tools_unsupported",
@@ -92,7 +110,7 @@ def parse_request(body: bytes) -> ChatRequest:
         msgs = to_messages(messages)
     except MessageError as e:
         raise RequestError(400, str(e), "invalid_messages", "messages") from None
-    return ChatRequest(msgs, stream, include_usage, model, session_id)
+    return ChatRequest(msgs, stream, include_usage, model, session_id, resume)
 
 
 def checked_session_id(value: Any, what: str) -> str | None:
@@ -147,6 +165,10 @@ def error_for(e: BaseException) -> RequestError:
         return RequestError(409, str(e), "session_conflict", "session_id")
     if isinstance(e, SessionStoreError):
         return RequestError(503, str(e), "session_store_unavailable")
+    if isinstance(e, SessionPendingTurnError):
+        return RequestError(409, f'{e} (over this API: send "resume": true)', "session_pending_turn", "session_id")
+    if isinstance(e, SessionError):
+        return RequestError(409, str(e), "session_error", "session_id")
     return RequestError(500, f"the agent failed: {type(e).__name__}: {e}", "agent_error")
 
 

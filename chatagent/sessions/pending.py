@@ -57,8 +57,9 @@ class PendingTurn:
     """A turn that did not end: its run's process died, its run failed, or it waits for a person (`state`).
 
     `messages` are the turn's new messages (as the run was given them), `response` what it had completed by its
-    last checkpoint (model replies and tool results, in order), `waiting` the calls a paused turn waits to have
-    approved, `error` why a failed one failed; `updated` is when its state last changed, `steps` how many
+    last checkpoint (model replies and tool results, in order); a paused turn's `kind` is 'approval' (`waiting`:
+    the calls to approve) or 'input' (`waiting`: [{'name': the person whose message it waits for}]); `error` says
+    why a failed one failed; `updated` is when its state last changed, `steps` how many
     checkpoints it has. `Agent.resume(session=...)` continues it; `Session.discard_pending()`
     drops it.
     """
@@ -72,6 +73,10 @@ class PendingTurn:
     updated: float = 0.0
     steps: int = 0
     detail: dict[str, Any] = field(default_factory=dict[str, Any])
+
+    @property
+    def kind(self) -> str | None:
+        return self.detail.get("kind") if self.state == PAUSED else None
 
     @property
     def waiting(self) -> list[dict[str, Any]]:

@@ -9,9 +9,11 @@ the store (see `chatagent.sessions.pending`). When the run ends, its turn is wri
 * completed: the turn is stored whole (its pending rows go);
 * stopped by the caller (`close()`/`aclose()`, Ctrl-C, a cancelled task): stored with the partial response (tool
   calls without their results dropped), its last message marked `extra['interrupted'] = True`;
-* paused for a person's approval: it stays pending, waiting; the next run with the decision (an approval message,
-  or `Agent.resume(session=..., approval=...)`) continues it; a run with other messages stores it as it stands
-  (the calls then count as not approved);
+* paused for a person (calls waiting for approval, or a UserAgent waiting for the person's message): it stays
+  pending, waiting; the next run with the decision (an approval message, or `Agent.resume(session=...,
+  approval=...)`) or with the person's message continues it, and the turn is stored whole with that message in
+  it; for an approval, a run with other messages stores the paused turn as it stands (its calls then count as
+  not approved);
 * failed (an exception): it stays pending if a checkpoint holds work it completed (so that `Agent.resume` can
   continue without repeating it), else nothing is stored;
 * the process killed: what the last checkpoint holds stays pending.
@@ -42,7 +44,8 @@ from chatagent.sessions.store import _UNCHANGED, Loaded
 logger = logging.getLogger("chatagent.sessions")
 
 DONE, STOPPED, FAILED = "done", "stopped", "failed"
-PENDING_APPROVAL = "pending_approval"  # the mark of a paused call (chatagent.run.approval names it too)
+# what marks a run that paused for a person, on its last message (chatagent.run.approval, chatagent.agents.user)
+PENDING_APPROVAL, PENDING_INPUT = "pending_approval", "pending_user_input"
 _CLEAN = 1 << 62  # `Turn._dirty` when nothing checkpointed was changed
 
 
@@ -57,7 +60,7 @@ class Turn:
 
     __slots__ = (
         "session", "new", "loaded", "conversation", "name", "key", "restored", "replay", "_release", "_collector",
-        "offset", "decided", "usage", "_count", "_flushed", "_dirty", "_steps", "_lock", "_shift",
+        "offset", "decided", "usage", "_count", "_flushed", "_dirty", "_steps", "_lock", "_shift", "_prefix",
     )  # fmt: skip
 
     def __init__(self, session: Session, new: list[Message], *, decision: bool = False, resume: bool = False) -> None:
@@ -76,11 +79,14 @@ class Turn:
         self._lock = threading.Lock()  # flush and end: never at once (a cancelled arun ends while one writes)
         self.offset = 0  # resume(): where the run's response goes in the one shown (after the replayed part)
         self._shift = 0  # a decision: the same, for the stored turn only (the caller saw the restored part)
+        self._prefix: list[Message] = []  # what precedes the run's own response: the restored part, a decision
         store = session.store
         self._release = store.lock(session.user, session.id)
         try:
             self.loaded: Loaded = store.load(session.user, session.id)
             found = store.pending(session.user, session.id)
+            if found is not None and found.state == PAUSED and found.detail.get("kind") == "input" and new:
+                decision = True  # the person's message
             if found is not None and not (resume or decision):
                 if found.state != PAUSED:
                     raise _pending_error(session, found)
@@ -114,8 +120,10 @@ class Turn:
         part, then the decision on a paused turn's calls)."""
         if found.state == PAUSED and not decision:
             raise SessionError(
-                f"the turn of session {self.session.id!r} waits for a decision on its tool calls: "
-                "resume it with approval=True, False or {call id: bool}"
+                f"the turn of session {self.session.id!r} waits for a person's message: run with it"
+                if found.detail.get("kind") == "input"
+                else f"the turn of session {self.session.id!r} waits for a decision on its tool calls: resume it "
+                "with approval=True, False or {call id: bool}"
             )
         if found.state != PAUSED and decision:
             raise SessionPendingTurnError(
@@ -129,19 +137,22 @@ class Turn:
         self.key, self._steps = found.key, found.steps
         self.decided = found.state == PAUSED
         self.restored = to_messages(found.response)
-        self._count = self._flushed = len(self.restored)
+        self._prefix = self.restored + decision  # a decision is part of the turn, where it was taken
+        self._flushed = len(self.restored)
+        self._count = len(self._prefix)
         if resume:
-            self.offset = len(self.restored)
+            self.offset = len(self._prefix)
         else:  # a decision on a paused turn, whose caller has seen the restored part: the run goes on from it
-            self._shift = len(self.restored)
+            self._shift = len(self._prefix)
             self._collector.add(self.replayed())
-        return to_messages(found.messages), self.restored + decision
+        return to_messages(found.messages), self._prefix
 
     # ---- what the run shows -------------------------------------------------------------------------------
 
     def replayed(self) -> list[Fragment]:
-        """The restored part as fragments, shown first by `resume()`."""
-        return [fragment(m, i) for i, m in enumerate(self.restored)]
+        """What precedes the run's own response (the restored part, a decision) as fragments, shown first by
+        `resume()`."""
+        return [fragment(m, i) for i, m in enumerate(self._prefix)]
 
     def add(self, fragments: Sequence[Fragment], replayed: bool = False) -> None:
         """A piece of the response as the caller sees it (placed after `restored` when that is not replayed)."""
@@ -232,9 +243,12 @@ class Turn:
                                    detail)  # fmt: skip
             return
         response = self._collector.messages()
-        waiting = (response[-1].extra or {}).get(PENDING_APPROVAL) if response else None
-        if outcome == DONE and waiting:
-            self._flush(PAUSED, {"waiting": waiting})
+        last = (response[-1].extra or {}) if response else {}
+        if outcome == DONE and last.get(PENDING_APPROVAL):
+            self._flush(PAUSED, {"kind": "approval", "waiting": last[PENDING_APPROVAL]})
+            return
+        if outcome == DONE and last.get(PENDING_INPUT):
+            self._flush(PAUSED, {"kind": "input", "waiting": [{"name": last[PENDING_INPUT]}]})
             return
         for m in response:
             if m.name is None and self.name is not None:
@@ -276,8 +290,8 @@ def run_turn(turn_of: Callable[[], Turn], start: Start, name: str | None) -> Ite
     stream = None
     outcome, error = FAILED, None
     try:
-        if turn.replay and turn.restored:
-            replay = turn.replayed()
+        replay = turn.replayed() if turn.replay else None
+        if replay:
             turn.add(replay, replayed=True)
             yield replay
         stream = start(turn)
@@ -304,8 +318,8 @@ async def arun_turn(turn_of: Callable[[], Turn], start: AStart, name: str | None
     stream = None
     outcome, error = FAILED, None
     try:
-        if turn.replay and turn.restored:
-            replay = turn.replayed()
+        replay = turn.replayed() if turn.replay else None
+        if replay:
             turn.add(replay, replayed=True)
             yield replay
         stream = start(turn)

@@ -184,7 +184,9 @@ def test_a_pause_for_approval_is_a_pending_turn_that_the_decision_continues(stor
     )
     assert [m["role"] for m in after] == ["function", "assistant"] and after[-1]["content"] == "It is 5."
     assert [a[:2] for a in ADDED] == [(2, 3)]
-    assert [m["role"] for m in s.messages()] == ["user", "assistant", "function", "assistant"]  # one turn
+    stored = s.messages()  # one turn, the decision in it where it was taken
+    assert [m["role"] for m in stored] == ["user", "assistant", "user", "function", "assistant"]
+    assert stored[2]["extra"] == {"approval": True}
     assert s.pending_turn is None
 
 
@@ -198,8 +200,9 @@ def test_resume_with_a_decision_shows_the_whole_turn_and_a_new_question_stores_t
     with pytest.raises(Exception, match="waits for a decision"):
         list(_bot([], approval=True).resume(session=s))
     resumed = list(_bot(["Not added."], approval=True).resume(session=s, approval=False, reason="no"))[-1]
-    assert [m["role"] for m in resumed] == ["assistant", "function", "assistant"]  # the call again, then the rest
-    assert "denied" in resumed[1]["content"] and ADDED == []
+    # the call and the decision again, then the rest
+    assert [m["role"] for m in resumed] == ["assistant", "user", "function", "assistant"]
+    assert "denied" in resumed[2]["content"] and ADDED == []
     # a turn paused, then a new question instead of a decision: the paused turn is stored as it stood
     _bot([tool_call("add", {"a": 4, "b": 4})], approval=True).run_nonstream([user("4+4?")], session=s)
     _bot(["Hello."], approval=True).run_nonstream([user("never mind")], session=s)
@@ -264,3 +267,28 @@ def test_idempotency_keys_are_per_call_and_none_outside_a_tool(store_url: str) -
     keys = [a[2] for a in ADDED]
     assert len(set(keys)) == 2 and all(k and ":" in k for k in keys)
     assert current_run().idempotency_key is None and current_run().call_id is None
+
+
+def test_a_pause_for_a_persons_message_is_the_same_pending_turn(store_url: str) -> None:
+    from chatagent import BasicAgent, GroupChat, ScriptedLLM
+    from chatagent.agents.user import UserAgent, pending_input
+
+    def chat() -> GroupChat:
+        alice = BasicAgent(llm=ScriptedLLM(["Tabs. What do you think, @Me?", "Glad you agree."]), name="Alice")
+        return GroupChat([alice, UserAgent(name="Me")], selection="round_robin", max_rounds=3)
+
+    s = Session("person", store_url)
+    first = chat().run_nonstream([user("Tabs or spaces?")], session=s)
+    assert pending_input(first) == "Me"
+    pending = s.pending_turn
+    assert pending is not None and pending.kind == "input" and pending.waiting == [{"name": "Me"}]
+    assert s.messages() == []
+    # another process, another chat object: the person's message, as the next run's, continues the turn
+    second = chat().run_nonstream([{"role": "user", "name": "Me", "content": "Tabs it is."}], session=s)
+    assert pending_input(second) == "Me"  # (round robin: the person's turn again)
+    pending = s.pending_turn
+    assert pending is not None and pending.kind == "input" and s.messages() == []
+    assert [(m["role"], m.get("name")) for m in pending.response] == [
+        ("assistant", "Alice"), ("assistant", "Me"), ("user", "Me"), ("assistant", "Alice"), ("assistant", "Me"),
+    ]  # fmt: skip
+    assert pending.response[2]["content"] == "Tabs it is."  # the person's message, where it came, in the turn
