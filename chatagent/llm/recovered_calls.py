@@ -284,7 +284,8 @@ class CallRecovery:
                 read = self._block_calls(b)
                 if read:
                     calls += read
-                    shapes.add(b.shape + (" in thought" if b.thought else ""))
+                    shape = "qwen3-coder" if b.shape == "hermes" and "<function=" in b.text else b.shape
+                    shapes.add(shape + (" in thought" if b.thought else ""))
                 elif not b.thought:  # a call's marker, but no call we can read: shown, so that nothing is lost
                     logger.warning("%s: a %s tool call that cannot be read: shown as text", self.model, b.shape)
                     self.answer.out.append(b.text)
@@ -293,7 +294,7 @@ class CallRecovery:
         if held:
             self.answer.out.append(held)
         out = self._text()
-        if not self.shown and (calls or not out):
+        if not self.shown and not calls and not out:  # an empty reply is still one message
             out.append(_make(ASSISTANT, "", None, None, None, None, 0))
             self.shown = True
         first = 1 if self.shown else 0
