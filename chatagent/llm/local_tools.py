@@ -10,7 +10,7 @@ so a call always names a tool that exists with arguments of the right shape, and
 prose that looks like a call. Earlier calls and results are written into the conversation the same way (a result
 as a user message, since such templates have no tool role). After a tool's result, the next reply is an answer:
 a small model asked again would call again, so the embedded model makes one round of calls per question.
-`function_choice` is honoured: 'none' answers (no grammar), 'required' calls, a tool's name calls that tool.
+`function_choice` is honoured for the first reply: 'none' answers, 'required' calls, a tool's name calls that tool.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def constrained_request(
     """The conversation as the model gets it (tools in the system message, calls and results as text) and the
     request's grammar: {'json_schema': ...}."""
     answer_only = choice.choice == "none" or not functions
-    answer_only = answer_only or (bool(messages) and messages[-1].role == FUNCTION and choice.choice != "required")
+    answer_only = answer_only or (bool(messages) and messages[-1].role == FUNCTION)  # one round of calls
     offered = (
         functions if choice.choice in ("auto", "required") else [f for f in functions if f["name"] == choice.choice]
     )
