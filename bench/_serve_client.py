@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import resource
 import sys
 import time
 
 import aiohttp
 import orjson
+
+# $BENCH_API_KEY: sent as the bearer key (a server that requires one)
+HEADERS = {"Content-Type": "application/json"} | (
+    {"Authorization": f"Bearer {os.environ['BENCH_API_KEY']}"} if os.environ.get("BENCH_API_KEY") else {}
+)
 
 
 async def one(session: aiohttp.ClientSession, url: str, body: bytes, expected: str) -> tuple[float | None, int, str]:
@@ -27,7 +33,7 @@ async def one(session: aiohttp.ClientSession, url: str, body: bytes, expected: s
     text: list[str] = []
     buffer = b""
     try:
-        async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as r:
+        async with session.post(url, data=body, headers=HEADERS) as r:
             if r.status != 200:
                 return None, 0, f"HTTP {r.status}"
             async for part in r.content.iter_any():

@@ -1,8 +1,10 @@
 """Helper for bench/serve.py: the servers it measures, each started as a process of its own.
 
-    python bench/_serve_targets.py chatagent|relay|stdlib PORT UPSTREAM_URL
+    python bench/_serve_targets.py chatagent|unchecked|relay|stdlib PORT UPSTREAM_URL
 
-- chatagent: `chatagent.server.AgentServer` over a BasicAgent on the upstream (what `chatagent serve` runs).
+- chatagent: `chatagent.server.AgentServer` over a BasicAgent on the upstream (what `chatagent serve` runs), with
+  API keys (the clients send $BENCH_API_KEY) and its Host, Origin and content-type checks.
+- unchecked: the same without them (no key; the app served without its Host/Origin guard): what the checks cost.
 - relay: the limit: a bare Starlette app on the same uvicorn that forwards the upstream's bytes through the same
   HTTP client library (httpx.AsyncClient), with no parsing at all.
 - stdlib: main's thread-per-connection server before the ASGI move (bench/_stdlib_server.py), same agent.
@@ -29,10 +31,24 @@ def _agent(upstream: str):  # noqa: ANN202
     return BasicAgent(llm=llm, name="bench")
 
 
+KEYS = ["bench-key-other", "bench-key"]  # two principals: the clients are the second
+
+
 def chatagent(port: int, upstream: str) -> None:
     from chatagent.server.runner import AgentServer
 
-    server = AgentServer(_agent(upstream), "127.0.0.1", port, max_concurrency=CONCURRENCY, grace=1)
+    server = AgentServer(_agent(upstream), "127.0.0.1", port, max_concurrency=CONCURRENCY, grace=1, api_key=KEYS,
+                         max_connections=CONCURRENCY)  # fmt: skip
+    print("ready", flush=True)
+    server.serve_forever()
+
+
+def unchecked(port: int, upstream: str) -> None:
+    from chatagent.server.runner import AgentServer
+
+    server = AgentServer(_agent(upstream), "127.0.0.1", port, max_concurrency=CONCURRENCY, grace=1,
+                         max_connections=CONCURRENCY)  # fmt: skip
+    server.app = server.app.app  # the Starlette app inside the Host/Origin guard
     print("ready", flush=True)
     server.serve_forever()
 
@@ -84,4 +100,4 @@ if __name__ == "__main__":
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     kind, port, upstream = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    {"chatagent": chatagent, "relay": relay, "stdlib": stdlib}[kind](port, upstream)
+    {"chatagent": chatagent, "unchecked": unchecked, "relay": relay, "stdlib": stdlib}[kind](port, upstream)

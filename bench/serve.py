@@ -6,14 +6,18 @@ On loopback, each in a process of its own: a lean upstream (bench/_sse_upstream.
 answer, one every INTERVAL seconds), the server under test, and the clients (bench/_serve_client.py: aiohttp,
 CLIENTS streams started at once, each answer checked whole). Three servers in turn (bench/_serve_targets.py):
 
-- chatagent: `AgentServer` (uvicorn + Starlette) over a BasicAgent on the upstream, streaming with `arun()`;
+- chatagent: `AgentServer` (uvicorn + Starlette) over a BasicAgent on the upstream, streaming with `arun()`, with
+  two API keys (each client sends one) and the Host, Origin and content-type checks;
+- unchecked: the same server without the key and the Host/Origin guard (what the identity checks cost);
 - relay: a bare Starlette app on the same uvicorn forwarding the upstream's bytes with httpx (the limit);
 - stdlib: main's thread-per-connection server before the ASGI move (bench/_stdlib_server.py).
 
 Figures per server: streams completed with the full text, p50/p99 time to first content chunk, content chunks per
 second (all clients' chunks / wall time), the server's peak RSS. Goals: chatagent completes every stream, its
 chunks/s >= 0.7x the relay's, and it is ahead of the stdlib server on every figure (ratios printed). Each server
-gets a warm-up of a few streams first. Every helper is started with default signal handling and a deadline,
+gets a warm-up of a few streams first. Then, in this process, the per-request cost of the identity and ownership
+checks alone: the principal from the key, the Host/Origin check, and opening a stored conversation (its owner's
+row, its size quota) beside binding a Session as before. Every helper is started with default signal handling and a deadline,
 and stopped (SIGTERM, then SIGKILL) whatever happens. `make bench` runs the default (1,000 clients, about 3-4
 minutes on a loaded 2-core machine, mostly the stdlib server); --quick (100 clients) takes about 30 s.
 """
@@ -38,7 +42,8 @@ sys.path.insert(0, str(BENCH))
 
 from _measure import show  # noqa: E402
 
-TARGETS = ("chatagent", "relay", "stdlib")
+TARGETS = ("chatagent", "unchecked", "relay", "stdlib")
+BENCH_KEY = "bench-key"  # bench/_serve_targets.py: the key the chatagent target's clients send
 
 
 def free_port() -> int:
@@ -91,10 +96,10 @@ def wait_listening(port: int, deadline: float = 30) -> None:
             time.sleep(0.05)
 
 
-def clients(port: int, n: int, chunks: int) -> dict:
+def clients(port: int, n: int, chunks: int, key: str = "") -> dict:
     out = subprocess.run(
         [sys.executable, str(BENCH / "_serve_client.py"), f"http://127.0.0.1:{port}/v1", "bench", str(n), str(chunks)],
-        capture_output=True, text=True, timeout=900, cwd=ROOT,
+        capture_output=True, text=True, timeout=900, cwd=ROOT, env={**os.environ, "BENCH_API_KEY": key},
     )  # fmt: skip
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
@@ -113,10 +118,11 @@ def measure(kind: str, upstream: str, n: int, chunks: int) -> dict:
     proc = start([str(BENCH / "_serve_targets.py"), kind, str(port), upstream])
     try:
         wait_listening(port)
-        warm = clients(port, 10, chunks)
+        key = BENCH_KEY if kind == "chatagent" else ""
+        warm = clients(port, 10, chunks, key)
         if warm["failed"]:
             raise RuntimeError(f"{kind}: the warm-up failed: {warm['errors']}")
-        result = clients(port, n, chunks)
+        result = clients(port, n, chunks, key)
         result["rss"] = peak_rss_mb(proc.pid)
     finally:
         stop(proc)
@@ -167,7 +173,7 @@ def main() -> None:
     ours = results.get("chatagent")
     if ours is None:
         return
-    for kind in ("relay", "stdlib"):
+    for kind in ("unchecked", "relay", "stdlib"):
         ref = results.get(kind)
         if ref is None:
             continue
@@ -182,5 +188,57 @@ def main() -> None:
         )
 
 
+def per_call_us(fn: object, n: int) -> float:
+    """Microseconds per call of `fn()` (the best of three runs of `n` calls)."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()  # type: ignore[operator]
+        best = min(best, time.perf_counter() - start)
+    return best / n * 1e6
+
+
+def check_costs() -> None:
+    """The per-request cost of the identity and ownership checks, in this process, beside what they replaced."""
+    import hashlib
+    import hmac
+    import tempfile
+
+    from chatagent.schema import Message
+    from chatagent.server.conversations import Quotas, open_conversation
+    from chatagent.server.identity import Principals
+    from chatagent.server.openai_api import ChatRequest
+    from chatagent.sessions import Session, close_stores, open_store
+    from chatagent.utils.origins import HostCheck
+
+    headers = {b"authorization": b"Bearer " + BENCH_KEY.encode(), b"host": b"127.0.0.1:8000"}
+    keys = Principals(["bench-key-other", BENCH_KEY])
+    one_key = hashlib.sha256(BENCH_KEY.encode()).digest()
+
+    def before() -> None:  # main's check: one key, one digest compared
+        hmac.compare_digest(hashlib.sha256(headers[b"authorization"][7:]).digest(), one_key)
+
+    check = HostCheck("127.0.0.1")
+
+    def identity() -> None:
+        keys.of(headers)
+        check.refusal("127.0.0.1:8000", "http://127.0.0.1:8000")
+
+    show("serve_check_identity_and_origin_us", f"{per_call_us(identity, 20000):.2f} per request (2 keys, Host and "
+         f"Origin checked); main's one-key check {per_call_us(before, 20000):.2f}")  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(f"sqlite:///{tmp}/s.db")
+        Session("conv", store, user="key:bench").append([{"role": "user", "content": "hi"}])
+        request = ChatRequest([Message("user", "next")], True, False, None, "conv")
+        quotas = Quotas()
+        owned = per_call_us(lambda: open_conversation(store, "key:bench", "conv", request, 100, quotas), 2000)
+        bound = per_call_us(lambda: Session("conv", store, user="key:bench"), 2000)
+        show("serve_check_ownership_us", f"{owned:.1f} per request with a session_id (owner's row, size quota; "
+             f"SQLite); binding a Session as main did {bound:.1f}")  # fmt: skip
+        close_stores()
+
+
 if __name__ == "__main__":
     main()
+    check_costs()

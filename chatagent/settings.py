@@ -7,9 +7,9 @@ a default where it is set per object (`FnCallAgent(max_llm_calls=...)`, `generat
 
 from __future__ import annotations
 
+from chatagent.agents.assistant import DEFAULT_MAX_REF_TOKEN
 from chatagent.agents.fncall import MAX_LLM_CALLS
 from chatagent.llm.base import DEFAULT_MAX_INPUT_TOKENS
-from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN
 from chatagent.utils.workspace import workspace_root
 
 MAX_LLM_CALL_PER_RUN: int = MAX_LLM_CALLS

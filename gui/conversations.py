@@ -10,6 +10,7 @@ Session from the name Gradio signed in, never from what the page sends.
 """
 
 import os
+import secrets
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import gradio as gr
 
 from chatagent.sessions import DEFAULT_USER, Session, SessionInfo, open_store
+from gui.security import browser_of
 from gui.session import ChatSession
 
 NEW_TITLE = "New conversation"
@@ -57,27 +59,27 @@ class Conversations:
     # ---- handlers ------------------------------------------------------------------------------------------
 
     def _on_load(self, chat: ChatSession | None, request: gr.Request) -> tuple:
-        user = user_of(request)
+        user = self._user(request)
         found = self.store.list(user)
         opened = self._open(chat, Session(found[0].id if found else None, self.store, user=user), found)
         return (*opened, gr.MultimodalTextbox(interactive=True))
 
     def _on_new(self, chat: ChatSession | None, request: gr.Request) -> tuple:
-        return self._open(chat, Session(None, self.store, user=user_of(request)))
+        return self._open(chat, Session(None, self.store, user=self._user(request)))
 
     def _on_switch(self, session_id: str | None, chat: ChatSession | None, request: gr.Request) -> tuple:
         if not session_id:
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-        return self._open(chat, Session(session_id, self.store, user=user_of(request)))
+        return self._open(chat, Session(session_id, self.store, user=self._user(request)))
 
     def _on_rename(self, title: str, chat: ChatSession | None, request: gr.Request) -> tuple:
         if chat is None or chat.stored is None or not title.strip():
             return gr.skip(), gr.skip()
         chat.stored.title = title
-        return self._listing(user_of(request), chat), self._title_box(chat)
+        return self._listing(self._user(request), chat), self._title_box(chat)
 
     def _on_delete(self, chat: ChatSession | None, request: gr.Request) -> tuple:
-        user = user_of(request)
+        user = self._user(request)
         if chat is not None and chat.stored is not None:
             chat.detach()
             chat.stored.delete()
@@ -88,9 +90,12 @@ class Conversations:
         if chat is None or chat.stored is None:
             return gr.skip(), gr.skip()
         same = self._shown.get(chat) == chat.stored.title
-        return self._listing(user_of(request), chat), gr.skip() if same else self._title_box(chat)
+        return self._listing(self._user(request), chat), gr.skip() if same else self._title_box(chat)
 
     # ---- helpers -------------------------------------------------------------------------------------------
+
+    def _user(self, request: gr.Request) -> str:
+        return user_of(request, getattr(self.ui, "identity_key", None))
 
     def _open(self, current: ChatSession | None, stored: Session, found: list[SessionInfo] | None = None) -> tuple:
         """Show `stored` in a fresh ChatSession (a turn streaming in `current` is stopped and its answer kept)."""
@@ -113,7 +118,15 @@ class Conversations:
         return gr.Radio(choices=choices, value=current if any(i.id == current for i in found) else None)
 
 
-def user_of(request: gr.Request | None) -> str:
-    """The signed-in user's name (Gradio auth), else the one local user."""
+def user_of(request: gr.Request | None, key: bytes | None = None) -> str:
+    """Whose conversations a request reaches: the signed-in user's name (Gradio auth), else its browser's signed
+    identity (`gui.security.BrowserIdentity`, with `key`), else (no key: the page is not served by `WebUI.run`)
+    the one local user. A request with neither a login nor a valid identity reaches no one's: a name of its own."""
     name = getattr(request, "username", None) if request is not None else None
-    return name if isinstance(name, str) and name else DEFAULT_USER
+    if isinstance(name, str) and name:
+        return name
+    if key is None:
+        return DEFAULT_USER
+    headers = getattr(request, "headers", None) or {}
+    browser = browser_of(headers.get("cookie", ""), key)
+    return f"browser:{browser}" if browser is not None else f"browser:unknown-{secrets.token_hex(16)}"

@@ -27,6 +27,11 @@ from chatagent.utils.keys import mask_secrets
 THINKING_TITLE = "💭 Thinking"
 CUT_NOTE = "✂️ *Cut off: the answer reached its token limit (`max_tokens`).*"
 LOOP_NOTE = "✂️ *Ended: the model began to repeat itself.*"
+PASSAGE_TITLE = "The best-matching passage of your files:"
+SUMMARY_LABEL = (
+    "*The model's summary of this passage (a small model can be wrong: the passage is what your file says):*"
+)
+ECHO_NOTE = "✂️ *Ended: the model began to recite its instructions; that part was removed.*"
 # a fence opens with 3+ backticks (no backtick after them on the line) or 3+ tildes, indented 0-3 spaces
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}(?=[^`]*$)|~{3,})")
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
@@ -217,6 +222,10 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
         who = escape_html(safe_name(waiting_for or "you"))
         return [chat_message("assistant", f"⏳ *Waiting for **{who}**: type the next message.*")]
     out: list[dict[str, Any]] = []
+    extra = msg.extra or {}
+    passage = extra.get("passage")
+    if passage:  # the best-matching passage, shown first; the answer is the small model's summary of it
+        out.append(render_passage(passage))
     if msg.reasoning_content:
         out.append(chat_message("assistant", escape_markdown(msg.reasoning_content), THINKING_TITLE))
     text = msg.text
@@ -225,7 +234,7 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
             text = f"{speaker_badge(msg.name)} **{escape_html(safe_name(msg.name))}**\n\n{escape_markdown(text)}"
         else:
             text = escape_markdown(text)
-        out.append(chat_message("assistant", text))
+        out.append(chat_message("assistant", f"{SUMMARY_LABEL}\n\n{text}" if passage else text))
     if msg.function_call is not None:
         call = msg.function_call
         who = f"{safe_name(msg.name)} → " if show_name and msg.name else ""
@@ -234,13 +243,30 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
                 "assistant", code_block(_pretty_json(call.arguments), "json"), f"🛠️ {who}{safe_name(call.name)}"
             )
         )
-    extra = msg.extra or {}
-    note = {"length": CUT_NOTE, "repetition": LOOP_NOTE}.get(extra.get("stop_reason", ""))
+    note = {"length": CUT_NOTE, "repetition": LOOP_NOTE, "prompt_echo": ECHO_NOTE}.get(extra.get("stop_reason", ""))
     if note:
         out.append(chat_message("assistant", note))
     if extra.get("sources"):
         out.append(render_sources(extra["sources"]))
     return out
+
+
+def render_passage(passage: dict[str, Any]) -> dict[str, Any]:
+    """The passage an answer summarises, with its file and page, the sentences that match the question marked.
+
+    It is an HTML block (`<blockquote>`, its lines joined by `<br>`, no blank line) with its text escaped, so no
+    character of the document can start Markdown or a tag of its own."""
+    text = str(passage.get("text", ""))
+    marked: list[str] = []
+    at = 0
+    for start, end in sorted((int(a), int(b)) for a, b in passage.get("highlights") or []):
+        if at <= start < end <= len(text):
+            marked += [escape_html(text[at:start]), "<mark>", escape_html(text[start:end]), "</mark>"]
+            at = end
+    marked.append(escape_html(text[at:]))
+    body = "<br>".join(line.strip() for line in "".join(marked).splitlines() if line.strip())
+    label = escape_html(source_label(passage))
+    return chat_message("assistant", f"{PASSAGE_TITLE} **{label}**\n\n<blockquote>{body}</blockquote>")
 
 
 def render_sources(sources: list[dict]) -> dict[str, Any]:

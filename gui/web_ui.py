@@ -23,10 +23,11 @@ from chatagent.agents.group_chat import find_mention
 from chatagent.errors import ModelServiceError
 from chatagent.schema import Message, to_messages
 from chatagent.utils.extras import missing_dependency
+from chatagent.utils.origins import HostCheck
 from gui.control import ApprovalControls
 from gui.notes import model_note
 from gui.render import escape_html, escape_markdown, render_conversation, safe_name
-from gui.security import SecurityHeaders
+from gui.security import BrowserIdentity, HostGuard, SecurityHeaders, identity_key
 from gui.session import ChatSession, user_message
 
 logger = logging.getLogger("chatagent.gui")
@@ -103,6 +104,7 @@ class WebUI:
         self.concurrency_limit: int | None = None  # turns streamed at once (None: no limit); see run()
         self.enable_mention = False  # see run()
         self.conversations = conversations
+        self.identity_key: bytes | None = None  # signs browsers' identities when the page has no login (see run())
 
     # ---- sessions ------------------------------------------------------------------------------------
 
@@ -302,6 +304,8 @@ class WebUI:
         *,
         block: bool = True,
         max_threads: int = 64,
+        server_names: Sequence[str] = (),
+        allow_unauthenticated: bool = False,
         **launch_kwargs: Any,
     ) -> str:
         """Serve the page; blocks until stopped unless `block=False`. Returns the local URL.
@@ -310,18 +314,35 @@ class WebUI:
         wait in Gradio's queue). `enable_mention=True`: with several agents, "@name" in a message sends it
         to that agent. `share=True` asks Gradio for a public link, which contacts Gradio's share server: off
         by default. Other keyword arguments go to `gr.Blocks.launch`.
+
+        The page answers only requests that name it (a loopback name, the address it is bound to, or one of
+        `server_names`: DNS rebinding is refused) and come from itself (another site's `Origin` is refused).
+        Without a login (`auth=`), each browser gets its own signed identity and sees only its own conversations;
+        binding to an address other than loopback without a login raises ValueError unless
+        `allow_unauthenticated=True` (then anyone who reaches the address can use the agent).
         """
         if concurrency_limit is not None and (not isinstance(concurrency_limit, int) or concurrency_limit < 1):
             raise ValueError(f"concurrency_limit must be a positive integer or None, got {concurrency_limit!r}")
         self.concurrency_limit, self.enable_mention = concurrency_limit, bool(enable_mention)
         from starlette.middleware import Middleware
 
+        bound = server_name or "127.0.0.1"
+        if not launch_kwargs.get("auth") and not _loopback(bound) and not allow_unauthenticated:
+            raise ValueError(
+                f"the web UI would serve {bound} without a login: anyone who reaches it could use the agent and its "
+                "tools. Give auth=[(user, password)] (--auth USER:PASS), bind to 127.0.0.1, or say "
+                "allow_unauthenticated=True (--allow-no-auth)"
+            )
+        guards = [Middleware(HostGuard, check=HostCheck(bound, server_names))]
+        if not launch_kwargs.get("auth"):
+            self.identity_key = identity_key()
+            guards.append(Middleware(BrowserIdentity, key=self.identity_key))
         demo = self.build(messages)
         demo.queue(default_concurrency_limit=None)
         if share:
             logger.warning("share=True: Gradio will contact its share server to make a public link")
         app_kwargs = dict(launch_kwargs.pop("app_kwargs", None) or {})
-        app_kwargs["middleware"] = [Middleware(SecurityHeaders), *app_kwargs.get("middleware", [])]
+        app_kwargs["middleware"] = [*guards, Middleware(SecurityHeaders), *app_kwargs.get("middleware", [])]
         _, url, _ = demo.launch(
             server_name=server_name,
             server_port=server_port,
@@ -347,6 +368,17 @@ class WebUI:
         """Stop serving (for `run(block=False)`)."""
         if self.demo is not None:
             self.demo.close()
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _close_session(session: ChatSession | None) -> None:

@@ -11,14 +11,23 @@ user message reaches the model preceded by the best excerpts of the files for it
 `[file, p. N]`; the system message asks the model to cite them that way. Excerpts already given in an
 earlier turn are not repeated, and an earlier turn gets the same excerpts on every run, so the prompt
 of a follow-up begins exactly as the last one did and a server's prompt cache (llama.cpp's
-`cache_prompt`, DashScope's and OpenAI's prefix caches) reads only what is new. A follow-up that says
-too little to be searched on its own ("And an example?") is searched as the question before it.
+`cache_prompt`, DashScope's and OpenAI's prefix caches) reads only what is new. What a question in a
+conversation is searched as is `chatagent.rag.followup`'s choice: a question that stands on its own alone,
+one that names nothing of its own ("And an example?") as the question before it, one that refers back both
+ways, the better kept.
 
-**Budget.** The excerpts of a question fit what the model's window leaves after the system message,
-the question, the tools and the answer's `max_tokens` (counted with the model's tokenizer), and at
-most `rag_cfg['max_ref_token']` (default: a sixth of the window, at most 4000). Earlier turns do not
-count: when the whole conversation does not fit, the model drops the oldest turns first. A question
-that alone exceeds the window still raises `ModelServiceError('context_too_long')`.
+**Budget.** As Qwen-Agent's: up to `rag_cfg['max_ref_token']` tokens of excerpts (default 20000), the whole
+document when it fits, and never more than the model's window leaves after the system message, the
+question, the tools and the answer's `max_tokens` (counted with the model's tokenizer). A model that runs
+on this machine (the embedded one) reads a prompt slowly: its default is a sixth of its window. Earlier
+turns do not count: when the whole conversation does not fit, the model drops the oldest turns first.
+
+**Passage first.** With the embedded model's small default weights (or `rag_cfg['passage_first']=True`),
+the best-matching passage is the answer's first part: `extra['passage']` (`file`, `pages`, `text`, and
+`highlights`, the (start, end) of its sentences that match the question, see `chatagent.rag.highlight`)
+comes before the model says anything, the model is given that passage alone, with a short instruction, and
+its answer is kept short (one paragraph of at most PASSAGE_ANSWER_TOKENS unless `max_tokens` or `stop` is set
+for the agent or the run): a summary of the passage, which the web UI and the CLI show as the small model's.
 
 **Sources.** The final answer carries `extra['sources']`: the excerpts chosen for the question, best
 first, as `{'file', 'pages', 'text'}` (see `Chunk.as_source`), whatever the model writes.
@@ -35,34 +44,43 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from chatagent.agent import current_run
 from chatagent.agents.fncall import FnCallAgent
 from chatagent.errors import ModelServiceError
 from chatagent.llm.budget import prompt_tokens, truncate_messages
+from chatagent.rag.followup import search_query
+from chatagent.rag.highlight import best_passage, best_sentences, sentence_spans
 from chatagent.rag.parsers import display_name
+from chatagent.rag.progress import Progress
+from chatagent.rag.progress import report as tell
 from chatagent.run.events import PROGRESS, Event, emit
 from chatagent.schema import ASSISTANT, SYSTEM, USER, ContentItem, Message, with_system_text
 from chatagent.schema.fragment import Fragment
-from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN, allowed_files, message_files
+from chatagent.tools.retrieval import allowed_files, message_files
+from chatagent.utils.tokens import count_tokens
 
 if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel
     from chatagent.rag.chunking import Chunk
-    from chatagent.rag.progress import Progress, ProgressCallback
+    from chatagent.rag.progress import ProgressCallback
     from chatagent.rag.store import DocStore
 
-__all__ = ["Assistant", "message_files"]
+__all__ = ["DEFAULT_MAX_REF_TOKEN", "Assistant", "message_files"]
 
 logger = logging.getLogger("chatagent.agent")
 
-RAG_CFG_KEYS = ("max_ref_token", "passwords", "on_progress", "store", "chunk_tokens", "overlap_tokens", "max_bytes")
-WINDOW_SHARE = 6  # by default the excerpts of one question take at most a sixth of the window
+RAG_CFG_KEYS = (
+    "max_ref_token", "passwords", "on_progress", "store", "chunk_tokens", "overlap_tokens", "max_bytes", "passage_first"
+)  # fmt: skip
+DEFAULT_MAX_REF_TOKEN = 20000  # Qwen-Agent's: a mid-size document reaches the model whole
+LOCAL_WINDOW_SHARE = 6  # a model on this machine's CPU: by default excerpts take at most a sixth of its window
 MIN_EXCERPT_TOKENS = 50  # less room than this: no excerpts (the question alone may still fit)
 BLOCK_MARGIN = 8  # tokens kept free in a turn's excerpts: a text counted in pieces may count a little more whole
-FOLLOW_UP_TERMS = 3  # a question with fewer search terms is searched as the one before it
+PASSAGE_ANSWER_TOKENS = 120  # the small model's summary of the passage, unless max_tokens is set
+PASSAGE_MODEL_TOKENS = 200  # of the passage, the small model reads about this much, from its first match on
 
 PROMPTS = {
     "en": {
@@ -82,16 +100,34 @@ PROMPTS = {
         "question": "我的问题：",
     },
 }
+# What a small model is sent with the passage: as little as can be, so that there is little to recite.
+PASSAGE_PROMPTS = {
+    "en": {
+        "system": "Answer the question in one or two sentences, using the passage.",
+        "excerpts": "Passage:",
+        "unreadable": "These files could not be read:",
+        "question": "Question:",
+    },
+    "zh": {
+        "system": "根据段落，用一两句话回答问题。",
+        "excerpts": "段落：",
+        "unreadable": "以下文件无法读取：",
+        "question": "问题：",
+    },
+}
 
 
 @dataclass(slots=True)
 class _Turn:
-    """The excerpts given with one user message."""
+    """The excerpts of one user message."""
 
     index: int  # of the user message in the conversation
-    chunks: list[Chunk]  # chosen for it, best first
-    new: list[Chunk]  # the ones not given in an earlier turn
+    query: str  # what was searched for it
+    chunks: list[Chunk]  # found for it, best first: its sources
+    given: list[Chunk]  # the ones the model reads with it (all, or the passage alone)
+    new: list[Chunk]  # of those, the ones not given in an earlier turn
     errors: list[str] = field(default_factory=list)  # files that newly failed
+    passage: dict[str, Any] | None = None  # shown first (see `_passage`)
 
 
 class Assistant(FnCallAgent):
@@ -99,11 +135,13 @@ class Assistant(FnCallAgent):
 
     Args:
         files: paths or URLs always searched, in addition to the files in the user's messages.
-        rag_cfg: `max_ref_token` (the most tokens of excerpts per question; default: a sixth of the
-            model's window, at most 4000), `passwords` ({file name or path: password} for encrypted
-            PDFs), `on_progress` (a callback given a `chatagent.rag.Progress` per page, file, index
-            and search), `store` (a `chatagent.rag.DocStore`; default: the workspace's), or
-            `chunk_tokens` / `overlap_tokens` / `max_bytes` for a store of its own.
+        rag_cfg: `max_ref_token` (the most tokens of excerpts per question; default 20000, a sixth of the
+            window for a model on this machine, and never more than the window leaves), `passage_first`
+            (show the best passage first and have the model summarise it; default: with the embedded
+            model's small default weights), `passwords` ({file name or path: password} for encrypted PDFs),
+            `on_progress` (a callback given a `chatagent.rag.Progress` per page, file, index and search),
+            `store` (a `chatagent.rag.DocStore`; default: the workspace's), or `chunk_tokens` /
+            `overlap_tokens` / `max_bytes` for a store of its own.
         function_list, llm, system_message, name, description, ...: see FnCallAgent.
     """
 
@@ -124,6 +162,7 @@ class Assistant(FnCallAgent):
         if unknown:
             logger.warning("Assistant: ignoring unknown rag_cfg keys %s", unknown)
         self.max_ref_token: int | None = int(cfg["max_ref_token"]) if cfg.get("max_ref_token") else None
+        self.passage_first: bool | None = None if cfg.get("passage_first") is None else bool(cfg["passage_first"])
         self.passwords: dict[str, str] = dict(cfg.get("passwords") or {})
         self.on_progress: ProgressCallback | None = cfg.get("on_progress")
         self.store: DocStore = cfg.get("store") or _make_store(cfg)
@@ -135,21 +174,44 @@ class Assistant(FnCallAgent):
         report = self._reporter(kwargs.pop("on_progress", None) or self.on_progress)
         if not allowed_files(self.files, messages):
             return (yield from super()._run(_files_as_text(messages), lang=lang, **kwargs))
-        prompts = PROMPTS["zh" if lang == "zh" else "en"]
+        passage_first = self._passage_first(self.llm)
+        prompts = (PASSAGE_PROMPTS if passage_first else PROMPTS)["zh" if lang == "zh" else "en"]
         messages = with_system_text(messages, prompts["system"])
-        messages, sources = yield from self._blocking(self._with_excerpts, messages, prompts, report)
+        messages, latest = yield from self._blocking(self._with_excerpts, messages, prompts, report, passage_first)
         current_run().check_deadline()  # reading many new files can take a while
+        extra: dict[str, Any] = {"sources": [c.as_source() for c in latest.chunks] if latest else []}
+        if latest and latest.passage:
+            extra["passage"] = latest.passage
+            yield [Fragment.unchecked(ASSISTANT, "", None, None, None, {"passage": extra["passage"]}, 0)]
+            self._keep_short()
         response = yield from super()._run(_files_as_text(messages), lang=lang, **kwargs)
         if response and response[-1].role == ASSISTANT and response[-1].function_call is None:
-            yield [Fragment.unchecked(ASSISTANT, "", None, None, None, {"sources": sources}, len(response) - 1)]
+            yield [Fragment.unchecked(ASSISTANT, "", None, None, None, extra, len(response) - 1)]
         return response
+
+    def _passage_first(self, llm: BaseChatModel) -> bool:
+        if self.passage_first is not None:
+            return self.passage_first
+        return bool(getattr(llm, "default_weights", False))  # the embedded model's small default weights
+
+    def _keep_short(self) -> None:
+        """Keep this run's answer to one paragraph of at most PASSAGE_ANSWER_TOKENS, unless the agent or the run
+        sets `max_tokens` (or `stop`)."""
+        run = current_run()
+        given = {**self.extra_generate_cfg, **(run.generate_cfg or {})}
+        short: dict[str, Any] = {}
+        if "max_tokens" not in given:
+            short["max_tokens"] = min(self.llm.max_tokens() or PASSAGE_ANSWER_TOKENS, PASSAGE_ANSWER_TOKENS)
+        if "stop" not in given and "stop" not in self.llm.generate_cfg:
+            short["stop"] = ["\n\n"]  # a summary is one paragraph: a small model's second one wanders
+        run.generate_cfg = {**(run.generate_cfg or {}), **short}
 
     # ---- excerpts ---------------------------------------------------------------------------------------
 
     def _with_excerpts(
-        self, messages: list[Message], prompts: dict[str, str], report: ProgressCallback
-    ) -> tuple[list[Message], list[dict]]:
-        """`messages` with each user message preceded by its excerpts, and the latest question's sources."""
+        self, messages: list[Message], prompts: dict[str, str], report: ProgressCallback, passage_first: bool
+    ) -> tuple[list[Message], _Turn | None]:
+        """`messages` with each user message preceded by its excerpts, and the latest question's turn."""
         llm = self.llm
         cfg = {**self.extra_generate_cfg, **(current_run().generate_cfg or {})}
         system = [messages[0]] if messages[0].role == SYSTEM else []
@@ -164,32 +226,46 @@ class Assistant(FnCallAgent):
                 continue
             room = llm.input_limit(cfg) - prompt_tokens(system + [messages[i]], llm.tokenizer, fixed)
             budget = min(self._max_ref_tokens(llm), room - llm.count_tokens(_block_frame(prompts)))
-            chunks, errors = self._excerpts(files, _query(messages, users, i), budget, llm, report)
-            turn = _Turn(i, chunks, [c for c in chunks if c.id not in given], sorted(set(errors) - failed))
-            given.update(c.id for c in chunks)
+            before = turns[-1].query if turns else None
+            query, chunks, errors = self._excerpts(files, messages[i].text, before, budget, llm, report)
+            shown, passage = chunks, None
+            if passage_first and chunks:  # the passage shown first and given alone: the hit with the best sentence
+                chunks.insert(0, chunks.pop(best_passage([c.text for c in chunks], query)))
+                passage = _passage(chunks[0], query)
+                shown = [_around_match(chunks[0], passage["highlights"])]
+            turn = _Turn(i, query, chunks, shown, [c for c in shown if c.id not in given], sorted(set(errors) - failed))
+            turn.passage = passage
+            given.update(c.id for c in shown)
             failed.update(errors)
             turns.append(turn)
         out = _place(messages, turns, prompts)
         if len(turns) > 1:  # the latest excerpts must not rely on turns the model will drop to fit
             out = self._refit_latest(out, messages, turns, prompts, llm, cfg, fixed)
         latest = turns[-1] if turns and turns[-1].index == users[-1] else None
-        return out, [c.as_source() for c in latest.chunks] if latest else []
+        return out, latest
 
     def _excerpts(
-        self, files: list[str], query: str, budget: int, llm: BaseChatModel, report: ProgressCallback
-    ) -> tuple[list[Chunk], list[str]]:
-        """The best chunks for `query` that fit `budget` tokens of the model's, and the files that failed."""
+        self,
+        files: list[str],
+        question: str,
+        before: str | None,
+        budget: int,
+        llm: BaseChatModel,
+        report: ProgressCallback,
+    ) -> tuple[str, list[Chunk], list[str]]:
+        """What `question` is searched as (see `chatagent.rag.followup`; `before`: what the question before it
+        was), the best chunks for it that fit `budget` tokens of the model's, and the files that failed."""
         deadline = current_run().deadline  # parsing a large new file stops there too
+        index, failures = self.store.load(files, passwords=self.passwords, on_progress=report, deadline=deadline)
+        errors = [str(e) for e in failures]
+        query = search_query(question, before, index)
         if budget < MIN_EXCERPT_TOKENS:
-            _, failures = self.store.load(files, passwords=self.passwords, on_progress=report, deadline=deadline)
-            return [], [str(e) for e in failures]
+            return query, [], errors
+        tell(report, Progress("search", "", len(index.entries), len(index.entries)))
         budget -= BLOCK_MARGIN
         target = budget
         for _ in range(4):  # chunks are sized by the estimate: check with the model's tokenizer, shrink
-            found = self.store.retrieve(
-                files, query, target, passwords=self.passwords, on_progress=report, deadline=deadline
-            )
-            chunks = list(found.chunks)
+            chunks = list(index.select(query, target).chunks)
             sizes = llm.tokenizer.count_many([_excerpt_text(c) + "\n\n" for c in chunks])
             used = sum(sizes)
             if used <= budget:
@@ -198,7 +274,7 @@ class Assistant(FnCallAgent):
         while chunks and sum(sizes) > budget:
             chunks.pop()
             sizes.pop()
-        return chunks, [str(e) for e in found.errors]
+        return query, chunks, errors
 
     def _refit_latest(
         self,
@@ -215,12 +291,12 @@ class Assistant(FnCallAgent):
         latest = turns[-1]
         for _ in range(len(turns)):
             try:
-                kept = truncate_messages(out, llm.input_limit(cfg) - fixed, llm.tokenizer)
+                kept = truncate_messages(out, llm.input_limit(cfg) - fixed, llm.tokenizer, long_input="raise")
             except ModelServiceError:  # the model raises it again, with its message, when it is called
                 return out
             kept_ids = {id(m) for m in kept}
-            seen = {c.id for t in turns[:-1] if id(out[t.index]) in kept_ids for c in t.chunks}
-            new = [c for c in latest.chunks if c.id not in seen]
+            seen = {c.id for t in turns[:-1] if id(out[t.index]) in kept_ids for c in t.given}
+            new = [c for c in latest.given if c.id not in seen]
             if len(new) == len(latest.new):
                 return out
             latest.new = new
@@ -231,7 +307,9 @@ class Assistant(FnCallAgent):
         if self.max_ref_token is not None:
             return self.max_ref_token
         window = llm.context_window
-        return min(DEFAULT_MAX_REF_TOKEN, window // WINDOW_SHARE) if window else DEFAULT_MAX_REF_TOKEN
+        if window and getattr(llm, "model_type", "") == "local":  # on this machine's CPU: prompt time counts
+            return min(DEFAULT_MAX_REF_TOKEN, window // LOCAL_WINDOW_SHARE)
+        return DEFAULT_MAX_REF_TOKEN
 
     def _reporter(self, on_progress: ProgressCallback | None) -> Callable[[Progress], None]:
         """A progress callback that calls `on_progress` and tells the run's callbacks (as `progress` events)."""
@@ -254,16 +332,25 @@ def _make_store(cfg: dict[str, Any]) -> DocStore:
     return DocStore(**options) if options else default_store()
 
 
-def _query(messages: list[Message], users: list[int], i: int) -> str:
-    """What to search for user message `i`: its text; for a follow-up that says too little on its own ("And
-    an example?"), what the question before it searched, so that it gets the same excerpts (already given)."""
-    from chatagent.rag.analysis import analyze  # jieba and stemmers: on first use
+def _passage(chunk: Chunk, query: str) -> dict[str, Any]:
+    """The passage shown first: its file, pages, text and the (start, end) of its sentences that match `query`."""
+    spans = best_sentences(chunk.text, query)
+    return {**chunk.as_source(), "text": chunk.text, "highlights": [list(span) for span in spans]}
 
-    text = messages[i].text
-    k = users.index(i)
-    if k and len(set(analyze(text))) < FOLLOW_UP_TERMS:
-        return _query(messages, users, users[k - 1])
-    return text
+
+def _around_match(chunk: Chunk, highlights: list[list[int]]) -> Chunk:
+    """`chunk` cut to what the small model reads of it: from its first matching sentence (or its start), whole
+    sentences up to PASSAGE_MODEL_TOKENS (every token of the prompt delays the answer)."""
+    text = chunk.text
+    start = min((a for a, _ in highlights), default=0)
+    end = start
+    for _, b in sentence_spans(text):
+        if b <= start:
+            continue
+        if end > start and count_tokens(text[start:b]) > PASSAGE_MODEL_TOKENS:
+            break
+        end = b
+    return replace(chunk, text=text[start:end], tokens=count_tokens(text[start:end]))
 
 
 def _excerpt_text(chunk: Chunk) -> str:

@@ -25,10 +25,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from chatagent.agent import Agent
-from chatagent.agents.assistant import RAG_CFG_KEYS, _make_store
+from chatagent.agents.assistant import DEFAULT_MAX_REF_TOKEN, RAG_CFG_KEYS, _make_store
 from chatagent.schema import ASSISTANT, USER, Message
 from chatagent.schema.fragment import fragment
-from chatagent.tools.retrieval import DEFAULT_MAX_REF_TOKEN, allowed_files
+from chatagent.tools.retrieval import allowed_files
 from chatagent.utils.kwargs import unexpected_keyword
 
 if TYPE_CHECKING:

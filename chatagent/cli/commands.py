@@ -19,11 +19,12 @@ from chatagent.cli.build import (
     load_object,
 )
 from chatagent.cli.errors import CliError
-from chatagent.cli.terminal import chat_loop
+from chatagent.cli.terminal import chat_loop, printable
 from chatagent.errors import MissingDependencyError
-from chatagent.schema import to_message
+from chatagent.schema import to_message, to_messages
 from chatagent.server.runner import AgentServer
 from chatagent.sessions import Session, SessionStoreError
+from chatagent.tools.retrieval import message_files
 from chatagent.utils.keys import clean_api_key
 
 if TYPE_CHECKING:
@@ -34,8 +35,9 @@ logger = logging.getLogger(__name__)
 
 def cmd_chat(args: argparse.Namespace) -> int:
     files = collect_files(args.file, None)
-    agent = agent_from_args(args, files)
-    took_files = not args.agent and is_assistant(agent)  # the default Assistant was built with the files
+    # with a session the files go with the first message, and so are stored with the conversation
+    agent = agent_from_args(args, () if args.session else files)
+    took_files = not args.session and not args.agent and is_assistant(agent)  # the Assistant was built with them
     if files and not took_files:
         logger.info("attaching %d files to the first message", len(files))
     try:
@@ -45,11 +47,18 @@ def cmd_chat(args: argparse.Namespace) -> int:
     session = None
     if args.session:
         session = _session(args.session, args.store)
-        count = len(session.messages())
-        if count:
-            print(f"(resuming {args.session!r}: {count} messages so far; /clear starts it over)")
+        stored = session.messages()
+        if stored:
+            print(f"(resuming {args.session!r}: {len(stored)} messages so far{_files_note(stored)}; "
+                  "/clear starts it over)")  # fmt: skip
     chat_loop(agent, () if took_files else files, session=session)
     return 0
+
+
+def _files_note(stored: list[dict]) -> str:
+    """', with its files a.pdf, b.docx' for a stored conversation that has files (they are read again)."""
+    names = list(dict.fromkeys(Path(f).name for f in message_files(to_messages(stored))))
+    return f", with its files {', '.join(names)}" if names else ", no files"
 
 
 def _session(name: str | None, store: str | None) -> Session:
@@ -72,15 +81,15 @@ def cmd_sessions(args: argparse.Namespace) -> int:
                 s.delete()
                 print(f"deleted {s.id!r}")
                 return 0
-            for m in s.messages():
-                print(f"{m['role']}: {_text(m)}")
+            for m in s.messages():  # stored text is shown, never written raw to the terminal
+                print(f"{m['role']}: {printable(_text(m))}")
             return 0
         found = Session.list(args.store, user=args.user)
     except (SessionStoreError, ValueError) as e:
         raise CliError(str(e)) from None
     for info in found:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.updated))
-        print(f"{info.id}\t{info.messages} messages\t{when}\t{info.title}")
+        print(printable(f"{info.id}\t{info.messages} messages\t{when}\t{info.title}"))
     if not found:
         print(f"no sessions for user {args.user!r}", file=sys.stderr)
     return 0
@@ -116,8 +125,9 @@ def cmd_gui(args: argparse.Namespace) -> int:
 
     try:
         ui = WebUI(agent, chatbot_config=config, conversations=args.store or True)
-        ui.run(server_name=args.host, server_port=args.port, auth=auth)
-    except (MissingDependencyError, SessionStoreError) as e:
+        ui.run(server_name=args.host, server_port=args.port, auth=auth, server_names=args.server_name,
+               allow_unauthenticated=args.allow_no_auth)  # fmt: skip
+    except (MissingDependencyError, SessionStoreError, ValueError) as e:
         raise CliError(str(e)) from None
     return 0
 
@@ -144,6 +154,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             store=args.store,
             allow_hosts=args.allow_host,
             grace=args.grace,
+            server_names=args.server_name,
         )
     except (SessionStoreError, ValueError, OSError) as e:
         raise CliError(str(e)) from None
@@ -157,9 +168,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def serve_api_key(given: str | None, path: str | None) -> str | None:
-    """The key clients must send: --api-key-file's content, else --api-key (with a warning: a command line is
-    readable by every user of the machine), else $CHATAGENT_API_KEY, else none."""
+def serve_api_key(given: str | None, path: str | None) -> str | list[str] | None:
+    """The key clients must send: --api-key-file's content (one key per line: several clients, each its own
+    principal), else --api-key (with a warning: a command line is readable by every user of the machine), else
+    $CHATAGENT_API_KEY, else none."""
     if given is not None and path is not None:
         raise CliError("give --api-key or --api-key-file, not both")
     try:
@@ -168,10 +180,12 @@ def serve_api_key(given: str | None, path: str | None) -> str | None:
                 text = Path(path).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as e:
                 raise CliError(f"--api-key-file {path}: cannot read it ({type(e).__name__})") from None
-            key = clean_api_key(text, f"the key in {path}")
-            if key is None:
+            keys = [
+                k for n, line in enumerate(text.splitlines(), 1) if (k := clean_api_key(line, f"line {n} of {path}"))
+            ]
+            if not keys:
                 raise CliError(f"--api-key-file {path} is empty")
-            return key
+            return keys[0] if len(keys) == 1 else keys
         if given is not None:
             logger.warning(
                 "--api-key on the command line is visible to every user of this machine (ps, /proc/<pid>/cmdline); "

@@ -33,6 +33,13 @@ def build_parser() -> argparse.ArgumentParser:
             "--store", metavar="URL", help="the session store (default: $CHATAGENT_SESSION_STORE or the workspace's)"
         )
 
+    def names_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--server-name", action="append", default=[], metavar="NAME",
+            help="a name clients reach this server by (the Host header; loopback names and the bound address always "
+            "work; '*' any): other Hosts are refused, against DNS rebinding (repeatable)",
+        )  # fmt: skip
+
     p = sub.add_parser("chat", help="chat in the terminal")
     model_args(p)
     p.add_argument("--file", action="append", default=[], metavar="F", help="a file for the agent (repeatable)")
@@ -57,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=7860)
     p.add_argument("--title", help="the page title")
     p.add_argument("--auth", action="append", default=[], metavar="USER:PASS", help="require a login (repeatable)")
+    p.add_argument(
+        "--allow-no-auth", action="store_true",
+        help="serve an address other than loopback without --auth (anyone who reaches it can use the agent)",
+    )  # fmt: skip
+    names_arg(p)
     store_arg(p)
     p.set_defaults(func=cmd_gui)
 
@@ -68,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--api-key-file", metavar="PATH", help="require the key in this file from clients (default: $CHATAGENT_API_KEY)"
     )
     p.add_argument("--api-key", help="the key on the command line: visible to other users, prefer the two above")
+    names_arg(p)
     p.add_argument("--model-name", help="the model id clients see (default: the agent's name)")
     p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
     p.add_argument("--max-concurrency", type=int, default=DEFAULT_MAX_CONCURRENCY, help="runs at once (more get 429)")

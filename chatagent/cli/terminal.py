@@ -1,8 +1,14 @@
-"""Chat in the terminal: the answer streams as it comes, tool calls wait for the user's approval."""
+"""Chat in the terminal: the answer streams as it comes, tool calls wait for the user's approval.
+
+Nothing read from a model, a tool or a store reaches the terminal raw: control characters other than newline and
+tab are shown escaped (`printable`), so no text can move the cursor, overwrite the approval prompt, set the
+clipboard or the window title, or fake the prompt.
+"""
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
@@ -21,6 +27,21 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# C0 and C1 controls but newline and tab, DEL, and the bidirectional overrides that reorder what is shown
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` safe to write to a terminal: its control characters (but newline and tab) shown as `\\xNN`."""
+    if _UNPRINTABLE.search(text) is None:
+        return text
+    return _UNPRINTABLE.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 256 else f"\\u{code:04x}"
+
 
 class TerminalPrinter:
     """Prints an agent's incremental output: text as it streams, reasoning dimmed, tool calls and results."""
@@ -29,6 +50,7 @@ class TerminalPrinter:
         self.out = out
         self.dim, self.bold, self.reset = ("\033[2m", "\033[1m", "\033[0m") if color else ("", "", "")
         self.current: tuple[int, str] | None = None  # (index, what) being printed
+        self.passages: set[int] = set()  # the answers that began with the passage they summarise
 
     def _switch(self, index: int, what: str) -> None:
         if self.current != (index, what):
@@ -37,6 +59,19 @@ class TerminalPrinter:
             self.current = (index, what)
             if what == "reasoning":
                 self.out.write(self.dim + "[thinking] ")
+            elif what == "text" and index in self.passages:
+                self.out.write(f"{self.dim}[the model's summary of this passage; it may be wrong]{self.reset}\n")
+
+    def passage(self, passage: dict) -> str:
+        """The passage an answer summarises: its file and page, then its text, the matching sentences in bold."""
+        text = str(passage.get("text", ""))
+        parts, at = [], 0
+        for start, end in sorted((int(a), int(b)) for a, b in passage.get("highlights") or []):
+            if at <= start < end <= len(text):
+                parts += [text[at:start], self.bold, text[start:end], self.reset]
+                at = end
+        parts.append(text[at:])
+        return f"{self.dim}[passage: {source_label(passage)}]{self.reset}\n" + "".join(parts).strip()
 
     def feed(self, fragments: Sequence[Message]) -> None:
         w = self.out.write
@@ -46,32 +81,40 @@ class TerminalPrinter:
                 self._switch(i, "replaced")
                 blocked = (f.extra or {}).get("blocked_by")
                 w(
-                    f"{self.bold}[blocked by {blocked}]{self.reset} "
+                    f"{self.bold}[blocked by {printable(str(blocked))}]{self.reset} "
                     if blocked
                     else f"{self.dim}[replaced]{self.reset} "
                 )
-                w(f.text)
+                w(printable(f.text))
                 continue
             if f.role == "function":
                 self._switch(i, "result")
                 text = f.text
-                w(f"{self.dim}[result of {f.name}] {text[:500]}{' …' if len(text) > 500 else ''}{self.reset}")
+                shown = printable(text[:500]) + (" …" if len(text) > 500 else "")
+                w(f"{self.dim}[result of {printable(f.name or '')}] {shown}{self.reset}")
                 continue
+            passage = (f.extra or {}).get("passage")
+            if passage and i not in self.passages:
+                self._switch(i, "passage")
+                w(self.passage(passage))
+                self.passages.add(i)
             if f.reasoning_content:
                 self._switch(i, "reasoning")
-                w(f.reasoning_content)
+                w(printable(f.reasoning_content))
             if f.text:
                 self._switch(i, "text")
-                w(f.text)
+                w(printable(f.text))
             if f.function_call is not None:
                 self._switch(i, "call")
-                w(f"{self.bold}[tool] {f.function_call.name}({f.function_call.arguments}){self.reset}")
+                call = f.function_call
+                w(f"{self.bold}[tool] {printable(call.name)}({printable(call.arguments)}){self.reset}")
         self.out.flush()
 
     def end(self, note: str = "") -> None:
         self.out.write(self.reset + (f"\n{note}" if note else "") + "\n")
         self.out.flush()
         self.current = None
+        self.passages.clear()
 
     def footer(self, answer: list) -> None:
         """After an answer: a note if the token limit cut it, and the sources it came with."""
@@ -82,12 +125,15 @@ class TerminalPrinter:
             w(f"{self.dim}[cut off: the answer reached its token limit (max_tokens)]{self.reset}\n")
         elif extra.get("stop_reason") == "repetition":
             w(f"{self.dim}[ended: the model began to repeat itself]{self.reset}\n")
+        elif extra.get("stop_reason") == "prompt_echo":
+            w(f"{self.dim}[ended: the model began to recite its instructions; that part was removed]{self.reset}\n")
         sources = extra.get("sources")
         if sources:
             w(f"{self.dim}Sources:\n")
             for n, src in enumerate(sources, 1):
                 snippet = str(src.get("text", ""))
-                w(f"  {n}. {source_label(src)}: {snippet[:100]}{' …' if len(snippet) > 100 else ''}\n")
+                shown = printable(snippet[:100]) + (" …" if len(snippet) > 100 else "")
+                w(f"  {n}. {printable(source_label(src))}: {shown}\n")
             w(self.reset)
         self.out.flush()
 
@@ -107,8 +153,8 @@ def settle_pending(agent: Agent, session: Session, read: Callable[[str], str], p
         return True
     run = agent.resume(session=session, delta_stream=True)
     try:
-        for fragments in run:
-            printer.feed(fragments)
+        for fragments in run:  # (dicts: what resume() yields)
+            printer.feed([as_fragment(f) for f in fragments])
     except Exception as e:  # shown; the turn stays pending
         printer.end(mask_secrets(f"[error] {type(e).__name__}: {e}"))
         return False
@@ -122,7 +168,8 @@ def ask_approval(waiting: list[dict], read: Callable[[str], str], out: TextIO) -
     """Ask the user about each tool call waiting for approval (y/N); the approval message that resumes the run."""
     decisions: dict[str, bool] = {}
     for call in waiting:
-        out.write(f"The agent wants to run {call['name']}({call['arguments']}).\n")
+        arguments = printable(str(call["arguments"])).replace("\n", "\\n")  # one line, every character as it is
+        out.write(f"The agent wants to run {printable(str(call['name']))}({arguments}).\n")
         try:
             answer = read("allow? [y/N] ")
         except (EOFError, KeyboardInterrupt):
@@ -195,7 +242,7 @@ def chat_loop(
                 note = "[stopped]"
             except Exception as e:  # shown, and the chat goes on
                 logger.debug("the agent failed", exc_info=True)
-                note = mask_secrets(f"[error] {type(e).__name__}: {e}")
+                note = printable(mask_secrets(f"[error] {type(e).__name__}: {e}"))
             finally:
                 run.close()
             printer.end(note)

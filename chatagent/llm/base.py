@@ -329,7 +329,7 @@ class BaseChatModel(TokenBudget):
         limit = settings.max_input_tokens or DEFAULT_MAX_INPUT_TOKENS
         if funcs:
             limit -= self.tokenizer.count(self._tools_text(funcs, settings))
-        return truncate_messages(msgs, limit, self.tokenizer)
+        return truncate_messages(msgs, limit, self.tokenizer, long_input=settings.long_input)
 
     def backend_reply(self, request: ModelRequest) -> Iterator[list[Fragment]]:
         """The backend's own reply to `request` as fragment lists, with the retry and deadline rules, and nothing

@@ -18,7 +18,7 @@ from typing import Any
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.prepare import normalize_functions
 from chatagent.llm.settings import Settings, split_generate_cfg
-from chatagent.schema import FUNCTION, SYSTEM, USER, Message, content_text, to_messages
+from chatagent.schema import FUNCTION, SYSTEM, USER, ContentItem, Message, content_text, to_messages
 from chatagent.utils.tokens import ESTIMATE, Tokenizer, tokenizer_for
 
 logger = logging.getLogger("chatagent.llm")
@@ -26,6 +26,8 @@ logger = logging.getLogger("chatagent.llm")
 DEFAULT_MAX_INPUT_TOKENS = 58_000  # a model whose window is unknown
 MESSAGE_OVERHEAD = 5  # tokens a chat template adds per message (ChatML: <|im_start|>role\n ... <|im_end|>\n)
 FUNCTION_RESULT_KEEP_TOKENS = 500  # an old function result is shortened to this before turns are dropped
+MIN_KEPT_INPUT_TOKENS = 16  # an over-long latest message is shortened only if at least this much of it stays
+SHORTEN, RAISE = "shorten", "raise"  # generate_cfg['long_input']: what an over-long latest message gets
 
 # Context windows (prompt + answer, in tokens) of common models, by the start of their name; the first
 # match wins. Open-weight Qwen models are listed at their native window (servers such as vLLM default to it).
@@ -96,7 +98,9 @@ def prompt_tokens(msgs: Sequence[Message], tokenizer: Tokenizer = ESTIMATE, extr
     return sum(messages_tokens(msgs, tokenizer)) + tokenizer.prompt_overhead + extra
 
 
-def truncate_messages(msgs: list[Message], max_tokens: int, tokenizer: Tokenizer = ESTIMATE) -> list[Message]:
+def truncate_messages(
+    msgs: list[Message], max_tokens: int, tokenizer: Tokenizer = ESTIMATE, *, long_input: str = SHORTEN
+) -> list[Message]:
     """Fit the conversation into `max_tokens` (counted by `tokenizer`, template overhead included) by a fixed rule.
 
     1. The system message and the latest turn (the last user message and all after it) are always kept.
@@ -104,8 +108,9 @@ def truncate_messages(msgs: list[Message], max_tokens: int, tokenizer: Tokenizer
     3. Then whole earlier turns are dropped, oldest first (a call is never separated from its result).
     4. Then function results of the latest turn, largest first, are cut at the end (marked "[truncated]")
        to fit, down to FUNCTION_RESULT_KEEP_TOKENS each: a tool that returns megabytes does not end the run.
-    5. If the kept part is still too long, ModelServiceError('context_too_long') is raised: text is
-       never cut out of the middle of a message the model must read.
+    5. If the kept part is still too long, the latest user message is shortened in the middle, its beginning
+       and end kept (as Qwen-Agent does); with `long_input='raise'`, or when even that cannot make it fit,
+       ModelServiceError('context_too_long') is raised instead.
     """
     sizes = messages_tokens(msgs, tokenizer)
     budget = max_tokens - tokenizer.prompt_overhead
@@ -146,6 +151,15 @@ def truncate_messages(msgs: list[Message], max_tokens: int, tokenizer: Tokenizer
             before = sizes[i]
             shorten(i, keep)
             logger.warning("input truncated: a function result of %d tokens cut to %d", before, sizes[i])
+    if total > budget and long_input == SHORTEN and msgs[last_user].role == USER:
+        keep = sizes[last_user] - MESSAGE_OVERHEAD - (total - budget)
+        if keep >= MIN_KEPT_INPUT_TOKENS:
+            before = sizes[last_user]
+            msgs[last_user] = _shortened(msgs[last_user], keep, tokenizer)
+            sizes[last_user] = message_tokens(msgs[last_user], tokenizer)
+            total += sizes[last_user] - before
+            logger.warning("input truncated: the latest user message of %d tokens cut to %d in the middle", before,
+                           sizes[last_user])  # fmt: skip
     if total > budget:
         raise ModelServiceError(
             ModelErrorCode.CONTEXT_TOO_LONG,
@@ -155,6 +169,20 @@ def truncate_messages(msgs: list[Message], max_tokens: int, tokenizer: Tokenizer
     if start > head:
         logger.warning("input truncated: dropped %d earlier messages to fit %d tokens", start - head, max_tokens)
     return msgs[:head] + msgs[start:]
+
+
+def _shortened(m: Message, keep: int, tokenizer: Tokenizer) -> Message:
+    """`m` with its text cut to `keep` tokens in the middle (its longest text item, when it has several parts)."""
+    if isinstance(m.content, str):
+        return m.copy(content=tokenizer.truncate_middle(m.content, keep))
+    items = list(m.content)
+    texts = {i: item.text for i, item in enumerate(items) if item.text is not None}
+    if not texts:
+        return m
+    longest = max(texts, key=lambda i: len(texts[i]))
+    others = sum(tokenizer.count_many([t for i, t in texts.items() if i != longest]))
+    items[longest] = ContentItem(text=tokenizer.truncate_middle(texts[longest], max(keep - others, 1)))
+    return m.copy(content=items)
 
 
 class TokenBudget:

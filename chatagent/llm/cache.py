@@ -5,9 +5,10 @@
 
 A reply is stored once it has streamed to its end (a stopped or failed call stores nothing), as the pieces it
 streamed in; a hit streams those pieces again, so the caller sees what it saw the first time, without calling the
-model (and without counting tokens). The key is a hash of the model (its class, name and server), the messages as
-sent, the tool schemas, and every setting that shapes the answer (retries, time limits and the cache setting
-itself do not).
+model (and without counting tokens). The key is a hash of the model (its class, its name, the endpoint it resolved
+to and a hash of the key it sends, so that two servers, two accounts or a revoked key never share answers), the
+messages as sent, the tool schemas, and every setting that shapes the answer (retries, time limits and the cache
+setting itself do not). Files are readable by their user alone.
 
 Only deterministic settings are cached: `temperature` 0 or `top_k` 1. A sampled answer is a draw, and serving
 it again would hide that; `cache_nondeterministic=True` caches those too (for tests and demos). `cache_dir` (Qwen-
@@ -30,7 +31,7 @@ import orjson
 
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment, as_fragment
-from chatagent.utils.workspace import write_atomic
+from chatagent.utils.workspace import private_dirs, private_file, write_atomic
 
 if TYPE_CHECKING:
     from chatagent.llm.settings import Settings
@@ -61,17 +62,27 @@ def cache_key(
     """The hash that identifies a model call's answer (see the module docstring)."""
     ident: dict[str, Any] = {
         "v": _FORMAT,
-        "model": [
-            type(model).__qualname__,
-            getattr(model, "model", ""),
-            str(getattr(model, "cfg", {}).get("model_server") or ""),
-        ],  # fmt: skip
+        "model": [type(model).__qualname__, getattr(model, "model", ""), *_endpoint(model)],
         "messages": [m.model_dump() for m in messages],
         "functions": functions or [],
         "cfg": {k: v for k, v in cfg.items() if k not in _NOT_IN_KEY},
     }
     data = orjson.dumps(ident, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
     return hashlib.sha256(data).hexdigest()
+
+
+def _endpoint(model: object) -> tuple[str, str]:
+    """(where the model's calls go, a hash of the credential they carry) as the backend resolved them."""
+    where = getattr(model, "endpoint", None)
+    if callable(where):
+        where = where()
+    found = getattr(model, "cfg", None)
+    cfg = cast("dict[str, Any]", found) if isinstance(found, dict) else {}
+    if not isinstance(where, str) or not where:
+        where = str(getattr(model, "base_url", None) or cfg.get("model_server") or cfg.get("base_url")
+                    or cfg.get("api_base") or "")  # fmt: skip
+    key = getattr(model, "api_key", None) or cfg.get("api_key")
+    return where, hashlib.sha256(str(key).encode()).hexdigest() if key else ""
 
 
 class ResponseCache:
@@ -89,7 +100,8 @@ class SQLiteCache(ResponseCache):
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(path.parent)
+        private_file(path)  # 0600 (and so its -wal and -shm): the answers are the users'
         self._local = threading.local()
         with self._db() as db:
             db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, pieces BLOB NOT NULL) WITHOUT ROWID")
@@ -115,7 +127,7 @@ class DirectoryCache(ResponseCache):
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.mkdir(parents=True, exist_ok=True)
+        private_dirs(path)
 
     def _file(self, key: str) -> Path:
         return self.path / key[:2] / f"{key}.json"

@@ -33,7 +33,7 @@ from chatagent.llm.local_tools import aconstrained_stream, constrained_stream, h
 from chatagent.llm.loop_guard import stop_loops
 from chatagent.llm.openai_compat import OpenAICompatModel
 from chatagent.llm.registry import register_llm
-from chatagent.schema import Message
+from chatagent.schema import SYSTEM, Message
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import collect
 from chatagent.utils.tokens import Tokenizer
@@ -326,9 +326,9 @@ class LocalModel(OpenAICompatModel):
     default 1), `port` (default 0: a free port), `verbose` (llama.cpp's log on stderr), `generate_cfg`
     (as for any model; `max_tokens` defaults to 1024, 400 for the default weights, which also get
     llama.cpp's DRY sampler), `stop_loops` (default True: an answer that starts repeating itself
-    verbatim is ended, see `chatagent.llm.loop_guard`). The prompt may take the window less `max_tokens`,
-    counted by llama.cpp's own tokenizer; the server keeps each prompt's state (`cache_prompt`), so a
-    follow-up reads only what is new.
+    verbatim is ended, one that recites the system message is taken back, see `chatagent.llm.loop_guard`).
+    The prompt may take the window less `max_tokens`, counted by llama.cpp's own tokenizer; the server keeps
+    each prompt's state (`cache_prompt`), so a follow-up reads only what is new.
 
     The server starts when the model is made (or is reused if one serves the same file and options). A chat
     template without tool support (SmolLM2's) gets tools by constrained decoding (`chatagent.llm.local_tools`).
@@ -375,12 +375,17 @@ class LocalModel(OpenAICompatModel):
         *,
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> Iterator[list[Fragment]]:
-        """The server's stream, ended early (stop_reason 'repetition') when the answer loops (see LoopGuard)."""
+        """The server's stream, ended early when the answer loops or recites the system message (stop_reason
+        'repetition' or 'prompt_echo', see `chatagent.llm.loop_guard`); tools through the grammar when the chat
+        template has none."""
         if self.constrained_tools and (functions or has_calls(messages)):
             stream = constrained_stream(super()._chat_stream, messages, functions, cfg, usage, tool_choice)
         else:
             stream = super()._chat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
-        return stop_loops(stream) if self.stop_loops else stream
+        if not self.stop_loops:
+            return stream
+        system = messages[0].text if messages and messages[0].role == SYSTEM else ""
+        return stop_loops(stream, system)
 
     def _achat_stream(
         self,

@@ -7,11 +7,16 @@ row each continue a REPEAT_WORDS-word sequence the answer already holds, the ans
 stream is ended (`extra['stop_reason'] = 'repetition'`); so is an answer that goes round in circles with
 small changes, once fewer than MIN_DISTINCT of its 4-word sequences are new (after MIN_WORDS words).
 The cost is two tuple hashes per word.
+
+A small model may also recite its instructions instead of answering. `EchoGuard` watches for ECHO_WORDS words
+in a row of the system message: the recital is then taken back (the answer is replaced by what came before
+it) and the stream ended (`extra['stop_reason'] = 'prompt_echo'`).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 
 from chatagent.schema import ASSISTANT
@@ -23,6 +28,9 @@ REPEAT_WORDS = 8  # a sequence this long seen twice in one answer is a repeat...
 REPEAT_RUN = 8  # ...and this many such sequences in a row (15 words copied verbatim) is a loop
 MIN_WORDS = 50  # an answer this long...
 MIN_DISTINCT = 0.6  # ...whose 4-word sequences are less than this share distinct is a loop
+ECHO_WORDS = 8  # this many words of the system message in a row, in its order, is a recital
+_WORD = re.compile(r"\S+")
+_EDGES = "\"'`*_()[]{}<>.,;:!?"
 
 
 class LoopGuard:
@@ -63,16 +71,61 @@ class LoopGuard:
         return False
 
 
-def stop_loops(stream: Iterator[list[Fragment]]) -> Iterator[list[Fragment]]:
-    """A backend's fragment stream, ended (and closed) once the answer's text at index 0 loops; the answer then
-    carries `extra['stop_reason'] = 'repetition'`."""
+class EchoGuard:
+    """Feed it an answer's text as it streams; `add` returns True once the answer recites `prompt` (ECHO_WORDS of
+    its words in a row, in its order, case and punctuation aside). `start` is then where the recital begins in
+    `text`, the answer so far."""
+
+    __slots__ = ("grams", "text", "done", "words", "start")
+
+    def __init__(self, prompt: str) -> None:
+        words = [_plain(w) for w in _WORD.findall(prompt)]
+        self.grams = {tuple(words[i : i + ECHO_WORDS]) for i in range(len(words) - ECHO_WORDS + 1)}
+        self.text = ""
+        self.done = 0  # the answer's text up to here is read into `words`
+        self.words: list[tuple[str, int]] = []  # the answer's words and where each begins
+        self.start = -1
+
+    def add(self, text: str) -> bool:
+        """Take the next piece of the answer; True when the answer has begun to recite the prompt."""
+        self.text += text
+        if not self.grams:
+            return False
+        for m in _WORD.finditer(self.text, self.done):
+            if m.end() == len(self.text):  # perhaps cut: read it with the next piece
+                break
+            self.done = m.end()
+            self.words.append((_plain(m.group()), m.start()))
+            gram = tuple(w for w, _ in self.words[-ECHO_WORDS:])
+            if len(gram) == ECHO_WORDS and gram in self.grams:
+                self.start = self.words[-ECHO_WORDS][1]
+                return True
+        return False
+
+
+def _plain(word: str) -> str:
+    return word.strip(_EDGES).lower()
+
+
+def stop_loops(stream: Iterator[list[Fragment]], prompt: str = "") -> Iterator[list[Fragment]]:
+    """A backend's fragment stream, ended (and closed) once the answer's text at index 0 loops or recites `prompt`
+    (the system message); the answer then carries `extra['stop_reason']`: 'repetition' or 'prompt_echo' (and the
+    recital is taken back: a fragment replaces the answer with what came before it)."""
     guard = LoopGuard()
+    echo = EchoGuard(prompt)
     try:
         for fragments in stream:
             yield fragments
             for f in fragments:
                 content = f.content
-                if f.index == 0 and isinstance(content, str) and content and guard.add(content):
+                if f.index != 0 or not isinstance(content, str) or not content:
+                    continue
+                if echo.add(content):
+                    logger.info("the model recites its instructions: the recital was taken back")
+                    kept = echo.text[: echo.start].rstrip()
+                    yield [Fragment(ASSISTANT, kept, extra={"stop_reason": "prompt_echo"}, index=0, replace=True)]
+                    return
+                if guard.add(content):
                     logger.info("the model repeats itself: its answer was ended after %d words", len(guard.words))
                     yield [Fragment(ASSISTANT, "", extra={"stop_reason": "repetition"}, index=0)]
                     return

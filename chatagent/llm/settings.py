@@ -18,6 +18,7 @@ FRAMEWORK_KEYS = frozenset(
         "retry_delay",
         "max_retry_wait",
         "max_input_tokens",
+        "long_input",
         "fncall_prompt_type",
         "parallel_function_calls",
         "function_choice",
@@ -71,6 +72,7 @@ class Settings:
     retry_delay: float = 0.5
     max_retry_wait: float = 60.0
     max_input_tokens: int | None = None  # None: the model's input_limit()
+    long_input: str = "shorten"  # a latest message over max_input_tokens: shortened in the middle, or 'raise'
     fncall_prompt_type: str | None = None
     parallel_function_calls: bool = True
     function_choice: str = "auto"
@@ -116,6 +118,8 @@ def split_generate_cfg(cfg: dict[str, Any]) -> tuple[Settings, dict[str, Any]]:
             raise ValueError(
                 f"generate_cfg[{key!r}] must be {kind} {'>=' if limit[2] else '>'} {limit[1]}, got {value!r}"
             )
+    if ours.get("long_input", "shorten") not in ("shorten", "raise"):
+        raise ValueError(f"generate_cfg['long_input'] must be 'shorten' or 'raise', got {ours['long_input']!r}")
     choice = ours.get("function_choice")
     if choice is not None and (not isinstance(choice, str) or not choice.strip()):
         raise ValueError(

@@ -4,13 +4,17 @@ Latin-script words are lower-cased, stop words dropped and the rest stemmed (Sno
 numbers are kept whole. Runs of CJK characters are split at function characters (的, 了, 是, ...) and the
 pieces become overlapping character bigrams (a single character stays a unigram), which needs no
 dictionary, costs nothing to load and, on the CMRC2018 evaluation, retrieves as well as jieba's word segmentation at a fraction of the time.
+
+English compounds are written closed, open or hyphenated ("scatterplot", "scatter plot", "scatter-plot"):
+`query_terms` adds to a query's terms the other spellings that the index holds, two adjacent words joined
+and one word split in two (see its docstring), so that each spelling finds the others.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from functools import lru_cache
 from typing import Any
 
@@ -34,8 +38,8 @@ ENGLISH_STOP_WORDS: frozenset[str] = frozenset(
     their theirs them themselves then there theres these they theyd theyll theyre theyve this those through to
     too under until up very was wasn wasnt we wed well were weve weren werent what whats when whens where wheres
     which while who whos whom why whys will with won wont would wouldn wouldnt you youd youll youre youve your
-    yours yourself yourselves also s t just""".split()  # noqa: SIM905
-)
+    yours yourself yourselves also s t just quite""".split()  # noqa: SIM905
+)  # "quite" too: an adverb no one searches for, which the stemmer makes "quit"
 
 # Chinese function characters: a CJK run is split at them before bigrams are made, so that no bigram
 # straddles a particle (on CMRC2018 this lifts recall@1 from 0.970 to 0.984).
@@ -86,6 +90,45 @@ def analyze(text: str) -> list[str]:
             if term:
                 append(term)
     return out
+
+
+MIN_PART_LETTERS = 3  # each part of a split compound ("scatter" + "plot")
+MIN_SPLIT_LETTERS = 2 * MIN_PART_LETTERS + 1  # a shorter word is not split
+
+
+def query_terms(text: str, known: Container[str]) -> list[str]:
+    """`analyze(text)`, then the query's English compounds written the other way, where `known` (the index's
+    terms) holds them: two adjacent words joined ("scatter plot", "scatter-plot" -> scatterplot, counted twice as
+    it stands for two words) and a word the index does not hold split into two known words ("scatterplot" ->
+    scatter, plot: the most even split, parts of at least MIN_PART_LETTERS letters, no stop word). So a query
+    finds a compound however the documents write it.
+    """
+    terms = analyze(text)
+    words = [t for t in _TOKENS.findall(text.lower()) if t.isalpha() and t.isascii()]
+    extra: list[str] = []
+    for first, second in zip(words, words[1:], strict=False):
+        if len(first) >= 2 and len(second) >= 2:
+            joined = _term(first + second)
+            if joined and joined in known:
+                extra += [joined, joined]  # it stands for two words of the query
+    for word in words:
+        if len(word) >= MIN_SPLIT_LETTERS and _term(word) not in known:
+            extra.extend(_split_compound(word, known))
+    return terms + extra
+
+
+def _split_compound(word: str, known: Container[str]) -> list[str]:
+    """The terms of the most even split of `word` into two known, non-stop words ([] when there is none)."""
+    best: list[str] = []
+    best_shorter = 0
+    for cut in range(MIN_PART_LETTERS, len(word) - MIN_PART_LETTERS + 1):
+        shorter = min(cut, len(word) - cut)
+        if shorter <= best_shorter:
+            continue
+        left, right = _term(word[:cut]), _term(word[cut:])
+        if left and right and left in known and right in known:
+            best, best_shorter = [left, right], shorter
+    return best
 
 
 _jieba_lock = threading.Lock()

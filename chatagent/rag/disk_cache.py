@@ -23,7 +23,7 @@ __all__ = ["CACHE_VERSION", "DiskCache"]
 
 logger = logging.getLogger(__name__)
 
-CACHE_VERSION = "5"  # bump when parsing, chunking or analysis changes what is cached
+CACHE_VERSION = "6"  # bump when parsing, chunking or analysis changes what is cached
 
 
 class DiskCache:

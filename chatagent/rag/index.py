@@ -20,7 +20,7 @@ import re
 import zipfile
 from collections.abc import Callable, Hashable, Iterable, Sequence
 
-from chatagent.rag.analysis import analyze
+from chatagent.rag.analysis import analyze, query_terms
 from chatagent.utils.extras import missing_dependency
 
 try:
@@ -128,6 +128,13 @@ class Index:
         """The terms this index makes of `text`."""
         return self._analyze(text)
 
+    def query_terms(self, query: str) -> list[str]:
+        """The terms searched for `query`: its own, and with the default analyser the other spellings of its
+        English compounds that the index holds (see `chatagent.rag.analysis.query_terms`)."""
+        if self._analyze is analyze:
+            return query_terms(query, self._vocab)
+        return self._analyze(query)
+
     def search(self, query: str, top_k: int = 10) -> list[tuple[Hashable, float]]:
         """The `top_k` best documents for `query` as (id, score), best first; documents matching no term are out."""
         if top_k <= 0 or not self._ids:
@@ -214,7 +221,7 @@ class Index:
         matched = np.zeros(n_docs, dtype=bool)
         vocab = self._vocab
         n_terms = len(built.indptr) - 1
-        for term in self._analyze(query):
+        for term in self.query_terms(query):
             t = vocab.get(term)
             if t is None or t >= n_terms:
                 continue

@@ -30,7 +30,7 @@ from chatagent.rag.document import PageCallback, ParseJob
 from chatagent.rag.file_index import FileIndex, ParsedFile, Retrieved, format_chunks, hash_key
 from chatagent.rag.parsers import Document, DocumentError, display_name, max_file_bytes, parse_bytes, read_file
 from chatagent.rag.progress import Progress, ProgressCallback, page_reporter, report
-from chatagent.rag.urls import FetchedUrls
+from chatagent.rag.urls import FetchedUrls, is_url, read_data_url
 from chatagent.utils.tokens import count_tokens
 from chatagent.utils.workspace import workspace_root
 
@@ -151,8 +151,10 @@ class DocStore:
 
     def _read(self, file: str | os.PathLike[str]) -> tuple[bytes, str]:
         text = os.fspath(file)
-        if isinstance(text, str) and text.startswith(("http://", "https://")):
+        if isinstance(text, str) and is_url(text, "http", "https"):
             return self._urls.get(text, max_file_bytes(self.max_bytes))
+        if isinstance(text, str) and is_url(text, "data"):  # never a path, whatever its case
+            return read_data_url(text, max_file_bytes(self.max_bytes))
         return read_file(file, max_file_bytes(self.max_bytes))
 
     # ------------------------------------------------------------------------------ documents

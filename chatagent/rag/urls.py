@@ -16,7 +16,7 @@ from chatagent.utils.url_fetch import FetchError, FetchTooLarge, fetch, url_poli
 if TYPE_CHECKING:
     from chatagent.utils.url_fetch import URLPolicy
 
-__all__ = ["URL_CACHE_BYTES", "URL_CACHE_S", "URL_TIMEOUT_S", "FetchedUrls", "fetch_url"]
+__all__ = ["URL_CACHE_BYTES", "URL_CACHE_S", "URL_TIMEOUT_S", "FetchedUrls", "fetch_url", "is_url", "read_data_url"]
 
 URL_TIMEOUT_S = 30.0
 URL_CACHE_S = 300.0  # a fetched URL is fetched again after this many seconds
@@ -53,6 +53,31 @@ class FetchedUrls:
     def clear(self) -> None:
         with self._lock:
             self.entries.clear()
+
+
+def is_url(text: str, *schemes: str) -> bool:
+    """Whether `text` is a URL of one of `schemes` (compared in any case, as URL schemes are)."""
+    scheme, colon, _ = text.partition(":")
+    return bool(colon) and scheme.lower() in schemes
+
+
+def read_data_url(url: str, max_bytes: int) -> tuple[bytes, str]:
+    """The content of a `data:` URL (base64 or percent-encoded) and a file name for its media type."""
+    import base64
+    from urllib.parse import unquote_to_bytes
+
+    head, comma, body = url.partition(",")
+    meta = head.partition(":")[2].split(";")
+    if not comma:
+        raise DocumentError("broken", "a data: URL without its comma (data:TYPE;base64,DATA) could not be read.")
+    try:
+        data = base64.b64decode(body, validate=False) if "base64" in (m.lower() for m in meta[1:]) else \
+            unquote_to_bytes(body)  # fmt: skip
+    except ValueError:
+        raise DocumentError("broken", "a data: URL's base64 content could not be decoded.") from None
+    if len(data) > max_bytes:
+        raise _url_too_large("a data: URL", max_bytes)
+    return data, _url_name("document", meta[0] or "text/plain")
 
 
 def fetch_url(url: str, max_bytes: int, timeout: float = URL_TIMEOUT_S) -> tuple[bytes, str]:

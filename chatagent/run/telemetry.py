@@ -11,7 +11,8 @@ call an `execute_tool {tool}` span; a sub-agent's run (a group chat member, a ro
 parent's. Attributes: `gen_ai.operation.name`, `gen_ai.agent.name`, `gen_ai.request.model`, `gen_ai.provider.name`,
 `gen_ai.usage.input_tokens` / `output_tokens` (per call, and the run's total), `gen_ai.tool.name`,
 `gen_ai.tool.call.id`, `error.type` and an ERROR status on failures. The conversation's content (messages, tool
-arguments and results) is recorded only with `capture_content=True`.
+arguments and results, and the text of errors, which may quote them: the status then says only the error's type)
+is recorded only with `capture_content=True`.
 
 Off by default: until `instrument()` is called nothing here is imported and runs build no events. It works through
 the run's events (`chatagent.events`; of those, runs build only the ones it handles: run_start, llm_end, tool_end,
@@ -147,7 +148,8 @@ class _Tracing(Callbacks):
 
     def _failed(self, span: Any, text: str, error_type: str) -> None:
         span.set_attribute("error.type", error_type or "_OTHER")
-        span.set_status(self._error(text[:300]))
+        # an error's text may quote the prompt, a document or a tool's arguments: content, kept out unless asked for
+        span.set_status(self._error(text[:300] if self.capture_content else error_type or "_OTHER"))
 
 
 def _ns(t: float) -> int:

@@ -1,17 +1,16 @@
 """The ASGI application behind `chatagent serve`: the OpenAI chat-completions API over one or more agents.
 
 `chatagent.server.asgi_app(...)` builds it (see there for the options); this module holds the request handling:
-authentication (the key compared in constant time), bounded request bodies (chunked ones too) read within a time
-limit, the model chosen by name, conversations kept in the session store by id, remote clients' URLs kept off this
-machine's network (`chatagent.utils.url_fetch`), a bounded number of runs at once, and each run streamed with `arun()`,
-closed when the client goes away.
+the Host and Origin checked (`chatagent.utils.origins`) and JSON bodies only, the principal from the API key
+(`identity`), bounded request bodies (chunked ones too) read within a time limit, the model chosen by name,
+conversations owned by principals (`conversations`), paused tool calls resumed only from the server's own record
+(`approvals`), remote clients' URLs kept off this machine's network (`chatagent.utils.url_fetch`), a bounded number
+of runs at once, and each run streamed with `arun()`, closed when the client goes away.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import logging
 import time
 import uuid
@@ -21,6 +20,10 @@ from typing import Any
 import orjson
 
 from chatagent.agent import Agent
+from chatagent.schema import ASSISTANT, Message
+from chatagent.server.approvals import APPROVAL_TOKEN, EXPECTED, ApprovalTokens, check_decided_calls
+from chatagent.server.conversations import Quotas, open_conversation
+from chatagent.server.identity import ApiKeys, Principals
 from chatagent.server.openai_api import (
     DONE,
     Answer,
@@ -36,8 +39,7 @@ from chatagent.server.openai_api import (
     usage_of,
 )
 from chatagent.server.turns import Detachable, resumed
-from chatagent.sessions import Session, SessionError, open_store
-from chatagent.utils.keys import clean_api_key
+from chatagent.sessions import SessionError, open_store
 from chatagent.utils.url_fetch import BlockedURLError, FetchError, URLPolicy, check_url, public_urls_only
 
 logger = logging.getLogger("chatagent.server")
@@ -52,24 +54,27 @@ _CLOSE = (b"connection", b"close")
 
 
 class Service:
-    """What every request shares: the agents by model name, the limits, the key, the session store."""
+    """What every request shares: the agents by model name, the limits, the keys, the session store."""
 
     def __init__(
         self,
         agents: Mapping[str, Agent],
         *,
-        api_key: str | None,
+        api_key: ApiKeys,
         max_request_bytes: int,
         max_concurrency: int,
         deadline: float | None,
         store: str | None,
         allow_hosts: tuple[str, ...],
         body_timeout: float,
+        approval_secret: str | bytes | None = None,
+        quotas: Quotas = Quotas(),
     ) -> None:
         self.agents = dict(agents)
         self.default_model = next(iter(self.agents))
-        key = clean_api_key(api_key, "the server's api_key")
-        self._key_digest = hashlib.sha256(key.encode()).digest() if key else None
+        self.principals = Principals(api_key)
+        self.tokens = ApprovalTokens(approval_secret)
+        self.quotas = quotas
         self.max_request_bytes = max_request_bytes
         self.max_concurrency = max_concurrency
         self.deadline = deadline
@@ -85,16 +90,15 @@ class Service:
     # ---- checks ------------------------------------------------------------------------------------------------
 
     def user_of(self, headers: dict[bytes, bytes]) -> str:
-        """The session user of a request ('key:<hash>' for a key, 'local' without one); RequestError 401 when a key
-        is required and the request does not carry it."""
-        if self._key_digest is None:
-            return "local"
-        given = headers.get(b"authorization", b"")
-        token = given[7:].strip() if given[:7].lower() == b"bearer " else b""
-        digest = hashlib.sha256(token).digest()
-        if not token or not hmac.compare_digest(digest, self._key_digest):  # the same time for any wrong key
-            raise RequestError(401, "invalid or missing API key (send Authorization: Bearer <key>)", "invalid_api_key")
-        return "key:" + digest.hex()[:16]
+        """The principal of a request (see `chatagent.server.identity`); RequestError 401 when a key is required
+        and the request does not carry one."""
+        return self.principals.of(headers)
+
+    def session_store(self) -> Any:
+        """The session store (the default one opened on first use; blocking)."""
+        if self.store is None:
+            self.store = open_store(None)
+        return self.store
 
     def agent_for(self, model: str | None) -> tuple[str, Agent]:
         """The agent a request names (the first one when it names none); RequestError 404 for an unknown name."""
@@ -153,9 +157,12 @@ def _too_large(limit: int) -> RequestError:
 # ---- responses -----------------------------------------------------------------------------------------------------
 
 
-async def send_json(send: Send, status: int, payload: dict, *, close: bool = False, retry: bool = False) -> None:
+async def send_json(
+    send: Send, status: int, payload: dict, *, close: bool = False, retry: bool = False,
+    extra_headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:  # fmt: skip
     body = orjson.dumps(payload)
-    headers = [_JSON, (b"content-length", b"%d" % len(body))]
+    headers = [_JSON, (b"content-length", b"%d" % len(body)), *(extra_headers or ())]
     if close:
         headers.append(_CLOSE)
     if retry:
@@ -202,6 +209,28 @@ class _Watch:
             uncancel()
 
 
+class Reply:
+    """What the server adds to an answer: the conversation's id, and the token of calls it paused on (without a
+    session: see `chatagent.server.approvals`)."""
+
+    __slots__ = ("service", "principal", "model", "session_id", "stateless")
+
+    def __init__(self, service: Service, principal: str, model: str, session_id: str | None) -> None:
+        self.service, self.principal, self.model, self.session_id = service, principal, model, session_id
+        self.stateless = session_id is None
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        return [(b"x-session-id", self.session_id.encode())] if self.session_id is not None else []
+
+    def finish(self, answer: Answer) -> None:
+        if self.session_id is not None:
+            answer.extra["session_id"] = self.session_id
+        calls = answer.paused_calls() if self.stateless else None
+        if calls:
+            waiting = answer.extra["pending_approval"]
+            answer.extra[APPROVAL_TOKEN] = self.service.tokens.issue(self.principal, self.model, calls, waiting)
+
+
 class ChatCompletions:
     """`POST /v1/chat/completions` as a plain ASGI app (its streaming path writes each event once, as prepared
     bytes)."""
@@ -215,6 +244,10 @@ class ChatCompletions:
         body_read = False
         try:
             user = svc.user_of(headers)
+            kind = headers.get(b"content-type", b"").partition(b";")[0].strip().lower()
+            if kind != b"application/json":  # a web page's form or text/plain POST is not an API client's
+                raise RequestError(415, "the request body must be JSON (Content-Type: application/json)",
+                                   "unsupported_media_type")  # fmt: skip
             body = await svc.read_body(headers, receive)
             if body is None:
                 return  # the client left
@@ -236,46 +269,56 @@ class ChatCompletions:
         svc.running += 1
         try:
             with public_urls_only(svc.policy):
-                await self._answer(agent, model, request, named, user, receive, send)
+                await self._answer(agent, model, request, named, user, len(body), receive, send)
         finally:
             svc.running -= 1
 
     async def _answer(
-        self, agent: Agent, model: str, request: ChatRequest, named: str | None, user: str, receive: Receive,
-        send: Send,
+        self, agent: Agent, model: str, request: ChatRequest, named: str | None, user: str, size: int,
+        receive: Receive, send: Send,
     ) -> None:  # fmt: skip
         svc = self.service
         ephemeral = None
         run: Any
         if named is not None:
             try:
-                session = Session(named, svc.store, user=user)
+                opened = await asyncio.to_thread(_open, svc, user, named, request, size)
+            except RequestError as e:
+                await send_error(send, e)
+                return
             except ValueError as e:
                 await send_error(send, RequestError(400, str(e), "invalid_session_id", "session_id"))
                 return
             except SessionError as e:
-                await send_error(send, error_for(e))
+                await send_error(send, _reported(e))
                 return
+            reply = Reply(svc, user, model, opened.session.id)
             try:
                 if request.resume:
-                    run = await resumed(agent, session, svc.deadline, svc.turns)
+                    run = await resumed(agent, opened.session, svc.deadline, svc.turns)
                 else:
-                    run = Detachable(agent.arun(request.messages, delta_stream=True, deadline=svc.deadline,
-                                                session=session))  # fmt: skip
+                    run = Detachable(agent.arun(opened.messages, delta_stream=True, deadline=svc.deadline,
+                                                session=opened.session))  # fmt: skip
             except Exception as e:
                 await send_error(send, _reported(e))
                 return
             if isinstance(run, Detachable):
-                self._track(run, (user, named))
+                self._track(run, (user, opened.session.id))
         else:  # the tools' state (a code sandbox) lives as long as this request
+            try:
+                messages = _resumed(svc, request, user, model) if request.decision is not None else request.messages
+            except RequestError as e:
+                await send_error(send, e)
+                return
+            reply = Reply(svc, user, model, None)
             ephemeral = f"serve-request-{uuid.uuid4().hex}"
-            run = agent.arun(request.messages, delta_stream=True, deadline=svc.deadline, session_id=ephemeral)
+            run = agent.arun(messages, delta_stream=True, deadline=svc.deadline, session_id=ephemeral)
         watch = _Watch(receive)
         try:
             if request.stream:
-                await _stream(run, model, request.include_usage, send, watch)
+                await _stream(run, model, request.include_usage, send, watch, reply)
             else:
-                await _whole(run, model, send, watch)
+                await _whole(run, model, send, watch, reply)
         except asyncio.CancelledError:
             watch.absorb()
             if named is not None:
@@ -308,6 +351,25 @@ class ChatCompletions:
         run.task.add_done_callback(ended)
 
 
+def _open(svc: Service, user: str, named: str, request: ChatRequest, size: int) -> Any:
+    return open_conversation(svc.session_store(), user, named, request, size, svc.quotas)
+
+
+def _resumed(svc: Service, request: ChatRequest, user: str, model: str) -> list[Message]:
+    """Without a session: the conversation so far, the paused calls the request's token stands for, the approval
+    (the client's own copy of the paused reply, an assistant message without text, is left out)."""
+    if request.approval_token is None:
+        raise RequestError(400, "without session_id, an approval needs the approval_token of the paused answer; "
+                           + EXPECTED, "invalid_approval", "messages")  # fmt: skip
+    paused, waiting = svc.tokens.paused(request.approval_token, user, model)
+    assert request.decision is not None
+    check_decided_calls(request.decision, waiting)
+    history = request.messages[:-1]
+    while history and history[-1].role == ASSISTANT and not history[-1].text.strip():
+        history = history[:-1]
+    return [*history, *paused, request.messages[-1]]
+
+
 async def _first(run: Any, send: Send) -> tuple[bool, list | None]:
     """(whether the run started, its first yield or None when it yielded nothing); a failure before the first yield
     is answered with its HTTP status."""
@@ -325,10 +387,12 @@ def _reported(e: Exception) -> RequestError:
     err = error_for(e)
     if err.status >= 500:
         logger.error("the agent failed", exc_info=e)
+    elif err.status == 409:  # what the client is not told (the store's name) is for the log
+        logger.info("refused: %s", e)
     return err
 
 
-async def _whole(run: Any, model: str, send: Send, watch: _Watch) -> None:
+async def _whole(run: Any, model: str, send: Send, watch: _Watch, reply: Reply) -> None:
     answer = Answer()
     text: list[str] = []
     reasoning: list[str] = []
@@ -342,10 +406,12 @@ async def _whole(run: Any, model: str, send: Send, watch: _Watch) -> None:
         await send_error(send, _reported(e))
         return
     watch.finished = True
-    await send_json(send, 200, completion(model, "".join(text), "".join(reasoning), answer, usage_of(run)))
+    reply.finish(answer)
+    payload = completion(model, "".join(text), "".join(reasoning), answer, usage_of(run))
+    await send_json(send, 200, payload, extra_headers=reply.headers())
 
 
-async def _stream(run: Any, model: str, include_usage: bool, send: Send, watch: _Watch) -> None:
+async def _stream(run: Any, model: str, include_usage: bool, send: Send, watch: _Watch, reply: Reply) -> None:
     started, first = await _first(run, send)
     if not started:
         watch.finished = True
@@ -357,13 +423,14 @@ async def _stream(run: Any, model: str, include_usage: bool, send: Send, watch: 
         text, reasoning = answer.add(first)
         if text or reasoning:
             opening += chunks.delta(text, reasoning)
-    await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+    await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS + reply.headers()})
     await send({"type": "http.response.body", "body": opening, "more_body": True})
     try:
         async for fragments in run:
             text, reasoning = answer.add(fragments)
             if text or reasoning:
                 await send({"type": "http.response.body", "body": chunks.delta(text, reasoning), "more_body": True})
+        reply.finish(answer)
         tail = chunks.finish(answer) + (chunks.usage(usage_of(run)) if include_usage else b"") + DONE
     except Exception as e:
         tail = error_event(_reported(e)) + DONE

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from chatagent.errors import ModelErrorCode, ModelServiceError, RunDeadlineExceeded
+from chatagent.run.approval import APPROVAL
 from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
 from chatagent.schema.fragment import Fragment
 from chatagent.sessions.errors import (
@@ -28,6 +29,14 @@ from chatagent.sessions.errors import (
     SessionStoreError,
 )
 from chatagent.utils.keys import mask_secrets
+
+APPROVAL_TOKEN = "approval_token"
+EXPECTED = (
+    'an approval is the last message, {"role": "user", "content": "", "extra": {"approval": true}} (true approves '
+    "every waiting call, false denies them, {call id: true/false} decides each; the content is the reason told to "
+    "the model): with session_id, sent alone; without one, after the conversation so far, its extra also holding "
+    'the "approval_token" of the paused answer'
+)
 
 MAX_SESSION_ID_CHARS = 128
 #: The keys of a final message's `extra` a client receives (in the field `chatagent`), when the agent sets them.
@@ -56,9 +65,10 @@ class RequestError(Exception):
 
 
 class ChatRequest:
-    """A checked chat-completions request."""
+    """A checked chat-completions request: the client's messages (without server-side keys: see
+    `chatagent.server.approvals`), and the approval decision and token of its last message, if it is one."""
 
-    __slots__ = ("messages", "stream", "include_usage", "model", "session_id", "resume")
+    __slots__ = ("messages", "stream", "include_usage", "model", "session_id", "resume", "decision", "approval_token")
 
     def __init__(
         self,
@@ -71,6 +81,8 @@ class ChatRequest:
     ) -> None:
         self.messages, self.stream, self.include_usage = messages, stream, include_usage
         self.model, self.session_id, self.resume = model, session_id, resume
+        self.decision: bool | dict[str, bool] | None = None
+        self.approval_token: str | None = None
 
 
 def parse_request(body: bytes) -> ChatRequest:
@@ -106,11 +118,48 @@ def parse_request(body: bytes) -> ChatRequest:
     session_id = checked_session_id(req.get("session_id"), "'session_id'")
     options = req.get("stream_options") or {}
     include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
+    messages, decision, token = client_messages(messages)
     try:
         msgs = to_messages(messages)
     except MessageError as e:
         raise RequestError(400, str(e), "invalid_messages", "messages") from None
-    return ChatRequest(msgs, stream, include_usage, model, session_id, resume)
+    request = ChatRequest(msgs, stream, include_usage, model, session_id, resume)
+    request.decision, request.approval_token = decision, token
+    return request
+
+
+def client_messages(raw: list[Any]) -> tuple[list[Any], Any, str | None]:
+    """The client's messages without server-side keys (the last one keeps `extra.approval`), the approval decision
+    of the last message (None if it is not one) and the token it carries."""
+    out: list[Any] = []
+    for m in raw:
+        out.append({k: v for k, v in m.items() if k not in ("extra", "chatagent")} if isinstance(m, dict) else m)
+    last: dict[str, Any] = raw[-1] if raw and isinstance(raw[-1], dict) else {}
+    extra = last.get("extra")
+    if not isinstance(extra, dict) or APPROVAL not in extra:
+        if isinstance(extra, dict) and APPROVAL_TOKEN in extra:
+            raise RequestError(400, "an approval_token without an approval decision: " + EXPECTED,
+                               "invalid_approval", "messages")  # fmt: skip
+        return out, None, None
+    decision = checked_decision(extra[APPROVAL])
+    token = extra.get(APPROVAL_TOKEN)
+    if token is not None and not isinstance(token, str):
+        raise RequestError(400, "the approval_token must be the string the paused answer carried",
+                           "invalid_approval", "messages")  # fmt: skip
+    if last.get("role") != "user":
+        raise RequestError(400, EXPECTED, "invalid_approval", "messages")
+    out[-1] = {**out[-1], "extra": {APPROVAL: decision}}
+    return out, decision, token
+
+
+def checked_decision(value: Any) -> bool | dict[str, bool]:
+    """An approval decision as the client gave it, if it has the right shape (else RequestError 400)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, dict) and value and all(isinstance(k, str) and isinstance(v, bool) for k, v in value.items()):
+        return value
+    raise RequestError(400, f"extra.approval must be true, false or {{call id: true/false}}, got {value!r:.80}; "
+                       + EXPECTED, "invalid_approval", "messages")  # fmt: skip
 
 
 def checked_session_id(value: Any, what: str) -> str | None:
@@ -124,8 +173,9 @@ def checked_session_id(value: Any, what: str) -> str | None:
 
 
 def media_urls(msgs: list[Message]) -> list[tuple[int, int, str]]:
-    """The (message, item, URL) of every http(s) media item; RequestError 400 for an item naming a local path (a
-    remote client may attach media only by URL: a path would make the agent read a file of this machine)."""
+    """The (message, item, URL) of every http(s) media item, whose scheme is made lower case in place (the code
+    downstream compares schemes as written); RequestError 400 for an item naming a local path (a remote client may
+    attach media only by URL: a path would make the agent read a file of this machine)."""
     urls = []
     for i, m in enumerate(msgs):
         if isinstance(m.content, str):
@@ -135,7 +185,8 @@ def media_urls(msgs: list[Message]) -> list[tuple[int, int, str]]:
             if kind == "text":
                 continue
             value = item.value
-            if not value.lower().startswith(_REMOTE_SCHEMES):
+            scheme, colon, rest = value.partition(":")
+            if not colon or not (scheme.lower() + ":" + rest[:2]).startswith(_REMOTE_SCHEMES):
                 raise RequestError(
                     400,
                     f"messages[{i}].content[{j}]: a {kind} must be an http(s) or data: URL; "
@@ -143,7 +194,10 @@ def media_urls(msgs: list[Message]) -> list[tuple[int, int, str]]:
                     "invalid_messages",
                     "messages",
                 )
-            if not value.lower().startswith("data:"):
+            if scheme != scheme.lower():
+                value = scheme.lower() + ":" + rest
+                setattr(item, kind, value)
+            if scheme.lower() != "data":
                 urls.append((i, j, value))
     return urls
 
@@ -159,30 +213,38 @@ def error_for(e: BaseException) -> RequestError:
         return RequestError(status, f"the model service failed: {e}", str(e.code))
     if isinstance(e, RunDeadlineExceeded):
         return RequestError(504, str(e), "deadline_exceeded")
+    # (a store's errors name the store: its URL or file, for the server's log; never for a client)
     if isinstance(e, SessionBusyError):
-        return RequestError(409, str(e), "session_busy", "session_id")
+        return RequestError(409, "this conversation is answering another request; try again when it ends",
+                            "session_busy", "session_id")  # fmt: skip
     if isinstance(e, SessionConflictError):
-        return RequestError(409, str(e), "session_conflict", "session_id")
+        return RequestError(409, "this conversation was changed by another request while this one ran: this "
+                            "answer was not saved", "session_conflict", "session_id")  # fmt: skip
     if isinstance(e, SessionStoreError):
-        return RequestError(503, str(e), "session_store_unavailable")
+        return RequestError(503, "the session store is unavailable (the server's log says why)",
+                            "session_store_unavailable")  # fmt: skip
     if isinstance(e, SessionPendingTurnError):
-        return RequestError(409, f'{e} (over this API: send "resume": true)', "session_pending_turn", "session_id")
+        return RequestError(409, 'this conversation has a turn that did not end (its server stopped, or its run '
+                            'failed after doing work): send "resume": true to finish it', "session_pending_turn",
+                            "session_id")  # fmt: skip
     if isinstance(e, SessionError):
-        return RequestError(409, str(e), "session_error", "session_id")
+        return RequestError(409, "this conversation cannot take this request now: " + str(e).split(":")[-1].strip(),
+                            "session_error", "session_id")  # fmt: skip
     return RequestError(500, f"the agent failed: {type(e).__name__}: {e}", "agent_error")
 
 
 class Answer:
     """Turns the agent's fragments into the OpenAI view: text deltas (separate messages' texts joined by a blank
     line) and reasoning deltas; tool calls and results stay server-side. Remembers the public extras of each
-    assistant message, for `finish_reason` and `extras`."""
+    assistant message, for `finish_reason` and `extras`, and the tool calls, for a reply that pauses on them."""
 
-    __slots__ = ("text_indexes", "last", "extra")
+    __slots__ = ("text_indexes", "last", "extra", "calls")
 
     def __init__(self) -> None:
         self.text_indexes: set[int] = set()  # the messages whose text has started
         self.last = -1  # the index of the last assistant message
         self.extra: dict[str, Any] = {}  # its public extras
+        self.calls: dict[int, list[Any]] = {}  # message index -> [call id, tool name, arguments]
 
     def add(self, fragments: list[Fragment]) -> tuple[str, str]:
         """The (text, reasoning) these fragments add to the answer."""
@@ -198,6 +260,12 @@ class Answer:
                 for key in PUBLIC_EXTRAS:
                     if key in extra:
                         self.extra[key] = extra[key]
+            if f.function_call is not None or (extra and "function_id" in extra):
+                call = self.calls.setdefault(i, [None, "", ""])
+                if f.function_call is not None:
+                    call[1], call[2] = f.function_call.name, f.function_call.arguments
+                if extra and "function_id" in extra:
+                    call[0] = extra["function_id"]
             if f.reasoning_content:
                 reasoning += f.reasoning_content
             piece = f.text
@@ -208,6 +276,16 @@ class Answer:
                     self.text_indexes.add(i)
                 text += piece
         return text, reasoning
+
+    def paused_calls(self) -> list[tuple[str | None, str, str]]:
+        """The calls of the reply the answer paused on (the calls that end it), [] if it did not pause."""
+        if not self.extra.get("pending_approval"):
+            return []
+        i, calls = self.last, []
+        while i in self.calls and self.calls[i][1]:
+            calls.append(tuple(self.calls[i]))
+            i -= 1
+        return calls[::-1]
 
     def finish_reason(self) -> str:
         return "length" if self.extra.get("stop_reason") == "length" else "stop"

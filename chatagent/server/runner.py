@@ -7,12 +7,15 @@
 
 Any OpenAI client can then talk to the agent (`model` picks one of several agents; an unknown name is a 404). The
 agent runs its tools itself, server-side: the client sees the assistant's text (and `reasoning_content`), and the
-public parts of the final message's `extra` in the field `chatagent` (see `chatagent.server.openai_api`). With a session
-id (the body field `session_id` or the header `X-Session-Id`) the conversation is kept in the session store, scoped
-by the client's API key: the client sends only the new messages, and the tools' state (a code sandbox) lives with
-the conversation; without one, the tools' state ends with the request. Requests are bounded in size and in the
-time their body may take; runs at once are bounded in number; a client that disconnects closes its run; URLs in
-messages may not lead to this machine or its private networks unless allowed (`allow_hosts`).
+public parts of the final message's `extra` in the field `chatagent` (see `chatagent.server.openai_api`). Each API
+key is its own principal (`identity`); with a session id (the body field `session_id` or the header
+`X-Session-Id`; `"new"` for one the server makes) the conversation is kept in the session store, owned by that
+principal (`conversations`), and the tools' state (a code sandbox) lives with it; without one, the tools' state
+ends with the request. Paused tool calls resume only from the server's own record (`approvals`). Requests are
+checked for their Host and Origin (`chatagent.utils.origins`) and must be JSON; connections are bounded in number
+and in the time their headers may take (`connections`), request bodies in size and time, runs at once in number,
+conversations in size and number per principal; a client that disconnects closes its run; URLs in messages may not
+lead to this machine or its private networks unless allowed (`allow_hosts`). docs/security.md has the whole model.
 
 `AgentServer.serve_forever()` handles SIGTERM and SIGINT itself, whatever handling the process inherited: it stops
 accepting connections, lets the streams in flight finish for up to `grace` seconds (then closes them), and returns.
@@ -31,7 +34,12 @@ from typing import Any
 
 from chatagent.agent import Agent
 from chatagent.server.app import ChatCompletions, Service, send_error, send_json
+from chatagent.server.connections import bounded_protocol
+from chatagent.server.conversations import DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS, Quotas
+from chatagent.server.identity import ApiKeys
 from chatagent.server.openai_api import RequestError
+from chatagent.sessions import Session, SessionError
+from chatagent.utils.origins import HostCheck
 
 logger = logging.getLogger("chatagent.server")
 
@@ -39,12 +47,15 @@ DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_CONCURRENCY = 256
 DEFAULT_GRACE = 30.0
 DEFAULT_BODY_TIMEOUT = 30.0
+DEFAULT_HEADER_TIMEOUT = 10.0
+DEFAULT_MAX_CONNECTIONS = 1024
+_UNGUARDED = ("/healthz", "/health")
 
 
 def asgi_app(
     agent_or_agents: Agent | Iterable[Agent] | Mapping[str, Agent],
     *,
-    api_key: str | None = None,
+    api_key: ApiKeys = None,
     model_name: str | None = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
@@ -52,13 +63,20 @@ def asgi_app(
     store: str | None = None,
     allow_hosts: Iterable[str] = (),
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    server_names: Iterable[str] = (),
+    bound_address: str = "0.0.0.0",
+    approval_secret: str | bytes | None = None,
+    max_session_bytes: int = DEFAULT_MAX_SESSION_BYTES,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
 ) -> Any:
     """The ASGI app (a Starlette application) serving the agents with the OpenAI chat completions API.
 
     Args:
         agent_or_agents: an Agent, a list of Agents (each named: the name is its model id), or a dict of model id
             -> Agent. One object serves every request (agents keep no state between runs).
-        api_key: when set, requests must send `Authorization: Bearer <api_key>` (compared in constant time).
+        api_key: a key, a list of keys or a dict of client name -> key: requests must then send `Authorization:
+            Bearer <key>` (compared in constant time), and each key is its own principal (its conversations are
+            its own).
         model_name: the model id of a single agent (default: its name, else 'chatagent').
         max_request_bytes: larger request bodies get 413.
         max_concurrency: runs at once; more get 429.
@@ -68,6 +86,13 @@ def asgi_app(
         allow_hosts: hosts that URLs in clients' messages may lead to although they are on this machine or a
             private network: names, addresses or networks (`docs.internal`, `10.0.0.5`, `10.0.0.0/8`).
         body_timeout: seconds a client may take to send its request body (else 408).
+        server_names: names clients reach the server by besides loopback names and `bound_address` (the `Host`
+            they send; `"*"`: any); other Hosts get 421, requests from other web sites (`Origin`) 403.
+        bound_address: the address the server listens on (`AgentServer` sets it; '0.0.0.0': any IP address).
+        approval_secret: the key that signs paused tool calls for clients without a session (default: random per
+            process; replicas behind one address need the same one).
+        max_session_bytes: how large one stored conversation may grow (then 413).
+        max_sessions: how many conversations one principal may keep (then 429).
     """
     from starlette.applications import Starlette
     from starlette.routing import Route
@@ -81,6 +106,8 @@ def asgi_app(
         store=store,
         allow_hosts=tuple(allow_hosts),
         body_timeout=body_timeout,
+        approval_secret=approval_secret,
+        quotas=Quotas(max_session_bytes, max_sessions),
     )
     routes = [
         Route("/healthz", _Health(), methods=["GET"]),
@@ -88,6 +115,7 @@ def asgi_app(
         Route("/v1/models", _Models(service), methods=["GET"]),
         Route("/v1/models/{model:path}", _Models(service), methods=["GET"]),
         Route("/v1/chat/completions", ChatCompletions(service), methods=["POST"]),
+        Route("/v1/sessions/{session_id:path}", _Sessions(service), methods=["DELETE"]),
     ]
 
     async def not_found(request: Any, exc: Exception) -> Any:
@@ -100,7 +128,28 @@ def asgi_app(
 
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
     app.state.chatagent = service
-    return app
+    return _Guarded(app, HostCheck(bound_address, server_names))
+
+
+class _Guarded:
+    """The app behind the Host and Origin checks (`chatagent.utils.origins`); health checks pass unchecked."""
+
+    def __init__(self, app: Any, check: HostCheck) -> None:
+        self.app, self.check = app, check
+        self.state = app.state
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] not in _UNGUARDED:
+            headers = dict(scope["headers"])
+            host, origin = headers.get(b"host"), headers.get(b"origin")
+            refused = self.check.refusal(
+                host.decode("latin-1") if host is not None else None,
+                origin.decode("latin-1") if origin is not None else None,
+            )
+            if refused is not None:
+                await send_error(send, RequestError(refused[0], refused[1], "host_not_allowed"), close=True)
+                return
+        await self.app(scope, receive, send)
 
 
 def _by_model(agents: Any, model_name: str | None) -> dict[str, Agent]:
@@ -137,6 +186,36 @@ class _Health:
         await send_json(send, 200, {"status": "ok"})
 
 
+class _Sessions:
+    """`DELETE /v1/sessions/{id}`: a principal deletes one of its conversations (404 for any other id)."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        svc = self.service
+        try:
+            user = svc.user_of(dict(scope["headers"]))
+            named = scope.get("path_params", {}).get("session_id", "")
+            deleted = await asyncio.to_thread(_delete, svc, user, named)
+            if not deleted:
+                raise RequestError(404, "no such conversation", "session_not_found", "session_id")
+            await send_json(send, 200, {"id": named, "object": "session", "deleted": True})
+        except RequestError as e:
+            await send_error(send, e)
+
+
+def _delete(svc: Service, user: str, named: str) -> bool:
+    try:
+        return Session(named, svc.session_store(), user=user).delete()
+    except ValueError:
+        return False
+    except SessionError as e:
+        logger.error("deleting a session failed: %s", e)
+        raise RequestError(503, "the session store is unavailable (the server's log says why)",
+                           "session_store_unavailable") from None  # fmt: skip
+
+
 class _Models:
     """`GET /v1/models` and `GET /v1/models/{id}`."""
 
@@ -166,7 +245,9 @@ class AgentServer:
     """Serve agents with the OpenAI chat completions API on `host:port` (uvicorn running `asgi_app`).
 
     Takes `asgi_app`'s arguments, and `grace`: seconds the streams in flight may take to finish when the server
-    stops (SIGTERM, SIGINT or `close()`) before they are closed. Port 0 picks a free port (see `url`).
+    stops (SIGTERM, SIGINT or `close()`) before they are closed; `max_connections`: connections open at once
+    (more are answered 503 and closed); `header_timeout`: seconds a client may take to send a request's headers
+    (then its connection is closed). Port 0 picks a free port (see `url`).
     """
 
     def __init__(
@@ -176,9 +257,12 @@ class AgentServer:
         port: int = 8000,
         *,
         grace: float = DEFAULT_GRACE,
+        header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         **options: Any,
     ) -> None:
-        self.app = asgi_app(agent_or_agents, **options)
+        self.protocol = bounded_protocol(max_connections, header_timeout)
+        self.app = asgi_app(agent_or_agents, bound_address=host, **options)
         self.service: Service = self.app.state.chatagent
         self.model_name = self.service.default_model
         self.grace = grace
@@ -202,7 +286,7 @@ class AgentServer:
                 yield
 
         config = uvicorn.Config(
-            self.app, lifespan="off", log_config=None, access_log=False,
+            self.app, lifespan="off", log_config=None, access_log=False, http=self.protocol,
             timeout_graceful_shutdown=self.grace,  # pyright: ignore[reportArgumentType] -- uvicorn says int, waits a float
             timeout_keep_alive=30, backlog=4096,
         )  # fmt: skip

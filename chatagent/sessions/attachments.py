@@ -3,7 +3,9 @@
 When a turn is stored, every image, file, audio or video item naming a local file becomes
 `chatagent-blob:<sha256>/<name>` and the file's bytes go into the store, once per content. When a conversation is
 read back, such an item names a local copy, `<workspace>/sessions/files/<sha256>/<name>`, written from the store
-when missing (another machine, a cleaned cache). `<name>` is the file's own name without its directories, so that
+when missing (another machine, a cleaned cache) and checked against its hash when present. Only the blobs the
+session's own turns stored are restored: a reference to any other hash (written into a message by hand) stays a
+reference, so that knowing a file's hash never gives its content. `<name>` is the file's own name without its directories, so that
 answers still cite it; the RAG cache, keyed by content hash too, finds the file already parsed. URLs and files
 larger than the RAG size limit (CHATAGENT_MAX_FILE_MB) are kept as they are, with a warning for the latter.
 """
@@ -15,7 +17,7 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from chatagent.utils.workspace import workspace_root, write_atomic
@@ -52,7 +54,7 @@ def stash(messages: list[dict]) -> tuple[list[dict], dict[str, bytes]]:
 
 
 def _stash_one(value: str, files: dict[str, bytes]) -> str | None:
-    if value.startswith(_REMOTE) or value.startswith(SCHEME):
+    if value.lower().startswith(_REMOTE) or value.startswith(SCHEME):  # (a URL's scheme in any case)
         return None
     path = value[len("file://") :] if value.startswith("file://") else value
     from chatagent.rag.parsers import max_file_bytes  # the rag extra, optional
@@ -71,8 +73,19 @@ def _stash_one(value: str, files: dict[str, bytes]) -> str | None:
     return f"{SCHEME}{sha}/{safe_name(path)}"
 
 
-def restore(messages: list[dict], fetch: Callable[[str], bytes | None]) -> list[dict]:
-    """Stored messages (changed in place) with each reference replaced by the path of a local copy."""
+def references(messages: list[dict]) -> bool:
+    """Whether any of the messages refers to a stored file."""
+    return any(
+        isinstance(item, dict) and any(str(item.get(kind, "")).startswith(SCHEME) for kind in KINDS)
+        for m in messages
+        if isinstance(m.get("content"), list)
+        for item in m["content"]
+    )
+
+
+def restore(messages: list[dict], fetch: Callable[[str], bytes | None], owned: Collection[str]) -> list[dict]:
+    """Stored messages (changed in place) with each reference to a blob among `owned` (the session's own) replaced
+    by the path of a local copy."""
     for m in messages:
         content = m.get("content")
         if not isinstance(content, list):
@@ -81,18 +94,22 @@ def restore(messages: list[dict], fetch: Callable[[str], bytes | None]) -> list[
             for kind in KINDS:
                 value = item.get(kind)
                 if isinstance(value, str) and value.startswith(SCHEME):
-                    item[kind] = local_copy(value, fetch)
+                    item[kind] = local_copy(value, fetch, owned)
     return messages
 
 
-def local_copy(ref: str, fetch: Callable[[str], bytes | None]) -> str:
-    """The local path for a `chatagent-blob:` reference, written from `fetch(sha256)` if missing."""
+def local_copy(ref: str, fetch: Callable[[str], bytes | None], owned: Collection[str]) -> str:
+    """The local path for a `chatagent-blob:` reference to one of the `owned` blobs: the copy, checked against its
+    hash, written from `fetch(sha256)` if missing or changed; the reference itself for any other blob."""
     sha, _, name = ref[len(SCHEME) :].partition("/")
     if not _SHA.fullmatch(sha):
         logger.warning("a stored message has a malformed file reference %r", ref[:100])
         return ref
+    if sha not in owned:
+        logger.warning("a stored message refers to a file its session did not store: left as a reference")
+        return ref
     path = files_dir() / sha / safe_name(name)
-    if path.exists():
+    if _intact(path, sha):
         return str(path)
     data = fetch(sha)
     if data is None:
@@ -104,6 +121,29 @@ def local_copy(ref: str, fetch: Callable[[str], bytes | None]) -> str:
     except OSError as e:
         logger.warning("cannot write the local copy of %s to %s: %s", name, path, e)
     return str(path)
+
+
+_checked: dict[Path, tuple[int, int]] = {}  # local copies found intact: (mtime_ns, size) when checked
+
+
+def _intact(path: Path, sha: str) -> bool:
+    """Whether the local copy exists and holds the blob (hashed once per change of the file)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    stamp = (st.st_mtime_ns, st.st_size)
+    if _checked.get(path) == stamp:
+        return True
+    try:
+        ok = hashlib.sha256(path.read_bytes()).hexdigest() == sha
+    except OSError:
+        return False
+    if ok:
+        _checked[path] = stamp
+    else:
+        logger.warning("the local copy %s does not match its hash: written again from the store", path)
+    return ok
 
 
 def forget(shas: list[str]) -> None:

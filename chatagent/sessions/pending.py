@@ -1,4 +1,5 @@
-"""Turns in progress, as a store keeps them: the pending turn of a session and its checkpoints.
+"""Turns in progress, as a store keeps them: the pending turn of a session and its checkpoints (and, beside them, what
+a session's stored turns used).
 
 While a run on a session goes on, its turn is *pending*: one row in `chatagent_pending` (the turn's key, the
 session version it started from, its new messages, its state) and one row per checkpoint in
@@ -50,6 +51,11 @@ LOAD_CHECKPOINTS = "SELECT step, at_index, body FROM chatagent_checkpoints WHERE
 FIND_PENDING = "SELECT turn_key FROM chatagent_pending WHERE sid = ?"
 DELETE_PENDING = "DELETE FROM chatagent_pending WHERE sid = ?"
 DELETE_CHECKPOINTS = "DELETE FROM chatagent_checkpoints WHERE sid = ?"
+# what a session's stored turns used: tokens, calls, cost (added when each turn is stored; see Session.usage)
+GET_USAGE = "SELECT usage FROM chatagent_sessions WHERE sid = ?"
+SET_USAGE = "UPDATE chatagent_sessions SET usage = ? WHERE sid = ?"
+USAGE = "SELECT usage FROM chatagent_sessions WHERE user_id = ? AND session_id = ?"
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "calls", "cost")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +91,17 @@ class PendingTurn:
     @property
     def error(self) -> str | None:
         return self.detail.get("error")
+
+
+def summed_usage(stored: Any, more: dict[str, Any]) -> dict[str, Any]:
+    """A session's usage (`stored`: its JSON, or None) with `more` added (USAGE_KEYS; cost None while unpriced)."""
+    total: dict[str, Any] = dict.fromkeys(USAGE_KEYS[:3], 0) | {"cost": None}
+    for part in (orjson.loads(stored) if stored is not None else {}, more):
+        for key in USAGE_KEYS[:3]:
+            total[key] += int(part.get(key) or 0)
+        if part.get("cost") is not None:
+            total["cost"] = (total["cost"] or 0.0) + float(part["cost"])
+    return total
 
 
 def encode(value: Any) -> bytes:

@@ -86,8 +86,11 @@ class PostgresStore(SQLStore):
         self._lock_conn: Any = None
         self._held: set[int] = set()
         self._lock_mutex = threading.RLock()
+        self._identity = ""  # the database and schema the tables are in: part of every run lock's key
         try:
             self._ensure_schema()
+            database, schema = self._read("SELECT current_database(), current_schema()")[0]
+            self._identity = f"{database}\0{schema}"
         except BaseException:
             self.close()
             raise
@@ -197,9 +200,10 @@ class PostgresStore(SQLStore):
     # ---- run locks ----------------------------------------------------------------------------------------
 
     def lock(self, user: str, session_id: str) -> Callable[[], None]:
-        key = int.from_bytes(
-            hashlib.blake2b(f"{user}\0{session_id}".encode(), digest_size=8).digest(), "big", signed=True
-        )
+        # advisory locks are shared by everything in the database: the key names the store too, so that two stores
+        # (two schemas of one database) never hold up each other's runs
+        name = f"{self._identity}\0{user}\0{session_id}".encode()
+        key = int.from_bytes(hashlib.blake2b(name, digest_size=8).digest(), "big", signed=True)
         with self._lock_mutex:
             if key not in self._held and self._try_lock(key):
                 self._held.add(key)

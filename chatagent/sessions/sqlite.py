@@ -15,6 +15,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from chatagent.sessions.errors import SessionBusyError, SessionStoreError
 from chatagent.sessions.store import SQLStore
+from chatagent.utils.workspace import private_dirs, private_file
 
 try:
     import fcntl
@@ -64,10 +65,13 @@ class SQLiteStore(SQLStore):
         self.timeout = timeout
         if self.path.is_dir():
             raise SessionStoreError(f"{self.url} is a directory, not a SQLite session store file")
-        if not self.path.parent.is_dir():
-            if not create_dir:
-                raise SessionStoreError(f"cannot open {self.url}: the directory {self.path.parent} does not exist")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.path.parent.is_dir() and not create_dir:
+            raise SessionStoreError(f"cannot open {self.url}: the directory {self.path.parent} does not exist")
+        try:
+            private_dirs(self.path.parent)
+            private_file(self.path)  # 0600: SQLite gives its -wal and -shm files the database's mode
+        except OSError as e:
+            raise SessionStoreError(f"cannot make the session store {self.url}: {e.strerror or e}") from None
         self._locks_dir = self.path.with_name(self.path.name + "-locks")
         self._idle: list[sqlite3.Connection] = []
         self._write_lock = threading.RLock()  # one writer at a time in this process, without SQLite's busy waits
@@ -157,7 +161,7 @@ class SQLiteStore(SQLStore):
                 self._local_locks.add(key)
             return lambda: self._local_locks.discard(key)
         try:
-            self._locks_dir.mkdir(exist_ok=True)
+            private_dirs(self._locks_dir)
             fd = os.open(self._locks_dir / key, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as e:
             raise SessionStoreError(f"cannot make the lock file of a session in {self._locks_dir}: {e}") from e

@@ -23,13 +23,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import orjson
 
 from chatagent.sessions import attachments, pending
 from chatagent.sessions.errors import SessionConflictError, SessionStoreError
-from chatagent.sessions.pending import PendingTurn, decode_pending, encode
+from chatagent.sessions.pending import PendingTurn, decode_pending, encode, summed_usage
 
 SCHEMA_VERSION = 2
 DEFAULT_USER = "local"
@@ -96,14 +96,15 @@ AFTER_CLEAR = (
     "system_message = NULL WHERE sid = ?"
 )
 SET_TITLE = "UPDATE chatagent_sessions SET title = ? WHERE sid = ?"
-GET_USAGE = "SELECT usage FROM chatagent_sessions WHERE sid = ?"
-SET_USAGE = "UPDATE chatagent_sessions SET usage = ? WHERE sid = ?"
-USAGE = "SELECT usage FROM chatagent_sessions WHERE user_id = ? AND session_id = ?"
-USAGE_KEYS = ("prompt_tokens", "completion_tokens", "calls", "cost")
 _INFO_COLUMNS = "session_id, title, created, updated, message_count, user_id FROM chatagent_sessions"
 INFO = f"SELECT {_INFO_COLUMNS} WHERE user_id = ? AND session_id = ?"
 LIST = f"SELECT {_INFO_COLUMNS} WHERE user_id = ? ORDER BY updated DESC, sid DESC"
 LIST_ALL = f"SELECT {_INFO_COLUMNS} ORDER BY updated DESC, sid DESC"
+COUNT = "SELECT COUNT(*) FROM chatagent_sessions WHERE user_id = ?"
+SIZE = (
+    "SELECT COALESCE(SUM(LENGTH(t.body)), 0) FROM chatagent_sessions s JOIN chatagent_turns t ON t.sid = s.sid "
+    "WHERE s.user_id = ? AND s.session_id = ?"
+)
 READ_VERSION = "SELECT value FROM chatagent_meta WHERE key = 'schema_version'"
 WRITE_VERSION = "UPDATE chatagent_meta SET value = ? WHERE key = 'schema_version'"
 INIT_VERSION = "INSERT INTO chatagent_meta (key, value) VALUES ('schema_version', ?)"
@@ -213,8 +214,8 @@ class SQLStore:
 
     # ---- reading ------------------------------------------------------------------------------------------
 
-    def load(self, user: str, session_id: str) -> Loaded:
-        """The stored conversation (attached files restored to local paths)."""
+    def load(self, user: str, session_id: str, files: bool = True) -> Loaded:
+        """The stored conversation (attached files restored to local paths; with `files=False`, left as references)."""
         rows = self._read(LOAD, (user, session_id))
         if not rows:
             return Loaded(None, 0, None, [])
@@ -227,7 +228,10 @@ class SQLStore:
             system_msg = orjson.loads(system) if system is not None else None
         except orjson.JSONDecodeError as e:
             raise _damaged(self.url, session_id, e) from None
-        return Loaded(sid, version, system_msg, attachments.restore(messages, self.blob))
+        if files and attachments.references(messages):
+            owned = {r[0] for r in self._read(SESSION_BLOBS, (sid,))}
+            messages = attachments.restore(messages, self.blob, owned)
+        return Loaded(sid, version, system_msg, messages)
 
     def blob(self, sha256: str) -> bytes | None:
         rows = self._read(GET_BLOB, (sha256,))
@@ -236,6 +240,14 @@ class SQLStore:
     def info(self, user: str, session_id: str) -> SessionInfo | None:
         rows = self._read(INFO, (user, session_id))
         return _info(rows[0]) if rows else None
+
+    def count(self, user: str) -> int:
+        """How many sessions the user has."""
+        return int(self._read(COUNT, (user,))[0][0])
+
+    def size(self, user: str, session_id: str) -> int:
+        """The bytes its stored turns take (0 for a session not stored)."""
+        return int(self._read(SIZE, (user, session_id))[0][0])
 
     def list(self, user: str | None) -> list[SessionInfo]:
         rows = self._read(LIST, (user,)) if user is not None else self._read(LIST_ALL)
@@ -289,8 +301,8 @@ class SQLStore:
             turn = version + 1
             cur.execute(ADD_TURN, (sid, turn, body))
             if usage:
-                row = cur.execute(GET_USAGE, (sid,)).fetchone()
-                cur.execute(SET_USAGE, (orjson.dumps(_summed(row[0] if row else None, usage)), sid))
+                row = cur.execute(pending.GET_USAGE, (sid,)).fetchone()
+                cur.execute(pending.SET_USAGE, (orjson.dumps(summed_usage(row[0] if row else None, usage)), sid))
             if files:
                 self._lock_blobs(cur, exclusive=False)
                 for sha, data in files.items():
@@ -311,7 +323,7 @@ class SQLStore:
             except orjson.JSONDecodeError as e:
                 raise _damaged(self.url, session_id, e) from None
             if shas:  # the caller may send them again: keep local copies of the files (read inside this txn)
-                messages = attachments.restore(messages, lambda sha: _blob_in(cur, sha))
+                messages = attachments.restore(messages, lambda sha: _blob_in(cur, sha), set(shas))
             cur.execute(DELETE_TURN, (sid, turn))
             cur.execute(DELETE_TURN_BLOBS, (sid, turn))
             cur.execute(AFTER_POP, (time.time(), len(messages), sid))
@@ -384,18 +396,13 @@ class SQLStore:
 
     def usage(self, user: str, session_id: str) -> dict:
         """What the session's stored turns used (USAGE_KEYS; cost None when no call was priced)."""
-        rows = self._read(USAGE, (user, session_id))
-        return _summed(rows[0][0] if rows else None, {})
+        rows = self._read(pending.USAGE, (user, session_id))
+        return summed_usage(rows[0][0] if rows else None, {})
 
     def pending(self, user: str, session_id: str) -> PendingTurn | None:
         """The session's pending turn, with its checkpoints applied; None if it has none."""
         rows = self._read(pending.LOAD_PENDING, (user, session_id))
-        if not rows:
-            return None
-        try:
-            return decode_pending(rows[0], self._read(pending.LOAD_CHECKPOINTS, (rows[0][0],)))
-        except orjson.JSONDecodeError as e:
-            raise _damaged(self.url, session_id, e) from None
+        return self._decoded(session_id, rows[0], self._read(pending.LOAD_CHECKPOINTS, (rows[0][0],))) if rows else None
 
     def discard_pending(self, user: str, session_id: str) -> PendingTurn | None:
         """Delete the session's pending turn; what it was (None if there was none)."""
@@ -407,8 +414,11 @@ class SQLStore:
             checkpoints = cur.execute(pending.LOAD_CHECKPOINTS, (sid,)).fetchall()
             cur.execute(pending.DELETE_PENDING, (sid,))
             cur.execute(pending.DELETE_CHECKPOINTS, (sid,))
+        return self._decoded(session_id, rows[0], checkpoints)
+
+    def _decoded(self, session_id: str, row: tuple, checkpoints: list[tuple]) -> PendingTurn:
         try:
-            return decode_pending(rows[0], checkpoints)
+            return decode_pending(row, checkpoints)
         except orjson.JSONDecodeError as e:
             raise _damaged(self.url, session_id, e) from None
 
@@ -430,17 +440,6 @@ class SQLStore:
             if cur.rowcount:
                 dropped.append(sha)
         return dropped
-
-
-def _summed(stored: Any, more: dict) -> dict:
-    """A session's usage (`stored`: its JSON, or None) with `more` added."""
-    total: dict[str, Any] = dict.fromkeys(USAGE_KEYS[:3], 0) | {"cost": None}
-    for part in (orjson.loads(stored) if stored is not None else {}, more):
-        for key in USAGE_KEYS[:3]:
-            total[key] += int(part.get(key) or 0)
-        if part.get("cost") is not None:
-            total["cost"] = (total["cost"] or 0.0) + float(part["cost"])
-    return total
 
 
 def _blob_in(cur: Any, sha: str) -> bytes | None:
@@ -465,13 +464,31 @@ def _conflict(url: str, session_id: str) -> SessionConflictError:
     )
 
 
+_CREDENTIAL_WORDS = ("pass", "secret", "token", "key", "auth", "cred")
+
+
 def redact(url: str) -> str:
-    """`url` without its password."""
+    """`url` without its credentials: the password of its user part, and the value of every query parameter that
+    can hold one (libpq's `password`, `sslpassword`, `passfile`, `sslkey`, and any name with `pass`, `secret`,
+    `token`, `key`, `auth` or `cred` in it)."""
     try:
         parts = urlsplit(url)
+        password = parts.password
     except ValueError:
         return "<unparsable URL>"
-    if parts.password is None:
+    changed = False
+    if password is not None:
+        userinfo, _, hostport = parts.netloc.rpartition("@")
+        parts, changed = parts._replace(netloc=userinfo.partition(":")[0] + ":***@" + hostport), True
+    if parts.query:
+        pairs = parts.query.split("&")
+        masked = [p.partition("=")[0] + "=***" if _is_credential(unquote(p.partition("=")[0])) else p for p in pairs]
+        if masked != pairs:
+            parts, changed = parts._replace(query="&".join(masked)), True
+    if not changed:
         return url
-    netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
+    return f"{parts.scheme}://{parts.netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")
+
+
+def _is_credential(name: str) -> bool:
+    return any(word in name.lower() for word in _CREDENTIAL_WORDS)

@@ -28,6 +28,8 @@ from chatagent.utils.lang import CJK_CHARS
 logger = logging.getLogger("chatagent.tokens")
 
 TRUNCATED = " ...[truncated]"
+CUT_MIDDLE = "\n...[middle cut]...\n"
+MAX_TOKEN_CHARS = 16  # no tokenizer makes a token of more characters than this, but for long runs of one character
 _CJK = CJK_CHARS  # kana, CJK ideographs, hangul
 _PIECE = re.compile(
     rf"(?P<cjk>[{_CJK}]+)"
@@ -130,6 +132,28 @@ class Tokenizer:
         cut = starts[lo - 1] if lo else 0
         return text[:cut].rstrip() + marker
 
+    def truncate_middle(self, text: str, max_tokens: int, marker: str = CUT_MIDDLE) -> str:
+        """`text` with its middle replaced by `marker` so that it has at most `max_tokens` tokens: its beginning
+        and its end are kept, about half each (as Qwen-Agent shortens an over-long message)."""
+        if self.count(text) <= max_tokens:
+            return text
+        room = max_tokens - self.count(marker)
+        if room < 2:
+            return self.truncate(text, max_tokens, marker="")
+        head = self.truncate(text[: (room // 2) * MAX_TOKEN_CHARS], room // 2, marker="")
+        rest = room - self.count(head)
+        end = text[len(text) - rest * MAX_TOKEN_CHARS :] if len(text) > rest * MAX_TOKEN_CHARS else text
+        starts = token_starts(end)
+        lo, hi = 0, len(starts)  # the tail starts at starts[k]: find the smallest k that fits
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.count(end[starts[mid] :].lstrip()) <= rest:
+                hi = mid
+            else:
+                lo = mid + 1
+        tail = end[starts[lo] :].lstrip() if lo < len(starts) else ""
+        return head.rstrip() + marker + tail
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
@@ -184,6 +208,19 @@ class BPETokenizer(Tokenizer):
             return marker.strip()
         # the bytes of a prefix of the tokens are a prefix of the text's UTF-8; drop a split last character
         return self.encoding.decode_bytes(ids[:room]).decode("utf-8", "ignore").rstrip() + marker
+
+    def truncate_middle(self, text: str, max_tokens: int, marker: str = CUT_MIDDLE) -> str:
+        ids = self._encode(text)
+        if len(ids) <= max_tokens:
+            return text
+        room = max_tokens - self.count(marker)
+        if room < 2:
+            return self.truncate(text, max_tokens, marker="")
+        head, tail = ids[: room // 2], ids[len(ids) - (room - room // 2) :]
+        decode = self.encoding.decode_bytes  # a split character at either cut is dropped
+        return (
+            decode(head).decode("utf-8", "ignore").rstrip() + marker + decode(tail).decode("utf-8", "ignore").lstrip()
+        )
 
 
 _qwen: list[BPETokenizer | None] = []

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 MAX_REDIRECTS = 5
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# IPv6 ranges whose last 32 bits are an IPv4 address: NAT64, IPv4-compatible (`::a.b.c.d`, deprecated but still
+# parsed and routed by some stacks) and IPv4-translated (`::ffff:0:a.b.c.d`, SIIT)
+_EMBEDDING = tuple(map(ipaddress.ip_network, ("64:ff9b::/96", "::/96", "::ffff:0:0:0/96")))
 
 
 class FetchError(Exception):
@@ -100,10 +102,10 @@ def is_public(ip: IPAddress) -> bool:
     """Whether a remote client may reach `ip`: a global unicast address, also when it embeds an IPv4 address."""
     if isinstance(ip, ipaddress.IPv6Address):
         embedded = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
-        if embedded is None and ip in _NAT64:
+        if embedded is None and any(ip in net for net in _EMBEDDING):
             embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        if embedded is not None and not is_public(embedded):
-            return False
+        if embedded is not None:  # judged by the IPv4 address it carries, whatever the IPv6 range says
+            return is_public(embedded)
     return ip.is_global and not ip.is_multicast
 
 

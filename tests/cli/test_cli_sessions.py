@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import textwrap
@@ -111,3 +112,29 @@ def test_gui_auth_must_be_user_and_password(capsys) -> None:
 def test_the_sessions_command_is_in_the_help() -> None:
     out = processes.run([sys.executable, "-m", "chatagent", "--help"], capture_output=True, text=True, timeout=60)
     assert "sessions" in out.stdout
+
+
+def test_a_session_resumed_without_file_still_reads_its_files(tmp_path: Path, openai_server) -> None:
+    """`chat --session NAME --file F`, then `chat --session NAME` alone: the file came back with the conversation."""
+    manual = tmp_path / "manual.txt"
+    manual.write_text("The boiler pressure limit is 7 bar.\n\nThe pump pressure limit is 3 bar.", encoding="utf-8")
+    openai_server.add("The boiler limit is 7 bar.", "The pump limit is 3 bar.")
+    store = f"sqlite:///{tmp_path}/sessions.db"
+    common = ["chat", "--server", openai_server.base_url, "--model", "m", "--session", "plant", "--store", store]
+    env = {"CHATAGENT_WORKSPACE": str(tmp_path / "ws")}
+    for args, question, answer in (
+        ([*common, "--file", str(manual)], "What is the boiler pressure limit?", "The boiler limit is 7 bar."),
+        (common, "And the pump pressure limit?", "The pump limit is 3 bar."),
+    ):
+        proc = Proc(args, **env)
+        try:
+            banner = proc.read_until("you> ")
+            proc.send(question)
+            proc.read_until(answer)
+            proc.send("/exit")
+            assert proc.p.wait(30) == 0
+        finally:
+            proc.close()
+    assert "(resuming 'plant': 2 messages so far, with its files manual.txt;" in banner
+    resumed = openai_server.chat_requests[1].json["messages"]
+    assert "The pump pressure limit is 3 bar." in json.dumps(resumed)  # the stored file was searched again

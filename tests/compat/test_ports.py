@@ -20,6 +20,8 @@ def setup_server(server, port, resources) -> None:
             server.answer_keyword_generation()
         elif rule[0] == "members":
             server.answer_members(rule[1], rule[2])
+        elif rule[0] == "contains":  # an answer to any request whose messages hold all these texts
+            server.rules.append({"contains": list(rule[1]), "say": rule[2]})
     server.script(*(port.MODEL(str(resources)) if callable(port.MODEL) else port.MODEL))
 
 

@@ -117,10 +117,24 @@ def test_truncation_drops_whole_old_turns_and_keeps_pairs():
     assert sum(count_tokens(m.text) for m in out) < 1200
 
 
-def test_truncation_refuses_to_cut_the_latest_turn():
+def test_truncation_shortens_an_over_long_latest_message_in_the_middle():
+    """As Qwen-Agent does: the beginning (often the request) and the end (often the question) are kept."""
+    text = "Summarise this report. " + "filler " * 1000 + "What does it conclude?"
+    out = truncate_messages([Message("system", "sys"), Message("user", text)], 100)
+    kept = out[-1].text
+    assert kept.startswith("Summarise this report.") and kept.endswith("What does it conclude?")
+    assert "[middle cut]" in kept and sum(count_tokens(m.text) + 5 for m in out) + 16 <= 100
+    items = [ContentItem(text="Look at this: " + "word " * 1000), ContentItem(image="https://x.test/cat.png")]
+    shortened = truncate_messages([Message("user", items)], 100)[-1]
+    assert isinstance(shortened.content, list) and shortened.content[1].image == "https://x.test/cat.png"
+
+
+def test_truncation_raises_for_an_over_long_latest_message_when_asked():
     with pytest.raises(ModelServiceError) as e:
-        truncate_messages([Message("user", "word " * 1000)], 100)
+        truncate_messages([Message("user", "word " * 1000)], 100, long_input="raise")
     assert e.value.code == "context_too_long"
+    with pytest.raises(ModelServiceError):  # nothing worth keeping would be left: the system message fills it
+        truncate_messages([Message("system", "rule " * 95), Message("user", "word " * 1000)], 100)
 
 
 def test_tokens_estimate():

@@ -70,9 +70,19 @@ def test_the_assistant_answers_from_a_large_pdf_and_cites_the_page(manual: Path,
     bot = Assistant(llm=llm, rag_cfg={"store": DocStore(tmp_path / "ws"), "on_progress": seen.append})
     ask = [{"role": "user", "content": [{"text": QUESTION}, {"file": str(manual)}]}]
     run = bot.run(ask)
-    response = list(run)[-1]
+    steps = list(run)
+    response = steps[-1]
     answer = response[-1]
     assert answer["role"] == "assistant" and answer["content"].strip()
+    # the best passage came first, before the model said anything, its matching sentence marked
+    first = next(step[-1] for step in steps if step and (step[-1].get("extra") or {}).get("passage"))
+    assert first["content"] == ""
+    passage = answer["extra"]["passage"]
+    assert passage["file"] == "plant-manual.pdf" and passage["pages"] == [FACT_PAGE]
+    assert FACT in [passage["text"][a:b] for a, b in passage["highlights"]]
+    # the small model read that passage alone, with a short instruction (nothing long to recite): before, a sixth of
+    # its window of excerpts and the long instruction, about 1,500 tokens
+    assert 0 < run.usage.prompt_tokens < 700
     sources = answer["extra"]["sources"]
     assert [FACT_PAGE] in [s["pages"] for s in sources], sources
     assert all(len(s["pages"]) == 1 for s in sources)  # no excerpt straddles pages
@@ -135,13 +145,26 @@ def test_the_page_shows_progress_the_model_and_the_sources(manual: Path, llm, tm
             page.set_input_files("#chat-input input[type=file]", str(manual))
             expect(page.locator("#chat-input").get_by_role("listitem", name="File thumbnail")).to_have_count(1)
             send(page, QUESTION)
-            expect(page.locator("#chatbot")).to_contain_text(f"Reading plant-manual.pdf: page 1 of {PAGES}")
+            reading = f"Reading plant-manual.pdf: page 1 of {PAGES}"
+            expect(page.locator("#chatbot")).to_contain_text(reading, timeout=120_000)  # a busy machine is slow
             status_seen.set()
             sources = page.locator("#chatbot").get_by_text("📚 Sources:")
             expect(sources).to_be_visible(timeout=300_000)
             title = sources.inner_text()
             assert re.search(rf"\b{FACT_PAGE}\b", title), title
-            snippet = page.locator('#chatbot [data-testid="bot"]').get_by_text("after every inspection")
+            # the best passage first, its file and page named, the sentence that answers marked; then the small
+            # model's answer, labelled as its summary of that passage
+            bot_text = page.locator('#chatbot [data-testid="bot"]')
+            passage = bot_text.filter(has_text="The best-matching passage of your files:")
+            expect(passage).to_contain_text(f"plant-manual.pdf, p. {FACT_PAGE}", timeout=30_000)
+            expect(passage.locator("mark").first).to_have_text(FACT, timeout=30_000)
+            summary = bot_text.filter(has_text="The model's summary of this passage")
+            expect(summary).to_have_count(1, timeout=30_000)
+            order = page.locator('#chatbot [data-testid="bot"]').all_inner_texts()
+            at = next(i for i, t in enumerate(order) if "best-matching passage" in t)
+            assert at < next(i for i, t in enumerate(order) if "summary of this passage" in t), order
+            sources_block = page.locator('#chatbot [data-testid="bot"]').filter(has_text="📚 Sources:")
+            snippet = sources_block.get_by_text("after every inspection")
             expect(snippet).to_be_hidden()  # collapsed: file and page show, the excerpt on request
             sources.click()
             expect(snippet).to_be_visible()

@@ -5,6 +5,7 @@ tests/e2e/test_serve_process.py.)"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 
@@ -50,6 +51,9 @@ WEATHER = {
     "description": "The weather in a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
+
+
+JSON = {"Content-Type": "application/json"}
 
 
 def serve(agent: Agent, **kwargs) -> AgentServer:
@@ -164,7 +168,7 @@ def test_bad_requests_are_400_with_a_readable_message() -> None:
                 messages=[{"role": "user", "content": "hi"}],
                 tools=[{"type": "function", "function": WEATHER}],
             )
-        raw = httpx.post(f"{server.url}/chat/completions", content=b"{not json", timeout=10)
+        raw = httpx.post(f"{server.url}/chat/completions", content=b"{not json", headers=JSON, timeout=10)
         assert raw.status_code == 400 and "JSON" in raw.json()["error"]["message"]
         assert httpx.get(f"{server.url}/nowhere", timeout=10).status_code == 404
 
@@ -385,8 +389,9 @@ def test_a_busy_session_is_a_409_and_a_client_leaving_gets_the_finished_turn_bac
 
     store = f"sqlite:///{tmp_path}/sessions.db"
     llm = PacedLLM(n=120, delay=0.01)
-    with serve(BasicAgent(llm=llm, name="slow"), store=store) as server:
-        c = client(server)
+    user = "key:" + hashlib.sha256(b"k-1").hexdigest()[:16]  # the key's principal: its conversations are its own
+    with serve(BasicAgent(llm=llm, name="slow"), store=store, api_key="k-1") as server:
+        c = client(server, "k-1")
         msgs = [{"role": "user", "content": "go"}]
         stream = c.chat.completions.create(model="slow", messages=msgs, stream=True, extra_body={"session_id": "s1"})
         got = 0
@@ -407,7 +412,7 @@ def test_a_busy_session_is_a_409_and_a_client_leaving_gets_the_finished_turn_bac
         assert "".join(ch.choices[0].delta.content or "" for ch in again if ch.choices) == answer
         with pytest.raises(openai.BadRequestError, match="resume"):
             c.chat.completions.create(model="slow", messages=[], extra_body={"resume": True})
-    stored = Session("s1", store).messages()
+    stored = Session("s1", store, user=user).messages()
     assert [m["content"] for m in stored] == ["go", answer]
 
 
@@ -426,7 +431,12 @@ def test_the_app_mounts_inside_another_starlette_service() -> None:
     app = Starlette(
         routes=[
             Route("/", home),
-            Mount("/assistant", asgi_app(BasicAgent(llm=ScriptedLLM(default="hello from inside"), name="helper"))),
+            Mount(
+                "/assistant",
+                asgi_app(
+                    BasicAgent(llm=ScriptedLLM(default="hello from inside"), name="helper"), server_names=["service"]
+                ),
+            ),  # the name it is reached by  # fmt: skip
         ]
     )
 
@@ -456,12 +466,15 @@ def test_chunked_request_bodies_are_read_and_bounded() -> None:
             yield data[i : i + 7]
 
     with serve(BasicAgent(llm=ScriptedLLM(default="ok")), max_request_bytes=10_000) as server:
-        r = httpx.post(f"{server.url}/chat/completions", content=chunked(body), timeout=10)
+        r = httpx.post(f"{server.url}/chat/completions", content=chunked(body), headers=JSON, timeout=10)
         assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "ok"
         big = json.dumps({"model": "chatagent", "messages": [{"role": "user", "content": "x" * 20_000}]}).encode()
-        r = httpx.post(f"{server.url}/chat/completions", content=chunked(big), timeout=10)
+        r = httpx.post(f"{server.url}/chat/completions", content=chunked(big), headers=JSON, timeout=10)
         assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
-        assert httpx.post(f"{server.url}/chat/completions", content=chunked(body), timeout=10).status_code == 200
+        assert (
+            httpx.post(f"{server.url}/chat/completions", content=chunked(body), headers=JSON, timeout=10).status_code
+            == 200
+        )
 
 
 def test_more_runs_than_allowed_get_429_and_the_server_goes_on() -> None:

@@ -59,3 +59,32 @@ def test_going_round_in_circles_with_small_changes_is_a_loop_too() -> None:
     guard = LoopGuard()
     at = next((i for i in range(0, len(text), 6) if guard.add(text[i : i + 6])), None)
     assert at is not None and at < len(text) // 2
+
+
+SYSTEM = (
+    "The user's messages may begin with excerpts from their files, each headed by its source as [file, p. N]. "
+    "Answer from the excerpts when they are relevant and cite the source of what you use in the same form."
+)
+
+
+def test_an_answer_that_recites_the_system_message_is_taken_back_and_ended() -> None:
+    closed = []
+
+    def backend() -> Iterator[list[Fragment]]:
+        try:
+            yield from fragments("A factor is a vector of categories.\n\n" + SYSTEM.upper() + " And so on " * 50)
+        finally:
+            closed.append(True)
+
+    reply = collect(stop_loops(backend(), SYSTEM))
+    assert reply[0].content == "A factor is a vector of categories." and reply[0].extra == {
+        "stop_reason": "prompt_echo"
+    }
+    assert closed == [True]
+
+
+def test_quoting_a_few_words_of_the_system_message_is_no_recital() -> None:
+    answer = "As the excerpts say, a factor is a vector: each headed by its source as shown. [manual.pdf, p. 3]"
+    reply = collect(stop_loops(fragments(answer), SYSTEM))
+    assert reply[0].content == answer and not reply[0].extra
+    assert collect(stop_loops(fragments(SYSTEM), ""))[0].content == SYSTEM  # no system message: nothing to recite

@@ -86,13 +86,23 @@ def test_history_gives_way_before_the_excerpts(manual: Path, store: DocStore) ->
     assert sent_tokens(llm) <= 900
 
 
-def test_a_question_too_long_for_the_window_is_a_clear_error(manual: Path, store: DocStore) -> None:
-    llm = ScriptedLLM(["never"], generate_cfg={"max_input_tokens": 300})
+def test_a_question_too_long_for_the_window_is_shortened_or_a_clear_error(manual: Path, store: DocStore) -> None:
+    question = "Tell me about the boilers. " * 80 + "Which one is the oldest?"
+    llm = ScriptedLLM(["never"], generate_cfg={"max_input_tokens": 300, "long_input": "raise"})
     bot = Assistant(llm=llm, files=[str(manual)], rag_cfg={"store": store})
     with pytest.raises(ModelServiceError) as e:
-        bot.run_nonstream([{"role": "user", "content": "Tell me about the boilers. " * 80}])
+        bot.run_nonstream([{"role": "user", "content": question}])
     assert e.value.code == "context_too_long" and "max_input_tokens=300" in e.value.message
     assert llm.calls == []
+    # by default, as Qwen-Agent: the question is cut in the middle, its beginning and end kept, and answered
+    llm = ScriptedLLM(["The oldest is boiler 1."], generate_cfg={"max_input_tokens": 300})
+    out = Assistant(llm=llm, files=[str(manual)], rag_cfg={"store": store}).run_nonstream(
+        [{"role": "user", "content": question}]
+    )
+    assert out[-1]["content"] == "The oldest is boiler 1."
+    sent = llm.calls[0].messages[-1].text
+    assert sent.startswith("Tell me about the boilers.") and sent.endswith("Which one is the oldest?")
+    assert sent_tokens(llm) <= 300
 
 
 def test_a_follow_up_starts_with_the_prompt_before_it_and_repeats_no_excerpt(manual: Path, store: DocStore) -> None:
@@ -181,3 +191,25 @@ def test_the_pdf_parsers_report_each_page(tmp_path: Path, reader: str) -> None:
     seen: list[tuple[int, int]] = []
     doc = parsers.parse_bytes(data, "p.pdf", on_page=lambda done, total: seen.append((done, total)))
     assert len(doc.pages) == 5 and seen == pages
+
+
+def test_a_short_question_that_stands_alone_is_not_searched_as_the_one_before(tmp_path: Path, store: DocStore) -> None:
+    """Issue 31.12: "What is a factor?" after a question about reading files got that question's excerpts."""
+    manual = tmp_path / "r.txt"
+    filler = "\n\n".join(f"Section {n} says little about anything in particular." for n in range(40))
+    manual.write_text(
+        filler + "\n\nTo read data from a file use read.table; each line of the file becomes a row.\n\n" + filler
+        + "\n\nA factor is a vector object used to specify a discrete classification of other vectors.",
+        encoding="utf-8",
+    )  # fmt: skip
+    llm = ScriptedLLM(["Use read.table.", "A classification.", "For example factor(state)."])
+    bot = Assistant(llm=llm, files=[str(manual)], rag_cfg={"store": store, "max_ref_token": 120})
+    first = [{"role": "user", "content": "How do I read data from a file?"}]
+    history = first + bot.run_nonstream(first)
+    second = history + [{"role": "user", "content": "What is a factor?"}]
+    answer = bot.run_nonstream(second)
+    assert "A factor is a vector object" in answer[-1]["extra"]["sources"][0]["text"]
+    assert "A factor is a vector object" in llm.calls[1].messages[-1].text
+    # a follow-up that names nothing of its own is still searched as the question before it
+    follow = bot.run_nonstream(second + answer + [{"role": "user", "content": "Can you show an example?"}])
+    assert follow[-1]["extra"]["sources"] == answer[-1]["extra"]["sources"]

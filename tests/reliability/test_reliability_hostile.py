@@ -142,9 +142,21 @@ TEN_MB = ("lorem ipsum dolor " * 600_000)[:10_000_000]
 def test_a_10mb_message_is_refused_before_anything_is_sent(openai_server: OpenAIServer) -> None:
     start = time.monotonic()
     with pytest.raises(ModelServiceError) as info:
-        BasicAgent(llm=oai(openai_server)).run_nonstream([{"role": "user", "content": TEN_MB}])
+        BasicAgent(llm=oai(openai_server, long_input="raise")).run_nonstream([{"role": "user", "content": TEN_MB}])
     assert info.value.code == "context_too_long" and "max_input_tokens" in info.value.message
     assert openai_server.chat_requests == [] and time.monotonic() - start < 10
+
+
+@pytest.mark.timeout(120)
+def test_a_10mb_message_is_shortened_to_fit_and_answered(openai_server: OpenAIServer) -> None:
+    """The default, as Qwen-Agent's: the message's beginning and end reach the model, the middle is cut."""
+    openai_server.add("ok")
+    text = "BEGIN " + TEN_MB + " END?"
+    out = BasicAgent(llm=oai(openai_server, max_input_tokens=2000)).run_nonstream([{"role": "user", "content": text}])
+    assert out[-1]["content"] == "ok"
+    sent = openai_server.chat_requests[0].json["messages"][-1]["content"]
+    assert sent.startswith("BEGIN lorem") and sent.endswith("END?") and "[middle cut]" in sent
+    assert len(sent) < 20_000
 
 
 @pytest.mark.timeout(30)

@@ -53,3 +53,6 @@ def ci_process() -> Iterator[CodeInterpreter]:
 
 def run(tool: CodeInterpreter, code: str, session: str = "default", **kwargs: object) -> str:
     return text(tool.call({"code": code}, session_id=session, **kwargs))
+
+
+from tests.sessions.conftest import postgres  # noqa: E402, F401  (a real PostgreSQL, for the attacks on stores)

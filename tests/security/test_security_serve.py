@@ -233,8 +233,8 @@ def server() -> Iterator[AgentServer]:
 
 
 def test_an_unauthenticated_requests_body_is_never_read_as_a_request(server: AgentServer) -> None:
-    smuggled = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
-    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    smuggled = b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
     out = raw_exchange(server, head + b"Content-Length: %d\r\n\r\n" % len(smuggled) + smuggled)
     assert out.startswith(b"HTTP/1.1 401") and out.count(b"HTTP/1.1 ") == 1, out
     assert still_serving(server)
@@ -242,7 +242,8 @@ def test_an_unauthenticated_requests_body_is_never_read_as_a_request(server: Age
 
 def test_deeply_nested_json_is_a_400(server: AgentServer) -> None:
     body = b"[" * 100_000 + b"]" * 100_000
-    r = httpx.post(f"{server.url}/chat/completions", content=body, headers={"Authorization": "Bearer k-secret-1"})
+    headers = {"Authorization": "Bearer k-secret-1", "Content-Type": "application/json"}
+    r = httpx.post(f"{server.url}/chat/completions", content=body, headers=headers)
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
     assert "Traceback" not in r.text and still_serving(server)
 
@@ -254,7 +255,7 @@ def test_half_open_connections_take_no_thread_each(server: AgentServer) -> None:
     try:
         for _ in range(400):
             s = socket.create_connection((host, port), timeout=10)
-            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and never the rest
             held.append(s)
         assert still_serving(server)
         assert threading.active_count() - before < 20
@@ -265,7 +266,8 @@ def test_half_open_connections_take_no_thread_each(server: AgentServer) -> None:
 
 def test_a_client_too_slow_to_send_its_body_gets_408() -> None:
     with AgentServer(BasicAgent(llm=ScriptedLLM(default="ok")), "127.0.0.1", 0, body_timeout=1) as server:
-        head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
+        head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" \
+            b"Content-Length: 100\r\n\r\n"  # fmt: skip
         out = raw_exchange(server, head + b'{"messages": ', wait=15)
         assert out.startswith(b"HTTP/1.1 408"), out
         assert b"request_timeout" in out
@@ -280,7 +282,7 @@ def test_a_client_that_stops_reading_its_stream_holds_up_no_one_else() -> None:
     with AgentServer(agent, "127.0.0.1", 0, api_key="k-secret-1") as server:
         host, port = address(server)
         body = json.dumps({"model": "big", "stream": True, "messages": [{"role": "user", "content": "go"}]}).encode()
-        head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k-secret-1\r\n"
+        head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer k-secret-1\r\n"
         slow = socket.socket()
         slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         slow.settimeout(20)
@@ -318,7 +320,7 @@ def test_responses_are_sent_with_nagle_off(server: AgentServer) -> None:
     host, port = address(server)
     with socket.create_connection((host, port), timeout=10) as s:
         for _ in range(2):
-            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             got = b""
             while not got.endswith(b'"ok"}'):
                 got += s.recv(65536)

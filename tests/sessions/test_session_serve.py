@@ -1,5 +1,6 @@
-"""Two `chatagent serve` processes on one session store continue one conversation alternately: a client sends only
-its new message, with a session id, to whichever replica it reaches. SQLite and PostgreSQL alike."""
+"""Two `chatagent serve` processes on one session store continue one conversation alternately: a client starts it
+with `session_id: "new"`, then sends only its new message, with the id the server made, to whichever replica it
+reaches. SQLite and PostgreSQL alike."""
 
 from __future__ import annotations
 
@@ -42,13 +43,16 @@ def test_two_replicas_continue_one_conversation_alternately(store_url: str, tmp_
         for proc in replicas:
             proc.read_until("serving")
         answers = []
+        session = "new"
         for turn, port in enumerate(ports * 2):  # a, b, a, b
-            body = {"model": "counter", "session_id": "shared", "messages": [{"role": "user", "content": f"q{turn}"}]}
+            body = {"model": "counter", "session_id": session, "messages": [{"role": "user", "content": f"q{turn}"}]}
             r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=30)
             assert r.status_code == 200, r.text
             answers.append(r.json()["choices"][0]["message"]["content"])
+            session = r.headers["x-session-id"]
+            assert r.json()["choices"][0]["message"]["chatagent"]["session_id"] == session
         assert answers == [f"{n + 1} messages, latest 'q{n}'" for n in range(4)]
-        other = {"model": "counter", "session_id": "other", "messages": [{"role": "user", "content": "hi"}]}
+        other = {"model": "counter", "session_id": "new", "messages": [{"role": "user", "content": "hi"}]}
         r = httpx.post(f"http://127.0.0.1:{ports[1]}/v1/chat/completions", json=other, timeout=30)
         assert r.json()["choices"][0]["message"]["content"] == "1 messages, latest 'hi'"
     finally:

@@ -110,8 +110,8 @@ def test_matplotlib_figures_come_back_as_png_images(patient_ci: CodeInterpreter)
     assert len(images) == 1 and "stdout:\ndrawn" in content[0].text and "PNG image]" in content[0].text
     assert images[0].startswith("data:image/png;base64,")
     assert base64.b64decode(images[0].split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
-    assert isinstance(ci.call({"code": "1"}), str)  # figures were closed: none come back the next time
-    assert run(ci, "import glob\nglob.glob('**/*.png', recursive=True)") == "result:\n[]"  # nor left as files
+    assert isinstance(patient_ci.call({"code": "1"}), str)  # figures were closed: none come back the next time
+    assert run(patient_ci, "import glob\nglob.glob('**/*.png', recursive=True)") == "result:\n[]"  # nor left as files
 
 
 # ---- attacks -------------------------------------------------------------------------------------------------

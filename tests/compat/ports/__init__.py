@@ -3,7 +3,7 @@
 Each module holds one program as `main(server, resources)`: `server` is the URL of the loopback model,
 `resources` the directory of the files it reads. `MODEL` lists the model's decisions in order (see
 tests/support/protocol_server.py), `RULES` the server rules it needs ('keywords'; ('members', needle,
-answer)), `SOURCE` where the program comes from, and `EXPECT` is 'pass', or why it is expected to fail.
+answer); ('contains', [texts], answer): that answer to a request holding all the texts), `SOURCE` where the program comes from, and `EXPECT` is 'pass', or why it is expected to fail.
 The program is Qwen-Agent's own code with only the LLM config pointed at the loopback server, local files
 instead of URLs, and tools that reach the internet replaced by local ones with the same shape.
 """

@@ -4,7 +4,7 @@ import os
 
 import json5
 
-from chatagent.agents.memory import Memory
+from chatagent.memory import Memory
 from chatagent.schema import ContentItem, Message
 
 SOURCE = "tests/memory/test_memory.py"

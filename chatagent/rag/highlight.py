@@ -1,0 +1,109 @@
+"""The sentences of a passage that best match a query: what a page highlights in the passage it shows.
+
+    from chatagent.rag.highlight import best_sentences
+    spans = best_sentences(chunk.text, 'What is a factor?')   # [(start, end), ...] into chunk.text, in order
+    [chunk.text[a:b] for a, b in spans]
+
+A sentence ends at `.`, `!`, `?` or `;` before a space, at a CJK full stop, or at a line break unless the next
+line starts in lower case (a PDF breaks its lines inside sentences; a heading, a list item or a line of code
+starts a new one). A sentence scores the distinct terms of the query it holds, compounds written either way
+counting (see `chatagent.rag.analysis.query_terms`).
+
+`best_passage` picks which of a search's best hits to show first: the one with the best sentence, so that a
+passage whose every sentence holds one word of the question gives way to one where a sentence holds several,
+or defines what a "What is X?" question asks ("A factor is a vector object used to ...").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from chatagent.rag.analysis import analyze, query_terms
+
+__all__ = ["best_passage", "best_sentences", "sentence_spans"]
+
+MAX_SENTENCES = 3
+PASSAGE_CANDIDATES = 3  # of a search's best hits, the passage shown first is one of these
+_WORDS = re.compile(r"[^\W_]+")
+_DEFINITION_QUESTION = re.compile(r"^\s*(?:what|who)\s+(?:is|are|was|were)\s+(.+?)\s*\??\s*$", re.IGNORECASE)
+_ARTICLES = frozenset({"a", "an", "the"})
+_COPULAS = frozenset({"is", "are", "was", "were", "means", "refers", "denotes"})
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=\S)|(?<=[。！？；])|\s*\n\s*(?![a-z])")
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """The (start, end) of each sentence of `text`, surrounding space left out (see the module docstring)."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for end, next_start in [(m.start(), m.end()) for m in _SENTENCE_END.finditer(text)] + [(len(text), len(text))]:
+        a, b = start, end
+        while a < b and text[a].isspace():
+            a += 1
+        while b > a and text[b - 1].isspace():
+            b -= 1
+        if a < b:
+            spans.append((a, b))
+        start = next_start
+    return spans
+
+
+def best_sentences(
+    text: str, query: str, *, limit: int = MAX_SENTENCES, analyzer: Callable[[str], list[str]] = analyze
+) -> list[tuple[int, int]]:
+    """The spans of the sentences of `text` that match `query` best, in text order: the best one and those that
+    hold at least half as many of its terms, at most `limit`, the earlier first on a tie ([] when none
+    matches). `analyzer` makes a text's terms (the index's)."""
+    spans = sentence_spans(text)
+    terms = [set(analyzer(text[a:b])) for a, b in spans]
+    known = set().union(*terms)
+    wanted = set(query_terms(query, known) if analyzer is analyze else analyzer(query))
+    scores = [len(wanted & t) for t in terms]
+    best = max(scores, default=0)
+    if best == 0:
+        return []
+    ranked = sorted((i for i, s in enumerate(scores) if 2 * s >= best), key=lambda i: (-scores[i], i))[:limit]
+    return [spans[i] for i in sorted(ranked)]
+
+
+def best_passage(texts: Sequence[str], query: str) -> int:
+    """Which of `texts` (a search's best hits, best first) to show first: among the first PASSAGE_CANDIDATES, the
+    one whose best sentence holds most distinct terms of `query` (a sentence that defines the subject of a
+    "What is X?" question counts as holding them all and one more), the better-ranked on a tie."""
+    subject = _definition_subject(query)
+    best, best_score = 0, -1
+    for i, text in enumerate(texts[:PASSAGE_CANDIDATES]):
+        score = _best_sentence_score(text, query, subject)
+        if score > best_score:
+            best, best_score = i, score
+    return best
+
+
+def _best_sentence_score(text: str, query: str, subject: list[str]) -> int:
+    spans = sentence_spans(text)
+    terms = [set(analyze(text[a:b])) for a, b in spans]
+    wanted = set(query_terms(query, set().union(*terms)))
+    score = max((len(wanted & t) for t in terms), default=0)
+    if subject and any(_defines(text[a:b], subject) for a, b in spans):
+        score = max(score, len(wanted)) + 1
+    return score
+
+
+def _definition_subject(query: str) -> list[str]:
+    """The words of X in a "What is X?" question, its article left out ([] for any other question)."""
+    m = _DEFINITION_QUESTION.match(query)
+    words = _WORDS.findall(m.group(1).lower()) if m else []
+    return words[1:] if words and words[0] in _ARTICLES else words
+
+
+def _defines(sentence: str, subject: list[str]) -> bool:
+    """Whether `sentence` begins "(A|The) <subject> is|are|means ..." (the subject's words compared by their stems)."""
+    words = _WORDS.findall(sentence.lower())
+    if words and words[0] in _ARTICLES:
+        words = words[1:]
+    n = len(subject)
+    return (
+        len(words) > n
+        and words[n] in _COPULAS
+        and [analyze(w) or [w] for w in words[:n]] == [analyze(w) or [w] for w in subject]
+    )

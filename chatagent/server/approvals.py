@@ -1,0 +1,107 @@
+"""Tool approval over `chatagent serve`: the server runs only calls its own model made and that it recorded as paused.
+
+A client never says which call is paused. Its messages lose every server-side key (`extra`, whatever it holds: a
+`pending_approval` mark, a call id, an interruption mark) except, on its last message, the decision itself. The
+paused calls come from the server's own record:
+
+* with a `session_id`, the stored conversation, which ends with the paused calls: the client sends the approval
+  message alone (or the whole conversation again: what the store has already is not new);
+* without one, a token the server signed when the run paused (`chatagent.approval_token` in the paused answer),
+  binding the calls (ids, tools, arguments), the principal that asked, the model and the time; the client sends
+  the conversation so far and the approval message with the token in its `extra`. A token is valid for a day, on
+  this server (replicas share `approval_secret` to accept each other's).
+
+Anything else that looks like an approval is a 400 that says what is expected (`EXPECTED`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+from typing import Any
+
+import orjson
+
+from chatagent.run.approval import PENDING_APPROVAL
+from chatagent.schema import ASSISTANT, FunctionCall, Message
+from chatagent.server.openai_api import APPROVAL_TOKEN, EXPECTED, RequestError, checked_decision, client_messages
+
+TOKEN_LIFETIME_S = 24 * 3600
+
+PausedCall = tuple[str | None, str, str]  # (call id, tool name, arguments) of one call of the paused reply
+
+
+def check_decided_calls(decision: bool | dict[str, bool], waiting: list[str]) -> None:
+    """RequestError 400 when a per-call decision names a call that is not waiting."""
+    if isinstance(decision, dict):
+        unknown = [k for k in decision if k not in waiting]
+        if unknown:
+            raise RequestError(400, f"the approval names calls that are not waiting: {', '.join(unknown)[:200]} "
+                               f"(waiting: {', '.join(waiting)[:200]})", "invalid_approval", "messages")  # fmt: skip
+
+
+def paused_messages(calls: list[PausedCall], waiting: list[dict]) -> list[Message]:
+    """The paused reply as the run recorded it: one assistant call per message, the last marked pending."""
+    out = []
+    for fid, name, arguments in calls:
+        extra: dict[str, Any] = {"function_id": fid} if fid is not None else {}
+        out.append(Message(ASSISTANT, "", function_call=FunctionCall(name=name, arguments=arguments), extra=extra))
+    out[-1].extra = {**(out[-1].extra or {}), PENDING_APPROVAL: waiting}
+    return out
+
+
+class ApprovalTokens:
+    """Signs and checks the tokens of paused calls (HMAC-SHA256 with the server's secret)."""
+
+    __slots__ = ("_secret",)
+
+    def __init__(self, secret: str | bytes | None = None) -> None:
+        if isinstance(secret, str):
+            secret = secret.encode()
+        if secret is not None and len(secret) < 16:
+            raise ValueError("approval_secret must be at least 16 bytes (32 random bytes are best)")
+        self._secret = secret or secrets.token_bytes(32)
+
+    def _mac(self, principal: str, payload: bytes) -> str:
+        mac = hmac.new(self._secret, principal.encode() + b"\0" + payload, hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(mac).decode().rstrip("=")
+
+    def issue(self, principal: str, model: str, calls: list[PausedCall], waiting: list[dict]) -> str:
+        """The token of a paused reply: `calls` (all its calls) and `waiting` (those waiting for a decision)."""
+        payload = orjson.dumps({"m": model, "c": calls, "w": waiting, "t": int(time.time())})
+        return base64.urlsafe_b64encode(payload).decode().rstrip("=") + "." + self._mac(principal, payload)
+
+    def paused(self, token: str, principal: str, model: str) -> tuple[list[Message], list[str]]:
+        """The paused reply a token stands for and the ids of its waiting calls; RequestError 400 for a token this
+        server did not give this principal for this model, or that has expired."""
+        body, _, mac = token.partition(".")
+        try:
+            payload = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+        except ValueError:
+            payload = b""
+        if not payload or not hmac.compare_digest(mac, self._mac(principal, payload)):
+            raise RequestError(400, "the approval_token is not one this server issued to you (replicas accept "
+                               "each other's only with a shared approval_secret)", "invalid_approval", "messages")  # fmt: skip
+        data = orjson.loads(payload)
+        if data["m"] != model:
+            raise RequestError(400, f"the approval_token is for the model {data['m']!r}", "invalid_approval", "model")
+        if time.time() - data["t"] > TOKEN_LIFETIME_S:
+            raise RequestError(400, "the approval_token has expired: ask again", "invalid_approval", "messages")
+        calls = [(c[0], c[1], c[2]) for c in data["c"]]
+        waiting = data["w"]
+        return paused_messages(calls, waiting), [str(w["id"]) for w in waiting]
+
+
+__all__ = [
+    "APPROVAL_TOKEN",
+    "EXPECTED",
+    "ApprovalTokens",
+    "PausedCall",
+    "check_decided_calls",
+    "checked_decision",
+    "client_messages",
+    "paused_messages",
+]
