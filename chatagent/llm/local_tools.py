@@ -18,13 +18,13 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.request import Usage
 from chatagent.llm.settings import ToolChoice
-from chatagent.llm.stream_modes import closing_stream
+from chatagent.llm.stream_modes import ReplyFilter
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, FunctionCall, Message, content_text
 from chatagent.schema.fragment import Fragment
 
@@ -154,7 +154,7 @@ def _merged(messages: list[Message]) -> list[Message]:
     return out
 
 
-class ConstrainedReply:
+class ConstrainedReply(ReplyFilter):
     """The model's JSON reply read as it streams: an answer's text as it is decoded, a call when it is complete."""
 
     def __init__(self) -> None:
@@ -163,25 +163,6 @@ class ConstrainedReply:
         self.pos = 0  # in an answer: where its string's next character is
         self.done = False  # the answer's closing quote was read
         self.cut = False
-
-    def run(self, stream: Iterable[list[Fragment]]) -> Iterator[list[Fragment]]:
-        for fragments in stream:
-            out = self.push(fragments)
-            if out:
-                yield out
-        out = self.end()
-        if out:
-            yield out
-
-    async def arun(self, stream: AsyncIterator[list[Fragment]]) -> AsyncIterator[list[Fragment]]:
-        async with closing_stream(stream) as parts:
-            async for fragments in parts:
-                out = self.push(fragments)
-                if out:
-                    yield out
-        out = self.end()
-        if out:
-            yield out
 
     def push(self, fragments: list[Fragment]) -> list[Fragment]:
         out: list[Fragment] = []

@@ -27,7 +27,7 @@ from typing import Any
 
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.fncall.calls import parse_call_text
-from chatagent.llm.stream_modes import closing_stream
+from chatagent.llm.stream_modes import ReplyFilter
 from chatagent.schema import ASSISTANT, FunctionCall, content_text
 from chatagent.schema.fragment import Fragment
 from chatagent.utils.jsonlenient import loads_lenient
@@ -202,7 +202,7 @@ def _partial_suffix(buf: str, start: int, markers: Iterable[str]) -> int:
     return 0
 
 
-class CallRecovery:
+class CallRecovery(ReplyFilter):
     """The reply to a request with native tools, its calls left in the text recovered (see the module docstring).
     `run(fragments)` / `arun(fragments)`."""
 
@@ -214,25 +214,6 @@ class CallRecovery:
         self.native = False  # the server sent calls itself
         self.shown = False  # a fragment at index 0 went out
         self.cut = False
-
-    def run(self, stream: Iterable[list[Fragment]]) -> Iterator[list[Fragment]]:
-        for fragments in stream:
-            out = self.push(fragments)
-            if out:
-                yield out
-        out = self.end()
-        if out:
-            yield out
-
-    async def arun(self, stream: AsyncIterator[list[Fragment]]) -> AsyncIterator[list[Fragment]]:
-        async with closing_stream(stream) as parts:
-            async for fragments in parts:
-                out = self.push(fragments)
-                if out:
-                    yield out
-        out = self.end()
-        if out:
-            yield out
 
     def push(self, fragments: list[Fragment]) -> list[Fragment]:
         passed: list[Fragment] = []
