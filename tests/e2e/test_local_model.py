@@ -113,7 +113,7 @@ def test_default_resolution_without_keys_runs_the_embedded_model(no_keys: None, 
 
 def test_tools_go_through_the_grammar_when_the_template_has_none(local_server: LocalServer) -> None:
     assert local_server.supports_tools is False  # SmolLM2's chat template renders no tools
-    assert LocalModel().constrained_tools is True  # (tests/e2e/test_local_tools.py: what that does)
+    assert LocalModel().constrained_tools is True  # (tests/e2e/test_local_model_tools.py: what that does)
 
 
 # ---- the Assistant over a PDF ---------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The embedded model's tools by constrained decoding (chatagent.llm.local_tools), without the model: the request
 (tools in the system message, calls and results as text, the grammar's schema) and the reply read as it streams
 (an answer's text decoded piece by piece, split at every character, escapes and all; a call when complete). The
-real llama.cpp runtime is in tests/e2e/test_local_tools.py."""
+real llama.cpp runtime is in tests/e2e/test_local_model_tools.py."""
 
 from __future__ import annotations
 
