@@ -14,6 +14,7 @@ local server (tests/support/postgres.py) with fsync on; it is skipped, saying wh
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import tempfile
@@ -140,6 +141,9 @@ def report(name: str, url: str, in_process: float, http: float) -> None:
 
 
 def main() -> None:
+    argparse.ArgumentParser(
+        description="Durable turns: checkpoint cost and resume time (see the module docstring)."
+    ).parse_args()
     in_process = round_trip_in_process()
     http = round_trip_http()
     show("tool round trip, framework time, model in process (ms)", f"{in_process * 1e3:.3f}")

@@ -10,6 +10,7 @@ asked until its decision shows (the first answer text, or a complete call), so t
 
 from __future__ import annotations
 
+import argparse
 import ast
 import operator
 import statistics
@@ -157,6 +158,9 @@ def measure(name: str, llm: LocalModel) -> None:
 
 
 def main() -> None:
+    argparse.ArgumentParser(
+        description="Tools on the embedded model: decisions and first-token latency (see the module docstring)."
+    ).parse_args()
     cfg = {"model_type": "local", "generate_cfg": {"temperature": 0, "max_tokens": 64}}
     constrained = LocalModel(cfg)
     plain = [decide(constrained, q, None)[2] for q in NO_TOOL_QUESTIONS]
