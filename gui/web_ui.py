@@ -213,6 +213,11 @@ class WebUI:
 
                 store = None if self.conversations is True else self.conversations
                 Conversations(self, store).attach(demo, state, chatbot, textbox, [submitted, regenerated, cleared])
+                from gui.memories import MemoryPanel, page_memory  # the memory panel: with conversations only
+
+                memory = page_memory(self._agents)
+                if memory is not None:  # with conversations only: runs are then on the signed-in user's Session
+                    MemoryPanel(memory).attach(demo, [submitted, regenerated, cleared])
         self.demo = demo
         return demo
 

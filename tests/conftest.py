@@ -2,21 +2,40 @@
 
 `openai_server`: the loopback OpenAI-compatible server (tests/support/openai_server.py), one per test
 session, emptied before each test. Its module docstring documents the API.
+
+Search by meaning is off for the suite (CHATAGENT_EMBEDDER=none, inherited by the processes tests start):
+embedding every test's documents would cost minutes of the 2 shared cores. The tests of hybrid retrieval and
+memory (tests/rag/test_rag_dense.py, tests/memory/) turn it on for themselves, on small texts.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.openai_server import OpenAIServer
+from tests.support.postgres import PostgresCluster, unavailable
+
+os.environ.setdefault("CHATAGENT_EMBEDDER", "none")
 
 
 @pytest.fixture(scope="session")
 def _openai_server_session() -> Iterator[OpenAIServer]:
     with OpenAIServer().start() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresCluster]:
+    """One throwaway PostgreSQL server for the whole run (tests/support/postgres.py); skipped, saying why, where
+    PostgreSQL is not installed. Each test takes a schema of its own: `postgres.new_store_url()`."""
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+    with PostgresCluster().start() as cluster:
+        yield cluster
 
 
 @pytest.fixture

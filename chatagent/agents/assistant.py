@@ -32,6 +32,11 @@ for the agent or the run): a summary of the passage, which the web UI and the CL
 **Sources.** The final answer carries `extra['sources']`: the excerpts chosen for the question, best
 first, as `{'file', 'pages', 'text'}` (see `Chunk.as_source`), whatever the model writes.
 
+**Memory.** With `memory=` (a `chatagent.LongTermMemory`), the memories that best answer the latest user
+message start that message, labelled and dated (at most a twelfth of the window, at most 800 tokens), and the
+message and the final answer are stored after the run. A run on a `Session` uses the memory of the session's
+user (`memory.for_user(session.user)`), so users of one server never see each other's memories.
+
 **Progress.** `rag_cfg['on_progress']` (or `run(..., on_progress=f)`) gets a `chatagent.rag.Progress`
 per page read, file loaded, index built and search; run callbacks get them as `progress` events.
 
@@ -51,11 +56,12 @@ from chatagent.agent import current_run
 from chatagent.agents.fncall import FnCallAgent
 from chatagent.errors import ModelServiceError
 from chatagent.llm.budget import prompt_tokens, truncate_messages
+from chatagent.memories.context import store_turn, with_memories
 from chatagent.rag.followup import search_query
 from chatagent.rag.highlight import best_passage, best_sentences, sentence_spans
 from chatagent.rag.parsers import display_name
 from chatagent.rag.progress import Progress
-from chatagent.rag.progress import report as tell
+from chatagent.rag.snippets import snippet_source
 from chatagent.run.events import PROGRESS, Event, emit
 from chatagent.schema import ASSISTANT, SYSTEM, USER, ContentItem, Message, with_system_text
 from chatagent.schema.fragment import Fragment
@@ -64,6 +70,7 @@ from chatagent.utils.tokens import count_tokens
 
 if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel
+    from chatagent.memories.longterm import LongTermMemory
     from chatagent.rag.chunking import Chunk
     from chatagent.rag.progress import ProgressCallback
     from chatagent.rag.store import DocStore
@@ -73,14 +80,18 @@ __all__ = ["DEFAULT_MAX_REF_TOKEN", "Assistant", "message_files"]
 logger = logging.getLogger("chatagent.agent")
 
 RAG_CFG_KEYS = (
-    "max_ref_token", "passwords", "on_progress", "store", "chunk_tokens", "overlap_tokens", "max_bytes", "passage_first"
+    "max_ref_token", "passwords", "on_progress", "store", "chunk_tokens", "overlap_tokens", "max_bytes",
+    "passage_first", "rag_searchers",
 )  # fmt: skip
+SEARCHERS = ("keyword_search", "vector_search", "hybrid_search", "front_page_search")  # Qwen-Agent's names
 DEFAULT_MAX_REF_TOKEN = 20000  # Qwen-Agent's: a mid-size document reaches the model whole
 LOCAL_WINDOW_SHARE = 6  # a model on this machine's CPU: by default excerpts take at most a sixth of its window
 MIN_EXCERPT_TOKENS = 50  # less room than this: no excerpts (the question alone may still fit)
 BLOCK_MARGIN = 8  # tokens kept free in a turn's excerpts: a text counted in pieces may count a little more whole
 PASSAGE_ANSWER_TOKENS = 120  # the small model's summary of the passage, unless max_tokens is set
 PASSAGE_MODEL_TOKENS = 200  # of the passage, the small model reads about this much, from its first match on
+MEMORY_WINDOW_SHARE = 12  # memories take at most a twelfth of the window
+MEMORY_MAX_TOKENS = 800
 
 PROMPTS = {
     "en": {
@@ -141,7 +152,9 @@ class Assistant(FnCallAgent):
             model's small default weights), `passwords` ({file name or path: password} for encrypted PDFs),
             `on_progress` (a callback given a `chatagent.rag.Progress` per page, file, index and search),
             `store` (a `chatagent.rag.DocStore`; default: the workspace's), or `chunk_tokens` /
-            `overlap_tokens` / `max_bytes` for a store of its own.
+            `overlap_tokens` / `max_bytes` for a store of its own; Qwen-Agent's `rag_searchers`
+            (['keyword_search']: keywords only; with 'vector_search' or 'hybrid_search': hybrid).
+        memory: a LongTermMemory recalled before each turn and stored after it (see the module docstring).
         function_list, llm, system_message, name, description, ...: see FnCallAgent.
     """
 
@@ -154,9 +167,11 @@ class Assistant(FnCallAgent):
         description: str | None = None,
         files: list[str] | None = None,
         rag_cfg: dict[str, Any] | None = None,
+        memory: LongTermMemory | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(function_list, llm, system_message, name, description, files, **kwargs)
+        self.memory = memory
         cfg = dict(rag_cfg or {})
         unknown = sorted(set(cfg) - set(RAG_CFG_KEYS))
         if unknown:
@@ -171,15 +186,46 @@ class Assistant(FnCallAgent):
     fragment_native = True
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
+        memory = self._run_memory()
+        if memory is None:
+            return (yield from self._answer(messages, lang, None, **kwargs))
+        response = yield from self._answer(messages, lang, memory, **kwargs)
+        session = current_run().session
+        yield from self._blocking(store_turn, memory, messages, response, session.id if session else None)
+        return response
+
+    def _run_memory(self) -> LongTermMemory | None:
+        """The memory of this run's user: the session's, else the one given."""
+        session = current_run().session
+        if self.memory is None or session is None:
+            return self.memory
+        return self.memory.for_user(session.user)
+
+    def _remembered(self, memory: LongTermMemory | None, messages: list[Message], lang: str) -> list[Message]:
+        """`messages` with the memories of the latest user message put before it (see the module docstring)."""
+        if memory is None:
+            return messages
+        llm = self.llm
+        window = llm.context_window
+        budget = min(MEMORY_MAX_TOKENS, window // MEMORY_WINDOW_SHARE) if window else MEMORY_MAX_TOKENS
+        session = current_run().session
+        return with_memories(memory, messages, lang, budget, llm.count_tokens, session.id if session else None)[0]
+
+    def _answer(
+        self, messages: list[Message], lang: str, memory: LongTermMemory | None, **kwargs: Any
+    ) -> Iterator[list[Message]]:
         report = self._reporter(kwargs.pop("on_progress", None) or self.on_progress)
         if not allowed_files(self.files, messages):
+            messages = yield from self._blocking(self._remembered, memory, messages, lang)
             return (yield from super()._run(_files_as_text(messages), lang=lang, **kwargs))
         passage_first = self._passage_first(self.llm)
         prompts = (PASSAGE_PROMPTS if passage_first else PROMPTS)["zh" if lang == "zh" else "en"]
         messages = with_system_text(messages, prompts["system"])
         messages, latest = yield from self._blocking(self._with_excerpts, messages, prompts, report, passage_first)
+        messages = yield from self._blocking(self._remembered, memory, messages, lang)
         current_run().check_deadline()  # reading many new files can take a while
-        extra: dict[str, Any] = {"sources": [c.as_source() for c in latest.chunks] if latest else []}
+        # a source shows the sentences of its chunk that matched the question
+        extra: dict[str, Any] = {"sources": [snippet_source(c, latest.query) for c in latest.chunks] if latest else []}
         if latest and latest.passage:
             extra["passage"] = latest.passage
             yield [Fragment.unchecked(ASSISTANT, "", None, None, None, {"passage": extra["passage"]}, 0)]
@@ -261,7 +307,7 @@ class Assistant(FnCallAgent):
         query = search_query(question, before, index)
         if budget < MIN_EXCERPT_TOKENS:
             return query, [], errors
-        tell(report, Progress("search", "", len(index.entries), len(index.entries)))
+        self.store.searching(index, report)
         budget -= BLOCK_MARGIN
         target = budget
         for _ in range(4):  # chunks are sized by the estimate: check with the model's tokenizer, shrink
@@ -325,10 +371,19 @@ class Assistant(FnCallAgent):
 
 
 def _make_store(cfg: dict[str, Any]) -> DocStore:
-    """A store of its own when `cfg` sets chunking or size options, else the workspace's."""
+    """A store of its own when `cfg` sets chunking or size options or keyword search only, else the workspace's.
+
+    Qwen-Agent's `rag_searchers`: without 'vector_search' or 'hybrid_search' the search is by keywords only;
+    with either, hybrid (when an embedder is installed)."""
     from chatagent.rag.store import DocStore, default_store  # numpy, parsers: on first use
 
-    options = {k: cfg[k] for k in ("chunk_tokens", "overlap_tokens", "max_bytes") if k in cfg}
+    options: dict[str, Any] = {k: cfg[k] for k in ("chunk_tokens", "overlap_tokens", "max_bytes") if k in cfg}
+    searchers = cfg.get("rag_searchers")
+    if searchers is not None:
+        if isinstance(searchers, str) or not all(s in SEARCHERS for s in searchers):
+            raise ValueError(f"rag_searchers must be a list of {', '.join(SEARCHERS)}; got {searchers!r}")
+        if not {"vector_search", "hybrid_search"} & set(searchers):
+            options["embedder"] = None
     return DocStore(**options) if options else default_store()
 
 

@@ -12,8 +12,8 @@ its content is the excerpts as JSON, grouped by file, its `extra['sources']` nam
 unlike Qwen-Agent's Memory, it asks no model for search keywords.
 
 `rag_cfg`: as the Assistant's (`max_ref_token`, `passwords`, `on_progress`, `store`, `chunk_tokens`, ...);
-Qwen-Agent's `parser_page_size` is `chunk_tokens`; its `rag_keygen_strategy` and `rag_searchers` have no
-counterpart (logged and ignored).
+Qwen-Agent's `parser_page_size` is `chunk_tokens`; its `rag_searchers` select keywords only or hybrid search (see
+the Assistant); its `rag_keygen_strategy` has no counterpart (logged and ignored).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("chatagent.agent")
 
-QWEN_IGNORED_RAG_KEYS = ("rag_keygen_strategy", "rag_searchers")
+QWEN_IGNORED_RAG_KEYS = ("rag_keygen_strategy",)
 
 
 class Memory(Agent):

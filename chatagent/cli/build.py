@@ -34,11 +34,16 @@ def llm_config(model: str | None, server: str | None) -> dict | None:
     return cfg
 
 
-def default_agent(llm: dict | None, files: Sequence[str] = ()) -> Agent:
-    """The Assistant if it is available, else FnCallAgent (the choice is logged)."""
+def default_agent(llm: dict | None, files: Sequence[str] = (), memory: bool = False) -> Agent:
+    """The Assistant if it is available (with long-term memory in the workspace when `memory`), else FnCallAgent
+    (the choice is logged)."""
     assistant = assistant_class()
     if assistant is not None:
-        logger.info("agent: Assistant (%d files)", len(files))
+        logger.info("agent: Assistant (%d files%s)", len(files), ", long-term memory" if memory else "")
+        if memory:
+            from chatagent.memories.longterm import LongTermMemory  # numpy, sqlite: on first use
+
+            return assistant(llm=llm, files=list(files), name="Assistant", memory=LongTermMemory())
         return assistant(llm=llm, files=list(files), name="Assistant")
     logger.info("agent: FnCallAgent (the Assistant is not available)")
     return FnCallAgent(llm=llm, name="Assistant")

@@ -113,11 +113,13 @@ def cmd_gui(args: argparse.Namespace) -> int:
     if args.agent:
         if files:
             raise CliError("--file/--dir build the default Assistant: give them to your agent instead of --agent")
+        if args.memory:
+            raise CliError("--memory gives the default Assistant a memory: give your agent memory= instead")
         agent: Any = load_object(args.agent)
     else:
-        agent = default_agent(llm_config(args.model, args.server), files)
-        if files and not is_assistant(agent):
-            logger.warning("the Assistant is not available: the web UI's agent does not read --file/--dir")
+        agent = default_agent(llm_config(args.model, args.server), files, memory=args.memory)
+        if (files or args.memory) and not is_assistant(agent):
+            logger.warning("the Assistant is not available: the web UI's agent does not read --file/--dir nor remember")
     config = {"title": args.title} if args.title else {}
     if files:
         names = ", ".join(Path(f).name for f in files[:5]) + (" …" if len(files) > 5 else "")

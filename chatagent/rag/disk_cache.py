@@ -17,7 +17,9 @@ from chatagent.rag.parsers import Page
 from chatagent.utils.workspace import write_atomic
 
 if TYPE_CHECKING:
+    from chatagent.rag.embedders import Embedder  # numpy: types only
     from chatagent.rag.index import Index  # numpy: when an index is loaded
+    from chatagent.rag.vector_cache import VectorCache  # numpy: types only
 
 __all__ = ["CACHE_VERSION", "DiskCache"]
 
@@ -62,13 +64,14 @@ class DiskCache:
     def _index_path(self, key: str) -> Path:
         return self.root / "indexes" / key[:2] / f"{key}.npz"
 
-    def load_index(self, key: str) -> Index | None:
-        """The index saved under `key`, or None."""
+    def load_index(self, key: str, embedder: Embedder | None, vectors: VectorCache | None) -> Index | None:
+        """The index saved under `key` (searching by meaning with `embedder`, its vectors kept in `vectors`), or
+        None."""
         from chatagent.rag.index import Index  # numpy: when an index is loaded
 
         path = self._index_path(key)
         try:
-            return Index.from_bytes(path.read_bytes())
+            return Index.from_bytes(path.read_bytes(), embedder=embedder, vector_cache=vectors)
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as e:

@@ -7,8 +7,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from chatagent.rag.chunking import Chunk, split_sentences
+from chatagent.rag.chunking import Chunk
 from chatagent.rag.parsers import DocumentError, Page
+from chatagent.rag.snippets import ranked_sentences
 from chatagent.utils.tokens import count_tokens, truncate_tokens
 
 if TYPE_CHECKING:
@@ -104,9 +105,7 @@ class FileIndex:
 
 def _best_part(text: str, query: str, budget: int, analyze: Callable[[str], list[str]]) -> str:
     """The sentences of `text` sharing most terms with `query`, in their order, within `budget` tokens."""
-    wanted = set(analyze(query))
-    pieces = split_sentences(text)
-    ranked = sorted(range(len(pieces)), key=lambda i: -len(wanted.intersection(analyze(pieces[i]))))
+    pieces, ranked, _ = ranked_sentences(text, query, analyze)
     keep: set[int] = set()
     used = 0
     for i in ranked:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 from chatagent.rag.analysis import analyze, query_terms
 
-__all__ = ["best_passage", "best_sentences", "sentence_spans"]
+__all__ = ["best_passage", "best_sentences", "sentence_scores", "sentence_spans"]
 
 MAX_SENTENCES = 3
 PASSAGE_CANDIDATES = 3  # of a search's best hits, the passage shown first is one of these
@@ -48,17 +48,24 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+def sentence_scores(
+    text: str, query: str, analyzer: Callable[[str], list[str]] = analyze
+) -> tuple[list[tuple[int, int]], list[int]]:
+    """The spans of the sentences of `text`, and how many distinct terms of `query` each holds (compounds written
+    either way counting, with the default analyser)."""
+    spans = sentence_spans(text)
+    terms = [set(analyzer(text[a:b])) for a, b in spans]
+    wanted = set(query_terms(query, set().union(*terms)) if analyzer is analyze else analyzer(query))
+    return spans, [len(wanted & t) for t in terms]
+
+
 def best_sentences(
     text: str, query: str, *, limit: int = MAX_SENTENCES, analyzer: Callable[[str], list[str]] = analyze
 ) -> list[tuple[int, int]]:
     """The spans of the sentences of `text` that match `query` best, in text order: the best one and those that
     hold at least half as many of its terms, at most `limit`, the earlier first on a tie ([] when none
     matches). `analyzer` makes a text's terms (the index's)."""
-    spans = sentence_spans(text)
-    terms = [set(analyzer(text[a:b])) for a, b in spans]
-    known = set().union(*terms)
-    wanted = set(query_terms(query, known) if analyzer is analyze else analyzer(query))
-    scores = [len(wanted & t) for t in terms]
+    spans, scores = sentence_scores(text, query, analyzer)
     best = max(scores, default=0)
     if best == 0:
         return []
@@ -80,12 +87,10 @@ def best_passage(texts: Sequence[str], query: str) -> int:
 
 
 def _best_sentence_score(text: str, query: str, subject: list[str]) -> int:
-    spans = sentence_spans(text)
-    terms = [set(analyze(text[a:b])) for a, b in spans]
-    wanted = set(query_terms(query, set().union(*terms)))
-    score = max((len(wanted & t) for t in terms), default=0)
+    spans, scores = sentence_scores(text, query)
+    score = max(scores, default=0)
     if subject and any(_defines(text[a:b], subject) for a, b in spans):
-        score = max(score, len(wanted)) + 1
+        score = max(score, len(set(query_terms(query, set(analyze(text)))))) + 1
     return score
 
 

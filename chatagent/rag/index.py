@@ -1,9 +1,16 @@
-"""A BM25 keyword index over short texts, built once and searched many times.
+"""A search index over short texts: BM25 keywords, joined by meaning (dense vectors) when an embedder is installed.
 
     from chatagent.rag import Index
     index = Index()
     index.add_texts(['a', 'b'], ['The cat sat on the mat.', 'Dogs chase cats.'], titles=['Cats', 'Dogs'])
     index.search('cat', top_k=5)      # [('a', 1.23), ('b', 0.98)]
+    index.wait_for_vectors(60)        # True once every text is embedded: searches from then on are hybrid
+    Index(embedder=None)              # keywords only
+
+With an embedder (by default `chatagent.rag.embedders.default_embedder()`: multilingual-e5-small from the
+`[embed]` extra), the first search starts embedding the texts on a low-priority background thread and answers
+from BM25 at once; once every text has a vector, searches fuse both rankings (`chatagent.rag.fusion`).
+`vector_cache` (a `VectorCache`) keeps vectors by text hash across processes; `to_bytes()` keeps them too.
 
 Scoring is Okapi BM25 exactly as rank-bm25's BM25Okapi computes it (k1, b, and its floor for
 negative idf at epsilon x the mean idf), vectorised with numpy: postings are stored per term with
@@ -23,10 +30,16 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from chatagent.rag.analysis import analyze, query_terms
 from chatagent.utils.extras import missing_dependency
 
-try:
+try:  # first: the modules below need it too
     import numpy as np
 except ModuleNotFoundError as e:
     raise missing_dependency(e, "the search index (and so the Assistant's retrieval)") from None
+
+from chatagent.rag.background import EmbeddingJob
+from chatagent.rag.embedders import Embedder, default_embedder, query_vector
+from chatagent.rag.fusion import fuse
+from chatagent.rag.vector_cache import VectorCache
+from chatagent.utils.lang import CJK_CHARS
 
 __all__ = ["Index"]
 
@@ -34,6 +47,7 @@ _LANGS = ("auto", "en", "zh")
 MAX_TITLE_SHARERS = 3
 COMMON_TERM_SHARE = 0.02
 _DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")  # "Mercury (planet)" -> "Mercury"
+_CJK = re.compile(f"[{CJK_CHARS}]")
 
 
 class Index:
@@ -65,6 +79,8 @@ class Index:
         link_depth: int = 3,
         link_boost: float = 0.3,
         analyzer: Callable[[str], list[str]] | None = None,
+        embedder: Embedder | str | None = "default",
+        vector_cache: VectorCache | None = None,
     ) -> None:
         if lang not in _LANGS:
             raise ValueError(f"lang must be one of {_LANGS}, got {lang!r}")
@@ -88,6 +104,16 @@ class Index:
         self._built: _Postings | None = None
         self._titles_by_first: dict[int, list[tuple[tuple[int, ...], int]]] | None = None
         self._frozen = False  # loaded by from_bytes: searchable, not extensible
+        self._term_names: list[str] | None = None  # term id -> term, made when first needed
+        if embedder == "default":
+            embedder = default_embedder()
+        elif isinstance(embedder, str):
+            raise ValueError(f"embedder must be an Embedder, None or 'default', not {embedder!r}")
+        self.embedder: Embedder | None = embedder
+        self.vector_cache = vector_cache
+        self._texts: list[str] | None = []  # what to embed; None once a document was added as terms only
+        self._job: EmbeddingJob | None = None
+        self._vectors: np.ndarray | None = None  # (documents, dim) once every document has one
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -99,16 +125,24 @@ class Index:
         if len(ids) != len(texts) or (titles is not None and len(titles) != len(texts)):
             raise ValueError("ids, texts and titles must have the same length")
         analyze_text = self._analyze
-        self.add_terms(
+        self._add(
             ids,
             (analyze_text(t) for t in texts),
             (analyze_text(_DISAMBIGUATION.sub("", t)) if t else [] for t in titles) if titles is not None else None,
         )
+        if self._texts is not None:  # a title is embedded with its text: it says what the passage is about
+            named = titles or [None] * len(texts)
+            self._texts.extend(f"{title}\n{text}" if title else text for text, title in zip(texts, named, strict=True))
 
     def add_terms(
         self, ids: Sequence[Hashable], docs: Iterable[list[str]], titles: Iterable[list[str]] | None = None
     ) -> None:
-        """Add documents already analysed into terms (callers that cache analysis use this)."""
+        """Add documents already analysed into terms (callers that cache analysis use this); with no text to
+        embed, the index then searches by keywords only."""
+        self._add(ids, docs, titles)
+        self._texts = None
+
+    def _add(self, ids: Sequence[Hashable], docs: Iterable[list[str]], titles: Iterable[list[str]] | None) -> None:
         self._require_mutable()
         before = len(self._text_terms)
         title_iter = iter(titles) if titles is not None else None
@@ -123,6 +157,8 @@ class Index:
         self._ids.extend(ids)
         self._built = None
         self._titles_by_first = None
+        self._job = None
+        self._vectors = None
 
     def analyze(self, text: str) -> list[str]:
         """The terms this index makes of `text`."""
@@ -135,11 +171,23 @@ class Index:
             return query_terms(query, self._vocab)
         return self._analyze(query)
 
-    def search(self, query: str, top_k: int = 10) -> list[tuple[Hashable, float]]:
-        """The `top_k` best documents for `query` as (id, score), best first; documents matching no term are out."""
+    def search(self, query: str, top_k: int = 10, *, vector: np.ndarray | None = None) -> list[tuple[Hashable, float]]:
+        """The `top_k` best documents for `query` as (id, score), best first.
+
+        By keywords alone (documents matching no term are out) until every document has a vector; then by
+        keywords and meaning fused (every document is a candidate). The first search starts the embedding.
+        `vector`: the query's vector by this index's embedder, when the caller embedded it already."""
         if top_k <= 0 or not self._ids:
             return []
         scores, matched = self._bm25(query)
+        vectors = self._dense_vectors()
+        if vectors is not None:  # every document is a candidate; the links follow the best hits of both sides
+            if vector is None:
+                vector = query_vector(self.embedder, query)  # type: ignore[arg-type]
+            scores = fuse(
+                scores, np.dot(vectors, vector), self.coverage(query, scores)
+            )  # np.dot: 100x faster than @ here
+            matched = np.ones(len(self._ids), dtype=bool)
         if self.link_depth > 0 and self.link_boost > 0 and matched.any():
             self._add_links(scores, matched)
         candidates = np.flatnonzero(matched)
@@ -154,17 +202,100 @@ class Index:
         """The plain BM25 score of every document for `query` (no link boost), in the order they were added."""
         return self._bm25(query)[0]
 
+    def coverage(self, query: str, bm25: np.ndarray) -> float:
+        """The share of `query`'s words found in the document `bm25` (plain scores) ranks first, text or title: how
+        well the query's own words find something (0 when none do). A word is a term, or a character of a Chinese
+        bigram: bigrams that straddle two words would otherwise make every Chinese question look unmatched."""
+        wanted = _units(self._analyze(query))
+        if not wanted or not len(bm25) or float(bm25.max()) <= 0:
+            return 0.0
+        best = int(np.argmax(bm25))
+        if self._term_names is None or len(self._term_names) != len(self._vocab):
+            self._term_names = list(self._vocab)  # id -> term (dicts keep insertion order)
+        names = self._term_names
+        doc = {names[t] for t in self._text_terms[best].tolist()} | {names[t] for t in self._title_terms[best]}
+        return len(wanted & _units(doc)) / len(wanted)
+
+    def dense_scores(self, query: str, *, vector: np.ndarray | None = None) -> np.ndarray | None:
+        """The cosine of `query` (or of its `vector`) with every document, in the order they were added; None until
+        all are embedded."""
+        vectors = self._dense_vectors()
+        if vectors is None:
+            return None
+        return np.dot(vectors, vector if vector is not None else query_vector(self.embedder, query))  # type: ignore[arg-type]
+
+    # ---- the dense side -------------------------------------------------------------------------------------
+
+    @property
+    def dense_ready(self) -> bool:
+        """Whether searches are hybrid now (every document has a vector)."""
+        return self._dense_vectors() is not None
+
+    @property
+    def embedding_progress(self) -> tuple[int, int]:
+        """(documents embedded, documents) of the embedding under way; (0, 0) without an embedder or texts."""
+        if self._vectors is not None:
+            return len(self._ids), len(self._ids)
+        job = self._job
+        return (job.done, job.total) if job is not None else (0, len(self._ids) if self._can_embed() else 0)
+
+    @property
+    def embedding_error(self) -> str | None:
+        """Why the embedding failed (searches then stay on keywords), or None."""
+        return self._job.error if self._job is not None else None
+
+    def start_embedding(self) -> EmbeddingJob | None:
+        """Take the vectors the cache has, queue the rest on the background thread; None if nothing can be
+        embedded (no embedder, or documents added as terms only). Searching calls this."""
+        if not self._can_embed() or self._vectors is not None:
+            return None
+        job = self._job
+        if job is None:
+            assert self.embedder is not None and self._texts is not None
+            job = self._job = EmbeddingJob(self.embedder, self._texts, self.vector_cache)
+        return job.start()
+
+    def wait_for_vectors(self, timeout: float | None = None) -> bool:
+        """Start the embedding if needed and wait for it; True once searches are hybrid."""
+        job = self.start_embedding()
+        if job is not None:
+            job.wait(timeout)
+        return self.dense_ready
+
+    def embed_now(self) -> bool:
+        """Embed what is missing on the calling thread (at its priority); True once searches are hybrid."""
+        job = self.start_embedding()
+        if job is not None:
+            job.run_now()
+        return self.dense_ready
+
+    def _can_embed(self) -> bool:
+        return self.embedder is not None and self._texts is not None and len(self._texts) == len(self._ids) > 0
+
+    def _dense_vectors(self) -> np.ndarray | None:
+        if self._vectors is None and self._can_embed():
+            job = self.start_embedding()
+            if job is not None and job.ready.is_set() and job.vectors is not None:
+                self._vectors = job.vectors
+        return self._vectors
+
+    # ---- saving -------------------------------------------------------------------------------------------
+
     def to_bytes(self) -> bytes:
-        """The index, built, as bytes for a disk cache (numpy arrays and JSON; ids must be str or int)."""
+        """The index, built, as bytes for a disk cache (numpy arrays and JSON; ids must be str or int): its
+        texts too, and its vectors (float16) once they are all computed."""
         built = self._build()
         meta = {
-            "v": 3,
+            "v": 4,
             "params": [self.lang, self.k1, self.b, self.idf, self.epsilon, self.title_weight],
             "link": [self.link_depth, self.link_boost],
             "ids": self._ids,
             "vocab": list(self._vocab),  # in id order: dicts keep insertion order
+            "texts": self._texts,
+            "embedder": self.embedder.name if self._vectors is not None and self.embedder is not None else None,
         }
         titles = self._title_terms
+        vectors = self._vectors if meta["embedder"] else np.zeros((0, 0))
         buffer = io.BytesIO()
         np.savez(
             buffer,
@@ -176,31 +307,43 @@ class Index:
             text_lengths=np.fromiter((len(t) for t in self._text_terms), dtype=np.int64, count=len(self._text_terms)),
             title_terms=np.fromiter((t for title in titles for t in title), dtype=np.int32),
             title_lengths=np.fromiter((len(t) for t in titles), dtype=np.int64, count=len(titles)),
+            vectors=np.asarray(vectors, dtype=np.float16),
         )
         return buffer.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> Index:
-        """An index saved by `to_bytes`; it can be searched but not added to. Raise ValueError if unreadable."""
+    def from_bytes(
+        cls, data: bytes, *, embedder: Embedder | str | None = "default", vector_cache: VectorCache | None = None
+    ) -> Index:
+        """An index saved by `to_bytes`; it can be searched but not added to. Raise ValueError if unreadable.
+
+        Its saved vectors are used when `embedder` is the one that made them; else its texts are embedded anew
+        (through `vector_cache` when given)."""
         try:
             arrays = np.load(io.BytesIO(data), allow_pickle=False)
             meta = json.loads(arrays["meta"].tobytes().decode("utf-8"))
-            if meta.get("v") != 3:
+            if meta.get("v") != 4:
                 raise ValueError("unknown index format version")
             lang, k1, b, idf, epsilon, title_weight = meta["params"]
             link_depth, link_boost = meta["link"]
             index = cls(
                 lang, k1=k1, b=b, idf=idf, epsilon=epsilon, title_weight=title_weight, link_depth=link_depth,
-                link_boost=link_boost,
+                link_boost=link_boost, embedder=embedder, vector_cache=vector_cache,
             )  # fmt: skip
             index._ids = list(meta["ids"])
             index._vocab = {term: i for i, term in enumerate(meta["vocab"])}
             index._built = _Postings(arrays["indptr"], arrays["docs"], arrays["weights"])
             index._text_terms = _split(arrays["text_terms"], arrays["text_lengths"])
             index._title_terms = [tuple(t.tolist()) for t in _split(arrays["title_terms"], arrays["title_lengths"])]
+            index._texts = meta["texts"]
+            if meta["embedder"] and index.embedder is not None and meta["embedder"] == index.embedder.name:
+                index._vectors = arrays["vectors"].astype(np.float32)
         except (OSError, KeyError, TypeError, ValueError, zipfile.BadZipFile) as e:
             raise ValueError(f"not a saved index: {e}") from e
-        if len(index._text_terms) != len(index._ids) or len(index._title_terms) != len(index._ids):
+        sizes = {len(index._text_terms), len(index._title_terms), len(index._ids)}
+        if len(sizes) != 1 or (index._texts is not None and len(index._texts) != len(index._ids)):
+            raise ValueError("not a saved index: inconsistent sizes")
+        if index._vectors is not None and len(index._vectors) != len(index._ids):
             raise ValueError("not a saved index: inconsistent sizes")
         index._frozen = True
         return index
@@ -330,6 +473,17 @@ def _jieba_analyzer() -> Callable[[str], list[str]]:
     from chatagent.rag.analysis import jieba_analyze  # jieba: for Chinese text only
 
     return jieba_analyze
+
+
+def _units(terms: Iterable[str]) -> set[str]:
+    """Terms as units of coverage: a CJK term becomes its characters, any other stays whole."""
+    out: set[str] = set()
+    for term in terms:
+        if _CJK.match(term):
+            out.update(term)
+        else:
+            out.add(term)
+    return out
 
 
 def _split(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:

@@ -18,7 +18,8 @@ class Progress:
 
     - 'read': a page of `source` was read (`done` pages of `total`; PDFs, as they are parsed);
     - 'parse', 'cached', 'failed': file number `done` of `total` was parsed, found in the cache, or failed;
-    - 'index': the set's index is ready (`total` files); 'search': the set is being searched.
+    - 'index': the set's index is ready (`total` files); 'search': the set is being searched;
+    - 'embed': the search is by keywords only, while `done` passages of `total` have vectors for search by meaning.
     """
 
     stage: str
@@ -39,6 +40,8 @@ class Progress:
             return f"Could not read {self.source}"
         if self.stage == "index":
             return f"Indexed {self.total} file{'s' if self.total != 1 else ''}"
+        if self.stage == "embed":
+            return f"Searching by keywords; meaning joins once the passages are embedded ({self.done} of {self.total})"
         if self.stage == "search":
             return "Searching the files"
         return f"{self.stage} {self.source}".strip()

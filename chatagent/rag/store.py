@@ -23,6 +23,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chatagent.rag.chunking import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS, chunk_document
 from chatagent.rag.disk_cache import CACHE_VERSION, DiskCache
@@ -33,6 +34,10 @@ from chatagent.rag.progress import Progress, ProgressCallback, page_reporter, re
 from chatagent.rag.urls import FetchedUrls, is_url, read_data_url
 from chatagent.utils.tokens import count_tokens
 from chatagent.utils.workspace import workspace_root
+
+if TYPE_CHECKING:
+    from chatagent.rag.embedders import Embedder  # numpy: types only
+    from chatagent.rag.vector_cache import VectorCache  # numpy: types only
 
 __all__ = ["DocStore", "FileIndex", "Progress", "Retrieved", "default_store", "format_chunks", "retrieve"]
 
@@ -52,8 +57,10 @@ class DocStore:
         disk_cache: bool = True,
         memory_docs: int = 256,
         memory_indexes: int = 32,
+        embedder: Embedder | str | None = "default",
     ) -> None:
         self.root = (Path(workspace).expanduser() if workspace is not None else workspace_root()) / "rag"
+        self._embedder = embedder
         self.chunk_tokens = chunk_tokens
         self.overlap_tokens = overlap_tokens
         self.max_bytes = max_bytes
@@ -66,10 +73,29 @@ class DocStore:
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._disk = DiskCache(self.root)
+        self._vectors: VectorCache | None = None
         self._urls = FetchedUrls()
         self.parses = 0  # files actually parsed by this store (not served from a cache)
 
     # ------------------------------------------------------------------------------ public API
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder of this store's indexes (None: keywords only), resolved on first use."""
+        if self._embedder == "default":
+            from chatagent.rag.embedders import default_embedder  # numpy, the engine: when an index is built
+
+            self._embedder = default_embedder()
+        return self._embedder  # type: ignore[return-value]
+
+    @property
+    def vectors(self) -> VectorCache | None:
+        """The passages' vectors on disk, `<workspace>/rag/vectors.sqlite3` (None without the disk cache)."""
+        if self._vectors is None and self.disk_cache:
+            from chatagent.rag.vector_cache import VectorCache  # numpy: when an index is built
+
+            self._vectors = VectorCache(self.root / "vectors.sqlite3")
+        return self._vectors
 
     def retrieve(
         self,
@@ -85,10 +111,19 @@ class DocStore:
 
         `deadline` (a time.monotonic() value) stops reading new files with RunDeadlineExceeded once passed."""
         file_index, errors = self.load(files, passwords=passwords, on_progress=on_progress, deadline=deadline)
-        report(on_progress, Progress("search", "", len(file_index.entries), len(file_index.entries)))
+        self.searching(file_index, on_progress)
         found = file_index.select(query, max_tokens)
         found.errors = errors
         return found
+
+    @staticmethod
+    def searching(file_index: FileIndex, on_progress: ProgressCallback | None) -> None:
+        """Tell `on_progress` that `file_index` is searched: by keywords alone while its passages are embedded."""
+        index = file_index.index
+        if not index.dense_ready and index.embedder is not None:  # the answer does not wait: keywords meanwhile
+            done, total = index.embedding_progress
+            report(on_progress, Progress("embed", "", done, total))
+        report(on_progress, Progress("search", "", len(file_index.entries), len(file_index.entries)))
 
     def load(
         self,
@@ -269,14 +304,15 @@ class DocStore:
                 if found is not None:
                     return found
                 started = time.perf_counter()
-                index = self._disk.load_index(key) if self.disk_cache else None
+                index = self._disk.load_index(key, self.embedder, self.vectors) if self.disk_cache else None
                 if index is None:
-                    index = Index()
+                    index = Index(embedder=self.embedder, vector_cache=self.vectors)
                     chunks = [c for e in entries for c in e.chunks]
                     index.add_texts([c.id for c in chunks], [c.text for c in chunks])
-                    index.search("")  # build the postings now, not at the first query
+                    index.scores("")  # build the postings now, not at the first query
                     if self.disk_cache:
                         self._disk.save_index(key, index)
+                index.start_embedding()  # vectors from the cache now; the rest on the background thread
                 file_index = FileIndex(entries, index)
                 seconds = time.perf_counter() - started
                 logger.info("indexed %d files, %d chunks in %.2f s", len(entries), len(file_index.chunks), seconds)

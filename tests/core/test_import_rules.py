@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("sessions", ("chatagent.sessions",)),
     ("tools", ("chatagent.tools",)),
     ("run", ("chatagent.run",)),  # the run machinery, named by phase; it knows agents only as run.protocol.Runnable
+    ("memories", ("chatagent.memories",)),  # long-term memory per user: store, recall, its tools and context
     ("plugins", ("chatagent.plugins",)),  # the built-in plugins
     ("agent", ("=chatagent.agent",)),  # Agent: implements Runnable
     ("agents", ("chatagent.agents",)),

