@@ -102,9 +102,10 @@ def test_a_client_reconnecting_after_the_server_was_killed_gets_the_finished_tur
     first = Proc(args, **env)
     try:
         first.read_until("serving")
-        body = {"model": "recorder", "session_id": "trip", "stream": True,
+        body = {"model": "recorder", "session_id": "new", "stream": True,
                 "messages": [{"role": "user", "content": "Record 1 and 2."}]}  # fmt: skip
         with httpx.stream("POST", url, json=body, timeout=30) as r:
+            trip = r.headers["x-session-id"]  # the id the server made for the conversation
             for line in r.iter_lines():
                 if "Both" in line:  # the answer is streaming: both tools ran
                     break
@@ -116,13 +117,13 @@ def test_a_client_reconnecting_after_the_server_was_killed_gets_the_finished_tur
     second = Proc(args, **env)
     try:
         second.read_until("serving")
-        busy = httpx.post(url, json={**body, "stream": False, "messages": [{"role": "user", "content": "hi"}]},
-                          timeout=30)  # fmt: skip
+        hi = {**body, "session_id": trip, "stream": False, "messages": [{"role": "user", "content": "hi"}]}
+        busy = httpx.post(url, json=hi, timeout=30)
         assert busy.status_code == 409 and busy.json()["error"]["code"] == "session_pending_turn"
-        back = httpx.post(url, json={"model": "recorder", "session_id": "trip", "resume": True}, timeout=30)
+        back = httpx.post(url, json={"model": "recorder", "session_id": trip, "resume": True}, timeout=30)
         assert back.status_code == 200, back.text
         assert back.json()["choices"][0]["message"]["content"] == "Recorded 1 and 2."
-        again = httpx.post(url, json={"model": "recorder", "session_id": "trip", "resume": True}, timeout=30)
+        again = httpx.post(url, json={"model": "recorder", "session_id": trip, "resume": True}, timeout=30)
         assert again.json()["choices"][0]["message"]["content"] == "Recorded 1 and 2."  # the stored turn
     finally:
         second.close()
