@@ -55,4 +55,3 @@ def run(tool: CodeInterpreter, code: str, session: str = "default", **kwargs: ob
     return text(tool.call({"code": code}, session_id=session, **kwargs))
 
 
-from tests.sessions.conftest import postgres  # noqa: E402, F401  (a real PostgreSQL, for the attacks on stores)
