@@ -1,12 +1,14 @@
 # Two commands for a fresh clone:
 #   make run    set up .venv and start the web UI with an Assistant (embedded model when no key is set)
 #   make test   set up .venv and run the whole test suite (what CI runs)
+# and: make chat / make serve (the terminal chat, the OpenAI-compatible server; options in ARGS='...'),
+#      make docs (the manual as a website in site/), make bench, make lint
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup lint bench
+.PHONY: run test setup lint bench docs chat serve
 
 $(STAMP): pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh "$(PYTHON)" "$(VENV)"
@@ -17,8 +19,19 @@ setup: $(STAMP)
 run: setup
 	$(PY) -m chatagent gui $(ARGS)
 
+# the other two commands of `chatagent` (also .venv/bin/chatagent: the venv is not on PATH unless activated)
+chat: setup
+	$(PY) -m chatagent chat $(ARGS)
+
+serve: setup
+	$(PY) -m chatagent serve $(ARGS)
+
 test: setup
 	bash scripts/test.sh "$(VENV)"
+
+# the manual as a website in site/ (MkDocs, offline, --strict: a broken link or API name fails it)
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 lint: setup
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -8,7 +8,10 @@
     Goal: <= 50 us per model call.
 (b) the same with tracing on (`chatagent.telemetry.instrument` to an SDK TracerProvider whose batch processor
     drops the spans): spans for the run, each model call and each tool call. Goal: <= 50 us per model call. Beside
-    it, our own part (the same with OpenTelemetry's no-op provider: events and our callback), the SDK's own cost
+    it, our own part (the same with OpenTelemetry's no-op provider: events and our callback; goal <= 5 us), split
+    into the run's events (a callback that takes them and does nothing) and our callback; the cost when a sampler
+    keeps no trace (ParentBased(TraceIdRatioBased(0))), and when chatagent's own sampling leaves the run out
+    (`instrument(sample=...)`); the SDK's own cost
     of one span (start, 5 attributes, end, batch processor) in a loop alone (a run with one model call makes two),
     and the SDK calls our tracing makes for the run's spans replayed right after each untraced run: what the
     SDK costs where it is paid (more than in a loop alone: the run and the SDK share the CPU's caches).
@@ -91,11 +94,14 @@ def per_run_us(fn: Callable[[], object], runs: int, repeats: int) -> float:
 
 class Tracing:
     """chatagent instrumented to an SDK TracerProvider whose batch processor drops the spans (`noop=True`: to
-    OpenTelemetry's no-op provider, which leaves only our own work)."""
+    OpenTelemetry's no-op provider, which leaves only our own work; `sample=0.0`: an SDK provider whose sampler
+    keeps no trace, as a sampled-out run costs; `ours=0.0`: chatagent's own sampling, `instrument(sample=0.0)`)."""
 
-    def __init__(self, noop: bool = False) -> None:
+    def __init__(self, noop: bool = False, sample: float | None = None, ours: float = 1.0) -> None:
+        self.ours = ours  # instrument(sample=): the share of runs chatagent traces at all
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
         class Drop(SpanExporter):
             def export(self, spans):  # noqa: ANN001
@@ -106,19 +112,54 @@ class Tracing:
 
             self.provider = NoOpTracerProvider()
             return
-        self.provider = TracerProvider()
+        sampler = ParentBased(TraceIdRatioBased(sample)) if sample is not None else None
+        self.provider = TracerProvider(sampler=sampler) if sampler is not None else TracerProvider()
         self.provider.add_span_processor(BatchSpanProcessor(Drop()))
 
     def __enter__(self) -> Tracing:
         from chatagent.run import telemetry
 
-        telemetry.instrument(self.provider)
+        telemetry.instrument(self.provider, sample=self.ours)
         return self
 
     def __exit__(self, *exc: object) -> None:
         from chatagent.run import telemetry
 
         telemetry.uninstrument()
+
+
+class EventsOnly:
+    """A global callback that takes the events tracing takes and does nothing with them: what the run's event
+    machinery costs (building the events, the run's start and end around it), without our tracing's work."""
+
+    def __init__(self) -> None:
+        from chatagent.run.events import Callbacks
+
+        class Nothing(Callbacks):
+            def on_run_start(self, e):  # noqa: ANN001
+                pass
+
+            def on_run_end(self, e):  # noqa: ANN001
+                pass
+
+            def on_llm_end(self, e):  # noqa: ANN001
+                pass
+
+            def on_tool_end(self, e):  # noqa: ANN001
+                pass
+
+        self.callback = Nothing()
+
+    def __enter__(self) -> EventsOnly:
+        from chatagent.run.events import add_global_callback
+
+        add_global_callback(self.callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from chatagent.run.events import remove_global_callback
+
+        remove_global_callback(self.callback)
 
 
 def sdk_span_us(runs: int, repeats: int) -> float:
@@ -167,7 +208,7 @@ def sdk_spans_beside(run: Callable[[], object], calls: int) -> Callable[[], obje
 
 
 def interleaved(
-    variants: dict[str, tuple[Callable[[], object], Tracing | None]], runs: int, repeats: int
+    variants: dict[str, tuple[Callable[[], object], Tracing | EventsOnly | None]], runs: int, repeats: int
 ) -> dict[str, float]:
     """Each variant's best time per run in us, its `runs` runs measured in turn with the others' (`repeats` rounds,
     so that the noise of a shared machine hits all alike); a variant with a Tracing runs with it on."""
@@ -186,7 +227,8 @@ def interleaved(
 def bench_per_call(runs: int, repeats: int) -> None:
     sdk = sdk_span_us(runs, repeats)
     show("b_sdk_span_us", f"{sdk:.1f} per span (reference: the OpenTelemetry SDK's own cost, batch processor)")
-    tracing, noop = Tracing(), Tracing(noop=True)
+    tracing, noop, sampled_out, events = Tracing(), Tracing(noop=True), Tracing(sample=0.0), EventsOnly()
+    left_out = Tracing(ours=0.0)
     for name, make, calls in (("basic", basic, 1), ("tool", with_tool, 2)):
         variants = {
             "ref": (make(None), None),
@@ -194,9 +236,12 @@ def bench_per_call(runs: int, repeats: int) -> None:
             "traced": (make(None), tracing),
             "ours": (make(None), noop),
             "beside": (sdk_spans_beside(make(None), calls), None),
+            "events": (make(None), events),
+            "sampled_out": (make(None), sampled_out),
+            "left_out": (make(None), left_out),
         }
         times = interleaved(variants, runs, repeats)
-        ref, plug, traced, ours, beside = (times[k] for k in variants)
+        ref, plug, traced, ours, beside, events_t, sampled_t, left_t = (times[k] for k in variants)
         spans = 1 + calls + (calls - 1)  # the run, its model calls, its tool calls
         show(f"a_{name}_run_reference_us", f"{ref:.1f} per run ({calls} model call{'s' if calls > 1 else ''})")
         show(
@@ -208,6 +253,16 @@ def bench_per_call(runs: int, repeats: int) -> None:
             f"{(traced - ref) / calls:.1f} (run {traced:.1f} vs reference {ref:.1f}; goal <= 50); of which ours "
             f"{(ours - ref) / calls:.1f} (no-op provider) and the SDK's {spans} spans ~{spans * sdk / calls:.1f} in a "
             f"loop alone, {(beside - ref) / calls:.1f} beside the run",
+        )
+        show(
+            f"b_{name}_tracing_ours_us_per_model_call",
+            f"{(ours - ref) / calls:.1f} (goal <= 5): the run's events {(events_t - ref) / calls:.1f} "
+            f"(a callback taking them and doing nothing), our tracing callback {(ours - events_t) / calls:.1f}",
+        )
+        show(
+            f"b_{name}_tracing_sampled_out_us_per_model_call",
+            f"{(sampled_t - ref) / calls:.1f} (an SDK provider whose sampler keeps no trace); "
+            f"{(left_t - ref) / calls:.1f} left out by instrument(sample=...); beside all kept: {(traced - ref) / calls:.1f}",
         )
 
 

@@ -6,6 +6,11 @@ The references are measured in the same run: Qwen's BPE (the qwen.tiktoken file 
 through tiktoken) and the embedded model's own tokenizer (llama.cpp's, SmolLM2; skipped with --no-local). Printed
 per kind of text: the estimate's error against each (goal: within ±10% of Qwen's BPE), the estimate before this
 issue (issue 12: +64% on Chinese, -65% on digits), and how fast each counts.
+
+The texts: `english` (the prose of our manual), `chinese` (prose written for this benchmark), code, JSON and
+numbers; and real text written by others for readers, `english_real` and `chinese_real`: the README of the
+dashscope package's examples in English and its Chinese version (technical prose mixing Chinese with names and
+code, as documentation does), shipped inside that package. The manual states the worst errors measured here.
 """
 
 from __future__ import annotations
@@ -65,8 +70,8 @@ def old_estimate(text: str) -> int:
 
 def samples() -> dict[str, str]:
     rnd = random.Random(7)
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    prose = "\n\n".join(p for p in readme.split("\n\n") if not p.lstrip().startswith(("```", "|", "#")))
+    manual = "\n\n".join(p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *sorted(ROOT.glob("docs/*.md"))])
+    prose = "\n\n".join(p for p in manual.split("\n\n") if not p.lstrip().startswith(("```", "|", "#")))
     records = [
         {"id": i, "name": f"user_{rnd.randint(1000, 9999)}", "email": f"person{i}@example.com",
          "active": rnd.random() > 0.5, "score": round(rnd.uniform(0, 100), 2), "tags": ["admin", "beta"],
@@ -78,7 +83,7 @@ def samples() -> dict[str, str]:
         f"{rnd.randint(20, 100)},{rnd.uniform(980, 1040):.2f},{rnd.uniform(0, 40):.1f}"
         for d in range(400)
     ]
-    sources = ["agent.py", "stream.py", *(f"cli/{m}.py" for m in ("build", "terminal", "commands", "entry"))]
+    sources = ["agent.py", "schema/stream.py", *(f"cli/{m}.py" for m in ("build", "terminal", "commands", "entry"))]
     code = "".join((ROOT / "chatagent" / f).read_text(encoding="utf-8") for f in sources)
     return {
         "english": prose,
@@ -86,7 +91,24 @@ def samples() -> dict[str, str]:
         "code": code,
         "json": json.dumps(records[:40], indent=2) + "\n" + json.dumps(records[40:], ensure_ascii=False),
         "numbers": "\n".join(rows),
+        **real_texts(),
     }
+
+
+def real_texts() -> dict[str, str]:
+    """`english_real` and `chinese_real`: the dashscope package's examples READMEs (English, and Chinese), each
+    as a whole; none when the installed dashscope does not ship them."""
+    import dashscope
+
+    examples = Path(dashscope.__file__).parent / "examples"
+    pairs = {"english_real": ("README.md", "04_real_world_scenarios/README.md"),
+             "chinese_real": ("README_zh.md", "04_real_world_scenarios/README_zh.md")}  # fmt: skip
+    found = {}
+    for kind, names in pairs.items():
+        paths = [examples / n for n in names]
+        if all(p.is_file() for p in paths):
+            found[kind] = "\n\n".join(p.read_text(encoding="utf-8") for p in paths)
+    return found
 
 
 def timed(count, text: str) -> tuple[int, float]:
@@ -110,19 +132,21 @@ def main() -> None:
         from chatagent.llm.local import LocalModel
 
         local = LocalModel().tokenizer
-    worst = 0.0
+    worst: dict[str, float] = {}
     for kind, text in samples().items():
         exact, t_bpe = timed(qwen.count, text)
         ours, t_est = timed(count_tokens, text)
         error = (ours - exact) / exact
-        worst = max(worst, abs(error))
+        language = "chinese" if kind.startswith("chinese") else "other"
+        worst[language] = max(worst.get(language, 0.0), abs(error))
         line = (f"{kind}: qwen_bpe {exact} tokens, estimate {ours} ({error:+.1%}), before this issue "
                 f"{old_estimate(text)} ({(old_estimate(text) - exact) / exact:+.1%})")  # fmt: skip
         if local is not None:
             smol = local.count(text)
             line += f"; smollm2 {smol} (estimate {(ours - smol) / smol:+.1%})"
         print(line + f"; {len(text) / t_est / 1e6:.1f} MB/s estimate, {len(text) / t_bpe / 1e6:.1f} MB/s qwen_bpe")
-    print(f"estimate_worst_error_vs_qwen_bpe: {worst:.1%}   goal: <= 10%")
+    print(f"estimate_worst_error_vs_qwen_bpe_english_code_json_numbers: {worst['other']:.1%}   goal: <= 10%")
+    print(f"estimate_worst_error_vs_qwen_bpe_chinese: {worst['chinese']:.1%}   goal: <= 10% (the manual states it)")
 
 
 if __name__ == "__main__":

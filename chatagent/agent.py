@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast, overload
 
 from chatagent.llm.base import BaseChatModel
 from chatagent.llm.registry import get_chat_model
+from chatagent.llm.settings import check_generate_cfg
 from chatagent.run import start
 from chatagent.run.compat import whole_lists_as_fragments
 from chatagent.run.context import RunContext, current_run
@@ -135,6 +136,9 @@ class Agent(RunSteps):
         self.name = name
         self.description = description
         self.extra_generate_cfg: dict[str, Any] = dict(generate_cfg or {})
+        check_generate_cfg(self.extra_generate_cfg)  # bad values fail here, naming the key, not at the first call
+        if isinstance(llm, dict):  # the model itself is built on first use
+            check_generate_cfg(llm.get("generate_cfg") or {})
         self.function_list: list[Any] = list(function_list or [])
         self.callbacks: tuple[Callback, ...] = tuple(callbacks or ())
         self.response_format = response_format

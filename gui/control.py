@@ -35,8 +35,8 @@ class ApprovalControls:
                 placeholder="Reason for a denial (optional, told to the agent)", show_label=False,
                 elem_id="deny-reason", scale=3,
             )  # fmt: skip
-            self.approve = gr.Button("✅ Approve", variant="primary", elem_id="approve-btn", size="sm", scale=1)
-            self.deny = gr.Button("❌ Deny", variant="stop", elem_id="deny-btn", size="sm", scale=1)
+            self.approve = gr.Button("Approve", variant="primary", elem_id="approve-btn", size="sm", scale=1)
+            self.deny = gr.Button("Deny", variant="stop", elem_id="deny-btn", size="sm", scale=1)
         self.row = row
 
     def wire(self, chatbot: Any, textbox: Any, state: Any, selector: Any, events: Sequence[Any]) -> None:

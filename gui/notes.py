@@ -10,6 +10,7 @@ import os
 from typing import Any
 from urllib.parse import urlsplit
 
+from gui.icons import icon
 from gui.render import chat_message, escape_markdown
 
 KEY_HINT = (
@@ -64,4 +65,4 @@ def status_text(event: Any, label: str) -> str | None:
 
 def status_message(text: str) -> dict[str, Any]:
     """The chat line that shows a status while the answer has not started."""
-    return chat_message("assistant", f"⏳ *{escape_markdown(text)}…*")
+    return chat_message("assistant", f"{icon('waiting')} *{escape_markdown(text)}…*")

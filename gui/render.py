@@ -23,15 +23,16 @@ from chatagent.run.approval import APPROVAL, PENDING_APPROVAL
 from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, content_text
 from chatagent.utils.keys import mask_secrets
+from gui.icons import badge, icon
 
-THINKING_TITLE = "💭 Thinking"
-CUT_NOTE = "✂️ *Cut off: the answer reached its token limit (`max_tokens`).*"
-LOOP_NOTE = "✂️ *Ended: the model began to repeat itself.*"
+THINKING_TITLE = f"{icon('thinking')} Thinking"
+CUT_NOTE = f"{icon('cut')} *Cut off: the answer reached its token limit (`max_tokens`).*"
+LOOP_NOTE = f"{icon('cut')} *Ended: the model began to repeat itself.*"
 PASSAGE_TITLE = "The best-matching passage of your files:"
 SUMMARY_LABEL = (
     "*The model's summary of this passage (a small model can be wrong: the passage is what your file says):*"
 )
-ECHO_NOTE = "✂️ *Ended: the model began to recite its instructions; that part was removed.*"
+ECHO_NOTE = f"{icon('cut')} *Ended: the model began to recite its instructions; that part was removed.*"
 # a fence opens with 3+ backticks (no backtick after them on the line) or 3+ tildes, indented 0-3 spaces
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}(?=[^`]*$)|~{3,})")
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
@@ -131,12 +132,9 @@ def code_block(text: str, lang: str = "") -> str:
     return f"{fence}{lang}\n{text}\n{fence}"
 
 
-_BADGES = ("🔵", "🟢", "🟣", "🟠", "🔴", "🟡", "🟤", "⚫")
-
-
 def speaker_badge(name: str) -> str:
     """A coloured dot that stays the same for a speaker's name: its avatar in a group chat."""
-    return _BADGES[zlib.crc32(name.encode()) % len(_BADGES)]
+    return badge(zlib.crc32(name.encode()))
 
 
 def safe_name(name: str) -> str:
@@ -160,8 +158,8 @@ def render_user(msg: Message) -> list[dict[str, Any]]:
         if item.kind == "text":
             parts.append(escape_markdown(item.value))
         else:
-            icon = {"image": "🖼️", "audio": "🔊", "video": "🎞️"}.get(item.kind, "📎")
-            parts.append(f"{icon} {escape_html(os.path.basename(item.value))}")
+            kind = item.kind if item.kind in ("image", "audio", "video") else "file"
+            parts.append(f"{icon(kind)} {escape_html(os.path.basename(item.value))}")
     return [chat_message("user", "\n\n".join(p for p in parts if p))]
 
 
@@ -176,25 +174,29 @@ def render_control(msg: Message, *, show_name: bool = False) -> list[dict[str, A
     if BLOCKED_BY in extra:
         by = escape_html(safe_name(str(extra[BLOCKED_BY])))
         reason = extra.get(BLOCKED_REASON)
-        note = f"🛡️ *Blocked by **{by}**" + (f": {escape_markdown(str(reason))}*" if reason else ".*")
+        note = f"{icon('blocked')} *Blocked by **{by}**" + (f": {escape_markdown(str(reason))}*" if reason else ".*")
         return [chat_message("assistant", f"{escape_markdown(msg.text)}\n\n{note}" if msg.text else note)]
     rest = {k: v for k, v in extra.items() if k != PENDING_APPROVAL}
     out = render_message(msg.copy(extra=rest or None), show_name=show_name)
     names = ", ".join(
         f"**{escape_html(safe_name(str(c.get('name', '?'))))}**" for c in extra.get(PENDING_APPROVAL) or []
     )
-    out.append(chat_message("assistant", f"⏸️ *Waiting for your approval to run {names}: Approve or Deny below.*"))
+    out.append(
+        chat_message(
+            "assistant", f"{icon('paused')} *Waiting for your approval to run {names}: Approve or Deny below.*"
+        )
+    )
     return out
 
 
 def _decision_text(decision: Any, reason: str) -> str:
     if decision is True:
-        text = "✅ Approved."
+        text = f"{icon('approved')} Approved."
     elif decision is False:
-        text = "❌ Denied."
+        text = f"{icon('denied')} Denied."
     elif isinstance(decision, dict):
         yes = sum(1 for v in decision.values() if v)
-        text = f"☑️ Approved {yes} of {len(decision)} calls."
+        text = f"{icon('approved')} Approved {yes} of {len(decision)} calls."
     else:
         text = "Decision."
     return text + (f" {escape_markdown(reason)}" if reason else "")
@@ -214,13 +216,13 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
     if msg.role == FUNCTION:
         text = msg.text
         body = code_block(text) if text else "*(empty result)*"
-        return [chat_message("assistant", body, f"📋 Result of {safe_name(msg.name or 'tool')}")]
+        return [chat_message("assistant", body, f"{icon('result')} Result of {safe_name(msg.name or 'tool')}")]
     if msg.role != ASSISTANT:
         return []
     waiting_for = pending_input([msg])
     if waiting_for is not None:  # a group chat waits for a person's message
         who = escape_html(safe_name(waiting_for or "you"))
-        return [chat_message("assistant", f"⏳ *Waiting for **{who}**: type the next message.*")]
+        return [chat_message("assistant", f"{icon('waiting')} *Waiting for **{who}**: type the next message.*")]
     out: list[dict[str, Any]] = []
     extra = msg.extra or {}
     passage = extra.get("passage")
@@ -240,7 +242,9 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
         who = f"{safe_name(msg.name)} → " if show_name and msg.name else ""
         out.append(
             chat_message(
-                "assistant", code_block(_pretty_json(call.arguments), "json"), f"🛠️ {who}{safe_name(call.name)}"
+                "assistant",
+                code_block(_pretty_json(call.arguments), "json"),
+                f"{icon('tool')} {who}{safe_name(call.name)}",
             )
         )
     note = {"length": CUT_NOTE, "repetition": LOOP_NOTE, "prompt_echo": ECHO_NOTE}.get(extra.get("stop_reason", ""))
@@ -276,12 +280,13 @@ def render_sources(sources: list[dict]) -> dict[str, Any]:
     for src in sources:
         listed = pages.setdefault(safe_name(str(src.get("file", "?"))), [])
         listed += [p for p in src.get("pages") or [] if p not in listed]
-    title = "📚 Sources: " + "; ".join(
+    label = "Sources: " + "; ".join(
         f"{name} {'p.' if len(ps) == 1 else 'pp.'} {', '.join(map(str, ps))}" if ps else name
         for name, ps in pages.items()
     )
-    if len(title) > 300:
-        title = title[:297] + "…"
+    if len(label) > 300:
+        label = label[:297] + "…"
+    title = f"{icon('sources')} {label}"
     parts = []
     for n, src in enumerate(sources, 1):
         snippet = escape_markdown(" ".join(str(src.get("text", "")).split()))
@@ -297,7 +302,7 @@ def render_error(error: BaseException) -> dict[str, Any]:
         text = "The answer took too long and was stopped."
     else:
         text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-    return chat_message("assistant", f"⚠️ **Error.** {escape_markdown(mask_secrets(text))}")
+    return chat_message("assistant", f"{icon('error')} **Error.** {escape_markdown(mask_secrets(text))}")
 
 
 def render_conversation(messages: list[Message], *, show_names: bool = False) -> list[dict[str, Any]]:

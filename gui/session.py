@@ -21,6 +21,8 @@ from chatagent.agent import Agent
 from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls, to_messages
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import Response
+from chatagent.sessions.errors import SessionBusyError
+from gui.icons import icon
 from gui.notes import model_label, status_message, status_text
 from gui.render import chat_message, render_conversation, render_error, render_message
 
@@ -29,7 +31,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("chatagent.gui")
 
-STOPPED_NOTE = chat_message("assistant", "⏹️ *Stopped.*")
+STOPPED_NOTE = chat_message("assistant", f"{icon('stopped')} *Stopped.*")
+BUSY_NOTE = chat_message(
+    "assistant",
+    f"{icon('waiting')} *This conversation is answering in another tab or window. Your message is back in the box:"
+    " send it again when that answer is done.*",
+)
 WORKER_JOIN_S = 30.0  # how long to wait for a stopped turn's run to close
 
 
@@ -73,6 +80,14 @@ def user_message(text: str, files: list[str]) -> Message:
     return Message(USER, items)
 
 
+def box_value(msg: Message) -> dict[str, Any]:
+    """The input box's value that `user_message` made `msg` from: its text and its files' paths."""
+    if isinstance(msg.content, str):
+        return {"text": msg.content, "files": []}
+    text = "\n".join(str(item.value) for item in msg.content if item.kind == "text")
+    return {"text": text, "files": [str(item.value) for item in msg.content if item.kind != "text"]}
+
+
 class ChatSession:
     """The state of one browser session: the conversation (as Messages and as rendered) and the agents.
 
@@ -95,6 +110,9 @@ class ChatSession:
         self.stored: Session | None = None
         self.pending: list[Message] = []  # messages of the conversation not in the store yet
         self._worker: threading.Thread | None = None
+        # the user's message taken back because another tab is answering this conversation (for the input box)
+        self.bounced: Message | None = None
+        self.clear_armed_at = 0.0  # when Clear was clicked once (time.monotonic()); a second click clears
 
     def bind(self, stored: Session) -> None:
         """Show and continue the stored conversation `stored` (the messages shown so far, if it has none yet)."""
@@ -234,6 +252,7 @@ class ChatSession:
         tail: list[dict[str, Any]] = []
         status: str | None = "Starting"  # what the run does while no answer text is coming
         done = False  # the run ended or was stopped (not: the handler was closed mid-turn)
+        busy = False  # another tab is running this stored conversation: nothing of this turn happened
         worker.start()
         try:
             while not done:
@@ -245,6 +264,9 @@ class ChatSession:
                         done = True
                         break
                     if isinstance(item, _Failed):
+                        if isinstance(item.error, SessionBusyError):
+                            busy, tail = True, [BUSY_NOTE]
+                            continue
                         logger.error("the agent failed", exc_info=item.error)
                         tail = [render_error(item.error)]
                         continue
@@ -270,9 +292,22 @@ class ChatSession:
             if self._stop is stop:  # not a turn started after a clear
                 self._stop = None
                 self._wake = None
-            if self.generation == generation:
+            if self.generation == generation and busy:
+                self._take_back_the_message()
+                self.display = self.display + tail
+            elif self.generation == generation:
                 answer = response.messages
                 if tail or not done:  # stopped, failed or abandoned: a call without its result would be invalid
                     answer = drop_unanswered_calls(answer)
                 self.history.extend(answer)
                 self.display = self.display + [d for view in rendered for d in view] + tail
+
+    def _take_back_the_message(self) -> None:
+        """Undo `add_user` of the turn that could not run: the message goes to `bounced`, out of the conversation."""
+        last = self.pending[-1] if self.pending else None
+        if last is None or last.role != USER or not self.history or self.history[-1] is not last:
+            return
+        self.pending.pop()
+        self.history.pop()
+        self.bounced = last
+        self.display = render_conversation(self.history, show_names=self.show_names)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -28,11 +29,15 @@ from gui.control import ApprovalControls
 from gui.notes import model_note
 from gui.render import escape_html, escape_markdown, render_conversation, safe_name
 from gui.security import BrowserIdentity, HostGuard, SecurityHeaders, identity_key
-from gui.session import ChatSession, user_message
+from gui.session import ChatSession, box_value, user_message
 
 logger = logging.getLogger("chatagent.gui")
 
 AgentSource = Agent | Sequence[Agent] | Callable[[], Agent | Sequence[Agent]]
+
+
+CLEAR_CONFIRM_S = 10.0  # Clear clears when clicked again within this many seconds
+CLEAR_CONFIRM_LABEL = "Clear: click again to erase this conversation"
 
 
 def _offline_env() -> None:
@@ -205,8 +210,9 @@ class WebUI:
                 api_name="regenerate",
             )
             stop_btn.click(self._on_stop, [state], [], queue=False, api_name="stop")
-            cleared = clear_btn.click(self._on_clear, [state], outputs, queue=False, api_name="clear")
-            chatbot.clear(self._on_clear, [state], outputs, queue=False, api_visibility="private")
+            clear_outputs = [*outputs, clear_btn]
+            cleared = clear_btn.click(self._on_clear, [state], clear_outputs, queue=False, api_name="clear")
+            chatbot.clear(self._on_clear, [state], clear_outputs, queue=False, api_visibility="private")
             approval.wire(chatbot, textbox, state, selector, [submitted, regenerated, cleared])
             if self.conversations:
                 from gui.conversations import Conversations  # the conversations sidebar: with a store only
@@ -283,18 +289,33 @@ class WebUI:
         async for display in session.stream_turn(self._agent_for(session, agent_name)):
             yield display, gr.skip(), session
         if session.generation == generation:
-            yield session.display, gr.MultimodalTextbox(interactive=True), session
+            bounced, session.bounced = session.bounced, None  # another tab is answering: the text goes back
+            value = box_value(bounced) if bounced is not None else None
+            yield session.display, gr.MultimodalTextbox(value=value, interactive=True), session
 
     def _on_stop(self, session: ChatSession | None) -> None:
         if session is not None:
             session.request_stop()
 
     def _on_clear(self, session: ChatSession | None) -> tuple:
+        """Clear asks first: the first click (or the chatbot's own clear icon) only arms it, and the conversation
+        stays (shown again, if the chatbot had emptied itself); a second click within CLEAR_CONFIRM_S clears."""
         import gradio as gr
 
         session = session or self.new_session()
+        now = time.monotonic()
+        if session.history and now - session.clear_armed_at > CLEAR_CONFIRM_S:
+            session.clear_armed_at = now
+            armed = gr.Button(value=CLEAR_CONFIRM_LABEL, variant="stop")
+            return session.display, gr.skip(), session, armed
+        session.clear_armed_at = 0.0
         session.clear()
-        return [], gr.MultimodalTextbox(value=None, interactive=True), session
+        return (
+            [],
+            gr.MultimodalTextbox(value=None, interactive=True),
+            session,
+            gr.Button(value="Clear", variant="secondary"),
+        )
 
     # ---- serving -----------------------------------------------------------------------------------------
 

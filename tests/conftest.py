@@ -3,6 +3,10 @@
 `openai_server`: the loopback OpenAI-compatible server (tests/support/openai_server.py), one per test
 session, emptied before each test. Its module docstring documents the API.
 
+The suite never touches the user's workspace (~/.cache/chatagent: parsed documents, indexes, sessions): before any
+test module is imported, CHATAGENT_WORKSPACE names a temporary directory, removed when the session ends, and
+CHATAGENT_SESSION_STORE is unset. Every process a test starts inherits both.
+
 Search by meaning is off for the suite (CHATAGENT_EMBEDDER=none, inherited by the processes tests start):
 embedding every test's documents would cost minutes of the 2 shared cores. The tests of hybrid retrieval and
 memory (tests/rag/test_rag_dense.py, tests/memory/) turn it on for themselves, on small texts.
@@ -11,6 +15,8 @@ memory (tests/rag/test_rag_dense.py, tests/memory/) turn it on for themselves, o
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +25,14 @@ from tests.support.openai_server import OpenAIServer
 from tests.support.postgres import PostgresCluster, unavailable
 
 os.environ.setdefault("CHATAGENT_EMBEDDER", "none")
+
+WORKSPACE = tempfile.mkdtemp(prefix="chatagent-tests-workspace-")
+os.environ["CHATAGENT_WORKSPACE"] = WORKSPACE  # read where it is used (workspace_root), never cached at import
+os.environ.pop("CHATAGENT_SESSION_STORE", None)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(WORKSPACE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

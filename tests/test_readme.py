@@ -79,6 +79,20 @@ def test_readme_has_snippets_and_few_are_not_run():
     assert len(marked) < 0.15 * len(BLOCKS), [(b.where, b.not_run) for b in marked]
 
 
+#: a block that names a model service (a server, or a hosted model by name) rather than the default model
+NAMES_A_SERVICE = re.compile(r"""["']model_server["']\s*:|["']model["']\s*:\s*["'](?:qwen|gpt|Qwen|qwq|qvq)""")
+SAYS_WHAT_IT_NEEDS = re.compile(r"^\s*(?:\S.*)?# needs ", re.M)
+
+
+def test_blocks_that_need_a_key_or_a_server_say_so():
+    """A newcomer runs the snippets with no key: those that use the default model (no `llm`) work as they are; the
+    others say what they need in a comment (`# needs DASHSCOPE_API_KEY`, `# needs no key: ...`)."""
+    silent = [b.where for b in BLOCKS if NAMES_A_SERVICE.search(b.code) and not SAYS_WHAT_IT_NEEDS.search(b.code)]
+    assert not silent, f"blocks naming a model service without a '# needs ...' comment: {silent}"
+    first_hour = [b for b in BLOCKS if b.page == "README.md"]
+    assert sum(bool(NAMES_A_SERVICE.search(b.code)) for b in first_hour) <= 2, "README blocks should use no llm"
+
+
 def test_the_marks_are_found():
     text = "a\n<!-- not run: blocks -->\n```python\nx = 1\n```\n\n  ```python\n  y = 2\n  ```\n"
     assert [(b.code, b.not_run) for b in readme_blocks(text)] == [("x = 1\n", "blocks"), ("y = 2\n", None)]

@@ -7,7 +7,7 @@
 The files are `files=` and the file items of every user message; the excerpts are the best chunks for the
 latest user message within `max_ref_token` tokens (everything when it all fits), from the same parsed,
 cached index the Assistant uses (see `chatagent.rag.store`). The one message it yields is named 'memory';
-its content is the excerpts as JSON, grouped by file, its `extra['sources']` names file and pages of each, and
+its content is the excerpts as JSON, grouped by file, its `extra['sources']` names each (`Chunk.as_source`), and
 `extra['errors']` the files that could not be read. With no files the content is empty. No model is called:
 unlike Qwen-Agent's Memory, it asks no model for search keywords.
 
@@ -84,7 +84,7 @@ class Memory(Agent):
         self, messages: list[Message], lang: str = "en", max_ref_token: int | None = None, **kwargs: Any
     ) -> Iterator[list[Message]]:
         found = yield from self._blocking(self.retrieve, messages, max_ref_token, kwargs.get("on_progress"))
-        extra: dict[str, Any] = {"sources": [{"file": c.source, "pages": c.pages} for c in found.chunks]}
+        extra: dict[str, Any] = {"sources": [c.as_source() for c in found.chunks]}
         if found.errors:
             extra["errors"] = [str(e) for e in found.errors]
         content = knowledge_json(found) if found.chunks else ""

@@ -102,11 +102,35 @@ def _text(message: dict) -> str:
     return m.text + "".join(f" [file {f}]" for f in files) + call
 
 
+def port_taken(host: str, port: int, command: str, make_target: str) -> CliError | None:
+    """The error to give when `host:port` cannot be listened on (checked before anything slow is started): it
+    says how to choose another port, with this command and with `make`. None when the port is free (or 0)."""
+    import errno
+    import socket
+
+    if not port:
+        return None
+    try:
+        with socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET):
+            return None
+    except OSError as e:
+        taken = e.errno == errno.EADDRINUSE
+        why = "is already in use (another program, or another chatagent)" if taken else f"cannot be used ({e.strerror})"
+        other = port + 1 if port < 65535 else 8000
+        return CliError(
+            f"port {port} on {host} {why}; choose another: chatagent {command} --port {other}"
+            f" (with make: make {make_target} ARGS='--port {other}')"
+        )
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
     try:
         from gui import WebUI  # gradio: the gui extra, optional
     except ImportError as e:
         raise CliError(f"the web UI needs gradio: pip install 'chatagent[gui]' ({e})") from None
+    taken = port_taken(args.host, args.port, "gui", "run")
+    if taken is not None:
+        raise taken
     auth = [_user_and_password(a) for a in args.auth] or None
     files = collect_files(args.file, args.dir)
     check_agent_args(args)
@@ -131,6 +155,8 @@ def cmd_gui(args: argparse.Namespace) -> int:
                allow_unauthenticated=args.allow_no_auth)  # fmt: skip
     except (MissingDependencyError, SessionStoreError, ValueError) as e:
         raise CliError(str(e)) from None
+    except OSError as e:  # the port was taken meanwhile (Gradio: 'Cannot find empty port in range: ...')
+        raise port_taken(args.host, args.port, "gui", "run") or CliError(str(e)) from None
     return 0
 
 
@@ -142,6 +168,9 @@ def _user_and_password(value: str) -> tuple[str, str]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    taken = port_taken(args.host, args.port, "serve", "serve")
+    if taken is not None:
+        raise taken
     agent = agent_from_args(args)
     api_key = serve_api_key(args.api_key, args.api_key_file)
     try:

@@ -29,6 +29,7 @@ from chatagent.llm.settings import (
     attempt_cfg,
     backend_choice,
     check_cfg_keys,
+    check_generate_cfg,
     choice_args,
     split_generate_cfg,
 )
@@ -91,6 +92,7 @@ class BaseChatModel(TokenBudget):
         self.cfg = cfg
         self.model: str = cfg.get("model", "")
         self.generate_cfg: dict[str, Any] = dict(cfg.get("generate_cfg") or {})
+        check_generate_cfg(self.generate_cfg)  # a bad value fails here, naming its key, not at the first call
         self.api_key: str | None = clean_api_key(cfg.get("api_key"))
         if "multimodal" in cfg:
             self.support_multimodal_input = bool(cfg["multimodal"])

@@ -1,4 +1,11 @@
-"""An httpx transport that spreads concurrent requests over several connection pools.
+"""The async HTTP clients of the model backends: shared per (endpoint, event loop), built off the loop, and spread
+over several small connection pools.
+
+`shared_client(endpoint, options)` gives every model instance with the same endpoint and client options on one
+event loop the same `httpx.AsyncClient`: its connections are reused across agents, and the first one is built
+in a worker thread (with its SSL context, whose CA bundle takes ~20 ms of CPU to load, one per process and
+settings), so that a new agent's first call does not stall the loop. The clients keep no cookies: a cookie one
+model's server sets must not reach another model (another key) on the same endpoint.
 
 httpcore's connection pool re-examines every connection it holds whenever a request starts or ends, work that
 grows with the square of its size: one pool carrying a thousand concurrent streams spends most of the process's
@@ -10,10 +17,73 @@ with a single pool.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import importlib
+import os
+import threading
+import weakref
 from collections.abc import AsyncIterator
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
 import httpx
+
+_lock = threading.Lock()
+_ssl_contexts: dict[tuple[Any, ...], Any] = {}  # (trust_env, SSL_CERT_FILE, SSL_CERT_DIR) -> ssl.SSLContext
+# event loop -> (endpoint, options) -> the client and what is being built for it
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+async def shared_client(endpoint: str, options: dict[str, Any]) -> httpx.AsyncClient:
+    """The `httpx.AsyncClient` (made with `options`) of every model that calls `endpoint` on the running event loop.
+    The first call per (endpoint, options, loop) builds it in a worker thread; the calls after it cost a lookup."""
+    loop = asyncio.get_running_loop()
+    key = f"{endpoint}\0{sorted(options.items())!r}"
+    with _lock:
+        clients = _clients.get(loop)
+        if clients is None:
+            clients = _clients[loop] = {}
+    client = clients.get(key)
+    if isinstance(client, httpx.AsyncClient):
+        return client
+    if client is None:  # the first: build it; the others wait for the same build
+        client = clients[key] = asyncio.ensure_future(asyncio.to_thread(_new_client, options))
+    try:
+        built = await asyncio.shield(client)
+    except BaseException:
+        if clients.get(key) is client and client.done():
+            del clients[key]  # a failed build is tried again by the next call
+        raise
+    clients[key] = built
+    return built
+
+
+def _new_client(options: dict[str, Any]) -> httpx.AsyncClient:
+    """A client of several small connection pools sharing one SSL context, keeping no cookies (in any thread).
+    Timeouts: 5 s to connect, 600 s between two reads, unless `options` say otherwise (a request's own win)."""
+    trust_env = options.get("trust_env", True)
+    ssl_context = _ssl_context(trust_env)
+    # several small connection pools: one pool's bookkeeping grows with the square of its streams
+    transport = ShardedTransport(verify=ssl_context, trust_env=trust_env)
+    transport.add_pool()  # httpcore is imported here, not on the loop at the first request
+    with contextlib.suppress(ImportError):  # nor anyio's asyncio backend, which httpcore's locks load on first use
+        importlib.import_module("anyio._backends._asyncio")
+    no_cookies = CookieJar(DefaultCookiePolicy(allowed_domains=[]))
+    options = {"timeout": httpx.Timeout(600.0, connect=5.0), **options}  # a stream may think for minutes
+    return httpx.AsyncClient(transport=transport, verify=ssl_context, cookies=no_cookies, **options)
+
+
+def _ssl_context(trust_env: bool) -> Any:
+    """httpx's SSL context for these settings, one per process (the CA bundle is loaded once)."""
+    key = (trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    context = _ssl_contexts.get(key)
+    if context is None:
+        with _lock:
+            context = _ssl_contexts.get(key)
+            if context is None:
+                context = _ssl_contexts[key] = httpx.create_ssl_context(trust_env=trust_env)
+    return context
 
 
 class ShardedTransport(httpx.AsyncBaseTransport):
@@ -22,7 +92,7 @@ class ShardedTransport(httpx.AsyncBaseTransport):
 
     def __init__(self, per_pool: int = 32, **options: Any) -> None:
         if "verify" not in options:  # one SSL context for all pools: loading the CA bundle once
-            options["verify"] = httpx.create_ssl_context(trust_env=options.get("trust_env", True))
+            options["verify"] = _ssl_context(options.get("trust_env", True))
         self._options = options
         self._per_pool = per_pool
         self._pools: list[httpx.AsyncHTTPTransport] = []
@@ -32,8 +102,7 @@ class ShardedTransport(httpx.AsyncBaseTransport):
         busy = self._busy
         i = next((i for i, n in enumerate(busy) if n < self._per_pool), len(busy))
         if i == len(busy):
-            self._pools.append(httpx.AsyncHTTPTransport(**self._options))
-            busy.append(0)
+            self.add_pool()
         busy[i] += 1
         try:
             response = await self._pools[i].handle_async_request(request)
@@ -42,6 +111,11 @@ class ShardedTransport(httpx.AsyncBaseTransport):
             raise
         response.stream = _Counted(response.stream, busy, i)
         return response
+
+    def add_pool(self) -> None:
+        """One more connection pool (the requests go to the first one with room)."""
+        self._pools.append(httpx.AsyncHTTPTransport(**self._options))
+        self._busy.append(0)
 
     async def aclose(self) -> None:
         for pool in self._pools:
@@ -68,4 +142,4 @@ class _Counted(httpx.AsyncByteStream):
         await self._stream.aclose()
 
 
-__all__ = ["ShardedTransport"]
+__all__ = ["ShardedTransport", "shared_client"]

@@ -4,7 +4,8 @@
                           'api_key': 'EMPTY', 'generate_cfg': {'temperature': 0.2, 'extra_body': {'top_k': 20}}})
 
 The request goes through the openai SDK (one client per model, so connections are reused; the SDK's own
-retries are off because BaseChatModel retries); the async path posts it with httpx and never imports the SDK.
+retries are off because BaseChatModel retries); the async path posts it with httpx and never imports the SDK, on
+a client shared by every model calling the same server on the same event loop (`http_pool.shared_client`).
 The streamed answer is read from the raw HTTP response and parsed with orjson, event by event: no pydantic
 object per chunk. The parts: the request (`openai_request`), the reply (`openai_reply`, over `sse`), the
 errors (`openai_errors`); this module sends, reads and retries without `stream_options` when a server refuses it.
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -73,7 +73,6 @@ class OpenAICompatModel(BaseChatModel):
             self.support_multimodal_input = looks_multimodal(self.model)
         self._client: Any = None
         self._client_lock = threading.Lock()
-        self._aclients: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # event loop -> client
 
     @property
     def client(self) -> Any:
@@ -91,22 +90,12 @@ class OpenAICompatModel(BaseChatModel):
         """Extra keyword arguments for `openai.OpenAI` (subclasses: headers, an own HTTP client)."""
         return {}
 
-    def _aclient(self) -> Any:
-        """This model's `httpx.AsyncClient` on the running event loop (a client cannot move between loops)."""
-        import asyncio
+    async def _aclient(self) -> Any:
+        """The `httpx.AsyncClient` on the running event loop that every model calling this server with the same
+        options shares (a client cannot move between loops); built off the loop the first time."""
+        from chatagent.llm.http_pool import shared_client  # httpx: on the first async call
 
-        loop = asyncio.get_running_loop()
-        client = self._aclients.get(loop)
-        if client is None:
-            import httpx
-
-            from chatagent.llm.http_pool import ShardedTransport  # httpx: on the first async call
-
-            options: dict[str, Any] = {"timeout": httpx.Timeout(600.0, connect=5.0), **self._aclient_options()}
-            # several small connection pools: one pool's bookkeeping grows with the square of its streams
-            transport = ShardedTransport(trust_env=options.get("trust_env", True))
-            client = self._aclients[loop] = httpx.AsyncClient(transport=transport, **options)
-        return client
+        return await shared_client(self.base_url or "https://api.openai.com/v1", self._aclient_options())
 
     def _aclient_options(self) -> dict[str, Any]:
         """Extra keyword arguments for the `httpx.AsyncClient` of the async path (subclasses: headers, no proxy)."""
@@ -286,7 +275,7 @@ class OpenAICompatModel(BaseChatModel):
         """POST the request on the async client; the response, its body unread. Errors as ModelServiceError."""
         import httpx
 
-        client = self._aclient()
+        client = await self._aclient()
         request = http_request(client, kwargs, self.api_key, self.base_url)
         try:
             response = await client.send(request, stream=True)

@@ -5,10 +5,12 @@ model may call tools (`ToolChoice`, handed to backends as a typed keyword, never
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from chatagent.errors import RunDeadlineExceeded
+from chatagent.llm.fncall.formats import FORMATS
 from chatagent.utils.kwargs import unexpected_keyword
 
 # generate_cfg keys the framework reads itself; every other key goes to the backend's request.
@@ -125,7 +127,20 @@ def split_generate_cfg(cfg: dict[str, Any]) -> tuple[Settings, dict[str, Any]]:
         raise ValueError(
             f"generate_cfg['function_choice'] must be 'auto', 'none', 'required' or a function's name, got {choice!r}"
         )
+    prompt_type = ours.get("fncall_prompt_type")
+    if prompt_type is not None and prompt_type not in FORMATS:
+        raise ValueError(f"generate_cfg['fncall_prompt_type'] must be one of {sorted(FORMATS)}, got {prompt_type!r}")
+    for key, (check, wanted) in _REQUEST_VALUES.items():
+        value = rest.get(key)
+        if value is not None and not check(value):
+            raise ValueError(f"generate_cfg[{key!r}] must be {wanted}, got {value!r}")
     return Settings(**ours), rest
+
+
+def check_generate_cfg(cfg: dict[str, Any]) -> None:
+    """ValueError naming the key, for a generate_cfg value that a call would refuse (a negative `max_retries`, an
+    unknown `fncall_prompt_type`, a string `temperature`, ...): checked where a model or an agent is built."""
+    split_generate_cfg(cfg)
 
 
 # key -> (integer only, bound, bound included)
@@ -137,6 +152,50 @@ _NUMERIC_SETTINGS: dict[str, tuple[bool, float, bool]] = {
     "request_timeout": (False, 0, False),
     "deadline": (False, 0, False),
     "max_rpm": (False, 0, False),
+}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _at_least_zero(value: Any) -> bool:
+    return _is_number(value) and value >= 0
+
+
+def _zero_to_one(value: Any) -> bool:
+    return _is_number(value) and 0 <= value <= 1
+
+
+def _positive(value: Any) -> bool:
+    return _is_number(value) and value > 0
+
+
+def _positive_int(value: Any) -> bool:
+    return _is_int(value) and value > 0
+
+
+def _stop_words(value: Any) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, list) and all(isinstance(s, str) for s in cast(list[Any], value))
+    )
+
+
+# request keys every backend sends as they are, and what the servers take: key -> (check, what it must be)
+_REQUEST_VALUES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "temperature": (_at_least_zero, "a number >= 0"),
+    "top_p": (_zero_to_one, "a number from 0 to 1"),
+    "top_k": (_is_int, "an integer"),
+    "max_tokens": (_positive_int, "an integer > 0"),
+    "seed": (_is_int, "an integer"),
+    "presence_penalty": (_is_number, "a number"),
+    "frequency_penalty": (_is_number, "a number"),
+    "repetition_penalty": (_positive, "a number > 0"),
+    "stop": (_stop_words, "a string or a list of strings"),
 }
 
 

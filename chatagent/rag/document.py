@@ -56,7 +56,7 @@ class DocumentError(ChatAgentError):
         return (DocumentError, (self.reason, str(self), self.source))
 
 
-PageCallback = Callable[[int, int], Any]  # on_page(pages done, pages in all)
+PageCallback = Callable[..., Any]  # on_page(pages done, pages in all[, the second extractor that read the page])
 
 
 class ParseJob:
@@ -83,10 +83,14 @@ class ParseJob:
         self.chars = 0  # of text given so far
         self.on_page = on_page
 
-    def page_read(self, done: int, total: int) -> None:
-        """Tell `on_page` that `done` of `total` pages are read."""
+    def page_read(self, done: int, total: int, reader: str = "") -> None:
+        """Tell `on_page` that `done` of `total` pages are read (and `reader`, when the last one was read again
+        with a second extractor: then as a third argument)."""
         if self.on_page is not None:
-            self.on_page(done, total)
+            if reader:
+                self.on_page(done, total, reader)
+            else:
+                self.on_page(done, total)
 
     def check(self, where: str = "") -> None:
         """Raise RunDeadlineExceeded if the deadline has passed; `where` says how far the parse got."""

@@ -3,8 +3,9 @@
 Work is bounded by what the file holds. A page tree may declare pages that are not there, or reach one page
 object a million times from a 12 KB file: when the declared count is more than the file's size can hold,
 the tree is walked (each node once) and every page object is read once. A page whose PDFium text looks wrong
-(replacement or private-use characters, few letters, characters whose font has no usable Unicode map, or far
-fewer characters than text objects) is read by pypdf too, and the better text is kept. A password is tried as
+(replacement or private-use characters, few letters, characters whose font has no usable Unicode map, or fewer
+than three CJK characters read per text object drawn: vertical CJK in a font the file does not embed, of which
+PDFium reads one column) is read by pypdf too, and the better text is kept; the page's progress then names pypdf. A password is tried as
 typed and, for AES-256 files, normalised with SASLprep as the PDF 2.0 spec requires.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.rag.document import DocumentError, Page, ParseJob, why
+from chatagent.utils.lang import CJK_CHARS
 
 __all__ = ["clean_pdf_text", "parse_pdf", "parse_pdf_pdfium", "parse_pdf_pypdf", "saslprep", "text_score"]
 
@@ -68,11 +70,11 @@ def parse_pdf_pdfium(data: bytes, job: ParseJob) -> list[Page]:
                     logger.warning("%s: page %d could not be read (%s); it is left out", job.name, i + 1, why(e))
                     continue
                 try:
-                    text = _page_text(page, i, other, job)
+                    text, reader = _page_text(page, i, other, job)
                 finally:
                     page.close()
                 pages.append(Page(i + 1, job.add(text)))
-                job.page_read(i + 1, count)
+                job.page_read(i + 1, count, reader)
             return pages
         finally:
             pdf.close()
@@ -92,31 +94,33 @@ def _open_pdfium(data: bytes, job: ParseJob) -> Any:
     raise _needs_password(job)
 
 
-def _page_text(page: Any, index: int, other: _OtherExtractor, job: ParseJob) -> str:
-    """PDFium's text of one page, or pypdf's when PDFium's is implausible and pypdf's is better."""
+def _page_text(page: Any, index: int, other: _OtherExtractor, job: ParseJob) -> tuple[str, str]:
+    """PDFium's text of one page, or pypdf's when PDFium's is implausible and pypdf's is better; and which of
+    the two it is ('' for PDFium, 'pypdf')."""
     import pypdfium2 as pdfium
 
     try:
         textpage = page.get_textpage()
     except pdfium.PdfiumError as e:
         logger.warning("%s: page %d could not be read (%s); it is left out", job.name, index + 1, why(e))
-        return ""
+        return "", ""
     try:
         text = clean_pdf_text(textpage.get_text_range())
         unmapped = _unmapped_share(textpage)
     finally:
         textpage.close()
     if not _implausible(text, unmapped, page):
-        return text
+        return text, ""
     alternative = other.page_text(index)
     if alternative is not None and text_score(alternative) > text_score(text, unmapped) * 1.25 + 2:
         logger.info("%s: page %d read by pypdf (PDFium's text of it looks wrong)", job.name, index + 1)
-        return alternative
-    return text
+        return alternative, "pypdf"
+    return text, ""
 
 
 _SPACES = re.compile(r"\s+")
 _WORDS = re.compile(r"[\w\s]+")  # letters and digits of any script, and spaces
+_CJK = re.compile(f"[{CJK_CHARS}]")
 _BAD = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ue000-\uf8ff\ufffd\ufffe\uffff]")
 _ASCII_SPACE = string.whitespace.encode()
 _ASCII_WORD_OR_SPACE = (string.ascii_letters + string.digits + "_" + string.whitespace).encode()
@@ -149,9 +153,12 @@ def _implausible(text: str, unmapped: float, page: Any) -> bool:
         middle = len(text) // 2
         text = text[middle - 512 : middle + 512]
     visible, symbols, bad = _counts(text)
-    if visible >= 16:
-        return unmapped >= 0.5 or visible - symbols - 2 * bad < 0.3 * visible
-    return _text_objects(page) > 2 * visible  # text drawn, almost nothing read
+    if visible >= 16 and (unmapped >= 0.5 or visible - symbols - 2 * bad < 0.3 * visible):
+        return True
+    if visible < 16:
+        return _text_objects(page) > 2 * visible  # text drawn, almost nothing read
+    # CJK text drawn, little of it read (set vertically in a font the file does not embed, PDFium reads one column)
+    return _CJK.search(text) is not None and _text_objects(page) * 3 > visible
 
 
 def _unmapped_share(textpage: Any) -> float:

@@ -16,7 +16,8 @@ logger = logging.getLogger(__name__)
 class Progress:
     """One step of loading and searching a file set. By `stage`:
 
-    - 'read': a page of `source` was read (`done` pages of `total`; PDFs, as they are parsed);
+    - 'read': a page of `source` was read (`done` pages of `total`; PDFs, as they are parsed); `reader` names the
+      second extractor when the page was read again with it ('pypdf': PDFium's text of it looked wrong);
     - 'parse', 'cached', 'failed': file number `done` of `total` was parsed, found in the cache, or failed;
     - 'index': the set's index is ready (`total` files); 'search': the set is being searched;
     - 'embed': the search is by keywords only, while `done` passages of `total` have vectors for search by meaning.
@@ -27,11 +28,13 @@ class Progress:
     done: int
     total: int
     seconds: float = 0.0
+    reader: str = ""
 
     def describe(self) -> str:
         """A short line for a person watching: 'Reading manual.pdf: page 40 of 113'."""
         if self.stage == "read":
-            return f"Reading {self.source}: page {self.done} of {self.total}"
+            again = f" (read again with {self.reader}: the first reading looked wrong)" if self.reader else ""
+            return f"Reading {self.source}: page {self.done} of {self.total}{again}"
         if self.stage == "parse":
             return f"Read {self.source} (file {self.done} of {self.total}, {self.seconds:.1f} s)"
         if self.stage == "cached":
@@ -54,7 +57,7 @@ def page_reporter(callback: ProgressCallback | None, name: str) -> Callable[[int
     """An `on_page` for the parsers that reports each page read as Progress('read', ...)."""
     if callback is None:
         return None
-    return lambda done, total: report(callback, Progress("read", name, done, total))
+    return lambda done, total, reader="": report(callback, Progress("read", name, done, total, reader=reader))
 
 
 def report(callback: ProgressCallback | None, progress: Progress) -> None:

@@ -1,4 +1,3 @@
-# pyright: basic
 """OpenTelemetry traces of runs, model calls and tool calls, with the GenAI semantic conventions.
 
     from chatagent.run import telemetry
@@ -14,6 +13,10 @@ parent's. Attributes: `gen_ai.operation.name`, `gen_ai.agent.name`, `gen_ai.requ
 arguments and results, and the text of errors, which may quote them: the status then says only the error's type)
 is recorded only with `capture_content=True`.
 
+Sampling: `instrument(provider, sample=0.1)` traces one top-level run in ten, chosen at random when it starts
+(the runs inside it follow it); a run left out makes no span and no OpenTelemetry call at all, which is cheaper
+than a sampler of the SDK (that still starts every span, only to drop it): `bench/control_overhead.py`.
+
 Off by default: until `instrument()` is called nothing here is imported and runs build no events. It works through
 the run's events (`chatagent.events`; of those, runs build only the ones it handles: run_start, llm_end, tool_end,
 run_end), so spans are made in the thread iterating the run, with the start and end
@@ -24,26 +27,34 @@ Needs the `otel` extra (opentelemetry-api; an SDK or distro to export the spans)
 from __future__ import annotations
 
 import json
-from typing import Any
+import random
+from collections.abc import Callable
+from typing import Any, cast
 
 from chatagent.run.events import Callbacks, Event, add_global_callback, remove_global_callback
+from chatagent.schema import Message
 from chatagent.utils.extras import missing_dependency
 
 _PROVIDERS = {"oai": "openai", "azure": "azure.ai.openai", "dashscope": "dashscope", "local": "llama_cpp"}
 _installed: _Tracing | None = None
+_LEFT_OUT = ("left out", None)  # a run's `trace` when sampling left it out (and the runs inside it)
 
 
-def instrument(tracer_provider: Any = None, *, capture_content: bool = False) -> _Tracing:
-    """Emit spans for every run from now on (to `tracer_provider`, or OpenTelemetry's global one); calling it
-    again replaces the earlier setting. Returns the callback it installed."""
+def instrument(tracer_provider: Any = None, *, capture_content: bool = False, sample: float = 1.0) -> _Tracing:
+    """Emit spans for runs from now on (to `tracer_provider`, or OpenTelemetry's global one): every run, or with
+    `sample` < 1 that share of top-level runs, chosen at random (the runs inside one follow it). Calling it again
+    replaces the earlier setting. Returns the callback it installed."""
     global _installed
+    given = cast(object, sample)  # what callers pass is checked, whatever its declared type
+    if isinstance(given, bool) or not isinstance(given, (int, float)) or not 0 <= sample <= 1:
+        raise ValueError(f"sample must be a number from 0 to 1 (the share of runs traced), got {sample!r}")
     try:
         from opentelemetry import trace
     except ModuleNotFoundError as e:
         raise missing_dependency(e, "chatagent.run.telemetry") from None
     uninstrument()
     tracer = trace.get_tracer("chatagent", tracer_provider=tracer_provider)
-    _installed = _Tracing(tracer, capture_content)
+    _installed = _Tracing(tracer, capture_content, float(sample))
     add_global_callback(_installed)
     return _installed
 
@@ -60,55 +71,64 @@ class _Tracing(Callbacks):
     """Spans from a run's events: the run's span (and its context) is kept in its RunContext (`trace`) while it
     lasts; model and tool spans are made when they end, with the times they started and ended."""
 
-    def __init__(self, tracer: Any, capture_content: bool) -> None:
+    def __init__(self, tracer: Any, capture_content: bool, sample: float = 1.0) -> None:
         from opentelemetry import trace
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
         self.tracer = tracer
         self.capture_content = capture_content
+        self.sample = sample
         self._in_context = trace.set_span_in_context
         self._client, self._internal = SpanKind.CLIENT, SpanKind.INTERNAL
-        self._error = lambda text: Status(StatusCode.ERROR, text)
+        self._error: Callable[[str], Any] = lambda text: Status(StatusCode.ERROR, text)
 
     @staticmethod
     def _parent(run: Any) -> Any:
         """The OpenTelemetry context a span of `run` goes under: the run's span's, else (a run's own span) its
-        parent run's, else None (the current context)."""
+        parent run's, else None (the current context); _LEFT_OUT when sampling left the run out."""
         while run is not None:
-            if run.trace is not None:
-                return run.trace[1]
+            trace = run.trace
+            if trace is not None:
+                return _LEFT_OUT if trace is _LEFT_OUT else trace[1]
             run = run.parent
         return None
 
-    def on_run_start(self, e: Event) -> None:
-        run = e.run
+    def on_run_start(self, event: Event) -> None:
+        run = event.run
         if run is None:
             return
-        name = e.agent or "agent"
+        parent = self._parent(run.parent)
+        if parent is _LEFT_OUT or (run.parent is None and self.sample < 1 and random.random() >= self.sample):
+            run.trace = _LEFT_OUT
+            return
+        name = event.agent or "agent"
         attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name}
         span = self.tracer.start_span(
-            f"invoke_agent {name}", self._parent(run.parent), self._internal, attributes, start_time=_ns(e.time)
+            f"invoke_agent {name}", parent, self._internal, attributes, start_time=_ns(event.time)
         )
         run.trace = (span, self._in_context(span))  # the span, and the context its children go under
 
-    def on_run_end(self, e: Event) -> None:
-        if e.run is None or e.run.trace is None:
+    def on_run_end(self, event: Event) -> None:
+        if event.run is None or event.run.trace is None or event.run.trace is _LEFT_OUT:
             return
-        span = e.run.trace[0]
-        if e.usage is not None:
-            usage = e.usage
+        span = event.run.trace[0]
+        if event.usage is not None:
+            usage = event.usage
             span.set_attributes(
                 {
                     "gen_ai.usage.input_tokens": usage.prompt_tokens,
                     "gen_ai.usage.output_tokens": usage.completion_tokens,
                 }
             )
-        if e.error:
-            self._failed(span, e.error, _error_type(e.error))
-        span.end(end_time=_ns(e.time))
+        if event.error:
+            self._failed(span, event.error, _error_type(event.error))
+        span.end(end_time=_ns(event.time))
 
-    def on_llm_end(self, e: Event) -> None:
-        data = e.data
+    def on_llm_end(self, event: Event) -> None:
+        parent = self._parent(event.run)
+        if parent is _LEFT_OUT:
+            return
+        data = event.data
         model = data.get("model") or "unknown"
         model_type = data.get("model_type") or ""
         attributes: dict[str, Any] = {
@@ -116,32 +136,40 @@ class _Tracing(Callbacks):
             "gen_ai.request.model": model,
             "gen_ai.provider.name": _PROVIDERS.get(model_type, model_type or "unknown"),
         }
-        if e.usage is not None:
-            attributes["gen_ai.usage.input_tokens"] = e.usage.prompt_tokens
-            attributes["gen_ai.usage.output_tokens"] = e.usage.completion_tokens
+        if event.usage is not None:
+            attributes["gen_ai.usage.input_tokens"] = event.usage.prompt_tokens
+            attributes["gen_ai.usage.output_tokens"] = event.usage.completion_tokens
         if self.capture_content:
             attributes["gen_ai.input.messages"] = _messages_json(data.get("input") or [])
             attributes["gen_ai.output.messages"] = _messages_json(data.get("output") or [])
-        self._closed_span(f"chat {model}", self._client, attributes, e, _error_type(e.error) if e.error else "")
+        self._closed_span(
+            f"chat {model}", self._client, attributes, event, _error_type(event.error) if event.error else "", parent
+        )
 
-    def on_tool_end(self, e: Event) -> None:
+    def on_tool_end(self, event: Event) -> None:
+        parent = self._parent(event.run)
+        if parent is _LEFT_OUT:
+            return
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": e.tool or "",
+            "gen_ai.tool.name": event.tool or "",
             "gen_ai.tool.type": "function",
         }
-        if e.call_id:
-            attributes["gen_ai.tool.call.id"] = e.call_id
+        if event.call_id:
+            attributes["gen_ai.tool.call.id"] = event.call_id
         if self.capture_content:
-            attributes["gen_ai.tool.call.arguments"] = e.arguments or ""
-            result = e.result
+            attributes["gen_ai.tool.call.arguments"] = event.arguments or ""
+            result = event.result
             attributes["gen_ai.tool.call.result"] = result if isinstance(result, str) else _json(result)
-        self._closed_span(f"execute_tool {e.tool}", self._internal, attributes, e, e.data.get("error_kind") or "")
+        error_type = event.data.get("error_kind") or ""
+        self._closed_span(f"execute_tool {event.tool}", self._internal, attributes, event, error_type, parent)
 
-    def _closed_span(self, name: str, kind: Any, attributes: dict, e: Event, error_type: str) -> None:
+    def _closed_span(
+        self, name: str, kind: Any, attributes: dict[str, Any], e: Event, error_type: str, parent: Any
+    ) -> None:
         end = _ns(e.time)
         start = end - int((e.duration or 0.0) * 1e9)
-        span = self.tracer.start_span(name, self._parent(e.run), kind, attributes, start_time=start)
+        span = self.tracer.start_span(name, parent, kind, attributes, start_time=start)
         if e.error:
             self._failed(span, e.error, error_type)
         span.end(end_time=end)
@@ -164,8 +192,8 @@ def _error_type(error: str) -> str:
     return head if head.isidentifier() else "_OTHER" if error else ""
 
 
-def _messages_json(messages: list) -> str:
-    return _json([m.model_dump() if hasattr(m, "model_dump") else m for m in messages])
+def _messages_json(messages: list[Any]) -> str:
+    return _json([m.model_dump() if isinstance(m, Message) else m for m in messages])
 
 
 def _json(value: Any) -> str:

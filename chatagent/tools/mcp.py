@@ -34,10 +34,11 @@ import sys
 import threading
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TextIO, TypeGuard
 
 from chatagent.schema import ContentItem
 from chatagent.tools.base import BaseTool
+from chatagent.tools.mcp_stderr import ServerStderr
 from chatagent.utils.aio import run_coroutine
 
 if TYPE_CHECKING:
@@ -93,7 +94,9 @@ class MCPConnection:
         self._lock = threading.Lock()
         _CONNECTIONS.add(self)
 
-    def _server(self) -> Transport | str:
+    def _server(self, errlog: TextIO | None) -> Transport | str:
+        """What `Client` connects to: the URL or HTTP transport, or the stdio server's process writing its
+        stderr to `errlog`."""
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
 
@@ -117,7 +120,7 @@ class MCPConnection:
         reaper = ["-I", "-S", _REAPER, "--parent", str(os.getpid()), "--grace", "1", "--", command]
         args = reaper + [str(a) for a in cfg.get("args", ())]
         params = StdioServerParameters(command=sys.executable, args=args, env=cfg.get("env"), cwd=cfg.get("cwd"))
-        return stdio_client(params)
+        return stdio_client(params, errlog=errlog or sys.stderr)
 
     def _here(self) -> _Held:
         """This loop's session state (made on first use; entries of loops that have closed are dropped)."""
@@ -135,8 +138,10 @@ class MCPConnection:
         from mcp import Client
 
         held.closing = asyncio.Event()
+        stderr = None if self.cfg.get("url") else ServerStderr(self.name)  # an older server's handshake noise: 1 line
         try:
-            async with Client(self._server(), read_timeout_seconds=self.timeout, mode="auto") as client:
+            server = self._server(stderr.file if stderr else None)
+            async with Client(server, read_timeout_seconds=self.timeout, mode="auto") as client:
                 held.client = client
                 ready.set_result(client)
                 await held.closing.wait()
@@ -147,6 +152,8 @@ class MCPConnection:
                 logger.warning("MCP server %r: the session ended: %s", self.name, _describe(e))
         finally:
             held.client = None
+            if stderr is not None:
+                stderr.close()
 
     async def _open(self) -> Client:
         held = self._here()

@@ -4,7 +4,8 @@
 tokenisers pre-tokenise it and gives each piece a calibrated weight: a run of CJK characters 0.55 a
 character (rounded up), a word one token per 10 letters (a dot or an underscore before it joins it), a
 digit one, a run of punctuation one per 2 characters, a line break or an indentation one. Against Qwen's
-BPE it is within about ±6% on English prose, Chinese, code, JSON and numbers (`bench/tokens.py`).
+BPE it is within about ±5% on English prose, code, JSON and numbers, and within ±15% on Chinese (+4% on plain
+prose, -14% on technical documentation mixing Chinese with names and code: `bench/tokens.py`).
 
 A `Tokenizer` counts for one model: `count`, `count_many` (one call for many texts) and `truncate`.
 `ESTIMATE` is the estimate; `qwen_tokenizer()` is Qwen's own BPE (the `qwen.tiktoken` file that ships

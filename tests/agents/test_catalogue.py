@@ -68,7 +68,7 @@ def test_memory_gives_the_excerpts_of_the_files_as_json(guide, tmp_path):
     *_, last = mem.run([{"role": "user", "content": "How do I flip an image?"}])
     found = json.loads(last[-1]["content"])
     assert found == [{"url": "guide.md", "text": [GUIDE]}] and last[-1]["name"] == "memory"
-    assert last[-1]["extra"]["sources"] == [{"file": "guide.md", "pages": "p. 1"}]
+    assert [(s["file"], s["pages"]) for s in last[-1]["extra"]["sources"]] == [("guide.md", [1])]
     *_, none = Memory().run([{"role": "user", "content": "hi"}])
     assert none[-1]["content"] == ""
     with pytest.raises(TypeError, match="did you mean 'max_ref_token'"):

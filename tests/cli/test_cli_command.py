@@ -395,3 +395,34 @@ def test_serve_logs_no_line_per_model_call(openai_server) -> None:
         assert "/chat/completions" not in log and "HTTP Request" not in log, log
     finally:
         proc.close()
+
+
+@pytest.mark.parametrize(("command", "make_target"), [("gui", "run"), ("serve", "serve")])
+def test_a_busy_port_says_so_and_how_to_choose_another(command: str, make_target: str, tmp_path: Path) -> None:
+    """`make run` on a busy port printed Gradio's traceback (after starting the embedded model, ~20 s): now the
+    command checks the port first and says how to pick another, also through make."""
+    import socket
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DASHSCOPE_"))}
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        out = processes.run(
+            [sys.executable, "-m", "chatagent", command, "--port", str(port)],
+            capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+        )  # fmt: skip
+    assert out.returncode != 0
+    assert "Traceback" not in out.stderr and "local model" not in out.stderr, out.stderr  # nothing slow started
+    assert f"port {port} on 127.0.0.1 is already in use" in out.stderr, out.stderr
+    assert f"chatagent {command} --port {port + 1}" in out.stderr
+    assert f"make {make_target} ARGS='--port {port + 1}'" in out.stderr
+
+
+def test_make_has_a_target_for_each_command() -> None:
+    """`chatagent` is in .venv/bin, not on PATH: `make run`, `make chat` and `make serve` start the commands."""
+    root = Path(__file__).resolve().parents[2]
+    for target, command in (("run", "gui"), ("chat", "chat"), ("serve", "serve")):
+        out = processes.run(
+            ["make", "-n", target, "ARGS=--port 7861"], cwd=root, capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 0, out.stderr
+        assert f"-m chatagent {command} --port 7861" in out.stdout, out.stdout

@@ -268,8 +268,11 @@ def test_tool_choice_request_field():
 
 @pytest.mark.parametrize("value", ["", " ", {"type": "function", "function": {"name": "f"}}, 3])
 def test_a_bad_function_choice_names_the_key(value):
-    """Once sent as a function named '' or named by a dict; now a clear error before the model is asked."""
-    llm = ScriptedLLM(["ok"], generate_cfg={"function_choice": value})
+    """Once sent as a function named '' or named by a dict; now a clear error when the model is built, or, given
+    per call, before the model is asked."""
     with pytest.raises(ValueError, match=r"generate_cfg\['function_choice'\] must be"):
-        llm.chat(USER, [WEATHER], stream=False)
+        ScriptedLLM(["ok"], generate_cfg={"function_choice": value})
+    llm = ScriptedLLM(["ok"])
+    with pytest.raises(ValueError, match=r"generate_cfg\['function_choice'\] must be"):
+        llm.chat(USER, [WEATHER], stream=False, extra_generate_cfg={"function_choice": value})
     assert llm.calls == []

@@ -221,3 +221,36 @@ def test_spans_reach_an_otlp_http_receiver():
         ("execute_tool weather", "execute_tool"),
         ("invoke_agent forecaster", "invoke_agent"),
     ]
+
+
+def test_sampling_traces_a_share_of_runs_whole_and_leaves_the_others_without_a_call(spans):
+    """`sample=` keeps that share of top-level runs, each with all its spans (a group chat member's run follows the
+    group chat's); a run left out calls OpenTelemetry not once."""
+    import random
+
+    from opentelemetry.sdk.trace import Tracer
+
+    telemetry.instrument(spans.provider, sample=0.5)
+    random.seed(7)
+    calls = []
+    real = Tracer.start_span
+    Tracer.start_span = lambda self, *a, **k: (calls.append(a[0]), real(self, *a, **k))[1]  # counts, then starts
+    try:
+        for _ in range(40):
+            weather_bot().run_nonstream(USER)
+        member = BasicAgent(llm=ScriptedLLM(default="Agreed."), name="member")
+        for _ in range(10):
+            room = GroupChat([member], selection="round_robin", max_rounds=1, name="room")
+            room.run_nonstream([{"role": "user", "content": "hi"}])
+    finally:
+        Tracer.start_span = real
+    found = by_name(spans)
+    runs = found["invoke_agent forecaster"]
+    assert 8 < len(runs) < 32  # about half of 40
+    assert len(found["chat test-model"]) == 2 * len(runs) and len(found["execute_tool weather"]) == 2 * len(runs)
+    groups, members = found["invoke_agent room"], found["invoke_agent member"]
+    assert 0 < len(groups) < 10 and len(members) == len(groups)  # the members' runs follow their group chat's
+    assert {m.parent.span_id for m in members} == {g.context.span_id for g in groups}
+    assert len(calls) == len(spans.get_finished_spans())  # no span started for a run left out
+    with pytest.raises(ValueError, match="sample must be a number from 0 to 1"):
+        telemetry.instrument(spans.provider, sample=1.5)

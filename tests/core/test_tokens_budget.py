@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -28,8 +29,10 @@ def samples() -> dict[str, str]:
                 "tags": ["beta", "paid"], "active": i % 2 == 0} for i in range(40)]  # fmt: skip
     rows = [f"2023-{m:02d}-{d:02d},{rnd.randint(10000, 99999)},{rnd.uniform(-10, 35):.1f}" for m in range(1, 13)
             for d in range(1, 25)]  # fmt: skip
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    prose = "\n\n".join(p for p in readme.split("\n\n") if not p.startswith(("```", "|", "-", "#")))[:20000]
+    manual = "\n\n".join(
+        p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    )
+    prose = "\n\n".join(p for p in manual.split("\n\n") if not p.startswith(("```", "|", "-", "#")))[:20000]
     return {
         "english": prose,
         "chinese": CHINESE,
@@ -53,6 +56,25 @@ def test_the_estimate_is_within_ten_percent_of_qwens_bpe(qwen: BPETokenizer, kin
     text = samples()[kind]
     exact = qwen.count(text)
     assert abs(count_tokens(text) - exact) / exact <= 0.10, (kind, count_tokens(text), exact)
+
+
+def test_the_manual_states_the_estimates_real_error_on_real_english_and_chinese(qwen: BPETokenizer) -> None:
+    """The manual claimed ±10% on Chinese; on real Chinese documentation (the dashscope package's examples README,
+    mixing Chinese with names and code) the estimate is 13-15% low. The bounds it states now hold on real text."""
+    import bench.tokens
+
+    manual = (ROOT / "docs" / "models.md").read_text(encoding="utf-8")
+    claim = re.search(r"within ±(\d+)% on English prose .*? and within ±(\d+)% on Chinese", manual, re.S)
+    assert claim, "docs/models.md states the estimate's error on English and on Chinese"
+    english_bound, chinese_bound = int(claim[1]) / 100, int(claim[2]) / 100
+    real = bench.tokens.real_texts()
+    if set(real) != {"english_real", "chinese_real"}:
+        pytest.skip("the installed dashscope ships no examples README")
+    for kind, bound in (("english_real", english_bound), ("chinese_real", chinese_bound)):
+        exact = qwen.count(real[kind])
+        assert abs(count_tokens(real[kind]) - exact) / exact <= bound, kind
+    chinese = samples()["chinese"]
+    assert abs(count_tokens(chinese) - qwen.count(chinese)) / qwen.count(chinese) <= chinese_bound
 
 
 def test_qwen_bpe_counts_and_truncates_exactly(qwen: BPETokenizer) -> None:

@@ -315,8 +315,12 @@ def test_regenerate_clear_and_suggestions(page, app: App) -> None:
     wait_for(lambda: len(app.llm.calls) == n + 1, what="the regenerated answer")
     expect(page.locator('#chatbot [data-testid="bot"]')).to_have_count(1)
     assert [m.text for m in app.llm.calls[-1].messages] == ["one"]
+    page.click("#clear-btn")  # asks first: the conversation stays, the button says what a second click does
+    expect(page.locator("#clear-btn")).to_contain_text("click again")
+    expect(page.locator('#chatbot [data-testid="user"]')).to_have_count(1)
     page.click("#clear-btn")
     expect(page.locator('#chatbot [data-testid="user"]')).to_have_count(0)
+    expect(page.locator("#clear-btn")).to_have_text("Clear")
     page.get_by_text("echo suggested").click()
     expect(page.locator("#chat-input textarea")).to_have_value("echo suggested")
     page.press("#chat-input textarea", "Enter")

@@ -9,6 +9,7 @@ from chatagent.run.approval import approval_message
 from chatagent.schema import to_message
 from gui import WebUI
 from gui.control import waiting_for_approval
+from gui.icons import icon
 from gui.render import message_text, render_message
 from gui.session import user_message
 
@@ -19,7 +20,7 @@ def texts(msg: Message) -> list[str]:
 
 def test_a_blocked_answer_says_by_whom_and_why_escaped() -> None:
     msg = Message("assistant", "No <b>way</b>.", extra={"blocked_by": "pii<x>", "blocked_reason": "an <e-mail>"})
-    assert texts(msg) == ["No &lt;b>way&lt;/b>.\n\n🛡️ *Blocked by **piix**: an &lt;e-mail>*"]
+    assert texts(msg) == [f"No &lt;b>way&lt;/b>.\n\n{icon('blocked')} *Blocked by **piix**: an &lt;e-mail>*"]
 
 
 def test_a_call_waiting_for_approval_shows_the_call_then_the_wait() -> None:
@@ -27,13 +28,18 @@ def test_a_call_waiting_for_approval_shows_the_call_then_the_wait() -> None:
                    extra={"function_id": "c1", "pending_approval": [{"id": "c1", "name": "wipe", "arguments": "{}"}]})  # fmt: skip
     views = render_message(call)
     assert views[0]["metadata"]["title"].endswith("wipe") and '"disk": "sda"' in message_text(views[0])
-    assert message_text(views[1]) == "⏸️ *Waiting for your approval to run **wipe**: Approve or Deny below.*"
+    assert (
+        message_text(views[1])
+        == f"{icon('paused')} *Waiting for your approval to run **wipe**: Approve or Deny below.*"
+    )
 
 
 def test_decisions_render_as_the_persons_message() -> None:
-    assert texts(to_message(approval_message(True))) == ["✅ Approved."]
-    assert texts(to_message(approval_message(False, "not <now>"))) == ["❌ Denied. not &lt;now>"]
-    assert texts(to_message(approval_message({"a": True, "b": False}))) == ["☑️ Approved 1 of 2 calls."]
+    assert texts(to_message(approval_message(True))) == [f"{icon('approved')} Approved."]
+    assert texts(to_message(approval_message(False, "not <now>"))) == [f"{icon('denied')} Denied. not &lt;now>"]
+    assert texts(to_message(approval_message({"a": True, "b": False}))) == [
+        f"{icon('approved')} Approved 1 of 2 calls."
+    ]
 
 
 def test_the_row_shows_only_while_a_call_waits() -> None:

@@ -141,3 +141,49 @@ def test_the_refresh_after_a_turn_leaves_a_title_being_typed_alone(store: str) -
     assert title.value == "Lisbon trip" and [label for label, _ in listing.choices] == ["Lisbon trip"]
     say(chat, "and museums?")
     assert bar._on_changed(chat, request("alice"))[1] == gr.skip()
+
+
+def test_a_second_tab_on_a_busy_conversation_says_so_and_keeps_the_typed_text(store: str) -> None:
+    """It showed a raw SessionBusyError (with the store's file path) and lost the message: now the message goes
+    back into the input box, and the chat says another tab is answering; nothing of it is stored."""
+    slow = PacedLLM(n=400, delay=0.01)
+    ui = WebUI(BasicAgent(llm=slow, name="bot"), conversations=store)
+    first, second = ui.new_session(), ui.new_session()
+    first.bind(Session("shared", store))
+    second.bind(Session("shared", store))
+    first.add_user(user_message("a long question", []))
+
+    async def both() -> list[tuple]:
+        answering = asyncio.ensure_future(first.stream_turn(first.agents[0]).__anext__())
+        while slow.sent == 0:  # the first tab's run holds the session
+            await asyncio.sleep(0.01)
+        updates = [u async for u in ui._on_submit({"text": "my typed text", "files": []}, second, None)]
+        first.request_stop()
+        await answering
+        return updates
+
+    updates = asyncio.run(both())
+    chatbot, box, session = updates[-1]
+    shown = "\n".join(str(m["content"]) for m in chatbot)
+    assert "answering in another tab" in shown
+    assert "SessionBusyError" not in shown and store.split("///")[1] not in shown and "Error" not in shown
+    assert box.value == {"text": "my typed text", "files": []} and box.interactive
+    assert all(m.text != "my typed text" for m in session.history)
+    assert "my typed text" not in [m["content"] for m in Session("shared", store).messages()]
+
+
+def test_clear_asks_before_it_erases_the_stored_conversation(store: str) -> None:
+    """Clear erased the stored conversation at once: now the first click only asks (the conversation stays, in
+    the page too if the chatbot's own clear icon emptied it), and a second click clears it."""
+    ui = WebUI(counting(), conversations=store)
+    chat = ui.new_session()
+    chat.bind(Session("keep", store))
+    say(chat, "one")
+    display, _, same, button = ui._on_clear(chat)
+    assert display == chat.display and len(display) == 2 and "click again" in button.value
+    assert [m["content"] for m in Session("keep", store).messages()] == ["one", "seen 1"]
+    display, box, same, button = ui._on_clear(chat)
+    assert display == [] and button.value == "Clear" and chat.history == []
+    assert Session("keep", store).messages() == []
+    empty = ui.new_session()  # nothing to lose: one click
+    assert ui._on_clear(empty)[0] == []

@@ -11,6 +11,7 @@ import pytest
 
 from chatagent import Assistant, BasicAgent, Message
 from chatagent.rag import DocStore
+from gui.icons import icon
 from gui.notes import model_label, model_note
 from gui.render import CUT_NOTE, LOOP_NOTE, message_text, render_message
 from gui.session import ChatSession, user_message
@@ -28,7 +29,7 @@ def test_sources_show_under_the_answer_escaped_and_grouped_by_file() -> None:
     views = render_message(Message("assistant", "Use read.table.", extra={"sources": sources}))
     assert message_text(views[0]) == "Use read.table."
     block = views[-1]
-    assert block["metadata"]["title"] == "📚 Sources: R-intro.pdf pp. 39, 40; notesimg srcx.md p. 1"
+    assert block["metadata"]["title"] == f"{icon('sources')} Sources: R-intro.pdf pp. 39, 40; notesimg srcx.md p. 1"
     body = message_text(block)
     assert "**1. R-intro.pdf, p. 39**" in body and "Use &lt;b>read.table&lt;/b> &amp; friends" in body
     assert "<img" not in body and "<b>" not in body
@@ -94,10 +95,10 @@ def test_the_chat_shows_what_the_run_does_until_the_answer_starts(tmp_path: Path
         return updates
 
     updates = asyncio.run(go())
-    statuses = [s for s in shown if s.startswith("⏳")]
+    statuses = [s for s in shown if s.startswith(f"{icon('waiting')}")]
     assert any("Reading pumps.pdf: page 1 of 3" in s for s in statuses)
     assert any("Reading pumps.pdf: page 3 of 3" in s for s in statuses)
-    assert not any(message_text(m).startswith("⏳") for m in updates[-1])  # the answer replaced it
+    assert not any(message_text(m).startswith(f"{icon('waiting')}") for m in updates[-1])  # the answer replaced it
     assert message_text(updates[-1][1]).startswith("w0 w1 w2")
 
 
@@ -123,5 +124,5 @@ def test_a_plain_agent_shows_it_waits_for_the_model() -> None:
         return texts
 
     texts = asyncio.run(go())
-    assert any(t.startswith("⏳ *Waiting for the model (paced (base))") for t in texts)
+    assert any(t.startswith(f"{icon('waiting')} *Waiting for the model (paced (base))") for t in texts)
     assert texts[-1] == "w0 w1 "

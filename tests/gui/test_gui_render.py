@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chatagent.schema import ContentItem, FunctionCall, Message
+from gui.icons import icon
 from gui.render import (
     chat_message,
     code_block,
@@ -119,7 +120,11 @@ def test_assistant_reasoning_text_and_call_render_as_blocks() -> None:
         function_call=FunctionCall("search", {"q": "x<y"}),
     )
     views = render_message(msg, show_name=True)
-    assert [v.get("metadata", {}).get("title") for v in views] == ["💭 Thinking", None, "🛠️ Bot → search"]
+    assert [v.get("metadata", {}).get("title") for v in views] == [
+        f"{icon('thinking')} Thinking",
+        None,
+        f"{icon('tool')} Bot → search",
+    ]
     assert views[0]["metadata"]["status"] == "done"  # collapsed
     assert message_text(views[0]) == "I should &lt;think>"
     assert message_text(views[1]) == f"{speaker_badge('Bot')} **Bot**\n\nLet me &lt;b>look&lt;/b>."
@@ -132,22 +137,24 @@ def test_function_result_and_user_files() -> None:
         {
             "role": "assistant",
             "content": {"type": "text", "text": "```\n42 <ok>\n```"},
-            "metadata": {"title": "📋 Result of calc", "status": "done"},
+            "metadata": {"title": f"{icon('result')} Result of calc", "status": "done"},
         }
     ]
     user = render_message(Message("user", [ContentItem(text="read <this>"), ContentItem(file="/tmp/up/a&b.pdf")]))
-    assert user == [chat_message("user", "read &lt;this>\n\n📎 a&amp;b.pdf")]
+    assert user == [chat_message("user", f"read &lt;this>\n\n{icon('file')} a&amp;b.pdf")]
 
 
 def test_pending_input_marker_and_errors_are_readable() -> None:
     marker = Message(
         "assistant", "<!-- INTERRUPT: PENDING_USER_INPUT -->", name="Alice", extra={"pending_user_input": "Alice"}
     )
-    assert render_message(marker) == [chat_message("assistant", "⏳ *Waiting for **Alice**: type the next message.*")]
+    assert render_message(marker) == [
+        chat_message("assistant", f"{icon('waiting')} *Waiting for **Alice**: type the next message.*")
+    ]
     from chatagent.errors import ModelServiceError
 
     err = render_error(ModelServiceError(429, "slow <down>"))
-    assert message_text(err) == "⚠️ **Error.** The model service failed (429): slow &lt;down>"
+    assert message_text(err) == f"{icon('error')} **Error.** The model service failed (429): slow &lt;down>"
     assert "Traceback" not in message_text(render_error(RuntimeError("boom")))
 
 

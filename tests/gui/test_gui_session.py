@@ -12,6 +12,7 @@ import pytest
 from chatagent import BasicAgent, FnCallAgent, Message, ModelServiceError, Reply, ScriptedLLM, tool_call
 from chatagent.llm.base import BaseChatModel, Usage
 from chatagent.schema import FunctionCall
+from gui.icons import icon
 from gui.render import chat_message, message_text
 from gui.session import STOPPED_NOTE, ChatSession, content_kind, user_message
 
@@ -123,7 +124,7 @@ def test_a_turn_abandoned_during_a_tool_call_leaves_a_valid_history() -> None:
     async def abandon() -> None:  # the browser goes away: Gradio closes the handler mid-turn
         turn = session.stream_turn(session.agents[0])
         async for display in turn:
-            if any(d.get("metadata", {}).get("title") == "🛠️ slow" for d in display):
+            if any(d.get("metadata", {}).get("title") == f"{icon('tool')} slow" for d in display):
                 break
         await turn.aclose()
 
@@ -140,7 +141,7 @@ def test_errors_show_as_a_readable_message_and_the_chat_goes_on() -> None:
     session = ChatSession([BasicAgent(llm=llm)])
     session.add_user(user_message("hi", []))
     updates = run_turn(session, session.agents[0])
-    assert message_text(updates[-1][-1]) == "⚠️ **Error.** The model service failed (401): bad key &lt;x>"
+    assert message_text(updates[-1][-1]) == f"{icon('error')} **Error.** The model service failed (401): bad key &lt;x>"
     session.add_user(user_message("again", []))
     assert run_turn(session, session.agents[0])[-1][-1] == chat_message("assistant", "recovered")
 
@@ -155,7 +156,7 @@ def test_tool_calls_and_results_render_collapsed() -> None:
     session.add_user(user_message("2+3?", []))
     final = run_turn(session, session.agents[0])[-1]
     titles = [d.get("metadata", {}).get("title") for d in final[1:]]
-    assert titles == ["🛠️ add", "📋 Result of add", None]
+    assert titles == [f"{icon('tool')} add", f"{icon('result')} Result of add", None]
     assert message_text(final[2]) == "```\n5\n```" and message_text(final[3]) == "It is 5."
 
 

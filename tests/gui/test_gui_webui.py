@@ -8,6 +8,7 @@ import pytest
 
 from chatagent import BasicAgent, ScriptedLLM
 from gui import WebUI
+from gui.icons import icon
 from gui.render import message_text, speaker_badge
 from gui.session import user_message
 
@@ -67,7 +68,7 @@ def test_a_group_chat_shows_speakers_and_waits_for_the_person() -> None:
     asyncio.run(turn())
     contents = [message_text(d) for d in session.display]
     assert contents[1] == f"{speaker_badge('Alice')} **Alice**\n\nHi, I am Alice."
-    assert contents[-1] == "⏳ *Waiting for **Me**: type the next message.*"
+    assert contents[-1] == f"{icon('waiting')} *Waiting for **Me**: type the next message.*"
 
 
 def test_the_page_builds_with_its_controls() -> None:

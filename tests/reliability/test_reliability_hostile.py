@@ -559,14 +559,36 @@ def test_a_remote_client_cannot_make_the_served_agent_read_local_files(
         ("max_input_tokens", 0),
         ("request_timeout", -5),
         ("request_timeout", "10"),
+        ("fncall_prompt_type", "hermes"),
+        ("temperature", "0.7"),
+        ("temperature", -1),
+        ("top_p", 1.5),
+        ("max_tokens", 0),
+        ("seed", 1.5),
+        ("stop", 3),
+        ("stop", ["###", 4]),
     ],
 )
-def test_bad_framework_settings_name_the_key(key: str, value: object) -> None:
-    """Regression: these failed deep inside (time.sleep: 'sleep length must be non-negative', "'>=' not
-    supported between instances of 'int' and 'str'") or were silently accepted."""
-    llm = ScriptedLLM([ModelServiceError(500, "x", retryable=True), "ok"], generate_cfg={key: value})
-    with pytest.raises(ValueError, match=rf"generate_cfg\['{key}'\] must be"):
-        BasicAgent(llm=llm).run_nonstream([{"role": "user", "content": "hi"}])
+def test_bad_generate_cfg_values_fail_when_the_model_or_agent_is_built_naming_the_key(
+    key: str, value: object, tmp_path
+) -> None:
+    """Regression: these failed deep inside at the first call (time.sleep: 'sleep length must be non-negative',
+    "'>=' not supported between instances of 'int' and 'str'"), after the agent was built and its files read, or
+    were sent to the server as they were. Now the model, or the agent given a config or generate_cfg, refuses them."""
+    from chatagent import Assistant, get_chat_model
+    from chatagent.rag.store import DocStore
+
+    bad = rf"generate_cfg\['{key}'\] must be"
+    with pytest.raises(ValueError, match=bad):
+        ScriptedLLM(["ok"], generate_cfg={key: value})
+    with pytest.raises(ValueError, match=bad):
+        get_chat_model({"model": "m", "model_server": "http://127.0.0.1:9/v1", "generate_cfg": {key: value}})
+    store = DocStore(tmp_path / "store")
+    (tmp_path / "notes.md").write_text("Some notes.")
+    for config in ({"llm": {"model": "m", "generate_cfg": {key: value}}}, {"generate_cfg": {key: value}}):
+        with pytest.raises(ValueError, match=bad):
+            Assistant(files=[str(tmp_path / "notes.md")], rag_cfg={"store": store}, **config)
+    assert not list((tmp_path / "store").rglob("*.json"))  # no file was read
 
 
 # ---- multi-agent orchestration under odd model output ------------------------------------------------------------

@@ -20,7 +20,7 @@ from chatagent.agents.fncall import FnCallAgent  # noqa: E402
 from chatagent.llm.scripted import ScriptedLLM, tool_call  # noqa: E402
 from chatagent.schema import ContentItem  # noqa: E402
 from chatagent.tools.base import make_tools  # noqa: E402
-from chatagent.tools.mcp import MCPServerError  # noqa: E402
+from chatagent.tools.mcp import MCPServerError, tools_from_config  # noqa: E402
 from tests.support import processes  # noqa: E402
 from tests.support.processes import alive  # noqa: E402
 
@@ -284,3 +284,22 @@ def test_every_content_kind_becomes_message_content() -> None:
     assert result_to_content(CallToolResult(content=[TextContent(text="a"), TextContent(text="b")])) == "a\nb"
     assert result_to_content(CallToolResult(content=[], structured_content={"n": 1})) == '{"n": 1}'
     assert result_to_content(CallToolResult(content=[], structured_content={})) == ""
+
+
+def test_an_older_mcp_server_starts_with_one_line_of_noise_at_most(capfd: pytest.CaptureFixture[str]) -> None:
+    """A server on mcp 1.x printed pydantic's ~95-line report on our newer handshake (server/discover) at every
+    start; now that report is one line, and what else the server prints still shows."""
+    old_server = str(Path(SERVER).with_name("mcp1_server.py"))
+    tools = tools_from_config({"mcpServers": {"old": {"command": sys.executable, "args": [old_server]}}})
+    try:
+        assert [t.name for t in tools] == ["old-add"]
+        assert tools[0].call({"a": 2, "b": 3}) == "5"
+    finally:
+        for t in tools:
+            t.close()
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    about_the_handshake = [line for line in lines if "Processing request" not in line]
+    assert len(about_the_handshake) <= 1, err
+    assert "MCP server 'old' runs an older MCP" in err and "validation error" not in err
+    assert "Processing request of type CallToolRequest" in err  # the server's own lines pass

@@ -8,7 +8,7 @@ about PART_TOKENS tokens, and one model call per part (a *member*, up to `max_wo
 its own thread, each stream read to its end) answers the question from that part only, or says the part
 does not hold the answer. The members' answers, with the question, then pick the best excerpts of the
 documents (within MAX_REF_TOKENS), and a last call, the one that is streamed, writes the answer from them.
-The answer's last fragment carries `extra['sources']` (file and pages of the excerpts) and
+The answer's last fragment carries `extra['sources']` (`Chunk.as_source`: file, pages, snippet) and
 `extra['parts_answered']` (how many parts held something). A conversation without files is answered as
 by an Assistant.
 """
@@ -144,7 +144,7 @@ class ParallelDocQA(Assistant):
         summary = [Message.unchecked(SYSTEM, "\n\n".join([*own, system]))] + rest
         reply = yield from self._call_llm(summary)
         extra = {
-            "sources": [{"file": c.source, "pages": c.pages} for c in found.chunks],
+            "sources": [c.as_source() for c in found.chunks],
             "parts_answered": len(answers),
         }
         yield [Fragment.unchecked(ASSISTANT, "", None, None, None, extra, max(len(reply) - 1, 0))]

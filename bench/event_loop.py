@@ -1,0 +1,172 @@
+"""How long new agents block the event loop under `arun()`, against the loopback OpenAI-compatible server.
+
+    .venv/bin/python bench/event_loop.py
+
+Each scenario runs in a fresh interpreter (so the first agent is the first of its process), with the loopback
+server (bench/_loopback.py) in a process of its own:
+
+- `first_step_ms`: the longest the loop was blocked at once (the longest gap between two turns of a task that
+  only yields) while a new agent made its first `arun()` call; `cold` is the first agent of the process, `warm`
+  the worst of 20 new agents after it. Goal (issue 31): < 1 ms.
+- `fifty_new_agents_stall_ms`: how late a 10 ms heartbeat (`asyncio.sleep(0.01)`) woke, at worst, while 50 new
+  agents made their first call at once. Goal: < 50 ms.
+
+Each is given twice: `_cpu`, counted in the CPU time of the loop's thread (the work the loop itself did: what a
+busy machine does not change), and `_wall`, in wall time (what a user sees, but on a shared machine it also
+holds the time other processes had the core).
+
+Reference, measured in the same run: the same with a new `httpx.AsyncClient` per agent on the loop (what each
+model instance did before: a client, so an SSL context, of its own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+WARM_AGENTS = 20
+CONCURRENT = 50
+
+
+async def _first_call(url: str, how: str) -> None:
+    """A new agent's first arun() to the end (`how` == 'agent'), or the reference: a new httpx client posting the
+    same request and reading the stream."""
+    if how == "agent":
+        from chatagent import BasicAgent
+
+        bot = BasicAgent(llm={"model": "stream-4", "model_server": url, "api_key": "k"})
+        async for _ in bot.arun(MESSAGES):
+            pass
+        return
+    import httpx
+
+    client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=5.0))
+    body = {"model": "stream-4", "messages": MESSAGES, "stream": True}
+    async with client.stream("POST", url + "/chat/completions", json=body) as response:
+        async for _ in response.aiter_bytes():
+            pass
+
+
+async def _longest_block(work: Callable[[], Awaitable[Any]]) -> tuple[float, float]:
+    """The longest gap between two turns of a task that does nothing but yield, while `work()` runs: in wall
+    time, and in the CPU time of the loop's thread (what the loop itself did; a busy machine does not add to it)."""
+    gaps: list[tuple[float, float]] = []
+    done = asyncio.Event()
+
+    async def spin() -> None:
+        last = time.perf_counter(), time.thread_time()
+        while not done.is_set():
+            await asyncio.sleep(0)
+            now = time.perf_counter(), time.thread_time()
+            gaps.append((now[0] - last[0], now[1] - last[1]))
+            last = now
+
+    spinner = asyncio.create_task(spin())
+    await asyncio.sleep(0)
+    try:
+        await work()
+    finally:
+        done.set()
+        await spinner
+    return max(g[0] for g in gaps), max(g[1] for g in gaps)
+
+
+async def _heartbeat_stall(work: Callable[[], Awaitable[Any]]) -> tuple[float, float]:
+    """How late, at worst, a 10 ms heartbeat woke while `work()` ran: in wall time, and as the CPU time the loop's
+    thread spent during one beat beyond its 10 ms (what the loop itself did; a busy machine does not add to it)."""
+    late: list[tuple[float, float]] = []
+    done = asyncio.Event()
+    started = asyncio.Event()
+
+    async def beat() -> None:
+        while not done.is_set():
+            wall, cpu = time.perf_counter(), time.thread_time()
+            started.set()
+            await asyncio.sleep(0.01)
+            late.append((time.perf_counter() - wall - 0.01, max(0.0, time.thread_time() - cpu - 0.01)))
+
+    beater = asyncio.create_task(beat())
+    await started.wait()  # the heartbeat is running before the work starts
+    try:
+        await work()
+    finally:
+        done.set()
+        await beater
+    return max(x[0] for x in late), max(x[1] for x in late)
+
+
+async def _scenario(name: str, url: str, how: str) -> dict[str, float]:
+    import httpx  # noqa: F401
+
+    import chatagent.agents.basic  # noqa: F401  (imports are not the loop's work: done before measuring)
+
+    if name == "first_step":
+        cold = await _longest_block(lambda: _first_call(url, how))
+        warm = [await _longest_block(lambda: _first_call(url, how)) for _ in range(WARM_AGENTS)]
+        return {
+            "cold": cold[0],
+            "cold_cpu": cold[1],
+            "warm": max(w[0] for w in warm),
+            "warm_cpu": max(w[1] for w in warm),
+        }
+    wall, cpu = await _heartbeat_stall(lambda: asyncio.gather(*(_first_call(url, how) for _ in range(CONCURRENT))))
+    return {"stall": wall, "stall_cpu": cpu}
+
+
+def _child(name: str, url: str, how: str) -> None:
+    print(json.dumps(asyncio.run(_scenario(name, url, how))))
+
+
+def _run(name: str, url: str, how: str) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", name, url, how], capture_output=True, text=True, timeout=300, check=True
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    from peers import Loopback
+
+    server = Loopback()
+    try:
+        best: dict[tuple[str, str], dict[str, float]] = {}
+        for _ in range(3):  # the best of three fresh processes: a shared machine's noise only adds
+            for name in ("first_step", "fifty"):
+                for how in ("agent", "bare"):
+                    got = _run(name, server.url, how)
+                    prev = best.setdefault((name, how), got)
+                    for k, v in got.items():
+                        prev[k] = min(prev[k], v)
+    finally:
+        server.close()
+    for name, key, goal in (("first_step", "cold", 1), ("first_step", "warm", 1), ("fifty", "stall", 50)):
+        ours, ref = best[(name, "agent")], best[(name, "bare")]
+        label = f"{name}_ms_{key}" if name == "first_step" else "fifty_new_agents_stall_ms"
+        for clock in ("cpu", "wall"):
+            k = f"{key}_cpu" if clock == "cpu" else key
+            print(
+                f"{label}_{clock}: {ours[k] * 1e3:.2f} "
+                f"(new httpx.AsyncClient per agent: {ref[k] * 1e3:.2f}; goal < {goal})"
+            )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--child", nargs=3, metavar=("SCENARIO", "URL", "HOW"), help="(internal) one scenario")
+    args = parser.parse_args()
+    if args.child:
+        _child(*args.child)
+    else:
+        main()
