@@ -3,7 +3,7 @@
     python bench/_serve_client.py URL MODEL CLIENTS CHUNKS
 
 Starts CLIENTS streaming chat completions at once against URL (a base URL ending in /v1), reads every SSE event,
-and checks each answer is the upstream's whole text ("t0 t1 ... t{CHUNKS-1} "). Prints one JSON line: completed,
+and checks each answer is the upstream's whole text ("t0. t1. ... t{CHUNKS-1}. "). Prints one JSON line: completed,
 failed (with the first errors), p50/p99 time to first content chunk, content chunks received, wall time.
 """
 
@@ -57,7 +57,7 @@ async def one(session: aiohttp.ClientSession, url: str, body: bytes, expected: s
 
 
 async def main(base: str, model: str, clients: int, chunks: int) -> dict:
-    expected = "".join(f"t{i} " for i in range(chunks))
+    expected = "".join(f"t{i}. " for i in range(chunks))
     body = json.dumps({"model": model, "stream": True, "messages": [{"role": "user", "content": "go"}]}).encode()
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=600)

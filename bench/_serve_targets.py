@@ -1,6 +1,6 @@
 """Helper for bench/serve.py: the servers it measures, each started as a process of its own.
 
-    python bench/_serve_targets.py chatagent|unchecked|relay|stdlib PORT UPSTREAM_URL
+    python bench/_serve_targets.py chatagent|unchecked|relay|stdlib|checked|checked_sentences PORT UPSTREAM_URL
 
 - chatagent: `chatagent.server.AgentServer` over a BasicAgent on the upstream (what `chatagent serve` runs), with
   API keys (the clients send $BENCH_API_KEY) and its Host, Origin and content-type checks.
@@ -8,6 +8,8 @@
 - relay: the limit: a bare Starlette app on the same uvicorn that forwards the upstream's bytes through the same
   HTTP client library (httpx.AsyncClient), with no parsing at all.
 - stdlib: main's thread-per-connection server before the ASGI move (bench/_stdlib_server.py), same agent.
+- checked, checked_sentences: the chatagent server with an output check (a regular expression) on the whole answer,
+  or on each sentence.
 
 Each prints "ready" once it listens, and serves until SIGTERM.
 """
@@ -24,23 +26,45 @@ sys.path.insert(0, str(ROOT))
 CONCURRENCY = 4096
 
 
-def _agent(upstream: str):  # noqa: ANN202
+def _agent(upstream: str, plugins: list | None = None):  # noqa: ANN202
     from chatagent import BasicAgent
 
     llm = {"model": "m", "model_server": upstream, "api_key": "k", "generate_cfg": {"max_retries": 0}}
-    return BasicAgent(llm=llm, name="bench")
+    return BasicAgent(llm=llm, name="bench", plugins=plugins)
+
+
+def _no_address(text: str) -> str | None:
+    """The output check of the checked servers: a regular expression for an e-mail address (passes on the bench's
+    text, so that every stream completes whole)."""
+    import re
+
+    return "an e-mail address" if re.search(r"[\w.+-]+@[\w-]+\.\w+", text) else None
 
 
 KEYS = ["bench-key-other", "bench-key"]  # two principals: the clients are the second
 
 
-def chatagent(port: int, upstream: str) -> None:
+def chatagent(port: int, upstream: str, plugins: list | None = None) -> None:
     from chatagent.server.runner import AgentServer
 
-    server = AgentServer(_agent(upstream), "127.0.0.1", port, max_concurrency=CONCURRENCY, grace=1, api_key=KEYS,
-                         max_connections=CONCURRENCY)  # fmt: skip
+    server = AgentServer(_agent(upstream, plugins), "127.0.0.1", port, max_concurrency=CONCURRENCY, grace=1,
+                         api_key=KEYS, max_connections=CONCURRENCY)  # fmt: skip
     print("ready", flush=True)
     server.serve_forever()
+
+
+def checked(port: int, upstream: str) -> None:
+    """The chatagent server with an output check on the whole answer: the text is held until it has passed."""
+    from chatagent import OutputGuardrail
+
+    chatagent(port, upstream, [OutputGuardrail(_no_address)])
+
+
+def checked_sentences(port: int, upstream: str) -> None:
+    """The chatagent server with an output check per sentence: each goes out once it has passed."""
+    from chatagent import OutputGuardrail
+
+    chatagent(port, upstream, [OutputGuardrail(_no_address, per="sentence")])
 
 
 def unchecked(port: int, upstream: str) -> None:
@@ -100,4 +124,6 @@ if __name__ == "__main__":
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     kind, port, upstream = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    {"chatagent": chatagent, "unchecked": unchecked, "relay": relay, "stdlib": stdlib}[kind](port, upstream)
+    targets = {"chatagent": chatagent, "checked": checked, "checked_sentences": checked_sentences,
+               "unchecked": unchecked, "relay": relay, "stdlib": stdlib}  # fmt: skip
+    targets[kind](port, upstream)

@@ -2,10 +2,10 @@
 
     python bench/_sse_upstream.py PORT CHUNKS INTERVAL
 
-Every POST gets the same streamed answer: a role chunk, CHUNKS content chunks ("t0 ", "t1 ", ...) one every
-INTERVAL seconds, a finish chunk and [DONE], as OpenAI sends them (SSE over chunked HTTP/1.1, keep-alive). A raw
-asyncio protocol with every event encoded in advance, so that the upstream costs the machine as little as possible
-and the servers under test are what the benchmark measures.
+Every POST gets the same streamed answer: a role chunk, CHUNKS content chunks ("t0. ", "t1. ", ...: a sentence
+each) one every INTERVAL seconds, a finish chunk and [DONE], as OpenAI sends them (SSE over chunked HTTP/1.1,
+keep-alive). A raw asyncio protocol with every event encoded in advance, so that the upstream costs the machine as
+little as possible and the servers under test are what the benchmark measures.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def events(chunks: int) -> tuple[bytes, list[bytes], bytes]:
 
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
     first = head + event({"role": "assistant", "content": ""})
-    body = [event({"content": f"t{i} "}) for i in range(chunks)]
+    body = [event({"content": f"t{i}. "}) for i in range(chunks)]
     done = b"data: [DONE]\n\n"
     last = event({}, "stop") + b"%x\r\n%s\r\n" % (len(done), done) + b"0\r\n\r\n"
     return first, body, last

@@ -4,13 +4,16 @@
 
 On loopback, each in a process of its own: a lean upstream (bench/_sse_upstream.py: CHUNKS content chunks per
 answer, one every INTERVAL seconds), the server under test, and the clients (bench/_serve_client.py: aiohttp,
-CLIENTS streams started at once, each answer checked whole). Three servers in turn (bench/_serve_targets.py):
+CLIENTS streams started at once, each answer checked whole). The servers in turn (bench/_serve_targets.py):
 
 - chatagent: `AgentServer` (uvicorn + Starlette) over a BasicAgent on the upstream, streaming with `arun()`, with
   two API keys (each client sends one) and the Host, Origin and content-type checks;
 - unchecked: the same server without the key and the Host/Origin guard (what the identity checks cost);
 - relay: a bare Starlette app on the same uvicorn forwarding the upstream's bytes with httpx (the limit);
-- stdlib: main's thread-per-connection server before the ASGI move (bench/_stdlib_server.py).
+- stdlib: main's thread-per-connection server before the ASGI move (bench/_stdlib_server.py);
+- checked, checked_sentences: the chatagent server with an output check (a regular expression) on the whole answer
+  (its text held until the answer is complete) or on each sentence (each shown once checked): streams per second
+  and first-chunk latency with output checks on, beside the chatagent server without them.
 
 Figures per server: streams completed with the full text, p50/p99 time to first content chunk, content chunks per
 second (all clients' chunks / wall time), the server's peak RSS. Goals: chatagent completes every stream, its
@@ -42,7 +45,8 @@ sys.path.insert(0, str(BENCH))
 
 from _measure import show  # noqa: E402
 
-TARGETS = ("chatagent", "unchecked", "relay", "stdlib")
+TARGETS = ("chatagent", "checked", "checked_sentences", "unchecked", "relay", "stdlib")
+KEYED = ("chatagent", "checked", "checked_sentences")  # the servers that require a key
 BENCH_KEY = "bench-key"  # bench/_serve_targets.py: the key the chatagent target's clients send
 
 
@@ -118,7 +122,7 @@ def measure(kind: str, upstream: str, n: int, chunks: int) -> dict:
     proc = start([str(BENCH / "_serve_targets.py"), kind, str(port), upstream])
     try:
         wait_listening(port)
-        key = BENCH_KEY if kind == "chatagent" else ""
+        key = BENCH_KEY if kind in KEYED else ""
         warm = clients(port, 10, chunks, key)
         if warm["failed"]:
             raise RuntimeError(f"{kind}: the warm-up failed: {warm['errors']}")
@@ -127,6 +131,7 @@ def measure(kind: str, upstream: str, n: int, chunks: int) -> dict:
     finally:
         stop(proc)
     result["chunks_per_s"] = result["chunks"] / result["wall"]
+    result["streams_per_s"] = result["completed"] / result["wall"]
     return result
 
 
@@ -165,7 +170,7 @@ def main() -> None:
             show(
                 f"{label}_{kind}",
                 f"completed {r['completed']}/{n}, ttfc p50 {ms(r['ttfc_p50'])} p99 {ms(r['ttfc_p99'])}, "
-                f"{r['chunks_per_s']:.0f} chunks/s, peak RSS {r['rss']:.0f} MB"
+                f"{r['chunks_per_s']:.0f} chunks/s, {r['streams_per_s']:.1f} streams/s, peak RSS {r['rss']:.0f} MB"
                 + (f", errors {r['errors']}" if r["failed"] else ""),
             )
     finally:
@@ -173,6 +178,15 @@ def main() -> None:
     ours = results.get("chatagent")
     if ours is None:
         return
+    for kind, what in (("checked", "whole answer"), ("checked_sentences", "per sentence")):
+        r = results.get(kind)
+        if r is not None:  # an output check holds the text until it passed: the first chunk comes later
+            show(
+                f"{label}_output_check_{kind.removeprefix('checked').strip('_') or 'answer'}",
+                f"{what}: {r['streams_per_s']:.1f} streams/s, ttfc p50 {ms(r['ttfc_p50'])} p99 {ms(r['ttfc_p99'])}; "
+                f"without output checks {ours['streams_per_s']:.1f} streams/s, ttfc p50 {ms(ours['ttfc_p50'])} "
+                f"p99 {ms(ours['ttfc_p99'])}",
+            )
     for kind in ("unchecked", "relay", "stdlib"):
         ref = results.get(kind)
         if ref is None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from chatagent.cli.build import (
     agent_from_args,
+    ask_before_running_code,
     check_agent_args,
     collect_files,
     default_agent,
@@ -144,6 +145,8 @@ def cmd_gui(args: argparse.Namespace) -> int:
         agent = default_agent(llm_config(args.model, args.server), files, memory=args.memory)
         if (files or args.memory) and not is_assistant(agent):
             logger.warning("the Assistant is not available: the web UI's agent does not read --file/--dir nor remember")
+    for one in agent if isinstance(agent, (list, tuple)) else [agent]:
+        ask_before_running_code(one)
     config = {"title": args.title} if args.title else {}
     if files:
         names = ", ".join(Path(f).name for f in files[:5]) + (" …" if len(files) > 5 else "")
@@ -172,6 +175,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if taken is not None:
         raise taken
     agent = agent_from_args(args)
+    ask_before_running_code(agent)
     api_key = serve_api_key(args.api_key, args.api_key_file)
     try:
         server = AgentServer(

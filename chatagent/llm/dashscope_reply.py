@@ -15,6 +15,7 @@ from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.request import Usage
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.schema.fragment import Fragment
+from chatagent.schema.parts import unique_call_id
 
 _make = Fragment.unchecked
 
@@ -98,10 +99,11 @@ class ReplyReader:
             raise cut_call_error()
         out: list[list[Fragment]] = []
         base = 1 if self.started else 0
+        ids: set[str] = set()
         for n, key in enumerate(sorted(calls)):
             gathered = calls[key]
             call = FunctionCall(gathered.name, "".join(gathered.pieces))
-            extra = {"function_id": gathered.id or f"call_{key}"}
+            extra = {"function_id": unique_call_id(gathered.id or f"call_{key}", ids)}
             out.append([_make(ASSISTANT, "", None, call, None, extra, base + n)])
         if (not self.started and not calls) or finished == "length":  # a text cut off by max_tokens says so
             extra = {"stop_reason": "length"} if finished == "length" else None
@@ -126,9 +128,10 @@ def whole_reply(rsp: Any, usage: Usage | None, api_key: str | None) -> list[Mess
     reasoning: str | None = msg.get("reasoning_content") or None
     if text or reasoning:
         out.append(Message.unchecked(ASSISTANT, text, None, None, reasoning, None))
+    ids: set[str] = set()
     for n, call in enumerate(tool_calls):
         fn: dict[str, Any] = call.get("function") or {}
-        fid = call.get("id") or f"call_{n}"
+        fid = unique_call_id(call.get("id") or f"call_{n}", ids)
         function_call = FunctionCall(fn.get("name") or "", fn.get("arguments") or "")
         out.append(Message.unchecked(ASSISTANT, "", None, function_call, None, {"function_id": fid}))
     out = out or [Message.unchecked(ASSISTANT, "")]

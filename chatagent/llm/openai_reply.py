@@ -9,7 +9,6 @@ a call has started. A stream that ends without `[DONE]` or a finish_reason is an
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any, Protocol, cast
 
@@ -22,6 +21,7 @@ from chatagent.llm.prepare import fix_surrogates, json_object
 from chatagent.llm.request import Usage
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.schema.fragment import Fragment, fragment
+from chatagent.schema.parts import unique_call_id
 from chatagent.utils.tokens import count_tokens
 
 # the unvalidated constructor, bound once for fragments built per chunk
@@ -137,10 +137,11 @@ class ReplyReader:
             raise cut_call_error()
         out: list[list[Fragment]] = []
         start = 1 if self.text_seen else 0
+        ids: set[str] = set()
         for n, i in enumerate(sorted(calls)):
             fid, name, pieces = calls[i]
             call = FunctionCall(name, "".join(pieces))
-            out.append([_make(ASSISTANT, "", None, call, None, {"function_id": fid or _call_id()}, start + n)])
+            out.append([_make(ASSISTANT, "", None, call, None, {"function_id": unique_call_id(fid, ids)}, start + n)])
         if not (self.text_seen or calls) or cut:  # a text cut off by max_tokens says so
             extra = {"stop_reason": "length"} if cut else None
             out.append([_make(ASSISTANT, "", None, None, None, extra, 0)])
@@ -182,10 +183,12 @@ def parse_completion(server: Server, body: bytes, usage: Usage | None, prompt: P
     cut = choices[0].get("finish_reason") == "length"
     if cut and tool_calls:
         raise cut_call_error()
+    ids: set[str] = set()
     for tc in tool_calls:
         fn: dict[str, Any] = tc.get("function") or {}
         call = FunctionCall(fn.get("name") or "", _call_arguments(fn.get("arguments")))
-        out.append(Message.unchecked(ASSISTANT, "", None, call, None, {"function_id": tc.get("id") or _call_id()}))
+        fid = unique_call_id(tc.get("id"), ids)
+        out.append(Message.unchecked(ASSISTANT, "", None, call, None, {"function_id": fid}))
     if not out:
         out.append(Message.unchecked(ASSISTANT, "", None, None, None, None))
     if cut:
@@ -278,11 +281,6 @@ def _call_arguments(args: Any) -> str | dict[str, Any]:
         return args
     obj = json_object(args)
     return obj if obj is not None else ""
-
-
-def _call_id() -> str:
-    """An id for a tool call the server sent without one."""
-    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 def _parts_text(content: Any) -> str:

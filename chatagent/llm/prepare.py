@@ -1,5 +1,11 @@
 """What every model call does to its input first: function schemas in one shape, text that encodes as UTF-8
-(lone surrogates replaced), and a placeholder for each media item a text-only model cannot take."""
+(lone surrogates replaced), a placeholder for each media item a text-only model cannot take, and tool results
+marked as untrusted data (`as_data`).
+
+Text from tools and documents may hold instructions written by anyone (a web page, a file, an e-mail): a model
+that obeys them runs what an attacker wrote. Such text reaches the model between `<untrusted-data ...>` markers
+that name where it came from, with the markers' name taken out of the text itself so it cannot close them early.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, cast
 
-from chatagent.schema import ContentItem, FunctionCall, Message
+from chatagent.schema import FUNCTION, ContentItem, FunctionCall, Message, to_message
 
 logger = logging.getLogger("chatagent.llm")
 
@@ -88,4 +94,40 @@ def without_media(m: Message) -> Message:
         item if item.kind in ("text", "file") else ContentItem(text=f"[{item.kind}: {os.path.basename(item.value)}]")
         for item in m.content
     ]
+    return m.copy(content=items)
+
+
+_MARKER = re.compile("untrusted-data", re.IGNORECASE)
+
+
+def untrusted(text: str, source: str) -> str:
+    """`text` between markers that say it is data from `source` (a tool, files), not instructions."""
+    source = _MARKER.sub("untrusted_data", source).replace('"', "'")
+    return f'<untrusted-data source="{source}">\n{_MARKER.sub("untrusted_data", text)}\n</untrusted-data>'
+
+
+def as_data(m: Message | dict[str, Any]) -> Message | dict[str, Any]:
+    """A tool's result (a function message, or its dict) with its text marked as untrusted data (`untrusted`); any
+    other message as it is."""
+    if isinstance(m, dict):
+        if m.get("role") != FUNCTION:
+            return m
+        m = to_message(m)
+    elif m.role != FUNCTION:
+        return m
+    source = f"tool {m.name}" if m.name else "a tool"
+    content = m.content
+    if isinstance(content, str):
+        return m.copy(content=untrusted(content, source))
+    texts = [i for i, item in enumerate(content) if item.kind == "text"]
+    if not texts:
+        return m
+    items = list(content)
+    first, last = texts[0], texts[-1]
+    items[first] = ContentItem(
+        text=f'<untrusted-data source="{source}">\n' + _MARKER.sub("untrusted_data", items[first].value)
+    )
+    for i in texts[1:]:
+        items[i] = ContentItem(text=_MARKER.sub("untrusted_data", items[i].value))
+    items[last] = ContentItem(text=items[last].value + "\n</untrusted-data>")
     return m.copy(content=items)

@@ -7,13 +7,16 @@
         TextPolicy(max_chars=4000, forbid=[r'(?i)\\bpassword\\b']),
     ])
 
-A check is a function of a text (the latest user message for input, the final answer for output) that returns
-why it trips (a string, or True) or None/False to let the run go on. A tripped guardrail stops the run: its last
-yield is `message` as the answer, with `extra['blocked_by']` naming the guardrail and `extra['blocked_reason']`.
+A check is a function of a text that returns why it trips (a string, or True) or None/False to let the run go on.
+For input, the text is everything the client supplied: every message of the conversation, whatever its role (over
+`serve` a client writes the whole history), then the text the agent adds to the model's input in user and system
+messages (an attached document's excerpts); for output, the final answer (or each sentence or paragraph of it, see
+`per`). A tripped guardrail stops the run: its last yield is `message` as the answer, with `extra['blocked_by']`
+naming the guardrail and `extra['blocked_reason']`.
 
 An input guardrail runs in a thread beside the answer (`concurrent=True`, the default): the model starts at once,
 but nothing is shown and no tool runs until the check has passed; `concurrent=False` checks before the model is
-called. Structured output (validate, send the error back, retry) is `chatagent.plugins.structured.StructuredOutput`, the
+called. An output guardrail holds the answer back until it has passed (see `chatagent.run.holding`). Structured output (validate, send the error back, retry) is `chatagent.plugins.structured.StructuredOutput`, the
 plugin behind `response_format=`.
 """
 
@@ -26,7 +29,7 @@ from typing import Any, cast
 
 from chatagent.llm.registry import get_chat_model
 from chatagent.run.plugin import Blocked, Plugin, switch_off
-from chatagent.schema import ASSISTANT, USER, ContentItem, Message, content_text
+from chatagent.schema import ASSISTANT, SYSTEM, USER, ContentItem, Message, content_text
 
 logger = logging.getLogger("chatagent.guardrails")
 
@@ -51,6 +54,18 @@ def verdict(value: Any, what: str) -> str | None:
     raise TypeError(f"a guardrail check returns a reason (str), True, or None/False; got {type(value).__name__}")
 
 
+def supplied_text(messages: list[Message]) -> str:
+    """The text of every message (and the calls an assistant message makes), one after the other."""
+    parts: list[str] = []
+    for m in messages:
+        text = content_text(m.content)
+        if text:
+            parts.append(text)
+        if m.function_call is not None:
+            parts.append(f"{m.function_call.name}({m.function_call.arguments})")
+    return "\n\n".join(parts)
+
+
 def latest_user_text(messages: list[Message]) -> str:
     """The text of the latest user message ('' if there is none)."""
     for m in reversed(messages):
@@ -68,7 +83,8 @@ def answer_text(response: list[Message]) -> str:
 
 
 class InputGuardrail(Plugin):
-    """Checks the latest user message with `check(text)`; trips with `message` as the answer.
+    """Checks what the client supplied (`supplied_text`: every message, then what the agent adds to the model's
+    input) with `check(text)`; trips with `message` as the answer.
 
     `concurrent=True` (default): in a thread beside the answer (nothing is shown and no tool runs before it
     passes); False: before the model is called.
@@ -87,47 +103,66 @@ class InputGuardrail(Plugin):
         if not callable(check):
             raise TypeError(f"check must be a function of a text, got {type(check).__name__}")
         self.check, self.message = check, message
-        switch_off(self, "before_run" if concurrent else "check_input")
+        self.concurrent = bool(concurrent)
 
-    def _trip(self, messages: list[Message]) -> None:
-        reason = verdict(self.check(latest_user_text(messages)), self.name)
+    def check_input(self, agent: Any, messages: list[Message]) -> None:
+        reason = verdict(self.check(supplied_text(messages)), self.name)
         if reason is not None:
             raise Blocked(self.message, reason)
 
-    def check_input(self, agent: Any, messages: list[Message]) -> None:
-        self._trip(messages)
-
-    def before_run(self, agent: Any, messages: list[Message]) -> None:
-        self._trip(messages)
-
 
 class OutputGuardrail(Plugin):
-    """Checks the final answer with `check(text)`; trips with `message` in its place."""
+    """Checks the answer with `check(text)`; trips with `message` in its place.
+
+    `per='answer'` (default): the final answer, whole; nothing of it is shown before the check passed. `'sentence'` or
+    `'paragraph'`: each one of the answer (and of the reasoning) as it is complete, shown once it passed; a trip
+    then stops the run with `message` after what was shown.
+    """
 
     def __init__(
-        self, check: Check, *, message: str = DEFAULT_MESSAGE, name: str | None = None, on_error: str | None = None
+        self,
+        check: Check,
+        *,
+        message: str = DEFAULT_MESSAGE,
+        per: str = "answer",
+        name: str | None = None,
+        on_error: str | None = None,
     ) -> None:
         super().__init__(name=name or _name_of(check, "OutputGuardrail"), on_error=on_error)
         if not callable(check):
             raise TypeError(f"check must be a function of a text, got {type(check).__name__}")
         self.check, self.message = check, message
+        self.releases = _per(per)
+        switch_off(self, "after_run" if self.releases else "check_text")
 
-    def after_run(self, agent: Any, response: list[Message]) -> None:
-        reason = verdict(self.check(answer_text(response)), self.name)
+    def _trip(self, text: str) -> None:
+        reason = verdict(self.check(text), self.name)
         if reason is not None:
             raise Blocked(self.message, reason)
 
+    def check_text(self, agent: Any, text: str) -> None:
+        self._trip(text)
+
+    def after_run(self, agent: Any, response: list[Message]) -> None:
+        self._trip(answer_text(response))
+
 
 class TextPolicy(Plugin):
-    """Length and pattern rules for the input (the user's messages) or the output (the final answer).
+    """Length and pattern rules for the input (what the client supplied) or the output (the final answer).
 
     Args:
         max_chars: the longest text allowed (the latest user message, or the answer).
-        forbid: regular expressions that trip the policy when found.
-        redact: regular expressions whose matches are replaced by `replacement`: in every user message before the
-            model sees them (input), or in the answer before it is shown as final (output).
+        forbid: regular expressions that trip the policy when found (input: in any message, and in the text the
+            agent adds to the model's input in user and system messages, a document's excerpts).
+        redact: regular expressions whose matches are replaced by `replacement`: input, in every message the model
+            is given, whatever its role (documents' excerpts and tool results too); output, in the answer before it
+            is shown.
         on: 'input', 'output' or 'both'.
         message: the answer when the policy trips.
+        per: what the output rules see: 'answer' (default: the whole answer, nothing of it shown before), or each
+            'sentence' / 'paragraph' of the answer and reasoning, shown once redacted and checked (`forbid` then
+            finds only what lies within one; `max_chars` still counts the whole answer, and a trip comes after
+            what was shown).
     """
 
     def __init__(
@@ -139,6 +174,7 @@ class TextPolicy(Plugin):
         replacement: str = "[redacted]",
         on: str = "output",
         message: str = DEFAULT_MESSAGE,
+        per: str = "answer",
         name: str | None = None,
     ) -> None:
         super().__init__(name=name)
@@ -152,13 +188,16 @@ class TextPolicy(Plugin):
         if not (self.max_chars or self.forbid or self.redact):
             raise ValueError("TextPolicy needs max_chars, forbid or redact")
         self.replacement, self.message = replacement, message
+        self.releases = _per(per)
         if on == "output":
-            switch_off(self, "before_run")
+            switch_off(self, "before_run", "before_model")
         elif on == "input":
             switch_off(self, "after_run")
+        if on == "input" or not self.releases:
+            switch_off(self, "check_text")
 
-    def _check(self, text: str, what: str) -> None:
-        if self.max_chars is not None and len(text) > self.max_chars:
+    def _check(self, text: str, what: str, length: bool = True) -> None:
+        if length and self.max_chars is not None and len(text) > self.max_chars:
             raise Blocked(self.message, f"the {what} is longer than {self.max_chars} characters")
         for p in self.forbid:
             if p.search(text):
@@ -171,11 +210,31 @@ class TextPolicy(Plugin):
 
     def before_run(self, agent: Any, messages: list[Message]) -> list[Message] | None:
         if self.redact:
-            messages = [_with_text(m, self._redacted) if m.role == USER else m for m in messages]
+            messages = [_with_text(m, self._redacted) for m in messages]
         self._check(latest_user_text(messages), "input")
+        self._check(supplied_text(messages), "input", length=False)
         return messages if self.redact else None
 
+    def before_model(self, agent: Any, call: Any) -> None:
+        """The model's actual input: every message redacted (a document's excerpts, a tool's result), and the
+        user and system messages checked (where an agent puts documents)."""
+        if self.redact:
+            call.messages = [_with_text(m, self._redacted) for m in call.messages]
+        if self.forbid:
+            self._check(supplied_text([m for m in call.messages if m.role in (USER, SYSTEM)]), "input", length=False)
+
+    def check_text(self, agent: Any, text: str) -> str | None:
+        redacted = self._redacted(text)
+        for p in self.forbid:
+            if p.search(redacted):
+                raise Blocked(self.message, f"the answer matches a forbidden pattern ({p.pattern})")
+        return redacted if redacted != text else None
+
     def after_run(self, agent: Any, response: list[Message]) -> list[Message] | None:
+        if self.releases:  # each piece was redacted and checked as it went out: only the length is left
+            if self.max_chars is not None and len(answer_text(response)) > self.max_chars:
+                raise Blocked(self.message, f"the answer is longer than {self.max_chars} characters")
+            return None
         if self.redact:
             response = [_with_text(m, self._redacted) if m.role == ASSISTANT else m for m in response]
         self._check(answer_text(response), "answer")
@@ -218,6 +277,13 @@ def _with_text(m: Message, edit: Callable[[str], str]) -> Message:
     return m.copy(content=items)
 
 
+def _per(per: str) -> str | None:
+    """What an output rule sees as `Plugin.releases`: None for the whole answer."""
+    if per not in ("answer", "sentence", "paragraph"):
+        raise ValueError(f"per must be 'answer', 'sentence' or 'paragraph', got {per!r}")
+    return None if per == "answer" else per
+
+
 def _name_of(check: Any, default: str) -> str:
     name = getattr(check, "__name__", "")
     return default if not name or name == "<lambda>" else name
@@ -230,4 +296,5 @@ __all__ = [
     "TextPolicy",
     "answer_text",
     "latest_user_text",
+    "supplied_text",
 ]

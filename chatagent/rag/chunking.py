@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,10 +95,12 @@ def chunk_document(
     overlap_tokens: int = DEFAULT_OVERLAP_TOKENS,
     key: str = "",
     page_tokens: list[int] | None = None,
+    on_text: Callable[[int], Any] | None = None,
 ) -> list[Chunk]:
     """Cut `doc` into chunks (see the module docstring).
 
-    `key` (e.g. the file's content hash) seeds the ids; `page_tokens` are the pages' token counts if known.
+    `key` (e.g. the file's content hash) seeds the ids; `page_tokens` are the pages' token counts if known;
+    `on_text(chars)` is told now and then how many characters are done (it may raise to stop: a deadline).
     """
     if chunk_tokens < 1:
         raise ValueError("chunk_tokens must be at least 1")
@@ -107,7 +110,11 @@ def chunk_document(
         page_tokens = [count_tokens(page.text) for page in doc.pages]
     chunks: list[Chunk] = []
     seen: dict[str, int] = {}
+    done = 0  # characters
     for page, tokens in zip(doc.pages, page_tokens, strict=True):
+        if on_text is not None:
+            on_text(done)
+        done += len(page.text)
         if not page.text.strip():
             continue
         if tokens <= chunk_tokens:
@@ -117,7 +124,13 @@ def chunk_document(
         if len(paragraphs) == 1:
             units = _split_sentences(page.text, chunk_tokens)
         else:
-            units = [u for paragraph in paragraphs for u in _split_paragraph(paragraph.strip(), chunk_tokens)]
+            units = []
+            at = done - len(page.text)
+            for n, paragraph in enumerate(paragraphs):
+                if on_text is not None and n % 256 == 255:
+                    on_text(at)
+                at += len(paragraph)
+                units += _split_paragraph(paragraph.strip(), chunk_tokens)
         chunks.extend(_pack(units, key, doc.source, page.number, chunk_tokens, overlap_tokens, seen))
     return chunks
 

@@ -18,7 +18,9 @@ class Progress:
 
     - 'read': a page of `source` was read (`done` pages of `total`; PDFs, as they are parsed); `reader` names the
       second extractor when the page was read again with it ('pypdf': PDFium's text of it looked wrong);
+    - 'prepare': `source`'s text is being cut into pieces and counted (`done` of `total` MB), after it was read;
     - 'parse', 'cached', 'failed': file number `done` of `total` was parsed, found in the cache, or failed;
+    - 'indexing': the set's index is being built (`done` of `total` pieces);
     - 'index': the set's index is ready (`total` files); 'search': the set is being searched;
     - 'embed': the search is by keywords only, while `done` passages of `total` have vectors for search by meaning.
     """
@@ -35,6 +37,10 @@ class Progress:
         if self.stage == "read":
             again = f" (read again with {self.reader}: the first reading looked wrong)" if self.reader else ""
             return f"Reading {self.source}: page {self.done} of {self.total}{again}"
+        if self.stage == "prepare":
+            return f"Preparing {self.source} for search: {self.done} of {self.total} MB"
+        if self.stage == "indexing":
+            return f"Indexing: {self.done} of {self.total} pieces"
         if self.stage == "parse":
             return f"Read {self.source} (file {self.done} of {self.total}, {self.seconds:.1f} s)"
         if self.stage == "cached":

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from chatagent.rag.chunking import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS, chunk_document
 from chatagent.rag.disk_cache import CACHE_VERSION, DiskCache
-from chatagent.rag.document import PageCallback, ParseJob
+from chatagent.rag.document import ParseJob
 from chatagent.rag.file_index import FileIndex, ParsedFile, Retrieved, format_chunks, hash_key
 from chatagent.rag.parsers import Document, DocumentError, display_name, max_file_bytes, parse_bytes, read_file
 from chatagent.rag.progress import Progress, ProgressCallback, page_reporter, report
@@ -44,8 +44,16 @@ __all__ = ["DocStore", "FileIndex", "Progress", "Retrieved", "default_store", "f
 logger = logging.getLogger(__name__)
 
 
+DEFAULT_MAX_TEXT_CHARS = 16_000_000  # of text one file may give to be searched (~30 s of preparing on 2 cores)
+INDEX_BATCH = 2000  # pieces indexed between two looks at the deadline
+
+
 class DocStore:
-    """Parses, chunks and indexes files once per content, and retrieves from sets of them (thread-safe)."""
+    """Parses, chunks and indexes files once per content, and retrieves from sets of them (thread-safe).
+
+    The work a file costs is bounded by its size: one may give at most `max_text_chars` characters of text (more is a
+    DocumentError 'too_large', a clear message for the model), and a run's `deadline` stops reading, preparing and
+    indexing it wherever it is (RunDeadlineExceeded); progress says what it is doing ('prepare', 'indexing')."""
 
     def __init__(
         self,
@@ -54,6 +62,7 @@ class DocStore:
         chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
         overlap_tokens: int = DEFAULT_OVERLAP_TOKENS,
         max_bytes: int | None = None,
+        max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
         disk_cache: bool = True,
         memory_docs: int = 256,
         memory_indexes: int = 32,
@@ -64,6 +73,7 @@ class DocStore:
         self.chunk_tokens = chunk_tokens
         self.overlap_tokens = overlap_tokens
         self.max_bytes = max_bytes
+        self.max_text_chars = max_text_chars
         self.disk_cache = disk_cache
         self._docs: OrderedDict[str, ParsedFile] = OrderedDict()
         self._failed: OrderedDict[str, DocumentError] = OrderedDict()
@@ -146,8 +156,7 @@ class DocStore:
             try:
                 data, name = self._read(file)
                 password = (passwords or {}).get(str(file)) or (passwords or {}).get(name)
-                on_page = page_reporter(on_progress, name)
-                entry, parsed = self._entry(data, name, password, deadline, on_page)
+                entry, parsed = self._entry(data, name, password, deadline, on_progress)
             except DocumentError as e:
                 errors.append(e)
                 logger.warning("could not read %s: %s", name, e)
@@ -164,7 +173,7 @@ class DocStore:
                 logger.info("parsed %s: %d pages, %d chunks in %.2f s [%d/%d]", name, len(entry.pages),
                             len(entry.chunks), seconds, n, total)  # fmt: skip
             report(on_progress, Progress("parse" if parsed else "cached", name, n, total, seconds))
-        return self._index(entries, on_progress), errors
+        return self._index(entries, on_progress, deadline), errors
 
     def document(
         self, file: str | os.PathLike[str], password: str | None = None, *, deadline: float | None = None
@@ -200,7 +209,7 @@ class DocStore:
         name: str,
         password: str | None,
         deadline: float | None,
-        on_page: PageCallback | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> tuple[ParsedFile, bool]:
         """The parsed entry for this content: from memory, disk, or parsed now (once, even across threads)."""
         digest = hashlib.sha256(data).hexdigest()
@@ -219,7 +228,7 @@ class DocStore:
             lock = self._key_locks.setdefault(key, threading.Lock())
         with lock:
             try:
-                return self._entry_locked(key, data, name, password, digest, deadline, on_page)
+                return self._entry_locked(key, data, name, password, digest, deadline, on_progress)
             finally:
                 self._drop_key_lock(key, lock)
 
@@ -231,7 +240,7 @@ class DocStore:
         password: str | None,
         digest: str,
         deadline: float | None,
-        on_page: PageCallback | None,
+        on_progress: ProgressCallback | None,
     ) -> tuple[ParsedFile, bool]:
         """`_entry` for the one thread that holds `key`'s lock."""
         with self._lock:
@@ -245,7 +254,7 @@ class DocStore:
         parsed = entry is None
         if entry is None:
             try:
-                entry = self._parse(data, name, password, digest, deadline, on_page)
+                entry = self._parse(data, name, password, digest, deadline, on_progress)
             except DocumentError as e:
                 with self._lock:
                     self._failed[key] = e
@@ -273,19 +282,32 @@ class DocStore:
         password: str | None,
         digest: str,
         deadline: float | None,
-        on_page: PageCallback | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> ParsedFile:
         with self._lock:
             self.parses += 1
+        on_page = page_reporter(on_progress, name)
         doc = parse_bytes(data, name, password, max_bytes=self.max_bytes, deadline=deadline, on_page=on_page)
-        ParseJob(name, deadline=deadline).check("its chunking")  # a huge text takes seconds to chunk and index
-        counts = [count_tokens(p.text) for p in doc.pages]
-        chunks = chunk_document(doc, self.chunk_tokens, self.overlap_tokens, key=digest, page_tokens=counts)
+        size = sum(len(p.text) for p in doc.pages)
+        if size > self.max_text_chars:  # cutting, counting and indexing take time in proportion
+            raise DocumentError(
+                "too_large",
+                f"'{name}' gives {size / 1e6:.0f} million characters of text, more than one file may give to be "
+                f"searched ({self.max_text_chars / 1e6:.0f} million; raise it with max_text_chars).",
+                name,
+            )
+        prepared = _Preparing(name, size, ParseJob(name, deadline=deadline), on_progress)
+        counts = [_count(p.text, prepared) for p in doc.pages]
+        chunks = chunk_document(
+            doc, self.chunk_tokens, self.overlap_tokens, key=digest, page_tokens=counts, on_text=prepared.chunked
+        )
         return ParsedFile(digest, name, doc.pages, chunks, sum(counts))
 
     # ------------------------------------------------------------------------------ indexes
 
-    def _index(self, entries: list[ParsedFile], on_progress: ProgressCallback | None) -> FileIndex:
+    def _index(
+        self, entries: list[ParsedFile], on_progress: ProgressCallback | None, deadline: float | None = None
+    ) -> FileIndex:
         from chatagent.rag.index import Index  # numpy: when an index is built or loaded
 
         # in the caller's order: a set that fits comes back whole, in that order
@@ -308,7 +330,13 @@ class DocStore:
                 if index is None:
                     index = Index(embedder=self.embedder, vector_cache=self.vectors)
                     chunks = [c for e in entries for c in e.chunks]
-                    index.add_texts([c.id for c in chunks], [c.text for c in chunks])
+                    job = ParseJob(", ".join(e.source for e in entries[:3]), deadline=deadline)
+                    for at in range(0, len(chunks), INDEX_BATCH):  # the run's deadline stops a long build
+                        job.check(f"its indexing ({at} of {len(chunks)} pieces)")
+                        if at:
+                            report(on_progress, Progress("indexing", "", at, len(chunks)))
+                        batch = chunks[at : at + INDEX_BATCH]
+                        index.add_texts([c.id for c in batch], [c.text for c in batch])
                     index.scores("")  # build the postings now, not at the first query
                     if self.disk_cache:
                         self._disk.save_index(key, index)
@@ -328,6 +356,49 @@ class DocStore:
 
 _default_stores: dict[Path, DocStore] = {}
 _default_lock = threading.Lock()
+
+
+class _Preparing:
+    """Counting and cutting one file's text: the deadline looked at, and progress told, as it goes (in MB)."""
+
+    __slots__ = ("name", "size", "job", "on_progress", "counted", "shown")
+
+    def __init__(self, name: str, size: int, job: ParseJob, on_progress: ProgressCallback | None) -> None:
+        self.name, self.size, self.job, self.on_progress = name, size, job, on_progress
+        self.counted = 0  # characters counted (the first half of the work), then cut (the second)
+        self.shown = -1
+
+    def step(self, done: int) -> None:
+        """`done` characters of 2 * size handled: stop past the deadline, tell the progress at each new MB."""
+        mb = done >> 21  # of the two passes, in MB of the text
+        if mb != self.shown and self.size >= 1 << 20:
+            self.shown = mb
+            report(self.on_progress, Progress("prepare", self.name, mb, max(1, self.size >> 20)))
+        share = done / (2 * self.size) if self.size else 1.0
+        self.job.check(f"preparing it for search ({share:.0%})")
+
+    def chunked(self, chars: int) -> None:
+        self.step(self.size + chars)
+
+
+_COUNT_SLICE = 1 << 20  # characters counted between two looks at the deadline
+
+
+def _count(text: str, prepared: _Preparing) -> int:
+    """The tokens of a page, counted a slice at a time (cut at a space, so that no word is split)."""
+    if len(text) <= _COUNT_SLICE:
+        prepared.counted += len(text)
+        prepared.step(prepared.counted)
+        return count_tokens(text)
+    total, at = 0, 0
+    while at < len(text):
+        end = text.find(" ", at + _COUNT_SLICE)
+        end = len(text) if end < 0 else end
+        total += count_tokens(text[at:end])
+        prepared.counted += end - at
+        prepared.step(prepared.counted)
+        at = end
+    return total
 
 
 def default_store() -> DocStore:

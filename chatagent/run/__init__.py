@@ -10,7 +10,8 @@ The machinery knows an agent only as a `protocol.Runnable`; `chatagent.Agent` im
 In reading order: `protocol` (what the machinery needs of an agent) < `requests` (what a `_run` yields) <
 `context` (the run's state, `current_run()`) < `steps` (the helpers a `_run` calls with `yield from`:
 `_call_llm`, `_run_tools`, ...; `tool_call`: one tool call) < `start` (messages in, the controlled loop out) <
-`control` (plugins and approval around the loop) < `driver` < `handle` (`Run`/`ARun`: what the caller gets).
-Beside them: `events`, `plugin` (the hooks), `approval`, `subagent` (another agent run inside this one),
-`telemetry`, and `compat`: Qwen-Agent-style `_run`s, used only by agents that are not `fragment_native`.
+`control` (plugins and approval around the loop, with `input_checks` and `holding`: output held back until its
+checks pass) < `driver` < `handle` (`Run`/`ARun`: what the caller gets). Beside them: `events`, `plugin` (the
+hooks), `approval`, `subagent` (another agent run inside this one), `telemetry`, and `compat`: Qwen-Agent-style
+`_run`s, used only by agents that are not `fragment_native`.
 """

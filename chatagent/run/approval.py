@@ -110,6 +110,8 @@ def resolve(messages: list[Message]) -> tuple[list[Message], Resume | None]:
     assert decision.extra is not None  # is_approval(decision): its extra holds APPROVAL
     value: object = decision.extra[APPROVAL]
     ids = [call_id(m, k) for k, m in enumerate(tail)]
+    if len(set(ids)) < len(ids):  # one decision would stand for two calls
+        raise ValueError("two tool calls waiting for approval have the same id: each needs a decision of its own")
     if isinstance(value, bool):
         decisions = dict.fromkeys(ids, value)
     elif isinstance(value, dict):

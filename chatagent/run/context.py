@@ -14,6 +14,7 @@ from chatagent.utils.current_call import CALL_ID
 
 if TYPE_CHECKING:
     from chatagent.run.events import Callback
+    from chatagent.run.requests import ToolControl
 
 CURRENT: ContextVar[RunContext | None] = ContextVar("chatagent_run", default=None)
 
@@ -22,8 +23,9 @@ class RunContext:
     """Per-run state, readable while and after the run: token usage, the deadline, the callbacks,
     how often each tool was called, generate_cfg for this run only, the agent it belongs to, the conversation's
     session_id, the plugins, how often a plugin retried the run (`attempt`), the validated structured answer
-    (`output`, with `response_format`), the run this one is part of (`parent`, for a sub-agent's part), and for a
-    tool running now, its call's id (`call_id`) and a key for its side effects (`idempotency_key`)."""
+    (`output`, with `response_format`), the run this one is part of (`parent`, for a sub-agent's part), the
+    controls over its tool calls (`controls`: its own and its parents', see `chatagent.run.requests.ToolControl`),
+    and for a tool running now, its call's id (`call_id`) and a key for its side effects (`idempotency_key`)."""
 
     __slots__ = (
         "usage",
@@ -39,6 +41,7 @@ class RunContext:
         "output",
         "parent",
         "trace",
+        "controls",
         "turn_key",
         "call_keys",
     )
@@ -59,6 +62,7 @@ class RunContext:
         self.output: Any = None  # the validated answer, with response_format
         self.parent: RunContext | None = None
         self.trace: Any = None  # what chatagent.telemetry keeps for this run (its span and context)
+        self.controls: tuple[ToolControl, ...] = ()  # the controlled runs this one is part of, outermost first
         self.turn_key: str | None = None  # the stored turn's (a run with a session), else made when first asked
         self.call_keys: dict[str, str] = {}  # a stored turn's calls: function id -> their idempotency key
 
@@ -94,6 +98,7 @@ class RunContext:
         ctx.turn_key, ctx.call_keys = self.turn_key, self.call_keys
         ctx.session = self.session
         ctx.parent = self
+        ctx.controls = self.controls
         return ctx
 
 

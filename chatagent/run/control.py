@@ -3,10 +3,14 @@
 `controlled(agent, plugins, ...)` is the agent's stream of fragments and requests with the plugins' hooks called
 around it. It sits between the agent's loop and the driver, so one piece of code serves `run()` and `arun()`:
 
-- `before_run` rewrites the conversation; `check_input` checks start in threads, and until they pass the output
-  is held back (the model's pieces through a map on its call, so the model still starts at once) and no tool runs;
+- `before_run` rewrites the conversation; `check_input` checks start in threads (`input_checks`: on every message,
+  then on what the agent adds to each model call's input), and until they pass the output is held back (the
+  model's pieces through a map on its call, so the model still starts at once) and no tool runs;
+- output checks (`after_model`, `check_text`, `after_run`) hold the answer's text back until they pass
+  (`holding`): whole, or per sentence or paragraph where the plugins allow it;
 - model calls and tool batches pass through `before_model`/`after_model` and `before_tool`/`after_tool`; a batch
-  with a call that needs approval is not run: the run pauses, marking the call `extra['pending_approval']`;
+  with a call that needs approval is not run: the run pauses, marking the call `extra['pending_approval']`. A
+  batch a loop carries out itself (`_call_tool`) comes to `gate` from the driver: the same rules hold;
 - when the agent is done, `after_run` may rewrite the response (changes go out as fragments), retry it (the new
   answer replaces the rejected one) or block it; a block anywhere ends the run with the plugin's message.
 
@@ -17,21 +21,17 @@ An agent with neither plugins nor tools that need approval never comes here.
 
 from __future__ import annotations
 
-import contextvars
 import logging
-import threading
-import time
 from collections.abc import Generator, Sequence
-from concurrent.futures import Future
-from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from chatagent.errors import RunDeadlineExceeded
 from chatagent.run.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, paused_call, resolve
-from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON, Blocked, Hook, Plugins, Retry, failed, plugin_name
+from chatagent.run.holding import output_hold
+from chatagent.run.input_checks import InputChecks
+from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON, Blocked, Plugins, Retry, failed
 from chatagent.run.requests import AgentLoop, Blocking, LoopItem, ModelCall, ToolBatch, ToolWait, pass_on, step
 from chatagent.run.tool_call import run_tool
-from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, to_message
+from chatagent.schema import ASSISTANT, FUNCTION, USER, FunctionCall, Message, to_message
 from chatagent.schema.fragment import Fragment, fragment, shift, typed
 from chatagent.schema.stream import Collector, WholeLists
 from chatagent.tools.base import result_content
@@ -58,19 +58,25 @@ def controlled(
 
 
 class _ControlledRun:
-    __slots__ = ("agent", "plugins", "ctx", "shown", "checks", "held", "resume", "offset", "replace_at", "tripped")
+    __slots__ = (
+        "agent", "plugins", "ctx", "shown", "hold", "checks", "held", "resume", "offset", "replace_at", "tripped",
+        "stopped",
+    )  # fmt: skip
 
     def __init__(self, agent: Runnable, plugins: Plugins, ctx: RunContext) -> None:
         self.agent = agent
         self.plugins = plugins
         self.ctx = ctx
+        ctx.controls = (*ctx.controls, self)  # drivers hand it the tool calls that do not pass through it
         self.shown = Collector()  # the response as the caller has seen it
-        self.checks: list[tuple[Any, Future[None]]] = []  # input checks still to be settled
+        self.hold = output_hold(agent, plugins)  # the answer's text held back for the output checks, if any
+        self.checks = InputChecks(agent, plugins)  # the input checks still to be settled
         self.held: list[Fragment] = []  # output waiting for them
         self.resume: Resume | None = None  # the decisions, while the paused calls run
         self.offset = 0  # where the current attempt's response starts in the shown one
         self.replace_at = -1  # the shown message the attempt's first fragment replaces (a retried answer)
         self.tripped: Exception | None = None  # an input check's error raised in our map (it ends the run)
+        self.stopped: _Paused | Blocked | None = None  # a pause or block decided in `gate` (the loop cannot undo it)
 
     # ---- the run ---------------------------------------------------------------------------------------------
 
@@ -85,17 +91,21 @@ class _ControlledRun:
                 out = _message_list(plugins.call(p, "before_run", fn, agent, list(msgs)), p, "before_run")
                 if out is not None:
                     msgs = out
-            self._start_checks(msgs)
+            self.checks.start(msgs)
             if resume is not None:
                 msgs = msgs + (yield from self._resume(resume, msgs, lang, kwargs))
             conversation = msgs
-            self.offset = len(self.shown)
+            self.offset = self._made_len()
             while True:
                 gen = agent.loop(conversation, lang, kwargs)
                 yield from self._drive(gen)
                 gen = None
                 yield from self._settle()
-                response = self.shown.messages()
+                if self.hold is not None:
+                    out = self._show(self.hold.flush())
+                    if out:
+                        yield out
+                response = self._made()
                 try:
                     changed = self._after_run(response)
                 except Retry as r:
@@ -105,8 +115,8 @@ class _ControlledRun:
                     self.offset, self.replace_at = answer, answer if answer < len(response) else -1
                     self.ctx.attempt += 1
                     continue
-                if changed is not None:
-                    out = _rewrite(response, changed)
+                if changed is not None or self.hold is not None:  # held text goes out as the hooks leave it
+                    out = _rewrite(self.shown.messages(), response if changed is None else changed)
                     if out:
                         self.shown.add(out)
                         yield out
@@ -124,50 +134,76 @@ class _ControlledRun:
         """Pass `gen`'s fragments and requests on, with the hooks; its return value."""
         plugins = self.plugins
         after_model = plugins.each("after_model")
-        after_tool = plugins.each("after_tool")
+        after_tool = bool(plugins.each("after_tool"))
         value: Any = None
         error: BaseException | None = None
         while True:
             try:
                 item: LoopItem = step(gen, value, error)
             except StopIteration as stop:
+                if self.stopped is not None:
+                    raise self.stopped from None
                 return stop.value
+            if self.stopped is not None:  # the loop caught it (a broad `except`): the run stops all the same
+                raise self.stopped
             error = value = None
             if isinstance(item, list):
                 if item:
                     if self.checks or self.held:
                         yield from self._settle()
-                    out = self._place(item)
-                    self.shown.add(out)
-                    yield out
+                    out = self._show(self._place(item))
+                    if out:
+                        yield out
                 continue
             call = item if isinstance(item, ModelCall) else None
-            mapped = False
+            mapped = whole = False
             if call is not None:
-                if self.checks and all(f.done() for _, f in self.checks):
+                if self.checks and self.checks.done():
                     self._check_results()  # a check that tripped already: no need to ask the model
                 for p, fn in plugins.each("before_model"):
                     plugins.call(p, "before_model", fn, self.agent, call)
+                self.checks.start_unseen(call.messages)  # what the agent added: a document's excerpts, ...
                 mapped = self._map(call)
+                if not mapped and self.hold is not None and not call.hide:  # it holds the whole answer: the
+                    call.hide = whole = True  # reply streams to no one; what of it may show goes out once it is done
             elif isinstance(item, ToolBatch):
+                item.seen.append(self)
                 yield from self._settle()
                 self._before_tools(item)
+            elif isinstance(item, ToolWait):
+                item.seen.append(self)
             value, error = yield from pass_on(item)
             if error is not None and error is self.tripped:
                 raise error  # from our map: an input check tripped or failed
             if call is not None:
-                if not mapped and not call.hide:
+                if whole:
+                    out = self._show([fragment(m, call.start + i) for i, m in enumerate(value or ())])
+                    if out:
+                        yield out
+                elif not mapped and not call.hide:
                     self._record(call)
                 if error is None:
                     for p, fn in after_model[::-1]:
                         plugins.call(p, "after_model", fn, self.agent, call, value)
             elif isinstance(item, ToolWait) and error is None and after_tool:
-                for p, fn in after_tool[::-1]:
-                    content = plugins.call(p, "after_tool", fn, self.agent, value)
-                    if content is not None:
-                        value.content = result_content(content)
+                self.after_tool(value)
 
     # ---- placing and recording what is shown -----------------------------------------------------------------
+
+    def _show(self, fragments: list[Fragment]) -> list[Fragment]:
+        """What of `fragments` the caller may see now (the output checks hold the rest), recorded as shown."""
+        if self.hold is not None:
+            fragments = self.hold.take(fragments)
+        if fragments:
+            self.shown.add(fragments)
+        return fragments
+
+    def _made(self) -> list[Message]:
+        """The response as made (what `after_run` checks): with output checks, more than was shown."""
+        return (self.shown if self.hold is None else self.hold.made).messages()
+
+    def _made_len(self) -> int:
+        return len(self.shown if self.hold is None else self.hold.made)
 
     def _place(self, given: Sequence[Message]) -> list[Fragment]:
         """An attempt's fragments at their place in the whole response (in place: fragments are single-use)."""
@@ -186,13 +222,13 @@ class _ControlledRun:
         if call.hide:
             return False
         plain = call.view is None and not call.maps and not self.offset and self.replace_at < 0
-        if plain and not (self.checks and not all(f.done() for _, f in self.checks)):
+        if plain and (self.hold is None or self.hold.holds_all) and self.checks.done():
             return False
 
         def place_hold_record(given: list[Fragment]) -> list[Fragment]:
             fragments = self._place(given)
             if self.checks:
-                if not all(f.done() for _, f in self.checks):
+                if not self.checks.done():
                     self.held += fragments
                     return []
                 try:
@@ -202,8 +238,7 @@ class _ControlledRun:
                     raise
                 if self.held:
                     fragments, self.held = self.held + fragments, []
-            self.shown.add(fragments)
-            return fragments
+            return self._show(fragments)
 
         call.maps.append(place_hold_record)
         return True
@@ -216,54 +251,46 @@ class _ControlledRun:
 
     # ---- input checks ------------------------------------------------------------------------------------------
 
-    def _start_checks(self, msgs: list[Message]) -> None:
-        for p, fn in self.plugins.each("check_input"):
-            future: Future[None] = Future()
-            context = contextvars.copy_context()
-
-            def check(fn: Hook = fn, future: Future[None] = future, context: contextvars.Context = context) -> None:
-                try:
-                    future.set_result(context.run(fn, self.agent, list(msgs)))
-                except BaseException as e:
-                    future.set_exception(e)
-
-            threading.Thread(target=check, name="chatagent-input-check", daemon=True).start()
-            self.checks.append((p, future))
-
     def _settle(self) -> Generator[LoopItem, Any, None]:
         """Wait for the input checks (in a worker thread under `arun`), then show the output they held back."""
         if self.checks:
-            if not all(f.done() for _, f in self.checks):
-                yield Blocking(self._wait_checks)
+            if not self.checks.done():
+                yield Blocking(self.checks.wait, self.ctx.deadline)
             self._check_results()
         if self.held:
-            out, self.held = self.held, []
-            self.shown.add(out)
-            yield out
-
-    def _wait_checks(self) -> None:
-        deadline = self.ctx.deadline
-        timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        _, waiting = wait_futures([f for _, f in self.checks], timeout)
-        if waiting:
-            raise RunDeadlineExceeded("the run went past its deadline waiting for its input checks")
+            out, self.held = self._show(self.held), []
+            if out:
+                yield out
 
     def _check_results(self) -> None:
-        checks, self.checks = self.checks, []
-        for p, future in checks:
-            error = future.exception()
-            if error is None:
-                continue
-            if isinstance(error, Blocked):
-                error.plugin = error.plugin or plugin_name(p)
-                self.held = []
-                raise error
-            if isinstance(error, Exception):
-                failed(p, "check_input", error)
-            else:
-                raise error
+        try:
+            self.checks.results()
+        except Blocked:
+            self.held = []  # a check tripped: what it held back is never shown
+            raise
 
     # ---- tools -------------------------------------------------------------------------------------------------
+
+    def gate(self, batch: ToolBatch) -> None:
+        """`_before_tools` for a batch a driver carries out without it having passed through `_drive` (a loop that
+        runs its tools itself, `_call_tool`): waits for the input checks in place, as it cannot yield. A pause or
+        a block is raised into the loop, and again at its next step should the loop catch it."""
+        try:
+            if self.checks:
+                self.checks.wait(self.ctx.deadline)
+                self._check_results()
+            self._before_tools(batch)
+        except (_Paused, Blocked) as stop:
+            self.stopped = stop
+            raise
+
+    def after_tool(self, outcome: Any) -> None:
+        """The `after_tool` hooks on a call's outcome (its content replaced by what a hook returns)."""
+        plugins = self.plugins
+        for p, fn in plugins.each("after_tool", reverse=True):
+            content = plugins.call(p, "after_tool", fn, self.agent, outcome)
+            if content is not None:
+                outcome.content = result_content(content)
 
     def _before_tools(self, batch: ToolBatch) -> None:
         """Approval and `before_tool` for a batch about to start: pause for calls that need a person."""
@@ -303,9 +330,9 @@ class _ControlledRun:
                     run_tool(self.agent, fc.name, fc.arguments, call_id=cid, messages=msgs, lang=lang, **kwargs)
                 )
                 msg = Message.unchecked(FUNCTION, content, fc.name, None, None, {"function_id": cid})
-                out = [fragment(msg, len(self.shown))]
-                self.shown.add(out)
-                yield out
+                out = self._show([fragment(msg, self._made_len())])
+                if out:
+                    yield out
                 results.append(msg)
         finally:
             self.resume = None  # the decisions were for these calls only
@@ -316,10 +343,20 @@ class _ControlledRun:
     def _after_run(self, response: list[Message]) -> list[Message] | None:
         """The response as the `after_run` hooks leave it, or None if none changed it."""
         current = response
-        plugins = self.plugins
+        plugins, hold = self.plugins, self.hold
         for p, fn in plugins.each("after_run", reverse=True):
-            out = _message_list(plugins.call(p, "after_run", fn, self.agent, list(current)), p, "after_run")
+            try:
+                value = plugins.call(p, "after_run", fn, self.agent, list(current))
+            except Retry:
+                if hold is None or hold.releases is None:
+                    raise
+                failed(p, "after_run", ValueError(_SHOWN.format(what="asked to retry")))
+                continue
+            out = _message_list(value, p, "after_run")
             if out is None:
+                continue
+            if hold is not None and not hold.keeps_released(self.shown.messages(), out):
+                failed(p, "after_run", ValueError(_SHOWN.format(what="rewrote the answer")))
                 continue
             if len(out) < len(response):
                 failed(p, "after_run", ValueError(
@@ -330,12 +367,24 @@ class _ControlledRun:
         return None if current is response else current
 
     def _paused(self, waiting: list[dict[str, Any]]) -> list[Fragment]:
-        """The fragment that pauses the run: the waiting calls, on the last message shown (the call)."""
+        """The fragments that pause the run: the waiting calls, marked on the last message shown when they are the
+        calls it ends with, else shown as calls of their own (a loop that ran its tools without showing the calls),
+        so that the approval message that follows resumes them."""
         response = self.shown.messages()
-        last = len(response) - 1
-        # on the call, or on its own when the agent ran tools without showing the call
-        at = last if last >= 0 and response[last].function_call is not None else last + 1
-        out = [Fragment.unchecked(ASSISTANT, "", None, None, None, {PENDING_APPROVAL: waiting}, at)]
+        shown = _trailing_call_ids(response)
+        missing = [] if shown is None else [w for w in waiting if w["id"] not in shown]
+        at = len(response)
+        out = [
+            Fragment.unchecked(
+                ASSISTANT, "", None, FunctionCall(w["name"], w["arguments"]), None, {"function_id": w["id"]}, at + n
+            )  # fmt: skip
+            for n, w in enumerate(missing)
+        ]
+        if out:
+            assert out[-1].extra is not None
+            out[-1].extra[PENDING_APPROVAL] = waiting
+        else:
+            out = [Fragment.unchecked(ASSISTANT, "", None, None, None, {PENDING_APPROVAL: waiting}, max(at - 1, 0))]
         self.shown.add(out)
         return out
 
@@ -344,12 +393,34 @@ class _ControlledRun:
         logger.info("run blocked by %s: %s", b.plugin, b.reason or "(no reason given)")
         response = self.shown.messages()
         at = _answer_index(response, self.offset)
+        if self.hold is not None and at < len(response) and (response[at].text or response[at].reasoning_content):
+            at = len(response)  # text that passed its checks went out: the message comes after it
         extra: dict[str, Any] = {BLOCKED_BY: b.plugin}
         if b.reason:
             extra[BLOCKED_REASON] = b.reason
         out = [Fragment.unchecked(ASSISTANT, b.message, None, None, None, extra, at, at < len(response))]
         self.shown.add(out)
         return out
+
+
+_SHOWN = (
+    "it {what}, but text went out already: its plugins let text out per sentence or paragraph (releases=), and "
+    "what went out cannot be taken back"
+)
+
+
+def _trailing_call_ids(response: list[Message]) -> set[str] | None:
+    """The ids of the calls `response` ends with (None if one of them has no id: they are taken as the waiting
+    calls, as before ids were checked)."""
+    ids: set[str] = set()
+    for m in reversed(response):
+        if m.role != ASSISTANT or m.function_call is None:
+            break
+        fid = (m.extra or {}).get("function_id")
+        if fid is None:
+            return None
+        ids.add(fid)
+    return ids
 
 
 def _answer_index(response: list[Message], start: int) -> int:

@@ -17,7 +17,18 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from chatagent.llm.base import Usage
 from chatagent.run.events import LLM_END, LLM_START, RUN_END, RUN_START, Event, deliver, handlers
 from chatagent.run.handle import close_stream
-from chatagent.run.requests import AgentLoop, Asking, Blocking, Fragments, ModelCall, Request, ToolBatch, ToolWait, step
+from chatagent.run.requests import (
+    AgentLoop,
+    Asking,
+    Blocking,
+    Fragments,
+    ModelCall,
+    Request,
+    ToolBatch,
+    ToolControl,
+    ToolWait,
+    step,
+)
 from chatagent.schema.fragment import typed
 from chatagent.schema.stream import Collector
 
@@ -162,7 +173,11 @@ def carry_out(request: Any) -> Any:
     kind: type[object] = type(cast(object, request))
     if kind is ToolWait:
         value = request.handle(request.index)
+        for control in unseen_controls(request):
+            control.after_tool(value)
     elif kind is ToolBatch:
+        for control in unseen_controls(request):
+            control.gate(request)
         value = _start_tools(request)
     elif kind is Blocking:
         value = request.fn(*request.args)
@@ -190,6 +205,18 @@ def _model(call: ModelCall) -> Generator[Fragments, None, list[Message]]:
         stream.close()
         reply = s.finish()
     return reply
+
+
+def unseen_controls(request: ToolBatch | ToolWait) -> list[ToolControl]:
+    """The controls of `request`'s run that it did not pass through, innermost first, now marked as seen: a driver
+    hands it to them (`gate` a batch, `after_tool` a call's outcome), so that approval, hooks and input checks hold
+    wherever a tool runs (see `chatagent.run.requests.ToolControl`)."""
+    ctx = request.context
+    if ctx is None or not ctx.controls:
+        return []
+    unseen = [c for c in reversed(ctx.controls) if c not in request.seen]
+    request.seen += unseen
+    return unseen
 
 
 def _start_tools(batch: ToolBatch) -> Callable[[int], Any]:
@@ -276,7 +303,11 @@ async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
                         value = s.finish()
                 elif type(item) is ToolWait:
                     value = await item.handle[item.index]
+                    for control in unseen_controls(item):
+                        control.after_tool(value)
                 elif type(item) is ToolBatch:
+                    for control in unseen_controls(item):
+                        control.gate(item)
                     value = _astart_tools(item)
                     tasks.extend(value)
                 elif type(item) is Blocking:
@@ -335,4 +366,13 @@ def observed(gen: AgentLoop, ctx: RunContext) -> AgentLoop:
             deliver(found, end)
 
 
-__all__ = ["ModelStream", "adrive", "ask", "carry_out", "drain", "drive", "observed"]
+__all__ = [
+    "ModelStream",
+    "adrive",
+    "ask",
+    "carry_out",
+    "drain",
+    "drive",
+    "observed",
+    "unseen_controls",
+]

@@ -9,15 +9,26 @@
 A plugin overrides the hooks it needs (the others cost nothing):
 
     before_run(agent, messages) -> messages | None      the conversation the agent will answer (may rewrite it)
-    check_input(agent, messages) -> None                 a check that runs in a thread beside the answer: nothing
-                                                         is shown and no tool runs until it returns
+    check_input(agent, messages) -> None                 a check of what the client supplied (every message, then
+                                                         what the agent adds to the model's input in user and
+                                                         system messages), in a thread beside the answer (or
+                                                         before the model is called, `concurrent = False`):
+                                                         nothing is shown and no tool runs until it returns
     before_model(agent, call) -> None                    before each model call: `call.messages`, `call.functions`
                                                          and `call.cfg` may be changed
     after_model(agent, call, reply) -> None              after each model call (observe, or raise Blocked)
     before_tool(agent, call) -> content | None           before a tool runs: `call.tool`, `call.args` (may be
                                                          changed); a return value is the result, the tool not run
     after_tool(agent, outcome) -> content | None         after a tool ran: a return value replaces its result
+    check_text(agent, text) -> text | None               a sentence or paragraph of the answer (or reasoning)
+                                                         before it is shown: may rewrite it, or raise Blocked
     after_run(agent, response) -> response | None        the final response (may rewrite it, or raise Retry)
+
+`after_model`, `after_run` and `check_text` are output checks: while a run has any, the text and reasoning of its
+answer are held back until they pass (`chatagent.run.holding`), so that no caller sees text a check blocks or
+rewrites. `releases` says how much a plugin's checks let out before the run's end: None (the default: nothing, the
+text goes out once `after_run` passed), or 'sentence' / 'paragraph' (each one once `check_text` passed it; the
+plugin's `after_run`, if any, must then leave shown text as it is and not retry).
 
 `before_*` hooks run in the order of `plugins`, `after_*` hooks in reverse order (the first plugin wraps the
 others). Any hook may raise `Blocked(message)`: the run stops there, and its last yield carries `message` as the
@@ -45,7 +56,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("chatagent.plugins")
 
-HOOKS = ("before_run", "check_input", "before_model", "after_model", "before_tool", "after_tool", "after_run")
+HOOKS = (
+    "before_run", "check_input", "before_model", "after_model", "before_tool", "after_tool", "check_text", "after_run",
+)  # fmt: skip
+#: the hooks that see text once it is made: a run that has them holds its text back until they pass
+OUTPUT_HOOKS = ("after_model", "check_text", "after_run")
 BLOCKED_BY = "blocked_by"
 BLOCKED_REASON = "blocked_reason"
 
@@ -87,6 +102,10 @@ class Plugin:
 
     name: str = ""
     on_error: str = "raise"
+    #: how much text its output checks let out before the run's end: None, 'sentence' or 'paragraph'
+    releases: str | None = None
+    #: whether its `check_input` runs in a thread beside the answer (else in place, before the model is called)
+    concurrent: bool = True
 
     def __init__(self, *, name: str | None = None, on_error: str | None = None) -> None:
         if name is not None:
@@ -103,19 +122,25 @@ class Plugin:
         """The conversation the agent will answer (a new list), or None to leave it as it is."""
 
     def check_input(self, agent: Runnable, messages: list[Message]) -> None:
-        """Check the conversation in a thread beside the answer; raise Blocked to stop the run."""
+        """Check what the client supplied (see the module docstring), beside the answer; raise Blocked to stop the
+        run."""
 
     def before_model(self, agent: Runnable, call: ModelCall) -> None:
         """Before a model call: `call.messages`, `call.functions`, `call.cfg` may be replaced or changed."""
 
     def after_model(self, agent: Runnable, call: ModelCall, reply: list[Message]) -> None:
-        """After a model call, with its complete reply (already shown): observe it, or raise Blocked."""
+        """After a model call, with its complete reply (its text not shown yet: see `releases`): observe it, or
+        raise Blocked."""
 
     def before_tool(self, agent: Runnable, call: PreparedCall) -> Any:
         """Before a tool runs (`call.tool`, `call.args`, `call.outcome.call_id`); return a result to skip the tool."""
 
     def after_tool(self, agent: Runnable, outcome: ToolOutcome) -> Any:
         """After a tool ran: return new content for its result, or None to keep `outcome.content`."""
+
+    def check_text(self, agent: Runnable, text: str) -> str | None:
+        """A piece of the answer's text or reasoning (a sentence or a paragraph, as `releases` says) before it is
+        shown: the text to show instead, or None to show it as it is; raise Blocked to stop the run."""
 
     def after_run(self, agent: Runnable, response: list[Message]) -> list[Message] | None:
         """The final response (a new list, at least as long), or None to keep it; may raise Retry or Blocked."""
@@ -185,4 +210,6 @@ def switch_off(plugin: object, *hooks: str) -> None:
         setattr(plugin, hook, None)
 
 
-__all__ = ["BLOCKED_BY", "BLOCKED_REASON", "Blocked", "HOOKS", "Plugin", "PluginError", "Plugins", "Retry"]
+__all__ = [
+    "BLOCKED_BY", "BLOCKED_REASON", "Blocked", "HOOKS", "OUTPUT_HOOKS", "Plugin", "PluginError", "Plugins", "Retry",
+]  # fmt: skip

@@ -15,7 +15,7 @@ Each request is carried out once, by the innermost driver that sees it.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel
@@ -105,28 +105,52 @@ class ToolBatch(Request):
     """Run prepared tool calls (`chatagent.tools.calling.PreparedCall`), up to `max_parallel` at once.
 
     The driver starts them and sends back a handle; `ToolWait(handle, i)` then waits for call i and sends
-    back its ToolOutcome, so results can be shown in call order as they come.
+    back its ToolOutcome, so results can be shown in call order as they come. `context` is the run that asks
+    (its `controls` decide approval and run the tool hooks, see `ToolControl`); `seen` the controls that already
+    have.
     """
 
-    __slots__ = ("calls", "max_parallel", "cache", "deadline", "done", "result")
+    __slots__ = ("calls", "max_parallel", "cache", "deadline", "context", "seen", "done", "result")
 
-    def __init__(self, calls: list[Any], max_parallel: int, cache: Any, deadline: float | None) -> None:
+    def __init__(
+        self, calls: list[Any], max_parallel: int, cache: Any, deadline: float | None, context: Any = None
+    ) -> None:
         self.calls = calls
         self.max_parallel = max_parallel
         self.cache = cache
         self.deadline = deadline
+        self.context = context
+        self.seen: list[ToolControl] = []
         self.done, self.result = False, None
 
 
 class ToolWait(Request):
-    """Wait for call `index` of a started ToolBatch (`handle` is what the driver sent back for it)."""
+    """Wait for call `index` of a started ToolBatch (`handle` is what the driver sent back for it); `context` and
+    `seen` as for the batch."""
 
-    __slots__ = ("handle", "index", "done", "result")
+    __slots__ = ("handle", "index", "context", "seen", "done", "result")
 
-    def __init__(self, handle: Any, index: int) -> None:
+    def __init__(self, handle: Any, index: int, context: Any = None) -> None:
         self.handle = handle
         self.index = index
+        self.context = context
+        self.seen: list[ToolControl] = []
         self.done, self.result = False, None
+
+
+class ToolControl(Protocol):
+    """What controls a run's tool calls (`chatagent.run.control`): approval, `before_tool` and `after_tool`, and the
+    hold of its input checks. A control sees the requests that pass through it; a driver hands it those that did
+    not (a loop that carries its tools out itself: `_call_tool`, a Qwen-style loop), so the controls hold wherever a
+    tool runs."""
+
+    def gate(self, batch: ToolBatch) -> None:
+        """Before `batch` starts: wait for the input checks, decide approval, run `before_tool` (may raise)."""
+        ...
+
+    def after_tool(self, outcome: Any) -> None:
+        """After a call ran: the `after_tool` hooks (may change `outcome.content`)."""
+        ...
 
 
 class Blocking(Request):
@@ -160,6 +184,7 @@ __all__ = [
     "ModelCall",
     "Request",
     "ToolBatch",
+    "ToolControl",
     "ToolWait",
     "View",
 ]

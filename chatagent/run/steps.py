@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast, overload
 
+from chatagent.llm.prepare import as_data
 from chatagent.run import compat
 from chatagent.run.context import current_run
 from chatagent.run.driver import ask, drain
@@ -94,7 +95,8 @@ class RunSteps:
         """Ask the model; use as `reply = yield from self._call_llm(...)`.
 
         The reply streams out as fragments placed from `start` (through `view`, see `ModelCall`; none with
-        `hide=True`), and the complete reply (a list of Messages) is the return value.
+        `hide=True`), and the complete reply (a list of Messages) is the return value. Tool results reach the
+        model marked as untrusted data (`chatagent.llm.prepare.as_data`).
 
         Qwen-Agent style works too (in an agent that is not `fragment_native`): `for rsp in self._call_llm(...)`
         yields the reply so far as whole lists (an empty one first), and `stream=False` returns the whole reply.
@@ -102,6 +104,8 @@ class RunSteps:
         ctx = current_run()
         ctx.check_deadline()
         cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
+        # tool results reach the model marked as untrusted data (a Qwen-style loop's dicts stay dicts: chat takes them)
+        messages = cast("list[Message]", [as_data(m) for m in messages])
         if not stream:
             return self.llm.chat(
                 messages, functions, stream=False, extra_generate_cfg=cfg, usage=ctx.usage, deadline=ctx.deadline
@@ -120,12 +124,12 @@ class RunSteps:
         """Run prepared tool calls (see `chatagent.tools.calling.prepare_call`), concurrently when there are
         several; use as `handle = yield from ...`, then `outcome = yield from self._tool_result(handle, i)`."""
         ctx = current_run()
-        return (yield from ask(ToolBatch(calls, max_parallel, self.tool_cache, ctx.deadline)))
+        return (yield from ask(ToolBatch(calls, max_parallel, self.tool_cache, ctx.deadline, ctx)))
 
     @staticmethod
     def _tool_result(handle: Any, index: int) -> Asking[Any]:
         """The ToolOutcome of call `index` of a batch started with `_run_tools` (waits until it is done)."""
-        return (yield from ask(ToolWait(handle, index)))
+        return (yield from ask(ToolWait(handle, index, current_run())))
 
     def _run_tool(
         self, tool_name: str, tool_args: str | dict[str, Any] | None = "{}", **kwargs: Any

@@ -30,8 +30,8 @@ def run_tool(
         agent.function_map, tool_name, tool_args, call_id=call_id, counts=ctx.tool_calls, cache=cache, kwargs=kwargs
     )
     if isinstance(call, PreparedCall):
-        handle = yield from ask(ToolBatch([call], 1, cache, ctx.deadline))
-        outcome = yield from ask(ToolWait(handle, 0))
+        handle = yield from ask(ToolBatch([call], 1, cache, ctx.deadline, ctx))
+        outcome = yield from ask(ToolWait(handle, 0, ctx))
     else:
         outcome = call
     if ctx.callbacks:

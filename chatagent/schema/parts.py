@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -136,6 +137,15 @@ class FunctionCall(DictLike):
 
     def model_dump(self) -> dict[str, str]:
         return {"name": self.name, "arguments": self.arguments}
+
+
+def unique_call_id(given: str | None, taken: set[str]) -> str:
+    """The id of a call among the calls of one reply: `given`, or a new one when it is missing or another call of
+    the reply has it already (a decision or a result is matched to its call by id: two calls must not share one).
+    Adds it to `taken`."""
+    cid = given if given and given not in taken else f"call_{uuid.uuid4().hex[:24]}"
+    taken.add(cid)
+    return cid
 
 
 def content_text(content: str | list[ContentItem] | None) -> str:

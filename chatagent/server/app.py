@@ -394,20 +394,17 @@ def _reported(e: Exception) -> RequestError:
 
 async def _whole(run: Any, model: str, send: Send, watch: _Watch, reply: Reply) -> None:
     answer = Answer()
-    text: list[str] = []
-    reasoning: list[str] = []
     try:
         async for fragments in run:
-            t, r = answer.add(fragments)
-            text.append(t)
-            reasoning.append(r)
+            answer.add(fragments)
     except Exception as e:
         watch.finished = True
         await send_error(send, _reported(e))
         return
     watch.finished = True
     reply.finish(answer)
-    payload = completion(model, "".join(text), "".join(reasoning), answer, usage_of(run))
+    text, reasoning = answer.final()  # only the final answer: a replaced message's earlier text is gone
+    payload = completion(model, text, reasoning, answer, usage_of(run))
     await send_json(send, 200, payload, extra_headers=reply.headers())
 
 

@@ -236,15 +236,20 @@ def error_for(e: BaseException) -> RequestError:
 class Answer:
     """Turns the agent's fragments into the OpenAI view: text deltas (separate messages' texts joined by a blank
     line) and reasoning deltas; tool calls and results stay server-side. Remembers the public extras of each
-    assistant message, for `finish_reason` and `extras`, and the tool calls, for a reply that pauses on them."""
+    assistant message, for `finish_reason` and `extras`, the tool calls, for a reply that pauses on them, and each
+    message's text, so that a fragment that replaces a message (`Fragment.replace`) replaces it in the whole answer
+    (`final`). A stream cannot take back what it sent: the replacement follows it there (the run holds back what an
+    output check may block or rewrite, see `chatagent.run.holding`, so no replaced text of those reaches a client)."""
 
-    __slots__ = ("text_indexes", "last", "extra", "calls")
+    __slots__ = ("text_indexes", "last", "extra", "calls", "texts", "reasonings")
 
     def __init__(self) -> None:
         self.text_indexes: set[int] = set()  # the messages whose text has started
         self.last = -1  # the index of the last assistant message
         self.extra: dict[str, Any] = {}  # its public extras
         self.calls: dict[int, list[Any]] = {}  # message index -> [call id, tool name, arguments]
+        self.texts: dict[int, list[str]] = {}  # each message's text and reasoning, for `final`
+        self.reasonings: dict[int, list[str]] = {}
 
     def add(self, fragments: list[Fragment]) -> tuple[str, str]:
         """The (text, reasoning) these fragments add to the answer."""
@@ -255,6 +260,15 @@ class Answer:
             i = f.index
             if i > self.last:
                 self.last, self.extra = i, {}
+            if f.replace:  # the message starts over (its text so far stays sent on a stream)
+                self.texts.pop(i, None)
+                self.reasonings.pop(i, None)
+                self.calls.pop(i, None)
+                if i == self.last:
+                    self.extra = {}
+                if i in self.text_indexes:
+                    self.text_indexes.discard(i)
+                    text += "\n\n"
             extra = f.extra
             if extra and i == self.last:
                 for key in PUBLIC_EXTRAS:
@@ -268,10 +282,12 @@ class Answer:
                     call[0] = extra["function_id"]
             if f.reasoning_content:
                 reasoning += f.reasoning_content
+                self.reasonings.setdefault(i, []).append(f.reasoning_content)
             piece = f.text
             if piece:
+                self.texts.setdefault(i, []).append(piece)
                 if i not in self.text_indexes:
-                    if self.text_indexes:
+                    if self.text_indexes and not text.endswith("\n\n"):
                         piece = "\n\n" + piece
                     self.text_indexes.add(i)
                 text += piece
@@ -286,6 +302,11 @@ class Answer:
             calls.append(tuple(self.calls[i]))
             i -= 1
         return calls[::-1]
+
+    def final(self) -> tuple[str, str]:
+        """The whole answer's (text, reasoning) as the fragments left it: each message's, joined by a blank line."""
+        text = "\n\n".join(t for _, pieces in sorted(self.texts.items()) if (t := "".join(pieces)))
+        return text, "".join("".join(pieces) for _, pieces in sorted(self.reasonings.items()))
 
     def finish_reason(self) -> str:
         return "length" if self.extra.get("stop_reason") == "length" else "stop"

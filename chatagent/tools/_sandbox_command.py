@@ -21,7 +21,7 @@ from chatagent.tools._sandbox_limits import Limits
 from chatagent.tools._sandbox_uids import processes_of_uid
 
 SANDBOX_DIR = "/sandbox"  # the work directory's path inside bubblewrap
-SHM_MB = 16  # /dev/shm inside bubblewrap (POSIX semaphores for multiprocessing)
+SHM_MB = 16  # /dev/shm inside bubblewrap (POSIX semaphores for multiprocessing), at most; part of max_disk_mb
 _KERNEL = Path(__file__).with_name("_sandbox_kernel.py")
 _REAPER = str(Path(__file__).with_name("_reaper.py"))
 
@@ -98,6 +98,16 @@ def kernel_argv(python: str, config: dict[str, Any], bwrap: bool, root: bool, ma
     return argv
 
 
+def shm_and_work_mb(max_disk_mb: int | None) -> tuple[int, int | None]:
+    """The sizes (MB) of the sandbox's /dev/shm and work directory: both are memory (tmpfs), so together they hold
+    at most `max_disk_mb` (/dev/shm an eighth of it, at most SHM_MB); without a quota, the work directory is
+    unbounded and /dev/shm SHM_MB."""
+    if not max_disk_mb:
+        return SHM_MB, None
+    shm = min(SHM_MB, max(1, max_disk_mb // 8))
+    return shm, max(1, max_disk_mb - shm)
+
+
 def _bwrap_argv(root: bool, max_disk_mb: int | None) -> list[str]:
     argv = [bwrap_path() or "bwrap", "--die-with-parent", "--new-session"]
     argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
@@ -112,9 +122,10 @@ def _bwrap_argv(root: bool, max_disk_mb: int | None) -> list[str]:
             argv += ["--symlink", os.readlink(p), p]
         else:
             argv += ["--ro-bind", p, p]
-    argv += ["--dev", "/dev", "--perms", "01777", "--size", str(SHM_MB << 20), "--tmpfs", "/dev/shm"]
+    shm, work = shm_and_work_mb(max_disk_mb)
+    argv += ["--dev", "/dev", "--perms", "01777", "--size", str(shm << 20), "--tmpfs", "/dev/shm"]
     argv += ["--remount-ro", "/dev", "--proc", "/proc"]
-    if max_disk_mb:
-        argv += ["--size", str(max_disk_mb << 20)]
+    if work:
+        argv += ["--size", str(work << 20)]
     argv += ["--perms", "0700", "--tmpfs", SANDBOX_DIR, "--chdir", SANDBOX_DIR, "--remount-ro", "/", "--"]
     return argv

@@ -33,7 +33,7 @@ class Limits:
     cpu_seconds: int | None = 600  # all the session's processes together, from each (re)start
     max_processes: int | None = 64
     max_file_mb: int | None = 256  # one file
-    max_disk_mb: int | None = 512  # the work directory (bubblewrap: the size of its tmpfs)
+    max_disk_mb: int | None = 512  # the work directory and /dev/shm together (bubblewrap: the sizes of their tmpfs)
     max_output_chars: int = 20_000
     keep_processes: bool = False  # let processes a call started run on after it (they end with the session)
     startup_timeout: float = 30.0

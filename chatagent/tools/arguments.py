@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from chatagent.tools.validation import JSONArray, JSONObject, is_json_array, is_json_object, validate_arguments
+from chatagent.tools.validation import (
+    JSONArray,
+    JSONObject,
+    check_finite,
+    is_json_array,
+    is_json_object,
+    validate_arguments,
+)
 from chatagent.utils.jsonlenient import (
     MAX_JSON5_CHARS,
     MAX_REPAIR_CHARS,
@@ -68,6 +75,7 @@ __all__ = [
     "parse_arguments",
     "parse_json",
     "repair_json",
+    "check_finite",
     "validate_arguments",
     "unknown_tool_message",
 ]

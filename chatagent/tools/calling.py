@@ -2,8 +2,8 @@
 as a message the model can read.
 
 A call goes through two steps. `prepare_call` runs in the run's own thread and decides everything that
-needs no tool: unknown name, bad arguments, `max_calls`, a cached result. `execute` runs the tool
-(possibly in a worker thread) under its `timeout`. `run_batch` executes several calls concurrently
+needs no tool: unknown name, bad arguments, `max_calls`. `execute` runs the tool (possibly in a worker thread)
+under its `timeout`, or takes its cached result: after the run's controls (approval, `before_tool`) have passed it. `run_batch` executes several calls concurrently
 in a bounded set of daemon threads and returns their outcomes in call order.
 
 A tool that runs past its timeout is abandoned: the model is told it timed out and the run goes on,
@@ -75,7 +75,10 @@ class PreparedCall:
 
 
 class ToolCache:
-    """Results of `cache=True` tools by (name, canonical arguments); thread-safe, least recently used out.
+    """Results of `cache=True` tools by (conversation, name, canonical arguments); thread-safe, least recently used
+    out. A result is read when its call runs, so after the call's approval: a cached result never skips the question
+    to a person, and one conversation (one principal's, see `call_key`) never reads another's results; runs without a
+    `session_id` share theirs.
 
     `claim` and `release` let concurrent calls with the same key run the tool once (see `execute`).
     """
@@ -126,12 +129,14 @@ class ToolCache:
 _MISSING = object()
 
 
-def call_key(name: str, args: JSONObject) -> str | None:
-    """A canonical key for (name, arguments): sorted-key JSON; None if the arguments are not JSON data."""
+def call_key(name: str, args: JSONObject, scope: str | None = None) -> str | None:
+    """A canonical key for (name, arguments) within `scope` (the conversation: a run's `session_id`, which a
+    stored session makes from its store, user and id): sorted-key JSON; None if the arguments are not JSON data."""
     try:
-        return name + "\x00" + orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
+        key = name + "\x00" + orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
     except TypeError:
         return None
+    return key if scope is None else f"{scope}\x00{key}"
 
 
 def prepare_call(
@@ -172,15 +177,11 @@ def prepare_call(
             )
         counts[name] = used + 1
     outcome.return_direct = bool(tool.return_direct)
+    kwargs = kwargs or {}
     key = None
-    if tool.cache and cache is not None:
-        key = call_key(name, args)
-        if key is not None:
-            hit = cache.get(key)
-            if hit is not _MISSING:
-                outcome.content, outcome.cached = hit, True
-                return outcome
-    return PreparedCall(tool, args, outcome, key, kwargs or {})
+    if tool.cache and cache is not None:  # looked up when the call runs: after approval and the before_tool hooks
+        key = call_key(name, args, kwargs.get("session_id"))
+    return PreparedCall(tool, args, outcome, key, kwargs)
 
 
 def _bad_arguments(name: str, problem: str) -> str:

@@ -48,6 +48,8 @@ _FENCE = re.compile(r"^\s*```[\w+-]*[ \t]*\n(.*?)\n?```\s*$", re.S)
 class CodeInterpreter(BaseTool):
     """Python in a sandboxed, persistent process per conversation."""
 
+    runs_code = True
+
     description = (
         "Run Python code in a sandboxed Jupyter-like session and get back what it prints, the value of the last "
         "expression, and matplotlib figures as images. Variables, imports and files persist between calls in the "

@@ -33,6 +33,7 @@ from chatagent.tools.arguments import (
     JSONArray,
     JSONObject,
     ToolArgumentError,
+    check_finite,
     is_json_array,
     is_json_object,
     parse_arguments,
@@ -68,6 +69,9 @@ class BaseTool:
     max_calls: int | None = None
     return_direct: bool = False
     requires_approval: bool | Callable[[JSONObject], bool] = False
+    #: Whether it runs code the model wrote: `chatagent gui` and `serve` then ask for approval of each call unless
+    #: `requires_approval` was set (a model that reads other people's text can be told what to run).
+    runs_code: bool = False
 
     def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         self.cfg: dict[str, Any] = dict(cfg or {})
@@ -156,6 +160,7 @@ class BaseTool:
     def validate(self, args: JSONObject) -> JSONObject:
         """Parsed arguments checked against `parameters`, with safe coercions and defaults applied."""
         if is_pydantic_model(self.parameters):
+            check_finite(args)
             return validate_with_pydantic(self.parameters, args).model_dump()
         return validate_arguments(args, self.parameters_schema)
 

@@ -5,7 +5,9 @@
 Covers the JSON-Schema subset tools use (type, properties, required, enum, const, items, additionalProperties,
 anyOf/oneOf/allOf, $ref to $defs, min/max, lengths, pattern, default) and coerces where it is safe ("3" -> 3 for
 an integer, "true" -> True, 5 -> "5" for a string, a JSON string for an array or object).
-Every failure raises ToolArgumentError naming the fields that are wrong and what was expected.
+Every failure raises ToolArgumentError naming the fields that are wrong and what was expected. A number that is not
+finite (NaN, Infinity: lenient JSON reads them) is refused wherever it is, whatever the schema says: a rule such as
+`args['amount'] > 100` is false for NaN, so an approval predicate would let it through.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def validate_arguments(args: object, schema: JSONObject | None) -> JSONObject:
     """
     if not is_json_object(args):
         raise ToolArgumentError(f"arguments must be a JSON object, got {json_kind(args)}")
+    check_finite(args)
     if not schema:
         return dict(args)
     errors: list[str] = []
@@ -69,6 +72,19 @@ def validate_arguments(args: object, schema: JSONObject | None) -> JSONObject:
         more = f" (and {len(errors) - _MAX_ERRORS} more)" if len(errors) > _MAX_ERRORS else ""
         raise ToolArgumentError("; ".join(shown) + more)
     return value
+
+
+def check_finite(value: object, path: str = "") -> None:
+    """Raise ToolArgumentError when `value` (a JSON value) holds a number that is not finite (NaN, Infinity)."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ToolArgumentError(f"{_name(path)} must be a finite number, got {value}")
+    elif is_json_object(value):
+        for k, v in value.items():
+            check_finite(v, _join(path, k))
+    elif is_json_array(value):
+        for i, v in enumerate(value):
+            check_finite(v, f"{path}[{i}]")
 
 
 class _Invalid(Exception):

@@ -11,6 +11,7 @@ import pytest
 from chatagent import FnCallAgent, Message, Reply, ScriptedLLM, merge_delta, tool, tool_call
 from chatagent.agent import Agent
 from chatagent.llm.base import Usage
+from chatagent.llm.prepare import untrusted
 from chatagent.run.events import Callbacks, Event
 from chatagent.utils.tokens import count_tokens
 
@@ -48,7 +49,7 @@ def test_single_call_then_answer():
     assert llm.calls[0].functions[0]["name"] == "get_weather"
     second = llm.calls[1].messages
     assert [m.role for m in second] == ["user", "assistant", "function"]
-    assert second[-1].content == "Paris: 21 celsius"
+    assert second[-1].content == untrusted("Paris: 21 celsius", "tool get_weather")  # marked as data for the model
     llm.assert_complete()
     assert USER == [{"role": "user", "content": "What is the weather in Paris?"}]  # input untouched
 
@@ -351,7 +352,7 @@ def test_one_agent_many_threads():
         last = messages[-1]
         if last.role == "user":
             return tool_call("echo", {"text": last.text})
-        return f"final: {last.text}"
+        return f"final: {last.text.splitlines()[1]}"  # the result, inside its untrusted-data markers
 
     @tool(cache=True)
     def echo(text: str) -> str:

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from chatagent import FnCallAgent, tool
+from chatagent.llm.prepare import untrusted
 from tests.support.openai_server import Reply
 
 USER = [{"role": "user", "content": "Weather in Paris and Rome?"}]
@@ -53,7 +54,9 @@ def test_native_tool_loop_over_http(openai_server):
     second = openai_server.chat_requests[1].json
     assert second["tools"][0]["function"]["name"] == "get_weather"
     tool_msgs = [m for m in second["messages"] if m["role"] == "tool"]
-    assert [m["content"] for m in tool_msgs] == ["Paris: sunny", "Rome: sunny"]
+    assert [m["content"] for m in tool_msgs] == [
+        untrusted(f"{c}: sunny", "tool get_weather") for c in ("Paris", "Rome")
+    ]
     ids = [c["id"] for c in second["messages"][1]["tool_calls"]]
     assert [m["tool_call_id"] for m in tool_msgs] == ids
     assert run.usage.calls == 2

@@ -6,6 +6,7 @@ import pytest
 from pydantic import BaseModel, field_validator
 
 from chatagent import BasicAgent, FnCallAgent, ScriptedLLM, StructuredOutputError, tool, tool_call
+from chatagent.llm.prepare import untrusted
 
 USER = [{"role": "user", "content": "Tell me about Paris."}]
 
@@ -66,7 +67,7 @@ def test_agent_level_response_format_with_tools():
     llm = ScriptedLLM([tool_call("population", {"city": "Paris"}), '{"name": "Paris", "population": 2100000}'])
     bot = FnCallAgent(llm=llm, function_list=[population], response_format=City)
     assert bot.run_nonstream(USER) == City(name="Paris", population=2100000)
-    assert llm.calls[1].messages[-1].content == "2100000"
+    assert llm.calls[1].messages[-1].content == untrusted("2100000", "tool population")
 
 
 def test_json_schema_dict_and_server_json_mode():

@@ -13,6 +13,7 @@ from chatagent import BasicAgent, Message, Reply, ScriptedLLM, merge_delta
 from chatagent.agents.group_chat import GroupChat, agents_from_config, find_mention, parse_host_answer
 from chatagent.agents.user import PENDING_USER_INPUT, UserAgent, is_pending_input, pending_input
 from chatagent.errors import RunDeadlineExceeded
+from chatagent.llm.prepare import untrusted
 
 ASK = [{"role": "user", "content": "Tabs or spaces?"}]
 
@@ -408,7 +409,7 @@ def test_a_tool_using_participant_keeps_its_calls_to_itself():
     assert [m.content for m in bob.llm.calls[0].messages[1:]] == ["Tabs or spaces?", "Alice: Tabs are whitespace."]
     alice_view = alice.llm.calls[2].messages[1:]
     assert [m.role for m in alice_view] == ["user", "assistant", "function", "assistant", "user"]
-    assert alice_view[2].content == "tab: a whitespace character"
+    assert alice_view[2].content == untrusted("tab: a whitespace character", "tool lookup")
 
 
 def test_config_with_tools_builds_a_tool_agent():

@@ -14,6 +14,7 @@ import pytest
 
 from chatagent import BasicAgent, FnCallAgent, ScriptedLLM, merge_delta, tool, tool_call
 from chatagent.agents.group_chat import GroupChat
+from chatagent.llm.prepare import untrusted
 from chatagent.run.plugin import Blocked, Plugin, PluginError, Retry
 from tests.support import processes
 
@@ -59,15 +60,15 @@ def test_before_run_rewrites_what_the_model_sees_not_the_callers_messages():
 def test_after_run_rewrite_is_the_last_yield_in_every_mode():
     llm = ScriptedLLM(default="hello there")
     yields, folded, final = runs(BasicAgent(llm=llm, plugins=[Shout()]))
-    assert yields[-2][-1]["content"] == "hello there"  # streamed as it came
-    assert yields[-1][-1]["content"] == "HELLO THERE"  # then rewritten
+    assert all(y[-1]["content"] == "" for y in yields[:-1])  # an output check's text is held until it has passed
+    assert yields[-1][-1]["content"] == "HELLO THERE"  # then goes out as the check left it
     assert folded == final == yields[-1]
 
 
 def test_a_block_replaces_the_answer_and_says_by_whom():
     llm = ScriptedLLM(default="Paris is the capital.")
     yields, folded, final = runs(BasicAgent(llm=llm, plugins=[Refuse()]))
-    assert any("Paris" in y[-1]["content"] for y in yields[:-1])
+    assert not any("Paris" in y[-1]["content"] for y in yields)  # never shown
     last = yields[-1]
     assert len(last) == 1 and last[0]["content"] == "I cannot talk about that city."
     assert last[0]["extra"] == {"blocked_by": "no-paris", "blocked_reason": "mentions Paris"}
@@ -130,7 +131,7 @@ def test_order_before_hooks_in_order_after_hooks_reversed_and_model_and_tool_hoo
         "b.after_run", "a.after_run",
     ]  # fmt: skip
     assert response[1]["content"] == "sunny in Oslo (b) (a)"
-    assert llm.calls[1].messages[-1].content == "sunny in Oslo (b) (a)"
+    assert llm.calls[1].messages[-1].content == untrusted("sunny in Oslo (b) (a)", "tool weather")
 
 
 def test_before_tool_may_answer_for_the_tool_and_before_model_may_change_the_request():
@@ -153,7 +154,9 @@ def test_before_tool_may_answer_for_the_tool_and_before_model_may_change_the_req
     llm = ScriptedLLM([tool_call("delete_all"), "I could not delete anything."])
     FnCallAgent(llm=llm, function_list=[delete_all], plugins=[Guard()]).run_nonstream(USER)
     assert ran == []
-    assert llm.calls[1].messages[-1].content == "Refused by policy: this tool is disabled."
+    assert llm.calls[1].messages[-1].content == untrusted(
+        "Refused by policy: this tool is disabled.", "tool delete_all"
+    )
     assert all(c.generate_cfg.get("temperature") == 0 for c in llm.calls)
 
 
@@ -200,7 +203,7 @@ def test_retry_replaces_the_rejected_answer():
     llm = ScriptedLLM(["There are 3 cats.", "There are three cats."])
     yields = list(BasicAgent(llm=llm, plugins=[NoDigits()]).run(USER))
     assert yields[-1] == [{"role": "assistant", "content": "There are three cats."}]
-    assert "There are 3 cats." in [y[-1]["content"] for y in yields]
+    assert "There are 3 cats." not in [y[-1]["content"] for y in yields]  # the rejected answer was never shown
     sent = llm.calls[1].messages
     assert [m.text for m in sent[-2:]] == ["There are 3 cats.", "Write numbers in words."]
 

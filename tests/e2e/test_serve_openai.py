@@ -15,6 +15,7 @@ import pytest
 
 from chatagent import Agent, BasicAgent, Message, ModelServiceError, Reply, ScriptedLLM, tool_call
 from chatagent.llm.base import BaseChatModel
+from chatagent.llm.prepare import untrusted
 from chatagent.schema import FUNCTION
 from chatagent.schema.fragment import fragment
 from chatagent.server.runner import AgentServer
@@ -113,7 +114,7 @@ def test_tool_using_agent_runs_tools_server_side() -> None:
         assert text == "Let me check.\n\nIt is sunny."
         assert agent.tool_runs == [{"city": "Paris"}]
         second = agent.llm.calls[1].messages
-        assert second[-1].role == FUNCTION and second[-1].text == "sunny in Paris"
+        assert second[-1].role == FUNCTION and second[-1].text == untrusted("sunny in Paris", "tool get_weather")
 
 
 def test_fncall_agent_over_the_api() -> None:
@@ -128,7 +129,9 @@ def test_fncall_agent_over_the_api() -> None:
         """
         return a + b
 
-    llm = ScriptedLLM([tool_call("add", {"a": 2, "b": 3}), lambda msgs, fns: f"The sum is {msgs[-1].text}."])
+    llm = ScriptedLLM(
+        [tool_call("add", {"a": 2, "b": 3}), lambda msgs, fns: f"The sum is {msgs[-1].text.split()[-2]}."]
+    )
     agent = fncall.FnCallAgent(function_list=[add], llm=llm)
     with serve(agent) as server:
         out = client(server).chat.completions.create(model="chatagent", messages=[{"role": "user", "content": "2+3?"}])

@@ -20,6 +20,7 @@ from chatagent.llm.fncall_prompt import (
     parse_reply,
     with_stop_words,
 )
+from chatagent.llm.prepare import untrusted
 from chatagent.schema import ASSISTANT, Message, to_messages
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import collect
@@ -434,7 +435,8 @@ def test_agent_runs_the_same_conversation_natively_and_by_prompt():
     assert results[0] == results[1]
     assert [m["role"] for m in results[1]] == ["assistant", "function", "assistant"]
     second = by_prompt.calls[1].messages
-    assert second[-1].role == "user" and second[-1].content == "<tool_response>\nSunny in Paris\n</tool_response>"
+    result = untrusted("Sunny in Paris", "tool get_weather")
+    assert second[-1].role == "user" and second[-1].content == f"<tool_response>\n{result}\n</tool_response>"
     assert by_prompt.calls[1].functions is None
 
 

@@ -53,5 +53,3 @@ def ci_process() -> Iterator[CodeInterpreter]:
 
 def run(tool: CodeInterpreter, code: str, session: str = "default", **kwargs: object) -> str:
     return text(tool.call({"code": code}, session_id=session, **kwargs))
-
-

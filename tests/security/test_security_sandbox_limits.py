@@ -190,3 +190,31 @@ def test_the_work_directory_has_a_size_limit(tmp_path: Path) -> None:
         )
     finally:
         tool.close()
+
+
+@needs_bwrap
+@pytest.mark.timeout(120)
+def test_dev_shm_counts_toward_the_disk_quota(tmp_path: Path) -> None:
+    """Issue 24 item 21: the sandbox's /dev/shm is memory and disk too: with max_disk_mb=24, filling the work
+    directory and then /dev/shm once stored 24 MB + 16 MB."""
+    tool = _tool(tmp_path, max_disk_mb=24)
+    code = (
+        "import os\n"
+        "def fill(path):\n"
+        "    n = 0\n"
+        "    try:\n"
+        "        with open(path, 'wb') as f:\n"
+        "            for _ in range(64):\n"
+        "                f.write(b'\\x00' * 1024 * 1024)\n"
+        "                f.flush()\n"
+        "                n += 1\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "    return n\n"
+        "stored = fill('big') + fill('/dev/shm/big')\n"
+        "print(stored <= 24)\n"
+    )
+    try:
+        assert run(tool, code) == "stdout:\nTrue", "the work directory and /dev/shm together held more than the quota"
+    finally:
+        tool.close()

@@ -116,7 +116,7 @@ def test_server_killed_mid_conversation_then_reconnected() -> None:
     pids: list[int] = []
 
     def kill_then_call(messages: list, functions: list) -> object:
-        pids.append(int(messages[-1].text))
+        pids.append(int(messages[-1].text.split("\n")[1]))  # the result, between its untrusted-data markers
         os.kill(pids[0], signal.SIGKILL)
         time.sleep(0.2)
         return tool_call("demo-add", {"a": 1, "b": 2})

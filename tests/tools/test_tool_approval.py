@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from chatagent import FnCallAgent, ReActChat, ScriptedLLM, Session, get_chat_model, merge_delta, tool, tool_call
+from chatagent.llm.prepare import untrusted
 from chatagent.run.approval import approval_message, pending_approval
 from tests.support.openai_server import Reply
 
@@ -86,7 +87,7 @@ def test_deny_reaches_the_model_as_the_tools_result_with_the_reason():
     assert result["role"] == "function" and result["extra"] == {"function_id": "call_1_0"}
     assert "the user denied this call of delete" in result["content"]
     assert "The user said: That is a system folder." in result["content"]
-    assert llm.calls[1].messages[-1].content == result["content"]
+    assert llm.calls[1].messages[-1].content == untrusted(result["content"], "tool delete")
 
 
 def test_decisions_per_call_and_a_predicate_that_says_no():
@@ -188,7 +189,9 @@ def test_the_resumed_conversation_is_valid_for_a_real_openai_server(openai_serve
     resumed = bot.run_nonstream(USER + first + [approval_message(True)])
     sent = openai_server.requests[1].json["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
-    assert sent[2]["tool_call_id"] == sent[1]["tool_calls"][0]["id"] and sent[2]["content"] == "deleted"
+    assert sent[2]["tool_call_id"] == sent[1]["tool_calls"][0]["id"] and sent[2]["content"] == untrusted(
+        "deleted", "tool delete"
+    )
     assert resumed[-1]["content"] == "Deleted it."
 
 

@@ -48,9 +48,14 @@ def test_cache_hits_and_keys():
     cache = ToolCache()
     first = prepare_call({"add": cached}, "add", '{"a": 1, "b": 2}', cache=cache)
     assert execute(first, cache).content == "3"
-    hit = prepare_call({"add": cached}, "add", '{"b": 2, "a": 1}', cache=cache)
+    again = prepare_call({"add": cached}, "add", '{"b": 2, "a": 1}', cache=cache)
+    assert isinstance(again, PreparedCall)  # the cache is read when the call runs (after approval), not before
+    hit = execute(again, cache)
     assert hit.cached and hit.content == "3"
+    other = prepare_call({"add": cached}, "add", '{"a": 1, "b": 2}', cache=cache, kwargs={"session_id": "s2"})
+    assert not execute(other, cache).cached  # another conversation's results are not read
     assert call_key("t", {"b": 1, "a": 2}) == call_key("t", {"a": 2, "b": 1})
+    assert call_key("t", {"a": 1}, "s1") != call_key("t", {"a": 1}, "s2") != call_key("t", {"a": 1})
     assert call_key("t", {"x": object()}) is None
 
 
