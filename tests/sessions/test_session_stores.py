@@ -167,12 +167,14 @@ def test_an_older_store_is_migrated_on_open_in_one_transaction(store_url: str, m
     assert s.store._read("SELECT pinned FROM chatagent_sessions") == [(None,)]
 
 
-def test_a_version_1_store_gets_the_tables_of_turns_in_progress(store_url: str) -> None:
+def test_a_version_1_store_gets_the_tables_of_turns_in_progress_and_usage(store_url: str) -> None:
     before = stored_conversation(store_url)
     close_stores()
-    _set_schema_version_raw(store_url, 1, "DROP TABLE chatagent_pending", "DROP TABLE chatagent_checkpoints")
+    version_2 = ["DROP TABLE chatagent_pending", "DROP TABLE chatagent_checkpoints",
+                 "ALTER TABLE chatagent_sessions DROP COLUMN usage"]  # fmt: skip
+    _set_schema_version_raw(store_url, 1, *version_2)
     s = Session("kept", store_url)
-    assert s.messages() == before and s.pending_turn is None
+    assert s.messages() == before and s.pending_turn is None and s.usage.calls == 0
     assert s.store._read("SELECT value FROM chatagent_meta") == [(str(store_module.SCHEMA_VERSION),)]
     assert s.store._read("SELECT COUNT(*) FROM chatagent_checkpoints") == [(0,)]
 
