@@ -140,7 +140,7 @@ def test_the_web_ui_asks_before_running_code_an_injected_model_wrote(tmp_path: P
             assert "42042" not in page.locator("#chatbot").inner_text(), "the program ran with no one asked"
             page.click("#approve-btn")
             expect(page.locator("#chatbot")).to_contain_text("Done.")
-            page.get_by_role("button", name="📋 Result of code_interpreter").click()  # the tool's result, folded
+            page.get_by_role("button", name="Result of code_interpreter").click()  # the tool's result, folded
             expect(page.locator("#chatbot")).to_contain_text("42042")  # approved: it ran
             browser.close()
     finally:
