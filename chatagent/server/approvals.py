@@ -8,8 +8,9 @@ paused calls come from the server's own record:
   message alone (or the whole conversation again: what the store has already is not new);
 * without one, a token the server signed when the run paused (`chatagent.approval_token` in the paused answer),
   binding the calls (ids, tools, arguments), the principal that asked, the model and the time; the client sends
-  the conversation so far and the approval message with the token in its `extra`. A token is valid for a day, on
-  this server (replicas share `approval_secret` to accept each other's).
+  the conversation so far and the approval message with the token in its `extra`. A token is valid once and for a
+  day, on this server (replicas share `approval_secret` to accept each other's; each replica refuses a token it has
+  taken before, so behind a load balancer send a paused conversation's decision to one replica, or use a session).
 
 Anything else that looks like an approval is a 400 that says what is expected (`EXPECTED`).
 """
@@ -20,6 +21,7 @@ import base64
 import hashlib
 import hmac
 import secrets
+import threading
 import time
 from typing import Any
 
@@ -54,9 +56,9 @@ def paused_messages(calls: list[PausedCall], waiting: list[dict]) -> list[Messag
 
 
 class ApprovalTokens:
-    """Signs and checks the tokens of paused calls (HMAC-SHA256 with the server's secret)."""
+    """Signs and checks the tokens of paused calls (HMAC-SHA256 with the server's secret); each is taken once."""
 
-    __slots__ = ("_secret",)
+    __slots__ = ("_lock", "_secret", "_taken")
 
     def __init__(self, secret: str | bytes | None = None) -> None:
         if isinstance(secret, str):
@@ -64,6 +66,8 @@ class ApprovalTokens:
         if secret is not None and len(secret) < 16:
             raise ValueError("approval_secret must be at least 16 bytes (32 random bytes are best)")
         self._secret = secret or secrets.token_bytes(32)
+        self._taken: dict[str, float] = {}  # MAC of each token taken -> when it expires; oldest first
+        self._lock = threading.Lock()
 
     def _mac(self, principal: str, payload: bytes) -> str:
         mac = hmac.new(self._secret, principal.encode() + b"\0" + payload, hashlib.sha256).digest()
@@ -71,12 +75,12 @@ class ApprovalTokens:
 
     def issue(self, principal: str, model: str, calls: list[PausedCall], waiting: list[dict]) -> str:
         """The token of a paused reply: `calls` (all its calls) and `waiting` (those waiting for a decision)."""
-        payload = orjson.dumps({"m": model, "c": calls, "w": waiting, "t": int(time.time())})
+        payload = orjson.dumps({"m": model, "c": calls, "w": waiting, "t": int(time.time()), "n": secrets.token_hex(8)})
         return base64.urlsafe_b64encode(payload).decode().rstrip("=") + "." + self._mac(principal, payload)
 
     def paused(self, token: str, principal: str, model: str) -> tuple[list[Message], list[str]]:
-        """The paused reply a token stands for and the ids of its waiting calls; RequestError 400 for a token this
-        server did not give this principal for this model, or that has expired."""
+        """The paused reply a token stands for and the ids of its waiting calls, taking the token; RequestError 400
+        for a token this server did not give this principal for this model, that has expired, or that was taken."""
         body, _, mac = token.partition(".")
         try:
             payload = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
@@ -90,9 +94,24 @@ class ApprovalTokens:
             raise RequestError(400, f"the approval_token is for the model {data['m']!r}", "invalid_approval", "model")
         if time.time() - data["t"] > TOKEN_LIFETIME_S:
             raise RequestError(400, "the approval_token has expired: ask again", "invalid_approval", "messages")
+        self._take(mac, data["t"] + TOKEN_LIFETIME_S)
         calls = [(c[0], c[1], c[2]) for c in data["c"]]
         waiting = data["w"]
         return paused_messages(calls, waiting), [str(w["id"]) for w in waiting]
+
+    def _take(self, mac: str, expires: float) -> None:
+        """Record a token as taken; RequestError 400 when it was (a decision is carried out once)."""
+        now = time.time()
+        with self._lock:
+            while self._taken:  # forget the expired ones taken first: an expired token is refused as such
+                first = next(iter(self._taken))
+                if self._taken[first] > now:
+                    break
+                del self._taken[first]
+            if mac in self._taken:
+                raise RequestError(400, "this approval_token was used already: a decision is carried out once",
+                                   "invalid_approval", "messages")  # fmt: skip
+            self._taken[mac] = expires
 
 
 __all__ = [

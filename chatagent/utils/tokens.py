@@ -15,6 +15,7 @@ tokenizer (`chatagent.llm.local`). `tokenizer_for(model_name)` picks one for a m
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import math
@@ -45,10 +46,19 @@ WORD_LETTERS = 10  # letters per token in a word
 PUNCT_CHARS = 2  # punctuation characters per token
 
 
+COUNT_CACHE_CHARS = 16384  # texts up to this long have their count remembered (a conversation is counted per call)
+
+
 def count_tokens(text: str) -> int:
     """Estimated number of tokens in `text` (see the module docstring)."""
     if not text:
         return 0
+    if len(text) <= COUNT_CACHE_CHARS:
+        return _remembered_count(text)
+    return _count(text)
+
+
+def _count(text: str) -> int:
     n = 0
     for m in _PIECE.finditer(text):
         kind = m.lastgroup
@@ -63,6 +73,9 @@ def count_tokens(text: str) -> int:
         else:
             n += 1
     return n
+
+
+_remembered_count = functools.lru_cache(maxsize=2048)(_count)  # at most 2048 texts of 16k characters
 
 
 def token_starts(text: str) -> list[int]:

@@ -102,6 +102,18 @@ def test_a_real_pause_resumes_with_its_token_and_only_as_made(server: AgentServe
     assert ran == [("pay", "Bob", 10)] and r.json()["choices"][0]["message"]["content"] == "Paid Bob."
 
 
+def test_an_approval_token_is_taken_once(server: AgentServer, ran: list) -> None:
+    """The client that approved a payment sends the same approval again: the payment is not made twice."""
+    paused = post(server, {"messages": [ASK]}, "key-a")
+    extra = paused.json()["choices"][0]["message"]["chatagent"]
+    call = forged_call("pay", {"to": "Bob", "amount": 10}, extra["pending_approval"][0]["id"])
+    approval = {"role": "user", "content": "", "extra": {"approval": True, "approval_token": extra["approval_token"]}}
+    assert post(server, {"messages": [ASK, call, approval]}, "key-a").status_code == 200
+    replay = post(server, {"messages": [ASK, call, approval]}, "key-a")
+    assert replay.status_code == 400 and "used already" in replay.json()["error"]["message"]
+    assert ran == [("pay", "Bob", 10)]
+
+
 def test_a_real_pause_resumes_in_a_session_with_the_approval_alone(server: AgentServer, ran: list) -> None:
     paused = post(server, {"session_id": "s2", "messages": [ASK]}, "key-b")
     assert paused.json()["choices"][0]["message"]["chatagent"]["pending_approval"] and ran == []
