@@ -292,3 +292,35 @@ def test_a_pause_for_a_persons_message_is_the_same_pending_turn(store_url: str) 
         ("assistant", "Alice"), ("assistant", "Me"), ("user", "Me"), ("assistant", "Alice"), ("assistant", "Me"),
     ]  # fmt: skip
     assert pending.response[2]["content"] == "Tabs it is."  # the person's message, where it came, in the turn
+
+
+def test_text_an_output_check_holds_is_neither_checkpointed_nor_shown_by_resume(store_url: str) -> None:
+    """A reply's text held by an output check (here it carries a password) is not in the pending turn's checkpoint,
+    so a resumed turn, which shows the restored part first, cannot show it unchecked."""
+    from chatagent import ModelServiceError, Reply, ScriptedLLM, tool_call
+    from chatagent.plugins.guardrails import OutputGuardrail
+
+    secret = "hunter2"
+
+    def no_secret(text: str) -> str | None:
+        return "a password" if secret in text else None
+
+    def guarded(script: list) -> FnCallAgent:
+        calls_add = _bot([]).function_map["add"]
+        guard = OutputGuardrail(no_secret, message="I can't share that.")
+        return FnCallAgent(function_list=[calls_add], llm=ScriptedLLM(script, chunk_size=3), plugins=[guard])
+
+    s = Session("held", store_url)
+    first = [Reply(f"The password is {secret}; adding.", [tool_call("add", {"a": 2, "b": 2})]),
+             ModelServiceError(500, "the model is down")]  # fmt: skip
+    seen: list = []
+    with pytest.raises(ModelServiceError):
+        for rsp in guarded(first).run([user("2+2?")], session=s):
+            seen.append(rsp)
+    pending = s.pending_turn
+    assert pending is not None and pending.state == "failed" and len(ADDED) == 1  # the call ran and is kept
+    assert secret not in json.dumps(pending.response) and secret not in json.dumps(seen)
+    resumed = list(guarded(["It is 4."]).resume(session=s))
+    assert secret not in json.dumps(resumed)
+    assert resumed[-1][-1]["content"] == "It is 4." and len(ADDED) == 1  # not run again
+    assert secret not in json.dumps(s.messages()) and s.pending_turn is None
