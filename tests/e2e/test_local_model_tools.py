@@ -55,9 +55,9 @@ def test_a_forced_choice_calls_with_valid_arguments_and_streams_nothing_of_it_as
     llm = LocalModel({"generate_cfg": {**GREEDY, "function_choice": "required"}})
     parts = [f for p in llm.chat([{"role": "user", "content": "Weather in Rome?"}], SCHEMAS, stream=True,
                                  delta_stream=True) for f in p]  # fmt: skip
-    calls = [f for f in parts if f.function_call is not None]
-    assert len(calls) == 1 and not any(f.text for f in parts)
-    TOOLS[calls[0].function_call.name].validate(json.loads(calls[0].function_call.arguments))
+    calls = [f["function_call"] for f in parts if f.get("function_call")]  # dicts in, dicts out
+    assert len(calls) == 1 and not any(f.get("content") for f in parts)
+    TOOLS[calls[0]["name"]].validate(json.loads(calls[0]["arguments"]))
 
 
 def test_a_tool_using_agent_runs_end_to_end_in_python_and_asyncio(local_server: LocalServer) -> None:
@@ -100,11 +100,13 @@ def test_the_web_ui_shows_the_embedded_models_call_its_result_and_answer(local_s
             page.goto(url)
             page.wait_for_selector("#chat-input textarea")
             send(page, "What is the weather in Paris today?")
-            expect(page.locator("#chatbot")).to_contain_text("🛠️ get_weather")  # the call
-            expect(page.locator("#chatbot")).to_contain_text("Result of get_weather")  # the tool ran
-            expect(page.locator("#chat-input textarea")).to_be_enabled()  # the turn ended
-            shown = bot_text(page)
-            assert "Sunny and 21 degrees in" in shown and '"tool"' not in shown  # no JSON of the grammar shown
+            expect(page.locator("#chatbot")).to_contain_text("Result of get_weather", timeout=600_000)  # it ran
+            expect(page.locator("#chat-input textarea")).to_be_enabled(timeout=600_000)  # the turn ended
+            titles = page.locator("#chatbot .thought-group .title").all_inner_texts()
+            assert any(t.strip() == "get_weather" for t in titles), titles  # the call, shown as a call
+            assert '"tool"' not in bot_text(page)  # no JSON of the grammar shown
+            page.get_by_role("button", name="Result of get_weather").click()  # the tool's result, folded
+            expect(page.locator("#chatbot")).to_contain_text("Sunny and 21 degrees in")
             browser.close()
     finally:
         ui.close()
