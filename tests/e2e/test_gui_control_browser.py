@@ -12,6 +12,7 @@ from chatagent import FnCallAgent, ScriptedLLM, tool, tool_call
 from chatagent.plugins.guardrails import OutputGuardrail
 from gui import WebUI
 from tests.e2e.test_gui_browser import CHROMIUM, CHROMIUM_ARGS, bot_text, free_port, send
+from tests.support.untrusted import data_of
 
 pytestmark = [
     pytest.mark.slow,
@@ -29,7 +30,7 @@ class Backend:
         last = messages[-1]
         self.seen.append(last.text)
         if last.role == "function":
-            return f"Done: {last.text}"
+            return f"Done: {data_of(last.text)}"
         if "wipe" in last.text:
             return tool_call("wipe", {"disk": last.text.split()[-1]})
         if "secret" in last.text:
