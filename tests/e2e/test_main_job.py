@@ -163,7 +163,7 @@ def test_the_page_shows_progress_the_model_and_the_sources(manual: Path, llm, tm
             order = page.locator('#chatbot [data-testid="bot"]').all_inner_texts()
             at = next(i for i, t in enumerate(order) if "best-matching passage" in t)
             assert at < next(i for i, t in enumerate(order) if "summary of this passage" in t), order
-            sources_block = page.locator('#chatbot [data-testid="bot"]').filter(has_text="📚 Sources:")
+            sources_block = page.locator('#chatbot [data-testid="bot"]').filter(has_text="Sources:")
             snippet = sources_block.get_by_text("after every inspection")
             expect(snippet).to_be_hidden()  # collapsed: file and page show, the excerpt on request
             sources.click()
