@@ -8,6 +8,7 @@ the client's GIL. Every client gets the same answers; what to answer is chosen b
 - `stream-<n>`: a text of n chunks (CHUNK each), written in one go (the cached benchmark mode).
 - `live-<n>`: a text of n chunks, LIVE_INTERVAL seconds apart (the first at once): a stream that lasts a while,
   for concurrent runs.
+- `delegate`: a call of the first tool offered (with a `task`), then once it has a result, FINAL (bench/teams.py).
 - `tools`: a tool loop: a call of `lookup_<k>` while the conversation holds k < ROUND_TRIPS tool results, then a
   final answer, FINAL.
 
@@ -44,6 +45,11 @@ class Router:
         model = str(body.get("model", ""))
         tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
         final_tool = "final_answer" in tools
+        if model == "delegate":
+            if any(_is_tool_result(m) for m in body.get("messages") or []):
+                return Reply(text=FINAL)
+            first = next(iter(sorted(t for t in tools if t)), "none")
+            return Reply(tool_calls=[(first, {"task": "Find the length of the Nile."})])
         if model == "tools":
             done = sum(1 for m in body.get("messages") or [] if _is_tool_result(m))
             if done < ROUND_TRIPS:

@@ -81,6 +81,23 @@ _EXPORTS: dict[str, str] = {
     "UserAgent": "chatagent.agents.user",
     "PENDING_USER_INPUT": "chatagent.agents.user",
     "pending_input": "chatagent.agents.user",
+    "handoff": "chatagent.agents.teams.handoffs",
+    "Handoff": "chatagent.agents.teams.handoffs",
+    "remove_all_tools": "chatagent.agents.teams.handoffs",
+    "Task": "chatagent.agents.teams.task",
+    "TaskOutput": "chatagent.agents.teams.task",
+    "TaskFailed": "chatagent.agents.teams.task",
+    "Crew": "chatagent.agents.teams.crew",
+    "CrewOutput": "chatagent.agents.teams.crew",
+    "human_feedback": "chatagent.agents.teams.crew",
+    "Flow": "chatagent.agents.flows.flow",
+    "FlowPaused": "chatagent.agents.flows.flow",
+    "FlowState": "chatagent.agents.flows.state",
+    "start": "chatagent.agents.flows.conditions",
+    "listen": "chatagent.agents.flows.conditions",
+    "router": "chatagent.agents.flows.conditions",
+    "or_": "chatagent.agents.flows.conditions",
+    "and_": "chatagent.agents.flows.conditions",
 }
 
 __all__ = [
@@ -112,6 +129,23 @@ __all__ = [
     "Router",
     "UserAgent",
     "pending_input",
+    "handoff",
+    "Handoff",
+    "remove_all_tools",
+    "Task",
+    "TaskOutput",
+    "TaskFailed",
+    "Crew",
+    "CrewOutput",
+    "human_feedback",
+    "Flow",
+    "FlowPaused",
+    "FlowState",
+    "start",
+    "listen",
+    "router",
+    "or_",
+    "and_",
     "Agent",
     "AgentServer",
     "BaseChatModel",
@@ -153,10 +187,16 @@ if TYPE_CHECKING:
     from chatagent.agent import Agent, Run
     from chatagent.agents.assistant import Assistant
     from chatagent.agents.basic import BasicAgent
+    from chatagent.agents.flows.conditions import and_, listen, or_, router, start
+    from chatagent.agents.flows.flow import Flow, FlowPaused
+    from chatagent.agents.flows.state import FlowState
     from chatagent.agents.fncall import FnCallAgent
     from chatagent.agents.group_chat import GroupChat
     from chatagent.agents.react_chat import ReActChat
     from chatagent.agents.router import Router
+    from chatagent.agents.teams.crew import Crew, CrewOutput, human_feedback
+    from chatagent.agents.teams.handoffs import Handoff, handoff, remove_all_tools
+    from chatagent.agents.teams.task import Task, TaskFailed, TaskOutput
     from chatagent.agents.user import PENDING_USER_INPUT, UserAgent, pending_input
     from chatagent.errors import (
         ChatAgentError,

@@ -222,6 +222,14 @@ class Agent(RunSteps):
         for a in self._sub_agents():
             a.close_session(session_id)
 
+    def as_tool(self, name: str | None = None, description: str | None = None) -> BaseTool:
+        """This agent as a tool of another (also what an Agent in `function_list` becomes): the model gives it a task
+        as text and gets this agent's answer; its run is nested in the caller's (see `chatagent.run.agent_tool`).
+        `name` defaults to the agent's name, `description` to its description."""
+        from chatagent.run.agent_tool import AgentTool  # the tools package loads on first use
+
+        return AgentTool(self, name, description)
+
     def _sub_agents(self) -> list[Agent]:
         """The agents this one runs (a router's or a group chat's members)."""
         return []

@@ -133,6 +133,21 @@ EXAMPLES: dict[str, Case] = {
         args=["Translate 'hello world' into French."],
         expect=["translator: Bonjour le monde."],
     ),
+    "crew_report.py": Case(
+        replies=[Reply(text="- Rhine barge traffic +8% in Q3", chunk_size=5), Reply(text="Traffic recovered.")],
+        expect=[
+            "crew: Task 1/2 (analyst)",
+            "analyst: - Rhine barge traffic +8% in Q3",
+            "crew: Task 2/2 (writer)",
+            "writer: Traffic recovered.",
+        ],
+    ),
+    "flow_router.py": Case(
+        replies=["Billing", "We are sorry: the double charge will be refunded."],
+        args=["I was charged twice."],
+        expect=["kind: billing", "answer: We are sorry: the double charge will be refunded.", "flow id: "],
+        env={"CHATAGENT_WORKSPACE": os.path.join(tempfile.gettempdir(), "chatagent-examples-ws")},  # its flow store
+    ),
     "group_chat_debate.py": Case(
         replies=["Optimist", "Cleaner air for all.", "Skeptic", "Shops will suffer.", "You", "[STOP]"],
         args=["--human", "Ban cars from city centres?"],

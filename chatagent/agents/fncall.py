@@ -24,6 +24,16 @@ from typing import Any
 import orjson
 
 from chatagent.agent import Agent, current_run, emit_tool_end, emit_tool_start
+from chatagent.agents.teams.agent_calls import (
+    resume_agent_call,
+    run_agent_call,
+    split_calls,
+    transfer,
+    unanswered_calls,
+)
+from chatagent.agents.teams.handoffs import Handoff, HandoffTool, as_handoffs, holder
+from chatagent.run.agent_tool import AgentTool
+from chatagent.run.nested import paused_nested
 from chatagent.schema import ASSISTANT, FUNCTION, USER, ContentItem, Message, content_text
 from chatagent.schema.fragment import Fragment, fragment
 from chatagent.tools.calling import PreparedCall, ToolOutcome, call_key, prepare_call
@@ -51,6 +61,8 @@ class FnCallAgent(Agent):
             them into its work directory, `retrieval` searches them).
         max_llm_calls: model calls per run before the model is asked for a final answer (default 20).
         max_parallel_tools: threads for the calls of one reply (default 8).
+        handoffs: agents (or `handoff(...)`s) the model may hand the conversation over to with `transfer_to_<name>`
+            (see `chatagent.agents.teams.handoffs`).
     """
 
     def __init__(
@@ -63,9 +75,12 @@ class FnCallAgent(Agent):
         files: list[str] | None = None,
         max_llm_calls: int = MAX_LLM_CALLS,
         max_parallel_tools: int = 8,
+        handoffs: list[Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(function_list, llm, system_message, name, description, **kwargs)
+        self._handoffs: list[Handoff] = []
+        self.handoffs = handoffs or []
         self.files = [os.fspath(f) for f in files or []]
         if not isinstance(max_llm_calls, int) or max_llm_calls < 1:
             raise ValueError(f"max_llm_calls must be a positive integer, got {max_llm_calls!r}")
@@ -80,11 +95,37 @@ class FnCallAgent(Agent):
         """The tool schemas sent to the model."""
         return [t.function for t in self.function_map.values()] or None
 
+    @property
+    def handoffs(self) -> list[Handoff]:
+        """Whom the model may hand the conversation over to (a copy; assign a new list of agents or handoffs)."""
+        return list(self._handoffs)
+
+    @handoffs.setter
+    def handoffs(self, value: list[Any]) -> None:
+        made = as_handoffs(value)
+        tools = {n: t for n, t in self.function_map.items() if not isinstance(t, HandoffTool)}
+        for h in made:
+            if h.tool.name in tools:
+                raise ValueError(f"two tools are named {h.tool.name!r}; give handoff(...) another tool_name")
+            tools[h.tool.name] = h.tool
+        self.function_map, self._handoffs = tools, made
+
+    def _sub_agents(self) -> list[Agent]:
+        return [h.agent for h in self._handoffs]
+
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         """The tool loop. Returns the whole response (a subclass adding to the answer finds it there)."""
+        if self._handoffs and current_run().parent is None:
+            receiver = holder(self, messages)  # the conversation was handed over on an earlier turn
+            if receiver is not self:
+                return (yield from self._subagent(receiver, messages, lang))
         functions = self.functions
         response: list[Message] = []
         history = CallHistory()
+        if paused_nested(messages) is not None:  # an agent run as a tool waited for approval: resume it
+            messages, stop = yield from self._resume_nested(messages, history, response, lang, kwargs)
+            if stop:
+                return response
         for _ in range(self.max_llm_calls):
             reply = yield from self._call_llm(messages + response, functions, start=len(response))
             response.extend(reply)
@@ -92,6 +133,8 @@ class FnCallAgent(Agent):
             if not calls:
                 return response
             outcomes = yield from self._run_calls(calls, history, messages + response, response, lang, kwargs)
+            if any(o.error in _STOPPED for o in outcomes):
+                return response
             direct = [o for o in outcomes if o.return_direct and o.error is None]
             if direct:
                 text = "\n\n".join(
@@ -158,19 +201,31 @@ class FnCallAgent(Agent):
                     kwargs=tool_kwargs,
                 )
             )
-        pending = [p for p in prepared if isinstance(p, PreparedCall)]
+        shown = len(response)  # the reply's results go after it
+        steps = split_calls(prepared)  # agents run as tools and a transfer come after the other calls
+        pending = [p for p in steps.tools if isinstance(p, PreparedCall)]
         handle = (yield from self._run_tools(pending, self.max_parallel_tools)) if pending else None
         outcomes: list[ToolOutcome] = []
         waited = 0
-        for p in prepared:
-            if isinstance(p, PreparedCall):
+        for p in steps.tools + steps.agents + steps.transfer:
+            if isinstance(p, ToolOutcome):
+                outcome = p
+            elif isinstance(p.tool, AgentTool):
+                outcome = yield from run_agent_call(p, response, lang)
+            elif isinstance(p.tool, HandoffTool):
+                outcome = p.outcome
+            else:
                 outcome = yield from self._tool_result(handle, waited)
                 waited += 1
-            else:
-                outcome = p
             if callbacks:
                 emit_tool_end(self.name, outcome, ctx)
             outcomes.append(outcome)
+            if outcome.error == "paused":
+                return outcomes
+            if isinstance(p, PreparedCall) and isinstance(p.tool, HandoffTool):
+                yield from transfer(p.tool.handoff, outcome, context + response[shown:], response, lang)
+                outcome.error = "handed_over"
+                return outcomes
             extra = {"function_id": outcome.call_id} if outcome.call_id is not None else None
             msg = Message.unchecked(FUNCTION, self._shown_result(outcome, lang), outcome.name, None, None, extra)
             yield [fragment(msg, len(response))]
@@ -178,10 +233,29 @@ class FnCallAgent(Agent):
         ctx.check_deadline()
         return outcomes
 
+    def _resume_nested(
+        self, messages: list[Message], history: CallHistory, response: list[Message], lang: str, kwargs: dict
+    ) -> Iterator[list[Message]]:
+        """Resume the agent run as a tool that paused for approval, then the reply's calls still unanswered;
+        returns (the conversation to go on from, whether the run stops again)."""
+        conversation = messages[:-1]
+        outcome = yield from resume_agent_call(self.function_map, messages, response, lang)
+        if outcome.error == "paused":
+            return conversation, True
+        unanswered = unanswered_calls(conversation + response)
+        if unanswered:
+            outcomes = yield from self._run_calls(unanswered, history, conversation + response, response, lang, kwargs)
+            if any(o.error in _STOPPED for o in outcomes):
+                return conversation, True
+        return conversation, False
+
     def _shown_result(self, outcome: ToolOutcome, lang: str) -> str | list:
         """The content of the function message for a call's outcome (the tool's result; subclasses may
         put it elsewhere, as VirtualMemoryAgent does with retrieved excerpts)."""
         return outcome.content
+
+
+_STOPPED = ("paused", "handed_over")  # a call after which this agent's run ends
 
 
 class CallHistory:

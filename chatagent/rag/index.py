@@ -36,7 +36,7 @@ except ModuleNotFoundError as e:
     raise missing_dependency(e, "the search index (and so the Assistant's retrieval)") from None
 
 from chatagent.rag.background import EmbeddingJob
-from chatagent.rag.embedders import Embedder, default_embedder, query_vector
+from chatagent.rag.embedders import Embedder, cosines, default_embedder, query_vector
 from chatagent.rag.fusion import fuse
 from chatagent.rag.vector_cache import VectorCache
 from chatagent.utils.lang import CJK_CHARS
@@ -184,9 +184,7 @@ class Index:
         if vectors is not None:  # every document is a candidate; the links follow the best hits of both sides
             if vector is None:
                 vector = query_vector(self.embedder, query)  # type: ignore[arg-type]
-            scores = fuse(
-                scores, np.dot(vectors, vector), self.coverage(query, scores)
-            )  # np.dot: 100x faster than @ here
+            scores = fuse(scores, cosines(vectors, vector), self.coverage(query, scores))
             matched = np.ones(len(self._ids), dtype=bool)
         if self.link_depth > 0 and self.link_boost > 0 and matched.any():
             self._add_links(scores, matched)
@@ -222,7 +220,7 @@ class Index:
         vectors = self._dense_vectors()
         if vectors is None:
             return None
-        return np.dot(vectors, vector if vector is not None else query_vector(self.embedder, query))  # type: ignore[arg-type]
+        return cosines(vectors, vector if vector is not None else query_vector(self.embedder, query))  # type: ignore[arg-type]
 
     # ---- the dense side -------------------------------------------------------------------------------------
 

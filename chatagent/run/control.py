@@ -440,7 +440,11 @@ def _rewrite(response: list[Message], new: list[Message]) -> list[Fragment]:
     """The fragments that turn the shown `response` into `new` (extending where it only grew, else replacing)."""
     whole = WholeLists()
     whole.shown = [m.copy() for m in response]
-    return whole.fragments(new)
+    fragments = whole.fragments(new)
+    for f in fragments:  # named as their message is, or the run would name a sub-agent's message after its agent
+        if f.name is None and f.index < len(new):
+            f.name = new[f.index].name
+    return fragments
 
 
 def _message_list(value: Any, plugin: Any, hook: str) -> list[Message] | None:

@@ -170,7 +170,8 @@ class OutputHold:
         self.pending, self.text, self.reasoning = -1, "", ""
         if i < 0 or not (text or reasoning):
             return []
-        f = Fragment.unchecked(ASSISTANT, self._check(text) if text else "", None, None,
+        # named as the message is (a nested run's message keeps its agent's name in the caller's response)
+        f = Fragment.unchecked(ASSISTANT, self._check(text) if text else "", self.made.name_of(i), None,
                                self._check(reasoning) if reasoning else None, None, i)  # fmt: skip
         self._made(f)
         return [f] if self.releases is not None else []

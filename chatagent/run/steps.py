@@ -15,6 +15,7 @@ from chatagent.llm.prepare import as_data
 from chatagent.run import compat
 from chatagent.run.context import current_run
 from chatagent.run.driver import ask, drain
+from chatagent.run.nested import visible_to_model
 from chatagent.run.requests import Asking, Blocking, ModelCall, ToolBatch, ToolWait, View
 from chatagent.run.subagent import run_subagent
 from chatagent.run.tool_call import run_tool
@@ -108,9 +109,14 @@ class RunSteps:
         messages = cast("list[Message]", [as_data(m) for m in messages])
         if not stream:
             return self.llm.chat(
-                messages, functions, stream=False, extra_generate_cfg=cfg, usage=ctx.usage, deadline=ctx.deadline
+                visible_to_model(messages),
+                functions,
+                stream=False,
+                extra_generate_cfg=cfg,
+                usage=ctx.usage,
+                deadline=ctx.deadline,
             )
-        call = ModelCall(self.llm, messages, functions, cfg, start, ctx, view, hide)
+        call = ModelCall(self.llm, visible_to_model(messages), functions, cfg, start, ctx, view, hide)
         if not self.fragment_native:
             return compat.model_call(call)
         # the request goes up to the driver, which sends the reply back (a Qwen-style loop never sees it)

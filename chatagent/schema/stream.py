@@ -208,6 +208,10 @@ class Collector:
         """The number of messages so far."""
         return len(self._parts)
 
+    def name_of(self, index: int) -> str | None:
+        """The `name` of message `index` so far."""
+        return self._parts[index].first.name
+
     def messages(self) -> list[Message]:
         out: list[Message] = []
         for p in self._parts:

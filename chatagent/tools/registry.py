@@ -153,6 +153,7 @@ def make_tools(function_list: Iterable[object] | None) -> dict[str, BaseTool]:
     - a tool source: `{'mcpServers': {...}}` (see TOOL_SOURCES)
     - a BaseTool instance, or a BaseTool subclass (built with no cfg)
     - a plain (typed) function, made a tool as by `@tool`
+    - an agent (anything with `as_tool()`): the tool it provides (see `chatagent.Agent.as_tool`)
 
     Two tools with the same name are an error.
     """
@@ -186,9 +187,15 @@ def _make(item: object) -> list[BaseTool]:
         return [tool_class(name)(item)]
     if _is_tool_class(item):
         return [item()]
+    as_tool = getattr(item, "as_tool", None)
+    if as_tool is not None and not isinstance(item, type):  # an agent: it provides its own tool
+        made = as_tool()
+        if not isinstance(made, BaseTool):
+            raise TypeError(f"{type(item).__name__}.as_tool() returned {type(made).__name__}, not a BaseTool")
+        return [made]
     if callable(item):
         return [tool(item)]
-    raise TypeError(f"function_list entries are names, dicts, tools or functions; got {type(item).__name__}")
+    raise TypeError(f"function_list entries are names, dicts, tools, functions or agents; got {type(item).__name__}")
 
 
 __all__ = ["TOOL_REGISTRY", "TOOL_SOURCES", "ToolRegistry", "make_tools", "register_tool", "tool_class"]

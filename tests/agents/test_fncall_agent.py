@@ -11,7 +11,7 @@ import pytest
 from chatagent import FnCallAgent, Message, Reply, ScriptedLLM, merge_delta, tool, tool_call
 from chatagent.agent import Agent
 from chatagent.llm.base import Usage
-from chatagent.llm.prepare import untrusted
+from chatagent.llm.prepare import unmarked, untrusted
 from chatagent.run.events import Callbacks, Event
 from chatagent.utils.tokens import count_tokens
 
@@ -352,7 +352,7 @@ def test_one_agent_many_threads():
         last = messages[-1]
         if last.role == "user":
             return tool_call("echo", {"text": last.text})
-        return f"final: {last.text.splitlines()[1]}"  # the result, inside its untrusted-data markers
+        return f"final: {unmarked(last.text)}"  # the result, without its untrusted-data markers
 
     @tool(cache=True)
     def echo(text: str) -> str:

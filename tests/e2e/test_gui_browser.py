@@ -17,8 +17,8 @@ import pytest
 
 from chatagent import Assistant, BasicAgent, FnCallAgent, Message, ModelServiceError, ScriptedLLM, tool_call
 from chatagent.llm.base import BaseChatModel, Usage
+from chatagent.llm.prepare import unmarked
 from gui import WebUI
-from tests.support.untrusted import data_of
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -137,7 +137,7 @@ def _calculator() -> FnCallAgent:
 
     def reply(messages, functions):
         if messages[-1].role == "function":
-            return f"The sum is {data_of(messages[-1].text)}."
+            return f"The sum is {unmarked(messages[-1].text)}."
         return tool_call("add", {"a": 2, "b": 3})
 
     return FnCallAgent(function_list=[add], llm=ScriptedLLM(default=reply), name="Calculator")

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import pytest
 
 from chatagent import FnCallAgent, ScriptedLLM, tool, tool_call
+from chatagent.llm.prepare import unmarked
 from chatagent.plugins.guardrails import OutputGuardrail
 from gui import WebUI
 from tests.e2e.test_gui_browser import CHROMIUM, CHROMIUM_ARGS, bot_text, free_port, send
-from tests.support.untrusted import data_of
 
 pytestmark = [
     pytest.mark.slow,
@@ -30,7 +30,7 @@ class Backend:
         last = messages[-1]
         self.seen.append(last.text)
         if last.role == "function":
-            return f"Done: {data_of(last.text)}"
+            return f"Done: {unmarked(last.text)}"
         if "wipe" in last.text:
             return tool_call("wipe", {"disk": last.text.split()[-1]})
         if "secret" in last.text:

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from chatagent import Assistant, FnCallAgent, ScriptedLLM, get_chat_model, merge_delta, tool_call
+from chatagent.llm.prepare import unmarked
 from chatagent.rag import DocStore
 from chatagent.schema import Message
 from chatagent.tools.base import BaseTool
 from tests.support.openai_server import OpenAIServer, Reply
-from tests.support.untrusted import data_of
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -55,7 +55,7 @@ def scripted(messages: list[Message], functions: list[dict] | None) -> object:
     if last.role == "user":
         return [tool_call("square", {"n": number_of(last.text) % 7}), tool_call("square", {"n": 3})]
     user = next(m for m in reversed(messages) if m.role == "user")
-    results = [data_of(m.text) for m in messages if m.role == "function"]
+    results = [unmarked(m.text) for m in messages if m.role == "function"]
     return f"conversation {number_of(user.text)}: {' '.join(results)}"
 
 
@@ -135,7 +135,7 @@ def test_fifty_threads_on_one_agent_over_http(openai_server: OpenAIServer, mode:
             n = number_of(msgs[-1]["content"])
             return Reply(tool_calls=[("square", {"n": n % 7}), ("square", {"n": 3})], chunk_size=3)
         user = next(m for m in reversed(msgs) if m["role"] == "user")
-        results = " ".join(data_of(m["content"]) for m in msgs if m["role"] == "tool")
+        results = " ".join(unmarked(m["content"]) for m in msgs if m["role"] == "tool")
         return Reply(text=f"conversation {number_of(user['content'])}: {results}", chunk_size=3)
 
     openai_server.add(*[server_model] * (2 * THREADS))
@@ -237,7 +237,7 @@ def test_a_caller_waiting_for_a_cached_call_keeps_its_own_timeout() -> None:
     assert outcome.error == "timeout" and time.monotonic() - start < 0.9  # the leader takes 1 s
     assert impatient.runs == 0
     thread.join(5)
-    again = execute(prepare_call({"flaky": impatient}, "flaky", {"q": "y"}, cache=cache), cache)  # (read on run)
+    again = execute(prepare_call({"flaky": impatient}, "flaky", {"q": "y"}, cache=cache), cache)
     assert again.cached and again.content == "value for y"  # the leader's value, served from the cache
     assert impatient.runs == 0
 

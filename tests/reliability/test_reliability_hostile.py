@@ -22,13 +22,13 @@ from hypothesis import strategies as st
 
 from chatagent import Assistant, BasicAgent, FnCallAgent, ScriptedLLM, get_chat_model, tool_call
 from chatagent.errors import ModelServiceError
+from chatagent.llm.prepare import untrusted
 from chatagent.llm.scripted import Reply
 from chatagent.rag import DocStore, DocumentError, parse_file
 from chatagent.schema import FunctionCall, MessageError, to_openai
 from chatagent.tools.base import BaseTool
 from tests.support.openai_server import OpenAIServer
 from tests.support.openai_server import Reply as ServerReply
-from tests.support.untrusted import data_of
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -118,7 +118,7 @@ def test_nul_bytes_and_lone_surrogates_reach_the_server_as_valid_json(openai_ser
     assert sent[0]["content"] == "sys \x00 \ufffd"
     assert sent[1]["content"] == "a\x00b \ufffd c\npair \U0001f600"  # a pair is joined, a lone one replaced
     assert sent[2]["tool_calls"][0]["function"]["arguments"] == '{"query": "\ufffd"}'
-    assert data_of(sent[3]["content"]) == "res \x00 \ufffd" and sent[4]["content"] == "again \ufffd"
+    assert sent[3]["content"] == untrusted("res \x00 \ufffd", "tool lookup") and sent[4]["content"] == "again \ufffd"
     assert history[4]["content"] == "again \udcff"  # the caller's messages are untouched
 
 

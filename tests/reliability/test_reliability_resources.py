@@ -12,9 +12,9 @@ import pytest
 
 from chatagent import FnCallAgent, ScriptedLLM, get_chat_model, tool_call
 from chatagent.errors import RunDeadlineExceeded
+from chatagent.llm.prepare import unmarked
 from chatagent.schema import Message
 from tests.support.openai_server import OpenAIServer, Reply
-from tests.support.untrusted import data_of
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -170,7 +170,7 @@ def rss_bytes() -> int:
 def test_memory_stays_flat_over_1000_runs_with_scripted_llm() -> None:
     def model(messages: list[Message], functions: list[dict] | None) -> object:
         last = messages[-1]
-        return tool_call("lookup", {"query": last.text}) if last.role == "user" else f"done: {data_of(last.text)}"
+        return tool_call("lookup", {"query": last.text}) if last.role == "user" else f"done: {unmarked(last.text)}"
 
     llm = ScriptedLLM(default=model)
     bot = FnCallAgent(llm=llm, function_list=[lookup])
@@ -198,7 +198,7 @@ def test_memory_stays_flat_over_300_runs_over_http(openai_server: OpenAIServer) 
         last = request.json["messages"][-1]  # type: ignore[attr-defined]
         if last["role"] == "user":
             return Reply(tool_calls=[("lookup", {"query": last["content"]})])
-        return Reply(text=f"done: {data_of(last['content'])}")
+        return Reply(text=f"done: {unmarked(last['content'])}")
 
     bot = FnCallAgent(llm=oai(openai_server), function_list=[lookup])
 

@@ -1,0 +1,1 @@
+"""Flows: event-driven processes of methods whose state is persisted after every method (see `flow`)."""

@@ -1,0 +1,373 @@
+"""Crew: agents working through tasks, one after another or under a manager.
+
+    crew = Crew(agents=[writer, editor], tasks=[
+        Task('Write about {topic}', 'one paragraph', agent=writer),
+        Task('Edit it', 'the edited paragraph', agent=editor)])
+    out = crew.kickoff(inputs={'topic': 'rivers'})      # out.raw, out.tasks_output[i].raw / .pydantic / .agent
+
+`process='sequential'` runs each task with its agent; `'hierarchical'` gives each task to a manager (`manager`: an
+agent, or a model config) that delegates to the crew's agents through delegation tools and checks their work.
+The crew runs as an agent (`crew.as_agent()`) on chatagent's run machinery, so `crew.run(inputs)` streams like
+`Agent.run` (a progress message per task, then the task's messages named after its agent), `crew.arun` is the
+same on asyncio, plugins, events and traces see every model and tool call, and usage adds up in `out.usage`.
+
+A task with `human_input=True` pauses the crew after it, as tool approval does: the response ends with a message
+marked `extra['pending_human_input']` (`out.pending`). Resume with the person's feedback: `kickoff(feedback=...,
+session=s)` on the session it paused in ('' accepts the answer; other text sends it back to the agent), or append
+`human_feedback(text)` to the conversation and run the crew's agent again. A tool call of a task's agent that waits
+for approval pauses the crew too (`out.pending['approval']`, and `pending_approval(response)` as for any run):
+`kickoff(approval=True | False | {call_id: bool}, session=s)`, or `approval_message(...)` appended, lets the agent
+go on where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from chatagent.agent import Agent, current_run
+from chatagent.agents.teams.delegation import make_manager
+from chatagent.agents.teams.task import Task, TaskOutput, missing_inputs
+from chatagent.agents.teams.task_run import run_task
+from chatagent.llm.base import Usage
+from chatagent.run.approval import PENDING_APPROVAL, approval_message, is_approval
+from chatagent.schema import ASSISTANT, USER, Message, content_text
+from chatagent.schema.fragment import Fragment
+from chatagent.utils.kwargs import reject_unknown
+
+if TYPE_CHECKING:
+    from chatagent.run.handle import ARun, Run
+
+CREW_INPUTS = "crew_inputs"  # extra of the message that starts a crew: its inputs
+CREW_TASK = "crew_task"  # extra of a task's progress message: {'index', 'agent', 'description'}
+TASK_OUTPUT = "crew_task_output"  # extra of a task's answer: the TaskOutput as a dict
+PENDING_HUMAN_INPUT = "pending_human_input"  # extra of the message that pauses a crew for a person's review
+HUMAN_FEEDBACK = "human_feedback"  # extra of the person's reply to it
+REVIEW = (
+    "Please review the answer to task {n} ({description}). Reply with what to change, or with nothing to accept it."
+)
+
+
+@dataclass
+class CrewOutput:
+    """What a crew came to: the last task's answer (`raw`, `pydantic`, `json_dict`), every task's output, the
+    tokens used, and `pending` (what waits for a person's review) when the crew paused."""
+
+    raw: str = ""
+    tasks_output: list[TaskOutput] = field(default_factory=lambda: [])
+    usage: Usage = field(default_factory=Usage)
+    pending: dict[str, Any] | None = None
+
+    @property
+    def pydantic(self) -> Any:
+        return self.tasks_output[-1].pydantic if self.tasks_output and not self.pending else None
+
+    @property
+    def json_dict(self) -> dict[str, Any] | None:
+        return self.tasks_output[-1].json_dict if self.tasks_output and not self.pending else None
+
+    @property
+    def token_usage(self) -> Usage:
+        """`usage` (CrewAI's name)."""
+        return self.usage
+
+    def __str__(self) -> str:
+        return self.raw
+
+
+def human_feedback(text: str = "") -> dict[str, Any]:
+    """The message that resumes a crew paused for review: `text` is the feedback ('' accepts the answer)."""
+    if not isinstance(text, str):
+        raise TypeError(f"feedback must be a text, got {type(text).__name__}")
+    return {"role": USER, "content": text, "extra": {HUMAN_FEEDBACK: True}}
+
+
+class Crew:
+    """Agents working through tasks (see the module docstring).
+
+    Args:
+        agents: the crew's agents (named, each name once).
+        tasks: the tasks, in order.
+        process: 'sequential' (each task by its agent; a task without one goes to the only agent) or 'hierarchical'.
+        manager: for 'hierarchical': the manager agent (a tool-calling agent) or its model (a config dict or model).
+        name: the crew's name, on its progress messages.
+    """
+
+    def __init__(
+        self,
+        agents: Sequence[Agent] = (),
+        tasks: Sequence[Task] = (),
+        process: str = "sequential",
+        manager: Any = None,
+        *,
+        name: str = "crew",
+        **kwargs: Any,
+    ) -> None:
+        manager = kwargs.pop("manager_agent", None) or kwargs.pop("manager_llm", None) or manager  # CrewAI's names
+        reject_unknown(type(self), kwargs)
+        self.agents = list(agents)
+        self.tasks = list(tasks)
+        self.process = process
+        self.name = name
+        if not self.tasks or not all(isinstance(t, Task) for t in self.tasks):
+            raise ValueError("a Crew needs tasks: a list of Task")
+        if not all(isinstance(a, Agent) for a in self.agents):
+            raise TypeError("a Crew's agents must be Agents")
+        names = [a.name for a in self.agents]
+        if None in names or len(set(names)) != len(names):
+            raise ValueError("a Crew's agents need names, each name once")
+        if process not in ("sequential", "hierarchical"):
+            raise ValueError(f"process must be 'sequential' or 'hierarchical', got {process!r}")
+        for k, t in enumerate(self.tasks):
+            if t.context is not None and any(c not in self.tasks[:k] for c in t.context):
+                raise ValueError(f"task {k + 1}: its context names a task that does not come before it in the crew")
+        self.manager: Agent | None = None
+        if process == "hierarchical":
+            if manager is None:
+                raise ValueError("a hierarchical crew needs a manager: an agent, or a model config (manager=...)")
+            if not self.agents:
+                raise ValueError("a hierarchical crew needs agents to delegate to")
+            self.manager = make_manager(manager, self.agents)
+        else:
+            for k, t in enumerate(self.tasks):
+                if t.agent is None and len(self.agents) != 1:
+                    raise ValueError(f"task {k + 1} has no agent (give Task(agent=...), or the crew one agent only)")
+        self._agent = CrewAgent(self)
+
+    def as_agent(self) -> Agent:
+        """The agent that runs this crew on a conversation (for the web UI, `serve`, or as another agent's tool): the
+        last user message starts it, its text as the input `input` (or its inputs, when it is a JSON object)."""
+        return self._agent
+
+    def agent_for(self, task: Task) -> Agent:
+        """Who does `task`: the manager (hierarchical), its agent, or the crew's only agent."""
+        if self.manager is not None:
+            return self.manager
+        return task.agent if task.agent is not None else self.agents[0]
+
+    def run(
+        self,
+        inputs: dict[str, Any] | None = None,
+        *,
+        feedback: str | None = None,
+        approval: bool | dict[str, bool] | None = None,
+        session: Any = None,
+        delta_stream: bool = False,
+        **kwargs: Any,
+    ) -> Run[Any]:
+        """The crew's run, streamed like `Agent.run` (see the module docstring)."""
+        return self._agent.run(self._start(inputs, feedback, approval, session), session=session,
+                               delta_stream=delta_stream, **kwargs)  # fmt: skip
+
+    def arun(
+        self,
+        inputs: dict[str, Any] | None = None,
+        *,
+        feedback: str | None = None,
+        approval: bool | dict[str, bool] | None = None,
+        session: Any = None,
+        delta_stream: bool = False,
+        **kwargs: Any,
+    ) -> ARun[Any]:
+        """`run()` on the running asyncio event loop."""
+        return self._agent.arun(self._start(inputs, feedback, approval, session), session=session,
+                                delta_stream=delta_stream, **kwargs)  # fmt: skip
+
+    def kickoff(self, inputs: dict[str, Any] | None = None, **kwargs: Any) -> CrewOutput:
+        """Run the crew to its end (or to a pause for a person); its output. Takes `run()`'s arguments."""
+        run = self.run(inputs, **kwargs)
+        for _ in run:
+            pass
+        return _output(run.context)
+
+    async def akickoff(self, inputs: dict[str, Any] | None = None, **kwargs: Any) -> CrewOutput:
+        """`kickoff()` on the running asyncio event loop."""
+        run = self.arun(inputs, **kwargs)
+        async for _ in run:
+            pass
+        return _output(run.context)
+
+    def _start(
+        self, inputs: dict[str, Any] | None, feedback: str | None, approval: Any, session: Any
+    ) -> list[dict[str, Any]]:
+        if feedback is not None or approval is not None:
+            if [inputs, feedback, approval].count(None) != 2:
+                raise ValueError("give inputs to start the crew, or feedback or approval to resume it: one of them")
+            if session is None:
+                raise ValueError("feedback and approval resume a crew paused in a session: give that session=")
+            return [human_feedback(feedback)] if feedback is not None else [approval_message(approval)]
+        inputs = dict(inputs or {})
+        missing = missing_inputs(self.tasks, inputs)
+        if missing:
+            raise ValueError(f"the tasks need inputs that were not given: {', '.join(missing)}")
+        text = json.dumps(inputs, ensure_ascii=False, default=str) if inputs else "Start."
+        return [{"role": USER, "content": text, "extra": {CREW_INPUTS: inputs}}]
+
+
+def _output(context: Any) -> CrewOutput:
+    out = context.output
+    if not isinstance(out, CrewOutput):
+        raise RuntimeError("the crew's run ended without an output")
+    out.usage = context.usage
+    return out
+
+
+class _Progress:
+    """Where a crew is in a conversation: its inputs, the outputs of the tasks done, a task paused for review and
+    the person's feedback on it, or a task paused for tool approval and its agent's messages so far (with the
+    person's decision last)."""
+
+    def __init__(self, crew: Crew, messages: list[Message]) -> None:
+        self.inputs: dict[str, Any] = {}
+        self.outputs: list[TaskOutput] = []
+        self.review: int | None = None  # the task whose answer awaits (or got) a person's feedback
+        self.feedback: str | None = None
+        self.approving: int | None = None  # the task whose agent's tool call awaits (or got) a person's approval
+        self.worked: list[Message] = []  # that agent's messages so far, the approval message last
+        last = messages[-1] if messages else None
+        if last is None or last.role != USER:
+            raise ValueError("a crew starts (or resumes) on a user message")
+        before = messages[-2].extra if len(messages) >= 2 else None
+        if before and PENDING_APPROVAL in before and is_approval(last):
+            start = self._restore(crew, messages)
+            task_at = max(i for i in range(start, len(messages)) if CREW_TASK in (messages[i].extra or {}))
+            self.approving = (messages[task_at].extra or {})[CREW_TASK]["index"]
+            self.worked = messages[task_at + 1 :]
+            return
+        if not (before and PENDING_HUMAN_INPUT in before):
+            if last.extra and HUMAN_FEEDBACK in last.extra:
+                raise ValueError("the feedback answers no crew paused for review (it must follow the pause)")
+            if is_approval(last):
+                raise ValueError("the approval answers no crew paused for it (it must follow the pause)")
+            self.inputs = dict((last.extra or {}).get(CREW_INPUTS) or _inputs_from_text(content_text(last.content)))
+            return
+        self.feedback = content_text(last.content).strip()
+        self._restore(crew, messages)
+        self.review = len(self.outputs) - 1
+
+    def _restore(self, crew: Crew, messages: list[Message]) -> int:
+        """Read the inputs and the outputs of the tasks done from a paused crew's conversation; where it started."""
+        start = max((i for i, m in enumerate(messages) if m.extra and CREW_INPUTS in m.extra), default=-1)
+        if start < 0:
+            start = max(i for i, m in enumerate(messages[:-1]) if m.role == USER and not _is_feedback(m, messages, i)
+                        and not is_approval(m))  # fmt: skip
+            self.inputs = _inputs_from_text(content_text(messages[start].content))
+        else:
+            self.inputs = dict((messages[start].extra or {})[CREW_INPUTS])
+        done: dict[int, TaskOutput] = {}
+        for m in messages[start:]:
+            record = (m.extra or {}).get(TASK_OUTPUT)
+            if record is not None:
+                done[record["index"]] = _task_output(crew.tasks[record["index"]], record)
+        self.outputs = [done[k] for k in sorted(done)]
+        return start
+
+
+def _is_feedback(m: Message, messages: list[Message], i: int) -> bool:
+    extra = messages[i - 1].extra if i > 0 else None
+    return extra is not None and PENDING_HUMAN_INPUT in extra
+
+
+def _inputs_from_text(text: str) -> dict[str, Any]:
+    """A crew's inputs from a user's message: a JSON object as it is, other text as the input `input`."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    return value if isinstance(value, dict) else {"input": text}
+
+
+def _task_output(task: Task, record: dict[str, Any]) -> TaskOutput:
+    data = record.get("json_dict")
+    model = task.output_pydantic.model_validate(data) if task.output_pydantic is not None and data else None
+    return TaskOutput(record["description"], record["raw"], record.get("agent"), model, data,
+                      record.get("expected_output", ""), task.name)  # fmt: skip
+
+
+def _record(index: int, out: TaskOutput) -> dict[str, Any]:
+    return {"index": index, "description": out.description, "raw": out.raw, "agent": out.agent,
+            "json_dict": out.json_dict, "expected_output": out.expected_output}  # fmt: skip
+
+
+class CrewAgent(Agent):
+    """A crew as an agent: its `_run` works through the tasks (see the module docstring)."""
+
+    async_safe = True
+
+    def __init__(self, crew: Crew) -> None:
+        first = crew.agent_for(crew.tasks[0])  # its model is the one a page names for the crew
+        super().__init__(llm=first._llm_cfg, name=crew.name,
+                         description=f"a crew of {', '.join(a.name or '' for a in crew.agents)}")  # fmt: skip
+        self.crew = crew
+
+    def _sub_agents(self) -> list[Agent]:
+        return list(self.crew.agents) + ([self.crew.manager] if self.crew.manager is not None else [])
+
+    def _with_system_message(self, msgs: list[Message]) -> list[Message]:
+        return msgs
+
+    def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
+        crew = self.crew
+        progress = _Progress(crew, messages)
+        missing = missing_inputs(crew.tasks, progress.inputs)
+        if missing:
+            raise ValueError(f"the tasks need inputs that were not given: {', '.join(missing)}")
+        outputs = progress.outputs
+        first = len(outputs)
+        pos = 0
+        if progress.review is not None and not progress.feedback:  # the person accepted the answer
+            first = progress.review + 1
+        elif progress.review is not None:
+            first = progress.review
+        elif progress.approving is not None:  # the task goes on where its agent paused
+            first = progress.approving
+        for k in range(first, len(crew.tasks)):
+            task = crew.tasks[k]
+            agent = crew.agent_for(task)
+            redo = outputs[k] if progress.review == k else None
+            worked = progress.worked if progress.approving == k else None
+            if worked is None:
+                yield [_progress_fragment(crew, k, task, agent, progress.inputs, pos)]
+                pos += 1
+            out, shown, waiting = yield from run_task(task, agent, k, progress.inputs, _context(crew, task, outputs[:k]), pos,
+                                             lang, redo, progress.feedback if redo is not None else None,
+                                             worked)  # fmt: skip
+            pos += shown
+            if out is None:  # a tool call of the task's agent waits for a person's approval
+                pending = {"task": k, "agent": agent.name, "approval": waiting}
+                current_run().output = CrewOutput("", list(outputs), pending=pending)
+                return
+            yield [Fragment.unchecked(ASSISTANT, "", out.agent, None, None, {TASK_OUTPUT: _record(k, out)}, pos - 1)]
+            del outputs[k:]
+            outputs.append(out)
+            if task.human_input:
+                pending = {"task": k, "description": out.description, "agent": out.agent}
+                note = REVIEW.format(n=k + 1, description=_first_line(out.description))
+                yield [Fragment.unchecked(ASSISTANT, note, crew.name, None, None, {PENDING_HUMAN_INPUT: pending}, pos)]
+                current_run().output = CrewOutput("", list(outputs), pending=pending)
+                return
+        current_run().output = CrewOutput(outputs[-1].raw if outputs else "", list(outputs))
+
+
+def _context(crew: Crew, task: Task, done: list[TaskOutput]) -> list[TaskOutput]:
+    """The outputs a task builds on: those of its `context` tasks, or of every task before it."""
+    if task.context is None:
+        return done
+    return [done[crew.tasks.index(t)] for t in task.context]
+
+
+def _progress_fragment(crew: Crew, k: int, task: Task, agent: Agent, inputs: dict[str, Any], pos: int) -> Fragment:
+    description = task.filled(inputs)[0]
+    text = f"Task {k + 1}/{len(crew.tasks)} ({agent.name}): {_first_line(description)}"
+    extra = {CREW_TASK: {"index": k, "agent": agent.name, "description": description}}
+    return Fragment.unchecked(ASSISTANT, text, crew.name, None, None, extra, pos)
+
+
+def _first_line(text: str, limit: int = 120) -> str:
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+__all__ = ["Crew", "CrewAgent", "CrewOutput", "human_feedback"]

@@ -1,0 +1,113 @@
+"""One task of a crew run as part of the crew's run: the agent asked, its answer validated (output_pydantic) and
+checked (guardrail), and sent back with what is wrong until it passes or the retries are used up."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from chatagent.agent import Agent
+from chatagent.agents.basic import BasicAgent
+from chatagent.agents.teams.task import JUDGE, Task, TaskFailed, TaskOutput, check_with, task_prompt
+from chatagent.plugins.structured import parse_structured
+from chatagent.run.approval import pending_approval
+from chatagent.run.nested import answer_of
+from chatagent.run.requests import Asking
+from chatagent.run.subagent import hidden, run_subagent
+from chatagent.schema import ASSISTANT, USER, Message
+from chatagent.tools.arguments import ToolArgumentError, parse_json
+from chatagent.tools.calling import ToolCache
+from chatagent.tools.registry import make_tools
+
+FAILED_CHECK = "Your answer did not pass a check: {feedback}\nGive the corrected, complete answer."
+FEEDBACK = "A person reviewed your answer and asks for changes: {feedback}\nGive the revised, complete answer."
+
+
+def run_task(
+    task: Task,
+    agent: Agent,
+    index: int,
+    inputs: dict[str, Any],
+    context: Sequence[TaskOutput],
+    start: int,
+    lang: str,
+    redo: TaskOutput | None = None,
+    feedback: str | None = None,
+    worked: list[Message] | None = None,
+) -> Asking[tuple[TaskOutput | None, int, list[dict[str, Any]]]]:
+    """Run `task` with `agent`, its messages shown from `start`: (its output, how many messages it showed, []), or
+    (None, how many, the calls waiting) when a tool call of the agent waits for a person's approval.
+    `redo` and `feedback`: the answer a person sent back, and what they said; `worked`: the agent's messages when it
+    paused for approval, the person's decision last (it goes on from there)."""
+    description, expected = task.filled(inputs)
+    worker = _worker(agent, task)
+    conversation = [Message.unchecked(USER, task_prompt(description, expected, context))]
+    if redo is not None:
+        conversation += [Message.unchecked(ASSISTANT, redo.raw), Message.unchecked(USER, FEEDBACK.format(
+            feedback=feedback))]  # fmt: skip
+    conversation += worked or []
+    shown = 0
+    for attempt in range(task.guardrail_max_retries + 1):
+        reply = yield from run_subagent(worker, conversation, lang, start + shown)
+        shown += len(reply)
+        waiting = pending_approval(reply)
+        if waiting:
+            return None, shown, waiting
+        raw = answer_of(reply)
+        out = TaskOutput(description, raw, agent.name, None, None, expected, task.name)
+        if task.output_pydantic is not None:
+            try:
+                out.pydantic = parse_structured(raw, task.output_pydantic)
+            except ToolArgumentError as e:
+                raise TaskFailed(
+                    f"task {index + 1}: the answer does not match {task.output_pydantic.__name__}: {e}"
+                ) from None
+            out.json_dict = out.pydantic.model_dump(mode="json")
+        if task.guardrail is None:
+            return out, shown, []
+        passed, value = yield from _check(task, out, agent, lang)
+        if passed:
+            if isinstance(value, str) and task.output_pydantic is None:
+                out.raw = value
+            return out, shown, []
+        if attempt == task.guardrail_max_retries:
+            raise TaskFailed(f"task {index + 1} did not pass its guardrail after {attempt + 1} tries: {value}")
+        conversation = conversation + reply + [Message.unchecked(USER, FAILED_CHECK.format(feedback=value))]
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _worker(agent: Agent, task: Task) -> Agent:
+    """`agent` as the task needs it: with the task's tools instead of its own, and its output model (a copy)."""
+    if task.tools is None and task.output_pydantic is None:
+        return agent
+    worker = copy.copy(agent)
+    if task.tools is not None:
+        worker.function_list = list(task.tools)
+        worker.function_map = make_tools(task.tools)
+        worker._tool_cache = ToolCache()
+    if task.output_pydantic is not None:
+        worker.response_format = task.output_pydantic
+        worker._structured = None
+    return worker
+
+
+def _check(task: Task, out: TaskOutput, agent: Agent, lang: str) -> Asking[tuple[bool, Any]]:
+    """The guardrail's verdict on `out`: a function's, run off the event loop, or the agent's model's judgement."""
+    guardrail = task.guardrail
+    if callable(guardrail):
+        return (yield from agent._blocking(check_with, guardrail, out))
+    assert isinstance(guardrail, str)
+    judge = BasicAgent(llm=agent.llm, name="guardrail")
+    ask = Message.unchecked(USER, JUDGE.format(requirement=guardrail, answer=out.raw))
+    reply = yield from run_subagent(judge, [ask], lang, 0, hidden)
+    try:
+        verdict = parse_json(answer_of(reply))
+    except ToolArgumentError:
+        verdict = None
+    if not isinstance(verdict, dict) or not isinstance(verdict.get("valid"), bool):
+        return False, f"the check of the requirement '{guardrail}' gave no verdict; make the answer meet it clearly"
+    return verdict["valid"], out.raw if verdict["valid"] else str(verdict.get("feedback") or guardrail)
+
+
+__all__ = ["run_task"]
