@@ -65,6 +65,8 @@ _EXPORTS: dict[str, str] = {
     "Callbacks": "chatagent.run.events",
     "StructuredOutputError": "chatagent.errors",
     "StructuredOutput": "chatagent.plugins.structured",
+    "Compaction": "chatagent.run.compaction",
+    "A2AAgent": "chatagent.tools.a2a",
     "Plugin": "chatagent.run.plugin",
     "PluginError": "chatagent.run.plugin",
     "Blocked": "chatagent.run.plugin",
@@ -109,6 +111,8 @@ __all__ = [
     "FunctionTool",
     "StructuredOutputError",
     "StructuredOutput",
+    "Compaction",
+    "A2AAgent",
     "Plugin",
     "PluginError",
     "Blocked",
@@ -213,6 +217,7 @@ if TYPE_CHECKING:
     from chatagent.plugins.guardrails import InputGuardrail, LLMJudge, OutputGuardrail, TextPolicy
     from chatagent.plugins.structured import StructuredOutput, StructuredOutputError
     from chatagent.run.approval import approval_message, pending_approval
+    from chatagent.run.compaction import Compaction
     from chatagent.run.events import Callbacks, Event
     from chatagent.run.plugin import Blocked, Plugin, PluginError, Retry
     from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, to_messages, to_openai
@@ -228,6 +233,7 @@ if TYPE_CHECKING:
         SessionPendingTurnError,
         SessionStoreError,
     )
+    from chatagent.tools.a2a import A2AAgent
     from chatagent.tools.arguments import ToolArgumentError
     from chatagent.tools.base import TOOL_REGISTRY, BaseTool, register_tool
     from chatagent.tools.from_function import FunctionTool, tool

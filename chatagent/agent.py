@@ -30,7 +30,8 @@ from chatagent.llm.base import BaseChatModel
 from chatagent.llm.registry import get_chat_model
 from chatagent.llm.settings import check_generate_cfg
 from chatagent.run import start
-from chatagent.run.compat import whole_lists_as_fragments
+from chatagent.run.compaction import Compaction, compaction_of
+from chatagent.run.compat import overridden_steps, whole_lists_as_fragments, wrap_call_llm, wrap_call_tool
 from chatagent.run.context import RunContext, current_run
 from chatagent.run.handle import ARun, Output, Run, afinal_response, final_response, named, output
 from chatagent.run.plugin import Plugins
@@ -94,6 +95,9 @@ class Agent(RunSteps):
         plugins: objects that take part in every run and may change it: rewrite the input, check it, watch or
             block model and tool calls, rewrite or replace the answer (see `chatagent.plugins`, `chatagent.plugins.guardrails`).
         generate_cfg: generation settings for this agent's model calls, over the model's own.
+        compaction: what a run does with a conversation that outgrew the model's window: "drop-oldest" (the
+            default), "summarise" or "off", or a `Compaction` (a cheaper model, a budget; see
+            `chatagent.run.compaction`).
 
     An unknown keyword argument raises TypeError naming it (in every subclass too: they pass theirs on here).
     """
@@ -114,6 +118,14 @@ class Agent(RunSteps):
                 cls.async_safe = False
             if "fragment_native" not in cls.__dict__:
                 cls.fragment_native = False
+        # Qwen-Agent-style overrides: the built-in loops call them, with the parameters they take (run.compat)
+        cls.overridden_steps = overridden_steps(cls, Agent)
+        for step_name, wrap in (("_call_llm", wrap_call_llm), ("_call_tool", wrap_call_tool)):
+            own = cls.__dict__.get(step_name)
+            if own is not None and not hasattr(own, "__wrapped__"):
+                setattr(cls, step_name, wrap(own))
+                if "async_safe" not in cls.__dict__:  # an override may block (Qwen-Agent's are synchronous)
+                    cls.async_safe = False
 
     def __init__(
         self,
@@ -127,9 +139,11 @@ class Agent(RunSteps):
         callbacks: Iterable[Callback] | None = None,
         response_format: Any = None,
         plugins: Iterable[Any] | None = None,
+        compaction: str | Compaction | None = None,
         **kwargs: Any,
     ) -> None:
         reject_unknown(type(self), kwargs)
+        self.compaction: Compaction = compaction_of(compaction)
         self._llm_cfg = llm
         self._llm: BaseChatModel | None = llm if isinstance(llm, BaseChatModel) else None
         self.system_message = system_message

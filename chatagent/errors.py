@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any
 
 from chatagent.utils.keys import mask_secrets
 
@@ -51,18 +52,33 @@ class ModelServiceError(ChatAgentError):
 
     `retryable` errors (timeouts, dropped connections, 429, 5xx) are retried by the model layer before
     they reach you; `retry_after` is the server's Retry-After in seconds when it sent one. The message
-    never contains an API key (see `chatagent.utils.keys`).
+    never contains an API key (see `chatagent.utils.keys`). Qwen-Agent's forms work too: `ModelServiceError(e)`,
+    `ModelServiceError(exception=e)`, `ModelServiceError(code='400', message='...', extra={...})`; without a code
+    it is 'request_error'.
     """
 
     def __init__(
         self,
-        code: ModelErrorCode | str | int,
-        message: str,
+        code: ModelErrorCode | str | int | BaseException | None = None,
+        message: str | None = None,
         *,
         retryable: bool = False,
         retry_after: float | None = None,
         partial: bool = False,
+        exception: BaseException | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> None:
+        # Qwen-Agent's forms too: ModelServiceError(exception=e), ModelServiceError(e), (code=..., message=...)
+        if isinstance(code, BaseException):
+            code, exception = None, code
+        self.exception = exception
+        self.extra = extra
+        if message is None:
+            message = (
+                f"{type(exception).__name__}: {exception}" if exception is not None else "the model service failed"
+            )
+        if code is None:
+            code = ModelErrorCode.REQUEST_ERROR
         self.code = code
         self.message = message = mask_secrets(message)
         self.retryable = retryable

@@ -54,7 +54,7 @@ def calculate(expression: str) -> str:
 
 def main() -> None:
     question = " ".join(sys.argv[1:]) or "What is 17% of the population of Oslo?"
-    bot = ReActChat(llm=None, function_list=[population, calculate], max_llm_calls=8)
+    bot = ReActChat(llm=None, function_list=[population, calculate], max_llm_calls=8, transcript=False)
     print(f"user: {question}")
     last_kind = None
     for fragments in bot.run([{"role": "user", "content": question}], delta_stream=True):

@@ -252,7 +252,25 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
         out.append(chat_message("assistant", note))
     if extra.get("sources"):
         out.append(render_sources(extra["sources"]))
+    parsed = extra.get("parsed")
+    if isinstance(parsed, dict) and parsed:
+        format_mark = extra.get("response_format")
+        out.append(render_object(parsed, isinstance(format_mark, dict) and format_mark.get("valid") is True))
     return out
+
+
+def render_object(parsed: dict, valid: bool) -> dict[str, Any]:
+    """A structured answer's fields as a table under it: those parsed so far while it streams (marked as filling
+    in), the validated object at the end."""
+    rows = [f"| {_cell(str(k))} | {_cell(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))} |"
+            for k, v in list(parsed.items())[:100]]  # fmt: skip
+    head = f"**Fields** {icon('approved')}*(valid)*" if valid else "**Fields** *(filling in…)*"
+    return chat_message("assistant", head + "\n\n| field | value |\n|---|---|\n" + "\n".join(rows))
+
+
+def _cell(text: str) -> str:
+    """`text` as one Markdown table cell: on one line, escaped, its pipes kept as text."""
+    return escape_markdown(" ".join(text.split())[:500]).replace("|", "\\|") or " "
 
 
 def render_passage(passage: dict[str, Any]) -> dict[str, Any]:

@@ -168,6 +168,28 @@ EXAMPLES: dict[str, Case] = {
         expect=["用户：大熊猫每天吃多少竹子？", "[熊猫手册.docx, p. 1]"],
         env={"CHATAGENT_WORKSPACE": os.path.join(tempfile.gettempdir(), "chatagent-examples-ws")},
     ),
+    "serve_anywhere.py": Case(
+        replies=[Reply(text="Paris.", chunk_size=2), Reply(text="Paris, on the Seine.", chunk_size=4)],
+        args=["What is the capital of France?"],
+        expect=["(MCP)", "mcp: Paris.", "a2a: Paris, on the Seine."],
+    ),
+    "streaming_object.py": Case(
+        replies=[Reply(text='{"name": "Marie Curie", "born": 1867, "fields": ["physics", "chemistry"]}', chunk_size=6)],
+        expect=[
+            "so far: {'name': 'Ma'}",
+            "so far: {'name': 'Marie Curie', 'born': 1867}",
+            "so far: {'name': 'Marie Curie', 'born': 1867, 'fields': ['physics', 'chemistry']}",
+            "valid: True",
+        ],
+    ),
+    "long_conversation.py": Case(
+        replies=["Forty weeks of steady growth; watered and weeded weekly.", "They grew well.", "Keep watering."],
+        expect=[
+            "earlier messages: Forty weeks of steady growth",
+            "assistant: They grew well.",
+            "user: And what should I do next week?\nassistant: Keep watering.",
+        ],
+    ),
 }
 
 

@@ -32,6 +32,9 @@ for the agent or the run): a summary of the passage, which the web UI and the CL
 **Sources.** The final answer carries `extra['sources']`: the excerpts chosen for the question, best
 first, as `{'file', 'pages', 'text'}` (see `Chunk.as_source`), whatever the model writes.
 
+**Knowledge.** `run(messages, knowledge=...)` (text, or Qwen-Agent's `[{'url': ..., 'text': [snippets]}]`) is put
+in the system message under "# Knowledge Base", as Qwen-Agent does, and the files are not searched for that run.
+
 **Memory.** With `memory=` (a `chatagent.LongTermMemory`), the memories that best answer the latest user
 message start that message, labelled and dated (at most a twelfth of the window, at most 800 tokens), and the
 message and the final answer are stored after the run. A run on a `Session` uses the memory of the session's
@@ -54,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 from chatagent.agent import current_run
 from chatagent.agents.fncall import FnCallAgent
+from chatagent.agents.knowledge import knowledge_prompt
 from chatagent.errors import ModelServiceError
 from chatagent.llm.budget import prompt_tokens, truncate_messages
 from chatagent.llm.prepare import untrusted
@@ -218,6 +222,11 @@ class Assistant(FnCallAgent):
         self, messages: list[Message], lang: str, memory: LongTermMemory | None, **kwargs: Any
     ) -> Iterator[list[Message]]:
         report = self._reporter(kwargs.pop("on_progress", None) or self.on_progress)
+        knowledge = kwargs.pop("knowledge", "")
+        if knowledge:  # given by the caller: in the system message, instead of excerpts of the files (as Qwen-Agent)
+            messages = with_system_text(messages, knowledge_prompt(knowledge, lang))
+            messages = yield from self._blocking(self._remembered, memory, messages, lang)
+            return (yield from super()._run(_files_as_text(messages), lang=lang, **kwargs))
         if not allowed_files(self.files, messages):
             messages = yield from self._blocking(self._remembered, memory, messages, lang)
             return (yield from super()._run(_files_as_text(messages), lang=lang, **kwargs))

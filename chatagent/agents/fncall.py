@@ -34,7 +34,7 @@ from chatagent.agents.teams.agent_calls import (
 from chatagent.agents.teams.handoffs import Handoff, HandoffTool, as_handoffs, holder
 from chatagent.run.agent_tool import AgentTool
 from chatagent.run.nested import paused_nested
-from chatagent.schema import ASSISTANT, FUNCTION, USER, ContentItem, Message, content_text
+from chatagent.schema import ASSISTANT, FUNCTION, USER, ContentItem, FunctionCall, Message, content_text
 from chatagent.schema.fragment import Fragment, fragment
 from chatagent.tools.calling import PreparedCall, ToolOutcome, call_key, prepare_call
 
@@ -113,6 +113,30 @@ class FnCallAgent(Agent):
     def _sub_agents(self) -> list[Agent]:
         return [h.agent for h in self._handoffs]
 
+    def _overridden_call(self, name: str, arguments: str, call_id: str | None, kwargs: dict) -> ToolOutcome:
+        """A call through an overridden `_call_tool`: in order, here, with Qwen-Agent's arguments (and chatagent's,
+        if it takes them)."""
+        outcome = ToolOutcome(name, arguments, call_id)
+        outcome.content = self._call_tool(name, arguments, call_id=call_id, **kwargs)
+        return outcome
+
+    def _tool_calls(self, reply: list[Message]) -> list[Message]:
+        """The reply's messages that call a tool (as an overridden `_detect_tool` sees them, if there is one)."""
+        if "_detect_tool" not in self.overridden_steps:
+            return [m for m in reply if m.function_call is not None]
+        calls: list[Message] = []
+        for m in reply:
+            use, name, args, _ = self._detect_tool(m)
+            if use:
+                args = args if isinstance(args, str) else orjson.dumps(args).decode()
+                fc = m.function_call
+                calls.append(
+                    m
+                    if fc and (fc.name, fc.arguments) == (name, args)
+                    else m.copy(function_call=FunctionCall(name, args))
+                )
+        return calls
+
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         """The tool loop. Returns the whole response (a subclass adding to the answer finds it there)."""
         if self._handoffs and current_run().parent is None:
@@ -129,7 +153,7 @@ class FnCallAgent(Agent):
         for _ in range(self.max_llm_calls):
             reply = yield from self._call_llm(messages + response, functions, start=len(response))
             response.extend(reply)
-            calls = [m for m in reply if m.function_call is not None]
+            calls = self._tool_calls(reply) if self.overridden_steps else [m for m in reply if m.function_call]
             if not calls:
                 return response
             outcomes = yield from self._run_calls(calls, history, messages + response, response, lang, kwargs)
@@ -175,7 +199,7 @@ class FnCallAgent(Agent):
     ) -> Iterator[list[Message]]:
         """Run one reply's calls (concurrently when there are several); yield and append their results in order."""
         ctx = current_run()
-        callbacks = ctx.callbacks
+        callbacks = ctx.callbacks if "_call_tool" not in self.overridden_steps else ()  # an override's base tells them
         if self.files:  # the agent's own files, as if the user had attached them
             context = [Message.unchecked(USER, [ContentItem(file=f) for f in self.files])] + context
         tool_kwargs = {**kwargs, "messages": context, "lang": lang}
@@ -189,6 +213,9 @@ class FnCallAgent(Agent):
             if history.repeated(fc.name, fc.arguments):
                 outcome = ToolOutcome(fc.name, fc.arguments, call_id)
                 prepared.append(outcome.fail("loop", loop_message(fc.name)))
+                continue
+            if "_call_tool" in self.overridden_steps:
+                prepared.append(self._overridden_call(fc.name, fc.arguments, call_id, tool_kwargs))
                 continue
             prepared.append(
                 prepare_call(

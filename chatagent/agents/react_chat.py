@@ -7,7 +7,9 @@ models without native function calling.
 
 The tools are described in the system message with the format (English or Chinese, by the language of
 the conversation). Generation stops at `Observation:` (`stop` in generate_cfg; a model that writes an
-observation anyway is cut there). Each step of the loop adds to the response, as every agent does:
+observation anyway is cut there). The response is, as in Qwen-Agent, one assistant message holding the whole
+ReAct text (`transcript=True`, the default). With `transcript=False` each step of the loop adds to the
+response, as every agent does:
 
 - an assistant message whose `reasoning_content` is the model's Thought and whose `content` is its
   Final Answer (or, for a reply with no ReAct markers at all, the whole reply: it is taken as the answer);
@@ -146,15 +148,16 @@ class ReActChat(FnCallAgent):
 
     Args: as FnCallAgent (`function_list`, `llm`, `system_message`, `name`, `description`,
     `max_llm_calls` — every reply counts, malformed ones too), and
-        transcript: True gives the response as Qwen-Agent's ReActChat does: one assistant message holding
-            the whole Thought / Action / Action Input / Observation / Final Answer text
-            (see `chatagent.agents.react_transcript`).
+        transcript: True (the default, as in Qwen-Agent) gives the response as one assistant message holding
+            the whole Thought / Action / Action Input / Observation / Final Answer text (see
+            `chatagent.agents.react_transcript`); False gives structured messages: the Thought as
+            `reasoning_content`, each action as a function call and its result, the Final Answer as `content`.
     """
 
     async_safe = True
     fragment_native = True
 
-    def __init__(self, *args: Any, transcript: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, transcript: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.transcript = transcript
 

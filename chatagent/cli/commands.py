@@ -23,7 +23,7 @@ from chatagent.cli.errors import CliError
 from chatagent.cli.terminal import chat_loop, printable
 from chatagent.errors import MissingDependencyError
 from chatagent.schema import to_message, to_messages
-from chatagent.server.runner import AgentServer
+from chatagent.server.runner import AgentServer, serve_mcp_stdio
 from chatagent.sessions import Session, SessionStoreError
 from chatagent.tools.retrieval import message_files
 from chatagent.utils.keys import clean_api_key
@@ -190,15 +190,33 @@ def cmd_serve(args: argparse.Namespace) -> int:
             allow_hosts=args.allow_host,
             grace=args.grace,
             server_names=args.server_name,
+            mcp=args.mcp,
+            expose_tools=args.expose_tools,
+            a2a=args.a2a,
         )
     except (SessionStoreError, ValueError, OSError) as e:
         raise CliError(str(e)) from None
-    print(f"chatagent: serving {server.model_name} on {server.url} (API key {'required' if api_key else 'off'})")
+    print(f"chatagent: serving {server.model_name} on {server.url} (API key {'required' if api_key else 'off'})"
+          + (f", MCP on {server.mcp_url}" if args.mcp else "")
+          + (f", A2A on {server.a2a_url}" if args.a2a else ""))  # fmt: skip
     sys.stdout.flush()
     try:
         server.serve_forever()  # SIGTERM/SIGINT: the streams in flight finish (within --grace), then it returns
     finally:
         server.close()
+        agent.close()
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """MCP over stdio: stdout is the protocol's, so nothing else is printed there (the log goes to stderr)."""
+    agent = agent_from_args(args)
+    ask_before_running_code(agent)  # what a client sends may carry text that tells the model what to run
+    try:
+        serve_mcp_stdio(agent, expose_tools=args.expose_tools, store=args.store)
+    except (SessionStoreError, ValueError) as e:
+        raise CliError(str(e)) from None
+    finally:
         agent.close()
     return 0
 

@@ -11,7 +11,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 
-from chatagent.cli.commands import cmd_chat, cmd_gui, cmd_serve, cmd_sessions
+from chatagent.cli.commands import cmd_chat, cmd_gui, cmd_mcp, cmd_serve, cmd_sessions
 from chatagent.cli.errors import CliError
 from chatagent.cli.memory import add_memory_parser
 from chatagent.server.runner import DEFAULT_GRACE, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_REQUEST_BYTES
@@ -22,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `chatagent` command."""
     parser = argparse.ArgumentParser(prog="chatagent", description="Chat with agents: terminal, web UI, API server.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{chat,gui,serve,sessions,memory}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{chat,gui,serve,mcp,sessions,memory}")
 
     def model_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--model", help="model name (default: the configured or embedded model)")
@@ -99,8 +99,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--grace", type=float, default=DEFAULT_GRACE, help="seconds the streams in flight may take to finish on stop"
     )
+    p.add_argument("--mcp", action="store_true", help="also serve the agent over MCP (streamable HTTP) at /mcp")
+    p.add_argument("--expose-tools", action="store_true", help="with --mcp: the agent's own tools are MCP tools too")
+    p.add_argument("--a2a", action="store_true", help="also serve the agent over A2A (agent card, tasks at /a2a/NAME)")
     store_arg(p)
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("mcp", help="serve an agent over MCP on stdin/stdout (for desktop and IDE clients)")
+    model_args(p)
+    p.add_argument("--expose-tools", action="store_true", help="the agent's own tools are MCP tools too")
+    store_arg(p)
+    p.set_defaults(func=cmd_mcp)
     return parser
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from typing import Any, Literal, TypeAlias, cast, overload
+from typing import Any, Literal, TypeAlias, TypeVar, cast, overload
 
 from chatagent.errors import ModelServiceError
+from chatagent.llm import qwen_backend
 from chatagent.llm.budget import DEFAULT_MAX_INPUT_TOKENS, TokenBudget, truncate_messages
 from chatagent.llm.cut_off import cut_call_error as cut_call_error  # re-exported where it was
 from chatagent.llm.pacing import Pace, pace_of
@@ -57,6 +58,29 @@ _Reply: TypeAlias = "list[Message] | list[dict[str, Any]]"
 _Stream: TypeAlias = "Iterator[list[Message]] | Iterator[list[Fragment]] | Iterator[list[dict[str, Any]]]"
 
 
+# model_type -> class, or "module:Class" imported on first use so that `import chatagent` stays fast.
+LLM_REGISTRY: dict[str, type[BaseChatModel] | str] = {
+    "oai": "chatagent.llm.openai_compat:OpenAICompatModel",
+    "dashscope": "chatagent.llm.dashscope:DashScopeModel",
+    "azure": "chatagent.llm.azure:AzureModel",
+    "local": "chatagent.llm.local:LocalModel",
+    "scripted": "chatagent.llm.scripted:ScriptedLLM",
+    "fallback": "chatagent.llm.fallback:FallbackModel",
+}
+_Model = TypeVar("_Model", bound="type[BaseChatModel]")
+
+
+def register_llm(model_type: str) -> Callable[[_Model], _Model]:
+    """Class decorator: make `{'model_type': model_type}` configs build this class (see `chatagent.llm.registry`)."""
+
+    def decorator(cls: _Model) -> _Model:
+        cls.model_type = model_type
+        LLM_REGISTRY[model_type] = cls
+        return cls
+
+    return decorator
+
+
 class BaseChatModel(TokenBudget):
     """A chat model. Configure with a dict; call `chat()`.
 
@@ -85,6 +109,10 @@ class BaseChatModel(TokenBudget):
     )
     #: Whether `context_window` comes from the server itself (it then caps an explicit max_input_tokens too).
     window_from_server = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        qwen_backend.adapt(cls)  # a backend written for Qwen-Agent (its _chat_stream / _chat_no_stream) works as it is
 
     def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         cfg = dict(cfg or {})
@@ -390,6 +418,7 @@ __all__ = [
     "DEFAULT_TOOL_CHOICE",
     "FRAMEWORK_KEYS",
     "IGNORED_KEYS",
+    "LLM_REGISTRY",
     "ModelServiceError",
     "Settings",
     "ToolChoice",
@@ -397,6 +426,7 @@ __all__ = [
     "attempt_cfg",
     "check_cfg_keys",
     "choice_args",
+    "register_llm",
     "split_generate_cfg",
     "truncate_messages",
 ]

@@ -309,7 +309,9 @@ class DashScopeModel(BaseChatModel):
                     match = next((c for c in open_calls if c[1] == m.name), open_calls[0] if open_calls else None)
                     fid = match[0] if match else f"call_{n}"
                 open_calls = [c for c in open_calls if c[0] != fid]
-                tool: dict[str, Any] = {"role": "tool", "content": content_text(m.content), "tool_call_id": fid}
+                media = multimodal and not isinstance(m.content, str) and any(i.kind != "text" for i in m.content)
+                tool_content = self._content(m.content) if media else content_text(m.content)  # a chart goes as one
+                tool: dict[str, Any] = {"role": "tool", "content": tool_content, "tool_call_id": fid}
                 if m.name:
                     tool["name"] = m.name
                 out.append(tool)

@@ -27,6 +27,7 @@ _MULTIMODAL = re.compile(
 # servers (by base URL) that refused `stream_options` (older Azure api-versions, some proxies): not sent again
 _NO_STREAM_OPTIONS: set[str] = set()
 _params: frozenset[str] | None = None  # chat.completions.create's, read once
+TEXT_ONLY_TOOL_MESSAGES = ("api.openai.com", ".openai.azure.com")  # servers whose tool messages take only text
 TRANSPORT_OPTIONS = frozenset({"extra_headers", "extra_query", "timeout"})  # what `http_request` takes out of the body
 
 
@@ -36,13 +37,16 @@ def looks_multimodal(model: str) -> bool:
 
 
 def image_url(value: str) -> str:
-    """An image item's value as a URL the server can read: local files (paths or file://) as base64 data URLs."""
+    """A media item's value (image, audio, video) as a URL the server can read: local files (paths or file://) as
+    base64 data URLs."""
     if value.startswith(("http://", "https://", "data:")):
         return value
     path = value[len("file://") :] if value.startswith("file://") else value
     path = os.path.expanduser(path)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"image not found: {value!r} (give a local file path, a file:// or an http(s) URL)")
+        raise FileNotFoundError(
+            f"media file not found: {value!r} (give a local file path, a file:// or an http(s) URL)"
+        )
     mime = mimetypes.guess_type(path)[0] or "image/png"
     with open(path, "rb") as f:
         return f"data:{mime};base64,{base64.b64encode(f.read()).decode('ascii')}"
@@ -61,7 +65,11 @@ def request_kwargs(
     """The keyword arguments of `chat.completions.create` for `model` on the server `endpoint`: keys of `cfg` in
     `known` as arguments, the others in `extra_body` (generate_cfg's own `extra_body` has the last word); with
     `functions`, `tool_choice` as the request's `tool_choice` and `parallel_tool_calls`."""
-    kwargs: dict[str, Any] = {"model": model, "messages": to_openai(messages, image_url=image_url)}
+    # media reach here only for a model that takes them (`_prepare` left placeholders for the others); OpenAI's own
+    # API (and Azure's) takes only text in a tool message: a tool's images follow in a user message there
+    tool_media = "user" if any(host in endpoint for host in TEXT_ONLY_TOOL_MESSAGES) else "tool"
+    messages_out = to_openai(messages, image_url, placeholder_kinds=("file",), tool_media=tool_media)
+    kwargs: dict[str, Any] = {"model": model, "messages": messages_out}
     if functions:
         kwargs["tools"] = [{"type": "function", "function": f} for f in functions]
     if stream:

@@ -1,27 +1,19 @@
 """The model registry: `get_chat_model(cfg)` builds the backend a config names (`model_type`, or guessed from
-`model_server` and the environment); `register_llm` adds a backend. Backends are imported on first use."""
+`model_server` and the environment); `register_llm` (defined in `chatagent.llm.base`, as in Qwen-Agent) adds a
+backend to `LLM_REGISTRY`. Backends are imported on first use."""
 
 from __future__ import annotations
 
 import importlib
 import logging
 import os
-from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
-from chatagent.llm.base import BaseChatModel
+from chatagent.llm.base import LLM_REGISTRY, BaseChatModel
+from chatagent.llm.base import register_llm as register_llm  # where it was
 
 logger = logging.getLogger("chatagent.llm")
 
-# model_type -> class, or "module:Class" imported on first use so that `import chatagent` stays fast.
-LLM_REGISTRY: dict[str, type[BaseChatModel] | str] = {
-    "oai": "chatagent.llm.openai_compat:OpenAICompatModel",
-    "dashscope": "chatagent.llm.dashscope:DashScopeModel",
-    "azure": "chatagent.llm.azure:AzureModel",
-    "local": "chatagent.llm.local:LocalModel",
-    "scripted": "chatagent.llm.scripted:ScriptedLLM",
-    "fallback": "chatagent.llm.fallback:FallbackModel",
-}
 # Qwen-Agent's model_type names: (ours, config defaults they imply)
 MODEL_TYPE_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
     "qwen_dashscope": ("dashscope", {}),
@@ -37,18 +29,6 @@ UNSUPPORTED_MODEL_TYPES = {
     "openvino": "OpenVINO in-process",
 }
 DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
-_Model = TypeVar("_Model", bound="type[BaseChatModel]")
-
-
-def register_llm(model_type: str) -> Callable[[_Model], _Model]:
-    """Class decorator: make `{'model_type': model_type}` configs build this class."""
-
-    def decorator(cls: _Model) -> _Model:
-        cls.model_type = model_type
-        LLM_REGISTRY[model_type] = cls
-        return cls
-
-    return decorator
 
 
 def _llm_class(model_type: str) -> type[BaseChatModel]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 
+from chatagent.llm import fncall_prompt
 from chatagent.llm.prices import PricedUsage, checked_price, price_of
 from chatagent.llm.recovered_calls import arecover_calls, recover_calls
 from chatagent.llm.request import Backend, ModelRequest
@@ -30,8 +31,6 @@ def call_model(backend: Backend, request: ModelRequest) -> Iterator[list[Fragmen
 
 
 def _model_call(backend: Backend, request: ModelRequest) -> Iterator[list[Fragment]]:
-    from chatagent.llm import fncall_prompt  # prompt-based function calling: when used
-
     prompted, request = _route(backend, request)
     if prompted:
         return fncall_prompt.chat(backend, request)
@@ -60,8 +59,6 @@ def acall_model(backend: Backend, request: ModelRequest) -> AsyncIterator[list[F
 def _amodel_call(backend: Backend, request: ModelRequest) -> AsyncIterator[list[Fragment]]:
     """`_model_call` for asyncio: the fragments, as an async iterator (returned, not wrapped: one layer less per
     chunk)."""
-    from chatagent.llm import fncall_prompt  # prompt-based function calling: when used
-
     prompted, request = _route(backend, request)
     if prompted:
         return fncall_prompt.achat(backend, request)

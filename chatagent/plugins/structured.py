@@ -13,7 +13,12 @@ with what is wrong, up to `retries` times; then StructuredOutputError is raised.
 
 The same holds for streamed runs: `run(messages, response_format=City)` (or an agent with `response_format`)
 validates the final answer, retries it (the new answer replaces the rejected one in the stream), and its last
-yield says how it went in `extra['response_format']`. It is a plugin (`StructuredOutput`, see `chatagent.plugins`).
+yield says how it went in `extra['response_format']`. While the answer streams, each yield's last message carries
+the object parsed so far in `extra['parsed']`: a dict of the fields read so far, validated leniently (a field whose
+value does not fit its type yet is left out); at the end, the strictly validated object (as a dict: `model_dump`
+of the model instance that `run_nonstream` returns). It is a plugin (`StructuredOutput`, see `chatagent.plugins`);
+the partial object is a map over the model's stream (`ModelCall.maps`), so whatever holds the stream back (an
+output check) holds it back too.
 
 The prompt alone works with any model. `json_mode='json_object'` or `'json_schema'` also asks the
 server for its JSON mode (OpenAI-style `response_format` in the request); use it only with servers
@@ -28,10 +33,12 @@ from typing import Any, cast
 
 from chatagent.errors import StructuredOutputError
 from chatagent.run.context import current_run
-from chatagent.run.plugin import Plugin, Retry, switch_off
+from chatagent.run.plugin import Plugin, Retry
 from chatagent.schema import ASSISTANT, Message, content_text, with_system_text
+from chatagent.schema.fragment import Fragment
 from chatagent.tools.arguments import ToolArgumentError, parse_json, validate_arguments
 from chatagent.tools.base import is_pydantic_model, pydantic_errors, pydantic_schema
+from chatagent.utils.jsonlenient import parse_partial
 
 DEFAULT_RETRIES = 2
 INSTRUCTION = (
@@ -40,6 +47,11 @@ INSTRUCTION = (
 )
 RETRY = "Your answer could not be used: {error}. Reply again with only the corrected JSON object."
 STRUCTURED = "response_format"  # the key of the last message's extra that says whether the answer validated
+PARSED = "parsed"  # the key of the object parsed so far (and at the end, the validated one)
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "array": (list,),
+    "object": (dict,), "null": (type(None),),
+}  # fmt: skip
 
 
 def schema_of(response_format: Any) -> tuple[str, dict[str, Any]]:
@@ -98,14 +110,16 @@ class StructuredOutput(Plugin):
         self.retries = retries
         self.server_format = None if json_mode is None else _server_format(json_mode, self.format_name, schema)
         self.raise_invalid = raise_invalid
-        if self.server_format is None:  # no need to see model calls
-            switch_off(self, "before_model")
+        self.schema = schema
 
     def before_run(self, agent: Any, messages: list[Message]) -> list[Message]:
         return with_system_text(messages, self.instruction)
 
     def before_model(self, agent: Any, call: Any) -> None:
-        call.cfg = {**call.cfg, "response_format": self.server_format}
+        if self.server_format is not None:
+            call.cfg = {**call.cfg, "response_format": self.server_format}
+        if not call.hide:
+            call.maps.append(PartialObject(self.schema))
 
     def after_run(self, agent: Any, response: list[Message]) -> list[Message]:
         run = current_run()
@@ -125,10 +139,79 @@ class StructuredOutput(Plugin):
             mark.update(valid=False, error=error)
         else:
             mark["valid"] = True
+        extra: dict[str, Any] = {STRUCTURED: mark}
+        if mark["valid"]:
+            out: Any = run.output
+            extra[PARSED] = out.model_dump(mode="json") if is_pydantic_model(cast("type[Any]", type(out))) else out
         if not response:
-            return [Message.unchecked(ASSISTANT, "", None, None, None, {STRUCTURED: mark})]
+            return [Message.unchecked(ASSISTANT, "", None, None, None, extra)]
         last = response[-1]
-        return response[:-1] + [last.copy(extra={**(last.extra or {}), STRUCTURED: mark})]
+        return response[:-1] + [last.copy(extra={**(last.extra or {}), **extra})]
+
+
+class PartialObject:
+    """A map over a model call's stream: the answer's text parsed as it grows (`parse_partial`), and when the
+    object changed, the fields so far that fit the schema (`lenient`) set as `extra['parsed']` on the piece's last
+    fragment. Text that does not start as JSON (a tool call's preamble, prose) gets no object."""
+
+    __slots__ = ("schema", "texts", "last")
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.schema = schema
+        self.texts: dict[int, list[str]] = {}
+        self.last: Any = None
+
+    def __call__(self, fragments: list[Fragment]) -> list[Fragment]:
+        changed: Fragment | None = None
+        for f in fragments:
+            if f.role != ASSISTANT or f.function_call is not None:
+                continue
+            piece = f.text
+            if f.replace:
+                self.texts.pop(f.index, None)
+            if not piece:
+                continue
+            pieces = self.texts.setdefault(f.index, [])
+            pieces.append(piece)
+            text = "".join(pieces)
+            start = text.lstrip()[:1]
+            if start not in ("{", "`"):
+                continue
+            value = parse_partial(text)
+            if isinstance(value, dict):
+                value = lenient(cast("dict[str, Any]", value), self.schema)
+                if value != self.last:
+                    self.last = value
+                    changed = f
+        if changed is not None:
+            changed.extra = {**(changed.extra or {}), PARSED: self.last}
+        return fragments
+
+
+def lenient(value: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """The members of a partial object that fit `schema` so far: known properties (or any, when it names none)
+    whose value has the declared JSON type (nested objects checked the same way)."""
+    props: dict[str, Any] = schema.get("properties") or {}
+    if not props:
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        spec = props.get(key)
+        if not isinstance(spec, dict):
+            continue
+        spec = cast("dict[str, Any]", spec)
+        kinds = spec.get("type")
+        names: list[Any] = (
+            [kinds] if isinstance(kinds, str) else cast("list[Any]", kinds) if isinstance(kinds, list) else []
+        )
+        if names:
+            allowed = tuple(t for n in cast("list[str]", names) for t in _JSON_TYPES.get(n, ()))
+            if not isinstance(item, allowed) or (isinstance(item, bool) and bool not in allowed):
+                continue
+        if isinstance(item, dict) and "properties" in spec:
+            item = lenient(cast("dict[str, Any]", item), spec)
+        out[key] = item
+    return out
 
 
 def run_structured(
@@ -158,4 +241,13 @@ def _server_format(json_mode: str, name: str, schema: dict[str, Any]) -> dict[st
     raise ValueError(f"json_mode must be 'json_object', 'json_schema' or None, got {json_mode!r}")
 
 
-__all__ = ["StructuredOutput", "StructuredOutputError", "parse_structured", "run_structured", "schema_of"]
+__all__ = [
+    "PARSED",
+    "PartialObject",
+    "StructuredOutput",
+    "lenient",
+    "StructuredOutputError",
+    "parse_structured",
+    "run_structured",
+    "schema_of",
+]

@@ -5,17 +5,26 @@ Such a `_run` yields the whole response so far each time instead of fragments (`
 those into fragments), and iterates `_call_llm` with a plain `for` loop: `model_call` first yields a `ListedCall`,
 an empty list (harmless in `response + output`) that carries the model call for `whole_lists_as_fragments` to pass
 on to the driver; when nobody passes it on, it calls the model itself and yields the reply so far as whole lists.
+
+Overrides of `_call_llm` and `_call_tool` written the Qwen-Agent way, in an agent whose loop is built in: each is
+called with the parameters it accepts only (`accepted`); an overridden `_call_llm` is driven by `overridden_llm`,
+which places what it yields in the response and sends its requests on (the base `_call_llm` it calls is
+`placed_call`: usable with `yield from` or a plain for loop); an overridden `_call_tool` is called in place
+(`tool_override`). `Agent.__init_subclass__` wraps the overrides (`wrap_call_llm`, `wrap_call_tool`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Iterator
+import functools
+import inspect
+from collections.abc import Callable, Generator, Iterable, Iterator
+from contextvars import ContextVar
 from typing import Any, cast
 
 from chatagent.run.driver import ModelStream, model_stream
-from chatagent.run.requests import AgentLoop, Fragments, ModelCall, Request, pass_on, step
-from chatagent.schema import Message
-from chatagent.schema.fragment import fragment, is_fragment, typed
+from chatagent.run.requests import AgentLoop, Fragments, ModelCall, Request, View, pass_on, step
+from chatagent.schema import Message, to_message
+from chatagent.schema.fragment import fragment, is_fragment, shift, typed
 from chatagent.schema.stream import WholeLists, accumulate
 
 
@@ -46,7 +55,11 @@ def model_call(call: ModelCall) -> Generator[list[Message], list[Message] | None
         return reply
     if call.done:  # a plain for loop passed the request on itself and the driver carried it out
         return call.result
-    # a plain for loop iterates us: call the model here, yield the reply so far as whole lists
+    return (yield from _in_place(call))
+
+
+def _in_place(call: ModelCall) -> Generator[list[Message], Any, list[Message]]:
+    """A plain for loop iterates the model call: call the model here, yield the reply so far as whole lists."""
     call.hide = True
     s = ModelStream(call)
     stream = model_stream(call, s.usage)
@@ -123,3 +136,180 @@ def whole_lists_as_fragments(gen: Generator[Any, Any, Any]) -> AgentLoop:
                 yield out
     finally:
         gen.close()
+
+
+# ---- Qwen-Agent-style overrides in agents with built-in loops ------------------------------------------------
+
+#: the steps a Qwen-Agent user overrides; the built-in loops call the overrides with Qwen-Agent's arguments
+OVERRIDABLE = ("_call_llm", "_call_tool", "_detect_tool")
+
+
+class Placement:
+    """Where the model calls of an overridden `_call_llm` go in the response, while it runs in a built-in loop."""
+
+    __slots__ = ("start", "view", "hide")
+
+    def __init__(self, start: int, view: View | None, hide: bool) -> None:
+        self.start, self.view, self.hide = start, view, hide
+
+
+_PLACEMENT: ContextVar[Placement | None] = ContextVar("chatagent_llm_placement", default=None)
+
+
+@functools.cache
+def _parameters(fn: Callable[..., Any]) -> frozenset[str] | None:
+    """The keyword parameters `fn` takes; None when it takes any (`**kwargs`)."""
+    params = inspect.signature(fn).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+
+
+def accepted(fn: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` without what `fn` does not take (a Qwen-Agent override knows nothing of chatagent's own)."""
+    names = _parameters(fn)
+    return kwargs if names is None else {k: v for k, v in kwargs.items() if k in names}
+
+
+def placement() -> Placement | None:
+    """Where the base `_call_llm` puts its call when an override of it runs in a built-in loop, else None."""
+    return _PLACEMENT.get()
+
+
+def placed_call(
+    llm: Any, messages: list[Message], functions: Any, cfg: dict[str, Any], ctx: Any
+) -> Generator[list[Message], Any, list[Message]]:
+    """The base `_call_llm` inside an override (a subclass of a built-in agent may override `_call_llm`, `_call_tool`
+    and `_detect_tool` with Qwen-Agent's signatures: its loop calls them). The override may `yield from` it (the call
+    goes on to the driver and its reply comes back), or iterate it with a plain for loop, seeing the reply so far as
+    whole lists (the model is called here, as in Qwen-Agent, unless the call was passed on: then the reply once)."""
+    placed = _PLACEMENT.get()
+    assert placed is not None, "placed_call runs while an override of _call_llm runs in a built-in loop"
+    call = ModelCall(llm, messages, functions, cfg, placed.start, ctx, placed.view, placed.hide)
+    reply = yield ListedCall(call)
+    if reply is not None:
+        return reply
+    if call.done:
+        result = cast("list[Message]", call.result)
+        yield result
+        return result
+    return (yield from _in_place(call))
+
+
+def wrap_call_llm(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An agent class's own `_call_llm`, made callable by the built-in loops (see the module docstring)."""
+
+    @functools.wraps(fn)
+    def _call_llm(
+        self: Any,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None = None,
+        stream: bool = True,
+        extra_generate_cfg: dict[str, Any] | None = None,
+        *,
+        start: int = 0,
+        view: View | None = None,
+        hide: bool = False,
+        **more: Any,
+    ) -> Any:
+        given = {"messages": messages, "functions": functions, "stream": stream, **more}
+        if extra_generate_cfg is not None:
+            given["extra_generate_cfg"] = extra_generate_cfg
+        args = accepted(fn, given)
+        if not stream or not self.fragment_native or _PLACEMENT.get() is not None:
+            return fn(self, **args)  # a Qwen-style loop, or super() from an override: as Qwen-Agent calls it
+        return overridden_llm(lambda: fn(self, **args), Placement(start, view, hide))
+
+    return _call_llm
+
+
+def overridden_llm(make: Callable[[], Any], placed: Placement) -> Generator[Any, Any, list[Message]]:
+    """Run an overridden `_call_llm` (`make()` calls it) in a built-in loop: its requests go on to the driver, and
+    the whole lists it yields are shown from `placed.start` (through the call's view, if any) where they differ
+    from what was shown; returns its reply (what it returned, else the last list it yielded)."""
+    whole = WholeLists()
+    token = _PLACEMENT.set(placed)
+    try:
+        result = make()
+    finally:
+        _PLACEMENT.reset(token)
+    last: list[Message] = []
+    returned: Any = result
+    if not isinstance(result, list):
+        gen = cast("Generator[Any, Any, Any]", result)
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            token = _PLACEMENT.set(placed)
+            try:
+                item = step(gen, value, error) if hasattr(gen, "send") else next(gen)
+            except StopIteration as stop:
+                returned = stop.value
+                break
+            finally:
+                _PLACEMENT.reset(token)
+            value = error = None
+            listed = item if type(item) is ListedCall else None
+            if listed is not None or isinstance(item, Request):
+                request = listed.call if listed is not None else item
+                value, error = yield from pass_on(request)
+                if type(request) is ModelCall and error is None and isinstance(value, list):
+                    reply = cast("list[Message]", value)
+                    if listed is not None:
+                        listed[:] = reply
+                        last = reply
+                    if not placed.hide:  # shown by the driver (through the view, which has seen it)
+                        whole.add([fragment(m, i) for i, m in enumerate(reply)])
+                continue
+            items = cast("list[Any]", item)
+            if not items:
+                continue
+            if is_fragment(items[0]):  # an override that yields fragments itself
+                yield typed(items)
+                continue
+            last = [m if isinstance(m, Message) else to_message(m) for m in items]
+            yield from _shown(whole, last, placed)
+            if placed.view is not None and placed.view.done:  # the view ends the reply here
+                gen.close()
+                break
+    if isinstance(returned, list):
+        last = [m if isinstance(m, Message) else to_message(m) for m in cast("list[Any]", returned)]
+        yield from _shown(whole, last, placed)
+    return last
+
+
+def _shown(whole: WholeLists, reply: list[Message], placed: Placement) -> Iterator[Fragments]:
+    """What an override's whole list `reply` adds to what was shown of the call, placed and through its view."""
+    if placed.hide or (placed.view is not None and placed.view.done):
+        return
+    out = whole.fragments(reply)
+    if out:
+        out = shift(out, placed.start)
+        if placed.view is not None:
+            out = placed.view(out)
+        if out:
+            yield out
+
+
+def wrap_call_tool(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An agent class's own `_call_tool`, given only the keyword arguments it takes."""
+
+    @functools.wraps(fn)
+    def _call_tool(self: Any, tool_name: str, tool_args: Any = "{}", **kwargs: Any) -> Any:
+        return fn(self, tool_name, tool_args, **accepted(fn, kwargs))
+
+    return _call_tool
+
+
+def tool_override(call_tool: Callable[..., Any], tool_name: str, tool_args: Any, kwargs: dict[str, Any]) -> Any:
+    """`_run_tool` of an agent whose `_call_tool` is overridden: the override, called here (a generator that asks
+    for nothing and returns its content)."""
+    yield from ()  # a generator, used with `yield from` like the other steps
+    return call_tool(tool_name, tool_args, **kwargs)
+
+
+def overridden_steps(cls: type, base: type) -> frozenset[str]:
+    """Which of OVERRIDABLE a class below `base` in `cls`'s MRO defines."""
+    mro = cls.__mro__
+    below = mro[: mro.index(base)] if base in mro else mro
+    return frozenset(n for n in OVERRIDABLE if any(n in vars(c) for c in below))

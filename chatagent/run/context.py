@@ -45,6 +45,8 @@ class RunContext:
         "turn_key",
         "call_keys",
     )
+    turn_key: str | None  # the stored turn's (a run with a session), else made when first asked
+    call_keys: dict[str, str]  # a stored turn's calls: function id -> their idempotency key
 
     def __init__(
         self, deadline: float | None = None, callbacks: tuple[Callback, ...] = (), agent_name: str | None = None
@@ -63,8 +65,7 @@ class RunContext:
         self.parent: RunContext | None = None
         self.trace: Any = None  # what chatagent.telemetry keeps for this run (its span and context)
         self.controls: tuple[ToolControl, ...] = ()  # the controlled runs this one is part of, outermost first
-        self.turn_key: str | None = None  # the stored turn's (a run with a session), else made when first asked
-        self.call_keys: dict[str, str] = {}  # a stored turn's calls: function id -> their idempotency key
+        self.turn_key, self.call_keys = None, {}  # for idempotency keys (see below)
 
     @property
     def call_id(self) -> str | None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from chatagent.run import events
 from chatagent.run.approval import approval_message, is_approval
+from chatagent.run.compaction import compacted
 from chatagent.run.context import CURRENT, RunContext
 from chatagent.run.driver import adrive, drive, observed
 from chatagent.run.durable import Resumed, checkpointed
@@ -59,9 +60,14 @@ def loop(
 ) -> AgentLoop:
     """The agent's loop on `msgs`, controlled, with the run's events around it."""
     context.session_id = kwargs.get("session_id")
+    lang = lang or conversation_lang(msgs)
+    policy = getattr(agent, "compaction", None)
     token = CURRENT.set(context)  # a Qwen-style _run may do work before its first yield
     try:
-        gen = controlled_loop(agent, msgs, lang or conversation_lang(msgs), kwargs, context)
+        if policy is None or policy.mode == "drop-oldest":  # (the model layer drops the oldest turns)
+            gen = controlled_loop(agent, msgs, lang, kwargs, context)
+        else:  # a conversation that outgrew the window is summarised (or refused) first
+            gen = compacted(agent, msgs, context, lambda fitted: controlled_loop(agent, fitted, lang, kwargs, context))
     finally:
         CURRENT.reset(token)
     if context.callbacks:
@@ -134,8 +140,7 @@ def _stored(
     agent: Runnable, session: Any, msgs: list[Message], decision: bool, resume: bool, lang: str | None,
     context: RunContext, kwargs: dict[str, Any],
 ) -> Iterator[Fragments]:  # fmt: skip
-    from chatagent.sessions.session import checked_session, tool_state_key  # sqlite: on first use
-    from chatagent.sessions.turn import Turn, run_turn  # (likewise)
+    from chatagent.sessions.turn import Turn, checked_session, run_turn, tool_state_key  # sqlite: on first use
 
     session = checked_session(session)
     kwargs.setdefault("session_id", tool_state_key(session))
@@ -151,8 +156,7 @@ def _astored(
     agent: Runnable, session: Any, msgs: list[Message], decision: bool, resume: bool, lang: str | None,
     context: RunContext, kwargs: dict[str, Any],
 ) -> AsyncIterator[Fragments]:  # fmt: skip
-    from chatagent.sessions.session import checked_session, tool_state_key  # sqlite: on first use
-    from chatagent.sessions.turn import Turn, arun_turn  # (likewise)
+    from chatagent.sessions.turn import Turn, arun_turn, checked_session, tool_state_key  # sqlite: on first use
 
     session = checked_session(session)
     kwargs.setdefault("session_id", tool_state_key(session))

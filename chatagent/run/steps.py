@@ -37,6 +37,8 @@ class RunSteps:
     extra_generate_cfg: dict[str, Any]
     function_map: dict[str, Any]
     fragment_native: ClassVar[bool]
+    #: which of `_call_llm`, `_call_tool`, `_detect_tool` a subclass overrides (see `chatagent.run.compat`)
+    overridden_steps: ClassVar[frozenset[str]] = frozenset()
 
     if TYPE_CHECKING:  # Agent's properties
 
@@ -107,6 +109,8 @@ class RunSteps:
         cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
         # tool results reach the model marked as untrusted data (a Qwen-style loop's dicts stay dicts: chat takes them)
         messages = cast("list[Message]", [as_data(m) for m in messages])
+        if "_call_llm" in self.overridden_steps and stream and self.fragment_native and compat.placement():
+            return compat.placed_call(self.llm, messages, functions, cfg, ctx)  # inside an override, in a built-in loop
         if not stream:
             return self.llm.chat(
                 visible_to_model(messages),
@@ -140,7 +144,10 @@ class RunSteps:
     def _run_tool(
         self, tool_name: str, tool_args: str | dict[str, Any] | None = "{}", **kwargs: Any
     ) -> Asking[str | list[ContentItem]]:
-        """`_call_tool` for loops that serve `arun` too: `content = yield from self._run_tool(name, args)`."""
+        """`_call_tool` for loops that serve `arun` too: `content = yield from self._run_tool(name, args)` (an
+        overridden `_call_tool` is called in its place)."""
+        if "_call_tool" in self.overridden_steps:
+            return compat.tool_override(self._call_tool, tool_name, tool_args, kwargs)
         return run_tool(cast("Runnable", self), tool_name, tool_args, **kwargs)  # mixed into Agent, a Runnable
 
     def _call_tool(
@@ -152,7 +159,7 @@ class RunSteps:
         Every failure the model can fix (unknown tool, bad arguments, the tool raising or timing out,
         `max_calls` used up) comes back as a short error text for the model; the traceback goes to the log.
         """
-        return drain(self._run_tool(tool_name, tool_args, **kwargs))
+        return drain(run_tool(cast("Runnable", self), tool_name, tool_args, **kwargs))  # not an override's
 
     @staticmethod
     def _blocking(fn: Callable[..., _Result], *args: Any) -> Asking[_Result]:

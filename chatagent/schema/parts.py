@@ -215,10 +215,13 @@ def _content_item(d: dict[str, Any], where: str) -> ContentItem:
         elif kind in ("input_audio", "audio"):
             audio = d.get("input_audio") or d.get("audio")
             d = {"audio": audio.get("data") if is_dict(audio) else audio}
+        elif kind == "video_url":
+            video = d.get("video_url")
+            d = {"video": video.get("url") if is_dict(video) else video}
         elif kind in CONTENT_KINDS:
             d = {kind: d.get(kind)}
         else:
-            raise MessageError(f"{where}.type {kind!r} is not supported (text, image_url, input_audio)")
+            raise MessageError(f"{where}.type {kind!r} is not supported (text, image_url, input_audio, video_url)")
     unknown = set(d) - set(CONTENT_KINDS)
     if unknown:
         raise MessageError(f"{where}: unknown key {sorted(unknown)[0]!r}; expected one of {', '.join(CONTENT_KINDS)}")

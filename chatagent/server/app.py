@@ -13,16 +13,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
 
 from chatagent.agent import Agent
-from chatagent.schema import ASSISTANT, Message
-from chatagent.server.approvals import APPROVAL_TOKEN, EXPECTED, ApprovalTokens, check_decided_calls
-from chatagent.server.conversations import Quotas, open_conversation
+from chatagent.server.approvals import ApprovalTokens
+from chatagent.server.conversations import Quotas
+from chatagent.server.detached import SessionRuns
 from chatagent.server.identity import ApiKeys, Principals
 from chatagent.server.openai_api import (
     DONE,
@@ -33,13 +32,12 @@ from chatagent.server.openai_api import (
     checked_session_id,
     completion,
     error_event,
-    error_for,
     media_urls,
     parse_request,
     usage_of,
 )
-from chatagent.server.turns import Detachable, resumed
-from chatagent.sessions import SessionError, open_store
+from chatagent.server.turns import Reply, Where, reported, start_turn
+from chatagent.sessions import open_store
 from chatagent.utils.url_fetch import BlockedURLError, FetchError, URLPolicy, check_url, public_urls_only
 
 logger = logging.getLogger("chatagent.server")
@@ -85,7 +83,7 @@ class Service:
             self.store = open_store(store)
         self.running = 0
         self.created = int(time.time())
-        self.turns: dict[tuple[str, str], Detachable] = {}  # session runs by (user, session id), while they go on
+        self.where = Where(self.session_store, self.tokens, quotas, deadline, SessionRuns(self))
 
     # ---- checks ------------------------------------------------------------------------------------------------
 
@@ -209,28 +207,6 @@ class _Watch:
             uncancel()
 
 
-class Reply:
-    """What the server adds to an answer: the conversation's id, and the token of calls it paused on (without a
-    session: see `chatagent.server.approvals`)."""
-
-    __slots__ = ("service", "principal", "model", "session_id", "stateless")
-
-    def __init__(self, service: Service, principal: str, model: str, session_id: str | None) -> None:
-        self.service, self.principal, self.model, self.session_id = service, principal, model, session_id
-        self.stateless = session_id is None
-
-    def headers(self) -> list[tuple[bytes, bytes]]:
-        return [(b"x-session-id", self.session_id.encode())] if self.session_id is not None else []
-
-    def finish(self, answer: Answer) -> None:
-        if self.session_id is not None:
-            answer.extra["session_id"] = self.session_id
-        calls = answer.paused_calls() if self.stateless else None
-        if calls:
-            waiting = answer.extra["pending_approval"]
-            answer.extra[APPROVAL_TOKEN] = self.service.tokens.issue(self.principal, self.model, calls, waiting)
-
-
 class ChatCompletions:
     """`POST /v1/chat/completions` as a plain ASGI app (its streaming path writes each event once, as prepared
     bytes)."""
@@ -277,48 +253,17 @@ class ChatCompletions:
         self, agent: Agent, model: str, request: ChatRequest, named: str | None, user: str, size: int,
         receive: Receive, send: Send,
     ) -> None:  # fmt: skip
-        svc = self.service
-        ephemeral = None
-        run: Any
-        if named is not None:
-            try:
-                opened = await asyncio.to_thread(_open, svc, user, named, request, size)
-            except RequestError as e:
-                await send_error(send, e)
-                return
-            except ValueError as e:
-                await send_error(send, RequestError(400, str(e), "invalid_session_id", "session_id"))
-                return
-            except SessionError as e:
-                await send_error(send, _reported(e))
-                return
-            reply = Reply(svc, user, model, opened.session.id)
-            try:
-                if request.resume:
-                    run = await resumed(agent, opened.session, svc.deadline, svc.turns)
-                else:
-                    run = Detachable(agent.arun(opened.messages, delta_stream=True, deadline=svc.deadline,
-                                                session=opened.session))  # fmt: skip
-            except Exception as e:
-                await send_error(send, _reported(e))
-                return
-            if isinstance(run, Detachable):
-                self._track(run, (user, opened.session.id))
-        else:  # the tools' state (a code sandbox) lives as long as this request
-            try:
-                messages = _resumed(svc, request, user, model) if request.decision is not None else request.messages
-            except RequestError as e:
-                await send_error(send, e)
-                return
-            reply = Reply(svc, user, model, None)
-            ephemeral = f"serve-request-{uuid.uuid4().hex}"
-            run = agent.arun(messages, delta_stream=True, deadline=svc.deadline, session_id=ephemeral)
+        try:
+            turn = await start_turn(self.service.where, agent, model, request, named, user, size)
+        except RequestError as e:
+            await send_error(send, e)
+            return
         watch = _Watch(receive)
         try:
             if request.stream:
-                await _stream(run, model, request.include_usage, send, watch, reply)
+                await _stream(turn.run, model, request.include_usage, send, watch, turn.reply)
             else:
-                await _whole(run, model, send, watch, reply)
+                await _whole(turn.run, model, send, watch, turn.reply)
         except asyncio.CancelledError:
             watch.absorb()
             if named is not None:
@@ -327,47 +272,7 @@ class ChatCompletions:
                 logger.info("the client went away: the agent's run was closed")
         finally:
             watch.stop()
-            try:
-                if named is not None:
-                    await run.aclose(detach=watch.gone)
-                else:
-                    await run.aclose()
-            finally:
-                if ephemeral is not None:
-                    await asyncio.to_thread(agent.close_session, ephemeral)
-
-    def _track(self, run: Detachable, key: tuple[str, str]) -> None:
-        """Count a session run among the runs at once until it ends (it may outlive its request), and know it by its
-        session while it goes on."""
-        svc = self.service
-        svc.running += 1
-        svc.turns.setdefault(key, run)  # (a second run on the session fails at once: SessionBusyError)
-
-        def ended(_: object) -> None:
-            svc.running -= 1
-            if svc.turns.get(key) is run:
-                del svc.turns[key]
-
-        run.task.add_done_callback(ended)
-
-
-def _open(svc: Service, user: str, named: str, request: ChatRequest, size: int) -> Any:
-    return open_conversation(svc.session_store(), user, named, request, size, svc.quotas)
-
-
-def _resumed(svc: Service, request: ChatRequest, user: str, model: str) -> list[Message]:
-    """Without a session: the conversation so far, the paused calls the request's token stands for, the approval
-    (the client's own copy of the paused reply, an assistant message without text, is left out)."""
-    if request.approval_token is None:
-        raise RequestError(400, "without session_id, an approval needs the approval_token of the paused answer; "
-                           + EXPECTED, "invalid_approval", "messages")  # fmt: skip
-    paused, waiting = svc.tokens.paused(request.approval_token, user, model)
-    assert request.decision is not None
-    check_decided_calls(request.decision, waiting)
-    history = request.messages[:-1]
-    while history and history[-1].role == ASSISTANT and not history[-1].text.strip():
-        history = history[:-1]
-    return [*history, *paused, request.messages[-1]]
+            await turn.close(detach=named is not None and watch.gone)
 
 
 async def _first(run: Any, send: Send) -> tuple[bool, list | None]:
@@ -378,18 +283,9 @@ async def _first(run: Any, send: Send) -> tuple[bool, list | None]:
     except StopAsyncIteration:
         return True, None
     except Exception as e:
-        err = _reported(e)
+        err = reported(e)
         await send_error(send, err)
         return False, None
-
-
-def _reported(e: Exception) -> RequestError:
-    err = error_for(e)
-    if err.status >= 500:
-        logger.error("the agent failed", exc_info=e)
-    elif err.status == 409:  # what the client is not told (the store's name) is for the log
-        logger.info("refused: %s", e)
-    return err
 
 
 async def _whole(run: Any, model: str, send: Send, watch: _Watch, reply: Reply) -> None:
@@ -399,7 +295,7 @@ async def _whole(run: Any, model: str, send: Send, watch: _Watch, reply: Reply) 
             answer.add(fragments)
     except Exception as e:
         watch.finished = True
-        await send_error(send, _reported(e))
+        await send_error(send, reported(e))
         return
     watch.finished = True
     reply.finish(answer)
@@ -430,7 +326,7 @@ async def _stream(run: Any, model: str, include_usage: bool, send: Send, watch: 
         reply.finish(answer)
         tail = chunks.finish(answer) + (chunks.usage(usage_of(run)) if include_usage else b"") + DONE
     except Exception as e:
-        tail = error_event(_reported(e)) + DONE
+        tail = error_event(reported(e)) + DONE
     watch.finished = True
     await send({"type": "http.response.body", "body": tail, "more_body": False})
 

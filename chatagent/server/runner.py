@@ -68,8 +68,11 @@ def asgi_app(
     approval_secret: str | bytes | None = None,
     max_session_bytes: int = DEFAULT_MAX_SESSION_BYTES,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
+    mcp: bool = False,
+    expose_tools: bool = False,
+    a2a: bool = False,
 ) -> Any:
-    """The ASGI app (a Starlette application) serving the agents with the OpenAI chat completions API.
+    """The ASGI app (a Starlette application) serving the agents with the OpenAI chat completions API (and MCP).
 
     Args:
         agent_or_agents: an Agent, a list of Agents (each named: the name is its model id), or a dict of model id
@@ -93,6 +96,12 @@ def asgi_app(
             process; replicas behind one address need the same one).
         max_session_bytes: how large one stored conversation may grow (then 413).
         max_sessions: how many conversations one principal may keep (then 429).
+        mcp: also serve the agents over MCP's streamable HTTP transport at `/mcp`, each as a tool `ask_<name>`,
+            under the same keys, conversations and approval rules (see `chatagent.server.mcp_server`; needs the
+            `mcp` package).
+        expose_tools: with `mcp`, the agents' own tools are MCP tools too (but those that need approval).
+        a2a: also serve the agents over A2A: agent cards (`/.well-known/agent-card.json`) and tasks at
+            `/a2a/<name>`, under the same rules (see `chatagent.server.a2a_server`; needs `a2a-sdk`).
     """
     from starlette.applications import Starlette
     from starlette.routing import Route
@@ -117,6 +126,19 @@ def asgi_app(
         Route("/v1/chat/completions", ChatCompletions(service), methods=["POST"]),
         Route("/v1/sessions/{session_id:path}", _Sessions(service), methods=["DELETE"]),
     ]
+    if mcp:
+        from chatagent.server.mcp_server import MCPEndpoint, MCPSurface  # the mcp package: only when asked for
+
+        routes.append(Route("/mcp", MCPEndpoint(MCPSurface(service, expose_tools=expose_tools)),
+                            methods=["GET", "POST", "DELETE"]))  # fmt: skip
+    elif expose_tools:
+        raise ValueError("expose_tools is for the MCP server: give mcp=True too")
+    if a2a:
+        from chatagent.server.a2a_server import CARD_PATH, A2AEndpoint  # a2a-sdk: only when asked for
+
+        endpoint = A2AEndpoint(service)
+        routes += [Route(CARD_PATH, endpoint, methods=["GET"]),
+                   Route("/a2a/{name:path}", endpoint, methods=["GET", "POST"])]  # fmt: skip
 
     async def not_found(request: Any, exc: Exception) -> Any:
         from starlette.responses import JSONResponse
@@ -129,6 +151,27 @@ def asgi_app(
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
     app.state.chatagent = service
     return _Guarded(app, HostCheck(bound_address, server_names))
+
+
+def serve_mcp_stdio(
+    agent_or_agents: Agent | Iterable[Agent] | Mapping[str, Agent],
+    *,
+    expose_tools: bool = False,
+    store: str | None = None,
+    deadline: float | None = None,
+    allow_hosts: Iterable[str] = (),
+) -> None:
+    """Serve the agents over MCP on this process's stdin and stdout (`chatagent mcp`: for desktop and IDE clients
+    that start the server themselves) until the client closes them. The client is the local user who started it,
+    a principal of its own (`mcp:local`); see `chatagent.server.mcp_server`."""
+    from chatagent.server.mcp_server import serve_stdio  # the mcp package: only when asked for
+
+    service = Service(
+        _by_model(agent_or_agents, None), api_key=None, max_request_bytes=DEFAULT_MAX_REQUEST_BYTES,
+        max_concurrency=DEFAULT_MAX_CONCURRENCY, deadline=deadline, store=store, allow_hosts=tuple(allow_hosts),
+        body_timeout=DEFAULT_BODY_TIMEOUT,
+    )  # fmt: skip
+    asyncio.run(serve_stdio(service, expose_tools=expose_tools))
 
 
 class _Guarded:
@@ -277,6 +320,16 @@ class AgentServer:
         host, port = self.socket.getsockname()[:2]
         return f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
 
+    @property
+    def a2a_url(self) -> str:
+        """The base URL of the A2A agent (its card at `/.well-known/agent-card.json`; served with `a2a=True`)."""
+        return self.url[: -len("/v1")]
+
+    @property
+    def mcp_url(self) -> str:
+        """The URL of the MCP endpoint (served with `mcp=True`)."""
+        return self.url[: -len("/v1")] + "/mcp"
+
     def _uvicorn(self) -> Any:
         import uvicorn
 
@@ -370,4 +423,4 @@ def _stop_on_signals(server: Any) -> Iterator[None]:
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
-__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "AgentServer", "RequestError", "asgi_app"]
+__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "AgentServer", "RequestError", "asgi_app", "serve_mcp_stdio"]

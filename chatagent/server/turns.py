@@ -1,121 +1,173 @@
-"""A conversation's turn over the API, as durable as the session store: it outlives the client, and a client that
-reconnects gets it.
+"""One turn of a served agent, as every surface of `chatagent serve` starts it (the OpenAI API, MCP, A2A).
 
-A run on a session (a request with a session id) is driven by a task of its own (`Detachable`); the request reads
-its fragments. When the client goes away, the run goes on to its end and its turn is stored (within the server's
-deadline and its limit on runs at once). A request with `"resume": true` and the session id (no messages) then
-gets the turn (`resumed`):
-
-* a run on it still going in this process: it waits for the run's end, then answers with the stored turn;
-* a pending turn (the process that ran it died, or its run failed after doing work): it is resumed from its last
-  checkpoint (`Agent.aresume`), its tool calls not run again, and the whole turn streams as if uninterrupted;
-* a turn waiting for approval: its calls so far, with `chatagent.pending_approval` (send the decision as an
-  approval message to go on);
-* otherwise: the last stored turn's answer.
+`start_turn` opens the request's conversation under its principal (`conversations`) or, without a session, resumes
+paused calls only from a token the server signed (`approvals`), and starts the run (on a session, a run that can
+outlive its client and a `"resume": true` request: `chatagent.server.detached`); `Reply` is what the server adds
+to the answer (the conversation's id, the token of calls it paused on); `Outcome` is a whole answer as the final
+messages say it (a message an output check replaced is replaced: no text it took back reaches the client).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from chatagent.agent import Agent
-from chatagent.llm.request import Usage
-from chatagent.schema import USER, Message, to_messages
-from chatagent.schema.fragment import Fragment, fragment
-from chatagent.sessions import Session
-from chatagent.sessions.pending import PAUSED
+from chatagent.run.approval import PENDING_APPROVAL
+from chatagent.schema import ASSISTANT, Message, content_text
+from chatagent.schema.fragment import Fragment
+from chatagent.schema.stream import Collector
+from chatagent.server.approvals import APPROVAL_TOKEN, EXPECTED, ApprovalTokens, PausedCall, check_decided_calls
+from chatagent.server.conversations import Quotas, open_conversation
+from chatagent.server.detached import SessionRuns
+from chatagent.server.openai_api import PUBLIC_EXTRAS, ChatRequest, RequestError, error_for
+from chatagent.sessions import SessionError
+
+if TYPE_CHECKING:
+    from chatagent.server.openai_api import Answer
 
 logger = logging.getLogger("chatagent.server")
 
-_END = object()
+
+class Reply:
+    """What the server adds to an answer: the conversation's id, and the token of calls it paused on (without a
+    session: see `chatagent.server.approvals`)."""
+
+    __slots__ = ("tokens", "principal", "model", "session_id", "stateless")
+
+    def __init__(self, tokens: ApprovalTokens, principal: str, model: str, session_id: str | None) -> None:
+        self.tokens, self.principal, self.model, self.session_id = tokens, principal, model, session_id
+        self.stateless = session_id is None
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        return [(b"x-session-id", self.session_id.encode())] if self.session_id is not None else []
+
+    def finish(self, answer: Answer) -> None:
+        """Add the session id and, for a stateless run that paused, the approval token to `answer.extra`."""
+        self.mark(answer.extra, answer.paused_calls() if self.stateless else [])
+
+    def mark(self, extra: dict[str, Any], paused: list[PausedCall]) -> None:
+        if self.session_id is not None:
+            extra["session_id"] = self.session_id
+        if self.stateless and paused:
+            extra[APPROVAL_TOKEN] = self.tokens.issue(self.principal, self.model, paused, extra[PENDING_APPROVAL])
 
 
-class Detachable:
-    """A run driven by a task of its own, read through a queue: `aclose(detach=True)` leaves it running to its end
-    (its turn is stored) instead of closing it."""
+class Turn:
+    """A started run: its async iterator of fragment lists (`run`), the `reply`, and what `close` ends."""
 
-    __slots__ = ("run", "queue", "task", "dicts")
+    __slots__ = ("agent", "run", "reply", "ephemeral")
 
-    def __init__(self, run: Any, dicts: bool = False) -> None:
-        self.run = run
-        self.dicts = dicts  # the run yields fragments as dicts (`aresume` does): read back as Fragments
-        self.queue: asyncio.Queue[Any] = asyncio.Queue()
-        self.task = asyncio.ensure_future(self._drive())
+    def __init__(self, agent: Agent, run: Any, reply: Reply, ephemeral: str | None) -> None:
+        self.agent, self.run, self.reply, self.ephemeral = agent, run, reply, ephemeral
 
-    @property
-    def usage(self) -> Usage:
-        return self.run.usage
-
-    async def _drive(self) -> None:
+    async def close(self, detach: bool = False) -> None:
+        """Close the run (with `detach`, a session run goes on to its end and is stored); without a session, end the
+        tools' state (a code sandbox) that lived for it."""
         try:
-            async for fragments in self.run:
-                self.queue.put_nowait([Fragment(**f) for f in fragments] if self.dicts else fragments)
-            self.queue.put_nowait(_END)
-        except Exception as e:
-            self.queue.put_nowait(e)
+            await (self.run.aclose(detach=True) if detach and self.ephemeral is None else self.run.aclose())
         finally:
-            await self.run.aclose()
+            if self.ephemeral is not None:
+                await asyncio.to_thread(self.agent.close_session, self.ephemeral)
 
-    def __aiter__(self) -> Detachable:
-        return self
 
-    async def __anext__(self) -> list[Fragment]:
-        item = await self.queue.get()
-        if item is _END:
-            raise StopAsyncIteration
-        if isinstance(item, Exception):
-            raise item
-        return item
+class Where:
+    """What a turn needs of the server: its session store, approval tokens, quotas, run deadline and session runs."""
 
-    async def aclose(self, detach: bool = False) -> None:
-        """Close the run, or with `detach` let it go on to its end."""
-        if self.task.done() or detach:
-            return
-        self.task.cancel()
+    __slots__ = ("store", "tokens", "quotas", "deadline", "runs")
+
+    def __init__(
+        self, store: Any, tokens: ApprovalTokens, quotas: Quotas, deadline: float | None, runs: SessionRuns
+    ) -> None:
+        self.store, self.tokens, self.quotas, self.deadline, self.runs = store, tokens, quotas, deadline, runs
+
+
+async def start_turn(
+    where: Where, agent: Agent, model: str, request: ChatRequest, named: str | None, user: str, size: int
+) -> Turn:
+    """Start `agent` on `request` for the principal `user`: on the conversation `named` (opened and checked, see
+    `chatagent.server.conversations`), or without one (an approval then resumes the calls its token stands for).
+    `where.store` is a function giving the session store (it may block). RequestError for what is refused."""
+    if named is not None:
         try:
-            await self.task
-        except asyncio.CancelledError:
-            pass
+            opened = await asyncio.to_thread(
+                lambda: open_conversation(where.store(), user, named, request, size, where.quotas)
+            )
+        except ValueError as e:
+            raise RequestError(400, str(e), "invalid_session_id", "session_id") from None
+        except SessionError as e:
+            raise reported(e) from None
+        reply = Reply(where.tokens, user, model, opened.session.id)
+        try:
+            run = await where.runs.start(agent, opened.session, opened.messages, request.resume, where.deadline)
+        except Exception as e:
+            raise reported(e) from None
+        return Turn(agent, run, reply, None)
+    messages = resumed(where.tokens, request, user, model) if request.decision is not None else request.messages
+    ephemeral = f"serve-request-{uuid.uuid4().hex}"  # the tools' state (a code sandbox) lives as long as the run
+    run = agent.arun(messages, delta_stream=True, deadline=where.deadline, session_id=ephemeral)
+    return Turn(agent, run, Reply(where.tokens, user, model, None), ephemeral)
 
 
-class Replay:
-    """Stored messages answered as if a run had just produced them."""
-
-    __slots__ = ("items", "usage")
-
-    def __init__(self, messages: list[Message]) -> None:
-        self.items = [[fragment(m, i) for i, m in enumerate(messages)]] if messages else []
-        self.usage = Usage()
-
-    def __aiter__(self) -> Replay:
-        return self
-
-    async def __anext__(self) -> list[Fragment]:
-        if not self.items:
-            raise StopAsyncIteration
-        return self.items.pop(0)
-
-    async def aclose(self, detach: bool = False) -> None:
-        self.items = []
+def resumed(tokens: ApprovalTokens, request: ChatRequest, user: str, model: str) -> list[Message]:
+    """Without a session: the conversation so far, the paused calls the request's token stands for, the approval
+    (the client's own copy of the paused reply, an assistant message without text, is left out)."""
+    if request.approval_token is None:
+        raise RequestError(400, "without session_id, an approval needs the approval_token of the paused answer; "
+                           + EXPECTED, "invalid_approval", "messages")  # fmt: skip
+    paused, waiting = tokens.paused(request.approval_token, user, model)
+    assert request.decision is not None
+    check_decided_calls(request.decision, waiting)
+    history = request.messages[:-1]
+    while history and history[-1].role == ASSISTANT and not history[-1].text.strip():
+        history = history[:-1]
+    return [*history, *paused, request.messages[-1]]
 
 
-async def resumed(
-    agent: Agent, session: Session, deadline: float | None, running: dict[tuple[str, str], Detachable]
-) -> Any:
-    """What a `"resume": true` request gets (see the module docstring): a run, or a Replay."""
-    ongoing = running.get((session.user, session.id))
-    if ongoing is not None:
-        await asyncio.wait_for(asyncio.shield(ongoing.task), deadline)
-    pending = await asyncio.to_thread(lambda: session.pending_turn)
-    if pending is not None and pending.state != PAUSED:
-        return Detachable(agent.aresume(session=session, delta_stream=True, deadline=deadline), dicts=True)
-    if pending is not None:
-        return Replay(to_messages(pending.response))
-    stored = to_messages(await asyncio.to_thread(session.messages))
-    last = max((i for i, m in enumerate(stored) if m.role == USER), default=len(stored) - 1)
-    return Replay(stored[last + 1 :])
+def reported(e: Exception) -> RequestError:
+    """How a failure of a run (or of its store) is told to the client; the server's log has the rest."""
+    err = error_for(e)
+    if err.status >= 500:
+        logger.error("the agent failed", exc_info=e)
+    elif err.status == 409:  # what the client is not told (the store's name) is for the log
+        logger.info("refused: %s", e)
+    return err
 
 
-__all__ = ["Detachable", "Replay", "resumed"]
+class Outcome:
+    """A whole answer from a run's fragments: the assistant's text (each message's, joined by a blank line), the
+    public extras of its last message (`chatagent.server.openai_api.PUBLIC_EXTRAS`), the calls it paused on."""
+
+    __slots__ = ("collector",)
+
+    def __init__(self) -> None:
+        self.collector = Collector()
+
+    def add(self, fragments: list[Fragment]) -> None:
+        self.collector.add(fragments)
+
+    def messages(self) -> list[Message]:
+        return self.collector.messages()
+
+    def result(self) -> tuple[str, dict[str, Any], list[PausedCall]]:
+        """(text, public extras, paused calls) of the answer."""
+        msgs = self.messages()
+        said = [m for m in msgs if m.role == ASSISTANT]
+        text = "\n\n".join(t for m in said if (t := content_text(m.content).strip()))
+        last: Mapping[str, Any] = (said[-1].extra or {}) if said else {}
+        extra = {k: last[k] for k in PUBLIC_EXTRAS if k in last}
+        paused: list[PausedCall] = []
+        if extra.get(PENDING_APPROVAL):
+            for m in reversed(msgs):
+                if m.role != ASSISTANT or m.function_call is None:
+                    break
+                fc = m.function_call
+                paused.append(((m.extra or {}).get("function_id"), fc.name, fc.arguments))
+            paused.reverse()
+        return text, extra, paused
+
+
+__all__ = ["Outcome", "Reply", "Turn", "Where", "reported", "resumed", "start_turn"]

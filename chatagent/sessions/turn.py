@@ -39,6 +39,8 @@ from chatagent.sessions.errors import SessionError, SessionPendingTurnError
 from chatagent.sessions.pending import FAILED as PENDING_FAILED
 from chatagent.sessions.pending import PAUSED, PendingTurn
 from chatagent.sessions.session import INTERRUPTED, Session, stored_turn, title_of
+from chatagent.sessions.session import checked_session as checked_session  # for run.start: one import
+from chatagent.sessions.session import tool_state_key as tool_state_key  # (likewise)
 from chatagent.sessions.store import _UNCHANGED, Loaded
 
 logger = logging.getLogger("chatagent.sessions")

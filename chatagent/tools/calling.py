@@ -25,7 +25,8 @@ import orjson
 
 from chatagent.tools.arguments import JSONObject, ToolArgumentError, parse_arguments, unknown_tool_message
 from chatagent.tools.base import BaseTool, ToolServiceError, result_content
-from chatagent.utils.current_call import CALL_ID
+from chatagent.tools.file_access import conversation_files
+from chatagent.utils.current_call import CALL_ID, run_as_call
 from chatagent.utils.logs import quote
 
 logger = logging.getLogger("chatagent.tools")
@@ -178,6 +179,8 @@ def prepare_call(
         counts[name] = used + 1
     outcome.return_direct = bool(tool.return_direct)
     kwargs = kwargs or {}
+    if tool.file_access and "files" not in kwargs:  # Qwen-Agent's file tools get the conversation's files
+        kwargs = {**kwargs, "files": conversation_files(kwargs.get("messages"))}
     key = None
     if tool.cache and cache is not None:  # looked up when the call runs: after approval and the before_tool hooks
         key = call_key(name, args, kwargs.get("session_id"))
@@ -223,25 +226,17 @@ def execute(call: PreparedCall, cache: ToolCache | None = None, deadline: float 
 
 
 def _execute(call: PreparedCall, cache: ToolCache | None, limit: float | None) -> ToolOutcome:
-    token = CALL_ID.set(call.outcome.call_id)  # for the tool: current_run().call_id, .idempotency_key
-    try:
-        return _execute_here(call, cache, limit)
-    finally:
-        CALL_ID.reset(token)
-
-
-def _execute_here(call: PreparedCall, cache: ToolCache | None, limit: float | None) -> ToolOutcome:
     tool, outcome = call.tool, call.outcome
     start = time.perf_counter()
     if limit is None:
-        ok, value = _invoke(tool, call.args, call.kwargs)
+        ok, value = _invoke(tool, call.args, call.kwargs, call.outcome.call_id)
     else:
         box: list[tuple[bool, Any] | BaseException] = []
         done = threading.Event()
 
         def target() -> None:
             try:
-                box.append(_invoke(tool, call.args, call.kwargs))
+                box.append(_invoke(tool, call.args, call.kwargs, call.outcome.call_id))
             except BaseException as e:  # ToolServiceError: handed to the run's thread
                 box.append(e)
             done.set()
@@ -340,10 +335,10 @@ def _timed_out(
     )
 
 
-def _invoke(tool: BaseTool, args: JSONObject, kwargs: dict[str, Any]) -> tuple[bool, Any]:
+def _invoke(tool: BaseTool, args: JSONObject, kwargs: dict[str, Any], call_id: str | None) -> tuple[bool, Any]:
     """(True, result) or (False, (error kind, message for the model)); tracebacks go to the log only."""
     try:
-        return True, tool.run_validated(args, **kwargs)
+        return True, run_as_call(call_id, tool.run_validated, args, **kwargs)  # the tool's current_run().call_id
     except ToolServiceError:  # the tool says the run cannot go on
         raise
     except (Exception, SystemExit) as e:  # SystemExit: a tool's sys.exit() or argparse must not end the run

@@ -3,12 +3,18 @@
     bot = FnCallAgent(llm=cfg, function_list=[{'mcpServers': {
         'files': {'command': 'python', 'args': ['server.py'], 'env': {...}, 'cwd': '...'},   # stdio
         'remote': {'url': 'http://127.0.0.1:8765/mcp', 'headers': {...}},                   # streamable HTTP
+        'legacy': {'url': 'http://127.0.0.1:8766/sse', 'type': 'sse'},                      # SSE
     }}])
     ...
     bot.close()   # ends the stdio servers and everything they started (they also end when the agent's process does)
 
+A `url` server speaks streamable HTTP, or SSE (the older HTTP transport, Qwen-Agent's default) when its config
+says `'type': 'sse'` or its URL ends in `/sse`; a server that refuses streamable HTTP is tried with SSE. A server's
+resources and prompts become four more tools (`<server>-list_resources`, `-read_resource`, `-list_prompts`,
+`-get_prompt`; see `chatagent.tools.mcp_content`), and `MCPConnection` reads them from code.
+
 Each server gets a session, opened when the agent is built (its tools are listed then) and reused by every
-call; a session that broke (the server died, the connection dropped) is reopened by the next call. Every
+call; a session that broke (the server died or restarted, the connection dropped) is reopened by the next call. Every
 call has a timeout (`timeout` in the server's config, default 30 s; `connect_timeout` for opening, default
 30 s). A tool error, a timeout or a dead server comes back as a function message the model can read, never
 as a hang. A stdio server runs under a reaper (`chatagent/tools/_reaper.py`): every process it starts, even one
@@ -26,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import importlib
-import json
 import logging
 import os
 import shutil
@@ -38,13 +43,25 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeGuard
 
 from chatagent.schema import ContentItem
 from chatagent.tools.base import BaseTool
+from chatagent.tools.mcp_content import result_to_content, server_tools
 from chatagent.tools.mcp_stderr import ServerStderr
 from chatagent.utils.aio import run_coroutine
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from mcp import Client
     from mcp.client import Transport
-    from mcp.types import CallToolResult, Tool
+    from mcp.types import (
+        BlobResourceContents,
+        CallToolResult,
+        GetPromptResult,
+        Prompt,
+        Resource,
+        ServerCapabilities,
+        TextResourceContents,
+        Tool,
+    )
 
 logger = logging.getLogger("chatagent.tools")
 
@@ -59,6 +76,8 @@ class MCPServerError(RuntimeError):
 
 
 _CONNECTION_CLOSED, _REQUEST_TIMEOUT = -32000, -32001  # JSON-RPC codes the mcp client uses for these
+_SSE, _HTTP, _HTTP_OR_SSE = "sse", "streamable-http", "http or sse"
+_TYPES = {"sse": _SSE, "streamable-http": _HTTP, "streamable_http": _HTTP, "streamablehttp": _HTTP, "http": _HTTP}
 
 
 # ---- one server ------------------------------------------------------------------------------------------------
@@ -88,15 +107,25 @@ class MCPConnection:
             )
         self.name = name
         self.cfg: dict[str, Any] = cfg
+        given = cfg.get("type") or cfg.get("transport")
+        if cfg.get("url") and given is not None and str(given).lower() not in _TYPES:
+            raise ValueError(f"MCP server {name!r}: 'type' must be 'sse' or 'streamable-http', got {given!r:.60}")
+        if not cfg.get("url"):
+            self.kind = "stdio"
+        elif given is not None:
+            self.kind = _TYPES[str(given).lower()]
+        else:
+            self.kind = _SSE if str(cfg["url"]).rstrip("/").endswith("/sse") else _HTTP_OR_SSE
+        self.capabilities: ServerCapabilities | None = None  # what the server offers, once a session opened
         self.timeout = float(cfg.get("timeout", DEFAULT_TIMEOUT))
         self.connect_timeout = float(cfg.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT))
         self._held: dict[asyncio.AbstractEventLoop, _Held] = {}
         self._lock = threading.Lock()
         _CONNECTIONS.add(self)
 
-    def _server(self, errlog: TextIO | None) -> Transport | str:
-        """What `Client` connects to: the URL or HTTP transport, or the stdio server's process writing its
-        stderr to `errlog`."""
+    def _server(self, kind: str, errlog: TextIO | None) -> Transport | str:
+        """What `Client` connects to: the URL or HTTP transport (`kind`: SSE or streamable HTTP), or the stdio
+        server's process writing its stderr to `errlog`."""
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
 
@@ -104,6 +133,11 @@ class MCPConnection:
         if cfg.get("url"):
             url = cfg["url"]
             headers = cfg.get("headers")
+            if kind == _SSE:
+                from mcp.client.sse import sse_client
+
+                return sse_client(url, headers=headers, timeout=self.connect_timeout, sse_read_timeout=max(
+                    300.0, self.timeout))  # fmt: skip
             if not headers:
                 return url
             import httpx2
@@ -133,15 +167,16 @@ class MCPConnection:
                 held = self._held[loop] = _Held()
             return held
 
-    async def _hold(self, held: _Held, ready: asyncio.Future[Client]) -> None:
+    async def _hold(self, held: _Held, ready: asyncio.Future[Client], kind: str) -> None:
         """Open the session and keep it open until asked to close."""
         from mcp import Client
 
         held.closing = asyncio.Event()
         stderr = None if self.cfg.get("url") else ServerStderr(self.name)  # an older server's handshake noise: 1 line
         try:
-            server = self._server(stderr.file if stderr else None)
+            server = self._server(kind, stderr.file if stderr else None)
             async with Client(server, read_timeout_seconds=self.timeout, mode="auto") as client:
+                self.capabilities = client.server_capabilities
                 held.client = client
                 ready.set_result(client)
                 await held.closing.wait()
@@ -160,13 +195,25 @@ class MCPConnection:
         async with held.open_lock:
             if held.client is not None and held.holder is not None and not held.holder.done():
                 return held.client
-            ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
-            held.holder = asyncio.get_running_loop().create_task(self._hold(held, ready))
-            try:
-                return await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
-            except BaseException:
-                await self._aclose_here()
-                raise
+            kinds = [_HTTP, _SSE] if self.kind == _HTTP_OR_SSE else [self.kind]
+            for n, kind in enumerate(kinds, 1):
+                ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+                held.holder = asyncio.get_running_loop().create_task(self._hold(held, ready, kind))
+                try:
+                    client = await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
+                except Exception as e:
+                    await self._aclose_here()
+                    if n == len(kinds):
+                        raise
+                    logger.info("MCP server %r: streamable HTTP failed (%s); trying SSE", self.name, _describe(e))
+                    continue
+                except BaseException:
+                    await self._aclose_here()
+                    raise
+                if len(kinds) > 1:
+                    self.kind = kind  # what worked is what the next sessions use
+                return client
+            raise AssertionError("unreachable")  # the last kind returned or raised
 
     async def _aclose_here(self) -> None:
         """End this loop's session (a stdio server's process ends with it)."""
@@ -205,13 +252,43 @@ class MCPConnection:
     async def acall(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
         """Call a tool on the running loop; the CallToolResult. Raises TimeoutError (the call is cancelled), or
         MCPServerError when the session broke (the next call opens a new one)."""
+        return await self._arequest(lambda c: c.call_tool(tool, arguments, read_timeout_seconds=self.timeout))
+
+    async def alist_resources(self) -> list[Resource]:
+        """The server's resources (every page), on the running loop; errors as `acall`."""
+
+        async def pages(client: Client) -> list[Resource]:
+            found: list[Resource] = []
+            cursor: str | None = None
+            while True:
+                page = await client.list_resources(cursor=cursor)
+                found.extend(page.resources)
+                cursor = page.next_cursor
+                if not cursor:
+                    return found
+
+        return await self._arequest(pages)
+
+    async def aread_resource(self, uri: str) -> list[TextResourceContents | BlobResourceContents]:
+        """The contents of one resource, on the running loop; errors as `acall`."""
+        result = await self._arequest(lambda c: c.read_resource(uri))
+        return list(result.contents)
+
+    async def alist_prompts(self) -> list[Prompt]:
+        """The server's prompts, on the running loop; errors as `acall`."""
+        return list((await self._arequest(lambda c: c.list_prompts())).prompts)
+
+    async def aget_prompt(self, name: str, arguments: dict[str, str] | None = None) -> GetPromptResult:
+        """One prompt filled in with `arguments`, on the running loop; errors as `acall`."""
+        return await self._arequest(lambda c: c.get_prompt(name, arguments))
+
+    async def _arequest(self, ask: Callable[[Client], Awaitable[Any]]) -> Any:
+        """`ask(client)` in this loop's session, within the timeout; TimeoutError or MCPServerError."""
         from mcp.shared.exceptions import MCPError
 
         try:
             client = await self._open()
-            return await asyncio.wait_for(
-                client.call_tool(tool, arguments, read_timeout_seconds=self.timeout), self.timeout + 1.0
-            )
+            return await asyncio.wait_for(ask(client), self.timeout + 1.0)
         except asyncio.TimeoutError as e:  # before 3.11 not the built-in TimeoutError that callers catch
             if isinstance(e, TimeoutError):
                 raise
@@ -238,6 +315,31 @@ class MCPConnection:
     def call(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
         """`acall` for synchronous code (on the background loop)."""
         return run_coroutine(self.acall(tool, arguments), self.connect_timeout + self.timeout + 2.0)
+
+    def list_resources(self) -> list[Resource]:
+        """`alist_resources` for synchronous code."""
+        return run_coroutine(self.alist_resources(), self.connect_timeout + self.timeout + 2.0)
+
+    def read_resource(self, uri: str) -> list[TextResourceContents | BlobResourceContents]:
+        """`aread_resource` for synchronous code."""
+        return run_coroutine(self.aread_resource(uri), self.connect_timeout + self.timeout + 2.0)
+
+    def list_prompts(self) -> list[Prompt]:
+        """`alist_prompts` for synchronous code."""
+        return run_coroutine(self.alist_prompts(), self.connect_timeout + self.timeout + 2.0)
+
+    def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> GetPromptResult:
+        """`aget_prompt` for synchronous code."""
+        return run_coroutine(self.aget_prompt(name, arguments), self.connect_timeout + self.timeout + 2.0)
+
+    def failure(self, tool: str, e: Exception) -> str:
+        """What the model reads when a request for `tool` failed (a timeout, a broken session, an error)."""
+        if isinstance(e, TimeoutError):
+            return (
+                f"Error: {tool} did not answer within {self.timeout:g} seconds. "
+                "Try again later, with other arguments, or answer without it."
+            )
+        return f"Error: {tool} failed: {e}. A later call reconnects to the server."
 
     def close(self) -> None:
         """End every session, on whichever loop it lives (a stdio server's process ends with it). From the thread of
@@ -313,12 +415,7 @@ class MCPTool(BaseTool):
             return self._failure(e)
 
     def _failure(self, e: Exception) -> str:
-        if isinstance(e, TimeoutError):
-            return (
-                f"Error: {self.name} did not answer within {self.connection.timeout:g} seconds. "
-                "Try again later, with other arguments, or answer without it."
-            )
-        return f"Error: {self.name} failed: {e}. A later call reconnects to the server."
+        return self.connection.failure(self.name, e)
 
     def _content(self, result: CallToolResult) -> str | list[ContentItem]:
         content = result_to_content(result)
@@ -329,39 +426,6 @@ class MCPTool(BaseTool):
 
     def close(self) -> None:
         self.connection.close()
-
-
-def result_to_content(result: CallToolResult) -> str | list[ContentItem]:
-    """A CallToolResult as message content: a string when it is all text, else content items."""
-    from mcp.types import TextResourceContents
-
-    items: list[ContentItem] = []
-    for c in result.content:
-        if c.type == "text":
-            items.append(ContentItem(text=c.text))
-        elif c.type == "image":
-            items.append(ContentItem(image=f"data:{c.mime_type or 'image/png'};base64,{c.data}"))
-        elif c.type == "audio":
-            items.append(ContentItem(audio=f"data:{c.mime_type or 'audio/wav'};base64,{c.data}"))
-        elif c.type == "resource":
-            res = c.resource
-            if isinstance(res, TextResourceContents):
-                items.append(ContentItem(text=f"[resource {res.uri}]\n{res.text}"))
-            elif res.mime_type and res.mime_type.startswith("image/"):
-                items.append(ContentItem(image=f"data:{res.mime_type};base64,{res.blob}"))
-            else:
-                items.append(ContentItem(text=f"[resource {res.uri} ({res.mime_type or 'binary'}), not shown]"))
-        elif c.type == "resource_link":
-            items.append(ContentItem(text=f"[resource link {c.uri}]"))
-        else:
-            items.append(ContentItem(text=f"[{c.type or 'unknown'} content, not shown]"))
-    if not items:
-        structured = result.structured_content or None
-        return json.dumps(structured, ensure_ascii=False) if structured is not None else ""
-    texts = [i.text for i in items if i.text is not None]
-    if len(texts) == len(items):
-        return "\n".join(texts)
-    return items
 
 
 def tools_from_config(item: dict[str, Any]) -> list[BaseTool]:
@@ -380,6 +444,7 @@ def tools_from_config(item: dict[str, Any]) -> list[BaseTool]:
             conn = MCPConnection(name, cfg)
             opened.append(conn)
             tools.extend(MCPTool(conn, t) for t in conn.list_tools())
+            tools.extend(server_tools(conn, conn.capabilities))
     except BaseException:
         for conn in opened:
             conn.close()

@@ -6,23 +6,27 @@ It reads only the files the user gave: those in the tool's `files` setting and t
 user's messages. A file the model names that is not among them (another path, `../`, a URL of its own)
 is refused with a message the model can read. Settings: `files`, `max_ref_token` (default 4000),
 `passwords`, `store` (a DocStore).
+
+Called directly by code with Qwen-Agent's arguments, it reads the files it is given and answers as Qwen-Agent's
+does: a list of `{'url': file, 'text': [chunk, ...]}` within `max_ref_token` (default 20000 there), found by the
+`rag_searchers` (default keyword and front-page search; see `chatagent.tools.search_tools`).
+
+    Retrieval().call({'query': 'vault code', 'files': ['report.pdf']})
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from chatagent.rag.parsers import display_name
-from chatagent.schema import USER, Message, to_messages
 from chatagent.tools.arguments import JSONObject
-from chatagent.tools.base import BaseTool, register_tool
+from chatagent.tools.base import TOOL_REGISTRY, BaseTool, register_tool
+from chatagent.tools.doc_parser import DocParser
+from chatagent.tools.doc_records import DEFAULT_MAX_REF_TOKEN as QWEN_MAX_REF_TOKEN
+from chatagent.tools.doc_records import DEFAULT_PARSER_PAGE_SIZE
+from chatagent.tools.search_tools import DEFAULT_RAG_SEARCHERS, HybridSearch
+from chatagent.tools.user_files import allowed_files, choose_files, files_to_read, message_files, store_from_cfg
 
-if TYPE_CHECKING:
-    from chatagent.rag.store import DocStore
-
-__all__ = ["Retrieval", "allowed_files", "choose_files", "message_files", "store_from_cfg"]
+__all__ = ["Retrieval", "allowed_files", "choose_files", "files_to_read", "message_files", "store_from_cfg"]
 
 DEFAULT_MAX_REF_TOKEN = 4000
 
@@ -48,8 +52,10 @@ class Retrieval(BaseTool):
         "required": ["query"],
     }
 
-    def call(self, params: str | JSONObject, **kwargs: Any) -> str:
+    def call(self, params: str | JSONObject, **kwargs: Any) -> str | list[dict[str, Any]]:
         args = self.parse_params(params)
+        if "messages" not in kwargs:  # called by code, as Qwen-Agent's Memory and users do
+            return self.search_files(args.get("files") or allowed_files(self.cfg.get("files"), None), args["query"])
         allowed = allowed_files(self.cfg.get("files"), kwargs.get("messages"))
         files = choose_files(args.get("files"), allowed)
         if isinstance(files, str):
@@ -65,56 +71,15 @@ class Retrieval(BaseTool):
             parts.append("These files could not be read:\n" + "\n".join(f"- {e}" for e in found.errors))
         return "\n\n".join(parts)
 
-
-def allowed_files(
-    configured: Sequence[str | os.PathLike[str]] | None, messages: Sequence[Message | JSONObject] | None
-) -> list[str]:
-    """The files the user gave: the configured ones, then the file items of the user's messages (no repeats)."""
-    given = messages or []
-    msgs = [m for m in given if isinstance(m, Message)]
-    if len(msgs) < len(given):
-        msgs = to_messages(given)
-    return list(dict.fromkeys([os.fspath(f) for f in configured or []] + message_files(msgs)))
-
-
-def message_files(messages: Sequence[Message]) -> list[str]:
-    """The file items of all user messages, in order (paths or URLs as given)."""
-    files: list[str] = []
-    for m in messages:
-        if m.role == USER and not isinstance(m.content, str):
-            files.extend(item.file for item in m.content if item.file)
-    return files
-
-
-def choose_files(requested: Sequence[object] | None, allowed: list[str]) -> list[str] | str:
-    """The allowed files the model asked for (by full path/URL or by file name), or a refusal text."""
-    if not allowed:
-        return "The user has not given any files, so there is nothing to read."
-    if not requested:
-        return allowed
-    by_name: dict[str, str] = {}
-    for f in allowed:
-        by_name.setdefault(f, f)
-        by_name.setdefault(display_name(f), f)
-    chosen: list[str] = []
-    refused: list[str] = []
-    for r in requested:
-        match = by_name.get(r) if isinstance(r, str) else None
-        (chosen if match else refused).append(match or str(r))
-    if refused:
-        names = ", ".join(display_name(f) for f in allowed)
-        return (
-            f"Refused: {', '.join(refused)} is not one of the user's files. Only these can be read: {names}. "
-            "Use their names exactly."
-        )
-    return list(dict.fromkeys(chosen))
-
-
-def store_from_cfg(cfg: dict[str, Any]) -> DocStore:
-    """The DocStore in a tool's `store` setting, else the workspace's."""
-    store = cfg.get("store")
-    if store is None:
-        from chatagent.rag.store import default_store  # the rag extra (numpy, parsers)
-
-        store = default_store()
-    return store
+    def search_files(self, files: list[str], query: str) -> list[dict[str, Any]]:
+        """Qwen-Agent's answer: the chunks of `files` the `rag_searchers` find for `query`, per file."""
+        max_ref_token = int(self.cfg.get("max_ref_token", QWEN_MAX_REF_TOKEN))
+        page_size = int(self.cfg.get("parser_page_size", DEFAULT_PARSER_PAGE_SIZE))
+        parser = DocParser({k: v for k, v in self.cfg.items() if k in ("store", "passwords")})
+        records = [parser.record(f, max_ref_token=max_ref_token, parser_page_size=page_size) for f in files]
+        if not records:
+            return []
+        names = list(self.cfg.get("rag_searchers") or DEFAULT_RAG_SEARCHERS)
+        cfg = {"max_ref_token": max_ref_token, "rag_searchers": names}
+        searcher = TOOL_REGISTRY[names[0]](cfg) if len(names) == 1 else HybridSearch(cfg)
+        return searcher.call({"query": query}, docs=records)

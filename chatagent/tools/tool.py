@@ -249,9 +249,8 @@ def pydantic_errors(e: pydantic.ValidationError, limit: int = 3) -> str:
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
 
-class ToolServiceError(ChatAgentError):
-    """Raised by a tool when the run cannot go on (a service it needs is down): unlike other errors in a tool,
-    it is not reported to the model but propagates to the caller of `run()`, as in Qwen-Agent."""
+class CodedError(ChatAgentError):
+    """An error with Qwen-Agent's fields: the `exception` it wraps, or a `code` and a `message`; and `extra`."""
 
     def __init__(
         self,
@@ -262,6 +261,11 @@ class ToolServiceError(ChatAgentError):
     ) -> None:
         super().__init__(exception if exception is not None else f"Error code: {code}. Error message: {message}")
         self.exception, self.code, self.message, self.extra = exception, code, message, extra
+
+
+class ToolServiceError(CodedError):
+    """Raised by a tool when the run cannot go on (a service it needs is down): unlike other errors in a tool,
+    it is not reported to the model but propagates to the caller of `run()`, as in Qwen-Agent."""
 
 
 def result_content(result: object) -> str | list[ContentItem]:
@@ -298,6 +302,7 @@ def _jsonable(obj: object) -> Any:
 
 __all__ = [
     "BaseTool",
+    "CodedError",
     "TOOL_SETTINGS",
     "ToolServiceError",
     "is_pydantic_model",

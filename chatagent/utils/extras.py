@@ -34,7 +34,10 @@ EXTRA_OF: dict[str, str] = {
     "xllamacpp": "local",
     "mcp": "mcp",
     "httpx2": "mcp",
+    "a2a": "a2a",
+    "google": "a2a",  # google.protobuf: A2A's wire types
     "matplotlib": "tools",
+    "PIL": "tools",
     "opentelemetry": "otel",
 }
 

@@ -311,6 +311,21 @@ def loads_lenient(text: str) -> Any:
     raise ValueError(str(error))
 
 
+def parse_partial(text: str) -> Any:
+    """The value parsed so far from JSON that is still streaming (it may stop anywhere: in a string, a number, a
+    key): strict JSON, then repaired, then with an unfinished member dropped; None when nothing parses yet. Quiet:
+    a stream cut short is not a model's mistake, so nothing is logged."""
+    if not text.strip() or len(text) > MAX_REPAIR_CHARS:
+        return None
+    value = _strict(text)
+    if value is _MISSING:
+        value = _strict(repair_json(text))
+    if value is _MISSING:
+        cut = _cut_unfinished_member(text)
+        value = _strict(repair_json(cut)) if cut is not None else _MISSING
+    return None if value is _MISSING else value
+
+
 def _cut_unfinished_member(text: str) -> str | None:
     """`text` up to its last comma outside strings, if it ends inside an open object or list."""
     depth = 0
@@ -343,5 +358,6 @@ __all__ = [
     "json_kind",
     "loads_lenient",
     "parse_json",
+    "parse_partial",
     "repair_json",
 ]

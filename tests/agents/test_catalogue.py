@@ -275,9 +275,7 @@ def test_react_transcript_streams_one_growing_message():
             Reply(text="Thought: done\nFinal Answer: About 2.1 million.", chunk_size=3),
         ]
     )
-    yields = list(
-        ReActChat(llm=llm, function_list=[population], transcript=True).run([{"role": "user", "content": "?"}])
-    )
+    yields = list(ReActChat(llm=llm, function_list=[population]).run([{"role": "user", "content": "?"}]))
     assert all(len(y) == 1 for y in yields)
     texts = [y[0]["content"] for y in yields]
     assert all(b.startswith(a) for a, b in zip(texts, texts[1:], strict=False))

@@ -45,6 +45,7 @@ def _clear_calls():
 
 
 def react(*replies, chunk_size: int = 4, **kw) -> ReActChat:
+    kw.setdefault("transcript", False)  # the structured messages these tests read
     return ReActChat(llm=ScriptedLLM(list(replies), chunk_size=chunk_size), function_list=[get_weather, broken], **kw)
 
 
@@ -196,7 +197,9 @@ def test_action_runs_the_tool_and_the_final_answer_ends_the_run():
 
 
 def test_own_stop_words_are_kept():
-    bot = ReActChat(llm=ScriptedLLM([FINAL], generate_cfg={"stop": ["<|end|>"]}), function_list=[get_weather])
+    bot = ReActChat(
+        llm=ScriptedLLM([FINAL], generate_cfg={"stop": ["<|end|>"]}), function_list=[get_weather], transcript=False
+    )
     bot.run_nonstream(ASK)
     assert bot.llm.calls[0].generate_cfg["stop"] == ["<|end|>", "Observation:", "Observation:\n"]
 
@@ -232,7 +235,7 @@ def test_a_bare_input_for_a_tool_with_several_parameters_is_reported():
         """
         return a + b
 
-    bot = ReActChat(llm=ScriptedLLM(["Action: two\nAction Input: hello", FINAL]), function_list=[two])
+    bot = ReActChat(llm=ScriptedLLM(["Action: two\nAction Input: hello", FINAL]), function_list=[two], transcript=False)
     out = bot.run_nonstream(ASK)
     assert out[1]["content"].startswith("Error: invalid arguments for two")
 

@@ -282,7 +282,7 @@ def test_react_router_and_group_chat_give_the_same_answers_under_arun():
         llm = ScriptedLLM(
             ['Thought: look it up\nAction: weather\nAction Input: {"city": "Oslo"}', "Thought: ok\nFinal Answer: cold"]
         )
-        return ReActChat(llm=llm, function_list=[weather])
+        return ReActChat(llm=llm, function_list=[weather], transcript=False)
 
     def router():
         helper = BasicAgent(llm=ScriptedLLM(["I can help."]), name="helper", description="helps")

@@ -133,7 +133,10 @@ def test_run_validates_retries_and_says_so_in_the_last_yield():
     yields = list(BasicAgent(llm=llm).run(USER, response_format=City))
     last = yields[-1]
     assert len(last) == 1 and last[0]["content"] == '{"name": "Paris", "population": 2100000}'
-    assert last[0]["extra"] == {"response_format": {"name": "City", "attempts": 2, "valid": True}}
+    assert last[0]["extra"] == {
+        "response_format": {"name": "City", "attempts": 2, "valid": True},
+        "parsed": {"name": "Paris", "population": 2100000},
+    }
     assert '"population"' in llm.calls[0].messages[0].content  # the schema instruction
     assert "'population': Field required" in llm.calls[1].messages[-1].content  # the error sent back
 

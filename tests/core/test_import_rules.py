@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "=chatagent.multi_agent_hub",
             "=chatagent.settings",
             "chatagent.utils.output_beautify",
+            "=chatagent.utils.utils",
         ),
     ),
 ]

@@ -57,6 +57,8 @@ def test_a_japanese_conversation_gets_english_react_and_tool_prompts() -> None:
         return "sunny"
 
     llm = ScriptedLLM(["Final Answer: 晴れです。"])
-    ReActChat(function_list=[get_weather], llm=llm).run_nonstream([{"role": "user", "content": "東京の天気は？"}])
+    ReActChat(function_list=[get_weather], llm=llm, transcript=False).run_nonstream(
+        [{"role": "user", "content": "東京の天気は？"}]
+    )
     prompt = llm.calls[0].messages[0].text
     assert "你可以使用以下工具" not in prompt and "get_weather" in prompt

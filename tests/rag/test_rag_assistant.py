@@ -215,7 +215,13 @@ def test_doc_parser_finds_a_password_by_file_name(tmp_path: Path, store: DocStor
 
     path = tmp_path / "locked.pdf"
     path.write_bytes(encrypt_pdf(make_pdf(["The vault code is 1234."]), "pw"))
+    from chatagent.tools.simple_doc_parser import DocParserError
+
     locked = DocParser({"store": store, "files": [str(path)]})
-    assert "password" in locked.call({"url": "locked.pdf"})
+    assert "password" in locked.call({"url": "locked.pdf"}, messages=[])  # in a run: a text for the model
+    with pytest.raises(DocParserError) as caught:  # called by code: Qwen-Agent's error
+        locked.call({"url": "locked.pdf"})
+    assert caught.value.code == "needs_password"
     tool = DocParser({"store": store, "files": [str(path)], "passwords": {"locked.pdf": "pw"}})
-    assert "The vault code is 1234." in tool.call({"url": "locked.pdf"})
+    assert "The vault code is 1234." in tool.call({"url": "locked.pdf"}, messages=[])
+    assert "The vault code is 1234." in tool.call({"url": "locked.pdf"})["raw"][0]["content"]

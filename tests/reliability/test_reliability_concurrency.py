@@ -271,7 +271,7 @@ def test_fifty_threads_on_one_text_protocol_agent(kind: str) -> None:
     from chatagent.agents.react_chat import ReActChat
 
     if kind == "react":
-        bot: FnCallAgent = ReActChat(llm=ScriptedLLM(default=_react_model), function_list=[lookup])
+        bot: FnCallAgent = ReActChat(llm=ScriptedLLM(default=_react_model), function_list=[lookup], transcript=False)
     else:
         llm = ScriptedLLM(default=_nous_model, generate_cfg={"fncall_prompt_type": "nous"})
         bot = FnCallAgent(llm=llm, function_list=[lookup])

@@ -296,7 +296,8 @@ def test_structured_output_stores_only_the_valid_answer(store_url: str) -> None:
     s = Session("structured", store_url)
     assert bot.run_nonstream([user("capital of France?")], session=s, response_format=City) == City(name="Paris")
     mark = {"name": "City", "attempts": 2, "valid": True}  # the rejected first answer was replaced
-    answer = {"role": "assistant", "content": '{"name": "Paris"}', "extra": {"response_format": mark}}
+    parsed = {"name": "Paris"}  # the validated object, as the last yield carried it
+    answer = {"role": "assistant", "content": '{"name": "Paris"}', "extra": {"parsed": parsed, "response_format": mark}}
     assert s.messages() == [user("capital of France?"), answer]
     bot.run_nonstream([user("of Italy?")], session=s, response_format=City)
     assert [m.text for m in bot.llm.calls[-1].messages[1:]] == ["capital of France?", '{"name": "Paris"}', "of Italy?"]

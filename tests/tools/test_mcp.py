@@ -37,9 +37,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_http(port: int) -> subprocess.Popen:
+def _start_http(port: int, how: list[str] | None = None) -> subprocess.Popen:
     proc = processes.popen(
-        [sys.executable, SERVER, "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, SERVER, *(how or ["http", str(port)])], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -72,7 +72,9 @@ def stdio_tools() -> Iterator[dict]:
 @pytest.mark.timeout(60)
 def test_every_tool_is_listed_with_its_full_schema(stdio_tools: dict) -> None:
     assert sorted(stdio_tools) == sorted(
-        f"demo-{n}" for n in ("add", "echo", "fail", "slow", "pid", "picture", "document")
+        f"demo-{n}"
+        for n in ("add", "echo", "fail", "slow", "pid", "picture", "document")
+        + ("list_resources", "read_resource", "list_prompts", "get_prompt")
     )
     echo = stdio_tools["demo-echo"].function
     assert echo["description"] == "Repeat a text."
@@ -284,6 +286,72 @@ def test_every_content_kind_becomes_message_content() -> None:
     assert result_to_content(CallToolResult(content=[TextContent(text="a"), TextContent(text="b")])) == "a\nb"
     assert result_to_content(CallToolResult(content=[], structured_content={"n": 1})) == '{"n": 1}'
     assert result_to_content(CallToolResult(content=[], structured_content={})) == ""
+
+
+# ---- SSE servers, resources and prompts ------------------------------------------------------------------------
+
+
+def _start_sse(port: int, path: str = "/sse") -> subprocess.Popen:
+    return _start_http(port, ["sse", str(port), path])
+
+
+@pytest.mark.timeout(150)
+def test_sse_servers_list_call_and_reconnect_after_a_restart() -> None:
+    port = _free_port()
+    procs = [_start_sse(port)]
+    try:
+        # Qwen-Agent's form: a url ending in /sse, no type
+        tools = make_tools([{"mcpServers": {"old": {"url": f"http://127.0.0.1:{port}/sse", "timeout": 10}}}])
+        assert tools["old-add"].call({"a": 2, "b": 3}) == "5"
+        assert tools["old-fail"].call({"reason": "x"}).startswith("Error: old-fail failed:")
+        procs[0].kill()
+        procs[0].wait(5)
+        assert tools["old-add"].call({"a": 1, "b": 1}).startswith("Error: old-add")
+        procs.append(_start_sse(port))
+        assert tools["old-add"].call({"a": 1, "b": 1}) == "2"  # the next call reconnected
+        tools["old-add"].close()
+        explicit = make_tools([{"mcpServers": {"typed": {"url": f"http://127.0.0.1:{port}/sse", "type": "sse"}}}])
+        assert explicit["typed-echo"].call({"text": "hi", "times": 2}) == "hi hi"
+        explicit["typed-echo"].close()
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(5)
+
+
+@pytest.mark.timeout(120)
+def test_a_server_that_refuses_streamable_http_is_reached_over_sse() -> None:
+    port = _free_port()
+    proc = _start_sse(port, "/events")
+    try:
+        tools = make_tools([{"mcpServers": {"s": {"url": f"http://127.0.0.1:{port}/events", "timeout": 10}}}])
+        assert tools["s-add"].call({"a": 20, "b": 22}) == "42"
+        assert tools["s-add"].connection.kind == "sse"
+        tools["s-add"].close()
+        with pytest.raises(ValueError, match="'type' must be 'sse' or 'streamable-http'"):
+            make_tools([{"mcpServers": {"bad": {"url": f"http://127.0.0.1:{port}/events", "type": "websocket"}}}])
+    finally:
+        proc.kill()
+        proc.wait(5)
+
+
+@pytest.mark.timeout(90)
+def test_resources_and_prompts_become_tools_and_can_be_read_from_code(stdio_tools: dict) -> None:
+    listed = stdio_tools["demo-list_resources"].call({})
+    assert "notes://today  today: Today's notes." in listed and "notes://logo" in listed
+    assert (
+        stdio_tools["demo-read_resource"].call({"uri": "notes://today"})
+        == "[resource notes://today]\nbuy milk; call Ann"
+    )
+    logo = stdio_tools["demo-read_resource"].call({"uri": "notes://logo"})
+    assert isinstance(logo, list) and logo[0].image.startswith("data:image/png;base64,")
+    assert stdio_tools["demo-read_resource"].call({"uri": "notes://nope"}).startswith("Error: demo-read_resource")
+    assert "summarise(topic, words?): Ask for a summary of a topic." in stdio_tools["demo-list_prompts"].call({})
+    got = stdio_tools["demo-get_prompt"].call({"name": "summarise", "arguments": {"topic": "MCP", "words": "9"}})
+    assert got == "[user] Summarise MCP in at most 9 words."
+    conn = stdio_tools["demo-add"].connection
+    assert [r.name for r in conn.list_resources()] == ["today", "logo"]
+    assert conn.get_prompt("summarise", {"topic": "x"}).messages[0].content.text == "Summarise x in at most 50 words."
 
 
 def test_an_older_mcp_server_starts_with_one_line_of_noise_at_most(capfd: pytest.CaptureFixture[str]) -> None:

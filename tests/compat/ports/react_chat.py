@@ -1,7 +1,6 @@
-"""Qwen-Agent tests/agents/test_react_chat.py, unchanged: Qwen-Agent's ReActChat answers with one message holding
-the whole Thought / Action / Observation / Final Answer text. chatagent's ReActChat answers in structured messages
-(thought as reasoning, a function call, its result, the answer); `ReActChat(transcript=True)` gives Qwen-Agent's
-form (see react_chat_transcript.py)."""
+"""Qwen-Agent tests/agents/test_react_chat.py, unchanged: ReActChat answers with one message holding the whole
+Thought / Action / Observation / Final Answer text, on both (chatagent's structured messages are the opt-in
+`transcript=False`, see react_chat_structured.py)."""
 
 import json
 
@@ -10,7 +9,6 @@ from chatagent.schema import Message
 from chatagent.tools.base import BaseTool, register_tool
 
 SOURCE = "tests/agents/test_react_chat.py"
-EXPECT = "deliberate difference: structured ReAct messages by default; ReActChat(transcript=True) gives Qwen's text"
 MODEL = [
     {"call": [["local_weather", {"location": "海淀区"}]], "think": "我需要查询海淀区的天气。"},
     {"say": "海淀区今天晴，25度。"},

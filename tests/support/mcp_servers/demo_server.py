@@ -1,5 +1,6 @@
-"""An MCP server for the tests (mcp's MCPServer, formerly FastMCP): `python demo_server.py stdio` or
-`python demo_server.py http PORT` (streamable HTTP on 127.0.0.1:PORT/mcp)."""
+"""An MCP server for the tests (mcp's MCPServer, formerly FastMCP): `python demo_server.py stdio`,
+`python demo_server.py http PORT` (streamable HTTP on 127.0.0.1:PORT/mcp) or `python demo_server.py sse PORT [PATH]`
+(SSE on 127.0.0.1:PORT/sse, or PATH). Tools, two resources and a prompt."""
 
 from __future__ import annotations
 
@@ -68,8 +69,26 @@ def document() -> list:
     ]
 
 
+@server.resource("notes://today", name="today", description="Today's notes.")
+def today() -> str:
+    return "buy milk; call Ann"
+
+
+@server.resource("notes://logo", name="logo", mime_type="image/png")
+def logo() -> bytes:
+    return PNG
+
+
+@server.prompt(description="Ask for a summary of a topic.")
+def summarise(topic: str, words: str = "50") -> str:
+    return f"Summarise {topic} in at most {words} words."
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["http"]:
         server.run(transport="streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    elif sys.argv[1:2] == ["sse"]:
+        path = sys.argv[3] if len(sys.argv) > 3 else "/sse"
+        server.run(transport="sse", host="127.0.0.1", port=int(sys.argv[2]), sse_path=path)
     else:
         server.run()

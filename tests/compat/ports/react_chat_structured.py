@@ -1,5 +1,6 @@
-"""Qwen-Agent tests/agents/test_react_chat.py with the one documented switch: `ReActChat(..., transcript=True)`
-answers in Qwen-Agent's form, one message with the whole ReAct text."""
+"""Qwen-Agent tests/agents/test_react_chat.py with chatagent's one switch: `ReActChat(..., transcript=False)`
+answers in structured messages (the Thought as reasoning, the action as a function call and its result, the
+Final Answer as content) instead of Qwen-Agent's one message of ReAct text."""
 
 import json
 
@@ -7,7 +8,7 @@ from chatagent.agents import ReActChat
 from chatagent.schema import Message
 from chatagent.tools.base import BaseTool, register_tool
 
-SOURCE = "tests/agents/test_react_chat.py (with transcript=True)"
+SOURCE = "tests/agents/test_react_chat.py (with transcript=False)"
 QWEN_AGENT = "skip: transcript= is chatagent's switch (the unchanged test is react_chat.py)"
 MODEL = [
     {"call": [["local_weather", {"location": "海淀区"}]], "think": "我需要查询海淀区的天气。"},
@@ -30,15 +31,14 @@ class LocalWeather(BaseTool):
 
 def main(server: str, resources: str) -> None:
     llm_cfg = {"model": "qwen-max", "model_server": server, "api_key": "EMPTY"}
-    agent = ReActChat(llm=llm_cfg, function_list=["local_weather"], transcript=True)
+    agent = ReActChat(llm=llm_cfg, function_list=["local_weather"], transcript=False)
     messages = [Message("user", "海淀区天气")]
     *_, last = agent.run(messages)
-    assert len(last) == 1
-    assert "\nAction: local_weather" in last[-1].content
-    assert '\nAction Input: {"location": "海淀区"}' in last[-1].content
-    assert '\nObservation: {"location": "海淀区", "weather": "晴"}' in last[-1].content
-    assert "\nThought: " in last[-1].content
-    assert last[-1].content.endswith("\nFinal Answer: 海淀区今天晴，25度。")
+    calls = [m for m in last if m.function_call]
+    assert [json.loads(c.function_call.arguments) for c in calls] == [{"location": "海淀区"}]
+    assert [m.content for m in last if m.role == "function"] == ['{"location": "海淀区", "weather": "晴"}']
+    assert last[-1].role == "assistant" and last[-1].content == "海淀区今天晴，25度。"
+    assert "Action:" not in last[-1].content and "Thought" not in last[-1].content
 
 
 if __name__ == "__main__":

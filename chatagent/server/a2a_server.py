@@ -1,0 +1,312 @@
+"""The served agents over A2A (agent-to-agent, JSON-RPC binding, protocol 1.0): `chatagent serve --a2a`.
+
+Each agent has an agent card (`/.well-known/agent-card.json` for the first agent, `/a2a/<name>/.well-known/
+agent-card.json` for each: its name, description, a skill per tool, streaming) and a JSON-RPC endpoint
+`/a2a/<name>` with `SendMessage`, `SendStreamingMessage` (the answer streamed as chunks of the artifact `answer`),
+`GetTask` and `CancelTask`. A task's context is a conversation of the session store, owned by the principal that
+started it (`conversations`; a new context gets an id the server makes); a task belongs to its principal too
+(another one's `GetTask` finds nothing). A run that pauses on a tool call needing approval leaves its task
+`input-required` (the waiting calls in the status message's data part and in the task's metadata); the client
+goes on with a message of the same task whose metadata (or a data part) holds `approval`: true, false or {call id:
+true/false}. A message's text and data parts are read; one with a file or URL part is refused, never answered in
+part. The identity, approval and concurrency rules are the OpenAI endpoint's. Needs `a2a-sdk`: `pip install
+'chatagent[a2a]'` (its protocol types give the wire format).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import OrderedDict
+from typing import Any
+
+import orjson
+from a2a.types import a2a_pb2 as pb
+from google.protobuf import json_format
+
+from chatagent.agent import Agent
+from chatagent.run.approval import APPROVAL
+from chatagent.schema import USER, Message
+from chatagent.server.app import Service, send_error, send_json
+from chatagent.server.approvals import checked_decision
+from chatagent.server.conversations import NEW
+from chatagent.server.openai_api import Answer, ChatRequest, RequestError, checked_session_id
+from chatagent.server.turns import Outcome, reported, start_turn
+from chatagent.utils.url_fetch import public_urls_only
+
+logger = logging.getLogger("chatagent.server")
+
+CARD_PATH = "/.well-known/agent-card.json"
+MAX_TASKS = 10_000  # tasks remembered (finished ones are forgotten first)
+_NOT_FOUND, _NOT_CANCELABLE, _UNSUPPORTED, _PARAMS, _REQUEST, _METHOD, _INTERNAL = (
+    -32001, -32002, -32004, -32602, -32600, -32601, -32603)  # fmt: skip
+_FINAL = (pb.TASK_STATE_COMPLETED, pb.TASK_STATE_FAILED, pb.TASK_STATE_CANCELED, pb.TASK_STATE_INPUT_REQUIRED)
+_SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def card(name: str, agent: Agent, url: str, keyed: bool) -> dict[str, Any]:
+    """The agent card of `agent` served at `url` (JSON, as A2A clients read it)."""
+    skills = [pb.AgentSkill(id=tool, name=tool, description=t.description or tool, tags=["tool"])
+              for tool, t in agent.function_map.items()]  # fmt: skip
+    if not skills:
+        skills = [pb.AgentSkill(id=name, name=name, description=agent.description or name, tags=["chat"])]
+    out = pb.AgentCard(
+        name=name, description=agent.description or f"The agent {name}.", version="1.0",
+        supported_interfaces=[pb.AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")],
+        capabilities=pb.AgentCapabilities(streaming=True), default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"], skills=skills,
+    )  # fmt: skip
+    if keyed:
+        out.security_schemes["bearer"].http_auth_security_scheme.scheme = "Bearer"
+        out.security_requirements.add().schemes["bearer"].SetInParent()
+    return json_format.MessageToDict(out)
+
+
+class TaskRecord:
+    """One task: whose it is, its conversation (context), state, answer so far, and the run that works on it."""
+
+    __slots__ = ("id", "context_id", "owner", "model", "state", "text", "extra", "history", "runner", "listeners")
+
+    def __init__(self, owner: str, model: str) -> None:
+        self.id = uuid.uuid4().hex
+        self.context_id = ""
+        self.owner, self.model = owner, model
+        self.state = pb.TASK_STATE_SUBMITTED
+        self.text = ""
+        self.extra: dict[str, Any] = {}
+        self.history: list[pb.Message] = []
+        self.runner: asyncio.Task[None] | None = None
+        self.listeners: list[asyncio.Queue[pb.StreamResponse | None]] = []
+
+    def task(self) -> pb.Task:
+        status = pb.TaskStatus(state=self.state)
+        status.timestamp.GetCurrentTime()
+        if self.state == pb.TASK_STATE_INPUT_REQUIRED:
+            data = {"pending_approval": self.extra.get("pending_approval", [])}
+            status.message.CopyFrom(_message(pb.ROLE_AGENT, self, "Waiting for approval of: " + ", ".join(
+                w["name"] for w in data["pending_approval"]), data))  # fmt: skip
+        out = pb.Task(id=self.id, context_id=self.context_id, status=status, history=self.history)
+        if self.text:
+            out.artifacts.append(pb.Artifact(artifact_id="answer", name="answer", parts=[pb.Part(text=self.text)]))
+        if self.extra:
+            out.metadata.update(self.extra)
+        return out
+
+    def emit(self, event: pb.StreamResponse | None) -> None:
+        for q in self.listeners:
+            q.put_nowait(event)
+
+
+def _message(role: int, rec: TaskRecord, text: str, data: dict[str, Any] | None = None) -> pb.Message:
+    m = pb.Message(message_id=uuid.uuid4().hex, role=role, task_id=rec.id, context_id=rec.context_id)  # type: ignore[arg-type]
+    m.parts.append(pb.Part(text=text))
+    if data is not None:
+        m.parts.add().data.struct_value.update(data)
+    return m
+
+
+class A2AEndpoint:
+    """`/.well-known/agent-card.json`, `/a2a/<name>/.well-known/agent-card.json` and `/a2a/<name>` (ASGI)."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.tasks: OrderedDict[str, TaskRecord] = OrderedDict()
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        svc = self.service
+        path: str = scope["path"]
+        name = svc.default_model if path == CARD_PATH else path.removeprefix("/a2a/").removesuffix(CARD_PATH)
+        try:
+            model, agent = svc.agent_for(name)
+            headers = dict(scope["headers"])
+            user = svc.user_of(headers)  # with keys, the card too is for clients that have one
+            if path.endswith(CARD_PATH):
+                if scope["method"] != "GET":
+                    raise RequestError(405, "GET the agent card")
+                await send_json(send, 200, card(model, agent, _base(scope) + f"/a2a/{model}", svc.principals.required))
+                return
+            if scope["method"] != "POST":
+                raise RequestError(405, "POST JSON-RPC requests here")
+            body = await svc.read_body(headers, receive)
+        except RequestError as e:
+            await send_error(send, e)
+            return
+        if body is None:
+            return
+        await self._rpc(body, user, model, agent, send)
+
+    async def _rpc(self, body: bytes, user: str, model: str, agent: Agent, send: Any) -> None:
+        rid: Any = None
+        try:
+            try:
+                req = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                raise RpcError(-32700, "the body is not JSON") from None
+            if not isinstance(req, dict) or req.get("jsonrpc") != "2.0" or not isinstance(req.get("method"), str):
+                raise RpcError(_REQUEST, "a JSON-RPC 2.0 request object is expected")
+            rid, method, params = req.get("id"), req["method"], req.get("params") or {}
+            if method == "SendStreamingMessage":
+                rec = await self._start(params, user, model, agent)
+                await self._stream(rec, rid, send)
+                return
+            if method == "SendMessage":
+                rec = await self._start(params, user, model, agent)
+                if rec.runner is not None:
+                    await asyncio.shield(rec.runner)
+                result: Any = {"task": json_format.MessageToDict(rec.task())}
+            elif method == "GetTask":
+                result = json_format.MessageToDict(self._owned(params, user).task())
+            elif method == "CancelTask":
+                result = json_format.MessageToDict(await self._cancel(self._owned(params, user)))
+            else:
+                raise RpcError(_METHOD, f"unknown method {method!r:.60} (SendMessage, SendStreamingMessage, GetTask, "
+                               "CancelTask)")  # fmt: skip
+            await send_json(send, 200, {"jsonrpc": "2.0", "id": rid, "result": result})
+        except RpcError as e:
+            await send_json(send, 200, _error(rid, e))
+
+    def _owned(self, params: Any, user: str) -> TaskRecord:
+        tid = params.get("id") if isinstance(params, dict) else None
+        rec = self.tasks.get(tid) if isinstance(tid, str) else None
+        if rec is None or rec.owner != user:  # another principal's task is no task at all
+            raise RpcError(_NOT_FOUND, "no such task")
+        return rec
+
+    async def _start(self, params: Any, user: str, model: str, agent: Agent) -> TaskRecord:
+        try:
+            sent = json_format.ParseDict(params, pb.SendMessageRequest(), ignore_unknown_fields=True).message
+        except json_format.ParseError as e:
+            raise RpcError(_PARAMS, f"bad SendMessage params: {e}") from None
+        kinds = {p.WhichOneof("content") for p in sent.parts} - {"text", "data"}
+        if kinds:  # said, not dropped: the agent would answer a message it never saw whole
+            raise RpcError(
+                _UNSUPPORTED, f"only text and data parts are taken, not {', '.join(sorted(map(str, kinds)))}"
+            )
+        if self.service.running >= self.service.max_concurrency:
+            raise RpcError(_INTERNAL, "the server is busy; retry shortly")
+        text = "\n".join(p.text for p in sent.parts if p.HasField("text"))
+        meta = json_format.MessageToDict(sent.metadata)
+        for p in sent.parts:
+            if p.HasField("data"):
+                meta = {**json_format.MessageToDict(p.data), **meta}
+        if sent.task_id:  # going on with a task: it must be this principal's, waiting for input
+            rec = self._owned({"id": sent.task_id}, user)
+            if rec.state != pb.TASK_STATE_INPUT_REQUIRED:
+                raise RpcError(_UNSUPPORTED, "this task is not waiting for input")
+        else:
+            rec = TaskRecord(user, model)
+            rec.context_id = sent.context_id or NEW
+        try:
+            named = checked_session_id(rec.context_id, "contextId")
+            msgs = [Message(USER, text)]
+            decision = None
+            if APPROVAL in meta:
+                decision = checked_decision(meta[APPROVAL])
+                msgs = [Message(USER, text, extra={APPROVAL: decision})]
+            elif not text.strip():
+                raise RequestError(400, "the message has no text")
+            request = ChatRequest(msgs, True, False, model, named)
+            request.decision = decision
+            turn = await start_turn(self.service.where, agent, model, request, named, user, len(text))
+        except RequestError as e:
+            raise RpcError(_PARAMS if e.status < 500 else _INTERNAL, e.message) from None
+        rec.context_id = turn.reply.session_id or rec.context_id
+        rec.history.append(_message(pb.ROLE_USER, rec, text))
+        rec.state, rec.text, rec.extra = pb.TASK_STATE_WORKING, "", {}
+        self._remember(rec)
+        rec.runner = asyncio.get_running_loop().create_task(self._work(rec, turn))
+        return rec
+
+    def _remember(self, rec: TaskRecord) -> None:
+        self.tasks[rec.id] = rec
+        self.tasks.move_to_end(rec.id)
+        while len(self.tasks) > MAX_TASKS:
+            oldest = next((k for k, r in self.tasks.items() if r.state in _FINAL), next(iter(self.tasks)))
+            del self.tasks[oldest]
+
+    async def _work(self, rec: TaskRecord, turn: Any) -> None:
+        svc = self.service
+        outcome, answer = Outcome(), Answer()
+        svc.running += 1
+        try:
+            with public_urls_only(svc.policy):
+                async for fragments in turn.run:
+                    outcome.add(fragments)
+                    piece, _ = answer.add(fragments)
+                    if piece:
+                        rec.emit(_artifact(rec, piece, append=bool(rec.text), last=False))
+                        rec.text += piece
+            text, extra, _ = outcome.result()
+            rec.text, rec.extra = text, extra
+            rec.state = pb.TASK_STATE_INPUT_REQUIRED if extra.get("pending_approval") else pb.TASK_STATE_COMPLETED
+        except asyncio.CancelledError:
+            rec.state = pb.TASK_STATE_CANCELED
+        except Exception as e:
+            rec.state, rec.extra = pb.TASK_STATE_FAILED, {"error": reported(e).message}
+        finally:
+            svc.running -= 1
+            await asyncio.shield(turn.close())
+            if rec.text:
+                rec.history.append(_message(pb.ROLE_AGENT, rec, rec.text))
+            if rec.text:
+                rec.emit(_artifact(rec, rec.text, append=False, last=True))  # the whole answer, as the task has it
+            rec.emit(pb.StreamResponse(status_update=pb.TaskStatusUpdateEvent(
+                task_id=rec.id, context_id=rec.context_id, status=rec.task().status)))  # fmt: skip
+            rec.emit(None)
+
+    async def _cancel(self, rec: TaskRecord) -> pb.Task:
+        if rec.runner is None or rec.runner.done():
+            if rec.state == pb.TASK_STATE_INPUT_REQUIRED:
+                rec.state = pb.TASK_STATE_CANCELED  # nothing runs: the paused calls are dropped with it
+                return rec.task()
+            raise RpcError(_NOT_CANCELABLE, "the task has ended")
+        rec.runner.cancel()
+        try:
+            await asyncio.wait_for(asyncio.shield(rec.runner), 30)
+        except (asyncio.CancelledError, asyncio.TimeoutError):
+            pass
+        return rec.task()
+
+    async def _stream(self, rec: TaskRecord, rid: Any, send: Any) -> None:
+        queue: asyncio.Queue[pb.StreamResponse | None] = asyncio.Queue()
+        rec.listeners.append(queue)
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": _SSE})
+            await send({"type": "http.response.body", "body": _event(rid, pb.StreamResponse(task=rec.task())),
+                        "more_body": True})  # fmt: skip
+            while (event := await queue.get()) is not None:
+                await send({"type": "http.response.body", "body": _event(rid, event), "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            rec.listeners.remove(queue)
+
+
+def _artifact(rec: TaskRecord, text: str, *, append: bool, last: bool) -> pb.StreamResponse:
+    art = pb.Artifact(artifact_id="answer", name="answer", parts=[pb.Part(text=text)])
+    return pb.StreamResponse(artifact_update=pb.TaskArtifactUpdateEvent(
+        task_id=rec.id, context_id=rec.context_id, artifact=art, append=append, last_chunk=last))  # fmt: skip
+
+
+def _event(rid: Any, event: pb.StreamResponse) -> bytes:
+    result = json_format.MessageToDict(event)
+    return b"data: " + orjson.dumps({"jsonrpc": "2.0", "id": rid, "result": result}) + b"\n\n"
+
+
+def _error(rid: Any, e: RpcError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": e.code, "message": e.message}}
+
+
+def _base(scope: dict) -> str:
+    """The URL the client reached this server by (its Host was checked by the app)."""
+    host = dict(scope["headers"]).get(b"host", b"127.0.0.1").decode("latin-1")
+    return f"{scope.get('scheme', 'http')}://{host}{scope.get('root_path', '')}"
+
+
+__all__ = ["CARD_PATH", "A2AEndpoint", "card"]

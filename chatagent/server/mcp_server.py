@@ -1,0 +1,372 @@
+"""The served agents over MCP: `chatagent serve --mcp` (streamable HTTP at `/mcp`) and `chatagent mcp` (stdio).
+
+Each agent is a tool `ask_<name>`: its description, a `message` (the task or question), `session_id` to go on with
+a conversation (`"new"` starts one; its id comes back in the result), and, for a run that paused on a tool call
+that needs a person's approval, `approval` (true, false or {call id: true/false}) with the `session_id` or the
+`approval_token` the paused result gave. With `expose_tools`, each agent's own tools are tools too (named as they
+are, or `<agent>__<tool>` when several agents are served), except those that always need approval; a call whose
+arguments need approval (a predicate) is refused: it never runs without a person's yes.
+
+The rules are the OpenAI endpoint's (`turns`, `conversations`, `approvals`, `identity`): over HTTP the principal is
+the API key's (`Authorization: Bearer`), and an MCP session belongs to the principal that opened it; over stdio
+it is the local user who started the server (`mcp:local`), a principal of its own. While an agent works, the
+client is sent progress notifications (what the agent is doing); cancelling the call closes the run. Needs the
+`mcp` package: `pip install 'chatagent[mcp]'`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from mcp.server.lowlevel import Server
+from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool
+
+from chatagent.agent import Agent
+from chatagent.run.approval import APPROVAL, needs_approval
+from chatagent.run.plugin import Blocked, Plugins
+from chatagent.schema import FUNCTION, USER, Message
+from chatagent.schema.fragment import Fragment
+from chatagent.server.app import Service, send_error
+from chatagent.server.approvals import checked_decision
+from chatagent.server.openai_api import ChatRequest, RequestError, checked_session_id
+from chatagent.server.turns import Outcome, reported, start_turn
+from chatagent.tools.calling import PreparedCall, aexecute, prepare_call
+from chatagent.utils.url_fetch import public_urls_only
+
+if TYPE_CHECKING:
+    from chatagent.tools.tool import BaseTool
+
+logger = logging.getLogger("chatagent.server")
+
+STDIO_PRINCIPAL = "mcp:local"
+ASK = "ask_"
+PRINCIPAL_KEY = "chatagent.principal"  # where the HTTP endpoint puts the request's principal in the ASGI scope
+_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_PROGRESS_CHARS = 200  # a progress notification at least every this many characters of the answer
+
+ASK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "message": {"type": "string", "description": "The task or question for the agent."},
+        "session_id": {
+            "type": "string",
+            "description": "Go on with a conversation: 'new' starts one (its id comes back in the result); "
+            "without it each call stands alone.",
+        },
+        "approval": {
+            "description": "For a run that paused on a call needing approval: true approves every waiting call, "
+            "false denies them (message: the reason), or {call id: true/false}. Needs session_id or approval_token.",
+            "anyOf": [{"type": "boolean"}, {"type": "object", "additionalProperties": {"type": "boolean"}}],
+        },
+        "approval_token": {
+            "type": "string",
+            "description": "Without session_id: the approval_token of the paused result (repeat its message too).",
+        },
+    },
+    "additionalProperties": False,
+}
+
+
+def tool_name(text: str) -> str:
+    """`text` as an MCP tool name (letters, digits, '_' and '-', at most 64 characters)."""
+    return _NAME.sub("_", text)[:64] or "agent"
+
+
+class MCPSurface:
+    """The MCP server of a `Service`: its tools (`ask_<agent>`, and the agents' own with `expose_tools`), their
+    calls, and the principal of each (`principal` for every call over stdio, else the HTTP request's)."""
+
+    def __init__(self, service: Service, *, expose_tools: bool = False, principal: str | None = None) -> None:
+        self.service = service
+        self.principal = principal
+        self.asks: dict[str, tuple[str, Agent]] = {}
+        self.tools: dict[str, tuple[Agent, BaseTool]] = {}
+        for model, agent in service.agents.items():
+            self.asks[ASK + tool_name(model)] = (model, agent)
+        if expose_tools:
+            several = len(service.agents) > 1
+            for model, agent in service.agents.items():
+                for name, tool in agent.function_map.items():
+                    if getattr(tool, "requires_approval", False) is True:
+                        continue  # always needs a person: reached only through ask_<agent>, which pauses for it
+                    exposed = tool_name(f"{model}__{name}" if several else name)
+                    if exposed in self.asks or exposed in self.tools:
+                        raise ValueError(f"two MCP tools would be named {exposed!r}: rename an agent or a tool")
+                    self.tools[exposed] = (agent, tool)
+
+    def server(self) -> Server[Any]:
+        """The MCP server (the `mcp` package's low-level one) with these tools."""
+        return Server(
+            "chatagent",
+            description="chatagent agents: ask one with ask_<name>",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+
+    # ---- listing -----------------------------------------------------------------------------------------------
+
+    def listing(self) -> list[Tool]:
+        out = []
+        for name, (model, agent) in self.asks.items():
+            about = agent.description or f"Ask the agent {model!r}."
+            out.append(Tool(name=name, description=about, input_schema=ASK_SCHEMA))
+        for name, (_, tool) in self.tools.items():
+            out.append(Tool(name=name, description=tool.description or name, input_schema=tool.parameters_schema))
+        return out
+
+    async def _list_tools(self, ctx: Any, params: Any) -> ListToolsResult:
+        self._user(ctx)
+        return ListToolsResult(tools=self.listing())
+
+    # ---- calling -----------------------------------------------------------------------------------------------
+
+    def _user(self, ctx: Any) -> str:
+        if self.principal is not None:
+            return self.principal
+        request = getattr(ctx, "request", None)
+        scope: Mapping[str, Any] = getattr(request, "scope", None) or {}
+        user = scope.get(PRINCIPAL_KEY)
+        if not isinstance(user, str):  # the HTTP endpoint sets it on every request it lets through
+            raise RequestError(401, "no principal for this request", "invalid_api_key")
+        return user
+
+    async def _call_tool(self, ctx: Any, params: Any) -> CallToolResult:
+        name: str = params.name
+        args: dict[str, Any] = dict(params.arguments or {})
+        try:
+            user = self._user(ctx)
+            if name in self.asks:
+                model, agent = self.asks[name]
+                return await self._ask(ctx, user, model, agent, args)
+            if name in self.tools:
+                agent, tool = self.tools[name]
+                return await self._tool(agent, tool, args)
+            raise RequestError(404, f"no tool {name!r} (this server has {', '.join(sorted(self.asks))[:300]})")
+        except RequestError as e:
+            return _error(e.message)
+
+    async def _ask(self, ctx: Any, user: str, model: str, agent: Agent, args: dict[str, Any]) -> CallToolResult:
+        svc = self.service
+        request, named = ask_request(args)
+        if svc.running >= svc.max_concurrency:
+            raise RequestError(429, "the server is busy; retry shortly", "busy")
+        svc.running += 1
+        try:
+            with public_urls_only(svc.policy):
+                turn = await start_turn(svc.where, agent, model, request, named, user, len(orjson.dumps(args)))
+                outcome = Outcome()
+                progress = Progress(ctx)
+                try:
+                    async for fragments in turn.run:
+                        outcome.add(fragments)
+                        await progress.update(fragments)
+                except RequestError:
+                    raise
+                except Exception as e:
+                    raise reported(e) from None
+                finally:
+                    await asyncio.shield(turn.close())  # a cancelled call closes its run all the same
+        finally:
+            svc.running -= 1
+        text, extra, paused = outcome.result()
+        turn.reply.mark(extra, paused)
+        shown = text
+        if extra.get("pending_approval"):
+            shown = (text + "\n\n" if text else "") + waiting_text(ASK + tool_name(model), extra)
+        return CallToolResult(content=[TextContent(text=shown)], structured_content={"answer": text, **extra})
+
+    async def _tool(self, agent: Agent, tool: BaseTool, args: dict[str, Any]) -> CallToolResult:
+        """One of an agent's own tools, called directly: through the one tool-call path (arguments validated),
+        the agent's `before_tool`/`after_tool` hooks, never when the call needs approval."""
+        svc = self.service
+        state = f"mcp-tool-{id(args):x}-{asyncio.get_running_loop().time()}"
+        call = prepare_call({tool.name: tool}, tool.name, args, kwargs={"session_id": state})
+        if not isinstance(call, PreparedCall):
+            return _error(str(call.content))
+        if needs_approval(tool, call.args):
+            return _error(f"{tool.name} needs a person's approval for these arguments: ask the agent instead")
+        plugins = Plugins(agent.plugins)
+        try:
+            with public_urls_only(svc.policy):
+                for p, fn in plugins.each("before_tool"):
+                    content = plugins.call(p, "before_tool", fn, agent, call)
+                    if content is not None:
+                        call.outcome.content, call.ready = content, True
+                        break
+                outcome = await aexecute(call, None, None)
+                for p, fn in plugins.each("after_tool", reverse=True):
+                    content = plugins.call(p, "after_tool", fn, agent, outcome)
+                    if content is not None:
+                        outcome.content = content
+        except Blocked as b:
+            return _error(b.message)
+        finally:
+            await asyncio.to_thread(agent.close_session, state)
+        text = _content_text(outcome.content)
+        return CallToolResult(content=[TextContent(text=text)], is_error=outcome.error is not None)
+
+
+class MCPEndpoint:
+    """`/mcp`: the streamable HTTP transport of an `MCPSurface` (an ASGI app). Every request is checked for the API
+    key (401) and carries its principal to the tools; an MCP session belongs to the principal that opened it
+    (another one's requests for it get 404). The transport's sessions run on the serving event loop, started
+    with its first request."""
+
+    def __init__(self, surface: MCPSurface) -> None:
+        self.surface = surface
+        self.server = surface.server()
+        self._managers: dict[asyncio.AbstractEventLoop, tuple[Any, asyncio.Event, asyncio.Task[None]]] = {}
+        self._owners: dict[str, str] = {}  # MCP session id -> the principal that opened it
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        headers = dict(scope["headers"])
+        try:
+            user = self.surface.service.user_of(headers)
+        except RequestError as e:
+            await send_error(send, e)
+            return
+        given = headers.get(b"mcp-session-id")
+        sid = given.decode("latin-1") if given is not None else None
+        if sid is not None and self._owners.get(sid, user) != user:
+            await send_error(send, RequestError(404, "no such MCP session", "session_not_found"))
+            return
+        manager = await self._manager()
+        owners = self._owners
+
+        async def sending(message: dict) -> None:
+            if message["type"] == "http.response.start" and sid is None:
+                for key, value in message.get("headers", ()):
+                    if key.lower() == b"mcp-session-id":
+                        owners[value.decode("latin-1")] = user
+            await send(message)
+
+        try:
+            await manager.handle_request({**scope, PRINCIPAL_KEY: user}, receive, sending)
+        finally:
+            if sid is not None and scope.get("method") == "DELETE":
+                owners.pop(sid, None)
+            if len(owners) > 2 * (manager.max_sessions or 10_000):  # expired sessions: keep the live ones
+                live = getattr(manager, "_server_instances", {})
+                for gone in [s for s in owners if s not in live]:
+                    del owners[gone]
+
+    async def _manager(self) -> Any:
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+        loop = asyncio.get_running_loop()
+        held = self._managers.get(loop)
+        if held is None:
+            for gone in [lp for lp in self._managers if lp.is_closed()]:
+                del self._managers[gone]
+            manager = StreamableHTTPSessionManager(
+                app=self.server, security_settings=None,  # Host and Origin: checked for every route by the app
+                max_request_body_size=self.surface.service.max_request_bytes,
+            )  # fmt: skip
+            ready = asyncio.Event()
+
+            async def hold() -> None:
+                async with manager.run():
+                    ready.set()
+                    await asyncio.Event().wait()  # until the serving loop ends
+
+            held = self._managers[loop] = (manager, ready, loop.create_task(hold()))
+        await held[1].wait()
+        return held[0]
+
+
+def ask_request(args: Mapping[str, Any]) -> tuple[ChatRequest, str | None]:
+    """The chat request an `ask_<agent>` call stands for, and the session it names; RequestError 400 otherwise."""
+    unknown = sorted(set(args) - set(ASK_SCHEMA["properties"]))
+    if unknown:
+        raise RequestError(400, f"unknown argument(s): {', '.join(unknown)[:200]}")
+    message = args.get("message", "")
+    if not isinstance(message, str):
+        raise RequestError(400, "message must be a string")
+    named = checked_session_id(args.get("session_id"), "session_id")
+    token = args.get("approval_token")
+    if token is not None and not isinstance(token, str):
+        raise RequestError(400, "approval_token must be the string the paused result gave")
+    if "approval" not in args:
+        if not message.strip():
+            raise RequestError(400, "message is empty: say what the agent should do")
+        if token is not None:
+            raise RequestError(400, "an approval_token goes with an approval (true, false or {call id: bool})")
+        return ChatRequest([Message(USER, message)], False, False, None, named), named
+    decision = checked_decision(args["approval"])
+    if named is None and token is None:
+        raise RequestError(400, "an approval needs the session_id or the approval_token of the paused result")
+    approval = Message(USER, message if named is not None else "", extra={APPROVAL: decision})
+    msgs = [approval] if named is not None else [Message(USER, message), approval]
+    request = ChatRequest(msgs, False, False, None, named)
+    request.decision, request.approval_token = decision, token
+    return request, named
+
+
+def waiting_text(ask: str, extra: Mapping[str, Any]) -> str:
+    """What a paused answer tells the client: the calls waiting, and how to decide."""
+    calls = "; ".join(f"{w['name']}({w['arguments']}) [id {w['id']}]" for w in extra["pending_approval"])
+    how = f"session_id {extra['session_id']!r}" if "session_id" in extra else "the approval_token, and the same message"
+    return (
+        f"Waiting for approval: {calls[:2000]}. To decide, call {ask} again with approval true or false "
+        f"(or {{call id: true/false}}) and {how}."
+    )
+
+
+class Progress:
+    """Progress notifications of one call while its agent works (nothing is sent when the client asked for none):
+    one when a message starts (a tool called, its result, the answer) and one every `_PROGRESS_CHARS` of text."""
+
+    __slots__ = ("session", "count", "index", "chars", "told")
+
+    def __init__(self, ctx: Any) -> None:
+        self.session = getattr(ctx, "session", None)
+        self.count = 0
+        self.index = -1
+        self.chars = self.told = 0
+
+    async def update(self, fragments: list[Fragment]) -> None:
+        if self.session is None:
+            return
+        said = None
+        for f in fragments:
+            if f.index != self.index:
+                self.index = f.index
+                if f.function_call is not None:
+                    said = f"calling {f.function_call.name}"
+                elif f.role == FUNCTION:
+                    said = f"{f.name or 'a tool'} answered"
+                else:
+                    said = "answering"
+            self.chars += len(f.text)
+        if said is None and self.chars - self.told < _PROGRESS_CHARS:
+            return
+        self.count += 1
+        self.told = self.chars
+        await self.session.report_progress(self.count, None, said or f"{self.chars} characters so far")
+
+
+async def serve_stdio(service: Service, *, expose_tools: bool = False) -> None:
+    """Serve `service`'s agents over MCP on this process's stdin and stdout until the client closes them."""
+    from mcp.server.stdio import stdio_server
+
+    server = MCPSurface(service, expose_tools=expose_tools, principal=STDIO_PRINCIPAL).server()
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(getattr(i, "text", None) or f"[{getattr(i, 'kind', 'item')}]" for i in content)
+
+
+def _error(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(text=text)], is_error=True)
+
+
+__all__ = ["ASK", "STDIO_PRINCIPAL", "MCPEndpoint", "MCPSurface", "serve_stdio", "ask_request", "tool_name"]
