@@ -37,6 +37,8 @@ _EXPORTS: dict[str, str] = {
     "SessionInfo": "chatagent.sessions",
     "SessionBusyError": "chatagent.sessions",
     "SessionConflictError": "chatagent.sessions",
+    "SessionPendingTurnError": "chatagent.sessions",
+    "PendingTurn": "chatagent.sessions",
     "SessionStoreError": "chatagent.sessions",
     "ChatAgentError": "chatagent.errors",
     "ModelServiceError": "chatagent.errors",
@@ -171,6 +173,8 @@ __all__ = [
     "SessionBusyError",
     "SessionConflictError",
     "SessionInfo",
+    "SessionPendingTurnError",
+    "PendingTurn",
     "SessionStoreError",
     "ScriptedLLM",
     "Usage",
@@ -220,7 +224,15 @@ if TYPE_CHECKING:
     from chatagent.schema.fragment import Fragment
     from chatagent.schema.stream import merge_delta
     from chatagent.server.runner import AgentServer
-    from chatagent.sessions import Session, SessionBusyError, SessionConflictError, SessionInfo, SessionStoreError
+    from chatagent.sessions import (
+        PendingTurn,
+        Session,
+        SessionBusyError,
+        SessionConflictError,
+        SessionInfo,
+        SessionPendingTurnError,
+        SessionStoreError,
+    )
     from chatagent.tools.a2a import A2AAgent
     from chatagent.tools.arguments import ToolArgumentError
     from chatagent.tools.base import TOOL_REGISTRY, BaseTool, register_tool

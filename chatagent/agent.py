@@ -383,6 +383,40 @@ class Agent(RunSteps):
         stream, as_dicts, context = start.astream(self, messages, lang, deadline, session, kwargs)
         return ARun(stream, output(self.name, as_dicts, delta_stream), context)
 
+    def resume(
+        self,
+        *,
+        session: Session,
+        approval: bool | dict[str, bool] | None = None,
+        reason: str = "",
+        delta_stream: bool = False,
+        lang: str | None = None,
+        deadline: float | None = None,
+        **kwargs: Any,
+    ) -> Run[Output]:
+        """Continue `session`'s pending turn (`session.pending_turn`): one whose process died, whose run failed
+        after doing work, or that waits for approval (then give `approval`: True, False or {call id: bool}, and a
+        `reason` for a denial). What it had completed is shown first and not done again (its tool calls are not
+        run again); the model is asked from there; the turn is stored when it ends. Yields dicts, as `run()`
+        does for dicts; SessionError when there is nothing to resume (see `chatagent.sessions.turn`)."""
+        stream, context = start.resumed(self, session, approval, reason, lang, deadline, kwargs)
+        return Run(stream, output(self.name, True, delta_stream), context)
+
+    def aresume(
+        self,
+        *,
+        session: Session,
+        approval: bool | dict[str, bool] | None = None,
+        reason: str = "",
+        delta_stream: bool = False,
+        lang: str | None = None,
+        deadline: float | None = None,
+        **kwargs: Any,
+    ) -> ARun[Output]:
+        """`resume()` on the running event loop: `async for rsp in bot.aresume(session=s): ...`."""
+        stream, context = start.aresumed(self, session, approval, reason, lang, deadline, kwargs)
+        return ARun(stream, output(self.name, True, delta_stream), context)
+
     def run_nonstream(
         self,
         messages: Iterable[dict[str, Any] | Message],

@@ -118,6 +118,9 @@ class ChatSession:
         """Show and continue the stored conversation `stored` (the messages shown so far, if it has none yet)."""
         self.detach()
         history = to_messages(stored.messages())
+        waiting = stored.pending_turn  # a turn that did not end (paused for approval, or interrupted): shown too
+        if waiting is not None:
+            history += to_messages([m for m in waiting.messages if m.get("role") != "system"] + waiting.response)
         self.pending = [] if history else list(self.history)
         self.history = history or self.history
         self.display = render_conversation(self.history, show_names=self.show_names)

@@ -138,6 +138,32 @@ class TerminalPrinter:
         self.out.flush()
 
 
+def settle_pending(agent: Agent, session: Session, read: Callable[[str], str], printer: TerminalPrinter,
+                   out: TextIO) -> bool:  # fmt: skip
+    """Before a turn on `session`: a turn that did not end (its process died, its run failed) is resumed or dropped,
+    as the user says; False when resuming it failed (the new message then waits)."""
+    pending = session.pending_turn
+    if pending is None or pending.state == "paused":
+        return True
+    why = f"failed: {pending.error}" if pending.error else "was interrupted"
+    answer = read(f"(the last turn {why}; resume it? [Y/n]) ").strip().lower()
+    if answer in ("n", "no"):
+        session.discard_pending()
+        out.write("(dropped)\n")
+        return True
+    run = agent.resume(session=session, delta_stream=True)
+    try:
+        for fragments in run:  # (dicts: what resume() yields)
+            printer.feed([as_fragment(f) for f in fragments])
+    except Exception as e:  # shown; the turn stays pending
+        printer.end(mask_secrets(f"[error] {type(e).__name__}: {e}"))
+        return False
+    finally:
+        run.close()
+    printer.end("")
+    return True
+
+
 def ask_approval(waiting: list[dict], read: Callable[[str], str], out: TextIO) -> Message:
     """Ask the user about each tool call waiting for approval (y/N); the approval message that resumes the run."""
     decisions: dict[str, bool] = {}
@@ -201,6 +227,8 @@ def chat_loop(
             pending_files = []
         else:
             history.append(Message(USER, text))
+        if session is not None and not settle_pending(agent, session, read, printer, out):
+            continue
         while True:  # a turn, and its resumptions while tool calls wait for the user's approval
             response = Response()
             # with a session, `history` holds only what the store does not have yet

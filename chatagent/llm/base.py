@@ -16,6 +16,7 @@ from chatagent.errors import ModelServiceError
 from chatagent.llm import qwen_backend
 from chatagent.llm.budget import DEFAULT_MAX_INPUT_TOKENS, TokenBudget, truncate_messages
 from chatagent.llm.cut_off import cut_call_error as cut_call_error  # re-exported where it was
+from chatagent.llm.pacing import Pace, pace_of
 from chatagent.llm.prepare import normalize_functions, valid_unicode, without_media
 from chatagent.llm.request import ModelRequest, Usage
 from chatagent.llm.retry import aretrying, retrying
@@ -64,6 +65,7 @@ LLM_REGISTRY: dict[str, type[BaseChatModel] | str] = {
     "azure": "chatagent.llm.azure:AzureModel",
     "local": "chatagent.llm.local:LocalModel",
     "scripted": "chatagent.llm.scripted:ScriptedLLM",
+    "fallback": "chatagent.llm.fallback:FallbackModel",
 }
 _Model = TypeVar("_Model", bound="type[BaseChatModel]")
 
@@ -390,14 +392,20 @@ class BaseChatModel(TokenBudget):
     def _retrying(
         self, attempt: Callable[[], Iterable[list[Fragment]]], settings: Settings
     ) -> Iterator[list[Fragment]]:
-        """Run `attempt` with retries (see `chatagent.llm.retry.retrying`)."""
-        return retrying(attempt, settings, self.model or self.model_type, self.api_key)
+        """Run `attempt` with retries (see `chatagent.llm.retry.retrying`), paced by `max_rpm`."""
+        return retrying(attempt, settings, self.model or self.model_type, self.api_key, self._pace(settings))
 
     def _aretrying(
         self, attempt: Callable[[], AsyncIterator[list[Fragment]]], settings: Settings
     ) -> AsyncIterator[list[Fragment]]:
         """`_retrying` for asyncio."""
-        return aretrying(attempt, settings, self.model or self.model_type, self.api_key)
+        return aretrying(attempt, settings, self.model or self.model_type, self.api_key, self._pace(settings))
+
+    def _pace(self, settings: Settings) -> Pace | None:
+        """The shared pace of this model's requests with `max_rpm` (see `chatagent.llm.pacing`)."""
+        if settings.max_rpm is None:
+            return None
+        return pace_of(f"{type(self).__name__}|{self.cfg.get('model_server') or ''}|{self.model}", settings.max_rpm)
 
 
 def response_text(msgs: list[Message]) -> str:

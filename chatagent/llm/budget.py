@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
+from chatagent.llm.fncall.formats import get_format
 from chatagent.llm.prepare import normalize_functions
 from chatagent.llm.settings import Settings, split_generate_cfg
 from chatagent.schema import FUNCTION, SYSTEM, USER, ContentItem, Message, content_text, to_messages
@@ -246,8 +247,6 @@ class TokenBudget:
         if settings.fncall_prompt_type or not self.native_tools:
             if settings.function_choice == "none":  # the prompt then describes no tools
                 return ""
-            from chatagent.llm.fncall.formats import get_format  # prompt-based function calling: when used
-
             fmt = get_format(settings.fncall_prompt_type or "nous")
             system, _ = fmt.convert([], funcs, settings.function_choice or "auto", settings.parallel_function_calls)
             return content_text(system[0].content)

@@ -16,21 +16,20 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import logging
 import os
 import secrets
 import socket
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from importlib import metadata
 from typing import Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, ToolChoice, Usage, choice_args
-from chatagent.llm.budget import MESSAGE_OVERHEAD
+from chatagent.llm.local_tokenizer import LlamaTokenizer
+from chatagent.llm.local_tools import aconstrained_stream, constrained_stream, has_calls
 from chatagent.llm.loop_guard import stop_loops
 from chatagent.llm.openai_compat import OpenAICompatModel
 from chatagent.llm.registry import register_llm
@@ -123,84 +122,6 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-class LlamaTokenizer(Tokenizer):
-    """llama.cpp's own tokenizer for a served model, through the server's /tokenize.
-
-    `count_many` asks once for many texts (separated by the end-of-text token); counts are cached, so
-    the same excerpt or system message is sent once.
-    """
-
-    exact = True
-    CACHE_SIZE = 2048
-
-    def __init__(self, server: LocalServer) -> None:
-        self.server = server
-        self.name = os.path.basename(server.path)
-        self._cache: OrderedDict[str, int] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def count(self, text: str) -> int:
-        return self.count_many([text])[0]
-
-    def count_many(self, texts: Sequence[str]) -> list[int]:
-        known: dict[str, int] = {"": 0}
-        with self._lock:
-            for t in texts:
-                n = self._cache.get(t) if t else None
-                if n is not None:
-                    self._cache.move_to_end(t)
-                    known[t] = n
-        missing = list(dict.fromkeys(t for t in texts if t not in known))
-        if missing:
-            found = dict(zip(missing, self._tokenize_counts(missing), strict=True))
-            with self._lock:
-                self._cache.update(found)
-                while len(self._cache) > self.CACHE_SIZE:
-                    self._cache.popitem(last=False)
-            known.update(found)
-        return [known[t] for t in texts]
-
-    def _tokenize_counts(self, texts: list[str]) -> list[int]:
-        sep = self._separator
-        if sep is None or len(texts) == 1:
-            return [len(self.server.tokenize(t)) for t in texts]
-        content: list[str | int] = []
-        for t in texts:
-            content += [t, sep]
-        ids = self.server.tokenize(content[:-1])
-        counts: list[int] = []
-        n = 0
-        for i in ids:
-            if i == sep:
-                counts.append(n)
-                n = 0
-            else:
-                n += 1
-        counts.append(n)
-        if len(counts) != len(texts):  # a text held the separator itself: ask one by one
-            return [len(self.server.tokenize(t)) for t in texts]
-        return counts
-
-    @functools.cached_property
-    def prompt_overhead(self) -> int:
-        """What the chat template adds to a prompt beyond each message's markers (a default system message,
-        the reply's opening), measured once on a one-message prompt."""
-        try:
-            prompt = self.server.apply_template([{"role": "user", "content": "x"}])
-        except ModelServiceError as e:
-            logger.warning("could not measure the chat template's overhead (%s): assuming %d tokens", e,
-                           Tokenizer.prompt_overhead)  # fmt: skip
-            return Tokenizer.prompt_overhead
-        return max(Tokenizer.prompt_overhead, self.count(prompt) - self.count("x") - MESSAGE_OVERHEAD)
-
-    @functools.cached_property
-    def _separator(self) -> int | None:
-        """The end-of-text token that separates texts counted at once (None: the model has no single-token one)."""
-        eos: str = self.server.props().get("eos_token") or ""
-        ids = self.server.tokenize(eos) if eos else []
-        return ids[0] if len(ids) == 1 else None
 
 
 class LocalServer:
@@ -409,8 +330,8 @@ class LocalModel(OpenAICompatModel):
     The prompt may take the window less `max_tokens`, counted by llama.cpp's own tokenizer; the server keeps
     each prompt's state (`cache_prompt`), so a follow-up reads only what is new.
 
-    The server starts when the model is made (or is reused if one serves the same file and options). A
-    chat template without tool support (SmolLM2's) switches function calling to the prompt-based form.
+    The server starts when the model is made (or is reused if one serves the same file and options). A chat
+    template without tool support (SmolLM2's) gets tools by constrained decoding (`chatagent.llm.local_tools`).
     """
 
     cfg_keys = frozenset({"n_ctx", "port", "threads", "n_parallel", "verbose", "stop_loops"})
@@ -441,8 +362,7 @@ class LocalModel(OpenAICompatModel):
             modalities: dict[str, Any] = props.get("modalities") or {}
             cfg["multimodal"] = bool(modalities.get("vision"))
         super().__init__(cfg)
-        if not self.server.supports_tools:
-            self.native_tools = False
+        self.constrained_tools = not self.server.supports_tools  # tools through llama.cpp's grammar
 
     window_from_server = True
 
@@ -456,12 +376,30 @@ class LocalModel(OpenAICompatModel):
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> Iterator[list[Fragment]]:
         """The server's stream, ended early when the answer loops or recites the system message (stop_reason
-        'repetition' or 'prompt_echo', see `chatagent.llm.loop_guard`)."""
-        stream = super()._chat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
+        'repetition' or 'prompt_echo', see `chatagent.llm.loop_guard`); tools through the grammar when the chat
+        template has none."""
+        if self.constrained_tools and (functions or has_calls(messages)):
+            stream = constrained_stream(super()._chat_stream, messages, functions, cfg, usage, tool_choice)
+        else:
+            stream = super()._chat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
         if not self.stop_loops:
             return stream
         system = messages[0].text if messages and messages[0].role == SYSTEM else ""
         return stop_loops(stream, system)
+
+    def _achat_stream(
+        self,
+        messages: list[Message],
+        functions: list[dict[str, Any]] | None,
+        cfg: dict[str, Any],
+        usage: Usage | None,
+        *,
+        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
+    ) -> AsyncIterator[list[Fragment]]:
+        """The server's async stream (tools through the grammar, as `_chat_stream`)."""
+        if self.constrained_tools and (functions or has_calls(messages)):
+            return aconstrained_stream(super()._achat_stream, messages, functions, cfg, usage, tool_choice)
+        return super()._achat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
 
     def _chat_once(
         self,

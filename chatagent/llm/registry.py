@@ -68,11 +68,16 @@ def default_llm_config() -> dict[str, Any]:
     return {"model_type": "local"}
 
 
-def get_chat_model(cfg: dict[str, Any] | str | BaseChatModel | None = None) -> BaseChatModel:
+def get_chat_model(
+    cfg: dict[str, Any] | str | BaseChatModel | list[Any] | tuple[Any, ...] | None = None,
+) -> BaseChatModel:
     """A model from a config dict (or the instance itself; a string is a model name); None picks
-    `default_llm_config()`. Qwen-Agent's model_type names are accepted (see MODEL_TYPE_ALIASES)."""
+    `default_llm_config()`; a list of them is a `chatagent.llm.fallback.FallbackModel` (each asked in turn when the
+    one before fails). Qwen-Agent's model_type names are accepted (see MODEL_TYPE_ALIASES)."""
     if isinstance(cfg, BaseChatModel):
         return cfg
+    if isinstance(cfg, (list, tuple)):
+        return _llm_class("fallback")({"models": list(cast("list[Any]", cfg))})
     if cfg is None:
         cfg = default_llm_config()
     if isinstance(cfg, str):

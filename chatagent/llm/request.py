@@ -21,19 +21,28 @@ from chatagent.schema.fragment import Fragment
 
 @dataclass
 class Usage:
-    """Tokens used, summed over every model call it was passed to."""
+    """Tokens used, summed over every model call it was passed to; `cost` (US dollars) sums the calls whose
+    model's prices are known (`chatagent.llm.prices`), None while none was."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
+    cost: float | None = None
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def add(self, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+    def add(self, prompt_tokens: int = 0, completion_tokens: int = 0, cost: float | None = None) -> None:
         self.prompt_tokens += prompt_tokens or 0
         self.completion_tokens += completion_tokens or 0
+        if cost is not None:
+            self.cost = (self.cost or 0.0) + cost
+
+    def merge(self, other: Usage) -> None:
+        """Add what `other` counted (its calls too)."""
+        self.add(other.prompt_tokens, other.completion_tokens, other.cost)
+        self.calls += other.calls
 
 
 @dataclass(slots=True)

@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 
 from chatagent.errors import ModelServiceError, RunDeadlineExceeded
+from chatagent.llm.pacing import Pace
 from chatagent.llm.settings import Settings
 from chatagent.llm.stream_modes import closing_stream
 from chatagent.schema import Message
@@ -19,18 +20,24 @@ logger = logging.getLogger("chatagent.llm")
 
 
 def retrying(
-    attempt: Callable[[], Iterable[Sequence[Message]]], settings: Settings, model: str, api_key: str | None
+    attempt: Callable[[], Iterable[Sequence[Message]]],
+    settings: Settings,
+    model: str,
+    api_key: str | None,
+    pace: Pace | None = None,
 ) -> Iterator[list[Fragment]]:
     """Run `attempt`, retrying transient failures that happen before anything was yielded.
 
     A stream that breaks after content was yielded is not replayed (the caller would see the
     start twice): it raises ModelServiceError with `partial=True`. With `settings.deadline`, a failure
     after the deadline raises RunDeadlineExceeded, and no retry waits past the deadline. `model` names the
-    model in the log; `api_key` is scrubbed from the error's text.
+    model in the log; `api_key` is scrubbed from the error's text. With `pace`, each try waits for its slot.
     """
     tries = 0
     while True:
         yielded = False
+        if pace is not None:
+            pace.wait(settings.deadline)
         try:
             for fragments in attempt():
                 yielded = True
@@ -43,12 +50,18 @@ def retrying(
 
 
 async def aretrying(
-    attempt: Callable[[], AsyncIterator[Sequence[Message]]], settings: Settings, model: str, api_key: str | None
+    attempt: Callable[[], AsyncIterator[Sequence[Message]]],
+    settings: Settings,
+    model: str,
+    api_key: str | None,
+    pace: Pace | None = None,
 ) -> AsyncIterator[list[Fragment]]:
     """`retrying` for asyncio (the same rules)."""
     tries = 0
     while True:
         yielded = False
+        if pace is not None:
+            await pace.await_turn(settings.deadline)
         try:
             async with closing_stream(attempt()) as stream:
                 async for fragments in stream:

@@ -1,10 +1,14 @@
 """Where one model call goes: the response cache, prompt-based function calling (`chatagent.llm.fncall_prompt`),
-or the backend's own reply (`Backend.backend_reply`), with `<think>` text parsed out when asked."""
+or the backend's own reply (`Backend.backend_reply`), with calls a server left in the text recovered
+(`chatagent.llm.recovered_calls`) and `<think>` text parsed out when asked."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 
+from chatagent.llm import fncall_prompt
+from chatagent.llm.prices import PricedUsage, checked_price, price_of
+from chatagent.llm.recovered_calls import arecover_calls, recover_calls
 from chatagent.llm.request import Backend, ModelRequest
 from chatagent.schema import FUNCTION, Message
 from chatagent.schema.fragment import Fragment
@@ -27,14 +31,14 @@ def call_model(backend: Backend, request: ModelRequest) -> Iterator[list[Fragmen
 
 
 def _model_call(backend: Backend, request: ModelRequest) -> Iterator[list[Fragment]]:
-    from chatagent.llm import fncall_prompt  # prompt-based function calling: when used
-
     prompted, request = _route(backend, request)
     if prompted:
         return fncall_prompt.chat(backend, request)
     native = backend.backend_reply(request)
     if request.functions:  # a server that rejects tools: answered through the prompt
         native = fncall_prompt.falling_back(backend, native, request)
+        if request.settings.function_choice != "none":
+            native = recover_calls(native, request.functions, backend.model)
     if request.settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
         native = fncall_prompt.StreamParser(parse_calls=False).run(native)
     return native
@@ -55,14 +59,14 @@ def acall_model(backend: Backend, request: ModelRequest) -> AsyncIterator[list[F
 def _amodel_call(backend: Backend, request: ModelRequest) -> AsyncIterator[list[Fragment]]:
     """`_model_call` for asyncio: the fragments, as an async iterator (returned, not wrapped: one layer less per
     chunk)."""
-    from chatagent.llm import fncall_prompt  # prompt-based function calling: when used
-
     prompted, request = _route(backend, request)
     if prompted:
         return fncall_prompt.achat(backend, request)
     native = backend.abackend_reply(request)
     if request.functions:  # a server that rejects tools: answered through the prompt
         native = fncall_prompt.afalling_back(backend, native, request)
+        if request.settings.function_choice != "none":
+            native = arecover_calls(native, request.functions, backend.model)
     if request.settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
         return fncall_prompt.StreamParser(parse_calls=False).arun(native)
     return native
@@ -74,6 +78,9 @@ def _route(backend: Backend, request: ModelRequest) -> tuple[bool, ModelRequest]
     usage, settings = request.usage, request.settings
     if usage is not None:
         usage.calls += 1
+        price = checked_price(settings.price) if settings.price is not None else price_of(backend.model)
+        if price is not None:  # what the backend counts is priced
+            request = request.replace(usage=PricedUsage(usage, price))
     if settings.request_timeout is not None:  # the one framework setting a backend applies itself
         request = request.replace(cfg={**request.cfg, "request_timeout": settings.request_timeout})
     raw_api = settings.use_raw_api

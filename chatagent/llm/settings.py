@@ -32,6 +32,8 @@ FRAMEWORK_KEYS = frozenset(
         "cache",
         "cache_nondeterministic",
         "cache_dir",
+        "max_rpm",
+        "price",
     }
 )
 # Qwen-Agent keys that have no effect here: taken out of the request, never sent (a strict server rejects them)
@@ -84,6 +86,8 @@ class Settings:
     cache: Any = None  # the response cache: 'sqlite:///file.db' or a directory (see chatagent.llm.cache)
     cache_nondeterministic: bool = False  # cache answers of sampling settings too
     cache_dir: Any = None  # Qwen-Agent's name for `cache` with a directory
+    max_rpm: float | None = None  # requests a minute to this model, across the process (chatagent.llm.pacing)
+    price: Any = None  # {'input': usd, 'output': usd} per million tokens, over the table (chatagent.llm.prices)
 
     def tool_choice(self) -> ToolChoice:
         """`function_choice` and `parallel_function_calls` as the backend receives them."""
@@ -147,6 +151,7 @@ _NUMERIC_SETTINGS: dict[str, tuple[bool, float, bool]] = {
     "max_input_tokens": (True, 0, False),
     "request_timeout": (False, 0, False),
     "deadline": (False, 0, False),
+    "max_rpm": (False, 0, False),
 }
 
 

@@ -1,11 +1,12 @@
 """The stream modes of `chat()` / `achat()` over a model's fragments: dicts out, the whole reply so far, the reply
-collected, a whole reply as one fragment list, and a synchronous stream read from asyncio."""
+collected, a whole reply as one fragment list, and a synchronous stream read from asyncio; `ReplyFilter`, the base of
+what reads a reply as it streams and turns it into other fragments."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from chatagent.schema import Message
@@ -31,6 +32,36 @@ class closing_stream(Generic[_T]):
         aclose = getattr(self.stream, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+class ReplyFilter:
+    """Reads a stream of fragment lists (`push` each, `end` after the last) and yields what they become: `run` for a
+    stream, `arun` for an async one (closed when done or closed early)."""
+
+    def push(self, fragments: list[Fragment]) -> list[Fragment]:
+        raise NotImplementedError
+
+    def end(self) -> list[Fragment]:
+        raise NotImplementedError
+
+    def run(self, stream: Iterable[list[Fragment]]) -> Iterator[list[Fragment]]:
+        for fragments in stream:
+            out = self.push(fragments)
+            if out:
+                yield out
+        out = self.end()
+        if out:
+            yield out
+
+    async def arun(self, stream: AsyncIterator[list[Fragment]]) -> AsyncIterator[list[Fragment]]:
+        async with closing_stream(stream) as parts:
+            async for fragments in parts:
+                out = self.push(fragments)
+                if out:
+                    yield out
+        out = self.end()
+        if out:
+            yield out
 
 
 def dumped(fragments: Iterator[list[Fragment]]) -> Iterator[list[dict[str, Any]]]:

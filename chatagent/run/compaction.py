@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.budget import messages_tokens, prompt_tokens
 from chatagent.llm.prepare import untrusted
+from chatagent.llm.registry import get_chat_model
 from chatagent.run.requests import AgentLoop, ModelCall, pass_on, step
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, Message, content_text, with_system_text
 
@@ -85,8 +86,6 @@ class Compaction:
         """The model that writes the summaries."""
         if self.llm is None:
             return agent.llm
-        from chatagent.llm.registry import get_chat_model  # a config is made into a model once
-
         if isinstance(self.llm, dict):
             self.llm = get_chat_model(cast("dict[str, Any]", self.llm))
         return self.llm

@@ -4,11 +4,13 @@ the run whose code is executing now (a context variable the run handles and sub-
 from __future__ import annotations
 
 import time
+import uuid
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.llm.base import Usage
+from chatagent.utils.current_call import CALL_ID
 
 if TYPE_CHECKING:
     from chatagent.run.events import Callback
@@ -21,8 +23,9 @@ class RunContext:
     """Per-run state, readable while and after the run: token usage, the deadline, the callbacks,
     how often each tool was called, generate_cfg for this run only, the agent it belongs to, the conversation's
     session_id, the plugins, how often a plugin retried the run (`attempt`), the validated structured answer
-    (`output`, with `response_format`), the run this one is part of (`parent`, for a sub-agent's part), and the
-    controls over its tool calls (`controls`: its own and its parents', see `chatagent.run.requests.ToolControl`)."""
+    (`output`, with `response_format`), the run this one is part of (`parent`, for a sub-agent's part), the
+    controls over its tool calls (`controls`: its own and its parents', see `chatagent.run.requests.ToolControl`),
+    and for a tool running now, its call's id (`call_id`) and a key for its side effects (`idempotency_key`)."""
 
     __slots__ = (
         "usage",
@@ -39,7 +42,11 @@ class RunContext:
         "parent",
         "trace",
         "controls",
+        "turn_key",
+        "call_keys",
     )
+    turn_key: str | None  # the stored turn's (a run with a session), else made when first asked
+    call_keys: dict[str, str]  # a stored turn's calls: function id -> their idempotency key
 
     def __init__(
         self, deadline: float | None = None, callbacks: tuple[Callback, ...] = (), agent_name: str | None = None
@@ -58,6 +65,27 @@ class RunContext:
         self.parent: RunContext | None = None
         self.trace: Any = None  # what chatagent.telemetry keeps for this run (its span and context)
         self.controls: tuple[ToolControl, ...] = ()  # the controlled runs this one is part of, outermost first
+        self.turn_key, self.call_keys = None, {}  # for idempotency keys (see below)
+
+    @property
+    def call_id(self) -> str | None:
+        """The id of the tool call whose code is running now (as the model gave it); None outside a tool."""
+        return CALL_ID.get()
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """A key for the side effects of the tool call running now, the same when a resumed turn runs the call
+        again (`Agent.resume`): give it to the outside system (a payment API's Idempotency-Key, a unique column)
+        so that the effect happens once. None outside a tool."""
+        call_id = CALL_ID.get()
+        if call_id is None:
+            return None
+        key = self.call_keys.get(call_id)
+        if key is None:
+            if self.turn_key is None:
+                self.turn_key = uuid.uuid4().hex
+            key = f"{self.turn_key}:{call_id}"
+        return key
 
     def check_deadline(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
@@ -68,6 +96,7 @@ class RunContext:
         ctx = RunContext(self.deadline, self.callbacks, agent_name)
         ctx.usage = self.usage
         ctx.session_id = self.session_id
+        ctx.turn_key, ctx.call_keys = self.turn_key, self.call_keys
         ctx.session = self.session
         ctx.parent = self
         ctx.controls = self.controls

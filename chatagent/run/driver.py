@@ -102,8 +102,7 @@ class ModelStream:
         if self._observed:
             ctx = call.context
             usage = self.usage
-            ctx.usage.add(usage.prompt_tokens, usage.completion_tokens)
-            ctx.usage.calls += usage.calls
+            ctx.usage.merge(usage)
             found = handlers(ctx.callbacks, LLM_END)
             if found:
                 llm = call.llm

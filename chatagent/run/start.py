@@ -2,7 +2,9 @@
 
 `prepare` copies and checks the caller's messages and makes the run's context; `loop` starts the agent's loop on
 them, under the run's plugins and tool approval when it has any (`chatagent.run.control`), with the run's events
-around it; `stream` and `astream` drive it (`chatagent.run.driver`), on a stored conversation when given a session.
+around it; `stream` and `astream` drive it (`chatagent.run.driver`), on a stored conversation when given a session
+(the turn checkpointed as it goes: `chatagent.run.durable`); `resumed` and `aresumed` continue a session's pending
+turn.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from chatagent.run import events
+from chatagent.run.approval import approval_message, is_approval
 from chatagent.run.compaction import compacted
 from chatagent.run.context import CURRENT, RunContext
 from chatagent.run.driver import adrive, drive, observed
+from chatagent.run.durable import Resumed, checkpointed
 from chatagent.run.plugin import Plugins
 from chatagent.run.protocol import UNSET, Runnable
 from chatagent.run.requests import AgentLoop, Fragments
@@ -34,6 +38,11 @@ def prepare(
     msgs = to_messages(given)
     if not msgs:
         raise ValueError("messages is empty: give at least one message")
+    return msgs, as_dicts, new_context(agent, deadline, kwargs)
+
+
+def new_context(agent: Runnable, deadline: float | None, kwargs: dict[str, Any]) -> RunContext:
+    """A run's context (its own `callbacks`, `generate_cfg`, `plugins` and `response_format` out of `kwargs`)."""
     own = agent.callbacks + tuple(kwargs.pop("callbacks", None) or ())
     callbacks = own + events.global_callbacks if own else events.global_callbacks  # the latter: see handlers
     context = RunContext(time.monotonic() + deadline if deadline else None, callbacks, agent.name)
@@ -43,7 +52,7 @@ def prepare(
     plugins = agent.run_plugins(kwargs.pop("plugins", None), kwargs.pop("response_format", UNSET))
     if plugins:
         context.plugins = Plugins(plugins)
-    return msgs, as_dicts, context
+    return context
 
 
 def loop(
@@ -89,16 +98,7 @@ def stream(
     msgs, as_dicts, context = prepare(agent, messages, deadline, kwargs)
     if session is None:
         return drive(loop(agent, msgs, lang, context, kwargs)), as_dicts, context
-    from chatagent.sessions.session import checked_session, run_turn, tool_state_key  # asyncio, sqlite: on first use
-
-    session = checked_session(session)
-    kwargs.setdefault("session_id", tool_state_key(session))
-    context.session = session  # whose run it is: per-user state (long-term memory) follows the session's user
-
-    def start(conversation: list[Message]) -> Iterator[Fragments]:
-        return drive(loop(agent, conversation, lang, context, kwargs))
-
-    return run_turn(session, msgs, start, agent.name), as_dicts, context
+    return _stored(agent, session, msgs, is_approval(msgs[-1]), False, lang, context, kwargs), as_dicts, context
 
 
 def astream(
@@ -111,19 +111,76 @@ def astream(
 ) -> tuple[AsyncIterator[Fragments], bool, RunContext]:
     """`stream` for `arun()`: driven on the event loop."""
     msgs, as_dicts, context = prepare(agent, messages, deadline, kwargs)
-    blocking = not agent.async_safe
     if session is None:
-        return adrive(loop(agent, msgs, lang, context, kwargs), blocking), as_dicts, context
-    from chatagent.sessions.session import arun_turn, checked_session, tool_state_key  # sqlite: on first use
+        return adrive(loop(agent, msgs, lang, context, kwargs), not agent.async_safe), as_dicts, context
+    return _astored(agent, session, msgs, is_approval(msgs[-1]), False, lang, context, kwargs), as_dicts, context
+
+
+def resumed(
+    agent: Runnable, session: Any, approval: Any, reason: str, lang: str | None, deadline: float | None,
+    kwargs: dict[str, Any],
+) -> tuple[Iterator[Fragments], RunContext]:  # fmt: skip
+    """The fragments of `session`'s pending turn continued (its completed part first), and the run's context."""
+    context = new_context(agent, deadline, kwargs)
+    msgs = [] if approval is None else to_messages([approval_message(approval, reason)])
+    return _stored(agent, session, msgs, False, True, lang, context, kwargs), context
+
+
+def aresumed(
+    agent: Runnable, session: Any, approval: Any, reason: str, lang: str | None, deadline: float | None,
+    kwargs: dict[str, Any],
+) -> tuple[AsyncIterator[Fragments], RunContext]:  # fmt: skip
+    """`resumed` for `aresume()`."""
+    context = new_context(agent, deadline, kwargs)
+    msgs = [] if approval is None else to_messages([approval_message(approval, reason)])
+    return _astored(agent, session, msgs, False, True, lang, context, kwargs), context
+
+
+def _stored(
+    agent: Runnable, session: Any, msgs: list[Message], decision: bool, resume: bool, lang: str | None,
+    context: RunContext, kwargs: dict[str, Any],
+) -> Iterator[Fragments]:  # fmt: skip
+    from chatagent.sessions.turn import Turn, checked_session, run_turn, tool_state_key  # sqlite: on first use
 
     session = checked_session(session)
     kwargs.setdefault("session_id", tool_state_key(session))
     context.session = session  # whose run it is: per-user state (long-term memory) follows the session's user
 
-    def start(conversation: list[Message]) -> AsyncIterator[Fragments]:
-        return adrive(loop(agent, conversation, lang, context, kwargs), blocking)
+    def start(turn: Turn) -> Iterator[Fragments]:
+        return drive(_durable_loop(agent, turn, lang, context, kwargs))
 
-    return arun_turn(session, msgs, start, agent.name), as_dicts, context
+    return run_turn(lambda: Turn(session, msgs, decision=decision, resume=resume), start, agent.name)
 
 
-__all__ = ["astream", "controlled_loop", "loop", "prepare", "stream"]
+def _astored(
+    agent: Runnable, session: Any, msgs: list[Message], decision: bool, resume: bool, lang: str | None,
+    context: RunContext, kwargs: dict[str, Any],
+) -> AsyncIterator[Fragments]:  # fmt: skip
+    from chatagent.sessions.turn import Turn, arun_turn, checked_session, tool_state_key  # sqlite: on first use
+
+    session = checked_session(session)
+    kwargs.setdefault("session_id", tool_state_key(session))
+    context.session = session  # whose run it is: per-user state (long-term memory) follows the session's user
+
+    def start(turn: Turn) -> AsyncIterator[Fragments]:
+        return adrive(_durable_loop(agent, turn, lang, context, kwargs), not agent.async_safe)
+
+    return arun_turn(lambda: Turn(session, msgs, decision=decision, resume=resume), start, agent.name)
+
+
+def _durable_loop(
+    agent: Runnable, turn: Any, lang: str | None, context: RunContext, kwargs: dict[str, Any]
+) -> AgentLoop:
+    """The agent's loop on a stored turn: checkpointed, and on a resumed turn its unanswered calls first."""
+    context.turn_key = turn.key
+    turn.usage = context.usage
+    runnable: Runnable = agent
+    if turn.restored:
+        context.call_keys.update(turn.call_keys(turn.restored))
+        calls: list[Message] = turn.unanswered() if turn.offset and not turn.decided else []  # a decision: control
+        if calls:
+            runnable = Resumed(agent, calls)
+    return checkpointed(loop(runnable, turn.conversation, lang, context, kwargs), turn, context)
+
+
+__all__ = ["aresumed", "astream", "controlled_loop", "loop", "new_context", "prepare", "resumed", "stream"]

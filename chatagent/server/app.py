@@ -21,6 +21,7 @@ import orjson
 from chatagent.agent import Agent
 from chatagent.server.approvals import ApprovalTokens
 from chatagent.server.conversations import Quotas
+from chatagent.server.detached import SessionRuns
 from chatagent.server.identity import ApiKeys, Principals
 from chatagent.server.openai_api import (
     DONE,
@@ -82,7 +83,7 @@ class Service:
             self.store = open_store(store)
         self.running = 0
         self.created = int(time.time())
-        self.where = Where(self.session_store, self.tokens, quotas, deadline)
+        self.where = Where(self.session_store, self.tokens, quotas, deadline, SessionRuns(self))
 
     # ---- checks ------------------------------------------------------------------------------------------------
 
@@ -232,6 +233,9 @@ class ChatCompletions:
             named = request.session_id
             if named is None and b"x-session-id" in headers:
                 named = checked_session_id(headers[b"x-session-id"].decode("latin-1"), "X-Session-Id")
+            if request.resume and named is None:
+                raise RequestError(400, "'resume' needs the session's id (session_id or X-Session-Id)",
+                                   "invalid_resume", "session_id")  # fmt: skip
             await svc.check_urls(request)
             if svc.running >= svc.max_concurrency:
                 raise RequestError(429, "the server is busy; retry shortly", "busy")
@@ -262,10 +266,13 @@ class ChatCompletions:
                 await _whole(turn.run, model, send, watch, turn.reply)
         except asyncio.CancelledError:
             watch.absorb()
-            logger.info("the client went away: the agent's run was closed")
+            if named is not None:
+                logger.info("the client went away: the session's turn goes on, and is stored at its end")
+            else:
+                logger.info("the client went away: the agent's run was closed")
         finally:
             watch.stop()
-            await turn.close()
+            await turn.close(detach=named is not None and watch.gone)
 
 
 async def _first(run: Any, send: Send) -> tuple[bool, list | None]:

@@ -72,10 +72,12 @@ def open_conversation(
                            f"({quotas.max_session_bytes} bytes): start a new one", "session_too_large",
                            "session_id")  # fmt: skip
     msgs = request.messages
-    if len(msgs) == 1 and msgs[0].role != SYSTEM and request.decision is None:
+    if request.resume or (len(msgs) == 1 and msgs[0].role != SYSTEM and request.decision is None):
         return Opened(session, msgs, None)  # the usual case: one new message, nothing to compare
     loaded = store.load(principal, named, files=False)
-    return Opened(session, _checked_new(request, loaded.system, loaded.messages), None)
+    pending = store.pending(principal, named)  # a turn that did not end (one paused for approval) is seen too
+    held = [m for m in pending.messages if m.get("role") != SYSTEM] + pending.response if pending else []
+    return Opened(session, _checked_new(request, loaded.system, loaded.messages + held), None)
 
 
 def _check_count(store: SQLStore, principal: str, quotas: Quotas) -> None:

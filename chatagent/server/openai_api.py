@@ -21,7 +21,13 @@ from chatagent.errors import ModelErrorCode, ModelServiceError, RunDeadlineExcee
 from chatagent.run.approval import APPROVAL
 from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
 from chatagent.schema.fragment import Fragment
-from chatagent.sessions.errors import SessionBusyError, SessionConflictError, SessionStoreError
+from chatagent.sessions.errors import (
+    SessionBusyError,
+    SessionConflictError,
+    SessionError,
+    SessionPendingTurnError,
+    SessionStoreError,
+)
 from chatagent.utils.keys import mask_secrets
 
 APPROVAL_TOKEN = "approval_token"
@@ -62,13 +68,19 @@ class ChatRequest:
     """A checked chat-completions request: the client's messages (without server-side keys: see
     `chatagent.server.approvals`), and the approval decision and token of its last message, if it is one."""
 
-    __slots__ = ("messages", "stream", "include_usage", "model", "session_id", "decision", "approval_token")
+    __slots__ = ("messages", "stream", "include_usage", "model", "session_id", "resume", "decision", "approval_token")
 
     def __init__(
-        self, messages: list[Message], stream: bool, include_usage: bool, model: str | None, session_id: str | None
+        self,
+        messages: list[Message],
+        stream: bool,
+        include_usage: bool,
+        model: str | None,
+        session_id: str | None,
+        resume: bool = False,
     ) -> None:
         self.messages, self.stream, self.include_usage = messages, stream, include_usage
-        self.model, self.session_id = model, session_id
+        self.model, self.session_id, self.resume = model, session_id, resume
         self.decision: bool | dict[str, bool] | None = None
         self.approval_token: str | None = None
 
@@ -81,9 +93,15 @@ def parse_request(body: bytes) -> ChatRequest:
         raise RequestError(400, f"the request body is not valid JSON: {e}", "invalid_json") from None
     if not isinstance(req, dict):
         raise RequestError(400, "the request body must be a JSON object", "invalid_request")
-    messages = req.get("messages")
-    if not isinstance(messages, list) or not messages:
+    resume = req.get("resume", False)
+    if not isinstance(resume, bool):
+        raise RequestError(400, "'resume' must be a boolean", "invalid_resume", "resume")
+    messages = req.get("messages", [] if resume else None)
+    if not isinstance(messages, list) or not (messages or resume):
         raise RequestError(400, "'messages' must be a non-empty list", "invalid_messages", "messages")
+    if resume and messages:
+        raise RequestError(400, "'resume' continues the session's turn: send no messages with it", "invalid_resume",
+                           "messages")  # fmt: skip
     if req.get("tools") or req.get("functions"):
         raise RequestError(
             400, "this server runs the agent's own tools; client-side 'tools' are not supported", "tools_unsupported",
@@ -105,7 +123,7 @@ def parse_request(body: bytes) -> ChatRequest:
         msgs = to_messages(messages)
     except MessageError as e:
         raise RequestError(400, str(e), "invalid_messages", "messages") from None
-    request = ChatRequest(msgs, stream, include_usage, model, session_id)
+    request = ChatRequest(msgs, stream, include_usage, model, session_id, resume)
     request.decision, request.approval_token = decision, token
     return request
 
@@ -205,6 +223,13 @@ def error_for(e: BaseException) -> RequestError:
     if isinstance(e, SessionStoreError):
         return RequestError(503, "the session store is unavailable (the server's log says why)",
                             "session_store_unavailable")  # fmt: skip
+    if isinstance(e, SessionPendingTurnError):
+        return RequestError(409, 'this conversation has a turn that did not end (its server stopped, or its run '
+                            'failed after doing work): send "resume": true to finish it', "session_pending_turn",
+                            "session_id")  # fmt: skip
+    if isinstance(e, SessionError):
+        return RequestError(409, "this conversation cannot take this request now: " + str(e).split(":")[-1].strip(),
+                            "session_error", "session_id")  # fmt: skip
     return RequestError(500, f"the agent failed: {type(e).__name__}: {e}", "agent_error")
 
 
@@ -288,8 +313,12 @@ class Answer:
 
 
 def usage_of(run: Any) -> dict:
+    """The run's usage as OpenAI's `usage` object, with `cost` (US dollars) when the model's prices are known."""
     u = run.usage
-    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}
+    out = {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}
+    if u.cost is not None:
+        out["cost"] = round(u.cost, 10)
+    return out
 
 
 def completion(model: str, text: str, reasoning: str, answer: Answer, usage: dict) -> dict:

@@ -1,7 +1,8 @@
 """One turn of a served agent, as every surface of `chatagent serve` starts it (the OpenAI API, MCP, A2A).
 
 `start_turn` opens the request's conversation under its principal (`conversations`) or, without a session, resumes
-paused calls only from a token the server signed (`approvals`), and starts the run; `Reply` is what the server adds
+paused calls only from a token the server signed (`approvals`), and starts the run (on a session, a run that can
+outlive its client and a `"resume": true` request: `chatagent.server.detached`); `Reply` is what the server adds
 to the answer (the conversation's id, the token of calls it paused on); `Outcome` is a whole answer as the final
 messages say it (a message an output check replaced is replaced: no text it took back reaches the client).
 """
@@ -21,6 +22,7 @@ from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import Collector
 from chatagent.server.approvals import APPROVAL_TOKEN, EXPECTED, ApprovalTokens, PausedCall, check_decided_calls
 from chatagent.server.conversations import Quotas, open_conversation
+from chatagent.server.detached import SessionRuns
 from chatagent.server.openai_api import PUBLIC_EXTRAS, ChatRequest, RequestError, error_for
 from chatagent.sessions import SessionError
 
@@ -62,22 +64,25 @@ class Turn:
     def __init__(self, agent: Agent, run: Any, reply: Reply, ephemeral: str | None) -> None:
         self.agent, self.run, self.reply, self.ephemeral = agent, run, reply, ephemeral
 
-    async def close(self) -> None:
-        """Close the run; without a session, end the tools' state (a code sandbox) that lived for it."""
+    async def close(self, detach: bool = False) -> None:
+        """Close the run (with `detach`, a session run goes on to its end and is stored); without a session, end the
+        tools' state (a code sandbox) that lived for it."""
         try:
-            await self.run.aclose()
+            await (self.run.aclose(detach=True) if detach and self.ephemeral is None else self.run.aclose())
         finally:
             if self.ephemeral is not None:
                 await asyncio.to_thread(self.agent.close_session, self.ephemeral)
 
 
 class Where:
-    """What a turn needs of the server: its session store, approval tokens, quotas and run deadline."""
+    """What a turn needs of the server: its session store, approval tokens, quotas, run deadline and session runs."""
 
-    __slots__ = ("store", "tokens", "quotas", "deadline")
+    __slots__ = ("store", "tokens", "quotas", "deadline", "runs")
 
-    def __init__(self, store: Any, tokens: ApprovalTokens, quotas: Quotas, deadline: float | None) -> None:
-        self.store, self.tokens, self.quotas, self.deadline = store, tokens, quotas, deadline
+    def __init__(
+        self, store: Any, tokens: ApprovalTokens, quotas: Quotas, deadline: float | None, runs: SessionRuns
+    ) -> None:
+        self.store, self.tokens, self.quotas, self.deadline, self.runs = store, tokens, quotas, deadline, runs
 
 
 async def start_turn(
@@ -96,7 +101,10 @@ async def start_turn(
         except SessionError as e:
             raise reported(e) from None
         reply = Reply(where.tokens, user, model, opened.session.id)
-        run = agent.arun(opened.messages, delta_stream=True, deadline=where.deadline, session=opened.session)
+        try:
+            run = await where.runs.start(agent, opened.session, opened.messages, request.resume, where.deadline)
+        except Exception as e:
+            raise reported(e) from None
         return Turn(agent, run, reply, None)
     messages = resumed(where.tokens, request, user, model) if request.decision is not None else request.messages
     ephemeral = f"serve-request-{uuid.uuid4().hex}"  # the tools' state (a code sandbox) lives as long as the run

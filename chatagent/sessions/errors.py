@@ -24,4 +24,10 @@ class SessionConflictError(SessionError):
     turn was not saved: the stored conversation is the other change's."""
 
 
-__all__ = ["SessionBusyError", "SessionConflictError", "SessionError", "SessionStoreError"]
+class SessionPendingTurnError(SessionError):
+    """The session has a turn that did not end (its process died, or its run failed after doing work): a new run
+    would lose it or repeat its tool calls. Continue it with `agent.resume(session=...)` or drop it with
+    `session.discard_pending()`; `session.pending_turn` shows it."""
+
+
+__all__ = ["SessionBusyError", "SessionConflictError", "SessionError", "SessionPendingTurnError", "SessionStoreError"]

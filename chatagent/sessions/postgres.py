@@ -169,8 +169,10 @@ class PostgresStore(SQLStore):
             return conn.execute(_pg(sql), params).fetchall()
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator[_Cursor]:
+    def _write(self, sync: bool = True) -> Iterator[_Cursor]:
         with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+            if not sync:  # the server has it at commit; it may not be on its disk yet
+                cur.execute("SET LOCAL synchronous_commit = off")
             yield _Cursor(cur)
 
     def _lock_schema(self, cur: Any) -> None:

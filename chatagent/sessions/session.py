@@ -6,32 +6,23 @@
         ...                                       # the model sees the stored conversation, then the new message
     s.messages()                                  # the conversation, as dicts; s.title, s.pop(), s.clear()
 
-A run given `session=` takes the session's run lock (SessionBusyError if another run has it), loads the stored
-conversation and runs on it followed by the new messages. When the run ends, its turn (the new messages and the
-response) is written in one transaction:
-
-* completed: the turn is saved whole;
-* stopped by the caller (`close()`/`aclose()`, Ctrl-C, a cancelled task): the turn is saved with the partial
-  response (tool calls without their results dropped), its last message marked `extra['interrupted'] = True`;
-* failed (an exception) or the process killed: nothing is saved; the stored conversation is as before the turn.
-
-A system message first among the new messages becomes the conversation's system message (it replaces the stored
-one); the agent's own `system_message` is merged into it at each run, never stored.
+A run given `session=` runs on the stored conversation followed by the new messages, and its turn is stored when
+it ends; while it runs, the turn is checkpointed, so that a turn whose process died can be resumed
+(`agent.resume(session=s)`; `s.pending_turn` shows it, `s.discard_pending()` drops it). How a run is bound to the
+session and what is stored when it ends: `chatagent.sessions.turn`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Sequence
-from typing import Any, cast
+from typing import Any
 
-from chatagent.schema import SYSTEM, USER, Message, content_text, drop_unanswered_calls, to_messages
-from chatagent.schema.fragment import Fragment
-from chatagent.schema.stream import Collector
-from chatagent.sessions.store import _UNCHANGED, DEFAULT_USER, Loaded, SessionInfo, SQLStore
+from chatagent.llm.request import Usage
+from chatagent.schema import SYSTEM, USER, Message, content_text, to_messages
+from chatagent.sessions.pending import PendingTurn
+from chatagent.sessions.store import _UNCHANGED, DEFAULT_USER, SessionInfo, SQLStore
 from chatagent.sessions.store_urls import open_store
 
 logger = logging.getLogger("chatagent.sessions")
@@ -100,6 +91,22 @@ class Session:
             return
         self.store.commit(self.user, self.id, None, turn, title_of(new), system)
 
+    @property
+    def usage(self) -> Usage:
+        """What the runs of its stored turns used: tokens, model calls, and the cost where prices are known."""
+        return Usage(**self.store.usage(self.user, self.id))
+
+    @property
+    def pending_turn(self) -> PendingTurn | None:
+        """The turn that did not end (its process died, its run failed after doing work, or it waits for approval);
+        None if there is none. `agent.resume(session=s)` continues it."""
+        return self.store.pending(self.user, self.id)
+
+    def discard_pending(self) -> PendingTurn | None:
+        """Drop the pending turn (its completed tool calls are forgotten: a new run may call them again); what it
+        was, or None."""
+        return self.store.discard_pending(self.user, self.id)
+
     def pop(self) -> list[dict]:
         """Undo the last turn: remove it and return its messages ([] if there is none)."""
         return self.store.pop(self.user, self.id)
@@ -144,9 +151,7 @@ def title_of(messages: list[Message]) -> str:
     return ""
 
 
-# ---- a run bound to a session ------------------------------------------------------------------------------
-
-DONE, STOPPED, FAILED = "done", "stopped", "failed"
+# ---- a run bound to a session (see chatagent.sessions.turn) ------------------------------------------------------
 
 
 def stored_turn(new: list[Message], response: list[Message]) -> tuple[Any, list[dict]]:
@@ -155,55 +160,6 @@ def stored_turn(new: list[Message], response: list[Message]) -> tuple[Any, list[
     if new and new[0].role == SYSTEM:
         system, new = new[0].model_dump(), new[1:]
     return system, [m.model_dump() for m in new + response]
-
-
-class Turn:
-    """One run's binding to a session: holds the run lock from creation to `end`, gives the conversation to run
-    on, collects the response and saves the turn at the end (see the module docstring)."""
-
-    __slots__ = ("session", "new", "loaded", "conversation", "_release", "_collector", "name")
-
-    def __init__(self, session: Session, new: list[Message]) -> None:
-        self.session = session
-        self._collector = Collector()
-        self.name: str | None = None  # the agent's, given to response messages that have none
-        self._release = session.store.lock(session.user, session.id)
-        try:
-            self.loaded: Loaded = session.store.load(session.user, session.id)
-        except BaseException:
-            self._release()
-            raise
-        history = to_messages(self.loaded.messages)
-        system = new[0] if new and new[0].role == SYSTEM else None
-        if system is None and self.loaded.system is not None:
-            system = to_messages([self.loaded.system])[0]
-        self.new = new
-        rest = new[1:] if new and new[0].role == SYSTEM else new
-        self.conversation = ([system] if system is not None else []) + history + rest
-
-    def add(self, fragments: Sequence[Message]) -> None:
-        self._collector.add(fragments)
-
-    def end(self, outcome: str) -> None:
-        """Save the turn as `outcome` says (DONE, STOPPED or FAILED) and release the run lock."""
-        try:
-            if outcome == FAILED:
-                return
-            response = self._collector.messages()
-            for m in response:
-                if m.name is None and self.name is not None:
-                    m.name = self.name
-            if outcome == STOPPED:
-                response = drop_unanswered_calls(response)
-            system, turn = stored_turn(self.new, response)
-            if outcome == STOPPED and turn:
-                turn[-1].setdefault("extra", {})[INTERRUPTED] = True
-            if not turn and system is _UNCHANGED:
-                return
-            s = self.session
-            s.store.commit(s.user, s.id, self.loaded, turn, title_of(self.conversation), system)
-        finally:
-            self._release()
 
 
 def checked_session(session: Any) -> Session:
@@ -219,67 +175,3 @@ def tool_state_key(session: Session) -> str:
     import hashlib
 
     return hashlib.sha256(f"{session.store.url}\0{session.user}\0{session.id}".encode()).hexdigest()[:32]
-
-
-def run_turn(
-    session: Session, new: list[Message], start: Callable[[list[Message]], Iterator[list[Fragment]]], name: str | None
-) -> Iterator[list[Fragment]]:
-    """The fragments of `start(conversation)`, a run on the session's conversation, saved as a turn at its end."""
-    turn = Turn(session, new)
-    turn.name = name
-    stream = None
-    outcome = FAILED
-    try:
-        stream = start(turn.conversation)
-        for fragments in stream:
-            turn.add(fragments)
-            yield fragments
-        outcome = DONE
-    except (GeneratorExit, KeyboardInterrupt):
-        outcome = STOPPED
-        raise
-    finally:
-        if stream is not None:
-            cast(Generator, stream).close()  # `start` returns a generator (the agent's driver)
-        _end(turn, outcome)
-
-
-async def arun_turn(
-    session: Session,
-    new: list[Message],
-    start: Callable[[list[Message]], AsyncIterator[list[Fragment]]],
-    name: str | None,
-) -> AsyncIterator[list[Fragment]]:
-    """`run_turn` for `arun()`: the store is read and written in worker threads, off the event loop."""
-    turn = await asyncio.to_thread(Turn, session, new)
-    turn.name = name
-    stream = None
-    outcome = FAILED
-    try:
-        stream = start(turn.conversation)
-        async for fragments in stream:
-            turn.add(fragments)
-            yield fragments
-        outcome = DONE
-    except (GeneratorExit, KeyboardInterrupt, asyncio.CancelledError):
-        outcome = STOPPED
-        raise
-    finally:
-        # started before any await, so that a cancellation arriving now cannot keep the turn from ending
-        ending = asyncio.get_running_loop().run_in_executor(None, _end, turn, outcome)
-        try:
-            if stream is not None:
-                await cast(AsyncGenerator, stream).aclose()  # `start` returns an async generator (the driver)
-        finally:
-            await asyncio.shield(ending)
-
-
-def _end(turn: Turn, outcome: str) -> None:
-    """End the turn; a completed turn that cannot be saved raises, a stopped one logs why (the stop goes on)."""
-    if outcome != STOPPED:
-        turn.end(outcome)
-        return
-    try:
-        turn.end(outcome)
-    except Exception:
-        logger.exception("the stopped turn of session %r could not be saved", turn.session.id)

@@ -124,8 +124,8 @@ class SQLiteStore(SQLStore):
         finally:
             self._give_back(conn)
 
-    def _write(self) -> _Transaction:
-        return _Transaction(self)
+    def _write(self, sync: bool = True) -> _Transaction:
+        return _Transaction(self, sync)
 
     def _error(self, e: sqlite3.Error) -> SessionStoreError:
         text = str(e)
@@ -181,20 +181,36 @@ class SQLiteStore(SQLStore):
         return release
 
 
+def _synced(conn: sqlite3.Connection) -> bool:
+    """Set `conn` back to full sync (rolling back what was not committed: a pragma cannot run inside a
+    transaction); whether it could."""
+    try:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        conn.execute("PRAGMA synchronous=FULL")
+    except sqlite3.Error:
+        return False
+    return True
+
+
 class _Transaction:
     """`with store._write() as cur:` one write transaction (BEGIN IMMEDIATE), one writer of this process at a time;
-    committed at the end, rolled back on an exception; SQLite errors become SessionStoreErrors."""
+    committed at the end, rolled back on an exception; SQLite errors become SessionStoreErrors. With `sync=False`
+    the commit is not synced to the disk (synchronous=NORMAL: in WAL mode it survives the process's death)."""
 
-    __slots__ = ("store", "conn")
+    __slots__ = ("store", "conn", "sync")
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: SQLiteStore, sync: bool = True) -> None:
         self.store = store
+        self.sync = sync
 
     def __enter__(self) -> sqlite3.Cursor:
         store = self.store
         store._write_lock.acquire()
         try:
             self.conn = store._take()
+            if not self.sync:
+                self.conn.execute("PRAGMA synchronous=NORMAL")
             cur = self.conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
             return cur
@@ -214,7 +230,10 @@ class _Transaction:
         except sqlite3.Error as e:
             raise store._error(e) from e
         finally:
-            store._give_back(conn)  # rolls back what was not committed
+            if self.sync or _synced(conn):
+                store._give_back(conn)  # rolls back what was not committed
+            else:
+                conn.close()  # never reused without full sync
             store._write_lock.release()
         if isinstance(error, sqlite3.Error):
             raise store._error(error) from error

@@ -27,16 +27,19 @@ from urllib.parse import unquote, urlsplit
 
 import orjson
 
-from chatagent.sessions import attachments
+from chatagent.sessions import attachments, pending
 from chatagent.sessions.errors import SessionConflictError, SessionStoreError
+from chatagent.sessions.pending import PendingTurn, decode_pending, encode, summed_usage
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_USER = "local"
 _UNCHANGED: Any = object()
 
 # Each migration takes a store at version N (the key) to N + 1, inside one transaction: statements in the
-# dialect-neutral form of SCHEMA below. None so far: version 1 is the first.
-MIGRATIONS: dict[int, list[str]] = {}
+# dialect-neutral form of SCHEMA below.
+# 2: turns in progress and their checkpoints, and what a session's runs used (tokens, cost)
+_V2 = [*pending.SCHEMA, "ALTER TABLE chatagent_sessions ADD COLUMN usage {blob}"]
+MIGRATIONS: dict[int, list[str]] = {1: _V2}
 
 SCHEMA = [
     "CREATE TABLE chatagent_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -50,6 +53,7 @@ SCHEMA = [
     "CREATE TABLE chatagent_turn_blobs (sid {int} NOT NULL, turn {int} NOT NULL, sha256 TEXT NOT NULL, "
     "PRIMARY KEY (sid, turn, sha256)) {without_rowid}",
     "CREATE INDEX chatagent_turn_blobs_by_sha ON chatagent_turn_blobs (sha256)",
+    *_V2,
 ]
 
 LOAD = (
@@ -142,8 +146,9 @@ class SQLStore:
     def _read(self, sql: str, params: tuple = ()) -> list[tuple]:
         raise NotImplementedError
 
-    def _write(self) -> contextlib.AbstractContextManager[Any]:
-        """A write transaction: a cursor with `execute(sql, params)`, `fetchone()`, `fetchall()`, `rowcount`."""
+    def _write(self, sync: bool = True) -> contextlib.AbstractContextManager[Any]:
+        """A write transaction: a cursor with `execute(sql, params)`, `fetchone()`, `fetchall()`, `rowcount`.
+        `sync=False`: its commit does not wait for the disk (it survives the process's death, not the machine's)."""
         raise NotImplementedError
 
     def _lock_blobs(self, cur: Any, exclusive: bool) -> None:
@@ -258,10 +263,14 @@ class SQLStore:
         messages: list[dict],
         title: str,
         system: dict | None = _UNCHANGED,
+        pending_key: str | None = None,
+        usage: dict | None = None,
     ) -> None:
         """Append one turn, in one transaction, if the session is still at `expected.version` (else
         SessionConflictError); with `expected=None`, to whatever the session holds. `system` replaces the stored
-        system message when given."""
+        system message when given. `pending_key`: the turn was pending under this key; its rows go (and if they
+        are gone, discarded meanwhile, nothing is stored: SessionConflictError). `usage` (USAGE_KEYS): what the
+        turn's run used, added to the session's."""
         stored, files = attachments.stash(messages)
         body = orjson.dumps(stored)
         now = time.time()
@@ -283,8 +292,17 @@ class SQLStore:
                 cur.execute(ADVANCE_WITH_SYSTEM, (now, len(messages), title, system_body, sid, version))
             if cur.rowcount != 1:
                 raise _conflict(self.url, session_id)
+            if pending_key is not None:
+                found = cur.execute(pending.FIND_PENDING, (sid,)).fetchone()
+                if found is None or found[0] != pending_key:
+                    raise _conflict(self.url, session_id)
+                cur.execute(pending.DELETE_PENDING, (sid,))
+                cur.execute(pending.DELETE_CHECKPOINTS, (sid,))
             turn = version + 1
             cur.execute(ADD_TURN, (sid, turn, body))
+            if usage:
+                row = cur.execute(pending.GET_USAGE, (sid,)).fetchone()
+                cur.execute(pending.SET_USAGE, (orjson.dumps(summed_usage(row[0] if row else None, usage)), sid))
             if files:
                 self._lock_blobs(cur, exclusive=False)
                 for sha, data in files.items():
@@ -322,6 +340,8 @@ class SQLStore:
             shas = [r[0] for r in cur.execute(SESSION_BLOBS, (sid,)).fetchall()]
             cur.execute(DELETE_SESSION_TURNS, (sid,))
             cur.execute(DELETE_SESSION_BLOBS, (sid,))
+            cur.execute(pending.DELETE_PENDING, (sid,))
+            cur.execute(pending.DELETE_CHECKPOINTS, (sid,))
             if delete:
                 cur.execute(DELETE_SESSION, (sid,))
             else:
@@ -329,6 +349,78 @@ class SQLStore:
             dropped = self._collect(cur, shas)
         attachments.forget(dropped)
         return True
+
+    # ---- turns in progress (see chatagent.sessions.pending) ---------------------------------------------------
+
+    def checkpoint(
+        self,
+        user: str,
+        session_id: str,
+        expected: Loaded,
+        key: str,
+        step: int,
+        at: int,
+        messages: list[dict] | None,
+        new: list[dict] | None = None,
+        state: str = pending.RUNNING,
+        detail: dict | None = None,
+    ) -> None:
+        """Write checkpoint `step` of the pending turn `key`: `messages` from response index `at` on (None: only
+        its state), in one transaction, not synced. With `new` (its first write) the turn becomes pending, if the
+        session is still at `expected.version` and has no other pending turn (else SessionConflictError)."""
+        now = time.time()
+        detail_body = encode(detail) if detail else None
+        with self._write(sync=False) as cur:
+            if new is not None:
+                found = cur.execute(self.find_for_update, (user, session_id)).fetchone()
+                if found is None:
+                    cur.execute(CREATE, (user, session_id, now, now))
+                    found = cur.execute(self.find_for_update, (user, session_id)).fetchone()
+                sid, version = found
+                if version != expected.version or cur.execute(pending.FIND_PENDING, (sid,)).fetchone():
+                    raise _conflict(self.url, session_id)
+                cur.execute(pending.START, (sid, key, version, state, encode(new), detail_body, now, now))
+            elif messages is not None and state == pending.RUNNING:  # the usual one: a statement
+                cur.execute(pending.ADD_LATER_CHECKPOINT, (step, at, encode(messages), user, session_id, key))
+                if cur.rowcount != 1:  # discarded (or the session cleared) while the run went on
+                    raise _conflict(self.url, session_id)
+                return
+            else:
+                found = cur.execute(FIND, (user, session_id)).fetchone()
+                sid = found[0] if found else None
+                cur.execute(pending.TOUCH, (state, detail_body, now, sid, key))
+                if cur.rowcount != 1:
+                    raise _conflict(self.url, session_id)
+            if messages is not None:
+                cur.execute(pending.ADD_CHECKPOINT, (sid, step, at, encode(messages)))
+
+    def usage(self, user: str, session_id: str) -> dict:
+        """What the session's stored turns used (USAGE_KEYS; cost None when no call was priced)."""
+        rows = self._read(pending.USAGE, (user, session_id))
+        return summed_usage(rows[0][0] if rows else None, {})
+
+    def pending(self, user: str, session_id: str) -> PendingTurn | None:
+        """The session's pending turn, with its checkpoints applied; None if it has none."""
+        rows = self._read(pending.LOAD_PENDING, (user, session_id))
+        return self._decoded(session_id, rows[0], self._read(pending.LOAD_CHECKPOINTS, (rows[0][0],))) if rows else None
+
+    def discard_pending(self, user: str, session_id: str) -> PendingTurn | None:
+        """Delete the session's pending turn; what it was (None if there was none)."""
+        with self._write() as cur:
+            rows = cur.execute(pending.LOAD_PENDING, (user, session_id)).fetchall()
+            if not rows:
+                return None
+            sid = rows[0][0]
+            checkpoints = cur.execute(pending.LOAD_CHECKPOINTS, (sid,)).fetchall()
+            cur.execute(pending.DELETE_PENDING, (sid,))
+            cur.execute(pending.DELETE_CHECKPOINTS, (sid,))
+        return self._decoded(session_id, rows[0], checkpoints)
+
+    def _decoded(self, session_id: str, row: tuple, checkpoints: list[tuple]) -> PendingTurn:
+        try:
+            return decode_pending(row, checkpoints)
+        except orjson.JSONDecodeError as e:
+            raise _damaged(self.url, session_id, e) from None
 
     def set_title(self, user: str, session_id: str, title: str | None) -> None:
         now = time.time()

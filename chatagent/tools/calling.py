@@ -26,6 +26,7 @@ import orjson
 from chatagent.tools.arguments import JSONObject, ToolArgumentError, parse_arguments, unknown_tool_message
 from chatagent.tools.base import BaseTool, ToolServiceError, result_content
 from chatagent.tools.file_access import conversation_files
+from chatagent.utils.current_call import CALL_ID, run_as_call
 from chatagent.utils.logs import quote
 
 logger = logging.getLogger("chatagent.tools")
@@ -228,14 +229,14 @@ def _execute(call: PreparedCall, cache: ToolCache | None, limit: float | None) -
     tool, outcome = call.tool, call.outcome
     start = time.perf_counter()
     if limit is None:
-        ok, value = _invoke(tool, call.args, call.kwargs)
+        ok, value = _invoke(tool, call.args, call.kwargs, call.outcome.call_id)
     else:
         box: list[tuple[bool, Any] | BaseException] = []
         done = threading.Event()
 
         def target() -> None:
             try:
-                box.append(_invoke(tool, call.args, call.kwargs))
+                box.append(_invoke(tool, call.args, call.kwargs, call.outcome.call_id))
             except BaseException as e:  # ToolServiceError: handed to the run's thread
                 box.append(e)
             done.set()
@@ -300,6 +301,7 @@ async def _aexecute(
 
     tool, outcome = call.tool, call.outcome
     left = None if end is None else max(end - time.monotonic(), 0.0)
+    token = CALL_ID.set(outcome.call_id)  # the task wait_for makes copies the context with it
     try:
         value = await asyncio.wait_for(tool.arun_validated(call.args, **call.kwargs), left)
     except asyncio.TimeoutError:  # on Python 3.10 not the builtin TimeoutError (it is from 3.11)
@@ -309,6 +311,8 @@ async def _aexecute(
     except (Exception, SystemExit) as e:
         outcome.duration = time.perf_counter() - start
         return outcome.fail(*_failure(tool, e))
+    finally:
+        CALL_ID.reset(token)
     outcome.duration = time.perf_counter() - start
     outcome.content = result_content(value)
     if cache is not None and call.cache_key is not None:
@@ -331,10 +335,10 @@ def _timed_out(
     )
 
 
-def _invoke(tool: BaseTool, args: JSONObject, kwargs: dict[str, Any]) -> tuple[bool, Any]:
+def _invoke(tool: BaseTool, args: JSONObject, kwargs: dict[str, Any], call_id: str | None) -> tuple[bool, Any]:
     """(True, result) or (False, (error kind, message for the model)); tracebacks go to the log only."""
     try:
-        return True, tool.run_validated(args, **kwargs)
+        return True, run_as_call(call_id, tool.run_validated, args, **kwargs)  # the tool's current_run().call_id
     except ToolServiceError:  # the tool says the run cannot go on
         raise
     except (Exception, SystemExit) as e:  # SystemExit: a tool's sys.exit() or argparse must not end the run

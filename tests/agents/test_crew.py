@@ -129,7 +129,9 @@ def test_a_tool_waiting_for_approval_pauses_the_crew_and_the_decision_resumes_it
     writer, publisher, crew = _publishing_team(sent)
     s = Session("publish", store=str(tmp_path / "s.db"))
     out = crew.kickoff(inputs={"topic": "rivers"}, session=s)
-    waiting = pending_approval(s.messages())
+    paused = s.pending_turn  # a pause for approval is a pending turn in the store until the decision
+    assert paused is not None and paused.kind == "approval" and s.messages() == []
+    waiting = pending_approval(paused.response)
     assert waiting is not None and waiting[0]["name"] == "publish" and sent == []  # nothing ran before the decision
     assert out.pending == {"task": 1, "agent": "publisher", "approval": waiting} and out.raw == ""
     assert [t.raw for t in out.tasks_output] == ["Rivers shape valleys."]

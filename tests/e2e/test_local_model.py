@@ -111,9 +111,9 @@ def test_default_resolution_without_keys_runs_the_embedded_model(no_keys: None, 
     assert "4" in last[-1]["content"]
 
 
-def test_tools_use_the_prompt_when_the_template_has_none(local_server: LocalServer) -> None:
+def test_tools_go_through_the_grammar_when_the_template_has_none(local_server: LocalServer) -> None:
     assert local_server.supports_tools is False  # SmolLM2's chat template renders no tools
-    assert LocalModel().native_tools is False
+    assert LocalModel().constrained_tools is True  # (tests/e2e/test_local_model_tools.py: what that does)
 
 
 # ---- the Assistant over a PDF ---------------------------------------------------------------------------

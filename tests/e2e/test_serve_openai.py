@@ -387,11 +387,11 @@ def test_a_session_id_keeps_the_conversation_so_a_client_sends_only_the_new_mess
     assert [m["content"] for m in stored] == ["one", "you said 1 things", "two", "you said 3 things"]
 
 
-def test_a_busy_session_is_a_409_and_a_client_leaving_stores_the_partial_answer(tmp_path) -> None:
+def test_a_busy_session_is_a_409_and_a_client_leaving_gets_the_finished_turn_back(tmp_path) -> None:
     from chatagent import Session
 
     store = f"sqlite:///{tmp_path}/sessions.db"
-    llm = PacedLLM(n=500, delay=0.01)
+    llm = PacedLLM(n=120, delay=0.01)
     user = "key:" + hashlib.sha256(b"k-1").hexdigest()[:16]  # the key's principal: its conversations are its own
     with serve(BasicAgent(llm=llm, name="slow"), store=store, api_key="k-1") as server:
         c = client(server, "k-1")
@@ -405,14 +405,18 @@ def test_a_busy_session_is_a_409_and_a_client_leaving_stores_the_partial_answer(
                     c.chat.completions.create(model="slow", messages=msgs, extra_body={"session_id": "s1"})
                 assert info.value.body["code"] == "session_busy"
                 break
-        stream.close()
-        assert llm.closed.wait(10)
-        end = time.monotonic() + 10
-        while not Session("s1", store, user=user).messages() and time.monotonic() < end:
-            time.sleep(0.05)
+        stream.close()  # the client goes away: the turn goes on, on the server
+        back = c.chat.completions.create(model="slow", messages=[], extra_body={"session_id": "s1", "resume": True})
+        answer = back.choices[0].message.content
+        assert answer.startswith("w0 w1 w2") and answer.strip().endswith("w119")  # the whole turn, finished meanwhile
+        assert not llm.closed.is_set()  # its model stream was never cut
+        again = c.chat.completions.create(model="slow", messages=[], stream=True,
+                                          extra_body={"session_id": "s1", "resume": True})  # fmt: skip
+        assert "".join(ch.choices[0].delta.content or "" for ch in again if ch.choices) == answer
+        with pytest.raises(openai.BadRequestError, match="resume"):
+            c.chat.completions.create(model="slow", messages=[], extra_body={"resume": True})
     stored = Session("s1", store, user=user).messages()
-    assert stored[0]["content"] == "go" and stored[-1]["extra"]["interrupted"] is True
-    assert stored[-1]["content"].startswith("w0 w1 w2")
+    assert [m["content"] for m in stored] == ["go", answer]
 
 
 def test_the_app_mounts_inside_another_starlette_service() -> None:

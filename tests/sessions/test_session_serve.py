@@ -58,3 +58,73 @@ def test_two_replicas_continue_one_conversation_alternately(store_url: str, tmp_
     finally:
         for proc in replicas:
             proc.close()
+
+
+RECORDER_MODULE = '''
+import os
+from pathlib import Path
+
+from chatagent import FnCallAgent
+from chatagent.run.context import current_run
+
+LEDGER = Path(os.environ["LEDGER"])
+
+
+def record(n: int) -> str:
+    """Record the number n."""
+    with LEDGER.open("a") as f:
+        f.write(f"{current_run().idempotency_key} {n}\\n")
+    return f"recorded {n}"
+
+
+llm = {"model": "m", "model_server": os.environ["MODEL_URL"], "api_key": "k", "generate_cfg": {"max_retries": 0}}
+agent = FnCallAgent(function_list=[record], llm=llm, name="recorder")
+'''
+
+
+def test_a_client_reconnecting_after_the_server_was_killed_gets_the_finished_turn(
+    store_url: str, tmp_path: Path, openai_server
+) -> None:
+    from tests.support.openai_server import Reply
+
+    agent = tmp_path / "recorder_agent.py"
+    agent.write_text(textwrap.dedent(RECORDER_MODULE))
+    ledger = tmp_path / "ledger"
+    env = {"LEDGER": str(ledger), "MODEL_URL": openai_server.base_url}
+    openai_server.add(
+        Reply(tool_calls=[("record", {"n": 1})]),
+        Reply(tool_calls=[("record", {"n": 2})]),
+        Reply(text="Both are recorded, and", chunk_size=6, stall_after=3, stall=60),  # the server dies in here
+    )
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    args = ["serve", "--agent", f"{agent}:agent", "--port", str(port), "--store", store_url]
+    first = Proc(args, **env)
+    try:
+        first.read_until("serving")
+        body = {"model": "recorder", "session_id": "new", "stream": True,
+                "messages": [{"role": "user", "content": "Record 1 and 2."}]}  # fmt: skip
+        with httpx.stream("POST", url, json=body, timeout=30) as r:
+            trip = r.headers["x-session-id"]  # the id the server made for the conversation
+            for line in r.iter_lines():
+                if "Both" in line:  # the answer is streaming: both tools ran
+                    break
+            first.close()  # SIGKILL
+    finally:
+        first.close()
+    assert len(ledger.read_text().splitlines()) == 2
+    openai_server.add("Recorded 1 and 2.")
+    second = Proc(args, **env)
+    try:
+        second.read_until("serving")
+        hi = {**body, "session_id": trip, "stream": False, "messages": [{"role": "user", "content": "hi"}]}
+        busy = httpx.post(url, json=hi, timeout=30)
+        assert busy.status_code == 409 and busy.json()["error"]["code"] == "session_pending_turn"
+        back = httpx.post(url, json={"model": "recorder", "session_id": trip, "resume": True}, timeout=30)
+        assert back.status_code == 200, back.text
+        assert back.json()["choices"][0]["message"]["content"] == "Recorded 1 and 2."
+        again = httpx.post(url, json={"model": "recorder", "session_id": trip, "resume": True}, timeout=30)
+        assert again.json()["choices"][0]["message"]["content"] == "Recorded 1 and 2."  # the stored turn
+    finally:
+        second.close()
+    assert [line.split()[1] for line in ledger.read_text().splitlines()] == ["1", "2"]  # no tool ran twice

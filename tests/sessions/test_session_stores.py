@@ -129,48 +129,69 @@ def _set_schema_version(url: str, version: int) -> None:
 
 def test_a_store_from_a_newer_chatagent_is_refused_unchanged(store_url: str) -> None:
     before = stored_conversation(store_url)
+    current = store_module.SCHEMA_VERSION
     _set_schema_version(store_url, 99)
-    with pytest.raises(SessionStoreError, match="schema version 99, newer than this chatagent understands \\(1\\)"):
+    with pytest.raises(
+        SessionStoreError, match=f"schema version 99, newer than this chatagent understands \\({current}\\)"
+    ):
         Session("kept", store_url)
-    _set_schema_version_raw(store_url, 1)
+    _set_schema_version_raw(store_url, current)
     assert Session("kept", store_url).messages() == before
 
 
-def _set_schema_version_raw(url: str, version: int) -> None:
-    """Without opening the store through chatagent (which refuses it)."""
+def _set_schema_version_raw(url: str, version: int, *statements: str) -> None:
+    """Without opening the store through chatagent (which refuses it); `statements` run first."""
     if url.startswith("sqlite"):
         with sqlite3.connect(url[len("sqlite:///") :]) as conn:
+            for statement in statements:
+                conn.execute(statement)
             conn.execute("UPDATE chatagent_meta SET value = ? WHERE key = 'schema_version'", (str(version),))
         return
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)
         conn.execute("UPDATE chatagent_meta SET value = %s WHERE key = 'schema_version'", (str(version),))
 
 
 def test_an_older_store_is_migrated_on_open_in_one_transaction(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     before = stored_conversation(store_url)
     close_stores()
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(store_module, "MIGRATIONS", {1: ["ALTER TABLE chatagent_sessions ADD COLUMN pinned {int}"]})
+    current = store_module.SCHEMA_VERSION
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", current + 1)
+    monkeypatch.setitem(store_module.MIGRATIONS, current, ["ALTER TABLE chatagent_sessions ADD COLUMN pinned {int}"])
     s = Session("kept", store_url)
     assert s.messages() == before
-    assert s.store._read("SELECT value FROM chatagent_meta") == [("2",)]
+    assert s.store._read("SELECT value FROM chatagent_meta") == [(str(current + 1),)]
     assert s.store._read("SELECT pinned FROM chatagent_sessions") == [(None,)]
+
+
+def test_a_version_1_store_gets_the_tables_of_turns_in_progress_and_usage(store_url: str) -> None:
+    before = stored_conversation(store_url)
+    close_stores()
+    version_2 = ["DROP TABLE chatagent_pending", "DROP TABLE chatagent_checkpoints",
+                 "ALTER TABLE chatagent_sessions DROP COLUMN usage"]  # fmt: skip
+    _set_schema_version_raw(store_url, 1, *version_2)
+    s = Session("kept", store_url)
+    assert s.messages() == before and s.pending_turn is None and s.usage.calls == 0
+    assert s.store._read("SELECT value FROM chatagent_meta") == [(str(store_module.SCHEMA_VERSION),)]
+    assert s.store._read("SELECT COUNT(*) FROM chatagent_checkpoints") == [(0,)]
 
 
 def test_a_failing_migration_leaves_the_store_at_its_version(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     before = stored_conversation(store_url)
     close_stores()
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
+    current = store_module.SCHEMA_VERSION
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", current + 1)
     steps = ["ALTER TABLE chatagent_sessions ADD COLUMN pinned {int}", "THIS IS NOT SQL"]
-    monkeypatch.setattr(store_module, "MIGRATIONS", {1: steps})
+    monkeypatch.setitem(store_module.MIGRATIONS, current, steps)
     with pytest.raises(SessionStoreError):
         Session("kept", store_url)
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 1)
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", current)
     s = Session("kept", store_url)
     assert s.messages() == before
-    assert s.store._read("SELECT value FROM chatagent_meta") == [("1",)]
+    assert s.store._read("SELECT value FROM chatagent_meta") == [(str(current),)]
 
 
 # ---- attached files -------------------------------------------------------------------------------------

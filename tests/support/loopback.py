@@ -31,6 +31,7 @@ class Request:
     peer: tuple[str, int]
     outcome: str | None = None
     done: threading.Event = field(default_factory=threading.Event, repr=False)
+    at: float = field(default_factory=time.monotonic)  # when its body had been read
 
 
 class ScriptedText:

@@ -13,6 +13,7 @@ Replies are served in order, one per POST /v1/chat/completions (streamed when th
 
     Reply(text='Hi', chunks=['H', 'i'])                     # explicit chunking (else `chunk_size`, default 4)
     Reply(tool_calls=[('get_weather', {'city': 'Paris'})])  # one or more calls (args: dict or JSON string)
+    Reply(tool_calls=[...], object_arguments=True)          # arguments as a JSON object, whole (as Ollama sends)
     Reply(reasoning='thinking...', text='42')               # `reasoning_field='reasoning'` for the other name
     Reply(usage={'prompt_tokens': 7, 'completion_tokens': 3})   # sent when the request asks for it
     Reply(status=429, headers={'Retry-After': '0.2'})       # an HTTP error with an OpenAI error JSON body
@@ -70,6 +71,7 @@ class Reply(ScriptedText):
     tool_calls: list[tuple[str, dict | str]] = field(default_factory=list)
     reasoning: str = ""
     reasoning_field: str = "reasoning_content"
+    object_arguments: bool = False
     usage: dict | None = None
     finish_reason: str | None = None
     model: str | None = None
@@ -278,6 +280,10 @@ def _sse_events(reply: Reply, req: Request, model: str, include_usage: bool):
     for piece in reply.text_chunks():
         yield delta({"content": piece})
     for i, (cid, name, args) in enumerate(reply.calls()):
+        if reply.object_arguments:  # the whole call in one chunk, its arguments an object
+            fn = {"name": name, "arguments": json.loads(args)}
+            yield delta({"tool_calls": [{"index": i, "id": cid, "type": "function", "function": fn}]})
+            continue
         yield delta(
             {"tool_calls": [{"index": i, "id": cid, "type": "function", "function": {"name": name, "arguments": ""}}]}
         )
@@ -295,7 +301,11 @@ def _completion(reply: Reply, req: Request, model: str) -> dict:
         message[reply.reasoning_field] = reply.reasoning
     if reply.tool_calls:
         message["tool_calls"] = [
-            {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+            {
+                "id": cid,
+                "type": "function",
+                "function": {"name": name, "arguments": json.loads(args) if reply.object_arguments else args},
+            }
             for cid, name, args in reply.calls()
         ]
     finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")

@@ -142,8 +142,10 @@ def test_a_session_keeps_the_paused_call_and_resumes_it(tmp_path):
     llm = ScriptedLLM([tool_call("delete", {"path": "x"}), "Deleted."])
     bot = FnCallAgent(llm=llm, function_list=make_tools(ran))
     s = Session("approval", f"sqlite:///{tmp_path}/s.db")
-    bot.run_nonstream(USER, session=s)
-    assert pending_approval(s.messages())
+    assert pending_approval(bot.run_nonstream(USER, session=s))
+    paused = s.pending_turn  # the paused turn waits in the store, not yet one of the session's messages
+    assert paused is not None and paused.kind == "approval" and paused.waiting[0]["name"] == "delete"
+    assert s.messages() == []
     bot.run_nonstream([approval_message(True)], session=s)
     assert ran == [("delete", "x")]
     assert [m["role"] for m in s.messages()] == ["user", "assistant", "user", "function", "assistant"]

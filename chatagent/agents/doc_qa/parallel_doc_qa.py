@@ -175,8 +175,7 @@ class ParallelDocQA(Assistant):
         for i in range(len(pieces)):
             # run_batch is annotated for tool outcomes, but it returns what each call returned: here ask's tuple
             text, usage = cast("tuple[str, Usage]", wait(i))
-            ctx.usage.add(usage.prompt_tokens, usage.completion_tokens)
-            ctx.usage.calls += usage.calls
+            ctx.usage.merge(usage)
             answer = member_answer(text)
             if answer:
                 answers.append(answer)

@@ -12,7 +12,6 @@ import functools
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from chatagent.llm.cut_off import cut_call_error
@@ -28,7 +27,7 @@ from chatagent.llm.fncall.formats import (
     THINK_CLOSE,
     THINK_OPEN,
 )
-from chatagent.llm.stream_modes import closing_stream
+from chatagent.llm.stream_modes import ReplyFilter
 from chatagent.schema import ASSISTANT, FunctionCall, content_text
 from chatagent.schema.fragment import Fragment
 
@@ -101,11 +100,14 @@ class _Trim:
         return out
 
 
-class StreamParser:
+class StreamParser(ReplyFilter):
     """Turns a backend's fragment stream of raw text into text, reasoning and function-call fragments.
 
     Work per chunk is proportional to the chunk (plus a held-back suffix no longer than a tag), so a
-    reply costs time linear in its length however it is chunked. Use `run(fragment_stream)`.
+    reply costs time linear in its length however it is chunked. Use `run(fragment_stream)` (or `arun`).
+    A reply the backend marks as cut off by the token limit (extra['stop_reason'] == 'length') keeps the mark
+    on its text; if it was cut in the middle of a call, ModelServiceError('length') is raised and the call is
+    not emitted.
     """
 
     def __init__(
@@ -136,32 +138,6 @@ class StreamParser:
         self._reasoning_out: list[str] = []
         self._calls_out: list[tuple[FunctionCall, str]] = []
         self._cut = False  # the backend said the reply was cut off by the token limit
-
-    def run(self, stream: Iterable[list[Fragment]]) -> Iterator[list[Fragment]]:
-        """Parse a stream of fragment lists (or whole messages); yield our fragments.
-
-        A reply the backend marks as cut off by the token limit (extra['stop_reason'] == 'length') keeps the
-        mark on its text; if it was cut in the middle of a call, ModelServiceError('length') is raised and the
-        call is not emitted.
-        """
-        for fragments in stream:
-            out = self.push(fragments)
-            if out:
-                yield out
-        out = self.end()
-        if out:
-            yield out
-
-    async def arun(self, stream: AsyncIterator[list[Fragment]]) -> AsyncIterator[list[Fragment]]:
-        """`run` for asyncio (closes `stream` when done or closed early)."""
-        async with closing_stream(stream) as parts:
-            async for fragments in parts:
-                out = self.push(fragments)
-                if out:
-                    yield out
-        out = self.end()
-        if out:
-            yield out
 
     def push(self, fragments: list[Fragment]) -> list[Fragment]:
         """Read one list of the backend's fragments; our fragments so far."""

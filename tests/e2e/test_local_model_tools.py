@@ -1,0 +1,112 @@
+"""Tools on the embedded model (SmolLM2-135M, llama.cpp in this process) by constrained decoding: every reply is an
+answer or a well-formed call of an offered tool, whatever the question; a forced choice calls; a tool-using agent
+runs end to end, in Python and under asyncio. How often the 135M model decides right is measured, not asserted
+(bench/local_tools.py; the figures are in README's embedded-model section)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from chatagent import FnCallAgent
+from chatagent.llm.local import LocalModel, LocalServer, get_server
+from chatagent.tools.from_function import FunctionTool
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # a loaded 2-core machine decodes a few tokens/s
+
+GREEDY = {"temperature": 0, "max_tokens": 32}
+
+
+def get_weather(city: str) -> str:
+    """The current weather in a city."""
+    return f"Sunny and 21 degrees in {city}."
+
+
+def convert_units(value: float, from_unit: str, to_unit: str) -> str:
+    """Convert a value from one unit to another."""
+    return f"{value} {from_unit} is about {value * 0.62:.1f} {to_unit}."
+
+
+TOOLS = {f.__name__: FunctionTool(f) for f in (get_weather, convert_units)}
+SCHEMAS = [t.function for t in TOOLS.values()]
+
+
+@pytest.fixture(scope="module")
+def local_server() -> LocalServer:
+    return get_server()
+
+
+def test_every_reply_is_an_answer_or_a_well_formed_call(local_server: LocalServer) -> None:
+    llm = LocalModel({"generate_cfg": GREEDY})
+    for question in ("What is the weather in Paris?", "Who wrote Hamlet?"):
+        reply = llm.chat([{"role": "user", "content": question}], SCHEMAS, stream=False)
+        calls = [m for m in reply if m.get("function_call")]
+        if calls:
+            [call] = calls
+            tool = TOOLS[call["function_call"]["name"]]  # an offered tool (KeyError otherwise)
+            tool.validate(json.loads(call["function_call"]["arguments"]))  # arguments of the right shape
+        else:
+            assert reply[0]["content"].strip() and "{" not in reply[0]["content"][:1], (question, reply)
+
+
+def test_a_forced_choice_calls_with_valid_arguments_and_streams_nothing_of_it_as_text(local_server) -> None:
+    llm = LocalModel({"generate_cfg": {**GREEDY, "function_choice": "required"}})
+    parts = [f for p in llm.chat([{"role": "user", "content": "Weather in Rome?"}], SCHEMAS, stream=True,
+                                 delta_stream=True) for f in p]  # fmt: skip
+    calls = [f["function_call"] for f in parts if f.get("function_call")]  # dicts in, dicts out
+    assert len(calls) == 1 and not any(f.get("content") for f in parts)
+    TOOLS[calls[0]["name"]].validate(json.loads(calls[0]["arguments"]))
+
+
+def test_a_tool_using_agent_runs_end_to_end_in_python_and_asyncio(local_server: LocalServer) -> None:
+    cfg = {"model_type": "local", "generate_cfg": {**GREEDY, "function_choice": "get_weather"}}
+    bot = FnCallAgent(function_list=[get_weather], llm=cfg)
+    question = [{"role": "user", "content": "What is the weather in Paris today?"}]
+    response = bot.run_nonstream(question)
+    assert [m["role"] for m in response] == ["assistant", "function", "assistant"]
+    assert response[1]["content"].startswith("Sunny and 21 degrees in")  # the tool ran
+    assert response[2]["content"].strip()  # and the model answered from its result (no second call)
+
+    async def go() -> list:
+        last: list = []
+        async for rsp in bot.arun(question):
+            last = rsp
+        return last
+
+    assert [m["role"] for m in asyncio.run(go())] == ["assistant", "function", "assistant"]
+
+
+def test_the_web_ui_shows_the_embedded_models_call_its_result_and_answer(local_server: LocalServer) -> None:
+    import os
+
+    from tests.e2e.test_gui_browser import CHROMIUM, CHROMIUM_ARGS, bot_text, free_port, send
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium")
+    from playwright.sync_api import expect, sync_playwright
+
+    from gui import WebUI
+
+    cfg = {"model_type": "local", "generate_cfg": {**GREEDY, "function_choice": "get_weather"}}
+    ui = WebUI(FnCallAgent(function_list=[get_weather], llm=cfg, name="Weather"))
+    url = ui.run(server_port=free_port(), block=False)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            page = browser.new_context().new_page()
+            page.set_default_timeout(120_000)
+            page.goto(url)
+            page.wait_for_selector("#chat-input textarea")
+            send(page, "What is the weather in Paris today?")
+            expect(page.locator("#chatbot")).to_contain_text("Result of get_weather", timeout=600_000)  # it ran
+            expect(page.locator("#chat-input textarea")).to_be_enabled(timeout=600_000)  # the turn ended
+            titles = page.locator("#chatbot .thought-group .title").all_inner_texts()
+            assert any(t.strip() == "get_weather" for t in titles), titles  # the call, shown as a call
+            assert '"tool"' not in bot_text(page)  # no JSON of the grammar shown
+            page.get_by_role("button", name="Result of get_weather").click()  # the tool's result, folded
+            expect(page.locator("#chatbot")).to_contain_text("Sunny and 21 degrees in")
+            browser.close()
+    finally:
+        ui.close()
