@@ -22,6 +22,7 @@ from chatagent.rag.chunking import source_label
 from chatagent.run.approval import APPROVAL, PENDING_APPROVAL
 from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, content_text
+from chatagent.sessions.errors import SessionStoreError
 from chatagent.utils.keys import mask_secrets
 from gui.icons import badge, icon
 
@@ -318,6 +319,8 @@ def render_error(error: BaseException) -> dict[str, Any]:
         text = f"The model service failed ({error.code}): {error.message}"
     elif isinstance(error, RunDeadlineExceeded):
         text = "The answer took too long and was stopped."
+    elif isinstance(error, SessionStoreError):  # it names the store's file or URL: for the log, not the page
+        text = "The conversation could not be saved: the conversation store is unavailable (the log says why)."
     else:
         text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     return chat_message("assistant", f"{icon('error')} **Error.** {escape_markdown(mask_secrets(text))}")

@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chatagent.schema import ContentItem, FunctionCall, Message
+from chatagent.sessions.errors import SessionStoreError
 from gui.icons import icon
 from gui.render import (
     chat_message,
@@ -156,6 +157,8 @@ def test_pending_input_marker_and_errors_are_readable() -> None:
     err = render_error(ModelServiceError(429, "slow <down>"))
     assert message_text(err) == f"{icon('error')} **Error.** The model service failed (429): slow &lt;down>"
     assert "Traceback" not in message_text(render_error(RuntimeError("boom")))
+    store = message_text(render_error(SessionStoreError("/home/alice/.cache/chatagent/sessions.db: disk I/O error")))
+    assert "conversation store is unavailable" in store and "alice" not in store and "sessions.db" not in store
 
 
 def test_conversation_skips_system_messages() -> None:
