@@ -17,12 +17,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from _memory_peer import PASSAGE_MODEL, QUERY_MODEL, Turn
 from crewai import LLM
 from crewai.memory.types import MemoryRecord, embed_texts
 from crewai.memory.unified_memory import Memory
 from openai import OpenAI
-
-from _memory_peer import QUERY_MODEL, PASSAGE_MODEL, Turn
 
 NOTES = "recall depth='shallow' (deep recall and consolidation need an LLM: none offline)"
 
@@ -60,7 +59,9 @@ class Peer:
         """The turns stored with their own dates (remember() dates a record now)."""
         self.embedder.model = PASSAGE_MODEL
         vectors = embed_texts(self.embedder, [t.text for t in turns])
-        self.fill(user, [t.text for t in turns], vectors, [t.at for t in turns], [(t.session, t.message) for t in turns])
+        self.fill(
+            user, [t.text for t in turns], vectors, [t.at for t in turns], [(t.session, t.message) for t in turns]
+        )
 
     def recall(self, user: str, query: str, k: int) -> list[tuple[int, int]]:
         self.embedder.model = QUERY_MODEL

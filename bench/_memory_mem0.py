@@ -17,10 +17,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from _memory_peer import PASSAGE_MODEL, QUERY_MODEL, Turn
 from mem0 import Memory
 from qdrant_client import QdrantClient
-
-from _memory_peer import QUERY_MODEL, PASSAGE_MODEL, Turn
 
 NOTES = (
     "searches by meaning only offline (BM25 needs fastembed's hub files, entities spaCy's en_core_web_sm); "

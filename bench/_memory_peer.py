@@ -22,16 +22,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 import _memory_sets
+import numpy as np
 import qa_common
 
 DAY = 86400.0
@@ -78,7 +76,9 @@ def quality(adapter: Any, root: Path, url: str) -> dict[str, float]:
     out = {}
     for k in (5, 10):
         found = [set(peer.recall("quality", q.text, k)[:k]) for q in data.questions]
-        out[f"evidence_recall@{k}"] = float(np.mean([bool(q.evidence & f) for q, f in zip(data.questions, found)]))
+        out[f"evidence_recall@{k}"] = float(
+            np.mean([bool(q.evidence & f) for q, f in zip(data.questions, found, strict=True)])
+        )
     return out
 
 
