@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -61,7 +61,7 @@ class Peer:
 
     def ingest(self, user: str, turns: list[Turn]) -> int:
         for t in turns:
-            created = datetime.fromtimestamp(t.at, UTC).isoformat()
+            created = datetime.fromtimestamp(t.at, timezone.utc).isoformat()
             meta = {"session": t.session, "message": t.message, "created_at": created}
             self.memory.add([{"role": t.role, "content": t.text}], user_id=user, metadata=meta, infer=False)
         return len(turns)
@@ -76,7 +76,7 @@ class Peer:
         """Records with the given vectors written as mem0's add writes them (payload and all), its embedder skipped."""
         payloads = []
         for i, (text, at) in enumerate(zip(texts, ats, strict=True)):
-            created = datetime.fromtimestamp(at, UTC).isoformat()
+            created = datetime.fromtimestamp(at, timezone.utc).isoformat()
             payloads.append({"data": text, "hash": hashlib.md5(text.encode()).hexdigest(), "created_at": created,
                              "updated_at": created, "text_lemmatized": text, "user_id": user, "role": "user",
                              "session": -1, "message": i})  # fmt: skip

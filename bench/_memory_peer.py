@@ -13,9 +13,10 @@ prints one JSON line with the figures bench/memory.py prints for chatagent:
 
     python _memory_peer.py NAME --url URL [--sizes 10000,100000] [--budget 600]
 
-An adapter defines NOTES (what does not run offline), version() and a class Peer(root, url, durable) with ingest(user,
-turns) -> count (durable=False: a store that need not outlive the run, for the latency fill), ingest_dated(user, turns) (stored with the turns' own dates), recall(user, query, k) -> [(session,
-message)] best first, and fill(user, texts, vectors, ats) (records with given vectors, the embedder skipped).
+An adapter defines NOTES (what does not run offline), version() and a class Peer(root, url, durable) (durable=False:
+a store that need not outlive the run, for the latency fill) with ingest(user, turns) -> count, ingest_dated(user,
+turns) (stored with the turns' own dates), recall(user, query, k) -> [(session, message)] best first, and
+fill(user, texts, vectors, ats) (records with the given vectors, the embedder skipped).
 """
 
 from __future__ import annotations

@@ -195,7 +195,8 @@ def peers(names: list[str], args: argparse.Namespace, figures: dict[str, float])
                 if f"recall_p50_ms@{n}" in r else "not measured")  # fmt: skip
             row(f"recall_ms@{size} p50, the question asked again (its vector remembered; peers: an HTTP round trip)",
                 f"{figures[f'recall_again_p50_ms@{size}']:.1f}",
-                lambda r, n=size: f"{r[f'recall_again_p50_ms@{n}']:.1f}" if f"recall_p50_ms@{n}" in r else "not measured")  # fmt: skip
+                lambda r, n=size: f"{r[f'recall_again_p50_ms@{n}']:.1f}"
+                if f"recall_p50_ms@{n}" in r else "not measured")  # fmt: skip
 
 
 def load_line() -> str:

@@ -40,7 +40,7 @@ def default_signals() -> None:
 
 
 def find_binary(name: str, bin_dir: Path | None = None) -> str | None:
-    """A PostgreSQL server program from `bin_dir`, else Debian's (in /usr/lib/postgresql/<version>/bin, newest first)."""
+    """A PostgreSQL server program from `bin_dir`, else Debian's (/usr/lib/postgresql/<version>/bin, newest first)."""
     if bin_dir is not None:
         return str(bin_dir / name) if (bin_dir / name).is_file() else None
     found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(p.split("/")[4]), reverse=True)
@@ -59,8 +59,9 @@ def pgvector_bin_dir() -> Path | None:
 def unavailable(bin_dir: Path | None = None) -> str | None:
     """Why a cluster (of `bin_dir`'s programs, else Debian's) cannot be made here, or None."""
     if find_binary("initdb", bin_dir) is None or find_binary("pg_ctl", bin_dir) is None:
-        return f"no PostgreSQL programs in {bin_dir}" if bin_dir else (
-            "PostgreSQL is not installed (Debian's postgresql package; scripts/setup.sh installs it as root)")  # fmt: skip
+        if bin_dir is not None:
+            return f"no PostgreSQL programs in {bin_dir}"
+        return "PostgreSQL is not installed (Debian's postgresql package; scripts/setup.sh installs it as root)"
     if os.geteuid() == 0:
         try:
             pwd.getpwnam(OWNER)
@@ -110,8 +111,8 @@ class PostgresCluster:
 
     def start(self) -> Self:
         try:
-            self._run(find_binary("initdb", self.bin_dir), "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
-                      "--no-sync")  # fmt: skip
+            initdb = find_binary("initdb", self.bin_dir)
+            self._run(initdb, "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
             for attempt in range(3):  # the free port may be taken between finding it and binding it
                 self.port = free_port()
                 options = (
