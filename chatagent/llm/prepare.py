@@ -152,8 +152,11 @@ def marked_data(messages: Sequence[Message | dict[str, Any]], memo: Marked) -> l
     marked copy is given again as long as neither it nor the copy changed (a model call's input is its own)."""
     out: list[Message | dict[str, Any]] = []
     for m in messages:
-        if type(m) is not Message or m.role != FUNCTION or type(m.content) is not str:
+        if type(m) is not Message or type(m.content) is not str:
             out.append(as_data(m))
+            continue
+        if m.role != FUNCTION:
+            out.append(m)
             continue
         known = memo.get(id(m))  # (the memo holds the message: its id is not reused while it is there)
         if known is None or known[1] != _fields(m) or _fields(known[2]) != known[3]:
