@@ -69,7 +69,10 @@ def test_each_model_call_gets_the_tool_results_marked_once_however_a_hook_change
     paris = untrusted("Paris: 21 celsius", "tool get_weather")
     assert [m.content for m in llm.calls[1].messages if m.role == "function"] == ["seen: " + paris]
     third = [m for m in llm.calls[2].messages if m.role == "function"]
-    assert [m.content for m in third] == ["seen: " + paris, "seen: " + untrusted("Oslo: 21 celsius", "tool get_weather")]
+    assert [m.content for m in third] == [
+        "seen: " + paris,
+        "seen: " + untrusted("Oslo: 21 celsius", "tool get_weather"),
+    ]
     assert [m.extra["seen"] for m in third] == [1, 1]
     assert [m["content"] for m in rsp if m["role"] == "function"] == ["Paris: 21 celsius", "Oslo: 21 celsius"]
     assert all("seen" not in m["extra"] for m in rsp if m["role"] == "function")
