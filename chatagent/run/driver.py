@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Generator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from chatagent.llm.base import Usage
-from chatagent.run.events import LLM_END, LLM_START, RUN_END, RUN_START, Event, deliver, handlers
+from chatagent.run.events import LLM_END, LLM_START, RUN_END, RUN_START, deliver, handlers, make_event
 from chatagent.run.handle import close_stream
 from chatagent.run.requests import (
     AgentLoop,
@@ -67,7 +67,7 @@ class ModelStream:
                 fns = call.functions or ()
                 names = [f.get("name") for f in fns]
                 data = {"messages": len(call.messages), "functions": names}
-                deliver(found, Event(LLM_START, _agent_name(ctx), data=data, run=ctx))
+                deliver(found, make_event(LLM_START, _agent_name(ctx), ctx, data=data))
             self.t0 = time.perf_counter()
 
     def push(self, fragments: Fragments) -> Fragments | None:
@@ -107,11 +107,8 @@ class ModelStream:
             if found:
                 llm = call.llm
                 data = {"model": llm.model, "model_type": llm.model_type, "input": call.messages, "output": reply}
-                event = Event(
-                    LLM_END, _agent_name(ctx), duration=time.perf_counter() - self.t0, usage=usage, error=self.error,
-                    data=data, run=ctx,
-                )  # fmt: skip
-                deliver(found, event)
+                duration = time.perf_counter() - self.t0
+                deliver(found, make_event(LLM_END, _agent_name(ctx), ctx, duration, usage, self.error, data))
         call.done, call.result = True, reply
         return reply
 
@@ -346,10 +343,9 @@ def _astart_tools(batch: ToolBatch) -> list[asyncio.Future[Any]]:
 
 def observed(gen: AgentLoop, ctx: RunContext) -> AgentLoop:
     """The run's stream, with run_start and run_end events around it."""
-    callbacks = ctx.callbacks
-    found = handlers(callbacks, RUN_START)
+    found = handlers(ctx.callbacks, RUN_START)
     if found:
-        deliver(found, Event(RUN_START, ctx.agent_name, run=ctx))
+        deliver(found, make_event(RUN_START, ctx.agent_name, ctx))
     start = time.perf_counter()
     error = None
     try:
@@ -360,10 +356,9 @@ def observed(gen: AgentLoop, ctx: RunContext) -> AgentLoop:
     finally:
         close_stream(gen)
         duration = time.perf_counter() - start
-        found = handlers(callbacks, RUN_END)
+        found = handlers(ctx.callbacks, RUN_END)  # as they are now (tracing drops itself from a run it leaves out)
         if found:
-            end = Event(RUN_END, ctx.agent_name, duration=duration, usage=ctx.usage, error=error, run=ctx)
-            deliver(found, end)
+            deliver(found, make_event(RUN_END, ctx.agent_name, ctx, duration, ctx.usage, error))
 
 
 __all__ = [

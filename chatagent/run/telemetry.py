@@ -31,7 +31,7 @@ import random
 from collections.abc import Callable
 from typing import Any, cast
 
-from chatagent.run.events import Callbacks, Event, add_global_callback, remove_global_callback
+from chatagent.run.events import TOOL_END, Callbacks, Event, add_global_callback, remove_global_callback
 from chatagent.schema import Message
 from chatagent.utils.extras import missing_dependency
 
@@ -69,7 +69,9 @@ def uninstrument() -> None:
 
 class _Tracing(Callbacks):
     """Spans from a run's events: the run's span (and its context) is kept in its RunContext (`trace`) while it
-    lasts; model and tool spans are made when they end, with the times they started and ended."""
+    lasts; model and tool spans are made when they end, with the times they started and ended. A run that sampling
+    leaves out drops this callback from its callbacks (and so from the runs inside it): it builds no more events
+    for it."""
 
     def __init__(self, tracer: Any, capture_content: bool, sample: float = 1.0) -> None:
         from opentelemetry import trace
@@ -81,6 +83,7 @@ class _Tracing(Callbacks):
         self._in_context = trace.set_span_in_context
         self._client, self._internal = SpanKind.CLIENT, SpanKind.INTERNAL
         self._error: Callable[[str], Any] = lambda text: Status(StatusCode.ERROR, text)
+        self._chats: dict[tuple[str, str], tuple[str, str, str]] = {}  # (model, model_type): its span's name...
 
     @staticmethod
     def _parent(run: Any) -> Any:
@@ -97,57 +100,66 @@ class _Tracing(Callbacks):
         run = event.run
         if run is None:
             return
-        parent = self._parent(run.parent)
-        if parent is _LEFT_OUT or (run.parent is None and self.sample < 1 and random.random() >= self.sample):
+        outer = run.parent
+        parent = None if outer is None else self._parent(outer)
+        if parent is _LEFT_OUT or (outer is None and self.sample < 1 and random.random() >= self.sample):
             run.trace = _LEFT_OUT
+            run.callbacks = tuple(cb for cb in run.callbacks if cb is not self)
             return
         name = event.agent or "agent"
         attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name}
         span = self.tracer.start_span(
-            f"invoke_agent {name}", parent, self._internal, attributes, start_time=_ns(event.time)
+            f"invoke_agent {name}", parent, self._internal, attributes, start_time=int(event.time * 1e9)
         )
         run.trace = (span, self._in_context(span))  # the span, and the context its children go under
 
     def on_run_end(self, event: Event) -> None:
-        if event.run is None or event.run.trace is None or event.run.trace is _LEFT_OUT:
+        run = event.run
+        trace = None if run is None else run.trace
+        if trace is None or trace is _LEFT_OUT:
             return
-        span = event.run.trace[0]
-        if event.usage is not None:
-            usage = event.usage
+        span = trace[0]
+        usage = event.usage
+        if usage is not None:
             span.set_attributes(
-                {
-                    "gen_ai.usage.input_tokens": usage.prompt_tokens,
-                    "gen_ai.usage.output_tokens": usage.completion_tokens,
-                }
+                {"gen_ai.usage.input_tokens": usage.prompt_tokens, "gen_ai.usage.output_tokens": usage.completion_tokens}
             )
         if event.error:
             self._failed(span, event.error, _error_type(event.error))
-        span.end(end_time=_ns(event.time))
+        span.end(end_time=int(event.time * 1e9))
 
     def on_llm_end(self, event: Event) -> None:
-        parent = self._parent(event.run)
+        run = event.run
+        trace = None if run is None else run.trace
+        parent = trace[1] if trace is not None and trace is not _LEFT_OUT else self._parent(run)
         if parent is _LEFT_OUT:
             return
         data = event.data
-        model = data.get("model") or "unknown"
-        model_type = data.get("model_type") or ""
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.request.model": model,
-            "gen_ai.provider.name": _PROVIDERS.get(model_type, model_type or "unknown"),
-        }
-        if event.usage is not None:
-            attributes["gen_ai.usage.input_tokens"] = event.usage.prompt_tokens
-            attributes["gen_ai.usage.output_tokens"] = event.usage.completion_tokens
+        key = (data.get("model") or "unknown", data.get("model_type") or "")
+        known = self._chats.get(key)
+        if known is None:
+            model, model_type = key
+            known = self._chats[key] = (f"chat {model}", model, _PROVIDERS.get(model_type, model_type or "unknown"))
+        name, model, provider = known
+        usage = event.usage
+        if usage is None:
+            attributes: dict[str, Any] = {
+                "gen_ai.operation.name": "chat", "gen_ai.request.model": model, "gen_ai.provider.name": provider,
+            }  # fmt: skip
+        else:
+            attributes = {
+                "gen_ai.operation.name": "chat", "gen_ai.request.model": model, "gen_ai.provider.name": provider,
+                "gen_ai.usage.input_tokens": usage.prompt_tokens, "gen_ai.usage.output_tokens": usage.completion_tokens,
+            }  # fmt: skip
         if self.capture_content:
             attributes["gen_ai.input.messages"] = _messages_json(data.get("input") or [])
             attributes["gen_ai.output.messages"] = _messages_json(data.get("output") or [])
-        self._closed_span(
-            f"chat {model}", self._client, attributes, event, _error_type(event.error) if event.error else "", parent
-        )
+        self._closed_span(name, self._client, attributes, event, parent)
 
     def on_tool_end(self, event: Event) -> None:
-        parent = self._parent(event.run)
+        run = event.run
+        trace = None if run is None else run.trace
+        parent = trace[1] if trace is not None and trace is not _LEFT_OUT else self._parent(run)
         if parent is _LEFT_OUT:
             return
         attributes: dict[str, Any] = {
@@ -161,27 +173,20 @@ class _Tracing(Callbacks):
             attributes["gen_ai.tool.call.arguments"] = event.arguments or ""
             result = event.result
             attributes["gen_ai.tool.call.result"] = result if isinstance(result, str) else _json(result)
-        error_type = event.data.get("error_kind") or ""
-        self._closed_span(f"execute_tool {event.tool}", self._internal, attributes, event, error_type, parent)
+        self._closed_span(f"execute_tool {event.tool}", self._internal, attributes, event, parent)
 
-    def _closed_span(
-        self, name: str, kind: Any, attributes: dict[str, Any], e: Event, error_type: str, parent: Any
-    ) -> None:
-        end = _ns(e.time)
-        start = end - int((e.duration or 0.0) * 1e9)
-        span = self.tracer.start_span(name, parent, kind, attributes, start_time=start)
+    def _closed_span(self, name: str, kind: Any, attributes: dict[str, Any], e: Event, parent: Any) -> None:
+        end = int(e.time * 1e9)
+        span = self.tracer.start_span(name, parent, kind, attributes, start_time=end - int((e.duration or 0.0) * 1e9))
         if e.error:
-            self._failed(span, e.error, error_type)
+            error_type = e.data.get("error_kind") if e.kind == TOOL_END else _error_type(e.error)
+            self._failed(span, e.error, error_type or "")
         span.end(end_time=end)
 
     def _failed(self, span: Any, text: str, error_type: str) -> None:
         span.set_attribute("error.type", error_type or "_OTHER")
         # an error's text may quote the prompt, a document or a tool's arguments: content, kept out unless asked for
         span.set_status(self._error(text[:300] if self.capture_content else error_type or "_OTHER"))
-
-
-def _ns(t: float) -> int:
-    return int(t * 1e9)
 
 
 def _error_type(error: str) -> str:

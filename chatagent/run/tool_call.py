@@ -45,9 +45,7 @@ def emit_tool_start(agent: str | None, tool: str, arguments: Any, call_id: str |
     found = events.handlers(run.callbacks, events.TOOL_START)
     if found:
         raw = arguments if isinstance(arguments, str) else str(arguments)
-        events.deliver(
-            found, events.Event(events.TOOL_START, agent, tool=tool, arguments=raw, call_id=call_id, run=run)
-        )
+        events.deliver(found, events.make_event(events.TOOL_START, agent, run, tool=tool, arguments=raw, call_id=call_id))
 
 
 def emit_tool_end(agent: str | None, outcome: Any, run: RunContext) -> None:
@@ -55,11 +53,11 @@ def emit_tool_end(agent: str | None, outcome: Any, run: RunContext) -> None:
     it; the Event is built only if one does."""
     found = events.handlers(run.callbacks, events.TOOL_END)
     if found:
-        event = events.Event(
-            events.TOOL_END, agent, duration=outcome.duration, tool=outcome.name, arguments=outcome.arguments,
-            call_id=outcome.call_id, result=outcome.content, error=outcome.content if outcome.error else None,
-            data={"error_kind": outcome.error, "cached": outcome.cached}, run=run,
-        )  # fmt: skip
+        event = events.make_event(
+            events.TOOL_END, agent, run, outcome.duration, error=outcome.content if outcome.error else None,
+            data={"error_kind": outcome.error, "cached": outcome.cached}, tool=outcome.name,
+            arguments=outcome.arguments, call_id=outcome.call_id, result=outcome.content,
+        )
         events.deliver(found, event)
 
 

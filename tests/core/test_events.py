@@ -45,13 +45,15 @@ def built(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The kinds of the Events the run builds, in order."""
     kinds: list[str] = []
 
+    make_event = events.make_event
+
     def counted(*args: Any, **kwargs: Any) -> Event:
-        event = Event(*args, **kwargs)
+        event = make_event(*args, **kwargs)
         kinds.append(event.kind)
         return event
 
-    monkeypatch.setattr(events, "Event", counted)
-    monkeypatch.setattr(driver_module, "Event", counted)
+    monkeypatch.setattr(events, "make_event", counted)
+    monkeypatch.setattr(driver_module, "make_event", counted)
     return kinds
 
 
