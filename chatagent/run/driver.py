@@ -109,6 +109,9 @@ class ModelStream:
                 data = {"model": llm.model, "model_type": llm.model_type, "input": call.messages, "output": reply}
                 duration = time.perf_counter() - self.t0
                 deliver(found, make_event(LLM_END, _agent_name(ctx), ctx, duration, usage, self.error, data))
+            trace = getattr(ctx, "trace", None)  # the run's RunTrace when it is traced (chatagent.run.telemetry)
+            if trace is not None:
+                trace.llm_end(call, usage, self.t0, self.error, reply)
         call.done, call.result = True, reply
         return reply
 
@@ -356,9 +359,11 @@ def observed(gen: AgentLoop, ctx: RunContext) -> AgentLoop:
     finally:
         close_stream(gen)
         duration = time.perf_counter() - start
-        found = handlers(ctx.callbacks, RUN_END)  # as they are now (tracing drops itself from a run it leaves out)
+        found = handlers(ctx.callbacks, RUN_END)
         if found:
             deliver(found, make_event(RUN_END, ctx.agent_name, ctx, duration, ctx.usage, error))
+        if ctx.trace is not None:
+            ctx.trace.end(ctx.usage, error)
 
 
 __all__ = [
