@@ -45,7 +45,8 @@ def emit_tool_start(agent: str | None, tool: str, arguments: Any, call_id: str |
     found = events.handlers(run.callbacks, events.TOOL_START)
     if found:
         raw = arguments if isinstance(arguments, str) else str(arguments)
-        events.deliver(found, events.make_event(events.TOOL_START, agent, run, tool=tool, arguments=raw, call_id=call_id))
+        event = events.make_event(events.TOOL_START, agent, run, tool=tool, arguments=raw, call_id=call_id)
+        events.deliver(found, event)
 
 
 def emit_tool_end(agent: str | None, outcome: Any, run: RunContext) -> None:
@@ -59,7 +60,7 @@ def emit_tool_end(agent: str | None, outcome: Any, run: RunContext) -> None:
             events.TOOL_END, agent, run, outcome.duration, error=outcome.content if outcome.error else None,
             data={"error_kind": outcome.error, "cached": outcome.cached}, tool=outcome.name,
             arguments=outcome.arguments, call_id=outcome.call_id, result=outcome.content,
-        )
+        )  # fmt: skip
         events.deliver(found, event)
 
 
