@@ -89,6 +89,17 @@ def test_the_events_a_run_builds_are_whole_events():
     assert first.data == {} and first.data is not second.data and first.time <= second.time
 
 
+def test_a_global_callback_also_given_to_the_run_gets_each_event_once():
+    """A run given its caller's callbacks (ParallelDocQA's members get the run's) holds the global ones already."""
+    log: list[Event] = []
+    events.add_global_callback(log.append)
+    try:
+        tool_bot().run_nonstream(USER, callbacks=[log.append])
+    finally:
+        events.remove_global_callback(log.append)
+    assert [e.kind for e in log].count("run_start") == 1 and [e.kind for e in log].count("llm_end") == 2
+
+
 def test_handlers_of_a_kind():
     ends = Ends()
 
