@@ -345,7 +345,7 @@ def _astart_tools(batch: ToolBatch) -> list[asyncio.Future[Any]]:
 
 
 def observed(gen: AgentLoop, ctx: RunContext) -> AgentLoop:
-    """The run's stream, with run_start and run_end events around it."""
+    """The run's stream, with run_start and run_end events around it (and its trace's end, when it is traced)."""
     found = handlers(ctx.callbacks, RUN_START)
     if found:
         deliver(found, make_event(RUN_START, ctx.agent_name, ctx))
