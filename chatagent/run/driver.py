@@ -55,18 +55,14 @@ class ModelStream:
         self._observed = bool(ctx.callbacks)
         self.usage = Usage() if self._observed else ctx.usage  # observed: this call's own usage, for its event
         self.reply = Collector()
-        self.start = call.start
-        self.view = call.view
-        self.maps = call.maps
+        self.start, self.view, self.maps = call.start, call.view, call.maps
         self.deadline = ctx.deadline
         self.error: str | None = None
         self.t0 = 0.0
         if self._observed:
             found = handlers(ctx.callbacks, LLM_START)
             if found:
-                fns = call.functions or ()
-                names = [f.get("name") for f in fns]
-                data = {"messages": len(call.messages), "functions": names}
+                data = {"messages": len(call.messages), "functions": [f.get("name") for f in call.functions or ()]}
                 deliver(found, make_event(LLM_START, _agent_name(ctx), ctx, data=data))
             self.t0 = time.perf_counter()
 
@@ -101,17 +97,16 @@ class ModelStream:
         reply = self.reply.messages()
         if self._observed:
             ctx = call.context
-            usage = self.usage
-            ctx.usage.merge(usage)
+            ctx.usage.merge(self.usage)
             found = handlers(ctx.callbacks, LLM_END)
             if found:
                 llm = call.llm
                 data = {"model": llm.model, "model_type": llm.model_type, "input": call.messages, "output": reply}
                 duration = time.perf_counter() - self.t0
-                deliver(found, make_event(LLM_END, _agent_name(ctx), ctx, duration, usage, self.error, data))
+                deliver(found, make_event(LLM_END, _agent_name(ctx), ctx, duration, self.usage, self.error, data))
             trace = getattr(ctx, "trace", None)  # the run's RunTrace when it is traced (chatagent.run.telemetry)
             if trace is not None:
-                trace.llm_end(call, usage, self.t0, self.error, reply)
+                trace.llm_end(call, self.usage, self.t0, self.error, reply)
         call.done, call.result = True, reply
         return reply
 

@@ -171,6 +171,12 @@ def _set_global_callbacks(callbacks: tuple[Callback, ...]) -> None:
     global_callbacks = callbacks
 
 
+def with_global_callbacks(own: tuple[Callback, ...]) -> tuple[Callback, ...]:
+    """A run's callbacks: its `own`, then the global ones not among them (a run may be given its caller's
+    callbacks, which hold the global ones already: each callback is told once)."""
+    return own + tuple(cb for cb in global_callbacks if cb not in own)
+
+
 def as_callbacks(value: Any) -> tuple[Callback, ...]:
     """Callbacks given as one callback, a list, or None, as a tuple."""
     if value is None:
@@ -190,4 +196,5 @@ __all__ = [
     "handlers",
     "make_event",
     "remove_global_callback",
+    "with_global_callbacks",
 ]
