@@ -7,18 +7,21 @@
     length policy, and a plugin with before/after model and tool hooks); the difference per model call.
     Goal: <= 50 us per model call.
 (b) the same with tracing on (`chatagent.telemetry.instrument` to an SDK TracerProvider whose batch processor
-    drops the spans): spans for the run, each model call and each tool call. Goal: <= 50 us per model call. Beside
-    it, our own part (the same with OpenTelemetry's no-op provider: events and our callback; goal <= 5 us), split
-    into the run's events (a callback that takes them and does nothing) and our callback; the cost when a sampler
-    keeps no trace (ParentBased(TraceIdRatioBased(0))), and when chatagent's own sampling leaves the run out
-    (`instrument(sample=...)`); the SDK's own cost
-    of one span (start, 5 attributes, end, batch processor) in a loop alone (a run with one model call makes two),
-    and the SDK calls our tracing makes for the run's spans replayed right after each untraced run: what the
-    SDK costs where it is paid (more than in a loop alone: the run and the SDK share the CPU's caches).
+    drops the spans): spans for the run, each model call and each tool call. Goal: <= 50 us per model call. It is
+    split into the SDK's part and ours: the SDK's is the same SDK calls our tracing makes for the run's spans (same
+    arguments and attributes), replayed right after each untraced run (where it is paid: the run and the SDK share
+    the CPU's caches; beside it, one span in a loop alone); ours (goal <= 5 us) is the rest: with tracing minus
+    without minus the SDK's, itself split into an observed run's cost (a callback that takes the event tracing
+    takes, run_start, and does nothing) and our tracing. Then the cost when a sampler of the SDK keeps no trace (ParentBased(TraceIdRatioBased(0)))
+    and when chatagent's own sampling leaves the run out (`instrument(sample=...)`).
 (c) a 16k-chunk answer through BasicAgent: reference without anything, then with the 3 plugins, with tracing,
     and with both. Goal: <= 5 % of the stream.
 (d) the response cache: a 16k-chunk answer from the loopback OpenAI-compatible server (the reference) beside the
     same answer replayed from the cache (SQLite), through BasicAgent.
+(e) (b)'s split into ours and the SDK's in CPU instructions, which a busy machine does not change (when valgrind
+    is installed): the reference, the traced run and the SDK's replay beside it, each under cachegrind with 10 and
+    then 210 runs after a warm-up, the difference over 200; in us at the rate the reference ran at in (a) (its CPU
+    time over its instructions: a busy machine slows that rate, so these us err high).
 
 Times are CPU time of this process (other processes on a shared machine do not count), the best of interleaved
 repeats (in a and b, each variant's batch of runs in turn with the others').
@@ -93,11 +96,12 @@ def per_run_us(fn: Callable[[], object], runs: int, repeats: int) -> float:
 
 
 class Tracing:
-    """chatagent instrumented to an SDK TracerProvider whose batch processor drops the spans (`noop=True`: to
-    OpenTelemetry's no-op provider, which leaves only our own work; `sample=0.0`: an SDK provider whose sampler
-    keeps no trace, as a sampled-out run costs; `ours=0.0`: chatagent's own sampling, `instrument(sample=0.0)`)."""
+    """chatagent instrumented to an SDK TracerProvider whose batch processor drops the spans (`sample=0.0`: an SDK
+    provider whose sampler keeps no trace, as a sampled-out run costs; `ours=0.0`: chatagent's own sampling,
+    `instrument(sample=0.0)`). The processor exports every 512 spans (its default batch), and not on a timer
+    within a measurement: its thread's work then depends on the spans only."""
 
-    def __init__(self, noop: bool = False, sample: float | None = None, ours: float = 1.0) -> None:
+    def __init__(self, sample: float | None = None, ours: float = 1.0) -> None:
         self.ours = ours  # instrument(sample=): the share of runs chatagent traces at all
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -107,14 +111,9 @@ class Tracing:
             def export(self, spans):  # noqa: ANN001
                 return SpanExportResult.SUCCESS
 
-        if noop:
-            from opentelemetry.trace import NoOpTracerProvider
-
-            self.provider = NoOpTracerProvider()
-            return
         sampler = ParentBased(TraceIdRatioBased(sample)) if sample is not None else None
         self.provider = TracerProvider(sampler=sampler) if sampler is not None else TracerProvider()
-        self.provider.add_span_processor(BatchSpanProcessor(Drop()))
+        self.provider.add_span_processor(BatchSpanProcessor(Drop(), schedule_delay_millis=3_600_000))
 
     def __enter__(self) -> Tracing:
         from chatagent.run import telemetry
@@ -129,23 +128,15 @@ class Tracing:
 
 
 class EventsOnly:
-    """A global callback that takes the events tracing takes and does nothing with them: what the run's event
-    machinery costs (building the events, the run's start and end around it), without our tracing's work."""
+    """A global callback that takes the event tracing takes (run_start) and does nothing with it: what an observed
+    run costs (its run_start event, the run's start and end around it, each call's own usage), without our
+    tracing's work."""
 
     def __init__(self) -> None:
         from chatagent.run.events import Callbacks
 
         class Nothing(Callbacks):
             def on_run_start(self, e):  # noqa: ANN001
-                pass
-
-            def on_run_end(self, e):  # noqa: ANN001
-                pass
-
-            def on_llm_end(self, e):  # noqa: ANN001
-                pass
-
-            def on_tool_end(self, e):  # noqa: ANN001
                 pass
 
         self.callback = Nothing()
@@ -190,17 +181,15 @@ def sdk_spans_beside(run: Callable[[], object], calls: int) -> Callable[[], obje
     agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "agent"}
     usage = {"gen_ai.usage.input_tokens": 24, "gen_ai.usage.output_tokens": 68}
 
-    def replayed() -> None:
+    def replayed() -> None:  # the same dicts each time (the SDK copies them): building them is our tracing's cost
         run()
         t = time.time_ns()
-        span = tracer.start_span("invoke_agent agent", None, SpanKind.INTERNAL, dict(agent), start_time=t)
+        span = tracer.start_span("invoke_agent agent", None, SpanKind.INTERNAL, agent, start_time=t)
         parent = trace.set_span_in_context(span)
         for i in range(calls):
             if i:
-                tracer.start_span("execute_tool weather", parent, SpanKind.INTERNAL, dict(tool), start_time=t).end(
-                    end_time=t
-                )
-            tracer.start_span("chat m", parent, SpanKind.CLIENT, dict(chat), start_time=t).end(end_time=t)
+                tracer.start_span("execute_tool weather", parent, SpanKind.INTERNAL, tool, start_time=t).end(end_time=t)
+            tracer.start_span("chat m", parent, SpanKind.CLIENT, chat, start_time=t).end(end_time=t)
         span.set_attributes(usage)
         span.end(end_time=t)
 
@@ -224,45 +213,111 @@ def interleaved(
     return times
 
 
-def bench_per_call(runs: int, repeats: int) -> None:
+SCENARIOS = {"basic": (basic, 1), "tool": (with_tool, 2)}  # how to make the runs, and their model calls
+
+
+def variant(name: str, scenario: str) -> tuple[Callable[[], object], Tracing | EventsOnly | None]:
+    """A run of `scenario` as `name` measures it, and the tracing it runs under (None: none)."""
+    make, calls = SCENARIOS[scenario]
+    if name == "plug":
+        return make(three_plugins()), None
+    if name == "beside":
+        return sdk_spans_beside(make(None), calls), None
+    on = {"traced": Tracing, "events": EventsOnly, "sampled_out": lambda: Tracing(sample=0.0),
+          "left_out": lambda: Tracing(ours=0.0)}  # fmt: skip
+    return make(None), on[name]() if name in on else None
+
+
+def bench_per_call(runs: int, repeats: int) -> dict[str, float]:
+    """(a) and (b); each scenario's reference in us per run."""
     sdk = sdk_span_us(runs, repeats)
-    show("b_sdk_span_us", f"{sdk:.1f} per span (reference: the OpenTelemetry SDK's own cost, batch processor)")
-    tracing, noop, sampled_out, events = Tracing(), Tracing(noop=True), Tracing(sample=0.0), EventsOnly()
-    left_out = Tracing(ours=0.0)
-    for name, make, calls in (("basic", basic, 1), ("tool", with_tool, 2)):
-        variants = {
-            "ref": (make(None), None),
-            "plug": (make(three_plugins()), None),
-            "traced": (make(None), tracing),
-            "ours": (make(None), noop),
-            "beside": (sdk_spans_beside(make(None), calls), None),
-            "events": (make(None), events),
-            "sampled_out": (make(None), sampled_out),
-            "left_out": (make(None), left_out),
-        }
-        times = interleaved(variants, runs, repeats)
-        ref, plug, traced, ours, beside, events_t, sampled_t, left_t = (times[k] for k in variants)
+    show("b_sdk_span_us", f"{sdk:.1f} per span (the OpenTelemetry SDK's own cost in a loop alone, batch processor)")
+    refs = {}
+    for name, (_, calls) in SCENARIOS.items():
+        names = ("ref", "plug", "traced", "beside", "events", "sampled_out", "left_out")
+        times = interleaved({v: variant(v, name) for v in names}, runs, repeats)
+        ref, plug, traced, beside, events_t, sampled_t, left_t = (times[k] for k in names)
+        refs[name] = ref
         spans = 1 + calls + (calls - 1)  # the run, its model calls, its tool calls
+        per_call = {k: (t - ref) / calls for k, t in times.items()}
+        ours, sdk_beside = per_call["traced"] - per_call["beside"], per_call["beside"]
         show(f"a_{name}_run_reference_us", f"{ref:.1f} per run ({calls} model call{'s' if calls > 1 else ''})")
         show(
             f"a_{name}_3_plugins_us_per_model_call",
-            f"{(plug - ref) / calls:.1f} (run {plug:.1f} vs reference {ref:.1f}; goal <= 50)",
+            f"{per_call['plug']:.1f} (run {plug:.1f} vs reference {ref:.1f}; goal <= 50)",
         )
         show(
             f"b_{name}_tracing_us_per_model_call",
-            f"{(traced - ref) / calls:.1f} (run {traced:.1f} vs reference {ref:.1f}; goal <= 50); of which ours "
-            f"{(ours - ref) / calls:.1f} (no-op provider) and the SDK's {spans} spans ~{spans * sdk / calls:.1f} in a "
-            f"loop alone, {(beside - ref) / calls:.1f} beside the run",
+            f"{per_call['traced']:.1f} (run {traced:.1f} vs reference {ref:.1f}; goal <= 50): ours {ours:.1f} and "
+            f"the SDK's {sdk_beside:.1f} ({spans} spans replayed beside the run; ~{spans * sdk / calls:.1f} in a loop "
+            "alone)",
         )
         show(
             f"b_{name}_tracing_ours_us_per_model_call",
-            f"{(ours - ref) / calls:.1f} (goal <= 5): the run's events {(events_t - ref) / calls:.1f} "
-            f"(a callback taking them and doing nothing), our tracing callback {(ours - events_t) / calls:.1f}",
+            f"{ours:.1f} (goal <= 5; with tracing minus without minus the SDK's {sdk_beside:.1f}): an observed run "
+            f"{per_call['events']:.1f} (a callback taking run_start and doing nothing), our tracing "
+            f"{ours - per_call['events']:.1f}",
         )
+        show(f"b_{name}_tracing_sdk_us_per_model_call", f"{sdk_beside:.1f} (the SDK's part, beside ours {ours:.1f})")
         show(
             f"b_{name}_tracing_sampled_out_us_per_model_call",
             f"{(sampled_t - ref) / calls:.1f} (an SDK provider whose sampler keeps no trace); "
-            f"{(left_t - ref) / calls:.1f} left out by instrument(sample=...); beside all kept: {(traced - ref) / calls:.1f}",
+            f"{(left_t - ref) / calls:.1f} left out by instrument(sample=...); beside all kept: {per_call['traced']:.1f}",
+        )
+    return refs
+
+
+def count_runs(name: str, scenario: str, runs: int) -> None:
+    """What `--count` does in a child under cachegrind: `runs` runs of the variant, after a warm-up and with what
+    the warm-up left frozen out of the garbage collector's way (else a collection of the whole heap, now and then,
+    lands in one count and not the other)."""
+    import gc
+
+    fn, tracing = variant(name, scenario)
+    if tracing is not None:
+        tracing.__enter__()
+    for _ in range(30):
+        fn()
+    gc.collect()
+    gc.freeze()
+    for _ in range(runs):
+        fn()
+
+
+def instructions_per_run(name: str, scenario: str) -> float | None:
+    """The CPU instructions one run of the variant takes (cachegrind: 210 runs less 10 runs, over 200); None
+    without valgrind."""
+    import re
+    import shutil
+    import subprocess
+
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    counts = []
+    for runs in (10, 210):
+        cmd = [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", sys.executable,
+               __file__, "--count", name, scenario, str(runs)]  # fmt: skip
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=900)
+        found = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
+        if found is None:
+            raise RuntimeError(f"no instruction count from cachegrind: {out.stderr[-500:]}")
+        counts.append(int(found.group(1).replace(",", "")))
+    return (counts[1] - counts[0]) / 200
+
+
+def bench_instructions(refs_us: dict[str, float]) -> None:
+    for name, (_, calls) in SCENARIOS.items():
+        ref, traced, beside = (instructions_per_run(v, name) for v in ("ref", "traced", "beside"))
+        if ref is None or traced is None or beside is None:
+            show(f"e_{name}_tracing_ours_instructions_per_model_call", "not measured (valgrind is not installed)")
+            continue
+        us = refs_us[name] / ref  # us per instruction, at the rate the reference ran at in (a)
+        ours, sdk = (traced - beside) / calls, (beside - ref) / calls
+        show(f"e_{name}_run_reference_instructions", f"{ref:.0f} per run ({refs_us[name]:.1f} us in a)")
+        show(
+            f"e_{name}_tracing_ours_instructions_per_model_call",
+            f"{ours:.0f} (~{ours * us:.1f} us; goal <= 5 us), beside the SDK's {sdk:.0f} (~{sdk * us:.1f} us)",
         )
 
 
@@ -325,11 +380,16 @@ def bench_cache(n: int, repeats: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer runs and repeats")
+    parser.add_argument("--count", nargs=3, metavar=("VARIANT", "SCENARIO", "RUNS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.count:  # a child of (e), under cachegrind
+        count_runs(args.count[0], args.count[1], int(args.count[2]))
+        return
     runs, repeats = (200, 3) if args.quick else (1000, 7)
-    bench_per_call(runs, repeats)
+    refs = bench_per_call(runs, repeats)
     bench_stream(16_000, repeats)
     bench_cache(16_000, 3 if args.quick else 5)
+    bench_instructions(refs)
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ class RunContext:
         self.attempt = 0  # retries asked for by a plugin (chatagent.plugins.Retry)
         self.output: Any = None  # the validated answer, with response_format
         self.parent: RunContext | None = None
-        self.trace: Any = None  # what chatagent.telemetry keeps for this run (its span and context)
+        self.trace: Any = None  # a traced run's RunTrace (chatagent.run.telemetry): told of its calls and its end
         self.controls: tuple[ToolControl, ...] = ()  # the controlled runs this one is part of, outermost first
         self.turn_key, self.call_keys, self.marked = None, {}, {}  # for idempotency keys (see below); marked data
 

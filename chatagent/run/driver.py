@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Generator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from chatagent.llm.base import Usage
-from chatagent.run.events import LLM_END, LLM_START, RUN_END, RUN_START, Event, deliver, handlers
+from chatagent.run.events import LLM_END, LLM_START, RUN_END, RUN_START, deliver, handlers, make_event
 from chatagent.run.handle import close_stream
 from chatagent.run.requests import (
     AgentLoop,
@@ -63,7 +63,7 @@ class ModelStream:
             found = handlers(ctx.callbacks, LLM_START)
             if found:
                 data = {"messages": len(call.messages), "functions": [f.get("name") for f in call.functions or ()]}
-                deliver(found, Event(LLM_START, _agent_name(ctx), data=data, run=ctx))
+                deliver(found, make_event(LLM_START, _agent_name(ctx), ctx, data=data))
             self.t0 = time.perf_counter()
 
     def push(self, fragments: Fragments) -> Fragments | None:
@@ -102,11 +102,11 @@ class ModelStream:
             if found:
                 llm = call.llm
                 data = {"model": llm.model, "model_type": llm.model_type, "input": call.messages, "output": reply}
-                event = Event(
-                    LLM_END, _agent_name(ctx), duration=time.perf_counter() - self.t0, usage=self.usage, error=self.error,
-                    data=data, run=ctx,
-                )  # fmt: skip
-                deliver(found, event)
+                duration = time.perf_counter() - self.t0
+                deliver(found, make_event(LLM_END, _agent_name(ctx), ctx, duration, self.usage, self.error, data))
+            trace = getattr(ctx, "trace", None)  # the run's RunTrace when it is traced (chatagent.run.telemetry)
+            if trace is not None:
+                trace.llm_end(call, self.usage, self.t0, self.error, reply)
         call.done, call.result = True, reply
         return reply
 
@@ -340,11 +340,10 @@ def _astart_tools(batch: ToolBatch) -> list[asyncio.Future[Any]]:
 
 
 def observed(gen: AgentLoop, ctx: RunContext) -> AgentLoop:
-    """The run's stream, with run_start and run_end events around it."""
-    callbacks = ctx.callbacks
-    found = handlers(callbacks, RUN_START)
+    """The run's stream, with run_start and run_end events around it (and its trace's end, when it is traced)."""
+    found = handlers(ctx.callbacks, RUN_START)
     if found:
-        deliver(found, Event(RUN_START, ctx.agent_name, run=ctx))
+        deliver(found, make_event(RUN_START, ctx.agent_name, ctx))
     start = time.perf_counter()
     error = None
     try:
@@ -355,10 +354,11 @@ def observed(gen: AgentLoop, ctx: RunContext) -> AgentLoop:
     finally:
         close_stream(gen)
         duration = time.perf_counter() - start
-        found = handlers(callbacks, RUN_END)
+        found = handlers(ctx.callbacks, RUN_END)
         if found:
-            end = Event(RUN_END, ctx.agent_name, duration=duration, usage=ctx.usage, error=error, run=ctx)
-            deliver(found, end)
+            deliver(found, make_event(RUN_END, ctx.agent_name, ctx, duration, ctx.usage, error))
+        if ctx.trace is not None:
+            ctx.trace.end(ctx.usage, error)
 
 
 __all__ = [

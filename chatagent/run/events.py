@@ -61,6 +61,33 @@ class Event:
     run: Any = None  # the RunContext of the run (or of the sub-agent's part of it) this happened in
 
 
+_alloc = object.__new__
+_now = time.time
+
+
+def make_event(
+    kind: str, agent: str | None, run: Any, duration: float | None = None, usage: Any = None,
+    error: str | None = None, data: dict[str, Any] | None = None, tool: str | None = None,
+    arguments: str | None = None, call_id: str | None = None, result: Any = None,
+) -> Event:  # fmt: skip
+    """`Event(kind, agent, ..., run=run)` at half its cost (a class call with keywords costs more than the slots
+    set here): the run builds several per model call while someone listens."""
+    e = _alloc(Event)
+    e.kind = kind
+    e.agent = agent
+    e.time = _now()
+    e.duration = duration
+    e.usage = usage
+    e.tool = tool
+    e.arguments = arguments
+    e.call_id = call_id
+    e.result = result
+    e.error = error
+    e.data = {} if data is None else data
+    e.run = run
+    return e
+
+
 class Callbacks:
     """Base for callback objects: override the `on_<kind>` methods you need."""
 
@@ -144,6 +171,12 @@ def _set_global_callbacks(callbacks: tuple[Callback, ...]) -> None:
     global_callbacks = callbacks
 
 
+def with_global_callbacks(own: tuple[Callback, ...]) -> tuple[Callback, ...]:
+    """A run's callbacks: its `own`, then the global ones not among them (a run may be given its caller's
+    callbacks, which hold the global ones already: each callback is told once)."""
+    return own + tuple(cb for cb in global_callbacks if cb not in own)
+
+
 def as_callbacks(value: Any) -> tuple[Callback, ...]:
     """Callbacks given as one callback, a list, or None, as a tuple."""
     if value is None:
@@ -161,5 +194,7 @@ __all__ = [
     "deliver",
     "emit",
     "handlers",
+    "make_event",
     "remove_global_callback",
+    "with_global_callbacks",
 ]

@@ -44,7 +44,7 @@ def prepare(
 def new_context(agent: Runnable, deadline: float | None, kwargs: dict[str, Any]) -> RunContext:
     """A run's context (its own `callbacks`, `generate_cfg`, `plugins` and `response_format` out of `kwargs`)."""
     own = agent.callbacks + tuple(kwargs.pop("callbacks", None) or ())
-    callbacks = own + events.global_callbacks if own else events.global_callbacks  # the latter: see handlers
+    callbacks = events.with_global_callbacks(own) if own else events.global_callbacks  # the latter: see handlers
     context = RunContext(time.monotonic() + deadline if deadline else None, callbacks, agent.name)
     run_cfg = kwargs.pop("generate_cfg", None)
     if run_cfg:

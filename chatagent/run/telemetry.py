@@ -17,17 +17,21 @@ Sampling: `instrument(provider, sample=0.1)` traces one top-level run in ten, ch
 (the runs inside it follow it); a run left out makes no span and no OpenTelemetry call at all, which is cheaper
 than a sampler of the SDK (that still starts every span, only to drop it): `bench/control_overhead.py`.
 
-Off by default: until `instrument()` is called nothing here is imported and runs build no events. It works through
-the run's events (`chatagent.events`; of those, runs build only the ones it handles: run_start, llm_end, tool_end,
-run_end), so spans are made in the thread iterating the run, with the start and end
-times of what they measure (tools that ran in parallel overlap as they did), under `run()` and `arun()` alike.
-Needs the `otel` extra (opentelemetry-api; an SDK or distro to export the spans).
+Off by default: until `instrument()` is called nothing here is imported and runs build no events. It is a global
+callback of the run's events (`chatagent.events`) for run_start only: there it decides whether the run is traced
+and starts its span, kept in the run's context (`RunContext.trace`, a `RunTrace`); the run then tells that
+directly of its model calls, tool calls and end (an Event for each cost more than the span's own work). So spans
+are made in the thread iterating the run, with the start and end times of what they measure (tools that ran in
+parallel overlap as they did), under `run()` and `arun()` alike. A run left out drops this callback from its
+callbacks (and so from the runs inside it): it builds no event for it. Needs the `otel` extra (opentelemetry-api;
+an SDK or distro to export the spans).
 """
 
 from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -37,7 +41,6 @@ from chatagent.utils.extras import missing_dependency
 
 _PROVIDERS = {"oai": "openai", "azure": "azure.ai.openai", "dashscope": "dashscope", "local": "llama_cpp"}
 _installed: _Tracing | None = None
-_LEFT_OUT = ("left out", None)  # a run's `trace` when sampling left it out (and the runs inside it)
 
 
 def instrument(tracer_provider: Any = None, *, capture_content: bool = False, sample: float = 1.0) -> _Tracing:
@@ -68,8 +71,8 @@ def uninstrument() -> None:
 
 
 class _Tracing(Callbacks):
-    """Spans from a run's events: the run's span (and its context) is kept in its RunContext (`trace`) while it
-    lasts; model and tool spans are made when they end, with the times they started and ended."""
+    """Starts a span for each run it traces (on run_start) and keeps it, with how to make the spans under it, in
+    the run's context as a RunTrace."""
 
     def __init__(self, tracer: Any, capture_content: bool, sample: float = 1.0) -> None:
         from opentelemetry import trace
@@ -78,110 +81,101 @@ class _Tracing(Callbacks):
         self.tracer = tracer
         self.capture_content = capture_content
         self.sample = sample
-        self._in_context = trace.set_span_in_context
-        self._client, self._internal = SpanKind.CLIENT, SpanKind.INTERNAL
-        self._error: Callable[[str], Any] = lambda text: Status(StatusCode.ERROR, text)
-
-    @staticmethod
-    def _parent(run: Any) -> Any:
-        """The OpenTelemetry context a span of `run` goes under: the run's span's, else (a run's own span) its
-        parent run's, else None (the current context); _LEFT_OUT when sampling left the run out."""
-        while run is not None:
-            trace = run.trace
-            if trace is not None:
-                return _LEFT_OUT if trace is _LEFT_OUT else trace[1]
-            run = run.parent
-        return None
+        self.in_context = trace.set_span_in_context
+        self.client, self.internal = SpanKind.CLIENT, SpanKind.INTERNAL
+        self.error: Callable[[str], Any] = lambda text: Status(StatusCode.ERROR, text)
+        self.chats: dict[tuple[str, str], tuple[str, str, str]] = {}  # (model, model_type): span name, model, provider
 
     def on_run_start(self, event: Event) -> None:
         run = event.run
         if run is None:
             return
-        parent = self._parent(run.parent)
-        if parent is _LEFT_OUT or (run.parent is None and self.sample < 1 and random.random() >= self.sample):
-            run.trace = _LEFT_OUT
+        outer = run.parent
+        while outer is not None and outer.trace is None:  # (a run inside it is traced under the nearest traced one)
+            outer = outer.parent
+        if outer is None and self.sample < 1 and random.random() >= self.sample:
+            run.callbacks = tuple(cb for cb in run.callbacks if cb is not self)  # left out, with the runs inside it
             return
         name = event.agent or "agent"
         attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name}
+        parent = None if outer is None else outer.trace.context  # None: under the current span, if any
         span = self.tracer.start_span(
-            f"invoke_agent {name}", parent, self._internal, attributes, start_time=_ns(event.time)
+            f"invoke_agent {name}", parent, self.internal, attributes, start_time=int(event.time * 1e9)
         )
-        run.trace = (span, self._in_context(span))  # the span, and the context its children go under
+        run.trace = RunTrace(self, span, self.in_context(span))
 
-    def on_run_end(self, event: Event) -> None:
-        if event.run is None or event.run.trace is None or event.run.trace is _LEFT_OUT:
-            return
-        span = event.run.trace[0]
-        if event.usage is not None:
-            usage = event.usage
-            span.set_attributes(
-                {
-                    "gen_ai.usage.input_tokens": usage.prompt_tokens,
-                    "gen_ai.usage.output_tokens": usage.completion_tokens,
-                }
-            )
-        if event.error:
-            self._failed(span, event.error, _error_type(event.error))
-        span.end(end_time=_ns(event.time))
 
-    def on_llm_end(self, event: Event) -> None:
-        parent = self._parent(event.run)
-        if parent is _LEFT_OUT:
-            return
-        data = event.data
-        model = data.get("model") or "unknown"
-        model_type = data.get("model_type") or ""
+class RunTrace:
+    """A traced run's span and the context its children go under; the run calls `llm_end`, `tool_end` and `end`
+    as they happen, and each makes its span (the run's own ends with `end`)."""
+
+    __slots__ = ("tracing", "span", "context")
+
+    def __init__(self, tracing: _Tracing, span: Any, context: Any) -> None:
+        self.tracing = tracing
+        self.span = span
+        self.context = context
+
+    def llm_end(self, call: Any, usage: Any, started: float, error: str | None, reply: list[Any]) -> None:
+        """A model call ended: `call` is its ModelCall, `usage` its own, `started` its time.perf_counter() start."""
+        tracing = self.tracing
+        llm = call.llm
+        key = (llm.model or "unknown", llm.model_type or "")
+        known = tracing.chats.get(key)
+        if known is None:
+            model, model_type = key
+            known = tracing.chats[key] = (f"chat {model}", model, _PROVIDERS.get(model_type, model_type or "unknown"))
+        name, model, provider = known
         attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.request.model": model,
-            "gen_ai.provider.name": _PROVIDERS.get(model_type, model_type or "unknown"),
-        }
-        if event.usage is not None:
-            attributes["gen_ai.usage.input_tokens"] = event.usage.prompt_tokens
-            attributes["gen_ai.usage.output_tokens"] = event.usage.completion_tokens
-        if self.capture_content:
-            attributes["gen_ai.input.messages"] = _messages_json(data.get("input") or [])
-            attributes["gen_ai.output.messages"] = _messages_json(data.get("output") or [])
-        self._closed_span(
-            f"chat {model}", self._client, attributes, event, _error_type(event.error) if event.error else "", parent
-        )
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": model, "gen_ai.provider.name": provider,
+            "gen_ai.usage.input_tokens": usage.prompt_tokens, "gen_ai.usage.output_tokens": usage.completion_tokens,
+        }  # fmt: skip
+        if tracing.capture_content:
+            attributes["gen_ai.input.messages"] = _messages_json(call.messages)
+            attributes["gen_ai.output.messages"] = _messages_json(reply)
+        end = time.time_ns()
+        start = end - int((time.perf_counter() - started) * 1e9)
+        self._closed(name, tracing.client, attributes, start, end, error and (error, _error_type(error)))
 
-    def on_tool_end(self, event: Event) -> None:
-        parent = self._parent(event.run)
-        if parent is _LEFT_OUT:
-            return
+    def tool_end(self, outcome: Any) -> None:
+        """A tool call ended: `outcome` is its ToolOutcome (chatagent.tools.calling)."""
+        tracing = self.tracing
         attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": event.tool or "",
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": outcome.name or "",
             "gen_ai.tool.type": "function",
-        }
-        if event.call_id:
-            attributes["gen_ai.tool.call.id"] = event.call_id
-        if self.capture_content:
-            attributes["gen_ai.tool.call.arguments"] = event.arguments or ""
-            result = event.result
+        }  # fmt: skip
+        if outcome.call_id:
+            attributes["gen_ai.tool.call.id"] = outcome.call_id
+        result = outcome.content
+        if tracing.capture_content:
+            attributes["gen_ai.tool.call.arguments"] = outcome.arguments or ""
             attributes["gen_ai.tool.call.result"] = result if isinstance(result, str) else _json(result)
-        error_type = event.data.get("error_kind") or ""
-        self._closed_span(f"execute_tool {event.tool}", self._internal, attributes, event, error_type, parent)
+        end = time.time_ns()
+        start = end - int(outcome.duration * 1e9)
+        failed = outcome.error and (str(result), outcome.error)
+        self._closed(f"execute_tool {outcome.name}", tracing.internal, attributes, start, end, failed)
 
-    def _closed_span(
-        self, name: str, kind: Any, attributes: dict[str, Any], e: Event, error_type: str, parent: Any
-    ) -> None:
-        end = _ns(e.time)
-        start = end - int((e.duration or 0.0) * 1e9)
-        span = self.tracer.start_span(name, parent, kind, attributes, start_time=start)
-        if e.error:
-            self._failed(span, e.error, error_type)
+    def end(self, usage: Any, error: str | None) -> None:
+        """The run ended (`error`: why it failed, None if it did not), having used `usage` in all."""
+        span = self.span
+        span.set_attributes(
+            {"gen_ai.usage.input_tokens": usage.prompt_tokens, "gen_ai.usage.output_tokens": usage.completion_tokens}
+        )
+        if error:
+            self._failed(span, error, _error_type(error))
+        span.end()
+
+    def _closed(self, name: str, kind: Any, attributes: dict[str, Any], start: int, end: int, failed: Any) -> None:
+        """A span from `start` to `end` (ns), under the run's; `failed`: (the error's text, its type) if it did."""
+        span = self.tracing.tracer.start_span(name, self.context, kind, attributes, start_time=start)
+        if failed:
+            self._failed(span, *failed)
         span.end(end_time=end)
 
     def _failed(self, span: Any, text: str, error_type: str) -> None:
         span.set_attribute("error.type", error_type or "_OTHER")
         # an error's text may quote the prompt, a document or a tool's arguments: content, kept out unless asked for
-        span.set_status(self._error(text[:300] if self.capture_content else error_type or "_OTHER"))
-
-
-def _ns(t: float) -> int:
-    return int(t * 1e9)
+        span.set_status(self.tracing.error(text[:300] if self.tracing.capture_content else error_type or "_OTHER"))
 
 
 def _error_type(error: str) -> str:
@@ -200,4 +194,4 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-__all__ = ["instrument", "uninstrument"]
+__all__ = ["RunTrace", "instrument", "uninstrument"]

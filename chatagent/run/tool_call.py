@@ -45,20 +45,21 @@ def emit_tool_start(agent: str | None, tool: str, arguments: Any, call_id: str |
     found = events.handlers(run.callbacks, events.TOOL_START)
     if found:
         raw = arguments if isinstance(arguments, str) else str(arguments)
-        events.deliver(
-            found, events.Event(events.TOOL_START, agent, tool=tool, arguments=raw, call_id=call_id, run=run)
-        )
+        event = events.make_event(events.TOOL_START, agent, run, tool=tool, arguments=raw, call_id=call_id)
+        events.deliver(found, event)
 
 
 def emit_tool_end(agent: str | None, outcome: Any, run: RunContext) -> None:
-    """Tell `run`'s callbacks that handle tool_end about a ToolOutcome (chatagent.tools.calling) of a call made in
-    it; the Event is built only if one does."""
+    """Tell `run`'s callbacks that handle tool_end, and its trace, about a ToolOutcome (chatagent.tools.calling) of a
+    call made in it; the Event is built only if a callback handles it."""
+    if run.trace is not None:
+        run.trace.tool_end(outcome)
     found = events.handlers(run.callbacks, events.TOOL_END)
     if found:
-        event = events.Event(
-            events.TOOL_END, agent, duration=outcome.duration, tool=outcome.name, arguments=outcome.arguments,
-            call_id=outcome.call_id, result=outcome.content, error=outcome.content if outcome.error else None,
-            data={"error_kind": outcome.error, "cached": outcome.cached}, run=run,
+        event = events.make_event(
+            events.TOOL_END, agent, run, outcome.duration, error=outcome.content if outcome.error else None,
+            data={"error_kind": outcome.error, "cached": outcome.cached}, tool=outcome.name,
+            arguments=outcome.arguments, call_id=outcome.call_id, result=outcome.content,
         )  # fmt: skip
         events.deliver(found, event)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -45,13 +46,15 @@ def built(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The kinds of the Events the run builds, in order."""
     kinds: list[str] = []
 
+    make_event = events.make_event
+
     def counted(*args: Any, **kwargs: Any) -> Event:
-        event = Event(*args, **kwargs)
+        event = make_event(*args, **kwargs)
         kinds.append(event.kind)
         return event
 
-    monkeypatch.setattr(events, "Event", counted)
-    monkeypatch.setattr(driver_module, "Event", counted)
+    monkeypatch.setattr(events, "make_event", counted)
+    monkeypatch.setattr(driver_module, "make_event", counted)
     return kinds
 
 
@@ -68,6 +71,33 @@ def test_a_function_beside_it_gets_every_event_and_the_object_still_only_its_own
     kinds = ["run_start", "llm_start", "llm_end", "tool_start", "tool_end", "llm_start", "llm_end", "run_end"]
     assert [e.kind for e in log] == kinds and built == kinds
     assert ends.seen == ["llm_end", "tool_end", "llm_end", "run_end"]
+
+
+def test_the_events_a_run_builds_are_whole_events():
+    """A run builds its events with `make_event` (cheaper than `Event(...)`): each has every field set, as
+    `Event(...)` would have made it, and its own `data`."""
+    log: list[Event] = []
+    tool_bot().run_nonstream(USER, callbacks=[log.append])
+    names = [f.name for f in dataclasses.fields(Event)]
+    for e in log:
+        assert Event(**{name: getattr(e, name) for name in names}) == e and isinstance(e.data, dict)
+    end = log[-1]
+    assert end.kind == "run_end" and end.usage.completion_tokens > 0 and end.duration > 0 and end.error is None
+    (tool_end,) = [e for e in log if e.kind == "tool_end"]
+    assert (tool_end.tool, tool_end.result, tool_end.data["error_kind"]) == ("weather", "sunny in Oslo", None)
+    first, second = events.make_event("mine", None, None), events.make_event("mine", None, None)
+    assert first.data == {} and first.data is not second.data and first.time <= second.time
+
+
+def test_a_global_callback_also_given_to_the_run_gets_each_event_once():
+    """A run given its caller's callbacks (ParallelDocQA's members get the run's) holds the global ones already."""
+    log: list[Event] = []
+    events.add_global_callback(log.append)
+    try:
+        tool_bot().run_nonstream(USER, callbacks=[log.append])
+    finally:
+        events.remove_global_callback(log.append)
+    assert [e.kind for e in log].count("run_start") == 1 and [e.kind for e in log].count("llm_end") == 2
 
 
 def test_handlers_of_a_kind():

@@ -15,7 +15,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from chatagent import BasicAgent, FnCallAgent, GroupChat, ModelServiceError, ScriptedLLM, tool, tool_call
-from chatagent.run import telemetry
+from chatagent.run import driver as driver_module
+from chatagent.run import events, telemetry
 from tests.support import processes
 
 USER = [{"role": "user", "content": "Weather in Oslo and Rome?"}]
@@ -254,3 +255,27 @@ def test_sampling_traces_a_share_of_runs_whole_and_leaves_the_others_without_a_c
     assert len(calls) == len(spans.get_finished_spans())  # no span started for a run left out
     with pytest.raises(ValueError, match="sample must be a number from 0 to 1"):
         telemetry.instrument(spans.provider, sample=1.5)
+
+
+def test_a_run_left_out_builds_no_more_events_for_tracing(spans, monkeypatch):
+    """A run that sampling leaves out drops the tracing callback from its callbacks (and so from the runs inside
+    it): after its run_start, no Event is built for tracing; a callback of the run's own still gets its events."""
+    built: list[str] = []
+    make_event = events.make_event
+
+    def counted(*args, **kwargs):
+        event = make_event(*args, **kwargs)
+        built.append(event.kind)
+        return event
+
+    monkeypatch.setattr(events, "make_event", counted)
+    monkeypatch.setattr(driver_module, "make_event", counted)
+    telemetry.instrument(spans.provider, sample=0.0)
+    weather_bot().run_nonstream(USER)
+    member = BasicAgent(llm=ScriptedLLM(default="Agreed."), name="member")
+    GroupChat([member], selection="round_robin", max_rounds=1, name="room").run_nonstream(USER)
+    assert built == ["run_start", "run_start"]  # the bot's and the room's; the member's run built none
+    ends = []
+    weather_bot().run_nonstream(USER, callbacks=[ends.append])
+    assert [e.kind for e in ends].count("llm_end") == 2 and [e.kind for e in ends][-1] == "run_end"
+    assert spans.get_finished_spans() == ()
