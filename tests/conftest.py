@@ -31,6 +31,16 @@ os.environ["CHATAGENT_WORKSPACE"] = WORKSPACE  # read where it is used (workspac
 os.environ.pop("CHATAGENT_SESSION_STORE", None)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Browser assertions wait up to 30 s, not Playwright's 5: on a busy 2-core machine (the suite beside other
+    work) a streamed reply took longer than 5 s to show its sixth word. Waits end as soon as the page matches."""
+    try:
+        from playwright.sync_api import expect
+    except ImportError:  # the browser tests skip themselves, saying why
+        return
+    expect.set_options(timeout=30_000)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(WORKSPACE, ignore_errors=True)
 
