@@ -34,6 +34,7 @@ import orjson  # noqa: E402
 from _local_tools_dev import DEV_NO_TOOL_QUESTIONS, DEV_TOOL_QUESTIONS, DEV_TOOLS  # noqa: E402
 from _measure import show  # noqa: E402
 
+from chatagent.errors import ModelServiceError  # noqa: E402
 from chatagent.llm.local import LocalModel  # noqa: E402
 from chatagent.llm.local_tools import constrained_request, routed_request  # noqa: E402
 from chatagent.llm.settings import ToolChoice  # noqa: E402
@@ -128,7 +129,8 @@ def arguments_right(tool: str, got: dict[str, Any], want: dict[str, Any]) -> boo
 
 
 def decide(llm: LocalModel, question: str, tools: list[dict[str, Any]] | None) -> tuple[str, Any, float]:
-    """('answer', text, seconds to the first text) or ('call', (name, arguments), seconds to the call)."""
+    """('answer', text, seconds to the first text) or ('call', (name, arguments), seconds to the call), or
+    ('error', message, seconds) when the reply failed (a call cut off by max_tokens)."""
     start = time.perf_counter()
     stream = llm.chat([{"role": "user", "content": question}], tools, stream=True, delta_stream=True)
     try:
@@ -139,6 +141,8 @@ def decide(llm: LocalModel, question: str, tools: list[dict[str, Any]] | None) -
                     return "call", (call["name"], call["arguments"]), time.perf_counter() - start
                 if (f.get("content") or "").strip():
                     return "answer", f["content"], time.perf_counter() - start
+    except ModelServiceError as e:
+        return "error", str(e), time.perf_counter() - start
     finally:
         stream.close()
     return "answer", "", time.perf_counter() - start

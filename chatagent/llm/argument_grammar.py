@@ -1,7 +1,8 @@
 """A grammar for one tool's arguments, for a model too small to copy them out of a question reliably.
 
 `argument_grammar(function, question)` is a llama.cpp GBNF grammar for the JSON object of the tool's required
-arguments, written without spaces or line breaks (each is a token to decode), keys in the schema's order:
+arguments, keys in the schema's order, laid out as the model writes JSON (a key per line, two spaces in: the layout
+fixed, so no token goes to choosing it; SmolLM2-135M closes a string in it more often than in compact JSON):
 
 - a string that names something (a city, an item, a unit) is one of the question's spans of up to five words
   (each word trimmed of punctuation), so the model quotes rather than invents; a string the tool's model composes (an
@@ -93,8 +94,8 @@ def argument_grammar(function: dict[str, Any], question: str) -> str | None:
         value = _value(key, props[key] if isinstance(props[key], dict) else {}, question)
         if value is None:
             return None
-        parts.append(_literal(key)[:-1] + ':" ' + value)  # "\"key\":" then the value
-    return 'root ::= "{" ' + ' "," '.join(parts) + ' "}"'
+        parts.append(_literal(key)[:-1] + ': " ' + value)  # "\"key\": " then the value
+    return 'root ::= "{\\n  " ' + ' ",\\n  " '.join(parts) + ' "\\n}"'
 
 
 __all__ = ["COMPOSED", "argument_grammar", "numbers", "spans"]
