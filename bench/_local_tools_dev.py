@@ -1,5 +1,5 @@
 """The development set of bench/local_tools.py: questions of our own, apart from the 40 it reports on, on which
-`chatagent.llm.tool_router.MARGIN` was calibrated (eight tools: the four of the bench, four more).
+`chatagent.llm.tool_router.MARGIN` was calibrated (eight tools: the four of the bench, `EXTRA_TOOLS`).
 
 (question, tool, an expected argument) for the tool questions; the arguments are checked as the bench checks its
 own: the value, or for names the expected text inside the argument.
@@ -9,18 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-DEV_TOOLS = [
-    {"name": "get_weather", "description": "The current weather in a city.",
-     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
-    {"name": "calculate", "description": "Evaluate an arithmetic expression, e.g. 12*(3+4).",
-     "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}},
-    {"name": "convert_units", "description": "Convert a value from one unit to another (km, miles, kg, pounds, "
-     "celsius, fahrenheit, meters, feet).",
-     "parameters": {"type": "object", "properties": {"value": {"type": "number"}, "from_unit": {"type": "string"},
-                                                     "to_unit": {"type": "string"}},
-                    "required": ["value", "from_unit", "to_unit"]}},
-    {"name": "lookup_price", "description": "The price of an item in our shop's price list.",
-     "parameters": {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}},
+EXTRA_TOOLS = [  # beside the bench's four tools (DEV_TOOLS in bench/local_tools.py)
     {"name": "send_email", "description": "Send an e-mail to a person.",
      "parameters": {"type": "object", "properties": {"to": {"type": "string"}, "subject": {"type": "string"}}, "required": ["to", "subject"]}},
     {"name": "get_time", "description": "The current local time in a city.",

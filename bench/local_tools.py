@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import orjson  # noqa: E402
-from _local_tools_dev import DEV_NO_TOOL_QUESTIONS, DEV_TOOL_QUESTIONS, DEV_TOOLS  # noqa: E402
+from _local_tools_dev import DEV_NO_TOOL_QUESTIONS, DEV_TOOL_QUESTIONS, EXTRA_TOOLS  # noqa: E402
 from _measure import show  # noqa: E402
 
 from chatagent.errors import ModelServiceError  # noqa: E402
@@ -54,6 +54,7 @@ TOOLS = [
     {"name": "lookup_price", "description": "The price of an item in our shop's price list.",
      "parameters": {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}},
 ]  # fmt: skip
+DEV_TOOLS = [*TOOLS, *EXTRA_TOOLS]  # the development set's (bench/_local_tools_dev.py)
 # (question, tool, expected arguments)
 TOOL_QUESTIONS: list[tuple[str, str, dict[str, Any]]] = [
     ("What is the weather in Paris?", "get_weather", {"city": "Paris"}),
@@ -154,7 +155,10 @@ def measure(
     tools: list[dict[str, Any]] = TOOLS,
     tool_questions: list[tuple[str, str, dict[str, Any]]] = TOOL_QUESTIONS,
     no_tool_questions: list[str] = NO_TOOL_QUESTIONS,
+    plain: list[float] | None = None,
 ) -> None:
+    """`plain`: filled with each no-tool question's first text with no tools offered, asked just before (so that
+    both see the same load)."""
     calls_right = args_right = 0
     call_seconds: list[float] = []
     for question, tool, want in tool_questions:
@@ -170,6 +174,8 @@ def measure(
     no_call = 0
     first_text: list[float] = []
     for question in no_tool_questions:
+        if plain is not None:
+            plain.append(decide(llm, question, None)[2])
         kind, _, seconds = decide(llm, question, tools)
         if kind == "answer":
             no_call += 1
@@ -235,9 +241,9 @@ def main() -> None:
     router_decisions("development set", router, DEV_TOOLS, DEV_TOOL_QUESTIONS, DEV_NO_TOOL_QUESTIONS)
     router_decisions("these 40", router, TOOLS, TOOL_QUESTIONS, NO_TOOL_QUESTIONS)
     prompt_tokens(routed, TOOL_QUESTIONS[0][0])
-    plain = [decide(routed, q, None)[2] for q in NO_TOOL_QUESTIONS]
+    plain: list[float] = []
+    measure("tool router + argument grammar (chatagent)", routed, plain=plain)
     show("plain chat (no tools offered): first answer text, median (s)", f"{statistics.median(plain):.3f}")
-    measure("tool router + argument grammar (chatagent)", routed)
     measure("the model chooses under the grammar (before; without [embed])", LocalModel({**cfg, "tool_router": False}))
     prompted = LocalModel({**cfg, "generate_cfg": {**cfg["generate_cfg"], "fncall_prompt_type": "nous"}})
     measure("reference: prompt-based calls (nous)", prompted)

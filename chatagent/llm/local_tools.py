@@ -51,7 +51,9 @@ User: Who wrote Hamlet?
 User: {example_question}
 {example_call}"""
 ANSWER_ONLY = 'Reply with JSON only: {"answer": "..."}, using the tool results above.'
-ARGUMENTS_PROMPT = "Fill in the arguments of the tool {name} ({description}) from the user's message. Reply with JSON only."
+ARGUMENTS_PROMPT = (
+    "Fill in the arguments of the tool {name} ({description}) from the user's message. Reply with JSON only."
+)
 _HEAD = re.compile(r'\s*\{\s*"(answer|tool)"\s*:\s*("?)')
 # JSON Schema keywords llama.cpp's converter understands, kept from a tool's parameters (the rest is dropped)
 _KEEP = frozenset({"type", "properties", "required", "enum", "const", "items", "anyOf", "oneOf", "minimum", "maximum",
