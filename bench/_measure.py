@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -60,11 +61,13 @@ def seconds_to_first_text(bot: Any, question: str) -> float:
 
 
 class RankingScore:
-    """Recall@1/5/10 and MRR over queries, each ranking scored against its gold ids."""
+    """Recall@1/5/10, MRR and nDCG@10 over queries, each ranking scored against its gold ids. nDCG@10 (binary gain,
+    1/log2(rank + 1), over the best possible) still separates rankings where recall@5 saturates."""
 
     def __init__(self) -> None:
         self.recall = {1: 0.0, 5: 0.0, 10: 0.0}
         self.mrr = 0.0
+        self.ndcg = 0.0
         self.n = 0
 
     def add(self, gold: set[str], ranked: list[str]) -> None:
@@ -72,10 +75,12 @@ class RankingScore:
         for k in self.recall:
             self.recall[k] += len(gold.intersection(ranked[:k])) / len(gold)
         self.mrr += next((1 / rank for rank, doc_id in enumerate(ranked, 1) if doc_id in gold), 0.0)
+        gained = sum(1 / math.log2(rank + 1) for rank, doc_id in enumerate(ranked[:10], 1) if doc_id in gold)
+        self.ndcg += gained / sum(1 / math.log2(rank + 1) for rank in range(1, min(len(gold), 10) + 1))
 
     def summary(self) -> dict[str, float]:
         n = self.n or 1
-        return {f"recall@{k}": v / n for k, v in self.recall.items()} | {"mrr": self.mrr / n}
+        return {f"recall@{k}": v / n for k, v in self.recall.items()} | {"mrr": self.mrr / n, "ndcg@10": self.ndcg / n}
 
 
 def timed_answer(bot: Any, messages: list[dict]) -> tuple[float, float, list[dict]]:

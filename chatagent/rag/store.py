@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_TEXT_CHARS = 16_000_000  # of text one file may give to be searched (~30 s of preparing on 2 cores)
 INDEX_BATCH = 2000  # pieces indexed between two looks at the deadline
+RACY_NS = 2_000_000_000  # a file changed this recently (ns) is hashed again at its next read, whatever its times say
 
 
 class DocStore:
@@ -82,6 +83,7 @@ class DocStore:
         self._memory_indexes = memory_indexes
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
+        self._read_as: OrderedDict[str, tuple[tuple[int, ...], str]] = OrderedDict()  # path -> (its stat, digest)
         self._disk = DiskCache(self.root)
         self._vectors: VectorCache | None = None
         self._urls = FetchedUrls()
@@ -154,9 +156,12 @@ class DocStore:
             name = display_name(file)
             started = time.perf_counter()
             try:
-                data, name = self._read(file)
-                password = (passwords or {}).get(str(file)) or (passwords or {}).get(name)
-                entry, parsed = self._entry(data, name, password, deadline, on_progress)
+                stat = _local_stat(file)
+                entry, parsed = self._unchanged(file, stat, name, _password(passwords, file, name)), False
+                if entry is None:
+                    data, name = self._read(file)
+                    entry, parsed = self._entry(data, name, _password(passwords, file, name), deadline, on_progress)
+                    self._remember_read(file, stat, entry.digest)
             except DocumentError as e:
                 errors.append(e)
                 logger.warning("could not read %s: %s", name, e)
@@ -201,6 +206,41 @@ class DocStore:
             return read_data_url(text, max_file_bytes(self.max_bytes))
         return read_file(file, max_file_bytes(self.max_bytes))
 
+    def _unchanged(
+        self, file: str | os.PathLike[str], stat: tuple[int, ...] | None, name: str, password: str | None
+    ) -> ParsedFile | None:
+        """The parsed entry of a local file unchanged since this store read it (same inode, size and times), from
+        memory, without reading and hashing the file again (that took most of a warm question's 4 ms on 677
+        pages); None when it changed, was never read, or its entry left memory."""
+        if stat is None:
+            return None
+        with self._lock:
+            known = self._read_as.get(str(file))
+            if known is None or known[0] != stat:
+                return None
+            key = self._key(known[1], name, password)
+            entry = self._docs.get(key)
+            if entry is not None:
+                self._docs.move_to_end(key)
+            return entry
+
+    def _remember_read(self, file: str | os.PathLike[str], stat: tuple[int, ...] | None, digest: str) -> None:
+        """Remember which content `file` had at `stat`, unless it changed too recently for its times to tell: a
+        file system keeps times to a tick (up to 2 s on some), so a same-size edit within one would look unchanged."""
+        if stat is None or time.time_ns() - max(stat[3], stat[4]) < RACY_NS:
+            return
+        with self._lock:
+            self._read_as[str(file)] = (stat, digest)
+            self._read_as.move_to_end(str(file))
+            while len(self._read_as) > self._memory_docs:
+                self._read_as.popitem(last=False)
+
+    def _key(self, digest: str, name: str, password: str | None) -> str:
+        """The cache key of a file's content parsed with this store's settings (and `password`)."""
+        kind = Path(name).suffix.lower()
+        key = hash_key(CACHE_VERSION, digest, kind, str(self.chunk_tokens), str(self.overlap_tokens))
+        return hash_key(key, "password", password) if password else key
+
     # ------------------------------------------------------------------------------ documents
 
     def _entry(
@@ -213,10 +253,7 @@ class DocStore:
     ) -> tuple[ParsedFile, bool]:
         """The parsed entry for this content: from memory, disk, or parsed now (once, even across threads)."""
         digest = hashlib.sha256(data).hexdigest()
-        kind = Path(name).suffix.lower()
-        key = hash_key(CACHE_VERSION, digest, kind, str(self.chunk_tokens), str(self.overlap_tokens))
-        if password:  # text opened with a password is served only to callers who give that password
-            key = hash_key(key, "password", password)
+        key = self._key(digest, name, password)  # with a password: served only to callers who give it
         with self._lock:
             entry = self._docs.get(key)
             if entry is not None:
@@ -425,6 +462,24 @@ def retrieve(
     return (store or default_store()).retrieve(
         files, query, max_tokens, passwords=passwords, on_progress=on_progress, deadline=deadline
     )
+
+
+def _password(passwords: dict[str, str] | None, file: str | os.PathLike[str], name: str) -> str | None:
+    """The password given for `file`, by its path or by its name."""
+    return (passwords or {}).get(str(file)) or (passwords or {}).get(name)
+
+
+def _local_stat(file: str | os.PathLike[str]) -> tuple[int, ...] | None:
+    """What tells a local file's content changed (device, inode, size, modification and change times in ns); None
+    for a URL or a path that cannot be statted (reading it then says why)."""
+    path = os.fspath(file)
+    if not isinstance(path, str) or is_url(path, "http", "https") or is_url(path, "data"):
+        return None
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _renamed_error(error: DocumentError, name: str) -> DocumentError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import logging
+import os
 import re
 import threading
 import time
@@ -14,6 +15,7 @@ import pytest
 
 from chatagent.rag import DocStore, Progress, retrieve
 from chatagent.rag.file_index import format_chunks
+from chatagent.rag.store import RACY_NS
 from chatagent.rag.urls import fetch_url
 from chatagent.utils.tokens import count_tokens
 
@@ -93,6 +95,26 @@ def test_cache_is_by_content_not_by_path(tmp_path: Path, store: DocStore) -> Non
     found = store.retrieve([copy], "data frame list of vectors", 80)
     assert store.parses == 2  # same content, new name: no parse
     assert found.chunks[0].source == "renamed.txt"  # cited under the name the user gave
+
+
+def test_an_edit_is_seen_however_soon_it_follows_a_read(tmp_path: Path, store: DocStore) -> None:
+    """A warm question does not read again a file whose inode, size and times are unchanged; an edit of the same
+    size within the file system's time tick, its modification time put back (as copy tools do), is still seen,
+    and so is an edit of a file the store remembered."""
+    path = write(tmp_path / "a.txt", manual_text("plot"))
+    assert "scatter plots" in store.retrieve([path], "scatter plots margins", 80).chunks[0].text
+    before = path.stat()
+    write(path, manual_text("plot").replace("scatter plots", "violin chords"))  # the same size
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
+    assert "violin chords" in store.retrieve([path], "violin chords margins", 80).chunks[0].text
+    deadline = time.monotonic() + 30
+    while time.time_ns() - path.stat().st_ctime_ns <= RACY_NS and time.monotonic() < deadline:
+        time.sleep(0.1)  # until the file is old enough to be remembered by its times
+    assert "violin chords" in store.retrieve([path], "violin chords margins", 80).chunks[0].text
+    write(path, manual_text("frame"))
+    assert "data frame" in store.retrieve([path], "data frame list of vectors", 80).chunks[0].text
+    assert store.parses == 3
 
 
 def test_adding_a_file_to_a_set_parses_only_that_file(tmp_path: Path, store: DocStore) -> None:
