@@ -83,7 +83,7 @@ def _value(name: str, schema: dict[str, Any], question: str) -> str | None:
 
 
 def argument_grammar(function: dict[str, Any], question: str) -> str | None:
-    """A GBNF grammar of the tool's required arguments as compact JSON (see the module docstring), or None."""
+    """A GBNF grammar of the tool's required arguments as JSON (see the module docstring), or None."""
     params: dict[str, Any] = function.get("parameters") or {}
     props: dict[str, Any] = params.get("properties") or {}
     required = [k for k in props if k in (params.get("required") or ())]

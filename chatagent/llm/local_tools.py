@@ -108,7 +108,9 @@ def routed_request(
             return list(messages), {}, None
     else:
         name = choice.choice
-    function = next(f for f in functions if f["name"] == name)
+    function = next((f for f in functions if f["name"] == name), None)
+    if function is None:  # a function_choice naming no offered tool: as before
+        return None
     grammar = argument_grammar(function, question)
     system = ARGUMENTS_PROMPT.format(name=name, description=function.get("description") or "")
     request = [Message.unchecked(SYSTEM, system), Message.unchecked(USER, question)]
