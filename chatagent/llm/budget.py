@@ -9,6 +9,7 @@ prompt the way chat templates lay it out; `truncate_messages` fits a conversatio
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import re
@@ -250,7 +251,7 @@ class TokenBudget:
             fmt = get_format(settings.fncall_prompt_type or "nous")
             system, _ = fmt.convert([], funcs, settings.function_choice or "auto", settings.parallel_function_calls)
             return content_text(system[0].content)
-        return "\n".join(json.dumps({"type": "function", "function": f}, ensure_ascii=False) for f in funcs)
+        return "\n".join(_tool_json(f) for f in funcs)
 
     def tokens_left(
         self,
@@ -262,3 +263,22 @@ class TokenBudget:
         msgs = to_messages(messages)
         used = prompt_tokens(msgs, self.tokenizer, self.functions_tokens(functions, extra_generate_cfg))
         return self.input_limit(extra_generate_cfg) - used
+
+
+#: a tool schema's JSON as counted (`_tool_json`): id of its parameters -> (them, a copy, name, description, JSON)
+_TOOL_JSON: dict[int, tuple[Any, Any, Any, Any, str]] = {}
+_TOOL_JSON_MAX = 1024
+
+
+def _tool_json(f: dict[str, Any]) -> str:
+    """The JSON of a normalised function schema as a native `tools` entry, made once per schema while it is unchanged
+    (every model call counts the tools it offers: the same schemas each time)."""
+    params = f["parameters"]
+    known = _TOOL_JSON.get(id(params))  # (kept there, `params` keeps its id: compared, it tells a change)
+    if known is not None and known[0] is params and known[1] == params and known[2:4] == (f["name"], f["description"]):
+        return known[4]
+    text = json.dumps({"type": "function", "function": f}, ensure_ascii=False)
+    if len(_TOOL_JSON) >= _TOOL_JSON_MAX:
+        _TOOL_JSON.clear()
+    _TOOL_JSON[id(params)] = (params, copy.deepcopy(params), f["name"], f["description"], text)
+    return text

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 from chatagent.schema import FUNCTION, ContentItem, FunctionCall, Message, to_message
@@ -141,3 +141,32 @@ def as_data(m: Message | dict[str, Any]) -> Message | dict[str, Any]:
         items[i] = ContentItem(text=_MARKER.sub("untrusted_data", items[i].value))
     items[last] = ContentItem(text=items[last].value + "\n</untrusted-data>")
     return m.copy(content=items)
+
+
+#: a run's tool results as marked (`marked_data`): id of the message -> (it, its fields, its marked copy, the copy's)
+Marked = dict[int, tuple[Message, tuple[Any, ...], Message, tuple[Any, ...]]]
+
+
+def marked_data(messages: Sequence[Message | dict[str, Any]], memo: Marked) -> list[Message | dict[str, Any]]:
+    """`as_data` of each of `messages`, a tool's result with text content marked once per `memo` (a run's): its
+    marked copy is given again as long as neither it nor the copy changed (a model call's input is its own)."""
+    out: list[Message | dict[str, Any]] = []
+    for m in messages:
+        if type(m) is not Message or type(m.content) is not str:
+            out.append(as_data(m))
+            continue
+        if m.role != FUNCTION:
+            out.append(m)
+            continue
+        known = memo.get(id(m))  # (the memo holds the message: its id is not reused while it is there)
+        if known is None or known[1] != _fields(m) or _fields(known[2]) != known[3]:
+            data = as_data(m)
+            known = memo[id(m)] = (m, _fields(m), cast("Message", data), _fields(cast("Message", data)))
+        out.append(known[2])
+    return out
+
+
+def _fields(m: Message) -> tuple[Any, ...]:
+    """What a message is, to tell whether it changed (its `extra` copied: it may change in place)."""
+    extra = dict(m.extra) if m.extra is not None else None
+    return m.role, m.content, m.name, m.function_call, m.reasoning_content, extra

@@ -5,8 +5,9 @@
 Relevance is the hybrid score of `chatagent.rag.fusion` (BM25 and cosine, each standardised over the user's
 records) scaled to [0, 1] over them; a record not embedded yet counts by its keywords alone. Only the
 `shortlist` most relevant records are ranked by the full score, so recency and importance order what is
-relevant and never bring up what is not. CrewAI's composite (0.5 / 0.3 / 0.2) was the starting point; the
-weights here were chosen with bench/memory.py on our multi-session set (bench/data/memory_sessions.json).
+relevant and never bring up what is not. A text said many times (in a scope) is one candidate: its latest record.
+CrewAI's composite (0.5 / 0.3 / 0.2) was the starting point; the weights here were chosen with bench/memory.py on
+the development half of our multi-session set (more recency than this put older remarks above the evidence).
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ DAY = 86400.0
 class RecallWeights:
     """The parts of a recall score (see the module docstring)."""
 
-    meaning: float = 0.8
-    recency: float = 0.15
+    meaning: float = 0.93
+    recency: float = 0.02
     importance: float = 0.05
-    half_life_days: float = 30.0
+    half_life_days: float = 90.0
     shortlist: int = 20  # records ranked by the full score (at least 2 x k)
 
 
@@ -73,6 +74,8 @@ class UserIndex:
                     self.embedded[i] = True
             self.vectors = matrix
         self.all_embedded = bool(self.embedded.all())
+        self.distinct = _latest_of_each_text(self.records, by_scope=False)
+        self.distinct_in_scope = _latest_of_each_text(self.records, by_scope=True)
         if self.records:
             self.index.scores("")  # build the postings now
 
@@ -98,8 +101,11 @@ class UserIndex:
         if not self.records or k <= 0:
             return []
         relevance = self.relevance(query)
-        if scope is not None:
-            relevance = np.where([r.scope == scope for r in self.records], relevance, -1.0)
+        if scope is None:
+            keep = self.distinct
+        else:
+            keep = self.distinct_in_scope & np.array([r.scope == scope for r in self.records])
+        relevance = np.where(keep, relevance, -1.0)
         size = max(weights.shortlist, 2 * k)
         if size < len(relevance):  # the `size` most relevant (unordered), then ordered: not a sort of every record
             top = np.argpartition(-relevance, size)[:size]
@@ -121,3 +127,17 @@ class UserIndex:
             scored.append(MemoryMatch(record, score))
         scored.sort(key=lambda m: -m.score)
         return scored[:k]
+
+
+def _latest_of_each_text(records: list[MemoryRecord], by_scope: bool) -> np.ndarray:
+    """True for one record of each text (of each scope, `by_scope`), case and spacing aside: the most recently
+    updated, then the most important. A remark made in many conversations is one memory to recall, not `k`."""
+    best: dict[tuple[str, str], int] = {}
+    for i, r in enumerate(records):
+        key = (r.scope if by_scope else "", " ".join(r.text.split()).casefold())
+        j = best.get(key)
+        if j is None or (r.updated, r.importance) > (records[j].updated, records[j].importance):
+            best[key] = i
+    mask = np.zeros(len(records), dtype=bool)
+    mask[list(best.values())] = True
+    return mask

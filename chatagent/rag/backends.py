@@ -69,25 +69,31 @@ class PostgresBackend:
         self.embedder: Embedder | None = default_embedder() if embedder == "default" else embedder  # type: ignore[assignment]
         self._conn: Any = psycopg.connect(url, autocommit=True, connect_timeout=10)
         self._lock = threading.Lock()
-        self.pgvector = self._has_pgvector()
+        self._vector = self._pgvector_type()  # the schema-qualified type, or None: vectors in real[]
+        self.pgvector = self._vector is not None
         self.dim: int | None = None
         self._ensure_table()
 
-    def _has_pgvector(self) -> bool:
+    def _pgvector_type(self) -> str | None:
+        """pgvector's type, qualified by the schema the extension lives in (it may be off this search_path)."""
         import psycopg
 
         try:
             with self._lock, self._conn.transaction():
                 self._conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            return True
+                row = self._conn.execute(
+                    "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+                    "WHERE e.extname = 'vector'"
+                ).fetchone()
         except psycopg.Error:  # not installed, or not allowed: vectors in real[] instead
-            return False
+            return None
+        return '"' + row[0].replace('"', '""') + '".vector'
 
     def _ensure_table(self) -> None:
         with self._lock:
             self._conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.table} (id TEXT PRIMARY KEY, title TEXT, text TEXT NOT NULL, "
-                "terms TSVECTOR NOT NULL, embedding " + ("vector" if self.pgvector else "REAL[]") + ")"
+                "terms TSVECTOR NOT NULL, embedding " + (self._vector or "REAL[]") + ")"
             )
             self._conn.execute(f"CREATE INDEX IF NOT EXISTS {self.table}_terms ON {self.table} USING GIN (terms)")
 
@@ -110,7 +116,7 @@ class PostgresBackend:
             full = [f"{title}\n{t}" if title else t for t, title in zip(texts, named, strict=True)]
             matrix = np.concatenate([self.embedder.embed_passages(full[i : i + 32]) for i in range(0, len(full), 32)])
             vectors = [self._vector_param(v) for v in matrix]
-        cast = "::vector" if self.pgvector else "::real[]"
+        cast = f"::{self._vector or 'real[]'}"
         rows = [(str(i), title, t, tv, v) for i, title, t, tv, v in zip(ids, named, texts, terms, vectors, strict=True)]
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
             cur.executemany(
@@ -140,12 +146,14 @@ class PostgresBackend:
                 ).fetchall()
             return [(r[0], float(r[1])) for r in rows]
         v = self._vector_param(query_vector(self.embedder, query))
+        schema = self._vector.removesuffix(".vector") if self._vector else ""
+        distance = f"embedding OPERATOR({schema}.<=>) %(v)s::{self._vector}"
         similarity = (
-            "1 - (embedding <=> %(v)s::vector)"
-            if self.pgvector
+            f"1 - ({distance})"
+            if self._vector
             else "(SELECT sum(a * b) FROM unnest(embedding, %(v)s::real[]) AS pair(a, b))"
         )
-        order = "embedding <=> %(v)s::vector" if self.pgvector else f"{similarity} DESC"
+        order = distance if self._vector else f"{similarity} DESC"
         sql = (
             f"WITH q AS (SELECT CAST(%(q)s AS tsquery) AS tq), "
             f"lexical AS (SELECT id FROM {self.table}, q WHERE terms @@ tq "

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.llm.base import Usage
+from chatagent.llm.prepare import Marked
 from chatagent.utils.current_call import CALL_ID
 
 if TYPE_CHECKING:
@@ -44,9 +45,11 @@ class RunContext:
         "controls",
         "turn_key",
         "call_keys",
+        "marked",
     )
     turn_key: str | None  # the stored turn's (a run with a session), else made when first asked
     call_keys: dict[str, str]  # a stored turn's calls: function id -> their idempotency key
+    marked: Marked  # the run's tool results as the model gets them (chatagent.llm.prepare.marked_data)
 
     def __init__(
         self, deadline: float | None = None, callbacks: tuple[Callback, ...] = (), agent_name: str | None = None
@@ -65,7 +68,7 @@ class RunContext:
         self.parent: RunContext | None = None
         self.trace: Any = None  # what chatagent.telemetry keeps for this run (its span and context)
         self.controls: tuple[ToolControl, ...] = ()  # the controlled runs this one is part of, outermost first
-        self.turn_key, self.call_keys = None, {}  # for idempotency keys (see below)
+        self.turn_key, self.call_keys, self.marked = None, {}, {}  # for idempotency keys (see below); marked data
 
     @property
     def call_id(self) -> str | None:

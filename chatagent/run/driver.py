@@ -55,18 +55,14 @@ class ModelStream:
         self._observed = bool(ctx.callbacks)
         self.usage = Usage() if self._observed else ctx.usage  # observed: this call's own usage, for its event
         self.reply = Collector()
-        self.start = call.start
-        self.view = call.view
-        self.maps = call.maps
+        self.start, self.view, self.maps = call.start, call.view, call.maps
         self.deadline = ctx.deadline
         self.error: str | None = None
         self.t0 = 0.0
         if self._observed:
             found = handlers(ctx.callbacks, LLM_START)
             if found:
-                fns = call.functions or ()
-                names = [f.get("name") for f in fns]
-                data = {"messages": len(call.messages), "functions": names}
+                data = {"messages": len(call.messages), "functions": [f.get("name") for f in call.functions or ()]}
                 deliver(found, Event(LLM_START, _agent_name(ctx), data=data, run=ctx))
             self.t0 = time.perf_counter()
 
@@ -101,14 +97,13 @@ class ModelStream:
         reply = self.reply.messages()
         if self._observed:
             ctx = call.context
-            usage = self.usage
-            ctx.usage.merge(usage)
+            ctx.usage.merge(self.usage)
             found = handlers(ctx.callbacks, LLM_END)
             if found:
                 llm = call.llm
                 data = {"model": llm.model, "model_type": llm.model_type, "input": call.messages, "output": reply}
                 event = Event(
-                    LLM_END, _agent_name(ctx), duration=time.perf_counter() - self.t0, usage=usage, error=self.error,
+                    LLM_END, _agent_name(ctx), duration=time.perf_counter() - self.t0, usage=self.usage, error=self.error,
                     data=data, run=ctx,
                 )  # fmt: skip
                 deliver(found, event)

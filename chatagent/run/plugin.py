@@ -146,6 +146,9 @@ class Plugin:
         """The final response (a new list, at least as long), or None to keep it; may raise Retry or Blocked."""
 
 
+_DO_NOTHING = {h: getattr(Plugin, h) for h in HOOKS}  # the base's hooks, which a plugin that needs them overrides
+
+
 def plugin_name(plugin: Any) -> str:
     return getattr(plugin, "name", "") or type(plugin).__name__
 
@@ -164,12 +167,16 @@ class Plugins:
         self.plugins = tuple(plugins)
         self.hooks: dict[str, list[tuple[Any, Hook]]] = {h: [] for h in HOOKS}
         for p in self.plugins:
-            if isinstance(p, (type, str)) or not any(callable(getattr(p, h, None)) for h in HOOKS):
-                raise TypeError(f"a plugin is an object with hooks ({', '.join(HOOKS)}), got {p!r:.80}")
+            cls, found = type(cast(object, p)), False
             for h in HOOKS:
+                if getattr(cls, h, None) is _DO_NOTHING[h]:  # Plugin's own: never called
+                    continue
                 fn: object = getattr(p, h, None)
-                if callable(fn) and getattr(type(cast(object, p)), h, None) is not getattr(Plugin, h):
+                if callable(fn):
                     self.hooks[h].append((p, cast(Hook, fn)))
+                    found = True
+            if isinstance(p, (type, str)) or not (found or any(callable(getattr(p, h, None)) for h in HOOKS)):
+                raise TypeError(f"a plugin is an object with hooks ({', '.join(HOOKS)}), got {p!r:.80}")
 
     def __bool__(self) -> bool:
         return bool(self.plugins)

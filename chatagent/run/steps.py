@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast, overload
 
-from chatagent.llm.prepare import as_data
+from chatagent.llm.prepare import marked_data
 from chatagent.run import compat
 from chatagent.run.context import current_run
 from chatagent.run.driver import ask, drain
@@ -99,7 +99,7 @@ class RunSteps:
 
         The reply streams out as fragments placed from `start` (through `view`, see `ModelCall`; none with
         `hide=True`), and the complete reply (a list of Messages) is the return value. Tool results reach the
-        model marked as untrusted data (`chatagent.llm.prepare.as_data`).
+        model marked as untrusted data, each once per run (`chatagent.llm.prepare.marked_data`).
 
         Qwen-Agent style works too (in an agent that is not `fragment_native`): `for rsp in self._call_llm(...)`
         yields the reply so far as whole lists (an empty one first), and `stream=False` returns the whole reply.
@@ -107,19 +107,12 @@ class RunSteps:
         ctx = current_run()
         ctx.check_deadline()
         cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
-        # tool results reach the model marked as untrusted data (a Qwen-style loop's dicts stay dicts: chat takes them)
-        messages = cast("list[Message]", [as_data(m) for m in messages])
+        messages = cast("list[Message]", marked_data(messages, ctx.marked))  # a Qwen-style loop's dicts stay dicts
         if "_call_llm" in self.overridden_steps and stream and self.fragment_native and compat.placement():
             return compat.placed_call(self.llm, messages, functions, cfg, ctx)  # inside an override, in a built-in loop
         if not stream:
-            return self.llm.chat(
-                visible_to_model(messages),
-                functions,
-                stream=False,
-                extra_generate_cfg=cfg,
-                usage=ctx.usage,
-                deadline=ctx.deadline,
-            )
+            return self.llm.chat(visible_to_model(messages), functions, stream=False, extra_generate_cfg=cfg,
+                                 usage=ctx.usage, deadline=ctx.deadline)  # fmt: skip
         call = ModelCall(self.llm, visible_to_model(messages), functions, cfg, start, ctx, view, hide)
         if not self.fragment_native:
             return compat.model_call(call)

@@ -169,7 +169,8 @@ class _Parts:
 class Collector:
     """Adds up fragments in linear time (text pieces joined once at the end); `messages()` gives the result.
 
-    Use it where nobody looks at the response until it is complete; `Response` copies on every change.
+    Use it where nobody looks at the response until it is complete (`messages(start)`: from message `start` on);
+    `Response` copies on every change.
     """
 
     __slots__ = ("_parts",)
@@ -212,9 +213,9 @@ class Collector:
         """The `name` of message `index` so far."""
         return self._parts[index].first.name
 
-    def messages(self) -> list[Message]:
+    def messages(self, start: int = 0) -> list[Message]:
         out: list[Message] = []
-        for p in self._parts:
+        for p in self._parts[start:]:
             contents, reasonings, first = p.contents, p.reasonings, p.first
             content: str | list[ContentItem]
             texts = [c for c in contents if isinstance(c, str)]

@@ -1,6 +1,7 @@
-"""The SQLite session store: one database file (WAL journal, full sync), a small pool of connections, and a lock
-file per running session next to the database (`<file>-locks/`), held with flock so that it goes away with the
-process that held it, however it ended."""
+"""The SQLite session store: one database file (WAL journal, full sync), two small pools of connections (synced, and
+at synchronous=NORMAL for the writes that need not wait for the disk: checkpoints), and a lock file per running
+session next to the database (`<file>-locks/`), held with flock so that it goes away with the process that held it,
+however it ended."""
 
 from __future__ import annotations
 
@@ -74,6 +75,7 @@ class SQLiteStore(SQLStore):
             raise SessionStoreError(f"cannot make the session store {self.url}: {e.strerror or e}") from None
         self._locks_dir = self.path.with_name(self.path.name + "-locks")
         self._idle: list[sqlite3.Connection] = []
+        self._unsynced: list[sqlite3.Connection] = []  # at synchronous=NORMAL: their commits survive the process only
         self._write_lock = threading.RLock()  # one writer at a time in this process, without SQLite's busy waits
         # (reentrant: a run dropped and finalised in the middle of a write by this thread must not deadlock)
         self._local_locks: set[str] = set()  # where flock is missing
@@ -88,30 +90,31 @@ class SQLiteStore(SQLStore):
     # ---- connections and transactions -------------------------------------------------------------------
     # (no locks and no generator-based context managers here: they would cost as much as the statements)
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, sync: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA synchronous=FULL" if sync else "PRAGMA synchronous=NORMAL")
         return conn
 
-    def _take(self) -> sqlite3.Connection:
+    def _take(self, sync: bool = True) -> sqlite3.Connection:
         try:
-            return self._idle.pop()  # atomic: the pool needs no lock of its own
+            return (self._idle if sync else self._unsynced).pop()  # atomic: the pool needs no lock of its own
         except IndexError:
             pass
         try:
-            return self._connect()
+            return self._connect(sync)
         except sqlite3.Error as e:
             raise self._error(e) from e
 
-    def _give_back(self, conn: sqlite3.Connection) -> None:
+    def _give_back(self, conn: sqlite3.Connection, sync: bool = True) -> None:
         if conn.in_transaction:
             try:
                 conn.execute("ROLLBACK")
             except sqlite3.Error:
                 conn.close()
                 return
-        if len(self._idle) < _POOL_SIZE:
-            self._idle.append(conn)
+        pool = self._idle if sync else self._unsynced
+        if len(pool) < _POOL_SIZE:
+            pool.append(conn)
         else:
             conn.close()
 
@@ -126,6 +129,16 @@ class SQLiteStore(SQLStore):
 
     def _write(self, sync: bool = True) -> _Transaction:
         return _Transaction(self, sync)
+
+    def _write_one(self, sql: str, params: tuple) -> int:
+        with self._write_lock:  # one statement: a transaction of its own (it takes the write lock as it starts)
+            conn = self._take(sync=False)
+            try:
+                return conn.execute(sql, params).rowcount
+            except sqlite3.Error as e:
+                raise self._error(e) from e
+            finally:
+                self._give_back(conn, sync=False)
 
     def _error(self, e: sqlite3.Error) -> SessionStoreError:
         text = str(e)
@@ -145,7 +158,7 @@ class SQLiteStore(SQLStore):
 
     def close(self) -> None:
         """Close the idle connections (used again, the store opens new ones)."""
-        idle, self._idle = self._idle, []
+        idle, self._idle, self._unsynced = self._idle + self._unsynced, [], []
         for conn in idle:
             conn.close()
 
@@ -181,18 +194,6 @@ class SQLiteStore(SQLStore):
         return release
 
 
-def _synced(conn: sqlite3.Connection) -> bool:
-    """Set `conn` back to full sync (rolling back what was not committed: a pragma cannot run inside a
-    transaction); whether it could."""
-    try:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        conn.execute("PRAGMA synchronous=FULL")
-    except sqlite3.Error:
-        return False
-    return True
-
-
 class _Transaction:
     """`with store._write() as cur:` one write transaction (BEGIN IMMEDIATE), one writer of this process at a time;
     committed at the end, rolled back on an exception; SQLite errors become SessionStoreErrors. With `sync=False`
@@ -208,15 +209,13 @@ class _Transaction:
         store = self.store
         store._write_lock.acquire()
         try:
-            self.conn = store._take()
-            if not self.sync:
-                self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn = store._take(self.sync)
             cur = self.conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
             return cur
         except BaseException as e:
             if hasattr(self, "conn"):
-                store._give_back(self.conn)
+                store._give_back(self.conn, self.sync)
             store._write_lock.release()
             if isinstance(e, sqlite3.Error):
                 raise store._error(e) from e
@@ -230,10 +229,7 @@ class _Transaction:
         except sqlite3.Error as e:
             raise store._error(e) from e
         finally:
-            if self.sync or _synced(conn):
-                store._give_back(conn)  # rolls back what was not committed
-            else:
-                conn.close()  # never reused without full sync
+            store._give_back(conn, self.sync)  # rolls back what was not committed
             store._write_lock.release()
         if isinstance(error, sqlite3.Error):
             raise store._error(error) from error

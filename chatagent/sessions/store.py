@@ -151,6 +151,12 @@ class SQLStore:
         `sync=False`: its commit does not wait for the disk (it survives the process's death, not the machine's)."""
         raise NotImplementedError
 
+    def _write_one(self, sql: str, params: tuple) -> int:
+        """One statement written in a transaction of its own, not synced (`_write(sync=False)`); its rowcount."""
+        with self._write(sync=False) as cur:
+            cur.execute(sql, params)
+            return cur.rowcount
+
     def _lock_blobs(self, cur: Any, exclusive: bool) -> None:
         """Keep blob collection and blob references apart where transactions run concurrently (PostgreSQL)."""
 
@@ -368,6 +374,11 @@ class SQLStore:
         """Write checkpoint `step` of the pending turn `key`: `messages` from response index `at` on (None: only
         its state), in one transaction, not synced. With `new` (its first write) the turn becomes pending, if the
         session is still at `expected.version` and has no other pending turn (else SessionConflictError)."""
+        if new is None and messages is not None and state == pending.RUNNING:  # the usual one: a statement
+            added = self._write_one(pending.ADD_LATER_CHECKPOINT, (step, at, encode(messages), user, session_id, key))
+            if added != 1:  # discarded (or the session cleared) while the run went on
+                raise _conflict(self.url, session_id)
+            return
         now = time.time()
         detail_body = encode(detail) if detail else None
         with self._write(sync=False) as cur:
@@ -380,11 +391,6 @@ class SQLStore:
                 if version != expected.version or cur.execute(pending.FIND_PENDING, (sid,)).fetchone():
                     raise _conflict(self.url, session_id)
                 cur.execute(pending.START, (sid, key, version, state, encode(new), detail_body, now, now))
-            elif messages is not None and state == pending.RUNNING:  # the usual one: a statement
-                cur.execute(pending.ADD_LATER_CHECKPOINT, (step, at, encode(messages), user, session_id, key))
-                if cur.rowcount != 1:  # discarded (or the session cleared) while the run went on
-                    raise _conflict(self.url, session_id)
-                return
             else:
                 found = cur.execute(FIND, (user, session_id)).fetchone()
                 sid = found[0] if found else None

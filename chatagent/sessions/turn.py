@@ -186,9 +186,8 @@ class Turn:
             return self._flush(state, detail)
 
     def _flush(self, state: str | None = None, detail: dict[str, Any] | None = None) -> dict[str, str]:
-        response = self._collector.messages()
         start = min(self._dirty, self._flushed)
-        changed = response[start:]
+        changed = self._collector.messages(start)  # what the last checkpoint does not hold
         if not changed and state is None:
             return {}
         s = self.session
@@ -199,7 +198,7 @@ class Turn:
             state or "running", detail,
         )  # fmt: skip
         self._steps += 1
-        self._flushed, self._dirty = len(response), _CLEAN
+        self._flushed, self._dirty = start + len(changed), _CLEAN
         return self.call_keys(changed, start)
 
     def call_keys(self, messages: list[Message], start: int = 0) -> dict[str, str]:

@@ -38,6 +38,7 @@ def is_json_array(value: object) -> TypeIs[JSONArray]:
 
 
 _MAX_ERRORS = 3
+_IMMUTABLE = frozenset((str, int, float, bool, type(None)))
 _MISSING = object()
 
 _INT_STR = re.compile(r"\s*[-+]?\d+\s*")
@@ -217,7 +218,8 @@ class _Validator:
                 self.errors.append(f"{_name(_join(path, key))} is required")
         for key, sub in props.items():
             if key not in out and is_json_object(sub) and "default" in sub:
-                out[key] = copy.deepcopy(sub["default"])
+                default = sub["default"]  # a copy, unless it cannot change (the usual kinds of default)
+                out[key] = default if type(default) in _IMMUTABLE else copy.deepcopy(default)
         _bounds(len(out), schema, "minProperties", "maxProperties", path, "properties")
         return out
 

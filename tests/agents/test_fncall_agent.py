@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from chatagent import FnCallAgent, Message, Reply, ScriptedLLM, merge_delta, tool, tool_call
+from chatagent import FnCallAgent, Message, Plugin, Reply, ScriptedLLM, merge_delta, tool, tool_call
 from chatagent.agent import Agent
 from chatagent.llm.base import Usage
 from chatagent.llm.prepare import unmarked, untrusted
@@ -52,6 +52,30 @@ def test_single_call_then_answer():
     assert second[-1].content == untrusted("Paris: 21 celsius", "tool get_weather")  # marked as data for the model
     llm.assert_complete()
     assert USER == [{"role": "user", "content": "What is the weather in Paris?"}]  # input untouched
+
+
+def test_each_model_call_gets_the_tool_results_marked_once_however_a_hook_changed_its_input():
+    # the marked copy of a result is reused from call to call (marked once per run), but never one a hook changed
+    class Tamper(Plugin):
+        def before_model(self, agent, call):
+            for m in call.messages:
+                if m.role == "function":
+                    m.content = "seen: " + m.content  # in place, on the model call's own input
+                    m.extra["seen"] = m.extra.get("seen", 0) + 1
+
+    script = [tool_call("get_weather", {"city": "Paris"}), tool_call("get_weather", {"city": "Oslo"}), "Done."]
+    llm = ScriptedLLM(script)
+    rsp = FnCallAgent(llm=llm, function_list=[get_weather], plugins=[Tamper()]).run_nonstream(USER)
+    paris = untrusted("Paris: 21 celsius", "tool get_weather")
+    assert [m.content for m in llm.calls[1].messages if m.role == "function"] == ["seen: " + paris]
+    third = [m for m in llm.calls[2].messages if m.role == "function"]
+    assert [m.content for m in third] == [
+        "seen: " + paris,
+        "seen: " + untrusted("Oslo: 21 celsius", "tool get_weather"),
+    ]
+    assert [m.extra["seen"] for m in third] == [1, 1]
+    assert [m["content"] for m in rsp if m["role"] == "function"] == ["Paris: 21 celsius", "Oslo: 21 celsius"]
+    assert all("seen" not in m["extra"] for m in rsp if m["role"] == "function")
 
 
 def test_streaming_modes_agree():

@@ -140,6 +140,22 @@ def test_tokens_left_counts_messages_and_tool_schemas() -> None:
     assert native < left - 30 and prompted < native  # the prompt's tool instructions cost more than the schema
 
 
+def test_native_tools_are_counted_as_their_json_and_again_when_a_schema_changes_in_place() -> None:
+    # the JSON of a schema is made once while it stays as it was; a change in place is counted
+    params = {"type": "object", "properties": {"city": {"type": "string"}}}
+    schema = {"name": "weather", "description": "The weather in a city.", "parameters": params}
+    llm = ScriptedLLM([])
+
+    def as_json() -> int:
+        return count_tokens(json.dumps({"type": "function", "function": schema}, ensure_ascii=False))
+
+    assert llm.functions_tokens([schema]) == llm.functions_tokens([schema]) == as_json()
+    params["properties"]["city"]["description"] = "The city's name, in English, as the user gave it. " * 4
+    assert llm.functions_tokens([schema]) == as_json() > 40
+    schema["description"] = "The current weather."
+    assert llm.functions_tokens([schema]) == as_json()
+
+
 def test_prompt_based_tools_count_when_fitting_the_conversation() -> None:
     """The tool prompt used to be added after truncation: a conversation that fit alone overflowed with it."""
     schema = {"name": "search", "description": "Search the company's documents for a topic. " * 8,

@@ -62,6 +62,24 @@ def test_remember_recall_forget_with_sources_and_scopes(store_url: str) -> None:
         mem.remember("   ")
 
 
+def test_a_remark_made_in_many_conversations_is_recalled_once(tmp_path: Path) -> None:
+    """Small talk the user repeats session after session must not fill every place of a recall."""
+    mem = LongTermMemory(user="alice", store=str(tmp_path / "m.db"), embedder=None)
+    for n in range(8):
+        talk = [{"role": "user", "content": "Can you suggest a podcast for my commute?"}]
+        mem.ingest(talk, session_id=f"s{n}", at=1_700_000_000 + n * 86400)
+    fact = mem.remember("Never suggest horror movies to me: I hate them.")
+    talk = [{"role": "user", "content": "Can you  suggest a podcast for my commute?"}]  # spacing aside, the same
+    mem.ingest(talk, session_id="w", scope="work", at=1_700_000_000 - 86400)  # in another scope: its own there
+    hits = mem.recall("Which movies should you never suggest to me?", k=3)
+    texts = [m.record.text for m in hits]
+    assert fact.id in [m.record.id for m in hits]
+    assert texts.count("Can you suggest a podcast for my commute?") == 1, texts
+    podcast = next(m.record for m in hits if m.record.id != fact.id)
+    assert podcast.source == {"session": "s7", "message": 0, "role": "user"}  # the latest time it was said
+    assert [m.record.source["session"] for m in mem.recall("podcast", scope="work")] == ["w"]
+
+
 def test_another_user_recalls_nothing_and_cannot_forget(store_url: str) -> None:
     alice = LongTermMemory(user="alice", store=store_url, embedder=None)
     record = alice.remember("My bank PIN hint is the cat's birthday.")

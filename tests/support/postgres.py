@@ -1,6 +1,9 @@
 """A throwaway PostgreSQL server for tests: `initdb` and `pg_ctl` (Debian's postgresql package) make a cluster on a
 free port under a temporary directory; `stop()` ends its processes and removes the directory.
 
+Debian bookworm's PostgreSQL has no pgvector; the `pgserver` wheel (the dev extra) bundles a PostgreSQL 16 with
+pgvector, whose programs `PostgresCluster(bin_dir=pgvector_bin_dir())` runs the same way.
+
 PostgreSQL refuses to run as root, so as root the cluster belongs to, and runs as, the `postgres` system user that
 Debian's package creates (through `runuser`). Each test gets its own schema (`new_store_url()`), so tests share
 the server but never each other's tables.
@@ -13,6 +16,7 @@ the server but never each other's tables.
 from __future__ import annotations
 
 import glob
+import importlib.util
 import itertools
 import os
 import pwd
@@ -35,15 +39,28 @@ def default_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def find_binary(name: str) -> str | None:
-    """A PostgreSQL server program: Debian keeps them in /usr/lib/postgresql/<version>/bin (newest first)."""
+def find_binary(name: str, bin_dir: Path | None = None) -> str | None:
+    """A PostgreSQL server program from `bin_dir`, else Debian's (/usr/lib/postgresql/<version>/bin, newest first)."""
+    if bin_dir is not None:
+        return str(bin_dir / name) if (bin_dir / name).is_file() else None
     found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(p.split("/")[4]), reverse=True)
     return found[0] if found else shutil.which(name)
 
 
-def unavailable() -> str | None:
-    """Why a cluster cannot be made here, or None."""
-    if find_binary("initdb") is None or find_binary("pg_ctl") is None:
+def pgvector_bin_dir() -> Path | None:
+    """The programs of the PostgreSQL with pgvector that the `pgserver` wheel bundles (found, not imported), or None."""
+    spec = importlib.util.find_spec("pgserver")
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(root) / "pginstall" / "share" / "postgresql" / "extension" / "vector.control").is_file():
+            return Path(root) / "pginstall" / "bin"
+    return None
+
+
+def unavailable(bin_dir: Path | None = None) -> str | None:
+    """Why a cluster (of `bin_dir`'s programs, else Debian's) cannot be made here, or None."""
+    if find_binary("initdb", bin_dir) is None or find_binary("pg_ctl", bin_dir) is None:
+        if bin_dir is not None:
+            return f"no PostgreSQL programs in {bin_dir}"
         return "PostgreSQL is not installed (Debian's postgresql package; scripts/setup.sh installs it as root)"
     if os.geteuid() == 0:
         try:
@@ -68,8 +85,9 @@ def free_port() -> int:
 class PostgresCluster:
     """One PostgreSQL server in a temporary directory (see the module docstring)."""
 
-    def __init__(self, fsync: bool = False) -> None:
+    def __init__(self, fsync: bool = False, bin_dir: Path | None = None) -> None:
         self.fsync = fsync  # off for tests (faster, nothing to keep); on for benchmarks
+        self.bin_dir = bin_dir  # whose programs: Debian's when None
         self.dir = Path(tempfile.mkdtemp(prefix="chatagent-pg-"))
         self.data = self.dir / "data"
         self.port = 0
@@ -93,8 +111,8 @@ class PostgresCluster:
 
     def start(self) -> Self:
         try:
-            self._run(find_binary("initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
-                      "--no-sync")  # fmt: skip
+            initdb = find_binary("initdb", self.bin_dir)
+            self._run(initdb, "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
             for attempt in range(3):  # the free port may be taken between finding it and binding it
                 self.port = free_port()
                 options = (
@@ -102,7 +120,7 @@ class PostgresCluster:
                     "-c max_connections=200 -c shared_buffers=16MB"
                 )
                 try:
-                    self._run(find_binary("pg_ctl"), "-D", str(self.data), "-l", str(self.dir / "server.log"),
+                    self._run(find_binary("pg_ctl", self.bin_dir), "-D", str(self.data), "-l", str(self.dir / "server.log"),
                               "-o", options, "-w", "-t", "60", "start")  # fmt: skip
                     break
                 except RuntimeError:
@@ -140,7 +158,17 @@ class PostgresCluster:
         pid_file = self.data / "postmaster.pid"
         if pid_file.exists():
             try:
-                self._run(find_binary("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "-t", "30", "stop")
+                self._run(
+                    find_binary("pg_ctl", self.bin_dir),
+                    "-D",
+                    str(self.data),
+                    "-m",
+                    "immediate",
+                    "-w",
+                    "-t",
+                    "30",
+                    "stop",
+                )
             except (RuntimeError, subprocess.TimeoutExpired):
                 self._kill(pid_file)
         shutil.rmtree(self.dir, ignore_errors=True)
