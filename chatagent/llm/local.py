@@ -33,6 +33,7 @@ from chatagent.llm.local_tools import aconstrained_stream, constrained_stream, h
 from chatagent.llm.loop_guard import stop_loops
 from chatagent.llm.openai_compat import OpenAICompatModel
 from chatagent.llm.registry import register_llm
+from chatagent.llm.tool_router import ToolRouter, shared_router
 from chatagent.schema import SYSTEM, Message
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import collect
@@ -331,10 +332,12 @@ class LocalModel(OpenAICompatModel):
     each prompt's state (`cache_prompt`), so a follow-up reads only what is new.
 
     The server starts when the model is made (or is reused if one serves the same file and options). A chat
-    template without tool support (SmolLM2's) gets tools by constrained decoding (`chatagent.llm.local_tools`).
+    template without tool support (SmolLM2's) gets tools by constrained decoding (`chatagent.llm.local_tools`),
+    the tool chosen by `chatagent.llm.tool_router` when the [embed] extra is there (`tool_router`: default True;
+    False lets the model choose).
     """
 
-    cfg_keys = frozenset({"n_ctx", "port", "threads", "n_parallel", "verbose", "stop_loops"})
+    cfg_keys = frozenset({"n_ctx", "port", "threads", "n_parallel", "verbose", "stop_loops", "tool_router"})
 
     def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         cfg = dict(cfg or {})
@@ -357,6 +360,7 @@ class LocalModel(OpenAICompatModel):
         cfg["model_server"] = self.server.base_url
         cfg["api_key"] = self.server.api_key
         self.stop_loops = bool(cfg.get("stop_loops", True))
+        self.use_router = bool(cfg.get("tool_router", True))
         props = self.server.props()
         if "multimodal" not in cfg:
             modalities: dict[str, Any] = props.get("modalities") or {}
@@ -379,7 +383,8 @@ class LocalModel(OpenAICompatModel):
         'repetition' or 'prompt_echo', see `chatagent.llm.loop_guard`); tools through the grammar when the chat
         template has none."""
         if self.constrained_tools and (functions or has_calls(messages)):
-            stream = constrained_stream(super()._chat_stream, messages, functions, cfg, usage, tool_choice)
+            router = self._router(functions, tool_choice)
+            stream = constrained_stream(super()._chat_stream, messages, functions, cfg, usage, tool_choice, router)
         else:
             stream = super()._chat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
         if not self.stop_loops:
@@ -398,8 +403,16 @@ class LocalModel(OpenAICompatModel):
     ) -> AsyncIterator[list[Fragment]]:
         """The server's async stream (tools through the grammar, as `_chat_stream`)."""
         if self.constrained_tools and (functions or has_calls(messages)):
-            return aconstrained_stream(super()._achat_stream, messages, functions, cfg, usage, tool_choice)
+            router = self._router(functions, tool_choice)
+            return aconstrained_stream(super()._achat_stream, messages, functions, cfg, usage, tool_choice, router)
         return super()._achat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
+
+    def _router(self, functions: list[dict[str, Any]] | None, choice: ToolChoice) -> ToolRouter | None:
+        """What chooses the tool for this call (`chatagent.llm.tool_router`), made on the first call that needs it;
+        None when the model chooses (`{'tool_router': False}`, or no [embed] extra)."""
+        if not functions or not self.use_router or choice.choice not in ("auto", "required"):
+            return None
+        return shared_router()
 
     def _chat_once(
         self,

@@ -11,6 +11,14 @@ prose that looks like a call. Earlier calls and results are written into the con
 as a user message, since such templates have no tool role). After a tool's result, the next reply is an answer:
 a small model asked again would call again, so the embedded model makes one round of calls per question.
 `function_choice` is honoured for the first reply: 'none' answers, 'required' calls, a tool's name calls that tool.
+
+A 135M model does not choose well between answering and calling (0 of 20 tool questions in bench/local_tools.py),
+so with the `[embed]` extra the choice is made before it is asked (`routed_request`): `chatagent.llm.tool_router`
+picks the tool the question needs, or none. No tool: the question goes to the model as plain chat, no grammar and no
+tool prompt, so its first text comes as fast as without tools. A tool (chosen, or named by `function_choice`): the
+model only writes that tool's arguments, asked with the question alone under `chatagent.llm.argument_grammar`'s
+grammar (names quoted from the question, numbers from it). Without the extra, the model chooses under the grammar
+above (said once in the log).
 """
 
 from __future__ import annotations
@@ -21,10 +29,12 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+from chatagent.llm.argument_grammar import argument_grammar
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.request import Usage
 from chatagent.llm.settings import ToolChoice
 from chatagent.llm.stream_modes import ReplyFilter
+from chatagent.llm.tool_router import ToolRouter
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, FunctionCall, Message, content_text
 from chatagent.schema.fragment import Fragment
 
@@ -41,6 +51,9 @@ User: Who wrote Hamlet?
 User: {example_question}
 {example_call}"""
 ANSWER_ONLY = 'Reply with JSON only: {"answer": "..."}, using the tool results above.'
+ARGUMENTS_PROMPT = (
+    "Fill in the arguments of the tool {name} ({description}) from the user's message. Reply with JSON only."
+)
 _HEAD = re.compile(r'\s*\{\s*"(answer|tool)"\s*:\s*("?)')
 # JSON Schema keywords llama.cpp's converter understands, kept from a tool's parameters (the rest is dropped)
 _KEEP = frozenset({"type", "properties", "required", "enum", "const", "items", "anyOf", "oneOf", "minimum", "maximum",
@@ -62,16 +75,46 @@ def constrained_request(
         options.append(_object({"answer": {"type": "string"}}))
     if not answer_only:
         options += [_object({"tool": {"const": f["name"]}, "arguments": _params(f)}) for f in offered]
-    if not functions:
+    if not functions or answer_only:  # an answer needs no tool descriptions (a shorter prompt)
         return _render(messages, ANSWER_ONLY), {"json_schema": options[0]}
     system = TOOLS_PROMPT.format(
         tools="\n".join(f"- {f['name']}: {f.get('description') or ''} Arguments: {json.dumps(_params(f))}" for f in functions),
         example_question=f"(a question that needs {offered[0]['name'] if offered else functions[0]['name']})",
         example_call=_call_json(offered[0] if offered else functions[0]),
     )  # fmt: skip
-    if answer_only:
-        system += "\n\n" + ANSWER_ONLY
     return _render(messages, system), {"json_schema": options[0] if len(options) == 1 else {"anyOf": options}}
+
+
+def routed_request(
+    messages: list[Message], functions: list[dict[str, Any]], choice: ToolChoice, router: ToolRouter | None
+) -> tuple[list[Message], dict[str, Any], str | None] | None:
+    """The request when the tool is chosen before the model is asked (see the module docstring): the messages, the
+    grammar ({} for plain chat) and the tool whose arguments the reply is; None when `constrained_request` is
+    the way (no router for 'auto' or 'required', an answer after results, no question)."""
+    if not functions or not messages or messages[-1].role != USER:
+        return None
+    if choice.choice == "none":
+        return None if has_calls(messages) else (list(messages), {}, None)
+    question = content_text(messages[-1].content).strip()
+    if not question:
+        return None
+    if choice.choice in ("auto", "required"):
+        if router is None:
+            return None
+        name = router.choose(question, functions, required=choice.choice == "required")
+        if name is None and has_calls(messages):  # earlier calls are in the conversation as text
+            return _render(messages, ANSWER_ONLY), {"json_schema": _object({"answer": {"type": "string"}})}, None
+        if name is None:
+            return list(messages), {}, None
+    else:
+        name = choice.choice
+    function = next((f for f in functions if f["name"] == name), None)
+    if function is None:  # a function_choice naming no offered tool: as before
+        return None
+    grammar = argument_grammar(function, question)
+    system = ARGUMENTS_PROMPT.format(name=name, description=function.get("description") or "")
+    request = [Message.unchecked(SYSTEM, system), Message.unchecked(USER, question)]
+    return request, {"grammar": grammar} if grammar else {"json_schema": _params(function)}, name
 
 
 def _object(properties: dict[str, Any]) -> dict[str, Any]:
@@ -157,9 +200,11 @@ def _merged(messages: list[Message]) -> list[Message]:
 class ConstrainedReply(ReplyFilter):
     """The model's JSON reply read as it streams: an answer's text as it is decoded, a call when it is complete."""
 
-    def __init__(self) -> None:
+    def __init__(self, tool: str | None = None) -> None:
+        """`tool`: the reply is that tool's arguments object (the call's whole JSON when None)."""
         self.raw = ""
-        self.kind: str | None = None  # 'answer' or 'tool', once the key is read
+        self.tool = tool
+        self.kind: str | None = "tool" if tool else None  # 'answer' or 'tool', once the key is read
         self.pos = 0  # in an answer: where its string's next character is
         self.done = False  # the answer's closing quote was read
         self.cut = False
@@ -216,7 +261,8 @@ class ConstrainedReply(ReplyFilter):
                 if self.cut:
                     raise cut_call_error() from None
                 raise
-            call = FunctionCall(obj["tool"], json.dumps(obj.get("arguments") or {}, ensure_ascii=False))
+            name, args = (self.tool, obj) if self.tool else (obj["tool"], obj.get("arguments"))
+            call = FunctionCall(name, json.dumps(args or {}, ensure_ascii=False))
             return [_make(ASSISTANT, "", None, call, None, {"function_id": _call_id()}, 0)]
         if self.kind is None:  # cut before the key, or no grammar: what came is the answer
             return [_make(ASSISTANT, self.raw.strip(), None, None, None, None, 0)]
@@ -249,6 +295,18 @@ def has_calls(messages: list[Message]) -> bool:
     return any(m.role == FUNCTION or m.function_call is not None for m in messages)
 
 
+def _request(
+    messages: list[Message], functions: list[dict[str, Any]] | None, choice: ToolChoice, router: ToolRouter | None
+) -> tuple[list[Message], dict[str, Any], ConstrainedReply | None]:
+    """The messages, the grammar and the reader of the reply (None: plain chat, read as it comes)."""
+    routed = routed_request(messages, functions or [], choice, router)
+    if routed is not None:
+        msgs, grammar, tool = routed
+        return msgs, grammar, ConstrainedReply(tool) if grammar else None
+    msgs, grammar = constrained_request(messages, functions or [], choice if functions else ToolChoice("none"))
+    return msgs, grammar, ConstrainedReply()
+
+
 def constrained_stream(
     stream: Callable[..., Iterator[list[Fragment]]],
     messages: list[Message],
@@ -256,11 +314,13 @@ def constrained_stream(
     cfg: dict[str, Any],
     usage: Usage | None,
     choice: ToolChoice,
+    router: ToolRouter | None = None,
 ) -> Iterator[list[Fragment]]:
     """The reply of `stream` (a backend's `_chat_stream`, asked without tools) to `messages` with `functions`
-    offered under the grammar (see the module docstring)."""
-    msgs, grammar = constrained_request(messages, functions or [], choice if functions else ToolChoice("none"))
-    return ConstrainedReply().run(stream(msgs, None, {**cfg, **grammar}, usage))
+    offered: the tool chosen by `router` or the model under the grammar (see the module docstring)."""
+    msgs, grammar, reader = _request(messages, functions, choice, router)
+    replies = stream(msgs, None, {**cfg, **grammar}, usage)
+    return reader.run(replies) if reader else replies
 
 
 def aconstrained_stream(
@@ -270,10 +330,19 @@ def aconstrained_stream(
     cfg: dict[str, Any],
     usage: Usage | None,
     choice: ToolChoice,
+    router: ToolRouter | None = None,
 ) -> AsyncIterator[list[Fragment]]:
     """`constrained_stream` for asyncio."""
-    msgs, grammar = constrained_request(messages, functions or [], choice if functions else ToolChoice("none"))
-    return ConstrainedReply().arun(stream(msgs, None, {**cfg, **grammar}, usage))
+    msgs, grammar, reader = _request(messages, functions, choice, router)
+    replies = stream(msgs, None, {**cfg, **grammar}, usage)
+    return reader.arun(replies) if reader else replies
 
 
-__all__ = ["ConstrainedReply", "aconstrained_stream", "constrained_request", "constrained_stream", "has_calls"]
+__all__ = [
+    "ConstrainedReply",
+    "aconstrained_stream",
+    "constrained_request",
+    "constrained_stream",
+    "has_calls",
+    "routed_request",
+]

