@@ -59,9 +59,7 @@ class FallbackModel(BaseChatModel):
         usage: Usage | None = None,
         deadline: float | None = None,
     ) -> Any:
-        given = list(messages)
-        funcs = list(functions) if functions is not None else None
-        options: dict[str, Any] = {"extra_generate_cfg": extra_generate_cfg, "usage": usage, "deadline": deadline}
+        given, funcs, options = _call(messages, functions, extra_generate_cfg, usage, deadline)
         if not stream:
             return self._whole(given, funcs, options)
         return self._stream(given, funcs, delta_stream, options)
@@ -98,9 +96,7 @@ class FallbackModel(BaseChatModel):
         usage: Usage | None = None,
         deadline: float | None = None,
     ) -> Any:
-        given = list(messages)
-        funcs = list(functions) if functions is not None else None
-        options: dict[str, Any] = {"extra_generate_cfg": extra_generate_cfg, "usage": usage, "deadline": deadline}
+        given, funcs, options = _call(messages, functions, extra_generate_cfg, usage, deadline)
         if not stream:
             return self._awhole(given, funcs, options)
         return self._astream(given, funcs, delta_stream, options)
@@ -156,3 +152,16 @@ class FallbackModel(BaseChatModel):
 
 
 __all__ = ["FallbackModel"]
+
+
+def _call(
+    messages: Iterable[Any],
+    functions: Iterable[Any] | None,
+    extra_generate_cfg: dict[str, Any] | None,
+    usage: Usage | None,
+    deadline: float | None,
+) -> tuple[list[Any], list[Any] | None, dict[str, Any]]:
+    """One call as every model of the chain gets it: the messages and functions as lists (each model reads them
+    again), and the keyword options."""
+    funcs = list(functions) if functions is not None else None
+    return list(messages), funcs, {"extra_generate_cfg": extra_generate_cfg, "usage": usage, "deadline": deadline}
