@@ -18,6 +18,11 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+# The HTTP stack is imported with the backend, in the thread that makes the model: imported first by threads and
+# tasks calling at once (the SDK in one, the async pool in another), CPython's import locks could hand one of them
+# a half-initialised httpx ("partially initialized module 'httpx' has no attribute 'Timeout'").
+import httpx
+
 from chatagent.errors import ModelServiceError
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage
 from chatagent.llm.openai_errors import (
@@ -273,8 +278,6 @@ class OpenAICompatModel(BaseChatModel):
 
     async def _asend(self, kwargs: dict[str, Any], has_tools: bool) -> Any:
         """POST the request on the async client; the response, its body unread. Errors as ModelServiceError."""
-        import httpx
-
         client = await self._aclient()
         request = http_request(client, kwargs, self.api_key, self.base_url)
         try:

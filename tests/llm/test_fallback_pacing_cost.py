@@ -152,3 +152,21 @@ def test_cost_per_run_per_session_and_overrides(openai_server: OpenAIServer, tmp
     with pytest.raises(ValueError, match="a price is"):
         BasicAgent(llm=cfg(openai_server, "x", price={"input": -1})).run_nonstream(HI)
     assert Price(1, 1).cost(10**6, 0) == 1.0
+
+
+def test_the_http_stack_is_loaded_with_the_model_not_by_its_first_callers() -> None:
+    """Threads and tasks making a model's first calls at once imported httpx from several threads, and CPython's
+    import locks handed one of them a half-initialised module (the test above failed ~1 run in 20 under load):
+    the model's maker imports it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from chatagent.llm import get_chat_model\n"
+        "assert 'httpx' not in sys.modules\n"
+        "get_chat_model({'model': 'm', 'model_server': 'http://127.0.0.1:9/v1', 'api_key': 'k'})\n"
+        "assert 'httpx' in sys.modules and hasattr(sys.modules['httpx'], 'Timeout')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
