@@ -6,6 +6,7 @@ how fast anything was); `Usage` carries the cost where the model's prices are kn
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 
@@ -14,6 +15,7 @@ import pytest
 from chatagent import BasicAgent, ModelServiceError, Session, get_chat_model
 from chatagent.llm.fallback import FallbackModel
 from chatagent.llm.prices import PRICES, Price, price_of, set_price
+from tests.support import processes
 from tests.support.openai_server import OpenAIServer, Reply
 
 HI = [{"role": "user", "content": "hi"}]
@@ -158,9 +160,6 @@ def test_the_http_stack_is_loaded_with_the_model_not_by_its_first_callers() -> N
     """Threads and tasks making a model's first calls at once imported httpx from several threads, and CPython's
     import locks handed one of them a half-initialised module (the test above failed ~1 run in 20 under load):
     the model's maker imports it."""
-    import subprocess
-    import sys
-
     code = (
         "import sys\n"
         "from chatagent.llm import get_chat_model\n"
@@ -168,5 +167,5 @@ def test_the_http_stack_is_loaded_with_the_model_not_by_its_first_callers() -> N
         "get_chat_model({'model': 'm', 'model_server': 'http://127.0.0.1:9/v1', 'api_key': 'k'})\n"
         "assert 'httpx' in sys.modules and hasattr(sys.modules['httpx'], 'Timeout')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = processes.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
