@@ -24,8 +24,8 @@ import orjson
 from chatagent.memories.records import MemoryRecord
 from chatagent.sessions.errors import SessionStoreError
 from chatagent.sessions.sqlite import parse_sqlite_url
-from chatagent.sessions.store import redact
 from chatagent.utils.extras import missing_dependency
+from chatagent.utils.keys import redact
 from chatagent.utils.workspace import workspace_root
 
 __all__ = ["MemoryStore", "MemoryStoreError", "default_memory_url", "open_memory_store"]

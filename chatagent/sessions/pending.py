@@ -5,20 +5,25 @@ While a run on a session goes on, its turn is *pending*: one row in `chatagent_p
 session version it started from, its new messages, its state) and one row per checkpoint in
 `chatagent_checkpoints`, each holding the messages completed since the last one (a model reply, a tool result)
 and where they go in the response (`at`: a later checkpoint may rewrite messages from there on, as when a paused
-call is marked). The completed turn is stored whole and its pending rows deleted in the same transaction
-(`SQLStore.commit`); a process that dies leaves them, and `chatagent.Agent.resume` continues from them.
+call is marked). On SQLite the usual checkpoints go to the turn's journal file first and are folded into
+`chatagent_checkpoints` when its state changes (see `chatagent.sessions.journal`); readers see both. The completed
+turn is stored whole and its pending rows deleted in the same transaction (`SQLStore.commit`); a process that dies
+leaves them, and `chatagent.Agent.resume` continues from them.
 
-Checkpoints are written without waiting for the disk to sync (SQLite's `synchronous=NORMAL`, PostgreSQL's
-`synchronous_commit = off`): they survive the death of the process (kill -9, OOM, a redeploy) but a crash of
+Checkpoints are written without waiting for the disk to sync (SQLite's `synchronous=NORMAL` and its journal's
+plain writes, PostgreSQL's `synchronous_commit = off`): they survive the death of the process (kill -9, OOM, a redeploy) but a crash of
 the machine itself may lose the last of them; the completed turn is synced as before.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
+from chatagent.sessions.journal import Record, after
 
 #: states of a pending turn: running (or its process died), failed (an error ended its run), paused (waiting for
 #: a person's decision on its calls)
@@ -43,11 +48,17 @@ ADD_LATER_CHECKPOINT = (
     "INSERT INTO chatagent_checkpoints (sid, step, at_index, body) SELECT p.sid, ?, ?, ? FROM chatagent_pending p "
     "JOIN chatagent_sessions s ON s.sid = p.sid WHERE s.user_id = ? AND s.session_id = ? AND p.turn_key = ?"
 )
+# the pending turn and its checkpoints, in one statement (one snapshot: a turn stored meanwhile is wholly gone)
 LOAD_PENDING = (
-    "SELECT p.sid, p.turn_key, p.base, p.state, p.new_messages, p.detail, p.created, p.updated "
-    "FROM chatagent_pending p JOIN chatagent_sessions s ON s.sid = p.sid WHERE s.user_id = ? AND s.session_id = ?"
+    "SELECT p.sid, p.turn_key, p.base, p.state, p.new_messages, p.detail, p.created, p.updated, c.step, c.at_index, "
+    "c.body FROM chatagent_pending p JOIN chatagent_sessions s ON s.sid = p.sid LEFT JOIN chatagent_checkpoints c "
+    "ON c.sid = p.sid WHERE s.user_id = ? AND s.session_id = ? ORDER BY c.step"
 )
-LOAD_CHECKPOINTS = "SELECT step, at_index, body FROM chatagent_checkpoints WHERE sid = ? ORDER BY step"
+PENDING_KEY = (
+    "SELECT p.turn_key FROM chatagent_pending p JOIN chatagent_sessions s ON s.sid = p.sid "
+    "WHERE s.user_id = ? AND s.session_id = ?"
+)
+LAST_STEP = "SELECT MAX(step) FROM chatagent_checkpoints WHERE sid = ?"
 FIND_PENDING = "SELECT turn_key FROM chatagent_pending WHERE sid = ?"
 DELETE_PENDING = "DELETE FROM chatagent_pending WHERE sid = ?"
 DELETE_CHECKPOINTS = "DELETE FROM chatagent_checkpoints WHERE sid = ?"
@@ -65,8 +76,8 @@ class PendingTurn:
     `messages` are the turn's new messages (as the run was given them), `response` what it had completed by its
     last checkpoint (model replies and tool results, in order); a paused turn's `kind` is 'approval' (`waiting`:
     the calls to approve) or 'input' (`waiting`: [{'name': the person whose message it waits for}]); `error` says
-    why a failed one failed; `updated` is when its state last changed, `steps` how many
-    checkpoints it has. `Agent.resume(session=...)` continues it; `Session.discard_pending()`
+    why a failed one failed; `updated` is when its state last changed, `steps` the number of
+    its next checkpoint (how many it has, counting from 0). `Agent.resume(session=...)` continues it; `Session.discard_pending()`
     drops it.
     """
 
@@ -108,14 +119,19 @@ def encode(value: Any) -> bytes:
     return orjson.dumps(value)
 
 
-def decode_pending(row: tuple[Any, ...], checkpoints: list[tuple[Any, ...]]) -> PendingTurn:
-    """The PendingTurn of a `LOAD_PENDING` row and its `LOAD_CHECKPOINTS` rows (raises orjson.JSONDecodeError)."""
-    _, key, base, state, new, detail, created, updated = row
+def decode_pending(rows: list[tuple[Any, ...]], journal: Sequence[Record] = ()) -> PendingTurn:
+    """The PendingTurn of `LOAD_PENDING` rows, then of the records of its journal (`chatagent.sessions.journal`:
+    those of this turn after its last stored step; raises orjson.JSONDecodeError)."""
+    _, key, base, state, new, detail, created, updated = rows[0][:8]
     response: list[dict[str, Any]] = []
-    for _, at, body in checkpoints:
-        response[at:] = orjson.loads(body)
+    last = -1
+    for *_, step, at, body in rows:
+        if step is not None:
+            response[at:], last = orjson.loads(body), step
+    for _, step, at, messages in after(journal, key, last):
+        response[at:], last = messages, step
     return PendingTurn(
-        key, state, orjson.loads(new), response, int(base), float(created), float(updated), len(checkpoints),
+        key, state, orjson.loads(new), response, int(base), float(created), float(updated), last + 1,
         orjson.loads(detail) if detail is not None else {},
     )  # fmt: skip
 

@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from chatagent.sessions.errors import SessionBusyError, SessionStoreError
-from chatagent.sessions.store import FIND, SQLStore, redact
+from chatagent.sessions.store import FIND, SQLStore
 from chatagent.utils.extras import missing_dependency
+from chatagent.utils.keys import redact
 
 _POOL_SIZE = 10
 _POOL_WAIT_S = 60.0

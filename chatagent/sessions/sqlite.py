@@ -1,7 +1,7 @@
 """The SQLite session store: one database file (WAL journal, full sync), two small pools of connections (synced, and
 at synchronous=NORMAL for the writes that need not wait for the disk: checkpoints), and a lock file per running
 session next to the database (`<file>-locks/`), held with flock so that it goes away with the process that held it,
-however it ended."""
+however it ended; beside it, the journal of the session's running turn (`chatagent.sessions.journal`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from chatagent.sessions import journal, pending
 from chatagent.sessions.errors import SessionBusyError, SessionStoreError
-from chatagent.sessions.store import SQLStore
+from chatagent.sessions.store import SQLStore, conflict_error
 from chatagent.utils.workspace import private_dirs, private_file
 
 try:
@@ -79,6 +80,7 @@ class SQLiteStore(SQLStore):
         self._write_lock = threading.RLock()  # one writer at a time in this process, without SQLite's busy waits
         # (reentrant: a run dropped and finalised in the middle of a write by this thread must not deadlock)
         self._local_locks: set[str] = set()  # where flock is missing
+        self._writers: dict[tuple[str, str], journal.Writer] = {}  # the journals of the runs holding a lock here
         try:
             if self._read("PRAGMA journal_mode")[0][0].lower() != "wal":
                 self._read("PRAGMA journal_mode=WAL")
@@ -165,7 +167,7 @@ class SQLiteStore(SQLStore):
     # ---- run locks ----------------------------------------------------------------------------------------
 
     def lock(self, user: str, session_id: str) -> Callable[[], None]:
-        key = hashlib.sha256(f"{user}\0{session_id}".encode()).hexdigest()[:32]
+        key = _lock_name(user, session_id)
         busy = SessionBusyError(f"session {session_id!r} in {self.url} has a run in progress; try again when it ends")
         if fcntl is None:  # pragma: no cover
             with self._write_lock:
@@ -189,9 +191,67 @@ class SQLiteStore(SQLStore):
             nonlocal released
             if not released:
                 released = True
+                self._close_writer(user, session_id)
                 os.close(fd)  # closing the only descriptor releases the flock
 
         return release
+
+    # ---- the journal of a running turn (see chatagent.sessions.journal) -----------------------------------------
+
+    def _journal_path(self, user: str, session_id: str) -> Path:
+        return self._locks_dir / (_lock_name(user, session_id) + ".journal")
+
+    def _append(self, user: str, session_id: str, key: str, step: int, at: int, messages: list[dict]) -> None:
+        writer = self._writers.get((user, session_id))
+        if writer is None or writer.key != key:
+            if fcntl is None:  # pragma: no cover  (Windows: no unlinking of an open file; a statement instead)
+                return super()._append(user, session_id, key, step, at, messages)
+            writer = self._open_writer(user, session_id, key)
+        try:
+            kept = writer.append(step, at, messages)
+        except OSError as e:
+            raise SessionStoreError(f"cannot write a checkpoint beside {self.url}: {e.strerror or e}") from e
+        if not kept:  # discarded (or the session cleared) while the run went on
+            raise conflict_error(self.url, session_id)
+
+    def _open_writer(self, user: str, session_id: str, key: str) -> journal.Writer:
+        self._close_writer(user, session_id)
+        try:
+            private_dirs(self._locks_dir)
+            writer = journal.Writer(self._journal_path(user, session_id), key)
+        except OSError as e:
+            raise SessionStoreError(f"cannot write a checkpoint beside {self.url}: {e.strerror or e}") from e
+        found = self._read(pending.PENDING_KEY, (user, session_id))  # after the opening: a discard before it shows
+        if not found or found[0][0] != key:
+            writer.close()
+            raise conflict_error(self.url, session_id)
+        self._writers[(user, session_id)] = writer
+        return writer
+
+    def _close_writer(self, user: str, session_id: str) -> None:
+        writer = self._writers.pop((user, session_id), None)
+        if writer is not None:
+            writer.close()
+
+    def _journal(self, user: str, session_id: str) -> list[journal.Record]:
+        return journal.read(self._journal_path(user, session_id))[0]
+
+    def _fold(self, cur: Any, user: str, session_id: str, sid: int, key: str) -> None:
+        records = self._journal(user, session_id)
+        if records:
+            last = cur.execute(pending.LAST_STEP, (sid,)).fetchone()[0]
+            for _, step, at, messages in journal.after(records, key, -1 if last is None else last):
+                cur.execute(pending.ADD_CHECKPOINT, (sid, step, at, pending.encode(messages)))
+
+    def _drop_journal(self, user: str, session_id: str, own: bool) -> None:
+        if own:
+            self._close_writer(user, session_id)
+        journal.remove(self._journal_path(user, session_id))
+
+
+def _lock_name(user: str, session_id: str) -> str:
+    """The name of a session's lock file (and, with `.journal`, of its running turn's journal)."""
+    return hashlib.sha256(f"{user}\0{session_id}".encode()).hexdigest()[:32]
 
 
 class _Transaction:

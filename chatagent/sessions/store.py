@@ -23,11 +23,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import orjson
 
-from chatagent.sessions import attachments, pending
+from chatagent.sessions import attachments, journal, pending
 from chatagent.sessions.errors import SessionConflictError, SessionStoreError
 from chatagent.sessions.pending import PendingTurn, decode_pending, encode, summed_usage
 
@@ -290,18 +289,18 @@ class SQLStore:
                     found = cur.execute(self.find_for_update, (user, session_id)).fetchone()
                 sid, version = found
                 if expected is not None and version != expected.version:
-                    raise _conflict(self.url, session_id)
+                    raise conflict_error(self.url, session_id)
             if system is _UNCHANGED:
                 cur.execute(ADVANCE, (now, len(messages), title, sid, version))
             else:
                 system_body = orjson.dumps(system) if system is not None else None
                 cur.execute(ADVANCE_WITH_SYSTEM, (now, len(messages), title, system_body, sid, version))
             if cur.rowcount != 1:
-                raise _conflict(self.url, session_id)
+                raise conflict_error(self.url, session_id)
             if pending_key is not None:
                 found = cur.execute(pending.FIND_PENDING, (sid,)).fetchone()
                 if found is None or found[0] != pending_key:
-                    raise _conflict(self.url, session_id)
+                    raise conflict_error(self.url, session_id)
                 cur.execute(pending.DELETE_PENDING, (sid,))
                 cur.execute(pending.DELETE_CHECKPOINTS, (sid,))
             turn = version + 1
@@ -314,6 +313,8 @@ class SQLStore:
                 for sha, data in files.items():
                     cur.execute(PUT_BLOB, (sha, len(data), data))
                     cur.execute(REF_BLOB, (sid, turn, sha))
+        if pending_key is not None:
+            self._drop_journal(user, session_id, own=True)
 
     def pop(self, user: str, session_id: str) -> list[dict]:
         """Remove the last turn; its messages (attached files restored), [] if there is none."""
@@ -353,6 +354,7 @@ class SQLStore:
             else:
                 cur.execute(AFTER_CLEAR, (time.time(), sid))
             dropped = self._collect(cur, shas)
+        self._drop_journal(user, session_id, own=False)
         attachments.forget(dropped)
         return True
 
@@ -374,11 +376,8 @@ class SQLStore:
         """Write checkpoint `step` of the pending turn `key`: `messages` from response index `at` on (None: only
         its state), in one transaction, not synced. With `new` (its first write) the turn becomes pending, if the
         session is still at `expected.version` and has no other pending turn (else SessionConflictError)."""
-        if new is None and messages is not None and state == pending.RUNNING:  # the usual one: a statement
-            added = self._write_one(pending.ADD_LATER_CHECKPOINT, (step, at, encode(messages), user, session_id, key))
-            if added != 1:  # discarded (or the session cleared) while the run went on
-                raise _conflict(self.url, session_id)
-            return
+        if new is None and messages is not None and state == pending.RUNNING:  # the usual one
+            return self._append(user, session_id, key, step, at, messages)
         now = time.time()
         detail_body = encode(detail) if detail else None
         with self._write(sync=False) as cur:
@@ -389,16 +388,19 @@ class SQLStore:
                     found = cur.execute(self.find_for_update, (user, session_id)).fetchone()
                 sid, version = found
                 if version != expected.version or cur.execute(pending.FIND_PENDING, (sid,)).fetchone():
-                    raise _conflict(self.url, session_id)
+                    raise conflict_error(self.url, session_id)
                 cur.execute(pending.START, (sid, key, version, state, encode(new), detail_body, now, now))
             else:
                 found = cur.execute(FIND, (user, session_id)).fetchone()
                 sid = found[0] if found else None
                 cur.execute(pending.TOUCH, (state, detail_body, now, sid, key))
                 if cur.rowcount != 1:
-                    raise _conflict(self.url, session_id)
+                    raise conflict_error(self.url, session_id)
+                self._fold(cur, user, session_id, sid, key)
             if messages is not None:
                 cur.execute(pending.ADD_CHECKPOINT, (sid, step, at, encode(messages)))
+        if new is None:
+            self._drop_journal(user, session_id, own=True)
 
     def usage(self, user: str, session_id: str) -> dict:
         """What the session's stored turns used (USAGE_KEYS; cost None when no call was priced)."""
@@ -407,26 +409,46 @@ class SQLStore:
 
     def pending(self, user: str, session_id: str) -> PendingTurn | None:
         """The session's pending turn, with its checkpoints applied; None if it has none."""
+        records = self._journal(user, session_id)  # first: records folded meanwhile are then in the database
         rows = self._read(pending.LOAD_PENDING, (user, session_id))
-        return self._decoded(session_id, rows[0], self._read(pending.LOAD_CHECKPOINTS, (rows[0][0],))) if rows else None
+        return self._decoded(session_id, rows, records) if rows else None
 
     def discard_pending(self, user: str, session_id: str) -> PendingTurn | None:
-        """Delete the session's pending turn; what it was (None if there was none)."""
+        """Delete the session's pending turn; what it was (None if there was none). A run still writing it stops
+        at its next checkpoint (SessionConflictError)."""
         with self._write() as cur:
             rows = cur.execute(pending.LOAD_PENDING, (user, session_id)).fetchall()
             if not rows:
                 return None
-            sid = rows[0][0]
-            checkpoints = cur.execute(pending.LOAD_CHECKPOINTS, (sid,)).fetchall()
-            cur.execute(pending.DELETE_PENDING, (sid,))
-            cur.execute(pending.DELETE_CHECKPOINTS, (sid,))
-        return self._decoded(session_id, rows[0], checkpoints)
+            records = self._journal(user, session_id)
+            cur.execute(pending.DELETE_PENDING, (rows[0][0],))
+            cur.execute(pending.DELETE_CHECKPOINTS, (rows[0][0],))
+        self._drop_journal(user, session_id, own=False)
+        return self._decoded(session_id, rows, records)
 
-    def _decoded(self, session_id: str, row: tuple, checkpoints: list[tuple]) -> PendingTurn:
+    def _decoded(self, session_id: str, rows: list[tuple], records: list[journal.Record]) -> PendingTurn:
         try:
-            return decode_pending(row, checkpoints)
+            return decode_pending(rows, records)
         except orjson.JSONDecodeError as e:
             raise _damaged(self.url, session_id, e) from None
+
+    # ---- a journal of the usual checkpoints: SQLite keeps one (chatagent.sessions.journal), other backends none --
+
+    def _append(self, user: str, session_id: str, key: str, step: int, at: int, messages: list[dict]) -> None:
+        """Write a usual checkpoint (running, not the first): here one statement, in a transaction of its own."""
+        if self._write_one(pending.ADD_LATER_CHECKPOINT, (step, at, encode(messages), user, session_id, key)) != 1:
+            raise conflict_error(self.url, session_id)  # discarded (or the session cleared) while the run went on
+
+    def _journal(self, user: str, session_id: str) -> list[journal.Record]:
+        """The records of the session's journal."""
+        return []
+
+    def _fold(self, cur: Any, user: str, session_id: str, sid: int, key: str) -> None:
+        """Write the journal's records of the turn `key` as its checkpoints, in the transaction `cur`."""
+
+    def _drop_journal(self, user: str, session_id: str, own: bool) -> None:
+        """Remove the session's journal, once its records are in the database (`own`: by the run writing it) or
+        its turn is gone (a run still writing it sees that)."""
 
     def set_title(self, user: str, session_id: str, title: str | None) -> None:
         now = time.time()
@@ -464,37 +486,7 @@ def _damaged(url: str, session_id: str, e: Exception) -> SessionStoreError:
     )
 
 
-def _conflict(url: str, session_id: str) -> SessionConflictError:
+def conflict_error(url: str, session_id: str) -> SessionConflictError:
     return SessionConflictError(
         f"session {session_id!r} in {url} was changed by another writer while this turn ran: the turn was not saved"
     )
-
-
-_CREDENTIAL_WORDS = ("pass", "secret", "token", "key", "auth", "cred")
-
-
-def redact(url: str) -> str:
-    """`url` without its credentials: the password of its user part, and the value of every query parameter that
-    can hold one (libpq's `password`, `sslpassword`, `passfile`, `sslkey`, and any name with `pass`, `secret`,
-    `token`, `key`, `auth` or `cred` in it)."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return "<unparsable URL>"
-    changed = False
-    if password is not None:
-        userinfo, _, hostport = parts.netloc.rpartition("@")
-        parts, changed = parts._replace(netloc=userinfo.partition(":")[0] + ":***@" + hostport), True
-    if parts.query:
-        pairs = parts.query.split("&")
-        masked = [p.partition("=")[0] + "=***" if _is_credential(unquote(p.partition("=")[0])) else p for p in pairs]
-        if masked != pairs:
-            parts, changed = parts._replace(query="&".join(masked)), True
-    if not changed:
-        return url
-    return f"{parts.scheme}://{parts.netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")
-
-
-def _is_credential(name: str) -> bool:
-    return any(word in name.lower() for word in _CREDENTIAL_WORDS)

@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 
 from chatagent.sessions.errors import SessionStoreError
 from chatagent.sessions.sqlite import SQLiteStore, parse_sqlite_url
-from chatagent.sessions.store import SQLStore, redact
+from chatagent.sessions.store import SQLStore
+from chatagent.utils.keys import redact
 from chatagent.utils.workspace import workspace_root
 
 _stores: dict[str, SQLStore] = {}

@@ -136,7 +136,7 @@ class Turn:
                 f"session {self.session.id!r} was changed after its pending turn started: that turn cannot go on "
                 "(session.discard_pending() drops it)"
             )
-        self.key, self._steps = found.key, found.steps
+        self.key, self._steps = found.key, max(found.steps, 1)  # pending already: its next write is not the first
         self.decided = found.state == PAUSED
         self.restored = to_messages(found.response)
         self._prefix = self.restored + decision  # a decision is part of the turn, where it was taken

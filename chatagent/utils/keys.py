@@ -21,6 +21,7 @@ import re
 import threading
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 MIN_MASKED = 8  # a run of this many characters of a key is masked wherever it appears
 MASK = "***"
@@ -137,3 +138,33 @@ class MaskSecretsFilter(logging.Filter):
         if record.exc_text:
             record.exc_text = mask_secrets(record.exc_text)
         return True
+
+
+_CREDENTIAL_WORDS = ("pass", "secret", "token", "key", "auth", "cred")
+
+
+def redact(url: str) -> str:
+    """`url` without its credentials: the password of its user part, and the value of every query parameter that
+    can hold one (libpq's `password`, `sslpassword`, `passfile`, `sslkey`, and any name with `pass`, `secret`,
+    `token`, `key`, `auth` or `cred` in it)."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "<unparsable URL>"
+    changed = False
+    if password is not None:
+        userinfo, _, hostport = parts.netloc.rpartition("@")
+        parts, changed = parts._replace(netloc=userinfo.partition(":")[0] + ":***@" + hostport), True
+    if parts.query:
+        pairs = parts.query.split("&")
+        masked = [p.partition("=")[0] + "=***" if _is_credential(unquote(p.partition("=")[0])) else p for p in pairs]
+        if masked != pairs:
+            parts, changed = parts._replace(query="&".join(masked)), True
+    if not changed:
+        return url
+    return f"{parts.scheme}://{parts.netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")
+
+
+def _is_credential(name: str) -> bool:
+    return any(word in name.lower() for word in _CREDENTIAL_WORDS)

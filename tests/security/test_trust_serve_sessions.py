@@ -162,7 +162,7 @@ def test_a_409_names_no_postgres_password_host_or_database(postgres) -> None:  #
 
 
 def test_redact_masks_every_credential_in_a_store_url() -> None:
-    from chatagent.sessions.store import redact
+    from chatagent.utils.keys import redact
 
     url = "postgresql://app:pw1@db/chat?password=pw2&sslpassword=pw3&sslkey=/k&options=-c%20x&user=app"
     out = redact(url)
