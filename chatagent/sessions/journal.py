@@ -87,6 +87,7 @@ class Writer:
         self._pack = _HEAD.pack
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o600)
         try:
+            os.fchmod(self.fd, 0o600)  # private, whoever made the file
             with os.fdopen(os.dup(self.fd), "rb") as f:
                 data = f.read()
             records, end = _records(data)

@@ -198,7 +198,8 @@ class SQLiteStore(SQLStore):
 
     # ---- the journal of a running turn (see chatagent.sessions.journal) -----------------------------------------
 
-    def _journal_path(self, user: str, session_id: str) -> Path:
+    def journal_path(self, user: str, session_id: str) -> Path:
+        """Where the journal of the session's running turn is kept."""
         return self._locks_dir / (_lock_name(user, session_id) + ".journal")
 
     def _append(self, user: str, session_id: str, key: str, step: int, at: int, messages: list[dict]) -> None:
@@ -218,7 +219,7 @@ class SQLiteStore(SQLStore):
         self._close_writer(user, session_id)
         try:
             private_dirs(self._locks_dir)
-            writer = journal.Writer(self._journal_path(user, session_id), key)
+            writer = journal.Writer(self.journal_path(user, session_id), key)
         except OSError as e:
             raise SessionStoreError(f"cannot write a checkpoint beside {self.url}: {e.strerror or e}") from e
         found = self._read(pending.PENDING_KEY, (user, session_id))  # after the opening: a discard before it shows
@@ -234,9 +235,9 @@ class SQLiteStore(SQLStore):
             writer.close()
 
     def _journal(self, user: str, session_id: str) -> list[journal.Record]:
-        return journal.read(self._journal_path(user, session_id))[0]
+        return journal.read(self.journal_path(user, session_id))[0]
 
-    def _fold(self, cur: Any, user: str, session_id: str, sid: int, key: str) -> None:
+    def _fold(self, cur: Any, user: str, session_id: str, sid: int | None, key: str) -> None:
         records = self._journal(user, session_id)
         if records:
             last = cur.execute(pending.LAST_STEP, (sid,)).fetchone()[0]
@@ -246,7 +247,7 @@ class SQLiteStore(SQLStore):
     def _drop_journal(self, user: str, session_id: str, own: bool) -> None:
         if own:
             self._close_writer(user, session_id)
-        journal.remove(self._journal_path(user, session_id))
+        journal.remove(self.journal_path(user, session_id))
 
 
 def _lock_name(user: str, session_id: str) -> str:

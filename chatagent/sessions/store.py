@@ -443,7 +443,7 @@ class SQLStore:
         """The records of the session's journal."""
         return []
 
-    def _fold(self, cur: Any, user: str, session_id: str, sid: int, key: str) -> None:
+    def _fold(self, cur: Any, user: str, session_id: str, sid: int | None, key: str) -> None:
         """Write the journal's records of the turn `key` as its checkpoints, in the transaction `cur`."""
 
     def _drop_journal(self, user: str, session_id: str, own: bool) -> None:

@@ -7,12 +7,13 @@ workspace (where attached files are copied back) and closes the stores it opened
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from chatagent.sessions import close_stores
+from tests.support.durable import Child
 
 
 @pytest.fixture(autouse=True)
@@ -29,3 +30,18 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return "sqlite:///" + str(tmp_path / "sessions.db")
     return request.getfixturevalue("postgres").new_store_url()
+
+
+@pytest.fixture
+def children() -> Iterator[Callable[..., Child]]:
+    """Start tests/support/durable_child.py processes (`children(*args)`); those still running at the end are killed."""
+    made: list[Child] = []
+
+    def make(*args: str) -> Child:
+        made.append(Child(*args))
+        return made[-1]
+
+    yield make
+    for c in made:
+        if c.p.poll() is None:
+            c.kill()

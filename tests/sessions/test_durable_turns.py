@@ -5,80 +5,14 @@ and on PostgreSQL alike (see conftest.py). The model is the loopback OpenAI-comp
 from __future__ import annotations
 
 import json
-import os
-import queue
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from chatagent import FnCallAgent, Session, SessionPendingTurnError
 from chatagent.run.context import current_run
+from tests.support.durable import ledger_lines
 from tests.support.openai_server import OpenAIServer, Reply
-from tests.support.postgres import default_signals
-
-CHILD = Path(__file__).resolve().parents[1] / "support" / "durable_child.py"
-DEADLINE = 60.0
-
-
-class Child:
-    """tests/support/durable_child.py in a process of its own; `wait_for(key)` reads its JSON lines until one has
-    `key`."""
-
-    def __init__(self, *args: str) -> None:
-        self.p = subprocess.Popen(
-            [sys.executable, str(CHILD), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=default_signals,
-        )  # fmt: skip
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.p.stdout:  # type: ignore[union-attr]
-            self.lines.put(line)
-        self.lines.put("")
-
-    def wait_for(self, key: str) -> dict:
-        while True:
-            try:
-                line = self.lines.get(timeout=DEADLINE)
-            except queue.Empty:
-                raise AssertionError(f"no {key!r} from the child within {DEADLINE} s") from None
-            if not line:
-                raise AssertionError(f"the child ended: {self.p.stderr.read()[-3000:]}")  # type: ignore[union-attr]
-            obj = json.loads(line)
-            if key in obj:
-                return obj
-            assert "error" not in obj, obj
-
-    def kill(self) -> None:
-        self.p.kill()
-        self.p.wait(DEADLINE)
-
-    def finish(self) -> None:
-        if self.p.poll() is None:
-            self.p.wait(DEADLINE)
-
-
-@pytest.fixture
-def children():
-    made: list[Child] = []
-
-    def make(*args: str) -> Child:
-        made.append(Child(*args))
-        return made[-1]
-
-    yield make
-    for c in made:
-        if c.p.poll() is None:
-            c.kill()
-
-
-def ledger_lines(ledger: Path, suffix: str = "") -> list[str]:
-    path = Path(str(ledger) + suffix)
-    return path.read_text().splitlines() if path.exists() else []
 
 
 def test_kill_9_mid_answer_then_resume_runs_no_tool_twice(

@@ -5,7 +5,7 @@ tests/sessions/test_durable_turns.py).
 
 The agent's tool `record(n)` writes one line to LEDGER per call it has not seen before, keyed by the call's
 idempotency key, and one line to LEDGER.attempts every time it runs; with HANG_IN = n (0: never) it blocks
-forever inside the call `record(n)`, after its write. Progress goes to stdout as JSON lines: {"text": ...} as the answer streams,
+forever inside the call `record(n)`, after its write (HANG_IN = n@FILE: until FILE exists, then it returns). Progress goes to stdout as JSON lines: {"text": ...} as the answer streams,
 {"in_tool": n} when it blocks, {"done": response} at the end, {"error": ...} on failure.
 """
 
@@ -30,6 +30,7 @@ def say(obj: dict) -> None:
 def main() -> None:
     store, session_id, model_url, ledger, hang, mode = sys.argv[1:7]
     text = sys.argv[7] if mode == "run" else ""
+    hang, _, gate = hang.partition("@")
     hang_in = int(hang) or None
 
     def record(n: int) -> str:
@@ -45,8 +46,8 @@ def main() -> None:
                 os.fsync(f.fileno())
         if n == hang_in:
             say({"in_tool": n})
-            while True:
-                time.sleep(1)
+            while not (gate and os.path.exists(gate)):
+                time.sleep(0.05 if gate else 1)
         return f"recorded {n}"
 
     llm = {"model": "m", "model_server": model_url, "api_key": "k", "generate_cfg": {"max_retries": 0}}

@@ -1,0 +1,199 @@
+"""The journal of a running turn on SQLite (chatagent/sessions/journal.py), through real processes killed with
+SIGKILL: a torn last record is ignored and cut by the next writer, a journal left by a crash between a turn's commit
+and the journal's removal is ignored and replaced, a long turn survives kills at several points, a discard from
+another process stops the run at its next checkpoint, and the files are private. The model is the loopback
+OpenAI-compatible server; the tool counts its executions in a file."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+import orjson
+import pytest
+
+from chatagent import Session
+from chatagent.sessions import journal
+from chatagent.sessions.sqlite import SQLiteStore
+from chatagent.sessions.store_urls import open_store
+from tests.support.durable import ledger_lines
+from tests.support.openai_server import OpenAIServer, Reply
+
+ROLES_2 = ["assistant", "function", "assistant", "function"]
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return "sqlite:///" + str(tmp_path / "sessions.db")
+
+
+def journal_of(url: str, session_id: str) -> Path:
+    store = open_store(url)
+    assert isinstance(store, SQLiteStore)
+    return store.journal_path("local", session_id)
+
+
+def roles(messages: list[dict]) -> list[str]:
+    return [m["role"] for m in messages]
+
+
+def numbers(ledger: Path, suffix: str = "") -> list[str]:
+    return [line.split()[1] for line in ledger_lines(ledger, suffix)]
+
+
+def test_a_torn_last_record_is_ignored_and_the_resumed_writer_cuts_it(
+    url: str, openai_server: OpenAIServer, tmp_path: Path, children
+) -> None:
+    ledger = tmp_path / "ledger"
+    openai_server.add(
+        Reply(tool_calls=[("record", {"n": 1})]),
+        Reply(tool_calls=[("record", {"n": 2})]),
+        Reply(text="Recorded both, and now", chunk_size=8, stall_after=2, stall=60),  # killed in here
+    )
+    args = (url, "torn", openai_server.base_url, str(ledger))
+    first = children(*args, "0", "run", "Record 1 and 2.")
+    first.wait_for("text")
+    first.kill()
+    path = journal_of(url, "torn")
+    records, end, size = journal.read(path)
+    assert len(records) == 3 and end == size  # the first checkpoint is a transaction; the 3 after it, records
+    body = orjson.dumps([records[0][0], 3, 4, [{"role": "assistant", "content": "NEVER SHOWN"}]])
+    whole = struct.pack("<II", len(body), zlib.crc32(body)) + body
+    with open(path, "ab") as f:
+        f.write(whole[: len(whole) // 2])  # what a process killed in the middle of its write leaves
+    session = Session("torn", url)
+    pending = session.pending_turn
+    assert pending is not None and roles(pending.response) == ROLES_2
+    assert "NEVER" not in orjson.dumps(pending.response).decode()
+
+    openai_server.add(Reply(tool_calls=[("record", {"n": 3})]))
+    second = children(*args, "3", "resume")  # killed inside record(3): its reply was written after the cut
+    second.wait_for("in_tool")
+    second.kill()
+    records, end, size = journal.read(path)
+    assert end == size  # the torn part is gone: the records written since follow the valid ones
+    assert records[-1][3][-1]["function_call"]["arguments"] == '{"n": 3}'
+    assert roles(session.pending_turn.response) == [*ROLES_2, "assistant"]  # type: ignore[union-attr]
+
+    openai_server.add("Recorded 1, 2 and 3.")
+    third = children(*args, "0", "resume")
+    assert third.wait_for("done")["done"][-1]["content"] == "Recorded 1, 2 and 3."
+    third.finish()
+    assert numbers(ledger) == ["1", "2", "3"] and numbers(ledger, ".attempts") == ["1", "2", "3", "3"]
+    assert session.pending_turn is None and not path.exists()
+    assert roles(session.messages()) == ["user", *ROLES_2, "assistant", "function", "assistant"]
+
+
+def test_a_journal_left_between_a_commit_and_its_removal_is_ignored_and_replaced(
+    url: str, openai_server: OpenAIServer, tmp_path: Path, children
+) -> None:
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    openai_server.add(Reply(tool_calls=[("record", {"n": 1})]), Reply(tool_calls=[("record", {"n": 2})]), "Done.")
+    args = (url, "stale", openai_server.base_url, str(ledger))
+    first = children(*args, f"2@{gate}", "run", "Record 1 and 2.")
+    first.wait_for("in_tool")
+    path = journal_of(url, "stale")
+    left = path.read_bytes()  # the journal as a crash right after the turn's commit would leave it
+    gate.touch()
+    first.wait_for("done")
+    first.finish()
+    assert not path.exists()
+    path.write_bytes(left)
+    session = Session("stale", url)
+    assert session.pending_turn is None  # its records belong to a turn that is stored
+    assert roles(session.messages()) == ["user", *ROLES_2, "assistant"]
+
+    openai_server.add(
+        Reply(tool_calls=[("record", {"n": 3})]), Reply(text="Recorded, and", chunk_size=4, stall_after=2, stall=60)
+    )
+    second = children(*args, "0", "run", "Record 3.")
+    second.wait_for("text")
+    second.kill()
+    pending = session.pending_turn
+    assert pending is not None and roles(pending.response) == ["assistant", "function"]
+    assert {r[0] for r in journal.read(path)[0]} == {pending.key}  # the new turn started the file anew
+    openai_server.add("Recorded 3.")
+    third = children(*args, "0", "resume")
+    assert third.wait_for("done")["done"][-1]["content"] == "Recorded 3."
+    third.finish()
+    assert numbers(ledger) == ["1", "2", "3"] and numbers(ledger, ".attempts") == ["1", "2", "3"]
+
+
+def test_a_long_turn_killed_at_several_points_runs_each_effect_once(
+    url: str, openai_server: OpenAIServer, tmp_path: Path, children
+) -> None:
+    ledger = tmp_path / "ledger"
+    openai_server.add(*[Reply(tool_calls=[("record", {"n": n})]) for n in range(1, 7)], "All six recorded.")
+    args = (url, "long", openai_server.base_url, str(ledger))
+    session = Session("long", url)
+    for k, (hang, mode) in enumerate([("2", "run"), ("4", "resume"), ("6", "resume")]):
+        child = children(*args, hang, mode, *(["Record 1 to 6."] if mode == "run" else []))
+        assert child.wait_for("in_tool")["in_tool"] == int(hang)
+        child.kill()  # SIGKILL inside record(hang), after its effect, before its result is checkpointed
+        pending = session.pending_turn
+        assert pending is not None and len(pending.response) == 4 * k + 3
+    last = children(*args, "0", "resume")
+    done = last.wait_for("done")["done"]
+    last.finish()
+    assert len(done) == 13 and done[-1]["content"] == "All six recorded."
+    assert numbers(ledger) == ["1", "2", "3", "4", "5", "6"]  # each effect once
+    assert numbers(ledger, ".attempts") == ["1", "2", "2", "3", "4", "4", "5", "6", "6"]  # the killed ones again
+    assert len({line.split()[0] for line in ledger_lines(ledger)}) == 6
+    assert len(session.messages()) == 14 and session.pending_turn is None
+
+
+def test_a_discard_from_another_process_stops_the_run_at_its_next_checkpoint(
+    url: str, openai_server: OpenAIServer, tmp_path: Path, children
+) -> None:
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    openai_server.add(Reply(tool_calls=[("record", {"n": 1})]), Reply(tool_calls=[("record", {"n": 2})]), "Done.")
+    args = (url, "discarded", openai_server.base_url, str(ledger))
+    child = children(*args, f"2@{gate}", "run", "Record 1 and 2.")
+    child.wait_for("in_tool")
+    path = journal_of(url, "discarded")
+    assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
+    asked = len(openai_server.chat_requests)
+    dropped = Session("discarded", url).discard_pending()  # this process, while the child's run goes on
+    assert dropped is not None and roles(dropped.response) == ["assistant", "function", "assistant"]
+    assert not path.exists()
+    gate.touch()  # record(2) returns; its result's checkpoint finds the turn gone
+    assert "changed by another writer" in child.wait_for("error")["error"]
+    child.finish()
+    assert len(openai_server.chat_requests) == asked  # the run stopped there: the model was not asked again
+    session = Session("discarded", url)
+    assert session.pending_turn is None and session.messages() == []
+
+
+# ---- the file format, on files written as a crash would leave them ---------------------------------------------
+
+
+def _record(key: str, step: int, text: str) -> bytes:
+    body = orjson.dumps([key, step, step, [{"role": "function", "name": "f", "content": text}]])
+    return struct.pack("<II", len(body), zlib.crc32(body)) + body
+
+
+def test_reading_stops_at_a_damaged_record_and_a_writer_cuts_or_replaces(tmp_path: Path) -> None:
+    path = tmp_path / "j.journal"
+    good = _record("k", 0, "zero") + _record("k", 1, "one")
+    bad = bytearray(_record("k", 2, "two"))
+    bad[-3] ^= 0xFF  # a byte that is not what was written: its CRC does not match
+    path.write_bytes(good + bytes(bad) + _record("k", 3, "three"))
+    records, end, size = journal.read(path)
+    assert [r[1] for r in records] == [0, 1] and end == len(good) < size  # nothing after the damage is data
+    path.write_bytes(good + struct.pack("<II", 1 << 30, 0) + b"{")  # a length past the end of the file
+    assert [r[1] for r in journal.read(path)[0]] == [0, 1]
+
+    writer = journal.Writer(path, "k")  # the same turn: cut after its last valid record, then appended to
+    assert writer.append(2, 2, [{"role": "assistant", "content": "two"}])
+    records, end, size = journal.read(path)
+    assert [r[1] for r in records] == [0, 1, 2] and end == size
+    writer.close()
+    assert path.stat().st_mode & 0o777 == 0o600
+
+    other = journal.Writer(path, "another turn")  # a journal of another turn is started anew
+    assert other.append(0, 0, []) and [r[0] for r in journal.read(path)[0]] == ["another turn"]
+    path.unlink()  # discarded: the writer sees it after its next write
+    assert not other.append(1, 0, [])
+    other.close()
+    assert list(journal.after(records, "k", 0)) == records[1:] and not list(journal.after(records, "x", -1))
