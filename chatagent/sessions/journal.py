@@ -1,117 +1,189 @@
-"""The journal of a running turn on a SQLite store: its usual checkpoints appended to a file, not committed.
+"""The journal of a running turn on a SQLite store: its usual checkpoints written to a file, not committed.
 
-A turn's usual checkpoint (a model reply or a tool result completed while it runs) costs one `os.write` of a framed
-record to a file beside the session's run lock (`<database>-locks/<lock name>.journal`, mode 0600), on a descriptor
-the run keeps open while it holds the lock. A write to a regular file survives the death of the process (the page
-cache keeps it), as a commit at SQLite's `synchronous=NORMAL` does, and a crash of the machine may lose the last
-records alike. What changes the pending turn's state (its first checkpoint, a pause, a failure, its end) stays a
-SQLite transaction, which folds the journal's records into the database; the journal is then removed.
+A turn's usual checkpoint (a model reply or a tool result completed while it runs) is a record copied into a file
+beside the session's run lock (`<database>-locks/<lock name>.journal`, mode 0600), which the run keeps mapped
+(`mmap`, shared) while it holds the lock: no system call, no lock, no transaction. What is copied into a shared
+mapping is in the page cache at once, so it survives the death of the process (kill -9, OOM), as a commit at
+SQLite's `synchronous=NORMAL` does, and a crash of the machine may lose the last records alike. The file's space is
+allocated before it is used, so a full disk is an error when the journal grows, never a fault in the middle of a
+copy. What changes the pending turn's state (its first checkpoint, a pause, a failure, its end) stays a SQLite
+transaction, which folds the journal's records into the database; the journal is then removed.
 
-A record is `length`, `CRC32` (little-endian, 4 bytes each) and an orjson body `[turn key, step, at, messages]`
-(see `chatagent.sessions.pending`). Reading stops at the first record that is incomplete or does not match its CRC
-(a process killed while writing it): what follows is never taken as data, and a writer that opens the journal again
-cuts it there first. Records of another turn than the pending one (a journal left by a crash between a turn's
-commit and the journal's removal) are ignored, and a new turn's writer starts the file anew.
+The file: a header (`CAJ1`, a discarded flag, the turn's key), then records, then zeros. A record is `length`,
+`CRC32` (little-endian, 4 bytes each) and an orjson body `[step, at, messages]` (see `chatagent.sessions.pending`).
+Reading stops at the first record that is empty, incomplete or does not match its CRC (a process killed while
+copying it): what follows is never taken as data, and a writer that opens the journal again cuts it there first.
+A journal of another turn than the pending one (left by a crash between a turn's commit and the journal's removal)
+is ignored, and the new turn's writer starts the file anew.
 
-A discard (or a clear) unlinks the journal: the writer sees it (`st_nlink` 0 after its write) and stops the run
-with SessionConflictError, as a checkpoint whose turn is gone does on every store.
+A discard (or a clear) sets the flag of its turn's journal and removes the file: the writer reads the flag after
+each record (a byte of its mapping) and stops the run with SessionConflictError, as a checkpoint whose turn is gone
+does on every store.
 """
 
 from __future__ import annotations
 
 import errno
 import logging
+import mmap
 import os
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover  (Windows: no journal; see chatagent.sessions.sqlite)
+    fcntl = None
+
 logger = logging.getLogger("chatagent.sessions")
 
-_HEAD = struct.Struct("<II")  # body length, CRC32 of the body
-#: a record as read: (turn key, step, at, messages)
-Record = tuple[str, int, int, list[dict[str, Any]]]
+_HEADER = struct.Struct("<4sB3x40s")  # magic, discarded (1) or not (0), the turn's key
+_MAGIC, _FLAG = b"CAJ1", 4
+_HEAD = struct.Struct("<II")  # a record's body length and CRC32
+_SPACE = 1 << 16  # the journal's first allocation; it doubles as it fills
+#: a record as read: (step, at, messages)
+Record = tuple[int, int, list[dict[str, Any]]]
 
 
-def read(path: Path) -> tuple[list[Record], int, int]:
-    """The valid records of the journal at `path` (none if there is no file), the offset where they end, and the
-    file's size (more than that offset when the journal ends in a torn or damaged record)."""
+class Contents(NamedTuple):
+    """What a journal holds: its turn's key (None: no journal, or a discarded one), its valid records, the offset
+    where they end, and whether something other than zeros follows them (a torn or damaged record)."""
+
+    key: str | None
+    records: list[Record]
+    end: int
+    torn: bool
+
+
+def read(path: Path) -> Contents:
+    """The contents of the journal at `path`."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            return _parse(f.read())
     except FileNotFoundError:
-        return [], 0, 0
-    return (*_records(data), len(data))
+        return Contents(None, [], 0, False)
 
 
-def _records(data: bytes) -> tuple[list[Record], int]:
+def _parse(data: bytes) -> Contents:
+    if len(data) < _HEADER.size:
+        return Contents(None, [], 0, bool(data.strip(b"\0")))
+    magic, discarded, key = _HEADER.unpack_from(data)
+    if magic != _MAGIC or discarded:
+        return Contents(None, [], 0, magic != _MAGIC)
     records: list[Record] = []
-    end, size, head = 0, len(data), _HEAD.size
+    end, size, head = _HEADER.size, len(data), _HEAD.size
     while end + head <= size:
         length, crc = _HEAD.unpack_from(data, end)
         body = data[end + head : end + head + length]
-        if len(body) != length or zlib.crc32(body) != crc:
+        if not length or len(body) != length or zlib.crc32(body) != crc:
             break
         try:
-            key, step, at, messages = orjson.loads(body)
+            step, at, messages = orjson.loads(body)
         except (orjson.JSONDecodeError, ValueError):
             break
-        records.append((key, step, at, messages))
+        records.append((step, at, messages))
         end += head + length
-    return records, end
+    return Contents(key.rstrip(b"\0").decode("ascii", "replace"), records, end, bool(data[end:].strip(b"\0")))
 
 
-def after(records: Sequence[Record], key: str, last: int) -> Iterator[Record]:
-    """The records of the turn `key` whose steps follow `last` (the last step the database holds), in order: those
-    of another turn, and those already folded into the database, are not its."""
+def after(records: Sequence[Record], last: int) -> Iterator[Record]:
+    """The records whose steps follow `last` (the last step the database holds), in order: those already folded
+    into the database are not new."""
     for record in records:
-        if record[0] == key and record[1] > last:
-            last = record[1]
+        if record[0] > last:
+            last = record[0]
             yield record
 
 
 class Writer:
-    """The journal of one turn, open for appending (see the module docstring): `append` writes a record and says
-    whether the journal is still there (False: discarded)."""
+    """The journal of one turn, open for writing (see the module docstring): `append` copies a record into it and
+    says whether the journal is still the turn's (False: discarded)."""
 
-    __slots__ = ("key", "fd", "_pack")
+    __slots__ = ("key", "fd", "map", "end", "space")
 
     def __init__(self, path: Path, key: str) -> None:
-        """Open (or create) the journal at `path` for the turn `key`: a journal of another turn is started anew,
-        one that ends in a torn record is cut after its last valid one."""
+        """Open (or create) the journal at `path` for the turn `key`: a journal of another turn (or a discarded
+        one) is started anew, one that ends in a torn record is cut after its last valid one."""
         self.key = key
-        self._pack = _HEAD.pack
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o600)
+        while True:
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)  # kept from a discard's look at the header (see `discard`)
+            if os.fstat(self.fd).st_nlink:
+                break
+            os.close(self.fd)  # removed by a discard while we waited: open the file now at `path`
         try:
             os.fchmod(self.fd, 0o600)  # private, whoever made the file
             with os.fdopen(os.dup(self.fd), "rb") as f:
-                data = f.read()
-            records, end = _records(data)
-            if records and records[0][0] != key:
-                os.ftruncate(self.fd, 0)
-            elif end < len(data):
+                found = _parse(f.read())
+            self.end = found.end if found.key == key else _HEADER.size
+            if found.key == key and found.torn:
                 logger.warning("a turn's journal ended in an incomplete record (a process died writing it): cut there")
-                os.ftruncate(self.fd, end)
+            os.ftruncate(self.fd, self.end)  # what follows the last valid record goes (zeros come back)
+            self.space = _allocate(self.fd, 0, self.end + 1)
+            if found.key != key:
+                os.pwrite(self.fd, _HEADER.pack(_MAGIC, 0, key.encode("ascii")), 0)
+            self.map = mmap.mmap(self.fd, self.space)
         except BaseException:
-            os.close(self.fd)
+            os.close(self.fd)  # (which unlocks it)
             raise
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
 
     def append(self, step: int, at: int, messages: list[dict[str, Any]]) -> bool:
-        body = orjson.dumps((self.key, step, at, messages))
-        fd = self.fd
-        record = self._pack(len(body), zlib.crc32(body)) + body
-        written = os.write(fd, record)
-        if written != len(record):  # the disk is full: the part written goes, so that records can follow it
-            os.ftruncate(fd, os.lseek(fd, 0, os.SEEK_END) - written)
-            raise OSError(errno.ENOSPC, f"only {written} of the record's {len(record)} bytes could be written")
-        return os.fstat(fd).st_nlink != 0
+        body = orjson.dumps((step, at, messages))
+        end = self.end
+        stop = end + 8 + len(body)
+        if stop > self.space:
+            self._grow(stop)
+        m = self.map
+        m[end + 8 : stop] = body
+        _HEAD.pack_into(m, end, len(body), zlib.crc32(body))
+        self.end = stop
+        return not m[_FLAG]
+
+    def _grow(self, needed: int) -> None:
+        self.space = _allocate(self.fd, self.space, needed)
+        self.map.close()
+        self.map = mmap.mmap(self.fd, self.space)
 
     def close(self) -> None:
+        self.map.close()
         os.close(self.fd)
+
+
+def _allocate(fd: int, space: int, needed: int) -> int:
+    """Give the file at least `needed` bytes of allocated space (it has `space`), doubling; the new size."""
+    new = max(_SPACE, space)
+    while new < needed:
+        new *= 2
+    try:
+        os.posix_fallocate(fd, space, new - space)
+    except (AttributeError, OSError) as e:  # not where the platform or the file system cannot: write the zeros
+        if isinstance(e, OSError) and e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise
+        os.pwrite(fd, bytes(new - space), space)
+    return new
+
+
+def discard(path: Path, key: str) -> None:
+    """Mark the journal of the turn `key` discarded, and remove it (a journal of another turn is left alone)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        if fcntl is not None:  # a writer opening it (and maybe starting it anew) does so before or after
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        header = os.pread(fd, _HEADER.size, 0)
+        if len(header) == _HEADER.size and _HEADER.unpack(header)[2].rstrip(b"\0") == key.encode("ascii"):
+            os.pwrite(fd, b"\1", _FLAG)
+            remove(path)
+    finally:
+        os.close(fd)
 
 
 def remove(path: Path) -> None:
@@ -122,4 +194,4 @@ def remove(path: Path) -> None:
         pass
 
 
-__all__ = ["Record", "Writer", "read", "remove"]
+__all__ = ["Contents", "Record", "Writer", "after", "discard", "read", "remove"]

@@ -17,13 +17,12 @@ the machine itself may lose the last of them; the completed turn is synced as be
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from chatagent.sessions.journal import Record, after
+from chatagent.sessions.journal import Contents, after
 
 #: states of a pending turn: running (or its process died), failed (an error ended its run), paused (waiting for
 #: a person's decision on its calls)
@@ -119,17 +118,18 @@ def encode(value: Any) -> bytes:
     return orjson.dumps(value)
 
 
-def decode_pending(rows: list[tuple[Any, ...]], journal: Sequence[Record] = ()) -> PendingTurn:
-    """The PendingTurn of `LOAD_PENDING` rows, then of the records of its journal (`chatagent.sessions.journal`:
-    those of this turn after its last stored step; raises orjson.JSONDecodeError)."""
+def decode_pending(rows: list[tuple[Any, ...]], journal: Contents | None = None) -> PendingTurn:
+    """The PendingTurn of `LOAD_PENDING` rows, with the records of its journal (`chatagent.sessions.journal`) that
+    follow its last stored step (raises orjson.JSONDecodeError)."""
     _, key, base, state, new, detail, created, updated = rows[0][:8]
     response: list[dict[str, Any]] = []
     last = -1
     for *_, step, at, body in rows:
         if step is not None:
             response[at:], last = orjson.loads(body), step
-    for _, step, at, messages in after(journal, key, last):
-        response[at:], last = messages, step
+    if journal is not None and journal.key == key:
+        for step, at, messages in after(journal.records, last):
+            response[at:], last = messages, step
     return PendingTurn(
         key, state, orjson.loads(new), response, int(base), float(created), float(updated), last + 1,
         orjson.loads(detail) if detail is not None else {},

@@ -205,7 +205,7 @@ class SQLiteStore(SQLStore):
     def _append(self, user: str, session_id: str, key: str, step: int, at: int, messages: list[dict]) -> None:
         writer = self._writers.get((user, session_id))
         if writer is None or writer.key != key:
-            if fcntl is None:  # pragma: no cover  (Windows: no unlinking of an open file; a statement instead)
+            if fcntl is None:  # pragma: no cover  (Windows: no journal; a statement instead)
                 return super()._append(user, session_id, key, step, at, messages)
             writer = self._open_writer(user, session_id, key)
         try:
@@ -234,20 +234,23 @@ class SQLiteStore(SQLStore):
         if writer is not None:
             writer.close()
 
-    def _journal(self, user: str, session_id: str) -> list[journal.Record]:
-        return journal.read(self.journal_path(user, session_id))[0]
+    def _journal(self, user: str, session_id: str) -> journal.Contents:
+        return journal.read(self.journal_path(user, session_id))
 
     def _fold(self, cur: Any, user: str, session_id: str, sid: int | None, key: str) -> None:
-        records = self._journal(user, session_id)
-        if records:
+        contents = self._journal(user, session_id)
+        if contents.key == key and contents.records:
             last = cur.execute(pending.LAST_STEP, (sid,)).fetchone()[0]
-            for _, step, at, messages in journal.after(records, key, -1 if last is None else last):
+            for step, at, messages in journal.after(contents.records, -1 if last is None else last):
                 cur.execute(pending.ADD_CHECKPOINT, (sid, step, at, pending.encode(messages)))
 
-    def _drop_journal(self, user: str, session_id: str, own: bool) -> None:
-        if own:
-            self._close_writer(user, session_id)
-        journal.remove(self.journal_path(user, session_id))
+    def _drop_journal(self, user: str, session_id: str, discarded: str | None = None) -> None:
+        path = self.journal_path(user, session_id)
+        if discarded is not None:
+            journal.discard(path, discarded)
+            return
+        self._close_writer(user, session_id)
+        journal.remove(path)
 
 
 def _lock_name(user: str, session_id: str) -> str:

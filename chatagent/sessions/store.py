@@ -314,7 +314,7 @@ class SQLStore:
                     cur.execute(PUT_BLOB, (sha, len(data), data))
                     cur.execute(REF_BLOB, (sid, turn, sha))
         if pending_key is not None:
-            self._drop_journal(user, session_id, own=True)
+            self._drop_journal(user, session_id)
 
     def pop(self, user: str, session_id: str) -> list[dict]:
         """Remove the last turn; its messages (attached files restored), [] if there is none."""
@@ -347,6 +347,7 @@ class SQLStore:
             shas = [r[0] for r in cur.execute(SESSION_BLOBS, (sid,)).fetchall()]
             cur.execute(DELETE_SESSION_TURNS, (sid,))
             cur.execute(DELETE_SESSION_BLOBS, (sid,))
+            running = cur.execute(pending.FIND_PENDING, (sid,)).fetchone()
             cur.execute(pending.DELETE_PENDING, (sid,))
             cur.execute(pending.DELETE_CHECKPOINTS, (sid,))
             if delete:
@@ -354,7 +355,8 @@ class SQLStore:
             else:
                 cur.execute(AFTER_CLEAR, (time.time(), sid))
             dropped = self._collect(cur, shas)
-        self._drop_journal(user, session_id, own=False)
+        if running:
+            self._drop_journal(user, session_id, discarded=running[0])
         attachments.forget(dropped)
         return True
 
@@ -400,7 +402,7 @@ class SQLStore:
             if messages is not None:
                 cur.execute(pending.ADD_CHECKPOINT, (sid, step, at, encode(messages)))
         if new is None:
-            self._drop_journal(user, session_id, own=True)
+            self._drop_journal(user, session_id)
 
     def usage(self, user: str, session_id: str) -> dict:
         """What the session's stored turns used (USAGE_KEYS; cost None when no call was priced)."""
@@ -409,9 +411,9 @@ class SQLStore:
 
     def pending(self, user: str, session_id: str) -> PendingTurn | None:
         """The session's pending turn, with its checkpoints applied; None if it has none."""
-        records = self._journal(user, session_id)  # first: records folded meanwhile are then in the database
+        contents = self._journal(user, session_id)  # first: records folded meanwhile are then in the database
         rows = self._read(pending.LOAD_PENDING, (user, session_id))
-        return self._decoded(session_id, rows, records) if rows else None
+        return self._decoded(session_id, rows, contents) if rows else None
 
     def discard_pending(self, user: str, session_id: str) -> PendingTurn | None:
         """Delete the session's pending turn; what it was (None if there was none). A run still writing it stops
@@ -420,15 +422,15 @@ class SQLStore:
             rows = cur.execute(pending.LOAD_PENDING, (user, session_id)).fetchall()
             if not rows:
                 return None
-            records = self._journal(user, session_id)
+            contents = self._journal(user, session_id)
             cur.execute(pending.DELETE_PENDING, (rows[0][0],))
             cur.execute(pending.DELETE_CHECKPOINTS, (rows[0][0],))
-        self._drop_journal(user, session_id, own=False)
-        return self._decoded(session_id, rows, records)
+        self._drop_journal(user, session_id, discarded=rows[0][1])
+        return self._decoded(session_id, rows, contents)
 
-    def _decoded(self, session_id: str, rows: list[tuple], records: list[journal.Record]) -> PendingTurn:
+    def _decoded(self, session_id: str, rows: list[tuple], contents: journal.Contents | None) -> PendingTurn:
         try:
-            return decode_pending(rows, records)
+            return decode_pending(rows, contents)
         except orjson.JSONDecodeError as e:
             raise _damaged(self.url, session_id, e) from None
 
@@ -439,16 +441,16 @@ class SQLStore:
         if self._write_one(pending.ADD_LATER_CHECKPOINT, (step, at, encode(messages), user, session_id, key)) != 1:
             raise conflict_error(self.url, session_id)  # discarded (or the session cleared) while the run went on
 
-    def _journal(self, user: str, session_id: str) -> list[journal.Record]:
-        """The records of the session's journal."""
-        return []
+    def _journal(self, user: str, session_id: str) -> journal.Contents | None:
+        """What the journal of the session's running turn holds."""
+        return None
 
     def _fold(self, cur: Any, user: str, session_id: str, sid: int | None, key: str) -> None:
         """Write the journal's records of the turn `key` as its checkpoints, in the transaction `cur`."""
 
-    def _drop_journal(self, user: str, session_id: str, own: bool) -> None:
-        """Remove the session's journal, once its records are in the database (`own`: by the run writing it) or
-        its turn is gone (a run still writing it sees that)."""
+    def _drop_journal(self, user: str, session_id: str, discarded: str | None = None) -> None:
+        """Remove the session's journal once the run writing it has its records in the database, or (`discarded`:
+        the turn's key) when its turn is gone, so that a run still writing it stops."""
 
     def set_title(self, user: str, session_id: str, title: str | None) -> None:
         now = time.time()

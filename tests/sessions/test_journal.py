@@ -56,12 +56,12 @@ def test_a_torn_last_record_is_ignored_and_the_resumed_writer_cuts_it(
     first.wait_for("text")
     first.kill()
     path = journal_of(url, "torn")
-    records, end, size = journal.read(path)
-    assert len(records) == 3 and end == size  # the first checkpoint is a transaction; the 3 after it, records
-    body = orjson.dumps([records[0][0], 3, 4, [{"role": "assistant", "content": "NEVER SHOWN"}]])
-    whole = struct.pack("<II", len(body), zlib.crc32(body)) + body
-    with open(path, "ab") as f:
-        f.write(whole[: len(whole) // 2])  # what a process killed in the middle of its write leaves
+    contents = journal.read(path)
+    assert len(contents.records) == 3 and not contents.torn  # the first checkpoint is a transaction, then records
+    with open(path, "r+b") as f:  # what a process killed in the middle of copying a record leaves
+        f.seek(contents.end)
+        f.write(_record(3, "NEVER SHOWN")[:30])
+    assert journal.read(path).torn
     session = Session("torn", url)
     pending = session.pending_turn
     assert pending is not None and roles(pending.response) == ROLES_2
@@ -71,9 +71,9 @@ def test_a_torn_last_record_is_ignored_and_the_resumed_writer_cuts_it(
     second = children(*args, "3", "resume")  # killed inside record(3): its reply was written after the cut
     second.wait_for("in_tool")
     second.kill()
-    records, end, size = journal.read(path)
-    assert end == size  # the torn part is gone: the records written since follow the valid ones
-    assert records[-1][3][-1]["function_call"]["arguments"] == '{"n": 3}'
+    contents = journal.read(path)
+    assert not contents.torn  # the torn part is gone: the records written since follow the valid ones
+    assert contents.records[-1][2][-1]["function_call"]["arguments"] == '{"n": 3}'
     assert roles(session.pending_turn.response) == [*ROLES_2, "assistant"]  # type: ignore[union-attr]
 
     openai_server.add("Recorded 1, 2 and 3.")
@@ -112,7 +112,7 @@ def test_a_journal_left_between_a_commit_and_its_removal_is_ignored_and_replaced
     second.kill()
     pending = session.pending_turn
     assert pending is not None and roles(pending.response) == ["assistant", "function"]
-    assert {r[0] for r in journal.read(path)[0]} == {pending.key}  # the new turn started the file anew
+    assert journal.read(path).key == pending.key  # the new turn started the file anew
     openai_server.add("Recorded 3.")
     third = children(*args, "0", "resume")
     assert third.wait_for("done")["done"][-1]["content"] == "Recorded 3."
@@ -168,32 +168,54 @@ def test_a_discard_from_another_process_stops_the_run_at_its_next_checkpoint(
 # ---- the file format, on files written as a crash would leave them ---------------------------------------------
 
 
-def _record(key: str, step: int, text: str) -> bytes:
-    body = orjson.dumps([key, step, step, [{"role": "function", "name": "f", "content": text}]])
+def _record(step: int, text: str) -> bytes:
+    body = orjson.dumps([step, step, [{"role": "function", "name": "f", "content": text}]])
     return struct.pack("<II", len(body), zlib.crc32(body)) + body
 
 
-def test_reading_stops_at_a_damaged_record_and_a_writer_cuts_or_replaces(tmp_path: Path) -> None:
+def test_reading_stops_at_a_damaged_record_and_a_writer_cuts_or_starts_anew(tmp_path: Path) -> None:
     path = tmp_path / "j.journal"
-    good = _record("k", 0, "zero") + _record("k", 1, "one")
-    bad = bytearray(_record("k", 2, "two"))
-    bad[-3] ^= 0xFF  # a byte that is not what was written: its CRC does not match
-    path.write_bytes(good + bytes(bad) + _record("k", 3, "three"))
-    records, end, size = journal.read(path)
-    assert [r[1] for r in records] == [0, 1] and end == len(good) < size  # nothing after the damage is data
-    path.write_bytes(good + struct.pack("<II", 1 << 30, 0) + b"{")  # a length past the end of the file
-    assert [r[1] for r in journal.read(path)[0]] == [0, 1]
-
-    writer = journal.Writer(path, "k")  # the same turn: cut after its last valid record, then appended to
-    assert writer.append(2, 2, [{"role": "assistant", "content": "two"}])
-    records, end, size = journal.read(path)
-    assert [r[1] for r in records] == [0, 1, 2] and end == size
+    writer = journal.Writer(path, "k")
+    assert writer.append(0, 0, [{"role": "function", "content": "zero"}]) and writer.append(1, 1, [])
     writer.close()
     assert path.stat().st_mode & 0o777 == 0o600
+    contents = journal.read(path)
+    assert contents.key == "k" and [r[0] for r in contents.records] == [0, 1] and not contents.torn
+    damaged = bytearray(_record(2, "two"))
+    damaged[-3] ^= 0xFF  # a byte that is not what was written: its CRC does not match
+    with open(path, "r+b") as f:
+        f.seek(contents.end)
+        f.write(bytes(damaged) + _record(3, "three"))
+    damaged_read = journal.read(path)
+    assert [r[0] for r in damaged_read.records] == [0, 1] and damaged_read.torn  # nothing after it is data
+    with open(path, "r+b") as f:
+        f.seek(contents.end)
+        f.write(struct.pack("<II", 1 << 30, 0) + b"{")  # a length past the end of the file
+    assert [r[0] for r in journal.read(path).records] == [0, 1]
+
+    writer = journal.Writer(path, "k")  # the same turn: cut after its last valid record, then written on
+    assert writer.append(2, 2, [{"role": "assistant", "content": "two"}])
+    contents = journal.read(path)
+    assert [r[0] for r in contents.records] == [0, 1, 2] and not contents.torn
+    writer.close()
+    assert list(journal.after(contents.records, 0)) == contents.records[1:]
 
     other = journal.Writer(path, "another turn")  # a journal of another turn is started anew
-    assert other.append(0, 0, []) and [r[0] for r in journal.read(path)[0]] == ["another turn"]
-    path.unlink()  # discarded: the writer sees it after its next write
-    assert not other.append(1, 0, [])
+    assert other.append(0, 0, []) and journal.read(path).key == "another turn"
+    assert len(journal.read(path).records) == 1
+    journal.discard(path, "k")  # not its turn: left alone
+    assert path.exists() and other.append(1, 0, [])
+    journal.discard(path, "another turn")  # the writer sees it at its next record
+    assert not path.exists() and not other.append(2, 0, [])
     other.close()
-    assert list(journal.after(records, "k", 0)) == records[1:] and not list(journal.after(records, "x", -1))
+
+
+def test_a_journal_grows_past_its_first_allocation(tmp_path: Path) -> None:
+    path = tmp_path / "j.journal"
+    writer = journal.Writer(path, "k")
+    big = "x" * 50_000
+    for step in range(5):  # 250 kB: the file's space doubles twice
+        assert writer.append(step, step, [{"role": "function", "content": big}])
+    writer.close()
+    contents = journal.read(path)
+    assert [r[0] for r in contents.records] == [0, 1, 2, 3, 4] and contents.records[4][2][0]["content"] == big
