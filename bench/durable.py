@@ -50,12 +50,11 @@ def checkpoints(url: str) -> tuple[list[float], list[float]]:
     after_result: list[float] = []
     original = Turn.flush
 
-    def flush(self: Turn, state: str | None = None, detail: dict | None = None) -> dict[str, str]:
+    def flush(self: Turn, state: str | None = None, detail: dict | None = None) -> None:
         last = self._collector.messages()[-1]
         start = time.perf_counter()
-        out = original(self, state, detail)
+        original(self, state, detail)
         (after_result if last.role == "function" else after_reply).append(time.perf_counter() - start)
-        return out
 
     Turn.flush = flush  # type: ignore[method-assign]
     try:
@@ -128,8 +127,8 @@ def report(name: str, url: str, in_process: float, http: float) -> None:
     after_reply, after_result = checkpoints(url)
     reply_ms = statistics.median(after_reply) * 1e3
     result_ms = statistics.median(after_result) * 1e3
-    show(f"{name} checkpoint after a model reply (median, ms)", f"{reply_ms:.3f}")
-    show(f"{name} checkpoint after a tool result (median, ms)", f"{result_ms:.3f}")
+    show(f"{name} checkpoint after a model reply (median, ms)", f"{reply_ms:.4f}")
+    show(f"{name} checkpoint after a tool result (median, ms)", f"{result_ms:.4f}")
     per_trip = (reply_ms + result_ms) / 1e3
     show(f"{name} checkpoints per tool round trip vs its framework time, model in process (%)",
          f"{100 * per_trip / in_process:.1f}")  # fmt: skip

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.llm.base import Usage
@@ -18,6 +18,12 @@ if TYPE_CHECKING:
     from chatagent.run.requests import ToolControl
 
 CURRENT: ContextVar[RunContext | None] = ContextVar("chatagent_run", default=None)
+
+
+class CallKeys(Protocol):
+    """Where a run finds the idempotency keys of a stored turn's calls (`chatagent.sessions.turn.Turn.get`)."""
+
+    def get(self, call_id: str, /) -> str | None: ...
 
 
 class RunContext:
@@ -48,7 +54,7 @@ class RunContext:
         "marked",
     )
     turn_key: str | None  # the stored turn's (a run with a session), else made when first asked
-    call_keys: dict[str, str]  # a stored turn's calls: function id -> their idempotency key
+    call_keys: CallKeys  # a stored turn's calls: function id -> their idempotency key (`get`)
     marked: Marked  # the run's tool results as the model gets them (chatagent.llm.prepare.marked_data)
 
     def __init__(

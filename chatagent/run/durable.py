@@ -1,10 +1,10 @@
 """Durable turns, the run's side: checkpoints at the run's phase boundaries, and how a resumed turn starts.
 
-`checkpointed(loop, turn, ctx)` passes an agent's loop on to the driver. Before each request (a model call, a tool
+`checkpointed(loop, turn)` passes an agent's loop on to the driver. Before each request (a model call, a tool
 batch, a wait for a tool), once something completed since the last checkpoint, it has the turn write one
 (`chatagent.sessions.turn.Turn.flush`: a store write, asked for as a `Blocking` request so that `arun()` makes it
-in a worker thread) and keeps the idempotency keys of the calls it holds in the run's context. A model reply is
-thus in the store before its calls run, and each tool result before anything that follows it.
+in a worker thread). A model reply is thus in the store before its calls run, and each tool result before anything
+that follows it; the run's context finds the idempotency keys of the calls there (`Turn.get`).
 
 `Resumed(agent, calls)` is the agent as a resumed turn runs it: the calls its last model reply made that have no
 result yet run first (through the one tool-call path, so approval and plugins apply), then the agent's loop goes on
@@ -25,7 +25,6 @@ from chatagent.schema.fragment import fragment, shift, typed
 
 if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel
-    from chatagent.run.context import RunContext
     from chatagent.run.events import Callback
     from chatagent.tools.calling import ToolCache
     from chatagent.tools.tool import BaseTool
@@ -37,10 +36,10 @@ class Checkpoints(Protocol):
     @property
     def dirty(self) -> bool: ...
 
-    def flush(self) -> dict[str, str]: ...
+    def flush(self) -> None: ...
 
 
-def checkpointed(gen: AgentLoop, turn: Checkpoints, ctx: RunContext) -> AgentLoop:
+def checkpointed(gen: AgentLoop, turn: Checkpoints) -> AgentLoop:
     """`gen`'s items, with a checkpoint of the turn before each request that follows completed work."""
     value: Any = None
     error: BaseException | None = None
@@ -55,8 +54,7 @@ def checkpointed(gen: AgentLoop, turn: Checkpoints, ctx: RunContext) -> AgentLoo
                 yield item
                 continue
             if turn.dirty:
-                keys: dict[str, str] = yield Blocking(turn.flush)  # a failed write ends the run
-                ctx.call_keys.update(keys)
+                yield Blocking(turn.flush)  # a failed write ends the run
             value, error = yield from pass_on(item)
     finally:
         gen.close()

@@ -175,12 +175,12 @@ def _durable_loop(
     context.turn_key = turn.key
     turn.usage = context.usage
     runnable: Runnable = agent
+    context.call_keys = turn  # the idempotency keys of its checkpointed calls
     if turn.restored:
-        context.call_keys.update(turn.call_keys(turn.restored))
         calls: list[Message] = turn.unanswered() if turn.offset and not turn.decided else []  # a decision: control
         if calls:
             runnable = Resumed(agent, calls)
-    return checkpointed(loop(runnable, turn.conversation, lang, context, kwargs), turn, context)
+    return checkpointed(loop(runnable, turn.conversation, lang, context, kwargs), turn)
 
 
 __all__ = ["aresumed", "astream", "controlled_loop", "loop", "new_context", "prepare", "resumed", "stream"]

@@ -19,7 +19,7 @@ only the message that changed, so that earlier yields stay valid.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, overload
+from typing import Any, cast, overload
 
 from chatagent.schema import ContentItem, Message, to_message
 from chatagent.schema.fragment import Fragment, as_fragment, fragment
@@ -225,6 +225,28 @@ class Collector:
                 content = [item for c in contents if c for item in _as_list(c)]
             reasoning = "".join(reasonings) if reasonings else None
             out.append(Message.unchecked(first.role, content, first.name, first.function_call, reasoning, p.extra))
+        return out
+
+    def dumps(self, start: int = 0) -> list[dict[str, Any]]:
+        """`[m.model_dump() for m in self.messages(start)]`, made without the messages where they hold text (what
+        a store keeps of a response as it goes)."""
+        out: list[dict[str, Any]] = []
+        for i, p in enumerate(self._parts[start:], start):
+            first = p.first
+            try:
+                d: dict[str, Any] = {"role": first.role, "content": "".join(cast("list[str]", p.contents))}
+            except TypeError:  # content items among them
+                out.append(self.messages(i)[0].model_dump())
+                continue
+            if first.name is not None:
+                d["name"] = first.name
+            if first.function_call is not None:
+                d["function_call"] = first.function_call.model_dump()
+            if p.reasonings:
+                d["reasoning_content"] = "".join(p.reasonings)
+            if p.extra is not None:
+                d["extra"] = dict(p.extra)
+            out.append(d)
         return out
 
 

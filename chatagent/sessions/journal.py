@@ -5,8 +5,8 @@ beside the session's run lock (`<database>-locks/<lock name>.journal`, mode 0600
 (`mmap`, shared) while it holds the lock: no system call, no lock, no transaction. What is copied into a shared
 mapping is in the page cache at once, so it survives the death of the process (kill -9, OOM), as a commit at
 SQLite's `synchronous=NORMAL` does, and a crash of the machine may lose the last records alike. The file's space is
-allocated before it is used, so a full disk is an error when the journal grows, never a fault in the middle of a
-copy. What changes the pending turn's state (its first checkpoint, a pause, a failure, its end) stays a SQLite
+written (with zeros) before it is mapped, so a full disk is an error when the journal grows, not a fault in the
+middle of a copy. What changes the pending turn's state (its first checkpoint, a pause, a failure, its end) stays a SQLite
 transaction, which folds the journal's records into the database; the journal is then removed.
 
 The file: a header (`CAJ1`, a discarded flag, the turn's key), then records, then zeros. A record is `length`,
@@ -45,7 +45,7 @@ logger = logging.getLogger("chatagent.sessions")
 _HEADER = struct.Struct("<4sB3x40s")  # magic, discarded (1) or not (0), the turn's key
 _MAGIC, _FLAG = b"CAJ1", 4
 _HEAD = struct.Struct("<II")  # a record's body length and CRC32
-_SPACE = 1 << 16  # the journal's first allocation; it doubles as it fills
+_SPACE = 1 << 14  # the journal's first size; it doubles as it fills
 #: a record as read: (step, at, messages)
 Record = tuple[int, int, list[dict[str, Any]]]
 
@@ -110,6 +110,8 @@ class Writer:
         """Open (or create) the journal at `path` for the turn `key`: a journal of another turn (or a discarded
         one) is started anew, one that ends in a torn record is cut after its last valid one."""
         self.key = key
+        if fcntl is None:  # pragma: no cover
+            raise OSError(errno.ENOSYS, "no journal where flock is missing")
         while True:
             self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             fcntl.flock(self.fd, fcntl.LOCK_EX)  # kept from a discard's look at the header (see `discard`)
@@ -124,7 +126,7 @@ class Writer:
             if found.key == key and found.torn:
                 logger.warning("a turn's journal ended in an incomplete record (a process died writing it): cut there")
             os.ftruncate(self.fd, self.end)  # what follows the last valid record goes (zeros come back)
-            self.space = _allocate(self.fd, 0, self.end + 1)
+            self.space = _allocate(self.fd, self.end, self.end + 1)
             if found.key != key:
                 os.pwrite(self.fd, _HEADER.pack(_MAGIC, 0, key.encode("ascii")), 0)
             self.map = mmap.mmap(self.fd, self.space)
@@ -155,17 +157,16 @@ class Writer:
         os.close(self.fd)
 
 
-def _allocate(fd: int, space: int, needed: int) -> int:
-    """Give the file at least `needed` bytes of allocated space (it has `space`), doubling; the new size."""
-    new = max(_SPACE, space)
+def _allocate(fd: int, size: int, needed: int) -> int:
+    """Make the file (of `size` bytes) at least `needed` bytes long, doubling; its new size. Zeros are written (the
+    file system then holds the blocks) rather than reserved with fallocate, whose unwritten extents made a turn's
+    journal cost ~60 times more on ext4 (3 ms against 0.05 ms, their conversion when the mapping is written)."""
+    new = max(_SPACE, size)
     while new < needed:
         new *= 2
-    try:
-        os.posix_fallocate(fd, space, new - space)
-    except (AttributeError, OSError) as e:  # not where the platform or the file system cannot: write the zeros
-        if isinstance(e, OSError) and e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-            raise
-        os.pwrite(fd, bytes(new - space), space)
+    if os.pwrite(fd, bytes(new - size), size) != new - size:
+        os.ftruncate(fd, size)
+        raise OSError(errno.ENOSPC, "the disk is full")
     return new
 
 

@@ -202,11 +202,11 @@ class SQLiteStore(SQLStore):
         """Where the journal of the session's running turn is kept."""
         return self._locks_dir / (_lock_name(user, session_id) + ".journal")
 
-    def _append(self, user: str, session_id: str, key: str, step: int, at: int, messages: list[dict]) -> None:
+    def append(self, user: str, session_id: str, key: str, step: int, at: int, messages: list[dict]) -> None:
         writer = self._writers.get((user, session_id))
         if writer is None or writer.key != key:
             if fcntl is None:  # pragma: no cover  (Windows: no journal; a statement instead)
-                return super()._append(user, session_id, key, step, at, messages)
+                return super().append(user, session_id, key, step, at, messages)
             writer = self._open_writer(user, session_id, key)
         try:
             kept = writer.append(step, at, messages)

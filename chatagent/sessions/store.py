@@ -377,9 +377,8 @@ class SQLStore:
     ) -> None:
         """Write checkpoint `step` of the pending turn `key`: `messages` from response index `at` on (None: only
         its state), in one transaction, not synced. With `new` (its first write) the turn becomes pending, if the
-        session is still at `expected.version` and has no other pending turn (else SessionConflictError)."""
-        if new is None and messages is not None and state == pending.RUNNING:  # the usual one
-            return self._append(user, session_id, key, step, at, messages)
+        session is still at `expected.version` and has no other pending turn (else SessionConflictError). The
+        usual checkpoint of a running turn is `append`."""
         now = time.time()
         detail_body = encode(detail) if detail else None
         with self._write(sync=False) as cur:
@@ -436,8 +435,10 @@ class SQLStore:
 
     # ---- a journal of the usual checkpoints: SQLite keeps one (chatagent.sessions.journal), other backends none --
 
-    def _append(self, user: str, session_id: str, key: str, step: int, at: int, messages: list[dict]) -> None:
-        """Write a usual checkpoint (running, not the first): here one statement, in a transaction of its own."""
+    def append(self, user: str, session_id: str, key: str, step: int, at: int, messages: list[dict]) -> None:
+        """Write checkpoint `step` of the running turn `key` (not its first; its state unchanged): `messages` from
+        response index `at` on, not synced (SessionConflictError if the turn is no longer pending). Here one
+        statement in a transaction of its own; SQLite writes it to the turn's journal."""
         if self._write_one(pending.ADD_LATER_CHECKPOINT, (step, at, encode(messages), user, session_id, key)) != 1:
             raise conflict_error(self.url, session_id)  # discarded (or the session cleared) while the run went on
 

@@ -179,36 +179,35 @@ class Turn:
         """Whether something completed or changed since the last checkpoint."""
         return self._count > self._flushed or self._dirty != _CLEAN
 
-    def flush(self, state: str | None = None, detail: dict[str, Any] | None = None) -> dict[str, str]:
-        """Write a checkpoint of what completed since the last one (and `state`); the idempotency keys of the
-        calls it holds (function id -> key)."""
+    def flush(self, state: str | None = None, detail: dict[str, Any] | None = None) -> None:
+        """Write a checkpoint of what completed since the last one (and `state`)."""
         with self._lock:
-            return self._flush(state, detail)
+            self._flush(state, detail)
 
-    def _flush(self, state: str | None = None, detail: dict[str, Any] | None = None) -> dict[str, str]:
-        start = min(self._dirty, self._flushed)
-        changed = self._collector.messages(start)  # what the last checkpoint does not hold
+    def _flush(self, state: str | None = None, detail: dict[str, Any] | None = None) -> None:
+        start = self._dirty if self._dirty < self._flushed else self._flushed
+        changed = self._collector.dumps(start)  # what the last checkpoint does not hold
         if not changed and state is None:
-            return {}
-        s = self.session
-        first = self._steps == 0
-        new = [m.model_dump() for m in self.new] if first else None
-        s.store.checkpoint(
-            s.user, s.id, self.loaded, self.key, self._steps, start, [m.model_dump() for m in changed] or None, new,
-            state or "running", detail,
-        )  # fmt: skip
-        self._steps += 1
+            return
+        s, step = self.session, self._steps
+        if step and state is None:  # the usual one
+            s.store.append(s.user, s.id, self.key, step, start, changed)
+        else:
+            new = None if step else [m.model_dump() for m in self.new]
+            s.store.checkpoint(s.user, s.id, self.loaded, self.key, step, start, changed or None, new,
+                               state or "running", detail)  # fmt: skip
+        self._steps = step + 1
         self._flushed, self._dirty = start + len(changed), _CLEAN
-        return self.call_keys(changed, start)
 
-    def call_keys(self, messages: list[Message], start: int = 0) -> dict[str, str]:
-        """function id -> idempotency key of the calls among `messages` (placed from `start` in the response)."""
-        keys: dict[str, str] = {}
-        for i, m in enumerate(messages, start):
-            fid = (m.extra or {}).get("function_id") if m.function_call is not None else None
-            if fid is not None:
-                keys[fid] = f"{self.key}:{i}"
-        return keys
+    def get(self, call_id: str) -> str | None:
+        """The idempotency key of the call `call_id` once a checkpoint holds it (the turn's key and the call's place
+        in the response; None before): the run's context looks keys up here (`RunContext.call_keys`)."""
+        messages = self._collector.messages()[: self._flushed]
+        for i in range(len(messages) - 1, -1, -1):
+            m = messages[i]
+            if m.function_call is not None and (m.extra or {}).get("function_id") == call_id:
+                return f"{self.key}:{i}"
+        return None
 
     def unanswered(self) -> list[Message]:
         """The restored part's last calls that have no result yet (to run first when it is resumed)."""

@@ -156,3 +156,18 @@ def test_typed_passes_fragment_lists_through_and_converts_others():
         typed([Message("assistant", "b")])
     assert is_fragment(mixed[0]) and is_fragment(mixed[1])
     assert not is_fragment(Message("assistant", "b")) and not is_fragment({"role": "assistant", "index": 0})
+
+
+def test_collector_dumps_are_the_model_dumps_of_its_messages() -> None:
+    from chatagent.schema import ContentItem
+
+    c = Collector()
+    c.add([fragment(Message("assistant", "Let me ", reasoning_content="think"), 0)])
+    c.add([fragment(Message("assistant", "look.", reasoning_content=" more"), 0)])
+    call = Message("assistant", "", function_call=FunctionCall(name="f", arguments="{}"), extra={"function_id": "c1"})
+    c.add([fragment(call, 1), fragment(Message("function", "done", name="f", extra={"function_id": "c1"}), 2)])
+    c.add([fragment(Message("function", [ContentItem(text="a"), ContentItem(image="https://x/i.png")], name="g"), 3)])
+    c.add([fragment(Message("assistant", "", name="bot"), 4)])
+    for start in range(6):
+        assert c.dumps(start) == [m.model_dump() for m in c.messages(start)]
+    assert c.dumps(3)[0]["content"] == [{"text": "a"}, {"image": "https://x/i.png"}]
