@@ -19,7 +19,7 @@ only the message that changed, so that earlier yields stay valid.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, cast, overload
+from typing import Any, overload
 
 from chatagent.schema import ContentItem, Message, to_message
 from chatagent.schema.fragment import Fragment, as_fragment, fragment
@@ -231,12 +231,12 @@ class Collector:
         """`[m.model_dump() for m in self.messages(start)]`, made without the messages where they hold text (what
         a store keeps of a response as it goes)."""
         out: list[dict[str, Any]] = []
-        for i, p in enumerate(self._parts[start:], start):
-            first = p.first
+        for p in self._parts[start:]:
+            first, contents = p.first, p.contents
             try:
-                d: dict[str, Any] = {"role": first.role, "content": "".join(cast("list[str]", p.contents))}
+                d: dict[str, Any] = {"role": first.role, "content": "".join(contents)}  # type: ignore[arg-type]
             except TypeError:  # content items among them
-                out.append(self.messages(i)[0].model_dump())
+                out.append(self.messages(start + len(out))[0].model_dump())
                 continue
             if first.name is not None:
                 d["name"] = first.name
@@ -245,7 +245,7 @@ class Collector:
             if p.reasonings:
                 d["reasoning_content"] = "".join(p.reasonings)
             if p.extra is not None:
-                d["extra"] = dict(p.extra)
+                d["extra"] = p.extra  # (the collector's own: add() replaces it, never changes it)
             out.append(d)
         return out
 
