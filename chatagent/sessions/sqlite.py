@@ -217,8 +217,7 @@ class SQLiteStore(SQLStore):
 
     def _open_writer(self, user: str, session_id: str, key: str) -> journal.Writer:
         self._close_writer(user, session_id)
-        try:
-            private_dirs(self._locks_dir)
+        try:  # (in the private directory that `lock` made)
             writer = journal.Writer(self.journal_path(user, session_id), key)
         except OSError as e:
             raise SessionStoreError(f"cannot write a checkpoint beside {self.url}: {e.strerror or e}") from e
