@@ -245,11 +245,18 @@ class SQLiteStore(SQLStore):
 
     def _drop_journal(self, user: str, session_id: str, discarded: str | None = None) -> None:
         path = self.journal_path(user, session_id)
-        if discarded is not None:
-            journal.discard(path, discarded)
-            return
-        self._close_writer(user, session_id)
-        journal.remove(path)
+        if discarded is None:
+            self._close_writer(user, session_id)
+        try:
+            if discarded is None:
+                journal.remove(path)
+            else:
+                journal.discard(path, discarded)
+        except OSError as e:
+            raise SessionStoreError(
+                f"session {session_id!r} in {self.url} was written, but the journal of its turn could not be removed "
+                f"({e.strerror or e})"
+            ) from e
 
 
 def _lock_name(user: str, session_id: str) -> str:

@@ -258,3 +258,23 @@ def test_text_an_output_check_holds_is_neither_checkpointed_nor_shown_by_resume(
     assert secret not in json.dumps(resumed)
     assert resumed[-1][-1]["content"] == "It is 4." and len(ADDED) == 1  # not run again
     assert secret not in json.dumps(s.messages()) and s.pending_turn is None
+
+
+def test_clearing_the_session_while_its_run_goes_on_stops_the_run_at_its_next_checkpoint(store_url: str) -> None:
+    from chatagent import ScriptedLLM, SessionConflictError, tool_call
+
+    calls: list[int] = []
+
+    def wipe() -> str:
+        """Wipe the conversation."""
+        calls.append(1)
+        if len(calls) == 2:  # the turn is pending, its checkpoints written: another writer clears the session
+            Session("wiped", store_url).clear()
+        return "wiped"
+
+    llm = ScriptedLLM([tool_call("wipe", {}), tool_call("wipe", {}), "Done."])
+    s = Session("wiped", store_url)
+    with pytest.raises(SessionConflictError, match="changed by another writer"):
+        FnCallAgent(function_list=[wipe], llm=llm).run_nonstream([user("Wipe it twice.")], session=s)
+    assert len(calls) == 2 and len(llm.calls) == 2  # the run stopped there: the model was not asked again
+    assert s.pending_turn is None and s.messages() == []
