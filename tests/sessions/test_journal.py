@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -17,7 +18,7 @@ from chatagent import Session
 from chatagent.sessions import journal
 from chatagent.sessions.sqlite import SQLiteStore
 from chatagent.sessions.store_urls import open_store
-from tests.support.durable import ledger_lines
+from tests.support.durable import Child, ledger_lines
 from tests.support.openai_server import OpenAIServer, Reply
 
 ROLES_2 = ["assistant", "function", "assistant", "function"]
@@ -40,6 +41,18 @@ def roles(messages: list[dict]) -> list[str]:
 
 def numbers(ledger: Path, suffix: str = "") -> list[str]:
     return [line.split()[1] for line in ledger_lines(ledger, suffix)]
+
+
+def waiting_in_record_2(
+    url: str, session_id: str, server: OpenAIServer, tmp_path: Path, children: Callable[..., Child]
+) -> tuple[Child, Path, Path]:
+    """A child whose run records 1 and 2 and waits inside record(2) until the gate file exists (the model's last
+    answer: "Done."); the child, its ledger, the gate."""
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    server.add(Reply(tool_calls=[("record", {"n": 1})]), Reply(tool_calls=[("record", {"n": 2})]), "Done.")
+    child = children(url, session_id, server.base_url, str(ledger), f"2@{gate}", "run", "Record 1 and 2.")
+    child.wait_for("in_tool")
+    return child, ledger, gate
 
 
 def test_a_torn_last_record_is_ignored_and_the_resumed_writer_cuts_it(
@@ -88,11 +101,8 @@ def test_a_torn_last_record_is_ignored_and_the_resumed_writer_cuts_it(
 def test_a_journal_left_between_a_commit_and_its_removal_is_ignored_and_replaced(
     url: str, openai_server: OpenAIServer, tmp_path: Path, children
 ) -> None:
-    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
-    openai_server.add(Reply(tool_calls=[("record", {"n": 1})]), Reply(tool_calls=[("record", {"n": 2})]), "Done.")
+    first, ledger, gate = waiting_in_record_2(url, "stale", openai_server, tmp_path, children)
     args = (url, "stale", openai_server.base_url, str(ledger))
-    first = children(*args, f"2@{gate}", "run", "Record 1 and 2.")
-    first.wait_for("in_tool")
     path = journal_of(url, "stale")
     left = path.read_bytes()  # the journal as a crash right after the turn's commit would leave it
     gate.touch()
@@ -146,11 +156,7 @@ def test_a_long_turn_killed_at_several_points_runs_each_effect_once(
 def test_a_discard_from_another_process_stops_the_run_at_its_next_checkpoint(
     url: str, openai_server: OpenAIServer, tmp_path: Path, children
 ) -> None:
-    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
-    openai_server.add(Reply(tool_calls=[("record", {"n": 1})]), Reply(tool_calls=[("record", {"n": 2})]), "Done.")
-    args = (url, "discarded", openai_server.base_url, str(ledger))
-    child = children(*args, f"2@{gate}", "run", "Record 1 and 2.")
-    child.wait_for("in_tool")
+    child, _, gate = waiting_in_record_2(url, "discarded", openai_server, tmp_path, children)
     path = journal_of(url, "discarded")
     assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
     asked = len(openai_server.chat_requests)
