@@ -10,7 +10,7 @@ decides. Reciprocal-rank fusion throws that confidence away (an equal RRF scored
 Chinese set where BM25 was weak).
 
 The meaning side's weight is `DENSE_WEIGHT`, raised towards 1 as the query's words go missing: `coverage` is the
-share of the query's terms found in BM25's best document (`Index.coverage`), so a question asked in other words
+share of the query's words found in BM25's best document (`coverage`), so a question asked in other words
 than its answer (coverage 0.2) is ranked mostly by meaning, one asked in the document's own words (coverage 1) by
 keywords a little more than by meaning. Without a coverage (None), the weight is `DENSE_WEIGHT`.
 
@@ -22,11 +22,17 @@ bench/rag_quality.py reports the other half (test), which no choice looked at.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 import numpy as np
 
-__all__ = ["DENSE_WEIGHT", "dense_weight", "fuse", "standardised"]
+from chatagent.utils.lang import CJK_CHARS
+
+__all__ = ["DENSE_WEIGHT", "coverage", "dense_weight", "fuse", "standardised"]
 
 DENSE_WEIGHT = 0.3
+_CJK = re.compile(f"[{CJK_CHARS}]")
 
 
 def standardised(scores: np.ndarray) -> np.ndarray:
@@ -35,6 +41,25 @@ def standardised(scores: np.ndarray) -> np.ndarray:
     if std == 0.0 or not np.isfinite(std):
         return np.zeros_like(scores, dtype=np.float64)
     return (scores - scores.mean()) / std
+
+
+def coverage(query_terms: Iterable[str], document_terms: Iterable[str]) -> float:
+    """The share of the query's words among the document's (0 to 1; 0 for a query without words). A word is a
+    term, or a character of a Chinese bigram: bigrams that straddle two words would otherwise make every Chinese
+    question look unmatched."""
+    wanted = _units(query_terms)
+    return len(wanted & _units(document_terms)) / len(wanted) if wanted else 0.0
+
+
+def _units(terms: Iterable[str]) -> set[str]:
+    """Terms as units of coverage: a CJK term becomes its characters, any other stays whole."""
+    out: set[str] = set()
+    for term in terms:
+        if _CJK.match(term):
+            out.update(term)
+        else:
+            out.add(term)
+    return out
 
 
 def dense_weight(coverage: float | None, base: float = DENSE_WEIGHT) -> float:
