@@ -69,18 +69,30 @@ class RankingScore:
         self.mrr = 0.0
         self.ndcg = 0.0
         self.n = 0
+        self.reciprocal_ranks: list[float] = []  # per query, in order: for paired_interval
 
     def add(self, gold: set[str], ranked: list[str]) -> None:
         self.n += 1
         for k in self.recall:
             self.recall[k] += len(gold.intersection(ranked[:k])) / len(gold)
-        self.mrr += next((1 / rank for rank, doc_id in enumerate(ranked, 1) if doc_id in gold), 0.0)
+        self.reciprocal_ranks.append(next((1 / rank for rank, doc_id in enumerate(ranked, 1) if doc_id in gold), 0.0))
+        self.mrr += self.reciprocal_ranks[-1]
         gained = sum(1 / math.log2(rank + 1) for rank, doc_id in enumerate(ranked[:10], 1) if doc_id in gold)
         self.ndcg += gained / sum(1 / math.log2(rank + 1) for rank in range(1, min(len(gold), 10) + 1))
 
     def summary(self) -> dict[str, float]:
         n = self.n or 1
         return {f"recall@{k}": v / n for k, v in self.recall.items()} | {"mrr": self.mrr / n, "ndcg@10": self.ndcg / n}
+
+
+def paired_interval(a: RankingScore, b: RankingScore, rounds: int = 4000, seed: int = 0) -> tuple[float, float]:
+    """The 95 % paired-bootstrap interval of MRR(a) - MRR(b), both scored on the same queries in the same order."""
+    import numpy as np
+
+    diff = np.asarray(a.reciprocal_ranks) - np.asarray(b.reciprocal_ranks)
+    picks = np.random.default_rng(seed).integers(0, len(diff), size=(rounds, len(diff)))
+    low, high = np.quantile(diff[picks].mean(axis=1), [0.025, 0.975])
+    return float(low), float(high)
 
 
 def timed_answer(bot: Any, messages: list[dict]) -> tuple[float, float, list[dict]]:

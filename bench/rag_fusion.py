@@ -1,13 +1,13 @@
-"""How the fusion of keywords and meaning was chosen: its weight and rule swept on the dev half of every set.
+"""How the fusion of keywords and meaning was chosen: its weights swept on the dev half of every set.
 
     .venv/bin/python bench/rag_fusion.py [--sets hotpotqa,cmrc2018,paraphrase_en,paraphrase_zh]
 
-For each base weight of the meaning side and each rule (`fixed`: that weight for every query; `coverage`: raised
-towards 1 as the query's words go missing from BM25's best document, as chatagent.rag.fusion does), MRR and
-nDCG@10 of the hybrid on the *dev* questions of each set (bench/rag_quality.py `split_of`: half of the held-out
+For each choice of chatagent.rag.fusion's three values (the meaning side's weight for a query in the documents'
+own words, for one in other words, and the coverage halfway between), MRR and nDCG@10 of the hybrid on the
+*dev* questions of each set (bench/rag_quality.py `split_of`: half of the held-out
 sets' questions by a hash of their id; our paraphrase sets by passage, odd-numbered passages' questions), beside
-BM25 alone and meaning alone on the same questions. The choice: the weight and rule whose hybrid beats both parts
-by the widest margin on its worst dev set (the goal is to beat both everywhere), per language and for all four.
+BM25 alone and meaning alone on the same questions. The choice: the values whose hybrid beats both parts by the
+widest margin on its worst dev set (the goal is to beat both everywhere), per language and for all four.
 The test questions are not looked at here: bench/rag_quality.py reports them. Vectors come from the bench cache
 (made by rag_quality.py when missing).
 """
@@ -26,17 +26,17 @@ import rag_quality  # noqa: E402
 from _venv import CACHE  # noqa: E402
 
 from chatagent.rag.embedders import default_embedder  # noqa: E402
-from chatagent.rag.fusion import DENSE_WEIGHT, fuse  # noqa: E402
+from chatagent.rag.fusion import COVERED, MATCHED_WEIGHT, UNMATCHED_WEIGHT, fuse  # noqa: E402
 from chatagent.rag.index import Index  # noqa: E402
 from chatagent.rag.vector_cache import VectorCache  # noqa: E402
 
-WEIGHTS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
-RULES = ("fixed", "coverage")
+CHOICES = [(m, u, c) for m in (0.2, 0.3, 0.4) for u in (0.8, 0.9, 0.95) for c in (0.5, 0.6, 0.7, 0.8)]
+CHATAGENT = (MATCHED_WEIGHT, UNMATCHED_WEIGHT, COVERED)
 LANGUAGES = {"en": ("hotpotqa", "paraphrase_en"), "zh": ("cmrc2018", "paraphrase_zh")}
 
 
 def dev_rankings(name: str, embedder, cache: VectorCache) -> dict[tuple, list[tuple[set, list[str]]]]:
-    """(gold, top 10) of every dev question of `name`, by bm25 alone, dense alone and each (rule, weight)."""
+    """(gold, top 10) of every dev question of `name`, by bm25 alone, dense alone and each choice of values."""
     passages, queries = rag_quality.load_set(name, rag_quality.DEFAULT_DATA)
     queries = [q for q in queries if q["split"] == "dev"]
     index = Index(embedder=embedder, vector_cache=cache)
@@ -60,10 +60,9 @@ def dev_rankings(name: str, embedder, cache: VectorCache) -> dict[tuple, list[tu
         add(("bm25",), gold, bm25.copy(), bm25 > 0)
         add(("dense",), gold, cosine, None)
         everything = np.ones(len(ids), dtype=bool)
-        for rule in RULES:
-            for w in WEIGHTS:
-                fused = fuse(bm25, cosine, coverage if rule == "coverage" else None, base=w)
-                add((rule, w), gold, fused, everything.copy())
+        for matched, unmatched, covered in CHOICES:
+            fused = fuse(bm25, cosine, coverage, matched=matched, unmatched=unmatched, covered=covered)
+            add((matched, unmatched, covered), gold, fused, everything.copy())
     return out
 
 
@@ -90,22 +89,21 @@ def main() -> None:
     cache = VectorCache(CACHE / "rag_quality_vectors.sqlite3")
     names = args.sets.split(",")
     results = {n: {k: summary(r) for k, r in dev_rankings(n, embedder, cache).items()} for n in names}
-    hybrids = [(rule, w) for rule in RULES for w in WEIGHTS]
     for name, r in results.items():
-        for key in [("bm25",), ("dense",), *hybrids]:
-            label = " ".join(str(k) for k in key)
-            chosen = "   <- chatagent's fusion" if key == ("coverage", DENSE_WEIGHT) else ""
-            extra = f"   margin over both {margin(r, key):+.4f}" if len(key) == 2 else ""
+        for key in [("bm25",), ("dense",), *CHOICES]:
+            label = "matched {} unmatched {} covered {}".format(*key) if len(key) == 3 else key[0]
+            chosen = "   <- chatagent's fusion" if key == CHATAGENT else ""
+            extra = f"   margin over both {margin(r, key):+.4f}" if len(key) == 3 else ""
             print(f"{name} dev {label}: mrr {r[key]['mrr']:.4f}  ndcg@10 {r[key]['ndcg@10']:.4f}{extra}{chosen}")
     groups = {lang: [n for n in sets if n in results] for lang, sets in LANGUAGES.items()} | {"all": names}
     for group, sets in groups.items():
         if not sets:
             continue
-        best = max(hybrids, key=lambda key: min(margin(results[n], key) for n in sets))
+        best = max(CHOICES, key=lambda key: min(margin(results[n], key) for n in sets))
         worst = min(margin(results[n], best) for n in sets)
-        print(f"rag_fusion best on dev ({group}: {', '.join(sets)}): {best[0]} w={best[1]} "
-              f"(worst-set margin over both parts {worst:+.4f})")  # fmt: skip
-    print(f"rag_fusion chatagent: coverage w={DENSE_WEIGHT}")
+        print(f"rag_fusion best on dev ({group}: {', '.join(sets)}): matched {best[0]} unmatched {best[1]} "
+              f"covered {best[2]} (worst-set margin over both parts {worst:+.4f})")  # fmt: skip
+    print("rag_fusion chatagent: matched {} unmatched {} covered {}".format(*CHATAGENT))
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ embedder, once: vectors are kept in the bench cache (CHATAGENT_BENCH_CACHE, `rag
 text hash), so only the first run pays for embedding (the passages/s printed is that run's). `bm25` is the index
 without vectors, `dense` the cosine ranking alone, `hybrid` the index's own fused search. The sets: hotpotqa
 and cmrc2018 (given), paraphrase_en and paraphrase_zh (ours, bench/data/: questions mostly in other words than
-their passage's, 72 passages in close neighbourhoods). Every set's questions are split in two (`split_of`; ours
-by passage): the fusion weight was chosen on the dev half (bench/rag_fusion.py), and the `test` lines are the
+their passage's, 200 passages in close neighbourhoods). Every set's questions are split in two (`split_of`; ours
+by passage): the fusion's values were chosen on the dev half (bench/rag_fusion.py), and the `test` lines are the
 other half, which the choice never saw; `all` lines are every question. Where recall saturates (cmrc2018, where
 BM25 alone finds 98% at rank 1), MRR and nDCG@10 still separate the rankings.
 
@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import _qwen_agent  # noqa: E402
-from _measure import RankingScore  # noqa: E402
+from _measure import RankingScore, paired_interval  # noqa: E402
 from _venv import CACHE  # noqa: E402
 
 from chatagent.rag import Index  # noqa: E402
@@ -155,6 +155,10 @@ def evaluate_hybrid(name: str, data: Path) -> dict[str, dict[str, float]] | str:
             for part in ("all", "test") if q["split"] == "test" else ("all",):
                 scores[mode, part].add(gold, top)
     out = {f"{mode} {part}": s.summary() for (mode, part), s in scores.items()}
+    out["mrr interval"] = {
+        f"hybrid - {mode}": paired_interval(scores["hybrid", "test"], scores[mode, "test"])
+        for mode in ("bm25", "dense")
+    }
     out["questions"] = {"all": scores["bm25", "all"].n, "test": scores["bm25", "test"].n}
     fresh = len(passages) - cached
     out["cost"] = {"embedded": fresh, "embed_s": embed_s, "hybrid_query_ms": hybrid_ms / len(queries)}
@@ -172,6 +176,8 @@ def print_hybrid(name: str, data: Path) -> None:
             h, b, d = r[f"hybrid {part}"][key], r[f"bm25 {part}"][key], r[f"dense {part}"][key]
             verdict = "beats both" if h > max(b, d) else "ties the best" if h == max(b, d) else "BELOW a part"
             print(f"{name} hybrid {part} {key}: {h:.4f}   bm25={b:.4f} dense={d:.4f} ({verdict}; {label})")
+    for versus, (low, high) in r["mrr interval"].items():
+        print(f"{name} hybrid test mrr gain, {versus}: 95% paired-bootstrap interval [{low:+.4f}, {high:+.4f}]")
     cost = r["cost"]
     rate = f", {cost['embedded'] / cost['embed_s']:.1f} passages/s" if cost["embedded"] else " (all from the cache)"
     print(f"{name} hybrid embedding: {cost['embedded']:.0f} passages embedded in {cost['embed_s']:.1f} s{rate}")

@@ -13,9 +13,10 @@ OpenSearch or Qdrant would fit the same three methods.
 PostgreSQL does the keyword side with its full-text search: each passage's terms are made by our analyser
 (stems, Chinese bigrams; PostgreSQL has no Chinese parser) and stored as a `tsvector`; a query's terms are OR-ed
 in a `tsquery` and ranked by `ts_rank_cd`. Vectors live in the database too: in a pgvector `vector` column,
-searched by its cosine operator, when the extension can be created; else in a `real[]` column, compared in SQL
-(exact, slower: install pgvector for large corpora). The best candidates of both sides are fused as the
-in-process index fuses them (`chatagent.rag.fusion`).
+searched through an HNSW index on their cosine (approximate: `hnsw.ef_search` at least the candidates asked for),
+when the extension can be created; else in a `real[]` column, compared in SQL (exact, every row read: install
+pgvector for large corpora). The best candidates of both sides are fused as the in-process index fuses them
+(`chatagent.rag.fusion`, the meaning side weighted by how much of the query the best keyword match covers).
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ import numpy as np
 
 from chatagent.rag.analysis import analyze
 from chatagent.rag.embedders import Embedder, default_embedder, query_vector
-from chatagent.rag.fusion import fuse
+from chatagent.rag.fusion import coverage, fuse
 from chatagent.utils.extras import missing_dependency
 
 __all__ = ["PostgresBackend", "RetrievalBackend"]
 
 CANDIDATES = 100  # per side, fused
+MAX_EF_SEARCH = 1000  # pgvector's ceiling for hnsw.ef_search: more candidates than this are found exactly
 _TABLE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
@@ -72,6 +74,8 @@ class PostgresBackend:
         self._vector = self._pgvector_type()  # the schema-qualified type, or None: vectors in real[]
         self.pgvector = self._vector is not None
         self.dim: int | None = None
+        self._indexed = False  # the HNSW index is there (made once the vectors' size is known)
+        self._ef_search = 0
         self._ensure_table()
 
     def _pgvector_type(self) -> str | None:
@@ -125,6 +129,9 @@ class PostgresBackend:
                 "text = excluded.text, terms = excluded.terms, embedding = excluded.embedding",
                 rows,
             )
+        if self.embedder is not None and texts:
+            with self._lock:
+                self._hnsw()  # made as the first vectors come, not by the first search
 
     def delete(self, ids: Sequence[Any]) -> int:
         with self._lock:
@@ -146,30 +153,60 @@ class PostgresBackend:
                 ).fetchall()
             return [(r[0], float(r[1])) for r in rows]
         v = self._vector_param(query_vector(self.embedder, query))
-        schema = self._vector.removesuffix(".vector") if self._vector else ""
-        distance = f"embedding OPERATOR({schema}.<=>) %(v)s::{self._vector}"
-        similarity = (
-            f"1 - ({distance})"
-            if self._vector
-            else "(SELECT sum(a * b) FROM unnest(embedding, %(v)s::real[]) AS pair(a, b))"
-        )
-        order = distance if self._vector else f"{similarity} DESC"
-        sql = (
-            f"WITH q AS (SELECT CAST(%(q)s AS tsquery) AS tq), "
-            f"lexical AS (SELECT id FROM {self.table}, q WHERE terms @@ tq "
-            f"ORDER BY ts_rank_cd(terms, tq) DESC LIMIT %(n)s), "
-            f"dense AS (SELECT id FROM {self.table} WHERE embedding IS NOT NULL ORDER BY {order} LIMIT %(n)s) "
-            f"SELECT id, ts_rank_cd(terms, tq), COALESCE({similarity}, 0) FROM {self.table}, q "
-            "WHERE id IN (SELECT id FROM lexical UNION SELECT id FROM dense)"
-        )
+        n = max(CANDIDATES, top_k)
         with self._lock:
-            rows = self._conn.execute(sql, {"q": tsquery, "v": v, "n": max(CANDIDATES, top_k)}).fetchall()
+            rows = self._conn.execute(self._hybrid_sql(n), {"q": tsquery, "v": v, "n": n}).fetchall()
         if not rows:
             return []
         ids = [r[0] for r in rows]
-        scores = fuse(np.array([float(r[1]) for r in rows]), np.array([float(r[2]) for r in rows]))
+        best_terms = next((r[3] for r in rows if r[3] is not None), None)
+        covered = coverage(terms, best_terms) if best_terms is not None else 0.0
+        scores = fuse(np.array([float(r[1]) for r in rows]), np.array([float(r[2]) for r in rows]), covered)
         order_ = sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))[:top_k]
         return [(ids[i], float(scores[i])) for i in order_]
+
+    def _hybrid_sql(self, n: int) -> str:
+        """One statement: the `n` best of each side, with each candidate's keyword rank, cosine and (for the best
+        keyword match only) its terms. Call with the lock held."""
+        if self._vector:
+            schema = self._vector.removesuffix(".vector")
+            if n <= MAX_EF_SEARCH and self._hnsw(n):
+                vector = f"{self._vector}({self.dim})"  # the HNSW index's expression: sized vectors
+                distance = f"embedding::{vector} OPERATOR({schema}.<=>) %(v)s::{vector}"
+            else:  # more candidates than the index can give: every row compared
+                distance = f"embedding OPERATOR({schema}.<=>) %(v)s::{self._vector}"
+            similarity, order = f"1 - ({distance})", distance
+        else:
+            similarity = "(SELECT sum(a * b) FROM unnest(embedding, %(v)s::real[]) AS pair(a, b))"
+            order = f"{similarity} DESC"
+        return (
+            f"WITH q AS (SELECT CAST(%(q)s AS tsquery) AS tq), "
+            f"lexical AS (SELECT id FROM {self.table}, q WHERE terms @@ tq "
+            f"ORDER BY ts_rank_cd(terms, tq) DESC LIMIT %(n)s), "
+            f"dense AS (SELECT id FROM {self.table} WHERE embedding IS NOT NULL ORDER BY {order} LIMIT %(n)s), "
+            f"scored AS (SELECT id, terms, ts_rank_cd(terms, tq) AS rank, COALESCE({similarity}, 0) AS cosine "
+            f"FROM {self.table}, q WHERE id IN (SELECT id FROM lexical UNION SELECT id FROM dense)) "
+            "SELECT id, rank, cosine, CASE WHEN rank > 0 AND row_number() OVER (ORDER BY rank DESC, id) = 1 "
+            "THEN tsvector_to_array(terms) END FROM scored"
+        )
+
+    def _hnsw(self, n: int = CANDIDATES) -> bool:
+        """Make the HNSW index on the vectors' cosine once their size is known, and let a search find `n`; whether
+        it is there. Call with the lock held."""
+        if not self._vector or self.dim is None:
+            return False
+        if not self._indexed:
+            schema = self._vector.removesuffix(".vector")
+            self._conn.execute(
+                f"CREATE INDEX IF NOT EXISTS {self.table}_embedding ON {self.table} "
+                f"USING hnsw ((embedding::{self._vector}({self.dim})) {schema}.vector_cosine_ops)"
+            )
+            self._indexed = True
+        ef = min(n, MAX_EF_SEARCH)
+        if ef != self._ef_search:
+            self._conn.execute(f"SET hnsw.ef_search = {int(ef)}")
+            self._ef_search = ef
+        return True
 
     def _vector_param(self, vector: np.ndarray) -> Any:
         values = [float(x) for x in vector]

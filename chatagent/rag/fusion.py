@@ -9,24 +9,37 @@ top; when the question shares no words with the answer, BM25's scores are flat n
 decides. Reciprocal-rank fusion throws that confidence away (an equal RRF scored below dense retrieval alone on a
 Chinese set where BM25 was weak).
 
-The meaning side's weight is `DENSE_WEIGHT`, raised towards 1 as the query's words go missing: `coverage` is the
-share of the query's terms found in BM25's best document (`Index.coverage`), so a question asked in other words
-than its answer (coverage 0.2) is ranked mostly by meaning, one asked in the document's own words (coverage 1) by
-keywords a little more than by meaning. Without a coverage (None), the weight is `DENSE_WEIGHT`.
+The meaning side's weight depends on how well the query's own words find something: `coverage` is the share of
+the query's words found in BM25's best document. Asked in the document's own words (coverage at or above
+`COVERED`), the query is ranked with keywords weighing more (meaning at `MATCHED_WEIGHT`); asked in other words,
+mostly by meaning (`UNMATCHED_WEIGHT`), keywords only breaking near-ties. The weight moves from one to the other
+along a logistic curve around `COVERED` (`SLOPE`: about 0.1 of coverage either side). A linear rule (the weight
+raised in proportion to the words missing) could not serve both kinds of question: where it suited questions in
+the documents' words, it let keywords overrule meaning on paraphrases.
 
-The weight was chosen with bench/rag_fusion.py on the dev half of four sets (hotpotqa, cmrc2018 and our
-paraphrase sets, English and Chinese): the value whose hybrid beats both BM25 and meaning alone on every dev set
-by the widest margin (MRR and nDCG@10). Chosen per language, it came out the same (0.3), so there is one weight.
-bench/rag_quality.py reports the other half (test), which no choice looked at.
+The three values were chosen with bench/rag_fusion.py on the dev half of four sets (hotpotqa, cmrc2018 and our
+paraphrase sets, English and Chinese, 286 dev questions each): the values whose hybrid beats both BM25 and
+meaning alone on every dev set by the widest margin (MRR and nDCG@10). bench/rag_quality.py reports the other
+half (test), which no choice looked at.
 """
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Iterable
+
 import numpy as np
 
-__all__ = ["DENSE_WEIGHT", "dense_weight", "fuse", "standardised"]
+from chatagent.utils.lang import CJK_CHARS
 
-DENSE_WEIGHT = 0.3
+__all__ = ["COVERED", "MATCHED_WEIGHT", "UNMATCHED_WEIGHT", "coverage", "dense_weight", "fuse", "standardised"]
+
+MATCHED_WEIGHT = 0.3  # the meaning side's weight for a query in the documents' own words
+UNMATCHED_WEIGHT = 0.9  # ... and for one in other words
+COVERED = 0.7  # the coverage halfway between the two
+SLOPE = 20.0
+_CJK = re.compile(f"[{CJK_CHARS}]")
 
 
 def standardised(scores: np.ndarray) -> np.ndarray:
@@ -37,15 +50,35 @@ def standardised(scores: np.ndarray) -> np.ndarray:
     return (scores - scores.mean()) / std
 
 
-def dense_weight(coverage: float | None, base: float = DENSE_WEIGHT) -> float:
-    """The meaning side's weight for a query whose terms BM25's best document covers at `coverage` (0 to 1)."""
-    if coverage is None:
-        return base
-    return base + (1.0 - base) * (1.0 - min(1.0, max(0.0, coverage)))
+def coverage(query_terms: Iterable[str], document_terms: Iterable[str]) -> float:
+    """The share of the query's words among the document's (0 to 1; 0 for a query without words). A word is a
+    term, or a character of a Chinese bigram: bigrams that straddle two words would otherwise make every Chinese
+    question look unmatched."""
+    wanted = _units(query_terms)
+    return len(wanted & _units(document_terms)) / len(wanted) if wanted else 0.0
 
 
-def fuse(bm25: np.ndarray, cosine: np.ndarray, coverage: float | None = None, base: float = DENSE_WEIGHT) -> np.ndarray:
-    """One score per document from its BM25 score and its cosine with the query (see the module docstring)."""
-    w = dense_weight(coverage, base)
+def _units(terms: Iterable[str]) -> set[str]:
+    """Terms as units of coverage: a CJK term becomes its characters, any other stays whole."""
+    out: set[str] = set()
+    for term in terms:
+        if _CJK.match(term):
+            out.update(term)
+        else:
+            out.add(term)
+    return out
+
+
+def dense_weight(
+    coverage: float, matched: float = MATCHED_WEIGHT, unmatched: float = UNMATCHED_WEIGHT, covered: float = COVERED
+) -> float:
+    """The meaning side's weight for a query whose words BM25's best document covers at `coverage` (0 to 1)."""
+    return matched + (unmatched - matched) / (1.0 + math.exp(SLOPE * (coverage - covered)))
+
+
+def fuse(bm25: np.ndarray, cosine: np.ndarray, coverage: float, **weights: float) -> np.ndarray:
+    """One score per document from its BM25 score and its cosine with the query (see the module docstring);
+    `weights`: dense_weight's, to compare choices (bench/rag_fusion.py)."""
+    w = dense_weight(coverage, **weights)
     keywords = standardised(np.asarray(bm25, dtype=np.float64))
     return (1.0 - w) * keywords + w * standardised(np.asarray(cosine, dtype=np.float64))

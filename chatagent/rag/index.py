@@ -37,9 +37,8 @@ except ModuleNotFoundError as e:
 
 from chatagent.rag.background import EmbeddingJob
 from chatagent.rag.embedders import Embedder, cosines, default_embedder, query_vector
-from chatagent.rag.fusion import fuse
+from chatagent.rag.fusion import coverage, fuse
 from chatagent.rag.vector_cache import VectorCache
-from chatagent.utils.lang import CJK_CHARS
 
 __all__ = ["Index"]
 
@@ -47,7 +46,6 @@ _LANGS = ("auto", "en", "zh")
 MAX_TITLE_SHARERS = 3
 COMMON_TERM_SHARE = 0.02
 _DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")  # "Mercury (planet)" -> "Mercury"
-_CJK = re.compile(f"[{CJK_CHARS}]")
 
 
 class Index:
@@ -201,18 +199,16 @@ class Index:
         return self._bm25(query)[0]
 
     def coverage(self, query: str, bm25: np.ndarray) -> float:
-        """The share of `query`'s words found in the document `bm25` (plain scores) ranks first, text or title: how
-        well the query's own words find something (0 when none do). A word is a term, or a character of a Chinese
-        bigram: bigrams that straddle two words would otherwise make every Chinese question look unmatched."""
-        wanted = _units(self._analyze(query))
-        if not wanted or not len(bm25) or float(bm25.max()) <= 0:
+        """The share of `query`'s words found in the document `bm25` (plain scores) ranks first, text or title
+        (`chatagent.rag.fusion.coverage`): how well the query's own words find something (0 when none do)."""
+        if not len(bm25) or float(bm25.max()) <= 0:
             return 0.0
         best = int(np.argmax(bm25))
         if self._term_names is None or len(self._term_names) != len(self._vocab):
             self._term_names = list(self._vocab)  # id -> term (dicts keep insertion order)
         names = self._term_names
         doc = {names[t] for t in self._text_terms[best].tolist()} | {names[t] for t in self._title_terms[best]}
-        return len(wanted & _units(doc)) / len(wanted)
+        return coverage(self._analyze(query), doc)
 
     def dense_scores(self, query: str, *, vector: np.ndarray | None = None) -> np.ndarray | None:
         """The cosine of `query` (or of its `vector`) with every document, in the order they were added; None until
@@ -471,17 +467,6 @@ def _jieba_analyzer() -> Callable[[str], list[str]]:
     from chatagent.rag.analysis import jieba_analyze  # jieba: for Chinese text only
 
     return jieba_analyze
-
-
-def _units(terms: Iterable[str]) -> set[str]:
-    """Terms as units of coverage: a CJK term becomes its characters, any other stays whole."""
-    out: set[str] = set()
-    for term in terms:
-        if _CJK.match(term):
-            out.update(term)
-        else:
-            out.add(term)
-    return out
 
 
 def _split(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:

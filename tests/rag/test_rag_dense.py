@@ -89,6 +89,40 @@ def test_keywords_still_win_where_they_are_exact(embedder) -> None:
     assert [d for d, _ in index.search("E4012")][0] == "e"
 
 
+FIRST_AID = {
+    "english": (
+        [
+            "For a twisted ankle, rest it, wrap it and put a cold pack on the swelling for twenty minutes at a time.",
+            "After a bee sting, scrape the stinger out sideways and hold ice on the spot to calm it.",
+            "A nosebleed stops sooner if you lean forward and pinch the soft part of the nose for ten minutes.",
+        ],
+        "I rolled my foot on a step and it is puffy: should I use ice?",
+    ),
+    "chinese": (
+        [
+            "脚踝扭伤后要休息、加压包扎，并用冷敷袋敷在肿胀处，每次二十分钟。",
+            "被蜜蜂蜇伤后，先把毒刺横向刮出，再用冰块敷在伤处止痛。",
+            "流鼻血时身体前倾，捏住鼻翼柔软处十分钟，血会更快止住。",
+        ],
+        "打球时脚扭了，肿了一大块，该拿冰块敷吗？",
+    ),
+}
+
+
+@pytest.mark.parametrize("language", list(FIRST_AID))
+def test_a_word_shared_with_the_wrong_passage_does_not_overrule_meaning(embedder, language: str) -> None:
+    """The question shares one word ("ice") with the wrong passage and none with its answer: keywords alone pick
+    the bee sting; the hybrid, seeing that the question's words are mostly missing, lets meaning decide."""
+    texts, query = FIRST_AID[language]
+    keywords = Index(embedder=None)
+    keywords.add_texts(["sprain", "sting", "nose"], texts)
+    assert keywords.search(query)[0][0] == "sting"
+    index = Index(embedder=embedder)
+    index.add_texts(["sprain", "sting", "nose"], texts)
+    assert index.embed_now()
+    assert index.search(query)[0][0] == "sprain"
+
+
 def test_the_first_answer_does_not_wait_for_embedding(tmp_path: Path, embedder) -> None:
     gate = threading.Event()
     slow = Gated(embedder, gate)

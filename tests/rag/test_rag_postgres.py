@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
-from chatagent.rag.backends import PostgresBackend, RetrievalBackend
+from chatagent.rag.backends import MAX_EF_SEARCH, PostgresBackend, RetrievalBackend
 from chatagent.rag.embedders import OpenAIEmbedder
 from chatagent.rag.index import Index
+from tests.support.embeddings import toy_vector
 from tests.support.openai_server import OpenAIServer
 from tests.support.postgres import PostgresCluster, pgvector_bin_dir, unavailable
 
@@ -88,5 +90,40 @@ def test_vectors_in_the_database_join_the_search(
         asked = [r.json["input"] for r in openai_server.requests[before:]]
         assert asked in ([], [["fuel consumption"]])  # the query at most (its vector may be remembered): no passage
         again.close()
+    finally:
+        corpus.close()
+
+
+def test_pgvector_searches_through_an_hnsw_index(
+    postgres_pgvector: PostgresCluster, openai_server: OpenAIServer
+) -> None:
+    """The meaning side goes through pgvector's HNSW index (made as the vectors come) and finds what comparing
+    every row finds; asked for more candidates than the index can give, every row is compared."""
+    embedder = OpenAIEmbedder(openai_server.base_url, "toy", api_key="k")
+    corpus = PostgresBackend(postgres_pgvector.new_store_url(), table="shelf", embedder=embedder)
+    try:
+        topics = [
+            "brake pads",
+            "tyre pressure",
+            "engine oil",
+            "sourdough starter",
+            "password rules",
+            "tomato seedlings",
+        ]
+        texts = [f"Note {i}: {topics[i % 6]} checked on day {i}, batch {i * 7 % 13}." for i in range(300)]
+        corpus.add_texts([f"n{i}" for i in range(300)], texts)
+        (definition,) = corpus._conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE tablename = 'shelf' AND indexname = 'shelf_embedding'"
+        ).fetchone()
+        assert "USING hnsw" in definition and "vector_cosine_ops" in definition
+        corpus._conn.execute("SET enable_seqscan = off")  # 300 rows: the planner would rather read them all
+        query = "sourdough starter on day 45"
+        v = corpus._vector_param(np.asarray(toy_vector(query)))
+        plan = corpus._conn.execute("EXPLAIN " + corpus._hybrid_sql(10), {"q": "'x'", "v": v, "n": 10}).fetchall()
+        assert any("shelf_embedding" in row[0] for row in plan), plan
+        through_index = [i for i, _ in corpus.search(query, top_k=10)]
+        every_row = [i for i, _ in corpus.search(query, top_k=MAX_EF_SEARCH + 1)][:10]
+        assert through_index[0] == every_row[0] == "n45"
+        assert len(set(through_index) & set(every_row)) >= 8  # approximate, but not on 300 vectors at ef_search 100
     finally:
         corpus.close()
