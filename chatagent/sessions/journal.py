@@ -4,10 +4,10 @@ A turn's usual checkpoint (a model reply or a tool result completed while it run
 beside the session's run lock (`<database>-locks/<lock name>.journal`, mode 0600), which the run keeps mapped
 (`mmap`, shared) while it holds the lock: no system call, no lock, no transaction. What is copied into a shared
 mapping is in the page cache at once, so it survives the death of the process (kill -9, OOM), as a commit at
-SQLite's `synchronous=NORMAL` does, and a crash of the machine may lose the last records alike. The file's space is
-written (with zeros) before it is mapped, so a full disk is an error when the journal grows, not a fault in the
-middle of a copy. What changes the pending turn's state (its first checkpoint, a pause, a failure, its end) stays a SQLite
-transaction, which folds the journal's records into the database; the journal is then removed.
+SQLite's `synchronous=NORMAL` does, and a crash of the machine may lose the last records alike. The file's space
+is written (with zeros) before it is mapped, so a full disk is an error when the journal grows, not a fault in the
+middle of a copy. What changes the pending turn's state (its first checkpoint, a pause, a failure, its end) stays a
+SQLite transaction, which folds the journal's records into the database; the journal is then removed.
 
 The file: a header (`CAJ1`, a discarded flag, the turn's key), then records, then zeros. A record is `length`,
 `CRC32` (little-endian, 4 bytes each) and an orjson body `[step, at, messages]` (see `chatagent.sessions.pending`).

@@ -10,9 +10,9 @@ call is marked). On SQLite the usual checkpoints go to the turn's journal file f
 turn is stored whole and its pending rows deleted in the same transaction (`SQLStore.commit`); a process that dies
 leaves them, and `chatagent.Agent.resume` continues from them.
 
-Checkpoints are written without waiting for the disk to sync (SQLite's `synchronous=NORMAL` and its journal's
-plain writes, PostgreSQL's `synchronous_commit = off`): they survive the death of the process (kill -9, OOM, a redeploy) but a crash of
-the machine itself may lose the last of them; the completed turn is synced as before.
+Checkpoints are written without waiting for the disk to sync (SQLite's `synchronous=NORMAL` and its journal, a
+file mapping; PostgreSQL's `synchronous_commit = off`): they survive the death of the process (kill -9, OOM, a
+redeploy) but a crash of the machine itself may lose the last of them; the completed turn is synced as before.
 """
 
 from __future__ import annotations
@@ -75,9 +75,9 @@ class PendingTurn:
     `messages` are the turn's new messages (as the run was given them), `response` what it had completed by its
     last checkpoint (model replies and tool results, in order); a paused turn's `kind` is 'approval' (`waiting`:
     the calls to approve) or 'input' (`waiting`: [{'name': the person whose message it waits for}]); `error` says
-    why a failed one failed; `updated` is when its state last changed, `steps` the number of
-    its next checkpoint (how many it has, counting from 0). `Agent.resume(session=...)` continues it; `Session.discard_pending()`
-    drops it.
+    why a failed one failed; `updated` is when its state last changed, `steps` the number of its next checkpoint
+    (how many it has, counting from 0). `Agent.resume(session=...)` continues it; `Session.discard_pending()` drops
+    it.
     """
 
     key: str
