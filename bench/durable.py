@@ -188,7 +188,7 @@ def report_instructions() -> None:
     show("sqlite (disk) checkpoints per tool round trip vs its framework time, in instructions (%)",
          f"{100 * (session - unflushed) / trip:.1f}   ({session - unflushed:,.0f} instructions, both checkpoints)")  # fmt: skip
     show("sqlite (disk) a session's whole cost per tool round trip, in instructions (%)",
-         f"{100 * (session - trip) / trip:.1f}   (checkpoints, the turn's bookkeeping, its locks)")  # fmt: skip
+         f"{100 * (session - trip) / trip:.1f}   (checkpoints, the turn stored at its end, its bookkeeping)")  # fmt: skip
 
 
 def main() -> None:
