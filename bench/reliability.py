@@ -393,7 +393,9 @@ def run_concurrency(threads: int) -> tuple[int, int, list[str]]:
             except Exception as e:
                 failures.append(f"{label}: {type(e).__name__}: {e}")
                 return False
-            return out[-1]["content"] == f"answer: sunny in city{i}"
+            # the model saw the tool's result marked as untrusted data: its echo holds this thread's result only
+            answer = out[-1]["content"]
+            return answer.startswith("answer: ") and f"\nsunny in city{i}\n" in answer and answer.count("sunny") == 1
 
         with ThreadPoolExecutor(threads) as pool:
             return sum(pool.map(one, range(threads)))
