@@ -10,10 +10,10 @@ decides. Reciprocal-rank fusion throws that confidence away (an equal RRF scored
 Chinese set where BM25 was weak).
 
 The meaning side's weight depends on how well the query's own words find something: `coverage` is the share of
-the query's words found in BM25's best document. Asked in the document's own words (coverage at or above
-`COVERED`), the query is ranked with keywords weighing more (meaning at `MATCHED_WEIGHT`); asked in other words,
-mostly by meaning (`UNMATCHED_WEIGHT`), keywords only breaking near-ties. The weight moves from one to the other
-along a logistic curve around `COVERED` (`SLOPE`: about 0.1 of coverage either side). A linear rule (the weight
+the query's words found in BM25's best document. Asked in the document's own words (coverage well above
+`COVERED`), the query is ranked with keywords weighing more (meaning at `MATCHED_WEIGHT`); asked in other words
+(well below it), mostly by meaning (`UNMATCHED_WEIGHT`), keywords only breaking near-ties. The weight moves from
+one to the other along a logistic curve, halfway at `COVERED` (`SLOPE`: most of the move within 0.2 of it). A linear rule (the weight
 raised in proportion to the words missing) could not serve both kinds of question: where it suited questions in
 the documents' words, it let keywords overrule meaning on paraphrases.
 
