@@ -4,59 +4,29 @@ a clear error and the next call reconnects. SQLite and PostgreSQL alike (see con
 
 from __future__ import annotations
 
-import json
-import os
-import queue
 import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from chatagent import BasicAgent, ScriptedLLM, Session, SessionStoreError
-from tests.support.postgres import PostgresCluster, default_signals
+from tests.support.line_child import DEADLINE, LineChild
+from tests.support.postgres import PostgresCluster
 
 CHILD = Path(__file__).resolve().parents[1] / "support" / "session_child.py"
-DEADLINE = 60.0
 
 
-class Child:
+class Child(LineChild):
     """tests/support/session_child.py in a process of its own; `ask` sends a command and reads its JSON answer."""
 
     def __init__(self, store_url: str, session_id: str) -> None:
-        self.p = subprocess.Popen(
-            [sys.executable, str(CHILD), store_url, session_id],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            preexec_fn=default_signals,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.p.stdout:  # type: ignore[union-attr]
-            self.lines.put(line)
-        self.lines.put("")
+        super().__init__(CHILD, store_url, session_id, stdin=True)
 
     def ask(self, command: str) -> dict:
         self.p.stdin.write(command + "\n")  # type: ignore[union-attr]
         self.p.stdin.flush()  # type: ignore[union-attr]
-        try:
-            line = self.lines.get(timeout=DEADLINE)
-        except queue.Empty:
-            raise AssertionError(f"no answer to {command!r} within {DEADLINE} s") from None
-        if not line:
-            raise AssertionError(f"the child ended: {self.p.stderr.read()[-3000:]}")  # type: ignore[union-attr]
-        return json.loads(line)
-
-    def kill(self) -> None:
-        self.p.kill()
-        self.p.wait(DEADLINE)
+        return self.next_line(f"answer to {command!r}")
 
     def close(self) -> None:
         if self.p.poll() is None:
