@@ -23,6 +23,7 @@ above (said once in the log).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import uuid
@@ -332,10 +333,28 @@ def aconstrained_stream(
     choice: ToolChoice,
     router: ToolRouter | None = None,
 ) -> AsyncIterator[list[Fragment]]:
-    """`constrained_stream` for asyncio."""
-    msgs, grammar, reader = _request(messages, functions, choice, router)
+    """`constrained_stream` for asyncio: a router's embedding of the question (~20 ms of CPU) runs in a worker
+    thread, not on the event loop."""
+    if router is None:
+        msgs, grammar, reader = _request(messages, functions, choice, router)
+        replies = stream(msgs, None, {**cfg, **grammar}, usage)
+        return reader.arun(replies) if reader else replies
+    return _arouted(stream, messages, functions, cfg, usage, choice, router)
+
+
+async def _arouted(
+    stream: Callable[..., AsyncIterator[list[Fragment]]],
+    messages: list[Message],
+    functions: list[dict[str, Any]] | None,
+    cfg: dict[str, Any],
+    usage: Usage | None,
+    choice: ToolChoice,
+    router: ToolRouter,
+) -> AsyncIterator[list[Fragment]]:
+    msgs, grammar, reader = await asyncio.to_thread(_request, messages, functions, choice, router)
     replies = stream(msgs, None, {**cfg, **grammar}, usage)
-    return reader.arun(replies) if reader else replies
+    async for fragments in reader.arun(replies) if reader else replies:
+        yield fragments
 
 
 __all__ = [

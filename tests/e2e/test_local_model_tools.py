@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 import pytest
 
 from chatagent import FnCallAgent
 from chatagent.llm.argument_grammar import spans
 from chatagent.llm.local import LocalModel, LocalServer, get_server
+from chatagent.llm.tool_router import shared_router
 from chatagent.tools.from_function import FunctionTool
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # a loaded 2-core machine decodes a few tokens/s
@@ -70,6 +72,33 @@ def test_the_router_calls_with_arguments_from_the_question_and_leaves_chat_plain
     text = "".join(f.get("content") or "" for f in chat)
     assert text.strip() and not text.lstrip().startswith("{")  # plain chat: no JSON of a grammar
     assert len([f for f in chat if f.get("content")]) > 1  # streamed as it came
+
+
+def test_under_asyncio_the_router_embeds_the_question_off_the_event_loop(
+    local_server: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    router = shared_router()
+    if router is None:
+        pytest.skip("the [embed] extra is not installed: no router")
+    threads: list[threading.Thread] = []
+    choose = router.choose
+
+    def seen_choose(*args, **kwargs):  # the real choice, its thread noted
+        threads.append(threading.current_thread())
+        return choose(*args, **kwargs)
+
+    monkeypatch.setattr(router, "choose", seen_choose)
+    llm = LocalModel({"generate_cfg": GREEDY})
+    question = [{"role": "user", "content": "What is the weather in Paris today?"}]
+
+    async def go() -> tuple[threading.Thread, list]:
+        parts = [f async for p in llm.achat(question, SCHEMAS, stream=True, delta_stream=True) for f in p]
+        return threading.current_thread(), parts
+
+    loop_thread, parts = asyncio.run(go())
+    calls = [f["function_call"] for f in parts if f.get("function_call")]
+    assert len(calls) == 1 and calls[0]["name"] == "get_weather"
+    assert threads and all(t is not loop_thread for t in threads)  # the ~20 ms embedding did not hold the loop
 
 
 def test_a_forced_choice_calls_with_valid_arguments_and_streams_nothing_of_it_as_text(local_server) -> None:
