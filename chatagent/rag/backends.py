@@ -167,7 +167,8 @@ class PostgresBackend:
 
     def _hybrid_sql(self, n: int) -> str:
         """One statement: the `n` best of each side, with each candidate's keyword rank, cosine and (for the best
-        keyword match only) its terms. Call with the lock held."""
+        keyword match only) its terms. With pgvector it also readies the connection for it (`_hnsw`: the index made
+        if missing, `hnsw.ef_search` set): call with the lock held, right before running it."""
         if self._vector:
             schema = self._vector.removesuffix(".vector")
             if n <= MAX_EF_SEARCH and self._hnsw(n):
