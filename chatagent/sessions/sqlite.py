@@ -132,16 +132,6 @@ class SQLiteStore(SQLStore):
     def _write(self, sync: bool = True) -> _Transaction:
         return _Transaction(self, sync)
 
-    def _write_one(self, sql: str, params: tuple) -> int:
-        with self._write_lock:  # one statement: a transaction of its own (it takes the write lock as it starts)
-            conn = self._take(sync=False)
-            try:
-                return conn.execute(sql, params).rowcount
-            except sqlite3.Error as e:
-                raise self._error(e) from e
-            finally:
-                self._give_back(conn, sync=False)
-
     def _error(self, e: sqlite3.Error) -> SessionStoreError:
         text = str(e)
         if "locked" in text or "busy" in text:
