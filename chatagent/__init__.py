@@ -92,14 +92,14 @@ _EXPORTS: dict[str, str] = {
     "Crew": "chatagent.agents.teams.crew",
     "CrewOutput": "chatagent.agents.teams.crew",
     "human_feedback": "chatagent.agents.teams.crew",
-    "Flow": "chatagent.agents.flows.flow",
-    "FlowPaused": "chatagent.agents.flows.flow",
-    "FlowState": "chatagent.agents.flows.state",
-    "start": "chatagent.agents.flows.conditions",
-    "listen": "chatagent.agents.flows.conditions",
-    "router": "chatagent.agents.flows.conditions",
-    "or_": "chatagent.agents.flows.conditions",
-    "and_": "chatagent.agents.flows.conditions",
+    "Flow": "chatagent.flows.flow",
+    "FlowPaused": "chatagent.flows.flow",
+    "FlowState": "chatagent.flows.state",
+    "start": "chatagent.flows.conditions",
+    "listen": "chatagent.flows.conditions",
+    "router": "chatagent.flows.conditions",
+    "or_": "chatagent.flows.conditions",
+    "and_": "chatagent.flows.conditions",
 }
 
 __all__ = [
@@ -191,9 +191,6 @@ if TYPE_CHECKING:
     from chatagent.agent import Agent, Run
     from chatagent.agents.assistant import Assistant
     from chatagent.agents.basic import BasicAgent
-    from chatagent.agents.flows.conditions import and_, listen, or_, router, start
-    from chatagent.agents.flows.flow import Flow, FlowPaused
-    from chatagent.agents.flows.state import FlowState
     from chatagent.agents.fncall import FnCallAgent
     from chatagent.agents.group_chat import GroupChat
     from chatagent.agents.react_chat import ReActChat
@@ -209,6 +206,9 @@ if TYPE_CHECKING:
         ModelServiceError,
         RunDeadlineExceeded,
     )
+    from chatagent.flows.conditions import and_, listen, or_, router, start
+    from chatagent.flows.flow import Flow, FlowPaused
+    from chatagent.flows.state import FlowState
     from chatagent.llm.base import BaseChatModel, Usage
     from chatagent.llm.registry import get_chat_model, register_llm
     from chatagent.llm.scripted import Reply, ScriptedLLM, tool_call
