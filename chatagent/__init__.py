@@ -83,9 +83,9 @@ _EXPORTS: dict[str, str] = {
     "UserAgent": "chatagent.agents.user",
     "PENDING_USER_INPUT": "chatagent.agents.user",
     "pending_input": "chatagent.agents.user",
-    "handoff": "chatagent.agents.teams.handoffs",
-    "Handoff": "chatagent.agents.teams.handoffs",
-    "remove_all_tools": "chatagent.agents.teams.handoffs",
+    "handoff": "chatagent.run.handoffs",
+    "Handoff": "chatagent.run.handoffs",
+    "remove_all_tools": "chatagent.run.handoffs",
     "Task": "chatagent.agents.teams.task",
     "TaskOutput": "chatagent.agents.teams.task",
     "TaskFailed": "chatagent.agents.teams.task",
@@ -196,7 +196,6 @@ if TYPE_CHECKING:
     from chatagent.agents.react_chat import ReActChat
     from chatagent.agents.router import Router
     from chatagent.agents.teams.crew import Crew, CrewOutput, human_feedback
-    from chatagent.agents.teams.handoffs import Handoff, handoff, remove_all_tools
     from chatagent.agents.teams.task import Task, TaskFailed, TaskOutput
     from chatagent.agents.user import PENDING_USER_INPUT, UserAgent, pending_input
     from chatagent.errors import (
@@ -219,6 +218,7 @@ if TYPE_CHECKING:
     from chatagent.run.approval import approval_message, pending_approval
     from chatagent.run.compaction import Compaction
     from chatagent.run.events import Callbacks, Event
+    from chatagent.run.handoffs import Handoff, handoff, remove_all_tools
     from chatagent.run.plugin import Blocked, Plugin, PluginError, Retry
     from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, to_messages, to_openai
     from chatagent.schema.fragment import Fragment
