@@ -26,6 +26,7 @@ _EXPORTS: dict[str, str] = {
     "ContentItem": "chatagent.schema",
     "FunctionCall": "chatagent.schema",
     "MessageError": "chatagent.schema",
+    "StopReason": "chatagent.schema",
     "to_messages": "chatagent.schema",
     "to_openai": "chatagent.schema",
     "merge_delta": "chatagent.schema.stream",
@@ -61,6 +62,7 @@ _EXPORTS: dict[str, str] = {
     "tool": "chatagent.tools.from_function",
     "FunctionTool": "chatagent.tools.from_function",
     "ToolArgumentError": "chatagent.tools.arguments",
+    "ToolErrorKind": "chatagent.tools.calling",
     "Event": "chatagent.run.events",
     "Callbacks": "chatagent.run.events",
     "StructuredOutputError": "chatagent.errors",
@@ -125,6 +127,7 @@ __all__ = [
     "pending_approval",
     "TOOL_REGISTRY",
     "ToolArgumentError",
+    "ToolErrorKind",
     "register_tool",
     "tool",
     "GroupChat",
@@ -159,6 +162,7 @@ __all__ = [
     "FunctionCall",
     "Message",
     "MessageError",
+    "StopReason",
     "MissingDependencyError",
     "ModelServiceError",
     "ModelErrorCode",
@@ -220,7 +224,7 @@ if TYPE_CHECKING:
     from chatagent.run.events import Callbacks, Event
     from chatagent.run.handoffs import Handoff, handoff, remove_all_tools
     from chatagent.run.plugin import Blocked, Plugin, PluginError, Retry
-    from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, to_messages, to_openai
+    from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, StopReason, to_messages, to_openai
     from chatagent.schema.fragment import Fragment
     from chatagent.schema.stream import merge_delta
     from chatagent.server.runner import AgentServer
@@ -236,6 +240,7 @@ if TYPE_CHECKING:
     from chatagent.tools.a2a import A2AAgent
     from chatagent.tools.arguments import ToolArgumentError
     from chatagent.tools.base import TOOL_REGISTRY, BaseTool, register_tool
+    from chatagent.tools.calling import ToolErrorKind
     from chatagent.tools.from_function import FunctionTool, tool
     from chatagent.utils.tokens import count_tokens
 

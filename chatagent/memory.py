@@ -1,5 +1,6 @@
-"""Qwen-Agent's `qwen_agent.memory` path: the file-RAG `Memory` agent (see `chatagent.agents.memory`)."""
+"""Qwen-Agent's `qwen_agent.memory` path: its `Memory` agent, chatagent's `FileExcerpts` (the excerpts of a
+conversation's files; see `chatagent.agents.file_excerpts`). Long-term memory is `chatagent.memories`."""
 
-from chatagent.agents.memory import Memory
+from chatagent.agents.file_excerpts import Memory
 
 __all__ = ["Memory"]

@@ -26,7 +26,8 @@ _EXPORTS: dict[str, str] = {
     "GroupChatAutoRouter": "chatagent.agents.group_chat_auto_router",
     "GroupChatCreator": "chatagent.agents.group_chat_creator",
     "HumanSimulator": "chatagent.agents.human_simulator",
-    "Memory": "chatagent.agents.memory",
+    "FileExcerpts": "chatagent.agents.file_excerpts",
+    "Memory": "chatagent.agents.file_excerpts",  # Qwen-Agent's name of FileExcerpts
     "MultiAgentHub": "chatagent.agents.hub",
     "ParallelDocQA": "chatagent.agents.doc_qa.parallel_doc_qa",
     "ReActChat": "chatagent.agents.react_chat",
@@ -46,6 +47,7 @@ __all__ = [
     "DialogueRetrievalAgent",
     "DialogueSimulator",
     "DocQAAgent",
+    "FileExcerpts",
     "FnCallAgent",
     "GroupChat",
     "GroupChatAutoRouter",
@@ -71,13 +73,13 @@ if TYPE_CHECKING:
     from chatagent.agents.dialogue_simulator import DialogueSimulator
     from chatagent.agents.doc_qa.basic_doc_qa import BasicDocQA, DocQAAgent
     from chatagent.agents.doc_qa.parallel_doc_qa import ParallelDocQA
+    from chatagent.agents.file_excerpts import FileExcerpts, Memory
     from chatagent.agents.fncall import FnCallAgent
     from chatagent.agents.group_chat import GroupChat
     from chatagent.agents.group_chat_auto_router import GroupChatAutoRouter
     from chatagent.agents.group_chat_creator import GroupChatCreator
     from chatagent.agents.hub import MultiAgentHub
     from chatagent.agents.human_simulator import HumanSimulator
-    from chatagent.agents.memory import Memory
     from chatagent.agents.react_chat import ReActChat
     from chatagent.agents.router import Router
     from chatagent.agents.tir_agent import TIRMathAgent

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from chatagent.agents.assistant import Assistant
-from chatagent.agents.memory import search_files
+from chatagent.agents.file_excerpts import search_files
 from chatagent.agents.write_from_scratch import HEADERS, write_article
 from chatagent.schema import ASSISTANT, USER, Message
 from chatagent.schema.fragment import fragment

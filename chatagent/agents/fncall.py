@@ -36,7 +36,8 @@ from chatagent.run.handoffs import Handoff, HandoffTool, as_handoffs, holder
 from chatagent.run.nested import paused_nested
 from chatagent.schema import ASSISTANT, FUNCTION, USER, ContentItem, FunctionCall, Message, content_text
 from chatagent.schema.fragment import Fragment, fragment
-from chatagent.tools.calling import PreparedCall, ToolOutcome, call_key, prepare_call
+from chatagent.schema.stop_reason import StopReason
+from chatagent.tools.calling import PreparedCall, ToolErrorKind, ToolOutcome, call_key, prepare_call
 
 logger = logging.getLogger("chatagent.agent")
 
@@ -164,7 +165,7 @@ class FnCallAgent(Agent):
                 text = "\n\n".join(
                     content_text(o.content) if isinstance(o.content, list) else o.content for o in direct
                 )
-                extra = {"stop_reason": "return_direct"}
+                extra = {"stop_reason": StopReason.RETURN_DIRECT}
                 yield [Fragment.unchecked(ASSISTANT, text, None, None, None, extra, len(response))]
                 response.append(Message.unchecked(ASSISTANT, text))
                 return response
@@ -181,11 +182,15 @@ class FnCallAgent(Agent):
         reply = yield from self._call_llm(messages + response + [note], None, start=start)
         texts = [i for i, m in enumerate(reply) if m.function_call is None]
         if not texts or not any(content_text(reply[i].content).strip() for i in texts):
-            extra = {"stop_reason": "max_llm_calls"}
+            extra = {"stop_reason": StopReason.MAX_LLM_CALLS}
             text = f"Stopped after {self.max_llm_calls} model calls without reaching a final answer."
             yield [Fragment.unchecked(ASSISTANT, text, None, None, None, extra, start + len(reply))]
             return response + list(reply) + [Message.unchecked(ASSISTANT, text)]
-        yield [Fragment.unchecked(ASSISTANT, "", None, None, None, {"stop_reason": "max_llm_calls"}, start + texts[-1])]
+        yield [
+            Fragment.unchecked(
+                ASSISTANT, "", None, None, None, {"stop_reason": StopReason.MAX_LLM_CALLS}, start + texts[-1]
+            )
+        ]
         return response + list(reply[: texts[-1] + 1])
 
     def _run_calls(
@@ -212,7 +217,7 @@ class FnCallAgent(Agent):
                 emit_tool_start(self.name, fc.name, fc.arguments, call_id, ctx)
             if history.repeated(fc.name, fc.arguments):
                 outcome = ToolOutcome(fc.name, fc.arguments, call_id)
-                prepared.append(outcome.fail("loop", loop_message(fc.name)))
+                prepared.append(outcome.fail(ToolErrorKind.LOOP, loop_message(fc.name)))
                 continue
             if "_call_tool" in self.overridden_steps:
                 prepared.append(self._overridden_call(fc.name, fc.arguments, call_id, tool_kwargs))
@@ -247,11 +252,11 @@ class FnCallAgent(Agent):
             if callbacks:
                 emit_tool_end(self.name, outcome, ctx)
             outcomes.append(outcome)
-            if outcome.error == "paused":
+            if outcome.error == ToolErrorKind.PAUSED:
                 return outcomes
             if isinstance(p, PreparedCall) and isinstance(p.tool, HandoffTool):
                 yield from transfer(p.tool.handoff, outcome, context + response[shown:], response, lang)
-                outcome.error = "handed_over"
+                outcome.error = ToolErrorKind.HANDED_OVER
                 return outcomes
             extra = {"function_id": outcome.call_id} if outcome.call_id is not None else None
             msg = Message.unchecked(FUNCTION, self._shown_result(outcome, lang), outcome.name, None, None, extra)
@@ -267,7 +272,7 @@ class FnCallAgent(Agent):
         returns (the conversation to go on from, whether the run stops again)."""
         conversation = messages[:-1]
         outcome = yield from resume_agent_call(self.function_map, messages, response, lang)
-        if outcome.error == "paused":
+        if outcome.error == ToolErrorKind.PAUSED:
             return conversation, True
         unanswered = unanswered_calls(conversation + response)
         if unanswered:
@@ -282,7 +287,7 @@ class FnCallAgent(Agent):
         return outcome.content
 
 
-_STOPPED = ("paused", "handed_over")  # a call after which this agent's run ends
+_STOPPED = (ToolErrorKind.PAUSED, ToolErrorKind.HANDED_OVER)  # a call after which this agent's run ends
 
 
 class CallHistory:

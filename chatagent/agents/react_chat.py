@@ -43,6 +43,7 @@ from chatagent.agents.react_transcript import Transcript
 from chatagent.run.requests import View
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, FunctionCall, Message, content_text
 from chatagent.schema.fragment import Fragment
+from chatagent.schema.stop_reason import StopReason
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments, parse_json
 from chatagent.tools.base import BaseTool
 from chatagent.utils.logs import quote
@@ -201,7 +202,7 @@ class ReActChat(FnCallAgent):
         scratch.append(Message.unchecked(USER, FINAL_PROMPT[lang]))
         start = count
         step, count = yield from self._step(prompt + scratch, count, cfg)
-        extra = {"stop_reason": "max_llm_calls"}
+        extra = {"stop_reason": StopReason.MAX_LLM_CALLS}
         if count == start or not step.answer.strip():
             text = f"Stopped after {self.max_llm_calls} model calls without reaching a final answer."
             yield [

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from chatagent.agents.assistant import _files_as_text
+from chatagent.agents.file_excerpts import rag_settings
 from chatagent.agents.fncall import CallHistory, FnCallAgent
-from chatagent.agents.memory import rag_settings
 from chatagent.schema import Message, with_system_text
 from chatagent.tools.calling import ToolOutcome
 

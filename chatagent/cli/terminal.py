@@ -17,6 +17,7 @@ from chatagent.rag.chunking import source_label
 from chatagent.run.approval import approval_message, pending_approval
 from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls, to_message
 from chatagent.schema.fragment import as_fragment
+from chatagent.schema.stop_reason import StopReason
 from chatagent.schema.stream import Response
 from chatagent.utils.keys import mask_secrets
 
@@ -121,11 +122,11 @@ class TerminalPrinter:
         final = next((m for m in reversed(answer) if m.role == "assistant" and m.function_call is None), None)
         extra = (final.extra if final is not None else None) or {}
         w = self.out.write
-        if extra.get("stop_reason") == "length":
+        if extra.get("stop_reason") == StopReason.LENGTH:
             w(f"{self.dim}[cut off: the answer reached its token limit (max_tokens)]{self.reset}\n")
-        elif extra.get("stop_reason") == "repetition":
+        elif extra.get("stop_reason") == StopReason.REPETITION:
             w(f"{self.dim}[ended: the model began to repeat itself]{self.reset}\n")
-        elif extra.get("stop_reason") == "prompt_echo":
+        elif extra.get("stop_reason") == StopReason.PROMPT_ECHO:
             w(f"{self.dim}[ended: the model began to recite its instructions; that part was removed]{self.reset}\n")
         sources = extra.get("sources")
         if sources:

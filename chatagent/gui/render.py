@@ -23,6 +23,7 @@ from chatagent.rag.chunking import source_label
 from chatagent.run.approval import APPROVAL, PENDING_APPROVAL
 from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, content_text
+from chatagent.schema.stop_reason import StopReason
 from chatagent.sessions.errors import SessionStoreError
 from chatagent.utils.keys import mask_secrets
 
@@ -248,7 +249,9 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
                 f"{icon('tool')} {who}{safe_name(call.name)}",
             )
         )
-    note = {"length": CUT_NOTE, "repetition": LOOP_NOTE, "prompt_echo": ECHO_NOTE}.get(extra.get("stop_reason", ""))
+    note = {StopReason.LENGTH: CUT_NOTE, StopReason.REPETITION: LOOP_NOTE, StopReason.PROMPT_ECHO: ECHO_NOTE}.get(
+        extra.get("stop_reason", "")
+    )
     if note:
         out.append(chat_message("assistant", note))
     if extra.get("sources"):

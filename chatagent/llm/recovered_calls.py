@@ -30,6 +30,7 @@ from chatagent.llm.fncall.calls import parse_call_text
 from chatagent.llm.stream_modes import ReplyFilter
 from chatagent.schema import ASSISTANT, FunctionCall, content_text
 from chatagent.schema.fragment import Fragment
+from chatagent.schema.stop_reason import StopReason
 from chatagent.utils.jsonlenient import loads_lenient
 
 logger = logging.getLogger("chatagent.llm")
@@ -225,7 +226,7 @@ class CallRecovery(ReplyFilter):
                     self.shown = True
                 passed.append(f)
                 continue
-            if f.extra and f.extra.get("stop_reason") == "length":
+            if f.extra and f.extra.get("stop_reason") == StopReason.LENGTH:
                 self.cut = True
             if f.reasoning_content:
                 self.reasoning.feed(f.reasoning_content)

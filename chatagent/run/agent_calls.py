@@ -15,10 +15,11 @@ from chatagent.run.requests import Asking
 from chatagent.run.subagent import run_subagent
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message
 from chatagent.schema.fragment import fragment
-from chatagent.tools.calling import PreparedCall, ToolOutcome
+from chatagent.tools.calling import PreparedCall, ToolErrorKind, ToolOutcome
 
 ONE_TRANSFER = "Error: only one transfer per reply: this one was not made, {name} was handed the conversation."
 TOO_MANY = "Error: the conversation was handed over too many times in this turn; answer the user yourself."
+HANDOFF = ToolErrorKind.HANDOFF  # a transfer not made
 
 
 class CallSteps:
@@ -40,9 +41,9 @@ def split_calls(prepared: list[PreparedCall | ToolOutcome]) -> CallSteps:
             steps.agents.append(p)
         elif isinstance(p, PreparedCall) and isinstance(p.tool, HandoffTool):
             if steps.transfer:
-                steps.tools.append(p.outcome.fail("handoff", ONE_TRANSFER.format(name=steps.transfer[0].tool.name)))
+                steps.tools.append(p.outcome.fail(HANDOFF, ONE_TRANSFER.format(name=steps.transfer[0].tool.name)))
             elif too_many_handoffs():
-                steps.tools.append(p.outcome.fail("handoff", TOO_MANY))
+                steps.tools.append(p.outcome.fail(HANDOFF, TOO_MANY))
             else:
                 steps.transfer.append(p)
         else:
@@ -80,7 +81,7 @@ def resume_agent_call(
     start = time.perf_counter()
     result = yield from nested(agent, own, mark, 0, lang)
     outcome = _settled(outcome, result, response, start)
-    if outcome.error != "paused":
+    if outcome.error != ToolErrorKind.PAUSED:
         extra = {"function_id": outcome.call_id} if outcome.call_id is not None else None
         msg = Message.unchecked(FUNCTION, outcome.content, outcome.name, None, None, extra)
         yield [fragment(msg, len(response))]
@@ -92,7 +93,7 @@ def _settled(outcome: ToolOutcome, result: Any, response: list[Message], start: 
     response.extend(result.messages)
     outcome.duration = time.perf_counter() - start
     if result.paused:
-        return outcome.fail("paused", "")
+        return outcome.fail(ToolErrorKind.PAUSED, "")
     outcome.content = result.content
     outcome.error = result.error
     return outcome

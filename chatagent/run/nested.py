@@ -18,6 +18,7 @@ from chatagent.run.requests import Asking, Fragments
 from chatagent.run.subagent import run_subagent
 from chatagent.schema import ASSISTANT, Message, content_text
 from chatagent.schema.stream import Collector
+from chatagent.tools.calling import ToolErrorKind
 
 if TYPE_CHECKING:
     from chatagent.run.protocol import Runnable
@@ -33,7 +34,7 @@ class Nested:
 
     __slots__ = ("content", "error", "messages", "paused")
 
-    def __init__(self, content: str, error: str | None, messages: list[Message], paused: bool) -> None:
+    def __init__(self, content: str, error: ToolErrorKind | None, messages: list[Message], paused: bool) -> None:
         self.content, self.error, self.messages, self.paused = content, error, messages, paused
 
 
@@ -62,7 +63,7 @@ def nested(
         logger.warning("agent %s, run as a tool, failed: %s", agent.name, type(e).__name__, exc_info=e)
         text = str(e).strip().replace("\n", " ")[:300]
         error = f"Error: {agent.name} failed: {type(e).__name__}" + (f": {text}" if text else "")
-        return Nested(error, "exception", shown.messages(), False)
+        return Nested(error, ToolErrorKind.EXCEPTION, shown.messages(), False)
     paused = bool(response and response[-1].extra and PENDING_APPROVAL in response[-1].extra)
     return Nested(answer_of(response), None, shown.messages(), paused)
 

@@ -31,6 +31,7 @@ from chatagent.schema.parts import (
     MessageError,
     content_text,
 )
+from chatagent.schema.stop_reason import StopReason
 
 __all__ = [
     "ASSISTANT",
@@ -53,6 +54,7 @@ __all__ = [
     "FunctionCall",
     "Message",
     "MessageError",
+    "StopReason",
     "content_text",
     "drop_unanswered_calls",
     "from_openai",

@@ -21,6 +21,7 @@ from chatagent.errors import ModelErrorCode, ModelServiceError, RunDeadlineExcee
 from chatagent.run.approval import APPROVAL
 from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
 from chatagent.schema.fragment import Fragment
+from chatagent.schema.stop_reason import StopReason
 from chatagent.sessions.errors import (
     SessionBusyError,
     SessionConflictError,
@@ -309,7 +310,7 @@ class Answer:
         return text, "".join("".join(pieces) for _, pieces in sorted(self.reasonings.items()))
 
     def finish_reason(self) -> str:
-        return "length" if self.extra.get("stop_reason") == "length" else "stop"
+        return "length" if self.extra.get("stop_reason") == StopReason.LENGTH else "stop"
 
 
 def usage_of(run: Any) -> dict:

@@ -19,6 +19,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from enum import Enum
 from typing import Any
 
 import orjson
@@ -34,12 +35,31 @@ logger = logging.getLogger("chatagent.tools")
 MAX_ERROR_CHARS = 300
 
 
+class ToolErrorKind(str, Enum):
+    """How a tool call went wrong: `ToolOutcome.error` (and the `error_kind` of its `tool_end` event).
+
+    A `str`: it compares equal to its value (`outcome.error == 'timeout'` holds) and prints as it."""
+
+    UNKNOWN_TOOL = "unknown_tool"  # the model called a tool the agent does not have
+    BAD_ARGUMENTS = "bad_arguments"  # the arguments are not JSON, or do not fit the tool's parameters
+    MAX_CALLS = "max_calls"  # the tool's `max_calls` in this turn were used up: not run again
+    LOOP = "loop"  # the same call (name and arguments) was made before in this run: not run again
+    TIMEOUT = "timeout"  # the tool did not finish within its `timeout`
+    EXCEPTION = "exception"  # the tool (or an agent run as a tool) raised
+    DENIED = "denied"  # a person did not approve the call
+    PAUSED = "paused"  # an agent run as a tool waits for a person's approval: the caller's run ends until then
+    HANDOFF = "handoff"  # a transfer not made: a second one in the same reply, or too many in this turn
+    HANDED_OVER = "handed_over"  # a transfer made: the receiver answered the rest of the turn
+
+    def __str__(self) -> str:
+        return self.value
+
+
 class ToolOutcome:
     """What became of one call: the content for the function message, and how it went.
 
-    `error` is None on success, else one of 'unknown_tool', 'bad_arguments', 'max_calls', 'loop',
-    'timeout', 'exception', 'denied' (a person did not approve it); `content` then holds the message the model
-    reads.
+    `error` is None on success, else a `ToolErrorKind`; `content` then holds the message the model reads.
+    `fail(error, content)` sets both (`error`: a `ToolErrorKind` or its value; ValueError for another).
     """
 
     __slots__ = ("name", "arguments", "call_id", "content", "error", "duration", "cached", "return_direct")
@@ -49,13 +69,13 @@ class ToolOutcome:
         self.arguments = arguments
         self.call_id = call_id
         self.content: Any = ""
-        self.error: str | None = None
+        self.error: ToolErrorKind | None = None
         self.duration = 0.0
         self.cached = False
         self.return_direct = False
 
-    def fail(self, error: str, content: str) -> ToolOutcome:
-        self.error, self.content = error, content
+    def fail(self, error: ToolErrorKind | str, content: str) -> ToolOutcome:
+        self.error, self.content = ToolErrorKind(error), content
         return self
 
     def __repr__(self) -> str:
@@ -162,17 +182,17 @@ def prepare_call(
     tool = tools.get(name)
     if tool is None:
         logger.warning("the model called an unknown tool %s", quote(name))
-        return outcome.fail("unknown_tool", unknown_tool_message(name, tools))
+        return outcome.fail(ToolErrorKind.UNKNOWN_TOOL, unknown_tool_message(name, tools))
     try:
         args = tool.validate(parse_arguments(arguments))
     except ToolArgumentError as e:
         logger.warning("bad arguments for %s: %s", name, e)
-        return outcome.fail("bad_arguments", _bad_arguments(name, str(e)))
+        return outcome.fail(ToolErrorKind.BAD_ARGUMENTS, _bad_arguments(name, str(e)))
     if tool.max_calls is not None and counts is not None:
         used = counts.get(name, 0)
         if used >= tool.max_calls:
             return outcome.fail(
-                "max_calls",
+                ToolErrorKind.MAX_CALLS,
                 f"Error: {name} may be called at most {tool.max_calls} time(s) per conversation turn and was not "
                 "run again. Continue with the results you already have.",
             )
@@ -329,7 +349,7 @@ def _timed_out(
     else:
         logger.warning("tool %s did not finish within %.3gs: abandoned (its thread keeps running)", tool.name, limit)
     return outcome.fail(
-        "timeout",
+        ToolErrorKind.TIMEOUT,
         f"Error: {tool.name} did not finish within {limit:.3g} seconds and was stopped waiting for. "
         "Try different arguments, another tool, or answer without it.",
     )
@@ -345,17 +365,17 @@ def _invoke(tool: BaseTool, args: JSONObject, kwargs: dict[str, Any], call_id: s
         return False, _failure(tool, e)
 
 
-def _failure(tool: BaseTool, e: BaseException) -> tuple[str, str]:
+def _failure(tool: BaseTool, e: BaseException) -> tuple[ToolErrorKind, str]:
     """(error kind, message for the model) for an exception raised by a tool; the traceback goes to the log."""
     if isinstance(e, ToolArgumentError):
         logger.warning("bad arguments for %s: %s", tool.name, e)
-        return "bad_arguments", _bad_arguments(tool.name, str(e))
+        return ToolErrorKind.BAD_ARGUMENTS, _bad_arguments(tool.name, str(e))
     logger.warning("tool %s raised %s", tool.name, type(e).__name__, exc_info=e)
     text = str(e).strip().replace("\n", " ")
     if len(text) > MAX_ERROR_CHARS:
         text = text[:MAX_ERROR_CHARS] + "..."
     detail = f"{type(e).__name__}: {text}" if text else type(e).__name__
-    return "exception", f"Error: {tool.name} failed: {detail}"
+    return ToolErrorKind.EXCEPTION, f"Error: {tool.name} failed: {detail}"
 
 
 def run_batch(calls: list[Callable[[], ToolOutcome]], max_workers: int = 8) -> Callable[[int], ToolOutcome]:
@@ -394,4 +414,14 @@ def run_batch(calls: list[Callable[[], ToolOutcome]], max_workers: int = 8) -> C
     return wait
 
 
-__all__ = ["ToolCache", "ToolOutcome", "PreparedCall", "aexecute", "call_key", "execute", "prepare_call", "run_batch"]
+__all__ = [
+    "ToolCache",
+    "ToolErrorKind",
+    "ToolOutcome",
+    "PreparedCall",
+    "aexecute",
+    "call_key",
+    "execute",
+    "prepare_call",
+    "run_batch",
+]

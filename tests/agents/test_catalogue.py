@@ -26,7 +26,7 @@ from chatagent.agents import (
     VirtualMemoryAgent,
     WriteFromScratch,
 )
-from chatagent.agents.memory import Memory
+from chatagent.agents.file_excerpts import Memory
 from chatagent.rag.store import DocStore
 from chatagent.schema.stream import merge_delta
 from chatagent.tools.sandbox import bwrap_path

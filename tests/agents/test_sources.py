@@ -11,7 +11,7 @@ import pytest
 
 from chatagent import Assistant, ScriptedLLM
 from chatagent.agents import BasicDocQA, DialogueRetrievalAgent, ParallelDocQA
-from chatagent.agents.memory import Memory
+from chatagent.agents.file_excerpts import Memory
 from chatagent.rag.store import DocStore
 from tests.support.documents import make_pdf
 

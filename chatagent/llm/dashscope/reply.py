@@ -16,6 +16,7 @@ from chatagent.llm.request import Usage
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.parts import unique_call_id
+from chatagent.schema.stop_reason import StopReason
 
 _make = Fragment.unchecked
 
@@ -106,7 +107,7 @@ class ReplyReader:
             extra = {"function_id": unique_call_id(gathered.id or f"call_{key}", ids)}
             out.append([_make(ASSISTANT, "", None, call, None, extra, base + n)])
         if (not self.started and not calls) or finished == "length":  # a text cut off by max_tokens says so
-            extra = {"stop_reason": "length"} if finished == "length" else None
+            extra = {"stop_reason": StopReason.LENGTH} if finished == "length" else None
             out.append([_make(ASSISTANT, "", None, None, None, extra, 0)])
         return out
 
@@ -136,7 +137,7 @@ def whole_reply(rsp: Any, usage: Usage | None, api_key: str | None) -> list[Mess
         out.append(Message.unchecked(ASSISTANT, "", None, function_call, None, {"function_id": fid}))
     out = out or [Message.unchecked(ASSISTANT, "")]
     if cut:
-        out[0].extra = {**(out[0].extra or {}), "stop_reason": "length"}
+        out[0].extra = {**(out[0].extra or {}), "stop_reason": StopReason.LENGTH}
     return out
 
 

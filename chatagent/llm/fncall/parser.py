@@ -30,6 +30,7 @@ from chatagent.llm.fncall.formats import (
 from chatagent.llm.stream_modes import ReplyFilter
 from chatagent.schema import ASSISTANT, FunctionCall, content_text
 from chatagent.schema.fragment import Fragment
+from chatagent.schema.stop_reason import StopReason
 
 logger = logging.getLogger("chatagent.llm")
 # the unvalidated constructor, bound once for fragments built per chunk
@@ -142,7 +143,7 @@ class StreamParser(ReplyFilter):
     def push(self, fragments: list[Fragment]) -> list[Fragment]:
         """Read one list of the backend's fragments; our fragments so far."""
         for f in fragments:
-            if f.extra and f.extra.get("stop_reason") == "length":
+            if f.extra and f.extra.get("stop_reason") == StopReason.LENGTH:
                 self._cut = True
             if f.reasoning_content:
                 self._reasoning(f.reasoning_content, raw=True)
@@ -164,7 +165,7 @@ class StreamParser(ReplyFilter):
         if not out and not self._head and not self._emitted:
             out = [_make(ASSISTANT, "", None, None, None, None, 0)]
         if cut and (self._head or not self._emitted):  # index 0 is the text: say that it was cut off
-            out.append(_make(ASSISTANT, "", None, None, None, {"stop_reason": "length"}, 0))
+            out.append(_make(ASSISTANT, "", None, None, None, {"stop_reason": StopReason.LENGTH}, 0))
         if self._dropped:
             logger.debug("prompt-based function calling: dropped %d characters after the calls", self._dropped)
         return out

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 
 from chatagent.schema import ASSISTANT
 from chatagent.schema.fragment import Fragment
+from chatagent.schema.stop_reason import StopReason
 
 logger = logging.getLogger("chatagent.llm")
 
@@ -123,11 +124,13 @@ def stop_loops(stream: Iterator[list[Fragment]], prompt: str = "") -> Iterator[l
                 if echo.add(content):
                     logger.info("the model recites its instructions: the recital was taken back")
                     kept = echo.text[: echo.start].rstrip()
-                    yield [Fragment(ASSISTANT, kept, extra={"stop_reason": "prompt_echo"}, index=0, replace=True)]
+                    yield [
+                        Fragment(ASSISTANT, kept, extra={"stop_reason": StopReason.PROMPT_ECHO}, index=0, replace=True)
+                    ]
                     return
                 if guard.add(content):
                     logger.info("the model repeats itself: its answer was ended after %d words", len(guard.words))
-                    yield [Fragment(ASSISTANT, "", extra={"stop_reason": "repetition"}, index=0)]
+                    yield [Fragment(ASSISTANT, "", extra={"stop_reason": StopReason.REPETITION}, index=0)]
                     return
     finally:
         close = getattr(stream, "close", None)

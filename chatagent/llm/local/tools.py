@@ -38,6 +38,7 @@ from chatagent.llm.settings import ToolChoice
 from chatagent.llm.stream_modes import ReplyFilter
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, FunctionCall, Message, content_text
 from chatagent.schema.fragment import Fragment
+from chatagent.schema.stop_reason import StopReason
 
 _make = Fragment.unchecked
 
@@ -213,7 +214,7 @@ class ConstrainedReply(ReplyFilter):
     def push(self, fragments: list[Fragment]) -> list[Fragment]:
         out: list[Fragment] = []
         for f in fragments:
-            if f.extra and f.extra.get("stop_reason") == "length":
+            if f.extra and f.extra.get("stop_reason") == StopReason.LENGTH:
                 self.cut = True
             if f.content:
                 self.raw += f.content if isinstance(f.content, str) else content_text(f.content)

@@ -22,6 +22,7 @@ from chatagent.llm.request import Usage
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.schema.fragment import Fragment, fragment
 from chatagent.schema.parts import unique_call_id
+from chatagent.schema.stop_reason import StopReason
 from chatagent.utils.tokens import count_tokens
 
 # the unvalidated constructor, bound once for fragments built per chunk
@@ -143,7 +144,7 @@ class ReplyReader:
             call = FunctionCall(name, "".join(pieces))
             out.append([_make(ASSISTANT, "", None, call, None, {"function_id": unique_call_id(fid, ids)}, start + n)])
         if not (self.text_seen or calls) or cut:  # a text cut off by max_tokens says so
-            extra = {"stop_reason": "length"} if cut else None
+            extra = {"stop_reason": StopReason.LENGTH} if cut else None
             out.append([_make(ASSISTANT, "", None, None, None, extra, 0)])
         return out
 
@@ -192,7 +193,7 @@ def parse_completion(server: Server, body: bytes, usage: Usage | None, prompt: P
     if not out:
         out.append(Message.unchecked(ASSISTANT, "", None, None, None, None))
     if cut:
-        out[0].extra = {**(out[0].extra or {}), "stop_reason": "length"}
+        out[0].extra = {**(out[0].extra or {}), "stop_reason": StopReason.LENGTH}
     if usage is not None:
         add_usage(usage, obj.get("usage"), prompt, "".join(map(_said, out)))
     return out

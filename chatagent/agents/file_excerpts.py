@@ -1,6 +1,8 @@
-"""Memory: the files of a conversation, and what they say about its latest question (Qwen-Agent's `Memory`).
+"""FileExcerpts: the files of a conversation, and what they say about its latest question; Qwen-Agent calls it
+`Memory` (that name is handed on: `chatagent.agents.Memory`, `chatagent.memory.Memory`). chatagent's own memory,
+what an agent remembers of a user across conversations, is `chatagent.memories`.
 
-    mem = Memory(files=['manual.pdf'])
+    mem = FileExcerpts(files=['manual.pdf'])
     *_, last = mem.run([{'role': 'user', 'content': [{'text': 'How do I flip an image?'}, {'file': 'extra.docx'}]}])
     json.loads(last[-1]['content'])   # [{'url': 'manual.pdf', 'text': ['...', ...]}, {'url': 'extra.docx', ...}]
 
@@ -40,13 +42,13 @@ logger = logging.getLogger("chatagent.agent")
 QWEN_IGNORED_RAG_KEYS = ("rag_keygen_strategy",)
 
 
-class Memory(Agent):
+class FileExcerpts(Agent):
     """Finds what the conversation's files say about its latest question (see the module docstring).
 
     Args:
         files: paths or URLs always searched, besides the file items of the user's messages.
         rag_cfg: retrieval settings (see the module docstring).
-        function_list, llm, system_message, ...: see Agent (Memory calls no model itself).
+        function_list, llm, system_message, ...: see Agent (it calls no model itself).
     """
 
     def __init__(
@@ -131,4 +133,7 @@ def rag_settings(rag_cfg: dict | None) -> dict:
     return cfg
 
 
-__all__ = ["Memory", "knowledge_json", "rag_settings", "search_files"]
+Memory = FileExcerpts  # Qwen-Agent's name for it
+
+
+__all__ = ["FileExcerpts", "Memory", "knowledge_json", "rag_settings", "search_files"]
