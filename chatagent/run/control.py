@@ -115,6 +115,7 @@ class _ControlledRun(Stage):
             self.offset = self._made_len()
             while True:  # the agent's loop ends (its model stream closed) before a pause's or a block's last yield
                 yield from relay(own_loop(agent, conversation, lang, kwargs, calls), self)
+                calls = None  # a retry goes on from their results (in the attempt): they ran
                 yield from self._settle()
                 if self.hold is not None:
                     out = self._show(self.hold.flush())
