@@ -47,6 +47,7 @@ from chatagent.schema import ASSISTANT, FUNCTION, USER, FunctionCall, Message, t
 from chatagent.schema.fragment import Fragment, fragment, shift, typed
 from chatagent.schema.stream import Collector, WholeLists
 from chatagent.tools.base import result_content
+from chatagent.tools.calling import ToolErrorKind
 
 if TYPE_CHECKING:
     from chatagent.run.context import RunContext
@@ -317,7 +318,7 @@ class _ControlledRun(Stage):
                     waiting.append({"id": cid, "name": call.tool.name, "arguments": call.outcome.arguments})
                     continue
                 if not decision:
-                    call.outcome.fail("denied", resume.denial(call.tool.name))
+                    call.outcome.fail(ToolErrorKind.DENIED, resume.denial(call.tool.name))
                     call.ready = True
                     continue
             for p, fn in plugins.each("before_tool"):
