@@ -9,7 +9,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from chatagent import BasicAgent, FnCallAgent, ModelServiceError, get_chat_model, tool
-from tests.core.test_telemetry import spans  # noqa: F401  (the spans recorded in memory)
+from tests.run.test_telemetry import spans  # noqa: F401  (the spans recorded in memory)
 from tests.support.openai_server import Reply
 
 pytestmark = pytest.mark.timeout(120)

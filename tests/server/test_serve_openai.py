@@ -1,7 +1,7 @@
 """`chatagent serve`: the official openai SDK as the client of AgentServer over real agents on loopback.
 
 (Attacks on the server are in tests/security/test_security_serve.py; the process, its signals and its draining in
-tests/e2e/test_serve_process.py.)"""
+tests/server/test_serve_process.py.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Fixtures of the end-to-end tests. `runs`: the file the tools of `tests.support.mcp_agents` append each run to
-(named by $CHATAGENT_TEST_RUNS, which child processes inherit), so that a test sees from outside what ran."""
+"""Fixtures of the tests of the servers (`chatagent serve`: OpenAI-compatible, MCP, A2A). `runs`: the file the
+tools of `tests.support.mcp_agents` append each run to (named by $CHATAGENT_TEST_RUNS, which child processes
+inherit), so that a test sees from outside what ran."""
 
 from __future__ import annotations
 
