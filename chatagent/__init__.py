@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "PendingTurn": "chatagent.sessions",
     "SessionStoreError": "chatagent.sessions",
     "ChatAgentError": "chatagent.errors",
+    "LoopExit": "chatagent.errors",
     "ModelServiceError": "chatagent.errors",
     "ModelErrorCode": "chatagent.errors",
     "MissingDependencyError": "chatagent.errors",
@@ -158,6 +159,7 @@ __all__ = [
     "BaseChatModel",
     "BasicAgent",
     "ChatAgentError",
+    "LoopExit",
     "ContentItem",
     "FunctionCall",
     "Message",
@@ -204,6 +206,7 @@ if TYPE_CHECKING:
     from chatagent.agents.user import PENDING_USER_INPUT, UserAgent, pending_input
     from chatagent.errors import (
         ChatAgentError,
+        LoopExit,
         MissingDependencyError,
         ModelErrorCode,
         ModelServiceError,

@@ -1,5 +1,11 @@
 """Typed errors. Failures of the world raise these; mistakes of the model are fed back to it instead.
 
+Every error chatagent raises on purpose is a `ChatAgentError` (`except ChatAgentError` catches them all; a test
+scans the package for one outside it), and keeps the built-in base it had where it has one (`MessageError` is a
+`ValueError`, `MCPServerError` a `RuntimeError`, ...). A `LoopExit` is not a failure: it leaves an agent's loop on
+purpose and the run handles it (a plugin's `Blocked` ends the run with its message, `Retry` runs it again, a call
+waiting for approval pauses it).
+
 `ModelServiceError.code` is the server's HTTP status (an int), the service's own code (DashScope's, e.g.
 `'Throttling.RateQuota'`), or one of chatagent's own codes, all declared in `ModelErrorCode` (a str Enum, so
 `e.code == 'timeout'` works too).
@@ -44,6 +50,11 @@ class ModelErrorCode(str, Enum):
 
 class ChatAgentError(Exception):
     """Base of every error chatagent raises on purpose."""
+
+
+class LoopExit(ChatAgentError):
+    """Raised on purpose to leave an agent's loop early; the run handles it, its caller never sees it as a failure
+    (`chatagent.Blocked`, `chatagent.Retry`, a run pausing for approval)."""
 
 
 class ModelServiceError(ChatAgentError):

@@ -24,6 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from chatagent.errors import ChatAgentError
 from chatagent.utils.e5 import E5, clean, shared_e5
 from chatagent.utils.e5 import NAME as E5_NAME
 from chatagent.utils.extras import missing_dependency
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 
-class EmbedderError(RuntimeError):
+class EmbedderError(ChatAgentError, RuntimeError):
     """An embedding service or model failed (the message says which and why, without keys)."""
 
 

@@ -25,6 +25,7 @@ import logging
 from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from chatagent.errors import LoopExit
 from chatagent.run.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, paused_call, resolve
 from chatagent.run.durable import own_loop
 from chatagent.run.holding import output_hold
@@ -57,7 +58,7 @@ logger = logging.getLogger("chatagent.plugins")
 _Result = TypeVar("_Result")
 
 
-class _Paused(Exception):  # noqa: N818 (the run stops for approval: not an error)
+class _Paused(LoopExit):  # noqa: N818 (the run stops for approval: not an error)
     def __init__(self, waiting: list[dict[str, Any]]) -> None:
         super().__init__("waiting for approval")
         self.waiting = waiting

@@ -46,7 +46,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from chatagent.errors import ChatAgentError
+from chatagent.errors import ChatAgentError, LoopExit
 
 if TYPE_CHECKING:
     from chatagent.run.protocol import Runnable
@@ -74,7 +74,7 @@ class PluginError(ChatAgentError):
         self.plugin, self.hook = plugin, hook
 
 
-class Blocked(Exception):  # noqa: N818 (a control signal a plugin raises, like StopIteration)
+class Blocked(LoopExit):  # noqa: N818 (a control signal a plugin raises, like StopIteration)
     """Raised by a hook to stop the run: `message` becomes the run's answer, `reason` goes to the log and to
     `extra['blocked_reason']` (keep it free of what was blocked)."""
 
@@ -85,7 +85,7 @@ class Blocked(Exception):  # noqa: N818 (a control signal a plugin raises, like 
         self.plugin: str | None = None  # filled in by the run
 
 
-class Retry(Exception):  # noqa: N818
+class Retry(LoopExit):  # noqa: N818
     """Raised by `after_run` to run the agent again with `feedback` (a user message) after its response."""
 
     def __init__(self, feedback: str) -> None:

@@ -7,6 +7,8 @@ import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from chatagent.errors import ChatAgentError
+
 if TYPE_CHECKING:
     from typing import TypeGuard
 
@@ -19,7 +21,7 @@ ROLE, CONTENT, NAME, REASONING_CONTENT = "role", "content", "name", "reasoning_c
 DEFAULT_SYSTEM_MESSAGE = ""  # Qwen-Agent's default system message: none
 
 
-class MessageError(ValueError):
+class MessageError(ChatAgentError, ValueError):
     """A message, content item or function call of the wrong shape; the text names the bad field."""
 
 

@@ -26,6 +26,7 @@ from a2a.types import a2a_pb2 as pb
 from google.protobuf import json_format
 
 from chatagent.agent import Agent
+from chatagent.errors import ChatAgentError
 from chatagent.run.approval import APPROVAL
 from chatagent.schema import USER, Message
 from chatagent.server.app import Service, send_error, send_json
@@ -45,7 +46,9 @@ _FINAL = (pb.TASK_STATE_COMPLETED, pb.TASK_STATE_FAILED, pb.TASK_STATE_CANCELED,
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
 
-class RpcError(Exception):
+class RpcError(ChatAgentError):
+    """A JSON-RPC request we refuse: its error code and message."""
+
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code, self.message = code, message

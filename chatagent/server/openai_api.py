@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from chatagent.errors import ModelErrorCode, ModelServiceError, RunDeadlineExceeded
+from chatagent.errors import ChatAgentError, ModelErrorCode, ModelServiceError, RunDeadlineExceeded
 from chatagent.run.approval import APPROVAL
 from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
 from chatagent.schema.fragment import Fragment
@@ -45,7 +45,7 @@ PUBLIC_EXTRAS = ("sources", "stop_reason", "pending_approval", "blocked_by", "pe
 _REMOTE_SCHEMES = ("http://", "https://", "data:")
 
 
-class RequestError(Exception):
+class RequestError(ChatAgentError):
     """A request we refuse: the HTTP status and an OpenAI-style error body."""
 
     def __init__(self, status: int, message: str, code: str | None = None, param: str | None = None) -> None:

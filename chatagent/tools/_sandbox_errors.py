@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 
+from chatagent.errors import ChatAgentError
 from chatagent.tools._sandbox_limits import Limits
 from chatagent.tools._sandbox_protocol import ProtocolError, RunReply
 
@@ -16,7 +17,7 @@ HOW_TO_ISOLATE = (
 )
 
 
-class SandboxError(RuntimeError):
+class SandboxError(ChatAgentError, RuntimeError):
     """The sandbox could not be started (a message the user can act on)."""
 
 

@@ -18,6 +18,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, TypedDict, TypeGuard
 
+from chatagent.errors import ChatAgentError
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 MAX_FIGURE_BYTES = 4 * 1024 * 1024  # one PNG
 MAX_FIGURES = 10  # per call
@@ -26,7 +28,7 @@ MAX_ERROR_CHARS = 4000
 ERROR_KINDS = (None, "syntax", "exception", "timeout", "memory", "output", "crashed", "protocol")
 
 
-class ProtocolError(Exception):
+class ProtocolError(ChatAgentError):
     """The kernel broke the protocol (a reply too large, not JSON, or the pipe ended)."""
 
 

@@ -41,6 +41,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeGuard
 
+from chatagent.errors import ChatAgentError
 from chatagent.schema import ContentItem
 from chatagent.tools.base import BaseTool
 from chatagent.tools.mcp_content import result_to_content, server_tools
@@ -71,7 +72,7 @@ _REAPER = str(Path(__file__).with_name("_reaper.py"))
 _CONNECTIONS: weakref.WeakSet[MCPConnection] = weakref.WeakSet()
 
 
-class MCPServerError(RuntimeError):
+class MCPServerError(ChatAgentError, RuntimeError):
     """An MCP server could not be started or reached (the message names the server)."""
 
 

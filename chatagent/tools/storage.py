@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from chatagent.errors import ChatAgentError
 from chatagent.tools.arguments import JSONObject
 from chatagent.tools.base import BaseTool, register_tool
 from chatagent.utils.workspace import private_dirs, workspace_root
@@ -22,7 +23,7 @@ from chatagent.utils.workspace import private_dirs, workspace_root
 __all__ = ["KeyNotExistsError", "Storage"]
 
 
-class KeyNotExistsError(ValueError):
+class KeyNotExistsError(ChatAgentError, ValueError):
     """`get` of a key that holds nothing."""
 
 

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, NamedTuple
 
+from chatagent.errors import ChatAgentError
+
 if TYPE_CHECKING:
     import httpx
 
@@ -33,7 +35,7 @@ MAX_REDIRECTS = 5
 _EMBEDDING = tuple(map(ipaddress.ip_network, ("64:ff9b::/96", "::/96", "::ffff:0:0:0/96")))
 
 
-class FetchError(Exception):
+class FetchError(ChatAgentError):
     """The URL could not be fetched (the message says why, in words for a person)."""
 
 
