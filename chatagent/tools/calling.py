@@ -38,18 +38,30 @@ MAX_ERROR_CHARS = 300
 class ToolErrorKind(str, Enum):
     """How a tool call went wrong: `ToolOutcome.error` (and the `error_kind` of its `tool_end` event).
 
-    A `str`: it compares equal to its value (`outcome.error == 'timeout'` holds) and prints as it."""
+    A `str`: it compares equal to its value (`outcome.error == 'timeout'` holds) and prints as it.
 
-    UNKNOWN_TOOL = "unknown_tool"  # the model called a tool the agent does not have
-    BAD_ARGUMENTS = "bad_arguments"  # the arguments are not JSON, or do not fit the tool's parameters
-    MAX_CALLS = "max_calls"  # the tool's `max_calls` in this turn were used up: not run again
-    LOOP = "loop"  # the same call (name and arguments) was made before in this run: not run again
-    TIMEOUT = "timeout"  # the tool did not finish within its `timeout`
-    EXCEPTION = "exception"  # the tool (or an agent run as a tool) raised
-    DENIED = "denied"  # a person did not approve the call
-    PAUSED = "paused"  # an agent run as a tool waits for a person's approval: the caller's run ends until then
-    HANDOFF = "handoff"  # a transfer not made: a second one in the same reply, or too many in this turn
-    HANDED_OVER = "handed_over"  # a transfer made: the receiver answered the rest of the turn
+    - `unknown_tool`: the model called a tool the agent does not have
+    - `bad_arguments`: the arguments are not JSON, or do not fit the tool's parameters
+    - `max_calls`: the tool's `max_calls` in this turn were used up: not run again
+    - `loop`: the same call (name and arguments) was made before in this run: not run again
+    - `timeout`: the tool did not finish within its `timeout`
+    - `exception`: the tool (or an agent run as a tool) raised
+    - `denied`: a person did not approve the call
+    - `paused`: an agent run as a tool waits for a person's approval: the caller's run ends until then
+    - `handoff`: a transfer not made: a second one in the same reply, or too many in this turn
+    - `handed_over`: a transfer made: the receiver answered the rest of the turn
+    """
+
+    UNKNOWN_TOOL = "unknown_tool"
+    BAD_ARGUMENTS = "bad_arguments"
+    MAX_CALLS = "max_calls"
+    LOOP = "loop"
+    TIMEOUT = "timeout"
+    EXCEPTION = "exception"
+    DENIED = "denied"
+    PAUSED = "paused"
+    HANDOFF = "handoff"
+    HANDED_OVER = "handed_over"
 
     def __str__(self) -> str:
         return self.value

@@ -61,6 +61,7 @@ def test_a_member_reads_as_its_plain_string(member: StopReason | ToolErrorKind) 
         json.dumps({"k": member}) == orjson.dumps({"k": member}).decode().replace(":", ": ") == f'{{"k": "{member}"}}'
     )
     assert type(member)(member.value) is member
+    assert f"- `{member.value}`: " in (type(member).__doc__ or ""), "say what it means in the enum's docstring"
 
 
 def test_a_tool_outcome_takes_a_kind_or_its_value_and_nothing_else() -> None:
