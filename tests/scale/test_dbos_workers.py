@@ -17,12 +17,17 @@ import pytest
 
 pytest.importorskip("dbos", reason="the DBOS engine needs chatagent[dbos] (scripts/setup.sh installs it)")
 
+from chatagent import approval_message  # noqa: E402
+from chatagent.rag.backends import PostgresBackend  # noqa: E402
 from chatagent.sessions import Session  # noqa: E402
 from chatagent.workers import Jobs  # noqa: E402
+from chatagent.workers.batch import Pool as BatchPool  # noqa: E402
+from chatagent.workers.batch import ingest_folder, ingest_into  # noqa: E402
+from chatagent.workers.client import batch_ids  # noqa: E402
 from tests.support.line_child import DEADLINE  # noqa: E402
 from tests.support.openai_server import OpenAIServer, Reply  # noqa: E402
 from tests.support.postgres import PostgresCluster  # noqa: E402
-from tests.support.workers import Worker, lines  # noqa: E402
+from tests.support.workers import Worker, lines, make_crew  # noqa: E402
 
 
 class Pool:
@@ -118,3 +123,125 @@ def test_a_turn_whose_worker_is_killed_inside_a_tool_call_is_recovered_by_the_ot
     session = Session(done.session_id, pool.store, user="alice")
     assert session.pending_turn is None and len(session.messages()) == 6
     assert pool.jobs.get(job.id, user="bob") is None  # not another principal's to read
+
+
+def _worker_of(pool: Pool, job_id: str) -> Worker:
+    executor = pool.jobs.client.retrieve_workflow(job_id).get_status().executor_id
+    return next(w for w in pool.workers if w.executor == executor)
+
+
+def test_a_turn_paused_for_approval_stays_paused_through_a_kill_and_the_decision_runs_the_call_once(
+    pool: Pool,
+) -> None:
+    _again(pool)
+    pool.reset(hang="record:2")
+    server = _server(pool)
+    server.add(Reply(tool_calls=[("refund", {"order": "A7"})]))
+    paused = pool.jobs.turn("recorder", [{"role": "user", "content": "Refund A7."}], user="alice")
+    status = paused.wait(timeout=DEADLINE)
+    assert status.state == "paused" and status.waiting[0]["name"] == "refund"
+    holder = _worker_of(pool, paused.id)
+    server.add(Reply(tool_calls=[("record", {"n": 2})]), "Recorded 2.")
+    busy = pool.jobs.turn("recorder", [{"role": "user", "content": "Record 2."}], user="alice")
+    victims = {id(holder): holder, id(blocked := pool.blocked()): blocked}
+    for w in victims.values():
+        pool.kill(w)  # the worker that paused the turn, and the one inside record(2) (perhaps the same)
+    pool.add()  # a new worker: it finds the dead ones and recovers what they were running
+    assert busy.wait(timeout=DEADLINE).state == "done"
+    again = paused.status()
+    assert again.state == "paused" and again.waiting[0]["name"] == "refund"  # nothing ran the paused call
+    session = Session(again.session_id, pool.store, user="alice")
+    pending = session.pending_turn
+    assert pending is not None and pending.state == "paused" and pending.kind == "approval"
+    assert not [line for line in pool.ledger() if line.startswith("refund")]
+    server.add("A7 is refunded.")
+    decided = pool.jobs.turn("recorder", [approval_message(True)], user="alice", session_id=again.session_id)
+    done = decided.wait(timeout=DEADLINE)
+    assert done.state == "done" and done.messages[-1]["content"] == "A7 is refunded."
+    assert [line.split()[0] for line in pool.ledger() if line.startswith("refund")] == ["refund:A7"]
+    assert session.pending_turn is None
+
+
+def test_a_flow_whose_worker_is_killed_inside_a_method_goes_on_from_its_last_completed_method(pool: Pool) -> None:
+    _again(pool)
+    pool.reset(hang="flow:book")
+    job = pool.jobs.flow("trip", {"city": "Oslo"}, user="alice")
+    pool.kill(pool.blocked())
+    done = job.wait(timeout=DEADLINE)
+    assert done.state == "done" and done.output == "confirmed (booked: plan for Oslo)"
+    assert [line.split()[0] for line in pool.ledger(".attempts")] == ["flow:plan", "flow:book", "flow:book",
+                                                                       "flow:confirm"]  # fmt: skip
+    assert [m["name"] for m in done.messages] == ["plan", "book", "confirm"]
+    assert pool.jobs.get(job.id, user="bob") is None
+
+
+def test_a_batch_keeps_what_ended_when_a_worker_dies_and_gives_what_a_run_in_process_gives(pool: Pool) -> None:
+    _again(pool)
+    pool.reset(hang="task:3")
+    told: list[tuple[int, int]] = []
+    batch = BatchPool(
+        pool.jobs, user="alice", timeout=DEADLINE * 2, progress=lambda done, total: told.append((done, total))
+    )
+    items = [{"n": n} for n in range(8)]
+    ids = batch_ids("squares", len(items))
+    for job_id, item in zip(ids, items, strict=True):  # submitted here, waited for below (by the same batch id)
+        pool.jobs.task("square", item, user="alice", job_id=job_id)
+    victim = pool.blocked()
+    ended_before = {i for i in ids if pool.jobs.get(i, user="alice").status().ended}  # type: ignore[union-attr]
+    pool.kill(victim)
+    results = batch.map("square", items, batch="squares")  # the same batch again: it attaches, starts nothing anew
+    assert results == [{"n": n, "square": n * n} for n in range(8)]
+    assert results == [{"n": i["n"], "square": i["n"] ** 2} for i in items]  # what the function gives in process
+    attempts = [line.split()[1] for line in pool.ledger(".attempts")]
+    assert attempts.count("3") == 2  # the item the dead worker was inside ran again
+    for k, job_id in enumerate(ids):
+        if job_id in ended_before:
+            assert attempts.count(str(k)) == 1  # an item that had ended was not run again
+    assert sorted(line.split()[1] for line in pool.ledger()) == [str(n) for n in range(8)]
+    assert told[-1] == (8, 8) and [d for d, _ in told] == sorted(d for d, _ in told)
+
+
+def _crew_reply(request) -> str:
+    asked = request.json["messages"][-1]["content"]
+    topic = asked.split("Write about ", 1)[1].split()[0].strip(".") if "Write about " in asked else None
+    return f"A line about {topic}." if topic else "Shorter: " + asked.rsplit("A line about ", 1)[-1].split(".")[0]
+
+
+def test_kickoff_for_each_on_the_workers_gives_what_it_gives_in_process(pool: Pool) -> None:
+    _again(pool)
+    pool.reset()
+    server = _server(pool)
+    inputs = [{"topic": t} for t in ("rivers", "lakes", "seas")]
+    crew = make_crew(server.base_url)
+    server.add(*[_crew_reply] * 6)
+    here = crew.kickoff_for_each(inputs)
+    server.add(*[_crew_reply] * 6)
+    there = crew.kickoff_for_each(inputs, pool=BatchPool(pool.jobs, user="alice", timeout=DEADLINE * 2))
+    assert [o.raw for o in there] == [o.raw for o in here]
+    assert [[t.raw for t in o.tasks_output] for o in there] == [[t.raw for t in o.tasks_output] for o in here]
+    assert here[0].tasks_output[0].raw == "A line about rivers."
+
+
+def test_a_folder_ingested_on_the_workers_holds_what_ingesting_it_here_holds(pool: Pool, tmp_path: Path) -> None:
+    _again(pool)
+    pool.reset()
+    folder = tmp_path / "docs"
+    for k in range(12):
+        (folder / f"part{k % 3}").mkdir(parents=True, exist_ok=True)
+        (folder / f"part{k % 3}" / f"note{k}.txt").write_text(f"Note {k}. The ferry number {k} leaves from pier {k}.\n\n"
+                                                              + "Filler sentence about harbours. " * 40)  # fmt: skip
+    (folder / "ignored.bin").write_bytes(b"\0\1")
+    there = ingest_folder(folder, "ingest", BatchPool(pool.jobs, user="alice", timeout=DEADLINE * 2))
+    theirs = _rows(pool.store, "passages")
+    here_backend = PostgresBackend(pool.store, table="passages_here", embedder=None)
+    here = ingest_folder(folder, ingest_into(here_backend))
+    assert there == here and len(there) == 12
+    assert theirs == _rows(pool.store, "passages_here") and len(theirs) >= 12
+    assert here_backend.search("ferry number 7 pier", top_k=1)[0][0].startswith("part1/note7.txt#")
+
+
+def _rows(store: str, table: str) -> list[tuple]:
+    import psycopg
+
+    with psycopg.connect(store, autocommit=True) as conn:
+        return conn.execute(f"SELECT id, title, text FROM {table} ORDER BY id").fetchall()

@@ -22,9 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from chatagent import Crew, Flow, FnCallAgent, Task, listen, start, tool  # noqa: E402
+from chatagent import Flow, FnCallAgent, listen, start, tool  # noqa: E402
+from chatagent.rag.backends import PostgresBackend  # noqa: E402
 from chatagent.run.context import current_run  # noqa: E402
 from chatagent.workers import QueueLimits, Workers  # noqa: E402
+from chatagent.workers.batch import ingest_into  # noqa: E402
+from tests.support.workers import make_crew, model  # noqa: E402
 
 STORE, SCHEMA, MODEL_URL, DIR = sys.argv[1:5]
 EXECUTOR = sys.argv[5] if len(sys.argv) > 5 else None
@@ -103,13 +106,11 @@ def square(item: dict) -> dict:
 
 
 def main() -> None:
-    llm = {"model": "m", "model_server": MODEL_URL, "api_key": "k", "generate_cfg": {"max_retries": 0}}
-    agent = FnCallAgent(function_list=[record, refund], llm=llm, name="recorder")
-    writer = FnCallAgent(llm=llm, name="writer")
-    crew = Crew(agents=[writer], tasks=[Task("Write about {topic}", "a line", agent=writer),
-                                        Task("Shorten it", "a shorter line", agent=writer)], name="crew")  # fmt: skip
+    agent = FnCallAgent(function_list=[record, refund], llm=model(MODEL_URL), name="recorder")
+    crew = make_crew(MODEL_URL)
     workers = Workers(
-        STORE, agents={"recorder": agent, "crew": crew.as_agent()}, flows={"trip": Trip}, tasks={"square": square},
+        STORE, agents={"recorder": agent, "crew": crew.as_agent()}, flows={"trip": Trip},
+        tasks={"square": square, "ingest": ingest_into(PostgresBackend(STORE, table="passages", embedder=None))},
         queues=[QueueLimits("chatagent", worker_concurrency=4, polling=0.2)], executor_id=EXECUTOR,
         dbos_schema=SCHEMA, recovery_interval=0.3, grace=20,
     )  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from chatagent import Crew, FnCallAgent, Task
 from tests.support.line_child import DEADLINE, LineChild
 
 CHILD = Path(__file__).resolve().parent / "worker_child.py"
@@ -37,3 +38,14 @@ class Worker(LineChild):
 
 def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
+
+
+def model(model_url: str) -> dict:
+    return {"model": "m", "model_server": model_url, "api_key": "k", "generate_cfg": {"max_retries": 0}}
+
+
+def make_crew(model_url: str) -> Crew:
+    """The crew the workers serve as "crew" (the test makes the same one to compare with a run in process)."""
+    writer = FnCallAgent(llm=model(model_url), name="writer")
+    return Crew(agents=[writer], tasks=[Task("Write about {topic}", "a line", agent=writer),
+                                        Task("Shorten it", "a shorter line", agent=writer)], name="crew")  # fmt: skip
