@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
 pytest.importorskip("dbos", reason="the DBOS engine needs chatagent[dbos] (scripts/setup.sh installs it)")
@@ -27,7 +28,7 @@ from chatagent.workers.client import batch_ids  # noqa: E402
 from tests.support.line_child import DEADLINE  # noqa: E402
 from tests.support.openai_server import OpenAIServer, Reply  # noqa: E402
 from tests.support.postgres import PostgresCluster  # noqa: E402
-from tests.support.workers import Worker, lines, make_crew  # noqa: E402
+from tests.support.workers import Worker, lines, make_crew, model  # noqa: E402
 
 
 class Pool:
@@ -245,3 +246,75 @@ def _rows(store: str, table: str) -> list[tuple]:
 
     with psycopg.connect(store, autocommit=True) as conn:
         return conn.execute(f"SELECT id, title, text FROM {table} ORDER BY id").fetchall()
+
+
+# ---- the same jobs through `chatagent serve`, as two principals --------------------------------------------------
+
+
+def test_serve_takes_jobs_that_only_their_owner_reads_streams_decides_or_cancels(pool: Pool) -> None:
+    import httpx
+
+    from chatagent import FnCallAgent
+    from chatagent.server.runner import AgentServer
+
+    _again(pool)
+    pool.reset()
+    server = _server(pool)
+    bots = {name: FnCallAgent(llm=model(server.base_url), name=name) for name in ("recorder", "crew")}
+    with AgentServer(bots, port=0, api_key={"alice": "key-a", "bob": "key-b"}, store=pool.store, jobs=True,
+                     job_flows=("trip",), dbos_schema=pool.schema) as serve:  # fmt: skip
+        base = serve.url[: -len("/v1")]
+        alice = httpx.Client(base_url=base, headers={"Authorization": "Bearer key-a"}, timeout=DEADLINE)
+        bob = httpx.Client(base_url=base, headers={"Authorization": "Bearer key-b"}, timeout=DEADLINE)
+        assert alice.get("/readyz").json() == {"status": "ready"}
+
+        server.add(Reply(tool_calls=[("record", {"n": 5})]), "Recorded 5.")
+        made = alice.post("/v1/jobs", json={"model": "recorder", "messages": [{"role": "user", "content": "Record 5"}]})
+        assert made.status_code == 202, made.text
+        job = made.json()["id"]
+        with alice.stream("GET", f"/v1/jobs/{job}/events") as events:
+            lines = [line for line in events.iter_lines() if line.startswith("data: ")]
+        assert lines[-1] == "data: [DONE]"
+        streamed = [orjson.loads(line[6:]) for line in lines[:-1]]
+        assert [e["message"]["role"] for e in streamed[:-1]] == ["assistant", "function", "assistant"]
+        assert streamed[-1]["status"]["state"] == "done"
+        assert streamed[-1]["status"]["messages"][-1]["content"] == "Recorded 5."
+        assert "chatagent_job" not in str(streamed)  # the server's marks stay the server's
+        for verb, path in [
+            ("GET", f"/v1/jobs/{job}"),
+            ("GET", f"/v1/jobs/{job}/events"),
+            ("DELETE", f"/v1/jobs/{job}"),
+        ]:
+            assert bob.request(verb, path).status_code == 404  # as for an id that does not exist
+        assert alice.get(f"/v1/jobs/{job}").json()["state"] == "done"
+        assert httpx.get(f"{base}/v1/jobs/{job}").status_code == 401  # no key, no principal
+
+        server.add(Reply(tool_calls=[("refund", {"order": "B2"})]))
+        paused_id = alice.post("/v1/jobs", json={"model": "recorder", "session_id": "refunds",
+                                                 "messages": [{"role": "user", "content": "Refund B2"}]}).json()["id"]  # fmt: skip
+        paused = pool.jobs.get(paused_id, user="client:alice").wait(timeout=DEADLINE)  # type: ignore[union-attr]
+        assert paused.state == "paused"
+        shown = alice.get(f"/v1/jobs/{paused_id}").json()
+        assert shown["state"] == "paused" and shown["waiting"][0]["name"] == "refund"
+        decision = {"role": "user", "content": "", "extra": {"approval": True}}
+        refused = bob.post("/v1/jobs", json={"model": "recorder", "session_id": "refunds", "messages": [decision]})
+        assert refused.status_code == 400  # bob's "refunds" is his own conversation: nothing of alice's waits there
+        server.add("B2 is refunded.")
+        decided = alice.post("/v1/jobs", json={"model": "recorder", "session_id": "refunds", "messages": [decision]})
+        assert decided.status_code == 202, decided.text
+        done = pool.jobs.get(decided.json()["id"], user="client:alice").wait(timeout=DEADLINE)  # type: ignore[union-attr]
+        assert done.state == "done" and done.messages[-1]["content"] == "B2 is refunded."
+        assert [line.split()[0] for line in pool.ledger() if line.startswith("refund")] == ["refund:B2"]
+
+        flow = alice.post("/v1/jobs", json={"flow": "trip", "inputs": {"city": "Rome"}}).json()
+        assert bob.post("/v1/jobs", json={"flow": "trip", "flow_id": flow["flow_id"]}).status_code == 404
+        assert bob.post("/v1/jobs", json={"flow": "nope"}).status_code == 404
+        finished = pool.jobs.get(flow["id"], user="client:alice").wait(timeout=DEADLINE)  # type: ignore[union-attr]
+        assert finished.output == "confirmed (booked: plan for Rome)"
+        assert alice.get(f"/v1/jobs/{flow['id']}").json()["output"] == "confirmed (booked: plan for Rome)"
+
+        local = {"role": "user", "content": [{"text": "look"}, {"image": "http://127.0.0.1:9/secret.png"}]}
+        blocked = alice.post("/v1/jobs", json={"model": "recorder", "messages": [local]})
+        assert blocked.status_code == 400 and blocked.json()["error"]["code"] == "url_not_allowed"
+        alice.close()
+        bob.close()
