@@ -38,6 +38,7 @@ from chatagent.server.app import ChatCompletions, Service, send_error, send_json
 from chatagent.server.connections import bounded_protocol
 from chatagent.server.conversations import DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS, Quotas
 from chatagent.server.identity import ApiKeys
+from chatagent.server.jobs import JobsEndpoint
 from chatagent.server.openai_api import RequestError
 from chatagent.sessions import Session, SessionError
 from chatagent.utils.origins import HostCheck
@@ -146,8 +147,6 @@ def asgi_app(
     elif expose_tools:
         raise ValueError("expose_tools is for the MCP server: give mcp=True too")
     if jobs:
-        from chatagent.server.jobs import JobsEndpoint  # dbos: only when asked for
-
         url = store or os.environ.get("CHATAGENT_SESSION_STORE") or ""
         if not url.startswith(("postgresql://", "postgres://")):
             raise ValueError("jobs need a postgresql:// session store (store=, or $CHATAGENT_SESSION_STORE)")

@@ -19,19 +19,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from dbos import DBOS, DBOSClient, DBOSPortableJSONSerializer
-
 from chatagent.sessions import Session, open_store
 from chatagent.sessions.flow_states import FlowStates
-from chatagent.workers.engine import DEFAULT_QUEUE, DEFAULT_SCHEMA, WORKFLOWS, database_url
 from chatagent.workers.jobs import (
     CANCELLED,
+    DEFAULT_QUEUE,
+    DEFAULT_SCHEMA,
     DONE,
     FAILED_STATE,
     PAUSED_STATE,
     QUEUED,
     RUNNING,
+    WORKFLOWS,
     JobSpec,
+    database_url,
     new_job_id,
     turn_record,
 )
@@ -76,10 +77,12 @@ class Jobs:
         self.url = store
         self.queue = queue
         self.dbos_schema = dbos_schema
+        from dbos import DBOS, DBOSClient, DBOSPortableJSONSerializer  # sqlalchemy and the rest: when first used
+
         system_url = database_url(store)
         DBOS.migrate(system_url, schema=dbos_schema)  # DBOS's tables, if no worker made them yet
-        self.client = DBOSClient(system_database_url=system_url, dbos_system_schema=dbos_schema,
-                                 serializer=DBOSPortableJSONSerializer())  # fmt: skip
+        self.client: Any = DBOSClient(system_database_url=system_url, dbos_system_schema=dbos_schema,
+                                      serializer=DBOSPortableJSONSerializer())  # fmt: skip
         self.store = open_store(store)
 
     def close(self) -> None:

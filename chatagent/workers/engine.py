@@ -41,16 +41,26 @@ from chatagent.agents.flows.flow import Flow, FlowPaused
 from chatagent.sessions import Session, SessionBusyError, open_store
 from chatagent.sessions.flow_states import FlowStates
 from chatagent.utils.url_fetch import URLPolicy, public_urls_only
-from chatagent.workers.jobs import DONE, FAILED_STATE, PAUSED_STATE, QUEUED, JobSpec, marked, turn_record
+from chatagent.workers.jobs import (
+    DEFAULT_QUEUE,
+    DEFAULT_SCHEMA,
+    DONE,
+    FAILED_STATE,
+    FLOW,
+    PAUSED_STATE,
+    QUEUED,
+    TASK,
+    TURN,
+    JobSpec,
+    database_url,
+    marked,
+    turn_record,
+)
 from chatagent.workers.liveness import Liveness
 
 logger = logging.getLogger("chatagent.workers")
 
-TURN, FLOW, TASK = "chatagent.turn", "chatagent.flow", "chatagent.task"  # the workflows' names
-WORKFLOWS = {"turn": TURN, "flow": FLOW, "task": TASK}
 APP_VERSION = "chatagent-jobs-1"  # the format of these workflows: every worker recovers every job of it
-DEFAULT_QUEUE = "chatagent"
-DEFAULT_SCHEMA = "dbos"
 DEFAULT_GRACE = 30.0
 _BUSY_WAIT_S = 60.0  # how long a recovered turn waits for a dead run's session lock to be released
 
@@ -66,15 +76,6 @@ class QueueLimits:
     worker_concurrency: int | None = 4
     rate: tuple[int, float] | None = None
     polling: float = 1.0
-
-
-def database_url(url: str) -> str:
-    """The SQLAlchemy URL DBOS takes for a `postgresql://` URL (psycopg 3 as the driver)."""
-    if url.startswith("postgresql://") or url.startswith("postgres://"):
-        return "postgresql+psycopg://" + url.split("://", 1)[1]
-    if url.startswith("postgresql+psycopg://"):
-        return url
-    raise ValueError("DBOS workers need a postgresql:// store (the session store and DBOS share the database)")
 
 
 _current: Workers | None = None  # DBOS runs one instance per process: so do the workers
@@ -325,4 +326,4 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
-__all__ = ["DEFAULT_QUEUE", "QueueLimits", "Workers", "database_url"]
+__all__ = ["QueueLimits", "Workers"]

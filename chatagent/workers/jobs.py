@@ -20,6 +20,10 @@ from typing import Any
 from chatagent.sessions import Session
 from chatagent.sessions.pending import FAILED, PAUSED
 
+TURN, FLOW, TASK = "chatagent.turn", "chatagent.flow", "chatagent.task"  # the DBOS workflows' names
+WORKFLOWS = {"turn": TURN, "flow": FLOW, "task": TASK}
+DEFAULT_QUEUE = "chatagent"
+DEFAULT_SCHEMA = "dbos"  # the PostgreSQL schema of DBOS's tables
 JOB_MARK = "chatagent_job"  # extra of the last message a turn job is given: the job's id
 KINDS = ("turn", "flow", "task")
 # what a job is, to its submitter
@@ -32,6 +36,15 @@ QUEUED, RUNNING, PAUSED_STATE, DONE, FAILED_STATE, CANCELLED = (
     "cancelled",
 )
 _MAX_ID = 128
+
+
+def database_url(url: str) -> str:
+    """The SQLAlchemy URL DBOS takes for a `postgresql://` URL (psycopg 3 as the driver)."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    if url.startswith("postgresql+psycopg://"):
+        return url
+    raise ValueError("DBOS workers need a postgresql:// store (the session store and DBOS share the database)")
 
 
 def new_job_id() -> str:
