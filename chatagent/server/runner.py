@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import socket
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -37,6 +36,7 @@ from chatagent.agent import Agent
 from chatagent.server.app import ChatCompletions, Service, send_error, send_json
 from chatagent.server.connections import bounded_protocol
 from chatagent.server.conversations import DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS, Quotas
+from chatagent.server.health import Health, Ready, stop_on_signals
 from chatagent.server.identity import ApiKeys
 from chatagent.server.jobs import JobsEndpoint
 from chatagent.server.openai_api import RequestError
@@ -131,9 +131,9 @@ def asgi_app(
         quotas=Quotas(max_session_bytes, max_sessions),
     )
     routes = [
-        Route("/healthz", _Health(), methods=["GET"]),
-        Route("/health", _Health(), methods=["GET"]),
-        Route("/readyz", _Ready(service), methods=["GET"]),
+        Route("/healthz", Health(), methods=["GET"]),
+        Route("/health", Health(), methods=["GET"]),
+        Route("/readyz", Ready(service), methods=["GET"]),
         Route("/v1/models", _Models(service), methods=["GET"]),
         Route("/v1/models/{model:path}", _Models(service), methods=["GET"]),
         Route("/v1/chat/completions", ChatCompletions(service), methods=["POST"]),
@@ -244,33 +244,6 @@ def _by_model(agents: Any, model_name: str | None) -> dict[str, Agent]:
     if not out:
         raise ValueError("serve needs at least one agent")
     return out
-
-
-class _Health:
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        await send_json(send, 200, {"status": "ok"})
-
-
-class _Ready:
-    """`GET /readyz`: 200 while the server takes requests; 503 while it drains (after SIGTERM) or when the session
-    store it was given does not answer (the reason is for the log)."""
-
-    def __init__(self, service: Service) -> None:
-        self.service = service
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        svc = self.service
-        if svc.draining:
-            await send_json(send, 503, {"status": "draining"})
-            return
-        if not isinstance(svc.store, str) and svc.store is not None:
-            try:
-                await asyncio.to_thread(svc.store.ping)
-            except SessionError as e:
-                logger.warning("not ready: %s", e)
-                await send_json(send, 503, {"status": "unavailable"})
-                return
-        await send_json(send, 200, {"status": "ready"})
 
 
 class _Sessions:
@@ -413,7 +386,7 @@ class AgentServer:
         streams in flight finish first (within `grace`)."""
         self._server = self._uvicorn()
         logger.info("serving %s (OpenAI-compatible) on %s", ", ".join(self.service.agents), self.url)
-        with _stop_on_signals(self._server, self.service, self.drain_delay):
+        with stop_on_signals(self._server, self.service, self.drain_delay):
             asyncio.run(self._serve())
 
     def start(self) -> AgentServer:
@@ -456,42 +429,6 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
-
-
-@contextlib.contextmanager
-def _stop_on_signals(server: Any, service: Service, drain_delay: float = 0.0) -> Iterator[None]:
-    """SIGTERM and SIGINT stop `server` gracefully (a second one: at once), whatever handling the process inherited
-    (a background job starts with SIGINT ignored): `/readyz` turns 503 at once, and `drain_delay` seconds later
-    the server stops taking connections and finishes the streams in flight. The previous handlers are restored
-    afterwards."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def exit_now() -> None:
-        server.should_exit = True
-        logger.info("stopping: finishing the streams in flight (a second signal stops at once)")
-
-    def stop(signum: int, frame: object) -> None:
-        if service.draining:
-            server.force_exit = server.should_exit
-            exit_now()
-            return
-        service.draining = True
-        if drain_delay > 0:
-            logger.info("draining: /readyz says 503; stopping in %g s", drain_delay)
-            timer = threading.Timer(drain_delay, exit_now)
-            timer.daemon = True
-            timer.start()
-        else:
-            exit_now()
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 __all__ = ["DEFAULT_MAX_REQUEST_BYTES", "AgentServer", "RequestError", "asgi_app", "serve_mcp_stdio"]

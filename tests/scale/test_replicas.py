@@ -29,7 +29,7 @@ DEADLINE = 300.0  # seconds any one phase may take (a loaded 2-core machine runs
 KEY = "replica-key"
 PRINCIPAL = "key:" + hashlib.sha256(KEY.encode()).hexdigest()[:16]  # the principal serve makes of the key
 
-pytestmark = pytest.mark.skipif(unavailable() is not None, reason=unavailable() or "")
+pytestmark = [pytest.mark.skipif(unavailable() is not None, reason=unavailable() or ""), pytest.mark.timeout(1200)]
 
 
 def answer(i: int) -> str:
@@ -80,28 +80,29 @@ def _lines(path: Path) -> list[str]:
 async def _stream(
     http: httpx.AsyncClient, body: dict, started: asyncio.Event | None = None
 ) -> tuple[int, str, bool, str]:
-    """(status, the text streamed, whether the stream ended with [DONE], the replica that answered)."""
-    text, done = [], False
+    """(status, the text streamed, whether the stream ended with [DONE], the replica that answered); status 0 when
+    the connection failed before an answer began."""
+    text: list[str] = []
+    status, replica = 0, ""
     try:
         async with http.stream("POST", "/v1/chat/completions", json=body) as r:
-            if r.status_code != 200:
+            status, replica = r.status_code, r.headers.get("x-replica", "")
+            if status != 200:
                 await r.aread()
-                return r.status_code, "", False, r.headers.get("x-replica", "")
-            replica = r.headers.get("x-replica", "")
+                return status, "", False, replica
             async for line in r.aiter_lines():
                 if not line.startswith("data: "):
                     continue
                 if line == "data: [DONE]":
-                    done = True
-                    break
+                    return status, "".join(text), True, replica
                 delta = orjson.loads(line[6:])["choices"][0]["delta"].get("content") or ""
                 if delta:
                     text.append(delta)
                     if started is not None and not started.is_set():
                         started.set()
-            return 200, "".join(text), done, replica
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.ConnectError) as e:
-        return 0, "".join(text) + f" <{type(e).__name__}>", False, ""
+        text.append(f" <{type(e).__name__}>")
+    return status, "".join(text), False, replica
 
 
 async def _resumed(http: httpx.AsyncClient, session_id: str) -> str:
@@ -143,6 +144,7 @@ def test_300_streams_one_replica_killed_mid_stream_its_clients_resume_through_th
         first, resumed = asyncio.run(main())
     finally:
         model.gate.set()
+    assert [f[0] for f in first] == [200] * CLIENTS, [f[:1] + f[2:] for f in first if f[0] != 200][:5]
     served = {replica for _, _, _, replica in first}
     assert served == {"r0", "r1", "r2"}  # the balancer spread them
     cut = set(resumed)

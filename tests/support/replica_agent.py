@@ -40,5 +40,5 @@ def refund(order: str) -> str:
 
 def make() -> FnCallAgent:
     llm = {"model": "m", "model_server": os.environ["REPLICA_MODEL_URL"], "api_key": "k",
-           "generate_cfg": {"max_retries": 0}}  # fmt: skip
+           "generate_cfg": {"max_retries": 0, "request_timeout": 600}}  # fmt: skip
     return FnCallAgent(function_list=[note, refund], llm=llm, name="replica")

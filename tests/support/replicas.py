@@ -2,7 +2,8 @@
 tests and bench/scale.py: `Replicas(...).start()` starts them and the balancer; `kill(i)`, `restart(i)`,
 `terminate(i)` act on one; `close()` stops everything it started.
 
-HAProxy checks `/readyz` of each replica every 100 ms (one failure marks it down, one success up again), sends
+HAProxy checks `/readyz` of each replica every 500 ms (three failures, or no answer in 10 s, mark it down; two
+successes up again; a replica drains for 3 s after SIGTERM, longer than that), sends
 each request to the next replica up, retries a request whose connection failed on another replica, and names
 the replica that answered in the `X-Replica` response header.
 """
@@ -30,6 +31,7 @@ defaults
     timeout client 300s
     timeout server 300s
     timeout http-request 30s
+    timeout check 10s
     retries 3
     option redispatch 1
     retry-on conn-failure empty-response
@@ -78,7 +80,7 @@ class Replicas:
             self._spawn(i)
         for i in range(self.n):
             self.wait_ready(i, deadline)
-        servers = "\n".join(f"    server r{i} 127.0.0.1:{p} check inter 100ms fall 1 rise 1"
+        servers = "\n".join(f"    server r{i} 127.0.0.1:{p} check inter 500ms fall 3 rise 2"
                             for i, p in enumerate(self.ports))  # fmt: skip
         config = self.dir / "haproxy.cfg"
         config.write_text(HAPROXY_CONFIG.format(port=self.port, servers=servers))
@@ -90,7 +92,7 @@ class Replicas:
 
     def _spawn(self, i: int) -> None:
         argv = [sys.executable, "-m", "chatagent", "serve", "--agent", self.agent, "--store", self.store,
-                "--port", str(self.ports[i]), "--api-key-file", str(self.dir / "keys"), "--drain-delay", "1",
+                "--port", str(self.ports[i]), "--api-key-file", str(self.dir / "keys"), "--drain-delay", "3",
                 "--grace", "60", "--max-concurrency", "1000", *self.extra]  # fmt: skip
         with open(self.dir / f"replica{i}.log", "a") as log:
             self.procs[i] = processes.popen(argv, stdout=log, stderr=subprocess.STDOUT,
