@@ -240,7 +240,8 @@ class Workers:
             except SessionBusyError:
                 if time.monotonic() > waited_until:
                     raise
-                time.sleep(0.2)  # the dead run's lock goes with its database connection
+                logger.info("job %s waits for its session's run lock (a dead run's goes with its connection)", job_id)
+                time.sleep(0.2)
             except Exception as e:
                 logger.warning("job %s failed: %s", job_id, type(e).__name__, exc_info=True)
                 return _failed(type(e).__name__, str(e))

@@ -22,6 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import openai  # noqa: E402, F401  (a worker is warm before its first job: the model client's SDK loaded)
+
 from chatagent import Flow, FnCallAgent, listen, start, tool  # noqa: E402
 from chatagent.rag.backends import PostgresBackend  # noqa: E402
 from chatagent.run.context import current_run  # noqa: E402
@@ -106,6 +108,9 @@ def square(item: dict) -> dict:
 
 
 def main() -> None:
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     agent = FnCallAgent(function_list=[record, refund], llm=model(MODEL_URL), name="recorder")
     crew = make_crew(MODEL_URL)
     workers = Workers(
