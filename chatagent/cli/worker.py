@@ -16,10 +16,10 @@ from typing import Any
 
 from chatagent import workers as jobs_workers  # lazy: dbos is imported when the command runs
 from chatagent.agent import Agent
-from chatagent.agents.flows.flow import Flow
 from chatagent.agents.teams.crew import Crew
 from chatagent.cli.build import load_object
 from chatagent.cli.errors import CliError
+from chatagent.flows.flow import Flow
 
 
 def add_parser(sub: Any) -> None:

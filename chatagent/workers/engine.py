@@ -35,9 +35,9 @@ from typing import Any
 from dbos import DBOS, DBOSPortableJSONSerializer
 
 from chatagent.agent import Agent
-from chatagent.agents.flows.flow import DONE as FLOW_DONE
-from chatagent.agents.flows.flow import PAUSED as FLOW_PAUSED
-from chatagent.agents.flows.flow import Flow, FlowPaused
+from chatagent.flows.flow import DONE as FLOW_DONE
+from chatagent.flows.flow import PAUSED as FLOW_PAUSED
+from chatagent.flows.flow import Flow, FlowPaused
 from chatagent.sessions import Session, SessionBusyError, open_store
 from chatagent.sessions.flow_states import FlowStates
 from chatagent.utils.url_fetch import URLPolicy, public_urls_only
