@@ -130,7 +130,8 @@ def dbos_turns(pg: Any) -> list[tuple[str, float, float, str]]:
         jobs.close()
         workers.close(grace=5)
     show(
-        "dbos job: what the wall time holds", "the queue's poll (10 ms here), DBOS's records, the client's polls (2 ms)"
+        "dbos job: what its wall and CPU time hold",
+        "the queue's polls (every 10 ms here), DBOS's records, the client's status reads (every 20 ms), the turn",
     )
     return [("DBOS job (PostgreSQL)", wall, cpu, f"{tx:.1f}")]
 
