@@ -189,10 +189,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
             store=args.store,
             allow_hosts=args.allow_host,
             grace=args.grace,
+            drain_delay=args.drain_delay,
             server_names=args.server_name,
             mcp=args.mcp,
             expose_tools=args.expose_tools,
             a2a=args.a2a,
+            jobs=args.jobs,
+            job_flows=args.job_flow,
+            dbos_schema=args.dbos_schema,
         )
     except (SessionStoreError, ValueError, OSError) as e:
         raise CliError(str(e)) from None
