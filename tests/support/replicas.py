@@ -2,8 +2,9 @@
 tests and bench/scale.py: `Replicas(...).start()` starts them and the balancer; `kill(i)`, `restart(i)`,
 `terminate(i)` act on one; `close()` stops everything it started.
 
-HAProxy checks `/readyz` of each replica every 500 ms (three failures, or no answer in 10 s, mark it down; two
-successes up again; a replica drains for 3 s after SIGTERM, longer than that), sends
+HAProxy checks `/readyz` of each replica every 300 ms (two failures, or no answer within 5 s, mark it down; two
+successes up again). A replica drains for 15 s after SIGTERM: longer than the 10.6 s the balancer takes at worst to
+see it, so that a loaded machine, where checks answer late, still has the balancer stop first. It sends
 each request to the next replica up, retries a request whose connection failed on another replica, and names
 the replica that answered in the `X-Replica` response header.
 """
@@ -31,7 +32,7 @@ defaults
     timeout client 300s
     timeout server 300s
     timeout http-request 30s
-    timeout check 10s
+    timeout check 5s
     retries 3
     option redispatch 1
     retry-on conn-failure empty-response
@@ -80,7 +81,7 @@ class Replicas:
             self._spawn(i)
         for i in range(self.n):
             self.wait_ready(i, deadline)
-        servers = "\n".join(f"    server r{i} 127.0.0.1:{p} check inter 500ms fall 3 rise 2"
+        servers = "\n".join(f"    server r{i} 127.0.0.1:{p} check inter 300ms fall 2 rise 2"
                             for i, p in enumerate(self.ports))  # fmt: skip
         config = self.dir / "haproxy.cfg"
         config.write_text(HAPROXY_CONFIG.format(port=self.port, servers=servers))
@@ -92,7 +93,7 @@ class Replicas:
 
     def _spawn(self, i: int) -> None:
         argv = [sys.executable, "-m", "chatagent", "serve", "--agent", self.agent, "--store", self.store,
-                "--port", str(self.ports[i]), "--api-key-file", str(self.dir / "keys"), "--drain-delay", "3",
+                "--port", str(self.ports[i]), "--api-key-file", str(self.dir / "keys"), "--drain-delay", "15",
                 "--grace", "60", "--max-concurrency", "1000", *self.extra]  # fmt: skip
         with open(self.dir / f"replica{i}.log", "a") as log:
             self.procs[i] = processes.popen(argv, stdout=log, stderr=subprocess.STDOUT,
