@@ -63,6 +63,7 @@ LLM_REGISTRY: dict[str, type[BaseChatModel] | str] = {
     "oai": "chatagent.llm.openai_compat:OpenAICompatModel",
     "dashscope": "chatagent.llm.dashscope:DashScopeModel",
     "azure": "chatagent.llm.azure:AzureModel",
+    "anthropic": "chatagent.llm.anthropic.model:AnthropicModel",
     "local": "chatagent.llm.local:LocalModel",
     "scripted": "chatagent.llm.scripted:ScriptedLLM",
     "fallback": "chatagent.llm.fallback:FallbackModel",

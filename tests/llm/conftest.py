@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.anthropic_server import AnthropicServer
 from tests.support.dashscope_server import DashScopeServer
 
 
@@ -21,3 +22,17 @@ def dashscope_server(_dashscope_server_module: DashScopeServer) -> Iterator[Dash
     _dashscope_server_module.reset()
     yield _dashscope_server_module
     _dashscope_server_module.reset()
+
+
+@pytest.fixture(scope="module")
+def _anthropic_server_module() -> Iterator[AnthropicServer]:
+    with AnthropicServer().start() as server:
+        yield server
+
+
+@pytest.fixture
+def anthropic_server(_anthropic_server_module: AnthropicServer) -> Iterator[AnthropicServer]:
+    """The loopback Anthropic Messages API (tests/support/anthropic_server.py), emptied before and after the test."""
+    _anthropic_server_module.reset()
+    yield _anthropic_server_module
+    _anthropic_server_module.reset()
