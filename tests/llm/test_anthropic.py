@@ -161,8 +161,7 @@ def test_three_turns_mark_the_stable_prefix_and_the_cache_reads_are_priced(anthr
     for question in ("Where do I start?", "And then?", "And last?"):
         messages.append({"role": "user", "content": question})
         run = bot.run(messages)
-        for rsp in run:
-            pass
+        *_, rsp = run
         messages += rsp
         usage_by_turn.append(run.usage)
     third = anthropic_server.requests[2].json
