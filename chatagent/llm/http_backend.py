@@ -15,14 +15,14 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, cast
 
-# imported with the backend, in the thread that makes the model (see chatagent.llm.openai_compat)
+# imported with the backend, in the thread that makes the model (see chatagent.llm.openai.chat)
 import httpx
 import orjson
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice
 from chatagent.llm.http_pool import no_cookies, shared_client
-from chatagent.llm.openai_errors import broken_body, error_body, error_from_status, no_answer, snippet, unreachable
+from chatagent.llm.openai.errors import broken_body, error_body, error_from_status, no_answer, snippet, unreachable
 from chatagent.llm.request import Usage
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment, fragment

@@ -2,7 +2,7 @@
 reasoning at index 0 as they arrive, tool calls by the server's own key (a block index, an item id), each yielded
 complete when the reply ends, after the text, in the order the server started them.
 
-The same rules as the OpenAI-compatible reader (`chatagent.llm.openai_reply`): a reply is not acted on before it
+The same rules as the OpenAI-compatible reader (`chatagent.llm.openai.reply`): a reply is not acted on before it
 is complete, and a reply cut off by the token limit in the middle of a call is an error, never a call.
 """
 
