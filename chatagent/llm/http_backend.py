@@ -273,6 +273,19 @@ class HTTPModel(BaseChatModel):
         )
 
 
+def server_url(server: Any, names: tuple[str, ...], default: str) -> str:
+    """The base URL a backend calls: `server` if it is a URL, `default` when it is empty or one of the backend's own
+    `names`; ValueError naming them for anything else (refused when the model is built, not at its first call)."""
+    given = str(server or "").strip()
+    if not given or given.lower() in names:
+        return default.rstrip("/")
+    if given.startswith(("http://", "https://")):
+        return given.rstrip("/")
+    raise ValueError(
+        f"model_server {given!r} is neither a URL (http:// or https://) nor {' or '.join(map(repr, names))}"
+    )
+
+
 def json_body(obj: Any) -> bytes:
     """A request body as JSON bytes."""
     return orjson.dumps(obj)
@@ -306,4 +319,4 @@ class _Headers:
         self.headers = headers
 
 
-__all__ = ["HTTPCall", "HTTPModel", "Prompt", "StreamReader", "as_object", "json_body", "loads"]
+__all__ = ["HTTPCall", "HTTPModel", "Prompt", "StreamReader", "as_object", "json_body", "loads", "server_url"]

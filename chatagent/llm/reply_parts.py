@@ -42,10 +42,14 @@ class ReplyParts:
         return [_make(ASSISTANT, "", None, None, piece, None, 0)]
 
     def reasoning_state(self, state: dict[str, Any]) -> list[Fragment]:
-        """The provider's reasoning state, set on the message at index 0 (kept for the next turn)."""
+        """The provider's reasoning state, set on the message at index 0 now (kept for the next turn)."""
         self.text_seen = True
-        self.state = state
+        self.state = None  # shown: nothing left to set at the end
         return [_make(ASSISTANT, "", None, None, None, {"reasoning_state": state}, 0)]
+
+    def keep_state(self, state: dict[str, Any]) -> None:
+        """The provider's reasoning state, set when the reply ends on its first message (text or call)."""
+        self.state = state
 
     def start_call(self, key: Any, call_id: str | None, name: str) -> None:
         self.calls[key] = [call_id, name, []]
@@ -67,12 +71,20 @@ class ReplyParts:
         out: list[list[Fragment]] = []
         start = 1 if self.text_seen else 0
         ids: set[str] = set()
+        state = {"reasoning_state": self.state} if self.state is not None else None
+        if state is not None and self.text_seen:
+            out.append([_make(ASSISTANT, "", None, None, None, state, 0)])
+            state = None
         for n, (fid, name, pieces) in enumerate(calls.values()):
             call = FunctionCall(name, "".join(pieces) or "{}")
-            extra = {"function_id": unique_call_id(fid, ids)}
+            extra: dict[str, Any] = {"function_id": unique_call_id(fid, ids)}
+            if state is not None and n == 0:
+                extra.update(state)
+                state = None
             out.append([_make(ASSISTANT, "", None, call, None, extra, start + n)])
         if not (self.text_seen or calls) or cut:
-            out.append([_make(ASSISTANT, "", None, None, None, {"stop_reason": "length"} if cut else None, 0)])
+            mark = {**(state or {}), **({"stop_reason": "length"} if cut else {})}
+            out.append([_make(ASSISTANT, "", None, None, None, mark or None, 0)])
         return out
 
     def estimate(self, usage: Usage, prompt_text: str) -> None:

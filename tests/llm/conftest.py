@@ -8,6 +8,7 @@ import pytest
 
 from tests.support.anthropic_server import AnthropicServer
 from tests.support.dashscope_server import DashScopeServer
+from tests.support.responses_server import ResponsesServer
 
 
 @pytest.fixture(scope="module")
@@ -36,3 +37,17 @@ def anthropic_server(_anthropic_server_module: AnthropicServer) -> Iterator[Anth
     _anthropic_server_module.reset()
     yield _anthropic_server_module
     _anthropic_server_module.reset()
+
+
+@pytest.fixture(scope="module")
+def _responses_server_module() -> Iterator[ResponsesServer]:
+    with ResponsesServer().start() as server:
+        yield server
+
+
+@pytest.fixture
+def responses_server(_responses_server_module: ResponsesServer) -> Iterator[ResponsesServer]:
+    """The loopback OpenAI Responses API (tests/support/responses_server.py), emptied before and after the test."""
+    _responses_server_module.reset()
+    yield _responses_server_module
+    _responses_server_module.reset()

@@ -15,7 +15,7 @@ from typing import Any
 
 from chatagent.llm.anthropic.reply import AnthropicReader, whole_message
 from chatagent.llm.anthropic.request import API_VERSION, request_body
-from chatagent.llm.http_backend import HTTPCall, HTTPModel, Prompt, StreamReader, json_body
+from chatagent.llm.http_backend import HTTPCall, HTTPModel, Prompt, StreamReader, json_body, server_url
 from chatagent.llm.registry import register_llm
 from chatagent.llm.request import Usage
 from chatagent.llm.request_options import request_options
@@ -36,10 +36,8 @@ class AnthropicModel(HTTPModel):
 
     def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         super().__init__(cfg)
-        server = str(self.cfg.get("model_server") or "").strip()
-        if not server or server.lower() == "anthropic":
-            server = os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
-        self.base_url = server.rstrip("/")
+        default = os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        self.base_url = server_url(self.cfg.get("model_server"), ("anthropic",), default)
         self.api_key = clean_api_key(self.cfg.get("api_key") or os.environ.get("ANTHROPIC_API_KEY"))
 
     def build_call(
