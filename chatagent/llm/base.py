@@ -64,6 +64,7 @@ LLM_REGISTRY: dict[str, type[BaseChatModel] | str] = {
     "dashscope": "chatagent.llm.dashscope.chat:DashScopeModel",
     "azure": "chatagent.llm.openai.azure:AzureModel",
     "anthropic": "chatagent.llm.anthropic.model:AnthropicModel",
+    "gemini": "chatagent.llm.gemini.model:GeminiModel",
     "local": "chatagent.llm.local.model:LocalModel",
     "scripted": "chatagent.llm.scripted:ScriptedLLM",
     "fallback": "chatagent.llm.fallback:FallbackModel",

@@ -89,9 +89,10 @@ class HTTPModel(BaseChatModel):
         """Add what authenticates `call` when it is not a plain header (Bedrock's SigV4 signs the body)."""
 
     def status_error(self, status: int, headers: Any, body: bytes, has_tools: bool) -> ModelServiceError:
-        """The ModelServiceError for an HTTP error from this server."""
+        """The ModelServiceError for an HTTP error from this server (never TOOLS_UNSUPPORTED: a native API takes tools,
+        so an error that names them is the request's, not a server without tools)."""
         return error_from_status(
-            status, _Headers(headers), error_body(body), has_tools, where=self.endpoint(), model=self.model,
+            status, _Headers(headers), error_body(body), False, where=self.endpoint(), model=self.model,
             api_key=self.api_key, key_hint=self.key_hint,
         )  # fmt: skip
 

@@ -8,6 +8,7 @@ import pytest
 
 from tests.support.anthropic_server import AnthropicServer
 from tests.support.dashscope_server import DashScopeServer
+from tests.support.gemini_server import GeminiServer
 from tests.support.responses_server import ResponsesServer
 
 
@@ -51,3 +52,18 @@ def responses_server(_responses_server_module: ResponsesServer) -> Iterator[Resp
     _responses_server_module.reset()
     yield _responses_server_module
     _responses_server_module.reset()
+
+
+@pytest.fixture(scope="module")
+def _gemini_server_module() -> Iterator[GeminiServer]:
+    with GeminiServer().start() as server:
+        yield server
+
+
+@pytest.fixture
+def gemini_server(_gemini_server_module: GeminiServer) -> Iterator[GeminiServer]:
+    """The loopback Gemini API (tests/support/gemini_server.py), emptied before and after the test."""
+    _gemini_server_module.reset()
+    _gemini_server_module.cached_tokens = 0
+    yield _gemini_server_module
+    _gemini_server_module.reset()

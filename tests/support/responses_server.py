@@ -201,7 +201,12 @@ class _Handler(LoopbackHandler):
         self._send_head(200, {"Content-Type": "text/event-stream; charset=utf-8"}, {"Transfer-Encoding": "chunked"},
                         reply.headers)  # fmt: skip
         events = list(_events(response, reply))
-        if not (reply.interval or reply.drop_after is not None or reply.end_after is not None or reply.error_after):
+        if not (
+            reply.interval
+            or reply.drop_after is not None
+            or reply.end_after is not None
+            or reply.error_after is not None
+        ):
             self._write_chunk(b"".join(events))
             self._write_chunk(b"")
             return "complete"
