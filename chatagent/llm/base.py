@@ -65,6 +65,7 @@ LLM_REGISTRY: dict[str, type[BaseChatModel] | str] = {
     "azure": "chatagent.llm.openai.azure:AzureModel",
     "anthropic": "chatagent.llm.anthropic.model:AnthropicModel",
     "gemini": "chatagent.llm.gemini.model:GeminiModel",
+    "bedrock": "chatagent.llm.bedrock.model:BedrockModel",
     "local": "chatagent.llm.local.model:LocalModel",
     "scripted": "chatagent.llm.scripted:ScriptedLLM",
     "fallback": "chatagent.llm.fallback:FallbackModel",
