@@ -14,12 +14,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from chatagent.llm.settings import ToolChoice
+from chatagent.llm.settings import REASONING_EFFORTS, ToolChoice
 from chatagent.utils import keys
 
 logger = logging.getLogger("chatagent.llm")
 
-EFFORTS = ("minimal", "low", "medium", "high")
+EFFORTS = REASONING_EFFORTS
 #: a reasoning effort as a thinking budget (tokens), for protocols that take a budget
 EFFORT_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
 _OURS = frozenset(
