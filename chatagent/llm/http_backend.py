@@ -60,6 +60,8 @@ class HTTPModel(BaseChatModel):
     stream_type: ClassVar[str] = "text/event-stream"
     key_hint: ClassVar[str] = "api_key"
     support_multimodal_input = True
+    #: whether a json_schema `response_format` is enforced by the server (chatagent.plugins.structured sends it)
+    native_structured_output = True
 
     def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         super().__init__(cfg)

@@ -18,18 +18,21 @@ from chatagent.schema.parts import unique_call_id
 from chatagent.utils.tokens import count_tokens
 
 _make = Fragment.unchecked
+#: the mark on an answer whose server enforced its schema (read by chatagent.plugins.structured)
+NATIVE_MARK = {"structured_output": "native"}
 
 
 class ReplyParts:
     """One reply's parts so far (see the module docstring)."""
 
-    __slots__ = ("text_seen", "calls", "said", "state")
+    __slots__ = ("text_seen", "calls", "said", "state", "native_schema")
 
     def __init__(self) -> None:
         self.text_seen = False  # text or reasoning at index 0
         self.calls: dict[Any, list[Any]] = {}  # the server's key -> [id, name, argument pieces]
         self.said: list[str] = []  # every piece, to estimate the usage of a server that reports none
         self.state: dict[str, Any] | None = None  # the provider's reasoning state (see chatagent.llm.turns)
+        self.native_schema = False  # the server was given the answer's schema: the answer says so (NATIVE_MARK)
 
     def text(self, piece: str) -> list[Fragment]:
         self.text_seen = True
@@ -72,6 +75,8 @@ class ReplyParts:
         start = 1 if self.text_seen else 0
         ids: set[str] = set()
         state = {"reasoning_state": self.state} if self.state is not None else None
+        if self.native_schema and not calls:
+            state = {**(state or {}), **NATIVE_MARK}
         if state is not None and self.text_seen:
             out.append([_make(ASSISTANT, "", None, None, None, state, 0)])
             state = None
@@ -92,4 +97,4 @@ class ReplyParts:
         usage.add(count_tokens(prompt_text), count_tokens("".join(self.said)))
 
 
-__all__ = ["ReplyParts"]
+__all__ = ["NATIVE_MARK", "ReplyParts"]

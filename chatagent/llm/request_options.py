@@ -82,6 +82,34 @@ class RequestOptions:
         )
 
 
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A JSON Schema as OpenAI's strict mode takes it: every object closed (`additionalProperties: false`) with all
+    its properties required, those that were optional made nullable; `$defs` done the same way."""
+    out = dict(schema)
+    props = out.get("properties")
+    if isinstance(props, dict):
+        required = set(cast("list[str]", out.get("required") or []))
+        fixed: dict[str, Any] = {}
+        for name, given in cast("dict[str, Any]", props).items():
+            sub: Any = strict_schema(cast("dict[str, Any]", given)) if isinstance(given, dict) else given
+            if name not in required and isinstance(given, dict):
+                sub = {"anyOf": [sub, {"type": "null"}]}
+            fixed[name] = sub
+        out["properties"] = fixed
+        out["required"] = list(fixed)
+        out["additionalProperties"] = False
+    for key in ("items",):
+        if isinstance(out.get(key), dict):
+            out[key] = strict_schema(cast("dict[str, Any]", out[key]))
+    for key in ("anyOf", "oneOf", "allOf"):
+        if isinstance(out.get(key), list):
+            out[key] = [strict_schema(cast("dict[str, Any]", v)) if isinstance(v, dict) else v for v in out[key]]
+    defs = out.get("$defs")
+    if isinstance(defs, dict):
+        out["$defs"] = {k: strict_schema(cast("dict[str, Any]", v)) for k, v in cast("dict[str, Any]", defs).items()}
+    return out
+
+
 def request_options(cfg: dict[str, Any], tool_choice: ToolChoice) -> RequestOptions:
     """The settings of `cfg` (a backend's per-call cfg) checked; ValueError naming a bad one."""
     opts = RequestOptions(tool_choice=tool_choice)
@@ -181,4 +209,12 @@ def _number(value: Any, key: str) -> float:
     return float(value)
 
 
-__all__ = ["EFFORTS", "EFFORT_BUDGETS", "RequestOptions", "checked_effort", "notice", "request_options"]
+__all__ = [
+    "EFFORTS",
+    "EFFORT_BUDGETS",
+    "RequestOptions",
+    "checked_effort",
+    "notice",
+    "request_options",
+    "strict_schema",
+]

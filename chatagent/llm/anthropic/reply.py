@@ -18,7 +18,7 @@ import orjson
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.http_backend import Prompt, as_object, loads
-from chatagent.llm.reply_parts import ReplyParts
+from chatagent.llm.reply_parts import NATIVE_MARK, ReplyParts
 from chatagent.llm.request import Usage
 from chatagent.llm.sse import SSESplitter
 from chatagent.schema import ASSISTANT, FunctionCall, Message
@@ -85,6 +85,7 @@ class AnthropicReader:
             if btype == "tool_use":
                 if block.get("name") == self.response_tool:
                     self.blocks[obj["index"]] = {"answer": True}
+                    self.parts.native_schema = True
                 else:
                     self.parts.start_call(obj["index"], block.get("id"), block.get("name") or "")
             elif btype == "thinking":
@@ -153,8 +154,11 @@ def whole_message(
         if b.get("type") in ("thinking", "redacted_thinking")
     ]
     out: list[Message] = []
+    answered = any(b.get("type") == "tool_use" and b.get("name") == response_tool for b in blocks)
     if text or reasoning or kept:
         extra = {"reasoning_state": {"provider": PROVIDER, "blocks": kept}} if kept else None
+        if answered:
+            extra = {**(extra or {}), **NATIVE_MARK}
         out.append(Message.unchecked(ASSISTANT, text, None, None, reasoning or None, extra))
     cut = obj.get("stop_reason") == "max_tokens"
     ids: set[str] = set()

@@ -18,7 +18,7 @@ from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.bedrock.eventstream import EventStreamSplitter
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.http_backend import Prompt, as_object, loads
-from chatagent.llm.reply_parts import ReplyParts
+from chatagent.llm.reply_parts import NATIVE_MARK, ReplyParts
 from chatagent.llm.request import Usage
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.schema.fragment import Fragment
@@ -93,6 +93,7 @@ class ConverseReader:
                 index = cast(int, obj.get("contentBlockIndex"))
                 if tool.get("name") == self.response_tool:
                     self.answers.add(index)
+                    self.parts.native_schema = True
                 else:
                     self.parts.start_call(index, tool.get("toolUseId"), str(tool.get("name") or ""))
             return None
@@ -159,6 +160,8 @@ def whole_converse(
     out: list[Message] = []
     if text or reasoning or kept:
         extra = {"reasoning_state": {"provider": PROVIDER, "blocks": kept}} if kept else None
+        if any(c.get("name") == response_tool for c in calls):
+            extra = {**(extra or {}), **NATIVE_MARK}
         out.append(Message.unchecked(ASSISTANT, text, None, None, reasoning or None, extra))
     cut = obj.get("stopReason") == "max_tokens"
     ids: set[str] = set()

@@ -66,13 +66,14 @@ class GeminiModel(HTTPModel):
             else:
                 headers["x-goog-api-key"] = self.api_key
         url = self._models + (":streamGenerateContent?alt=sse" if stream else ":generateContent")
-        return HTTPCall(url, headers, json_body(body), opts.timeout, stream, bool(functions))
+        native = opts.schema() is not None
+        return HTTPCall(url, headers, json_body(body), opts.timeout, stream, bool(functions), native)
 
     def stream_reader(self, call: HTTPCall, prompt: Prompt) -> StreamReader:
-        return GeminiReader(self, prompt)
+        return GeminiReader(self, prompt, call.context)
 
     def whole_reply(self, call: HTTPCall, body: bytes, usage: Usage | None, prompt: Prompt) -> list[Message]:
-        return whole_response(self, body, usage, prompt)
+        return whole_response(self, body, usage, prompt, call.context)
 
 
 __all__ = ["GeminiModel"]

@@ -31,11 +31,12 @@ class GeminiReader:
 
     __slots__ = ("server", "prompt", "sse", "parts", "usage", "reason", "text_signature", "call_signatures")
 
-    def __init__(self, server: Any, prompt: Prompt) -> None:
+    def __init__(self, server: Any, prompt: Prompt, native_schema: bool = False) -> None:
         self.server = server
         self.prompt = prompt
         self.sse = SSESplitter()
         self.parts = ReplyParts()
+        self.parts.native_schema = native_schema
         self.usage: dict[str, Any] = {}
         self.reason: str | None = None
         self.text_signature: str | None = None
@@ -105,9 +106,11 @@ class GeminiReader:
         return out
 
 
-def whole_response(server: Any, body: bytes, usage: Usage | None, prompt: Prompt) -> list[Message]:
+def whole_response(
+    server: Any, body: bytes, usage: Usage | None, prompt: Prompt, native_schema: bool = False
+) -> list[Message]:
     """The messages of a whole (non-streamed) response; its usage added to `usage`."""
-    reader = GeminiReader(server, prompt)
+    reader = GeminiReader(server, prompt, native_schema)
     first = reader.chunk(as_object(loads(body, server.endpoint())))
     return collect([first, *reader.finish(usage)])
 

@@ -21,7 +21,7 @@ from typing import Any, cast
 from chatagent.llm.http_backend import HTTPCall, HTTPModel, Prompt, StreamReader, json_body, server_url
 from chatagent.llm.openai.responses_reply import PROVIDER, ResponsesReader, whole_response
 from chatagent.llm.request import Usage
-from chatagent.llm.request_options import RequestOptions, notice, request_options
+from chatagent.llm.request_options import RequestOptions, notice, request_options, strict_schema
 from chatagent.llm.settings import ToolChoice
 from chatagent.llm.turns import Call, Turn, conversation_turns, media_data, placeholder, system_text
 from chatagent.schema import ContentItem, Message, content_text
@@ -62,13 +62,15 @@ class OpenAIResponsesModel(HTTPModel):
         headers = {"Content-Type": "application/json", **opts.extra_headers}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        return HTTPCall(self.base_url + "/responses", headers, json_body(body), opts.timeout, stream, bool(functions))
+        native = opts.schema() is not None
+        url = self.base_url + "/responses"
+        return HTTPCall(url, headers, json_body(body), opts.timeout, stream, bool(functions), native)
 
     def stream_reader(self, call: HTTPCall, prompt: Prompt) -> StreamReader:
-        return ResponsesReader(self, prompt)
+        return ResponsesReader(self, prompt, call.context)
 
     def whole_reply(self, call: HTTPCall, body: bytes, usage: Usage | None, prompt: Prompt) -> list[Message]:
-        return whole_response(self, body, usage, prompt)
+        return whole_response(self, body, usage, prompt, call.context)
 
 
 def responses_body(
@@ -121,6 +123,8 @@ def responses_body(
     schema = opts.schema()
     if schema is not None:
         name, spec, strict = schema
+        if strict:
+            spec = strict_schema(spec)
         body["text"] = {"format": {"type": "json_schema", "name": name, "schema": spec, "strict": strict}}
     elif opts.response_format is not None:
         body["text"] = {"format": {"type": "json_object"}}

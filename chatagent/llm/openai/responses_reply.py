@@ -15,7 +15,7 @@ import orjson
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.http_backend import Prompt, as_object, loads
-from chatagent.llm.reply_parts import ReplyParts
+from chatagent.llm.reply_parts import NATIVE_MARK, ReplyParts
 from chatagent.llm.request import Usage
 from chatagent.llm.sse import SSESplitter
 from chatagent.schema import ASSISTANT, FunctionCall, Message
@@ -32,11 +32,12 @@ class ResponsesReader:
 
     __slots__ = ("server", "prompt", "sse", "parts", "response_id", "items", "usage", "done", "cut")
 
-    def __init__(self, server: Any, prompt: Prompt) -> None:
+    def __init__(self, server: Any, prompt: Prompt, native_schema: bool = False) -> None:
         self.server = server
         self.prompt = prompt
         self.sse = SSESplitter()
         self.parts = ReplyParts()
+        self.parts.native_schema = native_schema
         self.response_id: str | None = None
         self.items: list[dict[str, Any]] = []  # reasoning items, to send back
         self.usage: dict[str, Any] = {}
@@ -108,7 +109,9 @@ class ResponsesReader:
         return self.parts.finish(self.cut)
 
 
-def whole_response(server: Any, body: bytes, usage: Usage | None, prompt: Prompt) -> list[Message]:
+def whole_response(
+    server: Any, body: bytes, usage: Usage | None, prompt: Prompt, native_schema: bool = False
+) -> list[Message]:
     """The messages of a whole (non-streamed) response object; its usage added to `usage`."""
     obj = as_object(loads(body, server.endpoint()))
     if obj.get("error"):
@@ -123,7 +126,8 @@ def whole_response(server: Any, body: bytes, usage: Usage | None, prompt: Prompt
     )
     out: list[Message] = []
     if text or reasoning:
-        out.append(Message.unchecked(ASSISTANT, text, None, None, reasoning or None, dict(state)))
+        mark = NATIVE_MARK if native_schema else {}
+        out.append(Message.unchecked(ASSISTANT, text, None, None, reasoning or None, {**state, **mark}))
     ids: set[str] = set()
     parts = ReplyParts()
     for i in output:
