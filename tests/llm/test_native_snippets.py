@@ -83,3 +83,36 @@ def test_the_readme_structured_output_snippet_runs_natively_on_each_backend(
     *_, last = run
     assert last[-1]["extra"]["response_format"] == {"name": "City", "attempts": 1, "path": "native", "valid": True}
     assert run.usage.cost is not None and run.usage.cost > 0
+
+
+MODELS_PAGE = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text(encoding="utf-8")
+NATIVE_PART = MODELS_PAGE.split("## Native backends", 1)[1].split("\n## ", 1)[0]
+DOC_BLOCKS = dict(zip(PROVIDERS, re.findall(r"```python\n(.*?)```", NATIVE_PART, re.S), strict=True))
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_the_models_page_snippet_of_each_native_backend_runs(
+    provider: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    server = request.getfixturevalue(f"{provider}_server")
+    if provider == "anthropic":
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
+        server.add(Reply(thinking="Weather first.", tool_calls=[("get_weather", {"city": "Paris"})]),
+                   Reply(text="Sunny in Paris."))  # fmt: skip
+    elif provider == "gemini":
+        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.base_url)
+        monkeypatch.setenv("GEMINI_API_KEY", server.api_key)
+        server.add(Reply(thinking="7 * 11 * 13", text="No: 7 x 11 x 13."))
+    elif provider == "bedrock":
+        monkeypatch.setattr(server, "region", "us-east-1")
+        monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", server.base_url)
+        server.add(Reply(text="Hi!"))
+    else:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", server.api_key)
+        server.add(Reply(thinking="Greet.", text="Hi!"))
+    exec(compile(DOC_BLOCKS[provider], "docs/models.md", "exec"), {"__name__": "__snippet__"})  # noqa: S102
+    out = capsys.readouterr().out
+    expected = {"anthropic": "Sunny in Paris.", "gemini": "No: 7 x 11 x 13.", "bedrock": "Hi!", "responses": "Hi!"}
+    assert expected[provider] in out and server.requests

@@ -7,8 +7,8 @@ The region and the credentials come from the usual AWS environment: `region` (el
 `AWS_DEFAULT_REGION`, or the profile's), `profile` (else `AWS_PROFILE`), and botocore's chain for the keys
 (`AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN`, `~/.aws/credentials`, SSO, a container's or an
 instance's role), refreshed when they expire. A Bedrock API key (`api_key`, else `AWS_BEARER_TOKEN_BEDROCK`) is
-sent as a Bearer token instead, with no signing. `model_server`: the base URL (default
-`https://bedrock-runtime.{region}.amazonaws.com`; a VPC endpoint or a loopback server can stand in). No key or
+sent as a Bearer token instead, with no signing. `model_server`: the base URL (default botocore's
+`AWS_ENDPOINT_URL_BEDROCK_RUNTIME` or `AWS_ENDPOINT_URL`, else `https://bedrock-runtime.{region}.amazonaws.com`; a VPC endpoint or a loopback server can stand in). No key or
 token appears in an error or a log line.
 """
 
@@ -54,7 +54,11 @@ class BedrockModel(HTTPModel):
         if not region and not self.api_key:
             region = self.session.get_config_variable("region")
         self.region: str = str(region or "us-east-1")
-        default = f"https://bedrock-runtime.{self.region}.amazonaws.com"
+        default = (
+            os.environ.get("AWS_ENDPOINT_URL_BEDROCK_RUNTIME")
+            or os.environ.get("AWS_ENDPOINT_URL")
+            or (f"https://bedrock-runtime.{self.region}.amazonaws.com")
+        )
         self.base_url = server_url(cfg.get("model_server"), ("bedrock",), default)
         self._secrets: list[str | None] = [self.api_key]
 

@@ -7,7 +7,8 @@ spoken natively over httpx (no SDK on the path).
                                              'locations/us-central1/publishers/google',
                              'api_key': access_token})                                # e.g. gcloud auth print-access-token
 
-`model_server`: the API's base URL (default https://generativelanguage.googleapis.com, `/v1beta` added unless the
+`model_server`: the API's base URL (default `GOOGLE_GEMINI_BASE_URL`, else https://generativelanguage.googleapis.com;
+`/v1beta` added unless the
 URL names its version); a URL with `/publishers/google` in it is Vertex AI, which takes an OAuth access token as
 `api_key` (a Bearer token) instead of an API key. `api_key`: else `GEMINI_API_KEY`, else `GOOGLE_API_KEY`.
 generate_cfg: the settings every backend takes (`reasoning_effort` as `thinkingConfig.thinkingBudget`),
@@ -42,7 +43,8 @@ class GeminiModel(HTTPModel):
 
     def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         super().__init__(cfg)
-        self.base_url = server_url(self.cfg.get("model_server"), ("gemini", "google"), DEFAULT_BASE_URL)
+        default = os.environ.get("GOOGLE_GEMINI_BASE_URL") or DEFAULT_BASE_URL
+        self.base_url = server_url(self.cfg.get("model_server"), ("gemini", "google", "vertex"), default)
         self.vertex = "/publishers/google" in self.base_url
         given = self.cfg.get("api_key") or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
         self.api_key = clean_api_key(given)
