@@ -69,9 +69,13 @@ def _new_client(options: dict[str, Any]) -> httpx.AsyncClient:
     transport.add_pool()  # httpcore is imported here, not on the loop at the first request
     with contextlib.suppress(ImportError):  # nor anyio's asyncio backend, which httpcore's locks load on first use
         importlib.import_module("anyio._backends._asyncio")
-    no_cookies = CookieJar(DefaultCookiePolicy(allowed_domains=[]))
     options = {"timeout": httpx.Timeout(600.0, connect=5.0), **options}  # a stream may think for minutes
-    return httpx.AsyncClient(transport=transport, verify=ssl_context, cookies=no_cookies, **options)
+    return httpx.AsyncClient(transport=transport, verify=ssl_context, cookies=no_cookies(), **options)
+
+
+def no_cookies() -> CookieJar:
+    """A cookie jar that keeps none: a cookie one model's server sets must not reach another model on it."""
+    return CookieJar(DefaultCookiePolicy(allowed_domains=[]))
 
 
 def _ssl_context(trust_env: bool) -> Any:
@@ -142,4 +146,4 @@ class _Counted(httpx.AsyncByteStream):
         await self._stream.aclose()
 
 
-__all__ = ["ShardedTransport", "shared_client"]
+__all__ = ["ShardedTransport", "no_cookies", "shared_client"]

@@ -22,26 +22,44 @@ from chatagent.schema.fragment import Fragment
 @dataclass
 class Usage:
     """Tokens used, summed over every model call it was passed to; `cost` (US dollars) sums the calls whose
-    model's prices are known (`chatagent.llm.prices`), None while none was."""
+    model's prices are known (`chatagent.llm.prices`), None while none was.
+
+    `prompt_tokens` counts every input token, those a provider's prompt cache served (`cache_read_tokens`) and
+    wrote (`cache_write_tokens`) included: both are parts of it, priced at the cache's rates."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
     cost: float | None = None
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def add(self, prompt_tokens: int = 0, completion_tokens: int = 0, cost: float | None = None) -> None:
+    def add(
+        self,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        cost: float | None = None,
+        *,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> None:
         self.prompt_tokens += prompt_tokens or 0
         self.completion_tokens += completion_tokens or 0
+        self.cache_read_tokens += cache_read_tokens or 0
+        self.cache_write_tokens += cache_write_tokens or 0
         if cost is not None:
             self.cost = (self.cost or 0.0) + cost
 
     def merge(self, other: Usage) -> None:
         """Add what `other` counted (its calls too)."""
-        self.add(other.prompt_tokens, other.completion_tokens, other.cost)
+        self.add(
+            other.prompt_tokens, other.completion_tokens, other.cost,
+            cache_read_tokens=other.cache_read_tokens, cache_write_tokens=other.cache_write_tokens,
+        )  # fmt: skip
         self.calls += other.calls
 
 

@@ -40,6 +40,7 @@ EXTRA_OF: dict[str, str] = {
     "PIL": "tools",
     "opentelemetry": "otel",
     "dbos": "dbos",
+    "botocore": "bedrock",
 }
 
 

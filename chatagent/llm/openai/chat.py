@@ -64,11 +64,13 @@ class OpenAICompatModel(BaseChatModel):
     is the connect and read timeout.
     """
 
-    cfg_keys = frozenset({"base_url", "api_base"})  # other names of model_server
+    cfg_keys = frozenset({"base_url", "api_base", "api"})  # other names of model_server; api: 'chat' (see registry)
 
     def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         super().__init__(cfg)
         cfg = self.cfg
+        if cfg.get("api", "chat") != "chat":  # get_chat_model makes the Responses API's own backend for 'responses'
+            raise ValueError(f"OpenAICompatModel speaks api 'chat' (Chat Completions), got {cfg['api']!r}")
         server = str(cfg.get("model_server") or cfg.get("base_url") or cfg.get("api_base") or "").strip()
         if not server or server.lower() == "openai":
             server = os.environ.get("OPENAI_BASE_URL", "")
