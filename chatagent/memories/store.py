@@ -24,8 +24,8 @@ import orjson
 from chatagent.memories.records import MemoryRecord
 from chatagent.sessions.errors import SessionStoreError
 from chatagent.sessions.sqlite import parse_sqlite_url
-from chatagent.utils.extras import missing_dependency
 from chatagent.utils.keys import redact
+from chatagent.utils.sql import connect_postgres, connect_sqlite, private_sqlite_file
 from chatagent.utils.workspace import workspace_root
 
 __all__ = ["MemoryStore", "MemoryStoreError", "default_memory_url", "open_memory_store"]
@@ -82,20 +82,12 @@ class MemoryStore:
 
     def _connect(self) -> Any:
         if self.postgres:
-            try:
-                import psycopg
-            except ModuleNotFoundError as e:
-                raise missing_dependency(e, "a PostgreSQL memory store") from None
-            try:
-                return psycopg.connect(self.url, connect_timeout=10)
-            except psycopg.Error as e:
-                raise MemoryStoreError(f"cannot connect to PostgreSQL at {redact(self.url)}: {e}") from None
+            return connect_postgres(
+                self.url, needed_for="a PostgreSQL memory store", autocommit=False, error=MemoryStoreError
+            )
         path = _sqlite_path(self.url)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))  # SQLite gives its journal files the same mode
-        conn = sqlite3.connect(path, timeout=10, check_same_thread=False, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        return conn
+        private_sqlite_file(path)
+        return connect_sqlite(path, timeout=10, wal=True)
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Any]:
