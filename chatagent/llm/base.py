@@ -20,7 +20,7 @@ from chatagent.llm.pacing import Pace, pace_of
 from chatagent.llm.prepare import normalize_functions, valid_unicode, without_media
 from chatagent.llm.request import ModelRequest, Usage
 from chatagent.llm.retry import aretrying, retrying
-from chatagent.llm.routing import acall_model, call_model
+from chatagent.llm.routing import plan
 from chatagent.llm.settings import (
     DEFAULT_TOOL_CHOICE,
     FRAMEWORK_KEYS,
@@ -226,7 +226,7 @@ class BaseChatModel(TokenBudget):
         timeouts and retry waits: past it, RunDeadlineExceeded.
         """
         request, as_dicts = self._inputs(messages, functions, extra_generate_cfg, deadline, usage, stream)
-        fragments = call_model(self, request)
+        fragments = plan(self, request).reply()
         if not stream:
             reply = collect(fragments)
             return [m.model_dump() for m in reply] if as_dicts else reply
@@ -257,7 +257,7 @@ class BaseChatModel(TokenBudget):
         Dicts in give dicts out, as with `chat()`.
         """
         request, as_dicts = self._inputs(messages, functions, extra_generate_cfg, deadline, usage, stream)
-        fragments = acall_model(self, request)
+        fragments = plan(self, request).areply()
         if not stream:
             return acollect(fragments, as_dicts)
         if delta_stream:

@@ -22,7 +22,7 @@ import logging
 import re
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from chatagent.llm.cut_off import cut_call_error
@@ -203,8 +203,9 @@ def _partial_suffix(buf: str, start: int, markers: Iterable[str]) -> int:
 
 
 class CallRecovery(ReplyFilter):
-    """The reply to a request with native tools, its calls left in the text recovered (see the module docstring).
-    `run(fragments)` / `arun(fragments)`."""
+    """The reply to a request with native tools, its calls left in the text recovered (see the module docstring):
+    one of the reply filters of a model call's plan (`chatagent.llm.routing`), or `run(fragments)` /
+    `arun(fragments)` on its own."""
 
     def __init__(self, functions: list[dict[str, Any]], model: str) -> None:
         self.schemas: dict[str, dict[str, Any]] = {f["name"]: f.get("parameters") or {} for f in functions}
@@ -335,18 +336,4 @@ def _log_once(model: str, shape: str) -> None:
     )
 
 
-def recover_calls(
-    stream: Iterator[list[Fragment]], functions: list[dict[str, Any]], model: str
-) -> Iterator[list[Fragment]]:
-    """`stream`, a native reply to a request offering `functions`, with calls left in its text recovered."""
-    return CallRecovery(functions, model).run(stream)
-
-
-def arecover_calls(
-    stream: AsyncIterator[list[Fragment]], functions: list[dict[str, Any]], model: str
-) -> AsyncIterator[list[Fragment]]:
-    """`recover_calls` for asyncio."""
-    return CallRecovery(functions, model).arun(stream)
-
-
-__all__ = ["CallRecovery", "arecover_calls", "recover_calls"]
+__all__ = ["CallRecovery"]
