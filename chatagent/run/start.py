@@ -9,6 +9,7 @@ turn.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
@@ -24,6 +25,12 @@ from chatagent.run.protocol import UNSET, Runnable
 from chatagent.run.requests import AgentLoop, Fragments
 from chatagent.schema import Message, not_a_message_list, to_messages
 from chatagent.schema.history import conversation_lang
+
+# CHATAGENT_TRACES=1: every run of the process is recorded (chatagent.run.traces)
+if os.environ.get("CHATAGENT_TRACES"):
+    from chatagent.run.traces import from_environment  # the recorder is loaded only when asked for
+
+    from_environment()
 
 
 def prepare(

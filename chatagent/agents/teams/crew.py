@@ -33,6 +33,7 @@ from chatagent.agents.teams.task import Task, TaskOutput, missing_inputs
 from chatagent.agents.teams.task_run import run_task
 from chatagent.llm.base import Usage
 from chatagent.run.approval import PENDING_APPROVAL, approval_message, is_approval
+from chatagent.run.events import end_step, start_step
 from chatagent.schema import ASSISTANT, USER, Message, content_text
 from chatagent.schema.fragment import Fragment
 from chatagent.utils.kwargs import reject_unknown
@@ -331,9 +332,20 @@ class CrewAgent(Agent):
             if worked is None:
                 yield [_progress_fragment(crew, k, task, agent, progress.inputs, pos)]
                 pos += 1
-            out, shown, waiting = yield from run_task(task, agent, k, progress.inputs, _context(crew, task, outputs[:k]), pos,
-                                             lang, redo, progress.feedback if redo is not None else None,
-                                             worked)  # fmt: skip
+            run = current_run()
+            about = {"index": k, "agent": agent.name, "description": task.filled(progress.inputs)[0]}
+            step = (
+                start_step(run.callbacks, "task", task.name or f"Task {k + 1}", run, about) if run.callbacks else None
+            )
+            try:
+                out, shown, waiting = yield from run_task(task, agent, k, progress.inputs, _context(crew, task, outputs[:k]),
+                                                 pos, lang, redo, progress.feedback if redo is not None else None,
+                                                 worked)  # fmt: skip
+            except BaseException as e:
+                end_step(run.callbacks, step, "closed before the end" if isinstance(e, GeneratorExit) else
+                         f"{type(e).__name__}: {e}")  # fmt: skip
+                raise
+            end_step(run.callbacks, step, None, {"output": out.raw if out is not None else None})
             pos += shown
             if out is None:  # a tool call of the task's agent waits for a person's approval
                 pending = {"task": k, "agent": agent.name, "approval": waiting}
