@@ -10,86 +10,135 @@ A model step also has "model_type", "cfg" (its generation settings), "usage" ({"
 "cost"}); a tool step "call_id", "arguments", "result", "error_kind", "cached"; a step of a crew, a flow or an
 evaluation, or a handoff, retrieval or memory event, its "data". A text longer than MAX_TEXT characters is cut
 there with a note saying how much was left out.
+
+`encode` writes it with orjson, which serializes the messages and the rest in C (a message object through
+`_default`): the recorder's cost is paid once per trace, and mostly not in Python.
 """
 
 from __future__ import annotations
 
+import operator
 from typing import Any, cast
 
-from chatagent.schema import Message
+import orjson
+
+from chatagent.schema import ContentItem, FunctionCall, Message
 
 MAX_TEXT = 1_000_000  # characters of one text in a trace; the rest is left out, saying so
-_DROPPED = ("previous",)  # recording bookkeeping, not part of the trace
 
 
 def trace_body(trace: Any, duration: float | None, error: str | None) -> dict[str, Any]:
-    """The JSON dict of `trace` (a `chatagent.run.traces.Trace`), which took `duration` seconds and failed with
-    `error` (None: it did not)."""
-    messages: list[dict[str, Any]] = []
-    seen: dict[int, int] = {}
-    keep: list[Any] = []  # the objects whose ids are in `seen` stay alive while this runs
+    """The trace (a `chatagent.run.traces.Trace`, which this takes apart: its steps become the body's) that took
+    `duration` seconds and failed with `error` (None: it did not), as a dict for `encode`."""
+    messages: list[Any] = []
+    seen: dict[int, int] = {}  # id(message) -> its index (the trace's steps keep the messages alive)
     functions: list[Any] = []
     seen_functions: dict[int, int] = {}
-    steps: list[dict[str, Any]] = []
+    last: dict[Any, tuple[Any, list[int]]] = {}  # each run's last model call: its input, their indexes
     tokens_in = tokens_out = calls = 0
     cost: float | None = None
-
-    def index(m: Any) -> int:
-        found = seen.get(id(m))
-        if found is None:
-            keep.append(m)
-            found = seen[id(m)] = len(messages)
-            messages.append(_message(m))
-        return found
-
-    for raw in trace.steps:
-        step = {k: v for k, v in raw.items() if k not in _DROPPED}
-        if step["kind"] == "model":
-            step["input"] = [index(m) for m in step.get("input") or ()]
-            step["output"] = [index(m) for m in step.get("output") or ()]
-            fns = step.get("functions")
+    failed = error
+    for step in trace.steps:
+        kind = step["kind"]
+        if kind == "model":
+            given = step["input"] or ()
+            parent = step["parent"]
+            before = last.get(parent)
+            # a tool loop's next call gets the same messages again, and more: only the new ones are looked up
+            if before is not None and len(given) >= len(before[0]) and all(map(operator.is_, before[0], given)):
+                at = before[1][:]
+                new = given[len(before[0]) :]
+            else:
+                at, new = [], given
+            for m in new:
+                found = seen.get(id(m))
+                if found is None:
+                    found = seen[id(m)] = len(messages)
+                    messages.append(m)
+                at.append(found)
+            last[parent] = (given, at)
+            step["input"] = at
+            out: list[int] = []
+            for m in step["output"] or ():
+                found = seen.get(id(m))
+                if found is None:
+                    found = seen[id(m)] = len(messages)
+                    messages.append(m)
+                out.append(found)
+            step["output"] = out
+            fns = step["functions"]
             if fns is not None:
-                at = seen_functions.get(id(fns))
-                if at is None:
-                    keep.append(fns)
-                    at = seen_functions[id(fns)] = len(functions)
-                    functions.append(_jsonable(fns))
-                step["functions"] = at
-            step["cfg"] = _jsonable(step.get("cfg") or {})
+                found = seen_functions.get(id(fns))
+                if found is None:
+                    found = seen_functions[id(fns)] = len(functions)
+                    functions.append(fns)
+                step["functions"] = found
+            pt, ct, c = step["usage"]
+            step["usage"] = {"input_tokens": pt, "output_tokens": ct, "cost": c}
+            tokens_in += pt or 0
+            tokens_out += ct or 0
+            calls += 1
+            if c is not None:
+                cost = (cost or 0.0) + c
+        elif kind == "tool":
+            arguments, result = step["arguments"], step["result"]
+            if arguments is not None and len(arguments) > MAX_TEXT:
+                step["arguments"] = _text(arguments)
+            if type(result) is str and len(result) > MAX_TEXT:
+                step["result"] = _text(result)
+        else:
+            step.pop("previous", None)
             usage = step.get("usage")
             if usage is not None:
                 pt, ct, c = usage
                 step["usage"] = {"input_tokens": pt, "output_tokens": ct, "cost": c}
-                tokens_in, tokens_out, calls = tokens_in + (pt or 0), tokens_out + (ct or 0), calls + 1
-                if c is not None:
-                    cost = (cost or 0.0) + c
-        elif step["kind"] == "tool":
-            step["arguments"] = _text(step.get("arguments"))
-            result = step.get("result")
-            step["result"] = _text(result) if isinstance(result, str) else _jsonable(result)
-        elif step["kind"] == "run":
-            usage = step.get("usage")
-            if usage is not None:
-                pt, ct, c = usage
-                step["usage"] = {"input_tokens": pt, "output_tokens": ct, "cost": c}
-        if "data" in step:
-            step["data"] = _jsonable(step["data"])
-        if "error" in step:
-            step["error"] = _text(step["error"])
-        steps.append(step)
-    failed = error or next((s["error"] for s in steps if s["kind"] == "run" and s.get("error")), None)
+            if kind == "run" and failed is None and step.get("error"):
+                failed = step["error"]
+        error_text = step.get("error")
+        if error_text is not None and len(error_text) > MAX_TEXT:
+            step["error"] = _text(error_text)
     return {
         "version": 1, "id": trace.id, "owner": trace.owner, "kind": trace.kind, "name": trace.name,
         "title": trace.title, "started": trace.started, "duration": duration,
         "status": "error" if failed else "ok", "error": _text(failed) if failed else None,
         "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out, "cost": cost, "calls": calls},
-        "messages": messages, "functions": functions, "steps": steps,
+        "messages": messages, "functions": functions, "steps": trace.steps,
     }  # fmt: skip
 
 
-def _message(m: Any) -> Any:
-    """A message as a JSON dict (its texts cut at MAX_TEXT)."""
-    return _jsonable(m.model_dump() if isinstance(m, Message) else m)
+def encode(body: dict[str, Any]) -> bytes:
+    """`body` (from `trace_body`) as JSON bytes."""
+    return orjson.dumps(body, default=_default, option=orjson.OPT_NON_STR_KEYS)
+
+
+def _default(value: Any) -> Any:
+    """What orjson cannot write itself: a message as its dict (its text cut at MAX_TEXT; its parts written by orjson
+    in turn), a function call, a pydantic model as its dump, sets and tuples as lists, the rest as its text."""
+    if type(value) is Message:
+        d: dict[str, Any] = {"role": value.role, "content": value.content}
+        content = value.content
+        if type(content) is str and len(content) > MAX_TEXT:
+            d["content"] = _text(content)
+        if value.name is not None:
+            d["name"] = value.name
+        if value.function_call is not None:
+            d["function_call"] = value.function_call
+        if value.reasoning_content is not None:
+            d["reasoning_content"] = value.reasoning_content
+        if value.extra is not None:
+            d["extra"] = value.extra
+        return d
+    if isinstance(value, (FunctionCall, ContentItem)):
+        return value.model_dump()
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        try:
+            return dump(mode="json")
+        except TypeError:  # a model_dump of another kind
+            return dump()
+    if isinstance(value, (set, frozenset)):
+        return list(cast("set[Any]", value))
+    return _text(str(value))
 
 
 def _text(value: Any) -> str:
@@ -99,28 +148,4 @@ def _text(value: Any) -> str:
     return text
 
 
-def _jsonable(value: Any, depth: int = 0) -> Any:
-    """`value` as JSON types: dicts, lists, text, numbers, booleans, None (models as their dump, the rest as text)."""
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    if isinstance(value, str):
-        return _text(value)
-    if depth > 20:
-        return _text(repr(value))
-    if isinstance(value, dict):
-        items = cast("dict[Any, Any]", value)
-        return {str(k): _jsonable(v, depth + 1) for k, v in items.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_jsonable(v, depth + 1) for v in cast("list[Any]", value)]
-    if isinstance(value, Message):
-        return _jsonable(value.model_dump(), depth + 1)
-    dump = getattr(value, "model_dump", None)
-    if callable(dump) and not isinstance(value, type):
-        try:
-            return _jsonable(dump(mode="json"), depth + 1)
-        except TypeError:
-            return _jsonable(dump(), depth + 1)
-    return _text(str(value))
-
-
-__all__ = ["MAX_TEXT", "trace_body"]
+__all__ = ["MAX_TEXT", "encode", "trace_body"]

@@ -34,8 +34,10 @@ import uuid
 from contextvars import ContextVar
 from typing import Any
 
+import orjson
+
 from chatagent.run.events import STEP, Callbacks, Event, add_global_callback, remove_global_callback
-from chatagent.run.trace_body import trace_body
+from chatagent.run.trace_body import encode, trace_body
 
 logger = logging.getLogger("chatagent.traces")
 
@@ -51,7 +53,7 @@ class Trace:
     """A trace being recorded: its steps (dicts, in the order they started; a step's 'parent' is the id of the step
     it is part of) holding references to what the run made, turned into JSON once it ends (`trace_body`)."""
 
-    __slots__ = ("id", "owner", "kind", "name", "started", "steps", "title", "recorder", "done", "result")
+    __slots__ = ("id", "owner", "kind", "name", "started", "steps", "title", "recorder", "done")
 
     def __init__(self, recorder: TraceRecorder, owner: str, kind: str, name: str, started: float) -> None:
         self.id = uuid.uuid4().hex
@@ -59,12 +61,12 @@ class Trace:
         self.steps: list[dict[str, Any]] = []
         self.title = ""
         self.recorder = recorder
-        self.done: Any = None  # called with the trace's JSON dict when it is complete (an evaluation's case)
-        self.result: dict[str, Any] | None = None
+        self.done: Any = None  # called with the trace's JSON dict when it is written (an evaluation's case)
 
     def add(self, step: dict[str, Any]) -> dict[str, Any]:
-        step["id"] = len(self.steps) + 1
-        self.steps.append(step)
+        steps = self.steps
+        step["id"] = len(steps) + 1
+        steps.append(step)
         return step
 
 
@@ -83,9 +85,8 @@ class TraceRecorder(Callbacks):
     evaluation's cases: `data['record']`) and what runs inside them."""
 
     def __init__(self, store: Any = None, *, everything: bool = True) -> None:
-        self.store = store
+        self.store = store  # False: the traces are made (for `Trace.done`) and not written
         self.everything = everything
-        self._steps: dict[int, tuple[Trace, dict[str, Any]]] = {}  # open steps outside runs, by id(start event)
 
     # ---- runs -------------------------------------------------------------------------------------------
 
@@ -100,9 +101,11 @@ class TraceRecorder(Callbacks):
                 return  # not recorded, or another recorder's
             trace, under = rec.trace, rec.open
         else:
-            outer = self._steps.get(id(STEP.get()))
+            outer = _open.get(id(STEP.get()))
             if outer is not None:
-                trace, under = outer[0], outer[1]["id"]
+                if outer[0] is not self:
+                    return  # inside a step another recorder keeps
+                trace, under = outer[1], outer[2]["id"]
             elif not self.everything or _kept_by_another(self, ctx.callbacks):
                 if not self.everything:  # nothing here asks for this run: leave it, and the runs inside it, alone
                     ctx.callbacks = tuple(cb for cb in ctx.callbacks if cb is not self)
@@ -130,33 +133,28 @@ class TraceRecorder(Callbacks):
     # ---- model and tool calls -------------------------------------------------------------------------------
 
     def on_llm_end(self, event: Event) -> None:
-        rec = _mine(self, event)
-        if rec is None:
+        rec = getattr(event.run, "recording", None)
+        if rec is None or rec.recorder is not self:
             return
         data, usage, duration = event.data, event.usage, event.duration or 0.0
-        step = {"kind": "model", "name": data.get("model") or "model", "parent": rec.open,
-                "start": event.time - duration, "duration": duration, "model_type": data.get("model_type"),
-                "input": data.get("input"), "output": data.get("output"), "functions": data.get("functions"),
-                "cfg": data.get("cfg"),
-                "usage": (usage.prompt_tokens, usage.completion_tokens, usage.cost) if usage is not None else None}  # fmt: skip
-        if event.error:
-            step["error"] = event.error
+        given = data["input"]
         trace = rec.trace
-        trace.add(step)
+        trace.add({"kind": "model", "name": data["model"] or "model", "parent": rec.open,
+                   "start": event.time - duration, "duration": duration, "model_type": data["model_type"],
+                   "input": given, "output": data["output"], "functions": data["functions"], "cfg": data["cfg"],
+                   "usage": (usage.prompt_tokens, usage.completion_tokens, usage.cost), "error": event.error})  # fmt: skip
         if not trace.title:
-            trace.title = _question(data.get("input"))
+            trace.title = _question(given)
 
     def on_tool_end(self, event: Event) -> None:
-        rec = _mine(self, event)
-        if rec is None:
+        rec = getattr(event.run, "recording", None)
+        if rec is None or rec.recorder is not self:
             return
-        duration = event.duration or 0.0
-        step = {"kind": "tool", "name": event.tool or "tool", "parent": rec.open, "start": event.time - duration,
-                "duration": duration, "call_id": event.call_id, "arguments": event.arguments, "result": event.result,
-                "error_kind": event.data.get("error_kind"), "cached": event.data.get("cached")}  # fmt: skip
-        if event.error:
-            step["error"] = event.error
-        rec.trace.add(step)
+        duration, data = event.duration or 0.0, event.data
+        rec.trace.add({"kind": "tool", "name": event.tool or "tool", "parent": rec.open,
+                       "start": event.time - duration, "duration": duration, "call_id": event.call_id,
+                       "arguments": event.arguments, "result": event.result, "error_kind": data["error_kind"],
+                       "cached": data["cached"], "error": event.error})  # fmt: skip
 
     # ---- steps (tasks, flows, evaluation cases) and single events ----------------------------------------------
 
@@ -171,26 +169,30 @@ class TraceRecorder(Callbacks):
             step["parent"], step["previous"] = rec.open, rec.open
             rec.trace.add(step)
             rec.open = step["id"]
-            self._steps[id(event)] = (rec.trace, step)
+            _open[id(event)] = (self, rec.trace, step)
             return
-        outer = self._steps.get(id(STEP.get()))
+        asked, wanted = data.pop("record", False), data.pop("recorder", None)
+        owner, done = data.pop("owner", None), data.pop("on_trace", None)
+        outer = _open.get(id(STEP.get()))
         if outer is not None:
-            trace, step["parent"] = outer[0], outer[1]["id"]
-        elif self.everything or data.get("record"):
-            owner = data.get("owner") or PRINCIPAL.get() or LOCAL_USER
-            trace, step["parent"] = Trace(self, owner, kind, name, event.time), None
+            if outer[0] is not self:
+                return
+            trace, step["parent"] = outer[1], outer[2]["id"]
+        elif (wanted is self) if asked else self.everything:  # a step that asks is kept by the recorder it names
+            trace, step["parent"] = Trace(self, owner or PRINCIPAL.get() or LOCAL_USER, kind, name, event.time), None
             trace.title = str(data.get("title") or "")
-            trace.done = data.pop("on_trace", None)
+            trace.done = done
         else:
             return
         trace.add(step)
-        self._steps[id(event)] = (trace, step)
+        _open[id(event)] = (self, trace, step)
 
     def on_step_end(self, event: Event) -> None:
-        found = self._steps.pop(id(event.data.get("start")), None)
-        if found is None:
+        found = _open.get(id(event.data.get("start")))
+        if found is None or found[0] is not self:
             return
-        trace, step = found
+        del _open[id(event.data.get("start"))]
+        _, trace, step = found
         step["duration"] = event.duration
         if event.error:
             step["error"] = event.error
@@ -223,6 +225,10 @@ class TraceRecorder(Callbacks):
 
     def _finish(self, trace: Trace, duration: float | None, error: str | None) -> None:
         writer().put(trace, self.store, duration, error)
+
+
+#: the steps being recorded, by id(their start event): (the recorder keeping it, its trace, the step)
+_open: dict[int, tuple[TraceRecorder, Trace, dict[str, Any]]] = {}
 
 
 def _mine(recorder: TraceRecorder, event: Event) -> _Recording | None:
@@ -299,10 +305,11 @@ class _Writer:
             trace, store, duration, error = item
             try:
                 body = trace_body(trace, duration, error)
-                trace.result = body
-                self._store(store).save(body)
+                blob = encode(body)
+                if store is not False:
+                    self._store(store).save(body, blob)
                 if trace.done is not None:
-                    trace.done(body)
+                    trace.done(orjson.loads(blob))
             except Exception as e:  # a trace that cannot be written costs the trace, never the run
                 logger.warning("trace %s of %r not recorded: %s: %s", trace.id, trace.name, type(e).__name__, e)
                 if trace.done is not None:

@@ -120,15 +120,17 @@ class TraceStore:
 
     # ---- traces -------------------------------------------------------------------------------------------
 
-    def save(self, trace: dict[str, Any]) -> None:
-        """Write a trace (a dict as `chatagent.run.traces` makes it, with 'id' and 'owner'), replacing an earlier
-        write of the same trace by the same owner (a trace id of another owner's is left alone)."""
+    def save(self, trace: dict[str, Any], body: bytes | None = None) -> None:
+        """Write a trace (a dict as `chatagent.run.traces` makes it, with 'id' and 'owner'; `body`: it as JSON, if
+        made already), replacing an earlier write of the same trace by the same owner (a trace id of another
+        owner's is left alone)."""
         usage = trace.get("usage") or {}
         row = (
             trace["id"], trace["owner"], trace.get("name") or "", trace.get("kind") or "run",
             trace.get("status") or "ok", float(trace["started"]), trace.get("duration"),
             int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0), usage.get("cost"),
-            len(trace.get("steps") or ()), (trace.get("title") or "")[:200], orjson.dumps(trace, default=_jsonable),
+            len(trace.get("steps") or ()), (trace.get("title") or "")[:200],
+            body if body is not None else orjson.dumps(trace, default=_jsonable),
         )  # fmt: skip
         with self.store._write(sync=False) as cur:
             cur.execute(SAVE, row)
