@@ -17,7 +17,6 @@ there with a note saying how much was left out.
 
 from __future__ import annotations
 
-import operator
 from typing import Any, cast
 
 import orjson
@@ -28,87 +27,37 @@ MAX_TEXT = 1_000_000  # characters of one text in a trace; the rest is left out,
 
 
 def trace_body(trace: Any, duration: float | None, error: str | None) -> dict[str, Any]:
-    """The trace (a `chatagent.run.traces.Trace`, which this takes apart: its steps become the body's) that took
-    `duration` seconds and failed with `error` (None: it did not), as a dict for `encode`."""
-    messages: list[Any] = []
-    seen: dict[int, int] = {}  # id(message) -> its index (the trace's steps keep the messages alive)
-    functions: list[Any] = []
-    seen_functions: dict[int, int] = {}
-    last: dict[Any, tuple[Any, list[int]]] = {}  # each run's last model call: its input, their indexes
-    tokens_in = tokens_out = calls = 0
-    cost: float | None = None
+    """The trace (a `chatagent.run.traces.Trace`, whose steps are already in their final form) that took `duration`
+    seconds and failed with `error` (None: it did not), as a dict for `encode`."""
+    tokens_in, tokens_out, cost, calls = trace.usage
     failed = error
     for step in trace.steps:
-        kind = step["kind"]
-        if kind == "model":
-            given = step["input"] or ()
-            parent = step["parent"]
-            before = last.get(parent)
-            # a tool loop's next call gets the same messages again, and more: only the new ones are looked up
-            if before is not None and len(given) >= len(before[0]) and all(map(operator.is_, before[0], given)):
-                at = before[1][:]
-                new = given[len(before[0]) :]
-            else:
-                at, new = [], given
-            for m in new:
-                found = seen.get(id(m))
-                if found is None:
-                    found = seen[id(m)] = len(messages)
-                    messages.append(m)
-                at.append(found)
-            last[parent] = (given, at)
-            step["input"] = at
-            out: list[int] = []
-            for m in step["output"] or ():
-                found = seen.get(id(m))
-                if found is None:
-                    found = seen[id(m)] = len(messages)
-                    messages.append(m)
-                out.append(found)
-            step["output"] = out
-            fns = step["functions"]
-            if fns is not None:
-                found = seen_functions.get(id(fns))
-                if found is None:
-                    found = seen_functions[id(fns)] = len(functions)
-                    functions.append(fns)
-                step["functions"] = found
-            pt, ct, c = step["usage"]
-            step["usage"] = {"input_tokens": pt, "output_tokens": ct, "cost": c}
-            tokens_in += pt or 0
-            tokens_out += ct or 0
-            calls += 1
-            if c is not None:
-                cost = (cost or 0.0) + c
-        elif kind == "tool":
+        if step["kind"] == "tool":  # what a tool gave may be huge (a model's texts are cut when encoded)
             arguments, result = step["arguments"], step["result"]
             if arguments is not None and len(arguments) > MAX_TEXT:
                 step["arguments"] = _text(arguments)
             if type(result) is str and len(result) > MAX_TEXT:
                 step["result"] = _text(result)
-        else:
-            step.pop("previous", None)
-            usage = step.get("usage")
-            if usage is not None:
-                pt, ct, c = usage
-                step["usage"] = {"input_tokens": pt, "output_tokens": ct, "cost": c}
-            if kind == "run" and failed is None and step.get("error"):
-                failed = step["error"]
-        error_text = step.get("error")
-        if error_text is not None and len(error_text) > MAX_TEXT:
-            step["error"] = _text(error_text)
+        elif failed is None and step["kind"] == "run" and step.get("error"):
+            failed = step["error"]
+        problem = step.get("error")
+        if problem is not None and len(problem) > MAX_TEXT:
+            step["error"] = _text(problem)
     return {
         "version": 1, "id": trace.id, "owner": trace.owner, "kind": trace.kind, "name": trace.name,
         "title": trace.title, "started": trace.started, "duration": duration,
         "status": "error" if failed else "ok", "error": _text(failed) if failed else None,
         "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out, "cost": cost, "calls": calls},
-        "messages": messages, "functions": functions, "steps": trace.steps,
+        "messages": trace.messages, "functions": trace.functions, "steps": trace.steps,
     }  # fmt: skip
 
 
 def encode(body: dict[str, Any]) -> bytes:
     """`body` (from `trace_body`) as JSON bytes."""
-    return orjson.dumps(body, default=_default, option=orjson.OPT_NON_STR_KEYS)
+    try:
+        return orjson.dumps(body, default=_default)
+    except TypeError:  # a dict key that is not a text (in a message's extra, say): orjson's slower way takes it
+        return orjson.dumps(body, default=_default, option=orjson.OPT_NON_STR_KEYS)
 
 
 def _default(value: Any) -> Any:
@@ -121,8 +70,9 @@ def _default(value: Any) -> Any:
             d["content"] = _text(content)
         if value.name is not None:
             d["name"] = value.name
-        if value.function_call is not None:
-            d["function_call"] = value.function_call
+        call = value.function_call
+        if call is not None:
+            d["function_call"] = {"name": call.name, "arguments": call.arguments}
         if value.reasoning_content is not None:
             d["reasoning_content"] = value.reasoning_content
         if value.extra is not None:
@@ -148,4 +98,53 @@ def _text(value: Any) -> str:
     return text
 
 
-__all__ = ["MAX_TEXT", "encode", "trace_body"]
+def walk(body: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """A stored trace's steps in tree order (each after its parent, children in the order they started), each with
+    its depth (0 for the root)."""
+    children: dict[Any, list[dict[str, Any]]] = {}
+    for step in body.get("steps") or ():
+        children.setdefault(step.get("parent"), []).append(step)
+    out: list[tuple[int, dict[str, Any]]] = []
+    todo = [(0, s) for s in reversed(children.get(None, []))]
+    while todo:
+        depth, step = todo.pop()
+        out.append((depth, step))
+        todo += [(depth + 1, s) for s in reversed(children.get(step["id"], []))]
+    return out
+
+
+def summary(step: dict[str, Any], body: dict[str, Any], limit: int = 120) -> str:
+    """One line about a step: a model call's model and tokens, a tool call's arguments and result, a task's agent,
+    a retrieval's first sources, ... (texts cut at `limit`)."""
+    kind = step.get("kind")
+    if kind == "model":
+        usage: dict[str, Any] = step.get("usage") or {}
+        cost = usage.get("cost")
+        money = f", ${cost:.4f}" if cost is not None else ""
+        return f"{usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out{money}"
+    if kind == "tool":
+        result = step.get("result")
+        shown = result if isinstance(result, str) else orjson.dumps(result).decode()
+        return f"{_cut(step.get('arguments') or '', limit // 2)} -> {_cut(shown, limit // 2)}"
+    data: dict[str, Any] = step.get("data") or {}
+    if kind == "task":
+        return f"{data.get('agent')}: {_cut(str(data.get('description') or ''), limit)}"
+    if kind == "retrieval":
+        found: list[dict[str, Any]] = data.get("sources") or []
+        pages = "; ".join(f"{s.get('file', '?')} p.{','.join(map(str, s.get('pages') or []))}" for s in found[:3])
+        return f"{_cut(str(data.get('query') or ''), limit // 2)}: {len(found)} sources ({pages})"
+    if kind == "memory":
+        return _cut(str(data.get("text") or data.get("records") or ""), limit)
+    if kind == "handoff":
+        return f"to {data.get('to')}"
+    if kind == "run" and step.get("parent") is None:
+        return _cut(str(body.get("title") or ""), limit)
+    return ""
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
+
+
+__all__ = ["MAX_TEXT", "encode", "summary", "trace_body", "walk"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import operator
 import os
 import queue
 import threading
@@ -50,10 +51,13 @@ _OFF = ("", "0", "false", "no", "off")
 
 
 class Trace:
-    """A trace being recorded: its steps (dicts, in the order they started; a step's 'parent' is the id of the step
-    it is part of) holding references to what the run made, turned into JSON once it ends (`trace_body`)."""
+    """A trace being recorded: its steps (dicts in their final form, in the order they started; a step's 'parent'
+    is the id of the step it is part of), the messages its model calls got and gave (each once: a model step holds
+    their indexes), the tool lists they were offered (likewise), and the tokens and cost so far. Made into JSON
+    once it ends (`trace_body`)."""
 
-    __slots__ = ("id", "owner", "kind", "name", "started", "steps", "title", "recorder", "done")
+    __slots__ = ("id", "owner", "kind", "name", "started", "steps", "title", "recorder", "done", "messages", "seen",
+                 "functions", "usage")  # fmt: skip
 
     def __init__(self, recorder: TraceRecorder, owner: str, kind: str, name: str, started: float) -> None:
         self.id = uuid.uuid4().hex
@@ -62,6 +66,10 @@ class Trace:
         self.title = ""
         self.recorder = recorder
         self.done: Any = None  # called with the trace's JSON dict when it is written (an evaluation's case)
+        self.messages: list[Any] = []
+        self.seen: dict[int, int] = {}  # id(message or tool list) -> its index (`messages`, `functions` keep them)
+        self.functions: list[Any] = []
+        self.usage = [0, 0, None, 0]  # tokens in, out, cost (None until a price is known), model calls
 
     def add(self, step: dict[str, Any]) -> dict[str, Any]:
         steps = self.steps
@@ -69,14 +77,28 @@ class Trace:
         steps.append(step)
         return step
 
+    def index(self, messages: Any, known: int, at: list[int]) -> list[int]:
+        """`at` (the indexes of `messages[:known]`) and the indexes of the rest, each message added the first time."""
+        seen, stored = self.seen, self.messages
+        for m in messages[known:] if known else messages or ():
+            found = seen.get(id(m))
+            if found is None:
+                found = seen[id(m)] = len(stored)
+                stored.append(m)
+            at.append(found)
+        return at
+
 
 class _Recording:
-    """A run as recorded: its trace, its step, and the step its parts go under now (a crew's task while it runs)."""
+    """A run as recorded: its trace, its step, the step its parts go under now (a crew's task while it runs), and
+    its last model call's messages and their indexes (the next call of a tool loop gets them again, and more)."""
 
-    __slots__ = ("recorder", "trace", "step", "open")
+    __slots__ = ("recorder", "trace", "step", "open", "given", "at")
 
     def __init__(self, recorder: TraceRecorder, trace: Trace, step: dict[str, Any]) -> None:
         self.recorder, self.trace, self.step, self.open = recorder, trace, step, step["id"]
+        self.given: Any = ()
+        self.at: list[int] = []
 
 
 class TraceRecorder(Callbacks):
@@ -125,7 +147,8 @@ class TraceRecorder(Callbacks):
             step["error"] = event.error
         usage = event.usage
         if usage is not None and event.run.parent is None:
-            step["usage"] = (usage.prompt_tokens, usage.completion_tokens, usage.cost)
+            step["usage"] = {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens,
+                             "cost": usage.cost}  # fmt: skip
         trace = rec.trace
         if step["id"] == 1:
             self._finish(trace, step["duration"], event.error)
@@ -137,12 +160,31 @@ class TraceRecorder(Callbacks):
         if rec is None or rec.recorder is not self:
             return
         data, usage, duration = event.data, event.usage, event.duration or 0.0
-        given = data["input"]
+        given, before = data["input"], rec.given
         trace = rec.trace
+        if before and len(given) >= len(before) and all(map(operator.is_, before, given)):
+            at = trace.index(given, len(before), rec.at[:])  # only the new messages are looked up
+        else:
+            at = trace.index(given, 0, [])
+        rec.given, rec.at = given, at
+        fns = data["functions"]
+        if fns is not None:
+            found = trace.seen.get(id(fns))
+            if found is None:
+                found = trace.seen[id(fns)] = len(trace.functions)
+                trace.functions.append(fns)
+            fns = found
+        pt, ct, cost = usage.prompt_tokens, usage.completion_tokens, usage.cost
+        total = trace.usage
+        total[0] += pt
+        total[1] += ct
+        total[3] += 1
+        if cost is not None:
+            total[2] = (total[2] or 0.0) + cost
         trace.add({"kind": "model", "name": data["model"] or "model", "parent": rec.open,
                    "start": event.time - duration, "duration": duration, "model_type": data["model_type"],
-                   "input": given, "output": data["output"], "functions": data["functions"], "cfg": data["cfg"],
-                   "usage": (usage.prompt_tokens, usage.completion_tokens, usage.cost), "error": event.error})  # fmt: skip
+                   "input": at, "output": trace.index(data["output"], 0, []), "functions": fns, "cfg": data["cfg"],
+                   "usage": {"input_tokens": pt, "output_tokens": ct, "cost": cost}, "error": event.error})  # fmt: skip
         if not trace.title:
             trace.title = _question(given)
 
@@ -200,9 +242,10 @@ class TraceRecorder(Callbacks):
         if more:
             step["data"] = {**step.get("data", {}), **more}
         if "previous" in step:
+            previous = step.pop("previous")
             rec = event.run.recording if event.run is not None else None
             if rec is not None:
-                rec.open = step.pop("previous")
+                rec.open = previous
         elif step["id"] == 1:
             self._finish(trace, event.duration, event.error)
 
