@@ -3,7 +3,7 @@ user's recorded runs, filtered (by agent, status, kind, question), with their to
 tree and a timeline of its steps, each opening on the exact request a model got, a tool call's arguments and result,
 ...; the user's evaluation reports, each case linked to its trace (`/traces?trace=<id>`).
 
-Every handler reads the store as the user Gradio signed in (or the browser's signed identity, `gui.conversations`),
+Every handler reads the store as the user Gradio signed in (or the browser's signed identity, `chatagent.gui.conversations`),
 never as a name the page sends: another user's trace id shows nothing.
 
 (No `from __future__ import annotations` here: Gradio finds the `gr.Request` parameter by its annotation.)
@@ -16,8 +16,8 @@ from typing import Any
 import gradio as gr
 
 from chatagent.sessions.traces import TraceInfo, TraceStore
-from gui.conversations import user_of
-from gui.trace_render import report_html, trace_html
+from chatagent.gui.conversations import user_of
+from chatagent.gui.trace_render import report_html, trace_html
 
 ALL = "all"
 SHOWN = 200  # runs in the list, newest first

@@ -1,4 +1,4 @@
-"""HTML of the trace page (`gui.traces`): a trace as a tree with a timeline, each step opening on what it did (the
+"""HTML of the trace page (`chatagent.gui.traces`): a trace as a tree with a timeline, each step opening on what it did (the
 exact request a model got and its reply, a tool call's arguments and result, a task's output, the sources
 retrieved), and an evaluation report with each case linked to its trace.
 
