@@ -125,7 +125,9 @@ def _details(step: dict[str, Any], trace: dict[str, Any]) -> str:
     if kind == "model":
         usage = step.get("usage") or {}
         fns = trace.get("functions") or []
-        tools = fns[step["functions"]] if isinstance(step.get("functions"), int) and step["functions"] < len(fns) else None
+        tools = (
+            fns[step["functions"]] if isinstance(step.get("functions"), int) and step["functions"] < len(fns) else None
+        )
         parts.append(f"<div>{e(step.get('model_type'))} model <b>{e(step.get('name'))}</b>: "
                      f"{usage.get('input_tokens', 0)} tokens in, {usage.get('output_tokens', 0)} out, cost "
                      f"{_money(usage.get('cost'))}</div>")  # fmt: skip

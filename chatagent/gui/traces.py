@@ -15,9 +15,9 @@ from typing import Any
 
 import gradio as gr
 
-from chatagent.sessions.traces import TraceInfo, TraceStore
 from chatagent.gui.conversations import user_of
 from chatagent.gui.trace_render import report_html, trace_html
+from chatagent.sessions.traces import TraceInfo, TraceStore
 
 ALL = "all"
 SHOWN = 200  # runs in the list, newest first
