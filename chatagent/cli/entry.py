@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--memory", action="store_true", help="the Assistant remembers each user across conversations (see the panel)"
     )
+    p.add_argument(
+        "--traces", action="store_true", help="record each run and show them on a page of their own (/traces)"
+    )
     store_arg(p)
     p.set_defaults(func=cmd_gui)
 

@@ -3,7 +3,7 @@ exact request a model got and its reply, a tool call's arguments and result, a t
 retrieved), and an evaluation report with each case linked to its trace.
 
 Everything that comes from a trace (messages, tool results, names, errors) is escaped: a step holding `<script>`
-shows it as text. Links go only to this page (`?trace=<id>`, `?report=<id>`).
+shows it as text. Links go only to this page (`traces?trace=<id>`).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def _step_html(depth: int, step: dict[str, Any], trace: dict[str, Any], begin: f
     return (
         f"<details class='step' data-kind='{e(kind)}' data-step='{e(step.get('id'))}'><summary>"
         f"<span class='name' style='padding-left:{depth * 18}px'><span class='kind k-{e(kind)}'>{e(kind)}</span>"
-        f"<b>{e(step.get('name'))}</b></span><span>{_ms(step.get('duration'))}</span><span class='about'>{about}</span>"
+        f" <b>{e(step.get('name'))}</b></span><span>{_ms(step.get('duration'))}</span><span class='about'>{about}</span>"
         f"<span class='bar'><i style='left:{left:.2f}%;width:{width:.2f}%'></i></span></summary>"
         f"<div class='body'>{_details(step, trace)}</div></details>"
     )
@@ -110,10 +110,10 @@ def _messages(indexes: Any, trace: dict[str, Any]) -> str:
         parts = [] if m.get("content") in ("", None, []) else [_pre(m.get("content"))]
         if m.get("function_call"):
             call = m["function_call"]
-            parts.append(f"calls <b>{e(call.get('name'))}</b>{_pre(call.get('arguments'))}")
+            parts.append(f"<div>calls <code>{e(call.get('name'))}</code></div>{_pre(call.get('arguments'))}")
         if m.get("reasoning_content"):
             parts.append("thinking" + _pre(m["reasoning_content"]))
-        out.append(f"<div class='msg'><b>{e(who)}</b>{''.join(parts) or '<pre></pre>'}</div>")
+        out.append(f"<div class='msg'><b>{e(who)}</b>{''.join(parts) or _pre('')}</div>")
     return "".join(out)
 
 
@@ -135,7 +135,8 @@ def _details(step: dict[str, Any], trace: dict[str, Any]) -> str:
         if step.get("cfg"):
             parts.append("settings" + _pre(step["cfg"]))
         if tools:
-            parts.append(f"<details><summary>{len(tools)} tools</summary>{_pre(tools)}</details>")
+            parts.append(f"<details><summary>{len(tools)} tool{'s' if len(tools) != 1 else ''} offered</summary>"
+                         f"{_pre(tools)}</details>")  # fmt: skip
         parts.append("<h4>The reply</h4>" + _messages(step.get("output"), trace))
     elif kind == "tool":
         parts.append("arguments" + _pre(step.get("arguments") or ""))
@@ -162,7 +163,7 @@ def report_html(report: dict[str, Any]) -> str:
         reasons = "; ".join(f"{r['name']}: {r.get('reason') or ''}" for r in first.get("results") or []
                             if r.get("passed") is False) or (first.get("error") or "")  # fmt: skip
         trace = c.get("trace_id")
-        name = f"<a href='?trace={quote(trace)}'>{e(c.get('name'))}</a>" if trace else e(c.get("name"))
+        name = f"<a href='traces?trace={quote(trace)}'>{e(c.get('name'))}</a>" if trace else e(c.get("name"))
         runs = c.get("attempts") or []
         rows.append(f"<tr data-case='{e(c.get('name'))}'><td>{'✓' if c.get('passed') else '✗'}</td><td>{name}</td>"
                     f"<td>{c.get('score', 0):.2f}</td><td>{sum(a.get('passed', False) for a in runs)}/{len(runs)}</td>"

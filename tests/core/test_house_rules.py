@@ -18,7 +18,7 @@ PACKAGE = ROOT / "chatagent"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 MAX_TOP_LEVEL = 12  # .py files directly in chatagent/
 MAX_LINES = 500  # lines in one module
-MAX_FUNCTION_IMPORTS = 41  # imports of our own modules inside functions, in chatagent/
+MAX_FUNCTION_IMPORTS = 40  # imports of our own modules inside functions, in chatagent/
 
 
 def our_files() -> list[Path]:
