@@ -28,19 +28,24 @@ from chatagent.utils.jsonlenient import ToolArgumentError, parse_json
 
 @dataclass(slots=True)
 class Result:
-    """One evaluator's verdict on one answer: passed (None: it only scores), a score from 0 to 1, why."""
+    """One evaluator's verdict on one answer: passed (None: it only scores), a score from 0 to 1, why, and what else
+    it found (`data`)."""
 
     name: str
     passed: bool | None
     score: float | None = None
     reason: str = ""
+    data: dict[str, Any] | None = None  # what else it found (kept in the report's JSON)
 
     def __post_init__(self) -> None:
         if self.score is None and self.passed is not None:
             self.score = 1.0 if self.passed else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "passed": self.passed, "score": self.score, "reason": self.reason}
+        d: dict[str, Any] = {"name": self.name, "passed": self.passed, "score": self.score, "reason": self.reason}
+        if self.data is not None:
+            d["data"] = self.data
+        return d
 
 
 @dataclass(slots=True)

@@ -56,7 +56,8 @@ class Attempt:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Attempt:
-        results = [Result(r["name"], r.get("passed"), r.get("score"), r.get("reason") or "") for r in d["results"]]
+        results = [Result(r["name"], r.get("passed"), r.get("score"), r.get("reason") or "", r.get("data"))
+                   for r in d["results"]]  # fmt: skip
         return cls(d.get("output"), results, float(d.get("seconds") or 0), int(d.get("input_tokens") or 0),
                    int(d.get("output_tokens") or 0), d.get("cost"), d.get("trace_id"), d.get("error"))  # fmt: skip
 

@@ -26,9 +26,8 @@ from chatagent.evals.cases import Case, Dataset
 from chatagent.evals.evaluators import Context, Result, as_result
 from chatagent.evals.report import Attempt, CaseResult, EvaluationReport
 from chatagent.run.events import STEP, end_step, start_step
-from chatagent.run.traces import LOCAL_USER, PRINCIPAL, scoped, unscoped
+from chatagent.run.traces import LOCAL_USER, PRINCIPAL, scoped, trace_store, unscoped
 from chatagent.schema import to_messages
-from chatagent.sessions.traces import TraceStore
 from chatagent.utils.jsonlenient import ToolArgumentError, parse_json
 
 TRACE_WAIT_S = 60.0  # how long a case waits for its trace to be written before it is judged without it
@@ -96,7 +95,7 @@ async def aevaluate(
              for i, c in enumerate(ds)]  # fmt: skip
     report = EvaluationReport(name or ds.name, cases, time.perf_counter() - started, task=_task_name(task))
     if store is not False:
-        await asyncio.to_thread(TraceStore(store).save_report, who, report.to_dict())
+        await asyncio.to_thread(lambda: trace_store(store).save_report(who, report.to_dict()))
     return report
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import operator
 import os
 import queue
 import threading
@@ -76,17 +75,6 @@ class Trace:
         step["id"] = len(steps) + 1
         steps.append(step)
         return step
-
-    def index(self, messages: Any, known: int, at: list[int]) -> list[int]:
-        """`at` (the indexes of `messages[:known]`) and the indexes of the rest, each message added the first time."""
-        seen, stored = self.seen, self.messages
-        for m in messages[known:] if known else messages or ():
-            found = seen.get(id(m))
-            if found is None:
-                found = seen[id(m)] = len(stored)
-                stored.append(m)
-            at.append(found)
-        return at
 
 
 class _Recording:
@@ -162,18 +150,25 @@ class TraceRecorder(Callbacks):
         data, usage, duration = event.data, event.usage, event.duration or 0.0
         given, before = data["input"], rec.given
         trace = rec.trace
-        if before and len(given) >= len(before) and all(map(operator.is_, before, given)):
-            at = trace.index(given, len(before), rec.at[:])  # only the new messages are looked up
+        seen, stored = trace.seen, trace.messages
+        known = len(before)
+        at: list[int]
+        if known and given[:known] == before:  # a tool loop's next call gets the same messages again, and more
+            at = rec.at[:]  # (a list compares its items by identity first, in C)
         else:
-            at = trace.index(given, 0, [])
+            at, known = [], 0
+        for m in given[known:] if known else given:  # each message stored once, by identity
+            i = seen.get(id(m))
+            if i is None:
+                i = seen[id(m)] = len(stored)
+                stored.append(m)
+            at.append(i)
         rec.given, rec.at = given, at
-        fns = data["functions"]
-        if fns is not None:
-            found = trace.seen.get(id(fns))
-            if found is None:
-                found = trace.seen[id(fns)] = len(trace.functions)
-                trace.functions.append(fns)
-            fns = found
+        out: list[int] = []
+        for m in data["output"]:
+            i = seen[id(m)] = len(stored)  # a reply is new
+            stored.append(m)
+            out.append(i)
         pt, ct, cost = usage.prompt_tokens, usage.completion_tokens, usage.cost
         total = trace.usage
         total[0] += pt
@@ -181,10 +176,21 @@ class TraceRecorder(Callbacks):
         total[3] += 1
         if cost is not None:
             total[2] = (total[2] or 0.0) + cost
-        trace.add({"kind": "model", "name": data["model"] or "model", "parent": rec.open,
-                   "start": event.time - duration, "duration": duration, "model_type": data["model_type"],
-                   "input": at, "output": trace.index(data["output"], 0, []), "functions": fns, "cfg": data["cfg"],
-                   "usage": {"input_tokens": pt, "output_tokens": ct, "cost": cost}, "error": event.error})  # fmt: skip
+        step: dict[str, Any] = {"kind": "model", "name": data["model"] or "model", "parent": rec.open, "start": event.time - duration,
+                "duration": duration, "model_type": data["model_type"], "input": at, "output": out,
+                "usage": {"input_tokens": pt, "output_tokens": ct, "cost": cost}}  # fmt: skip
+        fns, cfg = data["functions"], data["cfg"]
+        if fns is not None:
+            found = seen.get(id(fns))
+            if found is None:
+                found = seen[id(fns)] = len(trace.functions)
+                trace.functions.append(fns)
+            step["functions"] = found
+        if cfg:
+            step["cfg"] = cfg
+        if event.error:
+            step["error"] = event.error
+        trace.add(step)
         if not trace.title:
             trace.title = _question(given)
 
@@ -193,10 +199,11 @@ class TraceRecorder(Callbacks):
         if rec is None or rec.recorder is not self:
             return
         duration, data = event.duration or 0.0, event.data
-        rec.trace.add({"kind": "tool", "name": event.tool or "tool", "parent": rec.open,
-                       "start": event.time - duration, "duration": duration, "call_id": event.call_id,
-                       "arguments": event.arguments, "result": event.result, "error_kind": data["error_kind"],
-                       "cached": data["cached"], "error": event.error})  # fmt: skip
+        step = rec.trace.add({"kind": "tool", "name": event.tool or "tool", "parent": rec.open,
+                              "start": event.time - duration, "duration": duration, "call_id": event.call_id,
+                              "arguments": event.arguments, "result": event.result, "cached": data["cached"]})  # fmt: skip
+        if event.error:
+            step["error"], step["error_kind"] = event.error, data["error_kind"]
 
     # ---- steps (tasks, flows, evaluation cases) and single events ----------------------------------------------
 
@@ -350,7 +357,7 @@ class _Writer:
                 body = trace_body(trace, duration, error)
                 blob = encode(body)
                 if store is not False:
-                    self._store(store).save(body, blob)
+                    self.store(store).save(body, blob)
                 if trace.done is not None:
                     trace.done(orjson.loads(blob))
             except Exception as e:  # a trace that cannot be written costs the trace, never the run
@@ -362,7 +369,7 @@ class _Writer:
                     self.pending -= 1
                     self.idle.notify_all()
 
-    def _store(self, store: Any) -> Any:
+    def store(self, store: Any) -> Any:
         key = store if isinstance(store, (str, type(None))) else id(store)
         found = self.stores.get(key)
         if found is None:
@@ -377,6 +384,12 @@ _writer = _Writer()
 
 def writer() -> _Writer:
     return _writer
+
+
+def trace_store(store: Any = None) -> Any:
+    """The `chatagent.sessions.traces.TraceStore` of `store` (a URL or path; None: the default session store), one
+    per store in the process (the session layer is loaded on first use)."""
+    return _writer.store(store)
 
 
 def flush_traces(timeout: float = 30.0) -> bool:
@@ -484,5 +497,6 @@ __all__ = [
     "recorders_for",
     "scoped",
     "stop_recording",
+    "trace_store",
     "unscoped",
 ]

@@ -62,7 +62,7 @@ DELETE_REPORT = "DELETE FROM chatagent_eval_reports WHERE owner = ? AND report_i
 
 DEFAULT_KEEP = 10_000  # traces per owner; the oldest go
 _PRUNE_EVERY = 100  # writes between two prunings of one store
-_ready: set[int] = set()  # the stores whose tables exist (by id: stores live as long as the process)
+_ready: dict[int, SQLStore] = {}  # the stores whose tables exist, by id (held here, so that an id is not reused)
 _ready_lock = threading.Lock()
 
 
@@ -116,7 +116,7 @@ class TraceStore:
                     with self.store._write() as cur:
                         for statement in TABLES:
                             cur.execute(statement.format(**self.store.dialect), ())
-                    _ready.add(key)
+                    _ready[key] = self.store
 
     # ---- traces -------------------------------------------------------------------------------------------
 
