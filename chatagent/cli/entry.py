@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 
 from chatagent.cli.commands import cmd_chat, cmd_gui, cmd_mcp, cmd_serve, cmd_sessions
 from chatagent.cli.errors import CliError
+from chatagent.cli.evals import add_eval_parsers
 from chatagent.cli.memory import add_memory_parser
 from chatagent.cli.worker import add_parser as add_worker_parser
 from chatagent.server.runner import DEFAULT_GRACE, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_REQUEST_BYTES
@@ -23,7 +24,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `chatagent` command."""
     parser = argparse.ArgumentParser(prog="chatagent", description="Chat with agents: terminal, web UI, API server.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{chat,gui,serve,worker,mcp,sessions,memory}")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{chat,gui,serve,worker,mcp,sessions,memory,eval,traces}"
+    )
 
     def model_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--model", help="model name (default: the configured or embedded model)")
@@ -58,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delete", metavar="ID", help="delete this conversation")
     p.set_defaults(func=cmd_sessions)
     add_memory_parser(sub)
+    add_eval_parsers(sub)
 
     p = sub.add_parser("gui", help="open the web UI")
     model_args(p)
@@ -74,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     names_arg(p)
     p.add_argument(
         "--memory", action="store_true", help="the Assistant remembers each user across conversations (see the panel)"
+    )
+    p.add_argument(
+        "--traces", action="store_true", help="record each run and show them on a page of their own (/traces)"
     )
     store_arg(p)
     p.set_defaults(func=cmd_gui)

@@ -9,6 +9,7 @@ around it; `stream` drives it, on a stored conversation when given a session (th
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from types import ModuleType
@@ -25,6 +26,13 @@ from chatagent.run.protocol import UNSET, Runnable
 from chatagent.run.requests import AgentLoop, Fragments
 from chatagent.schema import Message, not_a_message_list, to_messages
 from chatagent.schema.history import conversation_lang
+
+# CHATAGENT_TRACES=1: every run of the process is recorded (chatagent.run.traces)
+if os.environ.get("CHATAGENT_TRACES"):
+    from chatagent.run.traces import from_environment  # the recorder is loaded only when asked for
+
+    from_environment()
+
 
 _Stream = TypeVar("_Stream", Iterator[Fragments], AsyncIterator[Fragments])
 

@@ -41,6 +41,8 @@ EXTRA_OF: dict[str, str] = {
     "opentelemetry": "otel",
     "dbos": "dbos",
     "botocore": "bedrock",
+    "yaml": "evals",
+    "pytest": "evals",
 }
 
 
