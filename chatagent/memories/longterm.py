@@ -9,7 +9,8 @@
     mem.forget(hits[0].record.id)
 
 Records are stored at once and found by their keywords at once; their vectors are computed on the low-priority
-embedding thread and join the search when ready (`wait_for_vectors()` waits). Recall scores meaning, recency and
+embedding thread and join the search when ready. Records still waiting for a vector (the process ended first) are
+completed by the next recall or by any later process (`chatagent.memories.vectors`; `wait_for_vectors()` waits). Recall scores meaning, recency and
 importance (`chatagent.memories.recall`). Each user's records are apart: a LongTermMemory reads and changes only
 its `user`'s (`for_user()` gives the same store for another user, as the web UI does for the signed-in user).
 """
@@ -24,13 +25,11 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from chatagent.memories.extraction import ask_for_facts
 from chatagent.memories.recall import RecallWeights, UserIndex
 from chatagent.memories.records import MemoryMatch, MemoryRecord
 from chatagent.memories.store import MemoryStore, open_memory_store
-from chatagent.rag.background import EmbeddingJob
+from chatagent.memories.vectors import VectorQueue, vector_queue
 from chatagent.rag.embedders import Embedder, default_embedder
 from chatagent.schema import ASSISTANT, USER, Message, to_messages
 from chatagent.sessions.store import DEFAULT_USER
@@ -80,7 +79,6 @@ class LongTermMemory:
         self.embedder: Embedder | None = embedder
         self.llm = llm
         self.weights = weights or RecallWeights()
-        self._jobs: list[EmbeddingJob] = []
 
     def __repr__(self) -> str:
         return f"LongTermMemory(user={self.user!r}, store={self.store!r})"
@@ -159,7 +157,14 @@ class LongTermMemory:
         """The `k` records that best answer `query`, best first (see `chatagent.memories.recall`)."""
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
-        return self._index().search(query, k, self.weights, scope)
+        index = self._index()
+        if self.embedder is not None and not index.all_embedded:  # the queue of records waiting for vectors
+            waiting = [
+                (r.id, r.text) for r, done in zip(index.records, index.embedded.tolist(), strict=True) if not done
+            ]
+            if self._vectors().catch_up(waiting):
+                index = self._index()
+        return index.search(query, k, self.weights, scope)
 
     def list(self, scope: str | None = None) -> list[MemoryRecord]:
         """This user's records, most recently updated first."""
@@ -169,21 +174,14 @@ class LongTermMemory:
         return self.store.get(self.user, record_id)
 
     def wait_for_vectors(self, timeout: float | None = None) -> bool:
-        """Wait until the records stored through this object have their vectors; False on timeout or failure."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for job in list(self._jobs):
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not job.wait(left) or job.error:
-                return False
-        self._jobs = [j for j in self._jobs if not j.ready.is_set()]
-        return True
+        """Wait until none of this user's records waits for a vector (by this memory's embedder), whichever process
+        stored them; False on timeout or failure. True at once without an embedder."""
+        return self.embedder is None or self._vectors().wait(timeout)
 
     def embed_now(self) -> bool:
-        """Embed the records stored through this object that wait for vectors, on the calling thread (at its
-        priority, not the background thread's); True when all have them."""
-        for job in list(self._jobs):
-            job.run_now()
-        return self.wait_for_vectors(0)
+        """Embed this user's records that wait for vectors on the calling thread (at its priority, not the
+        background thread's); True when all have them."""
+        return self.embedder is None or self._vectors().wait(None, here=True)
 
     # ---- inside ---------------------------------------------------------------------------------------------
 
@@ -223,18 +221,14 @@ class LongTermMemory:
         return records
 
     def _embed(self, records: list[MemoryRecord]) -> None:
-        """Queue the records' vectors on the embedding thread; they are stored when ready."""
-        embedder = self.embedder
-        if embedder is None or not records:
-            return
-        store, user = self.store, self.user
+        """Queue the records' vectors on the embedding thread; they are stored when ready (see
+        `chatagent.memories.vectors`: until then the store keeps them waiting, for any process to complete)."""
+        if self.embedder is not None and records:
+            self._vectors().submit([(r.id, r.text) for r in records])
 
-        def stored(vectors: np.ndarray) -> None:
-            blobs = {r.id: v.astype(np.float16).tobytes() for r, v in zip(records, vectors, strict=True)}
-            store.set_vectors(user, embedder.name, blobs, {r.id: r.text for r in records})
-
-        self._jobs = [j for j in self._jobs if not j.ready.is_set()]
-        self._jobs.append(EmbeddingJob(embedder, [r.text for r in records], on_ready=stored).start())
+    def _vectors(self) -> VectorQueue:
+        assert self.embedder is not None
+        return vector_queue(self.store, self.user, self.embedder)
 
     def _index(self) -> UserIndex:
         """This user's records as recall searches them: rebuilt only when the store's version moved."""

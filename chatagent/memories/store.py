@@ -168,6 +168,16 @@ class MemoryStore:
             cur.execute(self._sql(sql + " ORDER BY updated DESC, id"), params)
             return [_record(r) for r in cur.fetchall()]
 
+    def unembedded(self, user: str, model: str) -> list[tuple[str, str]]:
+        """(id, text) of `user`'s records that have no vector by `model`, oldest first: what waits to be embedded."""
+        with self._transaction() as cur:
+            cur.execute(
+                self._sql("SELECT id, text FROM chatagent_memories WHERE user_id = ? AND (model IS NULL OR model <> ?) "
+                          "ORDER BY created, id"),
+                (user, model),
+            )  # fmt: skip
+            return [(r[0], r[1]) for r in cur.fetchall()]
+
     # ---- writing -------------------------------------------------------------------------------------------
 
     def add(

