@@ -38,7 +38,8 @@ in the system message under "# Knowledge Base", as Qwen-Agent does, and the file
 **Memory.** With `memory=` (a `chatagent.LongTermMemory`), the memories that best answer the latest user
 message start that message, labelled and dated (at most a twelfth of the window, at most 800 tokens), and the
 message and the final answer are stored after the run. A run on a `Session` uses the memory of the session's
-user (`memory.for_user(session.user)`), so users of one server never see each other's memories.
+user (`memory.for_user(session.user)`), so users of one server never see each other's memories. A memory that
+fails costs the memories, not the turn (a warning and a `progress` event; see `chatagent.memories.context`).
 
 **Progress.** `rag_cfg['on_progress']` (or `run(..., on_progress=f)`) gets a `chatagent.rag.Progress`
 per page read, file loaded, index built and search; run callbacks get them as `progress` events.
@@ -198,7 +199,7 @@ class Assistant(FnCallAgent):
             return (yield from self._answer(messages, lang, None, **kwargs))
         response = yield from self._answer(messages, lang, memory, **kwargs)
         session = current_run().session
-        yield from self._blocking(store_turn, memory, messages, response, session.id if session else None)
+        yield from self._blocking(store_turn, memory, messages, response, session.id if session else None, self.name)
         return response
 
     def _run_memory(self) -> LongTermMemory | None:
@@ -216,7 +217,8 @@ class Assistant(FnCallAgent):
         window = llm.context_window
         budget = min(MEMORY_MAX_TOKENS, window // MEMORY_WINDOW_SHARE) if window else MEMORY_MAX_TOKENS
         session = current_run().session
-        return with_memories(memory, messages, lang, budget, llm.count_tokens, session.id if session else None)[0]
+        sid = session.id if session else None
+        return with_memories(memory, messages, lang, budget, llm.count_tokens, sid, self.name)[0]
 
     def _answer(
         self, messages: list[Message], lang: str, memory: LongTermMemory | None, **kwargs: Any

@@ -291,3 +291,33 @@ def test_records_a_killed_process_stored_are_embedded_by_the_next_recall(tmp_pat
     assert mem.recall("What food must she never eat?", k=1)[0].record.text == "Alice is allergic to peanuts."
     assert mem.for_user("alice").wait_for_vectors(120)
     assert {model for _, model, _ in MemoryStore(url).load("alice")[1]} == {mem.embedder.name}  # type: ignore[union-attr]
+
+
+def test_a_memory_store_that_went_away_costs_the_memories_not_the_turn(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 43.3: a PostgreSQL memory stopped between two turns; the second is answered without memories, and
+    the run's callbacks and the log say so (as for a file that cannot be read)."""
+    from tests.support.postgres import PostgresCluster, unavailable
+
+    if unavailable():
+        pytest.skip(unavailable())
+    cluster = PostgresCluster().start()
+    try:
+        mem = LongTermMemory(store=cluster.new_store_url(), embedder=None)
+        llm = ScriptedLLM(["Noted: no peanuts.", "Apple slices."])
+        bot = Assistant(llm=llm, memory=mem)
+        told = [{"role": "user", "content": "I'm allergic to peanuts."}]
+        bot.run_nonstream(told, session=Session("mon", user="alice"))
+        assert [r.text for r in mem.for_user("alice").list()][-1] == "I'm allergic to peanuts."
+    finally:
+        cluster.stop()  # the memory's server went away
+    events = []
+    asked = [{"role": "user", "content": "Any peanut-free snack ideas?"}]
+    answer = bot.run_nonstream(asked, session=Session("fri", user="alice"), callbacks=[events.append])
+    assert answer[-1]["content"] == "Apple slices."
+    assert llm.calls[-1].messages[-1].text == "Any peanut-free snack ideas?"  # no memories: there were none to read
+    failures = [e for e in events if e.kind == "progress" and e.error]
+    assert [e.data["memory"] for e in failures] == ["recall", "store"], failures
+    assert all("memory" in e.data["text"] and "MemoryStoreError" not in e.data["text"] for e in failures)
+    assert "answering without memories" in caplog.text and "not stored in long-term memory" in caplog.text
