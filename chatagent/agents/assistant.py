@@ -37,7 +37,7 @@ in the system message under "# Knowledge Base", as Qwen-Agent does, and the file
 
 **Memory.** With `memory=` (a `chatagent.LongTermMemory`), the memories that best answer the latest user
 message start that message, labelled and dated (at most a twelfth of the window, at most 800 tokens), and the
-message and the final answer are stored after the run. A run on a `Session` uses the memory of the session's
+message is stored after the run (the answer too when the memory keeps answers: `chatagent.memories.context`). A run on a `Session` uses the memory of the session's
 user (`memory.for_user(session.user)`), so users of one server never see each other's memories. A memory that
 fails costs the memories, not the turn (a warning and a `progress` event; see `chatagent.memories.context`).
 

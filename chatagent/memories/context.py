@@ -3,8 +3,10 @@
 Before the run, the records that best answer the latest user message are put at the start of that message,
 labelled as memories from earlier conversations, each with its date, within a token budget (the best first,
 as many as fit; the records of this very conversation are left out: the model has them). After the run, that
-message and the final answer are stored (the answer as less important: what the user says about themselves
-matters most), cited by the conversation's session id and their place in it.
+message is stored, cited by the conversation's session id and its place in it, and the final answer too when the
+memory keeps answers and the answer says something (`chatagent.memories.boilerplate`; as less important: what
+the user says about themselves matters most); with a model of its own the memory stores the facts it draws from
+both instead.
 
 A memory that fails (its store went away, its embedding service does not answer) costs the memories, not the
 turn: the answer comes without them, or is not stored, with a warning in the log and a `progress` event whose
@@ -17,6 +19,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from chatagent.memories.boilerplate import is_boilerplate
 from chatagent.memories.store import MemoryStoreError
 from chatagent.rag.embedders import EmbedderError
 from chatagent.rag.progress import Progress
@@ -102,8 +105,8 @@ def store_turn(
     session: str | None,
     agent: str | None = None,
 ) -> int:
-    """Store the latest user message of `conversation` and the final answer of `response`; how many records (0
-    when the memory failed: see the module docstring)."""
+    """Store the latest user message of `conversation` (and the final answer of `response`: see the module
+    docstring); how many records (0 when the memory failed)."""
     try:
         return _store_turn(memory, conversation, response, session)
     except MEMORY_FAILURES as e:
@@ -136,6 +139,8 @@ def _store_turn(
     if memory.llm is not None and (answer is None or where == last + 1):  # the model sees question and answer
         return len(memory.ingest(turn, session_id=session, first_index=last))
     records = memory.ingest(turn[:1], session_id=session, first_index=last)
-    if answer is not None:
-        records += memory.ingest([answer], session_id=session, first_index=where, importance=ANSWER_IMPORTANCE)
+    if answer is not None and memory.keep_answers and not is_boilerplate(answer.text, conversation[last].text):
+        records = records + memory.ingest(
+            [answer], session_id=session, first_index=where, importance=ANSWER_IMPORTANCE, keep_answers=True
+        )
     return len(records)

@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from chatagent.memories.boilerplate import is_boilerplate
 from chatagent.memories.extraction import ask_for_facts
 from chatagent.memories.recall import RecallWeights, UserIndex
 from chatagent.memories.records import MemoryMatch, MemoryRecord
@@ -59,6 +60,9 @@ class LongTermMemory:
         llm: a chat model (config dict or instance): `ingest` then stores the facts it draws from a conversation,
             updating the memories they contradict or repeat, instead of the raw turns.
         weights: how recall weighs meaning, recency and importance (`RecallWeights`).
+        keep_answers: keep the assistant's answers of a conversation as memories too (those that say something:
+            `chatagent.memories.boilerplate`); by default only what the user said is kept (and, with `llm=`, the
+            facts the model draws from both).
     """
 
     def __init__(
@@ -69,6 +73,7 @@ class LongTermMemory:
         embedder: Embedder | str | None = "default",
         llm: BaseChatModel | dict[str, Any] | None = None,
         weights: RecallWeights | None = None,
+        keep_answers: bool = False,
     ) -> None:
         self.user = _checked_user(user)
         self.store = open_memory_store(store)
@@ -79,6 +84,7 @@ class LongTermMemory:
         self.embedder: Embedder | None = embedder
         self.llm = llm
         self.weights = weights or RecallWeights()
+        self.keep_answers = bool(keep_answers)
 
     def __repr__(self) -> str:
         return f"LongTermMemory(user={self.user!r}, store={self.store!r})"
@@ -87,7 +93,9 @@ class LongTermMemory:
         """The same memory (store, embedder, model, weights) for another user."""
         if user == self.user:
             return self
-        return LongTermMemory(user, self.store, embedder=self.embedder, llm=self.llm, weights=self.weights)
+        return LongTermMemory(
+            user, self.store, embedder=self.embedder, llm=self.llm, weights=self.weights, keep_answers=self.keep_answers
+        )
 
     # ---- storing -------------------------------------------------------------------------------------------
 
@@ -113,18 +121,26 @@ class LongTermMemory:
         first_index: int = 0,
         importance: float = 0.5,
         at: float | None = None,
+        keep_answers: bool | None = None,
     ) -> list[MemoryRecord]:
-        """Store a conversation's user and assistant turns (message `i` is cited as `first_index + i` of
-        `session_id`; `at`: when it took place, default now); with `llm=`, the facts the model draws from them
-        instead. The records stored or updated."""
+        """Store a conversation's user turns, and its assistant turns that say something when the memory keeps
+        answers (`keep_answers`: this call's choice, default the memory's) (message `i` is cited as
+        `first_index + i` of `session_id`; `at`: when it took place, default now); with `llm=`, the facts the
+        model draws from them instead. The records stored or updated."""
         msgs = to_messages(list(messages))
         if self.llm is not None:
             facts = self._facts(msgs, session_id, scope, first_index)
             if facts is not None:
                 return facts
+        answers = self.keep_answers if keep_answers is None else keep_answers
         items = []
+        question = ""
         for i, m in enumerate(msgs):
             text = m.text.strip() if m.role in (USER, ASSISTANT) and m.function_call is None else ""
+            if m.role == USER:
+                question = text
+            elif text and (not answers or is_boilerplate(text, question)):
+                continue
             if text:
                 source: dict[str, Any] = {"session": session_id, "message": first_index + i, "role": m.role}
                 items.append((text[:MAX_TEXT_CHARS], scope, importance, source))

