@@ -209,8 +209,11 @@ class Assistant(FnCallAgent):
             return self.memory
         return self.memory.for_user(session.user)
 
-    def _remembered(self, memory: LongTermMemory | None, messages: list[Message], lang: str) -> list[Message]:
-        """`messages` with the memories of the latest user message put before it (see the module docstring)."""
+    def _remembered(
+        self, memory: LongTermMemory | None, messages: list[Message], lang: str, question: str | None = None
+    ) -> list[Message]:
+        """`messages` with the memories of the latest user message (its `question`, when excerpts precede it now)
+        put before it (see the module docstring)."""
         if memory is None:
             return messages
         llm = self.llm
@@ -218,7 +221,7 @@ class Assistant(FnCallAgent):
         budget = min(MEMORY_MAX_TOKENS, window // MEMORY_WINDOW_SHARE) if window else MEMORY_MAX_TOKENS
         session = current_run().session
         sid = session.id if session else None
-        return with_memories(memory, messages, lang, budget, llm.count_tokens, sid, self.name)[0]
+        return with_memories(memory, messages, lang, budget, llm.count_tokens, sid, self.name, question)[0]
 
     def _answer(
         self, messages: list[Message], lang: str, memory: LongTermMemory | None, **kwargs: Any
@@ -235,8 +238,9 @@ class Assistant(FnCallAgent):
         passage_first = self._passage_first(self.llm)
         prompts = (PASSAGE_PROMPTS if passage_first else PROMPTS)["zh" if lang == "zh" else "en"]
         messages = with_system_text(messages, prompts["system"])
+        question = next((m.text for m in reversed(messages) if m.role == USER), None)  # before its excerpts
         messages, latest = yield from self._blocking(self._with_excerpts, messages, prompts, report, passage_first)
-        messages = yield from self._blocking(self._remembered, memory, messages, lang)
+        messages = yield from self._blocking(self._remembered, memory, messages, lang, question)
         current_run().check_deadline()  # reading many new files can take a while
         # a source shows the sentences of its chunk that matched the question
         extra: dict[str, Any] = {"sources": [snippet_source(c, latest.query) for c in latest.chunks] if latest else []}

@@ -72,14 +72,16 @@ def with_memories(
     count: Callable[[str], int],
     session: str | None = None,
     agent: str | None = None,
+    query: str | None = None,
 ) -> tuple[list[Message], str]:
     """`messages` whose latest user message starts with its memories, and that block ('' when none, or when the
-    memory failed: see the module docstring; `agent` names who tells). Records of `session` (this conversation,
-    already in `messages`) are left out."""
+    memory failed: see the module docstring; `agent` names who tells). The memories are those of `query`, by
+    default that message's text (a caller that put excerpts before the question gives the question: its vector
+    is then the one retrieval made). Records of `session` (this conversation, already in `messages`) are left out."""
     last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == USER), None)
     if last is None or max_tokens <= 0:
         return messages, ""
-    query = messages[last].text.strip()
+    query = (messages[last].text if query is None else query).strip()
     try:
         found = memory.recall(query, k=2 * RECALL_K) if query else []
     except MEMORY_FAILURES as e:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -27,11 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from chatagent.memories.boilerplate import is_boilerplate
 from chatagent.memories.extraction import ask_for_facts
+from chatagent.memories.indexes import forget_saved, user_index
 from chatagent.memories.recall import RecallWeights, UserIndex
 from chatagent.memories.records import MemoryMatch, MemoryRecord
 from chatagent.memories.store import MemoryStore, open_memory_store
 from chatagent.memories.vectors import VectorQueue, vector_queue
-from chatagent.rag.embedders import Embedder, default_embedder
+from chatagent.rag.embedders import Embedder, default_embedder, query_vector
 from chatagent.schema import ASSISTANT, USER, Message, to_messages
 from chatagent.sessions.store import DEFAULT_USER
 
@@ -44,8 +44,7 @@ logger = logging.getLogger("chatagent.memories")
 
 MAX_TEXT_CHARS = 4000  # of one record: a longer turn is kept by its start
 RELATED = 10  # memories shown to a fact-drawing model
-_indexes: dict[tuple[str, str, str], UserIndex] = {}  # (store, user, embedder) -> the newest index built
-_indexes_lock = threading.Lock()
+BY_IDS = 64  # records waiting for vectors asked of the store by id (more: the store finds them itself)
 
 
 class LongTermMemory:
@@ -161,11 +160,16 @@ class LongTermMemory:
 
     def forget(self, record_id: str) -> bool:
         """Delete one of this user's records; False if there is none of that id."""
-        return self.store.delete(self.user, [record_id]) > 0
+        deleted = self.store.delete(self.user, [record_id]) > 0
+        if deleted:
+            forget_saved(self.store, self.user)
+        return deleted
 
     def forget_all(self) -> int:
         """Delete every record of this user; how many there were."""
-        return self.store.delete(self.user)
+        count = self.store.delete(self.user)
+        forget_saved(self.store, self.user)
+        return count
 
     # ---- reading -------------------------------------------------------------------------------------------
 
@@ -173,14 +177,19 @@ class LongTermMemory:
         """The `k` records that best answer `query`, best first (see `chatagent.memories.recall`)."""
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
+        return self._matches(query, k, self.weights, scope)
+
+    def _matches(self, query: str, k: int, weights: RecallWeights, scope: str | None) -> list[MemoryMatch]:
         index = self._index()
-        if self.embedder is not None and not index.all_embedded:  # the queue of records waiting for vectors
-            waiting = [
-                (r.id, r.text) for r, done in zip(index.records, index.embedded.tolist(), strict=True) if not done
-            ]
+        if self.embedder is not None and index.waiting:  # the queue of records waiting for vectors
+            ids = index.waiting_ids()
+            waiting = self.store.unembedded(self.user, self.embedder.name, ids if len(ids) <= BY_IDS else None)
             if self._vectors().catch_up(waiting):
                 index = self._index()
-        return index.search(query, k, self.weights, scope)
+        vector = query_vector(self.embedder, query) if self.embedder is not None and index.has_vectors else None
+        found = index.search(query, vector, k, weights, scope)
+        records = self.store.get_many(self.user, [rid for rid, _ in found])
+        return [MemoryMatch(records[rid], score) for rid, score in found if rid in records]
 
     def list(self, scope: str | None = None) -> list[MemoryRecord]:
         """This user's records, most recently updated first."""
@@ -247,18 +256,8 @@ class LongTermMemory:
         return vector_queue(self.store, self.user, self.embedder)
 
     def _index(self) -> UserIndex:
-        """This user's records as recall searches them: rebuilt only when the store's version moved."""
-        key = (self.store.url, self.user, self.embedder.name if self.embedder is not None else "")
-        version = self.store.version(self.user)
-        with _indexes_lock:
-            found = _indexes.get(key)
-        if found is not None and found.version == version:
-            return found
-        version, rows = self.store.load(self.user)
-        built = UserIndex(version, rows, self.embedder, found.terms if found is not None else None)
-        with _indexes_lock:
-            _indexes[key] = built
-        return built
+        """This user's records as recall searches them, up to date with the store (`chatagent.memories.indexes`)."""
+        return user_index(self.store, self.user, self.embedder.name if self.embedder is not None else None)
 
 
 def _checked_user(user: Any) -> str:
