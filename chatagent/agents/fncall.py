@@ -25,15 +25,15 @@ from typing import Any
 import orjson
 
 from chatagent.agent import Agent, current_run, emit_tool_end, emit_tool_start
-from chatagent.agents.teams.agent_calls import (
+from chatagent.run.agent_calls import (
     resume_agent_call,
     run_agent_call,
     split_calls,
     transfer,
     unanswered_calls,
 )
-from chatagent.agents.teams.handoffs import Handoff, HandoffTool, as_handoffs, holder
 from chatagent.run.agent_tool import AgentTool
+from chatagent.run.handoffs import Handoff, HandoffTool, as_handoffs, holder
 from chatagent.run.nested import paused_nested
 from chatagent.schema import ASSISTANT, FUNCTION, USER, ContentItem, FunctionCall, Message, content_text
 from chatagent.schema.fragment import Fragment, fragment
@@ -66,7 +66,7 @@ class FnCallAgent(Agent):
         max_calls_per_reply: how many calls of one reply run (default 32); each call past it is answered with an
             error saying so, not run (a hostile text of 3,000 calls runs none of the rest).
         handoffs: agents (or `handoff(...)`s) the model may hand the conversation over to with `transfer_to_<name>`
-            (see `chatagent.agents.teams.handoffs`).
+            (see `chatagent.run.handoffs`).
     """
 
     def __init__(
@@ -120,7 +120,7 @@ class FnCallAgent(Agent):
         self.function_map, self._handoffs = tools, made
 
     def _sub_agents(self) -> list[Agent]:
-        return [h.agent for h in self._handoffs]
+        return [h.agent for h in self._handoffs if isinstance(h.agent, Agent)]
 
     def _overridden_call(self, name: str, arguments: str, call_id: str | None, kwargs: dict) -> ToolOutcome:
         """A call through an overridden `_call_tool`: in order, here, with Qwen-Agent's arguments (and chatagent's,

@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("plugins", ("chatagent.plugins",)),  # the built-in plugins
     ("agent", ("=chatagent.agent",)),  # Agent: implements Runnable
     ("agents", ("chatagent.agents",)),
+    ("flows", ("chatagent.flows",)),  # event-driven processes of methods, their state persisted
     ("apps", ("=chatagent", "=chatagent.__main__", "chatagent.server", "chatagent.cli", "gui")),
     # documented and Qwen-Agent module paths that re-export from the layers below (nothing of ours imports them)
     (

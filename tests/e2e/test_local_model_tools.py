@@ -14,9 +14,9 @@ import threading
 import pytest
 
 from chatagent import FnCallAgent
-from chatagent.llm.argument_grammar import spans
 from chatagent.llm.local import LocalModel, LocalServer, get_server
-from chatagent.llm.tool_router import shared_router
+from chatagent.llm.local.argument_grammar import spans
+from chatagent.llm.local.tool_router import shared_router
 from chatagent.tools.from_function import FunctionTool
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # a loaded 2-core machine decodes a few tokens/s

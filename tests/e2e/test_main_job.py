@@ -97,7 +97,7 @@ def test_the_assistant_answers_from_a_large_pdf_and_cites_the_page(manual: Path,
 
 def test_the_readme_first_snippets_run_without_a_key(monkeypatch: pytest.MonkeyPatch, llm) -> None:
     """'Your first agent' and the streaming snippet, as written, on a machine with no key (answers kept short)."""
-    from chatagent.llm import local
+    from chatagent.llm.local import model as local
 
     for name in ENV:
         monkeypatch.delenv(name, raising=False)

@@ -7,8 +7,8 @@ The request goes through the openai SDK (one client per model, so connections ar
 retries are off because BaseChatModel retries); the async path posts it with httpx and never imports the SDK, on
 a client shared by every model calling the same server on the same event loop (`http_pool.shared_client`).
 The streamed answer is read from the raw HTTP response and parsed with orjson, event by event: no pydantic
-object per chunk. The parts: the request (`openai_request`), the reply (`openai_reply`, over `sse`), the
-errors (`openai_errors`); this module sends, reads and retries without `stream_options` when a server refuses it.
+object per chunk. The parts: the request (`request`), the reply (`reply`, over `chatagent.llm.sse`), the
+errors (`errors`); this module sends, reads and retries without `stream_options` when a server refuses it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import httpx
 
 from chatagent.errors import ModelServiceError
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage
-from chatagent.llm.openai_errors import (
+from chatagent.llm.openai.errors import (
     broken_body,
     error_body,
     error_from_status,
@@ -33,8 +33,8 @@ from chatagent.llm.openai_errors import (
     no_answer,
     unreachable,
 )
-from chatagent.llm.openai_reply import Prompt, ReplyReader, non_sse_reply, parse_completion
-from chatagent.llm.openai_request import (
+from chatagent.llm.openai.reply import Prompt, ReplyReader, non_sse_reply, parse_completion
+from chatagent.llm.openai.request import (
     TRANSPORT_OPTIONS,
     drop_stream_options,
     http_request,
