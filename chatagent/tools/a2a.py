@@ -50,6 +50,8 @@ class A2AAgent(BaseTool):
             to the model (more is cut, and marked as cut).
     """
 
+    third_party = True  # its name and description are the card's
+
     def __init__(
         self, url: str, *, name: str | None = None, api_key: str | None = None, headers: dict[str, str] | None = None,
         timeout: float = DEFAULT_TIMEOUT, interfaces: list[str] | tuple[str, ...] = (), max_bytes: int = MAX_BYTES,
