@@ -120,7 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--job-flow", action="append", default=[], metavar="NAME", help="a flow jobs may name (repeatable)")
     p.add_argument("--dbos-schema", default="dbos", help="with --jobs: the schema of DBOS's tables")
     p.add_argument("--mcp", action="store_true", help="also serve the agent over MCP (streamable HTTP) at /mcp")
-    p.add_argument("--expose-tools", action="store_true", help="with --mcp: the agent's own tools are MCP tools too")
+    p.add_argument(
+        "--expose-tools",
+        nargs="*",
+        metavar="AGENT",
+        help="with --mcp: the agents' own tools are MCP tools "
+        "too, through their agents' checks (naming agents: only theirs, checks a call cannot reach or not)",
+    )
     p.add_argument("--a2a", action="store_true", help="also serve the agent over A2A (agent card, tasks at /a2a/NAME)")
     store_arg(p)
     p.set_defaults(func=cmd_serve)
@@ -129,7 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("mcp", help="serve an agent over MCP on stdin/stdout (for desktop and IDE clients)")
     model_args(p)
-    p.add_argument("--expose-tools", action="store_true", help="the agent's own tools are MCP tools too")
+    p.add_argument(
+        "--expose-tools",
+        nargs="*",
+        metavar="AGENT",
+        help="the agents' own tools are MCP tools too, "
+        "through their agents' checks (naming agents: only theirs, checks a call cannot reach or not)",
+    )
     store_arg(p)
     p.set_defaults(func=cmd_mcp)
     return parser

@@ -54,9 +54,9 @@ def error_from_status(
         if _STREAM_OPTIONS.search(message):
             return ModelServiceError(ModelErrorCode.STREAM_OPTIONS_UNSUPPORTED, message)
     if status in (401, 403):
-        message = f"{message} (check {key_hint} for {where})"
-    elif status == 404:
-        message = f"{message} (check the model name {model!r} and model_server {where!r})"
+        return ModelServiceError(status, message, hint=f"check {key_hint} for {where}")
+    if status == 404:
+        return ModelServiceError(status, message, hint=f"check the model name {model!r} and model_server {where!r}")
     return ModelServiceError(status, message)
 
 
