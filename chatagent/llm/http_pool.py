@@ -1,5 +1,6 @@
-"""The async HTTP clients of the model backends: shared per (endpoint, event loop), built off the loop, and spread
-over several small connection pools.
+"""The HTTP clients of the model backends: one `httpx.Client` per (endpoint, options) in a process for the
+synchronous path (`shared_sync_client`, thread-safe), and for asyncio one per (endpoint, options, event loop), built off
+the loop and spread over several small connection pools (`shared_client`).
 
 `shared_client(endpoint, options)` gives every model instance with the same endpoint and client options on one
 event loop the same `httpx.AsyncClient`: its connections are reused across agents, and the first one is built
@@ -33,6 +34,26 @@ _lock = threading.Lock()
 _ssl_contexts: dict[tuple[Any, ...], Any] = {}  # (trust_env, SSL_CERT_FILE, SSL_CERT_DIR) -> ssl.SSLContext
 # event loop -> (endpoint, options) -> the client and what is being built for it
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = weakref.WeakKeyDictionary()
+_sync_clients: dict[str, httpx.Client] = {}  # (process, endpoint, options) -> the synchronous client
+_sync_lock = threading.Lock()  # not `_lock`: making a client takes that one for its SSL context
+TIMEOUT = httpx.Timeout(600.0, connect=5.0)  # a stream may think for minutes; a connection is made in seconds
+
+
+def shared_sync_client(endpoint: str, options: dict[str, Any]) -> httpx.Client:
+    """The `httpx.Client` (made with `options`) of every model that calls `endpoint` in this process, from any
+    thread; a forked child makes its own (its parent's connections are not its to use)."""
+    key = f"{os.getpid()}\0{endpoint}\0{sorted(options.items())!r}"
+    client = _sync_clients.get(key)
+    if client is None:
+        with _sync_lock:
+            client = _sync_clients.get(key)
+            if client is None:
+                trust_env = options.get("trust_env", True)
+                no_cookies = CookieJar(DefaultCookiePolicy(allowed_domains=[]))
+                given: dict[str, Any] = {"timeout": TIMEOUT, **options}
+                client = httpx.Client(verify=_ssl_context(trust_env), cookies=no_cookies, **given)
+                _sync_clients[key] = client
+    return client
 
 
 async def shared_client(endpoint: str, options: dict[str, Any]) -> httpx.AsyncClient:
@@ -70,7 +91,7 @@ def _new_client(options: dict[str, Any]) -> httpx.AsyncClient:
     with contextlib.suppress(ImportError):  # nor anyio's asyncio backend, which httpcore's locks load on first use
         importlib.import_module("anyio._backends._asyncio")
     no_cookies = CookieJar(DefaultCookiePolicy(allowed_domains=[]))
-    options = {"timeout": httpx.Timeout(600.0, connect=5.0), **options}  # a stream may think for minutes
+    options = {"timeout": TIMEOUT, **options}
     return httpx.AsyncClient(transport=transport, verify=ssl_context, cookies=no_cookies, **options)
 
 
@@ -142,4 +163,4 @@ class _Counted(httpx.AsyncByteStream):
         await self._stream.aclose()
 
 
-__all__ = ["ShardedTransport", "shared_client"]
+__all__ = ["ShardedTransport", "shared_client", "shared_sync_client"]
