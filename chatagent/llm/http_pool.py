@@ -8,6 +8,11 @@ in a worker thread (with its SSL context, whose CA bundle takes ~20 ms of CPU to
 settings), so that a new agent's first call does not stall the loop. The clients keep no cookies: a cookie one
 model's server sets must not reach another model (another key) on the same endpoint.
 
+A burst of requests (a thousand runs started at once) would open a thousand connections at once, and their connect
+timeouts would count the time each waits for the busy event loop to run it: most would time out. `ShardedTransport`
+lets at most `CONNECTING` connections be made at once; a request beyond waits for its turn, and its connect
+timeout starts with its own connect (`_ConnectGate`).
+
 httpcore's connection pool re-examines every connection it holds whenever a request starts or ends, work that
 grows with the square of its size: one pool carrying a thousand concurrent streams spends most of the process's
 time in that bookkeeping (measured: tens of seconds before the last stream's first chunk). `ShardedTransport`
@@ -107,17 +112,23 @@ def _ssl_context(trust_env: bool) -> Any:
     return context
 
 
+CONNECTING = 16  # connections a client makes at once (the others wait their turn, their timeout not started)
+
+
 class ShardedTransport(httpx.AsyncBaseTransport):
     """`httpx.AsyncHTTPTransport`s (made with `options`, sharing one SSL context), each with at most `per_pool`
-    requests in flight; a request counts until its response is closed."""
+    requests in flight; a request counts until its response is closed. At most `connecting` connections are
+    made at once, over all the pools."""
 
-    def __init__(self, per_pool: int = 32, **options: Any) -> None:
+    def __init__(self, per_pool: int = 32, connecting: int = CONNECTING, **options: Any) -> None:
         if "verify" not in options:  # one SSL context for all pools: loading the CA bundle once
             options["verify"] = _ssl_context(options.get("trust_env", True))
         self._options = options
         self._per_pool = per_pool
         self._pools: list[httpx.AsyncHTTPTransport] = []
         self._busy: list[int] = []
+        self._connecting = connecting
+        self._gate: asyncio.Semaphore | None = None  # made on the loop, at the first connection
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         busy = self._busy
@@ -135,12 +146,39 @@ class ShardedTransport(httpx.AsyncBaseTransport):
 
     def add_pool(self) -> None:
         """One more connection pool (the requests go to the first one with room)."""
-        self._pools.append(httpx.AsyncHTTPTransport(**self._options))
+        pool = httpx.AsyncHTTPTransport(**self._options)
+        # httpcore's pool (or proxy) makes its connections through this backend: the gate goes around it
+        inner: Any = getattr(pool, "_pool", None)
+        if inner is not None and hasattr(inner, "_network_backend"):
+            inner._network_backend = _ConnectGate(inner._network_backend, self)
+        self._pools.append(pool)
         self._busy.append(0)
+
+    def gate(self) -> asyncio.Semaphore:
+        """The semaphore a connection holds while it is being made (one for all the pools)."""
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self._connecting)
+        return self._gate
 
     async def aclose(self) -> None:
         for pool in self._pools:
             await pool.aclose()
+
+
+class _ConnectGate:
+    """httpcore's network backend, with at most the transport's `connecting` TCP connections being made at once:
+    the connect timeout counts from a connection's own start, not from when it began to wait."""
+
+    def __init__(self, backend: Any, transport: ShardedTransport) -> None:
+        self._backend = backend
+        self._transport = transport
+
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
+        async with self._transport.gate():
+            return await self._backend.connect_tcp(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # connect_unix_socket, sleep: as they are
+        return getattr(self._backend, name)
 
 
 class _Counted(httpx.AsyncByteStream):
