@@ -204,7 +204,9 @@ class Assistant(FnCallAgent):
         response = yield from self._answer(messages, lang, memory, **kwargs)
         run = current_run()
         session = run.session
-        stored = yield from self._blocking(store_turn, memory, messages, response, session.id if session else None, self.name)
+        stored = yield from self._blocking(
+            store_turn, memory, messages, response, session.id if session else None, self.name
+        )
         if run.callbacks:
             tell(run.callbacks, MEMORY, self.name, run, {"op": "store", "records": stored})
         return response

@@ -16,6 +16,7 @@ from chatagent.cli.errors import CliError
 from chatagent.cli.evals import add_eval_parsers
 from chatagent.cli.memory import add_memory_parser
 from chatagent.cli.worker import add_parser as add_worker_parser
+from chatagent.log import BackgroundHandler
 from chatagent.server.runner import DEFAULT_GRACE, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_REQUEST_BYTES
 from chatagent.utils.keys import MaskSecretsFilter
 
@@ -163,7 +164,7 @@ def log_to_stderr(args: argparse.Namespace) -> Iterator[None]:
     """Log lines to stderr while the command runs (DEBUG with -v; the chat shows warnings only); the root logger is
     as it was afterwards, so that calling `main()` in a process (tests, notebooks) leaves no handler behind."""
     level = logging.DEBUG if args.verbose else logging.WARNING if args.command == "chat" else logging.INFO
-    handler = logging.StreamHandler()
+    handler = BackgroundHandler()  # a line never waits for stderr: a serve nobody reads keeps serving
     handler.setFormatter(logging.Formatter("chatagent: %(message)s"))
     handler.addFilter(MaskSecretsFilter())  # no key in any line, ours or a library's
     if not args.verbose:  # other libraries' INFO is per request (HTTP clients log every model call): -v shows it
@@ -177,6 +178,7 @@ def log_to_stderr(args: argparse.Namespace) -> Iterator[None]:
     finally:
         root.removeHandler(handler)
         root.setLevel(previous)
+        handler.close()  # what is left is written (if stderr takes it within a few seconds)
 
 
 def _terminate(signum: int, frame: object) -> None:

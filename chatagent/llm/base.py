@@ -19,7 +19,7 @@ from chatagent.llm.cut_off import cut_call_error as cut_call_error  # re-exporte
 from chatagent.llm.pacing import Pace, pace_of
 from chatagent.llm.prepare import normalize_functions, valid_unicode, without_media
 from chatagent.llm.request import ModelRequest, Usage
-from chatagent.llm.retry import aretrying, retrying
+from chatagent.llm.retry import RetryBudget, aretrying, budget_of, retrying
 from chatagent.llm.routing import plan
 from chatagent.llm.settings import (
     DEFAULT_TOOL_CHOICE,
@@ -397,14 +397,21 @@ class BaseChatModel(TokenBudget):
     def _retrying(
         self, attempt: Callable[[], Iterable[list[Fragment]]], settings: Settings
     ) -> Iterator[list[Fragment]]:
-        """Run `attempt` with retries (see `chatagent.llm.retry.retrying`), paced by `max_rpm`."""
-        return retrying(attempt, settings, self.model or self.model_type, self.api_key, self._pace(settings))
+        """Run `attempt` with retries (see `chatagent.llm.retry.retrying`) from the server's budget, paced by
+        `max_rpm`."""
+        name = self.model or self.model_type
+        return retrying(attempt, settings, name, self.api_key, self._pace(settings), self._retry_budget())
 
     def _aretrying(
         self, attempt: Callable[[], AsyncIterator[list[Fragment]]], settings: Settings
     ) -> AsyncIterator[list[Fragment]]:
         """`_retrying` for asyncio."""
-        return aretrying(attempt, settings, self.model or self.model_type, self.api_key, self._pace(settings))
+        name = self.model or self.model_type
+        return aretrying(attempt, settings, name, self.api_key, self._pace(settings), self._retry_budget())
+
+    def _retry_budget(self) -> RetryBudget:
+        """The retry budget every model on this server shares (`chatagent.llm.retry.RetryBudget`)."""
+        return budget_of(f"{type(self).__name__}|{self.cfg.get('model_server') or ''}")
 
     def _pace(self, settings: Settings) -> Pace | None:
         """The shared pace of this model's requests with `max_rpm` (see `chatagent.llm.pacing`)."""

@@ -72,9 +72,16 @@ def error_body(data: bytes) -> Any:
     return error if error is not None else parsed
 
 
-def no_answer(where: str) -> ModelServiceError:
-    """The request timed out before the server answered."""
-    return ModelServiceError(ModelErrorCode.TIMEOUT, f"no answer from {where} in time", retryable=True)
+def no_answer(where: str, e: BaseException | None = None) -> ModelServiceError:
+    """The request timed out before the server answered: `e` (httpx's) tells whether making the connection did."""
+    kind = type(e).__name__ if e is not None else ""
+    if kind == "ConnectTimeout":
+        message = f"no connection to {where} in time"
+    elif kind == "PoolTimeout":
+        message = f"no free connection to {where} in time"
+    else:
+        message = f"no answer from {where} in time"
+    return ModelServiceError(ModelErrorCode.TIMEOUT, message, retryable=True)
 
 
 def unreachable(where: str, cause: BaseException, api_key: str | None) -> ModelServiceError:
