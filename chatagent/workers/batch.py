@@ -19,15 +19,17 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chatagent.agents.teams.crew import Crew, CrewOutput
-from chatagent.rag.backends import RetrievalBackend
 from chatagent.rag.chunking import chunk_document
 from chatagent.rag.parsers import SUPPORTED_EXTENSIONS, parse_file
 from chatagent.sessions import Session
 from chatagent.workers.client import Jobs, JobStatus, JobTimeout, batch_ids
 from chatagent.workers.jobs import DONE, JobSpec
+
+if TYPE_CHECKING:
+    from chatagent.rag.backends import RetrievalBackend  # numpy: ingestion's backends come with chatagent[rag]
 
 Progress = Callable[[int, int], None]  # (items ended, items in all)
 _POLL_S = 0.25
