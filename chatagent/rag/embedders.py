@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from chatagent.errors import ChatAgentError
+from chatagent.errors import EmbedderError
 from chatagent.utils.e5 import E5, clean, shared_e5
 from chatagent.utils.e5 import NAME as E5_NAME
 from chatagent.utils.extras import missing_dependency
@@ -40,10 +40,6 @@ __all__ = [
     "default_embedder",
     "query_vector",
 ]
-
-
-class EmbedderError(ChatAgentError, RuntimeError):
-    """An embedding service or model failed (the message says which and why, without keys)."""
 
 
 @runtime_checkable

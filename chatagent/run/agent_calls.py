@@ -9,6 +9,8 @@ from typing import Any
 
 from chatagent.run.agent_tool import AgentTool, call_arguments, run_nested
 from chatagent.run.approval import call_id
+from chatagent.run.context import current_run
+from chatagent.run.events import HANDOFF, tell
 from chatagent.run.handoffs import Handoff, HandoffTool, too_many_handoffs, transferred
 from chatagent.run.nested import NESTED, nested, own_messages, paused_nested
 from chatagent.run.requests import Asking
@@ -19,7 +21,6 @@ from chatagent.tools.calling import PreparedCall, ToolErrorKind, ToolOutcome
 
 ONE_TRANSFER = "Error: only one transfer per reply: this one was not made, {name} was handed the conversation."
 TOO_MANY = "Error: the conversation was handed over too many times in this turn; answer the user yourself."
-HANDOFF = ToolErrorKind.HANDOFF  # a transfer not made
 
 
 class CallSteps:
@@ -41,9 +42,11 @@ def split_calls(prepared: list[PreparedCall | ToolOutcome]) -> CallSteps:
             steps.agents.append(p)
         elif isinstance(p, PreparedCall) and isinstance(p.tool, HandoffTool):
             if steps.transfer:
-                steps.tools.append(p.outcome.fail(HANDOFF, ONE_TRANSFER.format(name=steps.transfer[0].tool.name)))
+                steps.tools.append(
+                    p.outcome.fail(ToolErrorKind.HANDOFF, ONE_TRANSFER.format(name=steps.transfer[0].tool.name))
+                )
             elif too_many_handoffs():
-                steps.tools.append(p.outcome.fail(HANDOFF, TOO_MANY))
+                steps.tools.append(p.outcome.fail(ToolErrorKind.HANDOFF, TOO_MANY))
             else:
                 steps.transfer.append(p)
         else:
@@ -129,6 +132,9 @@ def transfer(
     seen = conversation + [msg]
     if target.input_filter is not None:
         seen = list(target.input_filter(list(seen)))
+    run = current_run()
+    if run.callbacks:
+        tell(run.callbacks, HANDOFF, run.agent_name, run, {"to": receiver.name, "tool": outcome.name})
     reply = yield from run_subagent(receiver, seen, lang, len(response))
     response.extend(reply)
 

@@ -43,6 +43,7 @@ class ToolErrorKind(str, Enum):
     - `unknown_tool`: the model called a tool the agent does not have
     - `bad_arguments`: the arguments are not JSON, or do not fit the tool's parameters
     - `max_calls`: the tool's `max_calls` in this turn were used up: not run again
+    - `too_many_calls`: a call past the agent's `max_calls_per_reply` in one reply: not run
     - `loop`: the same call (name and arguments) was made before in this run: not run again
     - `timeout`: the tool did not finish within its `timeout`
     - `exception`: the tool (or an agent run as a tool) raised
@@ -55,6 +56,7 @@ class ToolErrorKind(str, Enum):
     UNKNOWN_TOOL = "unknown_tool"
     BAD_ARGUMENTS = "bad_arguments"
     MAX_CALLS = "max_calls"
+    TOO_MANY_CALLS = "too_many_calls"
     LOOP = "loop"
     TIMEOUT = "timeout"
     EXCEPTION = "exception"

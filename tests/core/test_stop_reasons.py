@@ -17,6 +17,11 @@ from chatagent.tools.calling import ToolOutcome
 PACKAGE = Path(chatagent.__file__).parent
 
 
+def _ours(expr: ast.expr) -> bool:
+    """Whether a value compared with a `stop_reason` is one of ours (a literal of another value is a provider's)."""
+    return not isinstance(expr, ast.Constant) or expr.value in {r.value for r in StopReason}
+
+
 def _uses() -> tuple[list[tuple[str, ast.expr]], list[tuple[str, ast.expr]]]:
     """(where, expression) of each stop reason written or compared, and of each tool error kind given or compared."""
     reasons, kinds = [], []
@@ -32,7 +37,8 @@ def _uses() -> tuple[list[tuple[str, ast.expr]], list[tuple[str, ast.expr]]]:
             elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Call):
                 args = node.left.args
                 if args and isinstance(args[0], ast.Constant) and args[0].value == "stop_reason":
-                    reasons += [(where, c) for c in node.comparators]
+                    # ours, not a provider's own field of that name (Anthropic's 'max_tokens')
+                    reasons += [(where, c) for c in node.comparators if _ours(c)]
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "fail":
                 kinds += [(where, node.args[0])] if node.args else []
             elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) and node.left.attr == "error":
