@@ -165,10 +165,9 @@ class FnCallAgent(Agent):
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         """The tool loop. Returns the whole response (a subclass adding to the answer finds it there)."""
-        if self._handoffs and current_run().parent is None:
-            receiver = holder(self, messages)  # the conversation was handed over on an earlier turn
-            if receiver is not self:
-                return (yield from self._subagent(receiver, messages, lang))
+        receiver = holder(self, messages) if self._handoffs and current_run().parent is None else self
+        if receiver is not self:  # the conversation was handed over to it on an earlier turn
+            return (yield from self._subagent(receiver, messages, lang))
         functions = self.functions
         response: list[Message] = []
         history = CallHistory()
@@ -185,16 +184,18 @@ class FnCallAgent(Agent):
             outcomes = yield from self._run_calls(calls, history, messages + response, response, lang, kwargs)
             if any(o.error in _STOPPED for o in outcomes):
                 return response
-            direct = [o for o in outcomes if o.return_direct and o.error is None]
-            if direct:
-                text = "\n\n".join(
-                    content_text(o.content) if isinstance(o.content, list) else o.content for o in direct
-                )
-                extra = {"stop_reason": StopReason.RETURN_DIRECT}
-                yield [Fragment.unchecked(ASSISTANT, text, None, None, None, extra, len(response))]
-                response.append(Message.unchecked(ASSISTANT, text))
-                return response
+            if any(o.return_direct and o.error is None for o in outcomes):
+                return (yield from self._direct_answer(outcomes, response))
         return (yield from self._final_answer(messages, response, lang))
+
+    def _direct_answer(self, outcomes: list[ToolOutcome], response: list[Message]) -> Iterator[list[Message]]:
+        """The results of the `return_direct` tools among `outcomes` are the answer: shown and appended as it."""
+        direct = [o for o in outcomes if o.return_direct and o.error is None]
+        text = "\n\n".join(content_text(o.content) if isinstance(o.content, list) else o.content for o in direct)
+        extra = {"stop_reason": StopReason.RETURN_DIRECT}
+        yield [Fragment.unchecked(ASSISTANT, text, None, None, None, extra, len(response))]
+        response.append(Message.unchecked(ASSISTANT, text))
+        return response
 
     def _final_answer(self, messages: list[Message], response: list[Message], lang: str) -> Iterator[list[Message]]:
         """The budget is spent: ask once more, without tools, and mark the answer with why the run stopped.
@@ -241,9 +242,8 @@ class FnCallAgent(Agent):
             if "_call_tool" in self.overridden_steps:
                 prepared.append(self._overridden_call(fc.name, fc.arguments, call_id, tool_kwargs))
                 continue
-            call = prepare_call(self.function_map, fc.name, fc.arguments, call_id=call_id, counts=counts, cache=cache,
-                                kwargs=tool_kwargs)  # fmt: skip
-            prepared.append(call)
+            prepared.append(prepare_call(self.function_map, fc.name, fc.arguments, call_id=call_id, counts=counts,
+                                         cache=cache, kwargs=tool_kwargs))  # fmt: skip
         if len(calls) > self.max_calls_per_reply:  # the calls past the cap: answered, not run
             prepared += self._past_cap(calls, callbacks)
         shown = len(response)  # the reply's results go after it
@@ -269,7 +269,6 @@ class FnCallAgent(Agent):
                 return outcomes
             if isinstance(p, PreparedCall) and isinstance(p.tool, HandoffTool):
                 yield from transfer(p.tool.handoff, outcome, context + response[shown:], response, lang)
-                outcome.error = ToolErrorKind.HANDED_OVER
                 return outcomes
             extra = {"function_id": outcome.call_id} if outcome.call_id is not None else None
             msg = Message.unchecked(FUNCTION, self._shown_result(outcome, lang), outcome.name, None, None, extra)

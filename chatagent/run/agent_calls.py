@@ -122,7 +122,8 @@ def _own_call(m: Message) -> bool:
 def transfer(
     target: Handoff, outcome: ToolOutcome, conversation: list[Message], response: list[Message], lang: str
 ) -> Asking[None]:
-    """Answer the transfer call, then let the receiver answer the rest of the turn (its messages named after it)."""
+    """Answer the transfer call, then let the receiver answer the rest of the turn (its messages named after it);
+    the call's outcome is then `handed_over`."""
     receiver = target.agent
     assert receiver.name is not None  # Handoff checks it
     msg = transferred(outcome.name, outcome.call_id, receiver.name, len(response))
@@ -137,6 +138,7 @@ def transfer(
         tell(run.callbacks, HANDOFF, run.agent_name, run, {"to": receiver.name, "tool": outcome.name})
     reply = yield from run_subagent(receiver, seen, lang, len(response))
     response.extend(reply)
+    outcome.error = ToolErrorKind.HANDED_OVER
 
 
 __all__ = ["CallSteps", "resume_agent_call", "run_agent_call", "split_calls", "transfer", "unanswered_calls"]
