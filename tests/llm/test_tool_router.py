@@ -127,3 +127,16 @@ def test_a_chosen_tools_arguments_are_read_into_a_call() -> None:
         [reply] = collect(parts)
         assert reply.function_call is not None and reply.function_call.name == "get_weather"
         assert json.loads(reply.function_call.arguments) == {"city": "Paris"} and not reply.text
+
+
+def test_a_chosen_tools_arguments_stream_as_they_are_decoded() -> None:
+    raw = '{"city": "Paris, on the Seine"}'
+    stream = [[Fragment("assistant", raw[i : i + 3], index=0)] for i in range(0, len(raw), 3)]
+    out = [f for frs in ConstrainedReply("get_weather").run(stream) for f in frs]
+    streamed = [f.extra["streaming_call"] for f in out if f.extra and "streaming_call" in f.extra]
+    assert streamed[0]["name"] == "get_weather" and "".join(s["arguments"] for s in streamed) == raw
+    assert len(streamed) == len(stream)
+    last = out[-1]
+    assert last.replace and last.extra == {"function_id": out[0].extra["function_id"]}  # the same call, complete
+    [reply] = collect([out])
+    assert reply.function_call == FunctionCall("get_weather", '{"city": "Paris, on the Seine"}') and not reply.text

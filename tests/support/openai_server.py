@@ -21,6 +21,7 @@ Replies are served in order, one per POST /v1/chat/completions (streamed when th
     Reply(status=502, body='<html>Bad gateway</html>', content_type='text/html')   # any raw body
     Reply(delay=0.5)                                        # wait before the first byte (headers included)
     Reply(text=..., interval=0.01)                          # wait between chunks
+    Reply(text=..., gate=threading.Semaphore(0))            # each event after the first waits for gate.release()
     Reply(text=..., drop_after=3)                           # close the connection after 3 SSE events
     Reply(text=..., stall_after=3, stall=5)                 # send 3 events, then nothing for 5 s
     Reply(text=..., malformed_after=2)                      # after 2 events, a data line that is not JSON
@@ -52,6 +53,7 @@ The rest of the API: `server.base_url` (ends in /v1), `server.pending` (replies 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,6 +93,7 @@ class Reply(ScriptedText):
     empty_choices: bool = False
     role_chunk: bool = True  # the first event carries only the role (as OpenAI and vLLM send it)
     repeat: bool = False
+    gate: threading.Semaphore | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def usage_for(self, request: Request) -> dict:
@@ -172,7 +175,7 @@ class _Handler(LoopbackHandler):
         self._send_head(200, sse, {"Transfer-Encoding": "chunked"}, reply.headers)
         faults = (reply.drop_after, reply.stall_after, reply.malformed_after, reply.end_after)
         faulty = any(f is not None for f in faults)
-        if not (reply.interval or faulty):
+        if not (reply.interval or faulty or reply.gate):
             key = (model, include_usage, reply.usage is None and _usage_key(req))
             data = reply._cache.get(key) if reply.repeat else None
             if data is None:
@@ -185,6 +188,8 @@ class _Handler(LoopbackHandler):
         for sent, event in enumerate(_sse_events(reply, req, model, include_usage)):
             if sent and reply.interval:
                 time.sleep(reply.interval)
+            if sent and reply.gate is not None and not reply.gate.acquire(timeout=60):  # the test went away
+                return self._drop()
             if reply.drop_after is not None and sent >= reply.drop_after:
                 return self._drop()
             if reply.stall_after is not None and sent >= reply.stall_after:
