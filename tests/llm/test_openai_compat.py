@@ -610,7 +610,7 @@ def test_a_tool_choice_in_generate_cfg_is_sent_as_given(openai_server):
 
 
 def test_retry_after_forms():
-    from chatagent.llm.openai.errors import _retry_after
+    from chatagent.llm.http_errors import _retry_after
 
     assert _retry_after({"retry-after": "3"}) == 3.0
     assert _retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25

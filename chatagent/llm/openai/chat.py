@@ -25,7 +25,7 @@ import httpx
 
 from chatagent.errors import ModelServiceError
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage
-from chatagent.llm.openai.errors import (
+from chatagent.llm.http_errors import (
     broken_body,
     error_body,
     error_from_status,
