@@ -91,6 +91,19 @@ def message_text(m: Message) -> str:
     return text
 
 
+def _most_tokens(m: Message) -> int:
+    """More tokens than any tokenizer makes of `m` (one per UTF-8 byte at most, four bytes a character at most),
+    counted without tokenizing."""
+    content = m.content
+    chars = len(content) if type(content) is str else len(content_text(content))
+    fc = m.function_call
+    if fc is not None:
+        chars += len(fc.name) + len(fc.arguments) + 2
+    if m.reasoning_content:
+        chars += len(m.reasoning_content) + 1
+    return 4 * chars + MESSAGE_OVERHEAD
+
+
 def message_tokens(m: Message, tokenizer: Tokenizer = ESTIMATE) -> int:
     """Tokens `m` takes in a prompt, its template's markers included."""
     return tokenizer.count(message_text(m)) + MESSAGE_OVERHEAD
@@ -120,8 +133,10 @@ def truncate_messages(
        and end kept (as Qwen-Agent does); with `long_input='raise'`, or when even that cannot make it fit,
        ModelServiceError('context_too_long') is raised instead.
     """
-    sizes = messages_tokens(msgs, tokenizer)
     budget = max_tokens - tokenizer.prompt_overhead
+    if sum(map(_most_tokens, msgs)) <= budget:  # surely fits: no need to count (the common case, every call)
+        return msgs
+    sizes = messages_tokens(msgs, tokenizer)
     total = sum(sizes)
     if total <= budget:
         return msgs

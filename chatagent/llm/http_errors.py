@@ -56,9 +56,9 @@ def error_from_status(
         if _STREAM_OPTIONS.search(message):
             return ModelServiceError(ModelErrorCode.STREAM_OPTIONS_UNSUPPORTED, message)
     if status in (401, 403):
-        message = f"{message} (check {key_hint} for {where})"
-    elif status == 404:
-        message = f"{message} (check the model name {model!r} and model_server {where!r})"
+        return ModelServiceError(status, message, hint=f"check {key_hint} for {where}")
+    if status == 404:
+        return ModelServiceError(status, message, hint=f"check the model name {model!r} and model_server {where!r}")
     return ModelServiceError(status, message)
 
 
@@ -74,9 +74,16 @@ def error_body(data: bytes) -> Any:
     return error if error is not None else parsed
 
 
-def no_answer(where: str) -> ModelServiceError:
-    """The request timed out before the server answered."""
-    return ModelServiceError(ModelErrorCode.TIMEOUT, f"no answer from {where} in time", retryable=True)
+def no_answer(where: str, e: BaseException | None = None) -> ModelServiceError:
+    """The request timed out before the server answered: `e` (httpx's) tells whether making the connection did."""
+    kind = type(e).__name__ if e is not None else ""
+    if kind == "ConnectTimeout":
+        message = f"no connection to {where} in time"
+    elif kind == "PoolTimeout":
+        message = f"no free connection to {where} in time"
+    else:
+        message = f"no answer from {where} in time"
+    return ModelServiceError(ModelErrorCode.TIMEOUT, message, retryable=True)
 
 
 def unreachable(where: str, cause: BaseException, api_key: str | None) -> ModelServiceError:

@@ -37,7 +37,7 @@ def test_a_long_argument_grows_in_the_page_as_it_streams(openai_server: OpenAISe
 
     gate = threading.Semaphore(0)
     call = ("write_file", {"path": "notes.txt", "content": BODY})
-    openai_server.add(Reply(text="Saving.", tool_calls=[call], chunk_size=200, gate=gate), Reply(text="Saved."))
+    openai_server.add(Reply(text="Saving.", tool_calls=[call], chunk_size=200, steps=gate), Reply(text="Saved."))
     cfg = {"model": "test-model", "model_server": openai_server.base_url, "api_key": "k"}
     ui = WebUI([FnCallAgent(function_list=[write_file], llm=cfg, name="Writer")])
     url = ui.run(server_port=free_port(), block=False).rstrip("/")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from chatagent import BasicAgent, ScriptedLLM, get_chat_model
+from chatagent.llm import request_options
 from tests.support.anthropic_server import AnthropicServer
 from tests.support.openai_server import OpenAIServer
 from tests.support.provider_reply import Reply
@@ -26,7 +27,8 @@ def test_run_seed_must_be_an_integer() -> None:
         BasicAgent(llm=ScriptedLLM(["x"])).run_nonstream([{"role": "user", "content": "hi"}], seed="7")
 
 
-def test_run_seed_is_said_where_the_api_has_none(anthropic_server: AnthropicServer, caplog) -> None:
+def test_run_seed_is_said_where_the_api_has_none(anthropic_server: AnthropicServer, caplog, monkeypatch) -> None:
+    monkeypatch.setattr(request_options, "_noticed", set())  # said once per process: another test may have said it
     anthropic_server.add(Reply(text="ok"))
     llm = {"model_type": "anthropic", "model": "claude-haiku-4-5", "model_server": anthropic_server.base_url,
            "api_key": anthropic_server.api_key}  # fmt: skip
