@@ -17,7 +17,7 @@ from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.http_errors import error_status, snippet
 from chatagent.llm.prepare import fix_surrogates, json_object
-from chatagent.llm.reply_parts import ReplyParts
+from chatagent.llm.reply_parts import NATIVE_MARK, ReplyParts
 from chatagent.llm.request import Usage, reported_tokens
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.schema.fragment import Fragment, fragment
@@ -45,11 +45,12 @@ class ReplyReader:
 
     __slots__ = ("server", "prompt", "has_tools", "parts", "choice_seen", "finished", "done", "reason", "usage")
 
-    def __init__(self, server: Server, prompt: Prompt) -> None:
+    def __init__(self, server: Server, prompt: Prompt, native_schema: bool = False) -> None:
         self.server = server
         self.prompt = prompt
         self.has_tools = bool(prompt[1])
         self.parts = ReplyParts()  # the text's place, the calls by their index, what was said (for an estimate)
+        self.parts.native_schema = native_schema  # the server was given the answer's schema: the answer says so
         self.choice_seen = self.finished = self.done = False
         self.reason: str | None = None
         self.usage: Any = None  # the server's usage report (checked where it is read)
@@ -135,8 +136,12 @@ class ReplyReader:
         return parts.finish(self.reason == "length", no_arguments="")
 
 
-def parse_completion(server: Server, body: bytes, usage: Usage | None, prompt: Prompt) -> list[Message]:
-    """The messages of a whole (non-streamed) completion; its usage added to `usage`."""
+def parse_completion(
+    server: Server, body: bytes, usage: Usage | None, prompt: Prompt, native_schema: bool = False
+) -> list[Message]:
+    """The messages of a whole (non-streamed) completion; its usage added to `usage`. With `native_schema` (the
+    request carried a JSON-schema `response_format`), an answer without calls is marked as the server's
+    (`NATIVE_MARK`)."""
     has_tools = bool(prompt[1])
     try:
         obj: _Json = orjson.loads(body)
@@ -180,17 +185,19 @@ def parse_completion(server: Server, body: bytes, usage: Usage | None, prompt: P
         out.append(Message.unchecked(ASSISTANT, "", None, None, None, None))
     if cut:
         out[0].extra = {**(out[0].extra or {}), "stop_reason": "length"}
+    elif native_schema and not tool_calls:
+        out[0].extra = {**(out[0].extra or {}), **NATIVE_MARK}
     if usage is not None:
         add_usage(usage, obj.get("usage"), prompt, "".join(map(_said, out)), server.endpoint())
     return out
 
 
 def non_sse_reply(
-    server: Server, body: bytes, ctype: str, usage: Usage | None, prompt: Prompt
+    server: Server, body: bytes, ctype: str, usage: Usage | None, prompt: Prompt, native_schema: bool = False
 ) -> Iterator[list[Fragment]]:
     """A streaming request answered without an event stream: a whole JSON completion, an error, or junk."""
     if "json" in ctype:
-        reply = parse_completion(server, body, usage, prompt)
+        reply = parse_completion(server, body, usage, prompt, native_schema)
         yield [fragment(m, i) for i, m in enumerate(reply)]
         return
     raise ModelServiceError(
@@ -214,7 +221,7 @@ def add_usage(usage: Usage, reported: Any, prompt: Prompt, reply_text: str, mode
     if counts is not None and (counts.get("prompt_tokens") or counts.get("completion_tokens")):
         believed = reported_tokens(model, counts.get("prompt_tokens"), counts.get("completion_tokens"))
         if believed is not None:
-            usage.add(*believed)
+            usage.add(*believed, cache_read_tokens=cached_tokens(counts, believed[0]))
             return
 
     messages, functions = prompt
@@ -222,6 +229,20 @@ def add_usage(usage: Usage, reported: Any, prompt: Prompt, reply_text: str, mode
     if functions:
         asked += count_tokens(orjson.dumps(functions).decode())
     usage.add(asked, count_tokens(reply_text))
+
+
+def cached_tokens(counts: dict[str, Any], prompt_tokens: int) -> int:
+    """The prompt's tokens the server read from its prompt cache (`prompt_tokens_details.cached_tokens`: OpenAI,
+    vLLM with prefix caching, DeepSeek, ...), at most the prompt's; 0 when it reports none or nonsense."""
+    details = json_object(counts.get("prompt_tokens_details"))
+    cached = details.get("cached_tokens") if details is not None else None
+    if cached is None:
+        cached = counts.get("prompt_cache_hit_tokens")  # DeepSeek's own name
+    if isinstance(cached, float) and cached.is_integer():
+        cached = int(cached)
+    if not isinstance(cached, int) or isinstance(cached, bool) or cached < 0:
+        return 0
+    return min(cached, prompt_tokens)
 
 
 def _add_call_delta(parts: ReplyParts, tc: dict[str, Any], position: int) -> list[Fragment]:
