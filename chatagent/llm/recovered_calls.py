@@ -288,7 +288,9 @@ class CallRecovery(ReplyFilter):
                 self.reasoning.feed(f.reasoning_content)
             if f.content:
                 self.answer.feed(f.content if isinstance(f.content, str) else content_text(f.content))
-            if f.extra or (f.index and not f.content and not f.reasoning_content):
+            if f.replace and not (f.content or f.reasoning_content):  # a place emptied (chatagent.llm.retry.Shown)
+                passed.append(f)
+            elif f.extra or (f.index and not f.content and not f.reasoning_content):
                 passed.append(_make(ASSISTANT, "", None, None, None, f.extra, f.index))
                 self.shown = self.shown or f.index == 0
         return self._text() + passed

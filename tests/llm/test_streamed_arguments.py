@@ -229,3 +229,25 @@ def test_every_way_of_adding_fragments_up_agrees_on_a_streaming_call() -> None:
     assert response.messages[1].extra == dicts.messages[1]["extra"] == merged[1]["extra"] == {"function_id": "c1"}
     assert collector.messages()[1].function_call == FunctionCall("w", "".join(pieces))
     assert collector.messages()[1].extra == {"function_id": "c1"}
+
+
+def test_a_stream_broken_while_only_arguments_showed_is_retried_and_the_retry_replaces_them(
+    openai_server: Any,
+) -> None:
+    from chatagent import get_chat_model
+
+    first = OpenAIReply(tool_calls=[("write_file", {"path": "a.txt"}), ("write_file", {"path": "c"})], chunk_size=2,
+                        drop_after=14)  # fmt: skip
+    openai_server.add(first, OpenAIReply(tool_calls=[("write_file", {"path": "b.txt"})], chunk_size=2))
+    llm = get_chat_model({"model": "test-model", "model_server": openai_server.base_url, "api_key": "k",
+                          "generate_cfg": {"retry_delay": 0.01}})  # fmt: skip
+    fn = {"name": "write_file", "parameters": {"type": "object", "properties": {"path": {}}}}
+    deltas = list(llm.chat([Message("user", "Save.")], [fn], delta_stream=True))
+    frags = [f for d in deltas for f in d]
+    assert len(openai_server.chat_requests) == 2  # retried: only arguments had been shown
+    assert {f.index for f in frags if STREAMING_CALL in (f.extra or {})} == {0, 1}  # the first try showed two calls
+    restart = next(i for i, f in enumerate(frags) if f.replace and STREAMING_CALL in (f.extra or {}))
+    assert frags[restart].index == 0 and frags[restart].extra[STREAMING_CALL]["name"] == "write_file"
+    reply = _merged(deltas)
+    assert json.loads(reply[0].function_call.arguments) == {"path": "b.txt"}  # the retry's call, not a mix
+    assert [(m.function_call, m.content, m.extra) for m in reply[1:]] == [(None, "", None)]  # the other: emptied
