@@ -7,13 +7,18 @@ a loop over the SDK's stream, nothing else), and the instructions prompt caching
 The loopback servers (tests/support/*_server.py) run in a process of their own, each answering every request with
 the same cached stream of CHUNKS chunks, so that only the client's work is counted. Each variant streams in a child
 process under cachegrind, RUNS_LOW and then RUNS_HIGH replies after a warm-up; the difference over the extra chunks
-is its CPU instructions per chunk (load does not change it). Wall time per chunk is the best of a few repeats in
-this process. The SDKs come from the dev extra, in this venv (they are clients only: nothing of chatagent is on
-their path). Goal (issue 38): each native backend within 1.2x of its provider's SDK per chunk.
+is its CPU instructions per chunk (load does not change it). Wall time per chunk is the best of a few repeats. Each
+SDK runs in an offline venv of its own (bench/_sdk_venvs.py: made once, pinned; nothing of chatagent importable
+there) with bench/_sdk_stream.py, the same loop for wall time and under cachegrind (that one only with
+--sdk-instructions: an SDK's imports under cachegrind take minutes, and `make bench` stays short); a venv that cannot
+be made prints the reason instead of its figures. Goal (issue 38): each native backend within 1.2x of its provider's
+SDK per chunk.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import re
 import shutil
@@ -22,14 +27,20 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent))
+sys.path.insert(0, str(BENCH))
+
+from _sdk_venvs import SDKS  # noqa: E402
+from _venv import ReferenceUnavailable, offline_env  # noqa: E402
 
 from bench._measure import show  # noqa: E402
 
 CHUNKS = 200
+AWS_ENV = {"AWS_ACCESS_KEY_ID": "AKIALOOPBACKKEY00001",
+           "AWS_SECRET_ACCESS_KEY": "loopback/secret/access/key+0123456789abcd", "AWS_EC2_METADATA_DISABLED": "true",
+           "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"}  # fmt: skip
 RUNS_LOW, RUNS_HIGH = 1, 3
-# the SDKs under cachegrind take many minutes (their imports alone): asked for with --sdk-instructions
-SDK_INSTRUCTIONS = "--sdk-instructions" in sys.argv
 PROVIDERS = ("anthropic", "gemini", "bedrock", "responses")
 MODELS = {"anthropic": "claude-sonnet-4-5", "gemini": "gemini-2.5-flash", "bedrock": "anthropic.claude-haiku-4-5",
           "responses": "gpt-5-mini", "openai": "gpt-4o-mini"}  # fmt: skip
@@ -59,7 +70,8 @@ def serve() -> None:
 
 
 def variant(name: str, urls: dict[str, str]):
-    """A function that streams one reply with the variant `name` ('ours-<provider>' or 'sdk-<provider>')."""
+    """A function that streams one reply with the variant `name`, 'ours-<provider>' (the SDKs' are in
+    bench/_sdk_stream.py)."""
     kind, provider = name.split("-", 1)
     url = urls[provider]
     msgs = [{"role": "user", "content": "Write a long story."}]
@@ -79,46 +91,7 @@ def variant(name: str, urls: dict[str, str]):
             return sum(1 for _ in llm.chat(msgs, delta_stream=True))
 
         return ours
-    if provider == "anthropic":
-        import anthropic
-
-        client = anthropic.Anthropic(api_key=_key(provider), base_url=url, max_retries=0)
-
-        def sdk_anthropic() -> int:
-            n = 0
-            with client.messages.stream(model=MODELS[provider], max_tokens=8192, messages=msgs) as stream:  # type: ignore[arg-type]
-                for _ in stream.text_stream:
-                    n += 1
-            return n
-
-        return sdk_anthropic
-    if provider == "gemini":
-        from google import genai
-
-        gclient = genai.Client(api_key=_key(provider), http_options=genai.types.HttpOptions(base_url=url))
-
-        def sdk_gemini() -> int:
-            return sum(1 for _ in gclient.models.generate_content_stream(model=MODELS[provider], contents="Write."))
-
-        return sdk_gemini
-    if provider == "bedrock":
-        import boto3
-
-        bclient = boto3.client("bedrock-runtime", region_name="us-west-2", endpoint_url=url)
-        content = [{"role": "user", "content": [{"text": "Write a long story."}]}]
-
-        def sdk_bedrock() -> int:
-            return sum(1 for _ in bclient.converse_stream(modelId=MODELS[provider], messages=content)["stream"])
-
-        return sdk_bedrock
-    import openai
-
-    oclient = openai.OpenAI(api_key=_key(provider), base_url=url, max_retries=0)
-
-    def sdk_openai() -> int:
-        return sum(1 for _ in oclient.responses.create(model=MODELS["responses"], input="Write.", stream=True))
-
-    return sdk_openai
+    raise ValueError(f"not a variant of ours: {name!r} (the SDKs run in their own venvs: bench/_sdk_stream.py)")
 
 
 def _key(provider: str) -> str:
@@ -140,19 +113,44 @@ def count(name: str, runs: int, urls: dict[str, str]) -> None:
 
 
 def instructions_per_chunk(name: str, urls: dict[str, str], env: dict[str, str]) -> float | None:
+    """Ours (`ours-<provider>`, in this venv) or an SDK's (`sdk-<provider>`, in its venv), per chunk."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         return None
+    kind, provider = name.split("-", 1)
     counts = []
     for runs in (RUNS_LOW, RUNS_HIGH):
-        cmd = [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", sys.executable,
-               __file__, "--count", name, str(runs)]  # fmt: skip
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=1800, env=env)
+        if kind == "ours":
+            program = [sys.executable, __file__, "--count", name, str(runs)]
+            run_env = env
+        else:
+            program = [str(SDKS[provider].ensure()), str(BENCH / "_sdk_stream.py"), provider, urls[provider], "count",
+                       str(runs)]  # fmt: skip
+            run_env = offline_env(_sdk_env(provider))
+        cmd = [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", *program]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=3600, env=run_env, cwd=BENCH)
         found = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
         if found is None:
             raise RuntimeError(f"no instruction count from cachegrind: {out.stderr[-500:]}")
         counts.append(int(found.group(1).replace(",", "")))
     return (counts[1] - counts[0]) / ((RUNS_HIGH - RUNS_LOW) * CHUNKS)
+
+
+def sdk_wall_per_chunk(provider: str, url: str) -> float | str:
+    """Microseconds per chunk of the provider's SDK in its venv, or why there is no figure."""
+    try:
+        python = SDKS[provider].ensure()
+        done = subprocess.run([str(python), str(BENCH / "_sdk_stream.py"), provider, url, "wall"], cwd=BENCH,
+                              env=offline_env(_sdk_env(provider)), capture_output=True, text=True, timeout=600)  # fmt: skip
+    except (ReferenceUnavailable, subprocess.TimeoutExpired, OSError) as exc:
+        return f"not measured ({SDKS[provider].label}: {str(exc).strip().splitlines()[0]})"
+    if done.returncode != 0:
+        return f"not measured ({SDKS[provider].label} exited {done.returncode}: {done.stderr.strip()[-300:]})"
+    return json.loads(done.stdout.strip().splitlines()[-1])["seconds_per_reply"] / CHUNKS * 1e6
+
+
+def _sdk_env(provider: str) -> dict[str, str]:
+    return AWS_ENV if provider == "bedrock" else {}
 
 
 def wall_per_chunk(name: str, urls: dict[str, str]) -> float:
@@ -185,7 +183,7 @@ def caching_instructions() -> None:
         show(f"anthropic_request_build_us_cache_{label}", f"{t / 200 * 1e6:.1f}")
 
 
-def main() -> None:
+def main(sdk_instructions: bool) -> None:
     server = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True)  # fmt: skip
     try:
@@ -198,17 +196,18 @@ def main() -> None:
             name, url = line.split()
             urls[name] = url
         env = {**os.environ, "BENCH_URLS": " ".join(f"{k}={v}" for k, v in urls.items())}
-        env.update({"AWS_ACCESS_KEY_ID": "AKIALOOPBACKKEY00001",
-                    "AWS_SECRET_ACCESS_KEY": "loopback/secret/access/key+0123456789abcd",
-                    "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/nonexistent",
-                    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"})  # fmt: skip
-        os.environ.update({k: v for k, v in env.items() if k.startswith("AWS_")})
+        env.update(AWS_ENV)
+        os.environ.update(AWS_ENV)
         ours_openai = instructions_per_chunk("ours-openai", urls, env)
         show("openai_compatible_instructions_per_chunk", f"{ours_openai:.0f}" if ours_openai else "not measured")
         show("openai_compatible_wall_us_per_chunk", f"{wall_per_chunk('ours-openai', urls):.2f}")
         for provider in PROVIDERS:
             ours = instructions_per_chunk(f"ours-{provider}", urls, env)
-            sdk = instructions_per_chunk(f"sdk-{provider}", urls, env) if SDK_INSTRUCTIONS else None
+            try:
+                sdk = instructions_per_chunk(f"sdk-{provider}", urls, env) if sdk_instructions else None
+            except (ReferenceUnavailable, subprocess.SubprocessError) as exc:
+                sdk = None
+                show(f"{provider}_sdk_instructions", f"not measured ({str(exc).strip().splitlines()[0]})")
             if ours is not None and sdk is None:
                 show(f"{provider}_ours_instructions_per_chunk", f"{ours:.0f}")
                 show(f"{provider}_sdk_instructions_per_chunk", "not measured (run with --sdk-instructions)")
@@ -218,8 +217,12 @@ def main() -> None:
                 show(f"{provider}_ours_instructions_per_chunk", f"{ours:.0f}")
                 show(f"{provider}_sdk_instructions_per_chunk", f"{sdk:.0f}")
                 show(f"{provider}_ours_over_sdk", f"{ours / sdk:.2f} (goal <= 1.2)")
-            show(f"{provider}_ours_wall_us_per_chunk", f"{wall_per_chunk(f'ours-{provider}', urls):.2f}")
-            show(f"{provider}_sdk_wall_us_per_chunk", f"{wall_per_chunk(f'sdk-{provider}', urls):.2f}")
+            ours_wall = wall_per_chunk(f"ours-{provider}", urls)
+            sdk_wall = sdk_wall_per_chunk(provider, urls[provider])
+            show(f"{provider}_ours_wall_us_per_chunk", f"{ours_wall:.2f}")
+            show(f"{provider}_sdk_wall_us_per_chunk", f"{sdk_wall:.2f}" if isinstance(sdk_wall, float) else sdk_wall)
+            if isinstance(sdk_wall, float):
+                show(f"{provider}_ours_over_sdk_wall", f"{ours_wall / sdk_wall:.2f} (goal <= 1.2)")
         caching_instructions()
     finally:
         assert server.stdin is not None
@@ -228,10 +231,15 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--serve"]:
+    parser = argparse.ArgumentParser(description="The native backends' cost per streamed chunk beside the SDKs'.")
+    parser.add_argument("--sdk-instructions", action="store_true", help="count the SDKs' instructions too (slow)")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the loopback servers' process
+    parser.add_argument("--count", nargs=2, metavar=("VARIANT", "RUNS"), help=argparse.SUPPRESS)  # under cachegrind
+    args = parser.parse_args()
+    if args.serve:
         serve()
-    elif sys.argv[1:2] == ["--count"]:
+    elif args.count:
         given = dict(pair.split("=", 1) for pair in os.environ["BENCH_URLS"].split())
-        count(sys.argv[2], int(sys.argv[3]), given)
+        count(args.count[0], int(args.count[1]), given)
     else:
-        main()
+        main(args.sdk_instructions)

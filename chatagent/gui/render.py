@@ -23,6 +23,7 @@ from chatagent.rag.chunking import source_label
 from chatagent.run.approval import APPROVAL, PENDING_APPROVAL
 from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, content_text
+from chatagent.schema.fragment import STREAMING_CALL
 from chatagent.schema.stop_reason import StopReason
 from chatagent.sessions.errors import SessionStoreError
 from chatagent.utils.keys import mask_secrets
@@ -43,15 +44,16 @@ _AS_LINK = "!\u200b["  # a zero-width space after `!`: `![alt](url)` reads as "!
 _SAFE_NAME = re.compile(r"[^\w .:/@-]")
 
 
-def chat_message(role: str, text: str, title: str | None = None) -> dict[str, Any]:
-    """A Gradio chatbot message; with a `title` it shows as a collapsed block.
+def chat_message(role: str, text: str, title: str | None = None, status: str = "done") -> dict[str, Any]:
+    """A Gradio chatbot message; with a `title` it shows as a collapsed block (open, with a spinner, while its
+    `status` is 'pending').
 
     The text goes as a typed text part, which Gradio passes through as is (a bare string would be
     dedented and have its tabs expanded, changing code the model wrote).
     """
     msg: dict[str, Any] = {"role": role, "content": {"type": "text", "text": text}}
     if title is not None:
-        msg["metadata"] = {"title": title, "status": "done"}
+        msg["metadata"] = {"title": title, "status": status}
     return msg
 
 
@@ -209,7 +211,8 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
 
     - user: text and attachments; assistant text: Markdown, with the speaker's name first if `show_name`;
     - reasoning_content: a collapsed "Thinking" block before the text;
-    - a function call: a collapsed block with the arguments; a function result: a collapsed block with it.
+    - a function call: a collapsed block with the arguments (while they stream, the arguments so far, growing); a
+      function result: a collapsed block with it.
     """
     if msg.extra and not CONTROL_KEYS.isdisjoint(msg.extra):  # a plugin's block, a call waiting, a decision
         return render_control(msg, show_name=show_name)
@@ -249,9 +252,10 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
                 f"{icon('tool')} {who}{safe_name(call.name)}",
             )
         )
-    note = {StopReason.LENGTH: CUT_NOTE, StopReason.REPETITION: LOOP_NOTE, StopReason.PROMPT_ECHO: ECHO_NOTE}.get(
-        extra.get("stop_reason", "")
-    )
+    streaming = extra.get(STREAMING_CALL)
+    if msg.function_call is None and isinstance(streaming, dict):
+        out.append(render_streaming_call(streaming, f"{safe_name(msg.name)} → " if show_name and msg.name else ""))
+    note = {StopReason.LENGTH: CUT_NOTE, StopReason.REPETITION: LOOP_NOTE, StopReason.PROMPT_ECHO: ECHO_NOTE}.get(extra.get("stop_reason", ""))
     if note:
         out.append(chat_message("assistant", note))
     if extra.get("sources"):
@@ -261,6 +265,23 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
         format_mark = extra.get("response_format")
         out.append(render_object(parsed, isinstance(format_mark, dict) and format_mark.get("valid") is True))
     return out
+
+
+#: how much of a streaming call's arguments is shown: the end of them (what the model is writing now)
+STREAMING_TAIL = 4000
+
+
+def render_streaming_call(streaming: dict[str, Any], who: str = "") -> dict[str, Any]:
+    """A tool call whose arguments are streaming: an open block titled with the tool, the arguments so far in it
+    (their last STREAMING_TAIL characters, and how many came before)."""
+    arguments = str(streaming.get("arguments") or "")
+    before = len(arguments) - STREAMING_TAIL
+    shown = code_block(arguments[before:] if before > 0 else arguments, "json")
+    if before > 0:
+        shown = f"*… {before:,} characters before*\n\n{shown}"
+    name = safe_name(str(streaming.get("name") or "tool"))
+    title = f"{icon('tool')} {who}{name} *(writing {len(arguments):,} characters…)*"
+    return chat_message("assistant", shown, title, status="pending")
 
 
 def render_object(parsed: dict, valid: bool) -> dict[str, Any]:

@@ -21,8 +21,8 @@ import orjson
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice
+from chatagent.llm.http_errors import broken_body, error_body, error_from_status, no_answer, snippet, unreachable
 from chatagent.llm.http_pool import no_cookies, shared_client
-from chatagent.llm.openai.errors import broken_body, error_body, error_from_status, no_answer, snippet, unreachable
 from chatagent.llm.request import Usage
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment, fragment

@@ -41,7 +41,7 @@ from chatagent.llm.quoted_calls import QuotedCalls
 from chatagent.llm.request import ModelRequest
 from chatagent.llm.stream_modes import ReplyFilter
 from chatagent.schema import ASSISTANT, FunctionCall, Message, content_text
-from chatagent.schema.fragment import Fragment
+from chatagent.schema.fragment import STREAMING_CALL, Fragment
 from chatagent.schema.stop_reason import StopReason
 from chatagent.utils.jsonlenient import loads_lenient
 
@@ -268,25 +268,30 @@ class CallRecovery(ReplyFilter):
         self.reasoning = _Channel(thought=True)
         self.native = False  # the server sent calls itself
         self.shown = False  # a fragment at index 0 went out
+        self.text_at = 0  # where the reply's text goes (after the calls when the server started one first)
         self.cut = False
 
     def push(self, fragments: list[Fragment]) -> list[Fragment]:
         passed: list[Fragment] = []
         for f in fragments:
-            if f.function_call is not None:
+            if f.function_call is not None or (f.extra and STREAMING_CALL in f.extra):  # a call, or its arguments
                 self.native = True
                 if not self.shown and f.index > 0:  # the text (all of it a call) was not shown: keep index 0
                     passed.append(_make(ASSISTANT, "", None, None, None, None, 0))
-                    self.shown = True
+                self.shown = True
                 passed.append(f)
                 continue
             if f.extra and f.extra.get("stop_reason") == StopReason.LENGTH:
                 self.cut = True
+            if f.content or f.reasoning_content:
+                self.text_at = f.index
             if f.reasoning_content:
                 self.reasoning.feed(f.reasoning_content)
             if f.content:
                 self.answer.feed(f.content if isinstance(f.content, str) else content_text(f.content))
-            if f.extra or (f.index and not f.content and not f.reasoning_content):
+            if f.replace and not (f.content or f.reasoning_content):  # a place emptied (chatagent.llm.retry.Shown)
+                passed.append(f)
+            elif f.extra or (f.index and not f.content and not f.reasoning_content):
                 passed.append(_make(ASSISTANT, "", None, None, None, f.extra, f.index))
                 self.shown = self.shown or f.index == 0
         return self._text() + passed
@@ -296,7 +301,7 @@ class CallRecovery(ReplyFilter):
         if not text and not thought:
             return []
         self.shown = True
-        return [_make(ASSISTANT, text, None, None, thought or None, None, 0)]
+        return [_make(ASSISTANT, text, None, None, thought or None, None, self.text_at)]
 
     def end(self) -> list[Fragment]:
         open_answer = self.answer.end()

@@ -20,8 +20,8 @@ from chatagent.errors import ModelServiceError, RunDeadlineExceeded
 from chatagent.llm.pacing import Pace
 from chatagent.llm.settings import Settings
 from chatagent.llm.stream_modes import closing_stream
-from chatagent.schema import Message
-from chatagent.schema.fragment import Fragment, typed
+from chatagent.schema import ASSISTANT, Message
+from chatagent.schema.fragment import STREAMING_CALL, Fragment, typed
 
 logger = logging.getLogger("chatagent.llm")
 LOG_BURST, LOG_PER_SECOND = 5.0, 1.0  # retry warnings per backend: a few at once, then one a second
@@ -97,6 +97,42 @@ def budget_of(backend: str) -> RetryBudget:
     return found
 
 
+class Shown:
+    """What the tries of one call showed, and what a retry may take back: only a call's arguments as they stream (a
+    call is acted on only once complete). The retry's first fragment at each place shown before replaces it, and a
+    place the retry does not reach becomes an empty message; anything else shown (text, a complete call) means no
+    retry, as ever."""
+
+    __slots__ = ("places", "final", "again")
+
+    def __init__(self) -> None:
+        self.places: set[int] = set()  # where streaming arguments were shown
+        self.final = False  # something a retry cannot take back was shown
+        self.again: set[int] = set()  # in a retry: the places shown before it has not reached yet
+
+    def see(self, fragments: list[Fragment]) -> list[Fragment]:
+        if self.final and not self.again:  # the usual case after the first text: nothing to take back
+            return fragments
+        for f in fragments:
+            if f.index in self.again:
+                self.again.discard(f.index)
+                f.replace = True  # (fragments are single-use)
+            extra = f.extra
+            if extra and STREAMING_CALL in extra and not (f.content or f.reasoning_content or f.function_call):
+                self.places.add(f.index)
+            else:
+                self.final = True
+        return fragments
+
+    def retry(self) -> None:
+        self.again = set(self.places)
+
+    def rest(self) -> list[Fragment]:
+        """After the retry's last fragment: the places it did not reach, emptied."""
+        left, self.again = sorted(self.again), set()
+        return [Fragment.unchecked(ASSISTANT, "", index=i, replace=True) for i in left]
+
+
 def retrying(
     attempt: Callable[[], Iterable[Sequence[Message]]],
     settings: Settings,
@@ -108,7 +144,8 @@ def retrying(
     """Run `attempt`, retrying transient failures that happen before anything was yielded.
 
     A stream that breaks after content was yielded is not replayed (the caller would see the
-    start twice): it raises ModelServiceError with `partial=True`. With `settings.deadline`, a failure
+    start twice): it raises ModelServiceError with `partial=True`; one that showed only a call's arguments as they
+    streamed is (see `Shown`). With `settings.deadline`, a failure
     after the deadline raises RunDeadlineExceeded, and no retry waits past the deadline. `model` names the
     model in the log; `api_key` is scrubbed from the error's text. With `pace`, each try waits for its slot.
     Retries spend `budget` (the backend's; without one, this call's own).
@@ -116,19 +153,23 @@ def retrying(
     budget = budget or RetryBudget()
     budget.requested()
     tries = 0
+    shown = Shown()
     try:
         while True:
-            yielded = False
             if pace is not None:
                 pace.wait(settings.deadline)
             try:
                 for fragments in attempt():
-                    yielded = True
-                    yield typed(fragments)  # (a check per fragment: backends may still mark them the older way)
+                    yield shown.see(typed(fragments))  # (typed: backends may still mark them the older way)
+                rest = shown.rest()
+                if rest:
+                    yield rest
                 return
             except ModelServiceError as e:
-                wait = retry_wait(e, tries, settings, yielded, model, api_key, budget)
+                e.partial = e.partial or bool(shown.places)  # (kept only if it is raised)
+                wait = retry_wait(e, tries, settings, shown.final, model, api_key, budget)
             tries += 1
+            shown.retry()
             time.sleep(wait)
     finally:
         budget.finished()
@@ -146,20 +187,24 @@ async def aretrying(
     budget = budget or RetryBudget()
     budget.requested()
     tries = 0
+    shown = Shown()
     try:
         while True:
-            yielded = False
             if pace is not None:
                 await pace.await_turn(settings.deadline)
             try:
                 async with closing_stream(attempt()) as stream:
                     async for fragments in stream:
-                        yielded = True
-                        yield typed(fragments)
+                        yield shown.see(typed(fragments))
+                rest = shown.rest()
+                if rest:
+                    yield rest
                 return
             except ModelServiceError as e:
-                wait = retry_wait(e, tries, settings, yielded, model, api_key, budget)
+                e.partial = e.partial or bool(shown.places)  # (kept only if it is raised)
+                wait = retry_wait(e, tries, settings, shown.final, model, api_key, budget)
             tries += 1
+            shown.retry()
             await asyncio.sleep(wait)
     finally:
         budget.finished()

@@ -15,6 +15,10 @@ from chatagent.schema import ContentItem, FunctionCall, Message, to_message
 
 INDEX = "index"  # the legacy extra key (and a fragment dict's key) for `Fragment.index`
 REPLACE = "replace"
+#: the `extra` key of a tool call whose arguments are streaming: `{'name': ..., 'arguments': ...}`. On a fragment,
+#: `arguments` is the piece that just arrived (and `name` is given with the first piece); on the message it adds up
+#: to, the arguments so far. The complete call replaces that message (`replace=True`, `function_call` set).
+STREAMING_CALL = "streaming_call"
 
 
 class Fragment(Message):
@@ -88,6 +92,23 @@ class Fragment(Message):
         """The message this fragment starts: a plain Message with its own copy of `extra`."""
         extra = dict(self.extra) if self.extra else None
         return Message.unchecked(self.role, self.content, self.name, self.function_call, self.reasoning_content, extra)
+
+
+def added_extra(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """A message's `old` extra with a fragment's `new` extra added (a new dict, or `new` itself when there was none):
+    keys set, and a streaming call's arguments (`STREAMING_CALL`) appended to those so far."""
+    if not old:
+        return new
+    merged = {**old, **new}
+    piece = new.get(STREAMING_CALL)
+    so_far = old.get(STREAMING_CALL)
+    if piece is not None and so_far is not None:
+        merged[STREAMING_CALL] = {
+            **so_far,
+            **piece,
+            "arguments": so_far.get("arguments", "") + piece.get("arguments", ""),
+        }
+    return merged
 
 
 def _checked_index(index: object) -> int:

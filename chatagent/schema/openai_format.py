@@ -62,14 +62,13 @@ def to_openai(
                     out.append(prev)
                 prev.setdefault("tool_calls", []).append(call)
                 continue
-            if (
-                prev is not None
-                and "tool_calls" not in prev
-                and isinstance(content, str)
-                and isinstance(prev["content"], str)
-            ):
-                prev["content"] += content
-                continue
+            if prev is not None and isinstance(content, str):
+                if "tool_calls" not in prev and isinstance(prev["content"], str):
+                    prev["content"] += content
+                    continue
+                if "tool_calls" in prev and not prev["content"] and m.name is None:
+                    prev["content"] = content or None  # text a server sent after a call: the turn's text
+                    continue
         d: dict[str, Any] = {"role": m.role, "content": content}
         if m.name is not None and m.role in (USER, ASSISTANT):
             d["name"] = m.name

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
 from chatagent.schema import ContentItem, Message, to_message
-from chatagent.schema.fragment import Fragment, as_fragment, fragment
+from chatagent.schema.fragment import STREAMING_CALL, Fragment, added_extra, as_fragment, fragment
 
 
 class Response:
@@ -112,7 +112,7 @@ def _extend_dict(d: dict[str, Any], f: Fragment) -> dict[str, Any]:
     if f.function_call is not None:
         d["function_call"] = f.function_call.model_dump()
     if f.extra:
-        d["extra"] = {**d.get("extra", {}), **f.extra}
+        d["extra"] = added_extra(d.get("extra"), f.extra)
     return d
 
 
@@ -127,10 +127,7 @@ def _extend(m: Message, f: Fragment) -> Message:
     if f.reasoning_content:
         reasoning = (reasoning or "") + f.reasoning_content
     extra = f.extra
-    if extra:
-        extra = {**m.extra, **extra} if m.extra else extra
-    else:
-        extra = m.extra
+    extra = added_extra(m.extra, extra) if extra else m.extra
     return Message.unchecked(
         m.role,
         content,
@@ -155,15 +152,39 @@ def accumulate(stream: Iterable[Sequence[Message]]) -> Iterator[list[Message]]:
 
 
 class _Parts:
-    """What `Collector` holds for one message: its first fragment, text pieces, extra."""
+    """What `Collector` holds for one message: its first fragment, text pieces, extra, and the argument pieces of a
+    streaming call (`STREAMING_CALL`), joined once too."""
 
-    __slots__ = ("first", "contents", "reasonings", "extra")
+    __slots__ = ("first", "contents", "reasonings", "extra", "arguments")
 
     def __init__(self, first: Message, extra: dict[str, Any] | None) -> None:
         self.first = first
         self.contents: list[str | list[ContentItem]] = [first.content]
         self.reasonings: list[str] = [first.reasoning_content] if first.reasoning_content else []
         self.extra = extra
+        call = extra.get(STREAMING_CALL) if extra else None
+        self.arguments: list[str] | None = None if call is None else [call.get("arguments", "")]
+
+    def add_extra(self, extra: dict[str, Any]) -> None:
+        piece = extra.get(STREAMING_CALL)
+        arguments = self.arguments
+        if piece is None or arguments is None or self.extra is None:
+            self.extra = added_extra(self.extra, extra)
+            if piece is not None:
+                self.arguments = [self.extra[STREAMING_CALL].get("arguments", "")]
+            return
+        arguments.append(piece.get("arguments", ""))
+        if len(extra) > 1 or len(piece) > 1:  # more than the next piece: set the rest
+            self.extra = {**self.extra, **extra, STREAMING_CALL: {**self.extra[STREAMING_CALL], **piece}}
+
+    def whole_extra(self) -> dict[str, Any] | None:
+        """The message's extra, a streaming call's arguments so far joined."""
+        extra, arguments = self.extra, self.arguments
+        if arguments is None or extra is None:
+            return extra
+        if len(arguments) > 1:
+            arguments[:] = ["".join(arguments)]
+        return {**extra, STREAMING_CALL: {**extra[STREAMING_CALL], "arguments": arguments[0]}}
 
 
 class Collector:
@@ -195,7 +216,7 @@ class Collector:
             if f.reasoning_content:
                 p.reasonings.append(f.reasoning_content)
             if f.extra:
-                p.extra = {**(p.extra or {}), **f.extra}
+                p.add_extra(f.extra)
             if f.name is not None or f.function_call is not None:
                 first = p.first
                 p.first = Message.unchecked(
@@ -224,7 +245,8 @@ class Collector:
             else:
                 content = [item for c in contents if c for item in _as_list(c)]
             reasoning = "".join(reasonings) if reasonings else None
-            out.append(Message.unchecked(first.role, content, first.name, first.function_call, reasoning, p.extra))
+            extra = p.whole_extra()
+            out.append(Message.unchecked(first.role, content, first.name, first.function_call, reasoning, extra))
         return out
 
     def dumps(self, start: int = 0) -> list[dict[str, Any]]:
@@ -245,7 +267,7 @@ class Collector:
             if p.reasonings:
                 d["reasoning_content"] = "".join(p.reasonings)
             if p.extra is not None:
-                d["extra"] = p.extra  # (the collector's own: add() replaces it, never changes it)
+                d["extra"] = p.whole_extra()  # (the collector's own: add() replaces it, never changes it)
             out.append(d)
         return out
 
@@ -403,6 +425,19 @@ def _growth(old: Message, new: Message, i: int) -> Fragment | None:
     if any(k not in new_extra for k in old_extra):
         return None
     extra = {k: v for k, v in new_extra.items() if k not in old_extra or old_extra[k] != v}
+    if STREAMING_CALL in extra and STREAMING_CALL in old_extra:  # a streaming call: the arguments that are new
+        piece = _call_growth(old_extra[STREAMING_CALL], new_extra[STREAMING_CALL])
+        if piece is None:
+            return None
+        extra[STREAMING_CALL] = piece
     if not (text or reasoning or name is not None or call is not None or extra):
         return _SAME
     return Fragment.unchecked(new.role, text or "", name, call, reasoning or None, extra or None, i)
+
+
+def _call_growth(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+    """The piece of a streaming call that makes `old` into `new` (see `STREAMING_CALL`); None if it does not grow."""
+    added = _grown_text(old.get("arguments"), new.get("arguments"))
+    if added is None:
+        return None
+    return {**{k: v for k, v in new.items() if k != "arguments" and old.get(k) != v}, "arguments": added}

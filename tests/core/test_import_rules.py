@@ -229,3 +229,31 @@ def test_siblings_do_not_import_each_other(layer: str) -> None:
     graph = dict(import_graph())
     graph[module] = frozenset(graph[module] | {other})
     assert any(line.startswith(module + " ") for line in upward_imports(graph))
+
+
+#: the vendor rooms of chatagent.llm; a room imports the framework (chatagent.llm.*), never another room
+LLM_ROOMS = ("openai", "dashscope", "anthropic", "gemini", "bedrock", "local")
+#: the one exception: the embedded model is llama.cpp's OpenAI-compatible server, driven by that backend
+ROOM_IMPORTS_ALLOWED = {("chatagent.llm.local.model", "chatagent.llm.openai.chat")}
+
+
+def rooms_importing_rooms(graph: dict[str, frozenset[str]]) -> list[str]:
+    def room(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if len(parts) > 3 and parts[:2] == ["chatagent", "llm"] and parts[2] in LLM_ROOMS else None
+
+    return sorted(
+        f"{m} imports {d}"
+        for m, deps in graph.items()
+        for d in deps
+        if room(m) and room(d) and room(d) != room(m) and (m, d) not in ROOM_IMPORTS_ALLOWED
+    )
+
+
+def test_no_vendor_room_of_llm_imports_another() -> None:
+    """What backends share (errors, the HTTP client, the reply's parts) is in the framework, so that no vendor room
+    depends on another's code."""
+    graph = dict(import_graph())
+    assert rooms_importing_rooms(graph) == []
+    graph["chatagent.llm.anthropic.reply"] = graph["chatagent.llm.anthropic.reply"] | {"chatagent.llm.openai.reply"}
+    assert rooms_importing_rooms(graph) == ["chatagent.llm.anthropic.reply imports chatagent.llm.openai.reply"]

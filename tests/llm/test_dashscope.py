@@ -441,14 +441,17 @@ def test_import_chatagent_does_not_import_dashscope() -> None:
 
 
 def test_streamed_tool_calls_without_index_are_told_apart_by_id() -> None:
-    from chatagent.llm.dashscope.reply import PartialCall, gather_calls
+    from chatagent.llm.dashscope.reply import gather_calls
+    from chatagent.llm.reply_parts import ReplyParts
 
-    calls: dict[int, PartialCall] = {}
+    parts = ReplyParts()
     pieces = [
         {"id": "a", "function": {"name": "f", "arguments": '{"x":'}},
         {"id": "", "function": {"arguments": " 1}"}},
         {"id": "b", "function": {"name": "g", "arguments": "{}"}},
     ]
-    for piece in pieces:
-        gather_calls(calls, [piece])
-    assert calls == {0: PartialCall("a", "f", ['{"x":', " 1}"]), 1: PartialCall("b", "g", ["{}"])}
+    shown = [f for piece in pieces for f in gather_calls(parts, [piece])]
+    got = {k: (c.id, c.name, c.pieces, c.index) for k, c in parts.calls.items()}
+    assert got == {0: ("a", "f", ['{"x":', " 1}"], 0), 1: ("b", "g", ["{}"], 1)}
+    # each piece of arguments is shown as it comes, at its call's place
+    assert [(f.index, f.extra["streaming_call"]["arguments"]) for f in shown] == [(0, '{"x":'), (0, " 1}"), (1, "{}")]

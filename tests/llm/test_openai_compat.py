@@ -137,10 +137,20 @@ def test_parallel_tool_calls_stream_complete_after_text(openai_server):
         "call_1_get_weather",
         "call_2_get_time",
     ]
-    # a call never appears with partial arguments
+    # a call never appears with partial arguments: until it is complete, its arguments so far are a streaming call
+    streamed = 0
     for y in yields:
-        for m in y[1:]:
-            json.loads(m.function_call.arguments)
+        for m, done in zip(y[1:], final[1:], strict=False):
+            if m.function_call is not None:
+                json.loads(m.function_call.arguments)
+            else:
+                partial = m.extra["streaming_call"]
+                assert (
+                    partial["name"] == done.function_call.name and m.extra["function_id"] == done.extra["function_id"]
+                )
+                assert done.function_call.arguments.startswith(partial["arguments"])
+                streamed += 1
+    assert streamed >= 3
 
 
 def test_tool_call_results_are_sent_back_in_openai_format(openai_server):
@@ -595,7 +605,7 @@ def test_a_tool_choice_in_generate_cfg_is_sent_as_given(openai_server):
 
 
 def test_retry_after_forms():
-    from chatagent.llm.openai.errors import _retry_after
+    from chatagent.llm.http_errors import _retry_after
 
     assert _retry_after({"retry-after": "3"}) == 3.0
     assert _retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25

@@ -193,3 +193,16 @@ def test_below_the_floor_no_tool_is_chosen_whatever_the_margin(router: ToolRoute
     assert router.choose("Will it snow in Oslo tomorrow?", [WEATHER, CALC]) == "get_weather"
     monkeypatch.setattr(tool_router, "FLOOR", 0.99)
     assert router.choose("Will it snow in Oslo tomorrow?", [WEATHER, CALC]) is None
+
+
+def test_a_chosen_tools_arguments_stream_as_they_are_decoded() -> None:
+    raw = '{"city": "Paris, on the Seine"}'
+    stream = [[Fragment("assistant", raw[i : i + 3], index=0)] for i in range(0, len(raw), 3)]
+    out = [f for frs in ConstrainedReply("get_weather").run(stream) for f in frs]
+    streamed = [f.extra["streaming_call"] for f in out if f.extra and "streaming_call" in f.extra]
+    assert streamed[0]["name"] == "get_weather" and "".join(s["arguments"] for s in streamed) == raw
+    assert len(streamed) == len(stream)
+    last = out[-1]
+    assert last.replace and last.extra == {"function_id": out[0].extra["function_id"]}  # the same call, complete
+    [reply] = collect([out])
+    assert reply.function_call == FunctionCall("get_weather", '{"city": "Paris, on the Seine"}') and not reply.text

@@ -21,6 +21,7 @@ Replies are served in order, one per POST /v1/chat/completions (streamed when th
     Reply(status=502, body='<html>Bad gateway</html>', content_type='text/html')   # any raw body
     Reply(delay=0.5)                                        # wait before the first byte (headers included)
     Reply(text=..., interval=0.01)                          # wait between chunks
+    Reply(text=..., steps=threading.Semaphore(0))           # each event after the first waits for steps.release()
     Reply(text=..., drop_after=3)                           # close the connection after 3 SSE events
     Reply(text=..., stall_after=3, stall=5)                 # send 3 events, then nothing for 5 s
     Reply(text=..., gate=event, gate_after=2)               # send 2 events, then wait for `event` (up to `stall` s)
@@ -95,6 +96,7 @@ class Reply(ScriptedText):
     empty_choices: bool = False
     role_chunk: bool = True  # the first event carries only the role (as OpenAI and vLLM send it)
     repeat: bool = False
+    steps: threading.Semaphore | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def usage_for(self, request: Request) -> dict:
@@ -176,7 +178,7 @@ class _Handler(LoopbackHandler):
         self._send_head(200, sse, {"Transfer-Encoding": "chunked"}, reply.headers)
         faults = (reply.drop_after, reply.stall_after, reply.malformed_after, reply.end_after, reply.gate)
         faulty = any(f is not None for f in faults)
-        if not (reply.interval or faulty):
+        if not (reply.interval or faulty or reply.steps):
             key = (model, include_usage, reply.usage is None and _usage_key(req))
             data = reply._cache.get(key) if reply.repeat else None
             if data is None:
@@ -189,6 +191,8 @@ class _Handler(LoopbackHandler):
         for sent, event in enumerate(_sse_events(reply, req, model, include_usage)):
             if sent and reply.interval:
                 time.sleep(reply.interval)
+            if sent and reply.steps is not None and not reply.steps.acquire(timeout=60):  # the test went away
+                return self._drop()
             if reply.gate is not None and sent == reply.gate_after:
                 reply.gate.wait(reply.stall)
             if reply.drop_after is not None and sent >= reply.drop_after:

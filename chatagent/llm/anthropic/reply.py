@@ -71,9 +71,7 @@ class AnthropicReader:
                 block = self.blocks.get(obj["index"])
                 if block is not None and block.get("answer"):  # the response tool's input is the answer
                     return self.parts.text(piece) if piece else None
-                if piece:
-                    self.parts.call_arguments(obj["index"], piece)
-                return None
+                return self.parts.call_arguments(obj["index"], piece) if piece else None
             if dtype == "thinking_delta":
                 self.blocks[obj["index"]]["thinking"] += delta.get("thinking") or ""
                 return self.parts.reasoning(delta["thinking"]) if delta.get("thinking") else None
@@ -88,7 +86,7 @@ class AnthropicReader:
                     self.blocks[obj["index"]] = {"answer": True}
                     self.parts.native_schema = True
                 else:
-                    self.parts.start_call(obj["index"], block.get("id"), block.get("name") or "")
+                    return self.parts.start_call(obj["index"], block.get("id"), block.get("name") or "")
             elif btype == "thinking":
                 self.blocks[obj["index"]] = {
                     "type": "thinking",

@@ -81,9 +81,7 @@ class ConverseReader:
                 piece = str(as_object(tool).get("input") or "")
                 if index in self.answers:
                     return self.parts.text(piece) if piece else None
-                if piece:
-                    self.parts.call_arguments(index, piece)
-                return None
+                return self.parts.call_arguments(index, piece) if piece else None
             reasoning = delta.get("reasoningContent")
             if reasoning is not None:
                 return self._reasoning(cast(int, index), as_object(reasoning))
@@ -96,7 +94,7 @@ class ConverseReader:
                     self.answers.add(index)
                     self.parts.native_schema = True
                 else:
-                    self.parts.start_call(index, tool.get("toolUseId"), str(tool.get("name") or ""))
+                    return self.parts.start_call(index, tool.get("toolUseId"), str(tool.get("name") or ""))
             return None
         if event == "contentBlockStop":
             if obj.get("contentBlockIndex") in self.reasoning:

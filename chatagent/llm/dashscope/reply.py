@@ -7,11 +7,11 @@ from __future__ import annotations
 import email.utils
 import re
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.cut_off import cut_call_error
+from chatagent.llm.reply_parts import ReplyParts
 from chatagent.llm.request import Usage, reported_tokens
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.schema.fragment import Fragment
@@ -28,25 +28,16 @@ _TRANSIENT_CODES = ("Throttling", "InternalError", "ServiceUnavailable", "Reques
 _MAX_MESSAGE = 1000
 
 
-@dataclass
-class PartialCall:
-    """A tool call gathered from streamed pieces: its id, its name, the pieces of its arguments' text."""
-
-    id: str = ""
-    name: str = ""
-    pieces: list[str] = field(default_factory=list)
-
-
 class ReplyReader:
-    """DashScope's incremental chunks of one streamed reply, read one by one (`read`), and its end (`finish`):
-    text and reasoning at index 0, then each tool call whole. The same parsing for the sync and the async stream."""
+    """DashScope's incremental chunks of one streamed reply, read one by one (`read`), and its end (`finish`): text
+    and reasoning as they come, each tool call's arguments too, the complete calls at the end (see
+    `chatagent.llm.reply_parts`). The same parsing for the sync and the async stream."""
 
-    __slots__ = ("api_key", "calls", "started", "finished", "last_usage")
+    __slots__ = ("api_key", "parts", "finished", "last_usage")
 
     def __init__(self, api_key: str | None) -> None:
         self.api_key = api_key  # masked in error messages
-        self.calls: dict[int, PartialCall] = {}  # by the call's index
-        self.started = False
+        self.parts = ReplyParts()  # the text's place, the calls by their index
         self.finished: str | None = None
         self.last_usage: dict[str, Any] | None = None
 
@@ -60,10 +51,7 @@ class ReplyReader:
         choices = output.get("choices") if output else None
         if not choices:
             text = output.get("text") if output else None  # result_format='text' style answers
-            if text:
-                self.started = True
-                return [_make(ASSISTANT, text, None, None, None, None, 0)]
-            return None
+            return self.parts.text(text) if text else None
         choice = choices[0]
         out = None
         msg = choice.get("message")
@@ -72,11 +60,12 @@ class ReplyReader:
             content = msg.get("content")
             text = content if isinstance(content, str) else _text(content)
             if reasoning or text:
-                self.started = True
-                out = [_make(ASSISTANT, text or "", None, None, reasoning or None, None, 0)]
+                out = [_make(ASSISTANT, text or "", None, None, reasoning or None, None, self.parts.open_text())]
             tool_calls = msg.get("tool_calls")
             if tool_calls:
-                gather_calls(self.calls, tool_calls)
+                shown = gather_calls(self.parts, tool_calls)
+                if shown:
+                    out = shown if out is None else out + shown
         reason = choice.get("finish_reason")
         if reason and reason != "null":
             self.finished = reason
@@ -89,27 +78,14 @@ class ReplyReader:
 
     def finish(self) -> list[list[Fragment]]:
         """After the last chunk: the calls and a length mark; or the error the stream amounts to."""
-        finished, calls = self.finished, self.calls
+        finished = self.finished
         if finished is None:
             raise ModelServiceError(
                 ModelErrorCode.STREAM_INCOMPLETE,
                 "the stream ended without a finish_reason (connection cut?)",
                 retryable=True,
             )
-        if finished == "length" and calls:
-            raise cut_call_error()
-        out: list[list[Fragment]] = []
-        base = 1 if self.started else 0
-        ids: set[str] = set()
-        for n, key in enumerate(sorted(calls)):
-            gathered = calls[key]
-            call = FunctionCall(gathered.name, "".join(gathered.pieces))
-            extra = {"function_id": unique_call_id(gathered.id or f"call_{key}", ids)}
-            out.append([_make(ASSISTANT, "", None, call, None, extra, base + n)])
-        if (not self.started and not calls) or finished == "length":  # a text cut off by max_tokens says so
-            extra = {"stop_reason": StopReason.LENGTH} if finished == "length" else None
-            out.append([_make(ASSISTANT, "", None, None, None, extra, 0)])
-        return out
+        return self.parts.finish(finished == "length", no_arguments="")
 
 
 def whole_reply(rsp: Any, usage: Usage | None, api_key: str | None) -> list[Message]:
@@ -202,8 +178,10 @@ def _first_message(rsp: Any) -> dict[str, Any] | None:
     return None
 
 
-def gather_calls(calls: dict[int, PartialCall], tool_calls: list[dict[str, Any]]) -> None:
-    """Fold streamed tool_call pieces into `calls`, by their index."""
+def gather_calls(parts: ReplyParts, tool_calls: list[dict[str, Any]]) -> list[Fragment]:
+    """Fold streamed tool_call pieces into the reply's calls, by their index: the fragments they show."""
+    calls = parts.calls
+    out: list[Fragment] = []
     for tc in tool_calls:
         key: int | None = tc.get("index")
         if key is None:  # no index: a new id starts a new call, anything else continues the last one
@@ -212,16 +190,14 @@ def gather_calls(calls: dict[int, PartialCall], tool_calls: list[dict[str, Any]]
                 key = len(calls)
             else:
                 key = last
-        entry = calls.get(key)
-        if entry is None:
-            entry = calls[key] = PartialCall()
-        if tc.get("id") and not entry.id:
-            entry.id = tc["id"]
         fn: dict[str, Any] = tc.get("function") or {}
-        if fn.get("name") and not entry.name:
-            entry.name = fn["name"]
-        if fn.get("arguments"):
-            entry.pieces.append(fn["arguments"])
+        entry = calls.get(key)
+        name = fn.get("name") if entry is None or not entry.name else None  # the first name given is the name
+        call_id = tc.get("id") or (
+            None if entry is not None and entry.id else f"call_{key}"
+        )  # DashScope's are optional
+        out += parts.call_delta(key, call_id, name, fn.get("arguments") or None)
+    return out
 
 
 def _add_usage(usage: Usage, u: dict[str, Any]) -> None:

@@ -73,8 +73,8 @@ class GeminiReader:
             if call is not None:
                 fn = as_object(call)
                 key = len(parts.calls)
-                parts.start_call(key, fn.get("id"), str(fn.get("name") or ""))
-                parts.call_arguments(key, orjson.dumps(fn.get("args") or {}).decode())
+                arguments = orjson.dumps(fn.get("args") or {}).decode()
+                out += parts.whole_call(key, fn.get("id"), str(fn.get("name") or ""), arguments)
                 self.call_signatures.append(signature)
             elif part.get("text"):
                 out += parts.reasoning(part["text"]) if part.get("thought") else parts.text(part["text"])

@@ -338,6 +338,9 @@ class LocalModel(OpenAICompatModel):
     """
 
     cfg_keys = frozenset({"n_ctx", "port", "threads", "n_parallel", "verbose", "stop_loops", "tool_router"})
+    #: a structured answer is asked for by the prompt and validated, as before: this backend's requests carry a
+    #: grammar of their own for tools (chatagent.llm.local.tools), and llama.cpp's schema grammar beside it is untested
+    native_structured_output = False
 
     def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         cfg = dict(cfg or {})

@@ -37,7 +37,7 @@ from chatagent.llm.request import Usage
 from chatagent.llm.settings import ToolChoice
 from chatagent.llm.stream_modes import ReplyFilter
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, FunctionCall, Message, content_text
-from chatagent.schema.fragment import Fragment
+from chatagent.schema.fragment import STREAMING_CALL, Fragment
 from chatagent.schema.stop_reason import StopReason
 
 _make = Fragment.unchecked
@@ -200,12 +200,15 @@ def _merged(messages: list[Message]) -> list[Message]:
 
 
 class ConstrainedReply(ReplyFilter):
-    """The model's JSON reply read as it streams: an answer's text as it is decoded, a call when it is complete."""
+    """The model's JSON reply read as it streams: an answer's text as it is decoded, a call when it is complete. When
+    the reply is a chosen tool's arguments, they stream out as they are decoded (`STREAMING_CALL`), the complete call
+    replacing them at the end."""
 
     def __init__(self, tool: str | None = None) -> None:
         """`tool`: the reply is that tool's arguments object (the call's whole JSON when None)."""
         self.raw = ""
         self.tool = tool
+        self.call_id: str | None = None  # once the chosen tool's call is shown
         self.kind: str | None = "tool" if tool else None  # 'answer' or 'tool', once the key is read
         self.pos = 0  # in an answer: where its string's next character is
         self.done = False  # the answer's closing quote was read
@@ -217,11 +220,23 @@ class ConstrainedReply(ReplyFilter):
             if f.extra and f.extra.get("stop_reason") == StopReason.LENGTH:
                 self.cut = True
             if f.content:
-                self.raw += f.content if isinstance(f.content, str) else content_text(f.content)
+                piece = f.content if isinstance(f.content, str) else content_text(f.content)
+                self.raw += piece
+                if self.tool:
+                    out.append(self._arguments(piece))
             if f.extra or f.reasoning_content:
                 out.append(_make(ASSISTANT, "", None, None, f.reasoning_content, f.extra, 0))
         text = self._text()
         return ([_make(ASSISTANT, text, None, None, None, None, 0)] if text else []) + out
+
+    def _arguments(self, piece: str) -> Fragment:
+        """A piece of the chosen tool's arguments, shown at index 0 (with the call's name and id first)."""
+        if self.call_id is None:
+            self.call_id = _call_id()
+            extra = {"function_id": self.call_id, STREAMING_CALL: {"name": self.tool, "arguments": piece}}
+        else:
+            extra = {STREAMING_CALL: {"arguments": piece}}
+        return _make(ASSISTANT, "", None, None, None, extra, 0)
 
     def _text(self) -> str:
         """The answer's text decoded since the last call (none before the key is read, none for a call)."""
@@ -265,7 +280,8 @@ class ConstrainedReply(ReplyFilter):
                 raise
             name, args = (self.tool, obj) if self.tool else (obj["tool"], obj.get("arguments"))
             call = FunctionCall(name, json.dumps(args or {}, ensure_ascii=False))
-            return [_make(ASSISTANT, "", None, call, None, {"function_id": _call_id()}, 0)]
+            shown = self.call_id is not None
+            return [_make(ASSISTANT, "", None, call, None, {"function_id": self.call_id or _call_id()}, 0, shown)]
         if self.kind is None:  # cut before the key, or no grammar: what came is the answer
             return [_make(ASSISTANT, self.raw.strip(), None, None, None, None, 0)]
         return []

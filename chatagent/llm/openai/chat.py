@@ -24,8 +24,7 @@ import httpx
 
 from chatagent.errors import ModelServiceError
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage
-from chatagent.llm.http_pool import shared_client, shared_sync_client
-from chatagent.llm.openai.errors import (
+from chatagent.llm.http_errors import (
     broken_body,
     error_body,
     error_from_status,
@@ -33,14 +32,16 @@ from chatagent.llm.openai.errors import (
     no_answer,
     unreachable,
 )
+from chatagent.llm.http_pool import shared_client, shared_sync_client
 from chatagent.llm.openai.reply import Prompt, ReplyReader, non_sse_reply, parse_completion
 from chatagent.llm.openai.request import (
     ChatRequest,
     chat_request,
-    drop_stream_options,
+    drop_refused,
     http_request,
     image_url,
     looks_multimodal,
+    sends_schema,
 )
 from chatagent.llm.registry import register_llm
 from chatagent.llm.sse import SSESplitter, sse_data
@@ -63,6 +64,9 @@ class OpenAICompatModel(BaseChatModel):
     `request_timeout` (seconds: the read timeout of each request).
     """
 
+    #: a json_schema `response_format` goes to the server (OpenAI's strict structured output, vLLM's and SGLang's
+    #: guided decoding); a server that refuses it is remembered and gets the prompt alone (`drop_refused`)
+    native_structured_output = True
     cfg_keys = frozenset({"base_url", "api_base", "api"})  # other names of model_server; api: 'chat' (see registry)
 
     def __init__(self, cfg: dict[str, Any] | None = None) -> None:
@@ -146,22 +150,29 @@ class OpenAICompatModel(BaseChatModel):
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> Iterator[list[Fragment]]:
         request = self._request(messages, functions, cfg, tool_choice, stream=True)
+        response = self._post(request, bool(functions))
         try:
-            response = self._send(request, bool(functions))
-        except ModelServiceError as e:
-            drop_stream_options(e, request, self.endpoint())
-            response = self._send(request, bool(functions))
-        try:
-            yield from self._read_stream(response, usage, (messages, functions))
+            yield from self._read_stream(response, usage, (messages, functions), sends_schema(request))
         finally:
             response.close()
 
-    def _read_stream(self, response: Any, usage: Usage | None, prompt: Prompt) -> Iterator[list[Fragment]]:
+    def _post(self, request: ChatRequest, has_tools: bool) -> httpx.Response:
+        """`_send`, asked again without what the server refused (`drop_refused`: each field at most once)."""
+        for _ in range(2):
+            try:
+                return self._send(request, has_tools)
+            except ModelServiceError as e:
+                drop_refused(e, request, self.endpoint())
+        return self._send(request, has_tools)
+
+    def _read_stream(
+        self, response: Any, usage: Usage | None, prompt: Prompt, native_schema: bool = False
+    ) -> Iterator[list[Fragment]]:
         ctype = response.headers.get("content-type", "")
         if "event-stream" not in ctype:
-            yield from non_sse_reply(self, self._read_body(response), ctype, usage, prompt)
+            yield from non_sse_reply(self, self._read_body(response), ctype, usage, prompt, native_schema)
             return
-        reader = ReplyReader(self, prompt)
+        reader = ReplyReader(self, prompt, native_schema)
         event = reader.event
         try:
             for data in sse_data(response.iter_bytes()):
@@ -195,12 +206,12 @@ class OpenAICompatModel(BaseChatModel):
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> list[Message]:
         request = self._request(messages, functions, cfg, tool_choice, stream=False)
-        response = self._send(request, bool(functions))
+        response = self._post(request, bool(functions))
         try:
             body = self._read_body(response)
         finally:
             response.close()
-        return parse_completion(self, body, usage, (messages, functions))
+        return parse_completion(self, body, usage, (messages, functions), sends_schema(request))
 
     # ---- asyncio: the same request and parsing over httpx.AsyncClient ------------------------------------
 
@@ -215,18 +226,15 @@ class OpenAICompatModel(BaseChatModel):
     ) -> AsyncIterator[list[Fragment]]:
         request = self._request(messages, functions, cfg, tool_choice, stream=True)
         prompt = (messages, functions)
-        try:
-            response = await self._asend(request, bool(functions))
-        except ModelServiceError as e:
-            drop_stream_options(e, request, self.endpoint())
-            response = await self._asend(request, bool(functions))
+        response = await self._apost(request, bool(functions))
+        native_schema = sends_schema(request)
         try:
             ctype = response.headers.get("content-type", "")
             if "event-stream" not in ctype:
-                for out in non_sse_reply(self, await self._aread_body(response), ctype, usage, prompt):
+                for out in non_sse_reply(self, await self._aread_body(response), ctype, usage, prompt, native_schema):
                     yield out
                 return
-            reader = ReplyReader(self, prompt)
+            reader = ReplyReader(self, prompt, native_schema)
             event = reader.event
             sse = SSESplitter()
             try:
@@ -258,12 +266,21 @@ class OpenAICompatModel(BaseChatModel):
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> list[Message]:
         request = self._request(messages, functions, cfg, tool_choice, stream=False)
-        response = await self._asend(request, bool(functions))
+        response = await self._apost(request, bool(functions))
         try:
             body = await self._aread_body(response)
         finally:
             await response.aclose()
-        return parse_completion(self, body, usage, (messages, functions))
+        return parse_completion(self, body, usage, (messages, functions), sends_schema(request))
+
+    async def _apost(self, request: ChatRequest, has_tools: bool) -> httpx.Response:
+        """`_post` on the async client."""
+        for _ in range(2):
+            try:
+                return await self._asend(request, has_tools)
+            except ModelServiceError as e:
+                drop_refused(e, request, self.endpoint())
+        return await self._asend(request, has_tools)
 
     async def _asend(self, request: ChatRequest, has_tools: bool) -> httpx.Response:
         """`_send` on the async client."""

@@ -1,10 +1,9 @@
 """An OpenAI-compatible server's reply read into messages: a streamed reply event by event (`ReplyReader`, the
 hot path: orjson, no pydantic object per chunk), a whole completion (`parse_completion`), and the usage.
 
-Streamed tool calls are assembled by their index and each is yielded, complete, when the stream ends:
-the reply is not acted on before it is complete anyway, servers may interleave the deltas of parallel
-calls, and the text (at index 0) always comes before the calls, even when a server sends more text after
-a call has started. A stream that ends without `[DONE]` or a finish_reason is an error, never a reply.
+Streamed tool calls are assembled by their index (servers may interleave the deltas of parallel calls); each one's
+arguments stream out as they arrive, and the complete call replaces them when the stream ends
+(`chatagent.llm.reply_parts`). A stream that ends without `[DONE]` or a finish_reason is an error, never a reply.
 """
 
 from __future__ import annotations
@@ -16,8 +15,9 @@ import orjson
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.cut_off import cut_call_error
-from chatagent.llm.openai.errors import error_status, snippet
+from chatagent.llm.http_errors import error_status, snippet
 from chatagent.llm.prepare import fix_surrogates, json_object
+from chatagent.llm.reply_parts import NATIVE_MARK, ReplyParts
 from chatagent.llm.request import Usage, reported_tokens
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.schema.fragment import Fragment, fragment
@@ -29,7 +29,6 @@ from chatagent.utils.tokens import count_tokens
 _make = Fragment.unchecked
 
 Prompt = tuple[list[Message], "list[dict[str, Any]] | None"]  # what a request asked: the messages and the functions
-_CallParts = list[Any]  # a streamed tool call: [its id (str | None), its name (str), its argument pieces (list[str])]
 _Json = dict[str, Any] | list[Any] | str | int | float | bool | None  # a JSON value as orjson reads it
 
 
@@ -45,18 +44,15 @@ class ReplyReader:
     """The events of one streamed reply, read one by one (`event`), and its end (`finish`): the same parsing
     for the synchronous and the asynchronous stream."""
 
-    __slots__ = (
-        "server", "prompt", "has_tools", "calls", "text_seen", "choice_seen", "finished", "done", "reason", "usage",
-        "texts",
-    )  # fmt: skip
+    __slots__ = ("server", "prompt", "has_tools", "parts", "choice_seen", "finished", "done", "reason", "usage")
 
-    def __init__(self, server: Server, prompt: Prompt) -> None:
+    def __init__(self, server: Server, prompt: Prompt, native_schema: bool = False) -> None:
         self.server = server
         self.prompt = prompt
         self.has_tools = bool(prompt[1])
-        self.texts: list[str] = []  # to estimate the usage when the server reports none
-        self.calls: dict[int, _CallParts] = {}  # tool index -> [id, name, argument pieces]
-        self.text_seen = self.choice_seen = self.finished = self.done = False
+        self.parts = ReplyParts()  # the text's place, the calls by their index, what was said (for an estimate)
+        self.parts.native_schema = native_schema  # the server was given the answer's schema: the answer says so
+        self.choice_seen = self.finished = self.done = False
         self.reason: str | None = None
         self.usage: Any = None  # the server's usage report (checked where it is read)
 
@@ -95,24 +91,30 @@ class ReplyReader:
         delta: dict[str, Any] = choice.get("delta") or {}
         content = delta.get("content")
         out = None
+        parts = self.parts
         if content and len(delta) == 1 and type(content) is str:  # the usual chunk: text only
-            self.text_seen = True
-            self.texts.append(content)
-            out = [_make(ASSISTANT, content, None, None, None, None, 0)]
+            parts.said.append(content)
+            out = [
+                _make(
+                    ASSISTANT, content, None, None, None, None, parts.text_at if parts.text_seen else parts.open_text()
+                )
+            ]
         else:
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if content or reasoning:
                 if content and type(content) is not str:  # a list of parts, as a few servers send
                     content = _parts_text(content)
-                self.text_seen = True
-                self.texts += (content or "", reasoning or "")
-                out = [_make(ASSISTANT, content or "", None, None, reasoning or None, None, 0)]
+                parts.said += (content or "", reasoning or "")
+                i = parts.open_text()
+                out = [_make(ASSISTANT, content or "", None, None, reasoning or None, None, i)]
             tool_calls = delta.get("tool_calls")
+            if not tool_calls and delta.get("function_call"):  # the legacy single-call form
+                tool_calls = [{"index": 0, "function": delta["function_call"]}]
             if tool_calls:
                 for n, tc in enumerate(tool_calls):
-                    _add_call_delta(self.calls, tc, n)
-            elif delta.get("function_call"):  # the legacy single-call form
-                _add_call_delta(self.calls, {"index": 0, "function": delta["function_call"]}, 0)
+                    shown = _add_call_delta(parts, tc, n)
+                    if shown:
+                        out = shown if out is None else out + shown
         if choice.get("finish_reason"):
             self.finished = True
             self.reason = choice["finish_reason"]
@@ -128,29 +130,19 @@ class ReplyReader:
             )
         if not self.choice_seen:
             raise ModelServiceError(ModelErrorCode.EMPTY_RESPONSE, f"{where} sent no choices", retryable=True)
-        calls, cut = self.calls, self.reason == "length"
+        parts = self.parts
         if usage is not None:
-            texts = self.texts
-            for _, name, pieces in calls.values():
-                texts += [name, *pieces]
-            add_usage(usage, self.usage, self.prompt, "".join(texts), where)
-        if cut and calls:
-            raise cut_call_error()
-        out: list[list[Fragment]] = []
-        start = 1 if self.text_seen else 0
-        ids: set[str] = set()
-        for n, i in enumerate(sorted(calls)):
-            fid, name, pieces = calls[i]
-            call = FunctionCall(name, "".join(pieces))
-            out.append([_make(ASSISTANT, "", None, call, None, {"function_id": unique_call_id(fid, ids)}, start + n)])
-        if not (self.text_seen or calls) or cut:  # a text cut off by max_tokens says so
-            extra = {"stop_reason": StopReason.LENGTH} if cut else None
-            out.append([_make(ASSISTANT, "", None, None, None, extra, 0)])
-        return out
+            said = parts.said + [c.name for c in parts.calls.values()]
+            add_usage(usage, self.usage, self.prompt, "".join(said), where)
+        return parts.finish(self.reason == "length", no_arguments="")
 
 
-def parse_completion(server: Server, body: bytes, usage: Usage | None, prompt: Prompt) -> list[Message]:
-    """The messages of a whole (non-streamed) completion; its usage added to `usage`."""
+def parse_completion(
+    server: Server, body: bytes, usage: Usage | None, prompt: Prompt, native_schema: bool = False
+) -> list[Message]:
+    """The messages of a whole (non-streamed) completion; its usage added to `usage`. With `native_schema` (the
+    request carried a JSON-schema `response_format`), an answer without calls is marked as the server's
+    (`NATIVE_MARK`)."""
     has_tools = bool(prompt[1])
     try:
         obj: _Json = orjson.loads(body)
@@ -194,17 +186,19 @@ def parse_completion(server: Server, body: bytes, usage: Usage | None, prompt: P
         out.append(Message.unchecked(ASSISTANT, "", None, None, None, None))
     if cut:
         out[0].extra = {**(out[0].extra or {}), "stop_reason": StopReason.LENGTH}
+    elif native_schema and not tool_calls:
+        out[0].extra = {**(out[0].extra or {}), **NATIVE_MARK}
     if usage is not None:
         add_usage(usage, obj.get("usage"), prompt, "".join(map(_said, out)), server.endpoint())
     return out
 
 
 def non_sse_reply(
-    server: Server, body: bytes, ctype: str, usage: Usage | None, prompt: Prompt
+    server: Server, body: bytes, ctype: str, usage: Usage | None, prompt: Prompt, native_schema: bool = False
 ) -> Iterator[list[Fragment]]:
     """A streaming request answered without an event stream: a whole JSON completion, an error, or junk."""
     if "json" in ctype:
-        reply = parse_completion(server, body, usage, prompt)
+        reply = parse_completion(server, body, usage, prompt, native_schema)
         yield [fragment(m, i) for i, m in enumerate(reply)]
         return
     raise ModelServiceError(
@@ -228,7 +222,7 @@ def add_usage(usage: Usage, reported: Any, prompt: Prompt, reply_text: str, mode
     if counts is not None and (counts.get("prompt_tokens") or counts.get("completion_tokens")):
         believed = reported_tokens(model, counts.get("prompt_tokens"), counts.get("completion_tokens"))
         if believed is not None:
-            usage.add(*believed)
+            usage.add(*believed, cache_read_tokens=cached_tokens(counts, believed[0]))
             return
 
     messages, functions = prompt
@@ -238,23 +232,30 @@ def add_usage(usage: Usage, reported: Any, prompt: Prompt, reply_text: str, mode
     usage.add(asked, count_tokens(reply_text))
 
 
-def _add_call_delta(calls: dict[int, _CallParts], tc: dict[str, Any], position: int) -> None:
+def cached_tokens(counts: dict[str, Any], prompt_tokens: int) -> int:
+    """The prompt's tokens the server read from its prompt cache (`prompt_tokens_details.cached_tokens`: OpenAI,
+    vLLM with prefix caching, DeepSeek, ...), at most the prompt's; 0 when it reports none or nonsense."""
+    details = json_object(counts.get("prompt_tokens_details"))
+    cached = details.get("cached_tokens") if details is not None else None
+    if cached is None:
+        cached = counts.get("prompt_cache_hit_tokens")  # DeepSeek's own name
+    if isinstance(cached, float) and cached.is_integer():
+        cached = int(cached)
+    if not isinstance(cached, int) or isinstance(cached, bool) or cached < 0:
+        return 0
+    return min(cached, prompt_tokens)
+
+
+def _add_call_delta(parts: ReplyParts, tc: dict[str, Any], position: int) -> list[Fragment]:
+    """One `tool_calls[]` delta folded into the reply: the fragments it shows (its arguments' piece)."""
     i = tc.get("index")
     if not isinstance(i, int):
         i = position
     fn: dict[str, Any] = tc.get("function") or {}
-    entry = calls.get(i)
-    if entry is None:
-        entry = calls[i] = [None, "", []]
-    if tc.get("id"):
-        entry[0] = tc["id"]
-    name = fn.get("name")
-    if name and name != entry[1]:
-        # most servers send the name once; some repeat it; a few stream it in pieces before the arguments
-        entry[1] = entry[1] + name if entry[1] and not entry[2] else name
     args = fn.get("arguments")
-    if args:
-        entry[2].append(args if isinstance(args, str) else orjson.dumps(args).decode())
+    if args and not isinstance(args, str):  # an object, whole (Ollama)
+        args = orjson.dumps(args).decode()
+    return parts.call_delta(i, tc.get("id") or None, fn.get("name") or None, args or None)
 
 
 def _loads_lone_surrogates(data: bytes) -> Any:

@@ -9,7 +9,7 @@ import logging
 import mimetypes
 import os
 import re
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import orjson
@@ -27,6 +27,9 @@ _MULTIMODAL = re.compile(
 )
 # servers (by base URL) that refused `stream_options` (older Azure api-versions, some proxies): not sent again
 _NO_STREAM_OPTIONS: set[str] = set()
+# servers (by base URL) that refused a JSON-schema `response_format`: the prompt alone asks for the schema there
+_NO_SCHEMA: set[str] = set()
+_SCHEMA_REFUSED = re.compile(r"response_format|json_schema|guided_json|structured output", re.IGNORECASE)
 TEXT_ONLY_TOOL_MESSAGES = ("api.openai.com", ".openai.azure.com")  # servers whose tool messages take only text
 _USE_CLIENT_DEFAULT = httpx.USE_CLIENT_DEFAULT  # a request without its own timeout: the client's
 
@@ -117,17 +120,34 @@ def chat_request(
         if not tool_choice.parallel:
             body.setdefault("parallel_tool_calls", False)
     body.update(given_body)
+    if endpoint in _NO_SCHEMA and sends_schema(request):
+        del body["response_format"]
     return request
 
 
-def drop_stream_options(e: ModelServiceError, request: ChatRequest, endpoint: str) -> None:
-    """After `e`: re-raise it, unless the server refused `stream_options`; then remember that (for every model
-    on this server, as with tools) and take it out of the request to ask again."""
-    if e.code != ModelErrorCode.STREAM_OPTIONS_UNSUPPORTED or "stream_options" not in request.body:
+def sends_schema(request: ChatRequest) -> bool:
+    """Whether the request asks the server to enforce a JSON schema (`response_format` of type json_schema: OpenAI's
+    strict structured output, vLLM's and SGLang's guided decoding through the same field)."""
+    fmt: Any = request.body.get("response_format")
+    return isinstance(fmt, dict) and cast("dict[str, Any]", fmt).get("type") == "json_schema"
+
+
+def drop_refused(e: ModelServiceError, request: ChatRequest, endpoint: str) -> None:
+    """After `e`: re-raise it, unless the server refused `stream_options` or a JSON-schema `response_format`; then
+    remember that (for every model on this server, as with tools: detected once) and take it out of the request to
+    ask again. Without the schema the prompt still asks for it, and the answer is validated as ever."""
+    if e.code == ModelErrorCode.STREAM_OPTIONS_UNSUPPORTED and "stream_options" in request.body:
+        logger.warning("%s rejects stream_options (%s): usage will be estimated", endpoint, e.message)
+        _NO_STREAM_OPTIONS.add(endpoint)
+        del request.body["stream_options"]
+    elif e.code in (400, 422) and sends_schema(request) and _SCHEMA_REFUSED.search(e.message):
+        logger.warning(
+            "%s rejects a JSON-schema response_format (%s): the prompt alone asks for it", endpoint, e.message
+        )
+        _NO_SCHEMA.add(endpoint)
+        del request.body["response_format"]
+    else:
         raise e
-    logger.warning("%s rejects stream_options (%s): usage will be estimated", endpoint, e.message)
-    _NO_STREAM_OPTIONS.add(endpoint)
-    del request.body["stream_options"]
 
 
 def http_request(client: Any, request: ChatRequest, url: str, api_key: str | None) -> Any:
@@ -142,4 +162,6 @@ def http_request(client: Any, request: ChatRequest, url: str, api_key: str | Non
     )
 
 
-__all__ = ["ChatRequest", "chat_request", "drop_stream_options", "http_request", "image_url", "looks_multimodal"]
+__all__ = [
+    "ChatRequest", "chat_request", "drop_refused", "http_request", "image_url", "looks_multimodal", "sends_schema",
+]  # fmt: skip

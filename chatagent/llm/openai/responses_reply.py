@@ -58,15 +58,13 @@ class ResponsesReader:
         if kind == "response.output_text.delta":
             return self.parts.text(obj["delta"]) if obj.get("delta") else None
         if kind == "response.function_call_arguments.delta":
-            if obj.get("delta"):
-                self.parts.call_arguments(obj.get("output_index"), obj["delta"])
-            return None
+            return self.parts.call_arguments(obj.get("output_index"), obj["delta"]) if obj.get("delta") else None
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             return self.parts.reasoning(obj["delta"]) if obj.get("delta") else None
         if kind == "response.output_item.added":
             item = as_object(obj.get("item"))
             if item.get("type") == "function_call":
-                self.parts.start_call(obj.get("output_index"), item.get("call_id"), item.get("name") or "")
+                return self.parts.start_call(obj.get("output_index"), item.get("call_id"), item.get("name") or "")
             return None
         if kind == "response.output_item.done":
             item = as_object(obj.get("item"))
@@ -74,8 +72,8 @@ class ResponsesReader:
                 self.items.append({k: item[k] for k in _REASONING_KEYS if k in item})
             elif item.get("type") == "function_call":
                 entry = self.parts.calls.get(obj.get("output_index"))
-                if entry is not None and not entry[2] and item.get("arguments"):  # arguments sent only whole
-                    self.parts.call_arguments(obj.get("output_index"), item["arguments"])
+                if entry is not None and not entry.pieces and item.get("arguments"):  # arguments sent only whole
+                    return self.parts.call_arguments(obj.get("output_index"), item["arguments"])
             return None
         if kind == "response.created":
             self.response_id = as_object(obj.get("response")).get("id") or self.response_id

@@ -1,5 +1,7 @@
-"""What an OpenAI-compatible server's failures mean: each HTTP error, error object or broken connection as a
-ModelServiceError with its code, whether a retry may help, and a message that names the server, never the key."""
+"""What a model server's failures mean, for every HTTP backend (OpenAI-compatible, Anthropic, Gemini, Bedrock, the
+Responses API): each HTTP error, error object or broken connection as a ModelServiceError with its code, whether a
+retry may help, and a message that names the server, never the key. A protocol's own error shapes are read by its
+room (`chatagent.llm.anthropic.reply.stream_error`, ...) and handed to `error_from_status`."""
 
 from __future__ import annotations
 
