@@ -1,5 +1,5 @@
 """The development set of bench/local_tools.py: questions of our own, apart from the 40 it reports on, on which
-`chatagent.llm.tool_router.MARGIN` was calibrated (eight tools: the four of the bench, `EXTRA_TOOLS`).
+`chatagent.llm.local.tool_router.MARGIN` was calibrated (eight tools: the four of the bench, `EXTRA_TOOLS`).
 
 (question, tool, an expected argument) for the tool questions; the arguments are checked as the bench checks its
 own: the value, or for names the expected text inside the argument.

@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this worktree's 
 
 from chatagent import BasicAgent, FnCallAgent  # noqa: E402
 
-IMPORT = "from chatagent import BasicAgent, FnCallAgent; import chatagent.llm.openai_compat"
+IMPORT = "from chatagent import BasicAgent, FnCallAgent; import chatagent.llm.openai.chat"
 QUESTION = [{"role": "user", "content": "Tell me a long story."}]
 
 

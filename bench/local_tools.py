@@ -3,8 +3,8 @@ arithmetic, unit conversion, a price in a small table) and 20 that need none, as
 offered. Counted: the right tool called, with the right arguments, and no call when none is needed; and the time to
 the first answer text beside plain chat (the same no-tool questions, no tools offered).
 
-Three ways, measured in the same run: the tool chosen by multilingual-e5-small (`chatagent.llm.tool_router`, the
-default with the [embed] extra) and its arguments written by the model under `chatagent.llm.argument_grammar`; the
+Three ways, measured in the same run: the tool chosen by multilingual-e5-small (`chatagent.llm.local.tool_router`, the
+default with the [embed] extra) and its arguments written by the model under `chatagent.llm.local.argument_grammar`; the
 model choosing under the grammar of every offered tool (`{'tool_router': False}`, the way before, and without the
 extra); the reference, the prompt-based function calling the embedded model used before that
 (`fncall_prompt_type='nous'`: tools in the prompt, calls parsed out of free text). Temperature 0; each question is
@@ -36,9 +36,9 @@ from _measure import show  # noqa: E402
 
 from chatagent.errors import ModelServiceError  # noqa: E402
 from chatagent.llm.local import LocalModel  # noqa: E402
-from chatagent.llm.local_tools import constrained_request, routed_request  # noqa: E402
+from chatagent.llm.local.tool_router import MARGIN, ToolRouter, shared_router  # noqa: E402
+from chatagent.llm.local.tools import constrained_request, routed_request  # noqa: E402
 from chatagent.llm.settings import ToolChoice  # noqa: E402
-from chatagent.llm.tool_router import MARGIN, ToolRouter, shared_router  # noqa: E402
 from chatagent.schema import Message  # noqa: E402
 
 TOOLS = [

@@ -83,23 +83,23 @@ _EXPORTS: dict[str, str] = {
     "UserAgent": "chatagent.agents.user",
     "PENDING_USER_INPUT": "chatagent.agents.user",
     "pending_input": "chatagent.agents.user",
-    "handoff": "chatagent.agents.teams.handoffs",
-    "Handoff": "chatagent.agents.teams.handoffs",
-    "remove_all_tools": "chatagent.agents.teams.handoffs",
+    "handoff": "chatagent.run.handoffs",
+    "Handoff": "chatagent.run.handoffs",
+    "remove_all_tools": "chatagent.run.handoffs",
     "Task": "chatagent.agents.teams.task",
     "TaskOutput": "chatagent.agents.teams.task",
     "TaskFailed": "chatagent.agents.teams.task",
     "Crew": "chatagent.agents.teams.crew",
     "CrewOutput": "chatagent.agents.teams.crew",
     "human_feedback": "chatagent.agents.teams.crew",
-    "Flow": "chatagent.agents.flows.flow",
-    "FlowPaused": "chatagent.agents.flows.flow",
-    "FlowState": "chatagent.agents.flows.state",
-    "start": "chatagent.agents.flows.conditions",
-    "listen": "chatagent.agents.flows.conditions",
-    "router": "chatagent.agents.flows.conditions",
-    "or_": "chatagent.agents.flows.conditions",
-    "and_": "chatagent.agents.flows.conditions",
+    "Flow": "chatagent.flows.flow",
+    "FlowPaused": "chatagent.flows.flow",
+    "FlowState": "chatagent.flows.state",
+    "start": "chatagent.flows.conditions",
+    "listen": "chatagent.flows.conditions",
+    "router": "chatagent.flows.conditions",
+    "or_": "chatagent.flows.conditions",
+    "and_": "chatagent.flows.conditions",
 }
 
 __all__ = [
@@ -191,15 +191,11 @@ if TYPE_CHECKING:
     from chatagent.agent import Agent, Run
     from chatagent.agents.assistant import Assistant
     from chatagent.agents.basic import BasicAgent
-    from chatagent.agents.flows.conditions import and_, listen, or_, router, start
-    from chatagent.agents.flows.flow import Flow, FlowPaused
-    from chatagent.agents.flows.state import FlowState
     from chatagent.agents.fncall import FnCallAgent
     from chatagent.agents.group_chat import GroupChat
     from chatagent.agents.react_chat import ReActChat
     from chatagent.agents.router import Router
     from chatagent.agents.teams.crew import Crew, CrewOutput, human_feedback
-    from chatagent.agents.teams.handoffs import Handoff, handoff, remove_all_tools
     from chatagent.agents.teams.task import Task, TaskFailed, TaskOutput
     from chatagent.agents.user import PENDING_USER_INPUT, UserAgent, pending_input
     from chatagent.errors import (
@@ -209,6 +205,9 @@ if TYPE_CHECKING:
         ModelServiceError,
         RunDeadlineExceeded,
     )
+    from chatagent.flows.conditions import and_, listen, or_, router, start
+    from chatagent.flows.flow import Flow, FlowPaused
+    from chatagent.flows.state import FlowState
     from chatagent.llm.base import BaseChatModel, Usage
     from chatagent.llm.registry import get_chat_model, register_llm
     from chatagent.llm.scripted import Reply, ScriptedLLM, tool_call
@@ -219,6 +218,7 @@ if TYPE_CHECKING:
     from chatagent.run.approval import approval_message, pending_approval
     from chatagent.run.compaction import Compaction
     from chatagent.run.events import Callbacks, Event
+    from chatagent.run.handoffs import Handoff, handoff, remove_all_tools
     from chatagent.run.plugin import Blocked, Plugin, PluginError, Retry
     from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, to_messages, to_openai
     from chatagent.schema.fragment import Fragment

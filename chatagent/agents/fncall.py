@@ -24,15 +24,15 @@ from typing import Any
 import orjson
 
 from chatagent.agent import Agent, current_run, emit_tool_end, emit_tool_start
-from chatagent.agents.teams.agent_calls import (
+from chatagent.run.agent_calls import (
     resume_agent_call,
     run_agent_call,
     split_calls,
     transfer,
     unanswered_calls,
 )
-from chatagent.agents.teams.handoffs import Handoff, HandoffTool, as_handoffs, holder
 from chatagent.run.agent_tool import AgentTool
+from chatagent.run.handoffs import Handoff, HandoffTool, as_handoffs, holder
 from chatagent.run.nested import paused_nested
 from chatagent.schema import ASSISTANT, FUNCTION, USER, ContentItem, FunctionCall, Message, content_text
 from chatagent.schema.fragment import Fragment, fragment
@@ -62,7 +62,7 @@ class FnCallAgent(Agent):
         max_llm_calls: model calls per run before the model is asked for a final answer (default 20).
         max_parallel_tools: threads for the calls of one reply (default 8).
         handoffs: agents (or `handoff(...)`s) the model may hand the conversation over to with `transfer_to_<name>`
-            (see `chatagent.agents.teams.handoffs`).
+            (see `chatagent.run.handoffs`).
     """
 
     def __init__(
@@ -111,7 +111,7 @@ class FnCallAgent(Agent):
         self.function_map, self._handoffs = tools, made
 
     def _sub_agents(self) -> list[Agent]:
-        return [h.agent for h in self._handoffs]
+        return [h.agent for h in self._handoffs if isinstance(h.agent, Agent)]
 
     def _overridden_call(self, name: str, arguments: str, call_id: str | None, kwargs: dict) -> ToolOutcome:
         """A call through an overridden `_call_tool`: in order, here, with Qwen-Agent's arguments (and chatagent's,

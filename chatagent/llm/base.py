@@ -60,10 +60,10 @@ _Stream: TypeAlias = "Iterator[list[Message]] | Iterator[list[Fragment]] | Itera
 
 # model_type -> class, or "module:Class" imported on first use so that `import chatagent` stays fast.
 LLM_REGISTRY: dict[str, type[BaseChatModel] | str] = {
-    "oai": "chatagent.llm.openai_compat:OpenAICompatModel",
-    "dashscope": "chatagent.llm.dashscope:DashScopeModel",
-    "azure": "chatagent.llm.azure:AzureModel",
-    "local": "chatagent.llm.local:LocalModel",
+    "oai": "chatagent.llm.openai.chat:OpenAICompatModel",
+    "dashscope": "chatagent.llm.dashscope.chat:DashScopeModel",
+    "azure": "chatagent.llm.openai.azure:AzureModel",
+    "local": "chatagent.llm.local.model:LocalModel",
     "scripted": "chatagent.llm.scripted:ScriptedLLM",
     "fallback": "chatagent.llm.fallback:FallbackModel",
 }

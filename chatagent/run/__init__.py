@@ -12,6 +12,7 @@ In reading order: `protocol` (what the machinery needs of an agent) < `requests`
 `_call_llm`, `_run_tools`, ...; `tool_call`: one tool call) < `start` (messages in, the controlled loop out) <
 `control` (plugins and approval around the loop, with `input_checks` and `holding`: output held back until its
 checks pass) < `driver` < `handle` (`Run`/`ARun`: what the caller gets). Beside them: `events`, `plugin` (the
-hooks), `approval`, `subagent` (another agent run inside this one), `telemetry`, and `compat`: Qwen-Agent-style
+hooks), `approval`, `subagent` (another agent run inside this one), `handoffs` < `agent_calls` (a tool loop's
+calls that are agents' work: agents as tools, transfers), `telemetry`, and `compat`: Qwen-Agent-style
 `_run`s, used only by agents that are not `fragment_native`.
 """

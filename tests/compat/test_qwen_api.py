@@ -206,8 +206,8 @@ def test_dicts_in_give_dicts_out_and_messages_give_messages(openai_server):
 
 
 def test_qwen_model_types_and_a_model_name_as_config(openai_server):
-    from chatagent.llm.dashscope import DashScopeModel
-    from chatagent.llm.openai_compat import OpenAICompatModel
+    from chatagent.llm.dashscope.chat import DashScopeModel
+    from chatagent.llm.openai.chat import OpenAICompatModel
 
     ds = get_chat_model({"model": "qwen-vl-max", "model_type": "qwenvl_dashscope", "api_key": "x"})
     assert isinstance(ds, DashScopeModel) and ds.support_multimodal_input and "dashscope" in ds.model_type
@@ -336,7 +336,7 @@ def test_webui_run_takes_concurrency_limit_and_enable_mention():
     import httpx
 
     from chatagent import BasicAgent
-    from gui import WebUI
+    from chatagent.gui import WebUI
 
     a = BasicAgent(llm=ScriptedLLM(default="from A"), name="Alpha")
     b = BasicAgent(llm=ScriptedLLM(default="from B"), name="Beta")

@@ -97,7 +97,7 @@ def test_the_assistant_answers_from_a_large_pdf_and_cites_the_page(manual: Path,
 
 def test_the_readme_first_snippets_run_without_a_key(monkeypatch: pytest.MonkeyPatch, llm) -> None:
     """'Your first agent' and the streaming snippet, as written, on a machine with no key (answers kept short)."""
-    from chatagent.llm import local
+    from chatagent.llm.local import model as local
 
     for name in ENV:
         monkeypatch.delenv(name, raising=False)
@@ -121,7 +121,7 @@ def test_the_readme_first_snippets_run_without_a_key(monkeypatch: pytest.MonkeyP
 def test_the_page_shows_progress_the_model_and_the_sources(manual: Path, llm, tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    from gui import WebUI
+    from chatagent.gui import WebUI
     from tests.e2e.test_gui_browser import CHROMIUM_ARGS, free_port, send
 
     status_seen = threading.Event()

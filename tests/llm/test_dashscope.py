@@ -9,7 +9,7 @@ import time
 import pytest
 
 from chatagent import BasicAgent, ModelServiceError, Usage, get_chat_model, merge_delta
-from chatagent.llm.dashscope import DashScopeModel
+from chatagent.llm.dashscope.chat import DashScopeModel
 from chatagent.schema import ContentItem, Message, to_messages
 from tests.support import processes
 from tests.support.call_paths import PATHS, tool_fields_by_path
@@ -441,7 +441,7 @@ def test_import_chatagent_does_not_import_dashscope() -> None:
 
 
 def test_streamed_tool_calls_without_index_are_told_apart_by_id() -> None:
-    from chatagent.llm.dashscope_reply import PartialCall, gather_calls
+    from chatagent.llm.dashscope.reply import PartialCall, gather_calls
 
     calls: dict[int, PartialCall] = {}
     pieces = [

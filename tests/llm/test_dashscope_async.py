@@ -17,7 +17,7 @@ import threading
 import pytest
 
 from chatagent import BasicAgent, ModelServiceError, Usage, get_chat_model
-from chatagent.llm.dashscope import DashScopeModel
+from chatagent.llm.dashscope.chat import DashScopeModel
 from chatagent.schema import to_messages
 from tests.support.dashscope_server import DashScopeServer, Reply
 

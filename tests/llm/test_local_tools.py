@@ -1,4 +1,4 @@
-"""The embedded model's tools by constrained decoding (chatagent.llm.local_tools), without the model: the request
+"""The embedded model's tools by constrained decoding (chatagent.llm.local.tools), without the model: the request
 (tools in the system message, calls and results as text, the grammar's schema) and the reply read as it streams
 (an answer's text decoded piece by piece, split at every character, escapes and all; a call when complete). The
 real llama.cpp runtime is in tests/e2e/test_local_model_tools.py."""
@@ -10,7 +10,7 @@ import json
 import pytest
 
 from chatagent import ModelServiceError
-from chatagent.llm.local_tools import ConstrainedReply, constrained_request
+from chatagent.llm.local.tools import ConstrainedReply, constrained_request
 from chatagent.llm.settings import ToolChoice
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment

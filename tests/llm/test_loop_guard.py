@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from chatagent.llm.loop_guard import LoopGuard, stop_loops
+from chatagent.llm.local.loop_guard import LoopGuard, stop_loops
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import collect
 

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from chatagent import BasicAgent, ModelServiceError, Usage, get_chat_model, merge_delta
-from chatagent.llm.openai_compat import OpenAICompatModel
-from chatagent.llm.openai_request import looks_multimodal
+from chatagent.llm.openai.chat import OpenAICompatModel
+from chatagent.llm.openai.request import looks_multimodal
 from chatagent.llm.sse import sse_data
 from chatagent.schema import to_messages
 from chatagent.schema.stream import collect
@@ -595,7 +595,7 @@ def test_a_tool_choice_in_generate_cfg_is_sent_as_given(openai_server):
 
 
 def test_retry_after_forms():
-    from chatagent.llm.openai_errors import _retry_after
+    from chatagent.llm.openai.errors import _retry_after
 
     assert _retry_after({"retry-after": "3"}) == 3.0
     assert _retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
@@ -618,7 +618,7 @@ def test_key_never_in_logs(openai_server, caplog):
 @pytest.fixture
 def fresh_server_memory(monkeypatch):
     """Forget which servers refused stream_options (the loopback server is shared by the whole session)."""
-    from chatagent.llm import openai_request
+    from chatagent.llm.openai import request as openai_request
 
     monkeypatch.setattr(openai_request, "_NO_STREAM_OPTIONS", set())
 

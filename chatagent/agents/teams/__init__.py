@@ -1,1 +1,2 @@
-"""Teams of agents: handoffs between agents (`handoffs`), tasks and crews (`task`, `crew`, `delegation`)."""
+"""Teams of agents: tasks and crews (`task`, `task_run`, `delegation`, `crew`); handoffs between agents are the run's
+(`chatagent.run.handoffs`)."""

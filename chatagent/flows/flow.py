@@ -37,8 +37,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
-from chatagent.agents.flows.conditions import ROLE, WHEN, Condition
-from chatagent.agents.flows.plot import write_plot
+from chatagent.flows.conditions import ROLE, WHEN, Condition
+from chatagent.flows.plot import write_plot
 from chatagent.sessions.flow_states import FlowStates
 from chatagent.tools.base import is_pydantic_model
 from chatagent.utils.kwargs import reject_unknown

@@ -1,5 +1,5 @@
 """The calls of a tool loop that are agents' work, not tools': an agent run as a tool (a nested run, see
-`chatagent.run.agent_tool`) and a transfer to another agent (`chatagent.agents.teams.handoffs`). FnCallAgent runs
+`chatagent.run.agent_tool`) and a transfer to another agent (`handoffs`). FnCallAgent runs
 them after the reply's other calls: a nested run that pauses for approval, or a transfer, ends the caller's run."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from chatagent.agents.teams.handoffs import Handoff, HandoffTool, too_many_handoffs, transferred
 from chatagent.run.agent_tool import AgentTool, call_arguments, run_nested
 from chatagent.run.approval import call_id
+from chatagent.run.handoffs import Handoff, HandoffTool, too_many_handoffs, transferred
 from chatagent.run.nested import NESTED, nested, own_messages, paused_nested
 from chatagent.run.requests import Asking
 from chatagent.run.subagent import run_subagent

@@ -8,7 +8,7 @@ Streams are requested with `incremental_output=True` and `result_format='message
 carries only new text. Local media files are uploaded to DashScope's temporary storage first (as the
 SDK does for `file://` URLs) and sent as `oss://` URLs. `achat()` (and so `Agent.arun()`) uses the SDK's async
 API (AioGeneration, AioMultiModalConversation over aiohttp) on the caller's event loop; its answers are read by
-the same code as the sync path's (chatagent/llm/dashscope_reply.py).
+the same code as the sync path's (chatagent/llm/dashscope/reply.py).
 
 Config keys besides `model` / `api_key` / `generate_cfg`: `base_url` (the HTTP API root, e.g.
 `https://dashscope-intl.aliyuncs.com/api/v1`; default: the SDK's, which reads DASHSCOPE_HTTP_BASE_URL;
@@ -38,7 +38,7 @@ from dashscope.utils.oss_utils import OssUtils
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage
-from chatagent.llm.dashscope_reply import ReplyReader, service_error, whole_reply
+from chatagent.llm.dashscope.reply import ReplyReader, service_error, whole_reply
 from chatagent.llm.registry import register_llm
 from chatagent.schema import ASSISTANT, FUNCTION, ContentItem, Message, content_text
 from chatagent.schema.fragment import Fragment

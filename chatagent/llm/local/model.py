@@ -28,12 +28,12 @@ from typing import Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, ToolChoice, Usage, choice_args
-from chatagent.llm.local_tokenizer import LlamaTokenizer
-from chatagent.llm.local_tools import aconstrained_stream, constrained_stream, has_calls
-from chatagent.llm.loop_guard import stop_loops
-from chatagent.llm.openai_compat import OpenAICompatModel
+from chatagent.llm.local.loop_guard import stop_loops
+from chatagent.llm.local.tokenizer import LlamaTokenizer
+from chatagent.llm.local.tool_router import ToolRouter, shared_router
+from chatagent.llm.local.tools import aconstrained_stream, constrained_stream, has_calls
+from chatagent.llm.openai.chat import OpenAICompatModel
 from chatagent.llm.registry import register_llm
-from chatagent.llm.tool_router import ToolRouter, shared_router
 from chatagent.schema import SYSTEM, Message
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import collect
@@ -327,13 +327,13 @@ class LocalModel(OpenAICompatModel):
     default 1), `port` (default 0: a free port), `verbose` (llama.cpp's log on stderr), `generate_cfg`
     (as for any model; `max_tokens` defaults to 1024, 400 for the default weights, which also get
     llama.cpp's DRY sampler), `stop_loops` (default True: an answer that starts repeating itself
-    verbatim is ended, one that recites the system message is taken back, see `chatagent.llm.loop_guard`).
+    verbatim is ended, one that recites the system message is taken back, see `chatagent.llm.local.loop_guard`).
     The prompt may take the window less `max_tokens`, counted by llama.cpp's own tokenizer; the server keeps
     each prompt's state (`cache_prompt`), so a follow-up reads only what is new.
 
     The server starts when the model is made (or is reused if one serves the same file and options). A chat
-    template without tool support (SmolLM2's) gets tools by constrained decoding (`chatagent.llm.local_tools`),
-    the tool chosen by `chatagent.llm.tool_router` when the [embed] extra is there (`tool_router`: default True;
+    template without tool support (SmolLM2's) gets tools by constrained decoding (`chatagent.llm.local.tools`),
+    the tool chosen by `chatagent.llm.local.tool_router` when the [embed] extra is there (`tool_router`: default True;
     False lets the model choose).
     """
 
@@ -380,7 +380,7 @@ class LocalModel(OpenAICompatModel):
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> Iterator[list[Fragment]]:
         """The server's stream, ended early when the answer loops or recites the system message (stop_reason
-        'repetition' or 'prompt_echo', see `chatagent.llm.loop_guard`); tools through the grammar when the chat
+        'repetition' or 'prompt_echo', see `chatagent.llm.local.loop_guard`); tools through the grammar when the chat
         template has none."""
         if self.constrained_tools and (functions or has_calls(messages)):
             router = self._router(functions, tool_choice)
@@ -408,7 +408,7 @@ class LocalModel(OpenAICompatModel):
         return super()._achat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
 
     def _router(self, functions: list[dict[str, Any]] | None, choice: ToolChoice) -> ToolRouter | None:
-        """What chooses the tool for this call (`chatagent.llm.tool_router`), made on the first call that needs it;
+        """What chooses the tool for this call (`chatagent.llm.local.tool_router`), made on the first call that needs it;
         None when the model chooses (`{'tool_router': False}`, or no [embed] extra)."""
         if not functions or not self.use_router or choice.choice not in ("auto", "required"):
             return None

@@ -15,19 +15,26 @@ decides what the receiver sees of the conversation (a function of the messages, 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from chatagent.run.agent_tool import tool_name_for
 from chatagent.run.context import current_run
+from chatagent.run.protocol import Runnable
 from chatagent.schema import ASSISTANT, FUNCTION, Message
 from chatagent.tools.tool import BaseTool
-
-if TYPE_CHECKING:
-    from chatagent.agent import Agent
 
 HANDOFF_TO = "handoff_to"  # extra key of a transfer's function message: the receiver's name
 MAX_HANDOFFS = 10  # transfers in one turn, after which the model is told to answer itself
 InputFilter = Callable[[list[Message]], list[Message]]
+
+
+class Receiver(Runnable, Protocol):
+    """An agent the conversation can be handed to: a Runnable with a description (what the model is told of it)."""
+
+    @property
+    def description(self) -> str | None:
+        """What it does, in the transfer tool's description."""
+        ...
 
 
 class Handoff:
@@ -36,7 +43,7 @@ class Handoff:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Receiver,
         tool_name: str | None = None,
         tool_description: str | None = None,
         input_filter: InputFilter | None = None,
@@ -54,7 +61,7 @@ class Handoff:
 
 
 def handoff(
-    agent: Agent,
+    agent: Receiver,
     tool_name: str | None = None,
     tool_description: str | None = None,
     input_filter: InputFilter | None = None,
@@ -66,7 +73,7 @@ def handoff(
 class HandoffTool(BaseTool):
     """The tool the model calls to hand over; an FnCallAgent carries the transfer out (it never runs as a tool)."""
 
-    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+    parameters = {"type": "object", "properties": {}}
 
     def __init__(self, target: Handoff, name: str, description: str) -> None:
         self.name, self.description, self.handoff = name, description, target
@@ -78,7 +85,7 @@ class HandoffTool(BaseTool):
 
 def as_handoffs(items: Iterable[Any] | None) -> list[Handoff]:
     """`handoffs=[...]` as Handoffs: an Agent becomes `handoff(agent)`."""
-    out = []
+    out: list[Handoff] = []
     for item in items or ():
         if isinstance(item, Handoff):
             out.append(item)
@@ -107,7 +114,7 @@ def too_many_handoffs() -> bool:
     return depth >= MAX_HANDOFFS
 
 
-def holder(agent: Agent, messages: list[Message]) -> Agent:
+def holder(agent: Receiver, messages: list[Message]) -> Receiver:
     """The agent the conversation is with: the receiver of the last transfer in it, if reachable from `agent`
     through handoffs; else `agent`."""
     name = None
@@ -120,7 +127,8 @@ def holder(agent: Agent, messages: list[Message]) -> Agent:
     seen, queue = {id(agent)}, [agent]
     while queue:
         current = queue.pop(0)
-        for h in getattr(current, "handoffs", ()):
+        onward: Iterable[Handoff] = getattr(current, "handoffs", ())  # an FnCallAgent's; a Receiver need not have any
+        for h in onward:
             if h.agent.name == name:
                 return h.agent
             if id(h.agent) not in seen:
@@ -134,4 +142,4 @@ def remove_all_tools(messages: list[Message]) -> list[Message]:
     return [m for m in messages if m.role != FUNCTION and not (m.role == ASSISTANT and m.function_call is not None)]
 
 
-__all__ = ["HANDOFF_TO", "Handoff", "HandoffTool", "as_handoffs", "handoff", "holder", "remove_all_tools"]
+__all__ = ["HANDOFF_TO", "Handoff", "HandoffTool", "Receiver", "as_handoffs", "handoff", "holder", "remove_all_tools"]

@@ -7,7 +7,7 @@
 `model` is the deployment's name. The endpoint may also be given as `model_server` / `base_url` / `api_base`
 (as Qwen-Agent reads it) or by AZURE_OPENAI_ENDPOINT; the key as `api_key`, AZURE_OPENAI_API_KEY or
 OPENAI_API_KEY; `api_version` defaults to OPENAI_API_VERSION, else 2024-06-01. Everything else is as for
-any OpenAI-compatible server (see `chatagent.llm.openai_compat`). A config with `azure_endpoint` and no
+any OpenAI-compatible server (see `chatagent.llm.openai.chat`). A config with `azure_endpoint` and no
 `model_type` is Azure too.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from chatagent.llm.openai_compat import OpenAICompatModel
+from chatagent.llm.openai.chat import OpenAICompatModel
 from chatagent.llm.registry import register_llm
 
 DEFAULT_API_VERSION = "2024-06-01"

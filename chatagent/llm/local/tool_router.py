@@ -22,7 +22,7 @@ from typing import Any
 
 from chatagent.utils.openmp import one_openmp_thread
 
-logger = logging.getLogger("chatagent.llm.tool_router")
+logger = logging.getLogger("chatagent.llm.local.tool_router")
 
 MARGIN = 0.002  # the best tool's cosine less the three nearest everyday sentences' mean: at or above, a call
 NEAREST = 3

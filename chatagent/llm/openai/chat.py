@@ -3,11 +3,11 @@
     llm = get_chat_model({'model': 'Qwen2.5-7B-Instruct', 'model_server': 'http://127.0.0.1:8000/v1',
                           'api_key': 'EMPTY', 'generate_cfg': {'temperature': 0.2, 'extra_body': {'top_k': 20}}})
 
-One request path for `run()` and `arun()`: the request's JSON body is built once (`openai_request.chat_request`)
+One request path for `run()` and `arun()`: the request's JSON body is built once (`request.chat_request`)
 and posted with httpx, on a client shared by every model calling the same server (`http_pool`: one per process
 for the synchronous path, one per event loop for asyncio); no SDK, and no typed object per message, per schema
 or per chunk. The streamed answer is read from the raw HTTP response and parsed with orjson, event by event. The
-parts: the request (`openai_request`), the reply (`openai_reply`, over `sse`), the errors (`openai_errors`);
+parts: the request (`request`), the reply (`reply`, over `chatagent.llm.sse`), the errors (`errors`);
 this module sends, reads and retries without `stream_options` when a server refuses it.
 """
 
@@ -25,7 +25,7 @@ import httpx
 from chatagent.errors import ModelServiceError
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage
 from chatagent.llm.http_pool import shared_client, shared_sync_client
-from chatagent.llm.openai_errors import (
+from chatagent.llm.openai.errors import (
     broken_body,
     error_body,
     error_from_status,
@@ -33,8 +33,8 @@ from chatagent.llm.openai_errors import (
     no_answer,
     unreachable,
 )
-from chatagent.llm.openai_reply import Prompt, ReplyReader, non_sse_reply, parse_completion
-from chatagent.llm.openai_request import (
+from chatagent.llm.openai.reply import Prompt, ReplyReader, non_sse_reply, parse_completion
+from chatagent.llm.openai.request import (
     ChatRequest,
     chat_request,
     drop_stream_options,

@@ -13,10 +13,10 @@ a small model asked again would call again, so the embedded model makes one roun
 `function_choice` is honoured for the first reply: 'none' answers, 'required' calls, a tool's name calls that tool.
 
 A 135M model does not choose well between answering and calling (0 of 20 tool questions in bench/local_tools.py),
-so with the `[embed]` extra the choice is made before it is asked (`routed_request`): `chatagent.llm.tool_router`
+so with the `[embed]` extra the choice is made before it is asked (`routed_request`): `chatagent.llm.local.tool_router`
 picks the tool the question needs, or none. No tool: the question goes to the model as plain chat, no grammar and no
 tool prompt, so its first text comes as fast as without tools. A tool (chosen, or named by `function_choice`): the
-model only writes that tool's arguments, asked with the question alone under `chatagent.llm.argument_grammar`'s
+model only writes that tool's arguments, asked with the question alone under `chatagent.llm.local.argument_grammar`'s
 grammar (names quoted from the question, numbers from it). Without the extra, the model chooses under the grammar
 above (said once in the log).
 """
@@ -30,12 +30,12 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from chatagent.llm.argument_grammar import argument_grammar
 from chatagent.llm.cut_off import cut_call_error
+from chatagent.llm.local.argument_grammar import argument_grammar
+from chatagent.llm.local.tool_router import ToolRouter
 from chatagent.llm.request import Usage
 from chatagent.llm.settings import ToolChoice
 from chatagent.llm.stream_modes import ReplyFilter
-from chatagent.llm.tool_router import ToolRouter
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, FunctionCall, Message, content_text
 from chatagent.schema.fragment import Fragment
 

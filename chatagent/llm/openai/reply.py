@@ -16,7 +16,7 @@ import orjson
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.cut_off import cut_call_error
-from chatagent.llm.openai_errors import error_status, int_or_none, snippet
+from chatagent.llm.openai.errors import error_status, int_or_none, snippet
 from chatagent.llm.prepare import fix_surrogates, json_object
 from chatagent.llm.request import Usage
 from chatagent.schema import ASSISTANT, FunctionCall, Message
