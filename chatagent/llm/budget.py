@@ -12,13 +12,13 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.fncall.formats import get_format
 from chatagent.llm.prepare import normalize_functions
+from chatagent.llm.prices import bare_model_name
 from chatagent.llm.settings import Settings, split_generate_cfg
 from chatagent.schema import FUNCTION, SYSTEM, USER, ContentItem, Message, content_text, to_messages
 from chatagent.utils.tokens import ESTIMATE, Tokenizer, tokenizer_for
@@ -56,13 +56,19 @@ KNOWN_CONTEXT_WINDOWS: tuple[tuple[str, int], ...] = (
     ("o1", 200_000),
     ("o3", 200_000),
     ("o4", 200_000),
+    ("claude", 200_000),
+    ("gemini-1.5-pro", 2_097_152),
+    ("gemini", 1_048_576),
+    ("nova-premier", 1_000_000),
+    ("nova-pro", 300_000),
+    ("nova-lite", 300_000),
+    ("nova-micro", 128_000),
 )
-_PROVIDER = re.compile(r"^.*/")  # 'Qwen/Qwen2.5-7B-Instruct', 'openai/gpt-4o'
 
 
 def known_context_window(model: str) -> int | None:
     """The context window of a well-known model, by its name (None when unknown)."""
-    name = _PROVIDER.sub("", (model or "").strip().lower())
+    name = bare_model_name(model or "")
     for prefix, window in KNOWN_CONTEXT_WINDOWS:
         if name.startswith(prefix):
             return window

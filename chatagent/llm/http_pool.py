@@ -54,9 +54,8 @@ def shared_sync_client(endpoint: str, options: dict[str, Any]) -> httpx.Client:
             client = _sync_clients.get(key)
             if client is None:
                 trust_env = options.get("trust_env", True)
-                no_cookies = CookieJar(DefaultCookiePolicy(allowed_domains=[]))
                 given: dict[str, Any] = {"timeout": TIMEOUT, **options}
-                client = httpx.Client(verify=_ssl_context(trust_env), cookies=no_cookies, **given)
+                client = httpx.Client(verify=_ssl_context(trust_env), cookies=no_cookies(), **given)
                 _sync_clients[key] = client
     return client
 
@@ -95,9 +94,13 @@ def _new_client(options: dict[str, Any]) -> httpx.AsyncClient:
     transport.add_pool()  # httpcore is imported here, not on the loop at the first request
     with contextlib.suppress(ImportError):  # nor anyio's asyncio backend, which httpcore's locks load on first use
         importlib.import_module("anyio._backends._asyncio")
-    no_cookies = CookieJar(DefaultCookiePolicy(allowed_domains=[]))
     options = {"timeout": TIMEOUT, **options}
-    return httpx.AsyncClient(transport=transport, verify=ssl_context, cookies=no_cookies, **options)
+    return httpx.AsyncClient(transport=transport, verify=ssl_context, cookies=no_cookies(), **options)
+
+
+def no_cookies() -> CookieJar:
+    """A cookie jar that keeps none: a cookie one model's server sets must not reach another model on it."""
+    return CookieJar(DefaultCookiePolicy(allowed_domains=[]))
 
 
 def _ssl_context(trust_env: bool) -> Any:
@@ -201,4 +204,4 @@ class _Counted(httpx.AsyncByteStream):
         await self._stream.aclose()
 
 
-__all__ = ["ShardedTransport", "shared_client", "shared_sync_client"]
+__all__ = ["ShardedTransport", "no_cookies", "shared_client", "shared_sync_client"]

@@ -46,7 +46,7 @@ from chatagent.llm.registry import register_llm
 from chatagent.llm.sse import SSESplitter, sse_data
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment
-from chatagent.utils.keys import clean_api_key
+from chatagent.utils.keys import clean_api_key, remember_endpoint
 
 __all__ = ["OpenAICompatModel", "image_url", "looks_multimodal"]
 
@@ -63,15 +63,18 @@ class OpenAICompatModel(BaseChatModel):
     `request_timeout` (seconds: the read timeout of each request).
     """
 
-    cfg_keys = frozenset({"base_url", "api_base"})  # other names of model_server
+    cfg_keys = frozenset({"base_url", "api_base", "api"})  # other names of model_server; api: 'chat' (see registry)
 
     def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         super().__init__(cfg)
         cfg = self.cfg
+        if cfg.get("api", "chat") != "chat":  # get_chat_model makes the Responses API's own backend for 'responses'
+            raise ValueError(f"OpenAICompatModel speaks api 'chat' (Chat Completions), got {cfg['api']!r}")
         server = str(cfg.get("model_server") or cfg.get("base_url") or cfg.get("api_base") or "").strip()
         if not server or server.lower() == "openai":
             server = os.environ.get("OPENAI_BASE_URL", "")
         self.base_url: str | None = server.rstrip("/") or None
+        remember_endpoint(self.endpoint())  # $OPENAI_BASE_URL or api.openai.com too: never named to a client
         self.api_key = clean_api_key(cfg.get("api_key") or os.environ.get("OPENAI_API_KEY")) or "EMPTY"
         if "multimodal" not in cfg:
             self.support_multimodal_input = looks_multimodal(self.model)
