@@ -140,7 +140,7 @@ class Flow(Generic[StateT]):
         self._set_inputs(inputs)
         self._record = _new_record()
         batch = [self._invocation(name, None) for name in self._starts]
-        self._save(RUNNING)
+        self._save(RUNNING, step=True)
         return await self._go(batch)
 
     @classmethod
@@ -286,7 +286,7 @@ class Flow(Generic[StateT]):
                 new.append(self._invocation(name, given))
             else:
                 record["seen"][name] = sorted(seen)
-        self._save(RUNNING)
+        self._save(RUNNING, step=True)
         return new
 
     def _invocation(self, name: str, arg: Any) -> dict[str, Any]:
@@ -312,12 +312,17 @@ class Flow(Generic[StateT]):
             self._states = FlowStates(self._store_arg)
         return self._states
 
-    def _save(self, status: str) -> None:
+    def _save(self, status: str, step: bool = False) -> None:
+        """Persist the record: a change of `status`, or (`step`) the record of the running flow as it starts and
+        after each method, written as a turn's checkpoints are (see `chatagent.sessions.flow_states`)."""
         if not self.persist:
             return
         state: Any = self.state
         self._record["state"] = dict(state) if isinstance(state, dict) else state.model_dump(mode="json")
-        self._flow_states().save(self.id, _class_key(type(self)), status, self._record)
+        if step:
+            self._flow_states().step(self.id, _class_key(type(self)), self._record)
+        else:
+            self._flow_states().save(self.id, _class_key(type(self)), status, self._record)
 
     def _restore(self, flow_id: str) -> str:
         """Load a stored flow's record and state; its status."""

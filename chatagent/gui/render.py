@@ -255,7 +255,9 @@ def render_message(msg: Message, *, show_name: bool = False) -> list[dict[str, A
     streaming = extra.get(STREAMING_CALL)
     if msg.function_call is None and isinstance(streaming, dict):
         out.append(render_streaming_call(streaming, f"{safe_name(msg.name)} → " if show_name and msg.name else ""))
-    note = {StopReason.LENGTH: CUT_NOTE, StopReason.REPETITION: LOOP_NOTE, StopReason.PROMPT_ECHO: ECHO_NOTE}.get(extra.get("stop_reason", ""))
+    note = {StopReason.LENGTH: CUT_NOTE, StopReason.REPETITION: LOOP_NOTE, StopReason.PROMPT_ECHO: ECHO_NOTE}.get(
+        extra.get("stop_reason", "")
+    )
     if note:
         out.append(chat_message("assistant", note))
     if extra.get("sources"):

@@ -24,7 +24,9 @@ The prompt alone works with any model. A backend that can make its server enforc
 Anthropic, Gemini, Bedrock and Responses API backends: `native_structured_output`) gets it as a `json_schema`
 `response_format` too, and marks the answer; `extra['response_format']['path']` says which path ran ('native' or
 'prompt'). `json_mode='json_object'` or `'json_schema'` asks any server for its JSON mode (OpenAI-style
-`response_format` in the request); use it only with servers that accept it.
+`response_format` in the request); use it only with servers that accept it. A model whose server turns a JSON
+schema into its grammar (`schema_grammar`: the embedded model, llama.cpp) is sent the schema on a call without
+tools: it can only write a valid answer.
 """
 
 from __future__ import annotations
@@ -112,6 +114,7 @@ class StructuredOutput(Plugin):
         self.instruction = INSTRUCTION.format(schema=json.dumps(schema, ensure_ascii=False))
         self.retries = retries
         self.server_format = None if json_mode is None else _server_format(json_mode, self.format_name, schema)
+        self.grammar_format = _server_format("json_schema", self.format_name, schema)
         self.raise_invalid = raise_invalid
         self.schema = schema
 
@@ -124,6 +127,8 @@ class StructuredOutput(Plugin):
         elif getattr(call.llm, "native_structured_output", False) and "response_format" not in call.cfg:
             native = _server_format("json_schema", self.format_name, self.schema, strict=True)
             call.cfg = {**call.cfg, "response_format": native}
+        elif getattr(call.llm, "schema_grammar", False) and not call.functions and "response_format" not in call.cfg:
+            call.cfg = {**call.cfg, "response_format": self.grammar_format}  # llama.cpp samples by the schema
         if not call.hide:
             call.maps.append(PartialObject(self.schema))
 

@@ -29,7 +29,7 @@ import mmap
 import os
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -135,8 +135,11 @@ class Writer:
             raise
         fcntl.flock(self.fd, fcntl.LOCK_UN)
 
-    def append(self, step: int, at: int, messages: list[dict[str, Any]]) -> bool:
-        body = orjson.dumps((step, at, messages))
+    def append(
+        self, step: int, at: int, messages: list[dict[str, Any]], default: Callable[[Any], Any] | None = None
+    ) -> bool:
+        """Copy the record in (`default`: orjson's, for values it cannot write)."""
+        body = orjson.dumps((step, at, messages), default=default)
         end = self.end
         stop = end + 8 + len(body)
         if stop > self.space:

@@ -203,6 +203,12 @@ class SQLiteStore(SQLStore):
         if not kept:  # discarded (or the session cleared) while the run went on
             raise conflict_error(self.url, session_id)
 
+    def flow_journal_path(self, flow_id: str) -> Path:
+        """Where the journal of a running flow's steps is kept (see `chatagent.sessions.flow_states`); its directory
+        is made."""
+        private_dirs(self._locks_dir)
+        return self._locks_dir / ("flow-" + _lock_name("", flow_id) + ".journal")
+
     def _open_writer(self, user: str, session_id: str, key: str) -> journal.Writer:
         self._close_writer(user, session_id)
         try:  # (in the private directory that `lock` made)

@@ -1,10 +1,12 @@
 """BaseTool, the tool registry, and turning a `function_list` into tools: the names tools have always imported
-from here. BaseTool (with an example of a tool) lives in `chatagent.tools.tool`, the registry and `make_tools` in
-`chatagent.tools.registry`.
+from here, as from Qwen-Agent's `qwen_agent/tools/base.py` (BaseToolWithFileAccess too). BaseTool (with an example
+of a tool) lives in `chatagent.tools.tool`, the registry and `make_tools` in `chatagent.tools.registry`,
+BaseToolWithFileAccess in `chatagent.tools.file_access`.
 """
 
 from __future__ import annotations
 
+from chatagent.tools.file_access import BaseToolWithFileAccess
 from chatagent.tools.registry import TOOL_REGISTRY, TOOL_SOURCES, ToolRegistry, make_tools, register_tool, tool_class
 from chatagent.tools.tool import (
     TOOL_SETTINGS,
@@ -20,6 +22,7 @@ from chatagent.tools.tool import (
 
 __all__ = [
     "BaseTool",
+    "BaseToolWithFileAccess",
     "TOOL_REGISTRY",
     "TOOL_SETTINGS",
     "ToolRegistry",

@@ -226,3 +226,76 @@ def test_task_tools_replace_the_agents_and_events_see_every_run():
     assert ("run_start", "crew", None) in seen and ("run_start", "counter", None) in seen
     assert ("tool_end", "counter", "word_count") in seen
     assert [k for k, _, _ in seen].count("llm_end") == 2
+
+
+_CREW_CHILD = """
+import sys, time
+from chatagent import Crew, FnCallAgent, ScriptedLLM, Session, Task
+from chatagent.llm.base import BaseChatModel
+
+class Hangs(BaseChatModel):
+    def _chat_stream(self, messages, functions, cfg, usage):
+        print("task 2 started", flush=True)
+        while True:
+            time.sleep(1)
+        yield []
+
+writer = FnCallAgent(llm=ScriptedLLM(["Rivers carry water to the sea."]), name="writer")
+editor = FnCallAgent(llm=Hangs({"model": "hangs"}), name="editor")
+draft = Task("Write about {topic}", "a paragraph", agent=writer)
+edit = Task("Edit the draft", "the edited paragraph", agent=editor, context=[draft])
+Crew(agents=[writer, editor], tasks=[draft, edit]).kickoff(inputs={"topic": "rivers"}, session=Session("c", sys.argv[1]))
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_crew_killed_during_task_2_resumes_from_its_last_completed_task(tmp_path):
+    """Issue 43.11: after kill -9 during task 2, `kickoff` said to resume and `as_agent().resume(session=s)` raised
+    'a crew starts (or resumes) on a user message'. It goes on from task 2: the writer is not asked again (its
+    script is empty here), the editor gets the draft as context."""
+    import subprocess
+    import sys
+
+    from chatagent.sessions.errors import SessionPendingTurnError
+    from tests.support import processes
+
+    store = str(tmp_path / "s.db")
+    child = processes.popen([sys.executable, "-c", _CREW_CHILD, store], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "task 2 started"
+    finally:
+        child.kill()  # SIGKILL: no cleanup of any kind
+        child.wait(30)
+    writer = _agent("writer", [])  # asked again, it would fail: nothing scripted
+    editor = _agent("editor", ["Rivers carry fresh water to the sea."])
+    draft = Task("Write about {topic}", "a paragraph", agent=writer)
+    edit = Task("Edit the draft", "the edited paragraph", agent=editor, context=[draft])
+    crew = Crew(agents=[writer, editor], tasks=[draft, edit])
+    s = Session("c", store)
+    with pytest.raises(SessionPendingTurnError, match="resume"):
+        crew.kickoff(inputs={"topic": "rivers"}, session=s)
+    out = crew.resume(session=s)
+    assert [t.raw for t in out.tasks_output] == [
+        "Rivers carry water to the sea.",
+        "Rivers carry fresh water to the sea.",
+    ]
+    assert writer.llm.calls == [] and "Rivers carry water to the sea." in editor.llm.calls[0].messages[-1].content
+    shown = [m["content"] for m in s.messages() if m["role"] == "assistant"]
+    assert shown.count("Task 2/2 (editor): Edit the draft") == 1 and s.pending_turn is None
+    with pytest.raises(Exception, match="no turn to resume"):
+        crew.resume(session=s)
+
+
+def test_a_crew_whose_run_failed_in_task_2_resumes_through_its_agent(tmp_path):
+    from chatagent import ModelServiceError
+
+    writer = _agent("writer", ["Rivers carry water to the sea."])
+    editor = _agent("editor", [ModelServiceError(500, "the model is down"), "Rivers carry fresh water."])
+    draft = Task("Write about {topic}", "a paragraph", agent=writer)
+    edit = Task("Edit the draft", "the edited paragraph", agent=editor, context=[draft])
+    crew = Crew(agents=[writer, editor], tasks=[draft, edit])
+    s = Session("c", str(tmp_path / "s.db"))
+    with pytest.raises(ModelServiceError):
+        crew.kickoff(inputs={"topic": "rivers"}, session=s)
+    last = list(crew.as_agent().resume(session=s))[-1]
+    assert last[-1]["content"] == "Rivers carry fresh water." and len(writer.llm.calls) == 1

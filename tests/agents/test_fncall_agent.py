@@ -260,23 +260,25 @@ def test_repeated_call_reported_as_loop():
     assert rsp[-1]["content"] == "The host is down."
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(60)
 def test_tool_timeout_does_not_stop_the_run():
+    """The tool hangs for 120 s (released at the end): the run answering at all, within the test's deadline, is
+    the proof that it did not wait for the tool past its 0.2 s."""
     release = threading.Event()
 
     @tool(timeout=0.2)
     def hang(x: int) -> str:
         """Hang."""
-        release.wait(10)
+        release.wait(120)
         return "late"
 
     llm = ScriptedLLM([tool_call("hang", {"x": 1}), "It took too long."])
-    t0 = time.perf_counter()
-    rsp = FnCallAgent(llm=llm, function_list=[hang]).run_nonstream(USER)
-    assert time.perf_counter() - t0 < 2
+    try:
+        rsp = FnCallAgent(llm=llm, function_list=[hang]).run_nonstream(USER)
+    finally:
+        release.set()
     assert rsp[1]["content"].startswith("Error: hang did not finish within 0.2 seconds")
     assert rsp[2]["content"] == "It took too long."
-    release.set()
 
 
 def test_timeout_from_a_cfg_dict():
@@ -455,8 +457,10 @@ def test_bad_max_llm_calls():
         FnCallAgent(llm=ScriptedLLM([]), max_llm_calls=0)
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(60)
 def test_run_deadline_bounds_a_hanging_tool():
+    """The tool hangs for 120 s (released at the end): the run raising within the test's deadline proves that its
+    own 0.3 s deadline, not the tool, ended it."""
     from chatagent.errors import RunDeadlineExceeded
 
     release = threading.Event()
@@ -464,12 +468,12 @@ def test_run_deadline_bounds_a_hanging_tool():
     @tool
     def hang(x: int) -> str:
         """Hang (no timeout of its own)."""
-        release.wait(10)
+        release.wait(120)
         return "late"
 
     llm = ScriptedLLM([tool_call("hang", {"x": 1}), "never reached"])
-    t0 = time.perf_counter()
-    with pytest.raises(RunDeadlineExceeded):
-        FnCallAgent(llm=llm, function_list=[hang]).run_nonstream(USER, deadline=0.3)
-    assert time.perf_counter() - t0 < 2
-    release.set()
+    try:
+        with pytest.raises(RunDeadlineExceeded):
+            FnCallAgent(llm=llm, function_list=[hang]).run_nonstream(USER, deadline=0.3)
+    finally:
+        release.set()

@@ -82,6 +82,31 @@ def test_json_schema_dict_and_server_json_mode():
     assert llm.calls[0].generate_cfg["response_format"] == {"type": "json_object"}
 
 
+def test_a_model_that_writes_by_a_schema_is_always_sent_it_but_not_with_tools():
+    """Issue 43.9: the embedded model (`schema_grammar`: llama.cpp samples by a JSON schema) gets the schema as
+    its grammar without json_mode; a call offering tools does not (their own grammar decides); other models do not."""
+
+    class GrammarLLM(ScriptedLLM):
+        schema_grammar = True
+
+    @tool
+    def population(city: str) -> int:
+        """Population of a city."""
+        return 2_100_000
+
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "title": "Check"}
+    want = {"type": "json_schema", "json_schema": {"name": "Check", "schema": schema}}
+    llm = GrammarLLM(['{"ok": true}'])
+    assert BasicAgent(llm=llm).run_nonstream(USER, response_format=schema) == {"ok": True}
+    assert llm.calls[0].generate_cfg["response_format"] == want
+    llm = GrammarLLM([tool_call("population", {"city": "Paris"}), '{"ok": true}'])
+    FnCallAgent(llm=llm, function_list=[population]).run_nonstream(USER, response_format=schema)
+    assert all("response_format" not in c.generate_cfg for c in llm.calls)
+    llm = ScriptedLLM(['{"ok": true}'])
+    BasicAgent(llm=llm).run_nonstream(USER, response_format=schema)
+    assert "response_format" not in llm.calls[0].generate_cfg
+
+
 def test_plain_runs_are_unaffected():
     llm = ScriptedLLM(["hello"])
     assert BasicAgent(llm=llm).run_nonstream(USER)[-1]["content"] == "hello"

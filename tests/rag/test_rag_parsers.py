@@ -9,7 +9,6 @@ import pickle
 import re
 import struct
 import sys
-import time
 import tracemalloc
 import zipfile
 from pathlib import Path
@@ -224,13 +223,13 @@ def test_zip_bomb_posing_as_office_file_is_refused_fast(tmp_path: Path, member: 
     zip_bomb(path, member)
     assert path.stat().st_size < 200_000
     tracemalloc.start()
-    started = time.perf_counter()
-    error = reason_of(path)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    try:
+        error = reason_of(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
     assert error.reason == "too_large" and "expands" in str(error)
-    assert peak < 20 * 1024 * 1024  # the memory bound is the proof; the time bound only proves no hang
-    assert time.perf_counter() - started < 30
+    assert peak < 20 * 1024 * 1024  # the memory bound is the proof (a hang: the test's deadline)
 
 
 def test_zip_that_lies_about_its_sizes_is_read_no_further_than_declared(tmp_path: Path) -> None:

@@ -183,9 +183,11 @@ class Flaky(BaseTool):
     parameters = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
     cache = True
 
-    def __init__(self, cfg: dict | None = None, delay: float = 0.1) -> None:
+    def __init__(self, cfg: dict | None = None, delay: float = 0.1, gate: threading.Event | None = None) -> None:
         super().__init__(cfg)
         self.delay = delay
+        self.gate = gate  # given: a run waits for it (up to 120 s) instead of `delay`
+        self.entered = threading.Event()  # set when a run starts
         self.runs = 0
         self._lock = threading.Lock()
 
@@ -193,7 +195,11 @@ class Flaky(BaseTool):
         with self._lock:
             self.runs += 1
             first = self.runs == 1
-        time.sleep(self.delay)
+        self.entered.set()
+        if self.gate is not None:
+            self.gate.wait(120)
+        else:
+            time.sleep(self.delay)
         if first:
             raise RuntimeError("upstream hiccup")
         return "value for " + self.parse_params(params)["q"]
@@ -223,7 +229,9 @@ def test_concurrent_identical_cached_calls_run_the_tool_once_and_a_failure_is_no
 def test_a_caller_waiting_for_a_cached_call_keeps_its_own_timeout() -> None:
     from chatagent.tools.calling import ToolCache, execute, prepare_call
 
-    slow = Flaky({"timeout": 5}, delay=1.0)
+    """The leader runs until the waiter has given up (up to 120 s, released then): the waiter's timeout is its own
+    0.2 s, which ends its wait within the test's deadline, and the leader's value is cached for the next caller."""
+    slow = Flaky({"timeout": 120}, gate=threading.Event())
     slow.runs = 1  # do not fail
     impatient = Flaky({"timeout": 0.2})
     cache = ToolCache()
@@ -231,12 +239,16 @@ def test_a_caller_waiting_for_a_cached_call_keeps_its_own_timeout() -> None:
     waiter = prepare_call({"flaky": impatient}, "flaky", {"q": "y"}, cache=cache)
     thread = threading.Thread(target=execute, args=(leader, cache))
     thread.start()
-    time.sleep(0.05)
-    start = time.monotonic()
-    outcome = execute(waiter, cache)
-    assert outcome.error == "timeout" and time.monotonic() - start < 0.9  # the leader takes 1 s
+    try:
+        assert slow.entered.wait(30)  # the leader's call is running: the waiter finds it in the cache
+        outcome = execute(waiter, cache)
+    finally:
+        assert slow.gate is not None
+        slow.gate.set()
+    assert outcome.error == "timeout"
     assert impatient.runs == 0
-    thread.join(5)
+    thread.join(30)
+    assert not thread.is_alive()
     again = execute(prepare_call({"flaky": impatient}, "flaky", {"q": "y"}, cache=cache), cache)
     assert again.cached and again.content == "value for y"  # the leader's value, served from the cache
     assert impatient.runs == 0

@@ -38,7 +38,6 @@ from __future__ import annotations
 import email.parser
 import email.policy
 import json
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -173,7 +172,7 @@ class _Handler(LoopbackHandler):
 
     def _answer(self, req: Request, reply: Reply) -> str:
         if reply.delay:
-            time.sleep(reply.delay)
+            self.owner.pause(reply.delay)
         request_id = f"r-{len(self.owner.requests)}"
         if reply.body is not None:
             self._send_body(reply.status, reply.body.encode(), "text/html; charset=utf-8")
@@ -190,7 +189,7 @@ class _Handler(LoopbackHandler):
         incremental = bool(req.parameters.get("incremental_output"))
         for n, data in enumerate(_events(reply, multimodal, incremental, request_id)):
             if n and reply.interval:
-                time.sleep(reply.interval)
+                self.owner.pause(reply.interval)
             if reply.drop_after is not None and n >= reply.drop_after:
                 return self._drop()
             if reply.error_after is not None and n >= reply.error_after:

@@ -77,6 +77,7 @@ class LoopbackServer:
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._released = threading.Event()  # set (and replaced) by reset() and close(): ends every pause
 
     def start(self, port: int = 0) -> Self:
         """Listen on 127.0.0.1:`port` (0: a free one) and serve in a daemon thread."""
@@ -90,6 +91,7 @@ class LoopbackServer:
         return self
 
     def close(self) -> None:
+        self._release()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -114,9 +116,19 @@ class LoopbackServer:
 
     def reset(self) -> None:
         """Forget queued replies and recorded requests."""
+        self._release()
         with self._lock:
             self._queue.clear()
             self.requests = []
+
+    def pause(self, seconds: float) -> None:
+        """Wait `seconds` in a handler (a scripted delay or stall), or less: `reset()` and `close()` end every pause,
+        so a test can script a stall far longer than any bound it checks (120 s) and its teardown releases it."""
+        self._released.wait(seconds)
+
+    def _release(self) -> None:
+        released, self._released = self._released, threading.Event()
+        released.set()
 
     @property
     def pending(self) -> int:

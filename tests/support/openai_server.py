@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,7 +164,7 @@ class _Handler(LoopbackHandler):
 
     def _answer(self, req: Request, reply: Reply) -> str:
         if reply.delay:
-            time.sleep(reply.delay)
+            self.owner.pause(reply.delay)
         if reply.status != 200 or reply.body is not None:
             return self._send_raw(reply)
         body = req.json if isinstance(req.json, dict) else {}
@@ -190,7 +189,7 @@ class _Handler(LoopbackHandler):
             return "complete"
         for sent, event in enumerate(_sse_events(reply, req, model, include_usage)):
             if sent and reply.interval:
-                time.sleep(reply.interval)
+                self.owner.pause(reply.interval)
             if sent and reply.steps is not None and not reply.steps.acquire(timeout=60):  # the test went away
                 return self._drop()
             if reply.gate is not None and sent == reply.gate_after:
@@ -198,7 +197,7 @@ class _Handler(LoopbackHandler):
             if reply.drop_after is not None and sent >= reply.drop_after:
                 return self._drop()
             if reply.stall_after is not None and sent >= reply.stall_after:
-                time.sleep(reply.stall)
+                self.owner.pause(reply.stall)
                 self.close_connection = True
                 return "dropped"
             if reply.end_after is not None and sent >= reply.end_after:

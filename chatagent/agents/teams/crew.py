@@ -190,6 +190,15 @@ class Crew:
             pass
         return _output(run.context)
 
+    def resume(self, *, session: Any, **kwargs: Any) -> CrewOutput:
+        """Go on with the crew's turn in `session` that did not end (its process was killed, its run failed): the
+        tasks it completed are kept, not done again; the next one runs, then the rest. Its output, as `kickoff()`'s;
+        takes `Agent.resume`'s arguments (SessionError when there is nothing to resume)."""
+        run = self._agent.resume(session=session, **kwargs)
+        for _ in run:
+            pass
+        return _output(run.context)
+
     async def akickoff(self, inputs: dict[str, Any] | None = None, **kwargs: Any) -> CrewOutput:
         """`kickoff()` on the running asyncio event loop."""
         run = self.arun(inputs, **kwargs)
@@ -275,7 +284,15 @@ class _Progress:
         self.feedback: str | None = None
         self.approving: int | None = None  # the task whose agent's tool call awaits (or got) a person's approval
         self.worked: list[Message] = []  # that agent's messages so far, the approval message last
+        self.announced: int | None = None  # a resumed turn: the task it had announced (and not completed)
         last = messages[-1] if messages else None
+        if last is not None and last.role != USER and any(m.role == USER for m in messages):
+            # a turn resumed (its process died, its run failed): the tasks it completed are kept, the next one runs
+            self._restore(crew, messages)
+            task = (last.extra or {}).get(CREW_TASK)
+            if task is not None and task["index"] == len(self.outputs):
+                self.announced = task["index"]  # shown already: not announced twice
+            return
         if last is None or last.role != USER:
             raise ValueError("a crew starts (or resumes) on a user message")
         before = messages[-2].extra if len(messages) >= 2 else None
@@ -377,7 +394,7 @@ class CrewAgent(Agent):
             agent = crew.agent_for(task)
             redo = outputs[k] if progress.review == k else None
             worked = progress.worked if progress.approving == k else None
-            if worked is None:
+            if worked is None and progress.announced != k:
                 yield [_progress_fragment(crew, k, task, agent, progress.inputs, pos)]
                 pos += 1
             run = current_run()

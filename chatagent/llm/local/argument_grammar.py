@@ -4,8 +4,10 @@
 arguments, keys in the schema's order, laid out as the model writes JSON (a key per line, two spaces in: the layout
 fixed, so no token goes to choosing it; SmolLM2-135M closes a string in it more often than in compact JSON):
 
-- a string that names something (a city, an item, a unit) is one of the question's spans of up to five words
-  (each word trimmed of punctuation), so the model quotes rather than invents; a string the tool's model composes (an
+- a string that names something (a city, an item, a person) is one of the question's spans of up to five words
+  (each word trimmed of punctuation), so the model quotes rather than invents; spans that hold the request's verb
+  (a word of the tool's name), a number, or begin or end with a function word ("to", "the") are left out when others
+  remain: offered "Pay Bob 500", `pay(to=...)` wrote the whole request; a string the tool's model composes (an
   expression, a query, a message: its name or description says so, see `COMPOSED`) is free text of at most
   `MAX_CHARS` characters;
 - a number or integer is one of the numbers written in the question, when it has any;
@@ -46,6 +48,57 @@ def spans(question: str) -> list[str]:
     return list(found)
 
 
+_FUNCTION_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "to",
+        "of",
+        "for",
+        "from",
+        "in",
+        "on",
+        "at",
+        "by",
+        "with",
+        "and",
+        "or",
+        "my",
+        "our",
+        "your",
+        "his",
+        "her",
+        "their",
+        "this",
+        "that",
+        "these",
+        "those",
+        "me",
+        "us",
+        "him",
+        "them",
+        "please",
+    ]
+)
+
+
+def naming_spans(question: str, tool: str = "") -> list[str]:
+    """The spans (`spans`) that may name something: none holding a word of the tool's name (the request's verb:
+    "pay" in "Pay Bob 500"), a number, or beginning or ending with a function word; all of them when that
+    leaves none."""
+    verbs = {w for w in re.split(r"[^a-z0-9]+", tool.lower()) if w}
+    kept = []
+    for span in spans(question):
+        words = span.lower().split()
+        if words[0] in _FUNCTION_WORDS or words[-1] in _FUNCTION_WORDS:
+            continue
+        if any(w in verbs or _NUMBER.fullmatch(w) for w in words):
+            continue
+        kept.append(span)
+    return kept or spans(question)
+
+
 def numbers(question: str) -> list[int | float]:
     """The numbers written in the question (digits, a sign, a decimal point), each once."""
     return list(dict.fromkeys(float(n) if "." in n else int(n) for n in _NUMBER.findall(question)))
@@ -61,7 +114,7 @@ def _choice(values: list[Any]) -> str:
     return "(" + " | ".join(_literal(v) for v in values) + ")"
 
 
-def _value(name: str, schema: dict[str, Any], question: str) -> str | None:
+def _value(name: str, schema: dict[str, Any], question: str, tool: str = "") -> str | None:
     """The GBNF of one argument's value, or None when its schema is not a plain scalar."""
     if "const" in schema:
         return _literal(schema["const"])
@@ -77,7 +130,7 @@ def _value(name: str, schema: dict[str, Any], question: str) -> str | None:
         return _FREE_NUMBER if kind == "number" else _FREE_INTEGER
     if kind == "string" and not ({"pattern", "format"} & schema.keys()):
         composed = COMPOSED.search(name) or COMPOSED.search(str(schema.get("description") or ""))
-        found = [] if composed else spans(question)
+        found = [] if composed else naming_spans(question, tool)
         return _choice(found) if found else _FREE_STRING
     return None
 
@@ -91,11 +144,13 @@ def argument_grammar(function: dict[str, Any], question: str) -> str | None:
         return None
     parts: list[str] = []
     for key in required:
-        value = _value(key, props[key] if isinstance(props[key], dict) else {}, question)
+        value = _value(
+            key, props[key] if isinstance(props[key], dict) else {}, question, str(function.get("name") or "")
+        )
         if value is None:
             return None
         parts.append(_literal(key)[:-1] + ': " ' + value)  # "\"key\": " then the value
     return 'root ::= "{\\n  " ' + ' ",\\n  " '.join(parts) + ' "\\n}"'
 
 
-__all__ = ["COMPOSED", "argument_grammar", "numbers", "spans"]
+__all__ = ["COMPOSED", "argument_grammar", "naming_spans", "numbers", "spans"]

