@@ -133,6 +133,7 @@ def handlers(callbacks: Iterable[Callback], kind: str) -> list[Handler]:
         if found is not None:
             return found
     if type(callbacks) is tuple:  # a run asks this of its callbacks at each model and tool call: once is enough
+        callbacks = cast("tuple[Callback, ...]", callbacks)
         try:
             return _seen[callbacks][kind]  # (a tuple of callbacks hashes and compares its items by identity, in C)
         except KeyError:

@@ -145,6 +145,7 @@ class TraceRecorder(Callbacks):
         given, before = data["input"], rec.given
         seen, stored = trace.seen, trace.messages
         known = len(before)
+        at: list[int]
         if known and given[:known] == before:  # a tool loop's next call gets the same messages again, and more
             at, new = rec.at[:], given[known:]  # (a list compares its items by identity first, in C)
         else:
@@ -156,7 +157,7 @@ class TraceRecorder(Callbacks):
                 stored.append(m)
             at.append(i)
         rec.given, rec.at = given, at
-        out = []
+        out: list[int] = []
         for m in data["output"]:  # a reply is new
             out.append(len(stored))
             seen[id(m)] = len(stored)
