@@ -193,6 +193,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             mcp=args.mcp,
             expose_tools=args.expose_tools,
             a2a=args.a2a,
+            traces=args.traces,
         )
     except (SessionStoreError, ValueError, OSError) as e:
         raise CliError(str(e)) from None

@@ -109,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mcp", action="store_true", help="also serve the agent over MCP (streamable HTTP) at /mcp")
     p.add_argument("--expose-tools", action="store_true", help="with --mcp: the agent's own tools are MCP tools too")
     p.add_argument("--a2a", action="store_true", help="also serve the agent over A2A (agent card, tasks at /a2a/NAME)")
+    p.add_argument("--traces", action="store_true",
+                   help="record each run, its client's own: GET /v1/traces, /v1/traces/ID (needs --api-key)")  # fmt: skip
     store_arg(p)
     p.set_defaults(func=cmd_serve)
 
