@@ -197,6 +197,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             job_flows=args.job_flow,
             dbos_schema=args.dbos_schema,
+            traces=args.traces,
         )
     except (SessionStoreError, ValueError, OSError) as e:
         raise CliError(str(e)) from None

@@ -16,6 +16,7 @@ from chatagent.errors import MissingDependencyError
 from chatagent.evals import EvaluationReport, evaluate
 from chatagent.evals.cases import load_object as load_function
 from chatagent.run.trace_body import summary, walk
+from chatagent.run.trace_export import exported, otlp
 from chatagent.sessions import SessionStoreError
 from chatagent.sessions.traces import TraceStore
 
@@ -34,6 +35,8 @@ def add_eval_parsers(sub: argparse._SubParsersAction) -> None:  # pyright: ignor
     p.add_argument("--judge-server", metavar="URL", help="its OpenAI-compatible server ('dashscope' for DashScope)")
     p.add_argument("--json", metavar="PATH", help="also write the report as JSON here")
     p.add_argument("--compare", metavar="PATH", help="a report (JSON) to compare with: what improved, regressed")
+    p.add_argument("--fail-on-regression", action="store_true",
+                   help="with --compare: exit 1 when a case that passed there fails now (or scores lower)")  # fmt: skip
     p.add_argument("--name", help="the report's name (default: the dataset's)")
     p.add_argument("--user", default="local", help="whose traces and report (default: local)")
     p.add_argument("--store", metavar="URL", help="where traces and the report go (default: the session store)")
@@ -49,13 +52,16 @@ def add_eval_parsers(sub: argparse._SubParsersAction) -> None:  # pyright: ignor
     p.add_argument("--search", metavar="TEXT", help="only those whose question holds TEXT")
     p.add_argument("--limit", type=int, default=30, help="how many (newest first; default 30)")
     p.add_argument("--show", metavar="ID", help="print this trace as a tree (an id's first characters will do)")
-    p.add_argument("--json", action="store_true", help="with --show: the whole trace as JSON")
+    p.add_argument("--json", action="store_true", help="with --show: the whole trace as JSON (paths and keys left out)")
+    p.add_argument("--otlp", action="store_true", help="with --show: the trace as OpenTelemetry spans (OTLP/JSON)")
     p.add_argument("--delete", metavar="ID", help="delete this trace")
     p.add_argument("--reports", action="store_true", help="list the evaluation reports instead")
     p.set_defaults(func=cmd_traces)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    if args.fail_on_regression and not args.compare:
+        raise CliError("--fail-on-regression needs --compare BASELINE.json")
     if args.min_pass is not None and not 0 <= args.min_pass <= 1:
         raise CliError(f"--min-pass is a share of runs from 0 to 1, got {args.min_pass}")
     if args.agent:
@@ -86,10 +92,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(report.compare(baseline).table())
     if not args.no_store:
         print(f"\nreport {report.id} (chatagent gui --traces shows it, each case linked to its trace)")
+    failed = 0
     if args.min_pass is not None and report.pass_rate < args.min_pass:
         print(f"chatagent: pass rate {report.pass_rate:.0%} is under --min-pass {args.min_pass:.0%}", file=sys.stderr)
-        return 1
-    return 0
+        failed = 1
+    if args.fail_on_regression and baseline is not None:
+        regressed = report.compare(baseline).regressed
+        if regressed:
+            names = ", ".join(printable(str(n)) for n in regressed[:10]) + (", ..." if len(regressed) > 10 else "")
+            print(f"chatagent: {len(regressed)} case(s) regressed since {args.compare}: {names}", file=sys.stderr)
+            failed = 1
+    return failed
 
 
 def _report(path: str) -> EvaluationReport:
@@ -115,7 +128,10 @@ def cmd_traces(args: argparse.Namespace) -> int:
         if args.show:
             trace = store.get(args.user, _find(store, args.user, args.show))
             assert trace is not None  # _find found it
-            print(json.dumps(trace, ensure_ascii=False, indent=1) if args.json else show_trace(trace))
+            if args.json or args.otlp:
+                print(json.dumps(otlp(trace) if args.otlp else exported(trace), ensure_ascii=False, indent=1))
+            else:
+                print(show_trace(trace))
             return 0
         found = store.list(args.user, name=args.name, status=args.status, kind=args.kind, text=args.search,
                            limit=args.limit)  # fmt: skip

@@ -228,8 +228,7 @@ class WebUI:
             approval.wire(chatbot, textbox, state, selector, [submitted, regenerated, cleared])
             page = None
             if self.conversations:
-                # the sidebar, the memory panel and the trace page: with a store only
-                from chatagent.gui import conversations, memories, traces
+                from chatagent.gui import conversations, memories, traces  # gradio parts: with a store only
 
                 turns = [submitted, regenerated, cleared]
                 conversations.Conversations(self, self._store()).attach(demo, state, chatbot, textbox, turns)

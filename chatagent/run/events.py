@@ -132,22 +132,23 @@ def handlers(callbacks: Iterable[Callback], kind: str) -> list[Handler]:
         found = table.get(kind)
         if found is not None:
             return found
-    if not isinstance(callbacks, tuple):
-        return _handlers(callbacks, kind)
-    given = callbacks
-    seen = _seen.get(id(given))  # a run asks this of its callbacks at each model and tool call: once is enough
-    if seen is None or seen[0] is not given:
+    if type(callbacks) is tuple:  # a run asks this of its callbacks at each model and tool call: once is enough
+        callbacks = cast("tuple[Callback, ...]", callbacks)
+        try:
+            return _seen[callbacks][kind]  # (a tuple of callbacks hashes and compares its items by identity, in C)
+        except KeyError:
+            pass
+        except TypeError:  # a callback that cannot be hashed: worked out each time
+            return _handlers(callbacks, kind)
         if len(_seen) >= _SEEN_MAX:
             _seen.clear()
-        seen = _seen[id(given)] = (given, {})
-    found = seen[1].get(kind)
-    if found is None:
-        found = seen[1][kind] = _handlers(given, kind)
-    return found
+        found = _seen.setdefault(callbacks, {})[kind] = _handlers(callbacks, kind)
+        return found
+    return _handlers(callbacks, kind)
 
 
-#: what handles each kind among the callbacks of recent runs (their tuples, held here so that an id is not reused)
-_seen: dict[int, tuple[tuple[Callback, ...], dict[str, list[Handler]]]] = {}
+#: what handles each kind among the callbacks of recent runs, by their tuple
+_seen: dict[tuple[Callback, ...], dict[str, list[Handler]]] = {}
 _SEEN_MAX = 256
 
 

@@ -29,16 +29,25 @@ MAX_TEXT = 1_000_000  # characters of one text in a trace; the rest is left out,
 def trace_body(trace: Any, duration: float | None, error: str | None) -> dict[str, Any]:
     """The trace (a `chatagent.run.traces.Trace`, whose steps are already in their final form) that took `duration`
     seconds and failed with `error` (None: it did not), as a dict for `encode`."""
-    tokens_in, tokens_out, cost, calls = trace.usage
+    tokens_in = tokens_out = calls = 0
+    cost: float | None = None
     failed = error
     for step in trace.steps:
-        if step["kind"] == "tool":  # what a tool gave may be huge (a model's texts are cut when encoded)
+        kind = step["kind"]
+        if kind == "model":  # the trace's totals: its model calls'
+            usage = step["usage"]
+            tokens_in += usage["input_tokens"]
+            tokens_out += usage["output_tokens"]
+            calls += 1
+            if usage["cost"] is not None:
+                cost = (cost or 0.0) + usage["cost"]
+        elif kind == "tool":  # what a tool gave may be huge (a model's texts are cut when encoded)
             arguments, result = step["arguments"], step["result"]
             if arguments is not None and len(arguments) > MAX_TEXT:
                 step["arguments"] = _text(arguments)
             if type(result) is str and len(result) > MAX_TEXT:
                 step["result"] = _text(result)
-        elif failed is None and step["kind"] == "run" and step.get("error"):
+        elif failed is None and kind == "run" and step.get("error"):
             failed = step["error"]
         problem = step.get("error")
         if problem is not None and len(problem) > MAX_TEXT:

@@ -24,20 +24,15 @@ else the local user. Only that principal reads it (`TraceStore.list(owner)`, `ge
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
-import queue
 import threading
-import time
 import uuid
 from contextvars import ContextVar
 from typing import Any
 
-import orjson
-
 from chatagent.run.events import STEP, Callbacks, Event, add_global_callback, remove_global_callback
-from chatagent.run.trace_body import encode, trace_body
+from chatagent.run.trace_writer import flush_traces, trace_store, writer
 
 logger = logging.getLogger("chatagent.traces")
 
@@ -52,11 +47,11 @@ _OFF = ("", "0", "false", "no", "off")
 class Trace:
     """A trace being recorded: its steps (dicts in their final form, in the order they started; a step's 'parent'
     is the id of the step it is part of), the messages its model calls got and gave (each once: a model step holds
-    their indexes), the tool lists they were offered (likewise), and the tokens and cost so far. Made into JSON
-    once it ends (`trace_body`)."""
+    their indexes) and the tool lists they were offered (likewise). Made into JSON once it ends (`trace_body`: the
+    totals of tokens and cost are its model calls')."""
 
     __slots__ = ("id", "owner", "kind", "name", "started", "steps", "title", "recorder", "done", "messages", "seen",
-                 "functions", "usage")  # fmt: skip
+                 "functions")  # fmt: skip
 
     def __init__(self, recorder: TraceRecorder, owner: str, kind: str, name: str, started: float) -> None:
         self.id = uuid.uuid4().hex
@@ -68,7 +63,6 @@ class Trace:
         self.messages: list[Any] = []
         self.seen: dict[int, int] = {}  # id(message or tool list) -> its index (`messages`, `functions` keep them)
         self.functions: list[Any] = []
-        self.usage = [0, 0, None, 0]  # tokens in, out, cost (None until a price is known), model calls
 
     def add(self, step: dict[str, Any]) -> dict[str, Any]:
         steps = self.steps
@@ -144,20 +138,19 @@ class TraceRecorder(Callbacks):
     # ---- model and tool calls -------------------------------------------------------------------------------
 
     def on_llm_end(self, event: Event) -> None:
-        rec = getattr(event.run, "recording", None)
+        rec = event.run.recording
         if rec is None or rec.recorder is not self:
             return
-        data, usage, duration = event.data, event.usage, event.duration or 0.0
+        data, usage, trace = event.data, event.usage, rec.trace
         given, before = data["input"], rec.given
-        trace = rec.trace
         seen, stored = trace.seen, trace.messages
         known = len(before)
         at: list[int]
         if known and given[:known] == before:  # a tool loop's next call gets the same messages again, and more
-            at = rec.at[:]  # (a list compares its items by identity first, in C)
+            at, new = rec.at[:], given[known:]  # (a list compares its items by identity first, in C)
         else:
-            at, known = [], 0
-        for m in given[known:] if known else given:  # each message stored once, by identity
+            at, new = [], given
+        for m in new:  # each message stored once, by identity
             i = seen.get(id(m))
             if i is None:
                 i = seen[id(m)] = len(stored)
@@ -165,45 +158,43 @@ class TraceRecorder(Callbacks):
             at.append(i)
         rec.given, rec.at = given, at
         out: list[int] = []
-        for m in data["output"]:
-            i = seen[id(m)] = len(stored)  # a reply is new
+        for m in data["output"]:  # a reply is new
+            out.append(len(stored))
+            seen[id(m)] = len(stored)
             stored.append(m)
-            out.append(i)
         pt, ct, cost = usage.prompt_tokens, usage.completion_tokens, usage.cost
-        total = trace.usage
-        total[0] += pt
-        total[1] += ct
-        total[3] += 1
-        if cost is not None:
-            total[2] = (total[2] or 0.0) + cost
-        step: dict[str, Any] = {"kind": "model", "name": data["model"] or "model", "parent": rec.open, "start": event.time - duration,
-                "duration": duration, "model_type": data["model_type"], "input": at, "output": out,
-                "usage": {"input_tokens": pt, "output_tokens": ct, "cost": cost}}  # fmt: skip
-        fns, cfg = data["functions"], data["cfg"]
+        duration = event.duration or 0.0
+        step: dict[str, Any] = {"kind": "model", "name": data["model"] or "model", "parent": rec.open,
+                                "start": event.time - duration, "duration": duration, "model_type": data["model_type"],
+                                "input": at, "output": out, "usage": {"input_tokens": pt, "output_tokens": ct,
+                                "cost": cost}}  # fmt: skip
+        fns = data["functions"]
         if fns is not None:
             found = seen.get(id(fns))
             if found is None:
                 found = seen[id(fns)] = len(trace.functions)
                 trace.functions.append(fns)
             step["functions"] = found
-        if cfg:
-            step["cfg"] = cfg
+        if data["cfg"]:
+            step["cfg"] = data["cfg"]
         if event.error:
             step["error"] = event.error
-        trace.add(step)
-        if not trace.title:
-            trace.title = _question(given)
+        step["id"] = len(trace.steps) + 1
+        trace.steps.append(step)
+        if not known:
+            trace.title = trace.title or _question(given)
 
     def on_tool_end(self, event: Event) -> None:
-        rec = getattr(event.run, "recording", None)
+        rec = event.run.recording
         if rec is None or rec.recorder is not self:
             return
-        duration, data = event.duration or 0.0, event.data
-        step = rec.trace.add({"kind": "tool", "name": event.tool or "tool", "parent": rec.open,
-                              "start": event.time - duration, "duration": duration, "call_id": event.call_id,
-                              "arguments": event.arguments, "result": event.result, "cached": data["cached"]})  # fmt: skip
+        duration, steps = event.duration or 0.0, rec.trace.steps
+        step = {"kind": "tool", "name": event.tool or "tool", "parent": rec.open, "start": event.time - duration,
+                "duration": duration, "call_id": event.call_id, "arguments": event.arguments, "result": event.result,
+                "cached": event.data["cached"], "id": len(steps) + 1}  # fmt: skip
         if event.error:
-            step["error"], step["error_kind"] = event.error, data["error_kind"]
+            step["error"], step["error_kind"] = event.error, event.data["error_kind"]
+        steps.append(step)
 
     # ---- steps (tasks, flows, evaluation cases) and single events ----------------------------------------------
 
@@ -315,89 +306,6 @@ def principal_of(ctx: Any) -> str:
         return str(session.user)
     return PRINCIPAL.get() or LOCAL_USER
 
-
-# ---- writing -----------------------------------------------------------------------------------------------
-
-
-class _Writer:
-    """One thread that turns finished traces into JSON and writes them, in the order they ended."""
-
-    def __init__(self) -> None:
-        self.queue: queue.SimpleQueue[tuple[Trace, Any, float | None, str | None] | None] = queue.SimpleQueue()
-        self.pending = 0
-        self.idle = threading.Condition()
-        self.thread: threading.Thread | None = None
-        self.stores: dict[Any, Any] = {}
-
-    def put(self, trace: Trace, store: Any, duration: float | None, error: str | None) -> None:
-        with self.idle:
-            self.pending += 1
-            if self.thread is None or not self.thread.is_alive():
-                self.thread = threading.Thread(target=self._work, name="chatagent-traces", daemon=True)
-                self.thread.start()
-        self.queue.put((trace, store, duration, error))
-
-    def flush(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        with self.idle:
-            while self.pending:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.idle.wait(left)
-        return True
-
-    def _work(self) -> None:
-        while True:
-            item = self.queue.get()
-            if item is None:
-                return
-            trace, store, duration, error = item
-            try:
-                body = trace_body(trace, duration, error)
-                blob = encode(body)
-                if store is not False:
-                    self.store(store).save(body, blob)
-                if trace.done is not None:
-                    trace.done(orjson.loads(blob))
-            except Exception as e:  # a trace that cannot be written costs the trace, never the run
-                logger.warning("trace %s of %r not recorded: %s: %s", trace.id, trace.name, type(e).__name__, e)
-                if trace.done is not None:
-                    trace.done(None)
-            finally:
-                with self.idle:
-                    self.pending -= 1
-                    self.idle.notify_all()
-
-    def store(self, store: Any) -> Any:
-        key = store if isinstance(store, (str, type(None))) else id(store)
-        found = self.stores.get(key)
-        if found is None:
-            from chatagent.sessions.traces import TraceStore  # sqlite: on the first trace written
-
-            found = self.stores[key] = TraceStore(store)
-        return found
-
-
-_writer = _Writer()
-
-
-def writer() -> _Writer:
-    return _writer
-
-
-def trace_store(store: Any = None) -> Any:
-    """The `chatagent.sessions.traces.TraceStore` of `store` (a URL or path; None: the default session store), one
-    per store in the process (the session layer is loaded on first use)."""
-    return _writer.store(store)
-
-
-def flush_traces(timeout: float = 30.0) -> bool:
-    """Wait until every finished trace is written (at most `timeout` seconds); False if some still are not."""
-    return _writer.flush(timeout)
-
-
-atexit.register(flush_traces, 10.0)
 
 # ---- turning it on -------------------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from chatagent.agent import Agent
+from chatagent.run.traces import TraceRecorder
 from chatagent.server.approvals import ApprovalTokens
 from chatagent.server.conversations import Quotas
 from chatagent.server.detached import SessionRuns
@@ -67,6 +68,7 @@ class Service:
         body_timeout: float,
         approval_secret: str | bytes | None = None,
         quotas: Quotas = Quotas(),
+        traces: bool | str = False,
     ) -> None:
         self.agents = dict(agents)
         self.default_model = next(iter(self.agents))
@@ -84,7 +86,11 @@ class Service:
         self.running = 0
         self.draining = False  # set on SIGTERM: /readyz says 503 so that a load balancer sends nothing new
         self.created = int(time.time())
-        self.where = Where(self.session_store, self.tokens, quotas, deadline, SessionRuns(self))
+        #: the served runs' traces go to the session store (`traces=True`) or the store `traces` names
+        self.trace_store: str | None = store if traces is True else str(traces) if traces else None
+        self.recorder = TraceRecorder(self.trace_store) if traces else None
+        callbacks = (self.recorder,) if self.recorder is not None else ()
+        self.where = Where(self.session_store, self.tokens, quotas, deadline, SessionRuns(self), callbacks)
 
     # ---- checks ------------------------------------------------------------------------------------------------
 

@@ -118,12 +118,13 @@ class SessionRuns:
         self.going: dict[tuple[str, str], Detachable] = {}
 
     async def start(self, agent: Agent, session: Session, messages: list[Message], resume: bool,
-                    deadline: float | None) -> Detachable | Replay:  # fmt: skip
-        """The run of a request on `session`: its new turn on `messages`, or with `resume` the turn it resumes."""
+                    deadline: float | None, **options: Any) -> Detachable | Replay:  # fmt: skip
+        """The run of a request on `session`: its new turn on `messages` (`options`: the run's `callbacks`), or with
+        `resume` the turn it resumes."""
         if resume:
             run = await resumed(agent, session, deadline, self.going)
         else:
-            run = Detachable(agent.arun(messages, delta_stream=True, deadline=deadline, session=session))
+            run = Detachable(agent.arun(messages, delta_stream=True, deadline=deadline, session=session, **options))
         if isinstance(run, Detachable):
             self._track(run, (session.user, session.id))
         return run

@@ -31,8 +31,11 @@ import socket
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
+from urllib.parse import parse_qs
 
 from chatagent.agent import Agent
+from chatagent.run.trace_export import exported, otlp
+from chatagent.run.trace_writer import trace_store
 from chatagent.server.app import ChatCompletions, Service, send_error, send_json
 from chatagent.server.connections import bounded_protocol
 from chatagent.server.conversations import DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS, Quotas
@@ -77,6 +80,7 @@ def asgi_app(
     jobs: bool = False,
     job_flows: Iterable[str] = (),
     dbos_schema: str = "dbos",
+    traces: bool | str = False,
 ) -> Any:
     """The ASGI app (a Starlette application) serving the agents with the OpenAI chat completions API (and MCP).
 
@@ -113,6 +117,11 @@ def asgi_app(
         jobs: also take background jobs at `/v1/jobs` (turns, crews, and the flows named in `job_flows`), run by
             DBOS workers on the same PostgreSQL store (see `chatagent.server.jobs`; needs `chatagent[dbos]` and
             a `postgresql://` store; `dbos_schema` is where the workers keep DBOS's tables).
+        traces: record every served run as a trace owned by its principal, into the session store (True) or the
+            store this URL names, and serve each principal its own: `GET /v1/traces` (newest first: `?limit=`,
+            `?status=`, `?name=`), `GET /v1/traces/{id}` (`?format=otlp` for OpenTelemetry's JSON), paths and keys
+            left out (`chatagent.run.trace_export`); another principal's trace is a 404. Needs `api_key`: without
+            keys every client is one principal.
 
     `/healthz` says the process is alive; `/readyz` whether it takes requests (503 while it drains on SIGTERM,
     or when its session store does not answer): what a load balancer checks.
@@ -131,7 +140,10 @@ def asgi_app(
         body_timeout=body_timeout,
         approval_secret=approval_secret,
         quotas=Quotas(max_session_bytes, max_sessions),
+        traces=traces,
     )
+    if traces and not service.principals.required:
+        raise ValueError("traces=True serves each API client its own traces: it needs api_key (one per client)")
     routes = [
         Route("/healthz", Health(), methods=["GET"]),
         Route("/health", Health(), methods=["GET"]),
@@ -140,6 +152,8 @@ def asgi_app(
         Route("/v1/models/{model:path}", _Models(service), methods=["GET"]),
         Route("/v1/chat/completions", ChatCompletions(service), methods=["POST"]),
         Route("/v1/sessions/{session_id:path}", _Sessions(service), methods=["DELETE"]),
+        Route("/v1/traces", _Traces(service), methods=["GET"]),
+        Route("/v1/traces/{trace_id:path}", _Traces(service), methods=["GET"]),
     ]
     if mcp:
         from chatagent.server.mcp_server import MCPEndpoint, MCPSurface  # the mcp package: only when asked for
@@ -276,6 +290,47 @@ def _delete(svc: Service, user: str, named: str) -> bool:
         logger.error("deleting a session failed: %s", e)
         raise RequestError(503, "the session store is unavailable (the server's log says why)",
                            "session_store_unavailable") from None  # fmt: skip
+
+
+class _Traces:
+    """`GET /v1/traces` and `GET /v1/traces/{id}`: a principal's own recorded traces (`asgi_app(traces=...)`)."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        svc = self.service
+        try:
+            user = svc.user_of(dict(scope["headers"]))
+            if svc.recorder is None:
+                raise RequestError(404, "this server records no traces (serve --traces)", "traces_not_recorded")
+            query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()}
+            trace_id = scope.get("path_params", {}).get("trace_id")
+            found = await asyncio.to_thread(_traces, svc, user, trace_id, query)
+            if found is None:
+                raise RequestError(404, "no such trace", "trace_not_found", "trace_id")
+            await send_json(send, 200, found)
+        except RequestError as e:
+            await send_error(send, e)
+
+
+def _traces(svc: Service, user: str, trace_id: str | None, query: dict[str, str]) -> dict[str, Any] | None:
+    store = trace_store(svc.trace_store)
+    try:
+        if trace_id is None:
+            limit = min(max(int(query.get("limit", "30")), 1), 500)
+            found = store.list(user, name=query.get("name"), status=query.get("status"), limit=limit)
+            return {"object": "list", "data": [{k: getattr(t, k) for k in t.__slots__ if k != "owner"} for t in found]}
+        body = store.get(user, trace_id)
+    except ValueError:
+        raise RequestError(400, "limit must be a number", "invalid_limit", "limit") from None
+    except SessionError as e:
+        logger.error("reading traces failed: %s", e)
+        raise RequestError(503, "the trace store is unavailable (the server's log says why)",
+                           "trace_store_unavailable") from None  # fmt: skip
+    if body is None:
+        return None
+    return otlp(body) if query.get("format") == "otlp" else exported(body)
 
 
 class _Models:

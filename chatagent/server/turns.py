@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from chatagent.agent import Agent
 from chatagent.run.approval import PENDING_APPROVAL
+from chatagent.run.traces import PRINCIPAL
 from chatagent.schema import ASSISTANT, Message, content_text
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import Collector
@@ -75,14 +76,17 @@ class Turn:
 
 
 class Where:
-    """What a turn needs of the server: its session store, approval tokens, quotas, run deadline and session runs."""
+    """What a turn needs of the server: its session store, approval tokens, quotas, run deadline and session runs,
+    and the callbacks of every run it serves (the recorder of `serve --traces`)."""
 
-    __slots__ = ("store", "tokens", "quotas", "deadline", "runs")
+    __slots__ = ("store", "tokens", "quotas", "deadline", "runs", "callbacks")
 
     def __init__(
-        self, store: Any, tokens: ApprovalTokens, quotas: Quotas, deadline: float | None, runs: SessionRuns
-    ) -> None:
+        self, store: Any, tokens: ApprovalTokens, quotas: Quotas, deadline: float | None, runs: SessionRuns,
+        callbacks: tuple[Any, ...] = (),
+    ) -> None:  # fmt: skip
         self.store, self.tokens, self.quotas, self.deadline, self.runs = store, tokens, quotas, deadline, runs
+        self.callbacks = callbacks
 
 
 async def start_turn(
@@ -91,6 +95,8 @@ async def start_turn(
     """Start `agent` on `request` for the principal `user`: on the conversation `named` (opened and checked, see
     `chatagent.server.conversations`), or without one (an approval then resumes the calls its token stands for).
     `where.store` is a function giving the session store (it may block). RequestError for what is refused."""
+    PRINCIPAL.set(user)  # a recorded trace of the run is the principal's (this request's task and the run's own)
+    options: dict[str, Any] = {"callbacks": list(where.callbacks)} if where.callbacks else {}
     if named is not None:
         try:
             opened = await asyncio.to_thread(
@@ -102,13 +108,15 @@ async def start_turn(
             raise reported(e) from None
         reply = Reply(where.tokens, user, model, opened.session.id)
         try:
-            run = await where.runs.start(agent, opened.session, opened.messages, request.resume, where.deadline)
+            run = await where.runs.start(
+                agent, opened.session, opened.messages, request.resume, where.deadline, **options
+            )
         except Exception as e:
             raise reported(e) from None
         return Turn(agent, run, reply, None)
     messages = resumed(where.tokens, request, user, model) if request.decision is not None else request.messages
     ephemeral = f"serve-request-{uuid.uuid4().hex}"  # the tools' state (a code sandbox) lives as long as the run
-    run = agent.arun(messages, delta_stream=True, deadline=where.deadline, session_id=ephemeral)
+    run = agent.arun(messages, delta_stream=True, deadline=where.deadline, session_id=ephemeral, **options)
     return Turn(agent, run, Reply(where.tokens, user, model, None), ephemeral)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from chatagent.cli.entry import main
+from chatagent.sessions.traces import TraceStore
 from tests.support import processes
 
 APP = '''
@@ -18,7 +19,7 @@ from chatagent import FnCallAgent, ScriptedLLM, tool, tool_call
 @tool
 def weather(city: str) -> str:
     """Weather in a city."""
-    return f"sunny in {city}\\x1b[2J"
+    return f"sunny in {city} (from {__file__})\\x1b[2J"
 
 def reply(messages, functions):
     last = messages[-1]
@@ -113,3 +114,38 @@ def test_eval_of_a_function_and_clear_errors(tmp_path: Path, cli) -> None:  # no
     assert code == 2 and "unknown evaluator 'fuzzy'" in err and "Traceback" not in err
     code, _, err = cli("eval", "cases.json", "--task", "myapp:nothing", "--no-store")
     assert code == 2 and "has no attribute 'nothing'" in err
+
+
+def test_eval_in_ci_fails_on_a_regression_since_the_baseline(tmp_path: Path, cli) -> None:  # noqa: ANN001
+    (tmp_path / "cases.yaml").write_text(CASES)
+    code, _, _ = cli("eval", "cases.yaml", "--agent", "myapp:bot", "--no-store", "--json", "base.json")
+    assert code == 0  # no threshold: the report only
+    code, _, err = cli("eval", "cases.yaml", "--agent", "myapp:bot", "--no-store", "--compare", "base.json",
+                       "--fail-on-regression")  # fmt: skip
+    assert code == 0, err  # the same answers: nothing regressed
+    worse = json.loads((tmp_path / "base.json").read_text())
+    for attempt in worse["cases"][2]["attempts"]:  # the baseline's agent knew the capital of France
+        for result in attempt["results"]:
+            result.update(passed=True, score=1.0)
+    (tmp_path / "base.json").write_text(json.dumps(worse))
+    code, out, err = cli("eval", "cases.yaml", "--agent", "myapp:bot", "--no-store", "--compare", "base.json",
+                         "--fail-on-regression")  # fmt: skip
+    assert code == 1 and "1 case(s) regressed since base.json: capital of France?" in err and "↓ regressed" in out
+    code, _, err = cli("eval", "cases.yaml", "--agent", "myapp:bot", "--no-store", "--fail-on-regression")
+    assert code == 2 and "needs --compare" in err
+
+
+def test_a_trace_exported_as_json_or_otlp_leaves_out_paths_and_keys(tmp_path: Path, cli) -> None:  # noqa: ANN001
+    (tmp_path / "cases.yaml").write_text(CASES)
+    store = f"sqlite:///{tmp_path}/t.db"
+    cli("eval", "cases.yaml", "--agent", "myapp:bot", "--store", store)
+    oslo = next(line.split("\t")[0] for line in cli("traces", "--store", store)[1].splitlines() if "\toslo\t" in line)
+    code, whole, _ = cli("traces", "--store", store, "--show", oslo, "--json")
+    body = json.loads(whole)
+    assert code == 0 and any(s["kind"] == "tool" and s["arguments"] == '{"city": "Oslo"}' for s in body["steps"])
+    code, spans, _ = cli("traces", "--store", store, "--show", oslo, "--otlp")
+    (scope,) = json.loads(spans)["resourceSpans"][0]["scopeSpans"]
+    assert code == 0 and {"case oslo", "run bot", "tool weather"} <= {s["name"] for s in scope["spans"]}
+    assert all(len(s["traceId"]) == 32 and len(s["spanId"]) == 16 for s in scope["spans"])
+    assert str(tmp_path) in json.dumps(TraceStore(store).get("local", oslo))  # the tool said where it lives
+    assert str(tmp_path) not in whole + spans and "app_" in whole  # its folders are left out, its name kept

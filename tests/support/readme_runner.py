@@ -157,7 +157,13 @@ def main(path: str) -> None:
     for name, fn in namespace.items():
         if name.startswith("test_") and callable(fn):
             oai.reset()
-            fn(oai)
+            marks = [m for m in getattr(fn, "pytestmark", []) if m.name == "parametrize"]
+            if marks:  # a parametrized test (chatagent.evals.dataset_test): once per parameter, as pytest would
+                argname, values = marks[0].args[:2]
+                for value in values:
+                    fn(**{argname: value})
+            else:  # a test of the loopback servers (docs/testing.md): given them, as its fixture would
+                fn(oai)
 
 
 if __name__ == "__main__":
