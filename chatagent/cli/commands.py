@@ -83,7 +83,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
                 print(f"deleted {s.id!r}")
                 return 0
             for m in s.messages():  # stored text is shown, never written raw to the terminal
-                print(f"{m['role']}: {printable(_text(m))}")
+                print(printable(f"{m['role']}: {_text(m)}"))
             return 0
         found = Session.list(args.store, user=args.user)
     except (SessionStoreError, ValueError) as e:

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from chatagent.cli.commands import cmd_chat, cmd_gui, cmd_mcp, cmd_serve, cmd_sessions
 from chatagent.cli.errors import CliError
 from chatagent.cli.memory import add_memory_parser
+from chatagent.cli.terminal import printable
 from chatagent.server.runner import DEFAULT_GRACE, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_REQUEST_BYTES
 from chatagent.utils.keys import MaskSecretsFilter
 
@@ -132,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with log_to_stderr(args), stop_signals():
             return args.func(args)
     except CliError as e:
-        print(f"chatagent: error: {e}", file=sys.stderr)
+        print(f"chatagent: error: {printable(str(e))}", file=sys.stderr)  # (it may quote a stored text)
         return 2
 
 

@@ -65,7 +65,9 @@ def test_the_servers_log_masks_url_passwords_and_basic_credentials(tmp_path: Pat
 
 
 def test_mask_secrets_masks_basic_and_url_userinfo() -> None:
-    text = f"POST http://gwuser:{PASSWORD}@10.0.0.5/v1 with Authorization: Basic {BASIC} and https://tok3n@git.example/x"
+    text = (
+        f"POST http://gwuser:{PASSWORD}@10.0.0.5/v1 with Authorization: Basic {BASIC} and https://tok3n@git.example/x"
+    )
     masked = mask_secrets(text)
     assert PASSWORD not in masked and BASIC not in masked and "tok3n" not in masked
     assert "http://***@10.0.0.5/v1" in masked and "Basic ***" in masked and "https://***@git.example/x" in masked
