@@ -145,7 +145,7 @@ def start_app(words: int, delay: float = 0.0) -> tuple[object, str]:
     import socket
 
     from chatagent import BasicAgent, Reply, ScriptedLLM
-    from gui import WebUI
+    from chatagent.gui import WebUI
 
     class PacedScriptedLLM(ScriptedLLM):
         def _chat_stream(self, *args, **kwargs):

@@ -48,13 +48,12 @@ def build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
 
 
 def copy_of_the_project(dest: Path) -> Path:
-    """mkdocs.yml, docs/, the hook and the packages the reference documents, as the repository has them."""
+    """mkdocs.yml, docs/, the hook and the package the reference documents, as the repository has them."""
     shutil.copy(ROOT / "mkdocs.yml", dest / "mkdocs.yml")
     shutil.copytree(ROOT / "docs", dest / "docs")
     (dest / "scripts").mkdir()
     shutil.copy(ROOT / "scripts" / "mkdocs_hooks.py", dest / "scripts" / "mkdocs_hooks.py")
-    for package in ("chatagent", "gui"):
-        (dest / package).symlink_to(ROOT / package)
+    (dest / "chatagent").symlink_to(ROOT / "chatagent")
     return dest / "mkdocs.yml"
 
 

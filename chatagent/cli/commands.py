@@ -126,7 +126,7 @@ def port_taken(host: str, port: int, command: str, make_target: str) -> CliError
 
 def cmd_gui(args: argparse.Namespace) -> int:
     try:
-        from gui import WebUI  # gradio: the gui extra, optional
+        from chatagent.gui import WebUI  # gradio: the gui extra, optional
     except ImportError as e:
         raise CliError(f"the web UI needs gradio: pip install 'chatagent[gui]' ({e})") from None
     taken = port_taken(args.host, args.port, "gui", "run")

@@ -146,7 +146,7 @@ def log_to_stderr(args: argparse.Namespace) -> Iterator[None]:
     handler.setFormatter(logging.Formatter("chatagent: %(message)s"))
     handler.addFilter(MaskSecretsFilter())  # no key in any line, ours or a library's
     if not args.verbose:  # other libraries' INFO is per request (HTTP clients log every model call): -v shows it
-        handler.addFilter(lambda r: r.levelno >= logging.WARNING or r.name.partition(".")[0] in ("chatagent", "gui"))
+        handler.addFilter(lambda r: r.levelno >= logging.WARNING or r.name.partition(".")[0] == "chatagent")
     root = logging.getLogger()
     previous = root.level
     root.addHandler(handler)

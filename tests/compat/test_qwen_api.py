@@ -336,7 +336,7 @@ def test_webui_run_takes_concurrency_limit_and_enable_mention():
     import httpx
 
     from chatagent import BasicAgent
-    from gui import WebUI
+    from chatagent.gui import WebUI
 
     a = BasicAgent(llm=ScriptedLLM(default="from A"), name="Alpha")
     b = BasicAgent(llm=ScriptedLLM(default="from B"), name="Beta")

@@ -18,11 +18,11 @@ PACKAGE = ROOT / "chatagent"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 MAX_TOP_LEVEL = 12  # .py files directly in chatagent/
 MAX_LINES = 500  # lines in one module
-MAX_FUNCTION_IMPORTS = 40  # imports of our own modules inside functions, in chatagent/ and gui/
+MAX_FUNCTION_IMPORTS = 40  # imports of our own modules inside functions, in chatagent/
 
 
 def our_files() -> list[Path]:
-    return sorted([*PACKAGE.rglob("*.py"), *(ROOT / "gui").rglob("*.py")])
+    return sorted(PACKAGE.rglob("*.py"))
 
 
 def function_level_imports(paths: list[Path]) -> list[tuple[str, int, str]]:
@@ -37,9 +37,9 @@ def function_level_imports(paths: list[Path]) -> list[tuple[str, int, str]]:
                 continue
             for node in ast.walk(fn):
                 if isinstance(node, ast.ImportFrom):
-                    ours = node.level > 0 or (node.module or "").split(".")[0] in ("chatagent", "gui")
+                    ours = node.level > 0 or (node.module or "").split(".")[0] == "chatagent"
                 elif isinstance(node, ast.Import):
-                    ours = any(a.name.split(".")[0] in ("chatagent", "gui") for a in node.names)
+                    ours = any(a.name.split(".")[0] == "chatagent" for a in node.names)
                 else:
                     continue
                 if ours and node.lineno not in seen:
@@ -74,7 +74,7 @@ def test_the_rule_sees_function_level_imports_and_their_comments(tmp_path: Path)
     module.write_text(
         "import json\nfrom chatagent.schema import Message\n\n"
         "def f():\n    import os\n    from chatagent.llm import base  # heavy\n\n"
-        "async def g():\n    import chatagent.rag\n    from gui import (\n        WebUI,\n    )  # gradio\n"
+        "async def g():\n    import chatagent.rag\n    from chatagent.gui import (\n        WebUI,\n    )  # gradio\n"
     )
     found = function_level_imports([module])
     assert [(n, "#" in text) for _, n, text in found] == [(6, True), (9, False), (10, True)]

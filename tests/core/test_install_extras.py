@@ -23,7 +23,7 @@ import pytest
 from chatagent.utils.extras import EXTRA_OF
 from tests.support.venvs import REPO, build_venv, canonical, declared, run_in
 
-OURS = {"chatagent", "gui"}
+OURS = {"chatagent"}
 SCRIPTS = {"chatagent.__main__", "chatagent.tools._sandbox_kernel"}  # run as programs, not imported
 EXTRAS = ("rag", "embed", "gui", "local", "mcp", "a2a", "tools", "postgres", "otel")
 PROMISED = {

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from chatagent import AgentServer, BasicAgent, ModelServiceError, get_chat_model
+from chatagent.gui.render import message_text, render_error
 from chatagent.utils.keys import MaskSecretsFilter, clean_api_key, mask_secrets
-from gui.render import message_text, render_error
 
 SECRET = "sk-live-9f8e7d6c5b4a3210zyxw"
 FAST = {"retry_delay": 0.001, "max_retries": 1}

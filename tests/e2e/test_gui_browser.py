@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from chatagent import Assistant, BasicAgent, FnCallAgent, Message, ModelServiceError, ScriptedLLM, tool_call
+from chatagent.gui import WebUI
 from chatagent.llm.base import BaseChatModel, Usage
 from chatagent.llm.prepare import unmarked
-from gui import WebUI
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

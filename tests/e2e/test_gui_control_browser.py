@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from chatagent import FnCallAgent, ScriptedLLM, tool, tool_call
+from chatagent.gui import WebUI
 from chatagent.llm.prepare import unmarked
 from chatagent.plugins.guardrails import OutputGuardrail
-from gui import WebUI
 from tests.e2e.test_gui_browser import CHROMIUM, CHROMIUM_ARGS, bot_text, free_port, send
 
 pytestmark = [

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from chatagent import Crew, FnCallAgent, ScriptedLLM, Task
-from gui import WebUI
+from chatagent.gui import WebUI
 from tests.e2e.test_gui_browser import CHROMIUM, CHROMIUM_ARGS, free_port, send
 
 pytestmark = [

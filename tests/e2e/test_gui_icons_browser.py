@@ -41,7 +41,7 @@ def drawn_pixels(png: bytes) -> int:
 def test_every_icon_is_a_drawing_and_no_emoji_is_left(openai_server: OpenAIServer, tmp_path) -> None:
     from playwright.sync_api import sync_playwright
 
-    from gui import WebUI
+    from chatagent.gui import WebUI
 
     openai_server.add(
         Reply(reasoning="I should look it up.", tool_calls=[("lookup", {"query": "x"})]),

@@ -30,7 +30,7 @@ SCRIPT = textwrap.dedent(
     sys.addaudithook(hook)
     sys.path.insert(0, sys.argv[1])
     from chatagent import BasicAgent, ScriptedLLM
-    from gui import WebUI
+    from chatagent.gui import WebUI
     import httpx
 
     with socket.socket() as s:

@@ -11,8 +11,8 @@ import pytest
 from pydantic import BaseModel
 
 from chatagent import BasicAgent, Message
+from chatagent.gui import WebUI
 from chatagent.llm.base import BaseChatModel, Usage
-from gui import WebUI
 from tests.e2e.test_gui_browser import CHROMIUM, CHROMIUM_ARGS, free_port, send, wait_for
 
 pytestmark = [

@@ -137,7 +137,7 @@ def test_the_web_ui_shows_the_embedded_models_call_its_result_and_answer(local_s
         pytest.skip("Debian's chromium is not installed at /usr/bin/chromium")
     from playwright.sync_api import expect, sync_playwright
 
-    from gui import WebUI
+    from chatagent.gui import WebUI
 
     cfg = {"model_type": "local", "generate_cfg": {**GREEDY, "function_choice": "get_weather"}}
     ui = WebUI(FnCallAgent(function_list=[get_weather], llm=cfg, name="Weather"))

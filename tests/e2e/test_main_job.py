@@ -121,7 +121,7 @@ def test_the_readme_first_snippets_run_without_a_key(monkeypatch: pytest.MonkeyP
 def test_the_page_shows_progress_the_model_and_the_sources(manual: Path, llm, tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    from gui import WebUI
+    from chatagent.gui import WebUI
     from tests.e2e.test_gui_browser import CHROMIUM_ARGS, free_port, send
 
     status_seen = threading.Event()

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 
 from chatagent import FnCallAgent, Message, ScriptedLLM, tool, tool_call
+from chatagent.gui import WebUI
+from chatagent.gui.control import waiting_for_approval
+from chatagent.gui.icons import icon
+from chatagent.gui.render import message_text, render_message
+from chatagent.gui.session import user_message
 from chatagent.run.approval import approval_message
 from chatagent.schema import to_message
-from gui import WebUI
-from gui.control import waiting_for_approval
-from gui.icons import icon
-from gui.render import message_text, render_message
-from gui.session import user_message
 
 
 def texts(msg: Message) -> list[str]:

@@ -1,4 +1,4 @@
-"""gui.session bound to a stored Session, and gui.conversations' handlers, without a browser (see
+"""chatagent.gui.session bound to a stored Session, and chatagent.gui.conversations' handlers, without a browser (see
 tests/e2e/test_gui_conversations_browser.py for the page in Chromium)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import gradio as gr
 import pytest
 
 from chatagent import BasicAgent, ModelServiceError, ScriptedLLM, Session
+from chatagent.gui import WebUI
+from chatagent.gui.session import ChatSession, user_message
 from chatagent.sessions import close_stores
-from gui import WebUI
-from gui.session import ChatSession, user_message
 from tests.gui.test_gui_session import PacedLLM, run_turn
 
 pytestmark = pytest.mark.timeout(60)
@@ -100,7 +100,7 @@ def request(user: str | None) -> SimpleNamespace:
 
 
 def test_the_sidebar_handlers_keep_users_apart_and_open_the_latest(store: str) -> None:
-    from gui.conversations import Conversations
+    from chatagent.gui.conversations import Conversations
 
     ui = WebUI(counting())
     bar = Conversations(ui, store)
@@ -127,7 +127,7 @@ def test_the_sidebar_handlers_keep_users_apart_and_open_the_latest(store: str) -
 def test_the_refresh_after_a_turn_leaves_a_title_being_typed_alone(store: str) -> None:
     """After the first turn the title box shows the new title; after later turns the refresh does not send the
     title again (it would overwrite what the user is typing in the box, as it did under load)."""
-    from gui.conversations import Conversations
+    from chatagent.gui.conversations import Conversations
 
     bar = Conversations(WebUI(counting()), store)
     _, chat, _, title, _ = bar._on_load(None, request("alice"))

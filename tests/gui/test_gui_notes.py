@@ -10,11 +10,11 @@ from types import SimpleNamespace
 import pytest
 
 from chatagent import Assistant, BasicAgent, Message
+from chatagent.gui.icons import icon
+from chatagent.gui.notes import model_label, model_note
+from chatagent.gui.render import CUT_NOTE, LOOP_NOTE, message_text, render_message
+from chatagent.gui.session import ChatSession, user_message
 from chatagent.rag import DocStore
-from gui.icons import icon
-from gui.notes import model_label, model_note
-from gui.render import CUT_NOTE, LOOP_NOTE, message_text, render_message
-from gui.session import ChatSession, user_message
 from tests.gui.test_gui_session import PacedLLM
 
 pytestmark = pytest.mark.timeout(30)

@@ -1,14 +1,12 @@
-"""gui.render: escaping that keeps Markdown working, and the chatbot view of each kind of message."""
+"""chatagent.gui.render: escaping that keeps Markdown working, and the chatbot view of each kind of message."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chatagent.schema import ContentItem, FunctionCall, Message
-from chatagent.sessions.errors import SessionStoreError
-from gui.icons import icon
-from gui.render import (
+from chatagent.gui.icons import icon
+from chatagent.gui.render import (
     chat_message,
     code_block,
     escape_markdown,
@@ -19,6 +17,8 @@ from gui.render import (
     safe_name,
     speaker_badge,
 )
+from chatagent.schema import ContentItem, FunctionCall, Message
+from chatagent.sessions.errors import SessionStoreError
 
 
 def _html_tokens(markdown: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""gui.session: one turn streamed from a real agent, stop, errors, regenerate, clear, isolation."""
+"""chatagent.gui.session: one turn streamed from a real agent, stop, errors, regenerate, clear, isolation."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from collections.abc import Iterator
 import pytest
 
 from chatagent import BasicAgent, FnCallAgent, Message, ModelServiceError, Reply, ScriptedLLM, tool_call
+from chatagent.gui.icons import icon
+from chatagent.gui.render import chat_message, message_text
+from chatagent.gui.session import STOPPED_NOTE, ChatSession, content_kind, user_message
 from chatagent.llm.base import BaseChatModel, Usage
 from chatagent.schema import FunctionCall
-from gui.icons import icon
-from gui.render import chat_message, message_text
-from gui.session import STOPPED_NOTE, ChatSession, content_kind, user_message
 
 pytestmark = pytest.mark.timeout(30)
 

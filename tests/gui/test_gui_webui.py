@@ -7,10 +7,10 @@ import asyncio
 import pytest
 
 from chatagent import BasicAgent, ScriptedLLM
-from gui import WebUI
-from gui.icons import icon
-from gui.render import message_text, speaker_badge
-from gui.session import user_message
+from chatagent.gui import WebUI
+from chatagent.gui.icons import icon
+from chatagent.gui.render import message_text, speaker_badge
+from chatagent.gui.session import user_message
 
 
 def test_one_agent_is_shared_and_a_factory_makes_agents_per_session() -> None:

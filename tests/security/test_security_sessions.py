@@ -35,7 +35,7 @@ def _agent(tmp_path: Path, script: list | None = None) -> FnCallAgent:
 @pytest.mark.timeout(120)
 def test_browser_sessions_do_not_share_variables_or_uploads(tmp_path: Path) -> None:
     pytest.importorskip("gradio")
-    from gui.session import ChatSession, user_message
+    from chatagent.gui.session import ChatSession, user_message
 
     upload = tmp_path / "alice-upload.csv"
     upload.write_text("salary\n100000\n")
@@ -131,7 +131,7 @@ def test_a_bad_session_id_is_refused(tmp_path: Path) -> None:
 
 def test_chat_session_ids_are_unguessable_and_new_after_clear() -> None:
     pytest.importorskip("gradio")
-    from gui.session import ChatSession
+    from chatagent.gui.session import ChatSession
 
     a, b = ChatSession([]), ChatSession([])
     assert a.session_id != b.session_id and len(a.session_id) >= 32

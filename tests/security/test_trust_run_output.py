@@ -162,7 +162,7 @@ def paced_reply(text: str) -> Any:
 def test_the_web_ui_never_shows_text_an_output_check_blocks(openai_server) -> None:
     from playwright.sync_api import sync_playwright
 
-    from gui import WebUI
+    from chatagent.gui import WebUI
     from tests.e2e.test_gui_browser import CHROMIUM, CHROMIUM_ARGS, free_port, send
 
     if not os.path.exists(CHROMIUM):

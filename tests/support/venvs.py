@@ -7,8 +7,8 @@
 installed distributions' own metadata, recursively, and links each distribution's files (as listed in its
 RECORD) into a fresh venv's site-packages: the result is what `pip install '.[extra]'` gives, without a
 network and in well under a second. A directory is linked whole only when every distribution owning files
-in it is in the set; otherwise its files are linked one by one, so nothing undeclared leaks in. chatagent and
-gui are linked from this worktree.
+in it is in the set; otherwise its files are linked one by one, so nothing undeclared leaks in. chatagent is
+linked from this worktree.
 """
 
 from __future__ import annotations
@@ -114,8 +114,7 @@ def build_venv(path: Path, extras: Iterable[str] = ()) -> Path:
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             target.symlink_to(source / link)
-    for package in ("chatagent", "gui"):
-        (site / package).symlink_to(REPO / package)
+    (site / "chatagent").symlink_to(REPO / "chatagent")
     return path
 
 

@@ -25,7 +25,7 @@ def load(name: str):
 TO_QWEN = [
     ("from chatagent.schema import", "from qwen_agent.llm.schema import"),
     ("import chatagent.schema", "import qwen_agent.llm.schema"),
-    ("from gui import", "from qwen_agent.gui import"),
+    ("from chatagent.gui import", "from qwen_agent.gui import"),
     ("chatagent", "qwen_agent"),
 ]
 

@@ -1,7 +1,7 @@
 """WebUI: a Gradio chat page over one agent, several agents (with a selector) or a group chat.
 
     from chatagent import BasicAgent
-    from gui import WebUI
+    from chatagent.gui import WebUI
     WebUI(BasicAgent(llm=...), chatbot_config={'prompt.suggestions': ['Hello!']}).run()
 
 Each browser session gets its own conversation (a `ChatSession` in `gr.State`). Agents keep no state
@@ -22,14 +22,14 @@ from typing import Any
 from chatagent.agent import Agent
 from chatagent.agents.group_chat import find_mention
 from chatagent.errors import ModelServiceError
+from chatagent.gui.control import ApprovalControls
+from chatagent.gui.notes import model_note
+from chatagent.gui.render import escape_html, escape_markdown, render_conversation, safe_name
+from chatagent.gui.security import BrowserIdentity, HostGuard, SecurityHeaders, identity_key
+from chatagent.gui.session import ChatSession, box_value, user_message
 from chatagent.schema import Message, to_messages
 from chatagent.utils.extras import missing_dependency
 from chatagent.utils.origins import HostCheck
-from gui.control import ApprovalControls
-from gui.notes import model_note
-from gui.render import escape_html, escape_markdown, render_conversation, safe_name
-from gui.security import BrowserIdentity, HostGuard, SecurityHeaders, identity_key
-from gui.session import ChatSession, box_value, user_message
 
 logger = logging.getLogger("chatagent.gui")
 
@@ -87,7 +87,7 @@ class WebUI:
             `max_file_size` (e.g. '50mb'), `show_names` (force speaker names on or off), `show_model` (say
             which model answers at the top of the page; default True).
         conversations: keep each user's conversations in a session store, with a sidebar to switch between
-            them (see `gui.conversations`): True for the default store, or a store URL; off by default.
+            them (see `chatagent.gui.conversations`): True for the default store, or a store URL; off by default.
     """
 
     def __init__(
@@ -158,7 +158,7 @@ class WebUI:
                 visible=len(self.agent_names) > 1,
                 elem_id="agent-selector",
             )
-            # Gradio's annotation of `value` leaves out the typed text parts it accepts (see gui.render.chat_message)
+            # Gradio's annotation of `value` leaves out the typed text parts it accepts (see chatagent.gui.render.chat_message)
             initial: list[Any] = render_conversation(self._initial, show_names=self.show_names)
             chatbot = gr.Chatbot(
                 value=initial,
@@ -215,11 +215,11 @@ class WebUI:
             chatbot.clear(self._on_clear, [state], clear_outputs, queue=False, api_visibility="private")
             approval.wire(chatbot, textbox, state, selector, [submitted, regenerated, cleared])
             if self.conversations:
-                from gui.conversations import Conversations  # the conversations sidebar: with a store only
+                from chatagent.gui.conversations import Conversations  # the conversations sidebar: with a store only
 
                 store = None if self.conversations is True else self.conversations
                 Conversations(self, store).attach(demo, state, chatbot, textbox, [submitted, regenerated, cleared])
-                from gui.memories import MemoryPanel, page_memory  # the memory panel: with conversations only
+                from chatagent.gui.memories import MemoryPanel, page_memory  # the memory panel: with conversations only
 
                 memory = page_memory(self._agents)
                 if memory is not None:  # with conversations only: runs are then on the signed-in user's Session

@@ -5,7 +5,7 @@ Everything that came from a model, a tool or a user is escaped: `<` and `&` outs
 entities, so a reply holding `<script>` or `<img onerror=...>` shows as text while lists, tables and code
 still render as Markdown. Markdown images become links: an image the page loads by itself is a request to
 wherever its URL says, carrying whatever the URL holds (a prompt-injected document's way to leak the
-conversation); a link needs a click. The page's Content-Security-Policy (gui/security.py) is the second guard.
+conversation); a link needs a click. The page's Content-Security-Policy (chatagent/gui/security.py) is the second guard.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from typing import Any
 
 from chatagent.agents.user import pending_input
 from chatagent.errors import ModelServiceError, RunDeadlineExceeded
+from chatagent.gui.icons import badge, icon
 from chatagent.rag.chunking import source_label
 from chatagent.run.approval import APPROVAL, PENDING_APPROVAL
 from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, content_text
 from chatagent.sessions.errors import SessionStoreError
 from chatagent.utils.keys import mask_secrets
-from gui.icons import badge, icon
 
 THINKING_TITLE = f"{icon('thinking')} Thinking"
 CUT_NOTE = f"{icon('cut')} *Cut off: the answer reached its token limit (`max_tokens`).*"

@@ -1,6 +1,6 @@
 """Tool approval in the web UI: `ApprovalControls`, the Approve / Deny row under the chat, shown while the
 conversation's last message waits for approval; it resumes the run with the decision (`chatagent.run.approval`).
-How blocked answers, calls waiting for approval and the decision look is `gui.render.render_control`.
+How blocked answers, calls waiting for approval and the decision look is `chatagent.gui.render.render_control`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from chatagent.run.approval import approval_message, pending_approval
 from chatagent.schema import to_message
 
 if TYPE_CHECKING:
-    from gui.session import ChatSession
+    from chatagent.gui.session import ChatSession
 
 #: Runs a turn of a session with an agent (the page's own `WebUI._turn`): the page's updates as they come.
 Turn = Callable[["ChatSession", Any], AsyncIterator[tuple]]

@@ -3,7 +3,7 @@ outside its own origin, with the usual hardening headers (`SecurityHeaders`); re
 this server's refused (`HostGuard`: DNS rebinding, other sites); and, without a login, a signed per-browser
 identity (`BrowserIdentity`), so that each browser sees only its own conversations.
 
-A reply can carry text a prompt-injected document put there. The renderer (gui/render.py) shows Markdown
+A reply can carry text a prompt-injected document put there. The renderer (chatagent/gui/render.py) shows Markdown
 images as links and escapes HTML; this policy is the second guard: whatever still ends up in the page
 (an image, a script, a stylesheet with `url()`, a `fetch`), the browser refuses to contact another origin.
 Scripts and styles may be inline because Gradio's page needs that; they still cannot reach anywhere else.

@@ -10,8 +10,8 @@ import os
 from typing import Any
 from urllib.parse import urlsplit
 
-from gui.icons import icon
-from gui.render import chat_message, escape_markdown
+from chatagent.gui.icons import icon
+from chatagent.gui.render import chat_message, escape_markdown
 
 KEY_HINT = (
     "For better answers set `DASHSCOPE_API_KEY` (Qwen on DashScope), or `OPENAI_API_KEY` with "

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from gui.conversations import user_of
+from chatagent.gui.conversations import user_of
 
 if TYPE_CHECKING:  # a page without memory must not need [rag] (numpy) to load
     from chatagent.memories.longterm import LongTermMemory

@@ -18,13 +18,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from chatagent.agent import Agent
+from chatagent.gui.icons import icon
+from chatagent.gui.notes import model_label, status_message, status_text
+from chatagent.gui.render import chat_message, render_conversation, render_error, render_message
 from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls, to_messages
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import Response
 from chatagent.sessions.errors import SessionBusyError
-from gui.icons import icon
-from gui.notes import model_label, status_message, status_text
-from gui.render import chat_message, render_conversation, render_error, render_message
 
 if TYPE_CHECKING:
     from chatagent.sessions import Session

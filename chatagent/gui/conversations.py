@@ -17,9 +17,9 @@ from typing import Any
 
 import gradio as gr
 
+from chatagent.gui.security import browser_of
+from chatagent.gui.session import ChatSession
 from chatagent.sessions import DEFAULT_USER, Session, SessionInfo, open_store
-from gui.security import browser_of
-from gui.session import ChatSession
 
 NEW_TITLE = "New conversation"
 
@@ -120,7 +120,7 @@ class Conversations:
 
 def user_of(request: gr.Request | None, key: bytes | None = None) -> str:
     """Whose conversations a request reaches: the signed-in user's name (Gradio auth), else its browser's signed
-    identity (`gui.security.BrowserIdentity`, with `key`), else (no key: the page is not served by `WebUI.run`)
+    identity (`chatagent.gui.security.BrowserIdentity`, with `key`), else (no key: the page is not served by `WebUI.run`)
     the one local user. A request with neither a login nor a valid identity reaches no one's: a name of its own."""
     name = getattr(request, "username", None) if request is not None else None
     if isinstance(name, str) and name:
