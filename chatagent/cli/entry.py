@@ -15,6 +15,7 @@ from chatagent.cli.commands import cmd_chat, cmd_gui, cmd_mcp, cmd_serve, cmd_se
 from chatagent.cli.errors import CliError
 from chatagent.cli.memory import add_memory_parser
 from chatagent.cli.terminal import printable
+from chatagent.server.conversations import DEFAULT_MAX_PRINCIPAL_BYTES, DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS
 from chatagent.server.runner import DEFAULT_GRACE, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_REQUEST_BYTES
 from chatagent.utils.keys import MaskSecretsFilter
 
@@ -90,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-name", help="the model id clients see (default: the agent's name)")
     p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
     p.add_argument("--max-concurrency", type=int, default=DEFAULT_MAX_CONCURRENCY, help="runs at once (more get 429)")
+    p.add_argument("--max-session-bytes", type=int, default=DEFAULT_MAX_SESSION_BYTES,
+                   help="how large one stored conversation may grow (then 413)")  # fmt: skip
+    p.add_argument("--max-sessions", type=int, default=DEFAULT_MAX_SESSIONS,
+                   help="conversations one client (API key) may keep (then 429)")  # fmt: skip
+    p.add_argument("--max-principal-bytes", type=int, default=DEFAULT_MAX_PRINCIPAL_BYTES,
+                   help="how much one client's conversations may store in all (then 413)")  # fmt: skip
     p.add_argument(
         "--allow-host",
         action="append",

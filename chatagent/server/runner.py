@@ -35,7 +35,12 @@ from typing import Any
 from chatagent.agent import Agent
 from chatagent.server.app import ChatCompletions, Service, send_error, send_json
 from chatagent.server.connections import bounded_protocol
-from chatagent.server.conversations import DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS, Quotas
+from chatagent.server.conversations import (
+    DEFAULT_MAX_PRINCIPAL_BYTES,
+    DEFAULT_MAX_SESSION_BYTES,
+    DEFAULT_MAX_SESSIONS,
+    Quotas,
+)
 from chatagent.server.identity import ApiKeys
 from chatagent.server.openai_api import RequestError
 from chatagent.sessions import Session, SessionError
@@ -68,6 +73,7 @@ def asgi_app(
     approval_secret: str | bytes | None = None,
     max_session_bytes: int = DEFAULT_MAX_SESSION_BYTES,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
+    max_principal_bytes: int = DEFAULT_MAX_PRINCIPAL_BYTES,
     mcp: bool = False,
     expose_tools: bool | Iterable[str] = False,
     a2a: bool = False,
@@ -94,8 +100,9 @@ def asgi_app(
         bound_address: the address the server listens on (`AgentServer` sets it; '0.0.0.0': any IP address).
         approval_secret: the key that signs paused tool calls for clients without a session (default: random per
             process; replicas behind one address need the same one).
-        max_session_bytes: how large one stored conversation may grow (then 413).
+        max_session_bytes: how large one stored conversation may grow, its files included (then 413).
         max_sessions: how many conversations one principal may keep (then 429).
+        max_principal_bytes: how much one principal's conversations may take in all (then 413).
         mcp: also serve the agents over MCP's streamable HTTP transport at `/mcp`, each as a tool `ask_<name>`,
             under the same keys, conversations and approval rules (see `chatagent.server.mcp_server`; needs the
             `mcp` package).
@@ -118,7 +125,7 @@ def asgi_app(
         allow_hosts=tuple(allow_hosts),
         body_timeout=body_timeout,
         approval_secret=approval_secret,
-        quotas=Quotas(max_session_bytes, max_sessions),
+        quotas=Quotas(max_session_bytes, max_sessions, max_principal_bytes),
     )
     routes = [
         Route("/healthz", _Health(), methods=["GET"]),
