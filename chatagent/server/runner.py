@@ -42,6 +42,7 @@ from chatagent.server.conversations import (
     Quotas,
 )
 from chatagent.server.identity import ApiKeys
+from chatagent.server.mcp_sessions import DEFAULT_PER_PRINCIPAL, DEFAULT_UNUSED_TIMEOUT, SessionQuota
 from chatagent.server.openai_api import RequestError
 from chatagent.sessions import Session, SessionError
 from chatagent.utils.origins import HostCheck
@@ -76,6 +77,8 @@ def asgi_app(
     max_principal_bytes: int = DEFAULT_MAX_PRINCIPAL_BYTES,
     mcp: bool = False,
     expose_tools: bool | Iterable[str] = False,
+    mcp_sessions: int = DEFAULT_PER_PRINCIPAL,
+    mcp_unused_timeout: float = DEFAULT_UNUSED_TIMEOUT,
     a2a: bool = False,
 ) -> Any:
     """The ASGI app (a Starlette application) serving the agents with the OpenAI chat completions API (and MCP).
@@ -109,6 +112,8 @@ def asgi_app(
         expose_tools: with `mcp`, the agents' own tools are MCP tools too (but those that need approval), each call
             through its agent's input and output checks; a list of agent names exposes only theirs, and is how an
             agent whose checks a direct call cannot reach (an `after_model` hook) is exposed at all.
+        mcp_sessions: MCP sessions one principal may hold open (then 429; without keys, per client address).
+        mcp_unused_timeout: seconds an MCP session may stay open without listing or calling a tool.
         a2a: also serve the agents over A2A: agent cards (`/.well-known/agent-card.json`) and tasks at
             `/a2a/<name>`, under the same rules (see `chatagent.server.a2a_server`; needs `a2a-sdk`).
     """
@@ -138,7 +143,8 @@ def asgi_app(
     if mcp:
         from chatagent.server.mcp_server import MCPEndpoint, MCPSurface  # the mcp package: only when asked for
 
-        routes.append(Route("/mcp", MCPEndpoint(MCPSurface(service, expose_tools=expose_tools)),
+        quota = SessionQuota(mcp_sessions, mcp_unused_timeout)
+        routes.append(Route("/mcp", MCPEndpoint(MCPSurface(service, expose_tools=expose_tools), quota),
                             methods=["GET", "POST", "DELETE"]))  # fmt: skip
     elif expose_tools:
         raise ValueError("expose_tools is for the MCP server: give mcp=True too")
