@@ -50,12 +50,15 @@ class RunContext:
         "output",
         "parent",
         "trace",
+        "recording",
         "controls",
         "turn_key",
         "call_keys",
         "marked",
         "egress",
     )
+    trace: Any  # a traced run's RunTrace (chatagent.run.telemetry): told of its calls and its end
+    recording: Any  # how a recorded run is kept in its trace (chatagent.run.traces)
     turn_key: str | None  # the stored turn's (a run with a session), else made when first asked
     call_keys: CallKeys  # a stored turn's calls: function id -> their idempotency key (`get`)
     marked: Marked  # the run's tool results as the model gets them (chatagent.llm.prepare.marked_data)
@@ -79,7 +82,7 @@ class RunContext:
         self.attempt = 0  # retries asked for by a plugin (chatagent.plugins.Retry)
         self.output: Any = None  # the validated answer, with response_format
         self.parent: RunContext | None = None
-        self.trace: Any = None  # a traced run's RunTrace (chatagent.run.telemetry): told of its calls and its end
+        self.trace, self.recording = None, None
         self.controls: tuple[ToolControl, ...] = ()  # the controlled runs this one is part of, outermost first
         self.turn_key, self.call_keys, self.marked = None, {}, {}  # for idempotency keys (see below); marked data
         self.egress = url_policy()

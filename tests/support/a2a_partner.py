@@ -48,8 +48,11 @@ class A2APartner:
             "name": "partner",
             "description": self.description,
             "supportedInterfaces": [
-                {"url": self.interface or f"{self.url}/a2a/partner", "protocolBinding": "JSONRPC",
-                 "protocolVersion": "1.0"}  # fmt: skip
+                {
+                    "url": self.interface or f"{self.url}/a2a/partner",
+                    "protocolBinding": "JSONRPC",
+                    "protocolVersion": "1.0",
+                }  # fmt: skip
             ],
             "version": "1.0",
             "capabilities": {"streaming": False},
