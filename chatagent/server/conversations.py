@@ -19,6 +19,8 @@ without bound, nor makes a conversation that every later question is slow on.
 from __future__ import annotations
 
 import secrets
+import threading
+import time
 from typing import Any, NamedTuple
 
 from chatagent.run.approval import PENDING_APPROVAL
@@ -85,11 +87,49 @@ def open_conversation(
     return Opened(session, _checked_new(request, loaded.system, loaded.messages + held), None)
 
 
+class _StoredBytes:
+    """What each principal's conversations take in a store: summed by the store at most every `REFRESH` seconds
+    (the sum reads every turn: 17 ms for 3,000), counted up by the requests accepted between."""
+
+    REFRESH = 30.0
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[int, str], tuple[float, int]] = {}  # (store, principal) -> (when summed, bytes)
+        self._lock = threading.Lock()
+
+    def total(self, store: SQLStore, principal: str) -> int:
+        key = (id(store), principal)
+        with self._lock:
+            known = self._known.get(key)
+        if known is not None and time.monotonic() - known[0] < self.REFRESH:
+            return known[1]
+        summed = store.size(principal)
+        with self._lock:
+            self._known[key] = (time.monotonic(), summed)
+        return summed
+
+    def add(self, store: SQLStore, principal: str, n: int) -> None:
+        with self._lock:
+            known = self._known.get((id(store), principal))
+            if known is not None:
+                self._known[(id(store), principal)] = (known[0], known[1] + n)
+
+    def forget(self, principal: str) -> None:
+        """Sum it anew next time (a conversation of the principal's was deleted)."""
+        with self._lock:
+            for key in [k for k in self._known if k[1] == principal]:
+                del self._known[key]
+
+
+STORED = _StoredBytes()
+
+
 def _check_total(store: SQLStore, principal: str, body_bytes: int, quotas: Quotas) -> None:
-    if store.size(principal) + body_bytes > quotas.max_principal_bytes:
+    if STORED.total(store, principal) + body_bytes > quotas.max_principal_bytes:
         raise RequestError(413, f"your conversations take the most storage this server allows "
                            f"({quotas.max_principal_bytes} bytes): delete some (DELETE /v1/sessions/{{id}})",
                            "storage_quota_exceeded")  # fmt: skip
+    STORED.add(store, principal, body_bytes)
 
 
 def _check_count(store: SQLStore, principal: str, quotas: Quotas) -> None:

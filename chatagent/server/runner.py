@@ -39,6 +39,7 @@ from chatagent.server.conversations import (
     DEFAULT_MAX_PRINCIPAL_BYTES,
     DEFAULT_MAX_SESSION_BYTES,
     DEFAULT_MAX_SESSIONS,
+    STORED,
     Quotas,
 )
 from chatagent.server.health import Health, Ready, stop_on_signals
@@ -282,7 +283,9 @@ class _Sessions:
 
 def _delete(svc: Service, user: str, named: str) -> bool:
     try:
-        return Session(named, svc.session_store(), user=user).delete()
+        deleted = Session(named, svc.session_store(), user=user).delete()
+        STORED.forget(user)  # its conversations' bytes are summed anew
+        return deleted
     except ValueError:
         return False
     except SessionError as e:
