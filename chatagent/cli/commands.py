@@ -83,7 +83,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
                 print(f"deleted {s.id!r}")
                 return 0
             for m in s.messages():  # stored text is shown, never written raw to the terminal
-                print(f"{m['role']}: {printable(_text(m))}")
+                print(printable(f"{m['role']}: {_text(m)}"))
             return 0
         found = Session.list(args.store, user=args.user)
     except (SessionStoreError, ValueError) as e:
@@ -186,6 +186,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             model_name=args.model_name,
             max_request_bytes=args.max_request_bytes,
             max_concurrency=args.max_concurrency,
+            max_session_bytes=args.max_session_bytes,
+            max_sessions=args.max_sessions,
+            max_principal_bytes=args.max_principal_bytes,
             store=args.store,
             allow_hosts=args.allow_host,
             grace=args.grace,

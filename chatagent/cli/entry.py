@@ -15,8 +15,10 @@ from chatagent.cli.commands import cmd_chat, cmd_gui, cmd_mcp, cmd_serve, cmd_se
 from chatagent.cli.errors import CliError
 from chatagent.cli.evals import add_eval_parsers
 from chatagent.cli.memory import add_memory_parser
+from chatagent.cli.terminal import printable
 from chatagent.cli.worker import add_parser as add_worker_parser
 from chatagent.log import BackgroundHandler
+from chatagent.server.conversations import DEFAULT_MAX_PRINCIPAL_BYTES, DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS
 from chatagent.server.runner import DEFAULT_GRACE, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_REQUEST_BYTES
 from chatagent.utils.keys import MaskSecretsFilter
 
@@ -98,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-name", help="the model id clients see (default: the agent's name)")
     p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
     p.add_argument("--max-concurrency", type=int, default=DEFAULT_MAX_CONCURRENCY, help="runs at once (more get 429)")
+    p.add_argument("--max-session-bytes", type=int, default=DEFAULT_MAX_SESSION_BYTES,
+                   help="how large one stored conversation may grow (then 413)")  # fmt: skip
+    p.add_argument("--max-sessions", type=int, default=DEFAULT_MAX_SESSIONS,
+                   help="conversations one client (API key) may keep (then 429)")  # fmt: skip
+    p.add_argument("--max-principal-bytes", type=int, default=DEFAULT_MAX_PRINCIPAL_BYTES,
+                   help="how much one client's conversations may store in all (then 413)")  # fmt: skip
     p.add_argument(
         "--allow-host",
         action="append",
@@ -157,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with log_to_stderr(args), stop_signals():
             return args.func(args)
     except CliError as e:
-        print(f"chatagent: error: {e}", file=sys.stderr)
+        print(f"chatagent: error: {printable(str(e))}", file=sys.stderr)  # (it may quote a stored text)
         return 2
 
 

@@ -32,7 +32,7 @@ import orjson
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment, as_fragment
 from chatagent.utils.sql import connect_sqlite, private_sqlite_file
-from chatagent.utils.workspace import private_dirs, write_atomic
+from chatagent.utils.workspace import private_dirs, read_private, write_atomic
 
 if TYPE_CHECKING:
     from chatagent.llm.settings import Settings
@@ -133,7 +133,7 @@ class DirectoryCache(ResponseCache):
 
     def get(self, key: str) -> Pieces | None:
         try:
-            return orjson.loads(self._file(key).read_bytes())
+            return orjson.loads(read_private(self._file(key)))  # (not a file another user left there)
         except FileNotFoundError:
             return None
 

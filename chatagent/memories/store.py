@@ -114,7 +114,10 @@ class MemoryStore:
                 self.url, needed_for="a PostgreSQL memory store", autocommit=False, error=MemoryStoreError
             )
         path = _sqlite_path(self.url)
-        private_sqlite_file(path)
+        try:
+            private_sqlite_file(path)  # this user's, writable by no one else (and so its -wal and -shm)
+        except OSError as e:
+            raise MemoryStoreError(f"cannot use the memory store {path}: {e.strerror or e}") from None
         return connect_sqlite(path, timeout=10, wal=True)
 
     @contextlib.contextmanager

@@ -28,16 +28,38 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from chatagent.errors import ChatAgentError
 from chatagent.rag.analysis import analyze
 from chatagent.rag.embedders import Embedder, default_embedder, query_vector
 from chatagent.rag.fusion import coverage, fuse
 from chatagent.utils.sql import connect_postgres
 
-__all__ = ["PostgresBackend", "RetrievalBackend"]
+__all__ = ["IndexingError", "PostgresBackend", "RetrievalBackend"]
 
 CANDIDATES = 100  # per side, fused
 MAX_EF_SEARCH = 1000  # pgvector's ceiling for hnsw.ef_search: more candidates than this are found exactly
 _TABLE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+class IndexingError(ChatAgentError, ValueError):
+    """Some passages of a batch were refused by the store (`failed`: their ids); every other one was stored."""
+
+    def __init__(self, failed: dict[str, str]) -> None:
+        self.failed = list(failed)
+        shown = "; ".join(f"{pid[:80]!r}: {why}" for pid, why in list(failed.items())[:5])
+        more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
+        super().__init__(f"{len(failed)} passage(s) could not be indexed, the others were: {shown}{more}")
+
+
+def tsquery_text(terms: Sequence[str]) -> str:
+    """The `tsquery` (as text) OR-ing `terms`, each quoted; '' (PostgreSQL's empty query, matching nothing) for
+    none. A term is written as a quoted lexeme: its quotes doubled, backslashes and NULs left out."""
+    quoted = (t.replace("\\", "").replace("\x00", "").replace("'", "''") for t in terms)
+    return " | ".join(f"'{q}'" for q in quoted if q)
+
+
+def _no_nul(text: str) -> str:
+    return text.replace("\x00", "") if "\x00" in text else text  # (PostgreSQL's text holds no NUL)
 
 
 @runtime_checkable
@@ -106,10 +128,14 @@ class PostgresBackend:
             return int(self._conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0])
 
     def add_texts(self, ids: Sequence[Any], texts: Sequence[str], titles: Sequence[str | None] | None = None) -> None:
-        """Add or replace passages: analysed and embedded (in batches) here, stored in one transaction."""
+        """Add or replace passages: analysed and embedded (in batches) here, stored in one transaction.
+
+        NUL characters (which PostgreSQL's text cannot hold) are left out. A passage the store refuses (its terms
+        beyond a tsvector's 1 MB, say) is reported alone: IndexingError names it once every other one is stored."""
         if len(ids) != len(texts) or (titles is not None and len(titles) != len(texts)):
             raise ValueError("ids, texts and titles must have the same length")
-        named = list(titles) if titles is not None else [None] * len(texts)
+        texts = [_no_nul(t) for t in texts]
+        named = [_no_nul(t) if t else t for t in titles] if titles is not None else [None] * len(texts)
         terms = [" ".join(analyze(t) + analyze(title or "")) for t, title in zip(texts, named, strict=True)]
         vectors: list[Any] = [None] * len(texts)
         if self.embedder is not None and texts:
@@ -118,16 +144,39 @@ class PostgresBackend:
             vectors = [self._vector_param(v) for v in matrix]
         cast = f"::{self._vector or 'real[]'}"
         rows = [(str(i), title, t, tv, v) for i, title, t, tv, v in zip(ids, named, texts, terms, vectors, strict=True)]
-        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
-            cur.executemany(
-                f"INSERT INTO {self.table} (id, title, text, terms, embedding) VALUES (%s, %s, %s, "
-                f"to_tsvector('simple', %s), %s{cast}) ON CONFLICT (id) DO UPDATE SET title = excluded.title, "
-                "text = excluded.text, terms = excluded.terms, embedding = excluded.embedding",
-                rows,
-            )
+        sql = (
+            f"INSERT INTO {self.table} (id, title, text, terms, embedding) VALUES (%s, %s, %s, "
+            f"to_tsvector('simple', %s), %s{cast}) ON CONFLICT (id) DO UPDATE SET title = excluded.title, "
+            "text = excluded.text, terms = excluded.terms, embedding = excluded.embedding"
+        )
+        refused = self._store_rows(sql, rows)
         if self.embedder is not None and texts:
             with self._lock:
                 self._hnsw()  # made as the first vectors come, not by the first search
+        if refused:
+            raise IndexingError(refused)
+
+    def _store_rows(self, sql: str, rows: list[tuple[Any, ...]]) -> dict[str, str]:
+        """Store `rows` in one transaction; if the store refuses one, each row in its own: the refused ones' ids
+        and PostgreSQL's reason."""
+        import psycopg  # (installed: __init__ connected with it)
+
+        bad_data = (psycopg.DataError, psycopg.errors.ProgramLimitExceeded)
+        with self._lock:
+            try:
+                with self._conn.transaction(), self._conn.cursor() as cur:
+                    cur.executemany(sql, rows)
+                return {}
+            except bad_data:
+                pass
+            refused: dict[str, str] = {}
+            for row in rows:
+                try:
+                    with self._conn.transaction():
+                        self._conn.execute(sql, row)
+                except bad_data as e:
+                    refused[row[0]] = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return refused
 
     def delete(self, ids: Sequence[Any]) -> int:
         with self._lock:
@@ -138,9 +187,12 @@ class PostgresBackend:
         """The `top_k` best passages for `query` as (id, score), best first: fused when there are vectors."""
         if top_k <= 0:
             return []
+        query = _no_nul(query)
         terms = sorted(set(analyze(query)))
-        tsquery = " | ".join("'" + t.replace("'", "''").replace("\\", "") + "'" for t in terms) or "''"
+        tsquery = tsquery_text(terms)
         if self.embedder is None:
+            if not tsquery:  # a question of no term ('???', emoji) matches no passage by keywords
+                return []
             with self._lock:
                 rows = self._conn.execute(
                     f"SELECT id, ts_rank_cd(terms, q) AS r FROM {self.table}, CAST(%s AS tsquery) q "

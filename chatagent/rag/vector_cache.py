@@ -52,7 +52,7 @@ class VectorCache:
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
-        private_sqlite_file(self.path)  # readable by its owner only
+        private_sqlite_file(self.path)  # 0600, or one of this user's that no one else can write
         conn = connect_sqlite(self.path, timeout=30, wal=True, synchronous="NORMAL")
         conn.execute(_SCHEMA)
         self._conn, self._pid = conn, os.getpid()

@@ -8,7 +8,9 @@ started it (`conversations`; a new context gets an id the server makes); a task 
 (another one's `GetTask` finds nothing). A run that pauses on a tool call needing approval leaves its task
 `input-required` (the waiting calls in the status message's data part and in the task's metadata); the client
 goes on with a message of the same task whose metadata (or a data part) holds `approval`: true, false or {call id:
-true/false}. A message's text and data parts are read; one with a file or URL part is refused, never answered in
+true/false}; cancelling an `input-required` task drops the calls it paused on (its conversation goes on without
+them). The tasks kept in memory are bounded by number (`MAX_TASKS`), by the bytes they hold (`max_task_bytes`) and
+by age (a finished task is forgotten `task_ttl` seconds after it ended). A message's text and data parts are read; one with a file or URL part is refused, never answered in
 part. The identity, approval and concurrency rules are the OpenAI endpoint's. Needs `a2a-sdk`: `pip install
 'chatagent[a2a]'` (its protocol types give the wire format).
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections import OrderedDict
 from typing import Any
@@ -34,12 +37,15 @@ from chatagent.server.approvals import checked_decision
 from chatagent.server.conversations import NEW
 from chatagent.server.openai_api import Answer, ChatRequest, RequestError, checked_session_id
 from chatagent.server.turns import Outcome, reported, start_turn
+from chatagent.sessions import Session, SessionError
 from chatagent.utils.url_fetch import public_urls_only
 
 logger = logging.getLogger("chatagent.server")
 
 CARD_PATH = "/.well-known/agent-card.json"
 MAX_TASKS = 10_000  # tasks remembered (finished ones are forgotten first)
+MAX_TASK_BYTES = 256 * 1024 * 1024  # what the tasks remembered may hold in all (their answers and messages)
+TASK_TTL = 3600.0  # seconds a finished task is remembered
 _NOT_FOUND, _NOT_CANCELABLE, _UNSUPPORTED, _PARAMS, _REQUEST, _METHOD, _INTERNAL = (
     -32001, -32002, -32004, -32602, -32600, -32601, -32603)  # fmt: skip
 _FINAL = (pb.TASK_STATE_COMPLETED, pb.TASK_STATE_FAILED, pb.TASK_STATE_CANCELED, pb.TASK_STATE_INPUT_REQUIRED)
@@ -75,7 +81,8 @@ def card(name: str, agent: Agent, url: str, keyed: bool) -> dict[str, Any]:
 class TaskRecord:
     """One task: whose it is, its conversation (context), state, answer so far, and the run that works on it."""
 
-    __slots__ = ("id", "context_id", "owner", "model", "state", "text", "extra", "history", "runner", "listeners")
+    __slots__ = ("id", "context_id", "owner", "model", "state", "text", "extra", "history", "runner", "listeners",
+                 "ended", "size")  # fmt: skip
 
     def __init__(self, owner: str, model: str) -> None:
         self.id = uuid.uuid4().hex
@@ -87,6 +94,11 @@ class TaskRecord:
         self.history: list[pb.Message] = []
         self.runner: asyncio.Task[None] | None = None
         self.listeners: list[asyncio.Queue[pb.StreamResponse | None]] = []
+        self.ended: float | None = None  # when it last stopped working (monotonic), if it did
+        self.size = 0  # the bytes it holds, as of its last change
+
+    def measure(self) -> None:
+        self.size = len(self.text) + sum(m.ByteSize() for m in self.history) + len(orjson.dumps(self.extra))
 
     def task(self) -> pb.Task:
         status = pb.TaskStatus(state=self.state)
@@ -121,6 +133,8 @@ class A2AEndpoint:
     def __init__(self, service: Service) -> None:
         self.service = service
         self.tasks: OrderedDict[str, TaskRecord] = OrderedDict()
+        self.max_task_bytes = MAX_TASK_BYTES
+        self.task_ttl = TASK_TTL
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         svc = self.service
@@ -222,17 +236,29 @@ class A2AEndpoint:
             raise RpcError(_PARAMS if e.status < 500 else _INTERNAL, e.message) from None
         rec.context_id = turn.reply.session_id or rec.context_id
         rec.history.append(_message(pb.ROLE_USER, rec, text))
-        rec.state, rec.text, rec.extra = pb.TASK_STATE_WORKING, "", {}
+        rec.state, rec.text, rec.extra, rec.ended = pb.TASK_STATE_WORKING, "", {}, None
         self._remember(rec)
         rec.runner = asyncio.get_running_loop().create_task(self._work(rec, turn))
         return rec
 
     def _remember(self, rec: TaskRecord) -> None:
+        rec.measure()
         self.tasks[rec.id] = rec
         self.tasks.move_to_end(rec.id)
-        while len(self.tasks) > MAX_TASKS:
-            oldest = next((k for k, r in self.tasks.items() if r.state in _FINAL), next(iter(self.tasks)))
-            del self.tasks[oldest]
+        self._forget(rec)
+
+    def _forget(self, keep: TaskRecord) -> None:
+        """Forget the tasks that ended `task_ttl` ago, then, oldest first (finished ones first), those past
+        `MAX_TASKS` or `max_task_bytes`; never `keep`."""
+        now = time.monotonic()
+        for old in [k for k, r in self.tasks.items() if r.ended is not None and now - r.ended >= self.task_ttl]:
+            if old != keep.id:
+                del self.tasks[old]
+        held = sum(r.size for r in self.tasks.values())
+        while len(self.tasks) > 1 and (len(self.tasks) > MAX_TASKS or held > self.max_task_bytes):
+            others = [k for k in self.tasks if k != keep.id]
+            oldest = next((k for k in others if self.tasks[k].state in _FINAL), others[0])
+            held -= self.tasks.pop(oldest).size
 
     async def _work(self, rec: TaskRecord, turn: Any) -> None:
         svc = self.service
@@ -260,6 +286,10 @@ class A2AEndpoint:
                 rec.history.append(_message(pb.ROLE_AGENT, rec, rec.text))
             if rec.text:
                 rec.emit(_artifact(rec, rec.text, append=False, last=True))  # the whole answer, as the task has it
+            rec.ended = time.monotonic()
+            if rec.id in self.tasks:
+                rec.measure()
+                self._forget(rec)
             rec.emit(pb.StreamResponse(status_update=pb.TaskStatusUpdateEvent(
                 task_id=rec.id, context_id=rec.context_id, status=rec.task().status)))  # fmt: skip
             rec.emit(None)
@@ -268,6 +298,7 @@ class A2AEndpoint:
         if rec.runner is None or rec.runner.done():
             if rec.state == pb.TASK_STATE_INPUT_REQUIRED:
                 rec.state = pb.TASK_STATE_CANCELED  # nothing runs: the paused calls are dropped with it
+                await asyncio.to_thread(self._drop_paused, rec)
                 return rec.task()
             raise RpcError(_NOT_CANCELABLE, "the task has ended")
         rec.runner.cancel()
@@ -276,6 +307,16 @@ class A2AEndpoint:
         except (asyncio.CancelledError, asyncio.TimeoutError):
             pass
         return rec.task()
+
+    def _drop_paused(self, rec: TaskRecord) -> None:
+        """Drop the turn a cancelled task paused on from its conversation: no approval can run its calls now."""
+        try:
+            session = Session(rec.context_id, self.service.where.store(), user=rec.owner)
+            pending = session.pending_turn
+            if pending is not None and pending.state == "paused":
+                session.discard_pending()
+        except SessionError as e:
+            raise RpcError(_INTERNAL, reported(e).message) from None
 
     async def _stream(self, rec: TaskRecord, rid: Any, send: Any) -> None:
         queue: asyncio.Queue[pb.StreamResponse | None] = asyncio.Queue()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -36,6 +36,7 @@ from chatagent.schema.fragment import Fragment
 from chatagent.server.app import Service, send_error
 from chatagent.server.approvals import checked_decision
 from chatagent.server.exposed import checked_arguments, checked_result, unseen_checks
+from chatagent.server.mcp_sessions import SessionQuota, holder_of
 from chatagent.server.openai_api import ChatRequest, RequestError, checked_session_id
 from chatagent.server.turns import Outcome, reported, start_turn
 from chatagent.tools.calling import PreparedCall, aexecute, prepare_call
@@ -89,6 +90,7 @@ class MCPSurface:
     ) -> None:
         self.service = service
         self.principal = principal
+        self.on_use: Callable[[str], None] | None = None  # told the MCP session id of each listing and call
         self.asks: dict[str, tuple[str, Agent]] = {}
         self.tools: dict[str, tuple[Agent, BaseTool]] = {}
         for model, agent in service.agents.items():
@@ -148,6 +150,9 @@ class MCPSurface:
         if self.principal is not None:
             return self.principal
         request = getattr(ctx, "request", None)
+        sid = getattr(request, "headers", {}).get("mcp-session-id")
+        if sid is not None and self.on_use is not None:
+            self.on_use(sid)
         scope: Mapping[str, Any] = getattr(request, "scope", None) or {}
         user = scope.get(PRINCIPAL_KEY)
         if not isinstance(user, str):  # the HTTP endpoint sets it on every request it lets through
@@ -238,14 +243,16 @@ class MCPSurface:
 class MCPEndpoint:
     """`/mcp`: the streamable HTTP transport of an `MCPSurface` (an ASGI app). Every request is checked for the API
     key (401) and carries its principal to the tools; an MCP session belongs to the principal that opened it
-    (another one's requests for it get 404). The transport's sessions run on the serving event loop, started
+    (another one's requests for it get 404), and each principal holds a bounded number of them, those never used
+    closed soon (`chatagent.server.mcp_sessions`). The transport's sessions run on the serving event loop, started
     with its first request."""
 
-    def __init__(self, surface: MCPSurface) -> None:
+    def __init__(self, surface: MCPSurface, quota: SessionQuota | None = None) -> None:
         self.surface = surface
+        self.quota = quota if quota is not None else SessionQuota()
+        surface.on_use = self.quota.used
         self.server = surface.server()
         self._managers: dict[asyncio.AbstractEventLoop, tuple[Any, asyncio.Event, asyncio.Task[None]]] = {}
-        self._owners: dict[str, str] = {}  # MCP session id -> the principal that opened it
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         headers = dict(scope["headers"])
@@ -256,28 +263,37 @@ class MCPEndpoint:
             return
         given = headers.get(b"mcp-session-id")
         sid = given.decode("latin-1") if given is not None else None
-        if sid is not None and self._owners.get(sid, user) != user:
+        quota = self.quota
+        if sid is not None and (quota.owner(sid) or user) != user:
             await send_error(send, RequestError(404, "no such MCP session", "session_not_found"))
             return
         manager = await self._manager()
-        owners = self._owners
+        holder = holder_of(user, scope)
+        if sid is None and scope.get("method") == "POST":  # (it may open a session)
+            live: dict[str, Any] = getattr(manager, "_server_instances", {})  # the SDK's open sessions
+            for unused in quota.unused():
+                quota.closed(unused)
+                transport = live.get(unused)
+                if transport is not None:
+                    await transport.terminate()
+            if quota.full(holder, live):
+                await send_error(send, RequestError(429, f"you hold {quota.per_principal} MCP sessions, the most this "
+                                 "server allows: close one (DELETE /mcp with its mcp-session-id) to open another",
+                                 "too_many_sessions"))  # fmt: skip
+                return
 
         async def sending(message: dict) -> None:
             if message["type"] == "http.response.start" and sid is None:
                 for key, value in message.get("headers", ()):
                     if key.lower() == b"mcp-session-id":
-                        owners[value.decode("latin-1")] = user
+                        quota.opened(value.decode("latin-1"), user, holder)
             await send(message)
 
         try:
             await manager.handle_request({**scope, PRINCIPAL_KEY: user}, receive, sending)
         finally:
             if sid is not None and scope.get("method") == "DELETE":
-                owners.pop(sid, None)
-            if len(owners) > 2 * (manager.max_sessions or 10_000):  # expired sessions: keep the live ones
-                live = getattr(manager, "_server_instances", {})
-                for gone in [s for s in owners if s not in live]:
-                    del owners[gone]
+                quota.closed(sid)
 
     async def _manager(self) -> Any:
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager

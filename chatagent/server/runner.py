@@ -38,10 +38,17 @@ from chatagent.run.trace_export import exported, otlp
 from chatagent.run.trace_writer import trace_store
 from chatagent.server.app import ChatCompletions, Service, send_error, send_json
 from chatagent.server.connections import bounded_protocol
-from chatagent.server.conversations import DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS, Quotas
+from chatagent.server.conversations import (
+    DEFAULT_MAX_PRINCIPAL_BYTES,
+    DEFAULT_MAX_SESSION_BYTES,
+    DEFAULT_MAX_SESSIONS,
+    STORED,
+    Quotas,
+)
 from chatagent.server.health import Health, Ready, stop_on_signals
 from chatagent.server.identity import ApiKeys
 from chatagent.server.jobs import JobsEndpoint
+from chatagent.server.mcp_sessions import DEFAULT_PER_PRINCIPAL, DEFAULT_UNUSED_TIMEOUT, SessionQuota
 from chatagent.server.openai_api import RequestError
 from chatagent.sessions import Session, SessionError
 from chatagent.utils.origins import HostCheck
@@ -74,8 +81,11 @@ def asgi_app(
     approval_secret: str | bytes | None = None,
     max_session_bytes: int = DEFAULT_MAX_SESSION_BYTES,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
+    max_principal_bytes: int = DEFAULT_MAX_PRINCIPAL_BYTES,
     mcp: bool = False,
     expose_tools: bool | Iterable[str] = False,
+    mcp_sessions: int = DEFAULT_PER_PRINCIPAL,
+    mcp_unused_timeout: float = DEFAULT_UNUSED_TIMEOUT,
     a2a: bool = False,
     jobs: bool = False,
     job_flows: Iterable[str] = (),
@@ -104,14 +114,17 @@ def asgi_app(
         bound_address: the address the server listens on (`AgentServer` sets it; '0.0.0.0': any IP address).
         approval_secret: the key that signs paused tool calls for clients without a session (default: random per
             process; replicas behind one address need the same one).
-        max_session_bytes: how large one stored conversation may grow (then 413).
+        max_session_bytes: how large one stored conversation may grow, its files included (then 413).
         max_sessions: how many conversations one principal may keep (then 429).
+        max_principal_bytes: how much one principal's conversations may take in all (then 413).
         mcp: also serve the agents over MCP's streamable HTTP transport at `/mcp`, each as a tool `ask_<name>`,
             under the same keys, conversations and approval rules (see `chatagent.server.mcp_server`; needs the
             `mcp` package).
         expose_tools: with `mcp`, the agents' own tools are MCP tools too (but those that need approval), each call
             through its agent's input and output checks; a list of agent names exposes only theirs, and is how an
             agent whose checks a direct call cannot reach (an `after_model` hook) is exposed at all.
+        mcp_sessions: MCP sessions one principal may hold open (then 429; without keys, per client address).
+        mcp_unused_timeout: seconds an MCP session may stay open without listing or calling a tool.
         a2a: also serve the agents over A2A: agent cards (`/.well-known/agent-card.json`) and tasks at
             `/a2a/<name>`, under the same rules (see `chatagent.server.a2a_server`; needs `a2a-sdk`).
         jobs: also take background jobs at `/v1/jobs` (turns, crews, and the flows named in `job_flows`), run by
@@ -139,7 +152,7 @@ def asgi_app(
         allow_hosts=tuple(allow_hosts),
         body_timeout=body_timeout,
         approval_secret=approval_secret,
-        quotas=Quotas(max_session_bytes, max_sessions),
+        quotas=Quotas(max_session_bytes, max_sessions, max_principal_bytes),
         traces=traces,
     )
     if traces and not service.principals.required:
@@ -158,7 +171,8 @@ def asgi_app(
     if mcp:
         from chatagent.server.mcp_server import MCPEndpoint, MCPSurface  # the mcp package: only when asked for
 
-        routes.append(Route("/mcp", MCPEndpoint(MCPSurface(service, expose_tools=expose_tools)),
+        quota = SessionQuota(mcp_sessions, mcp_unused_timeout)
+        routes.append(Route("/mcp", MCPEndpoint(MCPSurface(service, expose_tools=expose_tools), quota),
                             methods=["GET", "POST", "DELETE"]))  # fmt: skip
     elif expose_tools:
         raise ValueError("expose_tools is for the MCP server: give mcp=True too")
@@ -283,7 +297,9 @@ class _Sessions:
 
 def _delete(svc: Service, user: str, named: str) -> bool:
     try:
-        return Session(named, svc.session_store(), user=user).delete()
+        deleted = Session(named, svc.session_store(), user=user).delete()
+        STORED.forget(user)  # its conversations' bytes are summed anew
+        return deleted
     except ValueError:
         return False
     except SessionError as e:

@@ -100,10 +100,12 @@ INFO = f"SELECT {_INFO_COLUMNS} WHERE user_id = ? AND session_id = ?"
 LIST = f"SELECT {_INFO_COLUMNS} WHERE user_id = ? ORDER BY updated DESC, sid DESC"
 LIST_ALL = f"SELECT {_INFO_COLUMNS} ORDER BY updated DESC, sid DESC"
 COUNT = "SELECT COUNT(*) FROM chatagent_sessions WHERE user_id = ?"
-SIZE = (
-    "SELECT COALESCE(SUM(LENGTH(t.body)), 0) FROM chatagent_sessions s JOIN chatagent_turns t ON t.sid = s.sid "
-    "WHERE s.user_id = ? AND s.session_id = ?"
+_SIZE = (  # the turns' bytes and their files' (each file as often as a turn holds it)
+    "WITH s AS (SELECT sid FROM chatagent_sessions WHERE {where}) SELECT (SELECT COALESCE(SUM(LENGTH(body)), 0) "
+    "FROM chatagent_turns WHERE sid IN (SELECT sid FROM s)) + (SELECT COALESCE(SUM(b.size), 0) FROM "
+    "chatagent_turn_blobs tb JOIN chatagent_blobs b ON b.sha256 = tb.sha256 WHERE tb.sid IN (SELECT sid FROM s))"
 )
+SIZE, USER_SIZE = _SIZE.format(where="user_id = ? AND session_id = ?"), _SIZE.format(where="user_id = ?")
 READ_VERSION = "SELECT value FROM chatagent_meta WHERE key = 'schema_version'"
 WRITE_VERSION = "UPDATE chatagent_meta SET value = ? WHERE key = 'schema_version'"
 INIT_VERSION = "INSERT INTO chatagent_meta (key, value) VALUES ('schema_version', ?)"
@@ -254,9 +256,11 @@ class SQLStore:
         """How many sessions the user has."""
         return int(self._read(COUNT, (user,))[0][0])
 
-    def size(self, user: str, session_id: str) -> int:
-        """The bytes its stored turns take (0 for a session not stored)."""
-        return int(self._read(SIZE, (user, session_id))[0][0])
+    def size(self, user: str, session_id: str | None = None) -> int:
+        """The bytes a session's stored turns and files take (0 for a session not stored); all the user's sessions'
+        without `session_id`."""
+        found = self._read(SIZE, (user, session_id)) if session_id is not None else self._read(USER_SIZE, (user,))
+        return int(found[0][0])
 
     def list(self, user: str | None) -> list[SessionInfo]:
         rows = self._read(LIST, (user,)) if user is not None else self._read(LIST_ALL)
