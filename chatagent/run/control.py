@@ -16,7 +16,8 @@ around it. It sits between the agent's loop and the driver, so one piece of code
 
 What the caller has been shown is kept (`shown`) so that the last yield can change it: model replies are recorded
 once per call, or piece by piece through a map only where placement is not plain (a view, a retry, held output).
-An agent with neither plugins nor tools that need approval never comes here.
+An agent with neither plugins nor tools that may need approval under the run's policy (`RunContext.trust.approval`,
+inherited by every nested run) never comes here.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import logging
 from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from chatagent.run.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, paused_call, resolve
+from chatagent.run.approval import PENDING_APPROVAL, Resume, call_id, may_pause, needs_approval, paused_call, resolve
 from chatagent.run.holding import output_hold
 from chatagent.run.input_checks import InputChecks
 from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON, Blocked, Plugins, Retry, failed
@@ -85,7 +86,7 @@ class _ControlledRun:
         gen: Any = None
         try:
             resume = None
-            if agent.tools_need_approval():  # else paused calls are a member's, for it to resume (a group chat's)
+            if may_pause(agent, self.ctx.trust.approval):  # else paused calls are a member's, for it to resume
                 msgs, resume = resolve(msgs)
             for p, fn in plugins.each("before_run"):
                 out = _message_list(plugins.call(p, "before_run", fn, agent, list(msgs)), p, "before_run")
@@ -296,8 +297,9 @@ class _ControlledRun:
         """Approval and `before_tool` for a batch about to start: pause for calls that need a person."""
         waiting: list[dict[str, Any]] = []
         plugins = self.plugins
+        policy = self.ctx.trust.approval  # the run's, whatever agent of it made the call
         for k, call in enumerate(batch.calls):
-            if needs_approval(call.tool, call.args):
+            if needs_approval(call.tool, call.args, policy):
                 cid = call.outcome.call_id if call.outcome.call_id is not None else f"call_{k}"
                 resume = self.resume
                 if resume is None or (decision := resume.decisions.get(cid)) is None:

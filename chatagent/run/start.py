@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from chatagent.run import events
-from chatagent.run.approval import approval_message, is_approval
+from chatagent.run.approval import approval_message, is_approval, may_pause
 from chatagent.run.compaction import compacted
 from chatagent.run.context import CURRENT, RunContext
 from chatagent.run.driver import adrive, drive, observed
@@ -79,7 +79,7 @@ def controlled_loop(
     agent: Runnable, msgs: list[Message], lang: str, kwargs: dict[str, Any], context: RunContext
 ) -> AgentLoop:
     """The agent's loop under the run's plugins and tool approval when it has any (see `chatagent.run.control`)."""
-    if context.plugins is None and not agent.tools_need_approval():
+    if context.plugins is None and not may_pause(agent, context.trust.approval):
         return agent.loop(msgs, lang, kwargs)
     from chatagent.run.control import controlled  # only runs with plugins or approval load the control machinery
 

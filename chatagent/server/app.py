@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from chatagent.agent import Agent
+from chatagent.run.trust import acting_as
 from chatagent.server.approvals import ApprovalTokens
 from chatagent.server.conversations import Quotas
 from chatagent.server.detached import SessionRuns
@@ -38,7 +39,7 @@ from chatagent.server.openai_api import (
 )
 from chatagent.server.turns import Reply, Where, reported, start_turn
 from chatagent.sessions import open_store
-from chatagent.utils.url_fetch import BlockedURLError, FetchError, URLPolicy, check_url, public_urls_only
+from chatagent.utils.url_fetch import BlockedURLError, FetchError, URLPolicy, check_url
 
 logger = logging.getLogger("chatagent.server")
 
@@ -83,7 +84,7 @@ class Service:
             self.store = open_store(store)
         self.running = 0
         self.created = int(time.time())
-        self.where = Where(self.session_store, self.tokens, quotas, deadline, SessionRuns(self))
+        self.where = Where(self.session_store, self.tokens, quotas, deadline, SessionRuns(self), self.policy)
 
     # ---- checks ------------------------------------------------------------------------------------------------
 
@@ -244,7 +245,7 @@ class ChatCompletions:
             return
         svc.running += 1
         try:
-            with public_urls_only(svc.policy):
+            with acting_as(svc.where.trust(user)):
                 await self._answer(agent, model, request, named, user, len(body), receive, send)
         finally:
             svc.running -= 1

@@ -21,7 +21,8 @@ from chatagent import FnCallAgent, tool
 from tests.support.openai_server import OpenAIServer, Reply
 
 PACKAGE = Path(__file__).resolve().parents[2] / "chatagent"
-BUDGET = 856  # lines of the run machinery one turn runs (847 in 12 files before the run wing, counted alike)
+BUDGET = 880  # lines of the run machinery one turn runs (847 in 12 files before the run wing, counted alike;
+# 856 before the run's trust and provenance, issue 36: its context takes them, its model calls note what they read)
 RUN_MACHINERY = ("agent.py", "agents/", "run/", "schema/stream.py", "schema/fragment.py", "tools/calling.py")
 COMPAT = PACKAGE / "run" / "compat.py"
 
