@@ -82,7 +82,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
                 print(f"deleted {s.id!r}")
                 return 0
             for m in s.messages():  # stored text is shown, never written raw to the terminal
-                print(f"{m['role']}: {printable(_text(m))}")
+                print(printable(f"{m['role']}: {_text(m)}"))
             return 0
         found = Session.list(args.store, user=args.user)
     except (SessionStoreError, ValueError) as e:
@@ -187,7 +187,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             grace=args.grace,
             server_names=args.server_name,
             mcp=args.mcp,
-            expose_tools=args.expose_tools,
+            expose_tools=exposed(args.expose_tools),
             a2a=args.a2a,
         )
     except (SessionStoreError, ValueError, OSError) as e:
@@ -208,7 +208,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     """MCP over stdio: stdout is the protocol's, so nothing else is printed there (the log goes to stderr)."""
     agent = agent_from_args(args)
     try:
-        serve_mcp_stdio(agent, expose_tools=args.expose_tools, store=args.store)
+        serve_mcp_stdio(agent, expose_tools=exposed(args.expose_tools), store=args.store)
     except (SessionStoreError, ValueError) as e:
         raise CliError(str(e)) from None
     finally:
@@ -243,3 +243,8 @@ def serve_api_key(given: str | None, path: str | None) -> str | list[str] | None
         return clean_api_key(os.environ.get("CHATAGENT_API_KEY"), "CHATAGENT_API_KEY")
     except ValueError as e:
         raise CliError(str(e)) from None
+
+
+def exposed(names: list[str] | None) -> bool | list[str]:
+    """`--expose-tools` (every agent's tools: True), `--expose-tools a b` (those agents'), or absent (False)."""
+    return False if names is None else names or True

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from chatagent.cli.commands import cmd_chat, cmd_gui, cmd_mcp, cmd_serve, cmd_sessions
 from chatagent.cli.errors import CliError
 from chatagent.cli.memory import add_memory_parser
+from chatagent.cli.terminal import printable
 from chatagent.server.runner import DEFAULT_GRACE, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_REQUEST_BYTES
 from chatagent.utils.keys import MaskSecretsFilter
 
@@ -100,14 +101,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--grace", type=float, default=DEFAULT_GRACE, help="seconds the streams in flight may take to finish on stop"
     )
     p.add_argument("--mcp", action="store_true", help="also serve the agent over MCP (streamable HTTP) at /mcp")
-    p.add_argument("--expose-tools", action="store_true", help="with --mcp: the agent's own tools are MCP tools too")
+    p.add_argument(
+        "--expose-tools",
+        nargs="*",
+        metavar="AGENT",
+        help="with --mcp: the agents' own tools are MCP tools "
+        "too, through their agents' checks (naming agents: only theirs, checks a call cannot reach or not)",
+    )
     p.add_argument("--a2a", action="store_true", help="also serve the agent over A2A (agent card, tasks at /a2a/NAME)")
     store_arg(p)
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("mcp", help="serve an agent over MCP on stdin/stdout (for desktop and IDE clients)")
     model_args(p)
-    p.add_argument("--expose-tools", action="store_true", help="the agent's own tools are MCP tools too")
+    p.add_argument(
+        "--expose-tools",
+        nargs="*",
+        metavar="AGENT",
+        help="the agents' own tools are MCP tools too, "
+        "through their agents' checks (naming agents: only theirs, checks a call cannot reach or not)",
+    )
     store_arg(p)
     p.set_defaults(func=cmd_mcp)
     return parser
@@ -120,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with log_to_stderr(args), stop_signals():
             return args.func(args)
     except CliError as e:
-        print(f"chatagent: error: {e}", file=sys.stderr)
+        print(f"chatagent: error: {printable(str(e))}", file=sys.stderr)  # (it may quote a stored text)
         return 2
 
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 
 from chatagent.cli.errors import CliError
+from chatagent.cli.terminal import printable
 from chatagent.memories.store import MemoryStoreError
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # a stored text never drives the terminal
 
 
 def add_memory_parser(sub: argparse._SubParsersAction) -> None:  # pyright: ignore[reportPrivateUsage]
@@ -49,8 +47,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
     for r in records:
         when = time.strftime("%Y-%m-%d", time.localtime(r.updated))
         where = f"session {r.source['session']}" if r.source.get("session") else "remembered"
-        text = _CONTROL.sub(" ", " ".join(r.text.split()))
-        print(f"{r.id}\t{when}\t{r.importance:.1f}\t{_CONTROL.sub(' ', r.scope) or '-'}\t{where}\t{text}")
+        line = f"{r.id}\t{when}\t{r.importance:.1f}\t{' '.join(r.scope.split()) or '-'}\t{where}\t{' '.join(r.text.split())}"
+        print(printable(line))  # a stored text never drives the terminal, nor shows reversed or hidden
     if not records:
         print(f"no memories for user {args.user!r}", file=sys.stderr)
     return 0

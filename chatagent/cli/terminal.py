@@ -1,15 +1,16 @@
 """Chat in the terminal: the answer streams as it comes, tool calls wait for the user's approval.
 
 Nothing read from a model, a tool or a store reaches the terminal raw: control characters other than newline and
-tab are shown escaped (`printable`), so no text can move the cursor, overwrite the approval prompt, set the
-clipboard or the window title, or fake the prompt.
+tab, and format characters (bidi overrides, zero-width spaces), are shown escaped (`printable`), so no text can move
+the cursor, overwrite the approval prompt, set the clipboard or the window title, fake the prompt, or show itself
+reversed or hidden.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import sys
+import unicodedata
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
@@ -27,20 +28,21 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# C0 and C1 controls but newline and tab, DEL, and the bidirectional overrides that reorder what is shown
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_ESCAPED = ("Cc", "Cf")  # controls, and format characters (bidi overrides, zero-width, joiners, tags...)
 
 
 def printable(text: str) -> str:
-    """`text` safe to write to a terminal: its control characters (but newline and tab) shown as `\\xNN`."""
-    if _UNPRINTABLE.search(text) is None:
+    """`text` safe to write to a terminal: every control character (but newline and tab) and every format
+    character (Unicode category Cf: the bidirectional overrides that reorder what is shown, zero-width spaces and
+    joiners that hide text) shown as `\\xNN`, `\\uNNNN` or `\\UNNNNNNNN`."""
+    if text.isprintable() or text.replace("\n", "").replace("\t", "").isprintable():  # (no Cc or Cf at all)
         return text
-    return _UNPRINTABLE.sub(_escaped, text)
+    return "".join(_escaped(c) if c not in "\n\t" and unicodedata.category(c) in _ESCAPED else c for c in text)
 
 
-def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 256 else f"\\u{code:04x}"
+def _escaped(c: str) -> str:
+    code = ord(c)
+    return f"\\x{code:02x}" if code < 256 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 class TerminalPrinter:
@@ -68,10 +70,10 @@ class TerminalPrinter:
         parts, at = [], 0
         for start, end in sorted((int(a), int(b)) for a, b in passage.get("highlights") or []):
             if at <= start < end <= len(text):
-                parts += [text[at:start], self.bold, text[start:end], self.reset]
+                parts += [printable(text[at:start]), self.bold, printable(text[start:end]), self.reset]
                 at = end
-        parts.append(text[at:])
-        return f"{self.dim}[passage: {source_label(passage)}]{self.reset}\n" + "".join(parts).strip()
+        parts.append(printable(text[at:]))
+        return f"{self.dim}[passage: {printable(source_label(passage))}]{self.reset}\n" + "".join(parts).strip()
 
     def feed(self, fragments: Sequence[Message]) -> None:
         w = self.out.write

@@ -223,7 +223,7 @@ class WebUI:
 
                 memory = page_memory(self._agents)
                 if memory is not None:  # with conversations only: runs are then on the signed-in user's Session
-                    MemoryPanel(memory).attach(demo, [submitted, regenerated, cleared])
+                    MemoryPanel(memory, self).attach(demo, [submitted, regenerated, cleared])
         self.demo = demo
         return demo
 

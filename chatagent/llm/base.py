@@ -48,7 +48,7 @@ from chatagent.llm.stream_modes import (
 from chatagent.schema import USER, Message, content_text, to_messages
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import accumulate, collect
-from chatagent.utils.keys import clean_api_key
+from chatagent.utils.keys import clean_api_key, remember_endpoint
 from chatagent.utils.tokens import Tokenizer
 
 logger = logging.getLogger("chatagent.llm")
@@ -122,6 +122,8 @@ class BaseChatModel(TokenBudget):
         self.generate_cfg: dict[str, Any] = dict(cfg.get("generate_cfg") or {})
         check_generate_cfg(self.generate_cfg)  # a bad value fails here, naming its key, not at the first call
         self.api_key: str | None = clean_api_key(cfg.get("api_key"))
+        for key in ("model_server", "base_url", "api_base"):  # never named to a client (ModelServiceError)
+            remember_endpoint(cfg.get(key))
         if "multimodal" in cfg:
             self.support_multimodal_input = bool(cfg["multimodal"])
         if cfg.get("cache_dir"):  # Qwen-Agent's place for it: the response cache in a directory

@@ -31,7 +31,7 @@ import orjson
 
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment, as_fragment
-from chatagent.utils.workspace import private_dirs, private_file, write_atomic
+from chatagent.utils.workspace import private_dirs, private_file, read_private, write_atomic
 
 if TYPE_CHECKING:
     from chatagent.llm.settings import Settings
@@ -134,7 +134,7 @@ class DirectoryCache(ResponseCache):
 
     def get(self, key: str) -> Pieces | None:
         try:
-            return orjson.loads(self._file(key).read_bytes())
+            return orjson.loads(read_private(self._file(key)))  # (not a file another user left there)
         except FileNotFoundError:
             return None
 

@@ -10,6 +10,7 @@ calling (`chatagent.llm.fncall_prompt`) rewrites it. Each takes `(backend, reque
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -17,6 +18,34 @@ from typing import Any, Final, Protocol
 from chatagent.llm.settings import Settings
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment
+
+logger = logging.getLogger("chatagent.llm")
+
+#: The most tokens one call may be reported to use; a server reporting more (or a negative count, or no integer) is
+#: not believed: the call's usage is estimated instead (`reported_tokens`).
+MAX_REPORTED_TOKENS = 10_000_000
+
+
+def reported_tokens(model: str, prompt: Any, completion: Any) -> tuple[int, int] | None:
+    """A model server's report of one call's tokens, if it can be believed: two integers from 0 to
+    `MAX_REPORTED_TOKENS` (a JSON number like 12.0 counts). None (logged) for anything else (negative, absurd, not a
+    number): the caller estimates the usage then, so that a server cannot make costs negative or huge."""
+    counts = (_count(prompt), _count(completion))
+    if counts[0] is None or counts[1] is None:
+        logger.warning("%s reported a usage that cannot be right (prompt %.40r, completion %.40r tokens): estimated "
+                       "instead", model, prompt, completion)  # fmt: skip
+        return None
+    return counts[0], counts[1]
+
+
+def _count(value: Any) -> int | None:
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_REPORTED_TOKENS:
+        return None
+    return value
 
 
 @dataclass
@@ -77,4 +106,4 @@ class Backend(Protocol):
     def abackend_reply(self, request: ModelRequest) -> AsyncIterator[list[Fragment]]: ...
 
 
-__all__ = ["Backend", "ModelRequest", "Usage"]
+__all__ = ["MAX_REPORTED_TOKENS", "Backend", "ModelRequest", "Usage", "reported_tokens"]

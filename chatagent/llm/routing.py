@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 
 from chatagent.llm import fncall_prompt
 from chatagent.llm.prices import PricedUsage, checked_price, price_of
-from chatagent.llm.recovered_calls import arecover_calls, recover_calls
+from chatagent.llm.recovered_calls import arecover_calls, recover_calls, recovers_calls
 from chatagent.llm.request import Backend, ModelRequest
 from chatagent.schema import FUNCTION, Message
 from chatagent.schema.fragment import Fragment
@@ -37,8 +37,8 @@ def _model_call(backend: Backend, request: ModelRequest) -> Iterator[list[Fragme
     native = backend.backend_reply(request)
     if request.functions:  # a server that rejects tools: answered through the prompt
         native = fncall_prompt.falling_back(backend, native, request)
-        if request.settings.function_choice != "none":
-            native = recover_calls(native, request.functions, backend.model)
+        if recovers_calls(backend, request):
+            native = recover_calls(native, request, backend.model)
     if request.settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
         native = fncall_prompt.StreamParser(parse_calls=False).run(native)
     return native
@@ -65,8 +65,8 @@ def _amodel_call(backend: Backend, request: ModelRequest) -> AsyncIterator[list[
     native = backend.abackend_reply(request)
     if request.functions:  # a server that rejects tools: answered through the prompt
         native = fncall_prompt.afalling_back(backend, native, request)
-        if request.settings.function_choice != "none":
-            native = arecover_calls(native, request.functions, backend.model)
+        if recovers_calls(backend, request):
+            native = arecover_calls(native, request, backend.model)
     if request.settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
         return fncall_prompt.StreamParser(parse_calls=False).arun(native)
     return native

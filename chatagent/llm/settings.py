@@ -34,6 +34,8 @@ FRAMEWORK_KEYS = frozenset(
         "cache_dir",
         "max_rpm",
         "price",
+        "recover_calls",
+        "max_calls_per_reply",
     }
 )
 # Qwen-Agent keys that have no effect here: taken out of the request, never sent (a strict server rejects them)
@@ -88,6 +90,8 @@ class Settings:
     cache_dir: Any = None  # Qwen-Agent's name for `cache` with a directory
     max_rpm: float | None = None  # requests a minute to this model, across the process (chatagent.llm.pacing)
     price: Any = None  # {'input': usd, 'output': usd} per million tokens, over the table (chatagent.llm.prices)
+    recover_calls: bool | None = None  # calls left in the text taken as calls (None: see llm.recovered_calls)
+    max_calls_per_reply: int = 32  # calls recovered from one reply: this many, and one past it saying how many
 
     def tool_choice(self) -> ToolChoice:
         """`function_choice` and `parallel_function_calls` as the backend receives them."""
@@ -109,7 +113,7 @@ def split_generate_cfg(cfg: dict[str, Any]) -> tuple[Settings, dict[str, Any]]:
     """Framework settings and the keys to pass through to the backend."""
     ours = {k: v for k, v in cfg.items() if k in FRAMEWORK_KEYS and v is not None}
     rest = {k: v for k, v in cfg.items() if k not in FRAMEWORK_KEYS and k not in IGNORED_KEYS}
-    for key in ("use_raw_api", "thought_in_content"):  # Qwen-Agent's docs write them as strings too
+    for key in ("use_raw_api", "thought_in_content", "recover_calls"):  # Qwen-Agent's docs write them as strings too
         value = ours.get(key)
         if isinstance(value, str):
             ours[key] = value.strip().lower() in ("true", "1", "yes")
@@ -152,6 +156,7 @@ _NUMERIC_SETTINGS: dict[str, tuple[bool, float, bool]] = {
     "request_timeout": (False, 0, False),
     "deadline": (False, 0, False),
     "max_rpm": (False, 0, False),
+    "max_calls_per_reply": (True, 0, False),
 }
 
 

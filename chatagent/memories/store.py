@@ -26,7 +26,7 @@ from chatagent.sessions.errors import SessionStoreError
 from chatagent.sessions.sqlite import parse_sqlite_url
 from chatagent.utils.extras import missing_dependency
 from chatagent.utils.keys import redact
-from chatagent.utils.workspace import workspace_root
+from chatagent.utils.workspace import private_dirs, private_file, workspace_root
 
 __all__ = ["MemoryStore", "MemoryStoreError", "default_memory_url", "open_memory_store"]
 
@@ -91,8 +91,11 @@ class MemoryStore:
             except psycopg.Error as e:
                 raise MemoryStoreError(f"cannot connect to PostgreSQL at {redact(self.url)}: {e}") from None
         path = _sqlite_path(self.url)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))  # SQLite gives its journal files the same mode
+        try:
+            private_dirs(path.parent)  # this user's, writable by no one else
+            private_file(path)  # 0600 (SQLite gives its journal files the same mode), or this user's own
+        except OSError as e:
+            raise MemoryStoreError(f"cannot use the memory store {path}: {e.strerror or e}") from None
         conn = sqlite3.connect(path, timeout=10, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         return conn

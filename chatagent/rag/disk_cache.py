@@ -14,7 +14,7 @@ import orjson
 from chatagent.rag.chunking import Chunk
 from chatagent.rag.file_index import ParsedFile
 from chatagent.rag.parsers import Page
-from chatagent.utils.workspace import write_atomic
+from chatagent.utils.workspace import read_private, write_atomic
 
 if TYPE_CHECKING:
     from chatagent.rag.embedders import Embedder  # numpy: types only
@@ -41,7 +41,7 @@ class DiskCache:
         """The parsed file saved under `key`, or None."""
         path = self._doc_path(key)
         try:
-            raw = orjson.loads(path.read_bytes())
+            raw = orjson.loads(read_private(path))  # (not a file another user left there)
             pages = [Page(n, t) for n, t in raw["pages"]]
             chunks = [Chunk(i, raw["source"], p, lp, t, k) for i, p, lp, k, t in raw["chunks"]]
             return ParsedFile(raw["digest"], raw["source"], pages, chunks, int(raw["tokens"]))
@@ -71,7 +71,7 @@ class DiskCache:
 
         path = self._index_path(key)
         try:
-            return Index.from_bytes(path.read_bytes(), embedder=embedder, vector_cache=vectors)
+            return Index.from_bytes(read_private(path), embedder=embedder, vector_cache=vectors)
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as e:

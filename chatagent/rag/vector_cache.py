@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from chatagent.utils.workspace import private_dirs, private_file
+
 __all__ = ["VectorCache", "text_key"]
 
 logger = logging.getLogger(__name__)
@@ -50,9 +52,8 @@ class VectorCache:
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)  # created readable by its owner only
-        os.close(fd)
+        private_dirs(self.path.parent)
+        private_file(self.path)  # 0600, or one of this user's that no one else can write
         conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")

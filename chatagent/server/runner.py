@@ -69,7 +69,7 @@ def asgi_app(
     max_session_bytes: int = DEFAULT_MAX_SESSION_BYTES,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     mcp: bool = False,
-    expose_tools: bool = False,
+    expose_tools: bool | Iterable[str] = False,
     a2a: bool = False,
 ) -> Any:
     """The ASGI app (a Starlette application) serving the agents with the OpenAI chat completions API (and MCP).
@@ -99,7 +99,9 @@ def asgi_app(
         mcp: also serve the agents over MCP's streamable HTTP transport at `/mcp`, each as a tool `ask_<name>`,
             under the same keys, conversations and approval rules (see `chatagent.server.mcp_server`; needs the
             `mcp` package).
-        expose_tools: with `mcp`, the agents' own tools are MCP tools too (but those that need approval).
+        expose_tools: with `mcp`, the agents' own tools are MCP tools too (but those that need approval), each call
+            through its agent's input and output checks; a list of agent names exposes only theirs, and is how an
+            agent whose checks a direct call cannot reach (an `after_model` hook) is exposed at all.
         a2a: also serve the agents over A2A: agent cards (`/.well-known/agent-card.json`) and tasks at
             `/a2a/<name>`, under the same rules (see `chatagent.server.a2a_server`; needs `a2a-sdk`).
     """
@@ -156,7 +158,7 @@ def asgi_app(
 def serve_mcp_stdio(
     agent_or_agents: Agent | Iterable[Agent] | Mapping[str, Agent],
     *,
-    expose_tools: bool = False,
+    expose_tools: bool | Iterable[str] = False,
     store: str | None = None,
     deadline: float | None = None,
     allow_hosts: Iterable[str] = (),

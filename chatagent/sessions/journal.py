@@ -19,6 +19,10 @@ is ignored, and the new turn's writer starts the file anew.
 A discard (or a clear) sets the flag of its turn's journal and removes the file: the writer reads the flag after
 each record (a byte of its mapping) and stops the run with SessionConflictError, as a checkpoint whose turn is gone
 does on every store.
+
+A journal is created with O_EXCL and opened with O_NOFOLLOW, and one that exists must be a regular file of this
+user's that no one else can write (`chatagent.utils.workspace.check_private_file`, `UnsafePathError` otherwise),
+so a file or a link another user planted is neither written to nor read from.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import orjson
+
+from chatagent.utils.workspace import NOFOLLOW, check_private_file
 
 try:
     import fcntl
@@ -61,12 +67,14 @@ class Contents(NamedTuple):
 
 
 def read(path: Path) -> Contents:
-    """The contents of the journal at `path`."""
+    """The contents of the journal at `path` (UnsafePathError for a file that is not this user's own)."""
     try:
-        with open(path, "rb") as f:
-            return _parse(f.read())
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | NOFOLLOW)
     except FileNotFoundError:
         return Contents(None, [], 0, False)
+    with os.fdopen(fd, "rb") as f:
+        check_private_file(path, fd)
+        return _parse(f.read())
 
 
 def _parse(data: bytes) -> Contents:
@@ -113,13 +121,13 @@ class Writer:
         if fcntl is None:  # pragma: no cover
             raise OSError(errno.ENOSYS, "no journal where flock is missing")
         while True:
-            self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self.fd = _open(path)
             fcntl.flock(self.fd, fcntl.LOCK_EX)  # kept from a discard's look at the header (see `discard`)
             if os.fstat(self.fd).st_nlink:
                 break
             os.close(self.fd)  # removed by a discard while we waited: open the file now at `path`
         try:
-            os.fchmod(self.fd, 0o600)  # private, whoever made the file
+            check_private_file(path, self.fd)  # this user's, 0600 (not a file someone else left there)
             with os.fdopen(os.dup(self.fd), "rb") as f:
                 found = _parse(f.read())
             self.end = found.end if found.key == key else _HEADER.size
@@ -157,6 +165,15 @@ class Writer:
         os.close(self.fd)
 
 
+def _open(path: Path) -> int:
+    """The journal at `path` open for writing: made anew (O_EXCL), or the one there, never through a link."""
+    flags = os.O_RDWR | os.O_CLOEXEC | NOFOLLOW
+    try:
+        return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return os.open(path, flags)
+
+
 def _allocate(fd: int, size: int, needed: int) -> int:
     """Make the file (of `size` bytes) at least `needed` bytes long, doubling; its new size. Zeros are written (the
     file system then holds the blocks) rather than reserved with fallocate, whose unwritten extents made a turn's
@@ -173,10 +190,11 @@ def _allocate(fd: int, size: int, needed: int) -> int:
 def discard(path: Path, key: str) -> None:
     """Mark the journal of the turn `key` discarded, and remove it (a journal of another turn is left alone)."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | NOFOLLOW)
     except FileNotFoundError:
         return
     try:
+        check_private_file(path, fd)
         if fcntl is not None:  # a writer opening it (and maybe starting it anew) does so before or after
             fcntl.flock(fd, fcntl.LOCK_EX)
         header = os.pread(fd, _HEADER.size, 0)

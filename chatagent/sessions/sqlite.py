@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from chatagent.sessions import journal, pending
 from chatagent.sessions.errors import SessionBusyError, SessionStoreError
 from chatagent.sessions.store import SQLStore, conflict_error
-from chatagent.utils.workspace import private_dirs, private_file
+from chatagent.utils.workspace import NOFOLLOW, UnsafePathError, check_private_file, private_dirs, private_file
 
 try:
     import fcntl
@@ -167,9 +167,14 @@ class SQLiteStore(SQLStore):
             return lambda: self._local_locks.discard(key)
         try:
             private_dirs(self._locks_dir)
-            fd = os.open(self._locks_dir / key, os.O_RDWR | os.O_CREAT, 0o600)
+            fd = os.open(self._locks_dir / key, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | NOFOLLOW, 0o600)
         except OSError as e:
             raise SessionStoreError(f"cannot make the lock file of a session in {self._locks_dir}: {e}") from e
+        try:
+            check_private_file(self._locks_dir / key, fd)  # not a file someone else left there
+        except OSError as e:
+            os.close(fd)
+            raise SessionStoreError(f"cannot use the lock file of a session in {self._locks_dir}: {e}") from e
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -224,7 +229,10 @@ class SQLiteStore(SQLStore):
             writer.close()
 
     def _journal(self, user: str, session_id: str) -> journal.Contents:
-        return journal.read(self.journal_path(user, session_id))
+        try:
+            return journal.read(self.journal_path(user, session_id))
+        except UnsafePathError as e:
+            raise SessionStoreError(f"cannot read the journal of a turn beside {self.url}: {e}") from e
 
     def _fold(self, cur: Any, user: str, session_id: str, sid: int | None, key: str) -> None:
         contents = self._journal(user, session_id)

@@ -47,7 +47,7 @@ from chatagent.llm.registry import register_llm
 from chatagent.llm.sse import SSESplitter, sse_data
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment
-from chatagent.utils.keys import clean_api_key
+from chatagent.utils.keys import clean_api_key, remember_endpoint
 
 __all__ = ["OpenAICompatModel", "image_url", "looks_multimodal"]
 
@@ -73,6 +73,7 @@ class OpenAICompatModel(BaseChatModel):
         if not server or server.lower() == "openai":
             server = os.environ.get("OPENAI_BASE_URL", "")
         self.base_url: str | None = server.rstrip("/") or None
+        remember_endpoint(self.endpoint())  # $OPENAI_BASE_URL or api.openai.com too: never named to a client
         self.api_key = clean_api_key(cfg.get("api_key") or os.environ.get("OPENAI_API_KEY")) or "EMPTY"
         if "multimodal" not in cfg:
             self.support_multimodal_input = looks_multimodal(self.model)

@@ -45,9 +45,9 @@ def error_from_status(
         if _STREAM_OPTIONS.search(message):
             return ModelServiceError(ModelErrorCode.STREAM_OPTIONS_UNSUPPORTED, message)
     if status in (401, 403):
-        message = f"{message} (check api_key / OPENAI_API_KEY for {where})"
-    elif status == 404:
-        message = f"{message} (check the model name {model!r} and model_server {where!r})"
+        return ModelServiceError(status, message, hint=f"check api_key / OPENAI_API_KEY for {where}")
+    if status == 404:
+        return ModelServiceError(status, message, hint=f"check the model name {model!r} and model_server {where!r}")
     return ModelServiceError(status, message)
 
 
