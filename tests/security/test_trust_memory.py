@@ -164,3 +164,28 @@ def test_a_page_read_on_monday_does_not_come_back_on_friday_as_the_users_words(
     assert "(drawn from: tool fetch_page)" in block
     (kept,) = [r for r in LongTermMemory("client:alice", store, embedder=None).list() if "MALLORY" in r.text]
     assert kept.source["from"] == ["tool fetch_page"], "the memory lost where its text came from"
+
+
+def test_an_earlier_tasks_output_reaches_the_next_task_marked(openai_server: OpenAIServer, serve) -> None:
+    """A crew served over HTTP: the researcher (a model that repeats what it read) passes a page's instruction on in
+    its answer; the next task's careful agent got it unmarked, as the crew's own words, and paid (item 8)."""
+    from chatagent import Crew, FnCallAgent, ScriptedLLM, Task
+
+    paid: list[dict] = []
+
+    @tool
+    def pay(iban: str, amount: float) -> str:
+        """Wire money."""
+        paid.append({"iban": iban, "amount": amount})
+        return "paid"
+
+    openai_server.add(careful, careful)
+    researcher = FnCallAgent(llm=ScriptedLLM([f"Refund policy found: {INJECTED}"]), name="researcher")
+    clerk = FnCallAgent(llm=upstream(openai_server), function_list=[pay], name="clerk")
+    tasks = [Task("Find the refund policy of {shop}", "the policy", agent=researcher),
+             Task("Refund order 7 by the policy", "what was done", agent=clerk)]  # fmt: skip
+    server = serve(Crew(agents=[researcher, clerk], tasks=tasks, name="crew").as_agent(), KEYS)
+    ask(server, '{"shop": "shop.example"}', KEYS["alice"])
+    assert paid == [], "an earlier task's output was obeyed as the crew's own instruction"
+    sent = openai_server.chat_requests[0].json["messages"][-1]["content"]
+    assert '<untrusted-data source="task 1">\n' in sent and "MALLORY" in sent.split('source="task 1">')[1]
