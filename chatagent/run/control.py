@@ -161,10 +161,11 @@ class _ControlledRun:
             if call is not None:
                 if self.checks and self.checks.done():
                     self._check_results()  # a check that tripped already: no need to ask the model
+                inner = len(call.maps)  # the maps of the runs inside this one; the plugins' come after
                 for p, fn in plugins.each("before_model"):
                     plugins.call(p, "before_model", fn, self.agent, call)
                 self.checks.start_unseen(call.messages)  # what the agent added: a document's excerpts, ...
-                mapped = self._map(call)
+                mapped = self._map(call, inner)
                 if not mapped and self.hold is not None and not call.hide:  # it holds the whole answer: the
                     call.hide = whole = True  # reply streams to no one; what of it may show goes out once it is done
             elif isinstance(item, ToolBatch):
@@ -217,9 +218,10 @@ class _ControlledRun:
                     break
         return fragments
 
-    def _map(self, call: ModelCall) -> bool:
+    def _map(self, call: ModelCall, inner: int) -> bool:
         """Give `call` a map that places, holds and records its pieces, when recording its reply at the end would
-        not do; whether it did."""
+        not do; whether it did. With checks that judge content it goes before the maps the plugins added (from
+        `inner` on): what they derive from the text follows what the checks let out."""
         if call.hide:
             return False
         plain = call.view is None and not call.maps and not self.offset and self.replace_at < 0
@@ -241,7 +243,10 @@ class _ControlledRun:
                     fragments, self.held = self.held + fragments, []
             return self._show(fragments)
 
-        call.maps.append(place_hold_record)
+        if self.hold is not None and self.hold.judges:
+            call.maps.insert(inner, place_hold_record)
+        else:
+            call.maps.append(place_hold_record)
         return True
 
     def _record(self, call: ModelCall) -> None:
