@@ -116,6 +116,10 @@ class MissingDependencyError(ChatAgentError, ImportError):
     """An optional package is not installed: the message names the extra of chatagent that installs it."""
 
 
+class EmbedderError(ChatAgentError, RuntimeError):
+    """An embedding service or model failed (the message says which and why, without keys)."""
+
+
 class StructuredOutputError(ChatAgentError):
     """The model did not produce a valid answer within the retries; `text` is its last answer, `error` why."""
 

@@ -72,7 +72,7 @@ from chatagent.rag.highlight import best_passage, best_sentences, sentence_spans
 from chatagent.rag.parsers import display_name
 from chatagent.rag.progress import Progress
 from chatagent.rag.snippets import snippet_source
-from chatagent.run.events import PROGRESS, Event, emit
+from chatagent.run.events import MEMORY, PROGRESS, RETRIEVAL, Event, emit, tell
 from chatagent.schema import ASSISTANT, SYSTEM, USER, ContentItem, Message, with_system_text
 from chatagent.schema.fragment import Fragment
 from chatagent.tools.retrieval import allowed_files, message_files
@@ -84,6 +84,7 @@ if TYPE_CHECKING:
     from chatagent.rag.chunking import Chunk
     from chatagent.rag.progress import ProgressCallback
     from chatagent.rag.store import DocStore
+    from chatagent.run.requests import Asking
 
 __all__ = ["DEFAULT_MAX_REF_TOKEN", "Assistant", "message_files"]
 
@@ -203,27 +204,41 @@ class Assistant(FnCallAgent):
         if memory is None:
             return (yield from self._answer(messages, lang, None, **kwargs))
         response = yield from self._answer(messages, lang, memory, **kwargs)
-        session = current_run().session
-        yield from self._blocking(store_turn, memory, messages, response, session.id if session else None, self.name)
+        run = current_run()
+        session = run.session
+        stored = yield from self._blocking(
+            store_turn, memory, messages, response, session.id if session else None, self.name
+        )
+        if run.callbacks:
+            tell(run.callbacks, MEMORY, self.name, run, {"op": "store", "records": stored})
         return response
 
     def _run_memory(self) -> LongTermMemory | None:
         """The memory of the principal this run acts for (`chatagent.memories.context.run_memory`)."""
         return run_memory(self.memory) if self.memory is not None else None
 
-    def _remembered(
+    def _recalled(
         self, memory: LongTermMemory | None, messages: list[Message], lang: str, question: str | None = None
-    ) -> list[Message]:
+    ) -> Asking[list[Message]]:
         """`messages` with the memories of the latest user message (its `question`, when excerpts precede it now)
         put before it (see the module docstring)."""
         if memory is None:
             return messages
+        out, block = yield from self._blocking(self._remembered, memory, messages, lang, question)
+        run = current_run()
+        if run.callbacks:
+            tell(run.callbacks, MEMORY, self.name, run, {"op": "recall", "text": block})
+        return out
+
+    def _remembered(
+        self, memory: LongTermMemory, messages: list[Message], lang: str, question: str | None
+    ) -> tuple[list[Message], str]:
         llm = self.llm
         window = llm.context_window
         budget = min(MEMORY_MAX_TOKENS, window // MEMORY_WINDOW_SHARE) if window else MEMORY_MAX_TOKENS
         session = current_run().session
         sid = session.id if session else None
-        return with_memories(memory, messages, lang, budget, llm.count_tokens, sid, self.name, question)[0]
+        return with_memories(memory, messages, lang, budget, llm.count_tokens, sid, self.name, question)
 
     def _answer(
         self, messages: list[Message], lang: str, memory: LongTermMemory | None, **kwargs: Any
@@ -232,21 +247,24 @@ class Assistant(FnCallAgent):
         knowledge = kwargs.pop("knowledge", "")
         if knowledge:  # given by the caller: in the system message, instead of excerpts of the files (as Qwen-Agent)
             messages = with_system_text(messages, knowledge_prompt(knowledge, lang))
-            messages = yield from self._blocking(self._remembered, memory, messages, lang)
+            messages = yield from self._recalled(memory, messages, lang)
             return (yield from super()._run(_files_as_text(messages), lang=lang, **kwargs))
         if not allowed_files(self.files, messages):
-            messages = yield from self._blocking(self._remembered, memory, messages, lang)
+            messages = yield from self._recalled(memory, messages, lang)
             return (yield from super()._run(_files_as_text(messages), lang=lang, **kwargs))
         passage_first = self._passage_first(self.llm)
         prompts = (PASSAGE_PROMPTS if passage_first else PROMPTS)["zh" if lang == "zh" else "en"]
         messages = with_system_text(messages, prompts["system"])
         question = next((m.text for m in reversed(messages) if m.role == USER), None)  # before its excerpts
         messages, latest = yield from self._blocking(self._with_excerpts, messages, prompts, report, passage_first)
-        messages = yield from self._blocking(self._remembered, memory, messages, lang, question)
-        current_run().check_deadline()  # reading many new files can take a while
+        messages = yield from self._recalled(memory, messages, lang, question)
+        run = current_run()
+        run.check_deadline()  # reading many new files can take a while
         # a source shows the sentences of its chunk that matched the question
         sources = [snippet_source(c, latest.query, weights=latest.weights) for c in latest.chunks] if latest else []
         extra: dict[str, Any] = {"sources": sources}
+        if run.callbacks and latest is not None:
+            tell(run.callbacks, RETRIEVAL, self.name, run, {"query": latest.query, "sources": sources})
         if latest and latest.passage:
             extra["passage"] = latest.passage
             yield [Fragment.unchecked(ASSISTANT, "", None, None, None, {"passage": extra["passage"]}, 0)]

@@ -213,15 +213,8 @@ class FnCallAgent(Agent):
         yield [Fragment.unchecked(ASSISTANT, "", None, None, None, {"stop_reason": "max_llm_calls"}, start + texts[-1])]
         return response + list(reply[: texts[-1] + 1])
 
-    def _run_calls(
-        self,
-        calls: list[Message],
-        history: CallHistory,
-        context: list[Message],
-        response: list[Message],
-        lang: str,
-        kwargs: dict,
-    ) -> Iterator[list[Message]]:
+    def _run_calls(self, calls: list[Message], history: CallHistory, context: list[Message], response: list[Message],
+                   lang: str, kwargs: dict) -> Iterator[list[Message]]:  # fmt: skip
         """Run one reply's calls (concurrently when there are several); yield and append their results in order."""
         ctx = current_run()
         callbacks = ctx.callbacks if "_call_tool" not in self.overridden_steps else ()  # an override's base tells them
@@ -229,6 +222,7 @@ class FnCallAgent(Agent):
             context = [Message.unchecked(USER, [ContentItem(file=f) for f in self.files])] + context
         tool_kwargs = {**kwargs, "messages": context, "lang": lang}
         prepared: list[PreparedCall | ToolOutcome] = []
+        counts, cache = ctx.tool_calls, self.tool_cache
         for m in calls[: self.max_calls_per_reply]:
             fc = m.function_call
             assert fc is not None, "_run_calls is given the reply's messages that call a tool"
@@ -242,8 +236,9 @@ class FnCallAgent(Agent):
             if "_call_tool" in self.overridden_steps:
                 prepared.append(self._overridden_call(fc.name, fc.arguments, call_id, tool_kwargs))
                 continue
-            prepared.append(prepare_call(self.function_map, fc.name, fc.arguments, call_id=call_id,
-                                         counts=ctx.tool_calls, cache=self.tool_cache, kwargs=tool_kwargs))  # fmt: skip
+            call = prepare_call(self.function_map, fc.name, fc.arguments, call_id=call_id, counts=counts, cache=cache,
+                                kwargs=tool_kwargs)  # fmt: skip
+            prepared.append(call)
         if len(calls) > self.max_calls_per_reply:  # the calls past the cap: answered, not run
             prepared += self._past_cap(calls, callbacks)
         shown = len(response)  # the reply's results go after it

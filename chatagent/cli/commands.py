@@ -150,7 +150,7 @@ def cmd_gui(args: argparse.Namespace) -> int:
         config["description"] = f"Files: {names}"
 
     try:
-        ui = WebUI(agent, chatbot_config=config, conversations=args.store or True)
+        ui = WebUI(agent, chatbot_config=config, conversations=args.store or True, traces=bool(args.traces))
         ui.run(server_name=args.host, server_port=args.port, auth=auth, server_names=args.server_name,
                allow_unauthenticated=args.allow_no_auth)  # fmt: skip
     except (MissingDependencyError, SessionStoreError, ValueError) as e:
@@ -185,10 +185,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
             store=args.store,
             allow_hosts=args.allow_host,
             grace=args.grace,
+            drain_delay=args.drain_delay,
             server_names=args.server_name,
             mcp=args.mcp,
             expose_tools=exposed(args.expose_tools),
             a2a=args.a2a,
+            jobs=args.jobs,
+            job_flows=args.job_flow,
+            dbos_schema=args.dbos_schema,
         )
     except (SessionStoreError, ValueError, OSError) as e:
         raise CliError(str(e)) from None

@@ -31,7 +31,7 @@ import logging
 import re
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -252,8 +252,9 @@ def _partial_suffix(buf: str, start: int, markers: Iterable[str]) -> int:
 
 
 class CallRecovery(ReplyFilter):
-    """The reply to a request with native tools, its calls left in the text recovered (see the module docstring).
-    `run(fragments)` / `arun(fragments)`."""
+    """The reply to a request with native tools, its calls left in the text recovered (see the module docstring):
+    one of the reply filters of a model call's plan (`chatagent.llm.routing`), or `run(fragments)` /
+    `arun(fragments)` on its own."""
 
     def __init__(
         self, functions: list[dict[str, Any]], model: str, given: Iterable[Message] = (), max_calls: int = 32
@@ -435,21 +436,4 @@ def recovers_calls(backend: object, request: ModelRequest) -> bool:
     return not any(host == h or host.endswith("." + h) for h in HOSTED_APIS)
 
 
-def recover_calls(stream: Iterator[list[Fragment]], request: ModelRequest, model: str) -> Iterator[list[Fragment]]:
-    """`stream`, a native reply to `request` (which offered tools), with calls left in its text recovered, except
-    those the request's messages already hold; at most `max_calls_per_reply` + 1 of them (see `CallRecovery`)."""
-    return _recovery(request, model).run(stream)
-
-
-def arecover_calls(
-    stream: AsyncIterator[list[Fragment]], request: ModelRequest, model: str
-) -> AsyncIterator[list[Fragment]]:
-    """`recover_calls` for asyncio."""
-    return _recovery(request, model).arun(stream)
-
-
-def _recovery(request: ModelRequest, model: str) -> CallRecovery:
-    return CallRecovery(request.functions or [], model, request.messages, request.settings.max_calls_per_reply)
-
-
-__all__ = ["HOSTED_APIS", "CallRecovery", "arecover_calls", "recover_calls", "recovers_calls"]
+__all__ = ["HOSTED_APIS", "CallRecovery", "recovers_calls"]

@@ -190,6 +190,14 @@ def _stop_words(value: Any) -> bool:
     )
 
 
+#: the efforts `reasoning_effort` takes (besides 'none' and a budget in tokens), across providers
+REASONING_EFFORTS = ("minimal", "low", "medium", "high")
+
+
+def _effort(value: Any) -> bool:
+    return value in (*REASONING_EFFORTS, "none") if isinstance(value, str) else _is_int(value) and value >= 0
+
+
 # request keys every backend sends as they are, and what the servers take: key -> (check, what it must be)
 _REQUEST_VALUES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "temperature": (_at_least_zero, "a number >= 0"),
@@ -197,6 +205,7 @@ _REQUEST_VALUES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "top_k": (_is_int, "an integer"),
     "max_tokens": (_positive_int, "an integer > 0"),
     "seed": (_is_int, "an integer"),
+    "reasoning_effort": (_effort, "'minimal', 'low', 'medium', 'high', 'none' or a token budget (an int >= 0)"),
     "presence_penalty": (_is_number, "a number"),
     "frequency_penalty": (_is_number, "a number"),
     "repetition_penalty": (_positive, "a number > 0"),

@@ -9,7 +9,7 @@ and it says something: stored, a model's "as an AI…" is recalled for every que
 what the user said (three copies of it once came back for "food restrictions", and not the peanut allergy). An
 answer is boilerplate when it holds a disclaimer or a refusal (English or Chinese), or when its words, the
 question's words and a list of courtesies aside, leave nothing (words as keyword search makes them; Chinese by
-its characters, as `chatagent.rag.fusion.word_units` counts them).
+its characters, as `chatagent.rag.analysis.word_units` counts them).
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from chatagent.rag.analysis import analyze
-from chatagent.rag.fusion import word_units
+from chatagent.rag.analysis import analyze, word_units
 
 __all__ = ["is_boilerplate"]
 

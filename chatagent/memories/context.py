@@ -25,10 +25,10 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from chatagent.errors import EmbedderError
 from chatagent.llm.prepare import untrusted
 from chatagent.memories.boilerplate import is_boilerplate
 from chatagent.memories.store import MemoryStoreError
-from chatagent.rag.embedders import EmbedderError
 from chatagent.rag.progress import Progress
 from chatagent.run.context import current_run
 from chatagent.run.events import PROGRESS, Event, emit

