@@ -85,23 +85,27 @@ class Provenance:
     results ('tool fetch_page'), files' excerpts ('files'), memories, earlier tasks' outputs, as each was marked
     (`chatagent.llm.prepare.untrusted`). What the run writes may have been drawn from any of them."""
 
-    __slots__ = ("sources", "_seen")
+    __slots__ = ("sources", "_seen", "_unread")
 
     def __init__(self) -> None:
-        self.sources: dict[str, None] = {}  # in the order first read
-        self._seen: dict[int, object] = {}  # the messages read already, by id (held, so that no id is reused)
+        # the sources in the order first read; the messages read already, by id (held, so that no id is reused); the
+        # model calls' inputs not looked at yet (they are when a label is asked for: most runs never ask)
+        self.sources, self._seen, self._unread = dict[str, None](), dict[int, object](), list[Sequence[Any]]()
 
     def read(self, messages: Sequence[Message | dict[str, Any]]) -> None:
-        """Note the sources of the marked text in a model call's input (each message read once)."""
-        for m in messages:
-            if id(m) not in self._seen:
-                self._seen[id(m)] = m
-                text = m.text if type(m) is Message else content_text(m.get("content") or "")
-                if "<untrusted-data" in text:
-                    self.sources.update(dict.fromkeys(marked_sources(text)))
+        """Note a model call's input (its marked text's sources are found when `label` is asked for)."""
+        self._unread.append(messages)
 
     def label(self) -> list[str]:
         """The sources read so far, in order (empty: only the principal's own words and the model's)."""
+        unread, self._unread = self._unread, []
+        for messages in unread:
+            for m in messages:
+                if id(m) not in self._seen:
+                    self._seen[id(m)] = m
+                    text = m.text if type(m) is Message else content_text(m.get("content") or "")
+                    if "<untrusted-data" in text:
+                        self.sources.update(dict.fromkeys(marked_sources(text)))
         return list(self.sources)
 
 
