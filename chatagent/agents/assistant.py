@@ -39,8 +39,10 @@ in the system message under "# Knowledge Base", as Qwen-Agent does, and the file
 
 **Memory.** With `memory=` (a `chatagent.LongTermMemory`), the memories that best answer the latest user
 message start that message, labelled and dated (at most a twelfth of the window, at most 800 tokens), and the
-message is stored after the run (the answer too when the memory keeps answers: `chatagent.memories.context`). A run on a `Session` uses the memory of the session's
-user (`memory.for_user(session.user)`), so users of one server never see each other's memories. A memory that
+message is stored after the run (the answer too when the memory keeps answers: `chatagent.memories.context`). The
+memory is that of the principal the run acts for (`chatagent.memories.context.run_memory`: a client of `serve`, a
+web UI visitor, else a `Session`'s user), so users of one server never see each other's memories; the memories
+reach the model marked as data (`source="memory"`). A memory that
 fails costs the memories, not the turn (a warning and a `progress` event; see `chatagent.memories.context`).
 
 **Progress.** `rag_cfg['on_progress']` (or `run(..., on_progress=f)`) gets a `chatagent.rag.Progress`
@@ -64,7 +66,7 @@ from chatagent.agents.knowledge import knowledge_prompt
 from chatagent.errors import ModelServiceError
 from chatagent.llm.budget import prompt_tokens, truncate_messages
 from chatagent.llm.prepare import untrusted
-from chatagent.memories.context import store_turn, with_memories
+from chatagent.memories.context import run_memory, store_turn, with_memories
 from chatagent.rag.followup import search_query
 from chatagent.rag.highlight import best_passage, best_sentences, sentence_spans
 from chatagent.rag.parsers import display_name
@@ -212,11 +214,8 @@ class Assistant(FnCallAgent):
         return response
 
     def _run_memory(self) -> LongTermMemory | None:
-        """The memory of this run's user: the session's, else the one given."""
-        session = current_run().session
-        if self.memory is None or session is None:
-            return self.memory
-        return self.memory.for_user(session.user)
+        """The memory of the principal this run acts for (`chatagent.memories.context.run_memory`)."""
+        return run_memory(self.memory) if self.memory is not None else None
 
     def _recalled(
         self, memory: LongTermMemory | None, messages: list[Message], lang: str, question: str | None = None

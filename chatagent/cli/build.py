@@ -133,28 +133,6 @@ def collect_files(files: Sequence[str], directory: str | None) -> list[str]:
     return out
 
 
-def ask_before_running_code(agent: Any) -> list[str]:
-    """Make every tool of `agent` (and of its members) that runs code the model wrote ask a person first, unless its
-    `requires_approval` was set: what `gui` and `serve` answer comes from text anyone may have written (a page, a
-    file, a message), which can tell the model what to run. The names of the tools it changed."""
-    changed: list[str] = []
-    seen: set[int] = set()
-    todo = [agent]
-    while todo:
-        a = todo.pop()
-        if id(a) in seen:
-            continue
-        seen.add(id(a))
-        for t in getattr(a, "function_map", {}).values():
-            if getattr(t, "runs_code", False) and "requires_approval" not in vars(t):
-                t.requires_approval = True
-                changed.append(t.name)
-        todo += list(getattr(a, "agents", None) or ())
-    if changed:
-        logger.info("asking for approval before each call of %s (set requires_approval to decide)", ", ".join(changed))
-    return changed
-
-
 def is_assistant(agent: Agent) -> bool:
     """Whether `agent` is the Assistant (which takes files itself)."""
     assistant = assistant_class()

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from chatagent.cli.build import (
     agent_from_args,
-    ask_before_running_code,
     check_agent_args,
     collect_files,
     default_agent,
@@ -145,8 +144,6 @@ def cmd_gui(args: argparse.Namespace) -> int:
         agent = default_agent(llm_config(args.model, args.server), files, memory=args.memory)
         if (files or args.memory) and not is_assistant(agent):
             logger.warning("the Assistant is not available: the web UI's agent does not read --file/--dir nor remember")
-    for one in agent if isinstance(agent, (list, tuple)) else [agent]:
-        ask_before_running_code(one)
     config = {"title": args.title} if args.title else {}
     if files:
         names = ", ".join(Path(f).name for f in files[:5]) + (" …" if len(files) > 5 else "")
@@ -175,7 +172,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if taken is not None:
         raise taken
     agent = agent_from_args(args)
-    ask_before_running_code(agent)
     api_key = serve_api_key(args.api_key, args.api_key_file)
     try:
         server = AgentServer(
@@ -219,7 +215,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     """MCP over stdio: stdout is the protocol's, so nothing else is printed there (the log goes to stderr)."""
     agent = agent_from_args(args)
-    ask_before_running_code(agent)  # what a client sends may carry text that tells the model what to run
     try:
         serve_mcp_stdio(agent, expose_tools=exposed(args.expose_tools), store=args.store)
     except (SessionStoreError, ValueError) as e:

@@ -25,6 +25,12 @@ not run again, those that were running start over. A method that raises stops th
 and `question`), and `MyFlow.resume(flow_id, feedback=...)`, in this process or another, runs that method again
 with `ask` returning the feedback (code before the `ask` runs again: keep it free of side effects, or put them
 in an earlier method). Outputs and state are kept as JSON (pydantic models as their dump, other objects as text).
+
+A flow belongs to whom its run acts for (`chatagent.run.trust`: a client of `chatagent serve`, a web UI visitor;
+the machine's own user in your code): its record names that owner, and only a run acting for the same owner resumes
+it (your own code, outside any surface, resumes any). `kickoff` starts a new flow: given the `id` of a stored one it
+refuses (going on is `resume`'s job, which checks the owner). A stored record's steps must be the flow's own: a
+pending or asked method that is not one of its start, listen or router methods is refused, never run.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
 from chatagent.flows.conditions import ROLE, WHEN, Condition
 from chatagent.flows.plot import write_plot
+from chatagent.run.context import current_trust
 from chatagent.run.events import STEP, end_step, start_step
 from chatagent.sessions.flow_states import FlowStates
 from chatagent.tools.base import is_pydantic_model
@@ -126,19 +133,21 @@ class Flow(Generic[StateT]):
     # ---- running ------------------------------------------------------------------------------------------------
 
     def kickoff(self, inputs: dict[str, Any] | None = None) -> Any:
-        """Run the flow: its last method's output, or a FlowPaused. `inputs` set state fields first; with an `id`
-        of a stored flow, that flow goes on from where it stopped."""
+        """Run the flow: its last method's output, or a FlowPaused. `inputs` set state fields first (an `id` names
+        the new flow; the id of a stored flow is refused: go on with it with `resume`)."""
         return _run_sync(self.akickoff(inputs), "kickoff")
 
     async def akickoff(self, inputs: dict[str, Any] | None = None) -> Any:
         """`kickoff()` on the running asyncio event loop."""
         inputs = dict(inputs or {})
         if "id" in inputs and self.persist and self._flow_states().load(str(inputs["id"])) is not None:
-            self._restore(str(inputs.pop("id")))
-            self._set_inputs(inputs)
-            return await self._go([dict(i) for i in self._record["pending"]])
+            raise ValueError(
+                f"a flow {str(inputs['id'])[:80]!r} is stored already: kickoff starts a new flow (give no id, or a new "
+                f"one); go on with a stored flow with {type(self).__name__}.resume(flow_id)"
+            )
         self._set_inputs(inputs)
         self._record = _new_record()
+        self._record["owner"] = _owner()
         batch = [self._invocation(name, None) for name in self._starts]
         self._save(RUNNING, step=True)
         return await self._go(batch)
@@ -325,13 +334,23 @@ class Flow(Generic[StateT]):
             self._flow_states().save(self.id, _class_key(type(self)), status, self._record)
 
     def _restore(self, flow_id: str) -> str:
-        """Load a stored flow's record and state; its status."""
+        """Load a stored flow's record and state, when the running run acts for its owner and its steps are the
+        flow's own; its status."""
         found = self._flow_states().load(flow_id)
+        trust = current_trust()
+        if found is not None and trust.shared and found[2].get("owner") != _owner():
+            found = None  # another's flow: as if there were none (its id tells nothing)
         if found is None:
-            raise ValueError(f"no flow {flow_id!r} is stored in {self._flow_states().store.url}")
+            raise ValueError(f"no flow {flow_id[:80]!r} is stored in {self._flow_states().store.url}")
         flow_class, status, record = found
         if flow_class != _class_key(type(self)):
             raise ValueError(f"flow {flow_id!r} is a {flow_class}, not a {_class_key(type(self))}")
+        steps = {*self._starts, *self._triggered}
+        asked = record.get("asked")
+        named = [i.get("method") for i in record.get("pending") or ()] + ([asked.get("method")] if asked else [])
+        strange = [str(m)[:80] for m in named if m not in steps]
+        if strange:
+            raise ValueError(f"flow {flow_id!r}: its stored record names {', '.join(strange)}, not a step of the flow")
         self._record = record
         state = record["state"]
         self.state = state if isinstance(self.state, dict) else type(self.state).model_validate(state)  # type: ignore[assignment]
@@ -341,6 +360,15 @@ class Flow(Generic[StateT]):
         """Write a diagram of the flow to `filename` (.html, or .svg; .html is added to a name without either),
         drawn here without any network; returns the path written."""
         return write_plot(type(self), filename)
+
+
+def _owner() -> str | None:
+    """Whom a flow started now belongs to: the principal the running run acts for; on a shared surface without one
+    (a server without keys) every such client (their flows reachable by id only); None: the machine's own user."""
+    trust = current_trust()
+    if trust.principal is not None:
+        return trust.principal
+    return "shared:anonymous" if trust.shared else None
 
 
 def _new_record() -> dict[str, Any]:

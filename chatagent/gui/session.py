@@ -21,10 +21,12 @@ from chatagent.agent import Agent
 from chatagent.gui.icons import icon
 from chatagent.gui.notes import model_label, status_message, status_text
 from chatagent.gui.render import chat_message, render_conversation, render_error, render_message
+from chatagent.run.trust import acting_as, served
 from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls, to_messages
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import Response
 from chatagent.sessions.errors import SessionBusyError
+from chatagent.utils.url_fetch import url_policy
 
 if TYPE_CHECKING:
     from chatagent.sessions import Session
@@ -217,16 +219,20 @@ class ChatSession:
             if text:
                 put(_Status(text))
 
+        # a visitor of the page: its login or browser (the stored conversation's user), code run only with approval
+        trust = served(stored.user if stored is not None else None, url_policy())
+
         def pump() -> None:
             run = None
             failed = False
             try:
                 callbacks = [on_event, *run_kwargs.pop("callbacks", ())]
                 kwargs = {"session_id": self.session_id, "callbacks": callbacks, **run_kwargs}
-                if stored is None:
-                    run = agent.run(to_messages(self.history), delta_stream=True, **kwargs)
-                else:  # the stored conversation, then what is not stored yet; the turn is stored at the end
-                    run = agent.run(sent, delta_stream=True, session=stored, **kwargs)
+                with acting_as(trust):  # the run takes it at its start (this thread's context is its own)
+                    if stored is None:
+                        run = agent.run(to_messages(self.history), delta_stream=True, **kwargs)
+                    else:  # the stored conversation, then what is not stored yet; the turn is stored at the end
+                        run = agent.run(sent, delta_stream=True, session=stored, **kwargs)
                 for delta in run:
                     put(delta)
                     if stop.is_set():

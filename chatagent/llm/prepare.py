@@ -132,6 +132,14 @@ def unmarked(text: str) -> str:
     return found.group(1) if found else text
 
 
+_OPENING = re.compile(r'<untrusted-data source="([^"]*)">\n')
+
+
+def marked_sources(text: str) -> list[str]:
+    """The sources named by the `untrusted` markers in `text` (a marker's name cannot occur inside marked text)."""
+    return _OPENING.findall(text)
+
+
 def as_data(m: Message | dict[str, Any]) -> Message | dict[str, Any]:
     """A tool's result (a function message, or its dict) with its text marked as untrusted data (`untrusted`); any
     other message as it is."""

@@ -8,6 +8,12 @@ memory keeps answers and the answer says something (`chatagent.memories.boilerpl
 the user says about themselves matters most); with a model of its own the memory stores the facts it draws from
 both instead.
 
+Whose memory a run reaches is the run's principal's (`run_memory`, from `RunContext.trust`), never a default: on a
+shared surface (`chatagent serve`, MCP, A2A, the web UI) a client's own; without keys, where every client is the same
+principal, the memory of the conversation the server issued (nothing crosses conversations), and none without one.
+The memories reach the model as data (`untrusted(..., "memory")`: what was said on Monday cannot instruct the model
+on Friday), each drawn from a tool's or a document's text naming it (`source['from']`, kept since it was stored).
+
 A memory that fails (its store went away, its embedding service does not answer) costs the memories, not the
 turn: the answer comes without them, or is not stored, with a warning in the log and a `progress` event whose
 `error` says why and `data['memory']` what was lost ('recall' or 'store'), as for a file that cannot be read.
@@ -20,6 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from chatagent.errors import EmbedderError
+from chatagent.llm.prepare import untrusted
 from chatagent.memories.boilerplate import is_boilerplate
 from chatagent.memories.store import MemoryStoreError
 from chatagent.rag.progress import Progress
@@ -31,7 +38,7 @@ if TYPE_CHECKING:
     from chatagent.memories.longterm import LongTermMemory
     from chatagent.memories.records import MemoryMatch
 
-__all__ = ["MEMORY_PROMPTS", "memory_block", "store_turn", "with_memories"]
+__all__ = ["MEMORY_PROMPTS", "memory_block", "run_memory", "store_turn", "with_memories"]
 
 logger = logging.getLogger("chatagent.memories")
 
@@ -47,21 +54,41 @@ MEMORY_PROMPTS = {
     "en": "What you remember about me from earlier conversations (use it when it helps):",
     "zh": "你从之前的对话中记得的关于我的信息（有帮助时请使用）：",
 }
+MEMORY_SOURCE = "memory"  # the marker's source of memories in a model's input
+DRAWN_FROM = {"en": "drawn from", "zh": "来自"}
+CONVERSATION = "conversation:"  # the memory user of a key-less server's conversation: this and its id
+
+
+def run_memory(memory: LongTermMemory) -> LongTermMemory | None:
+    """The memory of the principal the running run acts for (`RunContext.trust`): the one place a run's memory user
+    is decided. A principal's own; on a shared surface without one (a server without keys) the conversation's the
+    server issued, else none; in the machine's own user's code, its session's user's, else `memory` as given."""
+    ctx = current_run()
+    trust, session = ctx.trust, ctx.session
+    if trust.principal is not None:
+        return memory.for_user(trust.principal)
+    if trust.shared:
+        return memory.for_user(CONVERSATION + session.id) if session is not None else None
+    return memory if session is None else memory.for_user(session.user)
 
 
 def memory_block(matches: list[MemoryMatch], lang: str, max_tokens: int, count: Callable[[str], int]) -> str:
-    """The memories as a labelled list, best first, within `max_tokens` (by `count`); '' when none fit."""
-    head = MEMORY_PROMPTS["zh" if lang == "zh" else "en"]
+    """The memories as a labelled list marked as data (`untrusted`, source "memory"), best first, within
+    `max_tokens` (by `count`), each drawn from untrusted text saying so; '' when none fit."""
+    zh = lang == "zh"
+    head = MEMORY_PROMPTS["zh" if zh else "en"]
     lines: list[str] = []
-    used = count(head) + 2
+    used = count(untrusted(head, MEMORY_SOURCE)) + 2
     for m in matches:
-        line = f"- [{m.record.date}] {' '.join(m.record.text.split())}"
+        drawn = m.record.source.get("from")
+        origin = f" ({DRAWN_FROM['zh' if zh else 'en']}: {', '.join(map(str, drawn))})" if drawn else ""
+        line = f"- [{m.record.date}] {' '.join(m.record.text.split())}{origin}"
         cost = count(line) + 1
         if used + cost > max_tokens:
             break
         lines.append(line)
         used += cost
-    return head + "\n" + "\n".join(lines) if lines else ""
+    return head + "\n" + untrusted("\n".join(lines), MEMORY_SOURCE) if lines else ""
 
 
 def with_memories(

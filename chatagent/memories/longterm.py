@@ -32,6 +32,7 @@ from chatagent.memories.records import MemoryMatch, MemoryRecord
 from chatagent.memories.store import MemoryStore, open_memory_store
 from chatagent.memories.vectors import VectorQueue, vector_queue
 from chatagent.rag.embedders import Embedder, default_embedder, query_vector
+from chatagent.run.context import current_run
 from chatagent.schema import ASSISTANT, USER, Message, to_messages
 from chatagent.sessions.store import DEFAULT_USER
 
@@ -108,8 +109,9 @@ class LongTermMemory:
         at: float | None = None,
     ) -> MemoryRecord:
         """Store one fact (told at Unix time `at`, default now); it can be recalled at once (by meaning once
-        embedded)."""
-        return self._add([(_checked_text(text), scope, importance, dict(source or {}))], at)[0]
+        embedded). In a run, its `source['from']` names the untrusted text the run's models had read (`_drawn_from`):
+        a fact a model wrote may come from any of it."""
+        return self._add([(_checked_text(text), scope, importance, _drawn_from(dict(source or {})))], at)[0]
 
     def ingest(
         self,
@@ -142,6 +144,8 @@ class LongTermMemory:
                 continue
             if text:
                 source: dict[str, Any] = {"session": session_id, "message": first_index + i, "role": m.role}
+                if m.role != USER:  # the user's own words are theirs; an answer may come from what the model read
+                    source = _drawn_from(source)
                 items.append((text[:MAX_TEXT_CHARS], scope, importance, source))
         return self._add(items, at)
 
@@ -258,6 +262,16 @@ class LongTermMemory:
     def _index(self) -> UserIndex:
         """This user's records as recall searches them, up to date with the store (`chatagent.memories.indexes`)."""
         return user_index(self.store, self.user, self.embedder.name if self.embedder is not None else None)
+
+
+def _drawn_from(source: dict[str, Any]) -> dict[str, Any]:
+    """`source` with `from`: the untrusted sources (tools, files, remote agents, memories, earlier tasks) the models
+    of the running run had read (`RunContext.provenance`), when there are any: the record keeps that label through
+    storage, and comes back to a model saying so (`chatagent.memories.context.memory_block`)."""
+    read = current_run().provenance.label()
+    if not read:
+        return source
+    return {**source, "from": list(dict.fromkeys([*source.get("from", ()), *read]))}
 
 
 def _checked_user(user: Any) -> str:

@@ -115,7 +115,7 @@ class MemoryStore:
             )
         path = _sqlite_path(self.url)
         try:
-            private_sqlite_file(path)  # this user's, writable by no one else (and so its -wal and -shm)
+            private_sqlite_file(path)  # this user's folder, writable by no one else; the file 0600, or this user's own
         except OSError as e:
             raise MemoryStoreError(f"cannot use the memory store {path}: {e.strerror or e}") from None
         return connect_sqlite(path, timeout=10, wal=True)

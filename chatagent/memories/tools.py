@@ -5,13 +5,16 @@
     mem = LongTermMemory(user='alice')
     bot = FnCallAgent(llm=cfg, function_list=memory_tools(mem))
 
-In a run on a `Session` the tools act on the memory of the session's user, like `Assistant(memory=)`.
+The tools act on the memory of the principal the run acts for (`chatagent.memories.context.run_memory`), like
+`Assistant(memory=)`; a run that reaches no one's memory (a request of a server without keys outside a conversation)
+gets an error saying so.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from chatagent.memories.context import run_memory
 from chatagent.run.context import current_run
 from chatagent.tools.arguments import JSONObject
 from chatagent.tools.base import BaseTool
@@ -21,15 +24,16 @@ if TYPE_CHECKING:
 
 __all__ = ["RecallTool", "RememberTool", "memory_tools"]
 
+NO_MEMORY = "Error: there is no long-term memory in this conversation (the server keeps none outside one)."
+
 
 class _MemoryTool(BaseTool):
     def __init__(self, memory: LongTermMemory, cfg: dict[str, Any] | None = None) -> None:
         super().__init__(cfg)
         self.memory = memory
 
-    def _memory(self) -> LongTermMemory:
-        session = current_run().session
-        return self.memory if session is None else self.memory.for_user(session.user)
+    def _memory(self) -> LongTermMemory | None:
+        return run_memory(self.memory)
 
 
 class RememberTool(_MemoryTool):
@@ -53,9 +57,12 @@ class RememberTool(_MemoryTool):
         args = self.parse_params(params)
         level = args.get("importance", 0.5)
         level = min(1.0, max(0.0, float(level))) if isinstance(level, (int, float)) else 0.5
+        memory = self._memory()
+        if memory is None:
+            return NO_MEMORY
         session = current_run().session
         source = {"session": session.id} if session is not None else {}
-        record = self._memory().remember(str(args["fact"]), importance=level, source=source)
+        record = memory.remember(str(args["fact"]), importance=level, source=source)
         return f"Remembered (id {record.id})."
 
 
@@ -77,7 +84,10 @@ class RecallTool(_MemoryTool):
         args = self.parse_params(params)
         k = args.get("k", 5)
         k = min(20, max(1, k)) if isinstance(k, int) else 5
-        found = self._memory().recall(str(args["query"]), k=k)
+        memory = self._memory()
+        if memory is None:
+            return NO_MEMORY
+        found = memory.recall(str(args["query"]), k=k)
         if not found:
             return "Nothing remembered matches this query."
         return "\n".join(f"- [{m.record.date}] {m.record.text}" for m in found)

@@ -17,8 +17,8 @@ yield says how it went in `extra['response_format']`. While the answer streams, 
 the object parsed so far in `extra['parsed']`: a dict of the fields read so far, validated leniently (a field whose
 value does not fit its type yet is left out); at the end, the strictly validated object (as a dict: `model_dump`
 of the model instance that `run_nonstream` returns). It is a plugin (`StructuredOutput`, see `chatagent.plugins`);
-the partial object is a map over the model's stream (`ModelCall.maps`), so whatever holds the stream back (an
-output check) holds it back too.
+the partial object is a map over what the run's output checks let out of the model's stream (`ModelCall.maps`,
+after the hold: `chatagent.run.holding`), so it never shows what a check then withholds or rewrites.
 
 The prompt alone works with any model. A backend that can make its server enforce the schema (the native
 Anthropic, Gemini, Bedrock and Responses API backends: `native_structured_output`) gets it as a `json_schema`
@@ -97,6 +97,7 @@ class StructuredOutput(Plugin):
     `json_mode`: also ask the server for its JSON mode ('json_object' or 'json_schema')."""
 
     name = "response_format"
+    checks_content = False  # it validates the answer's form: its partial object may follow the text it validates
 
     def __init__(
         self,

@@ -24,9 +24,12 @@ its result ("the user denied this call", with the reason), and the run goes on. 
 from __future__ import annotations
 
 import logging
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from chatagent.schema import ASSISTANT, FUNCTION, USER, FunctionCall, Message, content_text
+
+if TYPE_CHECKING:
+    from chatagent.run.protocol import Runnable
 
 logger = logging.getLogger("chatagent.approval")
 
@@ -37,10 +40,38 @@ DENIED = "Error: the user denied this call of {name}; it was not run.{reason} Do
 NOT_APPROVED = "Error: {name} was not run: the user did not approve the call."
 
 
-def needs_approval(tool: Any, args: dict[str, Any]) -> bool:
-    """Whether a call of `tool` with `args` waits for a person (`requires_approval`: a bool or a predicate on the
-    arguments; a predicate that raises counts as yes, logged)."""
-    rule = getattr(tool, "requires_approval", False)
+class ApprovalPolicy(NamedTuple):
+    """A run's rule for what waits for a person, beyond each tool's own `requires_approval` (a property of the run,
+    `RunContext.trust.approval`, which every run nested in it inherits: see `chatagent.run.trust`).
+
+    `code=True`: a tool that runs code the model wrote (`BaseTool.runs_code`, the code interpreter) asks before each
+    call unless its own `requires_approval` was set (what `chatagent serve`, MCP, A2A and the web UI run under: the
+    text a model reads there can tell it what to run)."""
+
+    code: bool = False
+
+    def rule(self, tool: Any) -> Any:
+        """The `requires_approval` of `tool` under this policy: its own when it was set, else True for a tool that
+        runs code under `code=True`, else the class's default."""
+        if self.code and getattr(tool, "runs_code", False) and "requires_approval" not in vars(tool):
+            return True
+        return getattr(tool, "requires_approval", False)
+
+
+TOOLS_OWN_RULES = ApprovalPolicy()  # each tool's own requires_approval, nothing more (the machine's own user)
+
+
+def may_pause(agent: Runnable, policy: ApprovalPolicy) -> bool:
+    """Whether a call of one of `agent`'s tools may wait for a person under `policy` (so its run is controlled)."""
+    if agent.tools_need_approval():
+        return True
+    return policy.code and any(policy.rule(t) is not False for t in agent.function_map.values())
+
+
+def needs_approval(tool: Any, args: dict[str, Any], policy: ApprovalPolicy = TOOLS_OWN_RULES) -> bool:
+    """Whether a call of `tool` with `args` waits for a person under the run's `policy` (`requires_approval`: a bool
+    or a predicate on the arguments; a predicate that raises counts as yes, logged)."""
+    rule = policy.rule(tool)
     if not callable(rule):
         return bool(rule)
     try:
@@ -171,9 +202,12 @@ def _answer_left_pending(msgs: list[Message], end: int) -> list[Message]:
 __all__ = [
     "APPROVAL",
     "PENDING_APPROVAL",
+    "TOOLS_OWN_RULES",
+    "ApprovalPolicy",
     "Resume",
     "approval_message",
     "is_approval",
+    "may_pause",
     "needs_approval",
     "paused_agent",
     "pending_approval",

@@ -1,5 +1,11 @@
 """RunContext: the state of one run (usage, deadline, callbacks, plugins, ...) and `current_run()`, the context of
-the run whose code is executing now (a context variable the run handles and sub-agent runs set)."""
+the run whose code is executing now (a context variable the run handles and sub-agent runs set).
+
+A run's trust (its principal, approval policy and URL policy) and the provenance of what its models read are
+properties of its context: a nested run (an agent as a tool, a handoff, a crew's task, a group chat's turn: every
+`run_subagent`) takes them from the run it is part of (`child`), a run started by a running one's code (a tool or a
+flow step that runs an agent) from that run, any other from its surface (`acting_as`, see `chatagent.run.trust`).
+No nested run, tool, memory, task or flow decides them: each reads them from here."""
 
 from __future__ import annotations
 
@@ -11,12 +17,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.llm.base import Usage
 from chatagent.llm.prepare import Marked
+from chatagent.run.trust import Provenance, Trust, surface_trust
 from chatagent.utils.current_call import CALL_ID
-from chatagent.utils.url_fetch import URLPolicy, url_policy
 
 if TYPE_CHECKING:
     from chatagent.run.events import Callback
     from chatagent.run.requests import ToolControl
+    from chatagent.utils.url_fetch import URLPolicy
 
 CURRENT: ContextVar[RunContext | None] = ContextVar("chatagent_run", default=None)
 
@@ -33,8 +40,9 @@ class RunContext:
     session_id, the plugins, how often a plugin retried the run (`attempt`), the validated structured answer
     (`output`, with `response_format`), the run this one is part of (`parent`, for a sub-agent's part), the
     controls over its tool calls (`controls`: its own and its parents', see `chatagent.run.requests.ToolControl`),
-    where its outbound connections may lead (`egress`), and for a tool running now, its call's id (`call_id`) and
-    a key for its side effects (`idempotency_key`)."""
+    whom it acts for and what it may do (`trust`: principal, approval policy, `egress`), where the text its models
+    read came from (`provenance`), and for a tool running now, its call's id (`call_id`) and a key for its side
+    effects (`idempotency_key`)."""
 
     __slots__ = (
         "usage",
@@ -55,17 +63,16 @@ class RunContext:
         "turn_key",
         "call_keys",
         "marked",
-        "egress",
+        "trust",
+        "provenance",
     )
     trace: Any  # a traced run's RunTrace (chatagent.run.telemetry): told of its calls and its end
     recording: Any  # how a recorded run is kept in its trace (chatagent.run.traces)
     turn_key: str | None  # the stored turn's (a run with a session), else made when first asked
     call_keys: CallKeys  # a stored turn's calls: function id -> their idempotency key (`get`)
     marked: Marked  # the run's tool results as the model gets them (chatagent.llm.prepare.marked_data)
-    # The run's URL policy: what every outbound connection of the run (files, web tools, A2A, MCP over HTTP) is held
-    # to; None: anywhere (the machine's own user). Taken from the surface that started the run (`chatagent serve`
-    # runs its clients' requests under `public_urls_only`); a nested run inherits it.
-    egress: URLPolicy | None
+    trust: Trust  # whom the run acts for, what waits for a person, where it may connect (chatagent.run.trust)
+    provenance: Provenance  # the untrusted sources its models (and those of the runs nested in it) have read
 
     def __init__(
         self, deadline: float | None = None, callbacks: tuple[Callback, ...] = (), agent_name: str | None = None
@@ -85,7 +92,13 @@ class RunContext:
         self.trace, self.recording = None, None
         self.controls: tuple[ToolControl, ...] = ()  # the controlled runs this one is part of, outermost first
         self.turn_key, self.call_keys, self.marked = None, {}, {}  # for idempotency keys (see below); marked data
-        self.egress = url_policy()
+        run = CURRENT.get()  # a run started by a running one's code acts as it does; any other as its surface says
+        self.trust, self.provenance = (run.trust, run.provenance) if run else (surface_trust(), Provenance())
+
+    @property
+    def egress(self) -> URLPolicy | None:
+        """The URL policy every outbound connection of the run is held to (None: any URL)."""
+        return self.trust.egress
 
     @property
     def call_id(self) -> str | None:
@@ -112,15 +125,14 @@ class RunContext:
             raise RunDeadlineExceeded("the run went past its deadline")
 
     def child(self, agent_name: str | None) -> RunContext:
-        """The context of a sub-agent's part of this run: same deadline, callbacks and usage totals."""
+        """The context of a sub-agent's part of this run: same deadline, callbacks, usage, trust and provenance."""
         ctx = RunContext(self.deadline, self.callbacks, agent_name)
+        ctx.parent, ctx.trust, ctx.provenance = self, self.trust, self.provenance  # what a nested run inherits
         ctx.usage = self.usage
         ctx.session_id = self.session_id
         ctx.turn_key, ctx.call_keys = self.turn_key, self.call_keys
         ctx.session = self.session
-        ctx.parent = self
         ctx.controls = self.controls
-        ctx.egress = self.egress
         return ctx
 
 
@@ -128,3 +140,9 @@ def current_run() -> RunContext:
     """The context of the run whose code is executing now (a fresh one outside any run)."""
     ctx = CURRENT.get()
     return ctx if ctx is not None else RunContext()
+
+
+def current_trust() -> Trust:
+    """The trust of the run whose code is executing now, else the surface's (`acting_as`), else the local user's."""
+    ctx = CURRENT.get()
+    return ctx.trust if ctx is not None else surface_trust()

@@ -16,7 +16,8 @@ around it. It sits between the agent's loop and the driver, so one piece of code
 
 What the caller has been shown is kept (`shown`) so that the last yield can change it: model replies are recorded
 once per call, or piece by piece through a map only where placement is not plain (a view, a retry, held output).
-An agent with neither plugins nor tools that need approval never comes here.
+An agent with neither plugins nor tools that may need approval under the run's policy (`RunContext.trust.approval`,
+inherited by every nested run) never comes here.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from chatagent.errors import LoopExit
-from chatagent.run.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, paused_call, resolve
+from chatagent.run.approval import PENDING_APPROVAL, Resume, call_id, may_pause, needs_approval, paused_call, resolve
 from chatagent.run.durable import own_loop
 from chatagent.run.holding import output_hold
 from chatagent.run.input_checks import InputChecks
@@ -104,7 +105,7 @@ class _ControlledRun(Stage):
         agent, plugins = self.agent, self.plugins
         try:
             resume = None
-            if agent.tools_need_approval():  # else paused calls are a member's, for it to resume (a group chat's)
+            if may_pause(agent, self.ctx.trust.approval):  # else paused calls are a member's, for it to resume
                 msgs, resume = resolve(msgs)
             for p, fn in plugins.each("before_run"):
                 out = _message_list(plugins.call(p, "before_run", fn, agent, list(msgs)), p, "before_run")
@@ -166,10 +167,11 @@ class _ControlledRun(Stage):
             if self.checks.done() and (self.checks or self.held):
                 yield from self._settle()  # a check that tripped already: no need to ask the model
             plugins = self.plugins
+            inner = len(request.maps)  # the maps of the runs inside this one; the plugins' come after
             for p, fn in plugins.each("before_model"):
                 plugins.call(p, "before_model", fn, self.agent, request)
             self.checks.start_unseen(request.messages)  # what the agent added: a document's excerpts, ...
-            self.mapped = self._map(request)
+            self.mapped = self._map(request, inner)
             if not self.mapped and self.hold is not None and not request.hide:  # it holds the whole answer: the
                 request.hide = self.whole = True  # reply streams to no one; what of it may show goes out when done
         elif isinstance(request, ToolBatch):
@@ -231,9 +233,10 @@ class _ControlledRun(Stage):
                     break
         return fragments
 
-    def _map(self, call: ModelCall) -> bool:
+    def _map(self, call: ModelCall, inner: int) -> bool:
         """Give `call` a map that places, holds and records its pieces, when recording its reply at the end would
-        not do; whether it did."""
+        not do; whether it did. With checks that judge content it goes before the maps the plugins added (from
+        `inner` on): what they derive from the text follows what the checks let out."""
         if call.hide:
             return False
         plain = call.view is None and not call.maps and not self.offset and self.replace_at < 0
@@ -255,7 +258,10 @@ class _ControlledRun(Stage):
                     fragments, self.held = self.held + fragments, []
             return self._show(fragments)
 
-        call.maps.append(place_hold_record)
+        if self.hold is not None and self.hold.judges:
+            call.maps.insert(inner, place_hold_record)
+        else:
+            call.maps.append(place_hold_record)
         return True
 
     def _record(self, call: ModelCall) -> None:
@@ -311,8 +317,9 @@ class _ControlledRun(Stage):
         """Approval and `before_tool` for a batch about to start: pause for calls that need a person."""
         waiting: list[dict[str, Any]] = []
         plugins = self.plugins
+        policy = self.ctx.trust.approval  # the run's, whatever agent of it made the call
         for k, call in enumerate(batch.calls):
-            if needs_approval(call.tool, call.args):
+            if needs_approval(call.tool, call.args, policy):
                 cid = call.outcome.call_id if call.outcome.call_id is not None else f"call_{k}"
                 resume = self.resume
                 if resume is None or (decision := resume.decisions.get(cid)) is None:

@@ -11,6 +11,10 @@ that every output-checking plugin allows (`Plugin.releases`):
   out is final: a later block is added after it, and an `after_run` may not rewrite it or retry.
 
 `check_text` hooks see the text in pieces of their unit whatever goes out when: the coarsest unit a plugin names.
+
+What a plugin derives from the model's text as it streams (a map it adds in `before_model`: structured output's
+partial object, `extra['parsed']`) is derived from what the hold lets out when any check judges content
+(`Plugin.checks_content`): a partial object never shows what a check then withholds or rewrites.
 """
 
 from __future__ import annotations
@@ -44,7 +48,9 @@ def output_hold(agent: Runnable, plugins: Plugins) -> OutputHold | None:
     unit = max(texts, key=_ORDER.index) if texts else None
     if unit is None and texts:
         raise TypeError("a plugin with check_text must say which pieces it checks: releases='sentence' or 'paragraph'")
-    return OutputHold(agent, plugins, max(releases, key=_ORDER.index), unit)
+    hold = OutputHold(agent, plugins, max(releases, key=_ORDER.index), unit)
+    hold.judges = any(getattr(p, "checks_content", True) for p in checking.values())
+    return hold
 
 
 def _releases(plugin: Any) -> str | None:
@@ -59,7 +65,19 @@ class OutputHold:
     what may be shown now; `flush()` checks what is left of the last message when the run's output is complete;
     `made` is the response as made (checked pieces only), for `after_run`."""
 
-    __slots__ = ("agent", "plugins", "releases", "unit", "checks", "made", "shown_len", "pending", "text", "reasoning")
+    __slots__ = (
+        "agent",
+        "plugins",
+        "releases",
+        "unit",
+        "checks",
+        "made",
+        "shown_len",
+        "pending",
+        "text",
+        "reasoning",
+        "judges",
+    )
 
     def __init__(self, agent: Runnable, plugins: Plugins, releases: str | None, unit: str | None) -> None:
         self.agent, self.plugins = agent, plugins
@@ -71,6 +89,9 @@ class OutputHold:
         self.pending = -1  # the message whose last piece of text waits for its end
         self.text = ""  # that piece
         self.reasoning = ""
+        # whether a check judges what the answer says: what plugins derive from a model's text (the partial object
+        # of structured output) is then derived from what the hold lets out, never from the text it holds
+        self.judges = True
 
     @property
     def holds_all(self) -> bool:

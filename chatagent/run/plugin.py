@@ -106,6 +106,10 @@ class Plugin:
     releases: str | None = None
     #: whether its `check_input` runs in a thread beside the answer (else in place, before the model is called)
     concurrent: bool = True
+    #: whether its output checks judge what the answer says (block, rewrite: a guardrail) rather than only its form
+    #: (structured output's validation): what a plugin derives from the model's text as it streams (the partial
+    #: object, `extra['parsed']`) then follows only text those checks have let out (`chatagent.run.holding`)
+    checks_content: bool = True
 
     def __init__(self, *, name: str | None = None, on_error: str | None = None) -> None:
         if name is not None:

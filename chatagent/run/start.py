@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 from chatagent.run import events
-from chatagent.run.approval import approval_message, is_approval
+from chatagent.run.approval import approval_message, is_approval, may_pause
 from chatagent.run.compaction import DROP_OLDEST, compacted
 from chatagent.run.context import CURRENT, RunContext
 from chatagent.run.driver import adrive, drive, observed
@@ -114,7 +114,7 @@ def loop(agent: Runnable, msgs: list[Message], lang: str | None, context: RunCon
 def controlled_loop(agent: Runnable, msgs: list[Message], lang: str, kwargs: dict[str, Any], context: RunContext,
                     calls: list[Message] | None = None) -> AgentLoop:  # fmt: skip
     """The agent's loop under the run's plugins and tool approval when it has any (see `chatagent.run.control`)."""
-    if context.plugins is None and not agent.tools_need_approval():
+    if context.plugins is None and not may_pause(agent, context.trust.approval):
         return resumed_loop(agent, calls, msgs, lang, kwargs) if calls else agent.loop(msgs, lang, kwargs)
     from chatagent.run.control import controlled  # only runs with plugins or approval load the control machinery
 

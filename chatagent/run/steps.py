@@ -99,7 +99,8 @@ class RunSteps:
 
         The reply streams out as fragments placed from `start` (through `view`, see `ModelCall`; none with
         `hide=True`), and the complete reply (a list of Messages) is the return value. Tool results reach the
-        model marked as untrusted data, each once per run (`chatagent.llm.prepare.marked_data`).
+        model marked as untrusted data, each once per run (`chatagent.llm.prepare.marked_data`), and the run's
+        provenance notes where the marked text came from (`chatagent.run.trust.Provenance`).
 
         Qwen-Agent style works too (in an agent that is not `fragment_native`): `for rsp in self._call_llm(...)`
         yields the reply so far as whole lists (an empty one first), and `stream=False` returns the whole reply.
@@ -108,6 +109,7 @@ class RunSteps:
         ctx.check_deadline()
         cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
         messages = cast("list[Message]", marked_data(messages, ctx.marked))  # a Qwen-style loop's dicts stay dicts
+        ctx.provenance.read(messages)  # where what the model reads came from, for what the run writes
         if "_call_llm" in self.overridden_steps and stream and self.fragment_native and compat.placement():
             return compat.placed_call(self.llm, messages, functions, cfg, ctx)  # inside an override, in a built-in loop
         if not stream:

@@ -31,6 +31,7 @@ from google.protobuf import json_format
 from chatagent.agent import Agent
 from chatagent.errors import ChatAgentError
 from chatagent.run.approval import APPROVAL
+from chatagent.run.trust import acting_as
 from chatagent.schema import USER, Message
 from chatagent.server.app import Service, send_error, send_json
 from chatagent.server.approvals import checked_decision
@@ -38,7 +39,6 @@ from chatagent.server.conversations import NEW
 from chatagent.server.openai_api import Answer, ChatRequest, RequestError, checked_session_id
 from chatagent.server.turns import Outcome, reported, start_turn
 from chatagent.sessions import Session, SessionError
-from chatagent.utils.url_fetch import public_urls_only
 
 logger = logging.getLogger("chatagent.server")
 
@@ -265,7 +265,7 @@ class A2AEndpoint:
         outcome, answer = Outcome(), Answer()
         svc.running += 1
         try:
-            with public_urls_only(svc.policy):
+            with acting_as(svc.where.trust(rec.owner)):
                 async for fragments in turn.run:
                     outcome.add(fragments)
                     piece, _ = answer.add(fragments)

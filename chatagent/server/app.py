@@ -20,6 +20,7 @@ import orjson
 
 from chatagent.agent import Agent
 from chatagent.run.traces import TraceRecorder
+from chatagent.run.trust import acting_as
 from chatagent.server.approvals import ApprovalTokens
 from chatagent.server.conversations import Quotas
 from chatagent.server.detached import SessionRuns
@@ -39,7 +40,7 @@ from chatagent.server.openai_api import (
 )
 from chatagent.server.turns import Reply, Where, reported, start_turn
 from chatagent.sessions import open_store
-from chatagent.utils.url_fetch import BlockedURLError, FetchError, URLPolicy, check_url, public_urls_only
+from chatagent.utils.url_fetch import BlockedURLError, FetchError, URLPolicy, check_url
 
 logger = logging.getLogger("chatagent.server")
 
@@ -90,7 +91,7 @@ class Service:
         self.trace_store: str | None = store if traces is True else str(traces) if traces else None
         self.recorder = TraceRecorder(self.trace_store) if traces else None
         callbacks = (self.recorder,) if self.recorder is not None else ()
-        self.where = Where(self.session_store, self.tokens, quotas, deadline, SessionRuns(self), callbacks)
+        self.where = Where(self.session_store, self.tokens, quotas, deadline, SessionRuns(self), self.policy, callbacks)
 
     # ---- checks ------------------------------------------------------------------------------------------------
 
@@ -251,7 +252,7 @@ class ChatCompletions:
             return
         svc.running += 1
         try:
-            with public_urls_only(svc.policy):
+            with acting_as(svc.where.trust(user)):
                 await self._answer(agent, model, request, named, user, len(body), receive, send)
         finally:
             svc.running -= 1

@@ -31,6 +31,7 @@ from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool
 from chatagent.agent import Agent
 from chatagent.run.approval import APPROVAL, needs_approval
 from chatagent.run.plugin import Blocked, Plugins
+from chatagent.run.trust import SERVED_APPROVAL, acting_as
 from chatagent.schema import FUNCTION, USER, Message
 from chatagent.schema.fragment import Fragment
 from chatagent.server.app import Service, send_error
@@ -40,7 +41,6 @@ from chatagent.server.mcp_sessions import SessionQuota, holder_of
 from chatagent.server.openai_api import ChatRequest, RequestError, checked_session_id
 from chatagent.server.turns import Outcome, reported, start_turn
 from chatagent.tools.calling import PreparedCall, aexecute, prepare_call
-from chatagent.utils.url_fetch import public_urls_only
 
 if TYPE_CHECKING:
     from chatagent.tools.tool import BaseTool
@@ -113,7 +113,7 @@ class MCPSurface:
                         f"its tools anyway by naming it: expose_tools=[{model!r}] (--expose-tools {model})"
                     )
                 for name, tool in agent.function_map.items():
-                    if getattr(tool, "requires_approval", False) is True:
+                    if SERVED_APPROVAL.rule(tool) is True:
                         continue  # always needs a person: reached only through ask_<agent>, which pauses for it
                     exposed = tool_name(f"{model}__{name}" if several else name)
                     if exposed in self.asks or exposed in self.tools:
@@ -169,7 +169,7 @@ class MCPSurface:
                 return await self._ask(ctx, user, model, agent, args)
             if name in self.tools:
                 agent, tool = self.tools[name]
-                return await self._tool(agent, tool, args)
+                return await self._tool(user, agent, tool, args)
             raise RequestError(404, f"no tool {name!r} (this server has {', '.join(sorted(self.asks))[:300]})")
         except RequestError as e:
             return _error(e.message)
@@ -181,7 +181,7 @@ class MCPSurface:
             raise RequestError(429, "the server is busy; retry shortly", "busy")
         svc.running += 1
         try:
-            with public_urls_only(svc.policy):
+            with acting_as(svc.where.trust(user)):
                 turn = await start_turn(svc.where, agent, model, request, named, user, len(orjson.dumps(args)))
                 outcome = Outcome()
                 progress = Progress(ctx)
@@ -204,7 +204,7 @@ class MCPSurface:
             shown = (text + "\n\n" if text else "") + waiting_text(ASK + tool_name(model), extra)
         return CallToolResult(content=[TextContent(text=shown)], structured_content={"answer": text, **extra})
 
-    async def _tool(self, agent: Agent, tool: BaseTool, args: dict[str, Any]) -> CallToolResult:
+    async def _tool(self, user: str, agent: Agent, tool: BaseTool, args: dict[str, Any]) -> CallToolResult:
         """One of an agent's own tools, called directly: the agent's input checks on the arguments, the one
         tool-call path (arguments validated), the agent's `before_tool`/`after_tool` hooks, its output checks on
         the result; never when the call needs approval."""
@@ -218,10 +218,10 @@ class MCPSurface:
         call = prepare_call({tool.name: tool}, tool.name, args, kwargs={"session_id": state})
         if not isinstance(call, PreparedCall):
             return _error(str(call.content))
-        if needs_approval(tool, call.args):
+        if needs_approval(tool, call.args, svc.where.trust(user).approval):
             return _error(f"{tool.name} needs a person's approval for these arguments: ask the agent instead")
         try:
-            with public_urls_only(svc.policy):
+            with acting_as(svc.where.trust(user)):
                 for p, fn in plugins.each("before_tool"):
                     content = plugins.call(p, "before_tool", fn, agent, call)
                     if content is not None:

@@ -18,17 +18,20 @@ from typing import TYPE_CHECKING, Any
 from chatagent.agent import Agent
 from chatagent.run.approval import PENDING_APPROVAL
 from chatagent.run.traces import PRINCIPAL
+from chatagent.run.trust import Trust, acting_as, served
 from chatagent.schema import ASSISTANT, Message, content_text
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import Collector
 from chatagent.server.approvals import APPROVAL_TOKEN, EXPECTED, ApprovalTokens, PausedCall, check_decided_calls
 from chatagent.server.conversations import Quotas, open_conversation
 from chatagent.server.detached import SessionRuns
+from chatagent.server.identity import ANONYMOUS
 from chatagent.server.openai_api import PUBLIC_EXTRAS, ChatRequest, RequestError, error_for
 from chatagent.sessions import SessionError
 
 if TYPE_CHECKING:
     from chatagent.server.openai_api import Answer
+    from chatagent.utils.url_fetch import URLPolicy
 
 logger = logging.getLogger("chatagent.server")
 
@@ -76,25 +79,39 @@ class Turn:
 
 
 class Where:
-    """What a turn needs of the server: its session store, approval tokens, quotas, run deadline and session runs,
-    and the callbacks of every run it serves (the recorder of `serve --traces`)."""
+    """What a turn needs of the server: its session store, approval tokens, quotas, run deadline, session runs, URL
+    policy, and the callbacks of every run it serves (the recorder of `serve --traces`)."""
 
-    __slots__ = ("store", "tokens", "quotas", "deadline", "runs", "callbacks")
+    __slots__ = ("store", "tokens", "quotas", "deadline", "runs", "policy", "callbacks")
 
     def __init__(
         self, store: Any, tokens: ApprovalTokens, quotas: Quotas, deadline: float | None, runs: SessionRuns,
-        callbacks: tuple[Any, ...] = (),
+        policy: URLPolicy, callbacks: tuple[Any, ...] = (),
     ) -> None:  # fmt: skip
         self.store, self.tokens, self.quotas, self.deadline, self.runs = store, tokens, quotas, deadline, runs
-        self.callbacks = callbacks
+        self.policy, self.callbacks = policy, callbacks
+
+    def trust(self, principal: str) -> Trust:
+        """What a run for `principal` may do (`chatagent.run.trust`): reach its own state (none of anyone's without
+        keys, where every client is the same principal: state is then kept per conversation the server issued),
+        run code only with a person's approval, connect only where the server's URL policy allows."""
+        return served(None if principal == ANONYMOUS else principal, self.policy)
 
 
 async def start_turn(
     where: Where, agent: Agent, model: str, request: ChatRequest, named: str | None, user: str, size: int
 ) -> Turn:
-    """Start `agent` on `request` for the principal `user`: on the conversation `named` (opened and checked, see
-    `chatagent.server.conversations`), or without one (an approval then resumes the calls its token stands for).
-    `where.store` is a function giving the session store (it may block). RequestError for what is refused."""
+    """Start `agent` on `request` for the principal `user`, acting as `where.trust(user)` says: on the conversation
+    `named` (opened and checked, see `chatagent.server.conversations`), or without one (an approval then resumes the
+    calls its token stands for). `where.store` is a function giving the session store (it may block). RequestError
+    for what is refused."""
+    with acting_as(where.trust(user)):  # the run takes it at its start, and every run nested in it from the run
+        return await _started(where, agent, model, request, named, user, size)
+
+
+async def _started(
+    where: Where, agent: Agent, model: str, request: ChatRequest, named: str | None, user: str, size: int
+) -> Turn:
     PRINCIPAL.set(user)  # a recorded trace of the run is the principal's (this request's task and the run's own)
     options: dict[str, Any] = {"callbacks": list(where.callbacks)} if where.callbacks else {}
     if named is not None:

@@ -70,7 +70,8 @@ class BaseTool:
     max_calls: int | None = None
     return_direct: bool = False
     requires_approval: bool | Callable[[JSONObject], bool] = False
-    #: Whether it runs code the model wrote: `chatagent gui` and `serve` then ask for approval of each call unless
+    #: Whether it runs code the model wrote: a run for someone else (`chatagent serve`, MCP, A2A, the web UI: their
+    #: `ApprovalPolicy(code=True)`, see `chatagent.run.trust`) then asks for approval of each call unless
     #: `requires_approval` was set (a model that reads other people's text can be told what to run).
     runs_code: bool = False
     #: Whether its name and description were written by a third party (an MCP server, a remote agent): what chooses

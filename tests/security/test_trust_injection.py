@@ -88,14 +88,17 @@ def test_serve_asks_before_running_code_an_injected_model_wrote(tmp_path: Path, 
     assert json.loads(waiting[0]["arguments"])["code"] == "print('INJECTED-RAN')"
 
 
-def test_the_web_uis_agents_ask_before_running_code_unless_told_otherwise() -> None:
-    from chatagent.cli.build import ask_before_running_code  # what `chatagent gui` and `serve` apply
+def test_a_run_for_someone_else_asks_before_running_code_unless_told_otherwise() -> None:
+    """What `serve`, MCP, A2A and the web UI run under (`served`): the code interpreter asks, unless its own
+    `requires_approval` says otherwise; in the local user's own code, the tool's own rule holds."""
+    from chatagent.run.approval import may_pause
+    from chatagent.run.trust import LOCAL, SERVED_APPROVAL
     from chatagent.tools.code_interpreter import CodeInterpreter
 
     asked = FnCallAgent(llm={"model": "m"}, function_list=[CodeInterpreter({"timeout": 5})])
     trusted = FnCallAgent(llm={"model": "m"}, function_list=[CodeInterpreter({"requires_approval": False})])
-    assert ask_before_running_code(asked) == ["code_interpreter"] and asked.tools_need_approval()
-    assert ask_before_running_code(trusted) == [] and not trusted.tools_need_approval()
+    assert may_pause(asked, SERVED_APPROVAL) and not may_pause(trusted, SERVED_APPROVAL)
+    assert not may_pause(asked, LOCAL.approval) and not asked.tools_need_approval()  # the tool was not changed
 
 
 CODER = """

@@ -220,3 +220,45 @@ def test_the_terminal_never_prints_text_an_output_check_blocks(tmp_path: Path, o
     finally:
         term.close()
     assert SECRET.encode() not in out, "the terminal printed the blocked text while it streamed"
+
+
+# ---- structured output streaming past the checks (issue 36 item 9) -----------------------------------------------
+
+ADDRESS = "12 Rue de la Paix, Paris"
+CONTACT = {"type": "object", "properties": {"name": {"type": "string"}, "address": {"type": "string"}}}
+
+
+def no_address(text: str) -> str | None:
+    return "a home address" if "Rue de la Paix" in text else None
+
+
+def contact_reply(openai_server) -> dict:
+    answer = json.dumps({"name": "Alice Martin", "address": ADDRESS})
+    openai_server.add(paced_reply(answer))
+    return {"model": "m", "model_server": openai_server.base_url, "api_key": "k", "generate_cfg": {"max_retries": 0}}
+
+
+@pytest.mark.parametrize("per", ["answer", "sentence"])
+def test_a_streamed_partial_object_never_holds_what_an_output_check_withholds(openai_server, per: str) -> None:
+    """`run(response_format=...)` streams the object parsed so far in `extra['parsed']`; before, each partial object
+    was parsed from the model's text before the output checks held it, and carried the address the guardrail then
+    withheld. Now it follows only text the checks let out: nothing of the withheld answer."""
+    guard = OutputGuardrail(no_address, message="I can't share that.", per=per)
+    bot = BasicAgent(llm=contact_reply(openai_server), plugins=[guard])
+    parsed: list[Any] = []
+    texts: list[str] = []
+    for fragments in bot.run([Message("user", "Alice's contact?")], delta_stream=True, response_format=CONTACT):
+        parsed += [f["extra"]["parsed"] for f in fragments if "parsed" in (f.get("extra") or {})]
+        texts += [f.get("content") or "" for f in fragments]
+    assert not [p for p in parsed if "Rue de la Paix" in json.dumps(p)], "a partial object held the withheld address"
+    assert "Rue de la Paix" not in "".join(texts) and "I can't share that." in "".join(texts)
+
+
+def test_a_streamed_partial_object_still_grows_without_content_checks(openai_server) -> None:
+    """Structured output alone (its validation checks only the answer's form): the object streams as it grows."""
+    bot = BasicAgent(llm=contact_reply(openai_server))
+    parsed: list[Any] = []
+    for fragments in bot.run([Message("user", "Alice's contact?")], delta_stream=True, response_format=CONTACT):
+        parsed += [f["extra"]["parsed"] for f in fragments if "parsed" in (f.get("extra") or {})]
+    assert len(parsed) > 3 and parsed[0] != parsed[-1]
+    assert parsed[-1] == {"name": "Alice Martin", "address": ADDRESS}

@@ -430,11 +430,12 @@ class CrewAgent(Agent):
         current_run().output = CrewOutput(outputs[-1].raw if outputs else "", list(outputs))
 
 
-def _context(crew: Crew, task: Task, done: list[TaskOutput]) -> list[TaskOutput]:
-    """The outputs a task builds on: those of its `context` tasks, or of every task before it."""
+def _context(crew: Crew, task: Task, done: list[TaskOutput]) -> list[tuple[int, TaskOutput]]:
+    """The outputs a task builds on, each with its task's number: those of its `context` tasks, or of every task
+    before it."""
     if task.context is None:
-        return done
-    return [done[crew.tasks.index(t)] for t in task.context]
+        return list(enumerate(done, 1))
+    return [(crew.tasks.index(t) + 1, done[crew.tasks.index(t)]) for t in task.context]
 
 
 def _progress_fragment(crew: Crew, k: int, task: Task, agent: Agent, inputs: dict[str, Any], pos: int) -> Fragment:

@@ -4,7 +4,8 @@
          context=[research], output_pydantic=Summary, guardrail=lambda out: (len(out.raw) < 800, 'Too long'))
 
 `{placeholders}` in the description and expected output are filled from the crew's inputs. The outputs of the
-tasks in `context` are given to the agent with the task (by default, those of every task before it). The answer
+tasks in `context` are given to the agent with the task (by default, those of every task before it), each marked as
+data from its task (`source="task N"`: an earlier agent may have been told anything by what it read). The answer
 is validated against `output_pydantic` (an invalid one is sent back with what is wrong, as structured output
 does) and checked by `guardrail`: a function of the TaskOutput returning `(True, value)` or `(False, feedback)`,
 or a text the agent's model judges the answer by; a failed check sends the feedback back to the agent, up to
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatagent.errors import ChatAgentError
+from chatagent.llm.prepare import untrusted
 from chatagent.tools.tool import is_pydantic_model
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -101,11 +103,14 @@ def missing_inputs(tasks: Sequence[Task], inputs: Mapping[str, Any]) -> list[str
     return sorted(needed - set(inputs))
 
 
-def task_prompt(description: str, expected_output: str, context: Sequence[TaskOutput]) -> str:
-    """What the agent is asked: the task, the expected output, and the work it builds on."""
+def task_prompt(description: str, expected_output: str, context: Sequence[tuple[int, TaskOutput]]) -> str:
+    """What the agent is asked: the task, the expected output, and the work it builds on (task number, output): each
+    earlier answer marked as data from its task (`source="task N"`), since it may carry what a page or a tool told
+    that task's agent."""
     text = PROMPT.format(description=description, expected_output=expected_output)
     if context:
-        text += CONTEXT.format(context="\n\n".join(f"{c.description}:\n{c.raw}" for c in context))
+        done = (f"Task {n} ({c.description}):\n{untrusted(c.raw, f'task {n}')}" for n, c in context)
+        text += CONTEXT.format(context="\n\n".join(done))
     return text
 
 

@@ -29,7 +29,7 @@ def run_task(
     agent: Agent,
     index: int,
     inputs: dict[str, Any],
-    context: Sequence[TaskOutput],
+    context: Sequence[tuple[int, TaskOutput]],
     start: int,
     lang: str,
     redo: TaskOutput | None = None,
