@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,11 @@ def save_kickoff(inputs: dict[str, Any] | None, outputs: Sequence[tuple[str, Any
               "json_dict": o.json_dict, "expected_output": o.expected_output, "name": o.name}
              for task_id, o in outputs]  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"inputs": inputs, "tasks": tasks}, ensure_ascii=False, default=str), "utf-8")
+    fd, tmp = tempfile.mkstemp(
+        dir=path.parent, prefix=".kickoff-", suffix=".tmp"
+    )  # one per writer: crews may end at once
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(json.dumps({"inputs": inputs, "tasks": tasks}, ensure_ascii=False, default=str))
     os.replace(tmp, path)
 
 

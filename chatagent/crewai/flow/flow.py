@@ -36,23 +36,26 @@ StateT = TypeVar("StateT")
 class Flow(ChatFlow[StateT]):
     """A CrewAI flow (see the module docstring)."""
 
-    _persistence: ClassVar[FlowPersistence | None] = None
+    _persistence: ClassVar[FlowPersistence | None] = None  # a method's @persist (the class's is read when made)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
+        if "initial_state" not in vars(cls) and isinstance(cls.initial_state, TypeVar):
+            cls.initial_state = None  # inherited from Flow[StateT] itself: the subclass's own Flow[State] says it
         super().__init_subclass__(**kwargs)
         state = cls.initial_state
+        if isinstance(state, TypeVar):
+            state = cls.initial_state = None
         if is_pydantic_model(state) and "id" not in state.model_fields:
             cls.initial_state = create_model(state.__name__, __base__=state, __module__=state.__module__,
                                              id=(str, Field(default_factory=lambda: str(uuid.uuid4()))))  # fmt: skip
-        given = getattr(cls, PERSIST, None)
         methods = [getattr(cls, n) for n in dir(cls) if getattr(getattr(cls, n, None), PERSIST, None) is not None]
-        cls._persistence = given or (getattr(methods[0], PERSIST) if methods else None)
+        cls._persistence = getattr(methods[0], PERSIST) if methods else None  # @persist on a method
 
     def __init__(self, persistence: FlowPersistence | None = None, **kwargs: Any) -> None:
         for key in ("tracing", "suppress_flow_events", "max_method_calls", "stream"):
             kwargs.pop(key, None)  # CrewAI's settings of its own runtime
         fields = kwargs
-        store = persistence or type(self)._persistence
+        store = persistence or getattr(type(self), PERSIST, None) or type(self)._persistence  # @persist on the class
         super().__init__(store=store.store if store is not None else None, persist=store is not None)
         if fields:
             self._set_inputs(fields)

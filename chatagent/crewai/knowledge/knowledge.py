@@ -61,7 +61,8 @@ class Knowledge:
     def query(self, query: Sequence[str] | str, results_limit: int | None = None,
               score_threshold: float | None = None) -> list[dict[str, Any]]:  # fmt: skip
         """The best passages for the queries: [{'content', 'metadata': {'source'}, 'score'}], best first; scores
-        are scaled so that the best passage scores 1, and those under `score_threshold` are left out."""
+        are scaled so that the best passage scores 1 (every passage, when none scores above 0), and those under
+        `score_threshold` are left out."""
         limit = results_limit or self.config.results_limit
         threshold = self.config.score_threshold if score_threshold is None else score_threshold
         index = self._ready()
@@ -69,10 +70,12 @@ class Knowledge:
         hits = index.search(text, limit)
         if not hits:
             return []
-        best = hits[0][1] or 1.0
+        best = hits[0][1]
         out = []
         for i, score in hits:
-            scaled = score / best if best > 0 else 0.0
+            # a collection of one passage (or of passages that all hold the terms) scores 0 by keywords: each
+            # passage found matched the query, and counts as the best
+            scaled = score / best if best > 0 else 1.0
             if scaled >= threshold:
                 source, content = self._chunks[int(i)]  # type: ignore[arg-type]
                 out.append({"content": content, "metadata": {"source": source}, "score": round(scaled, 4)})
