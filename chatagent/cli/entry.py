@@ -12,6 +12,8 @@ import threading
 from collections.abc import Iterator, Sequence
 
 from chatagent.cli.commands import cmd_chat, cmd_gui, cmd_mcp, cmd_serve, cmd_sessions
+from chatagent.cli.crew import COMMANDS as CREW_COMMANDS
+from chatagent.cli.crew import add_crew_parsers
 from chatagent.cli.errors import CliError
 from chatagent.cli.memory import add_memory_parser
 from chatagent.server.runner import DEFAULT_GRACE, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_REQUEST_BYTES
@@ -22,7 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `chatagent` command."""
     parser = argparse.ArgumentParser(prog="chatagent", description="Chat with agents: terminal, web UI, API server.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{chat,gui,serve,mcp,sessions,memory}")
+    listed = ",".join(("chat", "gui", "serve", "mcp", "sessions", "memory", *CREW_COMMANDS))
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{" + listed + "}")
 
     def model_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--model", help="model name (default: the configured or embedded model)")
@@ -110,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--expose-tools", action="store_true", help="the agent's own tools are MCP tools too")
     store_arg(p)
     p.set_defaults(func=cmd_mcp)
+    add_crew_parsers(sub)
     return parser
 
 
