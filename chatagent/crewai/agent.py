@@ -23,9 +23,12 @@ from typing import Any
 
 from chatagent.agents.teams.task import fill
 from chatagent.crewai.agents.agent_builder.base_agent import BaseAgent
+from chatagent.crewai.events import base_events as ev
+from chatagent.crewai.events.bus import crewai_event_bus
 from chatagent.crewai.knowledge.knowledge import Knowledge, knowledge_of
 from chatagent.crewai.lite_agent_output import LiteAgentOutput
 from chatagent.crewai.llm import model_config
+from chatagent.crewai.steps import StepCallbacks
 from chatagent.crewai.tools.base_tool import as_chatagent_tool
 from chatagent.crewai.usage import usage_metrics
 from chatagent.llm.prepare import untrusted
@@ -185,6 +188,12 @@ class Agent(BaseAgent):
             extra["response_format"] = response_format
         if self.max_execution_time:
             extra["deadline"] = float(self.max_execution_time)
+        listener = crewai_event_bus.run_listener(self)
+        steps = StepCallbacks(None, {self.name or "": self.step_callback}) if self.step_callback else None
+        callbacks = [c for c in (listener, steps) if c is not None]
+        if callbacks:
+            extra["callbacks"] = callbacks
+        crewai_event_bus.emit(self, ev.LiteAgentExecutionStartedEvent(agent_role=self.role, messages=convo))
         run = self.run(convo, **extra)
         response: list[dict[str, Any]] = []
         for step in run:
@@ -193,6 +202,7 @@ class Agent(BaseAgent):
         parsed = run.context.output if response_format is not None else None
         if response_format is not None and parsed is None:
             parsed = parse_structured(raw, response_format)
+        crewai_event_bus.emit(self, ev.LiteAgentExecutionCompletedEvent(agent_role=self.role, output=raw))
         return LiteAgentOutput(raw, parsed, self.role, usage_metrics(run.context.usage).model_dump(),
                                [dict(m) for m in response])  # fmt: skip
 

@@ -32,6 +32,7 @@ from chatagent.crewai.knowledge.knowledge import AgentsKnowledge, Knowledge, kno
 from chatagent.crewai.llm import model_config
 from chatagent.crewai.memory.unified_memory import Memory, TaskMemory
 from chatagent.crewai.planning import plan_tasks
+from chatagent.crewai.steps import StepCallbacks
 from chatagent.crewai.storage import load_kickoff, save_kickoff
 from chatagent.crewai.usage import UsageMetrics, usage_metrics
 from chatagent.utils.kwargs import reject_unknown
@@ -192,7 +193,11 @@ class Crew(ChatCrew):
         return inputs
 
     def _callbacks(self) -> list[Any]:
-        return [crewai_event_bus.run_listener(self)]
+        found: list[Any] = [crewai_event_bus.run_listener(self)]
+        steps = {a.name: a.step_callback for a in list[Any](self.agents) if getattr(a, "step_callback", None)}
+        if self.step_callback is not None or steps:
+            found.append(StepCallbacks(self.step_callback, steps))
+        return [c for c in found if c is not None]
 
     def task_finished(self, task: Any, output: TaskOutput) -> None:
         task.output = output

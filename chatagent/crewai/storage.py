@@ -1,22 +1,29 @@
 """Where the face keeps what CrewAI keeps in its storage folder: the task outputs of the last kickoff (for
-`Crew.replay` and `chatagent replay -t ID`), in `$CREWAI_STORAGE_DIR` or else `./.crewai` of the project."""
+`Crew.replay` and `chatagent replay -t ID`), the crew's memory, the flows' states. As CrewAI does, one folder per
+project (the current folder): `$CREWAI_STORAGE_DIR` when set, else one in chatagent's workspace named from the
+project folder's path; it is readable by this user alone."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from chatagent.utils.workspace import private_dirs, workspace_dir, write_atomic
 
 KICKOFF_FILE = "latest_kickoff_task_outputs.json"
 
 
 def storage_dir() -> Path:
-    """$CREWAI_STORAGE_DIR, else `.crewai` in the current folder (the project's)."""
+    """$CREWAI_STORAGE_DIR, else the current folder's (the project's) in the workspace; made if missing."""
     given = os.environ.get("CREWAI_STORAGE_DIR")
-    return Path(given) if given else Path.cwd() / ".crewai"
+    if given:
+        return private_dirs(Path(given).expanduser())
+    project = hashlib.sha256(str(Path.cwd().resolve()).encode()).hexdigest()[:16]
+    return workspace_dir("crewai", f"p_{project}")
 
 
 def save_kickoff(inputs: dict[str, Any] | None, outputs: Sequence[tuple[str, Any]]) -> None:
@@ -28,13 +35,8 @@ def save_kickoff(inputs: dict[str, Any] | None, outputs: Sequence[tuple[str, Any
     tasks = [{"task_id": task_id, "description": o.description, "raw": o.raw, "agent": o.agent,
               "json_dict": o.json_dict, "expected_output": o.expected_output, "name": o.name}
              for task_id, o in outputs]  # fmt: skip
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(
-        dir=path.parent, prefix=".kickoff-", suffix=".tmp"
-    )  # one per writer: crews may end at once
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(json.dumps({"inputs": inputs, "tasks": tasks}, ensure_ascii=False, default=str))
-    os.replace(tmp, path)
+    # write_atomic: a temporary file of its own per writer (crews may end at once), then a rename
+    write_atomic(path, json.dumps({"inputs": inputs, "tasks": tasks}, ensure_ascii=False, default=str).encode())
 
 
 def load_kickoff() -> dict[str, Any] | None:

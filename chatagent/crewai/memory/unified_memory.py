@@ -4,9 +4,8 @@
     memory.remember("The client prefers weekly reports.", scope="/client", categories=["preferences"])
     memory.recall("how often does the client want reports?", limit=3)   # [MemoryMatch(record, score)]
 
-Records live in a SQLite file (`storage`: a path or URL as chatagent's memory takes, default
-`$CREWAI_STORAGE_DIR/memory.db`, else `./.crewai/memory.db`), so a second process recalls what the first
-remembered. Whose memories they are comes from the run the call is made in (its session's user), never from
+Records live in a SQLite file (`storage`: a path or URL as chatagent's memory takes, default `memory.db` in the
+project's storage folder, see `chatagent.crewai.storage`), so a second process recalls what the first remembered. Whose memories they are comes from the run the call is made in (its session's user), never from
 the caller: outside a run they are the local user's. `storage=` also takes a provider in Mem0's shape (an
 object with `add(messages, user_id=, metadata=)` and `search(query, user_id=, limit=)`), which then keeps them.
 
@@ -57,8 +56,6 @@ class Memory:
         user = principal()
         found = self._memories.get(user)
         if found is None:
-            if self._url is None:
-                storage_dir().mkdir(parents=True, exist_ok=True)
             url = self._url or str(storage_dir() / "memory.db")
             found = self._memories[user] = LongTermMemory(user, url, embedder=self._embedder)
         return found

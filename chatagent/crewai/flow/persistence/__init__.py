@@ -1,6 +1,6 @@
 """`crewai.flow.persistence`: `@persist` (on a flow class or one of its methods) and where the state is kept.
 
-    @persist()                                   # the default store: $CREWAI_STORAGE_DIR/flow_states.db
+    @persist()                                   # the default: flow_states.db in the project's storage folder
     class MyFlow(Flow[State]): ...
     @persist(SQLiteFlowPersistence("states.db"))  # a file of your own
 
@@ -26,13 +26,12 @@ class FlowPersistence:
     @property
     def store(self) -> Any:
         if self._store is None:
-            storage_dir().mkdir(parents=True, exist_ok=True)
             return str(storage_dir() / "flow_states.db")
         return self._store
 
 
 class SQLiteFlowPersistence(FlowPersistence):
-    """States in a SQLite file (`db_path`; default: $CREWAI_STORAGE_DIR/flow_states.db)."""
+    """States in a SQLite file (`db_path`; default: flow_states.db in the project's storage folder)."""
 
     def __init__(self, db_path: str | None = None) -> None:
         super().__init__(db_path)
