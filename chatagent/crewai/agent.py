@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import copy as _copy
 import datetime
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +38,9 @@ from chatagent.tools.calling import ToolCache
 from chatagent.tools.registry import make_tools
 from chatagent.utils.kwargs import reject_unknown
 
+logger = logging.getLogger("chatagent.crewai")
+# CrewAI settings of its own executor that chatagent's agent does not have: a warning says they change nothing
+_NO_EFFECT = ("reasoning", "function_calling_llm", "prompt_template", "response_template", "allow_code_execution")
 SYSTEM = "You are {role}. {backstory}\nYour personal goal is: {goal}"
 # CrewAI settings that change nothing here: printing, and features of CrewAI's own executor
 _ACCEPTED = ("verbose", "use_system_prompt", "allow_code_execution", "code_execution_mode", "multimodal",
@@ -118,7 +122,12 @@ class Agent(BaseAgent):
         self.max_retry_limit = max_retry_limit
         self.memory = memory
         self.knowledge_sources = list(knowledge_sources or [])
-        self.knowledge: Knowledge | None = knowledge_of(self.knowledge_sources, settings.get("embedder"))
+        self.knowledge: Knowledge | None = knowledge_of(self.knowledge_sources, settings.get("embedder"),
+                                                        config=settings.get("knowledge_config"))  # fmt: skip
+        ignored = sorted(k for k in _NO_EFFECT if settings.get(k))
+        if ignored:
+            logger.warning("Agent %r: %s change nothing on chatagent.crewai (see docs/crewai.md)", role.strip()[:60],
+                           ", ".join(ignored))  # fmt: skip
         self.inject_date = inject_date
         self.date_format = date_format
         self.system_template = system_template

@@ -95,6 +95,9 @@ class Crew(ChatCrew):
         if self._memory is not None:
             sources.append(TaskMemory(self._memory))
         for agent in agents:
+            known = getattr(agent, "knowledge", None)
+            if embedder is not None and isinstance(known, Knowledge) and known.embedder is None:
+                agent.knowledge = Knowledge(known.collection_name, known.sources, embedder, known.config)
             if max_rpm and hasattr(agent, "generate_cfg"):
                 agent.generate_cfg.setdefault("max_rpm", max_rpm)
             if not cache:

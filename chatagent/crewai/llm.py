@@ -142,7 +142,7 @@ def model_config(llm: Any) -> Any:
     if isinstance(llm, str):
         llm = LLM(model=llm)
     if isinstance(llm, LLM):
-        return llm.config()
+        return llm.chat_model()  # one model (and HTTP client) for every agent given this LLM
     if isinstance(llm, (dict, BaseChatModel)):
         return llm
     if isinstance(llm, BaseLLM):

@@ -26,6 +26,7 @@ from pydantic import Field, create_model
 from chatagent.crewai.events import base_events as ev
 from chatagent.crewai.events.bus import crewai_event_bus
 from chatagent.crewai.flow.persistence import PERSIST, FlowPersistence, SQLiteFlowPersistence
+from chatagent.crewai.memory.unified_memory import Memory
 from chatagent.flows.conditions import and_, listen, or_, router, start
 from chatagent.flows.flow import Flow as ChatFlow
 from chatagent.tools.base import is_pydantic_model
@@ -36,6 +37,7 @@ StateT = TypeVar("StateT")
 class Flow(ChatFlow[StateT]):
     """A CrewAI flow (see the module docstring)."""
 
+    memory: Any = None  # a Memory for remember()/recall() (made when first used, if none is given)
     _persistence: ClassVar[FlowPersistence | None] = None  # a method's @persist (the class's is read when made)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -96,6 +98,21 @@ class Flow(ChatFlow[StateT]):
         crewai_event_bus.emit(self, ev.MethodExecutionFinishedEvent(
             flow_name=flow_name, method_name=name, result=self._record.get("output"), state=self.state))  # fmt: skip
         return triggered
+
+    # ---- memory ---------------------------------------------------------------------------------------------
+
+    def remember(self, content: str, **kwargs: Any) -> Any:
+        """Keep `content` in the flow's memory (`Memory.remember`'s arguments)."""
+        return self._memory().remember(content, **kwargs)
+
+    def recall(self, query: str, **kwargs: Any) -> list[Any]:
+        """What the flow's memory holds for `query` (`Memory.recall`'s arguments)."""
+        return self._memory().recall(query, **kwargs)
+
+    def _memory(self) -> Any:
+        if self.memory is None:
+            self.memory = Memory()
+        return self.memory
 
     @property
     def method_outputs(self) -> list[Any]:

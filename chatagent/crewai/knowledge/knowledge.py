@@ -108,9 +108,10 @@ class AgentsKnowledge:
         """Knowledge does not learn from tasks."""
 
 
-def knowledge_of(sources: Sequence[Any], embedder: Any = None, name: str = "knowledge") -> Knowledge | None:
-    """A Knowledge for `sources` (None without any)."""
-    return Knowledge(name, sources, embedder) if sources else None
+def knowledge_of(sources: Sequence[Any], embedder: Any = None, name: str = "knowledge",
+                 config: KnowledgeConfig | None = None) -> Knowledge | None:  # fmt: skip
+    """A Knowledge for `sources` (None without any); `config`: its results_limit and score_threshold."""
+    return Knowledge(name, sources, embedder, config) if sources else None
 
 
 def embedder_of(config: Any) -> Embedder | str | None:
