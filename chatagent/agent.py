@@ -40,6 +40,7 @@ from chatagent.run.requests import AgentLoop, Fragments, LoopItem
 from chatagent.run.steps import RunSteps
 from chatagent.run.subagent import hidden, map_fragments, run_subagent
 from chatagent.run.tool_call import emit_tool_end, emit_tool_start
+from chatagent.run.traces import recorders_for
 from chatagent.schema import Message, with_system_text
 from chatagent.schema.history import conversation_lang
 from chatagent.utils.kwargs import reject_unknown
@@ -90,6 +91,7 @@ class Agent(RunSteps):
         function_list: tools (used by the agents that call tools): registered names, `{'name': ..., <cfg>}`
             dicts, BaseTool instances or classes, typed functions (see `chatagent.tools.make_tools`).
         callbacks: functions or `chatagent.events.Callbacks` told about each run's model and tool calls.
+        traces: record each run's trace: True (the session store), a store URL, a `chatagent.run.traces.TraceRecorder`.
         response_format: a pydantic model class (or JSON Schema dict): every run's final answer is validated
             against it (and retried), `run_nonstream` returns the validated instance (see `chatagent.plugins.structured`).
         plugins: objects that take part in every run and may change it: rewrite the input, check it, watch or
@@ -140,6 +142,7 @@ class Agent(RunSteps):
         response_format: Any = None,
         plugins: Iterable[Any] | None = None,
         compaction: str | Compaction | None = None,
+        traces: Any = False,
         **kwargs: Any,
     ) -> None:
         reject_unknown(type(self), kwargs)
@@ -154,7 +157,7 @@ class Agent(RunSteps):
         if isinstance(llm, dict):  # the model itself is built on first use
             check_generate_cfg(llm.get("generate_cfg") or {})
         self.function_list: list[Any] = list(function_list or [])
-        self.callbacks: tuple[Callback, ...] = tuple(callbacks or ())
+        self.callbacks: tuple[Callback, ...] = tuple(callbacks or ()) + recorders_for(traces)
         self.response_format = response_format
         self.plugins = plugins
         if self.function_list:
@@ -318,7 +321,7 @@ class Agent(RunSteps):
         the stored conversation followed by `messages`, and the turn is stored when the run ends (see
         `chatagent.sessions.session`). The caller's messages are never modified.
         """
-        stream, as_dicts, context = start.stream(self, messages, lang, deadline, session, kwargs)
+        stream, as_dicts, context = start.stream(self, messages, lang, deadline, session, kwargs, start.SYNC)
         return Run(stream, output(self.name, as_dicts, delta_stream), context)
 
     @overload
@@ -380,7 +383,7 @@ class Agent(RunSteps):
         Yields exactly what `run()` yields. The model streams over an async HTTP client, `async def` tools
         are awaited on this loop, other tools and blocking work (a session's store too) run in worker threads.
         """
-        stream, as_dicts, context = start.astream(self, messages, lang, deadline, session, kwargs)
+        stream, as_dicts, context = start.stream(self, messages, lang, deadline, session, kwargs, start.ASYNC)
         return ARun(stream, output(self.name, as_dicts, delta_stream), context)
 
     def resume(
@@ -399,7 +402,7 @@ class Agent(RunSteps):
         `reason` for a denial). What it had completed is shown first and not done again (its tool calls are not
         run again); the model is asked from there; the turn is stored when it ends. Yields dicts, as `run()`
         does for dicts; SessionError when there is nothing to resume (see `chatagent.sessions.turn`)."""
-        stream, context = start.resumed(self, session, approval, reason, lang, deadline, kwargs)
+        stream, context = start.resumed(self, session, approval, reason, lang, deadline, kwargs, start.SYNC)
         return Run(stream, output(self.name, True, delta_stream), context)
 
     def aresume(
@@ -414,7 +417,7 @@ class Agent(RunSteps):
         **kwargs: Any,
     ) -> ARun[Output]:
         """`resume()` on the running event loop: `async for rsp in bot.aresume(session=s): ...`."""
-        stream, context = start.aresumed(self, session, approval, reason, lang, deadline, kwargs)
+        stream, context = start.resumed(self, session, approval, reason, lang, deadline, kwargs, start.ASYNC)
         return ARun(stream, output(self.name, True, delta_stream), context)
 
     def run_nonstream(
@@ -434,7 +437,7 @@ class Agent(RunSteps):
         `chatagent.plugins.structured`). Pass `response_format=None` to get the response even when the agent has one.
         """
         structured = self._structured_run(response_format, kwargs)
-        stream, as_dicts, context = start.stream(self, messages, lang, deadline, session, kwargs)
+        stream, as_dicts, context = start.stream(self, messages, lang, deadline, session, kwargs, start.SYNC)
         return final_response(Run(stream, self._named, context), as_dicts, structured)
 
     async def arun_nonstream(
@@ -449,7 +452,7 @@ class Agent(RunSteps):
     ) -> Any:
         """`run_nonstream()` on the running event loop."""
         structured = self._structured_run(response_format, kwargs)
-        stream, as_dicts, context = start.astream(self, messages, lang, deadline, session, kwargs)
+        stream, as_dicts, context = start.stream(self, messages, lang, deadline, session, kwargs, start.ASYNC)
         return await afinal_response(ARun(stream, self._named, context), as_dicts, structured)
 
     def _structured_run(self, response_format: Any, kwargs: dict[str, Any]) -> bool:

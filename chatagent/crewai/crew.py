@@ -51,6 +51,7 @@ class Crew(ChatCrew):
         agents: Sequence[Any] = (),
         tasks: Sequence[Any] = (),
         process: Any = "sequential",
+        manager: Any = None,
         *,
         name: str | None = "crew",
         manager_llm: Any = None,
@@ -102,7 +103,7 @@ class Crew(ChatCrew):
                 agent.generate_cfg.setdefault("max_rpm", max_rpm)
             if not cache:
                 agent._tool_cache = None
-        manager = manager_agent if manager_agent is not None else manager_llm
+        manager = manager_agent if manager_agent is not None else manager_llm if manager_llm is not None else manager
         if manager is not None and not hasattr(manager, "function_map"):
             manager = model_config(manager)
         if str(process) == "hierarchical" and manager is None:

@@ -39,7 +39,10 @@ EXTRA_OF: dict[str, str] = {
     "matplotlib": "tools",
     "PIL": "tools",
     "opentelemetry": "otel",
-    "yaml": "crewai",
+    "dbos": "dbos",
+    "botocore": "bedrock",
+    "yaml": "evals",
+    "pytest": "evals",
 }
 
 

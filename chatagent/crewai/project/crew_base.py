@@ -34,16 +34,17 @@ from pathlib import Path
 from typing import Any
 
 from chatagent.crewai.project.annotations import MARK
-from chatagent.errors import ChatAgentError
-from chatagent.utils.extras import missing_dependency
+from chatagent.errors import ChatAgentError, MissingDependencyError
 
 
 def load_yaml(path: Path) -> dict[str, Any]:
     """A YAML file's mapping ({} for an empty file); a clear error for a missing file or another shape."""
     try:
         import yaml  # function-level: only projects read YAML (the crewai extra installs it)
-    except ModuleNotFoundError as e:
-        raise missing_dependency(e, "CrewBase's YAML configuration") from None
+    except ModuleNotFoundError:
+        raise MissingDependencyError(
+            "CrewBase's YAML configuration needs the yaml package, which is not installed: pip install "
+            "'chatagent[crewai]'", name="yaml") from None  # fmt: skip
     if not path.is_file():
         raise FileNotFoundError(f"the crew's configuration is missing: {path}")
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
