@@ -23,6 +23,7 @@ from typing import Any
 
 from chatagent.agents.teams.crew import Crew as ChatCrew
 from chatagent.agents.teams.crew import CrewOutput as ChatCrewOutput
+from chatagent.agents.teams.crew import human_feedback
 from chatagent.agents.teams.delegation import delegation_tools
 from chatagent.agents.teams.task import TaskOutput
 from chatagent.crewai.crews.crew_output import CrewOutput
@@ -35,6 +36,7 @@ from chatagent.crewai.planning import plan_tasks
 from chatagent.crewai.steps import StepCallbacks
 from chatagent.crewai.storage import load_kickoff, save_kickoff
 from chatagent.crewai.usage import UsageMetrics, usage_metrics
+from chatagent.llm.base import Usage
 from chatagent.utils.kwargs import reject_unknown
 
 # CrewAI settings that change nothing here (printing, telemetry, CrewAI's own executor and platform)
@@ -118,9 +120,43 @@ class Crew(ChatCrew):
     def kickoff(self, inputs: dict[str, Any] | None = None, **kwargs: Any) -> CrewOutput:  # type: ignore[override]
         """Run the crew on `inputs`; its CrewOutput."""
         inputs = self._prepared(inputs, kwargs)
-        run = self.run(inputs, callbacks=self._callbacks(), **kwargs)
-        for _ in run:
-            pass
+        if kwargs.get("session") is None and any(t.human_input for t in self.tasks):
+            return self._kickoff_asking(inputs, kwargs)
+        chunks = crewai_event_bus.listens(ev.LLMStreamChunkEvent)
+        run = self.run(inputs, callbacks=self._callbacks(), delta_stream=chunks, **kwargs)
+        for step in run:
+            if chunks:
+                self._stream_chunks(step)
+        return self._finished(run.context, inputs)
+
+    def _stream_chunks(self, fragments: Any) -> None:
+        """Each piece of an agent's answer text as CrewAI's LLMStreamChunkEvent (the crew's own notes left out)."""
+        for fragment in fragments:
+            text = fragment.content if isinstance(fragment.content, str) else ""
+            if text and fragment.role == "assistant" and fragment.name != self.name and not fragment.function_call:
+                crewai_event_bus.emit(self, ev.LLMStreamChunkEvent(chunk=text, agent_role=fragment.name))
+
+    def _kickoff_asking(self, inputs: dict[str, Any], kwargs: dict[str, Any]) -> CrewOutput:
+        """A crew with `human_input` tasks, run in the terminal as CrewAI does: after such a task the person is
+        asked for feedback (Enter accepts the answer; other text sends it back to the agent)."""
+        reject_unknown(type(self), {k: v for k, v in kwargs.items() if k not in ("done",)})
+        conversation: list[Any] = self._start(inputs, None, None, None, kwargs.get("done", ()))
+        total = Usage()
+        while True:
+            run = self.as_agent().run(list(conversation), callbacks=self._callbacks())
+            response: list[Any] = []
+            for step in run:
+                response = step
+            total.merge(run.context.usage)
+            pending = getattr(run.context.output, "pending", None)
+            if not pending or "approval" in pending:
+                break
+            conversation += response
+            done = run.context.output.tasks_output[-1]
+            said = input(f"\n## Final Result: {done.raw}\n\n=====\n## Please provide feedback on the Final Result "
+                         "and the Agent's actions (Enter to accept):\n")  # fmt: skip
+            conversation.append(human_feedback(said))
+        run.context.usage = total
         return self._finished(run.context, inputs)
 
     async def kickoff_async(self, inputs: dict[str, Any] | None = None, **kwargs: Any) -> CrewOutput:
@@ -161,6 +197,23 @@ class Crew(ChatCrew):
         for task, out in zip(self.tasks, done, strict=False):
             task.output = out  # type: ignore[attr-defined]
         return self.kickoff(given, done=done)
+
+    def test(self, n_iterations: int, eval_llm: Any = None, inputs: dict[str, Any] | None = None,
+             **options: Any) -> Any:  # fmt: skip
+        """Run the crew `n_iterations` times, `eval_llm` (an LLM, a model name, ...) scoring each task 1 to 10
+        (chatagent's `Crew.test`: CrewAI's table printed, the evaluation's report returned)."""
+        for agent in list[Any](self.agents):
+            if hasattr(agent, "interpolate_inputs"):
+                agent.interpolate_inputs(dict(inputs or {}))
+        return super().test(n_iterations, model_config(eval_llm), inputs, **options)
+
+    def train(self, n_iterations: int, filename: str, inputs: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        """Run the crew `n_iterations` times, a person reviewing each task; the suggestions drawn from it written to
+        `filename` (chatagent's `Crew.train`)."""
+        for agent in list[Any](self.agents):
+            if hasattr(agent, "interpolate_inputs"):
+                agent.interpolate_inputs(dict(inputs or {}))
+        return super().train(n_iterations, filename, inputs, **kwargs)
 
     def copy(self) -> Crew:
         """A crew of copies of the agents and tasks (what kickoff_for_each runs each inputs on)."""

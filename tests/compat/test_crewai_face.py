@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from chatagent import ScriptedLLM, Session, tool_call
 from chatagent.crewai import LLM, Agent, Crew, LLMGuardrail, Task
 from chatagent.crewai.events import (
+    LLMStreamChunkEvent,
     MemoryQueryCompletedEvent,
     MethodExecutionFinishedEvent,
     MethodExecutionStartedEvent,
@@ -188,3 +189,43 @@ def test_agent_settings_map_onto_chatagents_and_bad_input_is_refused():
         Task(description="d", expected_output="e", output_pydantic=Model, output_json=Model)
     with pytest.raises(ValueError, match="hierarchical crew needs"):
         Crew(agents=[agent], tasks=[Task(description="d", expected_output="e")], process="hierarchical")
+
+
+def test_human_input_asks_in_the_terminal_and_sends_the_feedback_back(monkeypatch):
+    said = iter(["Shorter, please.", ""])
+    asked = []
+    monkeypatch.setattr("builtins.input", lambda prompt="": asked.append(prompt) or next(said))
+    model = ScriptedLLM(["Tea is a drink made from leaves, enjoyed around the world.", "Tea: leaves in water."])
+    writer = Agent(role="Writer", goal="Describe", backstory="Brief.", llm=model)
+    task = Task(description="Describe tea.", expected_output="A line.", agent=writer, human_input=True)
+    result = Crew(agents=[writer], tasks=[task]).kickoff()
+    assert result.raw == "Tea: leaves in water."
+    assert len(asked) == 2 and "enjoyed around the world" in asked[0] and "leaves in water" in asked[1]
+    assert result.token_usage.successful_requests == 2
+
+
+def test_crew_test_scores_each_task_with_the_given_llm(protocol_server, tmp_path, capsys):
+    protocol_server.rules.append({"contains": ["evaluate the performance of the agent", "rivers Researcher"],
+                                  "say": '{"quality": 8}'})  # fmt: skip
+    judge = LLM(model="openai/judge", base_url=protocol_server.base_url, api_key="EMPTY")
+    researcher = Agent(role="{topic} Researcher", goal="Find facts", backstory="Careful.",
+                       llm=ScriptedLLM(["Rivers flow.", "Rivers flow."]))  # fmt: skip
+    task = Task(description="Research {topic}.", expected_output="One fact.", agent=researcher)
+    report = Crew(agents=[researcher], tasks=[task]).test(2, eval_llm=judge, inputs={"topic": "rivers"},
+                                                          store=str(tmp_path / "traces"))  # fmt: skip
+    table = capsys.readouterr().out
+    assert "Task 1" in table and "8.0" in table
+    assert len(protocol_server.chat_requests) == 2 and report is not None
+
+
+def test_the_answer_streams_as_llm_stream_chunk_events(protocol_server):
+    protocol_server.script({"say": "Rivers carry water to the sea."})
+    llm = LLM(model="openai/test-model", base_url=protocol_server.base_url, api_key="EMPTY")
+    writer = Agent(role="Writer", goal="Write", backstory="Brief.", llm=llm)
+    task = Task(description="About rivers.", expected_output="A line.", agent=writer)
+    chunks = []
+    with crewai_event_bus.scoped_handlers():
+        crewai_event_bus.on(LLMStreamChunkEvent)(lambda source, event: chunks.append((event.agent_role, event.chunk)))
+        result = Crew(agents=[writer], tasks=[task]).kickoff()
+    assert "".join(c for _, c in chunks) == result.raw == "Rivers carry water to the sea."
+    assert len(chunks) > 1 and {a for a, _ in chunks} == {"Writer"}
