@@ -101,8 +101,8 @@ class Crew(ChatCrew):
             known = getattr(agent, "knowledge", None)
             if embedder is not None and isinstance(known, Knowledge) and known.embedder is None:
                 agent.knowledge = Knowledge(known.collection_name, known.sources, embedder, known.config)
-            if max_rpm and hasattr(agent, "generate_cfg"):
-                agent.generate_cfg.setdefault("max_rpm", max_rpm)
+            if max_rpm and isinstance(getattr(agent, "extra_generate_cfg", None), dict):
+                agent.extra_generate_cfg.setdefault("max_rpm", max_rpm)  # the agent's own max_rpm wins
             if not cache:
                 agent._tool_cache = None
         manager = manager_agent if manager_agent is not None else manager_llm if manager_llm is not None else manager
@@ -131,10 +131,11 @@ class Crew(ChatCrew):
 
     def _stream_chunks(self, fragments: Any) -> None:
         """Each piece of an agent's answer text as CrewAI's LLMStreamChunkEvent (the crew's own notes left out)."""
-        for fragment in fragments:
-            text = fragment.content if isinstance(fragment.content, str) else ""
-            if text and fragment.role == "assistant" and fragment.name != self.name and not fragment.function_call:
-                crewai_event_bus.emit(self, ev.LLMStreamChunkEvent(chunk=text, agent_role=fragment.name))
+        for fragment in fragments:  # dicts (the crew was given dicts)
+            text = fragment.get("content")
+            if isinstance(text, str) and text and fragment.get("role") == "assistant" \
+                    and fragment.get("name") != self.name and not fragment.get("function_call"):  # fmt: skip
+                crewai_event_bus.emit(self, ev.LLMStreamChunkEvent(chunk=text, agent_role=fragment.get("name")))
 
     def _kickoff_asking(self, inputs: dict[str, Any], kwargs: dict[str, Any]) -> CrewOutput:
         """A crew with `human_input` tasks, run in the terminal as CrewAI does: after such a task the person is

@@ -173,7 +173,7 @@ def test_llm_guardrail_judges_by_its_own_model(protocol_server):
 def test_agent_settings_map_onto_chatagents_and_bad_input_is_refused():
     agent = Agent(role="R", goal="G", backstory="B", llm=ScriptedLLM(["x"]), max_iter=4, max_rpm=30,
                   inject_date=True, date_format="%Y")  # fmt: skip
-    assert agent.max_llm_calls == 4 and agent.generate_cfg["max_rpm"] == 30
+    assert agent.max_llm_calls == 4 and agent.extra_generate_cfg["max_rpm"] == 30
     assert "Current Date: 20" in agent.system_message
     with pytest.raises(TypeError, match="colour"):
         Agent(role="R", goal="G", backstory="B", colour="red")

@@ -17,13 +17,13 @@ RULES = [
 
 def main(server: str, workdir: str) -> None:
     llm = LLM(model="openai/test-model", base_url=server, api_key="EMPTY")
+    # one agent per async task: CrewAI 1.15 refuses to run one agent's executor for two tasks at once
     researcher = Agent(role="Researcher", goal="Research news", backstory="Fast.", llm=llm)
+    scout = Agent(role="Space Scout", goal="Research space news", backstory="Watches the sky.", llm=llm)
     ai = Task(description="Research AI news.", expected_output="One line.", agent=researcher, async_execution=True)
-    space = Task(
-        description="Research space news.", expected_output="One line.", agent=researcher, async_execution=True
-    )
+    space = Task(description="Research space news.", expected_output="One line.", agent=scout, async_execution=True)
     digest = Task(description="Write the digest.", expected_output="One line.", agent=researcher, context=[ai, space])
-    result = Crew(agents=[researcher], tasks=[ai, space, digest]).kickoff()
+    result = Crew(agents=[researcher, scout], tasks=[ai, space, digest]).kickoff()
     assert result.raw == "Digest: small models, new probe.", result.raw
     assert sorted(t.raw for t in result.tasks_output[:2]) == [
         "AI news: models got smaller.",
