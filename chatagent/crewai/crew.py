@@ -70,6 +70,7 @@ class Crew(ChatCrew):
         output_log_file: bool | str | None = None,
         planning: bool = False,
         planning_llm: Any = None,
+        entity_memory: Any = None,
         **kwargs: Any,
     ) -> None:
         self.settings = {k: kwargs.pop(k) for k in _ACCEPTED if k in kwargs}
@@ -97,6 +98,11 @@ class Crew(ChatCrew):
             sources.append(AgentsKnowledge())
         if self._memory is not None:
             sources.append(TaskMemory(self._memory))
+        self.entity_memory = entity_memory
+        if entity_memory is not None:
+            if not callable(getattr(entity_memory, "context_for", None)):
+                raise TypeError("entity_memory is an EntityMemory (chatagent.crewai.memory.entity.entity_memory)")
+            sources.append(entity_memory)
         for agent in agents:
             known = getattr(agent, "knowledge", None)
             if embedder is not None and isinstance(known, Knowledge) and known.embedder is None:
@@ -228,7 +234,8 @@ class Crew(ChatCrew):
                     embedder=self.embedder, cache=self.cache, max_rpm=self.max_rpm, step_callback=self.step_callback,
                     task_callback=self.task_callback, before_kickoff_callbacks=self.crew_before_kickoff,
                     after_kickoff_callbacks=self.crew_after_kickoff, output_log_file=self.output_log_file,
-                    planning=self.planning, planning_llm=self.planning_llm, **self.settings)  # fmt: skip
+                    planning=self.planning, planning_llm=self.planning_llm, entity_memory=self.entity_memory,
+                    **self.settings)  # fmt: skip
 
     # ---- around the run -----------------------------------------------------------------------------------
 
@@ -304,10 +311,12 @@ class Crew(ChatCrew):
 
     def reset_memories(self, command_type: str = "all") -> None:
         """Forget what the crew remembered ('memory', 'knowledge', 'kickoff_outputs' or 'all')."""
-        if command_type not in ("all", "memory", "knowledge", "kickoff_outputs", "agent_knowledge"):
+        if command_type not in ("all", "memory", "entity", "knowledge", "kickoff_outputs", "agent_knowledge"):
             raise ValueError(f"unknown memory type {command_type!r}: memory, knowledge, kickoff_outputs or all")
         if command_type in ("all", "memory") and self._memory is not None:
             self._memory.reset()
+        if command_type in ("all", "memory", "entity") and self.entity_memory is not None:
+            self.entity_memory.reset()
         if command_type in ("all", "knowledge") and self.knowledge is not None:
             self.knowledge.reset()
         if command_type in ("all", "agent_knowledge", "knowledge"):

@@ -229,3 +229,24 @@ def test_the_answer_streams_as_llm_stream_chunk_events(protocol_server):
         result = Crew(agents=[writer], tasks=[task]).kickoff()
     assert "".join(c for _, c in chunks) == result.raw == "Rivers carry water to the sea."
     assert len(chunks) > 1 and {a for a, _ in chunks} == {"Writer"}
+
+
+def test_entity_memory_gives_a_task_the_entities_it_names(protocol_server, tmp_path):
+    from chatagent.crewai.memory.entity.entity_memory import EntityMemory, EntityMemoryItem
+
+    entities = EntityMemory(storage=str(tmp_path / "memory.db"))
+    entities.save([EntityMemoryItem(name="Acme", type="company", description="Our client since 2021.",
+                                    relationships="buys from Globex"),
+                   EntityMemoryItem(name="Miso", type="cat", description="The office cat.")])  # fmt: skip
+    assert entities.search("Acme contract")[0]["metadata"]["name"] == "Acme"
+    protocol_server.rules.append({"contains": ['source="memory"', "Acme (company): Our client since 2021."],
+                                  "say": "Acme has been our client since 2021."})  # fmt: skip
+    llm = LLM(model="openai/test-model", base_url=protocol_server.base_url, api_key="EMPTY")
+    clerk = Agent(role="Clerk", goal="Answer", backstory="Knows the clients.", llm=llm)
+    task = Task(description="How long has Acme been a client?", expected_output="A line.", agent=clerk)
+    crew = Crew(agents=[clerk], tasks=[task], entity_memory=entities)
+    assert crew.kickoff().raw == "Acme has been our client since 2021."
+    crew.reset_memories("entity")
+    assert entities.search("Acme") == []
+    with pytest.raises(ValueError, match="type"):
+        EntityMemoryItem(name="X", type=" ", description="d")
