@@ -12,6 +12,9 @@ framework's (and its HTTP client's), not the model's or the server's:
   every method (CrewAI: @persist(SQLiteFlowPersistence); LangGraph: a 10-node StateGraph with SqliteSaver);
 - subagent_call: an agent whose model calls another agent as a tool, which answers, then answers itself.
 
+CrewAI's adapter also runs on chatagent with its imports renamed (bench/_teams_chatagent_crewai.py): the
+`teams_crewai_program_*` lines put what CrewAI's own program costs on chatagent.crewai beside CrewAI.
+
 Also the peak RSS of each framework's process, and `import chatagent` in a fresh interpreter (it stays lazy). Lower is better; every ratio is chatagent/peer.
 """
 
@@ -50,7 +53,7 @@ FIGURES = [("task", "per crew task"), ("flow_step", "per flow step (SQLite)"), (
 def measure(name: str, url: str) -> dict | str:
     args = ("_teams_run.py", name, "--url", url)
     try:
-        if name == "chatagent":
+        if name in ("chatagent", "chatagent_crewai"):
             return run_script(sys.executable, *args, timeout=1200)
         venv = PEERS["crewai"] if name == "crewai" else LANGGRAPH_VENV
         return venv.run(*args, timeout=1800)
@@ -71,7 +74,8 @@ def main() -> None:
     show("teams_import_chatagent_ms", f"{import_time() * 1000:.1f}")
     loopback = Loopback()
     try:
-        results = {name: measure(name, loopback.url) for name in ("chatagent", "crewai", "langgraph")}
+        names = ("chatagent", "chatagent_crewai", "crewai", "langgraph")
+        results = {name: measure(name, loopback.url) for name in names}
     finally:
         loopback.close()
     ours = results["chatagent"]
@@ -93,6 +97,16 @@ def main() -> None:
                         f"{peer} {theirs[figure] * 1e6:.0f} (chatagent/{peer} {ours[figure] / theirs[figure]:.2f}x)"
                     )
             show(f"teams_{key}_{clock}_us ({what})", ", ".join(line))
+    face, crewai = results["chatagent_crewai"], results["crewai"]
+    if isinstance(face, dict):  # CrewAI's own program, imports renamed, on chatagent: beside CrewAI running it
+        for key, what in FIGURES:
+            figure = f"{key}_cpu_s"
+            line = [f"chatagent.crewai {face[figure] * 1e6:.0f}"]
+            if isinstance(crewai, dict):
+                line.append(
+                    f"crewai {crewai[figure] * 1e6:.0f} (crewai/chatagent.crewai {crewai[figure] / face[figure]:.1f}x)"
+                )
+            show(f"teams_crewai_program_{key}_cpu_us ({what}, CrewAI's code)", ", ".join(line))
     line = [f"chatagent {ours['peak_rss_mb']:.0f}"]
     line += [f"{peer} {results[peer]['peak_rss_mb']:.0f}" for peer in ("crewai", "langgraph") if isinstance(
         results[peer], dict)]  # fmt: skip

@@ -12,6 +12,8 @@ import threading
 from collections.abc import Iterator, Sequence
 
 from chatagent.cli.commands import cmd_chat, cmd_gui, cmd_mcp, cmd_serve, cmd_sessions
+from chatagent.cli.crew import COMMANDS as CREW_COMMANDS
+from chatagent.cli.crew import add_crew_parsers
 from chatagent.cli.errors import CliError
 from chatagent.cli.evals import add_eval_parsers
 from chatagent.cli.memory import add_memory_parser
@@ -27,9 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `chatagent` command."""
     parser = argparse.ArgumentParser(prog="chatagent", description="Chat with agents: terminal, web UI, API server.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more")
-    sub = parser.add_subparsers(
-        dest="command", required=True, metavar="{chat,gui,serve,worker,mcp,sessions,memory,eval,traces}"
-    )
+    listed = ",".join(("chat", "gui", "serve", "worker", "mcp", "sessions", "memory", "eval", "traces", *CREW_COMMANDS))
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{" + listed + "}")
 
     def model_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--model", help="model name (default: the configured or embedded model)")
@@ -155,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     store_arg(p)
     p.set_defaults(func=cmd_mcp)
+    add_crew_parsers(sub)
     return parser
 
 

@@ -2,7 +2,8 @@
 
     @listen(fetch)              # when the method `fetch` completes
     @listen("big")              # when a router returns the label "big"
-    @listen(or_(a, b))          # when either completes;  and_(a, b): when both have (since it last ran)
+    @listen(or_(a, b))          # when the first of them completes (once; a router label it names re-arms it)
+    @listen(and_(a, b))         # when both have (since it last ran)
 
 A condition names methods by the method itself or its name, and router labels by their text.
 """

@@ -281,13 +281,21 @@ class Flow(Generic[StateT]):
         record["completed"].append(inv["method"])
         record["output"] = out
         triggers = {inv["method"]}
+        fired = record.setdefault("fired_or", [])
         if inv["method"] in self._routers and out is not None:
             triggers.add(str(out))
+            # a router's label re-arms the or_() listeners that name it (so a loop through the router runs them again)
+            fired[:] = [n for n in fired if str(out) not in self._triggered[n].names()]
         new = []
         for name, condition in self._triggered.items():
             hit = triggers & condition.names()
             if not hit:
                 continue
+            once = condition.kind == "or" and len(condition.items) > 1
+            if once and name in fired:
+                continue  # or_(a, b) runs when the first of them happens, not once for each
+            if once:
+                fired.append(name)
             seen = set(record["seen"].get(name, ())) | hit
             if condition.met(seen):
                 record["seen"].pop(name, None)

@@ -251,3 +251,23 @@ def test_a_flows_steps_go_to_its_journal_and_its_end_is_one_transaction(tmp_path
     status, record = states.load(flow.id)[1:]
     assert status == "done" and record["completed"] == [f"m{i}" for i in range(10)]
     assert not list((tmp_path / "f.db-locks").glob("flow-*.journal"))  # folded into the row, and removed
+
+
+def test_or_runs_its_listener_once_when_both_of_its_methods_complete():
+    class Both(Flow):
+        @start()
+        def left(self):
+            return "left"
+
+        @start()
+        def right(self):
+            return "right"
+
+        @listen(or_(left, right))
+        def after(self, first):
+            self.state.setdefault("runs", []).append(first)
+            return first
+
+    flow = Both(persist=False)
+    flow.kickoff()
+    assert len(flow.state["runs"]) == 1 and flow.state["runs"][0] in ("left", "right")

@@ -34,6 +34,7 @@ from chatagent.agents.teams.delegation import make_manager
 from chatagent.agents.teams.task import Task, TaskOutput, missing_inputs
 from chatagent.agents.teams.task_run import run_task
 from chatagent.llm.base import Usage
+from chatagent.llm.prepare import untrusted
 from chatagent.run.approval import PENDING_APPROVAL, approval_message, is_approval
 from chatagent.run.events import end_step, start_step
 from chatagent.schema import ASSISTANT, USER, Message, content_text, to_messages
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from chatagent.run.handle import ARun, Run
 
 CREW_INPUTS = "crew_inputs"  # extra of the message that starts a crew: its inputs
+CREW_DONE = "crew_done"  # extra of the message that starts a crew: outputs of its first tasks, done already (replay)
 CREW_TASK = "crew_task"  # extra of a task's progress message: {'index', 'agent', 'description'}
 TASK_OUTPUT = "crew_task_output"  # extra of a task's answer: the TaskOutput as a dict
 PENDING_HUMAN_INPUT = "pending_human_input"  # extra of the message that pauses a crew for a person's review
@@ -97,6 +99,14 @@ class Crew:
         process: 'sequential' (each task by its agent; a task without one goes to the only agent) or 'hierarchical'.
         manager: for 'hierarchical': the manager agent (a tool-calling agent) or its model (a config dict or model).
         name: the crew's name, on its progress messages.
+        task_callback: called with each task's TaskOutput when the task is done (after the task's own callback).
+        before_kickoff_callbacks: functions of the inputs, called in turn before the crew starts; each returns the
+            inputs the next one (and the crew) gets.
+        after_kickoff_callbacks: functions of the CrewOutput, called in turn when the crew ends; each returns the
+            output the next one (and the caller) gets.
+        context_sources: what gives each task more to go on and learns from its output (the crew's memory and
+            knowledge): objects with `context_for(task_text, agent) -> str` and `task_done(output)`, both
+            blocking calls run off the event loop; their text reaches the agent marked as untrusted data.
         trained_data: a file `train` wrote: each agent gets its suggestions with every task (CrewAI's trained data).
     """
 
@@ -108,11 +118,19 @@ class Crew:
         manager: Any = None,
         *,
         name: str = "crew",
+        task_callback: Callable[[TaskOutput], Any] | None = None,
+        before_kickoff_callbacks: Sequence[Callable[[dict[str, Any]], Any]] = (),
+        after_kickoff_callbacks: Sequence[Callable[[CrewOutput], Any]] = (),
+        context_sources: Sequence[Any] = (),
         trained_data: str | os.PathLike[str] | None = None,
         **kwargs: Any,
     ) -> None:
         manager = kwargs.pop("manager_agent", None) or kwargs.pop("manager_llm", None) or manager  # CrewAI's names
         reject_unknown(type(self), kwargs)
+        self.task_callback = task_callback
+        self.before_kickoff_callbacks = list(before_kickoff_callbacks)
+        self.after_kickoff_callbacks = list(after_kickoff_callbacks)
+        self.context_sources = list(context_sources)
         self.agents = list(agents)
         self.tasks = list(tasks)
         self.process = process
@@ -144,6 +162,13 @@ class Crew:
         #: each agent's instructions from training (`train`), given with its every task
         self.instructions = trained_instructions(trained_data) if trained_data is not None else {}
 
+    def task_finished(self, task: Task, output: TaskOutput) -> None:
+        """Called (off the event loop) when `task` is done, its file written: its callback, then the crew's."""
+        if task.callback is not None:
+            task.callback(output)
+        if self.task_callback is not None:
+            self.task_callback(output)
+
     def as_agent(self) -> Agent:
         """The agent that runs this crew on a conversation (for the web UI, `serve`, or as another agent's tool): the
         last user message starts it, its text as the input `input` (or its inputs, when it is a JSON object)."""
@@ -163,10 +188,12 @@ class Crew:
         approval: bool | dict[str, bool] | None = None,
         session: Any = None,
         delta_stream: bool = False,
+        done: Sequence[TaskOutput] = (),
         **kwargs: Any,
     ) -> Run[Any]:
-        """The crew's run, streamed like `Agent.run` (see the module docstring)."""
-        return self._agent.run(self._start(inputs, feedback, approval, session), session=session,
+        """The crew's run, streamed like `Agent.run` (see the module docstring). `done`: the outputs of the first
+        tasks, from an earlier run: the crew goes on from the task after them (a replay)."""
+        return self._agent.run(self._start(inputs, feedback, approval, session, done), session=session,
                                delta_stream=delta_stream, **kwargs)  # fmt: skip
 
     def arun(
@@ -177,18 +204,19 @@ class Crew:
         approval: bool | dict[str, bool] | None = None,
         session: Any = None,
         delta_stream: bool = False,
+        done: Sequence[TaskOutput] = (),
         **kwargs: Any,
     ) -> ARun[Any]:
         """`run()` on the running asyncio event loop."""
-        return self._agent.arun(self._start(inputs, feedback, approval, session), session=session,
+        return self._agent.arun(self._start(inputs, feedback, approval, session, done), session=session,
                                 delta_stream=delta_stream, **kwargs)  # fmt: skip
 
     def kickoff(self, inputs: dict[str, Any] | None = None, **kwargs: Any) -> CrewOutput:
         """Run the crew to its end (or to a pause for a person); its output. Takes `run()`'s arguments."""
-        run = self.run(inputs, **kwargs)
+        run = self.run(self._before_kickoff(inputs, kwargs), **kwargs)
         for _ in run:
             pass
-        return _output(run.context)
+        return self._after_kickoff(_output(run.context))
 
     def resume(self, *, session: Any, **kwargs: Any) -> CrewOutput:
         """Go on with the crew's turn in `session` that did not end (its process was killed, its run failed): the
@@ -201,10 +229,29 @@ class Crew:
 
     async def akickoff(self, inputs: dict[str, Any] | None = None, **kwargs: Any) -> CrewOutput:
         """`kickoff()` on the running asyncio event loop."""
-        run = self.arun(inputs, **kwargs)
+        run = self.arun(self._before_kickoff(inputs, kwargs), **kwargs)
         async for _ in run:
             pass
-        return _output(run.context)
+        return self._after_kickoff(_output(run.context))
+
+    def _before_kickoff(self, inputs: dict[str, Any] | None, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        if kwargs.get("feedback") is not None or kwargs.get("approval") is not None:
+            return inputs  # a paused crew goes on: it started already
+        for callback in self.before_kickoff_callbacks:
+            given = dict(inputs or {})
+            changed = callback(given)
+            inputs = given if changed is None else changed
+            if not isinstance(inputs, dict):
+                raise TypeError(f"a before_kickoff callback returns the inputs (a dict), got {type(inputs).__name__}")
+        return inputs
+
+    def _after_kickoff(self, out: CrewOutput) -> CrewOutput:
+        if out.pending:
+            return out
+        for callback in self.after_kickoff_callbacks:
+            changed = callback(out)
+            out = out if changed is None else changed
+        return out
 
     def kickoff_for_each(
         self, inputs: Sequence[dict[str, Any]], *, pool: Any = None, **kwargs: Any
@@ -248,8 +295,11 @@ class Crew:
                           lambda given: self._start(given, None, None, None), human_feedback)  # fmt: skip
 
     def _start(
-        self, inputs: dict[str, Any] | None, feedback: str | None, approval: Any, session: Any
-    ) -> list[dict[str, Any]]:
+        self, inputs: dict[str, Any] | None, feedback: str | None, approval: Any, session: Any,
+        done: Sequence[TaskOutput] = (),
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        if len(done) >= len(self.tasks):
+            raise ValueError(f"done holds {len(done)} outputs: the crew has {len(self.tasks)} tasks, one must be left")
         if feedback is not None or approval is not None:
             if [inputs, feedback, approval].count(None) != 2:
                 raise ValueError("give inputs to start the crew, or feedback or approval to resume it: one of them")
@@ -261,7 +311,10 @@ class Crew:
         if missing:
             raise ValueError(f"the tasks need inputs that were not given: {', '.join(missing)}")
         text = json.dumps(inputs, ensure_ascii=False, default=str) if inputs else "Start."
-        return [{"role": USER, "content": text, "extra": {CREW_INPUTS: inputs}}]
+        extra: dict[str, Any] = {CREW_INPUTS: inputs}
+        if done:
+            extra[CREW_DONE] = [_record(k, out) for k, out in enumerate(done)]
+        return [{"role": USER, "content": text, "extra": extra}]
 
 
 def _output(context: Any) -> CrewOutput:
@@ -308,6 +361,7 @@ class _Progress:
             if is_approval(last):
                 raise ValueError("the approval answers no crew paused for it (it must follow the pause)")
             self.inputs = dict((last.extra or {}).get(CREW_INPUTS) or _inputs_from_text(content_text(last.content)))
+            self.outputs = [_task_output(crew.tasks[r["index"]], r) for r in (last.extra or {}).get(CREW_DONE) or ()]
             return
         self.feedback = content_text(last.content).strip()
         self._restore(crew, messages)
@@ -348,8 +402,10 @@ def _inputs_from_text(text: str) -> dict[str, Any]:
 def _task_output(task: Task, record: dict[str, Any]) -> TaskOutput:
     data = record.get("json_dict")
     model = task.output_pydantic.model_validate(data) if task.output_pydantic is not None and data else None
-    return TaskOutput(record["description"], record["raw"], record.get("agent"), model, data,
-                      record.get("expected_output", ""), task.name)  # fmt: skip
+    out = TaskOutput(record["description"], record["raw"], record.get("agent"), model, data,
+                     record.get("expected_output", ""), task.name)  # fmt: skip
+    out.output_format = "pydantic" if model is not None else "json" if data is not None else "raw"
+    return out
 
 
 def _record(index: int, out: TaskOutput) -> dict[str, Any]:
@@ -389,14 +445,30 @@ class CrewAgent(Agent):
             first = progress.review
         elif progress.approving is not None:  # the task goes on where its agent paused
             first = progress.approving
+        group = first  # where the current group of async tasks began: they see the outputs before it
         for k in range(first, len(crew.tasks)):
             task = crew.tasks[k]
             agent = crew.agent_for(task)
             redo = outputs[k] if progress.review == k else None
             worked = progress.worked if progress.approving == k else None
+            if not (task.async_execution and k > 0 and crew.tasks[k - 1].async_execution):
+                group = k
+            if task.condition is not None and redo is None and worked is None and outputs \
+                    and not (yield from self._blocking(task.condition, outputs[-1])):  # fmt: skip
+                out = TaskOutput(task.filled(progress.inputs)[0], "", agent.name, None, None,
+                                 task.filled(progress.inputs)[1], task.name)  # fmt: skip
+                yield [Fragment.unchecked(ASSISTANT, "", out.agent, None, None, {TASK_OUTPUT: _record(k, out)}, pos)]
+                pos += 1
+                del outputs[k:]
+                outputs.append(out)
+                continue
             if worked is None and progress.announced != k:
                 yield [_progress_fragment(crew, k, task, agent, progress.inputs, pos)]
                 pos += 1
+            before = _context(crew, task, outputs[: group if task.async_execution else k])
+            extra = ""
+            if crew.context_sources and redo is None and worked is None:
+                extra = yield from self._blocking(_recalled, crew.context_sources, task, agent, progress.inputs)
             run = current_run()
             description, expected = task.filled(progress.inputs)
             about = {"index": k, "agent": agent.name, "description": description, "expected": expected}
@@ -405,8 +477,9 @@ class CrewAgent(Agent):
             )
             try:
                 out, shown, waiting = yield from run_task(
-                    task, agent, k, progress.inputs, _context(crew, task, outputs[:k]), pos, lang, redo,
-                    progress.feedback if redo is not None else None, worked, crew.instructions.get(str(agent.name), ()),
+                    task, agent, k, progress.inputs, before, pos, lang, redo,
+                    progress.feedback if redo is not None else None, worked, extra,
+                    crew.instructions.get(str(agent.name), ()),
                 )  # fmt: skip
             except BaseException as e:
                 end_step(run.callbacks, step, "closed before the end" if isinstance(e, GeneratorExit) else
@@ -421,6 +494,7 @@ class CrewAgent(Agent):
             yield [Fragment.unchecked(ASSISTANT, "", out.agent, None, None, {TASK_OUTPUT: _record(k, out)}, pos - 1)]
             del outputs[k:]
             outputs.append(out)
+            yield from self._blocking(_task_done, crew, task, out, progress.inputs)
             if task.human_input:
                 pending = {"task": k, "description": out.description, "agent": out.agent}
                 note = REVIEW.format(n=k + 1, description=_first_line(out.description))
@@ -428,6 +502,25 @@ class CrewAgent(Agent):
                 current_run().output = CrewOutput("", list(outputs), pending=pending)
                 return
         current_run().output = CrewOutput(outputs[-1].raw if outputs else "", list(outputs))
+
+
+def _recalled(sources: Sequence[Any], task: Task, agent: Agent, inputs: dict[str, Any]) -> str:
+    """What the crew's memory and knowledge give a task, each marked as untrusted data, before the task's text."""
+    text = "\n".join(task.filled(inputs))
+    parts = []
+    for source in sources:
+        found = source.context_for(text, agent)
+        if found:
+            parts.append(untrusted(found, getattr(source, "source", "memory")))
+    return "\n\n".join(parts) + "\n\n" if parts else ""
+
+
+def _task_done(crew: Crew, task: Task, out: TaskOutput, inputs: dict[str, Any]) -> None:
+    """After a task: its file written, its callback and the crew's called, the crew's memory told."""
+    task.save_output(out, inputs)
+    crew.task_finished(task, out)
+    for source in crew.context_sources:
+        source.task_done(out)
 
 
 def _context(crew: Crew, task: Task, done: list[TaskOutput]) -> list[tuple[int, TaskOutput]]:

@@ -35,16 +35,18 @@ def run_task(
     redo: TaskOutput | None = None,
     feedback: str | None = None,
     worked: list[Message] | None = None,
+    extra_prompt: str = "",
     instructions: Sequence[str] = (),
 ) -> Asking[tuple[TaskOutput | None, int, list[dict[str, Any]]]]:
     """Run `task` with `agent`, its messages shown from `start`: (its output, how many messages it showed, []), or
     (None, how many, the calls waiting) when a tool call of the agent waits for a person's approval.
     `redo` and `feedback`: the answer a person sent back, and what they said; `worked`: the agent's messages when it
-    paused for approval, the person's decision last (it goes on from there); `instructions`: what training taught
-    the agent (`Crew.train`)."""
+    paused for approval, the person's decision last (it goes on from there); `extra_prompt`: text put before the task
+    (what the crew's memory and knowledge recalled for it); `instructions`: what training taught the agent
+    (`Crew.train`)."""
     description, expected = task.filled(inputs)
     worker = _worker(agent, task)
-    prompt = task_prompt(description, expected, context)
+    prompt = extra_prompt + task_prompt(description, expected, context, task.markdown)
     if instructions:  # from training (Crew.train), in CrewAI's words
         prompt += "\n\nYou MUST follow these instructions:\n - " + "\n - ".join(instructions)
     conversation = [Message.unchecked(USER, prompt)]
@@ -61,20 +63,28 @@ def run_task(
             return None, shown, waiting
         raw = answer_of(reply)
         out = TaskOutput(description, raw, agent.name, None, None, expected, task.name)
-        if task.output_pydantic is not None:
+        model = task.output_model
+        if model is not None:
             try:
-                out.pydantic = parse_structured(raw, task.output_pydantic)
+                parsed = parse_structured(raw, model)
             except ToolArgumentError as e:
-                raise TaskFailed(
-                    f"task {index + 1}: the answer does not match {task.output_pydantic.__name__}: {e}"
-                ) from None
-            out.json_dict = out.pydantic.model_dump(mode="json")
-        if task.guardrail is None:
+                raise TaskFailed(f"task {index + 1}: the answer does not match {model.__name__}: {e}") from None
+            out.json_dict = parsed.model_dump(mode="json")
+            if task.output_pydantic is not None:
+                out.pydantic, out.output_format = parsed, "pydantic"
+            else:
+                out.output_format = "json"
+        checks = task.checks()
+        if not checks:
             return out, shown, []
-        passed, value = yield from _check(task, out, agent, lang)
-        if passed:
-            if isinstance(value, str) and task.output_pydantic is None:
+        passed, value = True, out.raw
+        for guardrail in checks:
+            passed, value = yield from _check(guardrail, out, agent, lang)
+            if not passed:
+                break
+            if isinstance(value, str) and model is None:
                 out.raw = value
+        if passed:
             return out, shown, []
         if attempt == task.guardrail_max_retries:
             raise TaskFailed(f"task {index + 1} did not pass its guardrail after {attempt + 1} tries: {value}")
@@ -84,22 +94,21 @@ def run_task(
 
 def _worker(agent: Agent, task: Task) -> Agent:
     """`agent` as the task needs it: with the task's tools instead of its own, and its output model (a copy)."""
-    if task.tools is None and task.output_pydantic is None:
+    if task.tools is None and task.output_model is None:
         return agent
     worker = copy.copy(agent)
     if task.tools is not None:
         worker.function_list = list(task.tools)
         worker.function_map = make_tools(task.tools)
         worker._tool_cache = ToolCache()
-    if task.output_pydantic is not None:
-        worker.response_format = task.output_pydantic
+    if task.output_model is not None:
+        worker.response_format = task.output_model
         worker._structured = None
     return worker
 
 
-def _check(task: Task, out: TaskOutput, agent: Agent, lang: str) -> Asking[tuple[bool, Any]]:
-    """The guardrail's verdict on `out`: a function's, run off the event loop, or the agent's model's judgement."""
-    guardrail = task.guardrail
+def _check(guardrail: Any, out: TaskOutput, agent: Agent, lang: str) -> Asking[tuple[bool, Any]]:
+    """A guardrail's verdict on `out`: a function's, run off the event loop, or the agent's model's judgement."""
     if callable(guardrail):
         return (yield from agent._blocking(check_with, guardrail, out))
     assert isinstance(guardrail, str)

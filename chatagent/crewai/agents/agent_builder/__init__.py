@@ -1,0 +1,1 @@
+"""`crewai.agents.agent_builder`."""

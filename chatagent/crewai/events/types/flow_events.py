@@ -1,0 +1,19 @@
+"""`crewai.events.types.flow_events` (every event type is in chatagent.crewai.events.base_events)."""
+
+from chatagent.crewai.events.base_events import (
+    FlowFinishedEvent,
+    FlowPlotEvent,
+    FlowStartedEvent,
+    MethodExecutionFailedEvent,
+    MethodExecutionFinishedEvent,
+    MethodExecutionStartedEvent,
+)
+
+__all__ = [
+    "FlowFinishedEvent",
+    "FlowPlotEvent",
+    "FlowStartedEvent",
+    "MethodExecutionFailedEvent",
+    "MethodExecutionFinishedEvent",
+    "MethodExecutionStartedEvent",
+]

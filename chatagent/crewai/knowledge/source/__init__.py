@@ -1,0 +1,1 @@
+"""`crewai.knowledge.source`: where knowledge comes from (a text, files of several kinds)."""

@@ -1,0 +1,212 @@
+"""CrewAI's `Memory`: remember and recall, on chatagent's long-term memory (`chatagent.memories`).
+
+    memory = Memory(embedder={"provider": "openai", "config": {"model": "text-embedding-3-small"}})
+    memory.remember("The client prefers weekly reports.", scope="/client", categories=["preferences"])
+    memory.recall("how often does the client want reports?", limit=3)   # [MemoryMatch(record, score)]
+
+Records live in a SQLite file (`storage`: a path or URL as chatagent's memory takes, default `memory.db` in the
+project's storage folder, see `chatagent.crewai.storage`), so a second process recalls what the first remembered. Whose memories they are comes from the run the call is made in (its session's user), never from
+the caller: outside a run they are the local user's. `storage=` also takes a provider in Mem0's shape (an
+object with `add(messages, user_id=, metadata=)` and `search(query, user_id=, limit=)`), which then keeps them.
+
+`Crew(memory=True)` gives every task what the crew's memory recalls for it (marked as untrusted data) and
+remembers each task's answer; a memory that fails degrades: the task goes on without it, with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from chatagent.crewai.events import base_events as ev
+from chatagent.crewai.events.bus import crewai_event_bus
+from chatagent.crewai.knowledge.knowledge import embedder_of
+from chatagent.crewai.memory.types import MemoryMatch, MemoryRecord
+from chatagent.crewai.storage import storage_dir
+from chatagent.memories.longterm import LongTermMemory
+from chatagent.memories.records import MemoryRecord as StoredRecord
+from chatagent.run.context import CURRENT, RunContext
+
+logger = logging.getLogger("chatagent.crewai.memory")
+LOCAL_USER = "local"
+
+
+class Memory:
+    """CrewAI's unified memory (see the module docstring)."""
+
+    def __init__(self, llm: Any = None, storage: Any = None, embedder: Any = None, *, read_only: bool = False,
+                 root_scope: str | None = None, **kwargs: Any) -> None:  # fmt: skip
+        unknown = set(kwargs) - {"recency_weight", "semantic_weight", "importance_weight", "recency_half_life_days",
+                                 "consolidation_threshold", "consolidation_limit", "default_importance"}  # fmt: skip
+        if unknown:
+            raise TypeError(f"Memory() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
+        self.llm = llm
+        self.read_only = read_only
+        self.root_scope = root_scope
+        self.default_importance = float(kwargs.get("default_importance", 0.5))
+        self.provider = storage if _is_provider(storage) else None
+        self._url = None if self.provider is not None else storage
+        self._embedder = embedder_of(embedder) if embedder is not None else None
+        self._memories: dict[str, LongTermMemory] = {}
+
+    def _mine(self) -> LongTermMemory:
+        """The memory of whoever the current run is for."""
+        user = principal()
+        found = self._memories.get(user)
+        if found is None:
+            url = self._url or str(storage_dir() / "memory.db")
+            found = self._memories[user] = LongTermMemory(user, url, embedder=self._embedder)
+        return found
+
+    # ---- storing ----------------------------------------------------------------------------------------
+
+    def remember(self, content: str, scope: str | None = None, categories: Sequence[str] | None = None,
+                 metadata: dict[str, Any] | None = None, importance: float | None = None, source: str | None = None,
+                 private: bool = False, agent_role: str | None = None, root_scope: str | None = None,
+                 ) -> MemoryRecord | None:  # fmt: skip
+        """Keep `content` (None when the memory is read-only)."""
+        if self.read_only:
+            return None
+        if not isinstance(content, str) or not content.strip():
+            raise ValueError("remember() needs content (a non-empty text)")
+        path = _scope(root_scope or self.root_scope, scope)
+        crewai_event_bus.emit(self, ev.MemorySaveStartedEvent(value=content, metadata=metadata, agent_role=agent_role))
+        extra = {"categories": list(categories or []), "metadata": dict(metadata or {}), "origin": source}
+        weight = self.default_importance if importance is None else float(importance)
+        if self.provider is not None:
+            self.provider.add([{"role": "user", "content": content}], user_id=principal(),
+                              metadata={**extra["metadata"], "scope": path})  # fmt: skip
+            record = MemoryRecord(id="", content=content, scope=path, categories=extra["categories"],
+                                  metadata=extra["metadata"], importance=weight, source=source)  # fmt: skip
+        else:
+            stored = self._mine().remember(content, importance=weight, scope=path, source=extra)
+            record = _record(stored)
+        crewai_event_bus.emit(self, ev.MemorySaveCompletedEvent(value=content, metadata=metadata,
+                                                                agent_role=agent_role))  # fmt: skip
+        return record
+
+    def remember_many(self, contents: Sequence[str], **kwargs: Any) -> list[MemoryRecord]:
+        return [r for c in contents if (r := self.remember(c, **kwargs)) is not None]
+
+    def drain_writes(self) -> None:
+        """Wait until what was remembered can be recalled by meaning."""
+        for memory in self._memories.values():
+            memory.embed_now()
+
+    # ---- reading ----------------------------------------------------------------------------------------
+
+    def recall(self, query: str, scope: str | None = None, categories: Sequence[str] | None = None,
+               limit: int = 10, depth: str = "deep", source: str | None = None, include_private: bool = False,
+               ) -> list[MemoryMatch]:  # fmt: skip
+        """The memories that best answer `query`, best first (`scope`: only those under it)."""
+        if depth not in ("shallow", "deep"):
+            raise ValueError("depth is 'shallow' or 'deep'")
+        crewai_event_bus.emit(self, ev.MemoryQueryStartedEvent(query=query, limit=limit))
+        if self.provider is not None:
+            found = _provider_matches(self.provider.search(query, user_id=principal(), limit=limit))
+        else:
+            self.drain_writes()
+            prefix = _scope(self.root_scope, scope) if scope or self.root_scope else None
+            matches = self._mine().recall(query, k=max(limit * 3, limit))
+            found = [MemoryMatch(record=_record(m.record), score=round(m.score, 4), match_reasons=["semantic"])
+                     for m in matches if prefix is None or m.record.scope.startswith(prefix)]  # fmt: skip
+            if categories:
+                found = [m for m in found if set(categories) & set(m.record.categories)]
+            found = found[:limit]
+        crewai_event_bus.emit(self, ev.MemoryQueryCompletedEvent(query=query, results=found, limit=limit))
+        return found
+
+    def list_records(self, scope: str | None = None, limit: int = 200) -> list[MemoryRecord]:
+        records = [_record(r) for r in self._mine().list()]
+        return [r for r in records if scope is None or r.scope.startswith(scope)][:limit]
+
+    def forget(self, scope: str | None = None, record_ids: Sequence[str] | None = None, **kwargs: Any) -> int:
+        mine = self._mine()
+        ids = list(record_ids or [r.id for r in self.list_records(scope)])
+        return sum(1 for i in ids if mine.forget(i))
+
+    def reset(self, scope: str | None = None) -> None:
+        """Forget every memory (under `scope`) of whoever the current run is for."""
+        if scope is None:
+            self._mine().forget_all()
+        else:
+            self.forget(scope)
+
+    def extract_memories(self, content: str) -> list[str]:
+        """The facts in `content`: its sentences (CrewAI asks its model; chatagent keeps what was said)."""
+        return [s.strip() for s in content.replace("\n", " ").split(". ") if s.strip()]
+
+    def __repr__(self) -> str:
+        return f"Memory(storage={self._url or self.provider or 'default'!r})"
+
+
+class TaskMemory:
+    """A crew's memory as a context source of chatagent's Crew: recalled before each task, told each answer."""
+
+    source = "memory"
+
+    def __init__(self, memory: Memory, limit: int = 5) -> None:
+        self.memory, self.limit = memory, limit
+
+    def context_for(self, task_text: str, agent: Any) -> str:
+        try:
+            found = self.memory.recall(task_text, limit=self.limit, depth="shallow")
+        except Exception as e:  # noqa: BLE001 (a memory that fails degrades: the task goes on without it)
+            logger.warning("the crew's memory could not be read; the task goes on without it: %s", type(e).__name__)
+            crewai_event_bus.emit(self.memory, ev.MemoryRetrievalFailedEvent(error=type(e).__name__))
+            return ""
+        return "\n".join(f"- {m.record.content}" for m in found)
+
+    def task_done(self, output: Any) -> None:
+        try:
+            self.memory.remember(f"{output.description.strip()}\n{output.raw}", scope="/crew",
+                                 metadata={"task": output.name or "", "agent": output.agent or ""},
+                                 agent_role=output.agent)  # fmt: skip
+        except Exception as e:  # noqa: BLE001 (the same: the crew goes on, what it did is not remembered)
+            logger.warning("the crew's memory could not keep a task's answer: %s", type(e).__name__)
+
+
+def principal() -> str:
+    """Whose memories a call reaches: the user of the session of the run it is made in (or of the run that run
+    is part of); outside a run, or in one without a session, the local user."""
+    context: RunContext | None = CURRENT.get()
+    while context is not None:
+        session = context.session
+        user = getattr(session, "user", None) if session is not None else None
+        if isinstance(user, str) and user:
+            return user
+        context = context.parent
+    return LOCAL_USER
+
+
+def _scope(root: str | None, scope: str | None) -> str:
+    parts = [p for part in (root, scope) if part for p in part.split("/") if p]
+    return "/" + "/".join(parts)
+
+
+def _record(stored: StoredRecord) -> MemoryRecord:
+    extra = stored.source if isinstance(stored.source, dict) else {}
+    return MemoryRecord(id=stored.id, content=stored.text, scope=stored.scope or "/",
+                        categories=list(extra.get("categories") or []), metadata=dict(extra.get("metadata") or {}),
+                        importance=stored.importance, source=extra.get("origin"))  # fmt: skip
+
+
+def _is_provider(storage: Any) -> bool:
+    return storage is not None and callable(getattr(storage, "add", None)) and callable(getattr(storage, "search",
+                                                                                                 None))  # fmt: skip
+
+
+def _provider_matches(found: Any) -> list[MemoryMatch]:
+    items = found.get("results", []) if isinstance(found, dict) else list(found or [])
+    out = []
+    for k, item in enumerate(items):
+        text = item.get("memory") or item.get("content") or json.dumps(item) if isinstance(item, dict) else str(item)
+        score = float(item.get("score", 1.0 / (k + 1))) if isinstance(item, dict) else 1.0 / (k + 1)
+        out.append(MemoryMatch(record=MemoryRecord(id=str(item.get("id", k)) if isinstance(item, dict) else str(k),
+                                                   content=text), score=score))  # fmt: skip
+    return out
+
+
+__all__ = ["Memory", "TaskMemory", "principal"]
