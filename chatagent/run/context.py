@@ -32,7 +32,8 @@ class RunContext:
     session_id, the plugins, how often a plugin retried the run (`attempt`), the validated structured answer
     (`output`, with `response_format`), the run this one is part of (`parent`, for a sub-agent's part), the
     controls over its tool calls (`controls`: its own and its parents', see `chatagent.run.requests.ToolControl`),
-    and for a tool running now, its call's id (`call_id`) and a key for its side effects (`idempotency_key`)."""
+    for a tool running now, its call's id (`call_id`) and a key for its side effects (`idempotency_key`), and the
+    answers a person gave to the questions of the calls it resumes (`answers`, see `chatagent.run.interrupts`)."""
 
     __slots__ = (
         "usage",
@@ -52,6 +53,8 @@ class RunContext:
         "turn_key",
         "call_keys",
         "marked",
+        "answers",
+        "asked",
     )
     turn_key: str | None  # the stored turn's (a run with a session), else made when first asked
     call_keys: CallKeys  # a stored turn's calls: function id -> their idempotency key (`get`)
@@ -75,6 +78,8 @@ class RunContext:
         self.trace: Any = None  # a traced run's RunTrace (chatagent.run.telemetry): told of its calls and its end
         self.controls: tuple[ToolControl, ...] = ()  # the controlled runs this one is part of, outermost first
         self.turn_key, self.call_keys, self.marked = None, {}, {}  # for idempotency keys (see below); marked data
+        self.answers: dict[str, Any] = {}  # a person's answers to the questions of paused calls (run.interrupts)
+        self.asked: dict[str, int] = {}  # how many questions each tool call asked in this run (ask_user)
 
     @property
     def call_id(self) -> str | None:
@@ -109,6 +114,7 @@ class RunContext:
         ctx.session = self.session
         ctx.parent = self
         ctx.controls = self.controls
+        ctx.answers = self.answers
         return ctx
 
 

@@ -14,12 +14,13 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from types import ModuleType
 from typing import Any, Generic, TypeVar
 
-from chatagent.run import events
-from chatagent.run.approval import approval_message, is_approval
+from chatagent.run import events, interrupts
+from chatagent.run.approval import approval_message
 from chatagent.run.compaction import DROP_OLDEST, compacted
 from chatagent.run.context import CURRENT, RunContext
 from chatagent.run.driver import adrive, drive, observed
-from chatagent.run.durable import checkpointed, resumed_loop
+from chatagent.run.durable import checkpointed, own_loop
+from chatagent.run.interrupts import interruptible
 from chatagent.run.plugin import Plugins
 from chatagent.run.protocol import UNSET, Runnable
 from chatagent.run.requests import AgentLoop, Fragments
@@ -99,12 +100,16 @@ def loop(agent: Runnable, msgs: list[Message], lang: str | None, context: RunCon
 
 def controlled_loop(agent: Runnable, msgs: list[Message], lang: str, kwargs: dict[str, Any], context: RunContext,
                     calls: list[Message] | None = None) -> AgentLoop:  # fmt: skip
-    """The agent's loop under the run's plugins and tool approval when it has any (see `chatagent.run.control`)."""
+    """The agent's loop under the run's plugins and tool approval when it has any (see `chatagent.run.control`),
+    paused when a tool asks a person something and resumed with the answers (`chatagent.run.interrupts`)."""
+    msgs, answered = interrupts.resolve(msgs, context) if agent.function_map else (msgs, None)
+    calls, waiting = (answered.calls, answered.waiting) if answered is not None else (calls, None)
     if context.plugins is None and not agent.tools_need_approval():
-        return resumed_loop(agent, calls, msgs, lang, kwargs) if calls else agent.loop(msgs, lang, kwargs)
+        own = own_loop(agent, msgs, lang, kwargs, calls, waiting)
+        return interruptible(own, context) if agent.function_map else own
     from chatagent.run.control import controlled  # only runs with plugins or approval load the control machinery
 
-    return controlled(agent, context.plugins or Plugins(()), msgs, lang, kwargs, context, calls)
+    return controlled(agent, context.plugins or Plugins(()), msgs, lang, kwargs, context, calls, waiting)
 
 
 def stream(agent: Runnable, messages: Iterable[dict[str, Any] | Message], lang: str | None, deadline: float | None,
@@ -114,7 +119,7 @@ def stream(agent: Runnable, messages: Iterable[dict[str, Any] | Message], lang: 
     msgs, as_dicts, context = prepare(agent, messages, deadline, kwargs)
     if session is None:
         return driving.drive(loop(agent, msgs, lang, context, kwargs), agent), as_dicts, context
-    stored = _stored(agent, session, msgs, is_approval(msgs[-1]), False, lang, context, kwargs, driving)
+    stored = _stored(agent, session, msgs, interrupts.is_decision(msgs[-1]), False, lang, context, kwargs, driving)
     return stored, as_dicts, context
 
 

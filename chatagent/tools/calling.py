@@ -26,7 +26,7 @@ import orjson
 from chatagent.tools.arguments import JSONObject, ToolArgumentError, parse_arguments, unknown_tool_message
 from chatagent.tools.base import BaseTool, ToolServiceError, result_content
 from chatagent.tools.file_access import conversation_files
-from chatagent.utils.current_call import CALL_ID, run_as_call
+from chatagent.utils.current_call import CALL_ID, PendingQuestion, run_as_call
 from chatagent.utils.logs import quote
 
 logger = logging.getLogger("chatagent.tools")
@@ -39,7 +39,8 @@ class ToolOutcome:
 
     `error` is None on success, else one of 'unknown_tool', 'bad_arguments', 'max_calls', 'loop',
     'timeout', 'exception', 'denied' (a person did not approve it); `content` then holds the message the model
-    reads.
+    reads. 'interrupted': it asked a person something (`chatagent.ask_user`), `content` is the question, and the
+    run pauses for the answer.
     """
 
     __slots__ = ("name", "arguments", "call_id", "content", "error", "duration", "cached", "return_direct")
@@ -54,7 +55,7 @@ class ToolOutcome:
         self.cached = False
         self.return_direct = False
 
-    def fail(self, error: str, content: str) -> ToolOutcome:
+    def fail(self, error: str, content: Any) -> ToolOutcome:
         self.error, self.content = error, content
         return self
 
@@ -308,6 +309,8 @@ async def _aexecute(
         return _timed_out(outcome, tool, limit or 0.0, start, cancelled=True)
     except ToolServiceError:  # the tool says the run cannot go on
         raise
+    except PendingQuestion as q:  # it asked a person: the call waits for the answer
+        return outcome.fail("interrupted", q.question)
     except (Exception, SystemExit) as e:
         outcome.duration = time.perf_counter() - start
         return outcome.fail(*_failure(tool, e))
@@ -341,6 +344,8 @@ def _invoke(tool: BaseTool, args: JSONObject, kwargs: dict[str, Any], call_id: s
         return True, run_as_call(call_id, tool.run_validated, args, **kwargs)  # the tool's current_run().call_id
     except ToolServiceError:  # the tool says the run cannot go on
         raise
+    except PendingQuestion as q:  # it asked a person: the call waits for the answer (its content: the question)
+        return False, ("interrupted", q.question)
     except (Exception, SystemExit) as e:  # SystemExit: a tool's sys.exit() or argparse must not end the run
         return False, _failure(tool, e)
 
