@@ -157,17 +157,22 @@ def _answered(conversation: list[Message], marker: Message, answer: Message) -> 
     extra = marker.extra or {}
     questions: list[dict[str, Any]] = list(extra[PENDING_QUESTIONS])
     given: dict[str, Any] = _answers(answer)
-    by_id = {q["id"]: q for q in questions}
-    unknown = [str(k) for k in given if k not in by_id]
-    if unknown:
-        raise ValueError(f"the answer message names questions that are not pending: {', '.join(unknown)}")
     answers: dict[str, Any] = dict(extra.get(ANSWERED) or {})
-    for qid, value in given.items():
-        answers[qid] = _checked(by_id[qid], value)
+    answers.update(checked_answers(questions, given))
     waiting = [q for q in questions if q["id"] not in answers]
     held = {q["call_id"] for q in waiting}
     calls = [c for c in _unanswered(conversation) if (c.extra or {}).get("function_id") not in held]
     return Answered(calls, answers, waiting)
+
+
+def checked_answers(questions: list[dict[str, Any]], given: Mapping[str, Any]) -> dict[str, Any]:
+    """`given` ({question id: answer}) checked against the pending `questions` (each answer against its schema, with
+    the safe coercions of tool arguments); ValueError naming what does not fit."""
+    by_id = {q["id"]: q for q in questions}
+    unknown = [str(k) for k in given if k not in by_id]
+    if unknown:
+        raise ValueError(f"the answer message names questions that are not pending: {', '.join(unknown)[:200]}")
+    return {qid: _checked(by_id[qid], value) for qid, value in given.items()}
 
 
 def _checked(question: dict[str, Any], value: Any) -> Any:
@@ -273,6 +278,7 @@ __all__ = [
     "Answered",
     "Asked",
     "answer_message",
+    "checked_answers",
     "ask_user",
     "interruptible",
     "is_answer",
