@@ -40,6 +40,7 @@ from chatagent.run.requests import AgentLoop, Fragments, LoopItem
 from chatagent.run.steps import RunSteps
 from chatagent.run.subagent import hidden, map_fragments, run_subagent
 from chatagent.run.tool_call import emit_tool_end, emit_tool_start
+from chatagent.run.traces import recorders_for
 from chatagent.schema import Message, with_system_text
 from chatagent.schema.history import conversation_lang
 from chatagent.utils.kwargs import reject_unknown
@@ -90,6 +91,7 @@ class Agent(RunSteps):
         function_list: tools (used by the agents that call tools): registered names, `{'name': ..., <cfg>}`
             dicts, BaseTool instances or classes, typed functions (see `chatagent.tools.make_tools`).
         callbacks: functions or `chatagent.events.Callbacks` told about each run's model and tool calls.
+        traces: record each run's trace: True (the session store), a store URL, a `chatagent.run.traces.TraceRecorder`.
         response_format: a pydantic model class (or JSON Schema dict): every run's final answer is validated
             against it (and retried), `run_nonstream` returns the validated instance (see `chatagent.plugins.structured`).
         plugins: objects that take part in every run and may change it: rewrite the input, check it, watch or
@@ -140,6 +142,7 @@ class Agent(RunSteps):
         response_format: Any = None,
         plugins: Iterable[Any] | None = None,
         compaction: str | Compaction | None = None,
+        traces: Any = False,
         **kwargs: Any,
     ) -> None:
         reject_unknown(type(self), kwargs)
@@ -154,7 +157,7 @@ class Agent(RunSteps):
         if isinstance(llm, dict):  # the model itself is built on first use
             check_generate_cfg(llm.get("generate_cfg") or {})
         self.function_list: list[Any] = list(function_list or [])
-        self.callbacks: tuple[Callback, ...] = tuple(callbacks or ())
+        self.callbacks: tuple[Callback, ...] = tuple(callbacks or ()) + recorders_for(traces)
         self.response_format = response_format
         self.plugins = plugins
         if self.function_list:

@@ -39,6 +39,7 @@ from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
 from chatagent.flows.conditions import ROLE, WHEN, Condition
 from chatagent.flows.plot import write_plot
+from chatagent.run.events import STEP, end_step, start_step
 from chatagent.sessions.flow_states import FlowStates
 from chatagent.tools.base import is_pydantic_model
 from chatagent.utils.kwargs import reject_unknown
@@ -182,20 +183,28 @@ class Flow(Generic[StateT]):
 
     async def _go(self, batch: list[dict[str, Any]]) -> Any:
         self._paused = None
+        step = start_step(None, "flow", type(self).__name__, data={"flow_id": self.id})  # for traces (run.events)
+        token = STEP.set(step) if step is not None else None
         try:
             await self._wave(batch)
         except BaseException as e:
             if not isinstance(e, (asyncio.CancelledError, KeyboardInterrupt)):
                 self._record["error"] = f"{type(e).__name__}: {e}"
             self._save(FAILED)
+            end_step(None, step, f"{type(e).__name__}: {e}")
             raise
+        finally:
+            if token is not None:
+                STEP.reset(token)
         paused = self._pause()
         if paused is not None:
             inv, question = paused
             self._record["asked"] = {"id": inv["id"], "method": inv["method"], "question": question}
             self._save(PAUSED)
+            end_step(None, step, None, {"status": PAUSED, "question": question})
             return FlowPaused(self.id, question, inv["method"])
         self._save(DONE)
+        end_step(None, step, None, {"status": DONE})
         return self._record["output"]
 
     def _pause(self) -> tuple[dict[str, Any], str] | None:
@@ -228,7 +237,9 @@ class Flow(Generic[StateT]):
         fn: Callable[..., Any] = getattr(self, name)
         args = (inv.get("arg"),) if self._takes_input.get(name) else ()
         self._asks[inv["id"]] = 0
+        step = start_step(None, "flow_step", name, data={"flow_id": self.id})  # the runs inside go under it
         token = _RUNNING.set((self, inv))
+        step_token = STEP.set(step) if step is not None else None
         self._active += 1
         try:
             if inspect.iscoroutinefunction(fn):
@@ -240,10 +251,17 @@ class Flow(Generic[StateT]):
         except _Asked as asked:
             if self._paused is None:
                 self._paused = (inv, asked.question)
+            end_step(None, step, None, {"asked": asked.question})
             return []
+        except BaseException as e:
+            end_step(None, step, f"{type(e).__name__}: {e}")
+            raise
         finally:
             self._active -= 1
+            if step_token is not None:
+                STEP.reset(step_token)
             _RUNNING.reset(token)
+        end_step(None, step, None, {"output": out})
         return self._completed(inv, out)
 
     def _completed(self, inv: dict[str, Any], out: Any) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from chatagent.gui.notes import model_note
 from chatagent.gui.render import escape_html, escape_markdown, render_conversation, safe_name
 from chatagent.gui.security import BrowserIdentity, HostGuard, SecurityHeaders, identity_key
 from chatagent.gui.session import ChatSession, box_value, user_message
+from chatagent.run.traces import TraceRecorder
 from chatagent.schema import Message, to_messages
 from chatagent.utils.extras import missing_dependency
 from chatagent.utils.origins import HostCheck
@@ -88,11 +89,20 @@ class WebUI:
             which model answers at the top of the page; default True).
         conversations: keep each user's conversations in a session store, with a sidebar to switch between
             them (see `chatagent.gui.conversations`): True for the default store, or a store URL; off by default.
+        traces: record the page's runs, each the signed-in user's, and add the trace page (`/traces`, see
+            `chatagent.gui.traces`): True (in the conversations' store) or a store URL; needs `conversations`.
     """
 
     def __init__(
-        self, agent: AgentSource, chatbot_config: dict[str, Any] | None = None, *, conversations: bool | str = False
+        self,
+        agent: AgentSource,
+        chatbot_config: dict[str, Any] | None = None,
+        *,
+        conversations: bool | str = False,
+        traces: bool | str = False,
     ) -> None:
+        if traces and not conversations:
+            raise ValueError("traces=True needs conversations=True (or a store): a trace is the signed-in user's")
         if callable(agent) and not isinstance(agent, Agent):
             self._factory: Callable[[], Agent | Sequence[Agent]] | None = agent
             sample = _as_agent_list(agent())
@@ -109,6 +119,8 @@ class WebUI:
         self.concurrency_limit: int | None = None  # turns streamed at once (None: no limit); see run()
         self.enable_mention = False  # see run()
         self.conversations = conversations
+        self.traces = traces
+        self.recorder = TraceRecorder(self._trace_store()) if traces else None  # the page's runs, recorded
         self.identity_key: bytes | None = None  # signs browsers' identities when the page has no login (see run())
 
     # ---- sessions ------------------------------------------------------------------------------------
@@ -214,18 +226,30 @@ class WebUI:
             cleared = clear_btn.click(self._on_clear, [state], clear_outputs, queue=False, api_name="clear")
             chatbot.clear(self._on_clear, [state], clear_outputs, queue=False, api_visibility="private")
             approval.wire(chatbot, textbox, state, selector, [submitted, regenerated, cleared])
+            page = None
             if self.conversations:
-                from chatagent.gui.conversations import Conversations  # the conversations sidebar: with a store only
+                # the sidebar, the memory panel and the trace page: with a store only
+                from chatagent.gui import conversations, memories, traces
 
-                store = None if self.conversations is True else self.conversations
-                Conversations(self, store).attach(demo, state, chatbot, textbox, [submitted, regenerated, cleared])
-                from chatagent.gui.memories import MemoryPanel, page_memory  # the memory panel: with conversations only
-
-                memory = page_memory(self._agents)
+                turns = [submitted, regenerated, cleared]
+                conversations.Conversations(self, self._store()).attach(demo, state, chatbot, textbox, turns)
+                memory = memories.page_memory(self._agents)
                 if memory is not None:  # with conversations only: runs are then on the signed-in user's Session
-                    MemoryPanel(memory).attach(demo, [submitted, regenerated, cleared])
+                    memories.MemoryPanel(memory, self).attach(demo, turns)
+                if self.traces:
+                    page = traces.TracePage(self, self._trace_store())
+        if page is not None:
+            page.attach(demo)  # a page of its own (Gradio adds one outside the Blocks context)
         self.demo = demo
         return demo
+
+    def _store(self) -> str | None:
+        """The conversations' store (None: the default one)."""
+        return None if self.conversations is True else str(self.conversations)
+
+    def _trace_store(self) -> str | None:
+        """Where the page's runs are recorded: the `traces=` store, else the conversations'."""
+        return self.traces if isinstance(self.traces, str) else self._store()
 
     def model_note(self) -> str:
         """Which model answers (the agents' models; a group chat's members' too), as Markdown for the page."""
@@ -286,7 +310,8 @@ class WebUI:
         busy = gr.MultimodalTextbox(value=None, interactive=False)
         yield session.display, busy, session
         generation = session.generation
-        async for display in session.stream_turn(self._agent_for(session, agent_name)):
+        recording = {"callbacks": [self.recorder]} if self.recorder is not None else {}
+        async for display in session.stream_turn(self._agent_for(session, agent_name), **recording):
             yield display, gr.skip(), session
         if session.generation == generation:
             bounced, session.bounced = session.bounced, None  # another tab is answering: the text goes back

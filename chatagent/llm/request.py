@@ -13,6 +13,7 @@ tool_choice=...)`), so custom backends need not know these types.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -26,30 +27,76 @@ from chatagent.schema.fragment import Fragment
 if TYPE_CHECKING:
     from chatagent.llm.cache import ResponseCache
 
+logger = logging.getLogger("chatagent.llm")
+
+#: The most tokens one call may be reported to use; a server reporting more (or a negative count, or no integer) is
+#: not believed: the call's usage is estimated instead (`reported_tokens`).
+MAX_REPORTED_TOKENS = 10_000_000
+
+
+def reported_tokens(model: str, prompt: Any, completion: Any) -> tuple[int, int] | None:
+    """A model server's report of one call's tokens, if it can be believed: two integers from 0 to
+    `MAX_REPORTED_TOKENS` (a JSON number like 12.0 counts). None (logged) for anything else (negative, absurd, not a
+    number): the caller estimates the usage then, so that a server cannot make costs negative or huge."""
+    counts = (_count(prompt), _count(completion))
+    if counts[0] is None or counts[1] is None:
+        logger.warning("%s reported a usage that cannot be right (prompt %.40r, completion %.40r tokens): estimated "
+                       "instead", model, prompt, completion)  # fmt: skip
+        return None
+    return counts[0], counts[1]
+
+
+def _count(value: Any) -> int | None:
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_REPORTED_TOKENS:
+        return None
+    return value
+
 
 @dataclass
 class Usage:
     """Tokens used, summed over every model call it was passed to; `cost` (US dollars) sums the calls whose
-    model's prices are known (`chatagent.llm.prices`), None while none was."""
+    model's prices are known (`chatagent.llm.prices`), None while none was.
+
+    `prompt_tokens` counts every input token, those a provider's prompt cache served (`cache_read_tokens`) and
+    wrote (`cache_write_tokens`) included: both are parts of it, priced at the cache's rates."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
     cost: float | None = None
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def add(self, prompt_tokens: int = 0, completion_tokens: int = 0, cost: float | None = None) -> None:
+    def add(
+        self,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        cost: float | None = None,
+        *,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> None:
         self.prompt_tokens += prompt_tokens or 0
         self.completion_tokens += completion_tokens or 0
+        self.cache_read_tokens += cache_read_tokens or 0
+        self.cache_write_tokens += cache_write_tokens or 0
         if cost is not None:
             self.cost = (self.cost or 0.0) + cost
 
     def merge(self, other: Usage) -> None:
         """Add what `other` counted (its calls too)."""
-        self.add(other.prompt_tokens, other.completion_tokens, other.cost)
+        self.add(
+            other.prompt_tokens, other.completion_tokens, other.cost,
+            cache_read_tokens=other.cache_read_tokens, cache_write_tokens=other.cache_write_tokens,
+        )  # fmt: skip
         self.calls += other.calls
 
 
@@ -161,4 +208,4 @@ class ReplyPlan(ReplyFilter):
                 yield fragments
 
 
-__all__ = ["Backend", "ModelRequest", "ReplyPlan", "Usage"]
+__all__ = ["MAX_REPORTED_TOKENS", "Backend", "ModelRequest", "ReplyPlan", "Usage", "reported_tokens"]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from chatagent.errors import ModelServiceError
 from chatagent.llm import fncall_prompt
 from chatagent.llm.prices import PricedUsage, checked_price, price_of
-from chatagent.llm.recovered_calls import CallRecovery
+from chatagent.llm.recovered_calls import CallRecovery, recovers_calls
 from chatagent.llm.request import Backend, ModelRequest, ReplyPlan
 from chatagent.llm.stream_modes import ReplyFilter
 from chatagent.schema import FUNCTION, Message
@@ -34,8 +34,10 @@ def _routed(backend: Backend, request: ModelRequest) -> ReplyPlan:
     if prompted:
         return _prompted(backend, request, ())
     filters: list[ReplyFilter] = []
-    if request.functions and request.settings.function_choice != "none":
-        filters.append(CallRecovery(request.functions, backend.model))
+    if recovers_calls(backend, request):  # calls a self-hosted server left in the text
+        filters.append(
+            CallRecovery(request.functions or [], backend.model, request.messages, request.settings.max_calls_per_reply)
+        )
     if request.settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
         filters.append(fncall_prompt.StreamParser(parse_calls=False))
     if not request.functions:

@@ -9,6 +9,8 @@ from typing import Any
 
 from chatagent.run.agent_tool import AgentTool, call_arguments, run_nested
 from chatagent.run.approval import call_id
+from chatagent.run.context import current_run
+from chatagent.run.events import HANDOFF, tell
 from chatagent.run.handoffs import Handoff, HandoffTool, too_many_handoffs, transferred
 from chatagent.run.nested import NESTED, nested, own_messages, paused_nested
 from chatagent.run.requests import Asking
@@ -128,6 +130,9 @@ def transfer(
     seen = conversation + [msg]
     if target.input_filter is not None:
         seen = list(target.input_filter(list(seen)))
+    run = current_run()
+    if run.callbacks:
+        tell(run.callbacks, HANDOFF, run.agent_name, run, {"to": receiver.name, "tool": outcome.name})
     reply = yield from run_subagent(receiver, seen, lang, len(response))
     response.extend(reply)
 

@@ -100,8 +100,8 @@ class ModelStream:
             ctx.usage.merge(self.usage)
             found = handlers(ctx.callbacks, LLM_END)
             if found:
-                llm = call.llm
-                data = {"model": llm.model, "model_type": llm.model_type, "input": call.messages, "output": reply}
+                data = {"model": call.llm.model, "model_type": call.llm.model_type, "input": call.messages,
+                        "output": reply, "functions": call.functions, "cfg": call.cfg}  # fmt: skip
                 duration = time.perf_counter() - self.t0
                 deliver(found, make_event(LLM_END, _agent_name(ctx), ctx, duration, self.usage, self.error, data))
             trace = getattr(ctx, "trace", None)  # the run's RunTrace when it is traced (chatagent.run.telemetry)

@@ -15,6 +15,14 @@ A callback is a function taking an Event, or an object with `on_<kind>(event)` m
 and `progress` whenever an agent reports how its own work goes (the Assistant: reading a file page by
 page, indexing, searching): `data['progress']` is a `chatagent.rag.Progress`, `data['text']` a line for people.
 
+Steps that are neither a model call, a tool call nor a run come as `step_start` and `step_end` (`data['step']`:
+'task' for a crew's task, 'flow' and 'flow_step' for a flow and one of its methods, 'case' for an evaluation's
+case; `data['name']`; the end's `data['start']` is its start event, its `duration` and `error` as for the others);
+and as single events: `handoff` (`data['to']`: the agent the conversation goes to), `retrieval` (`data['query']`,
+`data['sources']`: what the Assistant found for the question) and `memory` (`data['op']`: 'recall' or 'store',
+`data['records']`). A step outside any run (a flow's, a case's) goes to the global callbacks, and the runs started
+inside it see it as `STEP` (a context variable), so that a trace can place them under it.
+
 All callbacks run in the thread iterating the run, also for tools that ran in parallel (their start
 events come before the batch runs, their end events in call order). A callback that raises is logged
 and does not stop the run. An Event is built only when some callback handles its kind (a function, or an
@@ -29,6 +37,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -38,7 +47,10 @@ RUN_START, RUN_END = "run_start", "run_end"
 LLM_START, LLM_END = "llm_start", "llm_end"
 TOOL_START, TOOL_END = "tool_start", "tool_end"
 PROGRESS = "progress"
-KINDS = (RUN_START, RUN_END, LLM_START, LLM_END, TOOL_START, TOOL_END, PROGRESS)
+STEP_START, STEP_END = "step_start", "step_end"
+HANDOFF, RETRIEVAL, MEMORY = "handoff", "retrieval", "memory"
+KINDS = (RUN_START, RUN_END, LLM_START, LLM_END, TOOL_START, TOOL_END, PROGRESS, STEP_START, STEP_END, HANDOFF,
+         RETRIEVAL, MEMORY)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -56,7 +68,8 @@ class Event:
     result: Any = None  # tool_end: the content sent back to the model
     error: str | None = None  # *_end: what went wrong (tool_end: the message the model got)
     # anything else: llm_start has 'messages' (count) and 'functions';
-    # llm_end: 'model', 'model_type', 'input' (the messages sent) and 'output' (the reply)
+    # llm_end: 'model', 'model_type', 'input' (the messages sent), 'output' (the reply), 'functions' (the tools'
+    # schemas sent, or None) and 'cfg' (the generation settings of the call)
     data: dict[str, Any] = field(default_factory=dict)
     run: Any = None  # the RunContext of the run (or of the sub-agent's part of it) this happened in
 
@@ -98,6 +111,11 @@ class Callbacks:
     def on_tool_start(self, event: Event) -> None: ...
     def on_tool_end(self, event: Event) -> None: ...
     def on_progress(self, event: Event) -> None: ...
+    def on_step_start(self, event: Event) -> None: ...
+    def on_step_end(self, event: Event) -> None: ...
+    def on_handoff(self, event: Event) -> None: ...
+    def on_retrieval(self, event: Event) -> None: ...
+    def on_memory(self, event: Event) -> None: ...
 
 
 Callback = Callable[[Event], Any] | Callbacks
@@ -114,7 +132,23 @@ def handlers(callbacks: Iterable[Callback], kind: str) -> list[Handler]:
         found = table.get(kind)
         if found is not None:
             return found
-    return _handlers(callbacks, kind)
+    if not isinstance(callbacks, tuple):
+        return _handlers(callbacks, kind)
+    given = callbacks
+    seen = _seen.get(id(given))  # a run asks this of its callbacks at each model and tool call: once is enough
+    if seen is None or seen[0] is not given:
+        if len(_seen) >= _SEEN_MAX:
+            _seen.clear()
+        seen = _seen[id(given)] = (given, {})
+    found = seen[1].get(kind)
+    if found is None:
+        found = seen[1][kind] = _handlers(given, kind)
+    return found
+
+
+#: what handles each kind among the callbacks of recent runs (their tuples, held here so that an id is not reused)
+_seen: dict[int, tuple[tuple[Callback, ...], dict[str, list[Handler]]]] = {}
+_SEEN_MAX = 256
 
 
 def _handlers(callbacks: Iterable[Callback], kind: str) -> list[Handler]:
@@ -177,6 +211,47 @@ def with_global_callbacks(own: tuple[Callback, ...]) -> tuple[Callback, ...]:
     return own + tuple(cb for cb in global_callbacks if cb not in own)
 
 
+#: the step (a flow's method, an evaluation's case) whose code runs now, outside any run: its step_start Event
+STEP: ContextVar[Event | None] = ContextVar("chatagent_step", default=None)
+
+
+def start_step(
+    callbacks: Iterable[Callback] | None, step: str, name: str, run: Any = None, data: dict[str, Any] | None = None
+) -> Event | None:
+    """Tell `callbacks` (the global ones when None) that a step of kind `step` starts; its start Event, to give to
+    `end_step`, or None when no callback handles either end (nothing is built)."""
+    given = global_callbacks if callbacks is None else callbacks
+    found = handlers(given, STEP_START)
+    if not found and not handlers(given, STEP_END):
+        return None
+    agent = getattr(run, "agent_name", None)
+    event = make_event(STEP_START, agent, run, data={"step": step, "name": name, **(data or {})})
+    deliver(found, event)
+    return event
+
+
+def end_step(
+    callbacks: Iterable[Callback] | None, start: Event | None, error: str | None = None,
+    data: dict[str, Any] | None = None,
+) -> None:  # fmt: skip
+    """Tell `callbacks` (as given to `start_step`) that the step `start` ended (`error`: why it failed; `data`: what
+    it gave)."""
+    if start is None:
+        return
+    found = handlers(global_callbacks if callbacks is None else callbacks, STEP_END)
+    if found:
+        more = {"step": start.data["step"], "name": start.data["name"], "start": start, **(data or {})}
+        duration = _now() - start.time
+        deliver(found, make_event(STEP_END, start.agent, start.run, duration, error=error, data=more))
+
+
+def tell(callbacks: Iterable[Callback], kind: str, agent: str | None, run: Any, data: dict[str, Any]) -> None:
+    """A single event of `kind` (handoff, retrieval, memory) to the callbacks that handle it; built only if one does."""
+    found = handlers(callbacks, kind)
+    if found:
+        deliver(found, make_event(kind, agent, run, data=data))
+
+
 def as_callbacks(value: Any) -> tuple[Callback, ...]:
     """Callbacks given as one callback, a list, or None, as a tuple."""
     if value is None:
@@ -187,14 +262,18 @@ def as_callbacks(value: Any) -> tuple[Callback, ...]:
 
 
 __all__ = [
+    "STEP",
     "Callbacks",
     "Event",
     "KINDS",
     "add_global_callback",
     "deliver",
     "emit",
+    "end_step",
     "handlers",
     "make_event",
     "remove_global_callback",
+    "start_step",
+    "tell",
     "with_global_callbacks",
 ]

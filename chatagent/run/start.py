@@ -9,6 +9,7 @@ around it; `stream` drives it, on a stored conversation when given a session (th
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from types import ModuleType
@@ -26,6 +27,13 @@ from chatagent.run.protocol import UNSET, Runnable
 from chatagent.run.requests import AgentLoop, Fragments
 from chatagent.schema import Message, not_a_message_list, to_messages
 from chatagent.schema.history import conversation_lang
+
+# CHATAGENT_TRACES=1: every run of the process is recorded (chatagent.run.traces)
+if os.environ.get("CHATAGENT_TRACES"):
+    from chatagent.run.traces import from_environment  # the recorder is loaded only when asked for
+
+    from_environment()
+
 
 _Stream = TypeVar("_Stream", Iterator[Fragments], AsyncIterator[Fragments])
 
@@ -65,13 +73,19 @@ def prepare(
 
 
 def new_context(agent: Runnable, deadline: float | None, kwargs: dict[str, Any]) -> RunContext:
-    """A run's context (its own `callbacks`, `generate_cfg`, `plugins` and `response_format` out of `kwargs`)."""
+    """A run's context (its own `callbacks`, `generate_cfg`, `seed`, `plugins` and `response_format` out of
+    `kwargs`)."""
     own = agent.callbacks + tuple(kwargs.pop("callbacks", None) or ())
     callbacks = events.with_global_callbacks(own) if own else events.global_callbacks  # the latter: see handlers
     context = RunContext(time.monotonic() + deadline if deadline else None, callbacks, agent.name)
-    run_cfg = kwargs.pop("generate_cfg", None)
+    run_cfg = dict(kwargs.pop("generate_cfg", None) or {})
+    seed = kwargs.pop("seed", None)  # Qwen-Agent's run(seed=...): the run's model calls sample with it
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+        run_cfg["seed"] = seed
     if run_cfg:
-        context.generate_cfg = dict(run_cfg)
+        context.generate_cfg = run_cfg
     plugins = agent.run_plugins(kwargs.pop("plugins", None), kwargs.pop("response_format", UNSET))
     if plugins:
         context.plugins = Plugins(plugins)

@@ -82,6 +82,7 @@ class Service:
         if store is not None:  # a store named explicitly is opened now: a wrong URL fails at startup
             self.store = open_store(store)
         self.running = 0
+        self.draining = False  # set on SIGTERM: /readyz says 503 so that a load balancer sends nothing new
         self.created = int(time.time())
         self.where = Where(self.session_store, self.tokens, quotas, deadline, SessionRuns(self))
 

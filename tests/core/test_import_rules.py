@@ -28,9 +28,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("run", ("chatagent.run",)),  # the run machinery, named by phase; it knows agents only as run.protocol.Runnable
     ("memories", ("chatagent.memories",)),  # long-term memory per user: store, recall, its tools and context
     ("plugins", ("chatagent.plugins",)),  # the built-in plugins
+    ("evals", ("chatagent.evals",)),  # evaluations: datasets, evaluators, evaluate, reports
     ("agent", ("=chatagent.agent",)),  # Agent: implements Runnable
     ("agents", ("chatagent.agents",)),
     ("flows", ("chatagent.flows",)),  # event-driven processes of methods, their state persisted
+    ("workers", ("chatagent.workers",)),  # jobs on DBOS workers: turns, flows, crews, batch work
     ("apps", ("=chatagent", "=chatagent.__main__", "chatagent.server", "chatagent.cli", "chatagent.gui")),
     # documented and Qwen-Agent module paths that re-export from the layers below (nothing of ours imports them)
     (

@@ -23,21 +23,25 @@ go on where it stopped.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from chatagent.agent import Agent, current_run
+from chatagent.agents.teams.crew_evaluation import test_crew, train_crew, trained_instructions
 from chatagent.agents.teams.delegation import make_manager
 from chatagent.agents.teams.task import Task, TaskOutput, missing_inputs
 from chatagent.agents.teams.task_run import run_task
 from chatagent.llm.base import Usage
 from chatagent.run.approval import PENDING_APPROVAL, approval_message, is_approval
-from chatagent.schema import ASSISTANT, USER, Message, content_text
+from chatagent.run.events import end_step, start_step
+from chatagent.schema import ASSISTANT, USER, Message, content_text, to_messages
 from chatagent.schema.fragment import Fragment
 from chatagent.utils.kwargs import reject_unknown
 
 if TYPE_CHECKING:
+    from chatagent.evals import EvaluationReport
     from chatagent.run.handle import ARun, Run
 
 CREW_INPUTS = "crew_inputs"  # extra of the message that starts a crew: its inputs
@@ -93,6 +97,7 @@ class Crew:
         process: 'sequential' (each task by its agent; a task without one goes to the only agent) or 'hierarchical'.
         manager: for 'hierarchical': the manager agent (a tool-calling agent) or its model (a config dict or model).
         name: the crew's name, on its progress messages.
+        trained_data: a file `train` wrote: each agent gets its suggestions with every task (CrewAI's trained data).
     """
 
     def __init__(
@@ -103,6 +108,7 @@ class Crew:
         manager: Any = None,
         *,
         name: str = "crew",
+        trained_data: str | os.PathLike[str] | None = None,
         **kwargs: Any,
     ) -> None:
         manager = kwargs.pop("manager_agent", None) or kwargs.pop("manager_llm", None) or manager  # CrewAI's names
@@ -135,6 +141,8 @@ class Crew:
                 if t.agent is None and len(self.agents) != 1:
                     raise ValueError(f"task {k + 1} has no agent (give Task(agent=...), or the crew one agent only)")
         self._agent = CrewAgent(self)
+        #: each agent's instructions from training (`train`), given with its every task
+        self.instructions = trained_instructions(trained_data) if trained_data is not None else {}
 
     def as_agent(self) -> Agent:
         """The agent that runs this crew on a conversation (for the web UI, `serve`, or as another agent's tool): the
@@ -188,6 +196,47 @@ class Crew:
         async for _ in run:
             pass
         return _output(run.context)
+
+    def kickoff_for_each(
+        self, inputs: Sequence[dict[str, Any]], *, pool: Any = None, **kwargs: Any
+    ) -> list[CrewOutput]:
+        """`kickoff(i)` for each of `inputs`, one after another; with `pool` (a `chatagent.workers.batch.Pool`) on
+        the worker processes instead, bounded by their queue's limits. The outputs in the inputs' order."""
+        if pool is not None:
+            reject_unknown(type(self), kwargs)
+            return pool.kickoff_for_each(self, [dict(i) for i in inputs])
+        return [self.kickoff(dict(i), **kwargs) for i in inputs]
+
+    def start_messages(self, inputs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The message that starts the crew on `inputs` (what `kickoff` runs its agent on)."""
+        return self._start(inputs, None, None, None)
+
+    def output_of(self, messages: Sequence[dict[str, Any]]) -> CrewOutput:
+        """The output of the crew's last run in a stored conversation (`Session.messages()`)."""
+        msgs = to_messages(list(messages))
+        start = max((i for i, m in enumerate(msgs) if m.extra and CREW_INPUTS in m.extra), default=0)
+        done: dict[int, TaskOutput] = {}
+        for m in msgs[start:]:
+            record = (m.extra or {}).get(TASK_OUTPUT)
+            if record is not None:
+                done[record["index"]] = _task_output(self.tasks[record["index"]], record)
+        outputs = [done[k] for k in sorted(done)]
+        return CrewOutput(outputs[-1].raw if outputs else "", outputs)
+
+    def test(self, n_iterations: int, eval_llm: Any, inputs: dict[str, Any] | None = None,
+             **options: Any) -> EvaluationReport:  # fmt: skip
+        """Run the crew `n_iterations` times and have `eval_llm` (a model or its config) score each task's output
+        from 1 to 10: CrewAI's table printed, the evaluation's report returned (`evaluate`'s options apply:
+        `store=False` keeps no traces). See `chatagent.agents.teams.crew_evaluation`."""
+        return test_crew(self, n_iterations, eval_llm, inputs, **options)
+
+    def train(self, n_iterations: int, filename: str, inputs: dict[str, Any] | None = None, *,
+              feedback: Callable[[TaskOutput], str] | None = None) -> dict[str, Any]:  # fmt: skip
+        """Run the crew `n_iterations` times, a person reviewing every task (`feedback`: a function of the
+        TaskOutput giving what they say, '' to accept; else asked in the terminal); each agent's model turns the
+        feedback into suggestions, written as JSON to `filename` (`Crew(..., trained_data=filename)` uses them)."""
+        return train_crew(self, n_iterations, filename, inputs, feedback,
+                          lambda given: self._start(given, None, None, None), human_feedback)  # fmt: skip
 
     def _start(
         self, inputs: dict[str, Any] | None, feedback: str | None, approval: Any, session: Any
@@ -331,9 +380,22 @@ class CrewAgent(Agent):
             if worked is None:
                 yield [_progress_fragment(crew, k, task, agent, progress.inputs, pos)]
                 pos += 1
-            out, shown, waiting = yield from run_task(task, agent, k, progress.inputs, _context(crew, task, outputs[:k]), pos,
-                                             lang, redo, progress.feedback if redo is not None else None,
-                                             worked)  # fmt: skip
+            run = current_run()
+            description, expected = task.filled(progress.inputs)
+            about = {"index": k, "agent": agent.name, "description": description, "expected": expected}
+            step = (
+                start_step(run.callbacks, "task", task.name or f"Task {k + 1}", run, about) if run.callbacks else None
+            )
+            try:
+                out, shown, waiting = yield from run_task(
+                    task, agent, k, progress.inputs, _context(crew, task, outputs[:k]), pos, lang, redo,
+                    progress.feedback if redo is not None else None, worked, crew.instructions.get(str(agent.name), ()),
+                )  # fmt: skip
+            except BaseException as e:
+                end_step(run.callbacks, step, "closed before the end" if isinstance(e, GeneratorExit) else
+                         f"{type(e).__name__}: {e}")  # fmt: skip
+                raise
+            end_step(run.callbacks, step, None, {"output": out.raw if out is not None else None})
             pos += shown
             if out is None:  # a tool call of the task's agent waits for a person's approval
                 pending = {"task": k, "agent": agent.name, "approval": waiting}

@@ -35,14 +35,19 @@ def run_task(
     redo: TaskOutput | None = None,
     feedback: str | None = None,
     worked: list[Message] | None = None,
+    instructions: Sequence[str] = (),
 ) -> Asking[tuple[TaskOutput | None, int, list[dict[str, Any]]]]:
     """Run `task` with `agent`, its messages shown from `start`: (its output, how many messages it showed, []), or
     (None, how many, the calls waiting) when a tool call of the agent waits for a person's approval.
     `redo` and `feedback`: the answer a person sent back, and what they said; `worked`: the agent's messages when it
-    paused for approval, the person's decision last (it goes on from there)."""
+    paused for approval, the person's decision last (it goes on from there); `instructions`: what training taught
+    the agent (`Crew.train`)."""
     description, expected = task.filled(inputs)
     worker = _worker(agent, task)
-    conversation = [Message.unchecked(USER, task_prompt(description, expected, context))]
+    prompt = task_prompt(description, expected, context)
+    if instructions:  # from training (Crew.train), in CrewAI's words
+        prompt += "\n\nYou MUST follow these instructions:\n - " + "\n - ".join(instructions)
+    conversation = [Message.unchecked(USER, prompt)]
     if redo is not None:
         conversation += [Message.unchecked(ASSISTANT, redo.raw), Message.unchecked(USER, FEEDBACK.format(
             feedback=feedback))]  # fmt: skip

@@ -1,0 +1,150 @@
+"""A finished trace (`chatagent.run.traces.Trace`) as the JSON the store keeps and the viewer shows.
+
+    {"id", "owner", "kind", "name", "title", "started", "duration", "status": "ok" | "error", "error",
+     "usage": {"input_tokens", "output_tokens", "cost", "calls"},
+     "messages": [message dicts],     # each message once: a model call's "input" and "output" are their indexes
+     "functions": [tool schema lists], # likewise: a model call's "functions" is an index (None: no tools)
+     "steps": [{"id", "parent", "kind", "name", "start", "duration", "error", ...}, ...]}
+
+A model step also has "model_type", "cfg" (its generation settings), "usage" ({"input_tokens", "output_tokens",
+"cost"}); a tool step "call_id", "arguments", "result", "error_kind", "cached"; a step of a crew, a flow or an
+evaluation, or a handoff, retrieval or memory event, its "data". A text longer than MAX_TEXT characters is cut
+there with a note saying how much was left out.
+
+`encode` writes it with orjson, which serializes the messages and the rest in C (a message object through
+`_default`): the recorder's cost is paid once per trace, and mostly not in Python.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import orjson
+
+from chatagent.schema import ContentItem, FunctionCall, Message
+
+MAX_TEXT = 1_000_000  # characters of one text in a trace; the rest is left out, saying so
+
+
+def trace_body(trace: Any, duration: float | None, error: str | None) -> dict[str, Any]:
+    """The trace (a `chatagent.run.traces.Trace`, whose steps are already in their final form) that took `duration`
+    seconds and failed with `error` (None: it did not), as a dict for `encode`."""
+    tokens_in, tokens_out, cost, calls = trace.usage
+    failed = error
+    for step in trace.steps:
+        if step["kind"] == "tool":  # what a tool gave may be huge (a model's texts are cut when encoded)
+            arguments, result = step["arguments"], step["result"]
+            if arguments is not None and len(arguments) > MAX_TEXT:
+                step["arguments"] = _text(arguments)
+            if type(result) is str and len(result) > MAX_TEXT:
+                step["result"] = _text(result)
+        elif failed is None and step["kind"] == "run" and step.get("error"):
+            failed = step["error"]
+        problem = step.get("error")
+        if problem is not None and len(problem) > MAX_TEXT:
+            step["error"] = _text(problem)
+    return {
+        "version": 1, "id": trace.id, "owner": trace.owner, "kind": trace.kind, "name": trace.name,
+        "title": trace.title, "started": trace.started, "duration": duration,
+        "status": "error" if failed else "ok", "error": _text(failed) if failed else None,
+        "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out, "cost": cost, "calls": calls},
+        "messages": trace.messages, "functions": trace.functions, "steps": trace.steps,
+    }  # fmt: skip
+
+
+def encode(body: dict[str, Any]) -> bytes:
+    """`body` (from `trace_body`) as JSON bytes."""
+    try:
+        return orjson.dumps(body, default=_default)
+    except TypeError:  # a dict key that is not a text (in a message's extra, say): orjson's slower way takes it
+        return orjson.dumps(body, default=_default, option=orjson.OPT_NON_STR_KEYS)
+
+
+def _default(value: Any) -> Any:
+    """What orjson cannot write itself: a message as its dict (its text cut at MAX_TEXT; its parts written by orjson
+    in turn), a function call, a pydantic model as its dump, sets and tuples as lists, the rest as its text."""
+    if type(value) is Message:
+        d: dict[str, Any] = {"role": value.role, "content": value.content}
+        content = value.content
+        if type(content) is str and len(content) > MAX_TEXT:
+            d["content"] = _text(content)
+        if value.name is not None:
+            d["name"] = value.name
+        call = value.function_call
+        if call is not None:
+            d["function_call"] = {"name": call.name, "arguments": call.arguments}
+        if value.reasoning_content is not None:
+            d["reasoning_content"] = value.reasoning_content
+        if value.extra is not None:
+            d["extra"] = value.extra
+        return d
+    if isinstance(value, (FunctionCall, ContentItem)):
+        return value.model_dump()
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        try:
+            return dump(mode="json")
+        except TypeError:  # a model_dump of another kind
+            return dump()
+    if isinstance(value, (set, frozenset)):
+        return list(cast("set[Any]", value))
+    return _text(str(value))
+
+
+def _text(value: Any) -> str:
+    text = value if isinstance(value, str) else "" if value is None else str(value)
+    if len(text) > MAX_TEXT:
+        return text[:MAX_TEXT] + f"\n[… {len(text) - MAX_TEXT} more characters not recorded]"
+    return text
+
+
+def walk(body: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """A stored trace's steps in tree order (each after its parent, children in the order they started), each with
+    its depth (0 for the root)."""
+    children: dict[Any, list[dict[str, Any]]] = {}
+    for step in body.get("steps") or ():
+        children.setdefault(step.get("parent"), []).append(step)
+    out: list[tuple[int, dict[str, Any]]] = []
+    todo = [(0, s) for s in reversed(children.get(None, []))]
+    while todo:
+        depth, step = todo.pop()
+        out.append((depth, step))
+        todo += [(depth + 1, s) for s in reversed(children.get(step["id"], []))]
+    return out
+
+
+def summary(step: dict[str, Any], body: dict[str, Any], limit: int = 120) -> str:
+    """One line about a step: a model call's model and tokens, a tool call's arguments and result, a task's agent,
+    a retrieval's first sources, ... (texts cut at `limit`)."""
+    kind = step.get("kind")
+    if kind == "model":
+        usage: dict[str, Any] = step.get("usage") or {}
+        cost = usage.get("cost")
+        money = f", ${cost:.4f}" if cost is not None else ""
+        return f"{usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out{money}"
+    if kind == "tool":
+        result = step.get("result")
+        shown = result if isinstance(result, str) else orjson.dumps(result).decode()
+        return f"{_cut(step.get('arguments') or '', limit // 2)} -> {_cut(shown, limit // 2)}"
+    data: dict[str, Any] = step.get("data") or {}
+    if kind == "task":
+        return f"{data.get('agent')}: {_cut(str(data.get('description') or ''), limit)}"
+    if kind == "retrieval":
+        found: list[dict[str, Any]] = data.get("sources") or []
+        pages = "; ".join(f"{s.get('file', '?')} p.{','.join(map(str, s.get('pages') or []))}" for s in found[:3])
+        return f"{_cut(str(data.get('query') or ''), limit // 2)}: {len(found)} sources ({pages})"
+    if kind == "memory":
+        return _cut(str(data.get("text") or data.get("records") or ""), limit)
+    if kind == "handoff":
+        return f"to {data.get('to')}"
+    if kind == "run" and step.get("parent") is None:
+        return _cut(str(body.get("title") or ""), limit)
+    return ""
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
+
+
+__all__ = ["MAX_TEXT", "encode", "summary", "trace_body", "walk"]

@@ -1,0 +1,237 @@
+"""Where recorded traces and evaluation reports are kept: rows of the session store (SQLite by default, PostgreSQL
+with a postgresql:// URL: the same URLs as sessions; see `chatagent.sessions.store`), each owned by a principal.
+
+A trace is one row: what the list of runs shows (its name, status, start, duration, tokens, cost, how many steps, a
+title) in columns, and the whole trace (its steps, the messages its model calls got) as one JSON body, written in
+one statement when the run ends (`chatagent.run.traces` records them). An evaluation report
+(`chatagent.evals`) is a row the same way. Every read names the owner: another principal's trace is not found,
+as if it did not exist. A store keeps at most `keep` traces per owner (the oldest go).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from chatagent.sessions.errors import SessionStoreError
+from chatagent.sessions.store import SQLStore
+from chatagent.sessions.store_urls import open_store
+
+TABLES = [
+    "CREATE TABLE IF NOT EXISTS chatagent_traces (trace_id TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+    "name TEXT NOT NULL, kind TEXT NOT NULL, status TEXT NOT NULL, started {real} NOT NULL, duration {real}, "
+    "input_tokens {int} NOT NULL DEFAULT 0, output_tokens {int} NOT NULL DEFAULT 0, cost {real}, "
+    "steps {int} NOT NULL DEFAULT 0, title TEXT NOT NULL DEFAULT '', body {blob} NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS chatagent_traces_by_owner ON chatagent_traces (owner, started)",
+    "CREATE TABLE IF NOT EXISTS chatagent_eval_reports (report_id TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+    "name TEXT NOT NULL, created {real} NOT NULL, cases {int} NOT NULL, pass_rate {real}, body {blob} NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS chatagent_eval_reports_by_owner ON chatagent_eval_reports (owner, created)",
+]
+_COLUMNS = "trace_id, owner, name, kind, status, started, duration, input_tokens, output_tokens, cost, steps, title"
+SAVE = (
+    f"INSERT INTO chatagent_traces ({_COLUMNS}, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (trace_id) DO UPDATE SET name = excluded.name, kind = excluded.kind, status = excluded.status, "
+    "duration = excluded.duration, input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens, "
+    "cost = excluded.cost, steps = excluded.steps, title = excluded.title, body = excluded.body "
+    "WHERE chatagent_traces.owner = excluded.owner"
+)
+GET = "SELECT body FROM chatagent_traces WHERE owner = ? AND trace_id = ?"
+DELETE = "DELETE FROM chatagent_traces WHERE owner = ? AND trace_id = ?"
+CLEAR = "DELETE FROM chatagent_traces WHERE owner = ?"
+PRUNE = (
+    "DELETE FROM chatagent_traces WHERE owner = ? AND started < (SELECT started FROM chatagent_traces "
+    "WHERE owner = ? ORDER BY started DESC LIMIT 1 OFFSET ?)"
+)
+SAVE_REPORT = (
+    "INSERT INTO chatagent_eval_reports (report_id, owner, name, created, cases, pass_rate, body) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (report_id) DO UPDATE SET name = excluded.name, "
+    "cases = excluded.cases, pass_rate = excluded.pass_rate, body = excluded.body "
+    "WHERE chatagent_eval_reports.owner = excluded.owner"
+)
+LIST_REPORTS = (
+    "SELECT report_id, name, created, cases, pass_rate FROM chatagent_eval_reports WHERE owner = ? "
+    "ORDER BY created DESC LIMIT ?"
+)
+GET_REPORT = "SELECT body FROM chatagent_eval_reports WHERE owner = ? AND report_id = ?"
+DELETE_REPORT = "DELETE FROM chatagent_eval_reports WHERE owner = ? AND report_id = ?"
+
+DEFAULT_KEEP = 10_000  # traces per owner; the oldest go
+_PRUNE_EVERY = 100  # writes between two prunings of one store
+_ready: dict[int, SQLStore] = {}  # the stores whose tables exist, by id (held here, so that an id is not reused)
+_ready_lock = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class TraceInfo:
+    """A recorded trace as the list shows it: its id, name (the agent's, a flow's class, ...), kind ('run', 'flow',
+    'case'), status ('ok', 'error'), start (Unix seconds), duration (seconds), tokens, cost (US dollars, None when
+    no price is known), its number of steps, and a title (the start of its first question)."""
+
+    id: str
+    owner: str
+    name: str
+    kind: str
+    status: str
+    started: float
+    duration: float | None
+    input_tokens: int
+    output_tokens: int
+    cost: float | None
+    steps: int
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReportInfo:
+    """A stored evaluation report as listed: its id, name, when it was made, its number of cases, its pass rate."""
+
+    id: str
+    name: str
+    created: float
+    cases: int
+    pass_rate: float | None
+
+
+class TraceStore:
+    """The traces and evaluation reports of one store (a URL, a file path, a store, or None for the default session
+    store: $CHATAGENT_SESSION_STORE, else the workspace's); `keep`: traces kept per owner."""
+
+    __slots__ = ("store", "keep", "_writes")
+
+    def __init__(self, store: str | os.PathLike[str] | SQLStore | None = None, *, keep: int = DEFAULT_KEEP) -> None:
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ValueError(f"keep must be a positive number of traces, got {keep!r}")
+        self.store = open_store(store)
+        self.keep = keep
+        self._writes = 0
+        key = id(self.store)
+        if key not in _ready:
+            with _ready_lock:
+                if key not in _ready:
+                    with self.store._write() as cur:
+                        for statement in TABLES:
+                            cur.execute(statement.format(**self.store.dialect), ())
+                    _ready[key] = self.store
+
+    # ---- traces -------------------------------------------------------------------------------------------
+
+    def save(self, trace: dict[str, Any], body: bytes | None = None) -> None:
+        """Write a trace (a dict as `chatagent.run.traces` makes it, with 'id' and 'owner'; `body`: it as JSON, if
+        made already), replacing an earlier write of the same trace by the same owner (a trace id of another
+        owner's is left alone)."""
+        usage = trace.get("usage") or {}
+        row = (
+            trace["id"], trace["owner"], trace.get("name") or "", trace.get("kind") or "run",
+            trace.get("status") or "ok", float(trace["started"]), trace.get("duration"),
+            int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0), usage.get("cost"),
+            len(trace.get("steps") or ()), (trace.get("title") or "")[:200],
+            body if body is not None else orjson.dumps(trace, default=_jsonable),
+        )  # fmt: skip
+        with self.store._write(sync=False) as cur:
+            cur.execute(SAVE, row)
+            self._writes += 1
+            if self._writes % _PRUNE_EVERY == 1:
+                cur.execute(PRUNE, (trace["owner"], trace["owner"], self.keep - 1))
+
+    def list(
+        self,
+        owner: str,
+        *,
+        name: str | None = None,
+        status: str | None = None,
+        kind: str | None = None,
+        text: str | None = None,
+        since: float | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[TraceInfo]:
+        """`owner`'s traces, newest first: those of agent (or flow) `name`, of `status` ('ok', 'error'), of `kind`,
+        whose title holds `text` (any case), started at or after `since` (Unix seconds); `limit` of them from
+        `offset`."""
+        where: list[str] = ["owner = ?"]
+        params: list[Any] = [owner]
+        for column, value in (("name", name), ("status", status), ("kind", kind)):
+            if value:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if text:
+            where.append("LOWER(title) LIKE ?")
+            params.append("%" + text.lower().replace("%", "").replace("_", "") + "%")
+        if since is not None:
+            where.append("started >= ?")
+            params.append(float(since))
+        sql = f"SELECT {_COLUMNS} FROM chatagent_traces WHERE {' AND '.join(where)} ORDER BY started DESC LIMIT ? OFFSET ?"
+        rows = self.store._read(sql, (*params, int(limit), int(offset)))
+        return [_info(r) for r in rows]
+
+    def get(self, owner: str, trace_id: str) -> dict[str, Any] | None:
+        """The whole trace `trace_id` of `owner`, or None (no such trace, or another owner's)."""
+        rows = self.store._read(GET, (owner, trace_id))
+        return _loaded(self.store.url, "trace", trace_id, rows[0][0]) if rows else None
+
+    def delete(self, owner: str, trace_id: str) -> bool:
+        with self.store._write() as cur:
+            cur.execute(DELETE, (owner, trace_id))
+            return cur.rowcount == 1
+
+    def clear(self, owner: str) -> int:
+        """Delete every trace of `owner`; how many went."""
+        with self.store._write() as cur:
+            cur.execute(CLEAR, (owner,))
+            return cur.rowcount
+
+    # ---- evaluation reports -------------------------------------------------------------------------------
+
+    def save_report(self, owner: str, report: dict[str, Any]) -> None:
+        """Write an evaluation report (a dict with 'id', 'name', 'created', 'cases', 'pass_rate')."""
+        row = (report["id"], owner, report.get("name") or "", float(report.get("created") or time.time()),
+               len(report.get("cases") or ()), report.get("pass_rate"), orjson.dumps(report, default=_jsonable))  # fmt: skip
+        with self.store._write() as cur:
+            cur.execute(SAVE_REPORT, row)
+
+    def reports(self, owner: str, limit: int = 100) -> list[ReportInfo]:
+        """`owner`'s evaluation reports, newest first."""
+        rows = self.store._read(LIST_REPORTS, (owner, int(limit)))
+        return [ReportInfo(str(r[0]), str(r[1]), float(r[2]), int(r[3]), r[4]) for r in rows]
+
+    def report(self, owner: str, report_id: str) -> dict[str, Any] | None:
+        rows = self.store._read(GET_REPORT, (owner, report_id))
+        return _loaded(self.store.url, "report", report_id, rows[0][0]) if rows else None
+
+    def delete_report(self, owner: str, report_id: str) -> bool:
+        with self.store._write() as cur:
+            cur.execute(DELETE_REPORT, (owner, report_id))
+            return cur.rowcount == 1
+
+
+def _info(r: tuple[Any, ...]) -> TraceInfo:
+    return TraceInfo(str(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), float(r[5]), r[6], int(r[7]), int(r[8]),
+                     r[9], int(r[10]), r[11] or "")  # fmt: skip
+
+
+def _loaded(url: str, what: str, key: str, body: Any) -> dict[str, Any]:
+    try:
+        value = orjson.loads(bytes(body))
+    except orjson.JSONDecodeError as e:
+        raise SessionStoreError(f"{url}: the {what} {key!r} is damaged: {e}") from None
+    if not isinstance(value, dict):
+        raise SessionStoreError(f"{url}: the {what} {key!r} is damaged: not a JSON object")
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    """JSON for what orjson cannot write: pydantic models as their dump, sets and tuples as lists, the rest as text."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        return dump(mode="json")
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+__all__ = ["DEFAULT_KEEP", "ReportInfo", "TraceInfo", "TraceStore"]
