@@ -58,6 +58,7 @@ class RunContext:
         "marked",
         "answers",
         "asked",
+        "events",
         "egress",
     )
     trace: Any  # a traced run's RunTrace (chatagent.run.telemetry): told of its calls and its end
@@ -90,6 +91,7 @@ class RunContext:
         self.turn_key, self.call_keys, self.marked = None, {}, {}  # for idempotency keys (see below); marked data
         self.answers: dict[str, Any] = {}  # a person's answers to the questions of paused calls (run.interrupts)
         self.asked: dict[str, int] = {}  # how many questions each tool call asked in this run (ask_user)
+        self.events: Any = None  # run(..., events=True): the listener the event stream is made from (run.event_stream)
         self.egress = url_policy()
 
     @property

@@ -105,8 +105,12 @@ class ARun(AsyncIterator[_Out]):
             CURRENT.reset(token)
 
 
-def output(name: str | None, as_dicts: bool, delta_stream: bool) -> Callable[[list[Fragment]], Output]:
-    """What turns each list of fragments into what the caller gets."""
+def output(name: str | None, as_dicts: bool, delta_stream: bool, context: RunContext | None = None
+           ) -> Callable[[list[Fragment]], Output]:  # fmt: skip
+    """What turns each list of fragments into what the caller gets (a run's events, with `events=True`, as they
+    are)."""
+    if context is not None and context.events is not None:
+        return _as_is
     if delta_stream:
         if as_dicts:
             return lambda fragments: [f.model_dump() for f in named(fragments, name)]
@@ -119,6 +123,10 @@ def output(name: str | None, as_dicts: bool, delta_stream: bool) -> Callable[[li
         return msgs.copy()
 
     return cumulative
+
+
+def _as_is(item: Any) -> Any:
+    return item
 
 
 def named(fragments: list[Fragment], name: str | None) -> list[Fragment]:

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from types import ModuleType
 from typing import Any, Generic, TypeVar
 
-from chatagent.run import events, interrupts
+from chatagent.run import event_stream, events, interrupts
 from chatagent.run.approval import approval_message
 from chatagent.run.compaction import DROP_OLDEST, compacted
 from chatagent.run.context import CURRENT, RunContext
@@ -42,19 +42,24 @@ class Driving(Generic[_Stream]):
     """How a run is driven: `drive(loop, agent)` runs the agent's loop and gives its fragments; `turns(module)` picks,
     from `chatagent.sessions.turn` (imported on first use: it loads sqlite), the runner of a turn on a session."""
 
-    __slots__ = ("drive", "turns")
+    __slots__ = ("drive", "turns", "events")
 
-    def __init__(self, drive: Callable[[AgentLoop, Runnable], _Stream], turns: Callable[[ModuleType], Any]) -> None:
+    def __init__(self, drive: Callable[[AgentLoop, Runnable], _Stream], turns: Callable[[ModuleType], Any],
+                 events: Callable[[_Stream, RunContext], Any]) -> None:  # fmt: skip
         self.drive = drive
         self.turns = turns
+        self.events = events  # the run's typed events made of its fragments (run(..., events=True))
 
 
 #: `run()`: the loop driven in the calling thread
-SYNC: Driving[Iterator[Fragments]] = Driving(lambda loop, agent: drive(loop), lambda turns: turns.run_turn)
+SYNC: Driving[Iterator[Fragments]] = Driving(
+    lambda loop, agent: drive(loop), lambda turns: turns.run_turn, lambda s, ctx: event_stream.events(s, ctx)
+)
 #: `arun()`: the loop driven on the running event loop (its own code in a worker thread unless it is async-safe)
 ASYNC: Driving[AsyncIterator[Fragments]] = Driving(
-    lambda loop, agent: adrive(loop, not agent.async_safe), lambda turns: turns.arun_turn
-)
+    lambda loop, agent: adrive(loop, not agent.async_safe), lambda turns: turns.arun_turn,
+    event_stream.AsyncEvents,
+)  # fmt: skip
 
 
 def prepare(
@@ -76,8 +81,12 @@ def new_context(agent: Runnable, deadline: float | None, kwargs: dict[str, Any])
     """A run's context (its own `callbacks`, `generate_cfg`, `seed`, `plugins` and `response_format` out of
     `kwargs`)."""
     own = agent.callbacks + tuple(kwargs.pop("callbacks", None) or ())
+    listener = event_stream.Listener() if kwargs.pop("events", False) else None  # run(..., events=True)
+    if listener is not None:
+        own += (listener,)
     callbacks = events.with_global_callbacks(own) if own else events.global_callbacks  # the latter: see handlers
     context = RunContext(time.monotonic() + deadline if deadline else None, callbacks, agent.name)
+    context.events = listener
     run_cfg = dict(kwargs.pop("generate_cfg", None) or {})
     seed = kwargs.pop("seed", None)  # Qwen-Agent's run(seed=...): the run's model calls sample with it
     if seed is not None:
@@ -132,9 +141,10 @@ def stream(agent: Runnable, messages: Iterable[dict[str, Any] | Message], lang: 
     """The run's fragments as `driving` drives them, whether the caller gets dicts, and the run's context."""
     msgs, as_dicts, context = prepare(agent, messages, deadline, kwargs)
     if session is None:
-        return driving.drive(loop(agent, msgs, lang, context, kwargs), agent), as_dicts, context
-    stored = _stored(agent, session, msgs, interrupts.is_decision(msgs[-1]), False, lang, context, kwargs, driving)
-    return stored, as_dicts, context
+        stream = driving.drive(loop(agent, msgs, lang, context, kwargs), agent)
+    else:
+        stream = _stored(agent, session, msgs, interrupts.is_decision(msgs[-1]), False, lang, context, kwargs, driving)
+    return (stream if context.events is None else driving.events(stream, context)), as_dicts, context
 
 
 def resumed(
