@@ -125,6 +125,11 @@ def output(name: str | None, as_dicts: bool, delta_stream: bool, context: RunCon
     return cumulative
 
 
+def _no_events(context: RunContext) -> None:
+    if context.events is not None:
+        raise TypeError("run_nonstream returns the whole response: for the event stream, iterate run(..., events=True)")
+
+
 def _as_is(item: Any) -> Any:
     return item
 
@@ -141,6 +146,7 @@ def named(fragments: list[Fragment], name: str | None) -> list[Fragment]:
 def final_response(run: Run[list[Fragment]], as_dicts: bool, structured: bool) -> Any:
     """What `run_nonstream` returns: the whole response (dicts when the caller gave dicts), or with `structured` the
     validated answer."""
+    _no_events(run.context)
     try:
         response = collect(run)
     except PluginError as e:
@@ -153,6 +159,7 @@ def final_response(run: Run[list[Fragment]], as_dicts: bool, structured: bool) -
 
 async def afinal_response(run: ARun[list[Fragment]], as_dicts: bool, structured: bool) -> Any:
     """`final_response` for `arun_nonstream`."""
+    _no_events(run.context)
     collector = Collector()
     try:
         async for fragments in run:

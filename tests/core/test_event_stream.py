@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import orjson
+import pytest
 
 from chatagent import BasicAgent, FnCallAgent, OutputGuardrail, ScriptedLLM, ask_user, handoff, tool, tool_call
 
@@ -97,3 +98,8 @@ def test_an_output_check_holds_the_text_events_as_it_holds_text():
     model_end = [i for i, e in enumerate(evs) if e.type == "model_end"][-1]
     assert "".join(evs[i].data["text"] for i in text_at) == "Hello there."
     assert min(text_at) > model_end  # held until the check passed, after the model's stream ended
+
+
+def test_run_nonstream_has_no_event_stream():
+    with pytest.raises(TypeError, match="iterate run"):
+        BasicAgent(llm=ScriptedLLM(["x"])).run_nonstream(USER, events=True)
