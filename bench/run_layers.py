@@ -8,9 +8,10 @@ commits compare within noise; the plain run is the reference.
     less 100, over 2000: `plain` (BasicAgent), `plugins` (the 3 plugins of control_overhead.py: an input redaction,
     an output length policy that holds the answer, model and tool hooks), `session` (on SQLite: the turn
     checkpointed and stored), `subagent` (a Router handing the question to a member), `qwen_style` (a `_run` written
-    the Qwen-Agent way: the whole response so far each chunk), `async` (`arun()`).
+    the Qwen-Agent way: the whole response so far each chunk), `async` (`arun()`), `events` (`run(events=True)`: the
+    typed event stream, goal within 10 % of the plain run).
 (b) per tool round trip (a model reply with a call, the call, its result): a FnCallAgent turn of 22 calls less one
-    of 2, over 20: `plain`, `plugins`, `session`, `async`.
+    of 2, over 20: `plain`, `plugins`, `session`, `async`, `events`.
 
 Each count is a child process under valgrind's cachegrind: three runs after a warm-up, with what the warm-up left
 frozen out of the garbage collector's way. Without valgrind it says so and measures nothing.
@@ -44,8 +45,8 @@ CHUNK = "tok "
 CHUNKS = (100, 2100)
 CALLS = (2, 22)
 RUNS = 3
-CHUNK_VARIANTS = ("plain", "plugins", "session", "subagent", "qwen_style", "async")
-TRIP_VARIANTS = ("plain", "plugins", "session", "async")
+CHUNK_VARIANTS = ("plain", "plugins", "session", "subagent", "qwen_style", "async", "events")
+TRIP_VARIANTS = ("plain", "plugins", "session", "async", "events")
 
 
 def lookup(key: str) -> str:
@@ -95,6 +96,8 @@ def chunk_run(variant: str, n: int, directory: str) -> Callable[[], None]:
         turns = iter(range(1_000_000))
         url = f"sqlite:///{directory}/chunks.db"
         return _drained(lambda: bot.run(USER, delta_stream=True, session=Session(f"s{next(turns)}", url)))
+    if variant == "events":
+        return _drained(lambda: bot.run(USER, events=True))
     return _drained(lambda: bot.run(USER, delta_stream=True))
 
 
@@ -113,6 +116,8 @@ def trip_run(variant: str, calls: int, directory: str) -> Callable[[], None]:
         return _async_drained(lambda: bot().arun(USER))
     if variant == "session":
         return _drained(lambda: bot().run(USER, session=Session(f"t{next(turns)}", url)))
+    if variant == "events":
+        return _drained(lambda: bot().run(USER, events=True))
     return _drained(lambda: bot().run(USER))
 
 

@@ -80,6 +80,9 @@ _EXPORTS: dict[str, str] = {
     "LLMJudge": "chatagent.plugins.guardrails",
     "approval_message": "chatagent.run.approval",
     "pending_approval": "chatagent.run.approval",
+    "ask_user": "chatagent.run.interrupts",
+    "answer_message": "chatagent.run.interrupts",
+    "pending_questions": "chatagent.run.interrupts",
     "ReActChat": "chatagent.agents.react_chat",
     "GroupChat": "chatagent.agents.group_chat",
     "Router": "chatagent.agents.router",
@@ -126,6 +129,9 @@ __all__ = [
     "LLMJudge",
     "approval_message",
     "pending_approval",
+    "ask_user",
+    "answer_message",
+    "pending_questions",
     "TOOL_REGISTRY",
     "ToolArgumentError",
     "ToolErrorKind",
@@ -226,6 +232,7 @@ if TYPE_CHECKING:
     from chatagent.run.compaction import Compaction
     from chatagent.run.events import Callbacks, Event
     from chatagent.run.handoffs import Handoff, handoff, remove_all_tools
+    from chatagent.run.interrupts import answer_message, ask_user, pending_questions
     from chatagent.run.plugin import Blocked, Plugin, PluginError, Retry
     from chatagent.schema import ContentItem, FunctionCall, Message, MessageError, StopReason, to_messages, to_openai
     from chatagent.schema.fragment import Fragment

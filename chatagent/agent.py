@@ -322,7 +322,7 @@ class Agent(RunSteps):
         `chatagent.sessions.session`). The caller's messages are never modified.
         """
         stream, as_dicts, context = start.stream(self, messages, lang, deadline, session, kwargs, start.SYNC)
-        return Run(stream, output(self.name, as_dicts, delta_stream), context)
+        return Run(stream, output(self.name, as_dicts, delta_stream, context), context)
 
     @overload
     def arun(
@@ -384,7 +384,7 @@ class Agent(RunSteps):
         are awaited on this loop, other tools and blocking work (a session's store too) run in worker threads.
         """
         stream, as_dicts, context = start.stream(self, messages, lang, deadline, session, kwargs, start.ASYNC)
-        return ARun(stream, output(self.name, as_dicts, delta_stream), context)
+        return ARun(stream, output(self.name, as_dicts, delta_stream, context), context)
 
     def resume(
         self,

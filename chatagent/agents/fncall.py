@@ -34,6 +34,7 @@ from chatagent.run.agent_calls import (
 )
 from chatagent.run.agent_tool import AgentTool
 from chatagent.run.handoffs import Handoff, HandoffTool, as_handoffs, holder
+from chatagent.run.interrupts import Asked
 from chatagent.run.nested import paused_nested
 from chatagent.schema import ASSISTANT, FUNCTION, USER, ContentItem, FunctionCall, Message, content_text
 from chatagent.schema.fragment import Fragment, fragment
@@ -267,6 +268,8 @@ class FnCallAgent(Agent):
             outcomes.append(outcome)
             if outcome.error == ToolErrorKind.PAUSED:
                 return outcomes
+            if outcome.error == "interrupted":  # it asked a person: no result yet (the run pauses after the others)
+                continue
             if isinstance(p, PreparedCall) and isinstance(p.tool, HandoffTool):
                 yield from transfer(p.tool.handoff, outcome, context + response[shown:], response, lang)
                 return outcomes
@@ -274,6 +277,9 @@ class FnCallAgent(Agent):
             msg = Message.unchecked(FUNCTION, self._shown_result(outcome, lang), outcome.name, None, None, extra)
             yield [fragment(msg, len(response))]
             response.append(msg)
+        asked = [o.content for o in outcomes if o.error == "interrupted"]
+        if asked:  # a call asked a person something: the run pauses here (chatagent.run.interrupts)
+            raise Asked(asked, len(response))
         ctx.check_deadline()
         return outcomes
 

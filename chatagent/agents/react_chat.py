@@ -40,6 +40,7 @@ from chatagent.agent import current_run, map_fragments
 from chatagent.agents.fncall import CallHistory, FnCallAgent, loop_message
 from chatagent.agents.react_parser import ReActParser, ReActStep, parse_react
 from chatagent.agents.react_transcript import Transcript
+from chatagent.run.interrupts import Asked
 from chatagent.run.requests import View
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, FunctionCall, Message, content_text
 from chatagent.schema.fragment import Fragment
@@ -246,7 +247,12 @@ class ReActChat(FnCallAgent):
         if history.repeated(name, arguments):
             result: Any = loop_message(name)
         else:
-            result = yield from self._run_tool(name, arguments, call_id=call_id, messages=messages, lang=lang, **kwargs)
+            try:
+                result = yield from self._run_tool(name, arguments, call_id=call_id, messages=messages, lang=lang,
+                                                   **kwargs)  # fmt: skip
+            except Asked as stop:  # the tool asked a person: the run pauses after the call
+                stop.at = count + 1
+                raise
         yield [Fragment.unchecked(FUNCTION, result, name, None, None, {"function_id": call_id}, count + 1)]
         current_run().check_deadline()
         return content_text(result) if isinstance(result, list) else str(result), count + 2

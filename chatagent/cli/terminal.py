@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from chatagent.rag.chunking import source_label
 from chatagent.run.approval import approval_message, pending_approval
+from chatagent.run.interrupts import PENDING_QUESTIONS, answer_message, checked_answers
 from chatagent.schema import USER, ContentItem, Message, drop_unanswered_calls, to_message
 from chatagent.schema.fragment import as_fragment
 from chatagent.schema.stop_reason import StopReason
@@ -187,6 +188,25 @@ def ask_approval(waiting: list[dict], read: Callable[[str], str], out: TextIO) -
     return to_message(approval_message(decisions, reason))
 
 
+def ask_questions(questions: list[dict], read: Callable[[str], str], out: TextIO) -> Message:
+    """Ask the user each question a tool asked (`chatagent.ask_user`), again until the answer fits its schema; the
+    answer message that resumes the run. Ctrl-D or Ctrl-C at a question answers it with nothing (an empty text)."""
+    answers: dict[str, object] = {}
+    for q in questions:
+        out.write(f"The agent asks: {printable(str(q['question']))}\n")
+        while True:
+            try:
+                answer = read("answer> ").strip()
+            except (EOFError, KeyboardInterrupt):
+                answer = ""
+            try:
+                answers.update(checked_answers([q], {q["id"]: answer}))
+                break
+            except ValueError as e:
+                out.write(printable(str(e)) + "\n")
+    return to_message(answer_message(answers))
+
+
 def chat_loop(
     agent: Agent,
     files: Sequence[str] = (),
@@ -198,7 +218,8 @@ def chat_loop(
 ) -> None:
     """A terminal chat: each answer streams; Ctrl-C stops the answer (and the model's stream), not the chat.
 
-    A tool call that needs approval is asked about (y/N) before the run goes on.
+    A tool call that needs approval is asked about (y/N) before the run goes on; a question a tool asks
+    (`chatagent.ask_user`) is asked at an `answer>` prompt.
     /clear starts over, /exit (or Ctrl-D) leaves. `files` are attached to the first message. With `session`, the
     conversation is the stored one and each turn is stored (a stopped answer too, marked interrupted).
     """
@@ -257,6 +278,10 @@ def chat_loop(
                 answer = response.messages
                 history.extend(drop_unanswered_calls(answer) if note else answer)
             waiting = None if note else pending_approval(response.messages)
-            if not waiting:
+            asked = None if note or waiting else (response.messages[-1].extra or {}).get(PENDING_QUESTIONS)
+            if waiting:
+                history.append(ask_approval(waiting, read, out))
+            elif asked:
+                history.append(ask_questions(asked, read, out))
+            else:
                 break
-            history.append(ask_approval(waiting, read, out))

@@ -14,7 +14,7 @@ In reading order: `protocol` (what the machinery needs of an agent) < `requests`
 as its `Driving` pair says: `SYNC` or `ASYNC`) <
 `control` (plugins and approval around the loop, with `input_checks` and `holding`: output held back until its
 checks pass) < `driver` < `handle` (`Run`/`ARun`: what the caller gets). Beside them: `events`, `plugin` (the
-hooks), `approval`, `subagent` (another agent run inside this one), `handoffs` < `agent_calls` (a tool loop's
+hooks), `approval`, `interrupts` (a tool asks a person, the run pauses), `subagent` (another agent run inside this one), `handoffs` < `agent_calls` (a tool loop's
 calls that are agents' work: agents as tools, transfers), `telemetry`, and `compat`: Qwen-Agent-style
 `_run`s, used only by agents that are not `fragment_native`.
 """

@@ -41,8 +41,9 @@ class RunContext:
     (`output`, with `response_format`), the run this one is part of (`parent`, for a sub-agent's part), the
     controls over its tool calls (`controls`: its own and its parents', see `chatagent.run.requests.ToolControl`),
     whom it acts for and what it may do (`trust`: principal, approval policy, `egress`), where the text its models
-    read came from (`provenance`), and for a tool running now, its call's id (`call_id`) and a key for its side
-    effects (`idempotency_key`)."""
+    read came from (`provenance`), for a tool running now, its call's id (`call_id`) and a key for its side
+    effects (`idempotency_key`), and the answers a person gave to the questions of the calls it resumes
+    (`answers`, see `chatagent.run.interrupts`)."""
 
     __slots__ = (
         "usage",
@@ -65,6 +66,9 @@ class RunContext:
         "marked",
         "trust",
         "provenance",
+        "answers",
+        "asked",
+        "events",
     )
     trace: Any  # a traced run's RunTrace (chatagent.run.telemetry): told of its calls and its end
     recording: Any  # how a recorded run is kept in its trace (chatagent.run.traces)
@@ -94,6 +98,9 @@ class RunContext:
         self.turn_key, self.call_keys, self.marked = None, {}, {}  # for idempotency keys (see below); marked data
         run = CURRENT.get()  # a run started by a running one's code acts as it does; any other as its surface says
         self.trust, self.provenance = (run.trust, run.provenance) if run else (surface_trust(), Provenance())
+        self.answers: dict[str, Any] = {}  # a person's answers to the questions of paused calls (run.interrupts)
+        self.asked: dict[str, int] = {}  # how many questions each tool call asked in this run (ask_user)
+        self.events: Any = None  # run(..., events=True): the listener the event stream is made from (run.event_stream)
 
     @property
     def egress(self) -> URLPolicy | None:
@@ -133,6 +140,7 @@ class RunContext:
         ctx.turn_key, ctx.call_keys = self.turn_key, self.call_keys
         ctx.session = self.session
         ctx.controls = self.controls
+        ctx.answers = self.answers
         return ctx
 
 

@@ -31,6 +31,7 @@ from chatagent.run.approval import PENDING_APPROVAL, Resume, call_id, may_pause,
 from chatagent.run.durable import own_loop
 from chatagent.run.holding import output_hold
 from chatagent.run.input_checks import InputChecks
+from chatagent.run.interrupts import Asked, marker
 from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON, Blocked, Plugins, Retry, failed
 from chatagent.run.requests import (
     AgentLoop,
@@ -67,11 +68,11 @@ class _Paused(LoopExit):  # noqa: N818 (the run stops for approval: not an error
 
 def controlled(
     agent: Runnable, plugins: Plugins, msgs: list[Message], lang: str, kwargs: dict[str, Any], ctx: RunContext,
-    calls: list[Message] | None = None,
+    calls: list[Message] | None = None, waiting: list[dict[str, Any]] | None = None,
 ) -> AgentLoop:  # fmt: skip
     """`agent.loop(msgs, lang, kwargs)` (after `calls`, a resumed turn's unanswered calls) under `plugins` and tool
-    approval; use as the run's stream."""
-    return _ControlledRun(agent, plugins, ctx).run(msgs, lang, kwargs, calls)
+    approval, paused when a tool asks a question (`waiting`: questions still pending); use as the run's stream."""
+    return _ControlledRun(agent, plugins, ctx).run(msgs, lang, kwargs, calls, waiting)
 
 
 class _ControlledRun(Stage):
@@ -101,7 +102,8 @@ class _ControlledRun(Stage):
 
     # ---- the run ---------------------------------------------------------------------------------------------
 
-    def run(self, msgs: list[Message], lang: str, kwargs: dict[str, Any], calls: list[Message] | None) -> AgentLoop:
+    def run(self, msgs: list[Message], lang: str, kwargs: dict[str, Any], calls: list[Message] | None,
+            waiting: list[dict[str, Any]] | None) -> AgentLoop:  # fmt: skip
         agent, plugins = self.agent, self.plugins
         try:
             resume = None
@@ -117,8 +119,8 @@ class _ControlledRun(Stage):
             conversation = msgs
             self.offset = self._made_len()
             while True:  # the agent's loop ends (its model stream closed) before a pause's or a block's last yield
-                yield from relay(own_loop(agent, conversation, lang, kwargs, calls), self)
-                calls = None  # a retry goes on from their results (in the attempt): they ran
+                yield from relay(own_loop(agent, conversation, lang, kwargs, calls, waiting), self)
+                calls = waiting = None  # a retry goes on from their results (in the attempt): they ran
                 yield from self._settle()
                 if self.hold is not None:
                     out = self._show(self.hold.flush())
@@ -142,6 +144,10 @@ class _ControlledRun(Stage):
                 return
         except (_Paused, Blocked) as stop:
             yield self._paused(stop.waiting) if isinstance(stop, _Paused) else self._blocked(stop)
+        except Asked as stop:  # a tool asked a person something
+            out = [marker(stop.questions, self.ctx.answers, self._made_len())]
+            self.shown.add(out)
+            yield out
 
     # ---- the stage: the hooks around the agent's loop ---------------------------------------------------------
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from chatagent.run.interrupts import Asked
 from chatagent.run.protocol import Runnable
 from chatagent.run.requests import AgentLoop, Asking, Blocking, Fragments, ModelCall, Request
 from chatagent.run.stage import Stage, relay
@@ -72,27 +73,40 @@ class Shifted(Stage):
 
 
 def own_loop(agent: Runnable, messages: list[Message], lang: str, kwargs: dict[str, Any],
-             calls: list[Message] | None = None) -> AgentLoop:  # fmt: skip
+             calls: list[Message] | None = None, waiting: list[dict[str, Any]] | None = None) -> AgentLoop:  # fmt: skip
     """The agent's own loop on `messages`; on a resumed turn with `calls` unanswered, those first (`resumed_loop`)."""
-    return resumed_loop(agent, calls, messages, lang, kwargs) if calls else agent.loop(messages, lang, kwargs)
+    more = calls or waiting
+    return (
+        resumed_loop(agent, calls or [], messages, lang, kwargs, waiting)
+        if more
+        else agent.loop(messages, lang, kwargs)
+    )
 
 
-def resumed_loop(agent: Runnable, calls: list[Message], messages: list[Message], lang: str, kwargs: dict[str, Any]
-                 ) -> AgentLoop:  # fmt: skip
+def resumed_loop(agent: Runnable, calls: list[Message], messages: list[Message], lang: str, kwargs: dict[str, Any],
+                 waiting: list[dict[str, Any]] | None = None) -> AgentLoop:  # fmt: skip
     """A resumed turn's loop: `calls`, the unanswered calls of its last model reply, run first; then the agent's own
-    loop, on the conversation with their results."""
+    loop, on the conversation with their results. `waiting`: questions of other calls still without an answer (the
+    run pauses again once `calls` ran: `chatagent.run.interrupts`)."""
     results: list[Message] = []
-    for k, call in enumerate(calls):
-        fc = call.function_call
-        if fc is None:
-            continue
-        cid = (call.extra or {}).get("function_id")
-        content = yield from run_tool(agent, fc.name, fc.arguments, call_id=cid, messages=messages, lang=lang,
-                                      **kwargs)  # fmt: skip
-        msg = Message.unchecked(FUNCTION, content, fc.name, None, None, {"function_id": cid} if cid else None)
-        yield [fragment(msg, k)]
-        results.append(msg)
-    return (yield from relay(agent.loop(messages + results, lang, kwargs), Shifted(len(results))))
+    try:
+        for call in calls:
+            fc = call.function_call
+            if fc is None:
+                continue
+            cid = (call.extra or {}).get("function_id")
+            content = yield from run_tool(agent, fc.name, fc.arguments, call_id=cid, messages=messages, lang=lang,
+                                          **kwargs)  # fmt: skip
+            msg = Message.unchecked(FUNCTION, content, fc.name, None, None, {"function_id": cid} if cid else None)
+            yield [fragment(msg, len(results))]
+            results.append(msg)
+        if waiting:
+            raise Asked(waiting)
+        return (yield from relay(agent.loop(messages + results, lang, kwargs), Shifted(len(results))))
+    except Asked as stop:  # a call asked (again), or others still wait: the pause goes after what was shown
+        stop.questions = [*(waiting or ()), *(q for q in stop.questions if q not in (waiting or ()))]
+        stop.at = len(results) + (stop.at or 0)
+        raise
 
 
 __all__ = ["Checkpointed", "Checkpoints", "Shifted", "checkpointed", "own_loop", "resumed_loop"]

@@ -105,8 +105,12 @@ class ARun(AsyncIterator[_Out]):
             CURRENT.reset(token)
 
 
-def output(name: str | None, as_dicts: bool, delta_stream: bool) -> Callable[[list[Fragment]], Output]:
-    """What turns each list of fragments into what the caller gets."""
+def output(name: str | None, as_dicts: bool, delta_stream: bool, context: RunContext | None = None
+           ) -> Callable[[list[Fragment]], Output]:  # fmt: skip
+    """What turns each list of fragments into what the caller gets (a run's events, with `events=True`, as they
+    are)."""
+    if context is not None and context.events is not None:
+        return _as_is
     if delta_stream:
         if as_dicts:
             return lambda fragments: [f.model_dump() for f in named(fragments, name)]
@@ -121,6 +125,15 @@ def output(name: str | None, as_dicts: bool, delta_stream: bool) -> Callable[[li
     return cumulative
 
 
+def _no_events(context: RunContext) -> None:
+    if context.events is not None:
+        raise TypeError("run_nonstream returns the whole response: for the event stream, iterate run(..., events=True)")
+
+
+def _as_is(item: Any) -> Any:
+    return item
+
+
 def named(fragments: list[Fragment], name: str | None) -> list[Fragment]:
     """`fragments` with `name` on those that have none (in place: fragments are single-use)."""
     if name is not None:
@@ -133,6 +146,7 @@ def named(fragments: list[Fragment], name: str | None) -> list[Fragment]:
 def final_response(run: Run[list[Fragment]], as_dicts: bool, structured: bool) -> Any:
     """What `run_nonstream` returns: the whole response (dicts when the caller gave dicts), or with `structured` the
     validated answer."""
+    _no_events(run.context)
     try:
         response = collect(run)
     except PluginError as e:
@@ -145,6 +159,7 @@ def final_response(run: Run[list[Fragment]], as_dicts: bool, structured: bool) -
 
 async def afinal_response(run: ARun[list[Fragment]], as_dicts: bool, structured: bool) -> Any:
     """`final_response` for `arun_nonstream`."""
+    _no_events(run.context)
     collector = Collector()
     try:
         async for fragments in run:

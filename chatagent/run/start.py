@@ -15,12 +15,13 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from types import ModuleType
 from typing import Any, Generic, TypeVar
 
-from chatagent.run import events
-from chatagent.run.approval import approval_message, is_approval, may_pause
+from chatagent.run import event_stream, events, interrupts
+from chatagent.run.approval import approval_message, may_pause
 from chatagent.run.compaction import DROP_OLDEST, compacted
 from chatagent.run.context import CURRENT, RunContext
 from chatagent.run.driver import adrive, drive, observed
-from chatagent.run.durable import checkpointed, resumed_loop
+from chatagent.run.durable import checkpointed, own_loop
+from chatagent.run.interrupts import interruptible
 from chatagent.run.plugin import Plugins
 from chatagent.run.protocol import UNSET, Runnable
 from chatagent.run.requests import AgentLoop, Fragments
@@ -41,19 +42,24 @@ class Driving(Generic[_Stream]):
     """How a run is driven: `drive(loop, agent)` runs the agent's loop and gives its fragments; `turns(module)` picks,
     from `chatagent.sessions.turn` (imported on first use: it loads sqlite), the runner of a turn on a session."""
 
-    __slots__ = ("drive", "turns")
+    __slots__ = ("drive", "turns", "events")
 
-    def __init__(self, drive: Callable[[AgentLoop, Runnable], _Stream], turns: Callable[[ModuleType], Any]) -> None:
+    def __init__(self, drive: Callable[[AgentLoop, Runnable], _Stream], turns: Callable[[ModuleType], Any],
+                 events: Callable[[_Stream, RunContext], Any]) -> None:  # fmt: skip
         self.drive = drive
         self.turns = turns
+        self.events = events  # the run's typed events made of its fragments (run(..., events=True))
 
 
 #: `run()`: the loop driven in the calling thread
-SYNC: Driving[Iterator[Fragments]] = Driving(lambda loop, agent: drive(loop), lambda turns: turns.run_turn)
+SYNC: Driving[Iterator[Fragments]] = Driving(
+    lambda loop, agent: drive(loop), lambda turns: turns.run_turn, lambda s, ctx: event_stream.events(s, ctx)
+)
 #: `arun()`: the loop driven on the running event loop (its own code in a worker thread unless it is async-safe)
 ASYNC: Driving[AsyncIterator[Fragments]] = Driving(
-    lambda loop, agent: adrive(loop, not agent.async_safe), lambda turns: turns.arun_turn
-)
+    lambda loop, agent: adrive(loop, not agent.async_safe), lambda turns: turns.arun_turn,
+    event_stream.AsyncEvents,
+)  # fmt: skip
 
 
 def prepare(
@@ -75,8 +81,12 @@ def new_context(agent: Runnable, deadline: float | None, kwargs: dict[str, Any])
     """A run's context (its own `callbacks`, `generate_cfg`, `seed`, `plugins` and `response_format` out of
     `kwargs`)."""
     own = agent.callbacks + tuple(kwargs.pop("callbacks", None) or ())
+    listener = event_stream.Listener() if kwargs.pop("events", False) else None  # run(..., events=True)
+    if listener is not None:
+        own += (listener,)
     callbacks = events.with_global_callbacks(own) if own else events.global_callbacks  # the latter: see handlers
     context = RunContext(time.monotonic() + deadline if deadline else None, callbacks, agent.name)
+    context.events = listener
     run_cfg = dict(kwargs.pop("generate_cfg", None) or {})
     seed = kwargs.pop("seed", None)  # Qwen-Agent's run(seed=...): the run's model calls sample with it
     if seed is not None:
@@ -113,12 +123,16 @@ def loop(agent: Runnable, msgs: list[Message], lang: str | None, context: RunCon
 
 def controlled_loop(agent: Runnable, msgs: list[Message], lang: str, kwargs: dict[str, Any], context: RunContext,
                     calls: list[Message] | None = None) -> AgentLoop:  # fmt: skip
-    """The agent's loop under the run's plugins and tool approval when it has any (see `chatagent.run.control`)."""
+    """The agent's loop under the run's plugins and tool approval when it has any (see `chatagent.run.control`),
+    paused when a tool asks a person something and resumed with the answers (`chatagent.run.interrupts`)."""
+    msgs, answered = interrupts.resolve(msgs, context) if agent.function_map else (msgs, None)
+    calls, waiting = (answered.calls, answered.waiting) if answered is not None else (calls, None)
     if context.plugins is None and not may_pause(agent, context.trust.approval):
-        return resumed_loop(agent, calls, msgs, lang, kwargs) if calls else agent.loop(msgs, lang, kwargs)
+        own = own_loop(agent, msgs, lang, kwargs, calls, waiting)
+        return interruptible(own, context) if agent.function_map else own
     from chatagent.run.control import controlled  # only runs with plugins or approval load the control machinery
 
-    return controlled(agent, context.plugins or Plugins(()), msgs, lang, kwargs, context, calls)
+    return controlled(agent, context.plugins or Plugins(()), msgs, lang, kwargs, context, calls, waiting)
 
 
 def stream(agent: Runnable, messages: Iterable[dict[str, Any] | Message], lang: str | None, deadline: float | None,
@@ -127,9 +141,10 @@ def stream(agent: Runnable, messages: Iterable[dict[str, Any] | Message], lang: 
     """The run's fragments as `driving` drives them, whether the caller gets dicts, and the run's context."""
     msgs, as_dicts, context = prepare(agent, messages, deadline, kwargs)
     if session is None:
-        return driving.drive(loop(agent, msgs, lang, context, kwargs), agent), as_dicts, context
-    stored = _stored(agent, session, msgs, is_approval(msgs[-1]), False, lang, context, kwargs, driving)
-    return stored, as_dicts, context
+        stream = driving.drive(loop(agent, msgs, lang, context, kwargs), agent)
+    else:
+        stream = _stored(agent, session, msgs, interrupts.is_decision(msgs[-1]), False, lang, context, kwargs, driving)
+    return (stream if context.events is None else driving.events(stream, context)), as_dicts, context
 
 
 def resumed(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from chatagent.run import events
 from chatagent.run.context import RunContext, current_run
 from chatagent.run.driver import ask
+from chatagent.run.interrupts import Asked
 from chatagent.run.requests import Asking, ToolBatch, ToolWait
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ def run_tool(
         outcome = call
     if ctx.callbacks:
         emit_tool_end(agent.name, outcome, ctx)
+    if outcome.error == "interrupted":  # it asked a person: the run pauses (chatagent.run.interrupts)
+        raise Asked([outcome.content])
     ctx.check_deadline()
     return outcome.content
 

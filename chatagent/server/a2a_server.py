@@ -10,7 +10,8 @@ started it (`conversations`; a new context gets an id the server makes); a task 
 goes on with a message of the same task whose metadata (or a data part) holds `approval`: true, false or {call id:
 true/false}; cancelling an `input-required` task drops the calls it paused on (its conversation goes on without
 them). The tasks kept in memory are bounded by number (`MAX_TASKS`), by the bytes they hold (`max_task_bytes`) and
-by age (a finished task is forgotten `task_ttl` seconds after it ended). A message's text and data parts are read; one with a file or URL part is refused, never answered in
+by age (a finished task is forgotten `task_ttl` seconds after it ended). A tool's question (`chatagent.ask_user`) leaves it `input-required` too (the questions under
+`pending_questions`); the client answers with `answers`: {question id: answer} in the same way. A message's text and data parts are read; one with a file or URL part is refused, never answered in
 part. The identity, approval and concurrency rules are the OpenAI endpoint's. Needs `a2a-sdk`: `pip install
 'chatagent[a2a]'` (its protocol types give the wire format).
 """
@@ -31,12 +32,13 @@ from google.protobuf import json_format
 from chatagent.agent import Agent
 from chatagent.errors import ChatAgentError
 from chatagent.run.approval import APPROVAL
+from chatagent.run.interrupts import ANSWERS, PENDING_QUESTIONS
 from chatagent.run.trust import acting_as
 from chatagent.schema import USER, Message
 from chatagent.server.app import Service, send_error, send_json
 from chatagent.server.approvals import checked_decision
 from chatagent.server.conversations import NEW
-from chatagent.server.openai_api import Answer, ChatRequest, RequestError, checked_session_id
+from chatagent.server.openai_api import Answer, ChatRequest, RequestError, checked_session_id, client_answers
 from chatagent.server.turns import Outcome, reported, start_turn
 from chatagent.sessions import Session, SessionError
 
@@ -103,7 +105,11 @@ class TaskRecord:
     def task(self) -> pb.Task:
         status = pb.TaskStatus(state=self.state)
         status.timestamp.GetCurrentTime()
-        if self.state == pb.TASK_STATE_INPUT_REQUIRED:
+        if self.state == pb.TASK_STATE_INPUT_REQUIRED and self.extra.get(PENDING_QUESTIONS):
+            data = {PENDING_QUESTIONS: self.extra[PENDING_QUESTIONS]}
+            status.message.CopyFrom(_message(pb.ROLE_AGENT, self, "The agent asks: " + " ".join(
+                str(q["question"]) for q in data[PENDING_QUESTIONS]), data))  # fmt: skip
+        elif self.state == pb.TASK_STATE_INPUT_REQUIRED:
             data = {"pending_approval": self.extra.get("pending_approval", [])}
             status.message.CopyFrom(_message(pb.ROLE_AGENT, self, "Waiting for approval of: " + ", ".join(
                 w["name"] for w in data["pending_approval"]), data))  # fmt: skip
@@ -223,14 +229,17 @@ class A2AEndpoint:
         try:
             named = checked_session_id(rec.context_id, "contextId")
             msgs = [Message(USER, text)]
-            decision = None
+            decision = answers = None
             if APPROVAL in meta:
                 decision = checked_decision(meta[APPROVAL])
                 msgs = [Message(USER, text, extra={APPROVAL: decision})]
+            elif ANSWERS in meta:  # the answers to the task's questions (chatagent.ask_user)
+                answers = client_answers([{"role": USER, "extra": {ANSWERS: meta[ANSWERS]}}])
+                msgs = [Message(USER, "", extra={ANSWERS: answers})]
             elif not text.strip():
                 raise RequestError(400, "the message has no text")
             request = ChatRequest(msgs, True, False, model, named)
-            request.decision = decision
+            request.decision, request.answers = decision, answers
             turn = await start_turn(self.service.where, agent, model, request, named, user, len(text))
         except RequestError as e:
             raise RpcError(_PARAMS if e.status < 500 else _INTERNAL, e.message) from None
@@ -274,7 +283,8 @@ class A2AEndpoint:
                         rec.text += piece
             text, extra, _ = outcome.result()
             rec.text, rec.extra = text, extra
-            rec.state = pb.TASK_STATE_INPUT_REQUIRED if extra.get("pending_approval") else pb.TASK_STATE_COMPLETED
+            waits = extra.get("pending_approval") or extra.get(PENDING_QUESTIONS)
+            rec.state = pb.TASK_STATE_INPUT_REQUIRED if waits else pb.TASK_STATE_COMPLETED
         except asyncio.CancelledError:
             rec.state = pb.TASK_STATE_CANCELED
         except Exception as e:

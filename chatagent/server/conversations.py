@@ -10,8 +10,9 @@ client is the same principal, so only server-made ids are accepted (an unknown i
 The client may send only the new messages, or the whole conversation again, as OpenAI clients do: when the request
 begins with the conversation as the client saw it (its messages, and each answer's text), only what follows is
 new. The stored system message stays: a request may repeat it, but one that differs is a 400. An approval resumes
-the calls the stored conversation paused on (`chatagent.server.approvals`). A conversation may grow to
-`max_session_bytes` (its turns and files; then 413), a principal may keep `max_sessions` of them (then 429;
+the calls the stored conversation paused on (`chatagent.server.approvals`); an answer (`chatagent.answer_message`,
+sent alone) the calls whose questions the stored turn waits for, only the principal's own. A conversation may grow
+to `max_session_bytes` (its turns and files; then 413), a principal may keep `max_sessions` of them (then 429;
 `DELETE /v1/sessions/{id}` removes one) and `max_principal_bytes` in all (then 413): so no client grows the store
 without bound, nor makes a conversation that every later question is slow on.
 """
@@ -24,10 +25,11 @@ import time
 from typing import Any, NamedTuple
 
 from chatagent.run.approval import PENDING_APPROVAL
+from chatagent.run.interrupts import checked_answers
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, Message, content_text, to_messages
 from chatagent.server.approvals import EXPECTED, check_decided_calls
 from chatagent.server.identity import ANONYMOUS
-from chatagent.server.openai_api import ChatRequest, RequestError
+from chatagent.server.openai_api import EXPECTED_ANSWER, ChatRequest, RequestError
 from chatagent.sessions import Session
 from chatagent.sessions.store import SQLStore
 
@@ -63,8 +65,8 @@ def open_conversation(
     if named == NEW:
         _check_count(store, principal, quotas)
         session = Session(secrets.token_urlsafe(24), store, user=principal)
-        if request.decision is not None:
-            raise RequestError(400, "a new conversation has no call waiting for approval", "invalid_approval")
+        if request.decision is not None or request.answers is not None:
+            raise RequestError(400, "a new conversation has nothing waiting for a person", "invalid_approval")
         return Opened(session, request.messages, session.id)
     session = Session(named, store, user=principal)
     info = store.info(principal, named)
@@ -72,6 +74,8 @@ def open_conversation(
         if principal == ANONYMOUS:  # without keys, the id is the only secret: it must be one the server made
             raise RequestError(404, "no such conversation: start one with session_id 'new' and use the id the "
                                "answer carries (X-Session-Id)", "session_not_found", "session_id")  # fmt: skip
+        if request.answers is not None:
+            _checked_answer(request, None)  # (raises: nothing waits in a conversation that does not exist)
         _check_count(store, principal, quotas)
         return Opened(session, _checked_new(request, None, []), None)
     if store.size(principal, named) + body_bytes > quotas.max_session_bytes:
@@ -79,10 +83,13 @@ def open_conversation(
                            f"({quotas.max_session_bytes} bytes): start a new one", "session_too_large",
                            "session_id")  # fmt: skip
     msgs = request.messages
-    if request.resume or (len(msgs) == 1 and msgs[0].role != SYSTEM and request.decision is None):
+    plain = request.decision is None and request.answers is None
+    if request.resume or (len(msgs) == 1 and msgs[0].role != SYSTEM and plain):
         return Opened(session, msgs, None)  # the usual case: one new message, nothing to compare
     loaded = store.load(principal, named, files=False)
     pending = store.pending(principal, named)  # a turn that did not end (one paused for approval) is seen too
+    if request.answers is not None:
+        return Opened(session, _checked_answer(request, pending), None)
     held = [m for m in pending.messages if m.get("role") != SYSTEM] + pending.response if pending else []
     return Opened(session, _checked_new(request, loaded.system, loaded.messages + held), None)
 
@@ -130,6 +137,21 @@ def _check_total(store: SQLStore, principal: str, body_bytes: int, quotas: Quota
                            f"({quotas.max_principal_bytes} bytes): delete some (DELETE /v1/sessions/{{id}})",
                            "storage_quota_exceeded")  # fmt: skip
     STORED.add(store, principal, body_bytes)
+
+
+def _checked_answer(request: ChatRequest, pending: Any) -> list[Message]:
+    """An answer to the stored turn's questions: sent alone, naming questions it waits for, each fitting its schema."""
+    waiting = pending.waiting if pending is not None and pending.kind == "question" else None
+    if not waiting or len(request.messages) != 1:
+        why = "no question of this conversation waits for an answer" if not waiting else "with session_id, an " \
+            "answer is sent alone"  # fmt: skip
+        raise RequestError(400, f"{why}; {EXPECTED_ANSWER}", "invalid_answer", "messages")
+    assert request.answers is not None
+    try:
+        checked_answers(waiting, request.answers)
+    except ValueError as e:
+        raise RequestError(400, f"{e}; {EXPECTED_ANSWER}", "invalid_answer", "messages") from None
+    return request.messages
 
 
 def _check_count(store: SQLStore, principal: str, quotas: Quotas) -> None:

@@ -3,7 +3,11 @@
 Each agent is a tool `ask_<name>`: its description, a `message` (the task or question), `session_id` to go on with
 a conversation (`"new"` starts one; its id comes back in the result), and, for a run that paused on a tool call
 that needs a person's approval, `approval` (true, false or {call id: true/false}) with the `session_id` or the
-`approval_token` the paused result gave. With `expose_tools`, each agent's own tools are tools too (named as they
+`approval_token` the paused result gave. A run that pauses on a tool's question (`chatagent.ask_user`) in a
+conversation asks the client through MCP elicitation (an `input_required` result, a form per question: its schema's
+field; the conversation's id as its `requestState`), and the client's next round goes on with the answers; a
+question whose schema is not a flat field goes back in the result, answered with `answers` ({question id: answer})
+and the `session_id`. With `expose_tools`, each agent's own tools are tools too (named as they
 are, or `<agent>__<tool>` when several agents are served), except those that always need approval; a call whose
 arguments need approval (a predicate) is refused: it never runs without a person's yes. A direct call goes through
 the agent's input checks and output redaction as a turn does (`chatagent.server.exposed`); an agent with checks a
@@ -26,10 +30,20 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from mcp.server.lowlevel import Server
-from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool
+from mcp.types import (
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    InputRequests,
+    InputRequiredResult,
+    ListToolsResult,
+    TextContent,
+    Tool,
+)
 
 from chatagent.agent import Agent
 from chatagent.run.approval import APPROVAL, needs_approval
+from chatagent.run.interrupts import ANSWERS, PENDING_QUESTIONS
 from chatagent.run.plugin import Blocked, Plugins
 from chatagent.run.trust import SERVED_APPROVAL, acting_as
 from chatagent.schema import FUNCTION, USER, Message
@@ -38,7 +52,7 @@ from chatagent.server.app import Service, send_error
 from chatagent.server.approvals import checked_decision
 from chatagent.server.exposed import checked_arguments, checked_result, unseen_checks
 from chatagent.server.mcp_sessions import SessionQuota, holder_of
-from chatagent.server.openai_api import ChatRequest, RequestError, checked_session_id
+from chatagent.server.openai_api import ChatRequest, RequestError, checked_session_id, client_answers
 from chatagent.server.turns import Outcome, reported, start_turn
 from chatagent.tools.calling import PreparedCall, aexecute, prepare_call
 
@@ -70,6 +84,11 @@ ASK_SCHEMA: dict[str, Any] = {
         "approval_token": {
             "type": "string",
             "description": "Without session_id: the approval_token of the paused result (repeat its message too).",
+        },
+        "answers": {
+            "type": "object",
+            "description": "For a run that paused on questions (pending_questions): {question id: answer}. Needs "
+            "session_id.",
         },
     },
     "additionalProperties": False,
@@ -159,14 +178,14 @@ class MCPSurface:
             raise RequestError(401, "no principal for this request", "invalid_api_key")
         return user
 
-    async def _call_tool(self, ctx: Any, params: Any) -> CallToolResult:
+    async def _call_tool(self, ctx: Any, params: Any) -> CallToolResult | InputRequiredResult:
         name: str = params.name
         args: dict[str, Any] = dict(params.arguments or {})
         try:
             user = self._user(ctx)
             if name in self.asks:
                 model, agent = self.asks[name]
-                return await self._ask(ctx, user, model, agent, args)
+                return await self._ask(ctx, user, model, agent, args, params)
             if name in self.tools:
                 agent, tool = self.tools[name]
                 return await self._tool(user, agent, tool, args)
@@ -174,15 +193,51 @@ class MCPSurface:
         except RequestError as e:
             return _error(e.message)
 
-    async def _ask(self, ctx: Any, user: str, model: str, agent: Agent, args: dict[str, Any]) -> CallToolResult:
-        svc = self.service
+    async def _ask(
+        self, ctx: Any, user: str, model: str, agent: Agent, args: dict[str, Any], params: Any
+    ) -> CallToolResult | InputRequiredResult:
         request, named = ask_request(args)
+        answers = elicited(params)
+        if answers is not None:  # the client's next round: its answers to the questions the last one asked
+            named = checked_session_id(getattr(params, "request_state", None), "requestState")
+            if named is None:
+                raise RequestError(400, "answers to elicited questions come back with the round's requestState")
+            if not answers:  # declined: the conversation stays paused, its questions in the result
+                return await self._still_asking(user, model, named)
+            request = ChatRequest([Message(USER, "", extra={ANSWERS: answers})], False, False, None, named)
+            request.answers = answers
+        text, extra = await self._ask_once(ctx, user, model, agent, request, named, len(orjson.dumps(args)))
+        questions, sid = extra.get(PENDING_QUESTIONS), extra.get("session_id")
+        forms = input_requests(questions) if questions and sid else None
+        if forms is not None:  # asked of the client (MCP elicitation); it calls again with the answers
+            return InputRequiredResult(input_requests=forms, request_state=sid)
+        shown = text
+        if extra.get("pending_approval"):
+            shown = (text + "\n\n" if text else "") + waiting_text(ASK + tool_name(model), extra)
+        elif questions:
+            shown = (text + "\n\n" if text else "") + questions_text(ASK + tool_name(model), extra)
+        return CallToolResult(content=[TextContent(text=shown)], structured_content={"answer": text, **extra})
+
+    async def _still_asking(self, user: str, model: str, named: str) -> CallToolResult:
+        """The result of a round whose questions the client declined: the questions the conversation still waits for."""
+        where = self.service.where
+        pending = await asyncio.to_thread(lambda: where.store().pending(user, named))
+        if pending is None or pending.kind != "question":
+            raise RequestError(400, "no question of this conversation waits for an answer")
+        extra = {"session_id": named, PENDING_QUESTIONS: pending.waiting}
+        text = questions_text(ASK + tool_name(model), extra)
+        return CallToolResult(content=[TextContent(text=text)], structured_content={"answer": "", **extra})
+
+    async def _ask_once(
+        self, ctx: Any, user: str, model: str, agent: Agent, request: ChatRequest, named: str | None, size: int
+    ) -> tuple[str, dict[str, Any]]:
+        svc = self.service
         if svc.running >= svc.max_concurrency:
             raise RequestError(429, "the server is busy; retry shortly", "busy")
         svc.running += 1
         try:
             with acting_as(svc.where.trust(user)):
-                turn = await start_turn(svc.where, agent, model, request, named, user, len(orjson.dumps(args)))
+                turn = await start_turn(svc.where, agent, model, request, named, user, size)
                 outcome = Outcome()
                 progress = Progress(ctx)
                 try:
@@ -199,10 +254,7 @@ class MCPSurface:
             svc.running -= 1
         text, extra, paused = outcome.result()
         turn.reply.mark(extra, paused)
-        shown = text
-        if extra.get("pending_approval"):
-            shown = (text + "\n\n" if text else "") + waiting_text(ASK + tool_name(model), extra)
-        return CallToolResult(content=[TextContent(text=shown)], structured_content={"answer": text, **extra})
+        return text, extra
 
     async def _tool(self, user: str, agent: Agent, tool: BaseTool, args: dict[str, Any]) -> CallToolResult:
         """One of an agent's own tools, called directly: the agent's input checks on the arguments, the one
@@ -331,6 +383,13 @@ def ask_request(args: Mapping[str, Any]) -> tuple[ChatRequest, str | None]:
     token = args.get("approval_token")
     if token is not None and not isinstance(token, str):
         raise RequestError(400, "approval_token must be the string the paused result gave")
+    if "answers" in args:
+        answers = client_answers([{"role": USER, "extra": {ANSWERS: args["answers"]}}])
+        if named is None:
+            raise RequestError(400, "answers need the session_id of the paused result")
+        request = ChatRequest([Message(USER, "", extra={ANSWERS: answers})], False, False, None, named)
+        request.answers = answers
+        return request, named
     if "approval" not in args:
         if not message.strip():
             raise RequestError(400, "message is empty: say what the agent should do")
@@ -345,6 +404,49 @@ def ask_request(args: Mapping[str, Any]) -> tuple[ChatRequest, str | None]:
     request = ChatRequest(msgs, False, False, None, named)
     request.decision, request.approval_token = decision, token
     return request, named
+
+
+def input_requests(questions: list[dict[str, Any]]) -> InputRequests | None:
+    """A form (MCP elicitation) per question, by question id; None when a question's schema is not one of the flat
+    fields a form has (the questions then go back in the result, answered with `answers`)."""
+    forms: InputRequests = {}
+    for q in questions:
+        field = q.get("schema") or {"type": "string"}
+        if field.get("type") not in _PRIMITIVE or set(field) - _FIELD_KEYS:
+            return None
+        form = {"type": "object", "properties": {"answer": field}, "required": ["answer"]}
+        forms[q["id"]] = ElicitRequest(
+            params=ElicitRequestFormParams(message=str(q["question"]), requested_schema=form)
+        )
+    return forms
+
+
+def elicited(params: Any) -> dict[str, Any] | None:
+    """The answers in a call's input responses (a form declined or cancelled answers nothing: {} if none was
+    accepted); None when the call has none."""
+    responses = getattr(params, "input_responses", None)
+    if not responses:
+        return None
+    answers = {}
+    for qid, got in responses.items():
+        content = getattr(got, "content", None)
+        if getattr(got, "action", None) == "accept" and isinstance(content, dict) and "answer" in content:
+            answers[str(qid)] = content["answer"]
+    return answers
+
+
+_PRIMITIVE = ("string", "number", "integer", "boolean")
+_FIELD_KEYS = {"type", "title", "description", "enum", "minimum", "maximum", "minLength", "maxLength", "format",
+               "default", "pattern"}  # fmt: skip
+
+
+def questions_text(ask: str, extra: Mapping[str, Any]) -> str:
+    """What an answer paused on questions tells the client: the questions, and how to answer."""
+    asked = "; ".join(f"{q['question']} [id {q['id']}]" for q in extra[PENDING_QUESTIONS])
+    return (
+        f"The agent asks: {asked[:2000]}. To answer, call {ask} again with answers {{question id: answer}} and "
+        f"session_id {extra.get('session_id')!r}."
+    )
 
 
 def waiting_text(ask: str, extra: Mapping[str, Any]) -> str:

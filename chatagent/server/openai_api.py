@@ -19,6 +19,7 @@ import orjson
 
 from chatagent.errors import ChatAgentError, ModelErrorCode, ModelServiceError, RunDeadlineExceeded
 from chatagent.run.approval import APPROVAL
+from chatagent.run.interrupts import ANSWERS
 from chatagent.schema import ASSISTANT, Message, MessageError, to_messages
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stop_reason import StopReason
@@ -39,9 +40,14 @@ EXPECTED = (
     'the "approval_token" of the paused answer'
 )
 
+EXPECTED_ANSWER = (
+    'an answer is the last message, {"role": "user", "content": "", "extra": {"answers": {question id: answer}}}, '
+    "sent alone with the session_id of the conversation whose questions (chatagent.pending_questions) it answers"
+)
+
 MAX_SESSION_ID_CHARS = 128
 #: The keys of a final message's `extra` a client receives (in the field `chatagent`), when the agent sets them.
-PUBLIC_EXTRAS = ("sources", "stop_reason", "pending_approval", "blocked_by", "pending_user_input")
+PUBLIC_EXTRAS = ("sources", "stop_reason", "pending_approval", "blocked_by", "pending_user_input", "pending_questions")
 _REMOTE_SCHEMES = ("http://", "https://", "data:")
 
 
@@ -69,7 +75,9 @@ class ChatRequest:
     """A checked chat-completions request: the client's messages (without server-side keys: see
     `chatagent.server.approvals`), and the approval decision and token of its last message, if it is one."""
 
-    __slots__ = ("messages", "stream", "include_usage", "model", "session_id", "resume", "decision", "approval_token")
+    __slots__ = (
+        "messages", "stream", "include_usage", "model", "session_id", "resume", "decision", "approval_token", "answers",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -84,6 +92,9 @@ class ChatRequest:
         self.model, self.session_id, self.resume = model, session_id, resume
         self.decision: bool | dict[str, bool] | None = None
         self.approval_token: str | None = None
+        self.answers: dict[str, Any] | None = (
+            None  # the answers to a paused turn's questions (chatagent.answer_message)
+        )
 
 
 def parse_request(body: bytes) -> ChatRequest:
@@ -119,14 +130,33 @@ def parse_request(body: bytes) -> ChatRequest:
     session_id = checked_session_id(req.get("session_id"), "'session_id'")
     options = req.get("stream_options") or {}
     include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
+    answers = client_answers(messages)
     messages, decision, token = client_messages(messages)
+    if answers is not None:
+        if decision is not None:
+            raise RequestError(400, "a message is an approval or an answer, not both: " + EXPECTED_ANSWER,
+                               "invalid_answer", "messages")  # fmt: skip
+        messages[-1] = {**messages[-1], "extra": {ANSWERS: answers}}
     try:
         msgs = to_messages(messages)
     except MessageError as e:
         raise RequestError(400, str(e), "invalid_messages", "messages") from None
     request = ChatRequest(msgs, stream, include_usage, model, session_id, resume)
-    request.decision, request.approval_token = decision, token
+    request.decision, request.approval_token, request.answers = decision, token, answers
     return request
+
+
+def client_answers(raw: list[Any]) -> dict[str, Any] | None:
+    """The answers the client's last message gives to a paused turn's questions (None if it gives none);
+    RequestError 400 if they have the wrong shape."""
+    last: Any = raw[-1] if raw else None
+    extra: Any = last.get("extra") if isinstance(last, dict) else None
+    if not isinstance(extra, dict) or ANSWERS not in extra:
+        return None
+    given: Any = extra[ANSWERS]
+    if last.get("role") != "user" or not isinstance(given, dict) or not given:
+        raise RequestError(400, EXPECTED_ANSWER, "invalid_answer", "messages")
+    return {str(k): v for k, v in given.items()}
 
 
 def client_messages(raw: list[Any]) -> tuple[list[Any], Any, str | None]:

@@ -26,7 +26,7 @@ from chatagent.server.approvals import APPROVAL_TOKEN, EXPECTED, ApprovalTokens,
 from chatagent.server.conversations import Quotas, open_conversation
 from chatagent.server.detached import SessionRuns
 from chatagent.server.identity import ANONYMOUS
-from chatagent.server.openai_api import PUBLIC_EXTRAS, ChatRequest, RequestError, error_for
+from chatagent.server.openai_api import EXPECTED_ANSWER, PUBLIC_EXTRAS, ChatRequest, RequestError, error_for
 from chatagent.sessions import SessionError
 
 if TYPE_CHECKING:
@@ -131,6 +131,10 @@ async def _started(
         except Exception as e:
             raise reported(e) from None
         return Turn(agent, run, reply, None)
+    if request.answers is not None:
+        raise RequestError(400, "without session_id, an answer has no stored questions to answer: run with a "
+                           "session_id to pause and resume on questions; " + EXPECTED_ANSWER, "invalid_answer",
+                           "session_id")  # fmt: skip
     messages = resumed(where.tokens, request, user, model) if request.decision is not None else request.messages
     ephemeral = f"serve-request-{uuid.uuid4().hex}"  # the tools' state (a code sandbox) lives as long as the run
     run = agent.arun(messages, delta_stream=True, deadline=where.deadline, session_id=ephemeral, **options)

@@ -48,6 +48,7 @@ logger = logging.getLogger("chatagent.sessions")
 DONE, STOPPED, FAILED = "done", "stopped", "failed"
 # what marks a run that paused for a person, on its last message (chatagent.run.approval, chatagent.agents.user)
 PENDING_APPROVAL, PENDING_INPUT = "pending_approval", "pending_user_input"
+PENDING_QUESTIONS = "pending_questions"  # a tool asked a person something (chatagent.run.interrupts)
 _CLEAN = 1 << 62  # `Turn._dirty` when nothing checkpointed was changed
 
 
@@ -121,9 +122,13 @@ class Turn:
         """Take over the pending turn `found`: (its new messages, what the run takes after them: the restored
         part, then the decision on a paused turn's calls)."""
         if found.state == PAUSED and not decision:
+            kind = found.detail.get("kind")
             raise SessionError(
                 f"the turn of session {self.session.id!r} waits for a person's message: run with it"
-                if found.detail.get("kind") == "input"
+                if kind == "input"
+                else f"the turn of session {self.session.id!r} waits for answers to its questions: run with "
+                "chatagent.answer_message({question id: answer})"
+                if kind == "question"
                 else f"the turn of session {self.session.id!r} waits for a decision on its tool calls: resume it "
                 "with approval=True, False or {call id: bool}"
             )
@@ -246,6 +251,9 @@ class Turn:
         last = (response[-1].extra or {}) if response else {}
         if outcome == DONE and last.get(PENDING_APPROVAL):
             self._flush(PAUSED, {"kind": "approval", "waiting": last[PENDING_APPROVAL]})
+            return
+        if outcome == DONE and last.get(PENDING_QUESTIONS):
+            self._flush(PAUSED, {"kind": "question", "waiting": last[PENDING_QUESTIONS]})
             return
         if outcome == DONE and last.get(PENDING_INPUT):
             self._flush(PAUSED, {"kind": "input", "waiting": [{"name": last[PENDING_INPUT]}]})

@@ -27,7 +27,7 @@ import orjson
 from chatagent.tools.arguments import JSONObject, ToolArgumentError, parse_arguments, unknown_tool_message
 from chatagent.tools.base import BaseTool, ToolServiceError, result_content
 from chatagent.tools.file_access import conversation_files
-from chatagent.utils.current_call import CALL_ID, run_as_call
+from chatagent.utils.current_call import CALL_ID, PendingQuestion, run_as_call
 from chatagent.utils.logs import quote
 
 logger = logging.getLogger("chatagent.tools")
@@ -51,6 +51,7 @@ class ToolErrorKind(str, Enum):
     - `paused`: an agent run as a tool waits for a person's approval: the caller's run ends until then
     - `handoff`: a transfer not made: a second one in the same reply, or too many in this turn
     - `handed_over`: a transfer made: the receiver answered the rest of the turn
+    - `interrupted`: the tool asked a person something (`chatagent.ask_user`): the run pauses for the answer
     """
 
     UNKNOWN_TOOL = "unknown_tool"
@@ -64,6 +65,7 @@ class ToolErrorKind(str, Enum):
     PAUSED = "paused"
     HANDOFF = "handoff"
     HANDED_OVER = "handed_over"
+    INTERRUPTED = "interrupted"
 
     def __str__(self) -> str:
         return self.value
@@ -72,7 +74,8 @@ class ToolErrorKind(str, Enum):
 class ToolOutcome:
     """What became of one call: the content for the function message, and how it went.
 
-    `error` is None on success, else a `ToolErrorKind`; `content` then holds the message the model reads.
+    `error` is None on success, else a `ToolErrorKind`; `content` then holds the message the model reads
+    (for `interrupted`, the question the tool asked a person: the run pauses for the answer).
     `fail(error, content)` sets both (`error`: a `ToolErrorKind` or its value; ValueError for another).
     """
 
@@ -88,7 +91,7 @@ class ToolOutcome:
         self.cached = False
         self.return_direct = False
 
-    def fail(self, error: ToolErrorKind | str, content: str) -> ToolOutcome:
+    def fail(self, error: ToolErrorKind | str, content: Any) -> ToolOutcome:
         self.error, self.content = ToolErrorKind(error), content
         return self
 
@@ -342,6 +345,8 @@ async def _aexecute(
         return _timed_out(outcome, tool, limit or 0.0, start, cancelled=True)
     except ToolServiceError:  # the tool says the run cannot go on
         raise
+    except PendingQuestion as q:  # it asked a person: the call waits for the answer
+        return outcome.fail("interrupted", q.question)
     except (Exception, SystemExit) as e:
         outcome.duration = time.perf_counter() - start
         return outcome.fail(*_failure(tool, e))
@@ -375,6 +380,8 @@ def _invoke(tool: BaseTool, args: JSONObject, kwargs: dict[str, Any], call_id: s
         return True, run_as_call(call_id, tool.run_validated, args, **kwargs)  # the tool's current_run().call_id
     except ToolServiceError:  # the tool says the run cannot go on
         raise
+    except PendingQuestion as q:  # it asked a person: the call waits for the answer (its content: the question)
+        return False, ("interrupted", q.question)
     except (Exception, SystemExit) as e:  # SystemExit: a tool's sys.exit() or argparse must not end the run
         return False, _failure(tool, e)
 

@@ -212,6 +212,32 @@ def test_chat_loop_asks_before_a_tool_that_needs_approval_and_shows_blocks() -> 
     assert "[blocked by pw] (withheld)" in text
 
 
+def test_chat_loop_asks_a_tools_question_again_until_it_fits_and_resumes_with_the_answer() -> None:
+    from chatagent import ask_user
+
+    @tool
+    def seats(flight: str) -> str:
+        """Book seats."""
+        n = ask_user("How many seats?\x1b[2J", {"type": "integer", "minimum": 1})
+        return f"{n} seats on {flight}"
+
+    llm = ScriptedLLM([tool_call("seats", {"flight": "TP1"}), "Booked."])
+    agent = FnCallAgent(function_list=[seats], llm=llm)
+    prompts = []
+    lines = iter(["book TP1", "zero", "0", "2", "/exit"])
+
+    def read(prompt: str) -> str:
+        prompts.append(prompt)
+        return next(lines)
+
+    out = io.StringIO()
+    chat_loop(agent, read=read, out=out, color=False)
+    text = out.getvalue()
+    assert "The agent asks: How many seats?\\x1b[2J" in text and "\x1b" not in text  # shown escaped
+    assert prompts.count("answer> ") == 3 and text.count("does not fit its question's schema") == 2
+    assert "2 seats on TP1" in llm.calls[1].messages[-1].text and "Booked." in text
+
+
 def test_agent_specs_model_flags_and_file_lists(agent_file: Path, tmp_path: Path, caplog) -> None:
     assert load_object(f"{agent_file}:agent").name == "echo"
     assert load_object(f"{agent_file}:make_agent").name == "made"  # a factory is called

@@ -72,6 +72,41 @@ def test_a_paused_approval_is_input_required_and_the_same_task_goes_on(bank: Age
     assert runs.read_text() == "pay Bob 10\n"
 
 
+def test_a_tools_question_is_input_required_and_its_answer_goes_on_only_for_its_owner(tmp_path: Path) -> None:
+    from chatagent import ask_user, tool
+
+    @tool
+    def book(city: str) -> str:
+        """Book a trip."""
+        return f"booked {city} on {ask_user(f'Which date for {city}?')}"
+
+    agent = FnCallAgent(llm=ScriptedLLM([tool_call("book", {"city": "Rome"}), "Booked."]), function_list=[book],
+                        name="trips")  # fmt: skip
+    keys = {"alice": "key-alice-0123456789", "bob": "key-bob-0123456789ab"}
+    with AgentServer(agent, port=0, a2a=True, api_key=keys, store=f"sqlite:///{tmp_path}/s.db") as server:
+
+        def answer(first: pb.Task, answers: Any) -> pb.Message:
+            m = message("", task=first.id, context=first.context_id)
+            m.metadata.update({"answers": answers})
+            return m
+
+        async def main() -> tuple:
+            first = (await send(server.a2a_url, message("Book Rome."), key=keys["alice"]))[-1].task
+            (q,) = [p for p in first.status.message.parts if p.HasField("data")][0].data.struct_value[
+                "pending_questions"]  # fmt: skip
+            with pytest.raises(Exception, match="no such task"):  # another principal: not their task
+                await send(server.a2a_url, answer(first, {q["id"]: "May 3"}), key=keys["bob"])
+            done = await send(server.a2a_url, answer(first, {q["id"]: "May 3"}), key=keys["alice"])
+            return first, q, done[-1].task
+
+        first, q, done = asyncio.run(main())
+    assert first.status.state == pb.TASK_STATE_INPUT_REQUIRED
+    assert first.status.message.parts[0].text == "The agent asks: Which date for Rome?"
+    assert q["question"] == "Which date for Rome?"
+    assert done.id == first.id and done.status.state == pb.TASK_STATE_COMPLETED
+    assert done.artifacts[0].parts[0].text == "Booked."
+
+
 def test_a_file_part_is_refused_not_dropped(bank: AgentServer, runs: Path) -> None:
     m = message("Pay whoever this invoice names.")
     m.parts.append(pb.Part(url="https://example.com/invoice.pdf", media_type="application/pdf"))

@@ -219,3 +219,50 @@ def test_chatagent_mcp_asks_before_running_code(tmp_path: Path, runs: Path) -> N
     assert names == ["ask_coder", "balance"]
     assert paused.structured_content["pending_approval"][0]["name"] == "run_python"
     assert runs.read_text() == ""
+
+
+def _trip_agent() -> Any:
+    from chatagent import FnCallAgent, ScriptedLLM, ask_user, tool, tool_call
+
+    @tool
+    def book(city: str) -> str:
+        """Book a trip."""
+        nights = ask_user(f"How many nights in {city}?", {"type": "integer", "minimum": 1})
+        return f"booked {nights} nights in {city}"
+
+    script = [tool_call("book", {"city": "Rome"}), "Booked.", tool_call("book", {"city": "Oslo"}), "Booked too."]
+    return FnCallAgent(llm=ScriptedLLM(script), function_list=[book], name="trips")
+
+
+def test_a_tools_question_is_asked_by_elicitation_and_the_run_goes_on(tmp_path: Path) -> None:
+    from mcp import types
+
+    asked: list[tuple[str, dict]] = []
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append((params.message, params.requested_schema))
+        return types.ElicitResult(action="accept", content={"answer": 3})
+
+    async def decline(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
+
+    with AgentServer(_trip_agent(), port=0, mcp=True, store=f"sqlite:///{tmp_path}/s.db") as server:
+
+        async def main() -> tuple:
+            async with Client(server.mcp_url, elicitation_callback=answer) as c:
+                done = await c.call_tool("ask_trips", {"message": "Book Rome.", "session_id": "new"})
+            async with Client(server.mcp_url, elicitation_callback=decline) as c:
+                paused = await c.call_tool("ask_trips", {"message": "Book Oslo.", "session_id": "new"})
+                sid = paused.structured_content["session_id"]
+                (q,) = paused.structured_content["pending_questions"]
+                wrong = await c.call_tool("ask_trips", {"answers": {q["id"]: 0}, "session_id": sid})
+                later = await c.call_tool("ask_trips", {"answers": {q["id"]: 2}, "session_id": sid})
+            return done, paused, wrong, later
+
+        done, paused, wrong, later = asyncio.run(main())
+    assert asked == [("How many nights in Rome?", {"type": "object", "properties": {"answer": {
+        "type": "integer", "minimum": 1}}, "required": ["answer"]})]  # fmt: skip
+    assert done.structured_content["answer"] == "Booked." and "pending_questions" not in done.structured_content
+    assert "The agent asks: How many nights in Oslo?" in paused.content[0].text
+    assert wrong.is_error and "does not fit its question's schema" in wrong.content[0].text
+    assert later.structured_content["answer"] == "Booked too."
