@@ -77,7 +77,7 @@ def acting_as(trust: Trust) -> Generator[Trust]:
 def surface_trust() -> Trust:
     """The trust a surface set with `acting_as`, else the machine's own user's (under the URL policy in force)."""
     trust = _TRUST.get()
-    return trust if trust is not None else Trust(egress=url_policy())
+    return trust if trust is not None else LOCAL if (egress := url_policy()) is None else Trust(egress=egress)
 
 
 class Provenance:
@@ -86,11 +86,14 @@ class Provenance:
     (`chatagent.llm.prepare.untrusted`). What the run writes may have been drawn from any of them."""
 
     __slots__ = ("sources", "_seen", "_unread")
+    sources: dict[str, None]
+    _seen: dict[int, object]
+    _unread: list[Sequence[Any]]
 
     def __init__(self) -> None:
         # the sources in the order first read; the messages read already, by id (held, so that no id is reused); the
         # model calls' inputs not looked at yet (they are when a label is asked for: most runs never ask)
-        self.sources, self._seen, self._unread = dict[str, None](), dict[int, object](), list[Sequence[Any]]()
+        self.sources, self._seen, self._unread = {}, {}, []
 
     def read(self, messages: Sequence[Message | dict[str, Any]]) -> None:
         """Note a model call's input (its marked text's sources are found when `label` is asked for)."""
