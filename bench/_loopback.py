@@ -10,7 +10,7 @@ the client's GIL. Every client gets the same answers; what to answer is chosen b
   for concurrent runs.
 - `delegate`: a call of the first tool offered (with a `task`), then once it has a result, FINAL (bench/teams.py).
 - `tools`: a tool loop: a call of `lookup_<k>` while the conversation holds k < ROUND_TRIPS tool results, then a
-  final answer, FINAL.
+  final answer, FINAL; `tools-<n>`: the same with n round trips.
 
 A framework that ends its runs through a `final_answer` tool (smolagents) gets its text, then that call.
 """
@@ -50,10 +50,11 @@ class Router:
                 return Reply(text=FINAL)
             first = next(iter(sorted(t for t in tools if t)), "none")
             return Reply(tool_calls=[(first, {"task": "Find the length of the Nile."})])
-        if model == "tools":
+        if model == "tools" or model.startswith("tools-"):
+            trips = int(model[6:]) if model.startswith("tools-") else ROUND_TRIPS
             done = sum(1 for m in body.get("messages") or [] if _is_tool_result(m))
-            if done < ROUND_TRIPS:
-                return Reply(tool_calls=[(f"lookup_{done}", {"query": f"item {done}", "limit": 3})])
+            if done < trips:
+                return Reply(tool_calls=[(f"lookup_{done % 20}", {"query": f"item {done}", "limit": 3})])
             return Reply(tool_calls=[("final_answer", {"answer": FINAL})]) if final_tool else Reply(text=FINAL)
         kind, _, n = model.partition("-")
         key = (kind, int(n or 1), final_tool)

@@ -69,7 +69,7 @@ def _step(messages: list[dict], reply: dict, tools: dict[str, Callable[..., str]
     return None
 
 
-def tool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], str]:
+def tool_loop(url: str, tools: list[Callable[..., str]], model: str = "tools") -> Callable[[], str]:
     """The same HTTP exchanges as an agent's: the 20 schemas sent each time, the calls run, results sent back."""
     client = httpx.Client(timeout=60)
     by_name = {t.__name__: t for t in tools}
@@ -78,7 +78,7 @@ def tool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], str]:
     def run() -> str:
         messages: list[dict] = [{"role": "user", "content": "Please look these up for me."}]
         while True:
-            body = {"model": "tools", "messages": messages, "tools": schemas}
+            body = {"model": model, "messages": messages, "tools": schemas}
             answer = _step(
                 messages, client.post(url + "/chat/completions", json=body).json()["choices"][0]["message"], by_name
             )
@@ -88,7 +88,7 @@ def tool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], str]:
     return run
 
 
-def atool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], Awaitable[str]]:
+def atool_loop(url: str, tools: list[Callable[..., str]], model: str = "tools") -> Callable[[], Awaitable[str]]:
     client = httpx.AsyncClient(timeout=60)
     by_name = {t.__name__: t for t in tools}
     schemas = _schemas(list(by_name))
@@ -96,7 +96,7 @@ def atool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], Awaita
     async def run() -> str:
         messages: list[dict] = [{"role": "user", "content": "Please look these up for me."}]
         while True:
-            body = {"model": "tools", "messages": messages, "tools": schemas}
+            body = {"model": model, "messages": messages, "tools": schemas}
             response = await client.post(url + "/chat/completions", json=body)
             answer = _step(messages, response.json()["choices"][0]["message"], by_name)
             if answer is not None:

@@ -47,8 +47,8 @@ def astream(url: str, model: str) -> Callable[[], AsyncIterator[str]]:
     return run
 
 
-def tool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], str]:
-    bot = FnCallAgent(llm=_llm(url, "tools"), function_list=tools)
+def tool_loop(url: str, tools: list[Callable[..., str]], model: str = "tools") -> Callable[[], str]:
+    bot = FnCallAgent(llm=_llm(url, model), function_list=tools, max_llm_calls=1000)
 
     def run() -> str:
         return bot.run_nonstream([{"role": "user", "content": "Please look these up for me."}])[-1]["content"]
@@ -56,8 +56,8 @@ def tool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], str]:
     return run
 
 
-def atool_loop(url: str, tools: list[Callable[..., str]]) -> Callable[[], Awaitable[str]]:
-    bot = FnCallAgent(llm=_llm(url, "tools"), function_list=tools)
+def atool_loop(url: str, tools: list[Callable[..., str]], model: str = "tools") -> Callable[[], Awaitable[str]]:
+    bot = FnCallAgent(llm=_llm(url, model), function_list=tools, max_llm_calls=1000)
 
     async def run() -> str:
         return (await bot.arun_nonstream([{"role": "user", "content": "Please look these up for me."}]))[-1]["content"]

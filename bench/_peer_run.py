@@ -5,6 +5,8 @@ adapter, bench/_peer_<name>.py; prints one JSON line.
     python _peer_run.py NAME e2e --url URL --chunks 16000 --repeats 5 [--aio]
     python _peer_run.py NAME tools --url URL --runs 10 --repeats 3 [--aio]
     python _peer_run.py NAME concurrent --url URL --n 1000 --chunks 20
+    python _peer_run.py NAME count --url URL --runs 4 [--aio] [--trips 5]   # under cachegrind: see below
+    python _peer_run.py NAME first --url URL     # a fresh process's first answer (bench/first_run.py)
 
 An adapter defines IMPORT (the statement whose time is measured in a fresh interpreter: what a script needs to
 build that framework's agent over an OpenAI-compatible server) and, where the framework has them:
@@ -12,6 +14,10 @@ build that framework's agent over an OpenAI-compatible server) and, where the fr
 - `astream(url, model)`: an async generator function doing one run on the event loop, yielding the text's pieces;
 - `tool_loop(url, tools)`: a function doing one run with `tools` (plain typed functions), returning the answer;
   `atool_loop(url, tools)`: the same as a coroutine function.
+`count` does one warm-up tool run, then `runs` more, and times nothing: bench/tool_loop.py runs it under cachegrind
+with two values of `runs`, whose difference is the instructions of the runs between, free of imports and set-up.
+`--trips N` (chatagent and the bare relay: their adapters take a `model`) asks the server for N round trips a run
+instead of 5, for the cost of a trip late in a long conversation.
 What an adapter lacks is a figure the framework cannot give; the JSON says so. Each factory builds one agent,
 reused by every run, as a service would. The server (bench/_loopback.py) picks its answer by the model name.
 Times are wall clock and CPU time of this process (all its threads; the server is another process).
@@ -135,6 +141,39 @@ def tools(adapter: Any, url: str, runs: int, repeats: int, aio: bool) -> dict:
     return {"wall_ms": wall / per * 1e3, "cpu_ms": cpu / per * 1e3, "tools": 20, "round_trips": ROUND_TRIPS}
 
 
+def count(adapter: Any, url: str, runs: int, aio: bool, trips: int) -> dict:
+    """One warm-up tool run and `runs` more, untimed (the instructions are counted from outside)."""
+    factory = getattr(adapter, "atool_loop" if aio else "tool_loop", None)
+    if factory is None:
+        return {"missing": "no async tool calling" if aio else "no tool calling"}
+    run = factory(url, make_tools(), model=f"tools-{trips}") if trips != ROUND_TRIPS else factory(url, make_tools())
+    if aio:
+        loop = asyncio.new_event_loop()
+        arun = run
+        run = lambda: loop.run_until_complete(arun())  # noqa: E731
+    with quiet():
+        for _ in range(runs + 1):
+            CALLS.clear()
+            answer = run()
+            if FINAL not in str(answer) or len(CALLS) != trips:
+                raise AssertionError(f"a tool run called {CALLS} and answered {str(answer)[:200]!r}")
+    return {"runs": runs, "round_trips": trips}
+
+
+def first(adapter: Any, url: str, chunks: int) -> dict:
+    """This process's first streamed answer of `chunks` chunks, right after importing the framework: the CPU time of
+    the whole process (interpreter start, imports, the agent made, the answer)."""
+    factory = getattr(adapter, "stream", None)
+    if factory is None:
+        return {"missing": "no synchronous streaming API"}
+    with quiet():
+        text = factory(url, f"stream-{chunks}")()
+    if text.count(CHUNK) != chunks:
+        raise AssertionError(f"the run streamed {text.count(CHUNK)} chunks of {chunks}: {text[:200]!r}")
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"cpu_s": usage.ru_utime + usage.ru_stime}
+
+
 def concurrent(adapter: Any, url: str, n: int, chunks: int) -> dict:
     """n runs at once on one event loop: wall time, time to each run's first chunk (from the common start),
     how many streamed the whole text, the peak RSS of this process."""
@@ -181,21 +220,26 @@ def concurrent(adapter: Any, url: str, n: int, chunks: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("name")
-    parser.add_argument("what", choices=["import", "e2e", "tools", "concurrent"])
+    parser.add_argument("what", choices=["import", "e2e", "tools", "count", "first", "concurrent"])
     parser.add_argument("--url")
     parser.add_argument("--chunks", type=int, default=16000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--aio", action="store_true")
+    parser.add_argument("--trips", type=int, default=ROUND_TRIPS)
     args = parser.parse_args()
-    adapter = importlib.import_module(f"_peer_{args.name}")
+    adapter = importlib.import_module(f"_peer_{args.name}")  # the framework's import: counted by `first`
     if args.what == "import":
         result = import_time(adapter, args.repeats)
     elif args.what == "e2e":
         result = e2e(adapter, args.url, args.chunks, args.repeats, args.aio)
     elif args.what == "tools":
         result = tools(adapter, args.url, args.runs, args.repeats, args.aio)
+    elif args.what == "count":
+        result = count(adapter, args.url, args.runs, args.aio, args.trips)
+    elif args.what == "first":
+        result = first(adapter, args.url, args.chunks)
     else:
         result = concurrent(adapter, args.url, args.n, args.chunks)
     result["version"] = getattr(adapter, "version", lambda: "")()

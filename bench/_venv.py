@@ -165,3 +165,25 @@ def _python(
 def _tail(path: Path, lines: int = 15) -> str:
     text = [line for line in path.read_text(errors="replace").splitlines() if "is ignored" not in line]
     return "\n".join(text[-lines:])
+
+
+def instructions(python: Path | str, script: str, *args: str, env: dict[str, str] | None = None) -> int:
+    """CPU instructions (cachegrind's `I refs`) of bench/<script> run by `python` in the offline environment, which a
+    busy machine does not change; ReferenceUnavailable without valgrind or when the script fails."""
+    import re
+    import shutil
+
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise ReferenceUnavailable("valgrind is not installed (apt-get install valgrind)")
+    cmd = [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", str(python),
+           str(BENCH_DIR / script), *args]  # fmt: skip
+    done = subprocess.run(
+        cmd, cwd=BENCH_DIR, env=offline_env({"PYTHONHASHSEED": "0", **(env or {})}), capture_output=True, text=True,
+        timeout=3600,
+    )  # fmt: skip
+    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise ReferenceUnavailable(f"{script} {' '.join(args)} under cachegrind exited {done.returncode}:\n"
+                                   f"{done.stderr[-2000:]}")  # fmt: skip
+    return int(found.group(1).replace(",", ""))

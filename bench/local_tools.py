@@ -36,7 +36,7 @@ from _measure import show  # noqa: E402
 
 from chatagent.errors import ModelServiceError  # noqa: E402
 from chatagent.llm.local import LocalModel  # noqa: E402
-from chatagent.llm.local.tool_router import MARGIN, ToolRouter, shared_router  # noqa: E402
+from chatagent.llm.local.tool_router import FLOOR, MARGIN, ToolRouter, shared_router  # noqa: E402
 from chatagent.llm.local.tools import constrained_request, routed_request  # noqa: E402
 from chatagent.llm.settings import ToolChoice  # noqa: E402
 from chatagent.schema import Message  # noqa: E402
@@ -202,8 +202,10 @@ def router_decisions(
     none_scores = [router.scores(q, tools) for q in no_tool_questions]
 
     def counts(margin: float) -> tuple[int, int]:
-        right = sum(max(s) - e >= margin and s.index(max(s)) == want for (s, e), want in tool_scores)
-        return right, sum(max(s) - e < margin for s, e in none_scores)
+        right = sum(
+            max(s) >= FLOOR and max(s) - e >= margin and s.index(max(s)) == want for (s, e), want in tool_scores
+        )
+        return right, sum(max(s) < FLOOR or max(s) - e < margin for s, e in none_scores)
 
     right, none = counts(router.margin)
     show(f"tool router alone, {name}: right tool", f"{right}/{len(tool_questions)}")

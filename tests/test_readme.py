@@ -2,7 +2,9 @@
 
 Each block runs in a fresh process (tests/support/readme_runner.py) in a scratch directory holding the files the
 snippets name, with its own CHATAGENT_WORKSPACE, in a network namespace of its own where the loopback
-OpenAI-compatible and DashScope servers stand in for the real ones. A block that cannot run offline is marked in
+OpenAI-compatible and DashScope servers stand in for the real ones. The scratch directory and the workspace stand
+in for the reader's: a block may leave nothing new in the first, nor write the stores of the second (memories,
+conversations, tools' files); caches (parsed documents, vectors) are allowed. A block that cannot run offline is marked in
 the README by a comment on the line before it, `<!-- not run: why -->`; few may be.
 """
 
@@ -33,6 +35,8 @@ PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```python\n(?P<code>.*?)^(?P=indent)```", re.M | re.S)
 NOT_RUN = re.compile(r"^\s*<!-- not run: (?P<reason>.*?) -->\s*$")
 DEADLINE = 120  # seconds per block, however loaded the machine
+#: what a reader's workspace holds of their own (conversations, memories, tools' files): no snippet may write there
+STORES = ("memory", "sessions", "tools", "dialogues")
 WORKERS = 3
 STDIN = "Tell me more.\n\n"  # what a person types when a snippet asks (input())
 
@@ -159,20 +163,41 @@ def make_files(d: Path) -> None:
     shutil.copy(ROOT / "tests" / "support" / "mcp_servers" / "demo_server.py", d / "server.py")
 
 
+@dataclass
+class Outcome:
+    """A block's finished process, what it left in the current folder and which of the reader's stores it wrote."""
+
+    proc: subprocess.CompletedProcess
+    left: list[str]
+    stores: list[str]
+
+
+def written(cwd: Path, given: set[Path]) -> tuple[list[str], list[str]]:
+    """The files a block left in `cwd` (beyond `given`, the workspace and Python's caches) and the stores it made
+    in the workspace (`cwd / 'workspace'`, standing in for the reader's own)."""
+    left = sorted(
+        str(p.relative_to(cwd))
+        for p in cwd.rglob("*")
+        if p.relative_to(cwd) not in given
+        and p.relative_to(cwd).parts[0] != "workspace"
+        and "__pycache__" not in p.parts
+    )
+    return left, [f"workspace/{name}" for name in STORES if (cwd / "workspace" / name).exists()]
+
+
 @pytest.fixture(scope="module")
-def block_results(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> dict[int, subprocess.CompletedProcess | str]:
-    """The outcome (a finished process, or why it did not finish) of each runnable block whose test was selected,
-    run WORKERS at a time."""
+def block_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[int, Outcome | str]:
+    """The outcome (a finished process and what it wrote, or why it did not finish) of each runnable block whose
+    test was selected, run WORKERS at a time."""
     files = tmp_path_factory.mktemp("readme-files")
     make_files(files)
     runs = tmp_path_factory.mktemp("readme-runs")
 
-    def run(block: Block) -> subprocess.CompletedProcess | str:
+    def run(block: Block) -> Outcome | str:
         cwd = runs / f"block{block.n}"
         shutil.copytree(files, cwd)
         (cwd / "snippet.py").write_text(block.code, encoding="utf-8")
+        given = {p.relative_to(cwd) for p in cwd.rglob("*")}
         env = {k: v for k, v in os.environ.items() if not k.startswith(("DASHSCOPE_", "OPENAI_", "CHATAGENT_"))}
         path = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])  # as in a venv
         env.update(PATH=path, PYTHONPATH=str(ROOT), CHATAGENT_WORKSPACE=str(cwd / "workspace"), MPLBACKEND="Agg")
@@ -195,7 +220,7 @@ def block_results(
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        return Outcome(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), *written(cwd, given))
 
     selected = {i.callspec.params["n"] for i in request.session.items if i.originalname == "test_snippet_runs"}
     runnable = [b for b in BLOCKS if b.not_run is None and b.n in selected]
@@ -210,10 +235,14 @@ def test_snippet_runs(n: int, block_results: dict) -> None:
     block = BLOCKS[n]
     if block.not_run is not None:
         pytest.skip(f"{block.where}: not run: {block.not_run}")
-    result = block_results[n]
+    outcome = block_results[n]
     where = f"python block {n} ({block.where})"
-    assert not isinstance(result, str), f"{where}: {result}"
+    assert not isinstance(outcome, str), f"{where}: {outcome}"
+    result = outcome.proc
     assert "using the embedded local model" not in result.stderr, f"{where} did not reach the loopback servers"
     assert result.returncode == 0, (
         f"{where} failed:\n{block.code}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
     )
+    # a reader runs the snippet in their own folder, with their own workspace: it must write in neither
+    assert not outcome.left, f"{where} left {outcome.left} in the current folder: write them in a temporary one"
+    assert not outcome.stores, f"{where} wrote the reader's {outcome.stores}: give it a temporary workspace or store"

@@ -30,15 +30,18 @@ its answer is kept short (one paragraph of at most PASSAGE_ANSWER_TOKENS unless 
 for the agent or the run): a summary of the passage, which the web UI and the CLI show as the small model's.
 
 **Sources.** The final answer carries `extra['sources']`: the excerpts chosen for the question, best
-first, as `{'file', 'pages', 'text'}` (see `Chunk.as_source`), whatever the model writes.
+first, as `{'file', 'pages', 'text'}` (see `Chunk.as_source`), whatever the model writes; the first is, of the
+best three hits, the one whose best sentence holds most of the question (its rare words weighing most:
+`chatagent.rag.highlight`), as the passage shown first is, and each shows its best sentences.
 
 **Knowledge.** `run(messages, knowledge=...)` (text, or Qwen-Agent's `[{'url': ..., 'text': [snippets]}]`) is put
 in the system message under "# Knowledge Base", as Qwen-Agent does, and the files are not searched for that run.
 
 **Memory.** With `memory=` (a `chatagent.LongTermMemory`), the memories that best answer the latest user
 message start that message, labelled and dated (at most a twelfth of the window, at most 800 tokens), and the
-message and the final answer are stored after the run. A run on a `Session` uses the memory of the session's
-user (`memory.for_user(session.user)`), so users of one server never see each other's memories.
+message is stored after the run (the answer too when the memory keeps answers: `chatagent.memories.context`). A run on a `Session` uses the memory of the session's
+user (`memory.for_user(session.user)`), so users of one server never see each other's memories. A memory that
+fails costs the memories, not the turn (a warning and a `progress` event; see `chatagent.memories.context`).
 
 **Progress.** `rag_cfg['on_progress']` (or `run(..., on_progress=f)`) gets a `chatagent.rag.Progress`
 per page read, file loaded, index built and search; run callbacks get them as `progress` events.
@@ -147,6 +150,7 @@ class _Turn:
     new: list[Chunk]  # of those, the ones not given in an earlier turn
     errors: list[str] = field(default_factory=list)  # files that newly failed
     passage: dict[str, Any] | None = None  # shown first (see `_passage`)
+    weights: dict[str, float] = field(default_factory=dict)  # the query's terms by their idf in the files' index
 
 
 class Assistant(FnCallAgent):
@@ -200,7 +204,9 @@ class Assistant(FnCallAgent):
         response = yield from self._answer(messages, lang, memory, **kwargs)
         run = current_run()
         session = run.session
-        stored = yield from self._blocking(store_turn, memory, messages, response, session.id if session else None)
+        stored = yield from self._blocking(
+            store_turn, memory, messages, response, session.id if session else None, self.name
+        )
         if run.callbacks:
             tell(run.callbacks, MEMORY, self.name, run, {"op": "store", "records": stored})
         return response
@@ -212,22 +218,28 @@ class Assistant(FnCallAgent):
             return self.memory
         return self.memory.for_user(session.user)
 
-    def _recalled(self, memory: LongTermMemory | None, messages: list[Message], lang: str) -> Asking[list[Message]]:
-        """`messages` with the memories of the latest user message put before it (see the module docstring)."""
+    def _recalled(
+        self, memory: LongTermMemory | None, messages: list[Message], lang: str, question: str | None = None
+    ) -> Asking[list[Message]]:
+        """`messages` with the memories of the latest user message (its `question`, when excerpts precede it now)
+        put before it (see the module docstring)."""
         if memory is None:
             return messages
-        out, block = yield from self._blocking(self._remembered, memory, messages, lang)
+        out, block = yield from self._blocking(self._remembered, memory, messages, lang, question)
         run = current_run()
         if run.callbacks:
             tell(run.callbacks, MEMORY, self.name, run, {"op": "recall", "text": block})
         return out
 
-    def _remembered(self, memory: LongTermMemory, messages: list[Message], lang: str) -> tuple[list[Message], str]:
+    def _remembered(
+        self, memory: LongTermMemory, messages: list[Message], lang: str, question: str | None
+    ) -> tuple[list[Message], str]:
         llm = self.llm
         window = llm.context_window
         budget = min(MEMORY_MAX_TOKENS, window // MEMORY_WINDOW_SHARE) if window else MEMORY_MAX_TOKENS
         session = current_run().session
-        return with_memories(memory, messages, lang, budget, llm.count_tokens, session.id if session else None)
+        sid = session.id if session else None
+        return with_memories(memory, messages, lang, budget, llm.count_tokens, sid, self.name, question)
 
     def _answer(
         self, messages: list[Message], lang: str, memory: LongTermMemory | None, **kwargs: Any
@@ -244,14 +256,16 @@ class Assistant(FnCallAgent):
         passage_first = self._passage_first(self.llm)
         prompts = (PASSAGE_PROMPTS if passage_first else PROMPTS)["zh" if lang == "zh" else "en"]
         messages = with_system_text(messages, prompts["system"])
+        question = next((m.text for m in reversed(messages) if m.role == USER), None)  # before its excerpts
         messages, latest = yield from self._blocking(self._with_excerpts, messages, prompts, report, passage_first)
-        messages = yield from self._recalled(memory, messages, lang)
+        messages = yield from self._recalled(memory, messages, lang, question)
         run = current_run()
         run.check_deadline()  # reading many new files can take a while
         # a source shows the sentences of its chunk that matched the question
-        extra: dict[str, Any] = {"sources": [snippet_source(c, latest.query) for c in latest.chunks] if latest else []}
+        sources = [snippet_source(c, latest.query, weights=latest.weights) for c in latest.chunks] if latest else []
+        extra: dict[str, Any] = {"sources": sources}
         if run.callbacks and latest is not None:
-            tell(run.callbacks, RETRIEVAL, self.name, run, {"query": latest.query, "sources": extra["sources"]})
+            tell(run.callbacks, RETRIEVAL, self.name, run, {"query": latest.query, "sources": sources})
         if latest and latest.passage:
             extra["passage"] = latest.passage
             yield [Fragment.unchecked(ASSISTANT, "", None, None, None, {"passage": extra["passage"]}, 0)]
@@ -299,14 +313,15 @@ class Assistant(FnCallAgent):
             room = llm.input_limit(cfg) - prompt_tokens(system + [messages[i]], llm.tokenizer, fixed)
             budget = min(self._max_ref_tokens(llm), room - llm.count_tokens(_block_frame(prompts)))
             before = turns[-1].query if turns else None
-            query, chunks, errors = self._excerpts(files, messages[i].text, before, budget, llm, report)
+            query, chunks, errors, weights = self._excerpts(files, messages[i].text, before, budget, llm, report)
             shown, passage = chunks, None
-            if passage_first and chunks:  # the passage shown first and given alone: the hit with the best sentence
-                chunks.insert(0, chunks.pop(best_passage([c.text for c in chunks], query)))
-                passage = _passage(chunks[0], query)
+            if chunks:  # the first source, what a person reads first: of the best hits, the one with the best sentence
+                chunks.insert(0, chunks.pop(best_passage([c.text for c in chunks], query, weights)))
+            if passage_first and chunks:  # that hit is the passage shown first, and given alone
+                passage = _passage(chunks[0], query, weights)
                 shown = [_around_match(chunks[0], passage["highlights"])]
             turn = _Turn(i, query, chunks, shown, [c for c in shown if c.id not in given], sorted(set(errors) - failed))
-            turn.passage = passage
+            turn.passage, turn.weights = passage, weights
             given.update(c.id for c in shown)
             failed.update(errors)
             turns.append(turn)
@@ -324,15 +339,18 @@ class Assistant(FnCallAgent):
         budget: int,
         llm: BaseChatModel,
         report: ProgressCallback,
-    ) -> tuple[str, list[Chunk], list[str]]:
+    ) -> tuple[str, list[Chunk], list[str], dict[str, float]]:
         """What `question` is searched as (see `chatagent.rag.followup`; `before`: what the question before it
-        was), the best chunks for it that fit `budget` tokens of the model's, and the files that failed."""
+        was), the best chunks for it that fit `budget` tokens of the model's, the files that failed, and the
+        query's terms by their weight in the files (`Index.term_weights`: what a passage's sentences are judged
+        by)."""
         deadline = current_run().deadline  # parsing a large new file stops there too
         index, failures = self.store.load(files, passwords=self.passwords, on_progress=report, deadline=deadline)
         errors = [str(e) for e in failures]
         query = search_query(question, before, index)
+        weights = index.index.term_weights(query)
         if budget < MIN_EXCERPT_TOKENS:
-            return query, [], errors
+            return query, [], errors, weights
         self.store.searching(index, report)
         budget -= BLOCK_MARGIN
         target = budget
@@ -346,7 +364,7 @@ class Assistant(FnCallAgent):
         while chunks and sum(sizes) > budget:
             chunks.pop()
             sizes.pop()
-        return query, chunks, errors
+        return query, chunks, errors, weights
 
     def _refit_latest(
         self,
@@ -415,9 +433,10 @@ def _make_store(cfg: dict[str, Any]) -> DocStore:
     return DocStore(**options) if options else default_store()
 
 
-def _passage(chunk: Chunk, query: str) -> dict[str, Any]:
-    """The passage shown first: its file, pages, text and the (start, end) of its sentences that match `query`."""
-    spans = best_sentences(chunk.text, query)
+def _passage(chunk: Chunk, query: str, weights: dict[str, float]) -> dict[str, Any]:
+    """The passage shown first: its file, pages, text and the (start, end) of its sentences that match `query`
+    best (its terms weighted by `weights`)."""
+    spans = best_sentences(chunk.text, query, weights=weights)
     return {**chunk.as_source(), "text": chunk.text, "highlights": [list(span) for span in spans]}
 
 

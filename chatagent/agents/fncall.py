@@ -7,7 +7,8 @@
 Limits: at most `max_llm_calls` model calls per run; when they are used up while the model still
 wants tools, it is asked once more, without tools, for a final answer, and that message carries
 `extra['stop_reason'] = 'max_llm_calls'`. Parallel calls run concurrently (up to
-`max_parallel_tools` threads) and their results keep the call order. The same call (name and
+`max_parallel_tools` threads) and their results keep the call order; a reply's calls past
+`max_calls_per_reply` do not run (the model is told why). The same call (name and
 arguments) three times in a row is not run again: the model is told it is looping. A tool with
 `return_direct` ends the run with its result as the answer (`stop_reason = 'return_direct'`).
 
@@ -41,6 +42,7 @@ from chatagent.tools.calling import PreparedCall, ToolOutcome, call_key, prepare
 logger = logging.getLogger("chatagent.agent")
 
 MAX_LLM_CALLS = 20  # model calls per run, by default
+MAX_CALLS_PER_REPLY = 32  # tool calls one model reply may make, by default; the rest are answered with an error
 REPEAT_LIMIT = 3  # the same call this many times in a row is reported as a loop
 FINAL_ANSWER_PROMPT = (
     "You have used all the tool calls available for this request. Do not call any more tools: answer now "
@@ -61,6 +63,8 @@ class FnCallAgent(Agent):
             them into its work directory, `retrieval` searches them).
         max_llm_calls: model calls per run before the model is asked for a final answer (default 20).
         max_parallel_tools: threads for the calls of one reply (default 8).
+        max_calls_per_reply: how many calls of one reply run (default 32); each call past it is answered with an
+            error saying so, not run (a hostile text of 3,000 calls runs none of the rest).
         handoffs: agents (or `handoff(...)`s) the model may hand the conversation over to with `transfer_to_<name>`
             (see `chatagent.run.handoffs`).
     """
@@ -76,6 +80,7 @@ class FnCallAgent(Agent):
         max_llm_calls: int = MAX_LLM_CALLS,
         max_parallel_tools: int = 8,
         handoffs: list[Any] | None = None,
+        max_calls_per_reply: int = MAX_CALLS_PER_REPLY,
         **kwargs: Any,
     ) -> None:
         super().__init__(function_list, llm, system_message, name, description, **kwargs)
@@ -86,6 +91,10 @@ class FnCallAgent(Agent):
             raise ValueError(f"max_llm_calls must be a positive integer, got {max_llm_calls!r}")
         self.max_llm_calls = max_llm_calls
         self.max_parallel_tools = max(1, int(max_parallel_tools))
+        if not isinstance(max_calls_per_reply, int) or max_calls_per_reply < 1:
+            raise ValueError(f"max_calls_per_reply must be a positive integer, got {max_calls_per_reply!r}")
+        self.max_calls_per_reply = max_calls_per_reply
+        self.extra_generate_cfg.setdefault("max_calls_per_reply", max_calls_per_reply)  # recovery reads no more
 
     async_safe = True
     fragment_native = True
@@ -119,6 +128,22 @@ class FnCallAgent(Agent):
         outcome = ToolOutcome(name, arguments, call_id)
         outcome.content = self._call_tool(name, arguments, call_id=call_id, **kwargs)
         return outcome
+
+    def _past_cap(self, calls: list[Message], callbacks: tuple) -> list[ToolOutcome]:
+        """The outcomes of a reply's calls past `max_calls_per_reply`: an error each, the first saying how many the
+        reply made (recovery read one past the cap of a longer text: `extra['calls_made']`)."""
+        cap, ctx = self.max_calls_per_reply, current_run()
+        made = max([len(calls)] + [int((m.extra or {}).get("calls_made") or 0) for m in calls[cap:]])
+        outcomes: list[ToolOutcome] = []
+        for m in calls[cap:]:
+            fc = m.function_call
+            assert fc is not None
+            call_id = (m.extra or {}).get("function_id")
+            if callbacks:
+                emit_tool_start(self.name, fc.name, fc.arguments, call_id, ctx)
+            outcome = ToolOutcome(fc.name, fc.arguments, call_id)
+            outcomes.append(outcome.fail("too_many_calls", too_many_message(made, cap, not outcomes)))
+        return outcomes
 
     def _tool_calls(self, reply: list[Message]) -> list[Message]:
         """The reply's messages that call a tool (as an overridden `_detect_tool` sees them, if there is one)."""
@@ -188,15 +213,8 @@ class FnCallAgent(Agent):
         yield [Fragment.unchecked(ASSISTANT, "", None, None, None, {"stop_reason": "max_llm_calls"}, start + texts[-1])]
         return response + list(reply[: texts[-1] + 1])
 
-    def _run_calls(
-        self,
-        calls: list[Message],
-        history: CallHistory,
-        context: list[Message],
-        response: list[Message],
-        lang: str,
-        kwargs: dict,
-    ) -> Iterator[list[Message]]:
+    def _run_calls(self, calls: list[Message], history: CallHistory, context: list[Message], response: list[Message],
+                   lang: str, kwargs: dict) -> Iterator[list[Message]]:  # fmt: skip
         """Run one reply's calls (concurrently when there are several); yield and append their results in order."""
         ctx = current_run()
         callbacks = ctx.callbacks if "_call_tool" not in self.overridden_steps else ()  # an override's base tells them
@@ -204,7 +222,8 @@ class FnCallAgent(Agent):
             context = [Message.unchecked(USER, [ContentItem(file=f) for f in self.files])] + context
         tool_kwargs = {**kwargs, "messages": context, "lang": lang}
         prepared: list[PreparedCall | ToolOutcome] = []
-        for m in calls:
+        counts, cache = ctx.tool_calls, self.tool_cache
+        for m in calls[: self.max_calls_per_reply]:
             fc = m.function_call
             assert fc is not None, "_run_calls is given the reply's messages that call a tool"
             call_id = (m.extra or {}).get("function_id")
@@ -217,17 +236,11 @@ class FnCallAgent(Agent):
             if "_call_tool" in self.overridden_steps:
                 prepared.append(self._overridden_call(fc.name, fc.arguments, call_id, tool_kwargs))
                 continue
-            prepared.append(
-                prepare_call(
-                    self.function_map,
-                    fc.name,
-                    fc.arguments,
-                    call_id=call_id,
-                    counts=ctx.tool_calls,
-                    cache=self.tool_cache,
-                    kwargs=tool_kwargs,
-                )
-            )
+            call = prepare_call(self.function_map, fc.name, fc.arguments, call_id=call_id, counts=counts, cache=cache,
+                                kwargs=tool_kwargs)  # fmt: skip
+            prepared.append(call)
+        if len(calls) > self.max_calls_per_reply:  # the calls past the cap: answered, not run
+            prepared += self._past_cap(calls, callbacks)
         shown = len(response)  # the reply's results go after it
         steps = split_calls(prepared)  # agents run as tools and a transfer come after the other calls
         pending = [p for p in steps.tools if isinstance(p, PreparedCall)]
@@ -322,4 +335,13 @@ def loop_message(name: str) -> str:
     )
 
 
-__all__ = ["CallHistory", "FnCallAgent", "loop_message"]
+def too_many_message(made: int, cap: int, first: bool = True) -> str:
+    if not first:
+        return f"Error: not run (more than {cap} tool calls in one reply)."
+    return (
+        f"Error: you made {made} tool calls in one reply; more than {cap} tool calls in one reply are not run, so "
+        f"the first {cap} ran and this one and the {made - cap - 1} after it did not. Make at most {cap} at a time."
+    )
+
+
+__all__ = ["CallHistory", "FnCallAgent", "loop_message", "too_many_message"]

@@ -133,14 +133,20 @@ class _ReActView(View):
         for f in fragments:
             if f.index != count:
                 continue  # no tools are sent, so nothing but the text message is expected
-            reasoning, content = parser.feed(f.content) if isinstance(f.content, str) else ("", "")
             if f.reasoning_content:  # a thinking model's own reasoning
-                reasoning = f.reasoning_content + reasoning
-            if reasoning or content:
-                out.append(Fragment.unchecked(ASSISTANT, content, None, None, reasoning or None, None, count))
-                self.shown = True
+                out.append(Fragment.unchecked(ASSISTANT, "", None, None, f.reasoning_content, None, count))
+            if isinstance(f.content, str):
+                out += shown_pieces(parser.pieces(f.content), count)
+        self.shown = self.shown or bool(out)
         self.done = parser.cut
         return out
+
+
+def shown_pieces(pieces: list[tuple[str, str]], index: int) -> list[Fragment]:
+    """The parser's pieces of reasoning and content as fragments of message `index`, in the reply's order (a
+    transcript writes them in that order, whatever the chunking)."""
+    return [Fragment.unchecked(ASSISTANT, content, None, None, reasoning or None, None, index)
+            for reasoning, content in pieces]  # fmt: skip
 
 
 class ReActChat(FnCallAgent):
@@ -214,11 +220,11 @@ class ReActChat(FnCallAgent):
         """One model reply, streamed through the parser; returns (the step, the response length after it)."""
         view = _ReActView(count)
         yield from self._call_llm(messages, None, start=count, extra_generate_cfg=cfg, view=view)
-        reasoning, content, step = view.parser.finish()
-        if reasoning or content:
-            yield [Fragment.unchecked(ASSISTANT, content, None, None, reasoning or None, None, count)]
+        tail = shown_pieces(view.parser.pieces(None), count)
+        if tail:
+            yield [*tail]
             view.shown = True
-        return step, count + (1 if view.shown else 0)
+        return view.parser.step(), count + (1 if view.shown else 0)
 
     def _act(
         self,

@@ -65,7 +65,9 @@ class ReActStep:
 
 class ReActParser:
     """Reads a ReAct reply chunk by chunk: `feed()` returns the (reasoning, content) text that can be shown
-    now; `finish()` the rest and the parsed step. Text from `Action:` on is never shown."""
+    now; `finish()` the rest and the parsed step. Text from `Action:` on is never shown. `pieces()` gives what
+    `feed` or `finish` would have shown as (reasoning, content) pairs in the order the reply wrote them (each pair
+    one of the two), so that what is shown follows the reply whatever its chunking."""
 
     def __init__(self) -> None:
         self.mode = PLAIN
@@ -82,13 +84,33 @@ class ReActParser:
         self._input: list[str] | None = None
         self._section: list[str] = []
         self._thought_seen = self._final_seen = self._ignored_action = False
-        self._out_r: list[str] = []
-        self._out_c: list[str] = []
+        self._out: list[tuple[bool, str]] = []  # (reasoning?, text) to show, in the reply's order
 
     def feed(self, chunk: str, _last: bool = False) -> tuple[str, str]:
         """Add a piece of the reply; the (reasoning, content) text to show now."""
+        self._read(chunk, _last)
+        return self._take()
+
+    def pieces(self, chunk: str | None = None) -> list[tuple[str, str]]:
+        """Add a piece of the reply (None: the reply ended, as `finish` without its step); what to show now as
+        (reasoning, content) pairs in the reply's order."""
+        if chunk is None:
+            self._read_pending()
+        else:
+            self._read(chunk, False)
+        out: list[tuple[str, str]] = []
+        for thought, text in self._out:
+            if out and (out[-1][0] != "") == thought:  # the same kind as the last: one run of text
+                r, c = out[-1]
+                out[-1] = (r + text, c) if thought else (r, c + text)
+            else:
+                out.append((text, "") if thought else ("", text))
+        self._out.clear()
+        return out
+
+    def _read(self, chunk: str, _last: bool) -> None:
         if self.cut or not chunk:
-            return "", ""
+            return
         text = self._pending + chunk if self._pending else chunk
         self._pending = ""
         pos, n = 0, len(text)
@@ -118,23 +140,24 @@ class ReActParser:
             pos = end
             self._line_start = nl >= 0
         self._raw.append(text[:pos])
-        return self._take()
 
     def finish(self) -> tuple[str, str, ReActStep]:
         """The end of the reply: the last (reasoning, content) text to show, and the parsed step."""
-        reasoning = content = ""
+        self._read_pending()
+        r, c = self._take()
+        return r, c, self.step()
+
+    def _read_pending(self) -> None:
         if self._pending and not self.cut:
             pending, self._pending = self._pending, ""
-            reasoning, content = self.feed(pending, _last=True)
-        r, c = self._take()
-        return reasoning + r, content + c, self._step()
+            self._read(pending, True)
 
     # ---- internals -------------------------------------------------------------------------------------
 
     def _take(self) -> tuple[str, str]:
-        r, c = "".join(self._out_r), "".join(self._out_c)
-        self._out_r.clear()
-        self._out_c.clear()
+        r = "".join(text for thought, text in self._out if thought)
+        c = "".join(text for thought, text in self._out if not thought)
+        self._out.clear()
         return r, c
 
     def _marker(self, kind: str) -> bool:
@@ -187,16 +210,14 @@ class ReActParser:
         if body:
             out = self._newlines + body if self._newlines else body
             self._newlines = ""
-            if self.mode == THOUGHT:
-                self._reasoning.append(out)
-                self._out_r.append(out)
-            else:
-                self._content.append(out)
-                self._out_c.append(out)
+            thought = self.mode == THOUGHT
+            (self._reasoning if thought else self._content).append(out)
+            self._out.append((thought, out))
         if len(body) < len(s):
             self._newlines += s[len(body) :].replace("\r", "")
 
-    def _step(self) -> ReActStep:
+    def step(self) -> ReActStep:
+        """The parsed step (once the reply ended: after `finish()` or `pieces(None)`)."""
         thought, answer, raw = "".join(self._reasoning), "".join(self._content), "".join(self._raw).strip()
         if self._ignored_action:
             logger.warning("ReAct: the reply had an Action after its Final Answer; the action was ignored")

@@ -189,11 +189,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             store=args.store,
             allow_hosts=args.allow_host,
             grace=args.grace,
+            drain_delay=args.drain_delay,
             server_names=args.server_name,
             mcp=args.mcp,
-            expose_tools=args.expose_tools,
+            expose_tools=exposed(args.expose_tools),
             a2a=args.a2a,
             traces=args.traces,
+            jobs=args.jobs,
+            job_flows=args.job_flow,
+            dbos_schema=args.dbos_schema,
         )
     except (SessionStoreError, ValueError, OSError) as e:
         raise CliError(str(e)) from None
@@ -214,7 +218,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     agent = agent_from_args(args)
     ask_before_running_code(agent)  # what a client sends may carry text that tells the model what to run
     try:
-        serve_mcp_stdio(agent, expose_tools=args.expose_tools, store=args.store)
+        serve_mcp_stdio(agent, expose_tools=exposed(args.expose_tools), store=args.store)
     except (SessionStoreError, ValueError) as e:
         raise CliError(str(e)) from None
     finally:
@@ -249,3 +253,8 @@ def serve_api_key(given: str | None, path: str | None) -> str | list[str] | None
         return clean_api_key(os.environ.get("CHATAGENT_API_KEY"), "CHATAGENT_API_KEY")
     except ValueError as e:
         raise CliError(str(e)) from None
+
+
+def exposed(names: list[str] | None) -> bool | list[str]:
+    """`--expose-tools` (every agent's tools: True), `--expose-tools a b` (those agents'), or absent (False)."""
+    return False if names is None else names or True

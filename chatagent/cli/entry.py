@@ -15,6 +15,8 @@ from chatagent.cli.commands import cmd_chat, cmd_gui, cmd_mcp, cmd_serve, cmd_se
 from chatagent.cli.errors import CliError
 from chatagent.cli.evals import add_eval_parsers
 from chatagent.cli.memory import add_memory_parser
+from chatagent.cli.worker import add_parser as add_worker_parser
+from chatagent.log import BackgroundHandler
 from chatagent.server.runner import DEFAULT_GRACE, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_REQUEST_BYTES
 from chatagent.utils.keys import MaskSecretsFilter
 
@@ -24,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chatagent", description="Chat with agents: terminal, web UI, API server.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more")
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="{chat,gui,serve,mcp,sessions,memory,eval,traces}"
+        dest="command", required=True, metavar="{chat,gui,serve,worker,mcp,sessions,memory,eval,traces}"
     )
 
     def model_args(p: argparse.ArgumentParser) -> None:
@@ -106,17 +108,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--grace", type=float, default=DEFAULT_GRACE, help="seconds the streams in flight may take to finish on stop"
     )
+    p.add_argument(
+        "--drain-delay",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="on SIGTERM, /readyz says 503 for S seconds before the server stops taking connections",
+    )
+    p.add_argument(
+        "--jobs", action="store_true", help="also take background jobs at /v1/jobs (chatagent worker runs them)"
+    )
+    p.add_argument("--job-flow", action="append", default=[], metavar="NAME", help="a flow jobs may name (repeatable)")
+    p.add_argument("--dbos-schema", default="dbos", help="with --jobs: the schema of DBOS's tables")
     p.add_argument("--mcp", action="store_true", help="also serve the agent over MCP (streamable HTTP) at /mcp")
-    p.add_argument("--expose-tools", action="store_true", help="with --mcp: the agent's own tools are MCP tools too")
+    p.add_argument(
+        "--expose-tools",
+        nargs="*",
+        metavar="AGENT",
+        help="with --mcp: the agents' own tools are MCP tools "
+        "too, through their agents' checks (naming agents: only theirs, checks a call cannot reach or not)",
+    )
     p.add_argument("--a2a", action="store_true", help="also serve the agent over A2A (agent card, tasks at /a2a/NAME)")
     p.add_argument("--traces", action="store_true",
                    help="record each run, its client's own: GET /v1/traces, /v1/traces/ID (needs --api-key)")  # fmt: skip
     store_arg(p)
     p.set_defaults(func=cmd_serve)
 
+    add_worker_parser(sub)
+
     p = sub.add_parser("mcp", help="serve an agent over MCP on stdin/stdout (for desktop and IDE clients)")
     model_args(p)
-    p.add_argument("--expose-tools", action="store_true", help="the agent's own tools are MCP tools too")
+    p.add_argument(
+        "--expose-tools",
+        nargs="*",
+        metavar="AGENT",
+        help="the agents' own tools are MCP tools too, "
+        "through their agents' checks (naming agents: only theirs, checks a call cannot reach or not)",
+    )
     store_arg(p)
     p.set_defaults(func=cmd_mcp)
     return parser
@@ -138,7 +166,7 @@ def log_to_stderr(args: argparse.Namespace) -> Iterator[None]:
     """Log lines to stderr while the command runs (DEBUG with -v; the chat shows warnings only); the root logger is
     as it was afterwards, so that calling `main()` in a process (tests, notebooks) leaves no handler behind."""
     level = logging.DEBUG if args.verbose else logging.WARNING if args.command == "chat" else logging.INFO
-    handler = logging.StreamHandler()
+    handler = BackgroundHandler()  # a line never waits for stderr: a serve nobody reads keeps serving
     handler.setFormatter(logging.Formatter("chatagent: %(message)s"))
     handler.addFilter(MaskSecretsFilter())  # no key in any line, ours or a library's
     if not args.verbose:  # other libraries' INFO is per request (HTTP clients log every model call): -v shows it
@@ -152,6 +180,7 @@ def log_to_stderr(args: argparse.Namespace) -> Iterator[None]:
     finally:
         root.removeHandler(handler)
         root.setLevel(previous)
+        handler.close()  # what is left is written (if stderr takes it within a few seconds)
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -2,8 +2,9 @@
 
 Shown with conversations (each turn then runs on the signed-in user's Session, so the Assistant recalls and
 stores that user's memories) when an agent of the page has a `memory` (`Assistant(memory=...)`). The list is
-read, and records deleted, as the user Gradio signed in, never as a name the page sends: an id of another
-user's record deletes nothing. It is refreshed after every turn.
+read, and records deleted, as the user Gradio signed in (without a login: as the browser's signed identity, the
+one its conversations and turns have), never as a name the page sends: an id of another user's record deletes
+nothing. It is refreshed after every turn.
 
 (No `from __future__ import annotations` here: Gradio finds the `gr.Request` parameter by its annotation.)
 """
@@ -27,10 +28,15 @@ def page_memory(agents: Sequence[Any]) -> "LongTermMemory | None":
 
 
 class MemoryPanel:
-    """The panel and its handlers over one LongTermMemory (used for each signed-in user)."""
+    """The panel and its handlers over one LongTermMemory (used for each signed-in user or browser); `ui`: the
+    WebUI, whose `identity_key` signs browsers' identities."""
 
-    def __init__(self, memory: "LongTermMemory") -> None:
+    def __init__(self, memory: "LongTermMemory", ui: Any = None) -> None:
         self.memory = memory
+        self.ui = ui
+
+    def _user(self, request: gr.Request) -> str:
+        return user_of(request, getattr(self.ui, "identity_key", None))  # the browser's, as the conversations'
 
     def attach(self, demo: Any, turn_events: Sequence[Any]) -> None:
         with gr.Sidebar(label="Memories", position="right", open=False, elem_id="memories"):
@@ -43,10 +49,10 @@ class MemoryPanel:
             event.then(self._on_show, [], [listing], queue=False, api_visibility="private")
 
     def _on_show(self, request: gr.Request) -> Any:
-        return self._listing(user_of(request))
+        return self._listing(self._user(request))
 
     def _on_forget(self, selected: list[str] | None, request: gr.Request) -> Any:
-        user = user_of(request)
+        user = self._user(request)
         mem = self.memory.for_user(user)
         for record_id in selected or []:
             if isinstance(record_id, str):

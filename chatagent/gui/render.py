@@ -316,7 +316,7 @@ def render_sources(sources: list[dict]) -> dict[str, Any]:
 def render_error(error: BaseException) -> dict[str, Any]:
     """An error as a readable chat message (its type and message, never a traceback)."""
     if isinstance(error, ModelServiceError):
-        text = f"The model service failed ({error.code}): {error.message}"
+        text = f"The model service failed ({error.code}): {error.public_message}"  # no server named: the log has it
     elif isinstance(error, RunDeadlineExceeded):
         text = "The answer took too long and was stopped."
     elif isinstance(error, SessionStoreError):  # it names the store's file or URL: for the log, not the page

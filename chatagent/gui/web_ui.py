@@ -234,7 +234,7 @@ class WebUI:
                 conversations.Conversations(self, self._store()).attach(demo, state, chatbot, textbox, turns)
                 memory = memories.page_memory(self._agents)
                 if memory is not None:  # with conversations only: runs are then on the signed-in user's Session
-                    memories.MemoryPanel(memory).attach(demo, turns)
+                    memories.MemoryPanel(memory, self).attach(demo, turns)
                 if self.traces:
                     page = traces.TracePage(self, self._trace_store())
         if page is not None:

@@ -19,8 +19,8 @@ from chatagent.llm.cut_off import cut_call_error as cut_call_error  # re-exporte
 from chatagent.llm.pacing import Pace, pace_of
 from chatagent.llm.prepare import normalize_functions, valid_unicode, without_media
 from chatagent.llm.request import ModelRequest, Usage
-from chatagent.llm.retry import aretrying, retrying
-from chatagent.llm.routing import acall_model, call_model
+from chatagent.llm.retry import RetryBudget, aretrying, budget_of, retrying
+from chatagent.llm.routing import plan
 from chatagent.llm.settings import (
     DEFAULT_TOOL_CHOICE,
     FRAMEWORK_KEYS,
@@ -48,7 +48,7 @@ from chatagent.llm.stream_modes import (
 from chatagent.schema import USER, Message, content_text, to_messages
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import accumulate, collect
-from chatagent.utils.keys import clean_api_key
+from chatagent.utils.keys import clean_api_key, remember_endpoint
 from chatagent.utils.tokens import Tokenizer
 
 logger = logging.getLogger("chatagent.llm")
@@ -63,6 +63,9 @@ LLM_REGISTRY: dict[str, type[BaseChatModel] | str] = {
     "oai": "chatagent.llm.openai.chat:OpenAICompatModel",
     "dashscope": "chatagent.llm.dashscope.chat:DashScopeModel",
     "azure": "chatagent.llm.openai.azure:AzureModel",
+    "anthropic": "chatagent.llm.anthropic.model:AnthropicModel",
+    "gemini": "chatagent.llm.gemini.model:GeminiModel",
+    "bedrock": "chatagent.llm.bedrock.model:BedrockModel",
     "local": "chatagent.llm.local.model:LocalModel",
     "scripted": "chatagent.llm.scripted:ScriptedLLM",
     "fallback": "chatagent.llm.fallback:FallbackModel",
@@ -122,6 +125,8 @@ class BaseChatModel(TokenBudget):
         self.generate_cfg: dict[str, Any] = dict(cfg.get("generate_cfg") or {})
         check_generate_cfg(self.generate_cfg)  # a bad value fails here, naming its key, not at the first call
         self.api_key: str | None = clean_api_key(cfg.get("api_key"))
+        for key in ("model_server", "base_url", "api_base"):  # never named to a client (ModelServiceError)
+            remember_endpoint(cfg.get(key))
         if "multimodal" in cfg:
             self.support_multimodal_input = bool(cfg["multimodal"])
         if cfg.get("cache_dir"):  # Qwen-Agent's place for it: the response cache in a directory
@@ -223,7 +228,7 @@ class BaseChatModel(TokenBudget):
         timeouts and retry waits: past it, RunDeadlineExceeded.
         """
         request, as_dicts = self._inputs(messages, functions, extra_generate_cfg, deadline, usage, stream)
-        fragments = call_model(self, request)
+        fragments = plan(self, request).reply()
         if not stream:
             reply = collect(fragments)
             return [m.model_dump() for m in reply] if as_dicts else reply
@@ -254,7 +259,7 @@ class BaseChatModel(TokenBudget):
         Dicts in give dicts out, as with `chat()`.
         """
         request, as_dicts = self._inputs(messages, functions, extra_generate_cfg, deadline, usage, stream)
-        fragments = acall_model(self, request)
+        fragments = plan(self, request).areply()
         if not stream:
             return acollect(fragments, as_dicts)
         if delta_stream:
@@ -392,14 +397,21 @@ class BaseChatModel(TokenBudget):
     def _retrying(
         self, attempt: Callable[[], Iterable[list[Fragment]]], settings: Settings
     ) -> Iterator[list[Fragment]]:
-        """Run `attempt` with retries (see `chatagent.llm.retry.retrying`), paced by `max_rpm`."""
-        return retrying(attempt, settings, self.model or self.model_type, self.api_key, self._pace(settings))
+        """Run `attempt` with retries (see `chatagent.llm.retry.retrying`) from the server's budget, paced by
+        `max_rpm`."""
+        name = self.model or self.model_type
+        return retrying(attempt, settings, name, self.api_key, self._pace(settings), self._retry_budget())
 
     def _aretrying(
         self, attempt: Callable[[], AsyncIterator[list[Fragment]]], settings: Settings
     ) -> AsyncIterator[list[Fragment]]:
         """`_retrying` for asyncio."""
-        return aretrying(attempt, settings, self.model or self.model_type, self.api_key, self._pace(settings))
+        name = self.model or self.model_type
+        return aretrying(attempt, settings, name, self.api_key, self._pace(settings), self._retry_budget())
+
+    def _retry_budget(self) -> RetryBudget:
+        """The retry budget every model on this server shares (`chatagent.llm.retry.RetryBudget`)."""
+        return budget_of(f"{type(self).__name__}|{self.cfg.get('model_server') or ''}")
 
     def _pace(self, settings: Settings) -> Pace | None:
         """The shared pace of this model's requests with `max_rpm` (see `chatagent.llm.pacing`)."""

@@ -12,13 +12,13 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.fncall.formats import get_format
 from chatagent.llm.prepare import normalize_functions
+from chatagent.llm.prices import bare_model_name
 from chatagent.llm.settings import Settings, split_generate_cfg
 from chatagent.schema import FUNCTION, SYSTEM, USER, ContentItem, Message, content_text, to_messages
 from chatagent.utils.tokens import ESTIMATE, Tokenizer, tokenizer_for
@@ -56,13 +56,19 @@ KNOWN_CONTEXT_WINDOWS: tuple[tuple[str, int], ...] = (
     ("o1", 200_000),
     ("o3", 200_000),
     ("o4", 200_000),
+    ("claude", 200_000),
+    ("gemini-1.5-pro", 2_097_152),
+    ("gemini", 1_048_576),
+    ("nova-premier", 1_000_000),
+    ("nova-pro", 300_000),
+    ("nova-lite", 300_000),
+    ("nova-micro", 128_000),
 )
-_PROVIDER = re.compile(r"^.*/")  # 'Qwen/Qwen2.5-7B-Instruct', 'openai/gpt-4o'
 
 
 def known_context_window(model: str) -> int | None:
     """The context window of a well-known model, by its name (None when unknown)."""
-    name = _PROVIDER.sub("", (model or "").strip().lower())
+    name = bare_model_name(model or "")
     for prefix, window in KNOWN_CONTEXT_WINDOWS:
         if name.startswith(prefix):
             return window
@@ -83,6 +89,19 @@ def message_text(m: Message) -> str:
     if m.reasoning_content:
         text = f"{m.reasoning_content}\n{text}"
     return text
+
+
+def _most_tokens(m: Message) -> int:
+    """More tokens than any tokenizer makes of `m` (one per UTF-8 byte at most, four bytes a character at most),
+    counted without tokenizing."""
+    content = m.content
+    chars = len(content) if type(content) is str else len(content_text(content))
+    fc = m.function_call
+    if fc is not None:
+        chars += len(fc.name) + len(fc.arguments) + 2
+    if m.reasoning_content:
+        chars += len(m.reasoning_content) + 1
+    return 4 * chars + MESSAGE_OVERHEAD
 
 
 def message_tokens(m: Message, tokenizer: Tokenizer = ESTIMATE) -> int:
@@ -114,8 +133,10 @@ def truncate_messages(
        and end kept (as Qwen-Agent does); with `long_input='raise'`, or when even that cannot make it fit,
        ModelServiceError('context_too_long') is raised instead.
     """
-    sizes = messages_tokens(msgs, tokenizer)
     budget = max_tokens - tokenizer.prompt_overhead
+    if sum(map(_most_tokens, msgs)) <= budget:  # surely fits: no need to count (the common case, every call)
+        return msgs
+    sizes = messages_tokens(msgs, tokenizer)
     total = sum(sizes)
     if total <= budget:
         return msgs

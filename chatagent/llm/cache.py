@@ -31,7 +31,8 @@ import orjson
 
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment, as_fragment
-from chatagent.utils.workspace import private_dirs, private_file, write_atomic
+from chatagent.utils.sql import connect_sqlite, private_sqlite_file
+from chatagent.utils.workspace import private_dirs, write_atomic
 
 if TYPE_CHECKING:
     from chatagent.llm.settings import Settings
@@ -100,8 +101,7 @@ class SQLiteCache(ResponseCache):
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        private_dirs(path.parent)
-        private_file(path)  # 0600 (and so its -wal and -shm): the answers are the users'
+        private_sqlite_file(path)  # 0600 (and so its -wal and -shm): the answers are the users'
         self._local = threading.local()
         with self._db() as db:
             db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, pieces BLOB NOT NULL) WITHOUT ROWID")
@@ -109,8 +109,7 @@ class SQLiteCache(ResponseCache):
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
         if db is None:
-            db = self._local.db = sqlite3.connect(self.path, timeout=10)
-            db.execute("PRAGMA journal_mode=WAL")
+            db = self._local.db = connect_sqlite(self.path, timeout=10, wal=True)
         return db
 
     def get(self, key: str) -> Pieces | None:

@@ -12,8 +12,9 @@ of the text it streams. Two formats (generate_cfg `fncall_prompt_type`):
   ``✿RETURN✿: answer`` in the assistant's turn. The server stops at ``✿RESULT✿``, so nothing follows
   the last call's arguments.
 
-`chatagent.llm.routing` sends a call here (see `chat`), and this module drives the model through its
-`backend_reply` / `abackend_reply` (`chatagent.llm.request.Backend`) with a rewritten request (`prompt_request`).
+`chatagent.llm.routing` plans a call this way with `prompt_request`: the backend is asked the rewritten request
+(`chatagent.llm.request.Backend`), its reply read through the `StreamParser` it gives; a server that turns native
+tools down is switched over for good (`give_up_native_tools`).
 The work is split by job in `chatagent.llm.fncall`: `formats` (markers, prompts, rendering), `parser` (the
 streaming parser, linear in the reply), `calls` (reading one call). Their public names are re-exported here.
 """
@@ -21,7 +22,6 @@ streaming parser, linear in the reply), `calls` (reading one call). Their public
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
@@ -54,7 +54,6 @@ from chatagent.llm.fncall.formats import (
 )
 from chatagent.llm.fncall.parser import StreamParser
 from chatagent.llm.request import Backend, ModelRequest
-from chatagent.llm.stream_modes import closing_stream
 from chatagent.schema import ASSISTANT, Message
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import collect
@@ -63,53 +62,7 @@ from chatagent.utils.jsonlenient import loads_lenient
 logger = logging.getLogger("chatagent.llm")
 
 
-def chat(backend: Backend, request: ModelRequest) -> Iterator[list[Fragment]]:
-    """Answer `request` (its tools through a prompt); yields fragments like a backend's `_chat_stream`.
-
-    The settings' `fncall_prompt_type` picks the format ('nous' when unset), `function_choice` ('auto', 'none',
-    'required' or a tool's name) and `parallel_function_calls` are honoured. The backend is asked without functions,
-    with its retry logic; the format's stop words are added to the user's own `stop`.
-    """
-    prompted, parser = prompt_request(request)
-    return parser.run(backend.backend_reply(prompted))
-
-
-async def achat(backend: Backend, request: ModelRequest) -> AsyncIterator[list[Fragment]]:
-    """`chat` for asyncio."""
-    prompted, parser = prompt_request(request)
-    async with closing_stream(parser.arun(backend.abackend_reply(prompted))) as outs:
-        async for out in outs:
-            yield out
-
-
-def falling_back(backend: Backend, native: Iterator[list[Fragment]], request: ModelRequest) -> Iterator[list[Fragment]]:
-    """The `native` reply to `request` (native tool calling); if the server rejects `tools` (code
-    'tools_unsupported'), switch `backend` to prompt-based function calling for good and answer `request` that
-    way."""
-    try:
-        yield from native
-    except ModelServiceError as e:
-        _give_up_native_tools(backend, e)
-        yield from chat(backend, request)
-
-
-async def afalling_back(
-    backend: Backend, native: AsyncIterator[list[Fragment]], request: ModelRequest
-) -> AsyncIterator[list[Fragment]]:
-    """`falling_back` for asyncio."""
-    try:
-        async with closing_stream(native) as parts:
-            async for f in parts:
-                yield f
-        return
-    except ModelServiceError as e:
-        _give_up_native_tools(backend, e)
-    async with closing_stream(achat(backend, request)) as parts:
-        async for f in parts:
-            yield f
-
-
-def _give_up_native_tools(backend: Backend, e: ModelServiceError) -> None:
+def give_up_native_tools(backend: Backend, e: ModelServiceError) -> None:
     """After `e` from a call with native tools: re-raise it, unless the server rejects tools (then `backend` uses
     prompt-based function calling from now on)."""
     if e.code != ModelErrorCode.TOOLS_UNSUPPORTED or e.partial:
@@ -170,11 +123,8 @@ __all__ = [
     "PromptFormat",
     "QwenFormat",
     "StreamParser",
-    "achat",
-    "afalling_back",
-    "chat",
-    "falling_back",
     "get_format",
+    "give_up_native_tools",
     "loads_lenient",
     "parse_call_text",
     "parse_qwen_args",

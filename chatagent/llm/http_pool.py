@@ -1,11 +1,17 @@
-"""The async HTTP clients of the model backends: shared per (endpoint, event loop), built off the loop, and spread
-over several small connection pools.
+"""The HTTP clients of the model backends: one `httpx.Client` per (endpoint, options) in a process for the
+synchronous path (`shared_sync_client`, thread-safe), and for asyncio one per (endpoint, options, event loop), built off
+the loop and spread over several small connection pools (`shared_client`).
 
 `shared_client(endpoint, options)` gives every model instance with the same endpoint and client options on one
 event loop the same `httpx.AsyncClient`: its connections are reused across agents, and the first one is built
 in a worker thread (with its SSL context, whose CA bundle takes ~20 ms of CPU to load, one per process and
 settings), so that a new agent's first call does not stall the loop. The clients keep no cookies: a cookie one
 model's server sets must not reach another model (another key) on the same endpoint.
+
+A burst of requests (a thousand runs started at once) would open a thousand connections at once, and their connect
+timeouts would count the time each waits for the busy event loop to run it: most would time out. `ShardedTransport`
+lets at most `CONNECTING` connections be made at once; a request beyond waits for its turn, and its connect
+timeout starts with its own connect (`_ConnectGate`).
 
 httpcore's connection pool re-examines every connection it holds whenever a request starts or ends, work that
 grows with the square of its size: one pool carrying a thousand concurrent streams spends most of the process's
@@ -33,6 +39,25 @@ _lock = threading.Lock()
 _ssl_contexts: dict[tuple[Any, ...], Any] = {}  # (trust_env, SSL_CERT_FILE, SSL_CERT_DIR) -> ssl.SSLContext
 # event loop -> (endpoint, options) -> the client and what is being built for it
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = weakref.WeakKeyDictionary()
+_sync_clients: dict[str, httpx.Client] = {}  # (process, endpoint, options) -> the synchronous client
+_sync_lock = threading.Lock()  # not `_lock`: making a client takes that one for its SSL context
+TIMEOUT = httpx.Timeout(600.0, connect=5.0)  # a stream may think for minutes; a connection is made in seconds
+
+
+def shared_sync_client(endpoint: str, options: dict[str, Any]) -> httpx.Client:
+    """The `httpx.Client` (made with `options`) of every model that calls `endpoint` in this process, from any
+    thread; a forked child makes its own (its parent's connections are not its to use)."""
+    key = f"{os.getpid()}\0{endpoint}\0{sorted(options.items())!r}"
+    client = _sync_clients.get(key)
+    if client is None:
+        with _sync_lock:
+            client = _sync_clients.get(key)
+            if client is None:
+                trust_env = options.get("trust_env", True)
+                given: dict[str, Any] = {"timeout": TIMEOUT, **options}
+                client = httpx.Client(verify=_ssl_context(trust_env), cookies=no_cookies(), **given)
+                _sync_clients[key] = client
+    return client
 
 
 async def shared_client(endpoint: str, options: dict[str, Any]) -> httpx.AsyncClient:
@@ -69,9 +94,13 @@ def _new_client(options: dict[str, Any]) -> httpx.AsyncClient:
     transport.add_pool()  # httpcore is imported here, not on the loop at the first request
     with contextlib.suppress(ImportError):  # nor anyio's asyncio backend, which httpcore's locks load on first use
         importlib.import_module("anyio._backends._asyncio")
-    no_cookies = CookieJar(DefaultCookiePolicy(allowed_domains=[]))
-    options = {"timeout": httpx.Timeout(600.0, connect=5.0), **options}  # a stream may think for minutes
-    return httpx.AsyncClient(transport=transport, verify=ssl_context, cookies=no_cookies, **options)
+    options = {"timeout": TIMEOUT, **options}
+    return httpx.AsyncClient(transport=transport, verify=ssl_context, cookies=no_cookies(), **options)
+
+
+def no_cookies() -> CookieJar:
+    """A cookie jar that keeps none: a cookie one model's server sets must not reach another model on it."""
+    return CookieJar(DefaultCookiePolicy(allowed_domains=[]))
 
 
 def _ssl_context(trust_env: bool) -> Any:
@@ -86,17 +115,23 @@ def _ssl_context(trust_env: bool) -> Any:
     return context
 
 
+CONNECTING = 16  # connections a client makes at once (the others wait their turn, their timeout not started)
+
+
 class ShardedTransport(httpx.AsyncBaseTransport):
     """`httpx.AsyncHTTPTransport`s (made with `options`, sharing one SSL context), each with at most `per_pool`
-    requests in flight; a request counts until its response is closed."""
+    requests in flight; a request counts until its response is closed. At most `connecting` connections are
+    made at once, over all the pools."""
 
-    def __init__(self, per_pool: int = 32, **options: Any) -> None:
+    def __init__(self, per_pool: int = 32, connecting: int = CONNECTING, **options: Any) -> None:
         if "verify" not in options:  # one SSL context for all pools: loading the CA bundle once
             options["verify"] = _ssl_context(options.get("trust_env", True))
         self._options = options
         self._per_pool = per_pool
         self._pools: list[httpx.AsyncHTTPTransport] = []
         self._busy: list[int] = []
+        self._connecting = connecting
+        self._gate: asyncio.Semaphore | None = None  # made on the loop, at the first connection
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         busy = self._busy
@@ -114,12 +149,39 @@ class ShardedTransport(httpx.AsyncBaseTransport):
 
     def add_pool(self) -> None:
         """One more connection pool (the requests go to the first one with room)."""
-        self._pools.append(httpx.AsyncHTTPTransport(**self._options))
+        pool = httpx.AsyncHTTPTransport(**self._options)
+        # httpcore's pool (or proxy) makes its connections through this backend: the gate goes around it
+        inner: Any = getattr(pool, "_pool", None)
+        if inner is not None and hasattr(inner, "_network_backend"):
+            inner._network_backend = _ConnectGate(inner._network_backend, self)
+        self._pools.append(pool)
         self._busy.append(0)
+
+    def gate(self) -> asyncio.Semaphore:
+        """The semaphore a connection holds while it is being made (one for all the pools)."""
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self._connecting)
+        return self._gate
 
     async def aclose(self) -> None:
         for pool in self._pools:
             await pool.aclose()
+
+
+class _ConnectGate:
+    """httpcore's network backend, with at most the transport's `connecting` TCP connections being made at once:
+    the connect timeout counts from a connection's own start, not from when it began to wait."""
+
+    def __init__(self, backend: Any, transport: ShardedTransport) -> None:
+        self._backend = backend
+        self._transport = transport
+
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
+        async with self._transport.gate():
+            return await self._backend.connect_tcp(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # connect_unix_socket, sleep: as they are
+        return getattr(self._backend, name)
 
 
 class _Counted(httpx.AsyncByteStream):
@@ -142,4 +204,4 @@ class _Counted(httpx.AsyncByteStream):
         await self._stream.aclose()
 
 
-__all__ = ["ShardedTransport", "shared_client"]
+__all__ = ["ShardedTransport", "no_cookies", "shared_client", "shared_sync_client"]

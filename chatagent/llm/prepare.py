@@ -4,7 +4,9 @@ marked as untrusted data (`as_data`).
 
 Text from tools and documents may hold instructions written by anyone (a web page, a file, an e-mail): a model
 that obeys them runs what an attacker wrote. Such text reaches the model between `<untrusted-data ...>` markers
-that name where it came from, with the markers' name taken out of the text itself so it cannot close them early.
+that name where it came from, with the markers' name taken out of the text itself so it cannot close them early:
+also when it is disguised (`_MARKER`: any case, fullwidth or Cyrillic look-alike letters, invisible characters
+between them, any dash or none), as a reader would still take it for the marker.
 """
 
 from __future__ import annotations
@@ -97,7 +99,21 @@ def without_media(m: Message) -> Message:
     return m.copy(content=items)
 
 
-_MARKER = re.compile("untrusted-data", re.IGNORECASE)
+# What a model may read as the markers' name: each letter in any case, fullwidth or as a Cyrillic/Greek look-alike,
+# invisible characters (soft hyphen, zero-width and bidi marks, joiners, variation selectors, tags) anywhere in it,
+# any dash (or an underscore, a space, nothing) between its two words.
+_LOOKS = {
+    "u": "uｕυս", "n": "nｎո", "t": "tｔтτ", "r": "rｒг", "s": "sｓѕ", "e": "eｅеє", "d": "dｄԁ", "a": "aａаα",
+}  # fmt: skip
+_INVISIBLE = "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufe00-\ufe0f\ufeff\U000e0000-\U000e007f]*"
+_DASHES = "[-_ \u2010-\u2015\u2212\u2e3a\u2e3b\ufe58\ufe63\uff0d\uff3f]?"
+
+
+def _spelled(word: str) -> str:
+    return _INVISIBLE.join(f"[{_LOOKS[c]}]" for c in word)
+
+
+_MARKER = re.compile(_spelled("untrusted") + _INVISIBLE + _DASHES + _INVISIBLE + _spelled("data"), re.IGNORECASE)
 
 
 def untrusted(text: str, source: str) -> str:

@@ -1,5 +1,5 @@
 """Tool calls a server left in the text, recovered: when native tools were asked for and the reply carries no
-`tool_calls`, a call the model wrote in one of these shapes is taken as a call, never shown as text.
+`tool_calls`, a reply that is wholly a call in one of these shapes is taken as a call, never shown as text.
 
     <tool_call>{"name": "f", "arguments": {...}}</tool_call>         Hermes / Qwen2.5 / Qwen3 (llama.cpp without --jinja)
     <tool_call><function=f><parameter=x>1</parameter></function></tool_call>     Qwen3-Coder, Qwen3.5 (vLLM, SGLang)
@@ -9,11 +9,20 @@
     {"name": "f", "parameters": {...}}  (the whole reply, or a list)    Llama 3 JSON as text: only for offered tools
     any of the tagged shapes inside <think>…</think> or the reasoning  taken only when the answer is otherwise empty
 
-Parsed as the reply streams: text streams on, and only a suffix that may start a call's marker is held back; a
-reply that starts as JSON is held until it ends (and shown, if it is not a call). A tagged call naming a tool that
-was not offered is still a call (the run answers the model that the tool does not exist, as for any bad call); a
-call the server did send natively wins, and the text's are dropped. Each model's first recovery is logged, once per
-shape. (Ollama's arguments sent as an object rather than a JSON string are read by the reply parser itself.)
+What is recovered, and when (issue 36): only a reply that is wholly calls (whitespace and `<think>…</think>`
+aside): a call after or before text is text. Never a call the request's messages already hold (a tool's result, a
+document's excerpt, an earlier message: `chatagent.llm.quoted_calls`), so a model that quotes a page does not run
+the page's call. And only where it is on: `generate_cfg['recover_calls']` (True / False), by default on for a
+self-hosted OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama, ...), whose missing or wrong tool parser is
+what leaves calls in the text, and off for hosted APIs and other backends (`recovers_calls`). How many calls of one
+reply run is the agent's `max_calls_per_reply`.
+
+Parsed as the reply streams: text streams on, and only a suffix that may start a call's marker is held back (with
+the calls read so far, until the reply shows text: then they are text); a reply that starts as JSON is held until
+it ends (and shown, if it is not a call). A tagged call naming a tool that was not offered is still a call (the run
+answers the model that the tool does not exist, as for any bad call); a call the server did send natively wins,
+and the text's are dropped. Each model's first recovery is logged, once per shape. (Ollama's arguments sent as an
+object rather than a JSON string are read by the reply parser itself.)
 """
 
 from __future__ import annotations
@@ -22,13 +31,16 @@ import logging
 import re
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.fncall.calls import parse_call_text
+from chatagent.llm.quoted_calls import QuotedCalls
+from chatagent.llm.request import ModelRequest
 from chatagent.llm.stream_modes import ReplyFilter
-from chatagent.schema import ASSISTANT, FunctionCall, content_text
+from chatagent.schema import ASSISTANT, FunctionCall, Message, content_text
 from chatagent.schema.fragment import Fragment
 from chatagent.utils.jsonlenient import loads_lenient
 
@@ -50,18 +62,23 @@ _logged_lock = threading.Lock()
 
 
 class _Block:
-    """A call's text as the model wrote it: its shape, its text, whether it was inside a thought."""
+    """A call's text as the model wrote it: its shape, its text, whether it was inside a thought, and the whole
+    text with its markers (`raw`: what is shown if it is not taken)."""
 
-    __slots__ = ("shape", "text", "thought")
+    __slots__ = ("shape", "text", "thought", "raw", "taken")
 
-    def __init__(self, shape: str, text: str, thought: bool) -> None:
-        self.shape, self.text, self.thought = shape, text, thought
+    def __init__(self, shape: str, text: str, thought: bool, raw: str) -> None:
+        self.shape, self.text, self.thought, self.raw = shape, text, thought, raw
+        self.taken = False  # read as a call: not shown
 
 
 class _Channel:
     """One stream of text (the answer, or the reasoning) scanned for calls: what to show, and the calls' blocks."""
 
-    __slots__ = ("thought", "held", "lead", "json", "block", "closer", "parts", "in_think", "blocks", "out", "said")
+    __slots__ = (
+        "thought", "held", "lead", "json", "block", "opener", "closer", "parts", "in_think", "blocks", "out", "said",
+        "after",
+    )  # fmt: skip
 
     def __init__(self, thought: bool) -> None:
         self.thought = thought  # the reasoning channel: its text is all thought
@@ -69,12 +86,14 @@ class _Channel:
         self.lead = not thought  # nothing but whitespace seen yet (the answer may be JSON)
         self.json = False  # the answer started as JSON: held to the end
         self.block: str | None = None  # the shape of the call being read
+        self.opener = ""  # its marker
         self.closer: str | None = None
         self.parts: list[str] = []
         self.in_think = False
         self.blocks: list[_Block] = []
         self.out: list[str] = []  # text to show
-        self.said = False  # text that is not a thought was shown
+        self.said = False  # text that is not a thought was shown: the reply is not wholly calls
+        self.after: list[str | _Block] = []  # since the first call: held until text comes or the reply ends
 
     def feed(self, chunk: str) -> None:
         buf = self.held + chunk if self.held else chunk
@@ -98,6 +117,9 @@ class _Channel:
     def _scan(self, buf: str) -> None:
         pos, n = 0, len(buf)
         while pos < n:
+            if self.said:  # text was shown: nothing that follows is a call
+                self._show(buf[pos:])
+                return
             if self.block is not None:
                 if self.closer is None:  # the rest of the reply is the call
                     self.parts.append(buf[pos:])
@@ -127,27 +149,45 @@ class _Channel:
                 pos = i + 1
                 continue
             self._show(buf[pos:i])
+            if self.said:  # text came before the marker: it is text too
+                pos = i
+                continue
             pos = i + len(marker)
             if marker in (_THINK_OPEN, _THINK_CLOSE):
                 self.in_think = marker == _THINK_OPEN
-                self.out.append(marker)
+                self._emit(marker)
                 continue
             self.block, self.closer = _OPENERS[marker]
+            self.opener = marker
             if marker == "<function=":
                 self.parts.append(marker)  # part of the call's text
 
     def _show(self, text: str) -> None:
-        if text:
-            self.out.append(text)
-            if not self.said and not self.in_think and not self.thought and text.strip():
-                self.said = True
+        if not text:
+            return
+        if not self.said and not self.in_think and not self.thought and text.strip():
+            self.said = True
+            self._unhold()
+        self._emit(text)
+
+    def _emit(self, text: str) -> None:
+        (self.after if self.after else self.out).append(text)
+
+    def _unhold(self) -> None:
+        """Text came: the calls read so far are text, shown where they were."""
+        self.out.extend(item if isinstance(item, str) else item.raw for item in self.after)
+        self.after.clear()
+        self.blocks.clear()
 
     def _close_block(self) -> None:
         assert self.block is not None
         text = "".join(self.parts)
         if self.block == "xml":
             text += "</function>"
-        self.blocks.append(_Block(self.block, text, self.thought or self.in_think))
+        raw = text if self.block == "xml" else self.opener + text + (self.closer or "")
+        block = _Block(self.block, text, self.thought or self.in_think, raw)
+        self.blocks.append(block)
+        self.after.append(block)
         self.parts.clear()
         self.block = self.closer = None
 
@@ -170,6 +210,15 @@ class _Channel:
         out = "".join(self.out) if len(self.out) != 1 else self.out[0]
         self.out.clear()
         return out
+
+    def release(self) -> None:
+        """The reply ended: what was held since the first call is shown, but the calls taken."""
+        self.out.extend(item if isinstance(item, str) else item.raw for item in self.after if not _taken(item))
+        self.after.clear()
+
+
+def _taken(item: str | _Block) -> bool:
+    return not isinstance(item, str) and item.taken
 
 
 def _starts_as_json(text: str) -> bool | None:
@@ -203,12 +252,17 @@ def _partial_suffix(buf: str, start: int, markers: Iterable[str]) -> int:
 
 
 class CallRecovery(ReplyFilter):
-    """The reply to a request with native tools, its calls left in the text recovered (see the module docstring).
-    `run(fragments)` / `arun(fragments)`."""
+    """The reply to a request with native tools, its calls left in the text recovered (see the module docstring):
+    one of the reply filters of a model call's plan (`chatagent.llm.routing`), or `run(fragments)` /
+    `arun(fragments)` on its own."""
 
-    def __init__(self, functions: list[dict[str, Any]], model: str) -> None:
+    def __init__(
+        self, functions: list[dict[str, Any]], model: str, given: Iterable[Message] = (), max_calls: int = 32
+    ) -> None:
         self.schemas: dict[str, dict[str, Any]] = {f["name"]: f.get("parameters") or {} for f in functions}
         self.model = model
+        self.max_calls = max_calls  # more calls than this: the first past it stands for the rest (extra: how many)
+        self.quoted = QuotedCalls(given, self.schemas)  # the request's messages: a call they hold is no call
         self.answer = _Channel(thought=False)
         self.reasoning = _Channel(thought=True)
         self.native = False  # the server sent calls itself
@@ -250,12 +304,14 @@ class CallRecovery(ReplyFilter):
             raise cut_call_error(partial=self.shown)
         held = "".join(self.answer.parts) if (self.answer.json or self.answer.lead) else ""
         calls: list[tuple[str, str]] = []
+        texts: list[str] = []  # each call's text, as written
         shapes: set[str] = set()
         if held and not self.native and not self.cut:  # (a cut-off JSON is no call)
             found = self._json_calls(held)
             if found:
-                calls, held = found, ""
+                calls, texts, held = found, [held] * len(found), ""
                 shapes.add("json")
+        blocks: list[_Block] = []
         if not self.native and not calls:
             blocks = [b for b in self.answer.blocks if not b.thought]
             visible = self.answer.said or held.strip()
@@ -264,14 +320,27 @@ class CallRecovery(ReplyFilter):
             for b in blocks:
                 read = self._block_calls(b)
                 if read:
+                    b.taken = True
                     calls += read
+                    texts += [b.text] * len(read)
                     shape = "qwen3-coder" if b.shape == "hermes" and "<function=" in b.text else b.shape
                     shapes.add(shape + (" in thought" if b.thought else ""))
                 elif not b.thought:  # a call's marker, but no call we can read: shown, so that nothing is lost
                     logger.warning("%s: a %s tool call that cannot be read: shown as text", self.model, b.shape)
-                    self.answer.out.append(b.text)
         elif self.native and (self.answer.blocks or self.reasoning.blocks):
             logger.debug("%s sent native tool calls: the calls also written in its text were dropped", self.model)
+            for b in self.answer.blocks + self.reasoning.blocks:
+                b.taken = True
+        if calls and any(self.quoted.holds(t, n, a) for t, (n, a) in zip(texts, calls, strict=True)):
+            logger.warning("%s wrote a tool call its request already held (quoted from a tool, a document or an "
+                           "earlier message): shown as text, not run", self.model)  # fmt: skip
+            calls, shapes = [], set()
+            if not held and self.answer.json:
+                held = "".join(self.answer.parts)
+            for b in blocks:
+                b.taken = False
+        self.answer.release()
+        self.reasoning.release()
         if held:
             self.answer.out.append(held)
         out = self._text()
@@ -279,9 +348,16 @@ class CallRecovery(ReplyFilter):
             out.append(_make(ASSISTANT, "", None, None, None, None, 0))
             self.shown = True
         first = 1 if self.shown else 0
+        made = len(calls)
+        if made > self.max_calls + 1:
+            logger.warning("%s wrote %d tool calls in one reply: the %d past the first %d were not read", self.model,
+                           made, made - self.max_calls - 1, self.max_calls + 1)  # fmt: skip
+            calls = calls[: self.max_calls + 1]
         for k, (name, args) in enumerate(calls):
-            fid = f"call_{uuid.uuid4().hex[:24]}"
-            out.append(_make(ASSISTANT, "", None, FunctionCall(name, args), None, {"function_id": fid}, first + k))
+            extra: dict[str, Any] = {"function_id": f"call_{uuid.uuid4().hex[:24]}"}
+            if k == self.max_calls:
+                extra["calls_made"] = made  # the run answers it: too many calls, this many made
+            out.append(_make(ASSISTANT, "", None, FunctionCall(name, args), None, extra, first + k))
         for shape in shapes:
             _log_once(self.model, shape)
         return out
@@ -335,18 +411,29 @@ def _log_once(model: str, shape: str) -> None:
     )
 
 
-def recover_calls(
-    stream: Iterator[list[Fragment]], functions: list[dict[str, Any]], model: str
-) -> Iterator[list[Fragment]]:
-    """`stream`, a native reply to a request offering `functions`, with calls left in its text recovered."""
-    return CallRecovery(functions, model).run(stream)
+# Hosts of APIs that parse their models' tool calls themselves: nothing is recovered from their replies by default.
+HOSTED_APIS = (
+    "api.openai.com", "openai.azure.com", "aliyuncs.com", "api.anthropic.com", "googleapis.com", "api.mistral.ai",
+    "api.groq.com", "api.together.xyz", "api.fireworks.ai", "api.deepseek.com", "openrouter.ai", "api.x.ai",
+    "api.perplexity.ai", "api.cohere.com", "inference.ai.azure.com", "bigmodel.cn", "moonshot.cn", "api.moonshot.ai",
+)  # fmt: skip
 
 
-def arecover_calls(
-    stream: AsyncIterator[list[Fragment]], functions: list[dict[str, Any]], model: str
-) -> AsyncIterator[list[Fragment]]:
-    """`recover_calls` for asyncio."""
-    return CallRecovery(functions, model).arun(stream)
+def recovers_calls(backend: object, request: ModelRequest) -> bool:
+    """Whether calls left in the text of the reply to `request` are recovered: `generate_cfg['recover_calls']` if it
+    is set; else only from a self-hosted OpenAI-compatible server (its `base_url` names a host that is none of
+    `HOSTED_APIS`), where a missing or wrong tool-call parser is what leaves calls in the text. Never when the
+    request offers no tools or `function_choice` is 'none'."""
+    settings = request.settings
+    if not request.functions or settings.function_choice == "none":
+        return False
+    if settings.recover_calls is not None:
+        return bool(settings.recover_calls)
+    server = getattr(backend, "base_url", None)  # an OpenAI-compatible backend's server (None: api.openai.com)
+    if not isinstance(server, str) or not server:
+        return False
+    host = urlsplit(server).hostname or ""
+    return not any(host == h or host.endswith("." + h) for h in HOSTED_APIS)
 
 
-__all__ = ["CallRecovery", "arecover_calls", "recover_calls"]
+__all__ = ["HOSTED_APIS", "CallRecovery", "recovers_calls"]

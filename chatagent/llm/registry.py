@@ -29,6 +29,13 @@ UNSUPPORTED_MODEL_TYPES = {
     "openvino": "OpenVINO in-process",
 }
 DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
+# `model_server` names that are not URLs: name -> the model_type it means
+SERVER_NAMES = {
+    "openai": "oai", "dashscope": "dashscope", "local": "local", "anthropic": "anthropic", "gemini": "gemini",
+    "vertex": "gemini", "bedrock": "bedrock",
+}  # fmt: skip
+# model_type -> the `api`s it speaks ("module:Class" of each but the default)
+APIS = {"oai": {"chat": None, "responses": "chatagent.llm.openai.responses:OpenAIResponsesModel"}}
 
 
 def _llm_class(model_type: str) -> type[BaseChatModel]:
@@ -93,17 +100,33 @@ def get_chat_model(
         cfg["model_server"] = DASHSCOPE_COMPATIBLE_URL  # DashScope's OpenAI-compatible mode, as Qwen-Agent reads it
     if model_type is None and cfg.get("azure_endpoint"):
         model_type = "azure"
+    server = str(cfg.get("model_server") or "").strip()
+    named = SERVER_NAMES.get(server.lower()) if server else None
+    if server and named is None and not server.startswith(("http://", "https://")):
+        raise ValueError(
+            f"model_server {server!r} is neither a URL (http:// or https://) nor a known server: "
+            f"{', '.join(sorted(SERVER_NAMES))}"
+        )
     if model_type is None:
-        server = str(cfg.get("model_server") or "").strip()
-        if server.lower() == "dashscope":
-            model_type = "dashscope"
-        elif server.lower() == "local" or str(cfg.get("model", "")).endswith(".gguf"):
+        if named is not None:
+            model_type = named
+        elif str(cfg.get("model", "")).endswith(".gguf"):
             model_type = "local"
-        elif server.startswith(("http://", "https://")) or server.lower() == "openai":
-            model_type = "oai"
         elif not server and os.environ.get("DASHSCOPE_API_KEY") and str(cfg.get("model", "")).startswith("qwen"):
             model_type = "dashscope"
         else:
             model_type = "oai"
+    elif named is not None and named != model_type and model_type in SERVER_NAMES.values():
+        raise ValueError(f"model_server {server!r} is a {named!r} server, but model_type is {model_type!r}")
     cfg["model_type"] = model_type
+    api = cfg.get("api")
+    if api is not None:
+        apis = APIS.get(model_type, {})
+        if api not in apis:
+            known = f"one of {', '.join(map(repr, apis))}" if apis else "not a setting of this model_type"
+            raise ValueError(f"api {api!r} for model_type {model_type!r}: {known}")
+        entry = apis[api]
+        if entry is not None:
+            module, _, name = entry.partition(":")
+            return getattr(importlib.import_module(module), name)(cfg)
     return _llm_class(model_type)(cfg)

@@ -1,47 +1,102 @@
 """One model call as the layers between `chat()` and a backend hand it on: what is asked (`ModelRequest`, with the
-`Usage` it is counted in) and what those layers need of the model that answers it (`Backend`).
+`Usage` it is counted in), what those layers need of the model that answers it (`Backend`), and how the reply is
+read (`ReplyPlan`).
 
-`BaseChatModel.chat()` makes the request; `chatagent.llm.routing` decides where it goes, and prompt-based function
-calling (`chatagent.llm.fncall_prompt`) rewrites it. Each takes `(backend, request)` and hands on a new request
-(`request.replace(...)`): nothing is changed in place. A backend itself still receives its arguments one by one
-(`_chat_stream(messages, functions, cfg, usage, *, tool_choice=...)`), so custom backends need not know this type.
+`BaseChatModel.chat()` makes the request; `chatagent.llm.routing` plans where it goes (`plan`), and prompt-based
+function calling (`chatagent.llm.fncall_prompt`) rewrites it. Each takes `(backend, request)` and hands on a new
+request (`request.replace(...)`): nothing is changed in place. The plan is carried out once for both sides:
+`reply()` in the calling thread, `areply()` on an event loop, its reply filters pumped by `ReplyFilter.run` and
+`arun`. A backend itself still receives its arguments one by one (`_chat_stream(messages, functions, cfg, usage, *,
+tool_choice=...)`), so custom backends need not know these types.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from chatagent.errors import ModelServiceError
 from chatagent.llm.settings import Settings
+from chatagent.llm.stream_modes import ReplyFilter, closing_stream
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment
+
+if TYPE_CHECKING:
+    from chatagent.llm.cache import ResponseCache
+
+logger = logging.getLogger("chatagent.llm")
+
+#: The most tokens one call may be reported to use; a server reporting more (or a negative count, or no integer) is
+#: not believed: the call's usage is estimated instead (`reported_tokens`).
+MAX_REPORTED_TOKENS = 10_000_000
+
+
+def reported_tokens(model: str, prompt: Any, completion: Any) -> tuple[int, int] | None:
+    """A model server's report of one call's tokens, if it can be believed: two integers from 0 to
+    `MAX_REPORTED_TOKENS` (a JSON number like 12.0 counts). None (logged) for anything else (negative, absurd, not a
+    number): the caller estimates the usage then, so that a server cannot make costs negative or huge."""
+    counts = (_count(prompt), _count(completion))
+    if counts[0] is None or counts[1] is None:
+        logger.warning("%s reported a usage that cannot be right (prompt %.40r, completion %.40r tokens): estimated "
+                       "instead", model, prompt, completion)  # fmt: skip
+        return None
+    return counts[0], counts[1]
+
+
+def _count(value: Any) -> int | None:
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_REPORTED_TOKENS:
+        return None
+    return value
 
 
 @dataclass
 class Usage:
     """Tokens used, summed over every model call it was passed to; `cost` (US dollars) sums the calls whose
-    model's prices are known (`chatagent.llm.prices`), None while none was."""
+    model's prices are known (`chatagent.llm.prices`), None while none was.
+
+    `prompt_tokens` counts every input token, those a provider's prompt cache served (`cache_read_tokens`) and
+    wrote (`cache_write_tokens`) included: both are parts of it, priced at the cache's rates."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
     cost: float | None = None
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def add(self, prompt_tokens: int = 0, completion_tokens: int = 0, cost: float | None = None) -> None:
+    def add(
+        self,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        cost: float | None = None,
+        *,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> None:
         self.prompt_tokens += prompt_tokens or 0
         self.completion_tokens += completion_tokens or 0
+        self.cache_read_tokens += cache_read_tokens or 0
+        self.cache_write_tokens += cache_write_tokens or 0
         if cost is not None:
             self.cost = (self.cost or 0.0) + cost
 
     def merge(self, other: Usage) -> None:
         """Add what `other` counted (its calls too)."""
-        self.add(other.prompt_tokens, other.completion_tokens, other.cost)
+        self.add(
+            other.prompt_tokens, other.completion_tokens, other.cost,
+            cache_read_tokens=other.cache_read_tokens, cache_write_tokens=other.cache_write_tokens,
+        )  # fmt: skip
         self.calls += other.calls
 
 
@@ -77,4 +132,80 @@ class Backend(Protocol):
     def abackend_reply(self, request: ModelRequest) -> AsyncIterator[list[Fragment]]: ...
 
 
-__all__ = ["Backend", "ModelRequest", "Usage"]
+class ReplyPlan(ReplyFilter):
+    """How one model call is answered (`chatagent.llm.routing.plan` makes it): `request` is what `backend` is asked;
+    its reply is read through `filters` in turn (the plan is itself the filter that chains them); `fallback`, given
+    the error of a server that turned the request down, returns the plan to answer by instead, or raises the error;
+    `cache` holds the response cache, the key, and the plan that answers when the cache does not."""
+
+    __slots__ = ("backend", "request", "filters", "fallback", "cache")
+
+    def __init__(
+        self, backend: Backend, request: ModelRequest, filters: Sequence[ReplyFilter] = (),
+        fallback: Callable[[ModelServiceError], ReplyPlan] | None = None,
+        cache: tuple[ResponseCache, str, Callable[[], ReplyPlan]] | None = None,
+    ) -> None:  # fmt: skip
+        self.backend, self.request, self.filters, self.fallback, self.cache = backend, request, filters, fallback, cache
+
+    def push(self, fragments: list[Fragment]) -> list[Fragment]:
+        for f in self.filters:
+            fragments = f.push(fragments)
+            if not fragments:
+                break
+        return fragments
+
+    def end(self) -> list[Fragment]:
+        out: list[Fragment] = []
+        for f in self.filters:  # what one filter still held goes through those after it
+            out = (f.push(out) if out else out) + f.end()
+        return out
+
+    def reply(self) -> Iterator[list[Fragment]]:
+        """The reply's fragments, read in this thread."""
+        if self.cache is not None:
+            from chatagent.llm.cache import recording, replay  # sqlite: with a response cache only
+
+            store, key, answer = self.cache
+            stored = store.get(key)
+            return replay(stored) if stored is not None else recording(store, key, answer().reply())
+        if self.fallback is not None:
+            return self._falling_back()
+        stream = self.backend.backend_reply(self.request)
+        return self.run(stream) if self.filters else stream  # (returned, not wrapped: one layer less per chunk)
+
+    def areply(self) -> AsyncIterator[list[Fragment]]:
+        """`reply` for asyncio (a cache read and written in worker threads)."""
+        if self.cache is not None:
+            from chatagent.llm.cache import arecording  # sqlite: with a response cache only
+
+            store, key, answer = self.cache
+            return arecording(store, key, lambda: answer().areply())
+        if self.fallback is not None:
+            return self._afalling_back()
+        stream = self.backend.abackend_reply(self.request)
+        return self.arun(stream) if self.filters else stream
+
+    def _falling_back(self) -> Iterator[list[Fragment]]:
+        assert self.fallback is not None
+        try:
+            yield from self.run(self.backend.backend_reply(self.request))
+            return
+        except ModelServiceError as e:
+            instead = self.fallback(e)
+        yield from instead.reply()
+
+    async def _afalling_back(self) -> AsyncIterator[list[Fragment]]:
+        assert self.fallback is not None
+        try:
+            async with closing_stream(self.arun(self.backend.abackend_reply(self.request))) as parts:
+                async for fragments in parts:
+                    yield fragments
+            return
+        except ModelServiceError as e:
+            instead = self.fallback(e)
+        async with closing_stream(instead.areply()) as parts:
+            async for fragments in parts:
+                yield fragments
+
+
+__all__ = ["MAX_REPORTED_TOKENS", "Backend", "ModelRequest", "ReplyPlan", "Usage", "reported_tokens"]

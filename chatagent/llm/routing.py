@@ -1,75 +1,60 @@
 """Where one model call goes: the response cache, prompt-based function calling (`chatagent.llm.fncall_prompt`),
 or the backend's own reply (`Backend.backend_reply`), with calls a server left in the text recovered
-(`chatagent.llm.recovered_calls`) and `<think>` text parsed out when asked."""
+(`chatagent.llm.recovered_calls`) and `<think>` text parsed out when asked. `plan(backend, request)` says so as a
+`ReplyPlan` (the request the backend gets, the reply filters its answer goes through, what to fall back to), which
+`reply()` carries out in the calling thread and `areply()` on an event loop."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Sequence
 
+from chatagent.errors import ModelServiceError
 from chatagent.llm import fncall_prompt
 from chatagent.llm.prices import PricedUsage, checked_price, price_of
-from chatagent.llm.recovered_calls import arecover_calls, recover_calls
-from chatagent.llm.request import Backend, ModelRequest
+from chatagent.llm.recovered_calls import CallRecovery, recovers_calls
+from chatagent.llm.request import Backend, ModelRequest, ReplyPlan
+from chatagent.llm.stream_modes import ReplyFilter
 from chatagent.schema import FUNCTION, Message
-from chatagent.schema.fragment import Fragment
 
 
-def call_model(backend: Backend, request: ModelRequest) -> Iterator[list[Fragment]]:
-    """The fragments of the reply to `request`: from the response cache when its settings ask for one, else the
-    backend's."""
+def plan(backend: Backend, request: ModelRequest) -> ReplyPlan:
+    """How `request` is answered: from the response cache when its settings ask for one, else by the backend."""
     settings = request.settings
     if settings.cache or settings.cache_dir:
-        from chatagent.llm.cache import lookup, recording, replay  # sqlite: with a response cache only
+        from chatagent.llm.cache import lookup  # sqlite: with a response cache only
 
         store, key = lookup(backend, request.messages, request.functions, request.cfg, settings)
-        if store is not None:
-            stored = store.get(key)
-            if stored is not None:
-                return replay(stored)
-            return recording(store, key, _model_call(backend, request))
-    return _model_call(backend, request)
+        if store is not None:  # the call is routed (and counted) only when the cache does not answer
+            return ReplyPlan(backend, request, cache=(store, key, lambda: _routed(backend, request)))
+    return _routed(backend, request)
 
 
-def _model_call(backend: Backend, request: ModelRequest) -> Iterator[list[Fragment]]:
+def _routed(backend: Backend, request: ModelRequest) -> ReplyPlan:
     prompted, request = _route(backend, request)
     if prompted:
-        return fncall_prompt.chat(backend, request)
-    native = backend.backend_reply(request)
-    if request.functions:  # a server that rejects tools: answered through the prompt
-        native = fncall_prompt.falling_back(backend, native, request)
-        if request.settings.function_choice != "none":
-            native = recover_calls(native, request.functions, backend.model)
+        return _prompted(backend, request, ())
+    filters: list[ReplyFilter] = []
+    if recovers_calls(backend, request):  # calls a self-hosted server left in the text
+        filters.append(
+            CallRecovery(request.functions or [], backend.model, request.messages, request.settings.max_calls_per_reply)
+        )
     if request.settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
-        native = fncall_prompt.StreamParser(parse_calls=False).run(native)
-    return native
+        filters.append(fncall_prompt.StreamParser(parse_calls=False))
+    if not request.functions:
+        return ReplyPlan(backend, request, filters)
+
+    def instead(e: ModelServiceError) -> ReplyPlan:  # a server that rejects tools: answered through the prompt
+        fncall_prompt.give_up_native_tools(backend, e)
+        return _prompted(backend, request, filters)
+
+    return ReplyPlan(backend, request, filters, instead)
 
 
-def acall_model(backend: Backend, request: ModelRequest) -> AsyncIterator[list[Fragment]]:
-    """`call_model` for asyncio."""
-    settings = request.settings
-    if settings.cache or settings.cache_dir:
-        from chatagent.llm.cache import arecording, lookup  # sqlite: with a response cache only
-
-        store, key = lookup(backend, request.messages, request.functions, request.cfg, settings)
-        if store is not None:
-            return arecording(store, key, lambda: _amodel_call(backend, request))
-    return _amodel_call(backend, request)
-
-
-def _amodel_call(backend: Backend, request: ModelRequest) -> AsyncIterator[list[Fragment]]:
-    """`_model_call` for asyncio: the fragments, as an async iterator (returned, not wrapped: one layer less per
-    chunk)."""
-    prompted, request = _route(backend, request)
-    if prompted:
-        return fncall_prompt.achat(backend, request)
-    native = backend.abackend_reply(request)
-    if request.functions:  # a server that rejects tools: answered through the prompt
-        native = fncall_prompt.afalling_back(backend, native, request)
-        if request.settings.function_choice != "none":
-            native = arecover_calls(native, request.functions, backend.model)
-    if request.settings.thought_in_content:  # <think>...</think> in the text becomes reasoning_content
-        return fncall_prompt.StreamParser(parse_calls=False).arun(native)
-    return native
+def _prompted(backend: Backend, request: ModelRequest, then: Sequence[ReplyFilter]) -> ReplyPlan:
+    """`request` answered through the prompt: the backend asked without functions, its text parsed for calls, then
+    read through `then`."""
+    prompted, parser = fncall_prompt.prompt_request(request)
+    return ReplyPlan(backend, prompted, [parser, *then])
 
 
 def _route(backend: Backend, request: ModelRequest) -> tuple[bool, ModelRequest]:
@@ -91,3 +76,6 @@ def _route(backend: Backend, request: ModelRequest) -> tuple[bool, ModelRequest]
 
 def _has_calls(msgs: list[Message]) -> bool:
     return any(m.role == FUNCTION or m.function_call is not None for m in msgs)
+
+
+__all__ = ["plan"]

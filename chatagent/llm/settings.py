@@ -34,6 +34,8 @@ FRAMEWORK_KEYS = frozenset(
         "cache_dir",
         "max_rpm",
         "price",
+        "recover_calls",
+        "max_calls_per_reply",
     }
 )
 # Qwen-Agent keys that have no effect here: taken out of the request, never sent (a strict server rejects them)
@@ -88,6 +90,8 @@ class Settings:
     cache_dir: Any = None  # Qwen-Agent's name for `cache` with a directory
     max_rpm: float | None = None  # requests a minute to this model, across the process (chatagent.llm.pacing)
     price: Any = None  # {'input': usd, 'output': usd} per million tokens, over the table (chatagent.llm.prices)
+    recover_calls: bool | None = None  # calls left in the text taken as calls (None: see llm.recovered_calls)
+    max_calls_per_reply: int = 32  # calls recovered from one reply: this many, and one past it saying how many
 
     def tool_choice(self) -> ToolChoice:
         """`function_choice` and `parallel_function_calls` as the backend receives them."""
@@ -109,7 +113,7 @@ def split_generate_cfg(cfg: dict[str, Any]) -> tuple[Settings, dict[str, Any]]:
     """Framework settings and the keys to pass through to the backend."""
     ours = {k: v for k, v in cfg.items() if k in FRAMEWORK_KEYS and v is not None}
     rest = {k: v for k, v in cfg.items() if k not in FRAMEWORK_KEYS and k not in IGNORED_KEYS}
-    for key in ("use_raw_api", "thought_in_content"):  # Qwen-Agent's docs write them as strings too
+    for key in ("use_raw_api", "thought_in_content", "recover_calls"):  # Qwen-Agent's docs write them as strings too
         value = ours.get(key)
         if isinstance(value, str):
             ours[key] = value.strip().lower() in ("true", "1", "yes")
@@ -152,6 +156,7 @@ _NUMERIC_SETTINGS: dict[str, tuple[bool, float, bool]] = {
     "request_timeout": (False, 0, False),
     "deadline": (False, 0, False),
     "max_rpm": (False, 0, False),
+    "max_calls_per_reply": (True, 0, False),
 }
 
 
@@ -185,6 +190,14 @@ def _stop_words(value: Any) -> bool:
     )
 
 
+#: the efforts `reasoning_effort` takes (besides 'none' and a budget in tokens), across providers
+REASONING_EFFORTS = ("minimal", "low", "medium", "high")
+
+
+def _effort(value: Any) -> bool:
+    return value in (*REASONING_EFFORTS, "none") if isinstance(value, str) else _is_int(value) and value >= 0
+
+
 # request keys every backend sends as they are, and what the servers take: key -> (check, what it must be)
 _REQUEST_VALUES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "temperature": (_at_least_zero, "a number >= 0"),
@@ -192,6 +205,7 @@ _REQUEST_VALUES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "top_k": (_is_int, "an integer"),
     "max_tokens": (_positive_int, "an integer > 0"),
     "seed": (_is_int, "an integer"),
+    "reasoning_effort": (_effort, "'minimal', 'low', 'medium', 'high', 'none' or a token budget (an int >= 0)"),
     "presence_penalty": (_is_number, "a number"),
     "frequency_penalty": (_is_number, "a number"),
     "repetition_penalty": (_positive, "a number > 0"),

@@ -3,15 +3,28 @@
 Before the run, the records that best answer the latest user message are put at the start of that message,
 labelled as memories from earlier conversations, each with its date, within a token budget (the best first,
 as many as fit; the records of this very conversation are left out: the model has them). After the run, that
-message and the final answer are stored (the answer as less important: what the user says about themselves
-matters most), cited by the conversation's session id and their place in it.
+message is stored, cited by the conversation's session id and its place in it, and the final answer too when the
+memory keeps answers and the answer says something (`chatagent.memories.boilerplate`; as less important: what
+the user says about themselves matters most); with a model of its own the memory stores the facts it draws from
+both instead.
+
+A memory that fails (its store went away, its embedding service does not answer) costs the memories, not the
+turn: the answer comes without them, or is not stored, with a warning in the log and a `progress` event whose
+`error` says why and `data['memory']` what was lost ('recall' or 'store'), as for a file that cannot be read.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from chatagent.errors import EmbedderError
+from chatagent.memories.boilerplate import is_boilerplate
+from chatagent.memories.store import MemoryStoreError
+from chatagent.rag.progress import Progress
+from chatagent.run.context import current_run
+from chatagent.run.events import PROGRESS, Event, emit
 from chatagent.schema import ASSISTANT, USER, ContentItem, Message
 
 if TYPE_CHECKING:
@@ -19,6 +32,14 @@ if TYPE_CHECKING:
     from chatagent.memories.records import MemoryMatch
 
 __all__ = ["MEMORY_PROMPTS", "memory_block", "store_turn", "with_memories"]
+
+logger = logging.getLogger("chatagent.memories")
+
+MEMORY_FAILURES = (MemoryStoreError, EmbedderError)  # the world's failures a turn goes on without
+LOST = {
+    "recall": "answering without memories: the long-term memory could not be read",
+    "store": "this turn is not stored in long-term memory: it could not be written",
+}
 
 RECALL_K = 8
 ANSWER_IMPORTANCE = 0.3  # of an assistant's answer stored as a memory (a user's message: 0.5)
@@ -50,14 +71,22 @@ def with_memories(
     max_tokens: int,
     count: Callable[[str], int],
     session: str | None = None,
+    agent: str | None = None,
+    query: str | None = None,
 ) -> tuple[list[Message], str]:
-    """`messages` whose latest user message starts with its memories, and that block ('' when none). Records
-    of `session` (this conversation, already in `messages`) are left out."""
+    """`messages` whose latest user message starts with its memories, and that block ('' when none, or when the
+    memory failed: see the module docstring; `agent` names who tells). The memories are those of `query`, by
+    default that message's text (a caller that put excerpts before the question gives the question: its vector
+    is then the one retrieval made). Records of `session` (this conversation, already in `messages`) are left out."""
     last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == USER), None)
     if last is None or max_tokens <= 0:
         return messages, ""
-    query = messages[last].text.strip()
-    found = memory.recall(query, k=2 * RECALL_K) if query else []
+    query = (messages[last].text if query is None else query).strip()
+    try:
+        found = memory.recall(query, k=2 * RECALL_K) if query else []
+    except MEMORY_FAILURES as e:
+        _lost("recall", e, agent)
+        return messages, ""
     found = [m for m in found if session is None or m.record.source.get("session") != session][:RECALL_K]
     block = memory_block(found, lang, max_tokens, count)
     if not block:
@@ -72,9 +101,34 @@ def with_memories(
 
 
 def store_turn(
+    memory: LongTermMemory,
+    conversation: list[Message],
+    response: list[Message],
+    session: str | None,
+    agent: str | None = None,
+) -> int:
+    """Store the latest user message of `conversation` (and the final answer of `response`: see the module
+    docstring); how many records (0 when the memory failed)."""
+    try:
+        return _store_turn(memory, conversation, response, session)
+    except MEMORY_FAILURES as e:
+        _lost("store", e, agent)
+        return 0
+
+
+def _lost(what: str, error: Exception, agent: str | None) -> None:
+    """Say in the log and to the run's callbacks that the memory failed and what the turn goes on without."""
+    logger.warning("%s (%s: %s)", LOST[what], type(error).__name__, error)
+    callbacks = current_run().callbacks
+    if callbacks:
+        text = LOST[what][0].upper() + LOST[what][1:]
+        data = {"progress": Progress("failed", "long-term memory", 0, 0), "text": text, "memory": what}
+        emit(callbacks, Event(PROGRESS, agent, error=f"{type(error).__name__}: {error}", data=data))
+
+
+def _store_turn(
     memory: LongTermMemory, conversation: list[Message], response: list[Message], session: str | None
 ) -> int:
-    """Store the latest user message of `conversation` and the final answer of `response`; how many records."""
     last = next((i for i in range(len(conversation) - 1, -1, -1) if conversation[i].role == USER), None)
     if last is None:
         return 0
@@ -87,6 +141,8 @@ def store_turn(
     if memory.llm is not None and (answer is None or where == last + 1):  # the model sees question and answer
         return len(memory.ingest(turn, session_id=session, first_index=last))
     records = memory.ingest(turn[:1], session_id=session, first_index=last)
-    if answer is not None:
-        records += memory.ingest([answer], session_id=session, first_index=where, importance=ANSWER_IMPORTANCE)
+    if answer is not None and memory.keep_answers and not is_boilerplate(answer.text, conversation[last].text):
+        records = records + memory.ingest(
+            [answer], session_id=session, first_index=where, importance=ANSWER_IMPORTANCE, keep_answers=True
+        )
     return len(records)

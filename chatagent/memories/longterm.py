@@ -9,7 +9,8 @@
     mem.forget(hits[0].record.id)
 
 Records are stored at once and found by their keywords at once; their vectors are computed on the low-priority
-embedding thread and join the search when ready (`wait_for_vectors()` waits). Recall scores meaning, recency and
+embedding thread and join the search when ready. Records still waiting for a vector (the process ended first) are
+completed by the next recall or by any later process (`chatagent.memories.vectors`; `wait_for_vectors()` waits). Recall scores meaning, recency and
 importance (`chatagent.memories.recall`). Each user's records are apart: a LongTermMemory reads and changes only
 its `user`'s (`for_user()` gives the same store for another user, as the web UI does for the signed-in user).
 """
@@ -18,20 +19,19 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from chatagent.memories.boilerplate import is_boilerplate
 from chatagent.memories.extraction import ask_for_facts
+from chatagent.memories.indexes import forget_saved, user_index
 from chatagent.memories.recall import RecallWeights, UserIndex
 from chatagent.memories.records import MemoryMatch, MemoryRecord
 from chatagent.memories.store import MemoryStore, open_memory_store
-from chatagent.rag.background import EmbeddingJob
-from chatagent.rag.embedders import Embedder, default_embedder
+from chatagent.memories.vectors import VectorQueue, vector_queue
+from chatagent.rag.embedders import Embedder, default_embedder, query_vector
 from chatagent.schema import ASSISTANT, USER, Message, to_messages
 from chatagent.sessions.store import DEFAULT_USER
 
@@ -44,8 +44,7 @@ logger = logging.getLogger("chatagent.memories")
 
 MAX_TEXT_CHARS = 4000  # of one record: a longer turn is kept by its start
 RELATED = 10  # memories shown to a fact-drawing model
-_indexes: dict[tuple[str, str, str], UserIndex] = {}  # (store, user, embedder) -> the newest index built
-_indexes_lock = threading.Lock()
+BY_IDS = 64  # records waiting for vectors asked of the store by id (more: the store finds them itself)
 
 
 class LongTermMemory:
@@ -60,6 +59,9 @@ class LongTermMemory:
         llm: a chat model (config dict or instance): `ingest` then stores the facts it draws from a conversation,
             updating the memories they contradict or repeat, instead of the raw turns.
         weights: how recall weighs meaning, recency and importance (`RecallWeights`).
+        keep_answers: keep the assistant's answers of a conversation as memories too (those that say something:
+            `chatagent.memories.boilerplate`); by default only what the user said is kept (and, with `llm=`, the
+            facts the model draws from both).
     """
 
     def __init__(
@@ -70,6 +72,7 @@ class LongTermMemory:
         embedder: Embedder | str | None = "default",
         llm: BaseChatModel | dict[str, Any] | None = None,
         weights: RecallWeights | None = None,
+        keep_answers: bool = False,
     ) -> None:
         self.user = _checked_user(user)
         self.store = open_memory_store(store)
@@ -80,7 +83,7 @@ class LongTermMemory:
         self.embedder: Embedder | None = embedder
         self.llm = llm
         self.weights = weights or RecallWeights()
-        self._jobs: list[EmbeddingJob] = []
+        self.keep_answers = bool(keep_answers)
 
     def __repr__(self) -> str:
         return f"LongTermMemory(user={self.user!r}, store={self.store!r})"
@@ -89,7 +92,9 @@ class LongTermMemory:
         """The same memory (store, embedder, model, weights) for another user."""
         if user == self.user:
             return self
-        return LongTermMemory(user, self.store, embedder=self.embedder, llm=self.llm, weights=self.weights)
+        return LongTermMemory(
+            user, self.store, embedder=self.embedder, llm=self.llm, weights=self.weights, keep_answers=self.keep_answers
+        )
 
     # ---- storing -------------------------------------------------------------------------------------------
 
@@ -115,18 +120,26 @@ class LongTermMemory:
         first_index: int = 0,
         importance: float = 0.5,
         at: float | None = None,
+        keep_answers: bool | None = None,
     ) -> list[MemoryRecord]:
-        """Store a conversation's user and assistant turns (message `i` is cited as `first_index + i` of
-        `session_id`; `at`: when it took place, default now); with `llm=`, the facts the model draws from them
-        instead. The records stored or updated."""
+        """Store a conversation's user turns, and its assistant turns that say something when the memory keeps
+        answers (`keep_answers`: this call's choice, default the memory's) (message `i` is cited as
+        `first_index + i` of `session_id`; `at`: when it took place, default now); with `llm=`, the facts the
+        model draws from them instead. The records stored or updated."""
         msgs = to_messages(list(messages))
         if self.llm is not None:
             facts = self._facts(msgs, session_id, scope, first_index)
             if facts is not None:
                 return facts
+        answers = self.keep_answers if keep_answers is None else keep_answers
         items = []
+        question = ""
         for i, m in enumerate(msgs):
             text = m.text.strip() if m.role in (USER, ASSISTANT) and m.function_call is None else ""
+            if m.role == USER:
+                question = text
+            elif text and (not answers or is_boilerplate(text, question)):
+                continue
             if text:
                 source: dict[str, Any] = {"session": session_id, "message": first_index + i, "role": m.role}
                 items.append((text[:MAX_TEXT_CHARS], scope, importance, source))
@@ -147,11 +160,16 @@ class LongTermMemory:
 
     def forget(self, record_id: str) -> bool:
         """Delete one of this user's records; False if there is none of that id."""
-        return self.store.delete(self.user, [record_id]) > 0
+        deleted = self.store.delete(self.user, [record_id]) > 0
+        if deleted:
+            forget_saved(self.store, self.user)
+        return deleted
 
     def forget_all(self) -> int:
         """Delete every record of this user; how many there were."""
-        return self.store.delete(self.user)
+        count = self.store.delete(self.user)
+        forget_saved(self.store, self.user)
+        return count
 
     # ---- reading -------------------------------------------------------------------------------------------
 
@@ -159,7 +177,19 @@ class LongTermMemory:
         """The `k` records that best answer `query`, best first (see `chatagent.memories.recall`)."""
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
-        return self._index().search(query, k, self.weights, scope)
+        return self._matches(query, k, self.weights, scope)
+
+    def _matches(self, query: str, k: int, weights: RecallWeights, scope: str | None) -> list[MemoryMatch]:
+        index = self._index()
+        if self.embedder is not None and index.waiting:  # the queue of records waiting for vectors
+            ids = index.waiting_ids()
+            waiting = self.store.unembedded(self.user, self.embedder.name, ids if len(ids) <= BY_IDS else None)
+            if self._vectors().catch_up(waiting):
+                index = self._index()
+        vector = query_vector(self.embedder, query) if self.embedder is not None and index.has_vectors else None
+        found = index.search(query, vector, k, weights, scope)
+        records = self.store.get_many(self.user, [rid for rid, _ in found])
+        return [MemoryMatch(records[rid], score) for rid, score in found if rid in records]
 
     def list(self, scope: str | None = None) -> list[MemoryRecord]:
         """This user's records, most recently updated first."""
@@ -169,21 +199,14 @@ class LongTermMemory:
         return self.store.get(self.user, record_id)
 
     def wait_for_vectors(self, timeout: float | None = None) -> bool:
-        """Wait until the records stored through this object have their vectors; False on timeout or failure."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for job in list(self._jobs):
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not job.wait(left) or job.error:
-                return False
-        self._jobs = [j for j in self._jobs if not j.ready.is_set()]
-        return True
+        """Wait until none of this user's records waits for a vector (by this memory's embedder), whichever process
+        stored them; False on timeout or failure. True at once without an embedder."""
+        return self.embedder is None or self._vectors().wait(timeout)
 
     def embed_now(self) -> bool:
-        """Embed the records stored through this object that wait for vectors, on the calling thread (at its
-        priority, not the background thread's); True when all have them."""
-        for job in list(self._jobs):
-            job.run_now()
-        return self.wait_for_vectors(0)
+        """Embed this user's records that wait for vectors on the calling thread (at its priority, not the
+        background thread's); True when all have them."""
+        return self.embedder is None or self._vectors().wait(None, here=True)
 
     # ---- inside ---------------------------------------------------------------------------------------------
 
@@ -223,32 +246,18 @@ class LongTermMemory:
         return records
 
     def _embed(self, records: list[MemoryRecord]) -> None:
-        """Queue the records' vectors on the embedding thread; they are stored when ready."""
-        embedder = self.embedder
-        if embedder is None or not records:
-            return
-        store, user = self.store, self.user
+        """Queue the records' vectors on the embedding thread; they are stored when ready (see
+        `chatagent.memories.vectors`: until then the store keeps them waiting, for any process to complete)."""
+        if self.embedder is not None and records:
+            self._vectors().submit([(r.id, r.text) for r in records])
 
-        def stored(vectors: np.ndarray) -> None:
-            blobs = {r.id: v.astype(np.float16).tobytes() for r, v in zip(records, vectors, strict=True)}
-            store.set_vectors(user, embedder.name, blobs, {r.id: r.text for r in records})
-
-        self._jobs = [j for j in self._jobs if not j.ready.is_set()]
-        self._jobs.append(EmbeddingJob(embedder, [r.text for r in records], on_ready=stored).start())
+    def _vectors(self) -> VectorQueue:
+        assert self.embedder is not None
+        return vector_queue(self.store, self.user, self.embedder)
 
     def _index(self) -> UserIndex:
-        """This user's records as recall searches them: rebuilt only when the store's version moved."""
-        key = (self.store.url, self.user, self.embedder.name if self.embedder is not None else "")
-        version = self.store.version(self.user)
-        with _indexes_lock:
-            found = _indexes.get(key)
-        if found is not None and found.version == version:
-            return found
-        version, rows = self.store.load(self.user)
-        built = UserIndex(version, rows, self.embedder, found.terms if found is not None else None)
-        with _indexes_lock:
-            _indexes[key] = built
-        return built
+        """This user's records as recall searches them, up to date with the store (`chatagent.memories.indexes`)."""
+        return user_index(self.store, self.user, self.embedder.name if self.embedder is not None else None)
 
 
 def _checked_user(user: Any) -> str:

@@ -14,6 +14,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,8 @@ import orjson
 from chatagent.memories.records import MemoryRecord
 from chatagent.sessions.errors import SessionStoreError
 from chatagent.sessions.sqlite import parse_sqlite_url
-from chatagent.utils.extras import missing_dependency
 from chatagent.utils.keys import redact
+from chatagent.utils.sql import connect_postgres, connect_sqlite, private_sqlite_file
 from chatagent.utils.workspace import workspace_root
 
 __all__ = ["MemoryStore", "MemoryStoreError", "default_memory_url", "open_memory_store"]
@@ -39,11 +40,16 @@ _SCHEMA = [
     " updated {real} NOT NULL, model TEXT, vector {blob})",
     "CREATE INDEX IF NOT EXISTS chatagent_memories_by_user ON chatagent_memories (user_id, updated)",
     "CREATE TABLE IF NOT EXISTS chatagent_memory_versions (user_id TEXT PRIMARY KEY, version {int} NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS chatagent_memory_forgotten (user_id TEXT NOT NULL, id TEXT NOT NULL, seq {int} NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS chatagent_memory_forgotten_by_seq ON chatagent_memory_forgotten (user_id, seq)",
+    "CREATE TABLE IF NOT EXISTS chatagent_memory_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
 ]
+_SEQ_INDEX = "CREATE INDEX IF NOT EXISTS chatagent_memories_by_seq ON chatagent_memories (user_id, seq)"
 _BUMP = (
     "INSERT INTO chatagent_memory_versions (user_id, version) VALUES (?, 1) "
-    "ON CONFLICT (user_id) DO UPDATE SET version = chatagent_memory_versions.version + 1"
+    "ON CONFLICT (user_id) DO UPDATE SET version = chatagent_memory_versions.version + 1 RETURNING version"
 )
+_ROW = "id, scope, text, importance, created, updated, model, vector"  # what recall's index takes (recall.Row)
 
 
 def default_memory_url() -> str:
@@ -63,6 +69,7 @@ class MemoryStore:
         if scheme not in ("sqlite", "postgresql", "postgres"):
             raise MemoryStoreError(f"unknown memory store URL {redact(url)!r}: use sqlite:///path.db or postgresql://")
         self.postgres = scheme != "sqlite"
+        self.path: Path | None = None if self.postgres else _sqlite_path(url)  # the SQLite file
         self._lock = threading.Lock()
         self._conn: Any = None
         self._pid = 0
@@ -71,31 +78,44 @@ class MemoryStore:
         with self._transaction() as cur:
             for statement in _SCHEMA:
                 cur.execute(self._sql(statement.format(**types)))
+            self._add_seq(cur, types["int"])
+            cur.execute(self._sql("INSERT INTO chatagent_memory_meta (name, value) VALUES ('epoch', ?) "
+                                  "ON CONFLICT (name) DO NOTHING"), (uuid.uuid4().hex,))  # fmt: skip
+            cur.execute("SELECT value FROM chatagent_memory_meta WHERE name = 'epoch'")
+            self.epoch: str = cur.fetchone()[0]  # this database's identity: a recreated file is another store
+
+    def _add_seq(self, cur: Any, integer: str) -> None:
+        """The `seq` column (stores made before it have none): each record's user version when it last changed."""
+        if self.postgres:
+            cur.execute(f"ALTER TABLE chatagent_memories ADD COLUMN IF NOT EXISTS seq {integer}")
+        else:
+            cur.execute("PRAGMA table_info(chatagent_memories)")
+            if "seq" not in {row[1] for row in cur.fetchall()}:
+                cur.execute(f"ALTER TABLE chatagent_memories ADD COLUMN seq {integer}")
+        cur.execute(_SEQ_INDEX)
 
     def __repr__(self) -> str:
         return f"MemoryStore({redact(self.url)!r})"
 
     # ---- connections ---------------------------------------------------------------------------------------
 
+    @property
+    def _by_id(self) -> str:
+        """`user_id` as a condition beside `id IN (...)`: SQLite would otherwise walk the user's records by an index
+        of user_id rather than look the ids up (`+` keeps its planner off that index)."""
+        return "user_id" if self.postgres else "+user_id"
+
     def _sql(self, sql: str) -> str:
         return sql.replace("?", "%s") if self.postgres else sql
 
     def _connect(self) -> Any:
         if self.postgres:
-            try:
-                import psycopg
-            except ModuleNotFoundError as e:
-                raise missing_dependency(e, "a PostgreSQL memory store") from None
-            try:
-                return psycopg.connect(self.url, connect_timeout=10)
-            except psycopg.Error as e:
-                raise MemoryStoreError(f"cannot connect to PostgreSQL at {redact(self.url)}: {e}") from None
+            return connect_postgres(
+                self.url, needed_for="a PostgreSQL memory store", autocommit=False, error=MemoryStoreError
+            )
         path = _sqlite_path(self.url)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))  # SQLite gives its journal files the same mode
-        conn = sqlite3.connect(path, timeout=10, check_same_thread=False, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        return conn
+        private_sqlite_file(path)
+        return connect_sqlite(path, timeout=10, wal=True)
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Any]:
@@ -151,6 +171,37 @@ class MemoryStore:
             (_record(r), r[8], bytes(r[9]) if r[9] is not None else None) for r in rows
         ]
 
+    def changes(self, user: str, since: int = 0) -> tuple[int, list[tuple[Any, ...]], list[str]]:
+        """`user`'s version, the records changed after version `since` (all with 0), as (id, scope, text,
+        importance, created, updated, model, vector bytes), and the ids deleted after it. Read in this order, so a
+        change made meanwhile may be in the rows already: applying them twice is harmless."""
+        with self._transaction() as cur:
+            cur.execute(self._sql("SELECT version FROM chatagent_memory_versions WHERE user_id = ?"), (user,))
+            row = cur.fetchone()
+            if since > 0:
+                cur.execute(self._sql(f"SELECT {_ROW} FROM chatagent_memories WHERE user_id = ? AND seq > ? "
+                                      "ORDER BY created, id"), (user, since))  # fmt: skip
+            else:
+                cur.execute(self._sql(f"SELECT {_ROW} FROM chatagent_memories WHERE user_id = ? ORDER BY created, id"),
+                            (user,))  # fmt: skip
+            rows = [(*r[:7], bytes(r[7]) if r[7] is not None else None) for r in cur.fetchall()]
+            forgotten: list[str] = []
+            if since > 0:
+                cur.execute(self._sql("SELECT id FROM chatagent_memory_forgotten WHERE user_id = ? AND seq > ?"),
+                            (user, since))  # fmt: skip
+                forgotten = [r[0] for r in cur.fetchall()]
+        return (int(row[0]) if row else 0), rows, forgotten
+
+    def get_many(self, user: str, record_ids: Sequence[str]) -> dict[str, MemoryRecord]:
+        """`user`'s records of these ids (those that exist), by id."""
+        if not record_ids:
+            return {}
+        marks = ",".join("?" * len(record_ids))
+        with self._transaction() as cur:
+            cur.execute(self._sql(f"SELECT {_COLUMNS} FROM chatagent_memories WHERE {self._by_id} = ? AND id IN ({marks})"),
+                        (user, *record_ids))  # fmt: skip
+            return {r[0]: _record(r) for r in cur.fetchall()}
+
     def get(self, user: str, record_id: str) -> MemoryRecord | None:
         with self._transaction() as cur:
             cur.execute(self._sql(f"SELECT {_COLUMNS} FROM chatagent_memories WHERE user_id = ? AND id = ?"),
@@ -168,6 +219,20 @@ class MemoryStore:
             cur.execute(self._sql(sql + " ORDER BY updated DESC, id"), params)
             return [_record(r) for r in cur.fetchall()]
 
+    def unembedded(self, user: str, model: str, ids: Sequence[str] | None = None) -> list[tuple[str, str]]:
+        """(id, text) of `user`'s records (of these `ids`, when given) that have no vector by `model`, oldest first:
+        what waits to be embedded."""
+        sql = "SELECT id, text FROM chatagent_memories WHERE user_id = ? AND (model IS NULL OR model <> ?)"
+        params: tuple[Any, ...] = (user, model)
+        if ids is not None:
+            if not ids:
+                return []
+            sql = sql.replace("user_id = ?", f"{self._by_id} = ?") + f" AND id IN ({','.join('?' * len(ids))})"
+            params = (*params, *ids)
+        with self._transaction() as cur:
+            cur.execute(self._sql(sql + " ORDER BY created, id"), params)
+            return [(r[0], r[1]) for r in cur.fetchall()]
+
     # ---- writing -------------------------------------------------------------------------------------------
 
     def add(
@@ -176,55 +241,60 @@ class MemoryStore:
         """Store new records (with their vectors by `model`, when given)."""
         if not records:
             return
-        rows = [
-            (r.id, r.user, r.scope, r.text, r.importance, orjson.dumps(r.source).decode(), r.created, r.updated,
-             model if vectors is not None else None, vectors[i] if vectors is not None else None)
-            for i, r in enumerate(records)
-        ]  # fmt: skip
         with self._transaction() as cur:
+            seq = {user: self._bump(cur, user) for user in dict.fromkeys(r.user for r in records)}
+            rows = [
+                (r.id, r.user, r.scope, r.text, r.importance, orjson.dumps(r.source).decode(), r.created, r.updated,
+                 model if vectors is not None else None, vectors[i] if vectors is not None else None, seq[r.user])
+                for i, r in enumerate(records)
+            ]  # fmt: skip
             cur.executemany(
-                self._sql(f"INSERT INTO chatagent_memories ({_COLUMNS}) VALUES ({','.join('?' * 10)})"), rows
+                self._sql(f"INSERT INTO chatagent_memories ({_COLUMNS}, seq) VALUES ({','.join('?' * 11)})"), rows
             )
-            for user in {r.user for r in records}:
-                cur.execute(self._sql(_BUMP), (user,))
 
     def update(self, user: str, record_id: str, text: str, importance: float, updated: float) -> bool:
         """Change a record's text and importance (its vector is dropped, to be made again); False if not found."""
         with self._transaction() as cur:
+            seq = self._bump(cur, user)
             cur.execute(
                 self._sql("UPDATE chatagent_memories SET text = ?, importance = ?, updated = ?, model = NULL, "
-                          "vector = NULL WHERE user_id = ? AND id = ?"),
-                (text, importance, updated, user, record_id),
+                          "vector = NULL, seq = ? WHERE user_id = ? AND id = ?"),
+                (text, importance, updated, seq, user, record_id),
             )  # fmt: skip
-            changed = cur.rowcount > 0
-            if changed:
-                cur.execute(self._sql(_BUMP), (user,))
-        return changed
+            return cur.rowcount > 0
 
     def set_vectors(self, user: str, model: str, vectors: dict[str, bytes], texts: dict[str, str]) -> None:
         """Store the vectors of records by id, each only if the record still has the text it was made from."""
-        rows = [(model, v, user, rid, texts[rid]) for rid, v in vectors.items()]
         with self._transaction() as cur:
+            seq = self._bump(cur, user)
             cur.executemany(
-                self._sql("UPDATE chatagent_memories SET model = ?, vector = ? WHERE user_id = ? AND id = ? AND text = ?"),
-                rows,
+                self._sql("UPDATE chatagent_memories SET model = ?, vector = ?, seq = ? "
+                          "WHERE user_id = ? AND id = ? AND text = ?"),
+                [(model, v, seq, user, rid, texts[rid]) for rid, v in vectors.items()],
             )  # fmt: skip
-            cur.execute(self._sql(_BUMP), (user,))
 
     def delete(self, user: str, record_ids: Sequence[str] | None = None) -> int:
-        """Delete `user`'s records of these ids (all of them with None); how many were deleted."""
+        """Delete `user`'s records of these ids (all of them with None); how many were deleted. Their ids are kept
+        (`changes` tells an index to forget them), not their texts."""
         with self._transaction() as cur:
+            seq = self._bump(cur, user)
+            forgotten = "INSERT INTO chatagent_memory_forgotten (user_id, id, seq) SELECT user_id, id, ? "
             if record_ids is None:
+                cur.execute(self._sql(forgotten + "FROM chatagent_memories WHERE user_id = ?"), (seq, user))
                 cur.execute(self._sql("DELETE FROM chatagent_memories WHERE user_id = ?"), (user,))
-                count = cur.rowcount
-            else:
-                count = 0
-                for rid in record_ids:
-                    cur.execute(self._sql("DELETE FROM chatagent_memories WHERE user_id = ? AND id = ?"), (user, rid))
-                    count += cur.rowcount
-            if count:
-                cur.execute(self._sql(_BUMP), (user,))
-        return count
+                return cur.rowcount
+            count = 0
+            for rid in record_ids:
+                cur.execute(self._sql(forgotten + "FROM chatagent_memories WHERE user_id = ? AND id = ?"),
+                            (seq, user, rid))  # fmt: skip
+                cur.execute(self._sql("DELETE FROM chatagent_memories WHERE user_id = ? AND id = ?"), (user, rid))
+                count += cur.rowcount
+            return count
+
+    def _bump(self, cur: Any, user: str) -> int:
+        """Count a change of `user`'s records (in the transaction of `cur`); the user's new version."""
+        cur.execute(self._sql(_BUMP), (user,))
+        return int(cur.fetchone()[0])
 
 
 def _record(row: Sequence[Any]) -> MemoryRecord:

@@ -20,9 +20,11 @@ of the model instance that `run_nonstream` returns). It is a plugin (`Structured
 the partial object is a map over the model's stream (`ModelCall.maps`), so whatever holds the stream back (an
 output check) holds it back too.
 
-The prompt alone works with any model. `json_mode='json_object'` or `'json_schema'` also asks the
-server for its JSON mode (OpenAI-style `response_format` in the request); use it only with servers
-that accept it.
+The prompt alone works with any model. A backend that can make its server enforce the schema (the native
+Anthropic, Gemini, Bedrock and Responses API backends: `native_structured_output`) gets it as a `json_schema`
+`response_format` too, and marks the answer; `extra['response_format']['path']` says which path ran ('native' or
+'prompt'). `json_mode='json_object'` or `'json_schema'` asks any server for its JSON mode (OpenAI-style
+`response_format` in the request); use it only with servers that accept it.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ INSTRUCTION = (
 RETRY = "Your answer could not be used: {error}. Reply again with only the corrected JSON object."
 STRUCTURED = "response_format"  # the key of the last message's extra that says whether the answer validated
 PARSED = "parsed"  # the key of the object parsed so far (and at the end, the validated one)
+NATIVE = "structured_output"  # a backend's mark on an answer whose server enforced the schema: 'native'
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "array": (list,),
     "object": (dict,), "null": (type(None),),
@@ -118,6 +121,9 @@ class StructuredOutput(Plugin):
     def before_model(self, agent: Any, call: Any) -> None:
         if self.server_format is not None:
             call.cfg = {**call.cfg, "response_format": self.server_format}
+        elif getattr(call.llm, "native_structured_output", False) and "response_format" not in call.cfg:
+            native = _server_format("json_schema", self.format_name, self.schema, strict=True)
+            call.cfg = {**call.cfg, "response_format": native}
         if not call.hide:
             call.maps.append(PartialObject(self.schema))
 
@@ -126,6 +132,8 @@ class StructuredOutput(Plugin):
         answers = [m for m in response if m.role == ASSISTANT and m.function_call is None and content_text(m.content)]
         text = content_text(answers[-1].content) if answers else ""
         mark: dict[str, Any] = {"name": self.format_name, "attempts": run.attempt + 1}
+        # which path ran: the server enforced the schema (a backend marks its answer so), or the prompt asked for it
+        mark["path"] = "native" if answers and (answers[-1].extra or {}).get(NATIVE) == "native" else "prompt"
         try:
             run.output = parse_structured(text, self.response_format)
         except ToolArgumentError as e:
@@ -232,12 +240,15 @@ def run_structured(
     )
 
 
-def _server_format(json_mode: str, name: str, schema: dict[str, Any]) -> dict[str, Any]:
+def _server_format(json_mode: str, name: str, schema: dict[str, Any], strict: bool = False) -> dict[str, Any]:
     if json_mode == "json_object":
         return {"type": "json_object"}
     if json_mode == "json_schema":
         safe = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:64] or "response"
-        return {"type": "json_schema", "json_schema": {"name": safe, "schema": schema}}
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": safe, "schema": schema, **({"strict": True} if strict else {})},
+        }
     raise ValueError(f"json_mode must be 'json_object', 'json_schema' or None, got {json_mode!r}")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -23,6 +23,7 @@ from chatagent.utils.lang import CJK_CHARS
 from chatagent.utils.workspace import workspace_dir
 
 _CJK = CJK_CHARS  # kana, CJK ideographs, hangul
+_CJK_START = re.compile(f"[{CJK_CHARS}]")
 _IS_CJK = re.compile(f"[{_CJK}]")
 # A run of CJK characters, or a word or number (with an English clitic: don't, O'Neil).
 _TOKENS = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:['’][^\W\d_{_CJK}]+)?")
@@ -99,15 +100,16 @@ MIN_SPLIT_LETTERS = 2 * MIN_PART_LETTERS + 1  # a shorter word is not split
 def query_terms(text: str, known: Container[str]) -> list[str]:
     """`analyze(text)`, then the query's English compounds written the other way, where `known` (the index's
     terms) holds them: two adjacent words joined ("scatter plot", "scatter-plot" -> scatterplot, counted twice as
-    it stands for two words) and a word the index does not hold split into two known words ("scatterplot" ->
+    it stands for two words; the first may be a capital letter, a name: "R script" -> rscript) and a word the index does not hold split into two known words ("scatterplot" ->
     scatter, plot: the most even split, parts of at least MIN_PART_LETTERS letters, no stop word). So a query
     finds a compound however the documents write it.
     """
     terms = analyze(text)
-    words = [t for t in _TOKENS.findall(text.lower()) if t.isalpha() and t.isascii()]
+    tokens = [t for t in _TOKENS.findall(text) if t.isalpha() and t.isascii()]
+    words = [t.lower() for t in tokens]
     extra: list[str] = []
-    for first, second in zip(words, words[1:], strict=False):
-        if len(first) >= 2 and len(second) >= 2:
+    for (first, second), written in zip(zip(words, words[1:], strict=False), tokens, strict=False):
+        if (len(first) >= 2 or written.isupper() and written != "I") and len(second) >= 2:  # R script -> Rscript
             joined = _term(first + second)
             if joined and joined in known:
                 extra += [joined, joined]  # it stands for two words of the query
@@ -165,3 +167,14 @@ def _jieba() -> Any:
             tokenizer.initialize()
             _jieba_tokenizer = tokenizer
         return _jieba_tokenizer
+
+
+def word_units(terms: Iterable[str]) -> set[str]:
+    """Terms as units of coverage: a CJK term becomes its characters, any other stays whole."""
+    out: set[str] = set()
+    for term in terms:
+        if _CJK_START.match(term):
+            out.update(term)
+        else:
+            out.add(term)
+    return out

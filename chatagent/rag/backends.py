@@ -31,7 +31,7 @@ import numpy as np
 from chatagent.rag.analysis import analyze
 from chatagent.rag.embedders import Embedder, default_embedder, query_vector
 from chatagent.rag.fusion import coverage, fuse
-from chatagent.utils.extras import missing_dependency
+from chatagent.utils.sql import connect_postgres
 
 __all__ = ["PostgresBackend", "RetrievalBackend"]
 
@@ -61,15 +61,11 @@ class PostgresBackend:
     """
 
     def __init__(self, url: str, table: str = "chatagent_passages", *, embedder: Embedder | str | None = "default"):
-        try:
-            import psycopg
-        except ModuleNotFoundError as e:
-            raise missing_dependency(e, "the PostgreSQL retrieval backend") from None
         if not _TABLE.fullmatch(table):
             raise ValueError(f"table must be lower-case letters, digits and _, not {table!r}")
         self.table = table
         self.embedder: Embedder | None = default_embedder() if embedder == "default" else embedder  # type: ignore[assignment]
-        self._conn: Any = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        self._conn: Any = connect_postgres(url, needed_for="the PostgreSQL retrieval backend", autocommit=True)
         self._lock = threading.Lock()
         self._vector = self._pgvector_type()  # the schema-qualified type, or None: vectors in real[]
         self.pgvector = self._vector is not None

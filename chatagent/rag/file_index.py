@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from chatagent.rag.chunking import Chunk
+from chatagent.rag.highlight import TermWeights
 from chatagent.rag.parsers import DocumentError, Page
 from chatagent.rag.snippets import ranked_sentences
 from chatagent.utils.tokens import count_tokens, truncate_tokens
@@ -87,7 +88,7 @@ class FileIndex:
                 chosen.append(chunk)
                 used += header + chunk.tokens
             elif room >= 100 or (not chosen and room > 0):  # too big for what is left: its best sentences
-                text = _best_part(chunk.text, query, room, self.index.analyze)
+                text = _best_part(chunk.text, query, room, self.index.analyze, self.index.term_weights(query))
                 if text and not any(text in c.text for c in chosen):  # overlapping chunks share sentences
                     chosen.append(replace(chunk, text=text, tokens=count_tokens(text)))
                     used += header + chosen[-1].tokens
@@ -103,9 +104,12 @@ class FileIndex:
         return Retrieved(chosen, tokens=used)
 
 
-def _best_part(text: str, query: str, budget: int, analyze: Callable[[str], list[str]]) -> str:
-    """The sentences of `text` sharing most terms with `query`, in their order, within `budget` tokens."""
-    pieces, ranked, _ = ranked_sentences(text, query, analyze)
+def _best_part(
+    text: str, query: str, budget: int, analyze: Callable[[str], list[str]], weights: TermWeights | None = None
+) -> str:
+    """The sentences of `text` holding most of `query` (its terms weighted by `weights`), in their order, within
+    `budget` tokens."""
+    pieces, ranked, _ = ranked_sentences(text, query, analyze, weights)
     keep: set[int] = set()
     used = 0
     for i in ranked:

@@ -26,20 +26,20 @@ half (test), which no choice looked at.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 
 import numpy as np
 
-from chatagent.utils.lang import CJK_CHARS
+from chatagent.rag.analysis import word_units
 
-__all__ = ["COVERED", "MATCHED_WEIGHT", "UNMATCHED_WEIGHT", "coverage", "dense_weight", "fuse", "standardised"]
+__all__ = [
+    "COVERED", "MATCHED_WEIGHT", "UNMATCHED_WEIGHT", "coverage", "dense_weight", "fuse", "standardised", "word_units",
+]  # fmt: skip
 
 MATCHED_WEIGHT = 0.3  # the meaning side's weight for a query in the documents' own words
 UNMATCHED_WEIGHT = 0.9  # ... and for one in other words
 COVERED = 0.7  # the coverage halfway between the two
 SLOPE = 20.0
-_CJK = re.compile(f"[{CJK_CHARS}]")
 
 
 def standardised(scores: np.ndarray) -> np.ndarray:
@@ -54,19 +54,8 @@ def coverage(query_terms: Iterable[str], document_terms: Iterable[str]) -> float
     """The share of the query's words among the document's (0 to 1; 0 for a query without words). A word is a
     term, or a character of a Chinese bigram: bigrams that straddle two words would otherwise make every Chinese
     question look unmatched."""
-    wanted = _units(query_terms)
-    return len(wanted & _units(document_terms)) / len(wanted) if wanted else 0.0
-
-
-def _units(terms: Iterable[str]) -> set[str]:
-    """Terms as units of coverage: a CJK term becomes its characters, any other stays whole."""
-    out: set[str] = set()
-    for term in terms:
-        if _CJK.match(term):
-            out.update(term)
-        else:
-            out.add(term)
-    return out
+    wanted = word_units(query_terms)
+    return len(wanted & word_units(document_terms)) / len(wanted) if wanted else 0.0
 
 
 def dense_weight(

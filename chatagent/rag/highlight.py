@@ -7,7 +7,9 @@
 A sentence ends at `.`, `!`, `?` or `;` before a space, at a CJK full stop, or at a line break unless the next
 line starts in lower case (a PDF breaks its lines inside sentences; a heading, a list item or a line of code
 starts a new one). A sentence scores the distinct terms of the query it holds, compounds written either way
-counting (see `chatagent.rag.analysis.query_terms`).
+counting (see `chatagent.rag.analysis.query_terms`), each by its weight when the index's term weights are given
+(`Index.term_weights`: its idf there): in a manual where every page says "model" and "fit", the sentence with
+"binomial" is the one a question about binomial models needs.
 
 `best_passage` picks which of a search's best hits to show first: the one with the best sentence, so that a
 passage whose every sentence holds one word of the question gives way to one where a sentence holds several,
@@ -17,11 +19,13 @@ or defines what a "What is X?" question asks ("A factor is a vector object used 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from chatagent.rag.analysis import analyze, query_terms
 
-__all__ = ["best_passage", "best_sentences", "sentence_scores", "sentence_spans"]
+__all__ = ["TermWeights", "best_passage", "best_sentences", "sentence_scores", "sentence_spans"]
+
+TermWeights = Mapping[str, float]  # a query term -> how much it says (its idf in the index searched)
 
 MAX_SENTENCES = 3
 PASSAGE_CANDIDATES = 3  # of a search's best hits, the passage shown first is one of these
@@ -49,48 +53,60 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
 
 
 def sentence_scores(
-    text: str, query: str, analyzer: Callable[[str], list[str]] = analyze
-) -> tuple[list[tuple[int, int]], list[int]]:
-    """The spans of the sentences of `text`, and how many distinct terms of `query` each holds (compounds written
-    either way counting, with the default analyser)."""
+    text: str, query: str, analyzer: Callable[[str], list[str]] = analyze, weights: TermWeights | None = None
+) -> tuple[list[tuple[int, int]], list[float]]:
+    """The spans of the sentences of `text`, and how much of `query` each holds: the distinct query terms it holds
+    (compounds written either way counting, with the default analyser), each counting its weight in `weights`
+    (the index's `term_weights`: a rare term weighs more than a common one; a term missing there weighs as the
+    heaviest) or 1 without."""
     spans = sentence_spans(text)
     terms = [set(analyzer(text[a:b])) for a, b in spans]
     wanted = set(query_terms(query, set().union(*terms)) if analyzer is analyze else analyzer(query))
-    return spans, [len(wanted & t) for t in terms]
+    if not weights:
+        return spans, [float(len(wanted & t)) for t in terms]
+    heaviest = max(weights.values())
+    return spans, [sum(weights.get(term, heaviest) for term in wanted & t) for t in terms]
 
 
 def best_sentences(
-    text: str, query: str, *, limit: int = MAX_SENTENCES, analyzer: Callable[[str], list[str]] = analyze
+    text: str,
+    query: str,
+    *,
+    limit: int = MAX_SENTENCES,
+    analyzer: Callable[[str], list[str]] = analyze,
+    weights: TermWeights | None = None,
 ) -> list[tuple[int, int]]:
     """The spans of the sentences of `text` that match `query` best, in text order: the best one and those that
-    hold at least half as many of its terms, at most `limit`, the earlier first on a tie ([] when none
-    matches). `analyzer` makes a text's terms (the index's)."""
-    spans, scores = sentence_scores(text, query, analyzer)
-    best = max(scores, default=0)
-    if best == 0:
+    hold at least half as much of it, at most `limit`, the earlier first on a tie ([] when none matches).
+    `analyzer` makes a text's terms (the index's); `weights` as for `sentence_scores`."""
+    spans, scores = sentence_scores(text, query, analyzer, weights)
+    best = max(scores, default=0.0)
+    if best <= 0:
         return []
     ranked = sorted((i for i, s in enumerate(scores) if 2 * s >= best), key=lambda i: (-scores[i], i))[:limit]
     return [spans[i] for i in sorted(ranked)]
 
 
-def best_passage(texts: Sequence[str], query: str) -> int:
+def best_passage(texts: Sequence[str], query: str, weights: TermWeights | None = None) -> int:
     """Which of `texts` (a search's best hits, best first) to show first: among the first PASSAGE_CANDIDATES, the
-    one whose best sentence holds most distinct terms of `query` (a sentence that defines the subject of a
-    "What is X?" question counts as holding them all and one more), the better-ranked on a tie."""
+    one whose best sentence holds most of `query` (`weights` as for `sentence_scores`; a sentence that defines the
+    subject of a "What is X?" question counts as holding all of it and more), the better-ranked on a tie."""
     subject = _definition_subject(query)
-    best, best_score = 0, -1
+    best, best_score = 0, -1.0
     for i, text in enumerate(texts[:PASSAGE_CANDIDATES]):
-        score = _best_sentence_score(text, query, subject)
+        score = _best_sentence_score(text, query, subject, weights)
         if score > best_score:
             best, best_score = i, score
     return best
 
 
-def _best_sentence_score(text: str, query: str, subject: list[str]) -> int:
-    spans, scores = sentence_scores(text, query)
-    score = max(scores, default=0)
+def _best_sentence_score(text: str, query: str, subject: list[str], weights: TermWeights | None) -> float:
+    spans, scores = sentence_scores(text, query, weights=weights)
+    score = max(scores, default=0.0)
     if subject and any(_defines(text[a:b], subject) for a, b in spans):
-        score = max(score, len(set(query_terms(query, set(analyze(text)))))) + 1
+        every = set(query_terms(query, set(analyze(text))))
+        whole = sum(weights.get(t, max(weights.values())) for t in every) if weights else float(len(every))
+        score = max(score, whole) + (max(weights.values()) if weights else 1.0)
     return score
 
 

@@ -198,6 +198,19 @@ class Index:
         """The plain BM25 score of every document for `query` (no link boost), in the order they were added."""
         return self._bm25(query)[0]
 
+    def term_weights(self, query: str) -> dict[str, float]:
+        """Each term searched for `query` with its idf here (Lucene's, whatever `idf`): how much finding it says. A
+        term no document holds weighs as the rarest would (`chatagent.rag.highlight` weighs sentences by these)."""
+        built = self._build()
+        n_docs = len(self._ids)
+        rarest = float(np.log1p((n_docs + 0.5) / 1.5))
+        out: dict[str, float] = {}
+        for term in self.query_terms(query):
+            t = self._vocab.get(term)
+            df = float(built.indptr[t + 1] - built.indptr[t]) if t is not None and t < len(built.indptr) - 1 else 0.0
+            out[term] = float(np.log1p((n_docs - df + 0.5) / (df + 0.5))) if df else rarest
+        return out
+
     def coverage(self, query: str, bm25: np.ndarray) -> float:
         """The share of `query`'s words found in the document `bm25` (plain scores) ranks first, text or title
         (`chatagent.rag.fusion.coverage`): how well the query's own words find something (0 when none do)."""

@@ -3,8 +3,8 @@
     snippet_text(chunk.text, 'How do I flip an image?')     # 'To flip an image, choose Image > Flip. …'
     snippet_source(chunk, query)        # chunk.as_source() with that text: {'file', 'pages', 'text'}
 
-Sentences and their weights are `chatagent.rag.highlight`'s (the number of distinct query terms a sentence holds,
-terms as the index makes them), the earlier first on ties; the chosen sentences come back in the passage's order,
+Sentences and their weights are `chatagent.rag.highlight`'s (the distinct query terms a sentence holds, terms as
+the index makes them, each by its idf in the index when its weights are given), the earlier first on ties; the chosen sentences come back in the passage's order,
 ' … ' where text was skipped; sentences that match nothing are left out. A query that shares no term with the
 passage gets its opening sentences. An excerpt cut to fit (`chatagent.rag.file_index`) keeps them the same way.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from chatagent.rag.analysis import analyze as default_analyze
 from chatagent.rag.chunking import SNIPPET_CHARS
-from chatagent.rag.highlight import sentence_scores
+from chatagent.rag.highlight import TermWeights, sentence_scores
 
 if TYPE_CHECKING:
     from chatagent.rag.chunking import Chunk
@@ -27,19 +27,26 @@ GAP = " … "
 
 
 def ranked_sentences(
-    text: str, query: str, analyze: Callable[[str], list[str]] = default_analyze
-) -> tuple[list[str], list[int], list[int]]:
+    text: str,
+    query: str,
+    analyze: Callable[[str], list[str]] = default_analyze,
+    weights: TermWeights | None = None,
+) -> tuple[list[str], list[int], list[float]]:
     """The sentences of `text`, their positions ranked best first for `query` (ties: earlier first), and how
-    many query terms each holds."""
-    spans, overlap = sentence_scores(text, query, analyze)
+    much of the query each holds (`chatagent.rag.highlight.sentence_scores`, with the index's `weights`)."""
+    spans, overlap = sentence_scores(text, query, analyze, weights)
     return [text[a:b] for a, b in spans], sorted(range(len(spans)), key=lambda i: (-overlap[i], i)), overlap
 
 
 def snippet_text(
-    text: str, query: str, max_chars: int = SNIPPET_CHARS, analyze: Callable[[str], list[str]] = default_analyze
+    text: str,
+    query: str,
+    max_chars: int = SNIPPET_CHARS,
+    analyze: Callable[[str], list[str]] = default_analyze,
+    weights: TermWeights | None = None,
 ) -> str:
     """The best sentences of `text` for `query` within `max_chars`, in their order (see the module docstring)."""
-    pieces, ranked, overlap = ranked_sentences(" ".join(text.split()), query, analyze)
+    pieces, ranked, overlap = ranked_sentences(" ".join(text.split()), query, analyze, weights)
     if not pieces:
         return ""
     if overlap[ranked[0]] > 0:  # only the sentences that match
@@ -62,8 +69,11 @@ def snippet_text(
     return out
 
 
-def snippet_source(chunk: Chunk, query: str, max_chars: int = SNIPPET_CHARS) -> dict[str, Any]:
-    """`chunk.as_source()` whose text is its best sentences for `query`."""
+def snippet_source(
+    chunk: Chunk, query: str, max_chars: int = SNIPPET_CHARS, weights: TermWeights | None = None
+) -> dict[str, Any]:
+    """`chunk.as_source()` whose text is its best sentences for `query` (the query's terms weighted by `weights`,
+    the index's `term_weights`, when given)."""
     source = chunk.as_source(max_chars)
-    source["text"] = snippet_text(chunk.text, query, max_chars)
+    source["text"] = snippet_text(chunk.text, query, max_chars, weights=weights)
     return source

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from chatagent.utils.sql import connect_sqlite, private_sqlite_file
+
 __all__ = ["VectorCache", "text_key"]
 
 logger = logging.getLogger(__name__)
@@ -50,12 +52,8 @@ class VectorCache:
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)  # created readable by its owner only
-        os.close(fd)
-        conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
+        private_sqlite_file(self.path)  # readable by its owner only
+        conn = connect_sqlite(self.path, timeout=30, wal=True, synchronous="NORMAL")
         conn.execute(_SCHEMA)
         self._conn, self._pid = conn, os.getpid()
         return conn

@@ -19,21 +19,22 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.budget import messages_tokens, prompt_tokens
 from chatagent.llm.prepare import untrusted
 from chatagent.llm.registry import get_chat_model
-from chatagent.run.requests import AgentLoop, ModelCall, pass_on, step
+from chatagent.run.requests import AgentLoop, Asking, Fragments, ModelCall, Request, pass_on
+from chatagent.run.stage import Stage, relay
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, Message, content_text, with_system_text
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from chatagent.llm.base import BaseChatModel
     from chatagent.run.context import RunContext
-    from chatagent.run.protocol import Runnable
+    from chatagent.tools.tool import BaseTool
 
 logger = logging.getLogger("chatagent.compaction")
 
@@ -72,23 +73,42 @@ class Compaction:
         mode = SUMMARISE if mode == "summarize" else mode
         if mode not in MODES:
             raise ValueError(f"compaction must be one of {', '.join(MODES)}, got {mode!r}")
-        if not isinstance(cast(object, budget), int) or isinstance(budget, bool) or budget < 32:
+        if type(budget) is not int or budget < 32:  # (a bool is no budget)
             raise ValueError(f"budget must be an integer of at least 32 tokens, got {budget!r}")
         if not 0.1 <= fill <= 0.95:
             raise ValueError(f"fill must be between 0.1 and 0.95, got {fill!r}")
         self.mode, self.budget, self.fill = mode, budget, fill
-        self.llm = llm
+        self.llm: BaseChatModel | dict[str, Any] | None = llm
 
     def __repr__(self) -> str:
         return f"Compaction({self.mode!r}, budget={self.budget})"
 
-    def model(self, agent: Runnable) -> BaseChatModel:
+    def model(self, agent: Compacting) -> BaseChatModel:
         """The model that writes the summaries."""
         if self.llm is None:
             return agent.llm
         if isinstance(self.llm, dict):
-            self.llm = get_chat_model(cast("dict[str, Any]", self.llm))
+            self.llm = get_chat_model(self.llm)
         return self.llm
+
+
+class Compacting(Protocol):
+    """What compaction needs of an agent (a `chatagent.run.protocol.Runnable` has it)."""
+
+    @property
+    def llm(self) -> BaseChatModel: ...
+
+    @property
+    def extra_generate_cfg(self) -> dict[str, Any]: ...
+
+    @property
+    def function_map(self) -> Mapping[str, BaseTool]: ...
+
+    @property
+    def system_message(self) -> str | None: ...
+
+    @property
+    def compaction(self) -> Compaction: ...
 
 
 def compaction_of(value: Any) -> Compaction:
@@ -122,17 +142,17 @@ def _with_summary(head: list[Message], summary: str) -> list[Message]:
 
 
 def compacted(
-    agent: Runnable, msgs: list[Message], ctx: RunContext, start: Callable[[list[Message]], AgentLoop]
+    agent: Compacting, msgs: list[Message], ctx: RunContext, start: Callable[[list[Message]], AgentLoop]
 ) -> AgentLoop:
     """The run's loop (`start(conversation)`) on the conversation fitted as the agent's `compaction` says."""
-    policy = compaction_of(getattr(agent, "compaction", None))
+    policy = agent.compaction
     if policy.mode == DROP_OLDEST:
         return (yield from start(msgs))
     llm = agent.llm
     cfg = {**agent.extra_generate_cfg, **(ctx.generate_cfg or {})}
     limit = llm.input_limit(cfg) - llm.functions_tokens([t.function for t in agent.function_map.values()], cfg)
-    system = getattr(agent, "system_message", None)
-    limit -= llm.count_tokens(system) if isinstance(system, str) and system else 0
+    system = agent.system_message
+    limit -= llm.count_tokens(system) if system else 0
     working, old_summary = stored_summary(msgs)
     size = prompt_tokens(working, llm.tokenizer)
     if size <= limit:
@@ -161,7 +181,7 @@ def compacted(
         logger.warning("the summary of %d earlier messages came back empty: they are dropped instead", cut)
     mark = {"summary": summary, "covers": covered_before + cut, "tokens": summariser.count_tokens(summary)}
     logger.info("compaction: %d earlier messages summarised in %d tokens", cut, mark["tokens"])
-    return (yield from _marked(start(_with_summary(head, summary) + body[cut:]), mark))
+    return (yield from relay(start(_with_summary(head, summary) + body[cut:]), Marked(mark)))
 
 
 def _cut(body: list[Message], llm: BaseChatModel, room: int) -> int:
@@ -212,34 +232,30 @@ def _summary_prompt(dropped: list[Message], old_summary: str | None, budget: int
     return [Message(SYSTEM, INSTRUCTION.format(words=words)), Message(USER, "\n".join(lines))]
 
 
-def _marked(gen: AgentLoop, mark: dict[str, Any]) -> AgentLoop:
-    """`gen` with `mark` on the first fragment shown (the response's first message: yielded by the loop, or streamed
+class Marked(Stage):
+    """A loop with `mark` on the first fragment shown (the response's first message: yielded by the loop, or streamed
     from a model call through a map), and again on a fragment that replaces that message (a retried answer)."""
-    at: list[Any] = []  # the index of the marked message, once marked
 
-    def place(fragments: list[Any]) -> list[Any]:
+    __slots__ = ("mark", "at")
+
+    def __init__(self, mark: dict[str, Any]) -> None:
+        self.mark = mark
+        self.at: list[Any] = []  # the index of the marked message, once marked
+
+    def show(self, fragments: Fragments) -> Fragments:
         for f in fragments:
             extra: dict[str, Any] = f.extra or {}
             index: Any = f.index if hasattr(f, "index") else extra.get("index")
-            if not at or (index == at[0] and getattr(f, "replace", False)):
-                f.extra = {**(f.extra or {}), COMPACTION: mark}
-                at[:] = [index]
+            if not self.at or (index == self.at[0] and getattr(f, "replace", False)):
+                f.extra = {**extra, COMPACTION: self.mark}
+                self.at[:] = [index]
         return fragments
 
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            item = step(gen, value, error)
-        except StopIteration as stop:
-            return stop.value
-        value = error = None
-        if isinstance(item, list):
-            yield place(cast("list[Any]", item))
-            continue
-        if isinstance(item, ModelCall) and not item.hide:
-            item.maps.append(place)
-        value, error = yield from pass_on(item)
+    def request(self, request: Request) -> Asking[Request]:
+        if isinstance(request, ModelCall) and not request.hide:
+            request.maps.append(self.show)
+        return request
+        yield  # (a generator: see Stage.request)
 
 
 __all__ = [
@@ -247,7 +263,9 @@ __all__ = [
     "DROP_OLDEST",
     "OFF",
     "SUMMARISE",
+    "Compacting",
     "Compaction",
+    "Marked",
     "compacted",
     "compaction_of",
     "stored_summary",

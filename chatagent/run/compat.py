@@ -18,18 +18,20 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Generator, Iterable, Iterator
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any, cast
 
 from chatagent.run.driver import ModelStream, model_stream
-from chatagent.run.requests import AgentLoop, Fragments, ModelCall, Request, View, pass_on, step
+from chatagent.run.requests import AgentLoop, Asking, Fragments, ModelCall, Request, View
+from chatagent.run.stage import Stage, relay
 from chatagent.schema import Message, to_message
 from chatagent.schema.fragment import fragment, is_fragment, shift, typed
 from chatagent.schema.stream import WholeLists, accumulate
 
 
-class ListedCall(list[Message]):
-    """A model call as a Qwen-style loop sees it: an empty list, filled with the reply once the call is done."""
+class ListedCall(list[Message], Request):
+    """A model call as a Qwen-style loop sees it: an empty list, filled with the reply once the call is done (a
+    request to the stages that pass it on: `AsFragments` and `Overridden` hand its call to the driver)."""
 
     __slots__ = ("call",)
 
@@ -83,59 +85,54 @@ def _collected(stream: Iterable[Fragments], s: ModelStream) -> Iterator[Fragment
 
 def whole_lists_as_fragments(gen: Generator[Any, Any, Any]) -> AgentLoop:
     """`gen` (an agent's `_run`) with yields of the whole response so far (Qwen-Agent style) turned into fragments;
-    fragments and requests pass through. What was shown before the first whole list is remembered (cheaply: copies of the
-    few messages an agent yields itself, and the model replies) so that a whole list can be told apart
-    from it."""
-    seen: list[Fragments] | None = []
-    whole: WholeLists | None = None
-    value: Any = None
-    error: BaseException | None = None
-    try:
-        while True:
-            try:
-                item = step(gen, value, error)
-            except StopIteration as stop:
-                return stop.value
-            error = value = None
-            listed = None
-            if type(item) is ListedCall:
-                listed, item = item, item.call
-            if isinstance(item, Request):
-                value, error = yield from pass_on(item)
-                if error is not None:
-                    continue
-                reply = cast("list[Message]", value) if isinstance(value, list) else None
-                if listed is not None and reply is not None:
-                    listed[:] = reply  # for a loop that reads the call's list after the request was carried out
-                if type(item) is ModelCall and not item.hide and reply is not None:
-                    shown = [fragment(m, item.start + i) for i, m in enumerate(reply)]
-                    if whole is not None:
-                        whole.add(shown)
-                    elif seen is not None:  # (no whole list yet)
-                        seen.append(shown)
-                continue
-            if not item:
-                continue
-            first = item[0]
-            if is_fragment(first):
-                item = typed(item)
-                shown = [f.copy() for f in item]
-                if whole is not None:
-                    whole.add(shown)
-                elif seen is not None:  # (no whole list yet)
-                    seen.append(shown)
-                yield item
-                continue
-            if whole is None:
-                whole = WholeLists()
-                for shown in seen or ():
-                    whole.add(shown)
-                seen = None
-            out = whole.fragments(item)
-            if out:
-                yield out
-    finally:
-        gen.close()
+    fragments and requests pass through (see `AsFragments`)."""
+    return relay(gen, AsFragments())
+
+
+class AsFragments(Stage):
+    """A Qwen-style loop's whole lists as fragments. What was shown before the first whole list is remembered
+    (cheaply: copies of the few messages an agent yields itself, and the model replies) so that a whole list can be
+    told apart from it."""
+
+    __slots__ = ("seen", "whole", "listed")
+
+    def __init__(self) -> None:
+        self.seen: list[Fragments] | None = []  # (None once there is a whole list)
+        self.whole: WholeLists | None = None
+        self.listed: ListedCall | None = None  # the model call on its way, as the loop sees it
+
+    def _record(self, shown: Fragments) -> None:
+        if self.whole is not None:
+            self.whole.add(shown)
+        elif self.seen is not None:  # (no whole list yet)
+            self.seen.append(shown)
+
+    def show(self, fragments: list[Any]) -> Fragments:
+        if is_fragment(fragments[0]):
+            fragments = typed(fragments)
+            self._record([f.copy() for f in fragments])
+            return fragments
+        if self.whole is None:
+            self.whole = WholeLists()
+            for shown in self.seen or ():
+                self.whole.add(shown)
+            self.seen = None
+        return self.whole.fragments(fragments)
+
+    def request(self, request: Request) -> Asking[Request]:
+        self.listed = request if type(request) is ListedCall else None
+        return request if self.listed is None else self.listed.call
+        yield  # (a generator: see Stage.request)
+
+    def answer(self, request: Request, result: Any, error: Exception | None) -> Asking[Any]:
+        if error is None and result is not None:
+            reply: list[Message] = result  # (a model call's reply, or a list a driver's ToolWait does not give)
+            if self.listed is not None:
+                self.listed[:] = reply  # for a loop that reads the call's list after the request was carried out
+            if type(request) is ModelCall and not request.hide:
+                self._record([fragment(m, request.start + i) for i, m in enumerate(reply)])
+        return result
+        yield  # (a generator: see Stage.request)
 
 
 # ---- Qwen-Agent-style overrides in agents with built-in loops ------------------------------------------------
@@ -190,7 +187,7 @@ def placed_call(
     if reply is not None:
         return reply
     if call.done:
-        result = cast("list[Message]", call.result)
+        result: list[Message] = call.result
         yield result
         return result
     return (yield from _in_place(call))
@@ -227,68 +224,94 @@ def overridden_llm(make: Callable[[], Any], placed: Placement) -> Generator[Any,
     """Run an overridden `_call_llm` (`make()` calls it) in a built-in loop: its requests go on to the driver, and
     the whole lists it yields are shown from `placed.start` (through the call's view, if any) where they differ
     from what was shown; returns its reply (what it returned, else the last list it yielded)."""
-    whole = WholeLists()
     token = _PLACEMENT.set(placed)
     try:
         result = make()
     finally:
         _PLACEMENT.reset(token)
-    last: list[Message] = []
-    returned: Any = result
-    if not isinstance(result, list):
-        gen = cast("Generator[Any, Any, Any]", result)
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            token = _PLACEMENT.set(placed)
-            try:
-                item = step(gen, value, error) if hasattr(gen, "send") else next(gen)
-            except StopIteration as stop:
-                returned = stop.value
-                break
-            finally:
-                _PLACEMENT.reset(token)
-            value = error = None
-            listed = item if type(item) is ListedCall else None
-            if listed is not None or isinstance(item, Request):
-                request = listed.call if listed is not None else item
-                value, error = yield from pass_on(request)
-                if type(request) is ModelCall and error is None and isinstance(value, list):
-                    reply = cast("list[Message]", value)
-                    if listed is not None:
-                        listed[:] = reply
-                        last = reply
-                    if not placed.hide:  # shown by the driver (through the view, which has seen it)
-                        whole.add([fragment(m, i) for i, m in enumerate(reply)])
-                continue
-            items = cast("list[Any]", item)
-            if not items:
-                continue
-            if is_fragment(items[0]):  # an override that yields fragments itself
-                yield typed(items)
-                continue
-            last = [m if isinstance(m, Message) else to_message(m) for m in items]
-            yield from _shown(whole, last, placed)
-            if placed.view is not None and placed.view.done:  # the view ends the reply here
-                gen.close()
-                break
-    if isinstance(returned, list):
-        last = [m if isinstance(m, Message) else to_message(m) for m in cast("list[Any]", returned)]
-        yield from _shown(whole, last, placed)
-    return last
+    stage = Overridden(placed)
+    if isinstance(result, list):
+        return (yield from stage.end(result))
+    gen: Generator[Any, Any, Any] = result if hasattr(result, "send") else _generator(result)
+    stage.loop = gen
+    return (yield from relay(gen, stage))
 
 
-def _shown(whole: WholeLists, reply: list[Message], placed: Placement) -> Iterator[Fragments]:
+def _generator(items: Iterable[Any]) -> Generator[Any, Any, None]:
+    """An override that returns a plain iterator, as a generator (it cannot be sent results: it is not)."""
+    for item in items:  # noqa: UP028 (`yield from` would send it the results, which a plain iterator cannot take)
+        yield item
+
+
+class Overridden(Stage):
+    """An overridden `_call_llm` in a built-in loop (see `overridden_llm`): its placement current while it runs."""
+
+    __slots__ = ("placed", "whole", "last", "listed", "token", "loop", "ended")
+
+    def __init__(self, placed: Placement) -> None:
+        self.placed = placed
+        self.whole = WholeLists()  # what was shown of the call
+        self.last: list[Message] = []  # its reply so far
+        self.listed: ListedCall | None = None  # its model call on its way
+        self.token: Token[Placement | None] | None = None
+        self.loop: Generator[Any, Any, Any] | None = None
+        self.ended = False  # its view ended the reply
+
+    def enter(self) -> None:
+        if self.ended and self.loop is not None:  # after what the view let through went out
+            self.loop.close()
+        self.token = _PLACEMENT.set(self.placed)
+
+    def leave(self) -> None:
+        if self.token is not None:
+            _PLACEMENT.reset(self.token)
+            self.token = None
+
+    def show(self, fragments: list[Any]) -> Fragments:
+        if is_fragment(fragments[0]):  # an override that yields fragments itself
+            return typed(fragments)
+        self.last = [m if isinstance(m, Message) else to_message(m) for m in fragments]
+        out = _shown(self.whole, self.last, self.placed)
+        view = self.placed.view
+        if view is not None and view.done:  # the view ends the reply here
+            self.ended = True
+        return out
+
+    def request(self, request: Request) -> Asking[Request]:
+        self.listed = request if type(request) is ListedCall else None
+        return request if self.listed is None else self.listed.call
+        yield  # (a generator: see Stage.request)
+
+    def answer(self, request: Request, result: Any, error: Exception | None) -> Asking[Any]:
+        if type(request) is ModelCall and error is None and result is not None:
+            reply: list[Message] = result  # the model's reply
+            if self.listed is not None:
+                self.listed[:] = reply
+                self.last = reply
+            if not self.placed.hide:  # shown by the driver (through the view, which has seen it)
+                self.whole.add([fragment(m, i) for i, m in enumerate(reply)])
+        return result
+        yield  # (a generator: see Stage.request)
+
+    def end(self, result: Any) -> Asking[list[Message]]:
+        if isinstance(result, list):
+            self.last = [m if isinstance(m, Message) else to_message(m) for m in cast("list[Any]", result)]
+            out = _shown(self.whole, self.last, self.placed)
+            if out:
+                yield out
+        return self.last
+
+
+def _shown(whole: WholeLists, reply: list[Message], placed: Placement) -> Fragments:
     """What an override's whole list `reply` adds to what was shown of the call, placed and through its view."""
     if placed.hide or (placed.view is not None and placed.view.done):
-        return
+        return []
     out = whole.fragments(reply)
     if out:
         out = shift(out, placed.start)
         if placed.view is not None:
             out = placed.view(out)
-        if out:
-            yield out
+    return out
 
 
 def wrap_call_tool(fn: Callable[..., Any]) -> Callable[..., Any]:

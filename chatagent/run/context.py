@@ -12,6 +12,7 @@ from chatagent.errors import RunDeadlineExceeded
 from chatagent.llm.base import Usage
 from chatagent.llm.prepare import Marked
 from chatagent.utils.current_call import CALL_ID
+from chatagent.utils.url_fetch import URLPolicy, url_policy
 
 if TYPE_CHECKING:
     from chatagent.run.events import Callback
@@ -32,7 +33,8 @@ class RunContext:
     session_id, the plugins, how often a plugin retried the run (`attempt`), the validated structured answer
     (`output`, with `response_format`), the run this one is part of (`parent`, for a sub-agent's part), the
     controls over its tool calls (`controls`: its own and its parents', see `chatagent.run.requests.ToolControl`),
-    and for a tool running now, its call's id (`call_id`) and a key for its side effects (`idempotency_key`)."""
+    where its outbound connections may lead (`egress`), and for a tool running now, its call's id (`call_id`) and
+    a key for its side effects (`idempotency_key`)."""
 
     __slots__ = (
         "usage",
@@ -53,12 +55,17 @@ class RunContext:
         "turn_key",
         "call_keys",
         "marked",
+        "egress",
     )
     trace: Any  # a traced run's RunTrace (chatagent.run.telemetry): told of its calls and its end
     recording: Any  # how a recorded run is kept in its trace (chatagent.run.traces)
     turn_key: str | None  # the stored turn's (a run with a session), else made when first asked
     call_keys: CallKeys  # a stored turn's calls: function id -> their idempotency key (`get`)
     marked: Marked  # the run's tool results as the model gets them (chatagent.llm.prepare.marked_data)
+    # The run's URL policy: what every outbound connection of the run (files, web tools, A2A, MCP over HTTP) is held
+    # to; None: anywhere (the machine's own user). Taken from the surface that started the run (`chatagent serve`
+    # runs its clients' requests under `public_urls_only`); a nested run inherits it.
+    egress: URLPolicy | None
 
     def __init__(
         self, deadline: float | None = None, callbacks: tuple[Callback, ...] = (), agent_name: str | None = None
@@ -78,6 +85,7 @@ class RunContext:
         self.trace, self.recording = None, None
         self.controls: tuple[ToolControl, ...] = ()  # the controlled runs this one is part of, outermost first
         self.turn_key, self.call_keys, self.marked = None, {}, {}  # for idempotency keys (see below); marked data
+        self.egress = url_policy()
 
     @property
     def call_id(self) -> str | None:
@@ -112,6 +120,7 @@ class RunContext:
         ctx.session = self.session
         ctx.parent = self
         ctx.controls = self.controls
+        ctx.egress = self.egress
         return ctx
 
 

@@ -26,10 +26,22 @@ from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from chatagent.run.approval import PENDING_APPROVAL, Resume, call_id, needs_approval, paused_call, resolve
+from chatagent.run.durable import own_loop
 from chatagent.run.holding import output_hold
 from chatagent.run.input_checks import InputChecks
 from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON, Blocked, Plugins, Retry, failed
-from chatagent.run.requests import AgentLoop, Blocking, LoopItem, ModelCall, ToolBatch, ToolWait, pass_on, step
+from chatagent.run.requests import (
+    AgentLoop,
+    Asking,
+    Blocking,
+    Fragments,
+    LoopItem,
+    ModelCall,
+    Request,
+    ToolBatch,
+    ToolWait,
+)
+from chatagent.run.stage import Stage, relay
 from chatagent.run.tool_call import run_tool
 from chatagent.schema import ASSISTANT, FUNCTION, USER, FunctionCall, Message, to_message
 from chatagent.schema.fragment import Fragment, fragment, shift, typed
@@ -51,16 +63,20 @@ class _Paused(Exception):  # noqa: N818 (the run stops for approval: not an erro
 
 
 def controlled(
-    agent: Runnable, plugins: Plugins, msgs: list[Message], lang: str, kwargs: dict[str, Any], ctx: RunContext
-) -> AgentLoop:
-    """`agent.loop(msgs, lang, kwargs)` under `plugins` and tool approval; use as the run's stream."""
-    return _ControlledRun(agent, plugins, ctx).run(msgs, lang, kwargs)
+    agent: Runnable, plugins: Plugins, msgs: list[Message], lang: str, kwargs: dict[str, Any], ctx: RunContext,
+    calls: list[Message] | None = None,
+) -> AgentLoop:  # fmt: skip
+    """`agent.loop(msgs, lang, kwargs)` (after `calls`, a resumed turn's unanswered calls) under `plugins` and tool
+    approval; use as the run's stream."""
+    return _ControlledRun(agent, plugins, ctx).run(msgs, lang, kwargs, calls)
 
 
-class _ControlledRun:
+class _ControlledRun(Stage):
+    """The run's control, as the stage its loop is relayed through (see the module docstring)."""
+
     __slots__ = (
         "agent", "plugins", "ctx", "shown", "hold", "checks", "held", "resume", "offset", "replace_at", "tripped",
-        "stopped",
+        "stopped", "mapped", "whole",
     )  # fmt: skip
 
     def __init__(self, agent: Runnable, plugins: Plugins, ctx: RunContext) -> None:
@@ -77,12 +93,13 @@ class _ControlledRun:
         self.replace_at = -1  # the shown message the attempt's first fragment replaces (a retried answer)
         self.tripped: Exception | None = None  # an input check's error raised in our map (it ends the run)
         self.stopped: _Paused | Blocked | None = None  # a pause or block decided in `gate` (the loop cannot undo it)
+        self.mapped = False  # the model call on its way: its pieces go through our map
+        self.whole = False  # ... or it is hidden, its reply shown once it is done (held output checks)
 
     # ---- the run ---------------------------------------------------------------------------------------------
 
-    def run(self, msgs: list[Message], lang: str, kwargs: dict[str, Any]) -> AgentLoop:
+    def run(self, msgs: list[Message], lang: str, kwargs: dict[str, Any], calls: list[Message] | None) -> AgentLoop:
         agent, plugins = self.agent, self.plugins
-        gen: Any = None
         try:
             resume = None
             if agent.tools_need_approval():  # else paused calls are a member's, for it to resume (a group chat's)
@@ -96,10 +113,9 @@ class _ControlledRun:
                 msgs = msgs + (yield from self._resume(resume, msgs, lang, kwargs))
             conversation = msgs
             self.offset = self._made_len()
-            while True:
-                gen = agent.loop(conversation, lang, kwargs)
-                yield from self._drive(gen)
-                gen = None
+            while True:  # the agent's loop ends (its model stream closed) before a pause's or a block's last yield
+                yield from relay(own_loop(agent, conversation, lang, kwargs, calls), self)
+                calls = None  # a retry goes on from their results (in the attempt): they ran
                 yield from self._settle()
                 if self.hold is not None:
                     out = self._show(self.hold.flush())
@@ -122,71 +138,68 @@ class _ControlledRun:
                         yield out
                 return
         except (_Paused, Blocked) as stop:
-            if gen is not None:  # the agent's loop ends first (its model stream closed), then the last yield
-                gen.close()
-                gen = None
             yield self._paused(stop.waiting) if isinstance(stop, _Paused) else self._blocked(stop)
-        finally:
-            if gen is not None:
-                gen.close()
 
-    def _drive(self, gen: Generator[Any, Any, _Result]) -> Generator[LoopItem, Any, _Result]:
-        """Pass `gen`'s fragments and requests on, with the hooks; its return value."""
-        plugins = self.plugins
-        after_model = plugins.each("after_model")
-        after_tool = bool(plugins.each("after_tool"))
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                item: LoopItem = step(gen, value, error)
-            except StopIteration as stop:
-                if self.stopped is not None:
-                    raise self.stopped from None
-                return stop.value
-            if self.stopped is not None:  # the loop caught it (a broad `except`): the run stops all the same
-                raise self.stopped
-            error = value = None
-            if isinstance(item, list):
-                if item:
-                    if self.checks or self.held:
-                        yield from self._settle()
-                    out = self._show(self._place(item))
-                    if out:
-                        yield out
-                continue
-            call = item if isinstance(item, ModelCall) else None
-            mapped = whole = False
-            if call is not None:
-                if self.checks and self.checks.done():
-                    self._check_results()  # a check that tripped already: no need to ask the model
-                for p, fn in plugins.each("before_model"):
-                    plugins.call(p, "before_model", fn, self.agent, call)
-                self.checks.start_unseen(call.messages)  # what the agent added: a document's excerpts, ...
-                mapped = self._map(call)
-                if not mapped and self.hold is not None and not call.hide:  # it holds the whole answer: the
-                    call.hide = whole = True  # reply streams to no one; what of it may show goes out once it is done
-            elif isinstance(item, ToolBatch):
-                item.seen.append(self)
-                yield from self._settle()
-                self._before_tools(item)
-            elif isinstance(item, ToolWait):
-                item.seen.append(self)
-            value, error = yield from pass_on(item)
-            if error is not None and error is self.tripped:
-                raise error  # from our map: an input check tripped or failed
-            if call is not None:
-                if whole:
-                    out = self._show([fragment(m, call.start + i) for i, m in enumerate(value or ())])
-                    if out:
-                        yield out
-                elif not mapped and not call.hide:
-                    self._record(call)
-                if error is None:
-                    for p, fn in after_model[::-1]:
-                        plugins.call(p, "after_model", fn, self.agent, call, value)
-            elif isinstance(item, ToolWait) and error is None and after_tool:
-                self.after_tool(value)
+    # ---- the stage: the hooks around the agent's loop ---------------------------------------------------------
+
+    def _stop_here(self) -> None:
+        if self.stopped is not None:  # the loop caught it (a broad `except`): the run stops all the same
+            raise self.stopped
+
+    def show(self, fragments: Fragments) -> Fragments:
+        self._stop_here()
+        placed = self._place(fragments)
+        if self.checks or self.held:
+            if self.checks and not self.checks.done():
+                self.held += placed  # until the input checks pass (shown by the next request, or at the end)
+                return []
+            self._check_results()
+            placed, self.held = self.held + placed, []
+        return self._show(placed)
+
+    def request(self, request: Request) -> Asking[Request]:
+        self._stop_here()
+        self.mapped = self.whole = False
+        if isinstance(request, ModelCall):
+            if self.checks.done() and (self.checks or self.held):
+                yield from self._settle()  # a check that tripped already: no need to ask the model
+            plugins = self.plugins
+            for p, fn in plugins.each("before_model"):
+                plugins.call(p, "before_model", fn, self.agent, request)
+            self.checks.start_unseen(request.messages)  # what the agent added: a document's excerpts, ...
+            self.mapped = self._map(request)
+            if not self.mapped and self.hold is not None and not request.hide:  # it holds the whole answer: the
+                request.hide = self.whole = True  # reply streams to no one; what of it may show goes out when done
+        elif isinstance(request, ToolBatch):
+            request.seen.append(self)
+            yield from self._settle()
+            self._before_tools(request)
+        elif isinstance(request, ToolWait):
+            request.seen.append(self)
+        return request
+
+    def answer(self, request: Request, result: Any, error: Exception | None) -> Asking[Any]:
+        if error is not None and error is self.tripped:
+            raise error  # from our map: an input check tripped or failed
+        if isinstance(request, ModelCall):
+            if self.whole:
+                out = self._show([fragment(m, request.start + i) for i, m in enumerate(result or ())])
+                if out:
+                    yield out
+            elif not self.mapped and not request.hide:
+                self._record(request)
+            if error is None:
+                plugins = self.plugins
+                for p, fn in plugins.each("after_model", reverse=True):
+                    plugins.call(p, "after_model", fn, self.agent, request, result)
+        elif isinstance(request, ToolWait) and error is None and self.plugins.each("after_tool"):
+            self.after_tool(result)
+        return result
+
+    def end(self, result: Any) -> Asking[Any]:
+        self._stop_here()
+        return result
+        yield  # (a generator: see Stage.end)
 
     # ---- placing and recording what is shown -----------------------------------------------------------------
 
@@ -233,7 +246,7 @@ class _ControlledRun:
                     return []
                 try:
                     self._check_results()
-                except Exception as e:  # one tripped or failed: the stream ends, and it comes back to `_drive`
+                except Exception as e:  # one tripped or failed: the stream ends, and it comes back to `answer`
                     self.tripped = e
                     raise
                 if self.held:
@@ -272,7 +285,7 @@ class _ControlledRun:
     # ---- tools -------------------------------------------------------------------------------------------------
 
     def gate(self, batch: ToolBatch) -> None:
-        """`_before_tools` for a batch a driver carries out without it having passed through `_drive` (a loop that
+        """`_before_tools` for a batch a driver carries out without it having passed through this stage (a loop that
         runs its tools itself, `_call_tool`): waits for the input checks in place, as it cannot yield. A pause or
         a block is raised into the loop, and again at its next step should the loop catch it."""
         try:
@@ -326,8 +339,8 @@ class _ControlledRun:
             for k, m in enumerate(resume.calls):
                 fc = paused_call(m)
                 cid = call_id(m, k)
-                content = yield from self._drive(
-                    run_tool(self.agent, fc.name, fc.arguments, call_id=cid, messages=msgs, lang=lang, **kwargs)
+                content = yield from relay(
+                    run_tool(self.agent, fc.name, fc.arguments, call_id=cid, messages=msgs, lang=lang, **kwargs), self
                 )
                 msg = Message.unchecked(FUNCTION, content, fc.name, None, None, {"function_id": cid})
                 out = self._show([fragment(msg, self._made_len())])

@@ -153,10 +153,24 @@ def drive(gen: AgentLoop) -> Generator[Fragments, None, None]:
                     yield typed(item)
                 continue
             try:
-                if type(item) is ModelCall:
-                    value = yield from _model(item)
-                else:
+                if type(item) is not ModelCall:
                     value = carry_out(item)
+                    continue
+                s = ModelStream(item)  # the model call, written out here (as in adrive): one layer less per chunk
+                push, stream = s.push, model_stream(item, s.usage)
+                try:
+                    for fragments in stream:
+                        out = push(fragments)
+                        if out:
+                            yield out
+                        if item.stop:
+                            break
+                except BaseException as e:
+                    s.failed(e)
+                    raise
+                finally:
+                    stream.close()
+                    value = s.finish()
             except Exception as e:
                 error, value = e, None
     finally:
@@ -165,7 +179,7 @@ def drive(gen: AgentLoop) -> Generator[Fragments, None, None]:
 
 def carry_out(request: Any) -> Any:
     """Carry out a request other than a model call here and now; its result (also kept in the request)."""
-    kind: type[object] = type(cast(object, request))
+    kind: type[object] = request.__class__
     if kind is ToolWait:
         value = request.handle(request.index)
         for control in unseen_controls(request):
@@ -182,30 +196,9 @@ def carry_out(request: Any) -> Any:
     return value
 
 
-def _model(call: ModelCall) -> Generator[Fragments, None, list[Message]]:
-    s = ModelStream(call)
-    push = s.push
-    stream = model_stream(call, s.usage)
-    try:
-        for fragments in stream:
-            out = push(fragments)
-            if out:
-                yield out
-            if call.stop:
-                break
-    except BaseException as e:
-        s.failed(e)
-        raise
-    finally:
-        stream.close()
-        reply = s.finish()
-    return reply
-
-
 def unseen_controls(request: ToolBatch | ToolWait) -> list[ToolControl]:
-    """The controls of `request`'s run that it did not pass through, innermost first, now marked as seen: a driver
-    hands it to them (`gate` a batch, `after_tool` a call's outcome), so that approval, hooks and input checks hold
-    wherever a tool runs (see `chatagent.run.requests.ToolControl`)."""
+    """The controls of `request`'s run it did not pass through, innermost first, now marked as seen: a driver hands it
+    to them (`gate` a batch, `after_tool` an outcome), so that they hold wherever a tool runs (`ToolControl`)."""
     ctx = request.context
     if ctx is None or not ctx.controls:
         return []

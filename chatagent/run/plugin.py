@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from chatagent.errors import ChatAgentError
 
@@ -167,13 +167,13 @@ class Plugins:
         self.plugins = tuple(plugins)
         self.hooks: dict[str, list[tuple[Any, Hook]]] = {h: [] for h in HOOKS}
         for p in self.plugins:
-            cls, found = type(cast(object, p)), False
+            cls, found = p.__class__, False
             for h in HOOKS:
                 if getattr(cls, h, None) is _DO_NOTHING[h]:  # Plugin's own: never called
                     continue
-                fn: object = getattr(p, h, None)
+                fn: Any = getattr(p, h, None)
                 if callable(fn):
-                    self.hooks[h].append((p, cast(Hook, fn)))
+                    self.hooks[h].append((p, fn))
                     found = True
             if isinstance(p, (type, str)) or not (found or any(callable(getattr(p, h, None)) for h in HOOKS)):
                 raise TypeError(f"a plugin is an object with hooks ({', '.join(HOOKS)}), got {p!r:.80}")

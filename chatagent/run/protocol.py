@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from chatagent.llm.base import BaseChatModel
+    from chatagent.run.compaction import Compaction
     from chatagent.run.events import Callback
     from chatagent.run.requests import AgentLoop
     from chatagent.schema import Message
@@ -44,6 +45,16 @@ class Runnable(Protocol):
     @property
     def llm(self) -> BaseChatModel:
         """The model its loop asks."""
+        ...
+
+    @property
+    def system_message(self) -> str | None:
+        """Put before the conversation by its loop (the room it takes counts against the model's window)."""
+        ...
+
+    @property
+    def compaction(self) -> Compaction:
+        """What a run does with a conversation that outgrew the model's window (`chatagent.run.compaction`)."""
         ...
 
     @property

@@ -73,25 +73,11 @@ class ModelCall(Request):
         "result",
     )
 
-    def __init__(
-        self,
-        llm: BaseChatModel,
-        messages: list[Message],
-        functions: list[dict[str, Any]] | None,
-        cfg: dict[str, Any],
-        start: int,
-        context: Any,
-        view: View | None = None,
-        hide: bool = False,
-    ) -> None:
-        self.llm = llm
-        self.messages = messages
-        self.functions = functions
-        self.cfg = cfg
-        self.start = start
-        self.context = context
-        self.view = view
-        self.hide = hide
+    def __init__(self, llm: BaseChatModel, messages: list[Message], functions: list[dict[str, Any]] | None,
+                 cfg: dict[str, Any], start: int, context: Any, view: View | None = None, hide: bool = False
+                 ) -> None:  # fmt: skip
+        self.llm, self.messages, self.functions, self.cfg = llm, messages, functions, cfg
+        self.start, self.context, self.view, self.hide = start, context, view, hide
         self.maps: list[Callable[[Fragments], Fragments]] = []
         self.stop = False
         self.done = False

@@ -2,24 +2,25 @@
 
 `prepare` copies and checks the caller's messages and makes the run's context; `loop` starts the agent's loop on
 them, under the run's plugins and tool approval when it has any (`chatagent.run.control`), with the run's events
-around it; `stream` and `astream` drive it (`chatagent.run.driver`), on a stored conversation when given a session
-(the turn checkpointed as it goes: `chatagent.run.durable`); `resumed` and `aresumed` continue a session's pending
-turn.
+around it; `stream` drives it, on a stored conversation when given a session (the turn checkpointed as it goes:
+`chatagent.run.durable`); `resumed` continues a session's pending turn. Both take the `Driving` pair that says how:
+`SYNC` in the calling thread (for `run()`), `ASYNC` on the running event loop (for `arun()`).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from types import ModuleType
+from typing import Any, Generic, TypeVar
 
 from chatagent.run import events
 from chatagent.run.approval import approval_message, is_approval
-from chatagent.run.compaction import compacted
+from chatagent.run.compaction import DROP_OLDEST, compacted
 from chatagent.run.context import CURRENT, RunContext
 from chatagent.run.driver import adrive, drive, observed
-from chatagent.run.durable import Resumed, checkpointed
+from chatagent.run.durable import checkpointed, resumed_loop
 from chatagent.run.plugin import Plugins
 from chatagent.run.protocol import UNSET, Runnable
 from chatagent.run.requests import AgentLoop, Fragments
@@ -31,6 +32,28 @@ if os.environ.get("CHATAGENT_TRACES"):
     from chatagent.run.traces import from_environment  # the recorder is loaded only when asked for
 
     from_environment()
+
+
+_Stream = TypeVar("_Stream", Iterator[Fragments], AsyncIterator[Fragments])
+
+
+class Driving(Generic[_Stream]):
+    """How a run is driven: `drive(loop, agent)` runs the agent's loop and gives its fragments; `turns(module)` picks,
+    from `chatagent.sessions.turn` (imported on first use: it loads sqlite), the runner of a turn on a session."""
+
+    __slots__ = ("drive", "turns")
+
+    def __init__(self, drive: Callable[[AgentLoop, Runnable], _Stream], turns: Callable[[ModuleType], Any]) -> None:
+        self.drive = drive
+        self.turns = turns
+
+
+#: `run()`: the loop driven in the calling thread
+SYNC: Driving[Iterator[Fragments]] = Driving(lambda loop, agent: drive(loop), lambda turns: turns.run_turn)
+#: `arun()`: the loop driven on the running event loop (its own code in a worker thread unless it is async-safe)
+ASYNC: Driving[AsyncIterator[Fragments]] = Driving(
+    lambda loop, agent: adrive(loop, not agent.async_safe), lambda turns: turns.arun_turn
+)
 
 
 def prepare(
@@ -49,32 +72,38 @@ def prepare(
 
 
 def new_context(agent: Runnable, deadline: float | None, kwargs: dict[str, Any]) -> RunContext:
-    """A run's context (its own `callbacks`, `generate_cfg`, `plugins` and `response_format` out of `kwargs`)."""
+    """A run's context (its own `callbacks`, `generate_cfg`, `seed`, `plugins` and `response_format` out of
+    `kwargs`)."""
     own = agent.callbacks + tuple(kwargs.pop("callbacks", None) or ())
     callbacks = events.with_global_callbacks(own) if own else events.global_callbacks  # the latter: see handlers
     context = RunContext(time.monotonic() + deadline if deadline else None, callbacks, agent.name)
-    run_cfg = kwargs.pop("generate_cfg", None)
+    run_cfg = dict(kwargs.pop("generate_cfg", None) or {})
+    seed = kwargs.pop("seed", None)  # Qwen-Agent's run(seed=...): the run's model calls sample with it
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+        run_cfg["seed"] = seed
     if run_cfg:
-        context.generate_cfg = dict(run_cfg)
+        context.generate_cfg = run_cfg
     plugins = agent.run_plugins(kwargs.pop("plugins", None), kwargs.pop("response_format", UNSET))
     if plugins:
         context.plugins = Plugins(plugins)
     return context
 
 
-def loop(
-    agent: Runnable, msgs: list[Message], lang: str | None, context: RunContext, kwargs: dict[str, Any]
-) -> AgentLoop:
-    """The agent's loop on `msgs`, controlled, with the run's events around it."""
+def loop(agent: Runnable, msgs: list[Message], lang: str | None, context: RunContext, kwargs: dict[str, Any],
+         calls: list[Message] | None = None) -> AgentLoop:  # fmt: skip
+    """The agent's loop on `msgs` (after `calls`, a resumed turn's unanswered calls), controlled, compacted as the
+    agent says, with the run's events around it."""
     context.session_id = kwargs.get("session_id")
     lang = lang or conversation_lang(msgs)
-    policy = getattr(agent, "compaction", None)
     token = CURRENT.set(context)  # a Qwen-style _run may do work before its first yield
     try:
-        if policy is None or policy.mode == "drop-oldest":  # (the model layer drops the oldest turns)
-            gen = controlled_loop(agent, msgs, lang, kwargs, context)
+        if agent.compaction.mode == DROP_OLDEST:  # (the model layer drops the oldest turns)
+            gen = controlled_loop(agent, msgs, lang, kwargs, context, calls)
         else:  # a conversation that outgrew the window is summarised (or refused) first
-            gen = compacted(agent, msgs, context, lambda fitted: controlled_loop(agent, fitted, lang, kwargs, context))
+            gen = compacted(agent, msgs, context, lambda fitted: controlled_loop(agent, fitted, lang, kwargs, context,
+                                                                                 calls))  # fmt: skip
     finally:
         CURRENT.reset(token)
     if context.callbacks:
@@ -82,97 +111,52 @@ def loop(
     return gen
 
 
-def controlled_loop(
-    agent: Runnable, msgs: list[Message], lang: str, kwargs: dict[str, Any], context: RunContext
-) -> AgentLoop:
+def controlled_loop(agent: Runnable, msgs: list[Message], lang: str, kwargs: dict[str, Any], context: RunContext,
+                    calls: list[Message] | None = None) -> AgentLoop:  # fmt: skip
     """The agent's loop under the run's plugins and tool approval when it has any (see `chatagent.run.control`)."""
     if context.plugins is None and not agent.tools_need_approval():
-        return agent.loop(msgs, lang, kwargs)
+        return resumed_loop(agent, calls, msgs, lang, kwargs) if calls else agent.loop(msgs, lang, kwargs)
     from chatagent.run.control import controlled  # only runs with plugins or approval load the control machinery
 
-    return controlled(agent, context.plugins or Plugins(()), msgs, lang, kwargs, context)
+    return controlled(agent, context.plugins or Plugins(()), msgs, lang, kwargs, context, calls)
 
 
-def stream(
-    agent: Runnable,
-    messages: Iterable[dict[str, Any] | Message],
-    lang: str | None,
-    deadline: float | None,
-    session: Any,
-    kwargs: dict[str, Any],
-) -> tuple[Iterator[Fragments], bool, RunContext]:
-    """The run's fragments for `run()` (driven in the calling thread), whether the caller gets dicts, the context."""
+def stream(agent: Runnable, messages: Iterable[dict[str, Any] | Message], lang: str | None, deadline: float | None,
+           session: Any, kwargs: dict[str, Any], driving: Driving[_Stream]
+           ) -> tuple[_Stream, bool, RunContext]:  # fmt: skip
+    """The run's fragments as `driving` drives them, whether the caller gets dicts, and the run's context."""
     msgs, as_dicts, context = prepare(agent, messages, deadline, kwargs)
     if session is None:
-        return drive(loop(agent, msgs, lang, context, kwargs)), as_dicts, context
-    return _stored(agent, session, msgs, is_approval(msgs[-1]), False, lang, context, kwargs), as_dicts, context
-
-
-def astream(
-    agent: Runnable,
-    messages: Iterable[dict[str, Any] | Message],
-    lang: str | None,
-    deadline: float | None,
-    session: Any,
-    kwargs: dict[str, Any],
-) -> tuple[AsyncIterator[Fragments], bool, RunContext]:
-    """`stream` for `arun()`: driven on the event loop."""
-    msgs, as_dicts, context = prepare(agent, messages, deadline, kwargs)
-    if session is None:
-        return adrive(loop(agent, msgs, lang, context, kwargs), not agent.async_safe), as_dicts, context
-    return _astored(agent, session, msgs, is_approval(msgs[-1]), False, lang, context, kwargs), as_dicts, context
+        return driving.drive(loop(agent, msgs, lang, context, kwargs), agent), as_dicts, context
+    stored = _stored(agent, session, msgs, is_approval(msgs[-1]), False, lang, context, kwargs, driving)
+    return stored, as_dicts, context
 
 
 def resumed(
     agent: Runnable, session: Any, approval: Any, reason: str, lang: str | None, deadline: float | None,
-    kwargs: dict[str, Any],
-) -> tuple[Iterator[Fragments], RunContext]:  # fmt: skip
+    kwargs: dict[str, Any], driving: Driving[_Stream],
+) -> tuple[_Stream, RunContext]:  # fmt: skip
     """The fragments of `session`'s pending turn continued (its completed part first), and the run's context."""
     context = new_context(agent, deadline, kwargs)
     msgs = [] if approval is None else to_messages([approval_message(approval, reason)])
-    return _stored(agent, session, msgs, False, True, lang, context, kwargs), context
-
-
-def aresumed(
-    agent: Runnable, session: Any, approval: Any, reason: str, lang: str | None, deadline: float | None,
-    kwargs: dict[str, Any],
-) -> tuple[AsyncIterator[Fragments], RunContext]:  # fmt: skip
-    """`resumed` for `aresume()`."""
-    context = new_context(agent, deadline, kwargs)
-    msgs = [] if approval is None else to_messages([approval_message(approval, reason)])
-    return _astored(agent, session, msgs, False, True, lang, context, kwargs), context
+    return _stored(agent, session, msgs, False, True, lang, context, kwargs, driving), context
 
 
 def _stored(
     agent: Runnable, session: Any, msgs: list[Message], decision: bool, resume: bool, lang: str | None,
-    context: RunContext, kwargs: dict[str, Any],
-) -> Iterator[Fragments]:  # fmt: skip
-    from chatagent.sessions.turn import Turn, checked_session, run_turn, tool_state_key  # sqlite: on first use
+    context: RunContext, kwargs: dict[str, Any], driving: Driving[_Stream],
+) -> _Stream:  # fmt: skip
+    from chatagent.sessions import turn as turns  # sqlite: on first use
 
-    session = checked_session(session)
-    kwargs.setdefault("session_id", tool_state_key(session))
+    session = turns.checked_session(session)
+    kwargs.setdefault("session_id", turns.tool_state_key(session))
     context.session = session  # whose run it is: per-user state (long-term memory) follows the session's user
 
-    def start(turn: Turn) -> Iterator[Fragments]:
-        return drive(_durable_loop(agent, turn, lang, context, kwargs))
+    def start(turn: turns.Turn) -> _Stream:
+        return driving.drive(_durable_loop(agent, turn, lang, context, kwargs), agent)
 
-    return run_turn(lambda: Turn(session, msgs, decision=decision, resume=resume), start, agent.name)
-
-
-def _astored(
-    agent: Runnable, session: Any, msgs: list[Message], decision: bool, resume: bool, lang: str | None,
-    context: RunContext, kwargs: dict[str, Any],
-) -> AsyncIterator[Fragments]:  # fmt: skip
-    from chatagent.sessions.turn import Turn, arun_turn, checked_session, tool_state_key  # sqlite: on first use
-
-    session = checked_session(session)
-    kwargs.setdefault("session_id", tool_state_key(session))
-    context.session = session  # whose run it is: per-user state (long-term memory) follows the session's user
-
-    def start(turn: Turn) -> AsyncIterator[Fragments]:
-        return adrive(_durable_loop(agent, turn, lang, context, kwargs), not agent.async_safe)
-
-    return arun_turn(lambda: Turn(session, msgs, decision=decision, resume=resume), start, agent.name)
+    run_turn = driving.turns(turns)
+    return run_turn(lambda: turns.Turn(session, msgs, decision=decision, resume=resume), start, agent.name)
 
 
 def _durable_loop(
@@ -181,13 +165,10 @@ def _durable_loop(
     """The agent's loop on a stored turn: checkpointed, and on a resumed turn its unanswered calls first."""
     context.turn_key = turn.key
     turn.usage = context.usage
-    runnable: Runnable = agent
     context.call_keys = turn  # the idempotency keys of its checkpointed calls
-    if turn.restored:
-        calls: list[Message] = turn.unanswered() if turn.offset and not turn.decided else []  # a decision: control
-        if calls:
-            runnable = Resumed(agent, calls)
-    return checkpointed(loop(runnable, turn.conversation, lang, context, kwargs), turn)
+    restarted = turn.restored and turn.offset and not turn.decided  # (a decision: the control runs the calls)
+    calls: list[Message] | None = turn.unanswered() if restarted else None
+    return checkpointed(loop(agent, turn.conversation, lang, context, kwargs, calls), turn)
 
 
-__all__ = ["aresumed", "astream", "controlled_loop", "loop", "new_context", "prepare", "resumed", "stream"]
+__all__ = ["ASYNC", "SYNC", "Driving", "controlled_loop", "loop", "new_context", "prepare", "resumed", "stream"]

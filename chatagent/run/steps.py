@@ -141,7 +141,7 @@ class RunSteps:
         overridden `_call_tool` is called in its place)."""
         if "_call_tool" in self.overridden_steps:
             return compat.tool_override(self._call_tool, tool_name, tool_args, kwargs)
-        return run_tool(cast("Runnable", self), tool_name, tool_args, **kwargs)  # mixed into Agent, a Runnable
+        return run_tool(self, tool_name, tool_args, **kwargs)
 
     def _call_tool(
         self, tool_name: str, tool_args: str | dict[str, Any] | None = "{}", **kwargs: Any
@@ -152,7 +152,7 @@ class RunSteps:
         Every failure the model can fix (unknown tool, bad arguments, the tool raising or timing out,
         `max_calls` used up) comes back as a short error text for the model; the traceback goes to the log.
         """
-        return drain(run_tool(cast("Runnable", self), tool_name, tool_args, **kwargs))  # not an override's
+        return drain(run_tool(self, tool_name, tool_args, **kwargs))  # not an override's
 
     @staticmethod
     def _blocking(fn: Callable[..., _Result], *args: Any) -> Asking[_Result]:

@@ -4,18 +4,21 @@ fragments rewritten (`map_fragments`). Used by Router, GroupChat and ReActChat t
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator, Sequence
+from contextvars import Token
 from typing import TYPE_CHECKING, Any, cast
 
 from chatagent.run.context import CURRENT, current_run
 from chatagent.run.driver import observed
 from chatagent.run.plugin import Plugins
-from chatagent.run.requests import AgentLoop, Asking, Fragments, LoopItem, ModelCall, pass_on, step
+from chatagent.run.requests import AgentLoop, Asking, Fragments, LoopItem, ModelCall, Request
+from chatagent.run.stage import Stage, relay
 from chatagent.run.start import controlled_loop
 from chatagent.schema import Message
 from chatagent.schema.fragment import typed
 from chatagent.schema.stream import Collector
 
 if TYPE_CHECKING:
+    from chatagent.run.context import RunContext
     from chatagent.run.protocol import Runnable
 
 
@@ -48,50 +51,71 @@ def run_subagent(
         CURRENT.reset(token)
     if ctx.callbacks:
         gen = observed(gen, ctx)
-    shown = Collector()
-    name = agent.name
+    return (yield from relay(gen, Placed(ctx, agent.name, start, view)))
 
-    def place(given: Sequence[Message]) -> Fragments:
+
+class Placed(Stage):
+    """A sub-agent's run inside its parent's: its own run context current while its code runs, its fragments placed
+    from `start` in the parent's response and named after it, then through `view`; returns what it showed."""
+
+    __slots__ = ("ctx", "name", "start", "view", "shown", "token")
+
+    def __init__(self, ctx: RunContext, name: str | None, start: int, view: Callable[[Fragments], Fragments] | None
+                 ) -> None:  # fmt: skip
+        self.ctx, self.name, self.start, self.view = ctx, name, start, view
+        self.shown = Collector()
+        self.token: Token[RunContext | None] | None = None
+
+    def enter(self) -> None:
+        self.token = CURRENT.set(self.ctx)
+
+    def leave(self) -> None:
+        if self.token is not None:
+            CURRENT.reset(self.token)
+            self.token = None
+
+    def place(self, given: Sequence[Message]) -> Fragments:
         fragments = typed(given)
-        shown.add(fragments)
+        self.shown.add(fragments)
         for f in fragments:
-            f.index += start
+            f.index += self.start
             if f.name is None:
-                f.name = name
+                f.name = self.name
         return fragments
 
-    value: Any = None
-    error: BaseException | None = None
-    try:
-        while True:
-            token = CURRENT.set(ctx)
-            try:
-                item = step(gen, value, error)
-            except StopIteration:
-                break
-            finally:
-                CURRENT.reset(token)
-            error = value = None
-            if type(item) is list:
-                if item:
-                    item = place(item)
-                    if view is not None:
-                        item = view(item)
-                    if item:
-                        yield item
-                continue
-            if type(item) is ModelCall:
-                item.maps.append(place)
-                if view is not None:
-                    item.maps.append(view)
-            value, error = yield from pass_on(item)
-    finally:
-        token = CURRENT.set(ctx)
-        try:
-            gen.close()
-        finally:
-            CURRENT.reset(token)
-    return shown.messages()
+    def show(self, fragments: Fragments) -> Fragments:
+        fragments = self.place(fragments)
+        return fragments if self.view is None else self.view(fragments)
+
+    def request(self, request: Request) -> Asking[Request]:
+        if isinstance(request, ModelCall):
+            request.maps.append(self.place)
+            if self.view is not None:
+                request.maps.append(self.view)
+        return request
+        yield  # (a generator: see Stage.request)
+
+    def end(self, result: Any) -> Asking[list[Message]]:
+        return self.shown.messages()
+        yield  # (a generator: see Stage.end)
+
+
+class Mapped(Stage):
+    """A loop with `fn` applied to every list of fragments it shows, the model's streamed pieces included."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Fragments], Fragments]) -> None:
+        self.fn = fn
+
+    def show(self, fragments: Fragments) -> Fragments:
+        return self.fn(typed(fragments))
+
+    def request(self, request: Request) -> Asking[Request]:
+        if isinstance(request, ModelCall):
+            request.maps.append(self.fn)
+        return request
+        yield  # (a generator: see Stage.request)
 
 
 def map_fragments(gen: Iterator[Any], fn: Callable[[Fragments], Fragments]) -> Asking[Any]:
@@ -99,27 +123,7 @@ def map_fragments(gen: Iterator[Any], fn: Callable[[Fragments], Fragments]) -> A
     model's streamed pieces included (through the model calls' maps); requests pass on. Use with `yield from`;
     returns what `gen` returns."""
     # `gen` is an agent's loop, a generator (sent results, closed), even where a `_run` declares an Iterator
-    loop = cast("AgentLoop", gen)
-    value: Any = None
-    error: BaseException | None = None
-    try:
-        while True:
-            try:
-                item = step(loop, value, error)
-            except StopIteration as stop:
-                return stop.value
-            error = value = None
-            if type(item) is list:
-                if item:
-                    out = fn(typed(item))
-                    if out:
-                        yield out
-                continue
-            if type(item) is ModelCall:
-                item.maps.append(fn)
-            value, error = yield from pass_on(item)
-    finally:
-        loop.close()
+    return relay(cast("AgentLoop", gen), Mapped(fn))
 
 
 def hidden(fragments: Fragments) -> Fragments:

@@ -3,7 +3,8 @@ run's control uses to run the calls a person approved; `emit_tool_end`, the even
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from chatagent.run import events
 from chatagent.run.context import RunContext, current_run
@@ -11,12 +12,27 @@ from chatagent.run.driver import ask
 from chatagent.run.requests import Asking, ToolBatch, ToolWait
 
 if TYPE_CHECKING:
-    from chatagent.run.protocol import Runnable
     from chatagent.schema import ContentItem
+    from chatagent.tools.calling import ToolCache
+    from chatagent.tools.tool import BaseTool
+
+
+class ToolOwner(Protocol):
+    """What a tool call needs of the agent it is made for (a `chatagent.run.protocol.Runnable` has it, and so do the
+    steps mixed into `chatagent.Agent`)."""
+
+    @property
+    def name(self) -> str | None: ...
+
+    @property
+    def function_map(self) -> Mapping[str, BaseTool]: ...
+
+    @property
+    def tool_cache(self) -> ToolCache | None: ...
 
 
 def run_tool(
-    agent: Runnable, tool_name: str, tool_args: str | dict[str, Any] | None = "{}", **kwargs: Any
+    agent: ToolOwner, tool_name: str, tool_args: str | dict[str, Any] | None = "{}", **kwargs: Any
 ) -> Asking[str | list[ContentItem]]:
     """One call of `agent`'s tool `tool_name` as part of the current run; the content of its function message."""
     from chatagent.tools.calling import PreparedCall, prepare_call  # the tool machinery: loaded by runs with tools
@@ -64,4 +80,4 @@ def emit_tool_end(agent: str | None, outcome: Any, run: RunContext) -> None:
         events.deliver(found, event)
 
 
-__all__ = ["emit_tool_end", "emit_tool_start", "run_tool"]
+__all__ = ["ToolOwner", "emit_tool_end", "emit_tool_start", "run_tool"]

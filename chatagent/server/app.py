@@ -84,6 +84,7 @@ class Service:
         if store is not None:  # a store named explicitly is opened now: a wrong URL fails at startup
             self.store = open_store(store)
         self.running = 0
+        self.draining = False  # set on SIGTERM: /readyz says 503 so that a load balancer sends nothing new
         self.created = int(time.time())
         #: the served runs' traces go to the session store (`traces=True`) or the store `traces` names
         self.trace_store: str | None = store if traces is True else str(traces) if traces else None

@@ -5,7 +5,9 @@ a conversation (`"new"` starts one; its id comes back in the result), and, for a
 that needs a person's approval, `approval` (true, false or {call id: true/false}) with the `session_id` or the
 `approval_token` the paused result gave. With `expose_tools`, each agent's own tools are tools too (named as they
 are, or `<agent>__<tool>` when several agents are served), except those that always need approval; a call whose
-arguments need approval (a predicate) is refused: it never runs without a person's yes.
+arguments need approval (a predicate) is refused: it never runs without a person's yes. A direct call goes through
+the agent's input checks and output redaction as a turn does (`chatagent.server.exposed`); an agent with checks a
+direct call cannot reach (an `after_model` hook) has its tools exposed only when named (`expose_tools=['name']`).
 
 The rules are the OpenAI endpoint's (`turns`, `conversations`, `approvals`, `identity`): over HTTP the principal is
 the API key's (`Authorization: Bearer`), and an MCP session belongs to the principal that opened it; over stdio
@@ -19,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -33,6 +35,7 @@ from chatagent.schema import FUNCTION, USER, Message
 from chatagent.schema.fragment import Fragment
 from chatagent.server.app import Service, send_error
 from chatagent.server.approvals import checked_decision
+from chatagent.server.exposed import checked_arguments, checked_result, unseen_checks
 from chatagent.server.openai_api import ChatRequest, RequestError, checked_session_id
 from chatagent.server.turns import Outcome, reported, start_turn
 from chatagent.tools.calling import PreparedCall, aexecute, prepare_call
@@ -81,16 +84,32 @@ class MCPSurface:
     """The MCP server of a `Service`: its tools (`ask_<agent>`, and the agents' own with `expose_tools`), their
     calls, and the principal of each (`principal` for every call over stdio, else the HTTP request's)."""
 
-    def __init__(self, service: Service, *, expose_tools: bool = False, principal: str | None = None) -> None:
+    def __init__(
+        self, service: Service, *, expose_tools: bool | Iterable[str] = False, principal: str | None = None
+    ) -> None:
         self.service = service
         self.principal = principal
         self.asks: dict[str, tuple[str, Agent]] = {}
         self.tools: dict[str, tuple[Agent, BaseTool]] = {}
         for model, agent in service.agents.items():
             self.asks[ASK + tool_name(model)] = (model, agent)
+        named = None if isinstance(expose_tools, bool) else set(expose_tools)
+        if named is not None and named - set(service.agents):
+            raise ValueError(
+                f"expose_tools names agents this server does not have: {sorted(named - set(service.agents))}"
+            )
         if expose_tools:
             several = len(service.agents) > 1
             for model, agent in service.agents.items():
+                if named is not None and model not in named:
+                    continue
+                unseen = unseen_checks(Plugins(agent.plugins))
+                if unseen and named is None:
+                    raise ValueError(
+                        f"the agent {model!r} has checks that a direct call of its tools cannot reach "
+                        f"({', '.join(unseen)}: after_model sees a model's reply, and a direct call has none); expose "
+                        f"its tools anyway by naming it: expose_tools=[{model!r}] (--expose-tools {model})"
+                    )
                 for name, tool in agent.function_map.items():
                     if getattr(tool, "requires_approval", False) is True:
                         continue  # always needs a person: reached only through ask_<agent>, which pauses for it
@@ -181,16 +200,21 @@ class MCPSurface:
         return CallToolResult(content=[TextContent(text=shown)], structured_content={"answer": text, **extra})
 
     async def _tool(self, agent: Agent, tool: BaseTool, args: dict[str, Any]) -> CallToolResult:
-        """One of an agent's own tools, called directly: through the one tool-call path (arguments validated),
-        the agent's `before_tool`/`after_tool` hooks, never when the call needs approval."""
+        """One of an agent's own tools, called directly: the agent's input checks on the arguments, the one
+        tool-call path (arguments validated), the agent's `before_tool`/`after_tool` hooks, its output checks on
+        the result; never when the call needs approval."""
         svc = self.service
+        plugins = Plugins(agent.plugins)
+        try:
+            args = await asyncio.to_thread(checked_arguments, agent, plugins, args)  # a check may block (a judge)
+        except Blocked as b:
+            return _error(b.message)
         state = f"mcp-tool-{id(args):x}-{asyncio.get_running_loop().time()}"
         call = prepare_call({tool.name: tool}, tool.name, args, kwargs={"session_id": state})
         if not isinstance(call, PreparedCall):
             return _error(str(call.content))
         if needs_approval(tool, call.args):
             return _error(f"{tool.name} needs a person's approval for these arguments: ask the agent instead")
-        plugins = Plugins(agent.plugins)
         try:
             with public_urls_only(svc.policy):
                 for p, fn in plugins.each("before_tool"):
@@ -203,11 +227,11 @@ class MCPSurface:
                     content = plugins.call(p, "after_tool", fn, agent, outcome)
                     if content is not None:
                         outcome.content = content
+            text = await asyncio.to_thread(checked_result, agent, plugins, _content_text(outcome.content))
         except Blocked as b:
             return _error(b.message)
         finally:
             await asyncio.to_thread(agent.close_session, state)
-        text = _content_text(outcome.content)
         return CallToolResult(content=[TextContent(text=text)], is_error=outcome.error is not None)
 
 
@@ -350,7 +374,7 @@ class Progress:
         await self.session.report_progress(self.count, None, said or f"{self.chars} characters so far")
 
 
-async def serve_stdio(service: Service, *, expose_tools: bool = False) -> None:
+async def serve_stdio(service: Service, *, expose_tools: bool | Iterable[str] = False) -> None:
     """Serve `service`'s agents over MCP on this process's stdin and stdout until the client closes them."""
     from mcp.server.stdio import stdio_server
 

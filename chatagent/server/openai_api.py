@@ -210,7 +210,7 @@ def error_for(e: BaseException) -> RequestError:
         return RequestError(400, str(e), "invalid_messages", "messages")
     if isinstance(e, ModelServiceError):
         status = 400 if e.code == ModelErrorCode.CONTEXT_TOO_LONG else 502
-        return RequestError(status, f"the model service failed: {e}", str(e.code))
+        return RequestError(status, f"the model service failed: {e.code}: {e.public_message}", str(e.code))
     if isinstance(e, RunDeadlineExceeded):
         return RequestError(504, str(e), "deadline_exceeded")
     # (a store's errors name the store: its URL or file, for the server's log; never for a client)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
+import os
 import socket
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -39,7 +39,9 @@ from chatagent.run.trace_writer import trace_store
 from chatagent.server.app import ChatCompletions, Service, send_error, send_json
 from chatagent.server.connections import bounded_protocol
 from chatagent.server.conversations import DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS, Quotas
+from chatagent.server.health import Health, Ready, stop_on_signals
 from chatagent.server.identity import ApiKeys
+from chatagent.server.jobs import JobsEndpoint
 from chatagent.server.openai_api import RequestError
 from chatagent.sessions import Session, SessionError
 from chatagent.utils.origins import HostCheck
@@ -52,7 +54,8 @@ DEFAULT_GRACE = 30.0
 DEFAULT_BODY_TIMEOUT = 30.0
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_MAX_CONNECTIONS = 1024
-_UNGUARDED = ("/healthz", "/health")
+DEFAULT_DRAIN_DELAY = 0.0
+_UNGUARDED = ("/healthz", "/health", "/readyz")
 
 
 def asgi_app(
@@ -72,9 +75,12 @@ def asgi_app(
     max_session_bytes: int = DEFAULT_MAX_SESSION_BYTES,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     mcp: bool = False,
-    expose_tools: bool = False,
+    expose_tools: bool | Iterable[str] = False,
     a2a: bool = False,
     traces: bool | str = False,
+    jobs: bool = False,
+    job_flows: Iterable[str] = (),
+    dbos_schema: str = "dbos",
 ) -> Any:
     """The ASGI app (a Starlette application) serving the agents with the OpenAI chat completions API (and MCP).
 
@@ -103,7 +109,9 @@ def asgi_app(
         mcp: also serve the agents over MCP's streamable HTTP transport at `/mcp`, each as a tool `ask_<name>`,
             under the same keys, conversations and approval rules (see `chatagent.server.mcp_server`; needs the
             `mcp` package).
-        expose_tools: with `mcp`, the agents' own tools are MCP tools too (but those that need approval).
+        expose_tools: with `mcp`, the agents' own tools are MCP tools too (but those that need approval), each call
+            through its agent's input and output checks; a list of agent names exposes only theirs, and is how an
+            agent whose checks a direct call cannot reach (an `after_model` hook) is exposed at all.
         a2a: also serve the agents over A2A: agent cards (`/.well-known/agent-card.json`) and tasks at
             `/a2a/<name>`, under the same rules (see `chatagent.server.a2a_server`; needs `a2a-sdk`).
         traces: record every served run as a trace owned by its principal, into the session store (True) or the
@@ -111,6 +119,12 @@ def asgi_app(
             `?status=`, `?name=`), `GET /v1/traces/{id}` (`?format=otlp` for OpenTelemetry's JSON), paths and keys
             left out (`chatagent.run.trace_export`); another principal's trace is a 404. Needs `api_key`: without
             keys every client is one principal.
+        jobs: also take background jobs at `/v1/jobs` (turns, crews, and the flows named in `job_flows`), run by
+            DBOS workers on the same PostgreSQL store (see `chatagent.server.jobs`; needs `chatagent[dbos]` and
+            a `postgresql://` store; `dbos_schema` is where the workers keep DBOS's tables).
+
+    `/healthz` says the process is alive; `/readyz` whether it takes requests (503 while it drains on SIGTERM,
+    or when its session store does not answer): what a load balancer checks.
     """
     from starlette.applications import Starlette
     from starlette.routing import Route
@@ -131,8 +145,9 @@ def asgi_app(
     if traces and not service.principals.required:
         raise ValueError("traces=True serves each API client its own traces: it needs api_key (one per client)")
     routes = [
-        Route("/healthz", _Health(), methods=["GET"]),
-        Route("/health", _Health(), methods=["GET"]),
+        Route("/healthz", Health(), methods=["GET"]),
+        Route("/health", Health(), methods=["GET"]),
+        Route("/readyz", Ready(service), methods=["GET"]),
         Route("/v1/models", _Models(service), methods=["GET"]),
         Route("/v1/models/{model:path}", _Models(service), methods=["GET"]),
         Route("/v1/chat/completions", ChatCompletions(service), methods=["POST"]),
@@ -147,6 +162,15 @@ def asgi_app(
                             methods=["GET", "POST", "DELETE"]))  # fmt: skip
     elif expose_tools:
         raise ValueError("expose_tools is for the MCP server: give mcp=True too")
+    if jobs:
+        url = store or os.environ.get("CHATAGENT_SESSION_STORE") or ""
+        if not url.startswith(("postgresql://", "postgres://")):
+            raise ValueError("jobs need a postgresql:// session store (store=, or $CHATAGENT_SESSION_STORE)")
+        endpoint = JobsEndpoint(service, url, flows=tuple(job_flows), dbos_schema=dbos_schema)
+        routes += [Route("/v1/jobs", endpoint, methods=["POST", "GET"]),
+                   Route("/v1/jobs/{job_id:path}", endpoint, methods=["GET", "DELETE"])]  # fmt: skip
+    elif tuple(job_flows):
+        raise ValueError("job_flows are for the jobs endpoint: give jobs=True too")
     if a2a:
         from chatagent.server.a2a_server import CARD_PATH, A2AEndpoint  # a2a-sdk: only when asked for
 
@@ -170,7 +194,7 @@ def asgi_app(
 def serve_mcp_stdio(
     agent_or_agents: Agent | Iterable[Agent] | Mapping[str, Agent],
     *,
-    expose_tools: bool = False,
+    expose_tools: bool | Iterable[str] = False,
     store: str | None = None,
     deadline: float | None = None,
     allow_hosts: Iterable[str] = (),
@@ -236,11 +260,6 @@ def _by_model(agents: Any, model_name: str | None) -> dict[str, Agent]:
     if not out:
         raise ValueError("serve needs at least one agent")
     return out
-
-
-class _Health:
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        await send_json(send, 200, {"status": "ok"})
 
 
 class _Sessions:
@@ -342,8 +361,10 @@ class _Models:
 class AgentServer:
     """Serve agents with the OpenAI chat completions API on `host:port` (uvicorn running `asgi_app`).
 
-    Takes `asgi_app`'s arguments, and `grace`: seconds the streams in flight may take to finish when the server
-    stops (SIGTERM, SIGINT or `close()`) before they are closed; `max_connections`: connections open at once
+    Takes `asgi_app`'s arguments, and `grace`: seconds the streams in flight (and the session turns that outlived
+    their clients) may take to finish when the server stops (SIGTERM, SIGINT or `close()`) before they are closed;
+    `drain_delay`: seconds between the signal and the stop, while `/readyz` says 503 and requests are still taken
+    (so that a load balancer's health checks see it go before its connections are refused); `max_connections`: connections open at once
     (more are answered 503 and closed); `header_timeout`: seconds a client may take to send a request's headers
     (then its connection is closed). Port 0 picks a free port (see `url`).
     """
@@ -355,6 +376,7 @@ class AgentServer:
         port: int = 8000,
         *,
         grace: float = DEFAULT_GRACE,
+        drain_delay: float = DEFAULT_DRAIN_DELAY,
         header_timeout: float = DEFAULT_HEADER_TIMEOUT,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         **options: Any,
@@ -364,6 +386,7 @@ class AgentServer:
         self.service: Service = self.app.state.chatagent
         self.model_name = self.service.default_model
         self.grace = grace
+        self.drain_delay = drain_delay
         self.socket = _listen(host, port)
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -403,15 +426,24 @@ class AgentServer:
     async def _serve(self) -> None:
         try:
             await self._server.serve(sockets=[self.socket])
+            await self._finish_runs()
         finally:
             self._stopped.set()
+
+    async def _finish_runs(self) -> None:
+        """Wait (within `grace`) for the session turns that outlived their clients; those cut off stay pending in
+        the store, for a `"resume": true` on any replica."""
+        going = [run.task for run in self.service.where.runs.going.values()]
+        if going:
+            logger.info("stopping: %d session turn(s) still running", len(going))
+            await asyncio.wait(going, timeout=self.grace)
 
     def serve_forever(self) -> None:
         """Serve in this thread until SIGTERM or SIGINT (in the main thread) or `close()` from another thread; the
         streams in flight finish first (within `grace`)."""
         self._server = self._uvicorn()
         logger.info("serving %s (OpenAI-compatible) on %s", ", ".join(self.service.agents), self.url)
-        with _stop_on_signals(self._server):
+        with stop_on_signals(self._server, self.service, self.drain_delay):
             asyncio.run(self._serve())
 
     def start(self) -> AgentServer:
@@ -454,28 +486,6 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
-
-
-@contextlib.contextmanager
-def _stop_on_signals(server: Any) -> Iterator[None]:
-    """SIGTERM and SIGINT stop `server` gracefully (a second one: at once), whatever handling the process inherited
-    (a background job starts with SIGINT ignored); the previous handlers are restored afterwards."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: object) -> None:
-        if server.should_exit:
-            server.force_exit = True
-        server.should_exit = True
-        logger.info("stopping: finishing the streams in flight (a second signal stops at once)")
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 __all__ = ["DEFAULT_MAX_REQUEST_BYTES", "AgentServer", "RequestError", "asgi_app", "serve_mcp_stdio"]

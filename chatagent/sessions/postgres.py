@@ -19,10 +19,10 @@ from chatagent.sessions.errors import SessionBusyError, SessionStoreError
 from chatagent.sessions.store import FIND, SQLStore
 from chatagent.utils.extras import missing_dependency
 from chatagent.utils.keys import redact
+from chatagent.utils.sql import connect_postgres, first_line
 
 _POOL_SIZE = 10
 _POOL_WAIT_S = 60.0
-_CONNECT_TIMEOUT_S = 10
 _SCHEMA_LOCK = 0x63686174_00000001  # advisory lock keys of our own ("chat" ...)
 _BLOB_LOCK = 0x63686174_00000002
 
@@ -99,12 +99,9 @@ class PostgresStore(SQLStore):
     # ---- connections and transactions -------------------------------------------------------------------
 
     def _connect(self) -> Any:
-        psycopg = self._psycopg
-        extra: dict[str, Any] = {} if "connect_timeout" in self._conninfo else {"connect_timeout": _CONNECT_TIMEOUT_S}
-        try:
-            return psycopg.connect(self._conninfo, autocommit=True, **extra)
-        except psycopg.Error as e:
-            raise SessionStoreError(f"cannot connect to PostgreSQL at {self.url}: {_first_line(e)}") from e
+        return connect_postgres(
+            self._conninfo, needed_for="a postgresql:// session store", autocommit=True, error=SessionStoreError
+        )
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[Any]:
@@ -186,9 +183,9 @@ class PostgresStore(SQLStore):
     def _error(self, e: Exception, lost: bool) -> SessionStoreError:
         if lost:
             return SessionStoreError(
-                f"lost the connection to PostgreSQL at {self.url}: {_first_line(e)}; the next call reconnects"
+                f"lost the connection to PostgreSQL at {self.url}: {first_line(e)}; the next call reconnects"
             )
-        return SessionStoreError(f"PostgreSQL at {self.url}: {_first_line(e)}")
+        return SessionStoreError(f"PostgreSQL at {self.url}: {first_line(e)}")
 
     def close(self) -> None:
         """Close the idle connections, and the lock connection if no run holds a lock (used again, the store opens
@@ -252,7 +249,3 @@ class PostgresStore(SQLStore):
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
-
-
-def _first_line(e: Exception) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0]

@@ -17,7 +17,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from chatagent.sessions import journal, pending
 from chatagent.sessions.errors import SessionBusyError, SessionStoreError
 from chatagent.sessions.store import SQLStore, conflict_error
-from chatagent.utils.workspace import private_dirs, private_file
+from chatagent.utils.sql import connect_sqlite, private_sqlite_file
+from chatagent.utils.workspace import private_dirs
 
 try:
     import fcntl
@@ -70,8 +71,7 @@ class SQLiteStore(SQLStore):
         if not self.path.parent.is_dir() and not create_dir:
             raise SessionStoreError(f"cannot open {self.url}: the directory {self.path.parent} does not exist")
         try:
-            private_dirs(self.path.parent)
-            private_file(self.path)  # 0600: SQLite gives its -wal and -shm files the database's mode
+            private_sqlite_file(self.path)
         except OSError as e:
             raise SessionStoreError(f"cannot make the session store {self.url}: {e.strerror or e}") from None
         self._locks_dir = self.path.with_name(self.path.name + "-locks")
@@ -93,9 +93,7 @@ class SQLiteStore(SQLStore):
     # (no locks and no generator-based context managers here: they would cost as much as the statements)
 
     def _connect(self, sync: bool) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA synchronous=FULL" if sync else "PRAGMA synchronous=NORMAL")
-        return conn
+        return connect_sqlite(self.path, timeout=self.timeout, synchronous="FULL" if sync else "NORMAL")
 
     def _take(self, sync: bool = True) -> sqlite3.Connection:
         try:

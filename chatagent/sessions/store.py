@@ -246,6 +246,10 @@ class SQLStore:
         rows = self._read(INFO, (user, session_id))
         return _info(rows[0]) if rows else None
 
+    def ping(self) -> None:
+        """A round trip to the database (SessionStoreError if it does not answer)."""
+        self._read("SELECT 1")
+
     def count(self, user: str) -> int:
         """How many sessions the user has."""
         return int(self._read(COUNT, (user,))[0][0])

@@ -388,6 +388,8 @@ def _describe(e: BaseException) -> str:
 class MCPTool(BaseTool):
     """One tool of an MCP server."""
 
+    third_party = True  # its name and description are the server's
+
     def __init__(self, connection: MCPConnection, tool: Tool) -> None:
         self.name = f"{connection.name}-{tool.name}"
         self.description = tool.description or ""

@@ -39,6 +39,7 @@ from chatagent.tools.arguments import (
     parse_arguments,
     validate_arguments,
 )
+from chatagent.utils.tool_origins import mark_third_party
 
 if TYPE_CHECKING:
     import pydantic
@@ -72,6 +73,9 @@ class BaseTool:
     #: Whether it runs code the model wrote: `chatagent gui` and `serve` then ask for approval of each call unless
     #: `requires_approval` was set (a model that reads other people's text can be told what to run).
     runs_code: bool = False
+    #: Whether its name and description were written by a third party (an MCP server, a remote agent): what chooses
+    #: tools by meaning holds it to a higher bar (`chatagent.utils.tool_origins`).
+    third_party: bool = False
 
     def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         self.cfg: dict[str, Any] = dict(cfg or {})
@@ -133,6 +137,8 @@ class BaseTool:
                 "description": self.description,
                 "parameters": self.parameters_schema,
             }
+            if self.third_party:
+                mark_third_party(self._function)
         return self._function
 
     @property

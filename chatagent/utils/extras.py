@@ -39,6 +39,8 @@ EXTRA_OF: dict[str, str] = {
     "matplotlib": "tools",
     "PIL": "tools",
     "opentelemetry": "otel",
+    "dbos": "dbos",
+    "botocore": "bedrock",
     "yaml": "evals",
     "pytest": "evals",
 }

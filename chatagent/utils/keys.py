@@ -9,13 +9,20 @@ stripped of surrounding whitespace when it is configured, and a key holding a ch
 carry is refused then, with a message that names the position, not the key.
 
 Every key configured in this process is remembered; `mask_secrets` replaces any run of 8 or more characters
-of one of them (so a key quoted with escapes, cut, or with its newline still counts) and the token of any
-`Bearer ...` header form. Errors (ModelServiceError, the server's error bodies, the web UI's and the terminal's
-error lines) pass through it.
+of one of them (so a key quoted with escapes, cut, or with its newline still counts), the token of any
+`Bearer ...` header form, a `Basic ...` credential (base64 of `user:password`), the user part of any URL
+(`http://user:password@host` -> `http://***@host`) and its query parameters that can hold a credential. Errors
+(ModelServiceError, the server's error bodies, the web UI's and the terminal's error lines) and every log line of
+the command line pass through it.
+
+Model servers are remembered too (`remember_endpoint`, when a model is configured): `hide_endpoints` says "the model
+server" for each of them and for any other URL, which is what a client of a shared surface may be told of a model
+service's failure (`ModelServiceError.public_message`).
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import threading
@@ -27,7 +34,10 @@ MIN_MASKED = 8  # a run of this many characters of a key is masked wherever it a
 MASK = "***"
 PLACEHOLDERS = frozenset({"EMPTY", "none", "None", "dummy", "sk-no-key-required"})
 _BEARER = re.compile(r"(?i)(\bbearer\s+)[^\s'\",;)\]}]+")
+_BASIC = re.compile(r"(?i)(\bbasic\s+)([A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])")
+_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s'\"<>()\[\]{}]+")
 _known: set[str] = set()
+_endpoints: set[str] = set()
 _lock = threading.Lock()
 
 
@@ -102,7 +112,68 @@ def mask_secrets(text: str, secrets: Iterable[str | None] = ()) -> str:
             pieces.update(secret[i : i + MIN_MASKED] for i in range(len(secret) - MIN_MASKED + 1))
     if pieces:
         text = _mask_runs(text, pieces)
-    return _BEARER.sub(lambda m: m.group(1) + MASK, text)
+    text = _BEARER.sub(lambda m: m.group(1) + MASK, text)
+    if "asic" in text or "ASIC" in text:
+        text = _BASIC.sub(_mask_basic, text)
+    if "://" in text:
+        text = _URL.sub(_mask_url, text)
+    return text
+
+
+def _mask_basic(m: re.Match[str]) -> str:
+    """A `Basic` credential masked: a token that is base64 of `user:password` (not the word after "basic")."""
+    try:
+        decoded = base64.b64decode(m.group(2), validate=True)
+    except ValueError:
+        return m.group(0)
+    return m.group(1) + MASK if b":" in decoded else m.group(0)
+
+
+def _mask_url(m: re.Match[str]) -> str:
+    """A URL with its user part and the query parameters that can hold a credential masked."""
+    scheme, _, rest = m.group(0).partition("://")
+    cut = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    authority, tail = rest[:cut], rest[cut:]
+    if "@" in authority:
+        authority = MASK + "@" + authority.rpartition("@")[2]
+    if "?" in tail:
+        path, _, query = tail.partition("?")
+        query, hash_mark, fragment = query.partition("#")
+        pairs = [p.partition("=")[0] + "=" + MASK if "=" in p and _is_credential(unquote(p.partition("=")[0])) else p
+                 for p in query.split("&")]  # fmt: skip
+        tail = f"{path}?{'&'.join(pairs)}{hash_mark}{fragment}"
+    return f"{scheme}://{authority}{tail}"
+
+
+def remember_endpoint(url: str | None) -> None:
+    """Remember a model server (a URL, or a host) so that `hide_endpoints` names it as "the model server"."""
+    if not url or not isinstance(url, str):
+        return
+    text = url.strip().rstrip("/")
+    forms = {text, mask_secrets(text)}
+    try:
+        parts = urlsplit(text if "://" in text else f"http://{text}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if host:
+        forms.add(f"{host}:{port}" if port else host)
+        forms.add(host)
+        if "://" in text:
+            forms.add(text.split("://", 1)[1].rpartition("@")[2])
+    with _lock:
+        _endpoints.update(f for f in forms if len(f) >= 4)
+
+
+def hide_endpoints(text: str) -> str:
+    """`text` (secrets masked) with every remembered model server, and any other URL, said as "the model server"."""
+    text = _URL.sub("the model server", mask_secrets(text))
+    with _lock:
+        forms = sorted(_endpoints, key=len, reverse=True)
+    for form in forms:
+        if form in text:
+            text = text.replace(form, "the model server")
+    return text
 
 
 def _mask_runs(text: str, pieces: set[str]) -> str:

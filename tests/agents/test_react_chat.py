@@ -130,6 +130,29 @@ REPLIES = [
 ]
 
 
+def _runs(text: str, size: int) -> list[tuple[str, str]]:
+    """What the parser shows of `text` fed in chunks of `size`, as runs of reasoning or content in order."""
+    parser, runs = ReActParser(), []
+    for chunk in [text[i : i + size] for i in range(0, len(text), size)] + [None]:
+        for r, c in parser.pieces(chunk):
+            if runs and bool(runs[-1][0]) == bool(r):
+                runs[-1] = (runs[-1][0] + r, runs[-1][1] + c)
+            else:
+                runs.append((r, c))
+    return runs
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 10_000])
+def test_what_is_shown_follows_the_reply_in_its_order_whatever_the_chunking(size):
+    """Regression: text before a Thought came after the thought when both were in one chunk (a transcript then
+    differed from the one streamed a character at a time)."""
+    text = "Plain text first.\nThought: then a thought\nFinal Answer: done"
+    assert _runs(text, size) == [("", "Plain text first."), ("then a thought", ""), ("", "\n\ndone")]
+    transcript = react(text, chunk_size=size, transcript=True).run_nonstream(ASK)
+    written = "Final Answer: Plain text first.\nThought: then a thought\nFinal Answer: \n\ndone"
+    assert transcript[-1]["content"] == written
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.sampled_from(REPLIES), st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=60))
 def test_any_chunking_gives_the_same_result_and_never_shows_an_action(text, sizes):

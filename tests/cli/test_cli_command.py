@@ -426,3 +426,51 @@ def test_make_has_a_target_for_each_command() -> None:
         )
         assert out.returncode == 0, out.stderr
         assert f"-m chatagent {command} --port 7861" in out.stdout, out.stdout
+
+
+LOUD_AGENT = '''
+import logging
+from chatagent import BasicAgent
+from chatagent.llm.base import BaseChatModel
+from chatagent.schema import Message
+
+
+class Loud(BaseChatModel):
+    """Logs a long warning on every call, then echoes."""
+
+    def _chat_stream(self, messages, functions, cfg, usage):
+        logging.getLogger("chatagent.loud").warning("a long line " * 1500)
+        yield [Message.unchecked("assistant", "echo: " + messages[-1].text, None, None, None, {"index": 0})]
+
+
+agent = BasicAgent(llm=Loud({"model": "loud"}), name="loud")
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_serve_whose_stderr_nobody_reads_keeps_serving(tmp_path: Path) -> None:
+    """A log line is written to stderr by a thread of its own: when nobody reads stderr (a pipe's 64 KiB full), the
+    lines are dropped and counted, where the server used to stop answering at its first line that did not fit."""
+    (tmp_path / "loud.py").write_text(LOUD_AGENT)
+    port = _free_port()
+    p = processes.popen(
+        [sys.executable, "-m", "chatagent", "serve", "--agent", f"{tmp_path / 'loud.py'}:agent", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    try:
+        assert b"serving" in p.stdout.readline()  # (the first line; stderr is never read until the end)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}/v1", timeout=30) as client:
+            for i in range(24):  # 18 KB of log a request: more than the pipe and the handler's queue hold
+                body = {"model": "loud", "messages": [{"role": "user", "content": f"hi {i}"}]}
+                answer = client.post("/chat/completions", json=body).json()
+                assert answer["choices"][0]["message"]["content"] == f"echo: hi {i}"
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)  # the lines still queued are written now that stderr is read
+        assert p.returncode == 0
+        assert err.count(b"a long line a long line") > 3  # the lines that fitted, written in order
+        assert b"log lines were dropped: this process's stderr was not being read" in err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=10)

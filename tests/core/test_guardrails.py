@@ -134,7 +134,7 @@ def test_run_validates_retries_and_says_so_in_the_last_yield():
     last = yields[-1]
     assert len(last) == 1 and last[0]["content"] == '{"name": "Paris", "population": 2100000}'
     assert last[0]["extra"] == {
-        "response_format": {"name": "City", "attempts": 2, "valid": True},
+        "response_format": {"name": "City", "attempts": 2, "path": "prompt", "valid": True},
         "parsed": {"name": "Paris", "population": 2100000},
     }
     assert '"population"' in llm.calls[0].messages[0].content  # the schema instruction

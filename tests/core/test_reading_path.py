@@ -21,7 +21,8 @@ from chatagent import FnCallAgent, tool
 from tests.support.openai_server import OpenAIServer, Reply
 
 PACKAGE = Path(__file__).resolve().parents[2] / "chatagent"
-BUDGET = 856  # lines of the run machinery one turn runs (847 in 12 files before the run wing, counted alike)
+BUDGET = 830  # lines of the run machinery one turn runs (856 before the Stage step, 818 after it, 827 with the
+# traces and memory events and the cap on calls per reply; 847 before the run wing)
 RUN_MACHINERY = ("agent.py", "agents/", "run/", "schema/stream.py", "schema/fragment.py", "tools/calling.py")
 COMPAT = PACKAGE / "run" / "compat.py"
 

@@ -64,7 +64,12 @@ def test_a_retried_answer_starts_its_object_over() -> None:
     seen = parsed_in(yields)
     first_retry = next(i for i, y in enumerate(yields) if y[-1]["content"].startswith('{"name": "Paris", "p'))
     assert {"name": "Paris"} in seen
-    assert yields[-1][-1]["extra"]["response_format"] == {"name": "City", "attempts": 2, "valid": True}
+    assert yields[-1][-1]["extra"]["response_format"] == {
+        "name": "City",
+        "attempts": 2,
+        "path": "prompt",
+        "valid": True,
+    }
     assert first_retry > 0 and yields[-1][-1]["extra"]["parsed"]["tags"] == ["capital", "river"]
 
 

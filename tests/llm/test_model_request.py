@@ -11,7 +11,7 @@ import pytest
 
 from chatagent.llm.fncall_prompt import FN_ARGS, FN_NAME, FN_RESULT
 from chatagent.llm.request import ModelRequest, Usage
-from chatagent.llm.routing import acall_model, call_model
+from chatagent.llm.routing import plan
 from chatagent.llm.settings import split_generate_cfg
 from chatagent.schema import ASSISTANT, Message, to_messages
 from chatagent.schema.fragment import Fragment
@@ -74,11 +74,11 @@ def test_a_prompt_based_call_hands_on_a_new_request_and_changes_none(aio: bool, 
     if aio:
 
         async def ask() -> list[list[Fragment]]:
-            return [fragments async for fragments in acall_model(backend, request)]
+            return [fragments async for fragments in plan(backend, request).areply()]
 
         reply = collect(asyncio.run(asyncio.wait_for(ask(), 20)))
     else:
-        reply = collect(call_model(backend, request))
+        reply = collect(plan(backend, request).reply())
 
     assert the_call(reply) == ("get_weather", '{"city": "Paris"}')
     # the backend got a request of its own: the tools in the prompt, none as native tools, the timeout in its cfg

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible backend's async path sends what the sync path sends, without the openai SDK."""
+"""The OpenAI-compatible backend's two paths send the same requests, without the openai SDK."""
 
 from __future__ import annotations
 
@@ -48,8 +48,9 @@ def test_async_requests_equal_the_sync_ones(openai_server: OpenAIServer) -> None
     assert "extra_headers" not in async_stream.json and "max_retries" not in async_stream.json
 
 
-def test_arun_never_imports_the_openai_sdk() -> None:
-    """`import openai` takes most of a second and ~40 MB: on the async path it would stall the event loop."""
+def test_neither_run_nor_arun_imports_the_openai_sdk() -> None:
+    """`import openai` takes most of a second of CPU and ~40 MB (its types build pydantic classes for the whole API):
+    a fresh process's first answer would pay it, and on the async path it would stall the event loop."""
     code = textwrap.dedent(
         """
         import asyncio, sys
@@ -57,7 +58,7 @@ def test_arun_never_imports_the_openai_sdk() -> None:
         from tests.support.openai_server import OpenAIServer, Reply
 
         with OpenAIServer() as server:
-            server.add("Hello there", "Hello again")
+            server.add("Hello there", "Hello again", "Hi", "Hi once")
             bot = BasicAgent(llm={"model": "m", "model_server": server.base_url, "api_key": "k"})
 
             async def go():
@@ -66,12 +67,34 @@ def test_arun_never_imports_the_openai_sdk() -> None:
                 return out
 
             out = asyncio.run(go())
-        assert out[-2][-1]["content"] == "Hello there" and out[-1][-1]["content"] == "Hello again", out
-        assert "openai" not in sys.modules, "the async path imported the openai SDK"
+            out += list(bot.run([{"role": "user", "content": "hi"}]))
+            out.append(bot.run_nonstream([{"role": "user", "content": "hi"}]))
+        assert out[-2][-1]["content"] == "Hi" and out[-1][-1]["content"] == "Hi once", out
+        assert "openai" not in sys.modules, "a run imported the openai SDK"
         """
     )
     done = processes.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_azure_deployment_on_both_paths(openai_server: OpenAIServer) -> None:
+    """Azure's URL, `api-version` and `api-key` on the sync and on the async path alike."""
+    openai_server.add("sync", "async")
+    root = openai_server.base_url.removesuffix("/v1")
+    llm = get_chat_model(
+        {
+            "model_type": "azure",
+            "model": "dep-4o",
+            "azure_endpoint": root,
+            "api_key": "az-key",
+            "api_version": "2024-10-21",
+        }
+    )
+    assert llm.chat(USER, stream=False)[0].content == "sync"
+    assert asyncio.run(llm.achat(USER, stream=False))[0].content == "async"
+    for request in openai_server.chat_requests:
+        assert request.path == "/openai/deployments/dep-4o/chat/completions?api-version=2024-10-21"
+        assert request.headers["api-key"] == "az-key" and request.json["model"] == "dep-4o"
 
 
 ERRORS = [

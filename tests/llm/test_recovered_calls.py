@@ -28,7 +28,8 @@ SHAPES = {
     "mistral": f'[TOOL_CALLS] [{{"name": "get_weather", "arguments": {{"city": "{CITY}"}}}}]',
     "llama python_tag": f'<|python_tag|>{{"name": "get_weather", "parameters": {{"city": "{CITY}"}}}}',
     "llama json": f'{{"name": "get_weather", "parameters": {{"city": "{CITY}"}}}}',
-    "text then hermes": f'Let me look.\n<tool_call>{{"name": "get_weather", "arguments": {{"city": "{CITY}"}}}}</tool_call>',
+    "two calls": f'<tool_call>{{"name": "get_weather", "arguments": {{"city": "{CITY}"}}}}</tool_call>\n'
+    f'<tool_call>{{"name": "get_weather", "arguments": {{"city": "{CITY}"}}}}</tool_call>',
 }
 MARKERS = ("<tool_call", "</tool_call", "<function", "<parameter", "TOOL_CALLS", "python_tag", '"name"', "get_weather")
 
@@ -46,27 +47,85 @@ def test_each_shape_split_at_every_character_is_one_call_and_never_text(
     openai_server: OpenAIServer, shape: str
 ) -> None:
     text = SHAPES[shape]
+    n = text.count("get_weather")
     llm = model(openai_server)
     messages = [{"role": "user", "content": f"Weather in {CITY}?"}]
     for cut in range(1, len(text)):
         openai_server.add(Reply(chunks=[text[:cut], text[cut:]]))
         fragments = [f for part in llm.chat(messages, [WEATHER], stream=True, delta_stream=True) for f in part]
         shown = "".join(f.get("content") or "" for f in fragments)
-        assert calls_of(fragments) == [("get_weather", '{"city": "Zürich"}')], (shape, cut, fragments)
+        assert calls_of(fragments) == [("get_weather", '{"city": "Zürich"}')] * n, (shape, cut, fragments)
         assert not any(m in shown for m in MARKERS), (shape, cut, shown)
-        assert shown.strip() in ("", "Let me look."), (shape, cut, shown)
+        assert shown.strip() == "", (shape, cut, shown)
     openai_server.add(Reply(text=text))  # not streamed
     reply = llm.chat(messages, [WEATHER], stream=False)
     assert [(m["function_call"]["name"], m["function_call"]["arguments"]) for m in reply if m.get("function_call")] == [
         ("get_weather", '{"city": "Zürich"}')
-    ]
+    ] * n
     assert not any(m in "".join(r.get("content") or "" for r in reply) for m in MARKERS)
     openai_server.add(Reply(text=text))  # asyncio
 
     async def collect() -> list:
         return [f async for part in await _achat(llm, messages) for f in part]
 
-    assert calls_of(asyncio.run(collect())) == [("get_weather", '{"city": "Zürich"}')]
+    assert calls_of(asyncio.run(collect())) == [("get_weather", '{"city": "Zürich"}')] * n
+
+
+CALL = SHAPES["hermes"]
+
+
+@pytest.mark.parametrize("text", [f"Let me look.\n{CALL}", f"{CALL}\nDone, it is sunny.", f"<think>x</think>Hi {CALL}"])
+def test_a_call_beside_text_is_text_shown_as_written(openai_server: OpenAIServer, text: str) -> None:
+    """Only a reply that is wholly calls is recovered: a call before or after text is shown in place, split at
+    every character."""
+    llm = model(openai_server)
+    messages = [{"role": "user", "content": f"Weather in {CITY}?"}]
+    for cut in range(1, len(text), 3):
+        openai_server.add(Reply(chunks=[text[:cut], text[cut:]]))
+        fragments = [f for part in llm.chat(messages, [WEATHER], stream=True, delta_stream=True) for f in part]
+        assert not calls_of(fragments), (cut, fragments)
+        assert "".join(f.get("content") or "" for f in fragments) == text, cut
+
+
+def test_a_call_the_request_already_holds_is_text(openai_server: OpenAIServer) -> None:
+    """Quoted from the user's message, however spaced; from a tool's result in another shape, same arguments."""
+    llm = model(openai_server)
+    asked = [{"role": "user", "content": f"Please echo this: {CALL}"}]
+    openai_server.add(Reply(text=CALL.replace(" ", "\n ")))
+    assert not calls_of(llm.chat(asked, [WEATHER], stream=False))
+    xml = SHAPES["qwen3-coder"]
+    given = [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "function_call": {"name": "get_weather", "arguments": "{}"}},
+        {
+            "role": "function",
+            "name": "get_weather",
+            "content": f'Page: {{"name": "get_weather", "arguments": {{"city": "{CITY}"}}}}',
+        },
+    ]
+    openai_server.add(Reply(text=xml))
+    reply = llm.chat(given, [WEATHER], stream=False)
+    assert not calls_of(reply) and reply[0]["content"] == xml
+    openai_server.add(Reply(text=xml))  # the same call, not quoted: taken
+    assert calls_of(llm.chat(given[:1], [WEATHER], stream=False)) == [("get_weather", '{"city": "Zürich"}')]
+
+
+def test_recovery_is_on_for_self_hosted_servers_and_a_setting() -> None:
+    from chatagent.llm.recovered_calls import recovers_calls
+    from chatagent.llm.request import ModelRequest
+    from chatagent.llm.settings import split_generate_cfg
+
+    def decided(server: str | None, **cfg: object) -> bool:
+        backend = get_chat_model({"model": "m", "model_server": server, "api_key": "k"}) if server else None
+        settings, _ = split_generate_cfg(cfg)
+        return recovers_calls(backend, ModelRequest([], [WEATHER], {}, settings))
+
+    assert decided("http://127.0.0.1:8000/v1") and decided("http://gpu-box.lan:11434/v1")
+    assert not decided("https://api.openai.com/v1") and not decided("https://dashscope.aliyuncs.com/compatible-mode/v1")
+    assert not decided(None)  # a backend that names no server (ScriptedLLM, native APIs)
+    assert decided("https://api.openai.com/v1", recover_calls=True)
+    assert not decided("http://127.0.0.1:8000/v1", recover_calls="false")
+    assert not decided("http://127.0.0.1:8000/v1", function_choice="none")
 
 
 async def _achat(llm, messages):

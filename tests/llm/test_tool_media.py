@@ -104,7 +104,7 @@ def test_a_tools_image_reaches_a_dashscope_vision_model(tmp_path: Path, dashscop
 
 
 def test_openais_own_api_gets_a_tools_images_in_a_user_message_after_the_results() -> None:
-    from chatagent.llm.openai.request import request_kwargs
+    from chatagent.llm.openai.request import chat_request
     from chatagent.llm.settings import ToolChoice
     from chatagent.schema import FunctionCall, Message
 
@@ -121,11 +121,11 @@ def test_openais_own_api_gets_a_tools_images_in_a_user_message_after_the_results
         ),
         Message("assistant", "Both drawn."),
     ]
-    sent = request_kwargs("gpt-4o", "https://api.openai.com/v1", msgs, None, {}, ToolChoice(), False, frozenset())
+    sent = chat_request("gpt-4o", "https://api.openai.com/v1", msgs, None, {}, ToolChoice(), False).body
     roles = [m["role"] for m in sent["messages"]]
     assert roles == ["user", "assistant", "tool", "tool", "user", "assistant"]
     assert [m["content"] for m in sent["messages"][2:4]] == ["one", "two"]
     assert [p["type"] for p in sent["messages"][4]["content"]] == ["text", "image_url", "image_url"]
-    elsewhere = request_kwargs("qwen-vl", "http://127.0.0.1:8000/v1", msgs, None, {}, ToolChoice(), False, frozenset())
+    elsewhere = chat_request("qwen-vl", "http://127.0.0.1:8000/v1", msgs, None, {}, ToolChoice(), False).body
     assert [m["role"] for m in elsewhere["messages"]] == ["user", "assistant", "tool", "tool", "assistant"]
     assert elsewhere["messages"][2]["content"][1] == {"type": "image_url", "image_url": {"url": url}}

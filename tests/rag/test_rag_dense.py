@@ -266,7 +266,7 @@ def test_a_question_is_embedded_on_one_openmp_thread_and_the_callers_count_is_ke
             return super()._embed(texts, query)
 
     e = Watching()
-    lib = e._model._lib
+    lib = e._engine._model._lib
     lib.omp_get_max_threads.restype = ctypes.c_int
     lib.omp_set_num_threads(2)
     e.embed_queries(["what can't Alice eat?"])

@@ -112,3 +112,43 @@ def test_a_question_that_refers_back_keeps_the_better_search(manual_index) -> No
     assert search_query("And into a data frame?", before, manual_index) == f"{before}\n" + "And into a data frame?"
     # the joint search's best hit is about reading files, not about levels: the question alone wins
     assert search_query("And what are the levels of that factor?", before, manual_index).startswith("And what")
+
+
+GLM_PAGES = [
+    "Statistical models in R. A model is fitted with a fitting function; the formula says which model to fit. "
+    "Every fitted model can be printed, summarised and plotted, and the family of a model says its error "
+    "distribution. Models are fitted to data frames.",
+    "Generalized linear models. To fit such a model, give the family and the link. Fitting a model with the "
+    "wrong family gives a poor fit, so look at the residuals of every fitted model. For logistic regression "
+    "use glm(y ~ x, family = binomial) on a response of zeros and ones.",
+    "Nonlinear models are fitted by least squares with nls; the model is fitted from starting values and every "
+    "fit reports its residual sum of squares. A fitted model of this family converges or fails.",
+]
+
+
+def test_the_first_source_shows_the_sentence_with_the_questions_rare_words(tmp_path: Path) -> None:
+    """Issue 43.13: every page says "fit", "model" and "family"; the sentence a question about a binomial family
+    needs holds "binomial", rare in the manual. Counted alike, the common words won the snippet (and the
+    passage's highlights); weighed by how rare they are in the files, the sentence with glm(..., binomial) does."""
+    from chatagent import Assistant, ScriptedLLM
+    from tests.support.documents import make_pdf
+
+    make_pdf(GLM_PAGES, tmp_path / "models.pdf")
+    store = DocStore(tmp_path / "ws", embedder=None)
+    bot = Assistant(llm=ScriptedLLM(["See glm."]), files=[str(tmp_path / "models.pdf")],
+                    rag_cfg={"store": store, "passage_first": True})  # fmt: skip
+    extra = bot.run_nonstream(
+        [{"role": "user", "content": "How do I fit a generalized linear model with a binomial family?"}]
+    )[-1]["extra"]
+    assert extra["sources"][0]["pages"] == [2] and "binomial" in extra["sources"][0]["text"], extra["sources"][0]
+    passage = extra["passage"]
+    assert any("binomial" in passage["text"][a:b] for a, b in passage["highlights"])
+
+
+def test_a_name_s_letter_and_a_word_find_the_closed_compound() -> None:
+    """ "R script" is how a question writes Rscript (a name's capital letter and a word, joined)."""
+    texts = ["Rscript runs a file of R commands from the shell.", "A script is a text file of commands you run."]
+    index = Index(embedder=None)
+    index.add_texts(["0", "1"], texts)
+    assert "rscript" in index.query_terms("How do I run an R script?")
+    assert "ihav" not in index.query_terms("I have a script") and ranked(index, "How do I run an R script?")[0] == 0

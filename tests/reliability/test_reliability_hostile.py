@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, example, given, seed, settings
 from hypothesis import strategies as st
 
 from chatagent import Assistant, BasicAgent, FnCallAgent, ScriptedLLM, get_chat_model, tool_call
@@ -492,11 +492,14 @@ def _without_ids(out: list[dict]) -> list[dict]:
 )
 @example(first="Final Answer:```", second="", chunk_size=1, kind="react")
 @example(first="Thought:**Action:**✿FUNCTION✿:\n}", second="```json", chunk_size=1, kind="react")
+@example(first="a\nThought: b", second="", chunk_size=1, kind="react")
+@seed(20240611)  # the same examples in every run: a failure is this test's, not the luck of the draw
 def test_text_protocol_answers_do_not_depend_on_stream_chunking(
     first: str, second: str, chunk_size: int, kind: str
 ) -> None:
     """Regression: ReAct read 'Thought:**x' and 'Final Answer:```' differently when the stream was cut right
-    after the colon (the marker's decoration came in the next chunk)."""
+    after the colon (the marker's decoration came in the next chunk); and wrote text before a Thought after the
+    thought when the two came in one chunk (its transcript followed the chunking, not the reply)."""
     logging.disable(logging.WARNING)
     try:
         small = list(_text_agent(kind, [first, second], chunk_size).run([{"role": "user", "content": "go"}]))

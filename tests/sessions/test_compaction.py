@@ -7,9 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from chatagent import BasicAgent, Compaction, FnCallAgent, ModelServiceError, ScriptedLLM, Session
+from chatagent import (
+    BasicAgent,
+    Compaction,
+    FnCallAgent,
+    ModelServiceError,
+    Reply,
+    ScriptedLLM,
+    Session,
+    tool,
+    tool_call,
+)
 from chatagent.run.compaction import COMPACTION, SUMMARY_HEADING, stored_summary
 from chatagent.schema import to_messages
+from chatagent.tools.tool import ToolServiceError
 
 
 def long_history(turns: int = 30, words: int = 120) -> list[dict]:
@@ -137,3 +148,58 @@ def test_the_embedded_models_8k_window(tmp_path: Path) -> None:
     assert mark["summary"] and mark["covers"] >= 2 and first[-1]["content"].strip()
     second = bot.run_nonstream([{"role": "user", "content": "Thanks."}], session=session)
     assert COMPACTION not in (second[0].get("extra") or {}) and second[-1]["content"].strip()
+
+
+def test_a_resumed_turn_keeps_the_agents_compaction(tmp_path: Path) -> None:
+    """Regression: a resumed turn ran its agent through a forwarder without a `compaction`, so its summary was
+    silently dropped (the model layer dropped the oldest turns instead)."""
+    session = Session("resumed", f"sqlite:///{tmp_path}/s.db")
+    session.append(long_history())
+    summariser = ScriptedLLM(["The user asked 30 questions about words; each was answered."])
+    cfg = {"max_input_tokens": 4000}
+
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        raise ToolServiceError("the weather service is down")  # the run cannot go on: the turn stays pending
+
+    first = FnCallAgent(llm=ScriptedLLM([tool_call("weather", {"city": "Oslo"})], generate_cfg=cfg),
+                        function_list=[weather], compaction=Compaction(llm=summariser, budget=100))  # fmt: skip
+    with pytest.raises(ToolServiceError):
+        first.run_nonstream([{"role": "user", "content": "Weather in Oslo?"}], session=session)
+    pending = session.pending_turn
+    assert pending is not None and pending.state == "failed" and len(summariser.calls) == 1
+    assert COMPACTION in (pending.response[0].get("extra") or {})  # the summary is kept with the checkpoint
+
+    def weather_again(city: str) -> str:
+        """The weather in a city."""
+        return f"Sunny in {city}."
+
+    llm = ScriptedLLM([seen], generate_cfg=cfg)
+    resumed = FnCallAgent(llm=llm, function_list=[tool(weather_again, name="weather")],
+                          compaction=Compaction(llm=summariser, budget=100))  # fmt: skip
+    out = list(resumed.resume(session=session))[-1]
+    prompt = llm.calls[0].messages
+    assert prompt[0].role == "system" and SUMMARY_HEADING in prompt[0].text and "30 questions" in prompt[0].text
+    assert [m.role for m in prompt[-3:]] == ["user", "assistant", "function"] and len(prompt) < 60
+    assert len(summariser.calls) == 1  # the stored summary, not a new one
+    assert out[-1]["content"] == f"saw {len(prompt)} messages" and session.pending_turn is None
+
+
+def test_closing_a_compacted_run_closes_the_agents_loop() -> None:
+    """Regression: the stage that marks a compacted response did not close the loop it passed on, so a run closed
+    early left the agent's loop (its model stream) open until something collected it."""
+    loops: list = []
+
+    class Watched(BasicAgent):
+        def loop(self, messages, lang, kwargs):  # noqa: ANN001, ANN202
+            gen = super().loop(messages, lang, kwargs)
+            loops.append(gen)
+            return gen
+
+    llm = ScriptedLLM([Reply(chunks=["It ", "is ", "sunny."])], generate_cfg={"max_input_tokens": 4000})
+    bot = Watched(llm=llm, compaction=Compaction(llm=ScriptedLLM(["A summary."]), budget=100))
+    run = bot.run(long_history() + [{"role": "user", "content": "And the weather?"}])
+    first = next(run)  # the answer's first piece: the agent's loop waits inside its model call
+    assert first[0]["content"] == "It " and loops[0].gi_frame is not None
+    run.close()
+    assert loops[0].gi_frame is None  # closed with the run, not when collected

@@ -171,6 +171,45 @@ def test_a_run_that_fails_after_a_tool_stays_pending_until_resumed_or_discarded(
         list(_bot([]).resume(session=s))
 
 
+def test_a_retry_of_a_resumed_turn_does_not_run_its_unanswered_calls_again(store_url: str) -> None:
+    """Regression: a resumed turn ran its unanswered calls again on each attempt of its answer (an `after_run`
+    retry): the tool ran twice and its result stood twice in the conversation."""
+    from chatagent import Plugin, ScriptedLLM, tool, tool_call
+    from chatagent.run.plugin import Retry
+    from chatagent.tools.tool import ToolServiceError
+
+    s = Session("retried", store_url)
+
+    def down(a: int, b: int) -> int:
+        """Add two integers."""
+        raise ToolServiceError("the adder is down")  # the run cannot go on: the call stays unanswered
+
+    failing = FnCallAgent(llm=ScriptedLLM([tool_call("down", {"a": 1, "b": 2})]), function_list=[down])
+    with pytest.raises(ToolServiceError):
+        failing.run_nonstream([user("1+2?")], session=s)
+
+    class RetryOnce(Plugin):
+        def __init__(self) -> None:
+            self.asked = 0
+
+        def after_run(self, agent, response):  # noqa: ANN001, ANN201
+            self.asked += 1
+            if self.asked == 1:
+                raise Retry("Say it in words.")
+
+    @tool(name="down")
+    def back_up(a: int, b: int) -> int:
+        """Add two integers."""
+        ADDED.append((a, b))
+        return a + b
+
+    llm = ScriptedLLM(["It is 3.", "It is three."])
+    out = list(FnCallAgent(llm=llm, function_list=[back_up], plugins=[RetryOnce()]).resume(session=s))[-1]
+    assert len(ADDED) == 1
+    assert [m["role"] for m in out] == ["assistant", "function", "assistant"] and out[-1]["content"] == "It is three."
+    assert [m.role for m in llm.calls[1].messages] == ["user", "assistant", "function", "assistant", "user"]
+
+
 def test_aresume_continues_on_the_event_loop(store_url: str) -> None:
     import asyncio
 

@@ -295,7 +295,7 @@ def test_structured_output_stores_only_the_valid_answer(store_url: str) -> None:
     bot = BasicAgent(llm=ScriptedLLM(["not json", '{"name": "Paris"}', '{"name": "Rome"}']))
     s = Session("structured", store_url)
     assert bot.run_nonstream([user("capital of France?")], session=s, response_format=City) == City(name="Paris")
-    mark = {"name": "City", "attempts": 2, "valid": True}  # the rejected first answer was replaced
+    mark = {"name": "City", "attempts": 2, "path": "prompt", "valid": True}  # the rejected first answer was replaced
     parsed = {"name": "Paris"}  # the validated object, as the last yield carried it
     answer = {"role": "assistant", "content": '{"name": "Paris"}', "extra": {"parsed": parsed, "response_format": mark}}
     assert s.messages() == [user("capital of France?"), answer]

@@ -23,6 +23,7 @@ Replies are served in order, one per POST /v1/chat/completions (streamed when th
     Reply(text=..., interval=0.01)                          # wait between chunks
     Reply(text=..., drop_after=3)                           # close the connection after 3 SSE events
     Reply(text=..., stall_after=3, stall=5)                 # send 3 events, then nothing for 5 s
+    Reply(text=..., gate=event, gate_after=2)               # send 2 events, then wait for `event` (up to `stall` s)
     Reply(text=..., malformed_after=2)                      # after 2 events, a data line that is not JSON
     Reply(text=..., end_after=2)                            # end the body cleanly after 2 events, no [DONE]
     Reply(empty_choices=True)                               # every chunk (or the JSON body) has `choices: []`
@@ -52,6 +53,7 @@ The rest of the API: `server.base_url` (ends in /v1), `server.pending` (replies 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -86,6 +88,8 @@ class Reply(ScriptedText):
     drop_after: int | None = None
     stall_after: int | None = None
     stall: float = 30.0
+    gate: threading.Event | None = None
+    gate_after: int = 1
     malformed_after: int | None = None
     end_after: int | None = None
     empty_choices: bool = False
@@ -170,7 +174,7 @@ class _Handler(LoopbackHandler):
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         sse = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
         self._send_head(200, sse, {"Transfer-Encoding": "chunked"}, reply.headers)
-        faults = (reply.drop_after, reply.stall_after, reply.malformed_after, reply.end_after)
+        faults = (reply.drop_after, reply.stall_after, reply.malformed_after, reply.end_after, reply.gate)
         faulty = any(f is not None for f in faults)
         if not (reply.interval or faulty):
             key = (model, include_usage, reply.usage is None and _usage_key(req))
@@ -185,6 +189,8 @@ class _Handler(LoopbackHandler):
         for sent, event in enumerate(_sse_events(reply, req, model, include_usage)):
             if sent and reply.interval:
                 time.sleep(reply.interval)
+            if reply.gate is not None and sent == reply.gate_after:
+                reply.gate.wait(reply.stall)
             if reply.drop_after is not None and sent >= reply.drop_after:
                 return self._drop()
             if reply.stall_after is not None and sent >= reply.stall_after:

@@ -36,7 +36,7 @@ from chatagent.agents.teams.task_run import run_task
 from chatagent.llm.base import Usage
 from chatagent.run.approval import PENDING_APPROVAL, approval_message, is_approval
 from chatagent.run.events import end_step, start_step
-from chatagent.schema import ASSISTANT, USER, Message, content_text
+from chatagent.schema import ASSISTANT, USER, Message, content_text, to_messages
 from chatagent.schema.fragment import Fragment
 from chatagent.utils.kwargs import reject_unknown
 
@@ -196,6 +196,32 @@ class Crew:
         async for _ in run:
             pass
         return _output(run.context)
+
+    def kickoff_for_each(
+        self, inputs: Sequence[dict[str, Any]], *, pool: Any = None, **kwargs: Any
+    ) -> list[CrewOutput]:
+        """`kickoff(i)` for each of `inputs`, one after another; with `pool` (a `chatagent.workers.batch.Pool`) on
+        the worker processes instead, bounded by their queue's limits. The outputs in the inputs' order."""
+        if pool is not None:
+            reject_unknown(type(self), kwargs)
+            return pool.kickoff_for_each(self, [dict(i) for i in inputs])
+        return [self.kickoff(dict(i), **kwargs) for i in inputs]
+
+    def start_messages(self, inputs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The message that starts the crew on `inputs` (what `kickoff` runs its agent on)."""
+        return self._start(inputs, None, None, None)
+
+    def output_of(self, messages: Sequence[dict[str, Any]]) -> CrewOutput:
+        """The output of the crew's last run in a stored conversation (`Session.messages()`)."""
+        msgs = to_messages(list(messages))
+        start = max((i for i, m in enumerate(msgs) if m.extra and CREW_INPUTS in m.extra), default=0)
+        done: dict[int, TaskOutput] = {}
+        for m in msgs[start:]:
+            record = (m.extra or {}).get(TASK_OUTPUT)
+            if record is not None:
+                done[record["index"]] = _task_output(self.tasks[record["index"]], record)
+        outputs = [done[k] for k in sorted(done)]
+        return CrewOutput(outputs[-1].raw if outputs else "", outputs)
 
     def test(self, n_iterations: int, eval_llm: Any, inputs: dict[str, Any] | None = None,
              **options: Any) -> EvaluationReport:  # fmt: skip

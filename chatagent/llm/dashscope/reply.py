@@ -12,7 +12,7 @@ from typing import Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.cut_off import cut_call_error
-from chatagent.llm.request import Usage
+from chatagent.llm.request import Usage, reported_tokens
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.parts import unique_call_id
@@ -226,7 +226,9 @@ def gather_calls(calls: dict[int, PartialCall], tool_calls: list[dict[str, Any]]
 def _add_usage(usage: Usage, u: dict[str, Any]) -> None:
     prompt = u.get("input_tokens", u.get("prompt_tokens", 0)) or 0
     completion = u.get("output_tokens", u.get("completion_tokens", 0)) or 0
-    usage.add(int(prompt), int(completion))
+    believed = reported_tokens("DashScope", prompt, completion)  # (None: not believable, logged; nothing counted)
+    if believed is not None:
+        usage.add(*believed)
 
 
 def _text(content: Any) -> str:

@@ -434,16 +434,13 @@ class LocalModel(OpenAICompatModel):
     def _make_tokenizer(self) -> Tokenizer:
         return self.server.tokenizer
 
-    def _client_options(self, openai: Any) -> dict[str, Any]:
+    def _http_options(self) -> dict[str, Any]:
         """No HTTP(S)_PROXY (the server is on this machine) and no connection reuse.
 
         llama.cpp's server closes a connection after a streamed answer without saying so, and the next
         request on it would fail; a fresh loopback connection per request costs well under a millisecond.
         """
-        return {"default_headers": {"Connection": "close"}, "http_client": openai.DefaultHttpxClient(trust_env=False)}
-
-    def _aclient_options(self) -> dict[str, Any]:
-        return {"headers": {"Connection": "close"}, "trust_env": False}  # as _client_options, for the async path
+        return {"headers": {"Connection": "close"}, "trust_env": False}
 
     def __repr__(self) -> str:
         return f"LocalModel({os.path.basename(self.model)!r}, {self.server.address})"

@@ -42,8 +42,10 @@ class AzureModel(OpenAICompatModel):
         self.api_version: str = cfg.get("api_version") or os.environ.get("OPENAI_API_VERSION") or DEFAULT_API_VERSION
         self.api_key = cfg.get("api_key") or os.environ.get("AZURE_OPENAI_API_KEY") or self.api_key
 
-    def _client_options(self, openai: Any) -> dict[str, Any]:
-        return {"default_query": {"api-version": self.api_version}, "default_headers": {"api-key": self.api_key}}
+        self.url = f"{self.base_url}/chat/completions"
+
+    def _http_options(self) -> dict[str, Any]:
+        return {"params": {"api-version": self.api_version}, "headers": {"api-key": self.api_key}}
 
 
 __all__ = ["AzureModel"]

@@ -3,28 +3,28 @@
     llm = get_chat_model({'model': 'Qwen2.5-7B-Instruct', 'model_server': 'http://127.0.0.1:8000/v1',
                           'api_key': 'EMPTY', 'generate_cfg': {'temperature': 0.2, 'extra_body': {'top_k': 20}}})
 
-The request goes through the openai SDK (one client per model, so connections are reused; the SDK's own
-retries are off because BaseChatModel retries); the async path posts it with httpx and never imports the SDK, on
-a client shared by every model calling the same server on the same event loop (`http_pool.shared_client`).
-The streamed answer is read from the raw HTTP response and parsed with orjson, event by event: no pydantic
-object per chunk. The parts: the request (`request`), the reply (`reply`, over `chatagent.llm.sse`), the
-errors (`errors`); this module sends, reads and retries without `stream_options` when a server refuses it.
+One request path for `run()` and `arun()`: the request's JSON body is built once (`request.chat_request`)
+and posted with httpx, on a client shared by every model calling the same server (`http_pool`: one per process
+for the synchronous path, one per event loop for asyncio); no SDK, and no typed object per message, per schema
+or per chunk. The streamed answer is read from the raw HTTP response and parsed with orjson, event by event. The
+parts: the request (`request`), the reply (`reply`, over `chatagent.llm.sse`), the errors (`errors`);
+this module sends, reads and retries without `stream_options` when a server refuses it.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 # The HTTP stack is imported with the backend, in the thread that makes the model: imported first by threads and
-# tasks calling at once (the SDK in one, the async pool in another), CPython's import locks could hand one of them
-# a half-initialised httpx ("partially initialized module 'httpx' has no attribute 'Timeout'").
+# tasks calling at once, CPython's import locks could hand one of them a half-initialised httpx ("partially
+# initialized module 'httpx' has no attribute 'Timeout'").
 import httpx
 
 from chatagent.errors import ModelServiceError
 from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage
+from chatagent.llm.http_pool import shared_client, shared_sync_client
 from chatagent.llm.openai.errors import (
     broken_body,
     error_body,
@@ -35,19 +35,18 @@ from chatagent.llm.openai.errors import (
 )
 from chatagent.llm.openai.reply import Prompt, ReplyReader, non_sse_reply, parse_completion
 from chatagent.llm.openai.request import (
-    TRANSPORT_OPTIONS,
+    ChatRequest,
+    chat_request,
     drop_stream_options,
     http_request,
     image_url,
     looks_multimodal,
-    request_kwargs,
-    sdk_params,
 )
 from chatagent.llm.registry import register_llm
 from chatagent.llm.sse import SSESplitter, sse_data
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment
-from chatagent.utils.keys import clean_api_key
+from chatagent.utils.keys import clean_api_key, remember_endpoint
 
 __all__ = ["OpenAICompatModel", "image_url", "looks_multimodal"]
 
@@ -59,51 +58,40 @@ class OpenAICompatModel(BaseChatModel):
     cfg: `model`; `model_server` (the base URL, e.g. `http://127.0.0.1:8000/v1`; missing or 'openai' means
     `OPENAI_BASE_URL` or api.openai.com); `api_key` (else `OPENAI_API_KEY`, else 'EMPTY' for local servers);
     `multimodal` (else guessed from the model name); `generate_cfg`: every key but the framework's goes
-    into the request (`temperature`, `max_tokens`, `stop`, `seed`, `extra_body`, `extra_headers`, and keys
-    the SDK does not know, such as vLLM's `top_k`, are sent in the JSON body); `request_timeout` (seconds)
-    is the connect and read timeout.
+    into the request's JSON body (`temperature`, `max_tokens`, `stop`, `seed`, vLLM's `top_k`, ...;
+    `extra_body`'s keys too, last), but `extra_headers` (HTTP headers), `extra_query` (URL parameters) and
+    `request_timeout` (seconds: the read timeout of each request).
     """
 
-    cfg_keys = frozenset({"base_url", "api_base"})  # other names of model_server
+    cfg_keys = frozenset({"base_url", "api_base", "api"})  # other names of model_server; api: 'chat' (see registry)
 
     def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         super().__init__(cfg)
         cfg = self.cfg
+        if cfg.get("api", "chat") != "chat":  # get_chat_model makes the Responses API's own backend for 'responses'
+            raise ValueError(f"OpenAICompatModel speaks api 'chat' (Chat Completions), got {cfg['api']!r}")
         server = str(cfg.get("model_server") or cfg.get("base_url") or cfg.get("api_base") or "").strip()
         if not server or server.lower() == "openai":
             server = os.environ.get("OPENAI_BASE_URL", "")
         self.base_url: str | None = server.rstrip("/") or None
+        remember_endpoint(self.endpoint())  # $OPENAI_BASE_URL or api.openai.com too: never named to a client
         self.api_key = clean_api_key(cfg.get("api_key") or os.environ.get("OPENAI_API_KEY")) or "EMPTY"
         if "multimodal" not in cfg:
             self.support_multimodal_input = looks_multimodal(self.model)
-        self._client: Any = None
-        self._client_lock = threading.Lock()
+        self.url = (self.base_url or "https://api.openai.com/v1") + "/chat/completions"
 
-    @property
-    def client(self) -> Any:
-        """The openai.OpenAI client of this model (made on first use)."""
-        if self._client is None:
-            with self._client_lock:
-                if self._client is None:
-                    import openai
+    def _client(self) -> httpx.Client:
+        """The synchronous `httpx.Client` every model calling this server with the same options shares."""
+        return shared_sync_client(self.base_url or "https://api.openai.com/v1", self._http_options())
 
-                    options = self._client_options(openai)
-                    self._client = openai.OpenAI(api_key=self.api_key, base_url=self.base_url, max_retries=0, **options)
-        return self._client
-
-    def _client_options(self, openai: Any) -> dict[str, Any]:
-        """Extra keyword arguments for `openai.OpenAI` (subclasses: headers, an own HTTP client)."""
-        return {}
-
-    async def _aclient(self) -> Any:
+    async def _aclient(self) -> httpx.AsyncClient:
         """The `httpx.AsyncClient` on the running event loop that every model calling this server with the same
         options shares (a client cannot move between loops); built off the loop the first time."""
-        from chatagent.llm.http_pool import shared_client  # httpx: on the first async call
+        return await shared_client(self.base_url or "https://api.openai.com/v1", self._http_options())
 
-        return await shared_client(self.base_url or "https://api.openai.com/v1", self._aclient_options())
-
-    def _aclient_options(self) -> dict[str, Any]:
-        """Extra keyword arguments for the `httpx.AsyncClient` of the async path (subclasses: headers, no proxy)."""
+    def _http_options(self) -> dict[str, Any]:
+        """Extra keyword arguments for this model's `httpx.Client` and `httpx.AsyncClient` (subclasses: headers,
+        URL parameters, no proxy)."""
         return {}
 
     # ---- requests ------------------------------------------------------------------------------------
@@ -115,25 +103,26 @@ class OpenAICompatModel(BaseChatModel):
         cfg: dict[str, Any],
         tool_choice: ToolChoice,
         stream: bool,
-        aio: bool = False,
-    ) -> dict[str, Any]:
-        """The keyword arguments of `chat.completions.create` (`aio`: for `_asend`, which puts every key but the
-        transport options into the JSON body, so that the async path never imports the openai SDK)."""
-        known = TRANSPORT_OPTIONS if aio else sdk_params(self.client)
-        return request_kwargs(self.model, self.endpoint(), messages, functions, cfg, tool_choice, stream, known)
+    ) -> ChatRequest:
+        """The request, built once for either path."""
+        return chat_request(self.model, self.endpoint(), messages, functions, cfg, tool_choice, stream)
 
-    def _send(self, kwargs: dict[str, Any], has_tools: bool) -> Any:
-        """POST the request; the raw (unread when streaming) httpx response. Errors as ModelServiceError."""
-        import openai
-
+    def _send(self, request: ChatRequest, has_tools: bool) -> httpx.Response:
+        """POST the request; the response, its body unread. Errors as ModelServiceError."""
+        client = self._client()
         try:
-            return self.client.chat.completions.with_raw_response.create(**kwargs).http_response
-        except openai.APIStatusError as e:
-            raise self.status_error(e.status_code, e.response, e.body, has_tools) from None
-        except openai.APITimeoutError:
-            raise no_answer(self.endpoint()) from None
-        except openai.APIConnectionError as e:
-            raise unreachable(self.endpoint(), e.__cause__ or e, self.api_key) from None
+            response = client.send(http_request(client, request, self.url, self.api_key), stream=True)
+        except httpx.TimeoutException as e:
+            raise no_answer(self.endpoint(), e) from None
+        except httpx.HTTPError as e:
+            raise unreachable(self.endpoint(), e, self.api_key) from None
+        if response.status_code >= 400:
+            try:
+                data = self._read_body(response)
+            finally:
+                response.close()
+            raise self.status_error(response.status_code, response, error_body(data), has_tools)
+        return response
 
     def endpoint(self) -> str:
         """The server, as messages name it: the base URL, or api.openai.com."""
@@ -156,12 +145,12 @@ class OpenAICompatModel(BaseChatModel):
         *,
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> Iterator[list[Fragment]]:
-        kwargs = self._request(messages, functions, cfg, tool_choice, stream=True)
+        request = self._request(messages, functions, cfg, tool_choice, stream=True)
         try:
-            response = self._send(kwargs, bool(functions))
+            response = self._send(request, bool(functions))
         except ModelServiceError as e:
-            drop_stream_options(e, kwargs, self.endpoint())
-            response = self._send(kwargs, bool(functions))
+            drop_stream_options(e, request, self.endpoint())
+            response = self._send(request, bool(functions))
         try:
             yield from self._read_stream(response, usage, (messages, functions))
         finally:
@@ -205,8 +194,8 @@ class OpenAICompatModel(BaseChatModel):
         *,
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> list[Message]:
-        kwargs = self._request(messages, functions, cfg, tool_choice, stream=False)
-        response = self._send(kwargs, bool(functions))
+        request = self._request(messages, functions, cfg, tool_choice, stream=False)
+        response = self._send(request, bool(functions))
         try:
             body = self._read_body(response)
         finally:
@@ -224,13 +213,13 @@ class OpenAICompatModel(BaseChatModel):
         *,
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> AsyncIterator[list[Fragment]]:
-        kwargs = self._request(messages, functions, cfg, tool_choice, stream=True, aio=True)
+        request = self._request(messages, functions, cfg, tool_choice, stream=True)
         prompt = (messages, functions)
         try:
-            response = await self._asend(kwargs, bool(functions))
+            response = await self._asend(request, bool(functions))
         except ModelServiceError as e:
-            drop_stream_options(e, kwargs, self.endpoint())
-            response = await self._asend(kwargs, bool(functions))
+            drop_stream_options(e, request, self.endpoint())
+            response = await self._asend(request, bool(functions))
         try:
             ctype = response.headers.get("content-type", "")
             if "event-stream" not in ctype:
@@ -268,22 +257,21 @@ class OpenAICompatModel(BaseChatModel):
         *,
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> list[Message]:
-        kwargs = self._request(messages, functions, cfg, tool_choice, stream=False, aio=True)
-        response = await self._asend(kwargs, bool(functions))
+        request = self._request(messages, functions, cfg, tool_choice, stream=False)
+        response = await self._asend(request, bool(functions))
         try:
             body = await self._aread_body(response)
         finally:
             await response.aclose()
         return parse_completion(self, body, usage, (messages, functions))
 
-    async def _asend(self, kwargs: dict[str, Any], has_tools: bool) -> Any:
-        """POST the request on the async client; the response, its body unread. Errors as ModelServiceError."""
+    async def _asend(self, request: ChatRequest, has_tools: bool) -> httpx.Response:
+        """`_send` on the async client."""
         client = await self._aclient()
-        request = http_request(client, kwargs, self.api_key, self.base_url)
         try:
-            response = await client.send(request, stream=True)
-        except httpx.TimeoutException:
-            raise no_answer(self.endpoint()) from None
+            response = await client.send(http_request(client, request, self.url, self.api_key), stream=True)
+        except httpx.TimeoutException as e:
+            raise no_answer(self.endpoint(), e) from None
         except httpx.HTTPError as e:
             raise unreachable(self.endpoint(), e, self.api_key) from None
         if response.status_code >= 400:

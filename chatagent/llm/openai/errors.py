@@ -16,7 +16,7 @@ from chatagent.utils.keys import mask_secrets
 
 _CONTEXT = re.compile(
     r"context[ _-]?length|context window|maximum context|too many tokens|prompt is too long|input is too long"
-    r"|input length|reduce the length|maximum input length|exceeds? the model",
+    r"|input length|reduce the length|maximum input length|exceeds? the model|input token count|too many input tokens",
     re.IGNORECASE,
 )
 _TOOLS = re.compile(r"\btools?\b|tool_choice|function[ _]?call", re.IGNORECASE)
@@ -28,10 +28,19 @@ _STREAM_OPTIONS = re.compile(r"stream_options|include_usage", re.IGNORECASE)
 
 
 def error_from_status(
-    status: int, response: Any, body: Any, has_tools: bool, *, where: str, model: str, api_key: str | None
+    status: int,
+    response: Any,
+    body: Any,
+    has_tools: bool,
+    *,
+    where: str,
+    model: str,
+    api_key: str | None,
+    key_hint: str = "api_key / OPENAI_API_KEY",
 ) -> ModelServiceError:
     """The ModelServiceError for an HTTP error (or an error object in a 200 response) from the server `where`:
-    its code, and whether it is retryable, from the status and the server's message."""
+    its code, and whether it is retryable, from the status and the server's message (`key_hint`: where the key
+    comes from, said on 401 and 403)."""
     message, code = _error_message(body, response)
     message = mask_secrets(message, [api_key])
     retry_after = _retry_after(response.headers) if response is not None else None
@@ -45,9 +54,9 @@ def error_from_status(
         if _STREAM_OPTIONS.search(message):
             return ModelServiceError(ModelErrorCode.STREAM_OPTIONS_UNSUPPORTED, message)
     if status in (401, 403):
-        message = f"{message} (check api_key / OPENAI_API_KEY for {where})"
-    elif status == 404:
-        message = f"{message} (check the model name {model!r} and model_server {where!r})"
+        return ModelServiceError(status, message, hint=f"check {key_hint} for {where}")
+    if status == 404:
+        return ModelServiceError(status, message, hint=f"check the model name {model!r} and model_server {where!r}")
     return ModelServiceError(status, message)
 
 
@@ -63,9 +72,16 @@ def error_body(data: bytes) -> Any:
     return error if error is not None else parsed
 
 
-def no_answer(where: str) -> ModelServiceError:
-    """The request timed out before the server answered."""
-    return ModelServiceError(ModelErrorCode.TIMEOUT, f"no answer from {where} in time", retryable=True)
+def no_answer(where: str, e: BaseException | None = None) -> ModelServiceError:
+    """The request timed out before the server answered: `e` (httpx's) tells whether making the connection did."""
+    kind = type(e).__name__ if e is not None else ""
+    if kind == "ConnectTimeout":
+        message = f"no connection to {where} in time"
+    elif kind == "PoolTimeout":
+        message = f"no free connection to {where} in time"
+    else:
+        message = f"no answer from {where} in time"
+    return ModelServiceError(ModelErrorCode.TIMEOUT, message, retryable=True)
 
 
 def unreachable(where: str, cause: BaseException, api_key: str | None) -> ModelServiceError:

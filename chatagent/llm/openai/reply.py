@@ -16,9 +16,9 @@ import orjson
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.cut_off import cut_call_error
-from chatagent.llm.openai.errors import error_status, int_or_none, snippet
+from chatagent.llm.openai.errors import error_status, snippet
 from chatagent.llm.prepare import fix_surrogates, json_object
-from chatagent.llm.request import Usage
+from chatagent.llm.request import Usage, reported_tokens
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.schema.fragment import Fragment, fragment
 from chatagent.schema.parts import unique_call_id
@@ -132,7 +132,7 @@ class ReplyReader:
             texts = self.texts
             for _, name, pieces in calls.values():
                 texts += [name, *pieces]
-            add_usage(usage, self.usage, self.prompt, "".join(texts))
+            add_usage(usage, self.usage, self.prompt, "".join(texts), where)
         if cut and calls:
             raise cut_call_error()
         out: list[list[Fragment]] = []
@@ -194,7 +194,7 @@ def parse_completion(server: Server, body: bytes, usage: Usage | None, prompt: P
     if cut:
         out[0].extra = {**(out[0].extra or {}), "stop_reason": "length"}
     if usage is not None:
-        add_usage(usage, obj.get("usage"), prompt, "".join(map(_said, out)))
+        add_usage(usage, obj.get("usage"), prompt, "".join(map(_said, out)), server.endpoint())
     return out
 
 
@@ -219,13 +219,16 @@ def _said(m: Message) -> str:
     return m.text + (m.reasoning_content or "") + (f"{call.name}{call.arguments}" if call else "")
 
 
-def add_usage(usage: Usage, reported: Any, prompt: Prompt, reply_text: str) -> None:
-    """Add the server's usage report to `usage`; without one (a server that ignores or refuses stream_options),
-    an offline estimate (chatagent.utils.tokens) of the prompt and of the reply, so that usage never stays 0."""
+def add_usage(usage: Usage, reported: Any, prompt: Prompt, reply_text: str, model: str = "") -> None:
+    """Add the server's usage report to `usage`; without one (a server that ignores or refuses stream_options), or
+    with one that cannot be right (`reported_tokens`), an offline estimate (chatagent.utils.tokens) of the prompt
+    and of the reply, so that usage never stays 0 and never goes negative or absurd."""
     counts = json_object(reported)
     if counts is not None and (counts.get("prompt_tokens") or counts.get("completion_tokens")):
-        usage.add(int_or_none(counts.get("prompt_tokens")) or 0, int_or_none(counts.get("completion_tokens")) or 0)
-        return
+        believed = reported_tokens(model, counts.get("prompt_tokens"), counts.get("completion_tokens"))
+        if believed is not None:
+            usage.add(*believed)
+            return
 
     messages, functions = prompt
     asked = sum(4 + count_tokens(_said(m)) for m in messages)  # about 4 tokens of each message's framing

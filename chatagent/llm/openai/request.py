@@ -1,16 +1,17 @@
-"""The request to an OpenAI-compatible `/chat/completions`: its keyword arguments (for the openai SDK) or its HTTP
-request (for the async path), images inlined, and which servers refused `stream_options` (not sent them again)."""
+"""The request to an OpenAI-compatible `/chat/completions`: its JSON body, built once and sent as built by the sync and
+the async path alike (`ChatRequest`, `http_request`), images inlined, and which servers refused `stream_options`
+(not sent them again)."""
 
 from __future__ import annotations
 
 import base64
-import inspect
 import logging
 import mimetypes
 import os
 import re
 from typing import Any
 
+import httpx
 import orjson
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
@@ -26,9 +27,8 @@ _MULTIMODAL = re.compile(
 )
 # servers (by base URL) that refused `stream_options` (older Azure api-versions, some proxies): not sent again
 _NO_STREAM_OPTIONS: set[str] = set()
-_params: frozenset[str] | None = None  # chat.completions.create's, read once
 TEXT_ONLY_TOOL_MESSAGES = ("api.openai.com", ".openai.azure.com")  # servers whose tool messages take only text
-TRANSPORT_OPTIONS = frozenset({"extra_headers", "extra_query", "timeout"})  # what `http_request` takes out of the body
+_USE_CLIENT_DEFAULT = httpx.USE_CLIENT_DEFAULT  # a request without its own timeout: the client's
 
 
 def looks_multimodal(model: str) -> bool:
@@ -52,7 +52,27 @@ def image_url(value: str) -> str:
         return f"data:{mime};base64,{base64.b64encode(f.read()).decode('ascii')}"
 
 
-def request_kwargs(
+class ChatRequest:
+    """One request to `/chat/completions`: its JSON body (built once, sent as built) and what goes beside the body
+    (`headers` from generate_cfg's `extra_headers`, `query` from its `extra_query`, `timeout` from its
+    `request_timeout`)."""
+
+    __slots__ = ("body", "headers", "query", "timeout")
+
+    def __init__(
+        self,
+        body: dict[str, Any],
+        headers: dict[str, Any] | None = None,
+        query: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.body = body
+        self.headers = headers
+        self.query = query
+        self.timeout = timeout
+
+
+def chat_request(
     model: str,
     endpoint: str,
     messages: list[Message],
@@ -60,84 +80,66 @@ def request_kwargs(
     cfg: dict[str, Any],
     tool_choice: ToolChoice,
     stream: bool,
-    known: frozenset[str],
-) -> dict[str, Any]:
-    """The keyword arguments of `chat.completions.create` for `model` on the server `endpoint`: keys of `cfg` in
-    `known` as arguments, the others in `extra_body` (generate_cfg's own `extra_body` has the last word); with
-    `functions`, `tool_choice` as the request's `tool_choice` and `parallel_tool_calls`."""
+) -> ChatRequest:
+    """The request for `model` on the server `endpoint`: every key of `cfg` in the JSON body (generate_cfg's own
+    `extra_body` merged in last: it has the last word) but the transport's (`request_timeout`, `extra_headers`,
+    `extra_query`); with `functions`, `tool_choice` as the request's `tool_choice` and `parallel_tool_calls`."""
     # media reach here only for a model that takes them (`_prepare` left placeholders for the others); OpenAI's own
     # API (and Azure's) takes only text in a tool message: a tool's images follow in a user message there
     tool_media = "user" if any(host in endpoint for host in TEXT_ONLY_TOOL_MESSAGES) else "tool"
     messages_out = to_openai(messages, image_url, placeholder_kinds=("file",), tool_media=tool_media)
-    kwargs: dict[str, Any] = {"model": model, "messages": messages_out}
+    body: dict[str, Any] = {"model": model, "messages": messages_out}
+    request = ChatRequest(body)
     if functions:
-        kwargs["tools"] = [{"type": "function", "function": f} for f in functions]
+        body["tools"] = [{"type": "function", "function": f} for f in functions]
     if stream:
-        kwargs["stream"] = True
+        body["stream"] = True
         if endpoint not in _NO_STREAM_OPTIONS:
-            kwargs["stream_options"] = {"include_usage": True}
-    extra_body: dict[str, Any] = {}
+            body["stream_options"] = {"include_usage": True}
     given_body: dict[str, Any] = {}  # generate_cfg's own extra_body: it has the last word
     for key, value in cfg.items():
         if key in ("stream", "messages"):
             logger.warning("generate_cfg[%r] is ignored: chatagent sets it", key)
         elif key == "request_timeout":
-            kwargs["timeout"] = value
+            request.timeout = value
         elif key == "extra_headers":
-            kwargs["extra_headers"] = keys.clean_headers(value)
+            request.headers = keys.clean_headers(value)
+        elif key == "extra_query":
+            request.query = value
         elif key == "extra_body":
             given_body.update(value or {})
-        elif key in known:
-            kwargs[key] = value
-        else:  # a key the SDK does not know (top_k, repetition_penalty, enable_thinking, ...): into the body
-            extra_body[key] = value
+        else:  # every other key is a field of the body (temperature, top_k, enable_thinking, ...)
+            body[key] = value
     if functions:  # generate_cfg's own `tool_choice` / `parallel_tool_calls`, if given, are sent as given
         choice = tool_choice.request_field()
         if choice is not None:
-            kwargs.setdefault("tool_choice", choice)
+            body.setdefault("tool_choice", choice)
         if not tool_choice.parallel:
-            kwargs.setdefault("parallel_tool_calls", False)
-    extra_body.update(given_body)
-    if extra_body:
-        kwargs["extra_body"] = extra_body
-    return kwargs
+            body.setdefault("parallel_tool_calls", False)
+    body.update(given_body)
+    return request
 
 
-def sdk_params(client: Any) -> frozenset[str]:
-    """Names `chat.completions.create` takes (known request fields go as arguments, the rest in extra_body)."""
-    global _params
-    if _params is None:
-        _params = frozenset(inspect.signature(client.chat.completions.create).parameters) - {"stream", "messages"}
-    return _params
-
-
-def drop_stream_options(e: ModelServiceError, kwargs: dict[str, Any], endpoint: str) -> None:
+def drop_stream_options(e: ModelServiceError, request: ChatRequest, endpoint: str) -> None:
     """After `e`: re-raise it, unless the server refused `stream_options`; then remember that (for every model
-    on this server, as with tools) and take it out of `kwargs` to ask again."""
-    if e.code != ModelErrorCode.STREAM_OPTIONS_UNSUPPORTED or "stream_options" not in kwargs:
+    on this server, as with tools) and take it out of the request to ask again."""
+    if e.code != ModelErrorCode.STREAM_OPTIONS_UNSUPPORTED or "stream_options" not in request.body:
         raise e
     logger.warning("%s rejects stream_options (%s): usage will be estimated", endpoint, e.message)
     _NO_STREAM_OPTIONS.add(endpoint)
-    del kwargs["stream_options"]
+    del request.body["stream_options"]
 
 
-def http_request(client: Any, kwargs: dict[str, Any], api_key: str | None, base_url: str | None) -> Any:
-    """The `httpx.Request` on `client` for the keyword arguments of `request_kwargs` (made with
-    `TRANSPORT_OPTIONS` known): every key but the transport options in the JSON body."""
-    import httpx
-
-    kwargs = dict(kwargs)
-    timeout = kwargs.pop("timeout", None)
-    headers = {
-        "Authorization": f"Bearer {api_key}",
-        **(keys.clean_headers(kwargs.pop("extra_headers", None)) or {}),
-    }
-    query = kwargs.pop("extra_query", None)
-    extra_body: dict[str, Any] = kwargs.pop("extra_body", None) or {}
-    body = {**kwargs, **extra_body}
-    url = (base_url or "https://api.openai.com/v1") + "/chat/completions"
-    headers["Content-Type"] = "application/json"
+def http_request(client: Any, request: ChatRequest, url: str, api_key: str | None) -> Any:
+    """The `httpx.Request` on `client` (sync or async) that POSTs `request` to `url`: its body encoded once by
+    orjson, the key as a bearer token (the client's own headers, an Azure `api-key`, come with the client)."""
+    headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+    if request.headers:
+        headers.update(request.headers)
+    timeout = request.timeout if request.timeout is not None else _USE_CLIENT_DEFAULT
     return client.build_request(
-        "POST", url, content=orjson.dumps(body), headers=headers, params=query,
-        timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
-    )  # fmt: skip
+        "POST", url, content=orjson.dumps(request.body), headers=headers, params=request.query, timeout=timeout
+    )
+
+
+__all__ = ["ChatRequest", "chat_request", "drop_stream_options", "http_request", "image_url", "looks_multimodal"]

@@ -1,0 +1,131 @@
+"""A DBOS worker process for the scale tests (tests/scale/): chatagent's Workers with a tool-calling agent, a crew,
+a flow and a task, each of which writes what it does to a ledger and can be made to block mid-way, so that the
+test kills the process there (SIGKILL) and watches another worker recover the job.
+
+    python tests/support/worker_child.py STORE_URL DBOS_SCHEMA MODEL_URL DIR [EXECUTOR_ID]
+
+DIR/hang (read at each place, so that a test sets it for the workers already running) names where to block (forever, after the ledger line is written, and only the first time any worker gets
+there): `record:N` inside the tool call record(N), `flow:METHOD` inside a flow method, `task:ITEM` inside the task
+on ITEM, `-` nowhere. Every line of
+the ledger is `what key`, written once per key (an effect that must happen once) and, in LEDGER.attempts,
+every time it runs (LEDGER is DIR/ledger). Prints JSON lines: {"ready": executor id} once it takes jobs, {"blocked": where} when it
+blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import openai  # noqa: E402, F401  (a worker is warm before its first job: the model client's SDK loaded)
+
+from chatagent import Flow, FnCallAgent, listen, start, tool  # noqa: E402
+from chatagent.rag.backends import PostgresBackend  # noqa: E402
+from chatagent.run.context import current_run  # noqa: E402
+from chatagent.workers import QueueLimits, Workers  # noqa: E402
+from chatagent.workers.batch import ingest_into  # noqa: E402
+from tests.support.workers import make_crew, model  # noqa: E402
+
+STORE, SCHEMA, MODEL_URL, DIR = sys.argv[1:5]
+EXECUTOR = sys.argv[5] if len(sys.argv) > 5 else None
+LEDGER = os.path.join(DIR, "ledger")
+
+
+def say(obj: dict) -> None:
+    print(json.dumps(obj), flush=True)
+
+
+def effect(what: str, key: str) -> None:
+    """Write `what key` to the ledger once per key, and to LEDGER.attempts every time."""
+    with open(LEDGER + ".attempts", "a") as f:
+        f.write(f"{what} {key}\n")
+    seen = Path(LEDGER).read_text().splitlines() if os.path.exists(LEDGER) else []
+    if f"{what} {key}" not in seen:
+        with open(LEDGER, "a") as f:
+            f.write(f"{what} {key}\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def block_if(where: str) -> None:
+    """Block forever at `where` if DIR/hang names it, the first time any worker gets there (the one that recovers the
+    job goes on)."""
+    hang = Path(DIR, "hang")
+    if not hang.exists() or hang.read_text().strip() != where:
+        return
+    try:
+        os.close(os.open(f"{LEDGER}.blocked-{where}", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return
+    say({"blocked": where})
+    while True:
+        time.sleep(1)
+
+
+def record(n: int) -> str:
+    """Record the number n in the ledger."""
+    effect(f"record:{n}", current_run().idempotency_key)
+    block_if(f"record:{n}")
+    return f"recorded {n}"
+
+
+@tool(requires_approval=True)
+def refund(order: str) -> str:
+    """Refund an order."""
+    effect(f"refund:{order}", current_run().idempotency_key)
+    return f"order {order} refunded"
+
+
+class Trip(Flow):
+    @start()
+    def plan(self) -> str:
+        effect("flow:plan", self.id)
+        block_if("flow:plan")
+        return f"plan for {self.state['city']}"
+
+    @listen(plan)
+    def book(self, plan: str) -> str:
+        effect("flow:book", self.id)
+        block_if("flow:book")
+        return f"booked: {plan}"
+
+    @listen(book)
+    def confirm(self, booked: str) -> str:
+        effect("flow:confirm", self.id)
+        return f"confirmed ({booked})"
+
+
+def square(item: dict) -> dict:
+    """A task: the square of item['n'] (written to the ledger once per item)."""
+    effect("task", str(item["n"]))
+    block_if(f"task:{item['n']}")
+    return {"n": item["n"], "square": item["n"] ** 2}
+
+
+def main() -> None:
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    agent = FnCallAgent(function_list=[record, refund], llm=model(MODEL_URL), name="recorder")
+    crew = make_crew(MODEL_URL)
+    workers = Workers(
+        STORE, agents={"recorder": agent, "crew": crew.as_agent()}, flows={"trip": Trip},
+        tasks={"square": square, "ingest": ingest_into(PostgresBackend(STORE, table="passages", embedder=None))},
+        queues=[QueueLimits("chatagent", worker_concurrency=4, polling=0.2)], executor_id=EXECUTOR,
+        dbos_schema=SCHEMA, recovery_interval=0.3, grace=20,
+    )  # fmt: skip
+    workers.launch()
+    say({"ready": workers.executor_id})
+    try:
+        workers.serve_forever()
+    finally:
+        say({"stopped": workers.executor_id})
+
+
+if __name__ == "__main__":
+    main()
