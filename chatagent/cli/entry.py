@@ -11,6 +11,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 
+from chatagent import __version__
 from chatagent.cli.commands import cmd_chat, cmd_gui, cmd_mcp, cmd_serve, cmd_sessions
 from chatagent.cli.crew import COMMANDS as CREW_COMMANDS
 from chatagent.cli.crew import add_crew_parsers
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `chatagent` command."""
     parser = argparse.ArgumentParser(prog="chatagent", description="Chat with agents: terminal, web UI, API server.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more")
+    parser.add_argument("--version", action="version", version=f"chatagent {__version__}")
     listed = ",".join(("chat", "gui", "serve", "worker", "mcp", "sessions", "memory", "eval", "traces", *CREW_COMMANDS))
     sub = parser.add_subparsers(dest="command", required=True, metavar="{" + listed + "}")
 
@@ -71,8 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(p)
     p.add_argument("--file", action="append", default=[], metavar="F", help="a file for the Assistant (repeatable)")
     p.add_argument("--dir", metavar="D", help="every file under this directory, for the Assistant")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=7860)
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: %(default)s)")
+    p.add_argument("--port", type=int, default=7860, help="the port to listen on (default: %(default)s)")
     p.add_argument("--title", help="the page title")
     p.add_argument("--auth", action="append", default=[], metavar="USER:PASS", help="require a login (repeatable)")
     p.add_argument(
@@ -91,16 +93,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="serve an agent with the OpenAI chat completions API")
     model_args(p)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: %(default)s)")
+    p.add_argument("--port", type=int, default=8000, help="the port to listen on (default: %(default)s)")
     p.add_argument(
         "--api-key-file", metavar="PATH", help="require the key in this file from clients (default: $CHATAGENT_API_KEY)"
     )
     p.add_argument("--api-key", help="the key on the command line: visible to other users, prefer the two above")
     names_arg(p)
     p.add_argument("--model-name", help="the model id clients see (default: the agent's name)")
-    p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
-    p.add_argument("--max-concurrency", type=int, default=DEFAULT_MAX_CONCURRENCY, help="runs at once (more get 429)")
+    p.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=DEFAULT_MAX_REQUEST_BYTES,
+        help="a request's largest body (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=DEFAULT_MAX_CONCURRENCY,
+        help="runs at once, more get 429 (default: %(default)s)",
+    )
     p.add_argument("--max-session-bytes", type=int, default=DEFAULT_MAX_SESSION_BYTES,
                    help="how large one stored conversation may grow (then 413)")  # fmt: skip
     p.add_argument("--max-sessions", type=int, default=DEFAULT_MAX_SESSIONS,
@@ -115,7 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="let clients' URLs reach this host although it is local or private: a name, address or network (repeatable)",
     )
     p.add_argument(
-        "--grace", type=float, default=DEFAULT_GRACE, help="seconds the streams in flight may take to finish on stop"
+        "--grace",
+        type=float,
+        default=DEFAULT_GRACE,
+        help="seconds the streams in flight may take to finish on stop (default: %(default)s)",
     )
     p.add_argument(
         "--drain-delay",

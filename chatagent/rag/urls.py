@@ -62,9 +62,10 @@ def is_url(text: str, *schemes: str) -> bool:
 
 
 def read_data_url(url: str, max_bytes: int) -> tuple[bytes, str]:
-    """The content of a `data:` URL (base64 or percent-encoded) and a file name for its media type."""
+    """The content of a `data:` URL (base64 or percent-encoded) and a file name: its `name` parameter (as an OpenAI
+    file part's filename is kept, see `chatagent.schema.parts`), else one for its media type."""
     import base64
-    from urllib.parse import unquote_to_bytes
+    from urllib.parse import quote, unquote, unquote_to_bytes
 
     head, comma, body = url.partition(",")
     meta = head.partition(":")[2].split(";")
@@ -77,7 +78,9 @@ def read_data_url(url: str, max_bytes: int) -> tuple[bytes, str]:
         raise DocumentError("broken", "a data: URL's base64 content could not be decoded.") from None
     if len(data) > max_bytes:
         raise _url_too_large("a data: URL", max_bytes)
-    return data, _url_name("document", meta[0] or "text/plain")
+    named = [unquote(m[5:]) for m in meta[1:] if m.lower().startswith("name=")]
+    name = os.path.basename(named[0].replace("\\", "/")).strip() if named else ""
+    return data, _url_name(quote(name) if name and name not in (".", "..") else "document", meta[0] or "text/plain")
 
 
 def fetch_url(url: str, max_bytes: int, timeout: float = URL_TIMEOUT_S) -> tuple[bytes, str]:

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import json
+import mimetypes
 import uuid
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from chatagent.errors import ChatAgentError
 
@@ -220,10 +222,14 @@ def _content_item(d: dict[str, Any], where: str) -> ContentItem:
         elif kind == "video_url":
             video = d.get("video_url")
             d = {"video": video.get("url") if is_dict(video) else video}
+        elif kind == FILE and is_dict(d.get(FILE)):  # OpenAI's {'type': 'file', 'file': {'file_data': ...}}
+            d = {FILE: _openai_file(d[FILE], f"{where}.file")}
         elif kind in CONTENT_KINDS:
             d = {kind: d.get(kind)}
         else:
-            raise MessageError(f"{where}.type {kind!r} is not supported (text, image_url, input_audio, video_url)")
+            raise MessageError(
+                f"{where}.type {kind!r} is not supported (text, image_url, input_audio, video_url, file)"
+            )
     unknown = set(d) - set(CONTENT_KINDS)
     if unknown:
         raise MessageError(f"{where}: unknown key {sorted(unknown)[0]!r}; expected one of {', '.join(CONTENT_KINDS)}")
@@ -231,6 +237,30 @@ def _content_item(d: dict[str, Any], where: str) -> ContentItem:
         return ContentItem(**d)
     except MessageError as e:
         raise MessageError(f"{where}: {str(e).removeprefix('content item: ')}") from None
+
+
+def _openai_file(part: dict[str, Any], where: str) -> str:
+    """OpenAI's file part (`file_data`: a data: URL or bare base64; `filename`) as one data: URL, the file name
+    kept as its `name` parameter (`chatagent.rag.urls.read_data_url` names the document by it)."""
+    unknown = set(part) - {"filename", "file_data", "file_id"}
+    if unknown:
+        raise MessageError(f"{where}: unknown key {sorted(unknown)[0]!r}; expected file_data and filename")
+    data, name = part.get("file_data"), part.get("filename")
+    if data is None and "file_id" in part:
+        raise MessageError(f"{where}.file_id: uploaded files are not kept here; send the content as file_data")
+    if not isinstance(data, str) or not data:
+        raise MessageError(f"{where}.file_data must be a data: URL or base64 text, got {type_name(data)}")
+    if name is not None and not isinstance(name, str):
+        raise MessageError(f"{where}.filename must be a string, got {type_name(name)}")
+    if data[:5].lower() != "data:":  # bare base64, as OpenAI's reference shows it
+        media = mimetypes.guess_type(name or "")[0] or "application/octet-stream"
+        data = f"data:{media};base64,{data}"
+    if name:
+        head, comma, body = data.partition(",")
+        media, *params = head[5:].split(";")
+        if not any(p.lower().startswith("name=") for p in params):
+            data = "data:" + ";".join([media, "name=" + quote(name, safe=""), *params]) + comma + body
+    return data
 
 
 def parse_function_call(d: object, where: str) -> FunctionCall:

@@ -458,7 +458,8 @@ class AgentServer:
         """Serve in this thread until SIGTERM or SIGINT (in the main thread) or `close()` from another thread; the
         streams in flight finish first (within `grace`)."""
         self._server = self._uvicorn()
-        logger.info("serving %s (OpenAI-compatible) on %s", ", ".join(self.service.agents), self.url)
+        # debug: the chatagent command prints its own line, with the key, MCP and A2A (it said "serving" twice)
+        logger.debug("serving %s (OpenAI-compatible) on %s", ", ".join(self.service.agents), self.url)
         with stop_on_signals(self._server, self.service, self.drain_delay):
             asyncio.run(self._serve())
 

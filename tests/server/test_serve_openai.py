@@ -500,3 +500,33 @@ def test_more_runs_than_allowed_get_429_and_the_server_goes_on() -> None:
                 time.sleep(0.05)
         assert next(iter(out)).choices[0].delta.role == "assistant"
         out.close()
+
+
+def test_openais_file_part_is_read_and_named_by_its_filename(tmp_path, openai_server) -> None:
+    """Issue 43.14: the OpenAI SDK's file part ({'type': 'file', 'file': {'filename', 'file_data'}}) was a 400
+    ('file must be a string, got dict'); it is read as the document it carries, named by its filename, beside
+    chatagent's own {'file': 'data:...'}; a file_id (an upload this server never had) is a clear 400."""
+    import base64
+
+    from chatagent import Assistant
+    from chatagent.rag import DocStore
+    from tests.support.openai_server import Reply as ServerReply
+
+    data = base64.b64encode(b"The boiler pressure limit is 7 bar.").decode()
+    openai_server.add(ServerReply(text="7 bar [manual.txt, p. 1]."), ServerReply(text="7 bar."))
+    llm = {"model": "m", "model_server": openai_server.base_url, "api_key": "k"}
+    bot = Assistant(llm=llm, name="docs", rag_cfg={"store": DocStore(tmp_path / "ws")})
+    with serve(bot) as server:
+        c = client(server)
+        for file_data in (f"data:text/plain;base64,{data}", data):  # a data: URL, and bare base64 as OpenAI shows
+            part = {"type": "file", "file": {"filename": "manual.txt", "file_data": file_data}}
+            ask = [{"role": "user", "content": [{"type": "text", "text": "boiler pressure limit?"}, part]}]
+            out = c.chat.completions.create(model="docs", messages=ask)  # type: ignore[arg-type]
+            sources = out.choices[0].message.model_extra["chatagent"]["sources"]
+            assert [s["file"] for s in sources] == ["manual.txt"]
+        sent = json.dumps(openai_server.chat_requests[0].json["messages"])
+        assert "7 bar" in sent and "manual.txt" in sent
+        with pytest.raises(openai.BadRequestError) as info:
+            part = {"type": "file", "file": {"file_id": "file-abc123"}}
+            c.chat.completions.create(model="docs", messages=[{"role": "user", "content": [part]}])  # type: ignore[list-item]
+        assert "file_id" in str(info.value) and info.value.status_code == 400

@@ -210,8 +210,8 @@ def test_memory_limit(ci: CodeInterpreter) -> None:
 def test_infinite_loop_is_interrupted_and_state_kept(ci: CodeInterpreter) -> None:
     run(ci, "n = 7")
     t0 = time.monotonic()
-    out = run(ci, "while True:\n    pass")
-    assert 2.5 < time.monotonic() - t0 < 8
+    out = run(ci, "while True:\n    pass")  # endless: it returns because it was stopped
+    assert time.monotonic() - t0 > 2.5  # not before its 3 s (a lower bound: load only makes it longer)
     assert "Timeout: the code was stopped after 3 seconds" in out
     assert run(ci, "n") == "result:\n7"
 
@@ -247,9 +247,7 @@ def test_huge_output_is_cut(ci: CodeInterpreter) -> None:
 def test_cpu_time_limit(tmp_path: Path) -> None:
     tool = CodeInterpreter({"timeout": 20, "work_dir": str(tmp_path), "sandbox": "bwrap", "cpu_seconds": 1})
     try:
-        t0 = time.monotonic()
-        out = run(tool, "while True:\n    pass")
-        assert time.monotonic() - t0 < 10
+        out = run(tool, "while True:\n    pass")  # the CPU limit stops it, not the 20 s timeout (its own message)
         assert ("died (SIGXCPU)" in out or "CPU time limit of 1 s" in out) and "restarted" in out
         assert run(tool, "3") == "result:\n3"
     finally:
