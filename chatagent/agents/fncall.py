@@ -268,7 +268,9 @@ class FnCallAgent(Agent):
             outcomes.append(outcome)
             if outcome.error == ToolErrorKind.PAUSED:
                 return outcomes
-            if outcome.error == "interrupted":  # it asked a person: no result yet (the run pauses after the others)
+            if (
+                outcome.error == ToolErrorKind.INTERRUPTED
+            ):  # it asked a person: no result yet (the run pauses after the others)
                 continue
             if isinstance(p, PreparedCall) and isinstance(p.tool, HandoffTool):
                 yield from transfer(p.tool.handoff, outcome, context + response[shown:], response, lang)
@@ -277,7 +279,7 @@ class FnCallAgent(Agent):
             msg = Message.unchecked(FUNCTION, self._shown_result(outcome, lang), outcome.name, None, None, extra)
             yield [fragment(msg, len(response))]
             response.append(msg)
-        asked = [o.content for o in outcomes if o.error == "interrupted"]
+        asked = [o.content for o in outcomes if o.error == ToolErrorKind.INTERRUPTED]
         if asked:  # a call asked a person something: the run pauses here (chatagent.run.interrupts)
             raise Asked(asked, len(response))
         ctx.check_deadline()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from chatagent.crewai.custom_llm import CustomModel
 from chatagent.llm.base import BaseChatModel
 from chatagent.llm.registry import get_chat_model
 from chatagent.schema import content_text
@@ -152,8 +153,6 @@ def model_config(llm: Any) -> Any:
 
 def _custom_model(llm: BaseLLM) -> BaseChatModel:
     """A CrewAI custom model (a BaseLLM whose `call` returns text) as a chatagent model."""
-    from chatagent.crewai.custom_llm import CustomModel  # function-level: only custom models need it
-
     return CustomModel(llm)
 
 

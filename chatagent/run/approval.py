@@ -24,8 +24,9 @@ its result ("the user denied this call", with the reason), and the run goes on. 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from chatagent.run.trust import TOOLS_OWN_RULES, ApprovalPolicy
 from chatagent.schema import ASSISTANT, FUNCTION, USER, FunctionCall, Message, content_text
 
 if TYPE_CHECKING:
@@ -38,27 +39,6 @@ APPROVAL = "approval"
 DENIED = "Error: the user denied this call of {name}; it was not run.{reason} Do not call it again with the same " \
     "arguments: go on without it, or ask the user."  # fmt: skip
 NOT_APPROVED = "Error: {name} was not run: the user did not approve the call."
-
-
-class ApprovalPolicy(NamedTuple):
-    """A run's rule for what waits for a person, beyond each tool's own `requires_approval` (a property of the run,
-    `RunContext.trust.approval`, which every run nested in it inherits: see `chatagent.run.trust`).
-
-    `code=True`: a tool that runs code the model wrote (`BaseTool.runs_code`, the code interpreter) asks before each
-    call unless its own `requires_approval` was set (what `chatagent serve`, MCP, A2A and the web UI run under: the
-    text a model reads there can tell it what to run)."""
-
-    code: bool = False
-
-    def rule(self, tool: Any) -> Any:
-        """The `requires_approval` of `tool` under this policy: its own when it was set, else True for a tool that
-        runs code under `code=True`, else the class's default."""
-        if self.code and getattr(tool, "runs_code", False) and "requires_approval" not in vars(tool):
-            return True
-        return getattr(tool, "requires_approval", False)
-
-
-TOOLS_OWN_RULES = ApprovalPolicy()  # each tool's own requires_approval, nothing more (the machine's own user)
 
 
 def may_pause(agent: Runnable, policy: ApprovalPolicy) -> bool:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from chatagent.run.events import KINDS, Callbacks, Event
 from chatagent.schema.fragment import Fragment
+from chatagent.tools.calling import ToolErrorKind
 
 if TYPE_CHECKING:
     from chatagent.run.context import RunContext
@@ -78,8 +79,14 @@ def from_event(e: Event) -> RunEvent:
             data["model"] = e.data.get("model")
     elif kind == "tool_start":
         data = {"tool": e.tool, "call_id": e.call_id, "arguments": e.arguments}
-    elif kind == "tool_end" and e.data.get("error_kind") == "interrupted":  # it asked a person (ask_user)
-        data = {"tool": e.tool, "call_id": e.call_id, "result": None, "error": "interrupted", "duration": e.duration}
+    elif kind == "tool_end" and e.data.get("error_kind") == ToolErrorKind.INTERRUPTED:  # it asked a person (ask_user)
+        data = {
+            "tool": e.tool,
+            "call_id": e.call_id,
+            "result": None,
+            "error": ToolErrorKind.INTERRUPTED.value,
+            "duration": e.duration,
+        }
     elif kind == "tool_end":
         data = {"tool": e.tool, "call_id": e.call_id, "result": e.result, "error": e.error, "duration": e.duration}
     elif kind in ("step_start", "step_end"):

@@ -36,7 +36,11 @@ def run_tool(
     agent: ToolOwner, tool_name: str, tool_args: str | dict[str, Any] | None = "{}", **kwargs: Any
 ) -> Asking[str | list[ContentItem]]:
     """One call of `agent`'s tool `tool_name` as part of the current run; the content of its function message."""
-    from chatagent.tools.calling import PreparedCall, prepare_call  # the tool machinery: loaded by runs with tools
+    from chatagent.tools.calling import (  # the tool machinery: loaded by runs with tools
+        PreparedCall,
+        ToolErrorKind,
+        prepare_call,
+    )
 
     ctx = current_run()
     call_id = kwargs.pop("call_id", None)
@@ -53,7 +57,7 @@ def run_tool(
         outcome = call
     if ctx.callbacks:
         emit_tool_end(agent.name, outcome, ctx)
-    if outcome.error == "interrupted":  # it asked a person: the run pauses (chatagent.run.interrupts)
+    if outcome.error == ToolErrorKind.INTERRUPTED:  # it asked a person: the run pauses (chatagent.run.interrupts)
         raise Asked([outcome.content])
     ctx.check_deadline()
     return outcome.content

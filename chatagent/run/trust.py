@@ -33,9 +33,29 @@ from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 from chatagent.llm.prepare import marked_sources
-from chatagent.run.approval import TOOLS_OWN_RULES, ApprovalPolicy
 from chatagent.schema import Message, content_text
 from chatagent.utils.url_fetch import URLPolicy, public_urls_only, url_policy
+
+
+class ApprovalPolicy(NamedTuple):
+    """A run's rule for what waits for a person, beyond each tool's own `requires_approval` (a property of the run,
+    `RunContext.trust.approval`, which every run nested in it inherits: see `chatagent.run.trust`).
+
+    `code=True`: a tool that runs code the model wrote (`BaseTool.runs_code`, the code interpreter) asks before each
+    call unless its own `requires_approval` was set (what `chatagent serve`, MCP, A2A and the web UI run under: the
+    text a model reads there can tell it what to run)."""
+
+    code: bool = False
+
+    def rule(self, tool: Any) -> Any:
+        """The `requires_approval` of `tool` under this policy: its own when it was set, else True for a tool that
+        runs code under `code=True`, else the class's default."""
+        if self.code and getattr(tool, "runs_code", False) and "requires_approval" not in vars(tool):
+            return True
+        return getattr(tool, "requires_approval", False)
+
+
+TOOLS_OWN_RULES = ApprovalPolicy()  # each tool's own requires_approval, nothing more (the machine's own user)
 
 
 class Trust(NamedTuple):

@@ -30,4 +30,21 @@ class SessionPendingTurnError(SessionError):
     `session.discard_pending()`; `session.pending_turn` shows it."""
 
 
-__all__ = ["SessionBusyError", "SessionConflictError", "SessionError", "SessionPendingTurnError", "SessionStoreError"]
+def damaged_error(url: str, session_id: str, e: Exception) -> SessionStoreError:
+    """A stored turn of `session_id` that does not decode: the session is left as it is."""
+    return SessionStoreError(
+        f"session {session_id!r} in {url} is damaged (a stored turn is not valid JSON: {e}); it was not changed"
+    )
+
+
+def conflict_error(url: str, session_id: str) -> SessionConflictError:
+    """Another writer changed `session_id` while this turn ran: the turn is not saved."""
+    return SessionConflictError(
+        f"session {session_id!r} in {url} was changed by another writer while this turn ran: the turn was not saved"
+    )
+
+
+__all__ = [
+    "SessionBusyError", "SessionConflictError", "SessionError", "SessionPendingTurnError", "SessionStoreError",
+    "conflict_error", "damaged_error",
+]  # fmt: skip

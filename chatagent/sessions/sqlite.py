@@ -15,8 +15,8 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from chatagent.sessions import journal, pending
-from chatagent.sessions.errors import SessionBusyError, SessionStoreError
-from chatagent.sessions.store import SQLStore, conflict_error
+from chatagent.sessions.errors import SessionBusyError, SessionStoreError, conflict_error
+from chatagent.sessions.store import SQLStore
 from chatagent.utils.sql import connect_sqlite, private_sqlite_file
 from chatagent.utils.workspace import NOFOLLOW, UnsafePathError, check_private_file, private_dirs
 

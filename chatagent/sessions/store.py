@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from chatagent.sessions import attachments, journal, pending
-from chatagent.sessions.errors import SessionConflictError, SessionStoreError
+from chatagent.sessions.errors import SessionStoreError, conflict_error, damaged_error
 from chatagent.sessions.pending import PendingTurn, decode_pending, encode, summed_usage
 
 SCHEMA_VERSION = 2
@@ -234,7 +234,7 @@ class SQLStore:
                     messages += orjson.loads(row[3])
             system_msg = orjson.loads(system) if system is not None else None
         except orjson.JSONDecodeError as e:
-            raise _damaged(self.url, session_id, e) from None
+            raise damaged_error(self.url, session_id, e) from None
         if files and attachments.references(messages):
             owned = {r[0] for r in self._read(SESSION_BLOBS, (sid,))}
             messages = attachments.restore(messages, self.blob, owned)
@@ -336,7 +336,7 @@ class SQLStore:
             try:
                 messages = orjson.loads(body)
             except orjson.JSONDecodeError as e:
-                raise _damaged(self.url, session_id, e) from None
+                raise damaged_error(self.url, session_id, e) from None
             if shas:  # the caller may send them again: keep local copies of the files (read inside this txn)
                 messages = attachments.restore(messages, lambda sha: _blob_in(cur, sha), set(shas))
             cur.execute(DELETE_TURN, (sid, turn))
@@ -439,7 +439,7 @@ class SQLStore:
         try:
             return decode_pending(rows, contents)
         except orjson.JSONDecodeError as e:
-            raise _damaged(self.url, session_id, e) from None
+            raise damaged_error(self.url, session_id, e) from None
 
     # ---- a journal of the usual checkpoints: SQLite keeps one (chatagent.sessions.journal), other backends none --
 
@@ -489,15 +489,3 @@ def _blob_in(cur: Any, sha: str) -> bytes | None:
 def _info(row: tuple) -> SessionInfo:
     session_id, title, created, updated, count, user = row
     return SessionInfo(session_id, title or "", float(created), float(updated), int(count), user)
-
-
-def _damaged(url: str, session_id: str, e: Exception) -> SessionStoreError:
-    return SessionStoreError(
-        f"session {session_id!r} in {url} is damaged (a stored turn is not valid JSON: {e}); it was not changed"
-    )
-
-
-def conflict_error(url: str, session_id: str) -> SessionConflictError:
-    return SessionConflictError(
-        f"session {session_id!r} in {url} was changed by another writer while this turn ran: the turn was not saved"
-    )

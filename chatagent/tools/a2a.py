@@ -27,6 +27,7 @@ from typing import Any
 
 from chatagent.tools.base import BaseTool
 from chatagent.utils.aio import run_coroutine
+from chatagent.utils.egress import guarded_client, host_of, origin_of
 from chatagent.utils.url_fetch import url_policy
 
 DEFAULT_TIMEOUT = 300.0
@@ -57,8 +58,6 @@ class A2AAgent(BaseTool):
         timeout: float = DEFAULT_TIMEOUT, interfaces: list[str] | tuple[str, ...] = (), max_bytes: int = MAX_BYTES,
         max_answer_chars: int = MAX_ANSWER_CHARS,
     ) -> None:  # fmt: skip
-        from chatagent.utils.egress import host_of, origin_of  # httpx: with A2A only
-
         if not str(url).startswith(("http://", "https://")):  # a wrong type or scheme: said, not a crash later
             raise ValueError(f"A2AAgent needs the agent's http(s) URL, got {url!r:.100}")
         listed = [str(i).rstrip("/") for i in interfaces]
@@ -89,8 +88,6 @@ class A2AAgent(BaseTool):
 
     def _http(self, policy: Any, max_bytes: int | None = None) -> Any:
         """A client that reaches only this agent's origins, under `policy` (see the module docstring)."""
-        from chatagent.utils.egress import guarded_client  # httpx: with A2A only
-
         return guarded_client(self.origins, policy=policy, admitted=self.admitted, headers=self.headers,
                               max_bytes=max_bytes or self.max_bytes, timeout=self.call_timeout)  # fmt: skip
 
@@ -103,8 +100,6 @@ class A2AAgent(BaseTool):
     def _keep_interfaces(self, own: str, listed: list[str]) -> None:
         """Drop the card's interfaces at another origin than `own` that are not `listed`; ValueError if none is
         left."""
-        from chatagent.utils.egress import origin_of  # httpx: with A2A only
-
         found = list(self.card.supported_interfaces)
         kept = [i for i in found if origin_of(i.url) == own or i.url.rstrip("/") in listed]
         if not kept:

@@ -346,7 +346,7 @@ async def _aexecute(
     except ToolServiceError:  # the tool says the run cannot go on
         raise
     except PendingQuestion as q:  # it asked a person: the call waits for the answer
-        return outcome.fail("interrupted", q.question)
+        return outcome.fail(ToolErrorKind.INTERRUPTED, q.question)
     except (Exception, SystemExit) as e:
         outcome.duration = time.perf_counter() - start
         return outcome.fail(*_failure(tool, e))
@@ -381,7 +381,7 @@ def _invoke(tool: BaseTool, args: JSONObject, kwargs: dict[str, Any], call_id: s
     except ToolServiceError:  # the tool says the run cannot go on
         raise
     except PendingQuestion as q:  # it asked a person: the call waits for the answer (its content: the question)
-        return False, ("interrupted", q.question)
+        return False, (ToolErrorKind.INTERRUPTED, q.question)
     except (Exception, SystemExit) as e:  # SystemExit: a tool's sys.exit() or argparse must not end the run
         return False, _failure(tool, e)
 

@@ -23,12 +23,14 @@ import stat
 import tempfile
 from pathlib import Path
 
+from chatagent.errors import ChatAgentError
+
 _SAFE_PART = re.compile(r"[a-z0-9_]+")
 _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-class UnsafePathError(PermissionError):
+class UnsafePathError(ChatAgentError, PermissionError):
     """A directory or file that another user of the machine owns or may write, where chatagent keeps its data."""
 
 

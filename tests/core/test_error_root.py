@@ -22,6 +22,8 @@ STANDALONE = {"tools/_sandbox_kernel.py"}  # runs inside the sandbox on the stan
 # private signals that never leave the module that raises them, outside the root on purpose
 PRIVATE_SIGNALS = {
     "flows/flow.py:_Asked",  # a BaseException: a flow method's own `except Exception` must not stop it
+    "utils/current_call.py:PendingQuestion",  # a BaseException: a tool's own `except Exception` must not take it
+    "run/interrupts.py:Asked",  # a BaseException: a loop's own `except Exception` lets the pause through
     "tools/_reaper.py:_Stop",  # ends the reaper thread's wait
     "tools/validation.py:_Invalid",  # one failed check inside the validator, turned into a ToolArgumentError
 }

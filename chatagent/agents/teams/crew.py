@@ -30,14 +30,25 @@ from typing import TYPE_CHECKING, Any
 
 from chatagent.agent import Agent, current_run
 from chatagent.agents.teams.crew_evaluation import test_crew, train_crew, trained_instructions
+from chatagent.agents.teams.crew_progress import (
+    CREW_DONE,
+    CREW_INPUTS,
+    CREW_TASK,
+    HUMAN_FEEDBACK,
+    PENDING_HUMAN_INPUT,
+    TASK_OUTPUT,
+    CrewProgress,
+    task_output_of,
+    task_record,
+)
 from chatagent.agents.teams.delegation import make_manager
 from chatagent.agents.teams.task import Task, TaskOutput, missing_inputs
 from chatagent.agents.teams.task_run import run_task
 from chatagent.llm.base import Usage
 from chatagent.llm.prepare import untrusted
-from chatagent.run.approval import PENDING_APPROVAL, approval_message, is_approval
+from chatagent.run.approval import approval_message
 from chatagent.run.events import end_step, start_step
-from chatagent.schema import ASSISTANT, USER, Message, content_text, to_messages
+from chatagent.schema import ASSISTANT, USER, Message, to_messages
 from chatagent.schema.fragment import Fragment
 from chatagent.utils.kwargs import reject_unknown
 
@@ -45,12 +56,6 @@ if TYPE_CHECKING:
     from chatagent.evals import EvaluationReport
     from chatagent.run.handle import ARun, Run
 
-CREW_INPUTS = "crew_inputs"  # extra of the message that starts a crew: its inputs
-CREW_DONE = "crew_done"  # extra of the message that starts a crew: outputs of its first tasks, done already (replay)
-CREW_TASK = "crew_task"  # extra of a task's progress message: {'index', 'agent', 'description'}
-TASK_OUTPUT = "crew_task_output"  # extra of a task's answer: the TaskOutput as a dict
-PENDING_HUMAN_INPUT = "pending_human_input"  # extra of the message that pauses a crew for a person's review
-HUMAN_FEEDBACK = "human_feedback"  # extra of the person's reply to it
 REVIEW = (
     "Please review the answer to task {n} ({description}). Reply with what to change, or with nothing to accept it."
 )
@@ -275,7 +280,7 @@ class Crew:
         for m in msgs[start:]:
             record = (m.extra or {}).get(TASK_OUTPUT)
             if record is not None:
-                done[record["index"]] = _task_output(self.tasks[record["index"]], record)
+                done[record["index"]] = task_output_of(self.tasks[record["index"]], record)
         outputs = [done[k] for k in sorted(done)]
         return CrewOutput(outputs[-1].raw if outputs else "", outputs)
 
@@ -313,7 +318,7 @@ class Crew:
         text = json.dumps(inputs, ensure_ascii=False, default=str) if inputs else "Start."
         extra: dict[str, Any] = {CREW_INPUTS: inputs}
         if done:
-            extra[CREW_DONE] = [_record(k, out) for k, out in enumerate(done)]
+            extra[CREW_DONE] = [task_record(k, out) for k, out in enumerate(done)]
         return [{"role": USER, "content": text, "extra": extra}]
 
 
@@ -323,94 +328,6 @@ def _output(context: Any) -> CrewOutput:
         raise RuntimeError("the crew's run ended without an output")
     out.usage = context.usage
     return out
-
-
-class _Progress:
-    """Where a crew is in a conversation: its inputs, the outputs of the tasks done, a task paused for review and
-    the person's feedback on it, or a task paused for tool approval and its agent's messages so far (with the
-    person's decision last)."""
-
-    def __init__(self, crew: Crew, messages: list[Message]) -> None:
-        self.inputs: dict[str, Any] = {}
-        self.outputs: list[TaskOutput] = []
-        self.review: int | None = None  # the task whose answer awaits (or got) a person's feedback
-        self.feedback: str | None = None
-        self.approving: int | None = None  # the task whose agent's tool call awaits (or got) a person's approval
-        self.worked: list[Message] = []  # that agent's messages so far, the approval message last
-        self.announced: int | None = None  # a resumed turn: the task it had announced (and not completed)
-        last = messages[-1] if messages else None
-        if last is not None and last.role != USER and any(m.role == USER for m in messages):
-            # a turn resumed (its process died, its run failed): the tasks it completed are kept, the next one runs
-            self._restore(crew, messages)
-            task = (last.extra or {}).get(CREW_TASK)
-            if task is not None and task["index"] == len(self.outputs):
-                self.announced = task["index"]  # shown already: not announced twice
-            return
-        if last is None or last.role != USER:
-            raise ValueError("a crew starts (or resumes) on a user message")
-        before = messages[-2].extra if len(messages) >= 2 else None
-        if before and PENDING_APPROVAL in before and is_approval(last):
-            start = self._restore(crew, messages)
-            task_at = max(i for i in range(start, len(messages)) if CREW_TASK in (messages[i].extra or {}))
-            self.approving = (messages[task_at].extra or {})[CREW_TASK]["index"]
-            self.worked = messages[task_at + 1 :]
-            return
-        if not (before and PENDING_HUMAN_INPUT in before):
-            if last.extra and HUMAN_FEEDBACK in last.extra:
-                raise ValueError("the feedback answers no crew paused for review (it must follow the pause)")
-            if is_approval(last):
-                raise ValueError("the approval answers no crew paused for it (it must follow the pause)")
-            self.inputs = dict((last.extra or {}).get(CREW_INPUTS) or _inputs_from_text(content_text(last.content)))
-            self.outputs = [_task_output(crew.tasks[r["index"]], r) for r in (last.extra or {}).get(CREW_DONE) or ()]
-            return
-        self.feedback = content_text(last.content).strip()
-        self._restore(crew, messages)
-        self.review = len(self.outputs) - 1
-
-    def _restore(self, crew: Crew, messages: list[Message]) -> int:
-        """Read the inputs and the outputs of the tasks done from a paused crew's conversation; where it started."""
-        start = max((i for i, m in enumerate(messages) if m.extra and CREW_INPUTS in m.extra), default=-1)
-        if start < 0:
-            start = max(i for i, m in enumerate(messages[:-1]) if m.role == USER and not _is_feedback(m, messages, i)
-                        and not is_approval(m))  # fmt: skip
-            self.inputs = _inputs_from_text(content_text(messages[start].content))
-        else:
-            self.inputs = dict((messages[start].extra or {})[CREW_INPUTS])
-        done: dict[int, TaskOutput] = {}
-        for m in messages[start:]:
-            record = (m.extra or {}).get(TASK_OUTPUT)
-            if record is not None:
-                done[record["index"]] = _task_output(crew.tasks[record["index"]], record)
-        self.outputs = [done[k] for k in sorted(done)]
-        return start
-
-
-def _is_feedback(m: Message, messages: list[Message], i: int) -> bool:
-    extra = messages[i - 1].extra if i > 0 else None
-    return extra is not None and PENDING_HUMAN_INPUT in extra
-
-
-def _inputs_from_text(text: str) -> dict[str, Any]:
-    """A crew's inputs from a user's message: a JSON object as it is, other text as the input `input`."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    return value if isinstance(value, dict) else {"input": text}
-
-
-def _task_output(task: Task, record: dict[str, Any]) -> TaskOutput:
-    data = record.get("json_dict")
-    model = task.output_pydantic.model_validate(data) if task.output_pydantic is not None and data else None
-    out = TaskOutput(record["description"], record["raw"], record.get("agent"), model, data,
-                     record.get("expected_output", ""), task.name)  # fmt: skip
-    out.output_format = "pydantic" if model is not None else "json" if data is not None else "raw"
-    return out
-
-
-def _record(index: int, out: TaskOutput) -> dict[str, Any]:
-    return {"index": index, "description": out.description, "raw": out.raw, "agent": out.agent,
-            "json_dict": out.json_dict, "expected_output": out.expected_output}  # fmt: skip
 
 
 class CrewAgent(Agent):
@@ -432,7 +349,7 @@ class CrewAgent(Agent):
 
     def _run(self, messages: list[Message], lang: str = "en", **kwargs: Any) -> Iterator[list[Message]]:
         crew = self.crew
-        progress = _Progress(crew, messages)
+        progress = CrewProgress(crew.tasks, messages)
         missing = missing_inputs(crew.tasks, progress.inputs)
         if missing:
             raise ValueError(f"the tasks need inputs that were not given: {', '.join(missing)}")
@@ -457,7 +374,9 @@ class CrewAgent(Agent):
                     and not (yield from self._blocking(task.condition, outputs[-1])):  # fmt: skip
                 out = TaskOutput(task.filled(progress.inputs)[0], "", agent.name, None, None,
                                  task.filled(progress.inputs)[1], task.name)  # fmt: skip
-                yield [Fragment.unchecked(ASSISTANT, "", out.agent, None, None, {TASK_OUTPUT: _record(k, out)}, pos)]
+                yield [
+                    Fragment.unchecked(ASSISTANT, "", out.agent, None, None, {TASK_OUTPUT: task_record(k, out)}, pos)
+                ]
                 pos += 1
                 del outputs[k:]
                 outputs.append(out)
@@ -491,7 +410,9 @@ class CrewAgent(Agent):
                 pending = {"task": k, "agent": agent.name, "approval": waiting}
                 current_run().output = CrewOutput("", list(outputs), pending=pending)
                 return
-            yield [Fragment.unchecked(ASSISTANT, "", out.agent, None, None, {TASK_OUTPUT: _record(k, out)}, pos - 1)]
+            yield [
+                Fragment.unchecked(ASSISTANT, "", out.agent, None, None, {TASK_OUTPUT: task_record(k, out)}, pos - 1)
+            ]
             del outputs[k:]
             outputs.append(out)
             yield from self._blocking(_task_done, crew, task, out, progress.inputs)
