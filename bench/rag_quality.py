@@ -78,7 +78,7 @@ def evaluate(name: str, data: Path, lang: str = "auto", **params: float) -> dict
 
 
 OWN_DATA = Path(__file__).resolve().parent / "data"
-OWN_SETS = ("paraphrase_en", "paraphrase_zh")
+OWN_SETS = ("paraphrase_en", "paraphrase_zh", "web_zh")
 
 
 def load_set(name: str, data: Path) -> tuple[list[dict], list[dict]]:

@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from chatagent.memories.keywords import Keywords
-from chatagent.rag.fusion import dense_weight, fuse, standardised
+from chatagent.rag.fusion import dense_weight, fuse, separation, standardised
 
 __all__ = ["RecallWeights", "Row", "UserIndex", "text_key"]
 
@@ -336,7 +336,7 @@ class UserIndex:
         mean, spread = float(crowd.mean()), float(crowd.std()) or 1.0
         live_bm25 = bm25[live]
         mean_bm25, spread_bm25 = float(live_bm25.mean()), float(live_bm25.std()) or 1.0
-        w = dense_weight(self.keywords.coverage(query, bm25))
+        w = dense_weight(self.keywords.coverage(query, bm25), separation(bm25))
         z_dense = np.where(self.embedded[candidates], (cosine - mean) / spread, 0.0)
         scores = (1.0 - w) * (bm25[candidates] - mean_bm25) / spread_bm25 + w * z_dense
         floor = (1.0 - w) * (bm25[sample] - mean_bm25) / spread_bm25 + w * (crowd - mean) / spread

@@ -9,18 +9,21 @@ top; when the question shares no words with the answer, BM25's scores are flat n
 decides. Reciprocal-rank fusion throws that confidence away (an equal RRF scored below dense retrieval alone on a
 Chinese set where BM25 was weak).
 
-The meaning side's weight depends on how well the query's own words find something: `coverage` is the share of
-the query's words found in BM25's best document. Asked in the document's own words (coverage well above
-`COVERED`), the query is ranked with keywords weighing more (meaning at `MATCHED_WEIGHT`); asked in other words
-(well below it), mostly by meaning (`UNMATCHED_WEIGHT`), keywords only breaking near-ties. The weight moves from
-one to the other along a logistic curve, halfway at `COVERED` (`SLOPE`: most of the move within 0.2 of it). A linear rule (the weight
-raised in proportion to the words missing) could not serve both kinds of question: where it suited questions in
-the documents' words, it let keywords overrule meaning on paraphrases.
+The meaning side's weight follows how sure the keywords are, judged two ways, both needed. `coverage`: the share
+of the query's words found in BM25's best document (asked in other words than the documents', the keywords are
+not to be trusted). `separation`: how far BM25's best stands above the rest, (best - RUNNER_UP-th best) / best.
+In multi-document web text the query's words are in many passages, the best among them too, whether it answers or
+not (a "related questions" list, a repost, a page title): coverage is then nearly always 1 and said nothing, and
+trusting it put the hybrid far below meaning alone on such a set; what such a query's keywords cannot do is single
+one passage out. Keyword confidence is the product of two logistic curves, one halfway at coverage `COVERED`, the
+other at separation `SEPARATED` (`SLOPE`: most of each move within 0.2 of it); the meaning side's weight moves
+from `UNMATCHED_WEIGHT` (no confidence: meaning decides, keywords only break ties if it is below 1) to
+`MATCHED_WEIGHT` (a query in the documents' own words that BM25 finds one passage for).
 
-The three values were chosen with bench/rag_fusion.py on the dev half of four sets (hotpotqa, cmrc2018 and our
-paraphrase sets, English and Chinese, 286 dev questions each): the values whose hybrid beats both BM25 and
-meaning alone on every dev set by the widest margin (MRR and nDCG@10). bench/rag_quality.py reports the other
-half (test), which no choice looked at.
+The values were chosen with bench/rag_fusion.py on the dev halves of five sets (hotpotqa, cmrc2018, our paraphrase
+sets in English and Chinese, and our Chinese web-search set, bench/data/web_zh.json): the values whose hybrid is
+above the better of BM25 and meaning alone on every dev set by the widest margin (MRR and nDCG@10).
+bench/rag_quality.py reports the other halves (test), which no choice looked at.
 """
 
 from __future__ import annotations
@@ -33,12 +36,15 @@ import numpy as np
 from chatagent.rag.analysis import word_units
 
 __all__ = [
-    "COVERED", "MATCHED_WEIGHT", "UNMATCHED_WEIGHT", "coverage", "dense_weight", "fuse", "standardised", "word_units",
+    "COVERED", "MATCHED_WEIGHT", "RUNNER_UP", "SEPARATED", "UNMATCHED_WEIGHT", "coverage", "dense_weight", "fuse",
+    "separation", "standardised", "word_units",
 ]  # fmt: skip
 
-MATCHED_WEIGHT = 0.3  # the meaning side's weight for a query in the documents' own words
-UNMATCHED_WEIGHT = 0.9  # ... and for one in other words
+MATCHED_WEIGHT = 0.3  # the meaning side's weight when the keywords are sure
+UNMATCHED_WEIGHT = 1.0  # ... and when they are not
 COVERED = 0.7  # the coverage halfway between the two
+SEPARATED = 0.4  # the separation halfway between the two
+RUNNER_UP = 2  # BM25's best is compared with the document of this rank
 SLOPE = 20.0
 
 
@@ -58,16 +64,40 @@ def coverage(query_terms: Iterable[str], document_terms: Iterable[str]) -> float
     return len(wanted & word_units(document_terms)) / len(wanted) if wanted else 0.0
 
 
+def separation(bm25: np.ndarray, runner_up: int = RUNNER_UP) -> float:
+    """How far BM25's best score stands above the rest: (best - the `runner_up`-th best) / best, from 0 (a tie, or no
+    match) to 1 (no other document matches)."""
+    scores = np.asarray(bm25, dtype=np.float64)
+    if not len(scores):
+        return 0.0
+    best = float(scores.max())
+    if best <= 0:
+        return 0.0
+    if len(scores) < runner_up:
+        return 1.0
+    other = float(np.partition(scores, len(scores) - runner_up)[len(scores) - runner_up])
+    return (best - max(other, 0.0)) / best
+
+
 def dense_weight(
-    coverage: float, matched: float = MATCHED_WEIGHT, unmatched: float = UNMATCHED_WEIGHT, covered: float = COVERED
+    coverage: float,
+    separation: float = 1.0,
+    matched: float = MATCHED_WEIGHT,
+    unmatched: float = UNMATCHED_WEIGHT,
+    covered: float = COVERED,
+    separated: float = SEPARATED,
 ) -> float:
-    """The meaning side's weight for a query whose words BM25's best document covers at `coverage` (0 to 1)."""
-    return matched + (unmatched - matched) / (1.0 + math.exp(SLOPE * (coverage - covered)))
+    """The meaning side's weight for a query whose words BM25's best document covers at `coverage` (0 to 1), that
+    best standing `separation` above the rest (see the module docstring)."""
+    sure = 1.0 / (1.0 + math.exp(-SLOPE * (coverage - covered))) / (1.0 + math.exp(-SLOPE * (separation - separated)))
+    return unmatched - (unmatched - matched) * sure
 
 
-def fuse(bm25: np.ndarray, cosine: np.ndarray, coverage: float, **weights: float) -> np.ndarray:
+def fuse(
+    bm25: np.ndarray, cosine: np.ndarray, coverage: float, runner_up: int = RUNNER_UP, **weights: float
+) -> np.ndarray:
     """One score per document from its BM25 score and its cosine with the query (see the module docstring);
-    `weights`: dense_weight's, to compare choices (bench/rag_fusion.py)."""
-    w = dense_weight(coverage, **weights)
-    keywords = standardised(np.asarray(bm25, dtype=np.float64))
-    return (1.0 - w) * keywords + w * standardised(np.asarray(cosine, dtype=np.float64))
+    `runner_up` and `weights` (dense_weight's), to compare choices (bench/rag_fusion.py)."""
+    keywords = np.asarray(bm25, dtype=np.float64)
+    w = dense_weight(coverage, separation(keywords, runner_up), **weights)
+    return (1.0 - w) * standardised(keywords) + w * standardised(np.asarray(cosine, dtype=np.float64))

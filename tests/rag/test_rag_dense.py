@@ -275,3 +275,22 @@ def test_a_question_is_embedded_on_one_openmp_thread_and_the_callers_count_is_ke
     assert seen == [1, 2, 2]
     assert lib.omp_get_max_threads() == 2
     assert np.allclose(e.embed_queries(["peanuts"]), embedder.embed_queries(["peanuts"]), atol=1e-6)
+
+
+def test_words_found_in_every_passage_of_a_topic_do_not_overrule_meaning(embedder) -> None:
+    """Issue 43.6: in web pages a question's words are in its "related questions", its title, its reposts: BM25's
+    best passage holds them all (coverage 1) whether or not it answers, and trusting that coverage put the hybrid
+    far below meaning alone (here: 2 of 6 answers first). BM25's best hardly stands above the rest there:
+    meaning decides. One topic of our web set (bench/data/web_zh.json: 23 passages from four pages, 6 questions)."""
+    data = json.loads((REPO / "bench" / "data" / "web_zh.json").read_text(encoding="utf-8"))
+    passages = data["passages"][:23]  # the first topic's pages
+    ids = {p[0] for p in passages}
+    questions = [(q, set(gold)) for q, gold, _ in data["questions"] if set(gold) <= ids]
+    assert len(questions) == 6
+    index = Index(embedder=embedder)
+    index.add_texts([p[0] for p in passages], [p[2] for p in passages], [p[1] for p in passages])
+    keywords = Index(embedder=None)
+    keywords.add_texts([p[0] for p in passages], [p[2] for p in passages], [p[1] for p in passages])
+    assert index.embed_now()
+    assert sum(keywords.search(q, top_k=1)[0][0] in gold for q, gold in questions) <= 2
+    assert sum(index.search(q, top_k=1)[0][0] in gold for q, gold in questions) >= 5
