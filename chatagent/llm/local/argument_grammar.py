@@ -88,7 +88,7 @@ def naming_spans(question: str, tool: str = "") -> list[str]:
     "pay" in "Pay Bob 500"), a number, or beginning or ending with a function word; all of them when that
     leaves none."""
     verbs = {w for w in re.split(r"[^a-z0-9]+", tool.lower()) if w}
-    kept = []
+    kept: list[str] = []
     for span in spans(question):
         words = span.lower().split()
         if words[0] in _FUNCTION_WORDS or words[-1] in _FUNCTION_WORDS:
