@@ -36,11 +36,7 @@ def run_tool(
     agent: ToolOwner, tool_name: str, tool_args: str | dict[str, Any] | None = "{}", **kwargs: Any
 ) -> Asking[str | list[ContentItem]]:
     """One call of `agent`'s tool `tool_name` as part of the current run; the content of its function message."""
-    from chatagent.tools.calling import (  # the tool machinery: loaded by runs with tools
-        PreparedCall,
-        ToolErrorKind,
-        prepare_call,
-    )
+    from chatagent.tools.calling import PreparedCall, ToolErrorKind, prepare_call  # tool machinery: runs with tools
 
     ctx = current_run()
     call_id = kwargs.pop("call_id", None)
