@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from chatagent.run.events import KINDS, Callbacks, Event
-from chatagent.schema.fragment import Fragment
+from chatagent.schema.fragment import STREAMING_CALL, Fragment
 from chatagent.tools.calling import ToolErrorKind
 
 if TYPE_CHECKING:
@@ -121,8 +121,12 @@ for _kind in KINDS:  # every kind, so that `handlers` finds an overridden method
     setattr(Listener, "on_" + _kind, Listener.__call__)
 
 
-def fragment_events(fragments: list[Fragment], agent: str | None, run_id: str | None = None) -> list[RunEvent]:
-    """The deltas and interrupts a list of streamed fragments (of the run `run_id`) makes."""
+def fragment_events(
+    fragments: list[Fragment], agent: str | None, run_id: str | None = None, streamed: set[int] | None = None
+) -> list[RunEvent]:
+    """The deltas and interrupts a list of streamed fragments (of the run `run_id`) makes. A call whose arguments
+    streamed (`extra['streaming_call']`) gives a `tool_call_delta` per piece; the complete call that then replaces
+    its message gives none (`streamed`: the messages whose calls streamed so far, kept by the caller)."""
     out: list[RunEvent] = []
     for f in fragments:
         extra = f.extra
@@ -134,8 +138,15 @@ def fragment_events(fragments: list[Fragment], agent: str | None, run_id: str | 
             text = f.content if isinstance(f.content, str) else f.text
             if text:
                 out.append(RunEvent("text_delta", agent, run_id, None, {"index": f.index, "text": text}))
+            piece = (extra or {}).get(STREAMING_CALL)
+            if piece is not None:
+                if streamed is not None:
+                    streamed.add(f.index)
+                data = {"index": f.index, "call_id": (extra or {}).get("function_id"), "name": piece.get("name"),
+                        "arguments": piece.get("arguments", "")}  # fmt: skip
+                out.append(RunEvent("tool_call_delta", agent, run_id, None, data))
             fc = f.function_call
-            if fc is not None:
+            if fc is not None and not (f.replace and streamed is not None and f.index in streamed):
                 data = {"index": f.index, "call_id": (extra or {}).get("function_id"), "name": fc.name,
                         "arguments": fc.arguments}  # fmt: skip
                 out.append(RunEvent("tool_call_delta", agent, run_id, None, data))
@@ -151,15 +162,16 @@ def fragment_events(fragments: list[Fragment], agent: str | None, run_id: str | 
 class Merged:
     """A run's events in order: those its listener kept since the last fragments, then those the fragments make."""
 
-    __slots__ = ("pending", "agent", "run_id")
+    __slots__ = ("pending", "agent", "run_id", "streamed")
 
     def __init__(self, ctx: RunContext) -> None:
         self.pending: list[Event] = ctx.events.pending
         self.agent, self.run_id = ctx.agent_name, f"{id(ctx):x}"
+        self.streamed: set[int] = set()  # the messages whose calls streamed their arguments
 
     def take(self, fragments: list[Fragment]) -> list[RunEvent]:
         out = _drained(self.pending) if self.pending else []
-        out += fragment_events(fragments, self.agent, self.run_id)
+        out += fragment_events(fragments, self.agent, self.run_id, self.streamed)
         return out
 
     def rest(self) -> list[RunEvent]:

@@ -251,3 +251,18 @@ def test_a_stream_broken_while_only_arguments_showed_is_retried_and_the_retry_re
     reply = _merged(deltas)
     assert json.loads(reply[0].function_call.arguments) == {"path": "b.txt"}  # the retry's call, not a mix
     assert [(m.function_call, m.content, m.extra) for m in reply[1:]] == [(None, "", None)]  # the other: emptied
+
+
+def test_the_event_stream_gives_each_piece_of_a_long_argument_as_a_tool_call_delta(openai_server: Any) -> None:
+    _script(openai_server, OpenAIReply)
+    written: list[str] = []
+    deltas = [ev.data for ev in _agent(_config_openai(openai_server), written).run(USER, events=True)
+              if ev.type == "tool_call_delta"]  # fmt: skip
+    assert written == [BODY] and len(deltas) > 100  # as the server streamed it, not once at the end
+    assert deltas[0]["name"] == "write_file" and deltas[0]["call_id"]
+    assert all(d["index"] == deltas[0]["index"] for d in deltas)
+    assert json.loads("".join(d["arguments"] for d in deltas)) == ARGS  # the pieces, each once: the call's arguments
+
+
+def _config_openai(server: Any) -> dict[str, Any]:
+    return {"model": "test-model", "model_server": server.base_url, "api_key": "k"}
