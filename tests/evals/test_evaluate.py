@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -37,6 +36,7 @@ from chatagent.evals import (
     evaluate,
 )
 from chatagent.sessions.traces import TraceStore
+from tests.support import processes
 
 
 @tool
@@ -322,7 +322,7 @@ def test_a_dataset_as_pytest_tests(tmp_path: Path) -> None:
         "bot = FnCallAgent(llm=ScriptedLLM(default=lambda m, f: {'2+2?': '4'}.get(m[-1].text, 'Paris')))\n"
         "test_quiz = dataset_test(bot, 'cases.yaml')\n"
     )
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_cases.py"],
+    out = processes.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_cases.py"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert out.returncode == 1, out.stdout + out.stderr
     assert "1 failed, 1 passed" in out.stdout and "test_quiz[berlin]" in out.stdout

@@ -4,7 +4,6 @@ tasks, a flow's methods, handoffs, retrieval), whose it is, and that nothing is 
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 from typing import Any
 
@@ -27,6 +26,7 @@ from chatagent import start as flow_start
 from chatagent.run import traces
 from chatagent.run.events import Callbacks
 from chatagent.sessions.traces import TraceStore
+from tests.support import processes
 
 USER = [{"role": "user", "content": "Weather in Oslo?"}]
 
@@ -131,7 +131,7 @@ def test_the_environment_variable_records_every_run_of_the_process(sqlite_url: s
         "BasicAgent(llm=ScriptedLLM(['hi']), name='env').run_nonstream([{'role': 'user', 'content': 'hello'}])\n"
     )
     env = {"CHATAGENT_TRACES": sqlite_url, "PATH": "/usr/bin:/bin", "CHATAGENT_WORKSPACE": str(tmp_path / "w")}
-    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)  # written at exit
+    processes.run([sys.executable, "-c", code], check=True, env=env, timeout=120)  # written at exit
     assert [(t.name, t.title) for t in TraceStore(sqlite_url).list("local")] == [("env", "hello")]
 
 

@@ -38,12 +38,12 @@ def test_a_sqlite_file_is_private_and_opened_in_autocommit_with_the_pragmas_aske
     conn.close()
 
 
-def test_a_private_file_that_exists_is_left_as_it_is(tmp_path: Path) -> None:
+def test_a_file_that_exists_keeps_its_content_and_is_made_private(tmp_path: Path) -> None:
     path = tmp_path / "kept.db"
-    path.write_bytes(b"")
-    path.chmod(0o640)
+    path.write_bytes(b"stored")
+    path.chmod(0o640)  # readable by the group: made this user's alone (utils.workspace.check_private_file)
     private_sqlite_file(path)
-    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert path.read_bytes() == b"stored" and stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
 def test_a_postgres_server_that_refuses_is_named_without_its_password() -> None:

@@ -301,7 +301,9 @@ def test_import_costs():
     )
     out = processes.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert int(out[0]) <= 12  # chatagent, its lazy exports and their helpers (8 today)
-    assert int(out[1]) <= 70  # the tools package and the stdlib it needs (53 today)
+    assert (
+        int(out[1]) <= 75
+    )  # the tools package and the stdlib it needs (73 today: 53 before stop_reason, tool_origins)
     assert out[2:] == ["False", "False", "False"]  # pydantic, json5 and asyncio stay lazy
 
 
