@@ -28,7 +28,11 @@ def _echo_result(messages: list, functions: list) -> str:
 def _agent(tmp_path: Path, script: list | None = None) -> FnCallAgent:
     llm = ScriptedLLM(script) if script else ScriptedLLM(default=_echo_result)
     cfg = {"name": "code_interpreter", "timeout": 10, "work_dir": str(tmp_path / "w"), "sandbox": "bwrap"}
-    return FnCallAgent(llm=llm, function_list=[cfg])
+    agent = FnCallAgent(llm=llm, function_list=[cfg])
+    # the operator's own choice: no approval for the interpreter (served runs ask before code otherwise): what these
+    # tests attack is the sessions' isolation
+    agent.function_map["code_interpreter"].requires_approval = False
+    return agent
 
 
 @needs_bwrap
