@@ -167,7 +167,7 @@ def test_300_streams_one_replica_killed_mid_stream_its_clients_resume_through_th
 
 def test_a_rolling_restart_loses_no_request(cluster) -> None:
     replicas, model = cluster
-    model.queue(2000)
+    model.queue(20_000)  # 30 clients ask until the restarts are done: ~75 each on a quiet machine, more when faster
     stop = threading.Event()
 
     async def client(http: httpx.AsyncClient, k: int, results: list[tuple[str, str, bool, int]]) -> None:
