@@ -78,3 +78,21 @@ def _fresh_retry_budgets():
 
     retry._budgets.clear()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _process_wide_tables_restored():
+    """What a test adds to the process-wide tables goes when it ends: the keys masked in every error (a test's key
+    `sk-upstream-...` masked the word "upstream" in later tests' errors) and the model prices (a test that re-priced a
+    model without its cache prices changed a later test's costs)."""
+    from chatagent.llm import prices
+    from chatagent.utils import keys
+
+    known, priced = set(keys._known), dict(prices.PRICES)
+    yield
+    with keys._lock:
+        keys._known.intersection_update(known)
+    with prices._lock:
+        prices.PRICES.clear()
+        prices.PRICES.update(priced)
+        prices._found.clear()

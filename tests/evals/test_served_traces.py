@@ -16,7 +16,7 @@ from chatagent.utils.keys import remember_secret
 
 pytestmark = pytest.mark.timeout(120)
 KEYS = {"alice": "key-alice-0123456789", "bob": "key-bob-9876543210"}
-SECRET = "sk-upstream-5f3e2a1b9c8d7e6f"  # a key the server holds (its model's): never in what a client reads
+SECRET = "sk-5f3e2a1b9c8d7e6f4a0b"  # a key the server holds (its model's): never in what a client reads
 
 
 def served(tmp_path: Path) -> AgentServer:

@@ -6,6 +6,7 @@ how fast anything was); `Usage` carries the cost where the model's prices are kn
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 import threading
 import time
@@ -144,13 +145,14 @@ def test_cost_per_run_per_session_and_overrides(openai_server: OpenAIServer, tmp
     list(run)
     assert run.usage.cost is None and run.usage.prompt_tokens == 1000
     set_price("my-own", input=3.0, output=0.0)
+    gpt_4o_mini = PRICES["gpt-4o-mini"]
     try:
         run = unpriced.run(HI)
         list(run)
         assert run.usage.cost == pytest.approx(3000 / 1e6)
     finally:
         PRICES.pop("my-own")
-        set_price("gpt-4o-mini", input=0.15, output=0.6)  # (clears the lookups)
+        set_price("gpt-4o-mini", **dataclasses.asdict(gpt_4o_mini))  # as it was, cache prices too (clears the lookups)
     with pytest.raises(ValueError, match="a price is"):
         BasicAgent(llm=cfg(openai_server, "x", price={"input": -1})).run_nonstream(HI)
     assert Price(1, 1).cost(10**6, 0) == 1.0
