@@ -1,9 +1,10 @@
-"""The served agents over A2A (agent-to-agent, JSON-RPC binding, protocol 1.0): `chatagent serve --a2a`.
+"""The served agents over A2A (agent-to-agent, JSON-RPC binding, protocols 1.0 and 0.3): `chatagent serve --a2a`.
 
 Each agent has an agent card (`/.well-known/agent-card.json` for the first agent, `/a2a/<name>/.well-known/
 agent-card.json` for each: its name, description, a skill per tool, streaming) and a JSON-RPC endpoint
 `/a2a/<name>` with `SendMessage`, `SendStreamingMessage` (the answer streamed as chunks of the artifact `answer`),
-`GetTask` and `CancelTask`. A task's context is a conversation of the session store, owned by the principal that
+`GetTask` and `CancelTask` (and 0.3's `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`, answered in
+0.3's format: `server/a2a_wire.py`). The client's `messageId` is kept in the task's history. A task's context is a conversation of the session store, owned by the principal that
 started it (`conversations`; a new context gets an id the server makes); a task belongs to its principal too
 (another one's `GetTask` finds nothing). A run that pauses on a tool call needing approval leaves its task
 `input-required` (the waiting calls in the status message's data part and in the task's metadata); the client
@@ -35,6 +36,7 @@ from chatagent.run.approval import APPROVAL
 from chatagent.run.interrupts import ANSWERS, PENDING_QUESTIONS
 from chatagent.run.trust import acting_as
 from chatagent.schema import USER, Message
+from chatagent.server.a2a_wire import CURRENT, BadParams, Wire, card_json, wire_of
 from chatagent.server.app import Service, send_error, send_json
 from chatagent.server.approvals import checked_decision
 from chatagent.server.conversations import NEW
@@ -70,14 +72,13 @@ def card(name: str, agent: Agent, url: str, keyed: bool) -> dict[str, Any]:
         skills = [pb.AgentSkill(id=name, name=name, description=agent.description or name, tags=["chat"])]
     out = pb.AgentCard(
         name=name, description=agent.description or f"The agent {name}.", version="1.0",
-        supported_interfaces=[pb.AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")],
         capabilities=pb.AgentCapabilities(streaming=True), default_input_modes=["text/plain"],
         default_output_modes=["text/plain"], skills=skills,
     )  # fmt: skip
     if keyed:
         out.security_schemes["bearer"].http_auth_security_scheme.scheme = "Bearer"
         out.security_requirements.add().schemes["bearer"].SetInParent()
-    return json_format.MessageToDict(out)
+    return card_json(out, url)
 
 
 class TaskRecord:
@@ -125,8 +126,8 @@ class TaskRecord:
             q.put_nowait(event)
 
 
-def _message(role: int, rec: TaskRecord, text: str, data: dict[str, Any] | None = None) -> pb.Message:
-    m = pb.Message(message_id=uuid.uuid4().hex, role=role, task_id=rec.id, context_id=rec.context_id)  # type: ignore[arg-type]
+def _message(role: int, rec: TaskRecord, text: str, data: dict[str, Any] | None = None, mid: str = "") -> pb.Message:
+    m = pb.Message(message_id=mid or uuid.uuid4().hex, role=role, task_id=rec.id, context_id=rec.context_id)  # type: ignore[arg-type]
     m.parts.append(pb.Part(text=text))
     if data is not None:
         m.parts.add().data.struct_value.update(data)
@@ -175,38 +176,42 @@ class A2AEndpoint:
             if not isinstance(req, dict) or req.get("jsonrpc") != "2.0" or not isinstance(req.get("method"), str):
                 raise RpcError(_REQUEST, "a JSON-RPC 2.0 request object is expected")
             rid, method, params = req.get("id"), req["method"], req.get("params") or {}
-            if method == "SendStreamingMessage":
-                rec = await self._start(params, user, model, agent)
-                await self._stream(rec, rid, send)
+            wire = wire_of(method)
+            if wire is None:
+                raise RpcError(_METHOD, f"unknown method {method!r:.60} (SendMessage, SendStreamingMessage, GetTask, "
+                               "CancelTask; 0.3: message/send, message/stream, tasks/get, tasks/cancel)")  # fmt: skip
+            op = wire.methods[method]
+            if op == "stream":
+                rec = await self._start(self._sent(wire, params), user, model, agent)
+                await self._stream(rec, rid, send, wire)
                 return
-            if method == "SendMessage":
-                rec = await self._start(params, user, model, agent)
+            if op == "send":
+                rec = await self._start(self._sent(wire, params), user, model, agent)
                 if rec.runner is not None:
                     await asyncio.shield(rec.runner)
-                result: Any = {"task": json_format.MessageToDict(rec.task())}
-            elif method == "GetTask":
-                result = json_format.MessageToDict(self._owned(params, user).task())
-            elif method == "CancelTask":
-                result = json_format.MessageToDict(await self._cancel(self._owned(params, user)))
+                result: Any = wire.task(rec.task(), sent=True)
+            elif op == "get":
+                result = wire.task(self._owned(wire.task_id(params), user).task())
             else:
-                raise RpcError(_METHOD, f"unknown method {method!r:.60} (SendMessage, SendStreamingMessage, GetTask, "
-                               "CancelTask)")  # fmt: skip
+                result = wire.task(await self._cancel(self._owned(wire.task_id(params), user)))
             await send_json(send, 200, {"jsonrpc": "2.0", "id": rid, "result": result})
         except RpcError as e:
             await send_json(send, 200, _error(rid, e))
 
-    def _owned(self, params: Any, user: str) -> TaskRecord:
-        tid = params.get("id") if isinstance(params, dict) else None
-        rec = self.tasks.get(tid) if isinstance(tid, str) else None
+    @staticmethod
+    def _sent(wire: Wire, params: Any) -> pb.Message:
+        try:
+            return wire.message(params)
+        except BadParams as e:
+            raise RpcError(_PARAMS, str(e)) from None
+
+    def _owned(self, tid: str | None, user: str) -> TaskRecord:
+        rec = self.tasks.get(tid) if tid is not None else None
         if rec is None or rec.owner != user:  # another principal's task is no task at all
             raise RpcError(_NOT_FOUND, "no such task")
         return rec
 
-    async def _start(self, params: Any, user: str, model: str, agent: Agent) -> TaskRecord:
-        try:
-            sent = json_format.ParseDict(params, pb.SendMessageRequest(), ignore_unknown_fields=True).message
-        except json_format.ParseError as e:
-            raise RpcError(_PARAMS, f"bad SendMessage params: {e}") from None
+    async def _start(self, sent: pb.Message, user: str, model: str, agent: Agent) -> TaskRecord:
         kinds = {p.WhichOneof("content") for p in sent.parts} - {"text", "data"}
         if kinds:  # said, not dropped: the agent would answer a message it never saw whole
             raise RpcError(
@@ -220,7 +225,7 @@ class A2AEndpoint:
             if p.HasField("data"):
                 meta = {**json_format.MessageToDict(p.data), **meta}
         if sent.task_id:  # going on with a task: it must be this principal's, waiting for input
-            rec = self._owned({"id": sent.task_id}, user)
+            rec = self._owned(sent.task_id, user)
             if rec.state != pb.TASK_STATE_INPUT_REQUIRED:
                 raise RpcError(_UNSUPPORTED, "this task is not waiting for input")
         else:
@@ -244,7 +249,7 @@ class A2AEndpoint:
         except RequestError as e:
             raise RpcError(_PARAMS if e.status < 500 else _INTERNAL, e.message) from None
         rec.context_id = turn.reply.session_id or rec.context_id
-        rec.history.append(_message(pb.ROLE_USER, rec, text))
+        rec.history.append(_message(pb.ROLE_USER, rec, text, mid=sent.message_id[:200]))
         rec.state, rec.text, rec.extra, rec.ended = pb.TASK_STATE_WORKING, "", {}, None
         self._remember(rec)
         rec.runner = asyncio.get_running_loop().create_task(self._work(rec, turn))
@@ -328,15 +333,15 @@ class A2AEndpoint:
         except SessionError as e:
             raise RpcError(_INTERNAL, reported(e).message) from None
 
-    async def _stream(self, rec: TaskRecord, rid: Any, send: Any) -> None:
+    async def _stream(self, rec: TaskRecord, rid: Any, send: Any, wire: Wire = CURRENT) -> None:
         queue: asyncio.Queue[pb.StreamResponse | None] = asyncio.Queue()
         rec.listeners.append(queue)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": _SSE})
-            await send({"type": "http.response.body", "body": _event(rid, pb.StreamResponse(task=rec.task())),
-                        "more_body": True})  # fmt: skip
+            first = _event(rid, wire, pb.StreamResponse(task=rec.task()))
+            await send({"type": "http.response.body", "body": first, "more_body": True})
             while (event := await queue.get()) is not None:
-                await send({"type": "http.response.body", "body": _event(rid, event), "more_body": True})
+                await send({"type": "http.response.body", "body": _event(rid, wire, event), "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             rec.listeners.remove(queue)
@@ -348,8 +353,8 @@ def _artifact(rec: TaskRecord, text: str, *, append: bool, last: bool) -> pb.Str
         task_id=rec.id, context_id=rec.context_id, artifact=art, append=append, last_chunk=last))  # fmt: skip
 
 
-def _event(rid: Any, event: pb.StreamResponse) -> bytes:
-    result = json_format.MessageToDict(event)
+def _event(rid: Any, wire: Wire, event: pb.StreamResponse) -> bytes:
+    result = wire.event(event)
     return b"data: " + orjson.dumps({"jsonrpc": "2.0", "id": rid, "result": result}) + b"\n\n"
 
 
