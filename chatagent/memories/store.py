@@ -26,7 +26,7 @@ from chatagent.memories.records import MemoryRecord
 from chatagent.sessions.errors import SessionStoreError
 from chatagent.sessions.sqlite import parse_sqlite_url
 from chatagent.utils.keys import redact
-from chatagent.utils.sql import connect_postgres, connect_sqlite, private_sqlite_file
+from chatagent.utils.sql import connect_postgres, connect_sqlite, lock_schema, private_sqlite_file
 from chatagent.utils.workspace import workspace_root
 
 __all__ = ["MemoryStore", "MemoryStoreError", "default_memory_url", "open_memory_store"]
@@ -76,6 +76,8 @@ class MemoryStore:
         types = {"real": "DOUBLE PRECISION", "blob": "BYTEA", "int": "BIGINT"} if self.postgres else {}
         types = types or {"real": "REAL", "blob": "BLOB", "int": "INTEGER"}
         with self._transaction() as cur:
+            if self.postgres:
+                lock_schema(cur)  # replicas opening one store at once
             for statement in _SCHEMA:
                 cur.execute(self._sql(statement.format(**types)))
             self._add_seq(cur, types["int"])

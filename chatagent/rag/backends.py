@@ -32,7 +32,7 @@ from chatagent.errors import ChatAgentError
 from chatagent.rag.analysis import analyze
 from chatagent.rag.embedders import Embedder, default_embedder, query_vector
 from chatagent.rag.fusion import coverage, fuse
-from chatagent.utils.sql import connect_postgres
+from chatagent.utils.sql import connect_postgres, lock_schema
 
 __all__ = ["IndexingError", "PostgresBackend", "RetrievalBackend"]
 
@@ -102,6 +102,7 @@ class PostgresBackend:
 
         try:
             with self._lock, self._conn.transaction():
+                lock_schema(self._conn)
                 self._conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 row = self._conn.execute(
                     "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
@@ -112,7 +113,8 @@ class PostgresBackend:
         return '"' + row[0].replace('"', '""') + '".vector'
 
     def _ensure_table(self) -> None:
-        with self._lock:
+        with self._lock, self._conn.transaction():
+            lock_schema(self._conn)  # processes opening one table at once
             self._conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.table} (id TEXT PRIMARY KEY, title TEXT, text TEXT NOT NULL, "
                 "terms TSVECTOR NOT NULL, embedding " + (self._vector or "REAL[]") + ")"

@@ -19,12 +19,11 @@ from chatagent.sessions.errors import SessionBusyError, SessionStoreError
 from chatagent.sessions.store import FIND, SQLStore
 from chatagent.utils.extras import missing_dependency
 from chatagent.utils.keys import redact
-from chatagent.utils.sql import connect_postgres, first_line
+from chatagent.utils.sql import SCHEMA_LOCK, connect_postgres, first_line
 
 _POOL_SIZE = 10
 _POOL_WAIT_S = 60.0
-_SCHEMA_LOCK = 0x63686174_00000001  # advisory lock keys of our own ("chat" ...)
-_BLOB_LOCK = 0x63686174_00000002
+_BLOB_LOCK = 0x63686174_00000002  # advisory lock keys of our own ("chat" ...), after utils.sql's SCHEMA_LOCK
 
 
 def _pg(sql: str) -> str:
@@ -174,7 +173,7 @@ class PostgresStore(SQLStore):
             yield _Cursor(cur)
 
     def _lock_schema(self, cur: Any) -> None:
-        cur.execute("SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK,))
+        cur.execute("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK,))
 
     def _lock_blobs(self, cur: Any, exclusive: bool) -> None:
         fn = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"

@@ -78,6 +78,16 @@ def connect_postgres(
         raise error(f"cannot connect to PostgreSQL at {redact(url)}: {first_line(e)}") from e
 
 
+SCHEMA_LOCK = 0x63686174_00000001  # the advisory lock key under which every store creates its tables ("chat" ...)
+
+
+def lock_schema(cur: Any) -> None:
+    """Hold, until the transaction ends, the lock under which a PostgreSQL store creates its tables: `CREATE TABLE
+    (or EXTENSION) IF NOT EXISTS` is not safe against another connection doing the same at once (it fails on a
+    unique index of the catalogue), which replicas starting together do."""
+    cur.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+
+
 def first_line(e: BaseException) -> str:
     """The first line of an error's message (a database's message may go on for lines), or its type's name."""
     return (str(e).strip().splitlines() or [type(e).__name__])[0]

@@ -382,3 +382,30 @@ def test_what_an_answer_must_say_to_be_kept(answer: str, question: str, boilerpl
     from chatagent.memories.boilerplate import is_boilerplate
 
     assert is_boilerplate(answer, question) is boilerplate
+
+
+def test_processes_opening_one_postgresql_store_at_once_all_open_it(postgres) -> None:
+    """Replicas start together: each opens the memory store, the sessions and a retrieval table on one PostgreSQL
+    and creates its tables if missing. PostgreSQL's CREATE ... IF NOT EXISTS fails the losers of that race (a
+    unique violation in the catalogue: two replicas of tests/scale failed to start); a shared lock orders them."""
+    import threading
+
+    from chatagent.memories.store import MemoryStore
+    from chatagent.rag.backends import PostgresBackend
+
+    for make in (MemoryStore, lambda url: PostgresBackend(url, embedder=None)):
+        url, start, errors = postgres.new_store_url(), threading.Barrier(6), []
+
+        def open_it(make=make, url=url, start=start, errors=errors) -> None:
+            start.wait(30)
+            try:
+                make(url).close()
+            except Exception as e:  # the assertion below names it
+                errors.append(f"{type(e).__name__}: {e}")
+
+        threads = [threading.Thread(target=open_it) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == []

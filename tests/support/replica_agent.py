@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import fcntl
 import os
+from typing import TYPE_CHECKING
 
 from chatagent import FnCallAgent, tool
 from chatagent.run.context import current_run
+
+if TYPE_CHECKING:
+    from chatagent import Assistant
 
 
 def _append(path: str, line: str, once: bool) -> None:
@@ -42,3 +46,13 @@ def make() -> FnCallAgent:
     llm = {"model": "m", "model_server": os.environ["REPLICA_MODEL_URL"], "api_key": "k",
            "generate_cfg": {"max_retries": 0, "request_timeout": 600}}  # fmt: skip
     return FnCallAgent(function_list=[note, refund], llm=llm, name="replica")
+
+
+def make_remembering() -> Assistant:
+    """An agent with long-term memory in the store $REPLICA_MEMORY_STORE (shared by the replicas): what a principal
+    told one replica, another replica recalls for that principal only."""
+    from chatagent import Assistant, LongTermMemory
+
+    llm = {"model": "m", "model_server": os.environ["REPLICA_MODEL_URL"], "api_key": "k",
+           "generate_cfg": {"max_retries": 0}}  # fmt: skip
+    return Assistant(llm=llm, name="remembering", memory=LongTermMemory(store=os.environ["REPLICA_MEMORY_STORE"]))
