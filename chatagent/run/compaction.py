@@ -151,10 +151,12 @@ def _stored(msgs: list[Message]) -> tuple[list[Message], str | None, list[str]]:
 
 def _checked_sources(value: Any) -> list[str]:
     """A stored mark's `from` as a list of short texts (anything else: none)."""
-    if not isinstance(value, list):
+    if value is None or isinstance(value, (str, bytes, dict)):
         return []
-    items = cast("list[Any]", value)
-    return [s[:_MAX_SOURCE_CHARS] for s in items[:_MAX_SOURCES] if isinstance(s, str) and s]
+    try:
+        return [s[:_MAX_SOURCE_CHARS] for s in value[:_MAX_SOURCES] if isinstance(s, str) and s]
+    except (TypeError, KeyError):  # not a list
+        return []
 
 
 def _sources(msgs: list[Message]) -> list[str]:
