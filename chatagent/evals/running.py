@@ -25,8 +25,9 @@ from typing import Any
 from chatagent.evals.cases import Case, Dataset
 from chatagent.evals.evaluators import Context, Result, as_result
 from chatagent.evals.report import Attempt, CaseResult, EvaluationReport
+from chatagent.run.context import current_trust
 from chatagent.run.events import STEP, end_step, start_step
-from chatagent.run.traces import LOCAL_USER, PRINCIPAL, scoped, trace_store, unscoped
+from chatagent.run.traces import owner_of, scoped, trace_store, unscoped
 from chatagent.schema import to_messages
 from chatagent.utils.jsonlenient import ToolArgumentError, parse_json
 
@@ -74,7 +75,7 @@ async def aevaluate(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{what} must be a positive integer, got {value!r}")
     run = _runner(task)
-    who = owner or PRINCIPAL.get() or LOCAL_USER
+    who = owner or owner_of(current_trust())
     recorder = scoped(store)
     bar = _Progress(len(ds) * repeat, sys.stderr.isatty() if progress is None else progress)
     limit = asyncio.Semaphore(concurrency)

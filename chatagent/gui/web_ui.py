@@ -25,10 +25,20 @@ from chatagent.errors import ModelServiceError
 from chatagent.gui.control import ApprovalControls
 from chatagent.gui.notes import model_note
 from chatagent.gui.render import escape_html, escape_markdown, render_conversation, safe_name
-from chatagent.gui.security import BrowserIdentity, HostGuard, SecurityHeaders, identity_key
+from chatagent.gui.security import (
+    DEFAULT_BROWSER_IDLE,
+    DEFAULT_MAX_BROWSERS,
+    BrowserIdentity,
+    Browsers,
+    HostGuard,
+    SecurityHeaders,
+    identity_key,
+)
 from chatagent.gui.session import ChatSession, box_value, user_message
+from chatagent.run.trace_writer import trace_store
 from chatagent.run.traces import TraceRecorder
 from chatagent.schema import Message, to_messages
+from chatagent.sessions import Session, open_store
 from chatagent.utils.extras import missing_dependency
 from chatagent.utils.origins import HostCheck
 
@@ -242,6 +252,17 @@ class WebUI:
         self.demo = demo
         return demo
 
+    def forget_user(self, user: str) -> None:
+        """Delete what the page keeps of `user`: its conversations (with their uploads), memories and traces."""
+        if self.conversations:
+            store = open_store(self._store())
+            for info in store.list(user):
+                Session(info.id, store, user=user).delete()
+        for memory in {id(m): m for a in self._agents if (m := getattr(a, "memory", None)) is not None}.values():
+            memory.for_user(user).forget_all()
+        if self.traces:
+            trace_store(self._trace_store()).clear(user)
+
     def _store(self) -> str | None:
         """The conversations' store (None: the default one)."""
         return None if self.conversations is True else str(self.conversations)
@@ -356,6 +377,8 @@ class WebUI:
         max_threads: int = 64,
         server_names: Sequence[str] = (),
         allow_unauthenticated: bool = False,
+        max_browsers: int = DEFAULT_MAX_BROWSERS,
+        browser_idle: float = DEFAULT_BROWSER_IDLE,
         **launch_kwargs: Any,
     ) -> str:
         """Serve the page; blocks until stopped unless `block=False`. Returns the local URL.
@@ -369,7 +392,10 @@ class WebUI:
         `server_names`: DNS rebinding is refused) and come from itself (another site's `Origin` is refused).
         Without a login (`auth=`), each browser gets its own signed identity and sees only its own conversations;
         binding to an address other than loopback without a login raises ValueError unless
-        `allow_unauthenticated=True` (then anyone who reaches the address can use the agent).
+        `allow_unauthenticated=True` (then anyone who reaches the address can use the agent). Such a page keeps
+        `max_browsers` identities with their state; a new browser beyond takes the place (and forgets the
+        conversations, uploads, memories and traces) of the one unseen longest, unseen for `browser_idle` seconds,
+        else it is refused (503) for now (`chatagent.gui.security.Browsers`).
         """
         if concurrency_limit is not None and (not isinstance(concurrency_limit, int) or concurrency_limit < 1):
             raise ValueError(f"concurrency_limit must be a positive integer or None, got {concurrency_limit!r}")
@@ -386,7 +412,8 @@ class WebUI:
         guards = [Middleware(HostGuard, check=HostCheck(bound, server_names))]
         if not launch_kwargs.get("auth"):
             self.identity_key = identity_key()
-            guards.append(Middleware(BrowserIdentity, key=self.identity_key))
+            browsers = Browsers(self.forget_user, max_browsers, browser_idle)
+            guards.append(Middleware(BrowserIdentity, key=self.identity_key, browsers=browsers))
         demo = self.build(messages)
         demo.queue(default_concurrency_limit=None)
         if share:

@@ -17,9 +17,11 @@ the trace is handed to one writer thread that turns it into JSON (each message o
 and writes it in one statement (`chatagent.sessions.traces`), off the run's thread and event loop.
 `flush_traces()` waits for the writes (the process does at exit).
 
-Whose trace it is: the run's principal, the user of its session (`run(..., session=Session(..., user=...))`),
-else the principal a surface set for the runs it starts (`PRINCIPAL`: `chatagent serve` sets its API client's),
-else the local user. Only that principal reads it (`TraceStore.list(owner)`, `get(owner, id)`).
+Whose trace it is: the principal the run acts for (`RunContext.trust`, which a surface sets with `acting_as` and
+every nested run inherits: `chatagent serve`'s API client, a job's submitter, a web UI visitor), else the user of
+its session (`run(..., session=Session(..., user=...))`), else the local user; a run of a shared surface without a
+principal belongs to no one's own (`NO_ONE`). Only that principal reads it (`TraceStore.list(owner)`,
+`get(owner, id)`).
 """
 
 from __future__ import annotations
@@ -28,18 +30,17 @@ import logging
 import os
 import threading
 import uuid
-from contextvars import ContextVar
 from typing import Any
 
+from chatagent.run.context import current_trust
 from chatagent.run.events import STEP, Callbacks, Event, add_global_callback, remove_global_callback
 from chatagent.run.trace_writer import flush_traces, trace_store, writer
 
 logger = logging.getLogger("chatagent.traces")
 
 ENV = "CHATAGENT_TRACES"
-#: the principal the runs started here belong to when they have no session (a surface sets it per request)
-PRINCIPAL: ContextVar[str | None] = ContextVar("chatagent_trace_principal", default=None)
 LOCAL_USER = "local"  # chatagent.sessions.DEFAULT_USER (not imported: sqlite on first use only)
+NO_ONE = "shared:anonymous"  # the owner of a shared surface's runs that act for no principal (never the local user)
 _ON = ("1", "true", "yes", "on")
 _OFF = ("", "0", "false", "no", "off")
 
@@ -219,7 +220,7 @@ class TraceRecorder(Callbacks):
                 return
             trace, step["parent"] = outer[1], outer[2]["id"]
         elif (wanted is self) if asked else self.everything:  # a step that asks is kept by the recorder it names
-            trace, step["parent"] = Trace(self, owner or PRINCIPAL.get() or LOCAL_USER, kind, name, event.time), None
+            trace, step["parent"] = Trace(self, owner or owner_of(current_trust()), kind, name, event.time), None
             trace.title = str(data.get("title") or "")
             trace.done = done
         else:
@@ -298,13 +299,21 @@ def _question(messages: Any) -> str:
 
 
 def principal_of(ctx: Any) -> str:
-    """Whose a run is: its session's user, else the surface's principal for it (`PRINCIPAL`), else the local user."""
-    while ctx.parent is not None:
-        ctx = ctx.parent
-    session = ctx.session
-    if session is not None and getattr(session, "user", None):
-        return str(session.user)
-    return PRINCIPAL.get() or LOCAL_USER
+    """Whose a run is: the principal it acts for (`ctx.trust`), else its session's user, else `owner_of`."""
+    trust = ctx.trust
+    if trust.principal is None and not trust.shared:
+        while ctx.parent is not None:
+            ctx = ctx.parent
+        session = ctx.session
+        if session is not None and getattr(session, "user", None):
+            return str(session.user)
+    return owner_of(trust)
+
+
+def owner_of(trust: Any) -> str:
+    """Whose the traces of runs under `trust` are (`chatagent.run.trust.Trust`): its principal's; on a shared surface
+    without one, `NO_ONE`'s; else the local user's."""
+    return trust.principal or (NO_ONE if trust.shared else LOCAL_USER)
 
 
 # ---- turning it on -------------------------------------------------------------------------------------------
@@ -396,10 +405,11 @@ def from_environment() -> None:
 
 __all__ = [
     "ENV",
-    "PRINCIPAL",
+    "NO_ONE",
     "Trace",
     "TraceRecorder",
     "flush_traces",
+    "owner_of",
     "principal_of",
     "record_traces",
     "recorders_for",

@@ -119,6 +119,10 @@ class Provenance:
         """Note a model call's input (its marked text's sources are found when `label` is asked for)."""
         self._unread.append(messages)
 
+    def add(self, sources: Sequence[str]) -> None:
+        """Note sources read through something that stands for their text (a summary of the turns that held it)."""
+        self.sources.update(dict.fromkeys(sources))
+
     def label(self) -> list[str]:
         """The sources read so far, in order (empty: only the principal's own words and the model's)."""
         unread, self._unread = self._unread, []

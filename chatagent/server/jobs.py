@@ -96,7 +96,7 @@ class JobsEndpoint:
         if not isinstance(raw, dict):
             raise RequestError(400, "the request body must be a JSON object", "invalid_request")
         allowed = (*sorted(svc.policy.names), *(str(n) for n in svc.policy.networks))
-        policy = {"public_only": True, "allow_hosts": allowed}  # the server's URL policy goes with the job
+        policy = {"public_only": True, "allow_hosts": allowed, "shared": True}  # the server's rules go with the job
         job_id = new_job_id()
         if "flow" in raw:
             spec = await asyncio.to_thread(self._flow_spec, raw, user, job_id, policy)

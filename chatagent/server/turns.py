@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from chatagent.agent import Agent
 from chatagent.run.approval import PENDING_APPROVAL
-from chatagent.run.traces import PRINCIPAL
 from chatagent.run.trust import Trust, acting_as, served
 from chatagent.schema import ASSISTANT, Message, content_text
 from chatagent.schema.fragment import Fragment
@@ -112,7 +111,6 @@ async def start_turn(
 async def _started(
     where: Where, agent: Agent, model: str, request: ChatRequest, named: str | None, user: str, size: int
 ) -> Turn:
-    PRINCIPAL.set(user)  # a recorded trace of the run is the principal's (this request's task and the run's own)
     options: dict[str, Any] = {"callbacks": list(where.callbacks)} if where.callbacks else {}
     if named is not None:
         try:

@@ -38,9 +38,10 @@ from chatagent.agent import Agent
 from chatagent.flows.flow import DONE as FLOW_DONE
 from chatagent.flows.flow import PAUSED as FLOW_PAUSED
 from chatagent.flows.flow import Flow, FlowPaused
+from chatagent.run.trust import Trust, acting_as, served
 from chatagent.sessions import Session, SessionBusyError, open_store
 from chatagent.sessions.flow_states import FlowStates
-from chatagent.utils.url_fetch import URLPolicy, public_urls_only
+from chatagent.utils.url_fetch import URLPolicy
 from chatagent.workers.jobs import (
     DEFAULT_QUEUE,
     DEFAULT_SCHEMA,
@@ -295,11 +296,12 @@ class Workers:
         return {"state": DONE, "result": result, "error": None}
 
 
-def _policy(spec: JobSpec) -> contextlib.AbstractContextManager[Any]:
-    """The URL policy of the surface the job came from (remote clients' jobs reach public addresses only)."""
-    if spec.public_only:
-        return public_urls_only(URLPolicy.allowing(spec.allow_hosts))
-    return contextlib.nullcontext()
+def _policy(spec: JobSpec) -> contextlib.AbstractContextManager[Trust]:
+    """The job's run acts for its owner (`chatagent.run.trust`): their memories, flows, traces and approvals; a job a
+    shared surface took (`chatagent serve`'s `/v1/jobs`) under that surface's rules (code only with approval), each
+    under the URL policy of the surface it came from (remote clients' jobs reach public addresses only)."""
+    egress = URLPolicy.allowing(spec.allow_hosts) if spec.public_only else None
+    return acting_as(served(spec.owner, egress) if spec.shared else Trust(spec.owner, egress=egress))
 
 
 def _failed(kind: str, message: str) -> dict[str, Any]:

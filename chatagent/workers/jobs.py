@@ -3,7 +3,8 @@
 A job is a JSON object (`JobSpec`): a *turn* of an agent (a crew served as an agent included) on a session, a
 *flow* run, or a *task* (a named function on one item, for batch work). It carries its owner (the principal
 that submitted it: the session belongs to them, and only they may read the job) and the URL policy of the
-surface it came from (`allow_hosts`, `public_only`), which the worker applies to the run: a job decides neither.
+surface it came from (`allow_hosts`, `public_only`, `shared`), which the worker applies to the run: its run acts
+for its owner under that surface's rules (`chatagent.run.trust`), and a job decides neither.
 
 Where a job stands is read from the records the run writes anyway, never from a second copy: a turn's job id is
 marked on the last of the messages it adds (`extra['chatagent_job']`), so that the session's stored turns and its
@@ -57,7 +58,8 @@ class JobSpec:
     """One job (see the module docstring). `target` names an agent, a flow class or a task as the workers
     registered it; `owner` is the principal it runs as; `session_id` the conversation a turn runs on;
     `messages` a turn's new messages (none with `resume`: continue the session's pending turn); `flow_id`,
-    `inputs` and `feedback` a flow's; `item` a task's input; `allow_hosts`/`public_only` the URL policy."""
+    `inputs` and `feedback` a flow's; `item` a task's input; `allow_hosts`/`public_only` the URL policy; `shared`:
+    a shared surface took it (`chatagent serve`), whose rules the run keeps (`chatagent.run.trust.served`)."""
 
     kind: str
     target: str
@@ -71,6 +73,7 @@ class JobSpec:
     item: Any = None
     allow_hosts: tuple[str, ...] = ()
     public_only: bool = False
+    shared: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

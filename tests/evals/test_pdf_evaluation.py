@@ -97,7 +97,7 @@ def test_an_assistant_over_a_pdf_evaluated_reported_and_compared(manual: Path, o
     def judging(request):  # noqa: ANN001, ANN202 (the loopback judge: ALLOW when the answer holds the number)
         prompt = request.json["messages"][0]["content"]
         expected = prompt.split("A correct answer: ", 1)[1].split("\n", 1)[0]
-        answer = prompt.split("<<<TEXT\n", 1)[1].split("\nTEXT>>>", 1)[0]
+        answer = prompt.split('<untrusted-data source="text to check">\n', 1)[1].split("\n</untrusted-data>", 1)[0]
         return "ALLOW" if expected.lower() in answer.lower() else "BLOCK: the number is missing"
 
     judging.repeat = True  # type: ignore[attr-defined]

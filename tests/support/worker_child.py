@@ -24,9 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import openai  # noqa: E402, F401  (a worker is warm before its first job: the model client's SDK loaded)
 
-from chatagent import Flow, FnCallAgent, listen, start, tool  # noqa: E402
+from chatagent import Assistant, Flow, FnCallAgent, LongTermMemory, listen, start, tool  # noqa: E402
 from chatagent.rag.backends import PostgresBackend  # noqa: E402
 from chatagent.run.context import current_run  # noqa: E402
+from chatagent.tools.tool import BaseTool  # noqa: E402
 from chatagent.workers import QueueLimits, Workers  # noqa: E402
 from chatagent.workers.batch import ingest_into  # noqa: E402
 from tests.support.workers import make_crew, model  # noqa: E402
@@ -81,6 +82,20 @@ def refund(order: str) -> str:
     return f"order {order} refunded"
 
 
+class RunCode(BaseTool):
+    """A tool that runs the code the model wrote (here: writes it to the ledger), as the code interpreter does:
+    where code needs approval (a served job), it waits for a person."""
+
+    name = "run_code"
+    description = "Run Python code."
+    parameters = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
+    runs_code = True
+
+    def call(self, params, **kwargs):  # type: ignore[no-untyped-def]
+        effect("code", str(self.parse_params(params)["code"]))
+        return "ran"
+
+
 class Trip(Flow):
     @start()
     def plan(self) -> str:
@@ -113,8 +128,15 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     agent = FnCallAgent(function_list=[record, refund], llm=model(MODEL_URL), name="recorder")
     crew = make_crew(MODEL_URL)
+    coder = FnCallAgent(function_list=[RunCode()], llm=model(MODEL_URL), name="coder")
+    memory = LongTermMemory(store=f"sqlite:///{DIR}/memory.db", embedder=None)  # each principal's, in one store
+    rememberer = Assistant(llm=model(MODEL_URL), memory=memory, name="rememberer")
+    inner = FnCallAgent(llm=model(MODEL_URL), name="inner")
+    outer = FnCallAgent(function_list=[inner.as_tool("ask_inner", "Ask the inner agent.")], llm=model(MODEL_URL),
+                        name="outer")  # fmt: skip
+    agents = {"recorder": agent, "crew": crew.as_agent(), "coder": coder, "rememberer": rememberer, "outer": outer}
     workers = Workers(
-        STORE, agents={"recorder": agent, "crew": crew.as_agent()}, flows={"trip": Trip},
+        STORE, agents=agents, flows={"trip": Trip},
         tasks={"square": square, "ingest": ingest_into(PostgresBackend(STORE, table="passages", embedder=None))},
         queues=[QueueLimits("chatagent", worker_concurrency=4, polling=0.2)], executor_id=EXECUTOR,
         dbos_schema=SCHEMA, recovery_interval=0.3, grace=20,

@@ -5,8 +5,10 @@
     memory.recall("how often does the client want reports?", limit=3)   # [MemoryMatch(record, score)]
 
 Records live in a SQLite file (`storage`: a path or URL as chatagent's memory takes, default `memory.db` in the
-project's storage folder, see `chatagent.crewai.storage`), so a second process recalls what the first remembered. Whose memories they are comes from the run the call is made in (its session's user), never from
-the caller: outside a run they are the local user's. `storage=` also takes a provider in Mem0's shape (an
+project's storage folder, see `chatagent.crewai.storage`), so a second process recalls what the first remembered.
+Whose memories they are comes from the run the call is made in (the principal it acts for, `RunContext.trust`, as
+`chatagent.memories.context.run_memory` decides it), never from the caller: outside a run they are the local
+user's; a run of a shared surface for no one (`serve` without keys, outside a conversation) keeps and recalls none. `storage=` also takes a provider in Mem0's shape (an
 object with `add(messages, user_id=, metadata=)` and `search(query, user_id=, limit=)`), which then keeps them.
 
 `Crew(memory=True)` gives every task what the crew's memory recalls for it (marked as untrusted data) and
@@ -25,9 +27,10 @@ from chatagent.crewai.events.bus import crewai_event_bus
 from chatagent.crewai.knowledge.knowledge import embedder_of
 from chatagent.crewai.memory.types import MemoryMatch, MemoryRecord
 from chatagent.crewai.storage import storage_dir
+from chatagent.memories.context import CONVERSATION
 from chatagent.memories.longterm import LongTermMemory
 from chatagent.memories.records import MemoryRecord as StoredRecord
-from chatagent.run.context import CURRENT, RunContext
+from chatagent.run.context import CURRENT, RunContext, current_trust
 
 logger = logging.getLogger("chatagent.crewai.memory")
 LOCAL_USER = "local"
@@ -51,9 +54,11 @@ class Memory:
         self._embedder = embedder_of(embedder) if embedder is not None else None
         self._memories: dict[str, LongTermMemory] = {}
 
-    def _mine(self) -> LongTermMemory:
-        """The memory of whoever the current run is for."""
+    def _mine(self) -> LongTermMemory | None:
+        """The memory of whoever the current run is for (None: no one's)."""
         user = principal()
+        if user is None:
+            return None
         found = self._memories.get(user)
         if found is None:
             url = self._url or str(storage_dir() / "memory.db")
@@ -67,21 +72,23 @@ class Memory:
                  private: bool = False, agent_role: str | None = None, root_scope: str | None = None,
                  ) -> MemoryRecord | None:  # fmt: skip
         """Keep `content` (None when the memory is read-only)."""
-        if self.read_only:
-            return None
         if not isinstance(content, str) or not content.strip():
             raise ValueError("remember() needs content (a non-empty text)")
+        user, mine = principal(), self._mine()
+        if self.read_only or user is None or (self.provider is None and mine is None):
+            return None
         path = _scope(root_scope or self.root_scope, scope)
         crewai_event_bus.emit(self, ev.MemorySaveStartedEvent(value=content, metadata=metadata, agent_role=agent_role))
         extra = {"categories": list(categories or []), "metadata": dict(metadata or {}), "origin": source}
         weight = self.default_importance if importance is None else float(importance)
         if self.provider is not None:
-            self.provider.add([{"role": "user", "content": content}], user_id=principal(),
+            self.provider.add([{"role": "user", "content": content}], user_id=user,
                               metadata={**extra["metadata"], "scope": path})  # fmt: skip
             record = MemoryRecord(id="", content=content, scope=path, categories=extra["categories"],
                                   metadata=extra["metadata"], importance=weight, source=source)  # fmt: skip
         else:
-            stored = self._mine().remember(content, importance=weight, scope=path, source=extra)
+            assert mine is not None
+            stored = mine.remember(content, importance=weight, scope=path, source=extra)
             record = _record(stored)
         crewai_event_bus.emit(self, ev.MemorySaveCompletedEvent(value=content, metadata=metadata,
                                                                 agent_role=agent_role))  # fmt: skip
@@ -104,12 +111,16 @@ class Memory:
         if depth not in ("shallow", "deep"):
             raise ValueError("depth is 'shallow' or 'deep'")
         crewai_event_bus.emit(self, ev.MemoryQueryStartedEvent(query=query, limit=limit))
-        if self.provider is not None:
-            found = _provider_matches(self.provider.search(query, user_id=principal(), limit=limit))
+        user = principal()
+        if user is None:
+            found = []
+        elif self.provider is not None:
+            found = _provider_matches(self.provider.search(query, user_id=user, limit=limit))
         else:
             self.drain_writes()
             prefix = _scope(self.root_scope, scope) if scope or self.root_scope else None
-            matches = self._mine().recall(query, k=max(limit * 3, limit))
+            mine = self._mine()
+            matches = mine.recall(query, k=max(limit * 3, limit)) if mine is not None else []
             found = [MemoryMatch(record=_record(m.record), score=round(m.score, 4), match_reasons=["semantic"])
                      for m in matches if prefix is None or m.record.scope.startswith(prefix)]  # fmt: skip
             if categories:
@@ -119,19 +130,21 @@ class Memory:
         return found
 
     def list_records(self, scope: str | None = None, limit: int = 200) -> list[MemoryRecord]:
-        records = [_record(r) for r in self._mine().list()]
+        mine = self._mine()
+        records = [_record(r) for r in mine.list()] if mine is not None else []
         return [r for r in records if scope is None or r.scope.startswith(scope)][:limit]
 
     def forget(self, scope: str | None = None, record_ids: Sequence[str] | None = None, **kwargs: Any) -> int:
         mine = self._mine()
         ids = list(record_ids or [r.id for r in self.list_records(scope)])
-        return sum(1 for i in ids if mine.forget(i))
+        return sum(1 for i in ids if mine is not None and mine.forget(i))
 
     def reset(self, scope: str | None = None) -> None:
         """Forget every memory (under `scope`) of whoever the current run is for."""
-        if scope is None:
-            self._mine().forget_all()
-        else:
+        mine = self._mine()
+        if scope is None and mine is not None:
+            mine.forget_all()
+        elif scope is not None:
             self.forget(scope)
 
     def extract_memories(self, content: str) -> list[str]:
@@ -168,10 +181,19 @@ class TaskMemory:
             logger.warning("the crew's memory could not keep a task's answer: %s", type(e).__name__)
 
 
-def principal() -> str:
-    """Whose memories a call reaches: the user of the session of the run it is made in (or of the run that run
-    is part of); outside a run, or in one without a session, the local user."""
+def principal() -> str | None:
+    """Whose memories a call reaches: the principal the run it is made in acts for (`RunContext.trust`); on a
+    shared surface without one, the conversation's the server issued (`conversation:<id>`), else no one's (None);
+    in the machine's own user's code, the user of the run's session (or of the run that run is part of), else the
+    local user."""
+    trust = current_trust()
+    if trust.principal is not None:
+        return trust.principal
     context: RunContext | None = CURRENT.get()
+    if trust.shared:
+        while context is not None and context.session is None:
+            context = context.parent
+        return CONVERSATION + context.session.id if context is not None else None
     while context is not None:
         session = context.session
         user = getattr(session, "user", None) if session is not None else None
