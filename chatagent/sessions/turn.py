@@ -58,7 +58,8 @@ class Turn:
 
     `decision`: the new messages decide on the calls of a turn paused for approval (it continues that turn).
     `resume`: continue the pending turn (SessionError if there is none); `restored` then holds what it had
-    completed, which the run takes as input and shows again first.
+    completed, which the run takes as input and shows again first. `check(what the paused turn waits for, the new
+    messages)`: raises on a decision that does not fit it (the turn then stays paused, as it was).
     """
 
     __slots__ = (
@@ -66,7 +67,8 @@ class Turn:
         "offset", "decided", "usage", "_count", "_flushed", "_dirty", "_steps", "_lock", "_shift", "_prefix",
     )  # fmt: skip
 
-    def __init__(self, session: Session, new: list[Message], *, decision: bool = False, resume: bool = False) -> None:
+    def __init__(self, session: Session, new: list[Message], *, decision: bool = False, resume: bool = False,
+                 check: Callable[[dict[str, Any], list[Message]], None] | None = None) -> None:  # fmt: skip
         self.session = session
         self._collector = Collector()
         self.name: str | None = None  # the agent's, given to response messages that have none
@@ -99,6 +101,8 @@ class Turn:
                 raise SessionError(f"session {session.id!r} has no turn to resume")
             tail: list[Message] = []
             if found is not None:
+                if check is not None and found.state == PAUSED and new:  # a wrong decision leaves the turn paused
+                    check(found.detail, new)
                 new, tail = self._adopt(found, new, resume)
         except BaseException:
             self._release()
