@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 PENDING_QUESTIONS = "pending_questions"
 ANSWERS = "answers"
 NESTED = "nested_in"  # extra key of a nested run's messages: the id of the call that ran it (chatagent.run.nested)
+TURN_HOOK = "before_run:"  # what before_run's questions are asked under (chatagent.run.plugin): kept for the turn
 ANSWERED = "answered"  # on a marker: the answers the paused calls already had (they run again from the start)
 NOT_ANSWERED = "Error: {name} was not run to its end: the user did not answer its question ({question})."
 
@@ -295,9 +296,10 @@ class Asked(BaseException):  # noqa: N818 (the run stops for a person: not an er
 
 
 def marker(questions: list[dict[str, Any]], answers: Mapping[str, Any], at: int) -> Fragment:
-    """The fragment that pauses a run at `at`: the questions, and the answers their calls already had."""
+    """The fragment that pauses a run at `at`: the questions, and the answers their calls (and the turn's
+    before_run hooks, which run again on each resumption) already had."""
     calls = {q["call_id"] for q in questions}
-    kept = {k: v for k, v in answers.items() if k.rpartition("#")[0] in calls}
+    kept = {k: v for k, v in answers.items() if k.rpartition("#")[0] in calls or k.startswith(TURN_HOOK)}
     extra: dict[str, Any] = {PENDING_QUESTIONS: questions}
     if kept:
         extra[ANSWERED] = kept

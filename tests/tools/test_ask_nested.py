@@ -11,6 +11,7 @@ import pytest
 from chatagent import (
     Crew,
     FnCallAgent,
+    Plugin,
     ScriptedLLM,
     Session,
     Task,
@@ -20,6 +21,7 @@ from chatagent import (
     tool,
     tool_call,
 )
+from chatagent.agents.group_chat import GroupChat
 from chatagent.sessions import SessionError
 
 USER = [{"role": "user", "content": "Book Lisbon."}]
@@ -136,3 +138,60 @@ def test_resume_with_answers_in_arun_and_its_errors(tmp_path):
     assert [m["content"] for m in asyncio.run(main())][-2:] == ["booked Rome on July 4", "Done."]  # after the replay
     with pytest.raises(SessionError, match="no turn to resume"):
         list(bot.resume(session=s, answers={q["id"]: "x"}))
+
+
+def test_a_group_chat_members_tool_asks_and_the_member_resumes_before_the_others_speak():
+    ran: list = []
+    alice = booker(ran, [[tool_call("book", {"city": "Rome"})], "Booked Rome."])
+    alice.name = "alice"
+    bob = FnCallAgent(llm=ScriptedLLM(["Enjoy Rome!"]), name="bob")
+    chat = GroupChat([alice, bob], selection="round_robin", max_rounds=2)
+    rsp = chat.run_nonstream(USER)
+    (q,) = pending_questions(rsp) or []
+    assert q["question"] == "Which date for Rome?" and rsp[-1]["name"] == "alice" and not bob.llm.calls
+    out = chat.run_nonstream(USER + rsp + [answer_message({q["id"]: "May 3"})])
+    assert [(m["name"], m["content"]) for m in out if m["role"] != "assistant" or m["content"]] == [
+        ("book", "booked Rome on May 3"), ("alice", "Booked Rome."), ("bob", "Enjoy Rome!")
+    ]  # fmt: skip
+    assert ran[-1] == ("booked", "Rome", "May 3") and len(alice.llm.calls) == 2  # one before, one after the answer
+
+
+class Confirm(Plugin):
+    """Asks the person before each call of `pay` (before_tool) and once before the run (before_run)."""
+
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    def before_run(self, agent, messages):
+        self.log.append(("before_run", ask_user("Your name?")))
+
+    def before_tool(self, agent, call):
+        if call.tool.name == "pay":
+            ok = ask_user(f"Pay {call.args['amount']}?", {"type": "boolean"})
+            self.log.append(("before_tool", ok))
+            return None if ok else "Error: the person said no."
+        return None
+
+
+def test_a_plugins_hooks_ask_and_the_answers_resume_the_run_where_they_asked():
+    log: list = []
+
+    @tool
+    def pay(amount: float) -> str:
+        """Pay."""
+        log.append(("paid", amount))
+        return f"paid {amount}"
+
+    llm = ScriptedLLM([[tool_call("pay", {"amount": 5})], "Paid, Ann."])
+    bot = FnCallAgent(llm=llm, function_list=[pay], plugins=[Confirm(log)])
+    rsp = bot.run_nonstream(USER)
+    (q,) = pending_questions(rsp) or []
+    assert q["question"] == "Your name?" and not llm.calls and log == []  # before_run asked: nothing else ran
+    conversation = USER + rsp + [answer_message({q["id"]: "Ann"})]
+    rsp = bot.run_nonstream(conversation)
+    (q2,) = pending_questions(rsp) or []
+    assert q2["question"] == "Pay 5?" and q2["call_id"] == rsp[0]["extra"]["function_id"] and len(llm.calls) == 1
+    assert log == [("before_run", "Ann")]  # the call has not run
+    out = bot.run_nonstream(conversation + rsp + [answer_message({q2["id"]: True})])
+    assert [m["content"] for m in out] == ["paid 5", "Paid, Ann."] and len(llm.calls) == 2
+    assert log == [("before_run", "Ann"), ("before_run", "Ann"), ("before_tool", True), ("paid", 5)]
