@@ -113,14 +113,21 @@ class Answered:
         self.calls, self.answers, self.waiting = calls, answers, waiting
 
 
-def resolve(
-    messages: list[Message], ctx: RunContext, tools: Mapping[str, object]
-) -> tuple[list[Message], Answered | None]:
-    """The conversation as the model sees it, and what to resume (`_resolve`), its answers given to `ctx`. A pause
-    whose calls are not of `tools` (the agent's) is another agent's (the receiver of a handoff, which the agent
-    hands the conversation to): `messages` are returned as they are, for that agent to resume."""
-    if not any(m.extra and (PENDING_QUESTIONS in m.extra or ANSWERS in m.extra) for m in messages):
-        return messages, None
+Resolved = tuple[list[Message], Answered | None]  # the conversation as the model sees it, and what to resume
+_MARKS = frozenset((PENDING_QUESTIONS, ANSWERS))  # what a conversation with a pause or an answer holds in an extra
+
+
+def resolve(messages: list[Message], ctx: RunContext, tools: Mapping[str, object]) -> Resolved:
+    """The conversation as the model sees it, and what to resume (`_resumed`); `tools`: the agent's."""
+    if (tools or ctx.plugins) and any(m.extra and not _MARKS.isdisjoint(m.extra) for m in messages):
+        return _resumed(messages, ctx, tools)  # (a tool, or a plugin's hook, asked)
+    return messages, None
+
+
+def _resumed(messages: list[Message], ctx: RunContext, tools: Mapping[str, object]) -> Resolved:
+    """`_resolve`, its answers given to `ctx`. A pause whose calls are not of `tools` is another agent's (the
+    receiver of a handoff, which the agent hands the conversation to): `messages` are returned as they are, for that
+    agent to resume."""
     resolved, answered = _resolve(messages)
     if answered is not None and any(c.function_call and c.function_call.name not in tools for c in answered.calls):
         return messages, None

@@ -87,17 +87,12 @@ def visible_to_model(messages: list[Message]) -> list[Message]:
 
 
 def paused_nested(messages: list[Message]) -> tuple[int, int] | None:
-    """When the conversation ends with a nested run paused for a person (approval, or its tools' questions) and
-    then the decision (an approval or answer message): (the index of the caller's call that ran it, the index of
-    its first message); else None."""
-    if len(messages) < 3 or not is_decision(messages[-1]):
+    """When the conversation ends with a nested run paused for a person, then the decision (approval, answers):
+    (the index of the caller's call that ran it, the index of its first message); else None."""
+    last = messages[-2].extra if len(messages) >= 3 and is_decision(messages[-1]) else None
+    if not (last and NESTED in last and (PENDING_APPROVAL in last or PENDING_QUESTIONS in last)):
         return None
-    last = messages[-2]
-    if not (
-        last.extra and NESTED in last.extra and (PENDING_APPROVAL in last.extra or PENDING_QUESTIONS in last.extra)
-    ):
-        return None
-    mark = last.extra[NESTED]
+    mark = last[NESTED]
     first = len(messages) - 2
     while first > 0 and (messages[first - 1].extra or {}).get(NESTED) == mark:
         first -= 1

@@ -125,7 +125,7 @@ def controlled_loop(agent: Runnable, msgs: list[Message], lang: str, kwargs: dic
                     calls: list[Message] | None = None) -> AgentLoop:  # fmt: skip
     """The agent's loop under the run's plugins and tool approval when it has any (see `chatagent.run.control`),
     paused when a tool asks a person something and resumed with the answers (`chatagent.run.interrupts`)."""
-    msgs, answered = interrupts.resolve(msgs, context, agent.function_map)  # (a hook asks in an agent without tools)
+    msgs, answered = interrupts.resolve(msgs, context, agent.function_map)
     calls, waiting = (answered.calls, answered.waiting) if answered is not None else (calls, None)
     if context.plugins is None and not may_pause(agent, context.trust.approval):
         own = own_loop(agent, msgs, lang, kwargs, calls, waiting)
