@@ -392,17 +392,19 @@ class Agent(RunSteps):
         session: Session,
         approval: bool | dict[str, bool] | None = None,
         reason: str = "",
+        answers: dict[str, Any] | None = None,
         delta_stream: bool = False,
         lang: str | None = None,
         deadline: float | None = None,
         **kwargs: Any,
     ) -> Run[Output]:
         """Continue `session`'s pending turn (`session.pending_turn`): one whose process died, whose run failed
-        after doing work, or that waits for approval (then give `approval`: True, False or {call id: bool}, and a
-        `reason` for a denial). What it had completed is shown first and not done again (its tool calls are not
+        after doing work, that waits for approval (then give `approval`: True, False or {call id: bool}, and a
+        `reason` for a denial), or whose tools asked a person something (then give `answers`: {question id:
+        answer}, some or all of `pending_questions`; `chatagent.ask_user`). What it had completed is shown first and not done again (its tool calls are not
         run again); the model is asked from there; the turn is stored when it ends. Yields dicts, as `run()`
         does for dicts; SessionError when there is nothing to resume (see `chatagent.sessions.turn`)."""
-        stream, context = start.resumed(self, session, approval, reason, lang, deadline, kwargs, start.SYNC)
+        stream, context = start.resumed(self, session, approval, reason, answers, lang, deadline, kwargs, start.SYNC)
         return Run(stream, output(self.name, True, delta_stream), context)
 
     def aresume(
@@ -411,13 +413,14 @@ class Agent(RunSteps):
         session: Session,
         approval: bool | dict[str, bool] | None = None,
         reason: str = "",
+        answers: dict[str, Any] | None = None,
         delta_stream: bool = False,
         lang: str | None = None,
         deadline: float | None = None,
         **kwargs: Any,
     ) -> ARun[Output]:
         """`resume()` on the running event loop: `async for rsp in bot.aresume(session=s): ...`."""
-        stream, context = start.resumed(self, session, approval, reason, lang, deadline, kwargs, start.ASYNC)
+        stream, context = start.resumed(self, session, approval, reason, answers, lang, deadline, kwargs, start.ASYNC)
         return ARun(stream, output(self.name, True, delta_stream), context)
 
     def run_nonstream(

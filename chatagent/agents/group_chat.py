@@ -71,7 +71,8 @@ from chatagent.agents.group_chat_auto_router import (
 from chatagent.agents.hub import MultiAgentHub
 from chatagent.agents.user import UserAgent, is_pending_input, pending_marker
 from chatagent.llm.base import BaseChatModel
-from chatagent.run.approval import is_approval, paused_agent, pending_approval
+from chatagent.run.approval import paused_agent, pending_approval
+from chatagent.run.interrupts import PENDING_QUESTIONS, is_answer, is_decision
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, ContentItem, Message, content_text
 from chatagent.schema.fragment import Fragment, fragment
 from chatagent.utils.logs import quote
@@ -186,8 +187,8 @@ class GroupChat(Agent, MultiAgentHub):
         if unknown is not None:
             raise ValueError(f"speaker {unknown!r} is not in this group chat ({', '.join(self._order)})")
         rounds = self.max_rounds if max_round is None else _check_rounds(max_round, "max_round")
-        paused = paused_agent(history)
-        if paused in self._by_name:  # a member's tool call waited for approval: it resumes first
+        paused = paused_agent(history) or _asking(history)
+        if paused in self._by_name:  # a member's tool call waited for approval or asked a person: it resumes first
             forced.insert(0, paused)
         if not need_batch_response:
             rounds = 1
@@ -216,7 +217,8 @@ class GroupChat(Agent, MultiAgentHub):
             response.extend(turn)
             if not turn:
                 logger.warning("group chat: %s said nothing", nxt)
-            if pending_approval(turn) or self._terminated(turn, history + response):  # paused: for a person to decide
+            if pending_approval(turn) or (turn and _asks(turn[-1])) or self._terminated(turn, history + response):
+                return  # paused for a person to decide or answer, or ended
                 return
 
     def _terminated(self, turn: list[Message], conversation: list[Message]) -> bool:
@@ -311,7 +313,7 @@ class GroupChat(Agent, MultiAgentHub):
             if role == SYSTEM:
                 system += "\n\n" + content_text(m.content)
                 continue
-            if is_approval(m):  # a person's decision on a paused call: for the member who made it
+            if is_decision(m):  # a person's decision on a paused call, or answers: for the member who made it
                 if owner == name:
                     view.append(m)
                 continue
@@ -407,6 +409,18 @@ class _OwnNameStripper:
             if cut:
                 turn[0] = first.copy(content=first.content[cut:])
         return tail
+
+
+def _asks(m: Message) -> bool:
+    """Whether `m` is a member's pause for the questions its tools asked a person (`chatagent.ask_user`)."""
+    return m.role == ASSISTANT and m.extra is not None and PENDING_QUESTIONS in m.extra
+
+
+def _asking(messages: list[Message]) -> str | None:
+    """The member to resume when `messages` end with its pause for questions, then the answers; else None."""
+    if len(messages) < 2 or not is_answer(messages[-1]) or not _asks(messages[-2]):
+        return None
+    return messages[-2].name
 
 
 def _check_rounds(n: int, what: str) -> int:

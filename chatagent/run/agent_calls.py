@@ -12,6 +12,7 @@ from chatagent.run.approval import call_id
 from chatagent.run.context import current_run
 from chatagent.run.events import HANDOFF, tell
 from chatagent.run.handoffs import Handoff, HandoffTool, too_many_handoffs, transferred
+from chatagent.run.interrupts import ANSWERS, PENDING_QUESTIONS, checked_answers, is_answer
 from chatagent.run.nested import NESTED, nested, own_messages, paused_nested
 from chatagent.run.requests import Asking
 from chatagent.run.subagent import run_subagent
@@ -67,8 +68,9 @@ def run_agent_call(call: PreparedCall, response: list[Message], lang: str) -> As
 def resume_agent_call(
     tools: dict[str, Any], messages: list[Message], response: list[Message], lang: str
 ) -> Asking[ToolOutcome]:
-    """Resume the nested run that `messages` (ending with the approval message) paused, and show its call's result
-    (unless it pauses again: then the outcome's error is 'paused')."""
+    """Resume the nested run that `messages` (ending with the decision: an approval or answer message) paused, and
+    show its call's result (unless it pauses again: then the outcome's error is 'paused'). ValueError for answers
+    that do not fit the nested run's questions."""
     found = paused_nested(messages)
     assert found is not None
     at, first = found
@@ -78,7 +80,10 @@ def resume_agent_call(
     if not isinstance(tool, AgentTool):
         raise ValueError(f"the paused call of {call.function_call.name!r} is not an agent of this one's")
     agent, task = tool.target(call_arguments(call, tool.validate))
-    own = [Message.unchecked(USER, task)] + own_messages(messages[first:-1]) + [messages[-1]]
+    paused, decision = messages[-2].extra or {}, messages[-1]
+    if PENDING_QUESTIONS in paused and is_answer(decision):  # a wrong answer is the caller's error, not the tool's
+        checked_answers(paused[PENDING_QUESTIONS], (decision.extra or {})[ANSWERS])
+    own = [Message.unchecked(USER, task)] + own_messages(messages[first:-1]) + [decision]
     mark = (messages[first].extra or {})[NESTED]
     outcome = ToolOutcome(tool.name, call.function_call.arguments, (call.extra or {}).get("function_id"))
     start = time.perf_counter()

@@ -51,6 +51,7 @@ from chatagent.schema.fragment import Fragment, fragment, shift, typed
 from chatagent.schema.stream import Collector, WholeLists
 from chatagent.tools.base import result_content
 from chatagent.tools.calling import ToolErrorKind
+from chatagent.utils.current_call import PendingQuestion
 
 if TYPE_CHECKING:
     from chatagent.run.context import RunContext
@@ -144,8 +145,9 @@ class _ControlledRun(Stage):
                 return
         except (_Paused, Blocked) as stop:
             yield self._paused(stop.waiting) if isinstance(stop, _Paused) else self._blocked(stop)
-        except Asked as stop:  # a tool asked a person something
-            out = [marker(stop.questions, self.ctx.answers, self._made_len())]
+        except (Asked, PendingQuestion) as stop:  # a tool (or a hook: PendingQuestion) asked a person something
+            asked = stop.questions if isinstance(stop, Asked) else [stop.question]
+            out = [marker(asked, self.ctx.answers, self._made_len())]
             self.shown.add(out)
             yield out
 

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 
 PENDING_QUESTIONS = "pending_questions"
 ANSWERS = "answers"
+NESTED = "nested_in"  # extra key of a nested run's messages: the id of the call that ran it (chatagent.run.nested)
+TURN_HOOK = "before_run:"  # what before_run's questions are asked under (chatagent.run.plugin): kept for the turn
 ANSWERED = "answered"  # on a marker: the answers the paused calls already had (they run again from the start)
 NOT_ANSWERED = "Error: {name} was not run to its end: the user did not answer its question ({question})."
 
@@ -111,14 +113,27 @@ class Answered:
         self.calls, self.answers, self.waiting = calls, answers, waiting
 
 
-def resolve(messages: list[Message], ctx: RunContext) -> tuple[list[Message], Answered | None]:
-    """The conversation as the model sees it, and what to resume (`_resolve`), its answers given to `ctx`."""
-    if not any(m.extra and (PENDING_QUESTIONS in m.extra or ANSWERS in m.extra) for m in messages):
+Resolved = tuple[list[Message], Answered | None]  # the conversation as the model sees it, and what to resume
+_MARKS = frozenset((PENDING_QUESTIONS, ANSWERS))  # what a conversation with a pause or an answer holds in an extra
+
+
+def resolve(messages: list[Message], ctx: RunContext, tools: Mapping[str, object]) -> Resolved:
+    """The conversation as the model sees it, and what to resume (`_resumed`); `tools`: the agent's."""
+    if (tools or ctx.plugins) and any(m.extra and not _MARKS.isdisjoint(m.extra) for m in messages):
+        return _resumed(messages, ctx, tools)  # (a tool, or a plugin's hook, asked)
+    return messages, None
+
+
+def _resumed(messages: list[Message], ctx: RunContext, tools: Mapping[str, object]) -> Resolved:
+    """`_resolve`, its answers given to `ctx`. A pause whose calls are not of `tools` is another agent's (the
+    receiver of a handoff, which the agent hands the conversation to): `messages` are returned as they are, for that
+    agent to resume."""
+    resolved, answered = _resolve(messages)
+    if answered is not None and any(c.function_call and c.function_call.name not in tools for c in answered.calls):
         return messages, None
-    messages, answered = _resolve(messages)
     if answered is not None:
         ctx.answers.update(answered.answers)
-    return messages, answered
+    return resolved, answered
 
 
 def _resolve(messages: list[Message]) -> tuple[list[Message], Answered | None]:
@@ -132,7 +147,8 @@ def _resolve(messages: list[Message]) -> tuple[list[Message], Answered | None]:
     marker = messages[live] if live >= 0 and _is_marker(messages[live]) else None
     if marker is None and is_answer(last) and any(m.extra and PENDING_APPROVAL in m.extra for m in messages[-2:-1]):
         return messages[:-1] + [_as_approval(last)], None
-    if marker is None and is_answer(last):
+    nested = marker is None and is_answer(last) and live >= 0 and _is_nested_marker(messages[live])
+    if marker is None and is_answer(last) and not nested:
         raise ValueError("the answer message answers no pending question (it must follow the paused response)")
     if marker is not None and not is_answer(last):
         raise ValueError(
@@ -143,13 +159,14 @@ def _resolve(messages: list[Message]) -> tuple[list[Message], Answered | None]:
     for i, m in enumerate(messages):
         if is_answer(m) or (i == live and marker is not None):
             continue
-        if _is_marker(m):  # a past pause: answered (its calls' results follow), or gone on from without answers
+        if _is_marker(m) or _is_nested_marker(m):  # a past pause: answered, or gone on from without answers
             if not (i + 1 < len(messages) and is_answer(messages[i + 1])):
                 out += _not_answered(out, m)
-            continue
+            if _is_marker(m):
+                continue
         out.append(m)
-    if marker is None:
-        return out, None
+    if marker is None:  # a nested run paused for questions resumes with the answer (chatagent.run.agent_calls)
+        return (out + [last] if nested else out), None
     return out, _answered(out, marker, last)
 
 
@@ -173,6 +190,13 @@ def checked_answers(questions: list[dict[str, Any]], given: Mapping[str, Any]) -
     if unknown:
         raise ValueError(f"the answer message names questions that are not pending: {', '.join(unknown)[:200]}")
     return {qid: _checked(by_id[qid], value) for qid, value in given.items()}
+
+
+def check_decision(waiting: Mapping[str, Any], new: list[Message]) -> None:
+    """ValueError when `new` (the messages that resume a paused turn) ends with answers that do not fit the turn's
+    questions (`waiting`: what the stored pause says it waits for, {'kind', 'waiting'})."""
+    if waiting.get("kind") == "question" and new and is_answer(new[-1]):
+        checked_answers(list(waiting.get("waiting") or ()), _answers(new[-1]))
 
 
 def _checked(question: dict[str, Any], value: Any) -> Any:
@@ -207,12 +231,21 @@ def _answers(answer: Message) -> dict[str, Any]:
 
 
 def _is_marker(m: Message) -> bool:
-    return m.role == ASSISTANT and m.function_call is None and m.extra is not None and PENDING_QUESTIONS in m.extra
+    """Whether `m` pauses this run for questions (a nested run's pause is its own: `_is_nested_marker`)."""
+    return (
+        m.role == ASSISTANT and m.function_call is None and m.extra is not None and PENDING_QUESTIONS in m.extra
+        and NESTED not in m.extra
+    )  # fmt: skip
+
+
+def _is_nested_marker(m: Message) -> bool:
+    """Whether `m` is the pause of a run nested in this one (an agent used as a tool) for its questions."""
+    return m.role == ASSISTANT and m.extra is not None and PENDING_QUESTIONS in m.extra and NESTED in m.extra
 
 
 def _unanswered(conversation: list[Message]) -> list[Message]:
-    """The calls of the conversation's last reply that have no result."""
-    answered = {(m.extra or {}).get("function_id") for m in conversation if m.role == FUNCTION}
+    """The calls of the conversation's last reply that have no result (among the results after them: ids that
+    models make may repeat across replies)."""
     k = len(conversation)
     while k and conversation[k - 1].role == FUNCTION:
         k -= 1
@@ -220,14 +253,29 @@ def _unanswered(conversation: list[Message]) -> list[Message]:
     while k and conversation[k - 1].role == ASSISTANT and conversation[k - 1].function_call is not None:
         k -= 1
     calls = conversation[k:end]
+    answered = {(m.extra or {}).get("function_id") for m in conversation[end:]}
     return [m for n, m in enumerate(calls) if call_id(m, n) not in answered]
 
 
+def _unanswered_own(conversation: list[Message], cid: str) -> list[Message]:
+    """This run's own call `cid` (not a nested run's), if it has no result in `conversation`."""
+    own = [m for m in conversation if not (m.extra and NESTED in m.extra)]
+    if any(m.role == FUNCTION and (m.extra or {}).get("function_id") == cid for m in own):
+        return []
+    return [m for m in own if m.function_call is not None and (m.extra or {}).get("function_id") == cid][-1:]
+
+
 def _not_answered(before: list[Message], marker: Message) -> list[Message]:
-    """Results for the calls a past marker left waiting, so that the conversation stays valid."""
-    asked = {q["call_id"]: q["question"] for q in (marker.extra or {})[PENDING_QUESTIONS]}
+    """Results for the calls a past marker left waiting (for a nested run's: the call that ran it), so that the
+    conversation stays valid."""
+    extra = marker.extra or {}
+    questions: list[dict[str, Any]] = extra[PENDING_QUESTIONS]
+    if NESTED in extra:
+        asked, calls = {extra[NESTED]: questions[0]["question"]}, _unanswered_own(before, extra[NESTED])
+    else:
+        asked, calls = {q["call_id"]: q["question"] for q in questions}, _unanswered(before)
     out: list[Message] = []
-    for call in _unanswered(before):
+    for call in calls:
         cid = (call.extra or {}).get("function_id")
         if cid in asked and call.function_call is not None:
             text = NOT_ANSWERED.format(name=call.function_call.name, question=asked[cid])
@@ -255,9 +303,10 @@ class Asked(BaseException):  # noqa: N818 (the run stops for a person: not an er
 
 
 def marker(questions: list[dict[str, Any]], answers: Mapping[str, Any], at: int) -> Fragment:
-    """The fragment that pauses a run at `at`: the questions, and the answers their calls already had."""
+    """The fragment that pauses a run at `at`: the questions, and the answers their calls (and the turn's
+    before_run hooks, which run again on each resumption) already had."""
     calls = {q["call_id"] for q in questions}
-    kept = {k: v for k, v in answers.items() if k.rpartition("#")[0] in calls}
+    kept = {k: v for k, v in answers.items() if k.rpartition("#")[0] in calls or k.startswith(TURN_HOOK)}
     extra: dict[str, Any] = {PENDING_QUESTIONS: questions}
     if kept:
         extra[ANSWERED] = kept
@@ -274,10 +323,12 @@ def interruptible(loop: AgentLoop, ctx: RunContext) -> AgentLoop:
 
 __all__ = [
     "ANSWERS",
+    "NESTED",
     "PENDING_QUESTIONS",
     "Answered",
     "Asked",
     "answer_message",
+    "check_decision",
     "checked_answers",
     "ask_user",
     "interruptible",

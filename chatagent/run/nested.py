@@ -3,8 +3,10 @@ to the caller's consumer but never sent to a model.
 
 A nested run's messages stream at their place in the caller's response, named after its agent and marked
 `extra['nested_in'] = <the id of the call that ran it>`; `visible_to_model` drops them from what any model is sent
-(the caller's model sees its call and the result). A nested run paused for a person's approval pauses the caller's
-run; `paused_nested` finds it again when the approval message comes, `own_messages` gives the agent its messages back.
+(the caller's model sees its call and the result). A nested run paused for a person (approval, or a question its
+tools asked: `chatagent.ask_user`) pauses the caller's run, the nested run's pause last in the response (so
+`pending_questions` lists it); `paused_nested` finds it again when the decision comes, `own_messages` gives the
+agent its messages back.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from chatagent.errors import RunDeadlineExceeded
-from chatagent.run.approval import PENDING_APPROVAL, is_approval
+from chatagent.run.approval import PENDING_APPROVAL
+from chatagent.run.interrupts import NESTED, PENDING_QUESTIONS, is_decision
 from chatagent.run.requests import Asking, Fragments
 from chatagent.run.subagent import run_subagent
 from chatagent.schema import ASSISTANT, Message, content_text
@@ -24,8 +27,6 @@ if TYPE_CHECKING:
     from chatagent.run.protocol import Runnable
 
 logger = logging.getLogger("chatagent.agent_tool")
-
-NESTED = "nested_in"  # extra key of a nested run's messages: the id of the call that ran it
 
 
 class Nested:
@@ -64,7 +65,8 @@ def nested(
         text = str(e).strip().replace("\n", " ")[:300]
         error = f"Error: {agent.name} failed: {type(e).__name__}" + (f": {text}" if text else "")
         return Nested(error, ToolErrorKind.EXCEPTION, shown.messages(), False)
-    paused = bool(response and response[-1].extra and PENDING_APPROVAL in response[-1].extra)
+    last = response[-1].extra if response else None
+    paused = bool(last and (PENDING_APPROVAL in last or PENDING_QUESTIONS in last))
     return Nested(answer_of(response), None, shown.messages(), paused)
 
 
@@ -85,14 +87,12 @@ def visible_to_model(messages: list[Message]) -> list[Message]:
 
 
 def paused_nested(messages: list[Message]) -> tuple[int, int] | None:
-    """When the conversation ends with a nested run paused for approval and then the approval message: (the index
-    of the caller's call that ran it, the index of its first message); else None."""
-    if len(messages) < 3 or not is_approval(messages[-1]):
+    """When the conversation ends with a nested run paused for a person, then the decision (approval, answers):
+    (the index of the caller's call that ran it, the index of its first message); else None."""
+    last = messages[-2].extra if len(messages) >= 3 and is_decision(messages[-1]) else None
+    if not (last and NESTED in last and (PENDING_APPROVAL in last or PENDING_QUESTIONS in last)):
         return None
-    last = messages[-2]
-    if not (last.extra and NESTED in last.extra and PENDING_APPROVAL in last.extra):
-        return None
-    mark = last.extra[NESTED]
+    mark = last[NESTED]
     first = len(messages) - 2
     while first > 0 and (messages[first - 1].extra or {}).get(NESTED) == mark:
         first -= 1

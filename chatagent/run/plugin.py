@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from chatagent.errors import ChatAgentError, LoopExit
+from chatagent.utils.current_call import CALL_ID
 
 if TYPE_CHECKING:
     from chatagent.run.protocol import Runnable
@@ -194,7 +195,10 @@ class Plugins:
 
     @staticmethod
     def call(plugin: Any, hook: str, fn: Hook, *args: Any) -> Any:
-        """`fn(*args)`: Blocked gets the plugin's name; Retry passes; other errors as `plugin.on_error` says."""
+        """`fn(*args)`: Blocked gets the plugin's name; Retry passes; other errors as `plugin.on_error` says. The
+        hook may ask a person something (`chatagent.ask_user`: its PendingQuestion passes, and the run pauses),
+        as the call it is about (before_tool, after_tool) or as the hook."""
+        token = CALL_ID.set(_asking_as(hook, args))
         try:
             return fn(*args)
         except Blocked as b:
@@ -205,6 +209,17 @@ class Plugins:
         except Exception as e:
             failed(plugin, hook, e)
             return None
+        finally:
+            CALL_ID.reset(token)
+
+
+def _asking_as(hook: str, args: tuple[Any, ...]) -> str:
+    """The id a hook's questions are asked under: the tool call's for before_tool and after_tool (the call runs
+    again when answered), else the hook's and its agent's."""
+    about = args[1] if len(args) > 1 else None
+    outcome = getattr(about, "outcome", about)  # before_tool: a PreparedCall; after_tool: its ToolOutcome
+    cid = getattr(outcome, "call_id", None) if hook in ("before_tool", "after_tool") else None
+    return cid if isinstance(cid, str) else f"{hook}:{getattr(args[0], 'name', None) if args else None}"
 
 
 def failed(plugin: Any, hook: str, error: Exception) -> None:

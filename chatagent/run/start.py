@@ -21,7 +21,7 @@ from chatagent.run.compaction import DROP_OLDEST, compacted
 from chatagent.run.context import CURRENT, RunContext
 from chatagent.run.driver import adrive, drive, observed
 from chatagent.run.durable import checkpointed, own_loop
-from chatagent.run.interrupts import interruptible
+from chatagent.run.interrupts import answer_message, interruptible
 from chatagent.run.plugin import Plugins
 from chatagent.run.protocol import UNSET, Runnable
 from chatagent.run.requests import AgentLoop, Fragments
@@ -125,7 +125,7 @@ def controlled_loop(agent: Runnable, msgs: list[Message], lang: str, kwargs: dic
                     calls: list[Message] | None = None) -> AgentLoop:  # fmt: skip
     """The agent's loop under the run's plugins and tool approval when it has any (see `chatagent.run.control`),
     paused when a tool asks a person something and resumed with the answers (`chatagent.run.interrupts`)."""
-    msgs, answered = interrupts.resolve(msgs, context) if agent.function_map else (msgs, None)
+    msgs, answered = interrupts.resolve(msgs, context, agent.function_map)
     calls, waiting = (answered.calls, answered.waiting) if answered is not None else (calls, None)
     if context.plugins is None and not may_pause(agent, context.trust.approval):
         own = own_loop(agent, msgs, lang, kwargs, calls, waiting)
@@ -148,12 +148,18 @@ def stream(agent: Runnable, messages: Iterable[dict[str, Any] | Message], lang: 
 
 
 def resumed(
-    agent: Runnable, session: Any, approval: Any, reason: str, lang: str | None, deadline: float | None,
-    kwargs: dict[str, Any], driving: Driving[_Stream],
+    agent: Runnable, session: Any, approval: Any, reason: str, answers: Any, lang: str | None,
+    deadline: float | None, kwargs: dict[str, Any], driving: Driving[_Stream],
 ) -> tuple[_Stream, RunContext]:  # fmt: skip
-    """The fragments of `session`'s pending turn continued (its completed part first), and the run's context."""
+    """The fragments of `session`'s pending turn continued (its completed part first), and the run's context: with
+    the decision on its calls (`approval`) or the answers to its questions (`answers`), if given."""
+    if approval is not None and answers is not None:
+        raise TypeError("resume(approval=...) decides calls waiting for approval, answers=... answers questions: "
+                        "give one (an answers dict may decide approvals too, by their id)")  # fmt: skip
     context = new_context(agent, deadline, kwargs)
-    msgs = [] if approval is None else to_messages([approval_message(approval, reason)])
+    decision = answer_message(answers) if answers is not None else None if approval is None else approval_message(
+        approval, reason)  # fmt: skip
+    msgs = [] if decision is None else to_messages([decision])
     return _stored(agent, session, msgs, False, True, lang, context, kwargs, driving), context
 
 
@@ -171,7 +177,11 @@ def _stored(
         return driving.drive(_durable_loop(agent, turn, lang, context, kwargs), agent)
 
     run_turn = driving.turns(turns)
-    return run_turn(lambda: turns.Turn(session, msgs, decision=decision, resume=resume), start, agent.name)
+    return run_turn(
+        lambda: turns.Turn(session, msgs, decision=decision, resume=resume, check=interrupts.check_decision),
+        start,
+        agent.name,
+    )
 
 
 def _durable_loop(

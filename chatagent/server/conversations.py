@@ -11,7 +11,9 @@ The client may send only the new messages, or the whole conversation again, as O
 begins with the conversation as the client saw it (its messages, and each answer's text), only what follows is
 new. The stored system message stays: a request may repeat it, but one that differs is a 400. An approval resumes
 the calls the stored conversation paused on (`chatagent.server.approvals`); an answer (`chatagent.answer_message`,
-sent alone) the calls whose questions the stored turn waits for, only the principal's own. A conversation may grow
+sent alone) the calls whose questions the stored turn waits for, only the principal's own. A principal lists its
+conversation's checkpoints (`GET /v1/sessions/{id}/history`) and forks one into a new conversation (`POST
+/v1/sessions/{id}/fork`, `chatagent.server.history`), within the same quotas. A conversation may grow
 to `max_session_bytes` (its turns and files; then 413), a principal may keep `max_sessions` of them (then 429;
 `DELETE /v1/sessions/{id}` removes one) and `max_principal_bytes` in all (then 413): so no client grows the store
 without bound, nor makes a conversation that every later question is slow on.
@@ -31,6 +33,7 @@ from chatagent.server.approvals import EXPECTED, check_decided_calls
 from chatagent.server.identity import ANONYMOUS
 from chatagent.server.openai_api import EXPECTED_ANSWER, ChatRequest, RequestError
 from chatagent.sessions import Session
+from chatagent.sessions.history import Checkpoint
 from chatagent.sessions.store import SQLStore
 
 NEW = "new"
@@ -92,6 +95,28 @@ def open_conversation(
         return Opened(session, _checked_answer(request, pending), None)
     held = [m for m in pending.messages if m.get("role") != SYSTEM] + pending.response if pending else []
     return Opened(session, _checked_new(request, loaded.system, loaded.messages + held), None)
+
+
+def conversation_history(store: SQLStore, principal: str, named: str) -> list[Checkpoint]:
+    """The checkpoints of one of the principal's conversations (`Session.history`); RequestError 404 for any other
+    id. Blocking."""
+    if store.info(principal, named) is None:
+        raise RequestError(404, "no such conversation", "session_not_found", "session_id")
+    return Session(named, store, user=principal).history()
+
+
+def fork_conversation(store: SQLStore, principal: str, named: str, checkpoint: str, quotas: Quotas) -> Session:
+    """A new conversation of the principal's, under an id the server makes, holding `named` as it was at
+    `checkpoint` (`Session.fork`), within the principal's quotas; RequestError 404 for a conversation that is not
+    the principal's, 400 for a checkpoint it does not have. Blocking."""
+    if store.info(principal, named) is None:
+        raise RequestError(404, "no such conversation", "session_not_found", "session_id")
+    _check_count(store, principal, quotas)
+    _check_total(store, principal, store.size(principal, named), quotas)
+    try:
+        return Session(named, store, user=principal).fork(checkpoint, secrets.token_urlsafe(24))
+    except ValueError as e:
+        raise RequestError(400, str(e), "checkpoint_not_found", "checkpoint") from None
 
 
 class _StoredBytes:
@@ -224,5 +249,7 @@ __all__ = [
     "NEW",
     "Opened",
     "Quotas",
+    "conversation_history",
+    "fork_conversation",
     "open_conversation",
 ]

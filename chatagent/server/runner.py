@@ -43,6 +43,7 @@ from chatagent.server.conversations import (
 )
 from chatagent.server.endpoints import ModelsEndpoint, SessionsEndpoint, TracesEndpoint
 from chatagent.server.health import Health, Ready, stop_on_signals
+from chatagent.server.history import HistoryEndpoint
 from chatagent.server.identity import ApiKeys
 from chatagent.server.jobs import JobsEndpoint
 from chatagent.server.mcp_sessions import DEFAULT_PER_PRINCIPAL, DEFAULT_UNUSED_TIMEOUT, SessionQuota
@@ -160,6 +161,8 @@ def asgi_app(
         Route("/v1/models", ModelsEndpoint(service), methods=["GET"]),
         Route("/v1/models/{model:path}", ModelsEndpoint(service), methods=["GET"]),
         Route("/v1/chat/completions", ChatCompletions(service), methods=["POST"]),
+        Route("/v1/sessions/{session_id}/history", HistoryEndpoint(service, fork=False), methods=["GET"]),
+        Route("/v1/sessions/{session_id}/fork", HistoryEndpoint(service, fork=True), methods=["POST"]),
         Route("/v1/sessions/{session_id:path}", SessionsEndpoint(service), methods=["DELETE"]),
         Route("/v1/traces", TracesEndpoint(service), methods=["GET"]),
         Route("/v1/traces/{trace_id:path}", TracesEndpoint(service), methods=["GET"]),

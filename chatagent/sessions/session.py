@@ -21,6 +21,8 @@ from typing import Any
 
 from chatagent.llm.request import Usage
 from chatagent.schema import SYSTEM, USER, Message, content_text, to_messages
+from chatagent.sessions import history
+from chatagent.sessions.history import Checkpoint
 from chatagent.sessions.pending import PendingTurn
 from chatagent.sessions.store import _UNCHANGED, DEFAULT_USER, SessionInfo, SQLStore
 from chatagent.sessions.store_urls import open_store
@@ -106,6 +108,30 @@ class Session:
         """Drop the pending turn (its completed tool calls are forgotten: a new run may call them again); what it
         was, or None."""
         return self.store.discard_pending(self.user, self.id)
+
+    def history(self) -> list[Checkpoint]:
+        """Its checkpoints, oldest first: the conversation after each step of each stored turn (a Checkpoint:
+        `id`, `turn`, `step`, `kind` 'input' | 'model' | 'tools' | 'pause', `messages`, `at`; see
+        `chatagent.sessions.history`)."""
+        return history.history(self.store, self.user, self.id)
+
+    def fork(self, checkpoint: str, session_id: str | None = None) -> Session:
+        """A new session (same store and user; `session_id`, or a new random id) holding this conversation as it
+        was at `checkpoint` (an id from `history()`); this one is left as it is. From a checkpoint inside a turn,
+        the rest of that turn is the branch's pending turn: `agent.resume(session=branch)` goes on from there."""
+        new_id = history.fork(self.store, self.user, self.id, checkpoint, _checked("session_id", session_id)
+                              if session_id is not None else None)  # fmt: skip
+        return Session(new_id, self.store, user=self.user)
+
+    def replay(self, checkpoint: str, agent: Any, messages: list[dict] | None = None, **kwargs: Any
+               ) -> tuple[Session, Any]:  # fmt: skip
+        """Run `agent` (this conversation's, or another) again from `checkpoint`, on a fork: with `messages`, a new
+        turn on the conversation as it was there (a changed question); without, the turn the checkpoint cuts goes
+        on from that step (`agent.resume`). (the branch, the run: iterate it); this session is left as it is."""
+        branch = self.fork(checkpoint)
+        if messages is not None:
+            return branch, agent.run(messages, session=branch, **kwargs)
+        return branch, agent.resume(session=branch, **kwargs)
 
     def pop(self) -> list[dict]:
         """Undo the last turn: remove it and return its messages ([] if there is none)."""

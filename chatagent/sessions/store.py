@@ -30,7 +30,7 @@ from chatagent.sessions import attachments, journal, pending
 from chatagent.sessions.errors import SessionStoreError, conflict_error, damaged_error
 from chatagent.sessions.pending import PendingTurn, decode_pending, encode, summed_usage
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_USER = "local"
 _UNCHANGED: Any = object()
 
@@ -38,7 +38,8 @@ _UNCHANGED: Any = object()
 # dialect-neutral form of SCHEMA below.
 # 2: turns in progress and their checkpoints, and what a session's runs used (tokens, cost)
 _V2 = [*pending.SCHEMA, "ALTER TABLE chatagent_sessions ADD COLUMN usage {blob}"]
-MIGRATIONS: dict[int, list[str]] = {1: _V2}
+_V3 = ["ALTER TABLE chatagent_turns ADD COLUMN steps {blob}"]  # 3: each turn's steps (chatagent.sessions.history)
+MIGRATIONS: dict[int, list[str]] = {1: _V2, 2: _V3}
 
 SCHEMA = [
     "CREATE TABLE chatagent_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -53,6 +54,7 @@ SCHEMA = [
     "PRIMARY KEY (sid, turn, sha256)) {without_rowid}",
     "CREATE INDEX chatagent_turn_blobs_by_sha ON chatagent_turn_blobs (sha256)",
     *_V2,
+    *_V3,
 ]
 
 LOAD = (
@@ -69,7 +71,9 @@ ADVANCE = (
     "title = COALESCE(title, ?) WHERE sid = ? AND version = ?"
 )
 ADVANCE_WITH_SYSTEM = ADVANCE.replace(" WHERE", ", system_message = ? WHERE")
-ADD_TURN = "INSERT INTO chatagent_turns (sid, turn, body) VALUES (?, ?, ?)"
+ADD_TURN = "INSERT INTO chatagent_turns (sid, turn, body, steps) VALUES (?, ?, ?, ?)"
+TURNS = "SELECT t.turn, t.body, t.steps FROM chatagent_turns t JOIN chatagent_sessions s ON s.sid = t.sid " \
+    "WHERE s.user_id = ? AND s.session_id = ? ORDER BY t.turn"  # fmt: skip
 PUT_BLOB = (
     "INSERT INTO chatagent_blobs (sha256, size, data) VALUES (?, ?, ?) "
     "ON CONFLICT (sha256) DO UPDATE SET size = excluded.size"
@@ -206,9 +210,8 @@ class SQLStore:
         try:
             return int(rows[0][0])
         except (IndexError, ValueError):
-            raise SessionStoreError(
-                f"{self.url}: chatagent_meta holds no valid schema version; not a store we can use"
-            ) from None
+            raise SessionStoreError(f"{self.url}: chatagent_meta holds no valid schema version; not a store we "
+                                    "can use") from None  # fmt: skip
 
     def _check_not_newer(self, version: int | None) -> None:
         if version is not None and version > SCHEMA_VERSION:
@@ -239,6 +242,11 @@ class SQLStore:
             owned = {r[0] for r in self._read(SESSION_BLOBS, (sid,))}
             messages = attachments.restore(messages, self.blob, owned)
         return Loaded(sid, version, system_msg, messages)
+
+    def turns(self, user: str, session_id: str) -> list[tuple[int, list[dict], list[list[Any]] | None]]:
+        """Each stored turn: (its number, its messages as stored, its steps or None: `chatagent.sessions.history`)."""
+        rows = self._read(TURNS, (user, session_id))
+        return [(r[0], orjson.loads(r[1]), orjson.loads(r[2]) if r[2] is not None else None) for r in rows]
 
     def blob(self, sha256: str) -> bytes | None:
         rows = self._read(GET_BLOB, (sha256,))
@@ -278,12 +286,13 @@ class SQLStore:
         system: dict | None = _UNCHANGED,
         pending_key: str | None = None,
         usage: dict | None = None,
+        steps: list[list[Any]] | None = None,
     ) -> None:
         """Append one turn, in one transaction, if the session is still at `expected.version` (else
         SessionConflictError); with `expected=None`, to whatever the session holds. `system` replaces the stored
         system message when given. `pending_key`: the turn was pending under this key; its rows go (and if they
         are gone, discarded meanwhile, nothing is stored: SessionConflictError). `usage` (USAGE_KEYS): what the
-        turn's run used, added to the session's."""
+        turn's run used, added to the session's. `steps`: its steps and their times (`history.steps_of`)."""
         stored, files = attachments.stash(messages)
         body = orjson.dumps(stored)
         now = time.time()
@@ -312,7 +321,7 @@ class SQLStore:
                 cur.execute(pending.DELETE_PENDING, (sid,))
                 cur.execute(pending.DELETE_CHECKPOINTS, (sid,))
             turn = version + 1
-            cur.execute(ADD_TURN, (sid, turn, body))
+            cur.execute(ADD_TURN, (sid, turn, body, orjson.dumps(steps) if steps is not None else None))
             if usage:
                 row = cur.execute(pending.GET_USAGE, (sid,)).fetchone()
                 cur.execute(pending.SET_USAGE, (orjson.dumps(summed_usage(row[0] if row else None, usage)), sid))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Sequence
 from typing import Any, cast
@@ -36,6 +37,7 @@ from chatagent.schema import FUNCTION, SYSTEM, Message, drop_unanswered_calls, t
 from chatagent.schema.fragment import Fragment, fragment
 from chatagent.schema.stream import Collector
 from chatagent.sessions.errors import SessionError, SessionPendingTurnError
+from chatagent.sessions.history import steps_of
 from chatagent.sessions.pending import FAILED as PENDING_FAILED
 from chatagent.sessions.pending import PAUSED, PendingTurn
 from chatagent.sessions.session import INTERRUPTED, Session, stored_turn, title_of
@@ -58,15 +60,18 @@ class Turn:
 
     `decision`: the new messages decide on the calls of a turn paused for approval (it continues that turn).
     `resume`: continue the pending turn (SessionError if there is none); `restored` then holds what it had
-    completed, which the run takes as input and shows again first.
+    completed, which the run takes as input and shows again first. `check(what the paused turn waits for, the new
+    messages)`: raises on a decision that does not fit it (the turn then stays paused, as it was).
     """
 
     __slots__ = (
         "session", "new", "loaded", "conversation", "name", "key", "restored", "replay", "_release", "_collector",
         "offset", "decided", "usage", "_count", "_flushed", "_dirty", "_steps", "_lock", "_shift", "_prefix",
+        "_seen",
     )  # fmt: skip
 
-    def __init__(self, session: Session, new: list[Message], *, decision: bool = False, resume: bool = False) -> None:
+    def __init__(self, session: Session, new: list[Message], *, decision: bool = False, resume: bool = False,
+                 check: Callable[[dict[str, Any], list[Message]], None] | None = None) -> None:  # fmt: skip
         self.session = session
         self._collector = Collector()
         self.name: str | None = None  # the agent's, given to response messages that have none
@@ -83,6 +88,7 @@ class Turn:
         self.offset = 0  # resume(): where the run's response goes in the one shown (after the replayed part)
         self._shift = 0  # a decision: the same, for the stored turn only (the caller saw the restored part)
         self._prefix: list[Message] = []  # what precedes the run's own response: the restored part, a decision
+        self._seen: dict[int, float] = {-1: time.time()}  # when each message of the response began (-1: the turn)
         store = session.store
         self._release = store.lock(session.user, session.id)
         try:
@@ -99,6 +105,8 @@ class Turn:
                 raise SessionError(f"session {session.id!r} has no turn to resume")
             tail: list[Message] = []
             if found is not None:
+                if check is not None and found.state == PAUSED and new:  # a wrong decision leaves the turn paused
+                    check(found.detail, new)
                 new, tail = self._adopt(found, new, resume)
         except BaseException:
             self._release()
@@ -175,6 +183,7 @@ class Turn:
             i = f.index
             if i >= self._count:
                 self._count = i + 1
+                self._seen[i] = time.time()
             elif i < self._flushed and not (i == len(self._collector) and not f.replace):  # not a replayed one
                 self._dirty = min(self._dirty, i)
         self._collector.add(fragments)
@@ -266,6 +275,8 @@ class Turn:
         system, turn = stored_turn(self.new, response)
         if outcome == STOPPED and turn:
             turn[-1].setdefault("extra", {})[INTERRUPTED] = True
+        began = [self._seen[-1]] * (len(turn) - len(response)) + [self._seen.get(i, self._seen[-1]) for i in range(
+            len(response))]  # fmt: skip
         if not turn and system is _UNCHANGED:
             return
         s = self.session
@@ -275,7 +286,8 @@ class Turn:
             {"prompt_tokens": used.prompt_tokens, "completion_tokens": used.completion_tokens, "calls": used.calls,
              "cost": used.cost} if used is not None and used.calls else None
         )  # fmt: skip
-        s.store.commit(s.user, s.id, self.loaded, turn, title_of(self.conversation), system, pending_key, usage)
+        steps = steps_of(turn, [*began[1:], time.time()])  # a message is done when the next begins
+        s.store.commit(s.user, s.id, self.loaded, turn, title_of(self.conversation), system, pending_key, usage, steps)
 
 
 def _pending_error(session: Session, found: PendingTurn) -> SessionPendingTurnError:

@@ -17,7 +17,9 @@ session=s)` on the session it paused in ('' accepts the answer; other text sends
 `human_feedback(text)` to the conversation and run the crew's agent again. A tool call of a task's agent that waits
 for approval pauses the crew too (`out.pending['approval']`, and `pending_approval(response)` as for any run):
 `kickoff(approval=True | False | {call_id: bool}, session=s)`, or `approval_message(...)` appended, lets the agent
-go on where it stopped.
+go on where it stopped. So does a tool that asks a person something (`chatagent.ask_user`: `out.pending['questions']`,
+`pending_questions(response)`), answered with `kickoff(answers={question id: answer}, session=s)` or
+`answer_message(...)` appended.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from chatagent.llm.base import Usage
 from chatagent.llm.prepare import untrusted
 from chatagent.run.approval import approval_message
 from chatagent.run.events import end_step, start_step
+from chatagent.run.interrupts import answer_message
 from chatagent.schema import ASSISTANT, USER, Message, to_messages
 from chatagent.schema.fragment import Fragment
 from chatagent.utils.kwargs import reject_unknown
@@ -191,6 +194,7 @@ class Crew:
         *,
         feedback: str | None = None,
         approval: bool | dict[str, bool] | None = None,
+        answers: dict[str, Any] | None = None,
         session: Any = None,
         delta_stream: bool = False,
         done: Sequence[TaskOutput] = (),
@@ -198,7 +202,7 @@ class Crew:
     ) -> Run[Any]:
         """The crew's run, streamed like `Agent.run` (see the module docstring). `done`: the outputs of the first
         tasks, from an earlier run: the crew goes on from the task after them (a replay)."""
-        return self._agent.run(self._start(inputs, feedback, approval, session, done), session=session,
+        return self._agent.run(self._start(inputs, feedback, approval, session, done, answers), session=session,
                                delta_stream=delta_stream, **kwargs)  # fmt: skip
 
     def arun(
@@ -207,13 +211,14 @@ class Crew:
         *,
         feedback: str | None = None,
         approval: bool | dict[str, bool] | None = None,
+        answers: dict[str, Any] | None = None,
         session: Any = None,
         delta_stream: bool = False,
         done: Sequence[TaskOutput] = (),
         **kwargs: Any,
     ) -> ARun[Any]:
         """`run()` on the running asyncio event loop."""
-        return self._agent.arun(self._start(inputs, feedback, approval, session, done), session=session,
+        return self._agent.arun(self._start(inputs, feedback, approval, session, done, answers), session=session,
                                 delta_stream=delta_stream, **kwargs)  # fmt: skip
 
     def kickoff(self, inputs: dict[str, Any] | None = None, **kwargs: Any) -> CrewOutput:
@@ -240,7 +245,7 @@ class Crew:
         return self._after_kickoff(_output(run.context))
 
     def _before_kickoff(self, inputs: dict[str, Any] | None, kwargs: dict[str, Any]) -> dict[str, Any] | None:
-        if kwargs.get("feedback") is not None or kwargs.get("approval") is not None:
+        if any(kwargs.get(k) is not None for k in ("feedback", "approval", "answers")):
             return inputs  # a paused crew goes on: it started already
         for callback in self.before_kickoff_callbacks:
             given = dict(inputs or {})
@@ -301,16 +306,20 @@ class Crew:
 
     def _start(
         self, inputs: dict[str, Any] | None, feedback: str | None, approval: Any, session: Any,
-        done: Sequence[TaskOutput] = (),
+        done: Sequence[TaskOutput] = (), answers: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:  # fmt: skip
         if len(done) >= len(self.tasks):
             raise ValueError(f"done holds {len(done)} outputs: the crew has {len(self.tasks)} tasks, one must be left")
-        if feedback is not None or approval is not None:
-            if [inputs, feedback, approval].count(None) != 2:
-                raise ValueError("give inputs to start the crew, or feedback or approval to resume it: one of them")
+        if feedback is not None or approval is not None or answers is not None:
+            if [inputs, feedback, approval, answers].count(None) != 3:
+                raise ValueError(
+                    "give inputs to start the crew, or feedback, approval or answers to resume it: one of them"
+                )
             if session is None:
-                raise ValueError("feedback and approval resume a crew paused in a session: give that session=")
-            return [human_feedback(feedback)] if feedback is not None else [approval_message(approval)]
+                raise ValueError("feedback, approval and answers resume a crew paused in a session: give session=")
+            if approval is not None:
+                return [approval_message(approval)]
+            return [human_feedback(feedback)] if feedback is not None else [answer_message(answers or {})]
         inputs = dict(inputs or {})
         missing = missing_inputs(self.tasks, inputs)
         if missing:
@@ -406,8 +415,12 @@ class CrewAgent(Agent):
                 raise
             end_step(run.callbacks, step, None, {"output": out.raw if out is not None else None})
             pos += shown
-            if out is None:  # a tool call of the task's agent waits for a person's approval
-                pending = {"task": k, "agent": agent.name, "approval": waiting}
+            if out is None:  # a tool call of the task's agent waits for a person (approval, or a question)
+                approval = [
+                    {k: w[k] for k in ("id", "name", "arguments")} for w in waiting if w.get("kind") == "approval"
+                ]
+                pending = {"task": k, "agent": agent.name, "approval": approval} if approval else {
+                    "task": k, "agent": agent.name, "questions": waiting}  # fmt: skip
                 current_run().output = CrewOutput("", list(outputs), pending=pending)
                 return
             yield [

@@ -10,6 +10,7 @@ from typing import Any
 
 from chatagent.agents.teams.task import Task, TaskOutput
 from chatagent.run.approval import PENDING_APPROVAL, is_approval
+from chatagent.run.interrupts import PENDING_QUESTIONS, is_answer, is_decision
 from chatagent.schema import USER, Message, content_text
 
 CREW_INPUTS = "crew_inputs"  # extra of the message that starts a crew: its inputs
@@ -22,16 +23,16 @@ HUMAN_FEEDBACK = "human_feedback"  # extra of the person's reply to it
 
 class CrewProgress:
     """Where a crew is in a conversation (given its tasks): its inputs, the outputs of the tasks done, a task paused for review and
-    the person's feedback on it, or a task paused for tool approval and its agent's messages so far (with the
-    person's decision last)."""
+    the person's feedback on it, or a task paused for tool approval or a tool's question
+    (`chatagent.ask_user`) and its agent's messages so far (with the person's decision last)."""
 
     def __init__(self, tasks: Sequence[Task], messages: list[Message]) -> None:
         self.inputs: dict[str, Any] = {}
         self.outputs: list[TaskOutput] = []
         self.review: int | None = None  # the task whose answer awaits (or got) a person's feedback
         self.feedback: str | None = None
-        self.approving: int | None = None  # the task whose agent's tool call awaits (or got) a person's approval
-        self.worked: list[Message] = []  # that agent's messages so far, the approval message last
+        self.approving: int | None = None  # the task whose agent's tool call awaits (or got) a person's decision
+        self.worked: list[Message] = []  # that agent's messages so far, the decision (approval or answers) last
         self.announced: int | None = None  # a resumed turn: the task it had announced (and not completed)
         last = messages[-1] if messages else None
         if last is not None and last.role != USER and any(m.role == USER for m in messages):
@@ -44,7 +45,7 @@ class CrewProgress:
         if last is None or last.role != USER:
             raise ValueError("a crew starts (or resumes) on a user message")
         before = messages[-2].extra if len(messages) >= 2 else None
-        if before and PENDING_APPROVAL in before and is_approval(last):
+        if before and (PENDING_APPROVAL in before or PENDING_QUESTIONS in before) and is_decision(last):
             start = self._restore(tasks, messages)
             task_at = max(i for i in range(start, len(messages)) if CREW_TASK in (messages[i].extra or {}))
             self.approving = (messages[task_at].extra or {})[CREW_TASK]["index"]
@@ -53,8 +54,8 @@ class CrewProgress:
         if not (before and PENDING_HUMAN_INPUT in before):
             if last.extra and HUMAN_FEEDBACK in last.extra:
                 raise ValueError("the feedback answers no crew paused for review (it must follow the pause)")
-            if is_approval(last):
-                raise ValueError("the approval answers no crew paused for it (it must follow the pause)")
+            if is_decision(last):
+                raise ValueError("the approval or answer answers no crew paused for it (it must follow the pause)")
             self.inputs = dict((last.extra or {}).get(CREW_INPUTS) or _inputs_from_text(content_text(last.content)))
             self.outputs = [task_output_of(tasks[r["index"]], r) for r in (last.extra or {}).get(CREW_DONE) or ()]
             return
@@ -67,7 +68,7 @@ class CrewProgress:
         start = max((i for i, m in enumerate(messages) if m.extra and CREW_INPUTS in m.extra), default=-1)
         if start < 0:
             start = max(i for i, m in enumerate(messages[:-1]) if m.role == USER and not _is_feedback(m, messages, i)
-                        and not is_approval(m))  # fmt: skip
+                        and not is_approval(m) and not is_answer(m))  # fmt: skip
             self.inputs = _inputs_from_text(content_text(messages[start].content))
         else:
             self.inputs = dict((messages[start].extra or {})[CREW_INPUTS])

@@ -11,7 +11,7 @@ from chatagent.agent import Agent
 from chatagent.agents.basic import BasicAgent
 from chatagent.agents.teams.task import JUDGE, Task, TaskFailed, TaskOutput, check_with, task_prompt
 from chatagent.plugins.structured import parse_structured
-from chatagent.run.approval import pending_approval
+from chatagent.run.interrupts import pending_questions
 from chatagent.run.nested import answer_of
 from chatagent.run.requests import Asking
 from chatagent.run.subagent import hidden, run_subagent
@@ -39,11 +39,12 @@ def run_task(
     instructions: Sequence[str] = (),
 ) -> Asking[tuple[TaskOutput | None, int, list[dict[str, Any]]]]:
     """Run `task` with `agent`, its messages shown from `start`: (its output, how many messages it showed, []), or
-    (None, how many, the calls waiting) when a tool call of the agent waits for a person's approval.
-    `redo` and `feedback`: the answer a person sent back, and what they said; `worked`: the agent's messages when it
-    paused for approval, the person's decision last (it goes on from there); `extra_prompt`: text put before the task
-    (what the crew's memory and knowledge recalled for it); `instructions`: what training taught the agent
-    (`Crew.train`)."""
+        (None, how many, what waits: `pending_questions`) when a tool call of the agent waits for a person (its approval,
+    or the answer to a question it asked).
+        `redo` and `feedback`: the answer a person sent back, and what they said; `worked`: the agent's messages when it
+        paused for a person, the person's decision last (it goes on from there); `extra_prompt`: text put before the task
+        (what the crew's memory and knowledge recalled for it); `instructions`: what training taught the agent
+        (`Crew.train`)."""
     description, expected = task.filled(inputs)
     worker = _worker(agent, task)
     prompt = extra_prompt + task_prompt(description, expected, context, task.markdown)
@@ -58,7 +59,7 @@ def run_task(
     for attempt in range(task.guardrail_max_retries + 1):
         reply = yield from run_subagent(worker, conversation, lang, start + shown)
         shown += len(reply)
-        waiting = pending_approval(reply)
+        waiting = pending_questions(reply)  # a tool call waits for approval, or asked a person something
         if waiting:
             return None, shown, waiting
         raw = answer_of(reply)
