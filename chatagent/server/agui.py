@@ -32,6 +32,7 @@ import asyncio
 import copy
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -40,11 +41,12 @@ from chatagent.agent import Agent
 from chatagent.run.approval import APPROVAL
 from chatagent.run.interrupts import ANSWERS, ask_user
 from chatagent.run.trust import acting_as
-from chatagent.schema import SYSTEM, USER, Message
-from chatagent.server.agui_events import AGUIEvents, Event, encoded
+from chatagent.schema import SYSTEM, USER, Message, to_messages
+from chatagent.server.agui_events import AGUIEvents, Event, encoded, messages_snapshot
 from chatagent.server.app import Service, _Watch, send_error  # pyright: ignore[reportPrivateUsage]
 from chatagent.server.openai_api import ChatRequest, RequestError, checked_session_id
 from chatagent.server.turns import Turn, reported, start_turn
+from chatagent.sessions import Session
 from chatagent.tools.tool import BaseTool
 
 logger = logging.getLogger("chatagent.server")
@@ -240,12 +242,25 @@ class AGUIEndpoint:
                 except RequestError as e:
                     await send_error(send, e)
                     return
-                await _stream(turn, AGUIEvents(given.thread_id, given.run_id, frozenset(given.tools)), receive, send)
+                mapped = AGUIEvents(given.thread_id, given.run_id, frozenset(given.tools))
+                await _stream(turn, mapped, lambda: _thread(svc, user, given.thread_id), receive, send)
         finally:
             svc.running -= 1
 
 
-async def _stream(turn: Turn, mapped: AGUIEvents, receive: Any, send: Any) -> None:
+def _thread(svc: Service, user: str, thread: str) -> list[Message]:
+    """The thread's conversation as its store holds it, a paused turn's part included (blocking)."""
+    session = Session(thread, svc.where.store(), user=user)
+    held = session.messages()
+    pending = session.pending_turn
+    if pending is not None:
+        held += [m for m in pending.messages if m.get("role") != SYSTEM] + pending.response
+    return to_messages(held)
+
+
+async def _stream(
+    turn: Turn, mapped: AGUIEvents, thread: Callable[[], list[Message]], receive: Any, send: Any
+) -> None:  # fmt: skip
     watch = _Watch(receive)  # the client going away cancels this task; the thread's turn goes on and is stored
     try:
         await send({"type": "http.response.start", "status": 200, "headers": _SSE + turn.reply.headers()})
@@ -255,7 +270,8 @@ async def _stream(turn: Turn, mapped: AGUIEvents, receive: Any, send: Any) -> No
                 out = mapped.map(ev)
                 if out:
                     await _body(send, out)
-            tail = mapped.finished()
+            await asyncio.shield(turn.run.task)  # its turn is stored: the thread as the store has it goes out
+            tail = [messages_snapshot(await asyncio.to_thread(thread)), *mapped.finished()]
         except Exception as e:
             err = reported(e)
             tail = mapped.failed(err.message, err.code)

@@ -12,6 +12,7 @@ AG-UI says of it, `finished()` / `failed()` close it (RUN_FINISHED, RUN_ERROR). 
 - a nested run (an agent called as a tool, a handoff's receiver) and a task's, crew's or flow's step:
   STEP_STARTED/STEP_FINISHED (the step's name: the nested agent's, or the step's; ids in `metadata`);
 - a handoff, a retrieval, a memory recall or store, progress: CUSTOM events named `chatagent.<type>`;
+- the thread as the server keeps it, once the run ended: MESSAGES_SNAPSHOT (`messages_snapshot`);
 - what the run waits for: a tool's question (`chatagent.ask_user`) or a call waiting for approval ends the run
   with RUN_FINISHED's interrupt outcome (AG-UI 1.0's interrupts: one per question, its `responseSchema` the
   question's schema); a call of a client's tool ends it with the success outcome naming the call in
@@ -26,7 +27,10 @@ from typing import Any
 
 import orjson
 
+from chatagent.run.approval import APPROVAL
 from chatagent.run.event_stream import RunEvent
+from chatagent.run.interrupts import ANSWERS
+from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, Message
 
 #: the run events that become CUSTOM events (named `chatagent.<type>`)
 CUSTOM = ("handoff", "retrieval", "memory", "progress")
@@ -175,6 +179,33 @@ class AGUIEvents:
         return out
 
 
+def messages_snapshot(messages: list[Message]) -> Event:
+    """MESSAGES_SNAPSHOT of a thread's stored conversation: its user, system and assistant messages (a reply's calls
+    as the assistant message's `toolCalls`) and tool results, ids by position; what the server keeps to pause and
+    resume (questions waiting, answers, approvals) is left out."""
+    out: list[dict[str, Any]] = []
+    prev: str | None = None
+    for n, m in enumerate(messages):
+        extra, mid = m.extra or {}, f"message-{n}"
+        if m.role in (SYSTEM, USER) and not (ANSWERS in extra or APPROVAL in extra):
+            out.append({"id": mid, "role": m.role, "content": m.text})
+        elif m.role == ASSISTANT and m.function_call is not None:
+            fc = m.function_call
+            call = {"id": str(extra.get("function_id") or mid), "type": "function",
+                    "function": {"name": fc.name, "arguments": fc.arguments}}  # fmt: skip
+            if prev == ASSISTANT and out and out[-1]["role"] == "assistant":  # the same reply's text or calls
+                out[-1].setdefault("toolCalls", []).append(call)
+            else:
+                out.append({"id": mid, "role": "assistant", "toolCalls": [call]})
+        elif m.role == ASSISTANT and m.text:
+            out.append({"id": mid, "role": "assistant", "content": m.text})
+        elif m.role == FUNCTION:
+            out.append({"id": mid, "role": "tool", "toolCallId": str(extra.get("function_id") or ""),
+                        "content": m.text})  # fmt: skip
+        prev = m.role
+    return _ev("MESSAGES_SNAPSHOT", messages=out)
+
+
 def _ev(kind: str, at: RunEvent | None = None, **fields: Any) -> Event:
     """An AG-UI event of type `kind` (its fields by their wire names; None ones left out, as the protocol does),
     stamped with the time of `at` (else now), in milliseconds."""
@@ -198,4 +229,4 @@ def _jsonable(data: dict[str, Any]) -> Any:
     return orjson.loads(orjson.dumps(data, default=str))
 
 
-__all__ = ["AGUIEvents", "encoded"]
+__all__ = ["AGUIEvents", "encoded", "messages_snapshot"]

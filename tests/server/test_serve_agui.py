@@ -101,7 +101,7 @@ def test_a_full_run_streams_the_calls_arguments_as_the_model_sends_them(serve: A
 
     openai_server.add(
         OpenAIReply(tool_calls=[("write_file", {"path": "notes.txt", "content": BODY})], chunk_size=64),
-        OpenAIReply(text="Your notes are saved.", chunk_size=4),
+        OpenAIReply(reasoning="The file is written; say so.", text="Your notes are saved.", chunk_size=4),
     )
     cfg = {"model": "test-model", "model_server": openai_server.base_url, "api_key": "k"}
     server = serve(FnCallAgent(function_list=[write_file], llm=cfg, name="scribe"))
@@ -123,8 +123,23 @@ def test_a_full_run_streams_the_calls_arguments_as_the_model_sends_them(serve: A
     assert result["content"] == f"wrote {len(BODY)} characters"
     text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert text == "Your notes are saved."
+    thought = [k for k in kinds if k.startswith("REASONING")]
+    assert thought[:2] == ["REASONING_START", "REASONING_MESSAGE_START"] and thought[-2:] == [
+        "REASONING_MESSAGE_END", "REASONING_END"]  # fmt: skip
+    assert (
+        "".join(e["delta"] for e in events if e["type"] == "REASONING_MESSAGE_CONTENT")
+        == "The file is written; say so."
+    )
+    assert kinds.index("REASONING_END") < kinds.index("TEXT_MESSAGE_START")
     finished = events[-1]
     assert finished["outcome"] == {"type": "success"} and finished["usage"][0]["inputTokens"] > 0
+    snapshot = events[-2]  # the thread as the server keeps it
+    assert snapshot["type"] == "MESSAGES_SNAPSHOT"
+    assert [(m["role"], m.get("content")) for m in snapshot["messages"]] == [
+        ("user", "Save my notes."), ("assistant", None), ("tool", f"wrote {len(BODY)} characters"),
+        ("assistant", "Your notes are saved.")]  # fmt: skip
+    (call,) = snapshot["messages"][1]["toolCalls"]
+    assert call["id"] == start["toolCallId"] == snapshot["messages"][2]["toolCallId"]
 
 
 @tool
@@ -161,6 +176,8 @@ def test_a_question_is_an_interrupt_and_only_its_thread_owner_answers_it(serve: 
     assert events[-1]["outcome"] == {"type": "success"}
     status, body = answer("May 3")  # answered: nothing waits any more
     assert status == 400
+    roles = [m["role"] for m in events[-2]["messages"]]  # the snapshot: no question marker, no answer message
+    assert roles == ["user", "assistant", "tool", "assistant"]
 
 
 def test_a_call_waiting_for_approval_is_an_interrupt_decided_by_resume(serve: Any) -> None:
