@@ -7,6 +7,7 @@ on with the other's thread, answer its question or hand in a result for its call
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -267,3 +268,40 @@ def test_a_handoffs_receiver_is_a_step_and_the_handoff_a_custom_event(serve: Any
 def test_ag_ui_needs_api_keys() -> None:
     with pytest.raises(ValueError, match="api_key"):
         asgi_app(FnCallAgent(llm=ScriptedLLM(["x"])), ag_ui=True)
+
+
+def test_a_client_that_goes_away_leaves_the_threads_turn_to_end_and_be_stored(
+    serve: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import threading
+    import time
+
+    from chatagent import Session
+    from chatagent.sessions import open_store
+
+    caplog.set_level(logging.INFO, logger="chatagent.server")
+    release = threading.Event()
+
+    @tool
+    def slow() -> str:
+        """Take a while."""
+        release.wait(60)
+        return "done"
+
+    server = serve(FnCallAgent(llm=ScriptedLLM([tool_call("slow", {}), "Finished."]), function_list=[slow], name="s"))
+    url = server.a2a_url + "/ag-ui/s"
+    with httpx.stream("POST", url, json=agent_input("away", [user("Go.")]), headers={"Authorization": "Bearer key-alice"},
+                      timeout=60) as r:  # fmt: skip
+        for line in r.iter_lines():
+            if '"TOOL_CALL_START"' in line:
+                break  # the client leaves before the tool has run
+    deadline = time.monotonic() + 60
+    while "the AG-UI client went away" not in caplog.text:  # the server saw it go, the tool still waiting
+        assert time.monotonic() < deadline, "the server did not see the client go"
+        time.sleep(0.05)
+    release.set()
+    session = Session("away", open_store(f"sqlite:///{tmp_path}/s.db"), user="client:alice")
+    while not (session.messages() and session.messages()[-1].get("content") == "Finished."):
+        assert time.monotonic() < deadline, "the turn was not stored"
+        time.sleep(0.05)
+    assert [m["role"] for m in session.messages()] == ["user", "assistant", "function", "assistant"]
