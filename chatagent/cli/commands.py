@@ -193,6 +193,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             mcp=args.mcp,
             expose_tools=exposed(args.expose_tools),
             a2a=args.a2a,
+            ag_ui=args.ag_ui,
             jobs=args.jobs,
             job_flows=args.job_flow,
             dbos_schema=args.dbos_schema,
@@ -202,7 +203,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(str(e)) from None
     print(f"chatagent: serving {server.model_name} on {server.url} (API key {'required' if api_key else 'off'})"
           + (f", MCP on {server.mcp_url}" if args.mcp else "")
-          + (f", A2A on {server.a2a_url}" if args.a2a else ""))  # fmt: skip
+          + (f", A2A on {server.a2a_url}" if args.a2a else "")
+          + (f", AG-UI on {server.a2a_url}/ag-ui/NAME" if args.ag_ui else ""))  # fmt: skip
     sys.stdout.flush()
     try:
         server.serve_forever()  # SIGTERM/SIGINT: the streams in flight finish (within --grace), then it returns

@@ -153,6 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
         "too, through their agents' checks (naming agents: only theirs, checks a call cannot reach or not)",
     )
     p.add_argument("--a2a", action="store_true", help="also serve the agent over A2A (agent card, tasks at /a2a/NAME)")
+    p.add_argument("--ag-ui", action="store_true",
+                   help="also serve the agent over AG-UI: POST /ag-ui/NAME, events as SSE (needs --api-key)")  # fmt: skip
     p.add_argument("--traces", action="store_true",
                    help="record each run, its client's own: GET /v1/traces, /v1/traces/ID (needs --api-key)")  # fmt: skip
     store_arg(p)

@@ -39,9 +39,11 @@ class ApprovalControls:
             self.deny = gr.Button("Deny", variant="stop", elem_id="deny-btn", size="sm", scale=1)
         self.row = row
 
-    def wire(self, chatbot: Any, textbox: Any, state: Any, selector: Any, events: Sequence[Any]) -> None:
-        """Connect the buttons, and show or hide the row after each of `events` (turns, clears)."""
+    def wire(self, chatbot: Any, textbox: Any, state: Any, selector: Any, events: Sequence[Any]) -> list[Any]:
+        """Connect the buttons, and show or hide the row after each of `events` (turns, clears); the buttons'
+        events."""
         outputs = [chatbot, textbox, state]
+        decided = []
         for button, approve in ((self.approve, True), (self.deny, False)):
 
             async def decide(session: Any, agent_name: Any, reason: str, _approve: bool = approve) -> AsyncIterator:
@@ -50,8 +52,10 @@ class ApprovalControls:
 
             done = button.click(decide, [state, selector, self.reason], outputs, show_progress="hidden")
             done.then(self._visibility, [state], [self.row, self.reason], queue=False)
+            decided.append(done)
         for event in events:
             event.then(self._visibility, [state], [self.row, self.reason], queue=False)
+        return decided
 
     async def _decide(self, session: Any, agent_name: Any, reason: str, approve: bool) -> AsyncIterator[tuple]:
         import gradio as gr

@@ -21,6 +21,7 @@ from chatagent.errors import ModelServiceError, RunDeadlineExceeded
 from chatagent.gui.icons import badge, icon
 from chatagent.rag.chunking import source_label
 from chatagent.run.approval import APPROVAL, PENDING_APPROVAL
+from chatagent.run.interrupts import ANSWERS, PENDING_QUESTIONS
 from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message, content_text
 from chatagent.schema.fragment import STREAMING_CALL
@@ -167,7 +168,7 @@ def render_user(msg: Message) -> list[dict[str, Any]]:
     return [chat_message("user", "\n\n".join(p for p in parts if p))]
 
 
-CONTROL_KEYS = frozenset({BLOCKED_BY, PENDING_APPROVAL, APPROVAL})
+CONTROL_KEYS = frozenset({BLOCKED_BY, PENDING_APPROVAL, APPROVAL, PENDING_QUESTIONS, ANSWERS})
 
 
 def render_control(msg: Message, *, show_name: bool = False) -> list[dict[str, Any]]:
@@ -175,6 +176,13 @@ def render_control(msg: Message, *, show_name: bool = False) -> list[dict[str, A
     extra = msg.extra or {}
     if msg.role == USER and APPROVAL in extra:
         return [chat_message("user", _decision_text(extra[APPROVAL], content_text(msg.content)))]
+    if msg.role == USER and ANSWERS in extra:  # the answers to a tool's questions (the form under the chat)
+        given = extra[ANSWERS] if isinstance(extra[ANSWERS], dict) else {}
+        said = "; ".join(escape_markdown(str(v)[:200]) for v in given.values())
+        return [chat_message("user", f"{icon('approved')} Answered: {said}")]
+    if PENDING_QUESTIONS in extra:  # a tool asks the person something (chatagent.ask_user): the form below
+        asked = " ".join(escape_markdown(str(q.get("question", ""))) for q in extra[PENDING_QUESTIONS] or ())
+        return [chat_message("assistant", f"{icon('paused')} *The agent asks: {asked} Answer in the form below.*")]
     if BLOCKED_BY in extra:
         by = escape_html(safe_name(str(extra[BLOCKED_BY])))
         reason = extra.get(BLOCKED_REASON)

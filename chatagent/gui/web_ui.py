@@ -24,6 +24,7 @@ from chatagent.agents.group_chat import find_mention
 from chatagent.errors import ModelServiceError
 from chatagent.gui.control import ApprovalControls
 from chatagent.gui.notes import model_note
+from chatagent.gui.questions import QuestionForm
 from chatagent.gui.render import escape_html, escape_markdown, render_conversation, safe_name
 from chatagent.gui.security import (
     DEFAULT_BROWSER_IDLE,
@@ -210,6 +211,7 @@ class WebUI:
                 clear_btn = gr.Button("Clear", elem_id="clear-btn", size="sm")
 
             approval = ApprovalControls(self._turn)  # Approve / Deny, shown while a tool call waits for them
+            questions = QuestionForm(self._turn)  # a tool's questions (ask_user), shown while the run waits for them
             suggestions = [s if isinstance(s, str) else s.get("text", "") for s in cfg.get("prompt.suggestions") or []]
             if suggestions:
                 gr.Examples(examples=[[s] for s in suggestions], inputs=[textbox], label="Try")
@@ -235,7 +237,10 @@ class WebUI:
             clear_outputs = [*outputs, clear_btn]
             cleared = clear_btn.click(self._on_clear, [state], clear_outputs, queue=False, api_name="clear")
             chatbot.clear(self._on_clear, [state], clear_outputs, queue=False, api_visibility="private")
-            approval.wire(chatbot, textbox, state, selector, [submitted, regenerated, cleared])
+            answered = questions.wire(chatbot, textbox, state, selector, [submitted, regenerated, cleared])
+            decided = approval.wire(chatbot, textbox, state, selector, [submitted, regenerated, cleared, answered])
+            for event in decided:  # a decision's run may stop on a question
+                event.then(questions.shown, [state, *questions.inputs], questions.outputs, queue=False)
             page = None
             if self.conversations:
                 from chatagent.gui import conversations, memories, traces  # gradio parts: with a store only

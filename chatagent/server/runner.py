@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from chatagent.agent import Agent
+from chatagent.server.agui import AGUIEndpoint
 from chatagent.server.app import ChatCompletions, Service, send_error
 from chatagent.server.connections import bounded_protocol
 from chatagent.server.conversations import (
@@ -88,6 +89,7 @@ def asgi_app(
     job_flows: Iterable[str] = (),
     dbos_schema: str = "dbos",
     traces: bool | str = False,
+    ag_ui: bool = False,
 ) -> Any:
     """The ASGI app (a Starlette application) serving the agents with the OpenAI chat completions API (and MCP).
 
@@ -132,6 +134,8 @@ def asgi_app(
             `?status=`, `?name=`), `GET /v1/traces/{id}` (`?format=otlp` for OpenTelemetry's JSON), paths and keys
             left out (`chatagent.run.trace_export`); another principal's trace is a 404. Needs `api_key`: without
             keys every client is one principal.
+        ag_ui: also serve each agent over AG-UI at `POST /ag-ui/<name>` (a RunAgentInput in, its events out as
+            SSE; see `chatagent.server.agui`; needs `api_key`: each client's threads are its own).
 
     `/healthz` says the process is alive; `/readyz` whether it takes requests (503 while it drains on SIGTERM,
     or when its session store does not answer): what a load balancer checks.
@@ -184,6 +188,10 @@ def asgi_app(
                    Route("/v1/jobs/{job_id:path}", endpoint, methods=["GET", "DELETE"])]  # fmt: skip
     elif tuple(job_flows):
         raise ValueError("job_flows are for the jobs endpoint: give jobs=True too")
+    if ag_ui:
+        if not service.principals.required:
+            raise ValueError("ag_ui=True keeps each client's threads: it needs api_key (one per client)")
+        routes.append(Route("/ag-ui/{name:path}", AGUIEndpoint(service), methods=["POST"]))
     if a2a:
         from chatagent.server.a2a_server import CARD_PATH, A2AEndpoint  # a2a-sdk: only when asked for
 

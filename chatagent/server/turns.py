@@ -98,20 +98,24 @@ class Where:
 
 
 async def start_turn(
-    where: Where, agent: Agent, model: str, request: ChatRequest, named: str | None, user: str, size: int
-) -> Turn:
+    where: Where, agent: Agent, model: str, request: ChatRequest, named: str | None, user: str, size: int,
+    events: bool = False,
+) -> Turn:  # fmt: skip
     """Start `agent` on `request` for the principal `user`, acting as `where.trust(user)` says: on the conversation
     `named` (opened and checked, see `chatagent.server.conversations`), or without one (an approval then resumes the
     calls its token stands for). `where.store` is a function giving the session store (it may block). RequestError
-    for what is refused."""
+    for what is refused. With `events`, the run yields its typed events (`run(..., events=True)`)."""
     with acting_as(where.trust(user)):  # the run takes it at its start, and every run nested in it from the run
-        return await _started(where, agent, model, request, named, user, size)
+        return await _started(where, agent, model, request, named, user, size, events)
 
 
 async def _started(
-    where: Where, agent: Agent, model: str, request: ChatRequest, named: str | None, user: str, size: int
-) -> Turn:
+    where: Where, agent: Agent, model: str, request: ChatRequest, named: str | None, user: str, size: int,
+    events: bool,
+) -> Turn:  # fmt: skip
     options: dict[str, Any] = {"callbacks": list(where.callbacks)} if where.callbacks else {}
+    if events:
+        options["events"] = True
     if named is not None:
         try:
             opened = await asyncio.to_thread(
