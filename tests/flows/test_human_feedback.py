@@ -1,0 +1,132 @@
+"""`@human_feedback` flows (chatagent.crewai.flow.human_feedback): paused for a person on a shared surface, owned by
+whom the run acts for, resumed with the feedback only by that owner, the question in the flow's record (what
+`chatagent serve`'s /v1/jobs shows of a flow job)."""
+
+from __future__ import annotations
+
+import pytest
+
+from chatagent.crewai.flow import Flow, HumanFeedbackPending, HumanFeedbackResult, human_feedback, listen, start
+from chatagent.crewai.flow.persistence import SQLiteFlowPersistence
+from chatagent.run.trust import Trust, acting_as
+from chatagent.sessions.flow_states import FlowStates
+
+ALICE = Trust(principal="client:alice", shared=True)
+BOB = Trust(principal="client:bob", shared=True)
+
+
+class Outcomes:
+    """A model that answers the feedback classifications in turn, and keeps what it was asked."""
+
+    model = "scripted"
+
+    def __init__(self, *said: str) -> None:
+        self.said, self.asked = list(said), []
+
+    def call(self, messages, **kwargs):
+        self.asked.append(messages[-1]["content"])
+        return self.said.pop(0)
+
+
+CLASSIFY = Outcomes()
+
+
+class Review(Flow):
+    runs = 0
+
+    @start()
+    def draft(self):
+        return "a draft"
+
+    @human_feedback(message="Publish this?", emit=["approved", "rejected"], llm=CLASSIFY, default_outcome="rejected")
+    @listen(draft)
+    def review(self, text):
+        type(self).runs += 1
+        return text.upper()
+
+    @listen("approved")
+    def publish(self, result: HumanFeedbackResult):
+        return f"published {result.output} ({result.feedback})"
+
+    @listen("rejected")
+    def drop(self, result: HumanFeedbackResult):
+        return "dropped"
+
+
+class Note(Flow):
+    @start()
+    @human_feedback(message="Any comment?")
+    def write(self):
+        return {"text": "hello"}
+
+    @listen(write)
+    def read(self, result: HumanFeedbackResult):
+        return [result.feedback, result.outcome, result.output]
+
+
+@pytest.fixture
+def store(tmp_path):
+    return SQLiteFlowPersistence(str(tmp_path / "flows.db"))
+
+
+def test_a_served_flow_pauses_for_its_owner_and_only_the_owner_resumes_it(store):
+    CLASSIFY.said[:] = ["approved"]
+    Review.runs = 0
+    with acting_as(ALICE):
+        paused = Review(persistence=store).kickoff()
+    assert isinstance(paused, HumanFeedbackPending)
+    flow_id = paused.context.flow_id
+    assert paused.context.method_output == "A DRAFT" and paused.context.emit == ["approved", "rejected"]
+    _, status, record = FlowStates(store.store).load(flow_id)
+    assert status == "paused" and record["owner"] == "client:alice"
+    assert record["asked"]["question"] == "Publish this?" and record["asked"]["method"] == "review"
+    with acting_as(BOB):  # another principal: as if there were no such flow, by either way of resuming
+        with pytest.raises(ValueError, match="no flow"):
+            Review.from_pending(flow_id, store)
+        with pytest.raises(ValueError, match="no flow"):
+            Review.resume(flow_id, "approve it", store=store.store)
+    assert FlowStates(store.store).load(flow_id)[1] == "paused"
+    with acting_as(ALICE):
+        flow = Review.from_pending(flow_id, store)
+        assert flow.pending_feedback.message == "Publish this?"
+        assert flow.resume("ship it") == "published A DRAFT (ship it)"
+    assert Review.runs == 1, "the reviewed method is not run again on resume"
+    assert CLASSIFY.asked and "ship it" in CLASSIFY.asked[-1]
+    assert [(r.method_name, r.outcome) for r in flow.human_feedback_history] == [("review", "approved")]
+    assert FlowStates(store.store).load(flow_id)[1] == "done"
+    with acting_as(ALICE), pytest.raises(ValueError, match="No pending feedback"):
+        Review.from_pending(flow_id, store)
+
+
+def test_no_feedback_takes_the_default_outcome_without_asking_the_model(store):
+    CLASSIFY.said[:], CLASSIFY.asked[:] = [], []
+    with acting_as(ALICE):
+        paused = Review(persistence=store).kickoff()
+        assert Review.from_pending(paused.context.flow_id, store).resume("") == "dropped"
+    assert CLASSIFY.asked == []
+
+
+def test_without_emit_the_listeners_get_the_result_and_the_history_survives_the_pause(store):
+    with acting_as(ALICE):
+        paused = Note(persistence=store).kickoff()
+        flow = Note.from_pending(paused.context.flow_id, store)
+        assert flow.resume("nice") == ["nice", None, {"text": "hello"}]
+        assert flow.last_human_feedback.feedback == "nice"
+
+
+def test_the_machine_user_gets_the_console_prompt(store, monkeypatch):
+    monkeypatch.setattr("builtins.input", lambda prompt="": "fine by me")
+    assert Note(persistence=store).kickoff() == ["fine by me", None, {"text": "hello"}]
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(ValueError, match="default_outcome"):
+        human_feedback(message="?", emit=["a", "b"], default_outcome="c")
+    with pytest.raises(ValueError, match="requires emit"):
+        human_feedback(message="?", default_outcome="a")
+    with pytest.raises(ValueError, match="emit is a list"):
+        human_feedback(message="?", emit="approved")
+    with pytest.raises(TypeError, match="request_feedback"):
+        human_feedback(message="?", provider=object())
+    with pytest.raises(NotImplementedError, match="learn"):
+        human_feedback(message="?", learn=True)
