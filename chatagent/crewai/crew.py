@@ -96,8 +96,8 @@ class Crew(ChatCrew):
             sources.append(self.knowledge)
         if any(getattr(a, "knowledge", None) is not None for a in agents):
             sources.append(AgentsKnowledge())
-        if self._memory is not None:
-            sources.append(TaskMemory(self._memory))
+        if self._memory is not None or any(isinstance(getattr(a, "memory", None), Memory) for a in agents):
+            sources.append(TaskMemory(self._memory, agents=agents))  # the agents' own memories, else the crew's
         self.entity_memory = entity_memory
         if entity_memory is not None:
             if not callable(getattr(entity_memory, "context_for", None)):

@@ -25,12 +25,17 @@ from chatagent.crewai.events.bus import crewai_event_bus
 from chatagent.crewai.knowledge.knowledge import embedder_of
 from chatagent.crewai.memory.types import MemoryMatch, MemoryRecord
 from chatagent.crewai.storage import storage_dir
+from chatagent.errors import ChatAgentError
 from chatagent.memories.longterm import LongTermMemory
 from chatagent.memories.records import MemoryRecord as StoredRecord
-from chatagent.run.context import CURRENT, RunContext
+from chatagent.run.context import CURRENT, RunContext, current_trust
 
 logger = logging.getLogger("chatagent.crewai.memory")
 LOCAL_USER = "local"
+
+
+class MemoryUnavailable(ChatAgentError):
+    """The run acts for no one whose memory could be reached (see `principal`)."""
 
 
 class Memory:
@@ -143,35 +148,71 @@ class Memory:
 
 
 class TaskMemory:
-    """A crew's memory as a context source of chatagent's Crew: recalled before each task, told each answer."""
+    """The memories of a crew's tasks as a context source of chatagent's Crew: each task is given what the memory
+    of its agent (`Agent(memory=...)`, else the crew's) recalls for it, and that memory is told the answer."""
 
     source = "memory"
 
-    def __init__(self, memory: Memory, limit: int = 5) -> None:
+    def __init__(self, memory: Memory | None, limit: int = 5, agents: Sequence[Any] = ()) -> None:
         self.memory, self.limit = memory, limit
+        self.agents = {getattr(a, "role", None): a for a in agents if isinstance(getattr(a, "memory", None), Memory)}
+
+    def _of(self, agent: Any) -> Memory | None:
+        own = getattr(agent, "memory", None)
+        return own if isinstance(own, Memory) else self.memory
 
     def context_for(self, task_text: str, agent: Any) -> str:
-        try:
-            found = self.memory.recall(task_text, limit=self.limit, depth="shallow")
-        except Exception as e:  # noqa: BLE001 (a memory that fails degrades: the task goes on without it)
-            logger.warning("the crew's memory could not be read; the task goes on without it: %s", type(e).__name__)
-            crewai_event_bus.emit(self.memory, ev.MemoryRetrievalFailedEvent(error=type(e).__name__))
-            return ""
-        return "\n".join(f"- {m.record.content}" for m in found)
+        memory = self._of(agent)
+        return recalled(memory, task_text, self.limit) if memory is not None else ""
 
     def task_done(self, output: Any) -> None:
+        memory = self._of(self.agents.get(output.agent))
+        if memory is None:
+            return
         try:
-            self.memory.remember(f"{output.description.strip()}\n{output.raw}", scope="/crew",
-                                 metadata={"task": output.name or "", "agent": output.agent or ""},
-                                 agent_role=output.agent)  # fmt: skip
+            memory.remember(f"{output.description.strip()}\n{output.raw}", scope="/crew",
+                            metadata={"task": output.name or "", "agent": output.agent or ""},
+                            agent_role=output.agent)  # fmt: skip
         except Exception as e:  # noqa: BLE001 (the same: the crew goes on, what it did is not remembered)
-            logger.warning("the crew's memory could not keep a task's answer: %s", type(e).__name__)
+            logger.warning("the memory could not keep a task's answer: %s", type(e).__name__)
+
+
+def recalled(memory: Memory, query: str, limit: int) -> str:
+    """What `memory` recalls for `query`, one line each ('' when nothing, or when the memory fails: then with a
+    warning, as the run goes on without it)."""
+    try:
+        found = memory.recall(query, limit=limit, depth="shallow")
+    except Exception as e:  # noqa: BLE001 (a memory that fails degrades: the task goes on without it)
+        logger.warning("the memory could not be read; the run goes on without it: %s", type(e).__name__)
+        crewai_event_bus.emit(memory, ev.MemoryRetrievalFailedEvent(error=type(e).__name__))
+        return ""
+    return "\n".join(f"- {m.record.content}" for m in found)
+
+
+def agent_memory(memory: Any) -> Memory | None:
+    """An agent's `memory=`: True (a Memory of its own), a Memory, or False/None (none: the crew's, if any)."""
+    if memory is True:
+        return Memory()
+    if memory is False or memory is None:
+        return None
+    if isinstance(memory, Memory):
+        return memory
+    raise TypeError(f"an Agent's memory is True, False or a Memory, got {type(memory).__name__}")
 
 
 def principal() -> str:
-    """Whose memories a call reaches: the user of the session of the run it is made in (or of the run that run
-    is part of); outside a run, or in one without a session, the local user."""
+    """Whose memories a call reaches: the principal the run it is made in acts for (`chatagent.run.trust`); on a
+    shared surface without one, the conversation's (its session's), else none (MemoryUnavailable); in the machine's
+    own user's code, the user of the session of the run (or of the run that run is part of), else the local user."""
+    trust = current_trust()
+    if trust.principal is not None:
+        return trust.principal
     context: RunContext | None = CURRENT.get()
+    if trust.shared:
+        session = context.session if context is not None else None
+        if session is None:
+            raise MemoryUnavailable("a shared surface's run without a principal or a conversation has no memory")
+        return f"conversation:{session.id}"
     while context is not None:
         session = context.session
         user = getattr(session, "user", None) if session is not None else None
@@ -209,4 +250,4 @@ def _provider_matches(found: Any) -> list[MemoryMatch]:
     return out
 
 
-__all__ = ["Memory", "TaskMemory", "principal"]
+__all__ = ["Memory", "MemoryUnavailable", "TaskMemory", "agent_memory", "principal", "recalled"]
