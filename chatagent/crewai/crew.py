@@ -102,6 +102,8 @@ class Crew(ChatCrew):
         if entity_memory is not None:
             if not callable(getattr(entity_memory, "context_for", None)):
                 raise TypeError("entity_memory is an EntityMemory (chatagent.crewai.memory.entity.entity_memory)")
+            if isinstance(getattr(entity_memory, "agents", None), dict):
+                entity_memory.agents.update({a.role: a for a in agents})  # whose model draws a task's entities
             sources.append(entity_memory)
         for agent in agents:
             known = getattr(agent, "knowledge", None)

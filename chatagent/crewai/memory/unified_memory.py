@@ -76,13 +76,26 @@ class Memory:
             return None
         if not isinstance(content, str) or not content.strip():
             raise ValueError("remember() needs content (a non-empty text)")
+        return self.keep(content, scope=scope, categories=categories, metadata=metadata, importance=importance,
+                         source=source, agent_role=agent_role, root_scope=root_scope)  # fmt: skip
+
+    def keep(self, content: str, *, scope: str | None = None, categories: Sequence[str] | None = None,
+             metadata: dict[str, Any] | None = None, importance: float | None = None, source: str | None = None,
+             agent_role: str | None = None, root_scope: str | None = None, drawn_from: Sequence[str] = (),
+             ) -> MemoryRecord:  # fmt: skip
+        """`remember`, the record also naming the untrusted text it was `drawn_from` (beside what the running run's
+        models had read: `chatagent.run.trust.Provenance`), which comes back with it (`MemoryRecord.metadata`'s
+        'drawn_from')."""
         path = _scope(root_scope or self.root_scope, scope)
         crewai_event_bus.emit(self, ev.MemorySaveStartedEvent(value=content, metadata=metadata, agent_role=agent_role))
-        extra = {"categories": list(categories or []), "metadata": dict(metadata or {}), "origin": source}
+        extra: dict[str, Any] = {"categories": list(categories or []), "metadata": dict(metadata or {}),
+                                 "origin": source}  # fmt: skip
+        if drawn_from:
+            extra["from"] = list(drawn_from)
         weight = self.default_importance if importance is None else float(importance)
         if self.provider is not None:
             self.provider.add([{"role": "user", "content": content}], user_id=principal(),
-                              metadata={**extra["metadata"], "scope": path})  # fmt: skip
+                              metadata={**extra["metadata"], "scope": path, "drawn_from": list(drawn_from)})  # fmt: skip
             record = MemoryRecord(id="", content=content, scope=path, categories=extra["categories"],
                                   metadata=extra["metadata"], importance=weight, source=source)  # fmt: skip
         else:
@@ -229,8 +242,11 @@ def _scope(root: str | None, scope: str | None) -> str:
 
 def _record(stored: StoredRecord) -> MemoryRecord:
     extra = stored.source if isinstance(stored.source, dict) else {}
+    metadata = dict(extra.get("metadata") or {})
+    if extra.get("from"):
+        metadata["drawn_from"] = [str(s) for s in extra["from"]]
     return MemoryRecord(id=stored.id, content=stored.text, scope=stored.scope or "/",
-                        categories=list(extra.get("categories") or []), metadata=dict(extra.get("metadata") or {}),
+                        categories=list(extra.get("categories") or []), metadata=metadata,
                         importance=stored.importance, source=extra.get("origin"))  # fmt: skip
 
 
