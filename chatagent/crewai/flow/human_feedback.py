@@ -42,8 +42,11 @@ from chatagent.crewai.flow.async_feedback import (
     HumanFeedbackProvider,
     PendingFeedbackContext,
 )
-from chatagent.crewai.llm import LLM
+from chatagent.crewai.llm import model_config
+from chatagent.llm.base import BaseChatModel
+from chatagent.llm.registry import get_chat_model
 from chatagent.run.context import current_trust
+from chatagent.schema import USER, Message
 
 F = TypeVar("F", bound=Callable[..., Any])
 CONFIG = "__crewai_human_feedback__"  # on a decorated method: its HumanFeedbackConfig
@@ -193,8 +196,7 @@ def _outcome(config: HumanFeedbackConfig, feedback: str) -> str | None:
     fallback = config.default_outcome or emit[0]
     if not feedback.strip():
         return fallback
-    llm = _llm(config.llm)
-    said = str(llm.call([{"role": "user", "content": COLLAPSE.format(feedback=feedback, outcomes=", ".join(emit))}]))
+    said = _ask(config.llm, COLLAPSE.format(feedback=feedback, outcomes=", ".join(emit)))
     said = said.strip().strip("\"'`. ").lower()
     exact = [e for e in emit if e.lower() == said]
     if exact:
@@ -203,12 +205,15 @@ def _outcome(config: HumanFeedbackConfig, feedback: str) -> str | None:
     return named[0] if named else fallback
 
 
-def _llm(spec: Any) -> Any:
-    if isinstance(spec, str):
-        return LLM(model=spec)
+def _ask(spec: Any, prompt: str) -> str:
+    """What the model `spec` (a model name, an LLM or any object with CrewAI's `.call()`, a chatagent model or its
+    config) answers to `prompt`."""
+    if isinstance(spec, (str, dict, BaseChatModel)):
+        reply = get_chat_model(model_config(spec)).chat([Message(USER, prompt)], stream=False)
+        return reply[-1].text if reply else ""
     if not callable(getattr(spec, "call", None)):
         raise TypeError(f"human_feedback(llm=...) is a model name or an LLM with .call(), got {type(spec).__name__}")
-    return spec
+    return str(spec.call([{"role": "user", "content": prompt}]))
 
 
 def _llm_name(spec: Any) -> str | None:
