@@ -4,12 +4,18 @@ whom the run acts for, resumed with the feedback only by that owner, the questio
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
 from chatagent.crewai.flow import Flow, HumanFeedbackPending, HumanFeedbackResult, human_feedback, listen, start
 from chatagent.crewai.flow.persistence import SQLiteFlowPersistence
 from chatagent.run.trust import Trust, acting_as
 from chatagent.sessions.flow_states import FlowStates
+from tests.support import processes
 
 ALICE = Trust(principal="client:alice", shared=True)
 BOB = Trust(principal="client:bob", shared=True)
@@ -130,3 +136,49 @@ def test_bad_options_are_refused():
         human_feedback(message="?", provider=object())
     with pytest.raises(NotImplementedError, match="learn"):
         human_feedback(message="?", learn=True)
+
+
+def test_a_process_whose_input_is_closed_pauses_and_another_process_resumes(tmp_path):
+    """As on a worker: the flow is kicked off by a process with no terminal; the question is in its record; a
+    second process gives the feedback."""
+    script = tmp_path / "review.py"
+    script.write_text(
+        textwrap.dedent("""
+        import sys
+        from chatagent import ScriptedLLM
+        from chatagent.crewai.flow import Flow, HumanFeedbackPending, human_feedback, listen, start
+        from chatagent.crewai.flow.persistence import SQLiteFlowPersistence
+
+        STORE = SQLiteFlowPersistence(sys.argv[1])
+
+        class Review(Flow):
+            @start()
+            @human_feedback(message="Publish the haiku?", emit=["approved", "rejected"],
+                            llm=ScriptedLLM(["approved"]))
+            def write(self):
+                return "An old silent pond"
+
+            @listen("approved")
+            def publish(self, result):
+                return "published after: " + result.feedback
+
+        if sys.argv[2] == "kickoff":
+            paused = Review(persistence=STORE).kickoff()
+            assert isinstance(paused, HumanFeedbackPending), paused
+            print(paused.context.flow_id)
+        else:
+            print(Review.from_pending(sys.argv[3], STORE).resume(sys.argv[4]))
+    """)
+    )
+    db = str(tmp_path / "flows.db")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    first = processes.run([sys.executable, "-c", "import review", db, "kickoff"], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)  # fmt: skip
+    assert first.returncode == 0, first.stderr[-2000:]
+    flow_id = first.stdout.split()[-1]
+    assert FlowStates(db).load(flow_id)[2]["asked"]["question"] == "Publish the haiku?"
+    second = processes.run([sys.executable, "-c", "import review", db, "resume", flow_id, "ship it"],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, env=env,
+                           cwd=tmp_path)  # fmt: skip
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert second.stdout.strip().endswith("published after: ship it")

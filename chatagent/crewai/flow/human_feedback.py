@@ -19,9 +19,9 @@ method is a router: the free-text feedback is classified by `llm` into one of th
 flow: `flow.human_feedback_history`, `flow.last_human_feedback`; a resumed flow has them too.
 
 Where the feedback comes from: `provider=` (see `chatagent.crewai.flow.async_feedback`); without one, the terminal
-(CrewAI's console prompt) when the flow runs for the machine's own user, and otherwise (a run that acts for a
-client of `chatagent serve`, a web UI visitor: `chatagent.run.trust`) the flow pauses as `Flow.ask` pauses it, its
-question in the flow's record. A paused flow is kept in the flow store, owned by whom its run acts for, and goes on
+(CrewAI's console prompt) when the flow runs for the machine's own user and its input is open, and otherwise (a
+run that acts for a client of `chatagent serve`, a web UI visitor: `chatagent.run.trust`; a process whose input is
+closed, as a worker's is) the flow pauses as `Flow.ask` pauses it, its question in the flow's record. A paused flow is kept in the flow store, owned by whom its run acts for, and goes on
 with `MyFlow.from_pending(flow_id).resume(feedback)` in any process, for the same owner only; the method is not run
 again (its output was kept with the question).
 """
@@ -165,7 +165,12 @@ def review(flow: Any, config: HumanFeedbackConfig, method: str, inv: dict[str, A
         try:
             if provider is None:
                 raise HumanFeedbackPending(context)
-            feedback = str(provider.request_feedback(context, flow))
+            try:
+                feedback = str(provider.request_feedback(context, flow))
+            except EOFError:
+                if config.provider is not None:
+                    raise
+                raise HumanFeedbackPending(context) from None  # no one at the terminal (a worker, a service): wait
         except HumanFeedbackPending as pending:
             reviews[key]["callback_info"] = pending.callback_info
             flow.persist = True  # a flow waiting for a person is kept, so that any process can resume it
