@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+from chatagent.crewai.events import FlowPausedEvent, HumanFeedbackReceivedEvent, HumanFeedbackRequestedEvent
+from chatagent.crewai.events.bus import crewai_event_bus
 from chatagent.crewai.flow import Flow, HumanFeedbackPending, HumanFeedbackResult, human_feedback, listen, start
 from chatagent.crewai.flow.persistence import SQLiteFlowPersistence
 from chatagent.run.trust import Trust, acting_as
@@ -106,10 +108,17 @@ def test_a_served_flow_pauses_for_its_owner_and_only_the_owner_resumes_it(store)
 
 def test_no_feedback_takes_the_default_outcome_without_asking_the_model(store):
     CLASSIFY.said[:], CLASSIFY.asked[:] = [], []
-    with acting_as(ALICE):
-        paused = Review(persistence=store).kickoff()
-        assert Review.from_pending(paused.context.flow_id, store).resume("") == "dropped"
+    heard = []
+    with crewai_event_bus.scoped_handlers():
+        crewai_event_bus.on(HumanFeedbackRequestedEvent)(lambda source, e: heard.append((e.type, e.message)))
+        crewai_event_bus.on(HumanFeedbackReceivedEvent)(lambda source, e: heard.append((e.type, e.outcome)))
+        crewai_event_bus.on(FlowPausedEvent)(lambda source, e: heard.append((e.type, e.method_name)))
+        with acting_as(ALICE):
+            paused = Review(persistence=store).kickoff()
+            assert Review.from_pending(paused.context.flow_id, store).resume("") == "dropped"
     assert CLASSIFY.asked == []
+    assert heard == [("human_feedback_requested", "Publish this?"), ("flow_paused", "review"),
+                     ("human_feedback_received", "rejected")]  # fmt: skip
 
 
 def test_without_emit_the_listeners_get_the_result_and_the_history_survives_the_pause(store):

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
+from chatagent.crewai.events import base_events as ev
+from chatagent.crewai.events.bus import crewai_event_bus
 from chatagent.crewai.flow.async_feedback import (
     ConsoleProvider,
     HumanFeedbackPending,
@@ -162,6 +164,9 @@ def review(flow: Any, config: HumanFeedbackConfig, method: str, inv: dict[str, A
                                          _llm_name(config.llm))  # fmt: skip
         reviews[key] = {"output": output, "context": context.to_dict(), "callback_info": {}}
         provider = config.provider if config.provider is not None else _default_provider()
+        crewai_event_bus.emit(flow, ev.HumanFeedbackRequestedEvent(flow_name=type(flow).__name__, method_name=method,
+                                                                   output=output, message=config.message,
+                                                                   emit=context.emit))  # fmt: skip
         try:
             if provider is None:
                 raise HumanFeedbackPending(context)
@@ -179,6 +184,8 @@ def review(flow: Any, config: HumanFeedbackConfig, method: str, inv: dict[str, A
     reviews.pop(key, None)
     result = HumanFeedbackResult(output, feedback, _outcome(config, feedback), method_name=method,
                                  metadata=dict(config.metadata or {}))  # fmt: skip
+    crewai_event_bus.emit(flow, ev.HumanFeedbackReceivedEvent(flow_name=type(flow).__name__, method_name=method,
+                                                              feedback=feedback, outcome=result.outcome))  # fmt: skip
     flow.human_feedback_history.append(result)
     record.setdefault(HISTORY, []).append(result)
     if config.emit:
