@@ -191,3 +191,40 @@ def test_a_process_whose_input_is_closed_pauses_and_another_process_resumes(tmp_
                            cwd=tmp_path)  # fmt: skip
     assert second.returncode == 0, second.stderr[-2000:]
     assert second.stdout.strip().endswith("published after: ship it")
+
+
+class Chained(Flow):
+    @start()
+    def draft(self):
+        return "draft"
+
+    @human_feedback(message="First review:", emit=["approved", "rejected"], llm=CLASSIFY)
+    @listen(draft)
+    def first_review(self, text):
+        return f"{text} v1"
+
+    @human_feedback(message="Final review:", emit=["publish", "hold"], llm=CLASSIFY)
+    @listen("approved")
+    def final_review(self, prev: HumanFeedbackResult):
+        return f"{prev.output} final ({prev.feedback})"
+
+    @listen("approved")
+    def note(self, result: HumanFeedbackResult):  # waits while final_review (a router: run first) is paused
+        self.state["noted"] = f"{type(result).__name__}: {result.feedback}"
+
+    @listen("publish")
+    def on_publish(self, result: HumanFeedbackResult):
+        return [type(result).__name__, result.output, [r.method_name for r in self.human_feedback_history],
+                self.state.get("noted")]  # fmt: skip
+
+
+def test_chained_reviews_pause_twice_and_the_second_listener_gets_the_first_result_after_a_restore(store):
+    CLASSIFY.said[:] = ["approved", "publish"]
+    with acting_as(ALICE):
+        first = Chained(persistence=store).kickoff()
+        second = Chained.from_pending(first.context.flow_id, store).resume("good")
+        assert isinstance(second, HumanFeedbackPending) and second.context.method_name == "final_review"
+        assert second.context.method_output == "draft v1 final (good)"
+        done = Chained.from_pending(second.context.flow_id, store).resume("ship")
+    assert done == ["HumanFeedbackResult", "draft v1 final (good)", ["first_review", "final_review"],
+                    "HumanFeedbackResult: good"]  # fmt: skip

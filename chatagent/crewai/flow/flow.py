@@ -27,7 +27,7 @@ from pydantic import Field, create_model
 from chatagent.crewai.events import base_events as ev
 from chatagent.crewai.events.bus import crewai_event_bus
 from chatagent.crewai.flow.async_feedback import HumanFeedbackPending, PendingFeedbackContext
-from chatagent.crewai.flow.human_feedback import CONFIG, HISTORY, REVIEWS, HumanFeedbackResult
+from chatagent.crewai.flow.human_feedback import CONFIG, HISTORY, RESULT_FIELDS, REVIEWS, HumanFeedbackResult
 from chatagent.crewai.flow.persistence import PERSIST, FlowPersistence, SQLiteFlowPersistence
 from chatagent.crewai.memory.unified_memory import Memory
 from chatagent.flows.conditions import and_, listen, or_, router, start
@@ -115,6 +115,9 @@ class Flow(ChatFlow[StateT]):
         status = super()._restore(flow_id)
         self.persist = self.persist or status == PAUSED  # it was kept while it waited: it is kept to its end
         self.human_feedback_history = [HumanFeedbackResult.from_record(r) for r in self._record.get(HISTORY) or ()]
+        for inv in self._record.get("pending") or ():  # an outcome's listener given the result, kept as JSON
+            if isinstance(inv.get("arg"), dict) and set(inv["arg"]) == RESULT_FIELDS:
+                inv["arg"] = HumanFeedbackResult.from_record(inv["arg"])
         return status
 
     @property

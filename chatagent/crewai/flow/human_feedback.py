@@ -29,6 +29,7 @@ again (its output was kept with the question).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Sequence
@@ -77,6 +78,9 @@ class HumanFeedbackResult:
         return cls(data.get("output"), str(data.get("feedback", "")), data.get("outcome"),
                    datetime.fromisoformat(stamp) if isinstance(stamp, str) else datetime.now(),
                    str(data.get("method_name", "")), dict(data.get("metadata") or {}))  # fmt: skip
+
+
+RESULT_FIELDS = frozenset(f.name for f in dataclasses.fields(HumanFeedbackResult))
 
 
 @dataclass
