@@ -29,6 +29,7 @@ from chatagent.crewai.events.bus import crewai_event_bus
 from chatagent.crewai.knowledge.knowledge import Knowledge, knowledge_of
 from chatagent.crewai.lite_agent_output import LiteAgentOutput
 from chatagent.crewai.llm import model_config
+from chatagent.crewai.memory.unified_memory import Memory, agent_memory, recalled
 from chatagent.crewai.steps import StepCallbacks
 from chatagent.crewai.tools.base_tool import as_chatagent_tool
 from chatagent.crewai.usage import usage_metrics
@@ -120,7 +121,7 @@ class Agent(BaseAgent):
         self.max_rpm = max_rpm
         self.max_execution_time = max_execution_time
         self.max_retry_limit = max_retry_limit
-        self.memory = memory
+        self.memory = agent_memory(memory)  # what the agent learns in a kickoff or a task, recalled in the next
         self.knowledge_sources = list(knowledge_sources or [])
         self.knowledge: Knowledge | None = knowledge_of(self.knowledge_sources, settings.get("embedder"),
                                                         config=settings.get("knowledge_config"))  # fmt: skip
@@ -188,10 +189,16 @@ class Agent(BaseAgent):
         convo = [{"role": "user", "content": messages}] if isinstance(messages, str) else [dict(m) for m in messages]
         if not convo:
             raise ValueError("kickoff needs a message")
+        asked = _text_of(convo[-1])
         if self.knowledge is not None:
-            found = self.knowledge.context_for(_text_of(convo[-1]), self)
+            found = self.knowledge.context_for(asked, self)
             if found:
                 convo[-1]["content"] = f"{untrusted(found, 'knowledge')}\n\n{_text_of(convo[-1])}"
+        if self.memory is not None:
+            found = recalled(self.memory, asked, 5)
+            if found:
+                block = untrusted(f"Relevant memories:\n{found}", "memory")
+                convo[-1]["content"] = f"{block}\n\n{_text_of(convo[-1])}"
         extra: dict[str, Any] = {}
         if response_format is not None:
             extra["response_format"] = response_format
@@ -211,9 +218,20 @@ class Agent(BaseAgent):
         parsed = run.context.output if response_format is not None else None
         if response_format is not None and parsed is None:
             parsed = parse_structured(raw, response_format)
+        if self.memory is not None and raw:
+            self._learn(self.memory, asked, raw)
         crewai_event_bus.emit(self, ev.LiteAgentExecutionCompletedEvent(agent_role=self.role, output=raw))
         return LiteAgentOutput(raw, parsed, self.role, usage_metrics(run.context.usage).model_dump(),
                                [dict(m) for m in response])  # fmt: skip
+
+    def _learn(self, memory: Memory, asked: str, answer: str) -> None:
+        """Keep what a kickoff was asked and answered in the agent's `memory` (what fails is logged: the answer
+        stands)."""
+        try:
+            memory.remember(f"Input: {asked}\nAgent: {self.role}\nResult: {answer}", scope="/agent",
+                            metadata={"agent": self.role}, agent_role=self.role)  # fmt: skip
+        except Exception as e:  # noqa: BLE001 (a memory that fails costs the memory, not the answer)
+            logger.warning("Agent %r: the kickoff could not be remembered: %s", self.role[:60], type(e).__name__)
 
     async def kickoff_async(self, messages: str | list[dict[str, Any]], response_format: Any = None,
                             **kwargs: Any) -> LiteAgentOutput:  # fmt: skip

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from typing import Any
 from chatagent.agents.teams.crew import Crew as ChatCrew
 from chatagent.agents.teams.crew import CrewOutput as ChatCrewOutput
 from chatagent.agents.teams.crew import human_feedback
+from chatagent.agents.teams.crew_evaluation import trained_instructions
 from chatagent.agents.teams.delegation import delegation_tools
 from chatagent.agents.teams.task import TaskOutput
 from chatagent.crewai.crews.crew_output import CrewOutput
@@ -39,6 +42,8 @@ from chatagent.crewai.usage import UsageMetrics, usage_metrics
 from chatagent.llm.base import Usage
 from chatagent.utils.kwargs import reject_unknown
 
+logger = logging.getLogger("chatagent.crewai")
+TRAINED_AGENTS_DATA_FILE = "trained_agents_data.pkl"  # CrewAI's name (chatagent writes JSON in it)
 # CrewAI settings that change nothing here (printing, telemetry, CrewAI's own executor and platform)
 _ACCEPTED = ("verbose", "share_crew", "function_calling_llm", "prompt_file", "chat_llm", "security_config",
              "tracing", "stream", "skills", "checkpoint", "id", "config", "execution_context",
@@ -71,6 +76,7 @@ class Crew(ChatCrew):
         planning: bool = False,
         planning_llm: Any = None,
         entity_memory: Any = None,
+        trained_agents_file: str | None = None,
         **kwargs: Any,
     ) -> None:
         self.settings = {k: kwargs.pop(k) for k in _ACCEPTED if k in kwargs}
@@ -96,12 +102,14 @@ class Crew(ChatCrew):
             sources.append(self.knowledge)
         if any(getattr(a, "knowledge", None) is not None for a in agents):
             sources.append(AgentsKnowledge())
-        if self._memory is not None:
-            sources.append(TaskMemory(self._memory))
+        if self._memory is not None or any(isinstance(getattr(a, "memory", None), Memory) for a in agents):
+            sources.append(TaskMemory(self._memory, agents=agents))  # the agents' own memories, else the crew's
         self.entity_memory = entity_memory
         if entity_memory is not None:
             if not callable(getattr(entity_memory, "context_for", None)):
                 raise TypeError("entity_memory is an EntityMemory (chatagent.crewai.memory.entity.entity_memory)")
+            if isinstance(getattr(entity_memory, "agents", None), dict):
+                entity_memory.agents.update({a.role: a for a in agents})  # whose model draws a task's entities
             sources.append(entity_memory)
         for agent in agents:
             known = getattr(agent, "knowledge", None)
@@ -118,6 +126,8 @@ class Crew(ChatCrew):
             raise ValueError("a hierarchical crew needs manager_llm or manager_agent")
         super().__init__(agents, tasks, str(getattr(process, "value", process)), manager, name=name or "crew",
                          task_callback=task_callback, context_sources=sources)  # fmt: skip
+        self.trained_agents_file = trained_agents_file
+        self.instructions = _trained(trained_agents_file)
         if self.manager is None:
             _give_delegation_tools(self.agents)
 
@@ -329,6 +339,22 @@ class Crew(ChatCrew):
     def __repr__(self) -> str:
         return f"Crew(id={id(self)}, process={self.process}, number_of_agents={len(self.agents)}, " \
                f"number_of_tasks={len(self.tasks)})"  # fmt: skip
+
+
+def _trained(given: str | None) -> dict[str, list[str]]:
+    """Each agent's suggestions from `chatagent train` (CrewAI's trained agents data): the file given, else
+    $CREWAI_TRAINED_AGENTS_FILE or trained_agents_data.pkl here when there is one (a file that is not what `train`
+    writes is then passed over with a warning; pickles are never loaded)."""
+    path = given or os.environ.get("CREWAI_TRAINED_AGENTS_FILE") or TRAINED_AGENTS_DATA_FILE
+    if given is None and not Path(path).is_file():
+        return {}
+    try:
+        return trained_instructions(path)
+    except ValueError:
+        if given is not None:
+            raise
+        logger.warning("%s is no trained data chatagent train wrote: the crew runs without it", Path(path).name)
+        return {}
 
 
 def _crew_memory(memory: Any, embedder: Any) -> Memory | None:

@@ -119,7 +119,7 @@ class Flow(Generic[StateT]):
         self.persist = persist
         self._store_arg = store if store is not None else type(self).store
         self._states: Any = None
-        self._record: dict[str, Any] = _new_record()
+        self._record: dict[str, Any] = new_record()
         self._asks: dict[int, int] = {}
         self._paused: tuple[dict[str, Any], str] | None = None
         self._active = 0
@@ -135,7 +135,7 @@ class Flow(Generic[StateT]):
     def kickoff(self, inputs: dict[str, Any] | None = None) -> Any:
         """Run the flow: its last method's output, or a FlowPaused. `inputs` set state fields first (an `id` names
         the new flow; the id of a stored flow is refused: go on with it with `resume`)."""
-        return _run_sync(self.akickoff(inputs), "kickoff")
+        return run_sync(self.akickoff(inputs), "kickoff")
 
     async def akickoff(self, inputs: dict[str, Any] | None = None) -> Any:
         """`kickoff()` on the running asyncio event loop."""
@@ -146,8 +146,8 @@ class Flow(Generic[StateT]):
                 f"one); go on with a stored flow with {type(self).__name__}.resume(flow_id)"
             )
         self._set_inputs(inputs)
-        self._record = _new_record()
-        self._record["owner"] = _owner()
+        self._record = new_record()
+        self._record["owner"] = flow_owner()
         batch = [self._invocation(name, None) for name in self._starts]
         self._save(RUNNING, step=True)
         return await self._go(batch)
@@ -155,24 +155,27 @@ class Flow(Generic[StateT]):
     @classmethod
     def resume(cls, flow_id: str, feedback: str | None = None, *, store: Any = None) -> Any:
         """Go on with a stored flow from its last completed method; `feedback` answers the question it paused on."""
-        return _run_sync(cls.aresume(flow_id, feedback, store=store), "resume")
+        return run_sync(cls.aresume(flow_id, feedback, store=store), "resume")
 
     @classmethod
     async def aresume(cls, flow_id: str, feedback: str | None = None, *, store: Any = None) -> Any:
         """`resume()` on the running asyncio event loop."""
         flow = cls(store=store)
-        status = flow._restore(flow_id)
-        asked = flow._record.get("asked")
+        return await flow._continue(flow._restore(flow_id), feedback)
+
+    async def _continue(self, status: str, feedback: str | None) -> Any:
+        """Go on with the restored flow (its `status`), `feedback` answering the question it paused on."""
+        asked = self._record.get("asked")
         if feedback is not None:
             if asked is None:
-                raise ValueError(f"flow {flow_id!r} waits for no feedback (it is {status})")
-            flow._record["answers"].setdefault(str(asked["id"]), []).append(feedback)
-            flow._record["asked"] = None
+                raise ValueError(f"flow {self.id!r} waits for no feedback (it is {status})")
+            self._record["answers"].setdefault(str(asked["id"]), []).append(feedback)
+            self._record["asked"] = None
         elif asked is not None:
-            raise ValueError(f"flow {flow_id!r} waits for a person: {asked['question']!r}; resume it with feedback=")
+            raise ValueError(f"flow {self.id!r} waits for a person: {asked['question']!r}; resume it with feedback=")
         if status == DONE:
-            return flow._record["output"]
-        return await flow._go([dict(i) for i in flow._record["pending"]])
+            return self._record["output"]
+        return await self._go([dict(i) for i in self._record["pending"]])
 
     def ask(self, question: str) -> str:
         """Ask a person (from inside a method): the flow pauses and `resume(flow_id, feedback=...)` goes on with the
@@ -299,12 +302,23 @@ class Flow(Generic[StateT]):
             seen = set(record["seen"].get(name, ())) | hit
             if condition.met(seen):
                 record["seen"].pop(name, None)
-                given = inv.get("arg") if inv["method"] in self._routers and inv["method"] not in hit else out
+                given = self._routed(inv, out) if inv["method"] in self._routers and inv["method"] not in hit else out
                 new.append(self._invocation(name, given))
             else:
                 record["seen"][name] = sorted(seen)
         self._save(RUNNING, step=True)
         return new
+
+    def _routed(self, inv: dict[str, Any], out: Any) -> Any:
+        """What the listeners of a router's label are given: the router's own input."""
+        return inv.get("arg")
+
+    def _running_invocation(self) -> dict[str, Any]:
+        """The invocation of this flow's method running now (for code that wraps a method)."""
+        running = _RUNNING.get()
+        if running is None or running[0] is not self:
+            raise RuntimeError("this is for a flow's methods, while the flow runs them")
+        return running[1]
 
     def _invocation(self, name: str, arg: Any) -> dict[str, Any]:
         record = self._record
@@ -346,7 +360,11 @@ class Flow(Generic[StateT]):
         flow's own; its status."""
         found = self._flow_states().load(flow_id)
         trust = current_trust()
-        if found is not None and trust.shared and found[2].get("owner") != _owner():
+        if (
+            found is not None
+            and (trust.shared or trust.principal is not None)
+            and found[2].get("owner") != flow_owner()
+        ):
             found = None  # another's flow: as if there were none (its id tells nothing)
         if found is None:
             raise ValueError(f"no flow {flow_id[:80]!r} is stored in {self._flow_states().store.url}")
@@ -370,7 +388,7 @@ class Flow(Generic[StateT]):
         return write_plot(type(self), filename)
 
 
-def _owner() -> str | None:
+def flow_owner() -> str | None:
     """Whom a flow started now belongs to: the principal the running run acts for; on a shared surface without one
     (a server without keys) every such client (their flows reachable by id only); None: the machine's own user."""
     trust = current_trust()
@@ -379,7 +397,7 @@ def _owner() -> str | None:
     return "shared:anonymous" if trust.shared else None
 
 
-def _new_record() -> dict[str, Any]:
+def new_record() -> dict[str, Any]:
     return {"pending": [], "next_id": 0, "seen": {}, "answers": {}, "asked": None, "completed": [], "output": None}
 
 
@@ -405,7 +423,7 @@ def _class_key(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _run_sync(coro: Coroutine[Any, Any, Any], what: str) -> Any:
+def run_sync(coro: Coroutine[Any, Any, Any], what: str) -> Any:
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -70,6 +70,9 @@ LLMStreamChunkEvent = _kind("LLMStreamChunkEvent", "llm_stream_chunk")
 FlowStartedEvent = _kind("FlowStartedEvent", "flow_started")
 FlowFinishedEvent = _kind("FlowFinishedEvent", "flow_finished")
 FlowPlotEvent = _kind("FlowPlotEvent", "flow_plot")
+FlowPausedEvent = _kind("FlowPausedEvent", "flow_paused")
+HumanFeedbackRequestedEvent = _kind("HumanFeedbackRequestedEvent", "human_feedback_requested")
+HumanFeedbackReceivedEvent = _kind("HumanFeedbackReceivedEvent", "human_feedback_received")
 MethodExecutionStartedEvent = _kind("MethodExecutionStartedEvent", "method_execution_started")
 MethodExecutionFinishedEvent = _kind("MethodExecutionFinishedEvent", "method_execution_finished")
 MethodExecutionFailedEvent = _kind("MethodExecutionFailedEvent", "method_execution_failed")
@@ -95,8 +98,11 @@ __all__ = [
     "CrewTrainCompletedEvent",
     "CrewTrainStartedEvent",
     "FlowFinishedEvent",
+    "FlowPausedEvent",
     "FlowPlotEvent",
     "FlowStartedEvent",
+    "HumanFeedbackReceivedEvent",
+    "HumanFeedbackRequestedEvent",
     "KnowledgeRetrievalCompletedEvent",
     "KnowledgeRetrievalStartedEvent",
     "LLMCallCompletedEvent",

@@ -18,6 +18,7 @@ arguments of the constructor set state fields; the flow and each method emit Cre
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any, ClassVar, TypeVar
 
@@ -25,9 +26,12 @@ from pydantic import Field, create_model
 
 from chatagent.crewai.events import base_events as ev
 from chatagent.crewai.events.bus import crewai_event_bus
+from chatagent.crewai.flow.async_feedback import HumanFeedbackPending, PendingFeedbackContext
+from chatagent.crewai.flow.human_feedback import CONFIG, HISTORY, RESULT_FIELDS, REVIEWS, HumanFeedbackResult
 from chatagent.crewai.flow.persistence import PERSIST, FlowPersistence, SQLiteFlowPersistence
 from chatagent.crewai.memory.unified_memory import Memory
 from chatagent.flows.conditions import and_, listen, or_, router, start
+from chatagent.flows.flow import PAUSED, FlowPaused, flow_owner, new_record, run_sync
 from chatagent.flows.flow import Flow as ChatFlow
 from chatagent.tools.base import is_pydantic_model
 
@@ -52,15 +56,23 @@ class Flow(ChatFlow[StateT]):
                                              id=(str, Field(default_factory=lambda: str(uuid.uuid4()))))  # fmt: skip
         methods = [getattr(cls, n) for n in dir(cls) if getattr(getattr(cls, n, None), PERSIST, None) is not None]
         cls._persistence = getattr(methods[0], PERSIST) if methods else None  # @persist on a method
+        configs = {n: getattr(getattr(cls, n), CONFIG, None) for n in cls._triggered.keys() | set(cls._starts)}
+        emits = {n for n, config in configs.items() if config is not None and config.emit}
+        cls._routers = cls._routers | emits  # a @human_feedback(emit=...) method's outcome is a router's label
 
-    def __init__(self, persistence: FlowPersistence | None = None, **kwargs: Any) -> None:
+    def __init__(self, persistence: FlowPersistence | None = None, *, store: Any = None, **kwargs: Any) -> None:
         for key in ("tracing", "suppress_flow_events", "max_method_calls", "stream"):
             kwargs.pop(key, None)  # CrewAI's settings of its own runtime
         fields = kwargs
-        store = persistence or getattr(type(self), PERSIST, None) or type(self)._persistence  # @persist on the class
-        super().__init__(store=store.store if store is not None else None, persist=store is not None)
+        chosen = persistence or getattr(type(self), PERSIST, None) or type(self)._persistence  # @persist on the class
+        # kept only with @persist, and once it waits for a person's feedback (in the default store without it)
+        kept = FlowPersistence(store) if store is not None else chosen  # store=: chatagent's (the workers give it)
+        super().__init__(store=(kept or FlowPersistence()).store, persist=kept is not None)
         if fields:
             self._set_inputs(fields)
+        self.human_feedback_history: list[HumanFeedbackResult] = []
+        self._given: dict[str, HumanFeedbackResult] = {}  # invocation id -> the result its outcome's listeners get
+        self._pending_feedback_context: PendingFeedbackContext | None = None
 
     # ---- running ------------------------------------------------------------------------------------------
 
@@ -76,15 +88,84 @@ class Flow(ChatFlow[StateT]):
         crewai_event_bus.emit(self, ev.FlowStartedEvent(flow_name=name, inputs=inputs or None))
         if inputs:
             self._set_inputs(inputs)
-        self._record = {"pending": [], "next_id": 0, "seen": {}, "answers": {}, "asked": None, "completed": [],
-                        "output": None}  # fmt: skip
+        self._record = new_record()
+        self._record["owner"] = flow_owner()  # whom the run acts for (chatagent.run.trust)
         batch = [self._invocation(method, None) for method in self._starts]
         self._save("running")
-        result = await self._go(batch)
+        return self._ended(await self._go(batch))
+
+    kickoff_async = akickoff
+
+    # ---- paused for a person's feedback ----------------------------------------------------------------------
+
+    @classmethod
+    def from_pending(cls, flow_id: str, persistence: FlowPersistence | None = None, **kwargs: Any) -> Any:
+        """The flow `flow_id`, stored while it waits for feedback, ready for `resume(feedback)`; only for the
+        owner its run acted for (another's is not found)."""
+        flow = cls(persistence=persistence, **kwargs)
+        status = flow._restore(flow_id)
+        asked = flow._record.get("asked")
+        kept = (flow._record.get(REVIEWS) or {}).get(str(asked["id"])) if asked else None
+        if status != PAUSED or kept is None:
+            raise ValueError(f"No pending feedback found for flow_id: {flow_id[:80]}")
+        flow._pending_feedback_context = PendingFeedbackContext.from_dict(kept["context"])
+        return flow
+
+    def _restore(self, flow_id: str) -> str:
+        status = super()._restore(flow_id)
+        self.persist = self.persist or status == PAUSED  # it was kept while it waited: it is kept to its end
+        self.human_feedback_history = [HumanFeedbackResult.from_record(r) for r in self._record.get(HISTORY) or ()]
+        for inv in self._record.get("pending") or ():  # an outcome's listener given the result, kept as JSON
+            if isinstance(inv.get("arg"), dict) and set(inv["arg"]) == RESULT_FIELDS:
+                inv["arg"] = HumanFeedbackResult.from_record(inv["arg"])
+        return status
+
+    @property
+    def pending_feedback(self) -> PendingFeedbackContext | None:
+        """What this flow (from `from_pending`) waits for feedback on."""
+        return self._pending_feedback_context
+
+    @property
+    def last_human_feedback(self) -> HumanFeedbackResult | None:
+        return self.human_feedback_history[-1] if self.human_feedback_history else None
+
+    def _resume_pending(self, feedback: str = "") -> Any:
+        """Go on with a flow from `from_pending` with the person's `feedback`: the flow's output, or a
+        HumanFeedbackPending if it waits again."""
+        return run_sync(self.resume_async(feedback), "resume")
+
+    async def resume_async(self, feedback: str = "") -> Any:
+        """`resume(feedback)` on the running event loop."""
+        if self._pending_feedback_context is None:
+            raise ValueError("No pending feedback context: use from_pending() to restore a paused flow")
+        self._pending_feedback_context = None
+        crewai_event_bus.emit(self, ev.FlowStartedEvent(flow_name=type(self).__name__, inputs=None))
+        return self._ended(await self._continue(PAUSED, str(feedback)))
+
+    def _ended(self, result: Any) -> Any:
+        """What kickoff or resume returns: the result, or the HumanFeedbackPending of a flow that paused on one."""
+        name = type(self).__name__
+        if isinstance(result, FlowPaused):
+            kept = (self._record.get(REVIEWS) or {}).get(str((self._record.get("asked") or {}).get("id")))
+            if kept is not None:
+                pending = HumanFeedbackPending(PendingFeedbackContext.from_dict(kept["context"]), kept["callback_info"])
+                crewai_event_bus.emit(self, ev.FlowPausedEvent(flow_name=name, flow_id=self.id,
+                                                               method_name=result.method, message=result.question))  # fmt: skip
+                return pending
+            return result
         crewai_event_bus.emit(self, ev.FlowFinishedEvent(flow_name=name, result=result, state=self.state))
         return result
 
-    kickoff_async = akickoff
+    def _routed(self, inv: dict[str, Any], out: Any) -> Any:
+        given = self._given.get(str(inv["id"]))
+        return given if given is not None else super()._routed(inv, out)
+
+    def _completed(self, inv: dict[str, Any], out: Any) -> list[dict[str, Any]]:
+        triggered = super()._completed(inv, out)
+        given = self._given.pop(str(inv["id"]), None)
+        if given is not None:
+            self._record["output"] = given.output  # the flow's result is the method's output, not its outcome
+        return triggered
 
     async def _invoke(self, inv: dict[str, Any], in_thread: bool) -> list[dict[str, Any]]:
         name, flow_name = inv["method"], type(self).__name__
@@ -122,5 +203,17 @@ class Flow(ChatFlow[StateT]):
         crewai_event_bus.emit(self, ev.FlowPlotEvent(flow_name=type(self).__name__))
         return super().plot(filename)
 
+
+class _Resume:
+    """`flow.resume(feedback)` on a flow from `from_pending` (CrewAI's); `MyFlow.resume(flow_id, feedback)` on the
+    class (chatagent's, which the workers call)."""
+
+    def __get__(self, flow: Any, cls: Any) -> Any:
+        if flow is None:
+            return functools.partial(vars(ChatFlow)["resume"].__func__, cls)
+        return flow._resume_pending
+
+
+Flow.resume = _Resume()  # type: ignore[assignment]
 
 __all__ = ["Flow", "SQLiteFlowPersistence", "and_", "listen", "or_", "router", "start"]

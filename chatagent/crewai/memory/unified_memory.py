@@ -71,19 +71,34 @@ class Memory:
                  metadata: dict[str, Any] | None = None, importance: float | None = None, source: str | None = None,
                  private: bool = False, agent_role: str | None = None, root_scope: str | None = None,
                  ) -> MemoryRecord | None:  # fmt: skip
-        """Keep `content` (None when the memory is read-only)."""
+        """Keep `content` (None when the memory is read-only, or the run acts for no one: see `principal`)."""
         if not isinstance(content, str) or not content.strip():
             raise ValueError("remember() needs content (a non-empty text)")
+        if self.read_only:
+            return None
+        return self.keep(content, scope=scope, categories=categories, metadata=metadata, importance=importance,
+                         source=source, agent_role=agent_role, root_scope=root_scope)  # fmt: skip
+
+    def keep(self, content: str, *, scope: str | None = None, categories: Sequence[str] | None = None,
+             metadata: dict[str, Any] | None = None, importance: float | None = None, source: str | None = None,
+             agent_role: str | None = None, root_scope: str | None = None, drawn_from: Sequence[str] = (),
+             ) -> MemoryRecord | None:  # fmt: skip
+        """`remember`, the record also naming the untrusted text it was `drawn_from` (beside what the running run's
+        models had read: `chatagent.run.trust.Provenance`), which comes back with it (`MemoryRecord.metadata`'s
+        'drawn_from'); None when the run acts for no one (see `principal`)."""
         user, mine = principal(), self._mine()
-        if self.read_only or user is None or (self.provider is None and mine is None):
+        if user is None or (self.provider is None and mine is None):
             return None
         path = _scope(root_scope or self.root_scope, scope)
         crewai_event_bus.emit(self, ev.MemorySaveStartedEvent(value=content, metadata=metadata, agent_role=agent_role))
-        extra = {"categories": list(categories or []), "metadata": dict(metadata or {}), "origin": source}
+        extra: dict[str, Any] = {"categories": list(categories or []), "metadata": dict(metadata or {}),
+                                 "origin": source}  # fmt: skip
+        if drawn_from:
+            extra["from"] = list(drawn_from)
         weight = self.default_importance if importance is None else float(importance)
         if self.provider is not None:
             self.provider.add([{"role": "user", "content": content}], user_id=user,
-                              metadata={**extra["metadata"], "scope": path})  # fmt: skip
+                              metadata={**extra["metadata"], "scope": path, "drawn_from": list(drawn_from)})  # fmt: skip
             record = MemoryRecord(id="", content=content, scope=path, categories=extra["categories"],
                                   metadata=extra["metadata"], importance=weight, source=source)  # fmt: skip
         else:
@@ -156,29 +171,56 @@ class Memory:
 
 
 class TaskMemory:
-    """A crew's memory as a context source of chatagent's Crew: recalled before each task, told each answer."""
+    """The memories of a crew's tasks as a context source of chatagent's Crew: each task is given what the memory
+    of its agent (`Agent(memory=...)`, else the crew's) recalls for it, and that memory is told the answer."""
 
     source = "memory"
 
-    def __init__(self, memory: Memory, limit: int = 5) -> None:
+    def __init__(self, memory: Memory | None, limit: int = 5, agents: Sequence[Any] = ()) -> None:
         self.memory, self.limit = memory, limit
+        self.agents = {getattr(a, "role", None): a for a in agents if isinstance(getattr(a, "memory", None), Memory)}
+
+    def _of(self, agent: Any) -> Memory | None:
+        own = getattr(agent, "memory", None)
+        return own if isinstance(own, Memory) else self.memory
 
     def context_for(self, task_text: str, agent: Any) -> str:
-        try:
-            found = self.memory.recall(task_text, limit=self.limit, depth="shallow")
-        except Exception as e:  # noqa: BLE001 (a memory that fails degrades: the task goes on without it)
-            logger.warning("the crew's memory could not be read; the task goes on without it: %s", type(e).__name__)
-            crewai_event_bus.emit(self.memory, ev.MemoryRetrievalFailedEvent(error=type(e).__name__))
-            return ""
-        return "\n".join(f"- {m.record.content}" for m in found)
+        memory = self._of(agent)
+        return recalled(memory, task_text, self.limit) if memory is not None else ""
 
     def task_done(self, output: Any) -> None:
+        memory = self._of(self.agents.get(output.agent))
+        if memory is None:
+            return
         try:
-            self.memory.remember(f"{output.description.strip()}\n{output.raw}", scope="/crew",
-                                 metadata={"task": output.name or "", "agent": output.agent or ""},
-                                 agent_role=output.agent)  # fmt: skip
+            memory.remember(f"{output.description.strip()}\n{output.raw}", scope="/crew",
+                            metadata={"task": output.name or "", "agent": output.agent or ""},
+                            agent_role=output.agent)  # fmt: skip
         except Exception as e:  # noqa: BLE001 (the same: the crew goes on, what it did is not remembered)
-            logger.warning("the crew's memory could not keep a task's answer: %s", type(e).__name__)
+            logger.warning("the memory could not keep a task's answer: %s", type(e).__name__)
+
+
+def recalled(memory: Memory, query: str, limit: int) -> str:
+    """What `memory` recalls for `query`, one line each ('' when nothing, or when the memory fails: then with a
+    warning, as the run goes on without it)."""
+    try:
+        found = memory.recall(query, limit=limit, depth="shallow")
+    except Exception as e:  # noqa: BLE001 (a memory that fails degrades: the task goes on without it)
+        logger.warning("the memory could not be read; the run goes on without it: %s", type(e).__name__)
+        crewai_event_bus.emit(memory, ev.MemoryRetrievalFailedEvent(error=type(e).__name__))
+        return ""
+    return "\n".join(f"- {m.record.content}" for m in found)
+
+
+def agent_memory(memory: Any) -> Memory | None:
+    """An agent's `memory=`: True (a Memory of its own), a Memory, or False/None (none: the crew's, if any)."""
+    if memory is True:
+        return Memory()
+    if memory is False or memory is None:
+        return None
+    if isinstance(memory, Memory):
+        return memory
+    raise TypeError(f"an Agent's memory is True, False or a Memory, got {type(memory).__name__}")
 
 
 def principal() -> str | None:
@@ -210,8 +252,11 @@ def _scope(root: str | None, scope: str | None) -> str:
 
 def _record(stored: StoredRecord) -> MemoryRecord:
     extra = stored.source if isinstance(stored.source, dict) else {}
+    metadata = dict(extra.get("metadata") or {})
+    if extra.get("from"):
+        metadata["drawn_from"] = [str(s) for s in extra["from"]]
     return MemoryRecord(id=stored.id, content=stored.text, scope=stored.scope or "/",
-                        categories=list(extra.get("categories") or []), metadata=dict(extra.get("metadata") or {}),
+                        categories=list(extra.get("categories") or []), metadata=metadata,
                         importance=stored.importance, source=extra.get("origin"))  # fmt: skip
 
 
@@ -231,4 +276,4 @@ def _provider_matches(found: Any) -> list[MemoryMatch]:
     return out
 
 
-__all__ = ["Memory", "TaskMemory", "principal"]
+__all__ = ["Memory", "TaskMemory", "agent_memory", "principal", "recalled"]
