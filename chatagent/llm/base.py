@@ -42,6 +42,7 @@ from chatagent.llm.stream_modes import (
     dict_accumulate,
     dumped,
     in_worker_thread,
+    on_the_loop,
 )
 from chatagent.schema import USER, Message, content_text, to_messages
 from chatagent.schema.fragment import Fragment
@@ -108,6 +109,9 @@ class BaseChatModel(TokenBudget):
     cfg_keys: frozenset[str] = frozenset(
         {"model", "model_type", "model_server", "api_key", "generate_cfg", "multimodal", "cache_dir"}
     )
+    #: Whether reading `_chat_stream` may block (on the network): `_achat_stream` then reads it in a worker thread by
+    #: default; a backend whose stream never blocks (a script) says False and is read on the event loop.
+    stream_blocks = True
     #: Whether `context_window` comes from the server itself (it then caps an explicit max_input_tokens too).
     window_from_server = False
 
@@ -327,10 +331,11 @@ class BaseChatModel(TokenBudget):
         *,
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> AsyncIterator[list[Fragment]]:
-        """`_chat_stream` for asyncio. By default the synchronous stream, read in a worker thread; backends with
-        an async client override it."""
-        choice = choice_args(tool_choice)
-        return in_worker_thread(lambda: self._chat_stream(messages, functions, cfg, usage, **choice))
+        """`_chat_stream` for asyncio. By default the synchronous stream, read in a worker thread (on the loop when it
+        never blocks: `stream_blocks`); backends with an async client override it."""
+        choice = choice_args(tool_choice)  # the keyword only when not the default, for a _chat_stream without it
+        start = lambda: self._chat_stream(messages, functions, cfg, usage, **choice)  # noqa: E731
+        return in_worker_thread(start) if self.stream_blocks else on_the_loop(start)
 
     async def _achat_once(
         self,

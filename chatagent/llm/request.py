@@ -219,29 +219,21 @@ async def _afalling_back(plan: ReplyPlan) -> AsyncIterator[list[Fragment]]:
             yield fragments
 
 
-def _cached(store: ResponseCache, key: str, answer: Callable[[], Iterator[list[Fragment]]]) -> Iterator[list[Fragment]]:
-    from chatagent.llm.cache import recording  # sqlite: with a response cache only
+def _cache() -> Any:
+    from chatagent.llm import cache  # sqlite: with a response cache only
 
-    return recording(store, key, answer)
-
-
-def _acached(
-    store: ResponseCache, key: str, answer: Callable[[], AsyncIterator[list[Fragment]]]
-) -> AsyncIterator[list[Fragment]]:
-    from chatagent.llm.cache import arecording  # sqlite: with a response cache only
-
-    return arecording(store, key, answer)
+    return cache
 
 
 #: `chat()`: the reply read in the calling thread
 SYNC: Reading[Iterator[list[Fragment]]] = Reading(
     False, lambda model: model._chat_stream, lambda model: lambda *a, **k: as_fragments(model._chat_once(*a, **k)),
-    retrying, ReplyFilter.run, _cached, _falling_back,
+    retrying, ReplyFilter.run, lambda store, key, answer: _cache().recording(store, key, answer), _falling_back,
 )  # fmt: skip
 #: `achat()`: the reply read on the running event loop
 ASYNC: Reading[AsyncIterator[list[Fragment]]] = Reading(
     True, lambda model: model._achat_stream, lambda model: lambda *a, **k: aas_fragments(model._achat_once(*a, **k)),
-    aretrying, ReplyFilter.arun, _acached, _afalling_back,
+    aretrying, ReplyFilter.arun, lambda store, key, answer: _cache().arecording(store, key, answer), _afalling_back,
 )  # fmt: skip
 
 
