@@ -18,8 +18,8 @@ from chatagent.llm.budget import DEFAULT_MAX_INPUT_TOKENS, TokenBudget, truncate
 from chatagent.llm.cut_off import cut_call_error as cut_call_error  # re-exported where it was
 from chatagent.llm.pacing import Pace, pace_of
 from chatagent.llm.prepare import normalize_functions, valid_unicode, without_media
-from chatagent.llm.request import ModelRequest, Usage
-from chatagent.llm.retry import RetryBudget, aretrying, budget_of, retrying
+from chatagent.llm.request import ASYNC, SYNC, ModelRequest, Reading, ReplyStream, Usage
+from chatagent.llm.retry import RetryBudget, budget_of
 from chatagent.llm.routing import plan
 from chatagent.llm.settings import (
     DEFAULT_TOOL_CHOICE,
@@ -36,14 +36,13 @@ from chatagent.llm.settings import (
 )
 from chatagent.llm.stream_modes import (
     aaccumulate,
-    aas_fragments,
     acollect,
     adumped,
-    as_fragments,
     closing_stream,
     dict_accumulate,
     dumped,
     in_worker_thread,
+    on_the_loop,
 )
 from chatagent.schema import USER, Message, content_text, to_messages
 from chatagent.schema.fragment import Fragment
@@ -110,6 +109,9 @@ class BaseChatModel(TokenBudget):
     cfg_keys: frozenset[str] = frozenset(
         {"model", "model_type", "model_server", "api_key", "generate_cfg", "multimodal", "cache_dir"}
     )
+    #: Whether reading `_chat_stream` may block (on the network): `_achat_stream` then reads it in a worker thread by
+    #: default; a backend whose stream never blocks (a script) says False and is read on the event loop.
+    stream_blocks = True
     #: Whether `context_window` comes from the server itself (it then caps an explicit max_input_tokens too).
     window_from_server = False
 
@@ -228,7 +230,7 @@ class BaseChatModel(TokenBudget):
         timeouts and retry waits: past it, RunDeadlineExceeded.
         """
         request, as_dicts = self._inputs(messages, functions, extra_generate_cfg, deadline, usage, stream)
-        fragments = plan(self, request).reply()
+        fragments = plan(self, request).reply(SYNC)
         if not stream:
             reply = collect(fragments)
             return [m.model_dump() for m in reply] if as_dicts else reply
@@ -259,7 +261,7 @@ class BaseChatModel(TokenBudget):
         Dicts in give dicts out, as with `chat()`.
         """
         request, as_dicts = self._inputs(messages, functions, extra_generate_cfg, deadline, usage, stream)
-        fragments = plan(self, request).areply()
+        fragments = plan(self, request).reply(ASYNC)
         if not stream:
             return acollect(fragments, as_dicts)
         if delta_stream:
@@ -329,10 +331,11 @@ class BaseChatModel(TokenBudget):
         *,
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> AsyncIterator[list[Fragment]]:
-        """`_chat_stream` for asyncio. By default the synchronous stream, read in a worker thread; backends with
-        an async client override it."""
-        choice = choice_args(tool_choice)
-        return in_worker_thread(lambda: self._chat_stream(messages, functions, cfg, usage, **choice))
+        """`_chat_stream` for asyncio. By default the synchronous stream, read in a worker thread (on the loop when it
+        never blocks: `stream_blocks`); backends with an async client override it."""
+        choice = choice_args(tool_choice)  # the keyword only when not the default, for a _chat_stream without it
+        start = lambda: self._chat_stream(messages, functions, cfg, usage, **choice)  # noqa: E731
+        return in_worker_thread(start) if self.stream_blocks else on_the_loop(start)
 
     async def _achat_once(
         self,
@@ -366,48 +369,19 @@ class BaseChatModel(TokenBudget):
             limit -= self.tokenizer.count(self._tools_text(funcs, settings))
         return truncate_messages(msgs, limit, self.tokenizer, long_input=settings.long_input)
 
-    def backend_reply(self, request: ModelRequest) -> Iterator[list[Fragment]]:
-        """The backend's own reply to `request` as fragment lists, with the retry and deadline rules, and nothing
-        else: no cache, no tool routing, no parsing (see `chatagent.llm.request.Backend`). With functions, the
-        backend gets the settings' tool choice."""
+    def backend_reply(self, request: ModelRequest, io: Reading[ReplyStream]) -> ReplyStream:
+        """The backend's own reply to `request` as fragment lists, read as `io` says, with the retry and deadline rules,
+        and nothing else: no cache, no tool routing, no parsing (see `chatagent.llm.request.Backend`). With
+        functions, the backend gets the settings' tool choice. Retries come from the server's budget, paced by
+        `max_rpm` (see `chatagent.llm.retry.retrying`)."""
         msgs, funcs, usage, settings = request.messages, request.functions, request.usage, request.settings
         choice = backend_choice(funcs, settings)
-        if request.stream:
-            return self._retrying(
-                lambda: self._chat_stream(msgs, funcs, attempt_cfg(request.cfg, settings), usage, **choice), settings
-            )
-        return self._retrying(
-            lambda: as_fragments(self._chat_once(msgs, funcs, attempt_cfg(request.cfg, settings), usage, **choice)),
-            settings,
-        )
-
-    def abackend_reply(self, request: ModelRequest) -> AsyncIterator[list[Fragment]]:
-        """`backend_reply` for asyncio."""
-        msgs, funcs, usage, settings = request.messages, request.functions, request.usage, request.settings
-        choice = backend_choice(funcs, settings)
-        if request.stream:
-            return self._aretrying(
-                lambda: self._achat_stream(msgs, funcs, attempt_cfg(request.cfg, settings), usage, **choice), settings
-            )
-        return self._aretrying(
-            lambda: aas_fragments(self._achat_once(msgs, funcs, attempt_cfg(request.cfg, settings), usage, **choice)),
-            settings,
-        )
-
-    def _retrying(
-        self, attempt: Callable[[], Iterable[list[Fragment]]], settings: Settings
-    ) -> Iterator[list[Fragment]]:
-        """Run `attempt` with retries (see `chatagent.llm.retry.retrying`) from the server's budget, paced by
-        `max_rpm`."""
+        ask = io.stream(self) if request.stream else io.once(self)
         name = self.model or self.model_type
-        return retrying(attempt, settings, name, self.api_key, self._pace(settings), self._retry_budget())
-
-    def _aretrying(
-        self, attempt: Callable[[], AsyncIterator[list[Fragment]]], settings: Settings
-    ) -> AsyncIterator[list[Fragment]]:
-        """`_retrying` for asyncio."""
-        name = self.model or self.model_type
-        return aretrying(attempt, settings, name, self.api_key, self._pace(settings), self._retry_budget())
+        return io.retrying(
+            lambda: ask(msgs, funcs, attempt_cfg(request.cfg, settings), usage, **choice),
+            settings, name, self.api_key, self._pace(settings), self._retry_budget(),
+        )  # fmt: skip
 
     def _retry_budget(self) -> RetryBudget:
         """The retry budget every model on this server shares (`chatagent.llm.retry.RetryBudget`)."""

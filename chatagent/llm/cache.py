@@ -193,9 +193,15 @@ def replay(stored: Pieces) -> Iterator[list[Fragment]]:
         yield [as_fragment(d) for d in piece]
 
 
-def recording(store: ResponseCache, key: str, stream: Iterator[list[Fragment]]) -> Iterator[list[Fragment]]:
-    """`stream`, stored under `key` once it has run to its end."""
+def recording(store: ResponseCache, key: str, call: Callable[[], Iterator[list[Fragment]]]) -> Iterator[list[Fragment]]:
+    """The stored reply under `key` if there is one, else `call()`'s fragments, stored once they have run to their
+    end."""
+    stored = store.get(key)
+    if stored is not None:
+        yield from replay(stored)
+        return
     recorded: Pieces = []
+    stream = call()
     try:
         for fragments in stream:
             recorded.append([f.model_dump() for f in fragments])  # now: the consumer may move their indexes

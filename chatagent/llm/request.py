@@ -4,9 +4,9 @@ read (`ReplyPlan`).
 
 `BaseChatModel.chat()` makes the request; `chatagent.llm.routing` plans where it goes (`plan`), and prompt-based
 function calling (`chatagent.llm.fncall_prompt`) rewrites it. Each takes `(backend, request)` and hands on a new
-request (`request.replace(...)`): nothing is changed in place. The plan is carried out once for both sides:
-`reply()` in the calling thread, `areply()` on an event loop, its reply filters pumped by `ReplyFilter.run` and
-`arun`. A backend itself still receives its arguments one by one (`_chat_stream(messages, functions, cfg, usage, *,
+request (`request.replace(...)`): nothing is changed in place. The plan is carried out once for both sides,
+`reply(SYNC)` in the calling thread, `reply(ASYNC)` on an event loop (`Reading`: its reply filters pumped by
+`ReplyFilter.run` or `arun`). A backend itself still receives its arguments one by one (`_chat_stream(messages, functions, cfg, usage, *,
 tool_choice=...)`), so custom backends need not know these types.
 """
 
@@ -16,11 +16,12 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
 from chatagent.errors import ModelServiceError
+from chatagent.llm.retry import aretrying, retrying
 from chatagent.llm.settings import Settings
-from chatagent.llm.stream_modes import ReplyFilter, closing_stream
+from chatagent.llm.stream_modes import ReplyFilter, aas_fragments, as_fragments, closing_stream
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment
 
@@ -119,17 +120,39 @@ class ModelRequest:
         return dataclasses.replace(self, **changes)
 
 
+#: the stream a reply is read as: in the calling thread or on the event loop (see `Reading`)
+ReplyStream = TypeVar("ReplyStream", Iterator[list[Fragment]], AsyncIterator[list[Fragment]])
+
+
+class Reading(Generic[ReplyStream]):
+    """How a model call's reply is read: `SYNC` in the calling thread (`chat()`), `ASYNC` on the running event loop
+    (`achat()`), as `chatagent.run.start`'s `Driving` pair drives a run. Each member is one side of a sync/async pair
+    the layers share, so that each layer is written once: a backend's stream (`stream(model)`, its `_chat_stream` or
+    `_achat_stream`) and whole answer (`once(model)`, as fragments), the retries, a reply filter's pump, the response
+    cache, a plan's fallback."""
+
+    __slots__ = ("on_loop", "stream", "once", "retrying", "filtered", "cached", "falling_back")
+
+    def __init__(
+        self, on_loop: bool, stream: Callable[[Any], Callable[..., ReplyStream]], once: Callable[[Any], Callable[..., ReplyStream]],
+        retrying: Callable[..., ReplyStream], filtered: Callable[[ReplyFilter, ReplyStream], ReplyStream],
+        cached: Callable[[ResponseCache, str, Callable[[], ReplyStream]], ReplyStream], falling_back: Callable[[ReplyPlan], ReplyStream],
+    ) -> None:  # fmt: skip
+        self.on_loop = on_loop
+        self.stream, self.once, self.retrying, self.filtered = stream, once, retrying, filtered
+        self.cached, self.falling_back = cached, falling_back
+
+
 class Backend(Protocol):
     """What routing and prompt-based function calling need of a model (`BaseChatModel` has it): its name, whether
     its server takes native tools (set False for good once the server turns out to reject them), and its own reply
-    to a request, with the retry and deadline rules and nothing else (no cache, no routing, no parsing)."""
+    to a request, read as `io` says, with the retry and deadline rules and nothing else (no cache, no routing, no
+    parsing)."""
 
     model: str
     native_tools: bool
 
-    def backend_reply(self, request: ModelRequest) -> Iterator[list[Fragment]]: ...
-
-    def abackend_reply(self, request: ModelRequest) -> AsyncIterator[list[Fragment]]: ...
+    def backend_reply(self, request: ModelRequest, io: Reading[ReplyStream]) -> ReplyStream: ...
 
 
 class ReplyPlan(ReplyFilter):
@@ -160,52 +183,68 @@ class ReplyPlan(ReplyFilter):
             out = (f.push(out) if out else out) + f.end()
         return out
 
-    def reply(self) -> Iterator[list[Fragment]]:
-        """The reply's fragments, read in this thread."""
+    def reply(self, io: Reading[ReplyStream]) -> ReplyStream:
+        """The reply's fragments, read as `io` says (`SYNC`: in this thread; `ASYNC`: on the event loop, the response
+        cache read and written in worker threads)."""
         if self.cache is not None:
-            from chatagent.llm.cache import recording, replay  # sqlite: with a response cache only
-
             store, key, answer = self.cache
-            stored = store.get(key)
-            return replay(stored) if stored is not None else recording(store, key, answer().reply())
+            return io.cached(store, key, lambda: answer().reply(io))
         if self.fallback is not None:
-            return self._falling_back()
-        stream = self.backend.backend_reply(self.request)
-        return self.run(stream) if self.filters else stream  # (returned, not wrapped: one layer less per chunk)
+            return io.falling_back(self)
+        stream = self.backend.backend_reply(self.request, io)
+        return io.filtered(self, stream) if self.filters else stream  # (returned, not wrapped: one layer less a chunk)
 
-    def areply(self) -> AsyncIterator[list[Fragment]]:
-        """`reply` for asyncio (a cache read and written in worker threads)."""
-        if self.cache is not None:
-            from chatagent.llm.cache import arecording  # sqlite: with a response cache only
 
-            store, key, answer = self.cache
-            return arecording(store, key, lambda: answer().areply())
-        if self.fallback is not None:
-            return self._afalling_back()
-        stream = self.backend.abackend_reply(self.request)
-        return self.arun(stream) if self.filters else stream
+def _falling_back(plan: ReplyPlan) -> Iterator[list[Fragment]]:
+    assert plan.fallback is not None
+    try:
+        yield from plan.run(plan.backend.backend_reply(plan.request, SYNC))
+        return
+    except ModelServiceError as e:
+        instead = plan.fallback(e)
+    yield from instead.reply(SYNC)
 
-    def _falling_back(self) -> Iterator[list[Fragment]]:
-        assert self.fallback is not None
-        try:
-            yield from self.run(self.backend.backend_reply(self.request))
-            return
-        except ModelServiceError as e:
-            instead = self.fallback(e)
-        yield from instead.reply()
 
-    async def _afalling_back(self) -> AsyncIterator[list[Fragment]]:
-        assert self.fallback is not None
-        try:
-            async with closing_stream(self.arun(self.backend.abackend_reply(self.request))) as parts:
-                async for fragments in parts:
-                    yield fragments
-            return
-        except ModelServiceError as e:
-            instead = self.fallback(e)
-        async with closing_stream(instead.areply()) as parts:
+async def _afalling_back(plan: ReplyPlan) -> AsyncIterator[list[Fragment]]:
+    assert plan.fallback is not None
+    try:
+        async with closing_stream(plan.arun(plan.backend.backend_reply(plan.request, ASYNC))) as parts:
             async for fragments in parts:
                 yield fragments
+        return
+    except ModelServiceError as e:
+        instead = plan.fallback(e)
+    async with closing_stream(instead.reply(ASYNC)) as parts:
+        async for fragments in parts:
+            yield fragments
 
 
-__all__ = ["MAX_REPORTED_TOKENS", "Backend", "ModelRequest", "ReplyPlan", "Usage", "reported_tokens"]
+def _cache() -> Any:
+    from chatagent.llm import cache  # sqlite: with a response cache only
+
+    return cache
+
+
+#: `chat()`: the reply read in the calling thread
+SYNC: Reading[Iterator[list[Fragment]]] = Reading(
+    False, lambda model: model._chat_stream, lambda model: lambda *a, **k: as_fragments(model._chat_once(*a, **k)),
+    retrying, ReplyFilter.run, lambda store, key, answer: _cache().recording(store, key, answer), _falling_back,
+)  # fmt: skip
+#: `achat()`: the reply read on the running event loop
+ASYNC: Reading[AsyncIterator[list[Fragment]]] = Reading(
+    True, lambda model: model._achat_stream, lambda model: lambda *a, **k: aas_fragments(model._achat_once(*a, **k)),
+    aretrying, ReplyFilter.arun, lambda store, key, answer: _cache().arecording(store, key, answer), _afalling_back,
+)  # fmt: skip
+
+
+__all__ = [
+    "ASYNC",
+    "MAX_REPORTED_TOKENS",
+    "SYNC",
+    "Backend",
+    "ModelRequest",
+    "Reading",
+    "ReplyPlan",
+    "Usage",
+    "reported_tokens",
+]

@@ -2,7 +2,7 @@
 or the backend's own reply (`Backend.backend_reply`), with calls a server left in the text recovered
 (`chatagent.llm.recovered_calls`) and `<think>` text parsed out when asked. `plan(backend, request)` says so as a
 `ReplyPlan` (the request the backend gets, the reply filters its answer goes through, what to fall back to), which
-`reply()` carries out in the calling thread and `areply()` on an event loop."""
+`reply(SYNC)` carries out in the calling thread and `reply(ASYNC)` on an event loop."""
 
 from __future__ import annotations
 

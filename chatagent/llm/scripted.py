@@ -18,11 +18,11 @@ It goes through the same BaseChatModel machinery (retries, truncation, stream mo
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, cast
 
-from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage, check_cfg_keys, choice_args
+from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage, check_cfg_keys
 from chatagent.llm.registry import register_llm
 from chatagent.schema import ASSISTANT, FunctionCall, Message
 from chatagent.schema.fragment import Fragment
@@ -77,6 +77,7 @@ class ScriptedLLM(BaseChatModel):
     """
 
     support_multimodal_input = True
+    stream_blocks = False  # nothing here blocks: `achat` reads the stream on the event loop
     cfg_keys = frozenset({"replies", "default", "chunk_size"})
 
     def __init__(
@@ -172,22 +173,6 @@ class ScriptedLLM(BaseChatModel):
         if usage is not None:
             prompt = sum(count_tokens(m.text) for m in messages)
             usage.add(prompt, count_tokens(reply.text) + count_tokens(reply.reasoning))
-
-    async def _achat_stream(
-        self,
-        messages: list[Message],
-        functions: list[dict[str, Any]] | None,
-        cfg: dict[str, Any],
-        usage: Usage | None,
-        *,
-        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
-    ) -> AsyncIterator[list[Fragment]]:
-        import asyncio
-
-        # nothing here blocks; the keyword only when not the default, for a subclass's _chat_stream without it
-        for fragments in self._chat_stream(messages, functions, cfg, usage, **choice_args(tool_choice)):
-            yield fragments
-            await asyncio.sleep(0)  # as a network stream would, let other tasks run between chunks
 
 
 def _as_reply(item: object) -> Reply:

@@ -114,6 +114,20 @@ async def adumped(fragments: AsyncIterator[list[Fragment]]) -> AsyncIterator[lis
             yield [f.model_dump() for f in frs]
 
 
+async def on_the_loop(start: Callable[[], Iterator[list[Fragment]]]) -> AsyncIterator[list[Fragment]]:
+    """The stream `start()` returns, read on the event loop (for a stream whose steps never block), other tasks let
+    run between its chunks as with a network stream; closed when done."""
+    stream = start()
+    try:
+        for fragments in stream:
+            yield fragments
+            await asyncio.sleep(0)
+    finally:
+        close_stream = getattr(stream, "close", None)
+        if close_stream is not None:
+            close_stream()
+
+
 async def in_worker_thread(start: Callable[[], Iterator[list[Fragment]]]) -> AsyncIterator[list[Fragment]]:
     """The stream `start()` returns, for asyncio: started on first use, each step taken in a worker thread, closed
     there too when done (if it can be closed: a generator can, a plain iterator has nothing to close)."""

@@ -22,6 +22,7 @@ from chatagent.run.requests import (
     Asking,
     Blocking,
     Fragments,
+    LoopItem,
     ModelCall,
     Request,
     ToolBatch,
@@ -39,7 +40,14 @@ if TYPE_CHECKING:
     from chatagent.run.context import RunContext
     from chatagent.schema import Message
 
-_DONE = object()  # what `_step` returns when the agent's loop has ended
+
+class _Done:
+    """What `_step` returns when the agent's loop has ended (`_DONE`)."""
+
+    __slots__ = ()
+
+
+_DONE = _Done()
 _Result = TypeVar("_Result")
 
 
@@ -239,7 +247,7 @@ def drain(gen: Asking[_Result]) -> _Result:
 # ---- asynchronous ---------------------------------------------------------------------------------------
 
 
-def _step(gen: Any, value: Any, error: BaseException | None) -> Any:
+def _step(gen: AgentLoop, value: Any, error: BaseException | None) -> LoopItem | _Done:
     """One step of the agent's loop: its next item, or _DONE (StopIteration cannot cross a thread's future)."""
     try:
         return step(gen, value, error)
@@ -269,7 +277,7 @@ async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
             if type(item) is list:
                 value = None
                 if item:
-                    yield typed(cast("Fragments", item))
+                    yield typed(item)
                 continue
             try:
                 if type(item) is ModelCall:  # `_model` for asyncio, written out here: one layer less per chunk

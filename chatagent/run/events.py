@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 logger = logging.getLogger("chatagent.events")
 
@@ -132,8 +132,7 @@ def handlers(callbacks: Iterable[Callback], kind: str) -> list[Handler]:
         found = table.get(kind)
         if found is not None:
             return found
-    if type(callbacks) is tuple:  # a run asks this of its callbacks at each model and tool call: once is enough
-        callbacks = cast("tuple[Callback, ...]", callbacks)
+    if isinstance(callbacks, tuple):  # a run asks this of its callbacks at each model and tool call: once is enough
         try:
             return _seen[callbacks][kind]  # (a tuple of callbacks hashes and compares its items by identity, in C)
         except KeyError:
@@ -251,15 +250,6 @@ def tell(callbacks: Iterable[Callback], kind: str, agent: str | None, run: Any, 
     found = handlers(callbacks, kind)
     if found:
         deliver(found, make_event(kind, agent, run, data=data))
-
-
-def as_callbacks(value: Any) -> tuple[Callback, ...]:
-    """Callbacks given as one callback, a list, or None, as a tuple."""
-    if value is None:
-        return ()
-    if isinstance(value, (list, tuple)):
-        return tuple(cast("list[Callback]", value))
-    return (value,)
 
 
 __all__ = [

@@ -119,10 +119,10 @@ class RunSteps:
         if not self.fragment_native:
             return compat.model_call(call)
         # the request goes up to the driver, which sends the reply back (a Qwen-style loop never sees it)
-        return cast("Generator[list[Message], list[Message] | None, list[Message]]", self._asked(call))
+        return self._asked(call)
 
     @staticmethod
-    def _asked(call: ModelCall) -> Generator[ModelCall, list[Message], list[Message]]:
+    def _asked(call: ModelCall) -> Asking[list[Message]]:
         return (yield call)
 
     def _run_tools(self, calls: list[Any], max_parallel: int = 8) -> Asking[Any]:

@@ -37,19 +37,26 @@ def scrub(text: str) -> str:
     return _PATH.sub("", text)
 
 
+#: what a trace's body holds (chatagent.run.trace_body makes it so)
+Json = dict[str, "Json"] | list["Json"] | str | int | float | bool | None
+
+
 def exported(body: dict[str, Any]) -> dict[str, Any]:
     """A copy of the trace `body` with every text (values and keys, at any depth) scrubbed (see `scrub`)."""
-    return _scrubbed(body)
+    return _scrubbed_object(body)
 
 
-def _scrubbed(value: Any) -> Any:
+def _scrubbed_object(value: dict[str, Json]) -> dict[str, Json]:
+    return {scrub(str(k)): _scrubbed(v) for k, v in value.items()}
+
+
+def _scrubbed(value: Json) -> Json:
     if isinstance(value, str):
         return scrub(value)
     if isinstance(value, dict):
-        items = cast("dict[Any, Any]", value).items()
-        return {scrub(str(k)): _scrubbed(v) for k, v in items}
-    if isinstance(value, (list, tuple)):
-        return [_scrubbed(v) for v in cast("list[Any]", value)]
+        return _scrubbed_object(value)
+    if isinstance(value, (list, tuple)):  # (a tuple, where a caller's data held one)
+        return [_scrubbed(v) for v in value]
     return value
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
+from typing import cast
 
 import pytest
 
 from chatagent.llm.fncall_prompt import FN_ARGS, FN_NAME, FN_RESULT
-from chatagent.llm.request import ModelRequest, Usage
+from chatagent.llm.request import ASYNC, SYNC, ModelRequest, Reading, ReplyStream, Usage
 from chatagent.llm.routing import plan
 from chatagent.llm.settings import split_generate_cfg
 from chatagent.schema import ASSISTANT, Message, to_messages
@@ -45,10 +46,10 @@ class PromptOnly:
         half = len(self.text) // 2
         return [[Fragment(ASSISTANT, part, index=0)] for part in (self.text[:half], self.text[half:])]
 
-    def backend_reply(self, request: ModelRequest) -> Iterator[list[Fragment]]:
-        yield from self._chunks(request)
+    def backend_reply(self, request: ModelRequest, io: Reading[ReplyStream]) -> ReplyStream:
+        return cast(ReplyStream, self._on_loop(request) if io.on_loop else iter(self._chunks(request)))
 
-    async def abackend_reply(self, request: ModelRequest) -> AsyncIterator[list[Fragment]]:
+    async def _on_loop(self, request: ModelRequest) -> AsyncIterator[list[Fragment]]:
         for fragments in self._chunks(request):
             yield fragments
 
@@ -74,11 +75,11 @@ def test_a_prompt_based_call_hands_on_a_new_request_and_changes_none(aio: bool, 
     if aio:
 
         async def ask() -> list[list[Fragment]]:
-            return [fragments async for fragments in plan(backend, request).areply()]
+            return [fragments async for fragments in plan(backend, request).reply(ASYNC)]
 
         reply = collect(asyncio.run(asyncio.wait_for(ask(), 20)))
     else:
-        reply = collect(plan(backend, request).reply())
+        reply = collect(plan(backend, request).reply(SYNC))
 
     assert the_call(reply) == ("get_weather", '{"city": "Paris"}')
     # the backend got a request of its own: the tools in the prompt, none as native tools, the timeout in its cfg

@@ -8,13 +8,14 @@ and posted with httpx, on a client shared by every model calling the same server
 for the synchronous path, one per event loop for asyncio); no SDK, and no typed object per message, per schema
 or per chunk. The streamed answer is read from the raw HTTP response and parsed with orjson, event by event. The
 parts: the request (`request`), the reply (`reply`, over `chatagent.llm.sse`), the errors (`errors`);
-this module sends, reads and retries without `stream_options` when a server refuses it.
+this module is the protocol the shared transport (`chatagent.llm.http_transport`) sends, reads and retries
+without `stream_options` when a server refuses it.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 # The HTTP stack is imported with the backend, in the thread that makes the model: imported first by threads and
@@ -23,28 +24,14 @@ from typing import Any
 import httpx
 
 from chatagent.errors import ModelServiceError
-from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage
-from chatagent.llm.http_errors import (
-    broken_body,
-    error_body,
-    error_from_status,
-    is_http_error,
-    no_answer,
-    unreachable,
-)
-from chatagent.llm.http_pool import shared_client, shared_sync_client
+from chatagent.llm.base import ToolChoice, Usage
+from chatagent.llm.http_errors import error_body, error_from_status
+from chatagent.llm.http_transport import HTTPCall, StreamReader, Transported
 from chatagent.llm.openai.reply import Prompt, ReplyReader, non_sse_reply, parse_completion
-from chatagent.llm.openai.request import (
-    ChatRequest,
-    chat_request,
-    drop_refused,
-    http_request,
-    image_url,
-    looks_multimodal,
-    sends_schema,
-)
+from chatagent.llm.openai.request import chat_request, drop_refused, image_url, looks_multimodal, sends_schema
+from chatagent.llm.openai.request import http_request as post_request
 from chatagent.llm.registry import register_llm
-from chatagent.llm.sse import SSESplitter, sse_data
+from chatagent.llm.sse import SSESplitter
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment
 from chatagent.utils.keys import clean_api_key, remember_endpoint
@@ -53,7 +40,7 @@ __all__ = ["OpenAICompatModel", "image_url", "looks_multimodal"]
 
 
 @register_llm("oai")
-class OpenAICompatModel(BaseChatModel):
+class OpenAICompatModel(Transported):
     """A model behind an OpenAI-compatible `/chat/completions` endpoint.
 
     cfg: `model`; `model_server` (the base URL, e.g. `http://127.0.0.1:8000/v1`; missing or 'openai' means
@@ -84,49 +71,14 @@ class OpenAICompatModel(BaseChatModel):
             self.support_multimodal_input = looks_multimodal(self.model)
         self.url = (self.base_url or "https://api.openai.com/v1") + "/chat/completions"
 
-    def _client(self) -> httpx.Client:
-        """The synchronous `httpx.Client` every model calling this server with the same options shares."""
-        return shared_sync_client(self.base_url or "https://api.openai.com/v1", self._http_options())
-
-    async def _aclient(self) -> httpx.AsyncClient:
-        """The `httpx.AsyncClient` on the running event loop that every model calling this server with the same
-        options shares (a client cannot move between loops); built off the loop the first time."""
-        return await shared_client(self.base_url or "https://api.openai.com/v1", self._http_options())
+    def pool(self) -> tuple[str, dict[str, Any]]:
+        """The shared client of every model calling this server with the same options (`http_pool`)."""
+        return self.base_url or "https://api.openai.com/v1", self._http_options()
 
     def _http_options(self) -> dict[str, Any]:
         """Extra keyword arguments for this model's `httpx.Client` and `httpx.AsyncClient` (subclasses: headers,
         URL parameters, no proxy)."""
         return {}
-
-    # ---- requests ------------------------------------------------------------------------------------
-
-    def _request(
-        self,
-        messages: list[Message],
-        functions: list[dict[str, Any]] | None,
-        cfg: dict[str, Any],
-        tool_choice: ToolChoice,
-        stream: bool,
-    ) -> ChatRequest:
-        """The request, built once for either path."""
-        return chat_request(self.model, self.endpoint(), messages, functions, cfg, tool_choice, stream)
-
-    def _send(self, request: ChatRequest, has_tools: bool) -> httpx.Response:
-        """POST the request; the response, its body unread. Errors as ModelServiceError."""
-        client = self._client()
-        try:
-            response = client.send(http_request(client, request, self.url, self.api_key), stream=True)
-        except httpx.TimeoutException as e:
-            raise no_answer(self.endpoint(), e) from None
-        except httpx.HTTPError as e:
-            raise unreachable(self.endpoint(), e, self.api_key) from None
-        if response.status_code >= 400:
-            try:
-                data = self._read_body(response)
-            finally:
-                response.close()
-            raise self.status_error(response.status_code, response, error_body(data), has_tools)
-        return response
 
     def endpoint(self) -> str:
         """The server, as messages name it: the base URL, or api.openai.com."""
@@ -138,172 +90,57 @@ class OpenAICompatModel(BaseChatModel):
             status, response, body, has_tools, where=self.endpoint(), model=self.model, api_key=self.api_key
         )
 
-    # ---- streaming -----------------------------------------------------------------------------------
+    # ---- the transport's protocol (chatagent.llm.http_transport) -----------------------------------------
 
-    def _chat_stream(
+    def build_call(
         self,
         messages: list[Message],
         functions: list[dict[str, Any]] | None,
         cfg: dict[str, Any],
-        usage: Usage | None,
-        *,
-        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
-    ) -> Iterator[list[Fragment]]:
-        request = self._request(messages, functions, cfg, tool_choice, stream=True)
-        response = self._post(request, bool(functions))
-        try:
-            yield from self._read_stream(response, usage, (messages, functions), sends_schema(request))
-        finally:
-            response.close()
+        tool_choice: ToolChoice,
+        stream: bool,
+    ) -> HTTPCall:
+        """The request, built once (its body encoded as each try sends it: a refused field is taken out)."""
+        request = chat_request(self.model, self.endpoint(), messages, functions, cfg, tool_choice, stream)
+        return HTTPCall(self.url, {}, b"", request.timeout, stream, bool(functions), request)
 
-    def _post(self, request: ChatRequest, has_tools: bool) -> httpx.Response:
-        """`_send`, asked again without what the server refused (`drop_refused`: each field at most once)."""
-        for _ in range(2):
-            try:
-                return self._send(request, has_tools)
-            except ModelServiceError as e:
-                drop_refused(e, request, self.endpoint())
-        return self._send(request, has_tools)
+    def http_request(self, client: httpx.Client | httpx.AsyncClient, call: HTTPCall) -> httpx.Request:
+        return post_request(client, call.context, self.url, self.api_key)
 
-    def _read_stream(
-        self, response: Any, usage: Usage | None, prompt: Prompt, native_schema: bool = False
-    ) -> Iterator[list[Fragment]]:
-        ctype = response.headers.get("content-type", "")
-        if "event-stream" not in ctype:
-            yield from non_sse_reply(self, self._read_body(response), ctype, usage, prompt, native_schema)
-            return
-        reader = ReplyReader(self, prompt, native_schema)
-        event = reader.event
-        try:
-            for data in sse_data(response.iter_bytes()):
-                out = event(data)
-                if out is not None:
-                    yield out
-        except Exception as e:
-            if not is_http_error(e):
-                raise
-            raise broken_body(self.endpoint(), e, self.api_key) from None
-        yield from reader.finish(usage)
+    def refused(self, call: HTTPCall, response: httpx.Response, body: bytes) -> None:
+        """The server's error, unless it refused what can be left out (`drop_refused`: each field at most once)."""
+        drop_refused(self.status_error(response.status_code, response, error_body(body), call.has_tools),
+                     call.context, self.endpoint())  # fmt: skip
 
-    def _read_body(self, response: Any) -> bytes:
-        """The whole response body; an httpx failure becomes a retryable ModelServiceError."""
-        try:
-            return response.read()
-        except Exception as e:
-            if not is_http_error(e):
-                raise
-            raise broken_body(self.endpoint(), e, self.api_key) from None
+    def reader_for(self, call: HTTPCall, headers: httpx.Headers, prompt: Prompt) -> StreamReader | None:
+        if "event-stream" not in headers.get("content-type", ""):
+            return None
+        return EventReader(ReplyReader(self, prompt, sends_schema(call.context)))
 
-    # ---- non-streaming -------------------------------------------------------------------------------
+    def unstreamed(
+        self, call: HTTPCall, headers: httpx.Headers, body: bytes, usage: Usage | None, prompt: Prompt
+    ) -> Iterable[list[Fragment]]:
+        ctype = headers.get("content-type", "")
+        return non_sse_reply(self, body, ctype, usage, prompt, sends_schema(call.context))
 
-    def _chat_once(
-        self,
-        messages: list[Message],
-        functions: list[dict[str, Any]] | None,
-        cfg: dict[str, Any],
-        usage: Usage | None,
-        *,
-        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
-    ) -> list[Message]:
-        request = self._request(messages, functions, cfg, tool_choice, stream=False)
-        response = self._post(request, bool(functions))
-        try:
-            body = self._read_body(response)
-        finally:
-            response.close()
-        return parse_completion(self, body, usage, (messages, functions), sends_schema(request))
+    def whole_reply(self, call: HTTPCall, body: bytes, usage: Usage | None, prompt: Prompt) -> list[Message]:
+        return parse_completion(self, body, usage, prompt, sends_schema(call.context))
 
-    # ---- asyncio: the same request and parsing over httpx.AsyncClient ------------------------------------
 
-    async def _achat_stream(
-        self,
-        messages: list[Message],
-        functions: list[dict[str, Any]] | None,
-        cfg: dict[str, Any],
-        usage: Usage | None,
-        *,
-        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
-    ) -> AsyncIterator[list[Fragment]]:
-        request = self._request(messages, functions, cfg, tool_choice, stream=True)
-        prompt = (messages, functions)
-        response = await self._apost(request, bool(functions))
-        native_schema = sends_schema(request)
-        try:
-            ctype = response.headers.get("content-type", "")
-            if "event-stream" not in ctype:
-                for out in non_sse_reply(self, await self._aread_body(response), ctype, usage, prompt, native_schema):
-                    yield out
-                return
-            reader = ReplyReader(self, prompt, native_schema)
-            event = reader.event
-            sse = SSESplitter()
-            try:
-                async for chunk in response.aiter_bytes():
-                    for data in sse.feed(chunk):
-                        out = event(data)
-                        if out is not None:
-                            yield out
-            except Exception as e:
-                if not is_http_error(e):
-                    raise
-                raise broken_body(self.endpoint(), e, self.api_key) from None
-            for data in sse.end():
-                out = event(data)
-                if out is not None:
-                    yield out
-            for out in reader.finish(usage):
-                yield out
-        finally:
-            await response.aclose()
+class EventReader:
+    """A streamed completion's bytes as server-sent events, each read by `ReplyReader.event` (a `StreamReader`)."""
 
-    async def _achat_once(
-        self,
-        messages: list[Message],
-        functions: list[dict[str, Any]] | None,
-        cfg: dict[str, Any],
-        usage: Usage | None,
-        *,
-        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
-    ) -> list[Message]:
-        request = self._request(messages, functions, cfg, tool_choice, stream=False)
-        response = await self._apost(request, bool(functions))
-        try:
-            body = await self._aread_body(response)
-        finally:
-            await response.aclose()
-        return parse_completion(self, body, usage, (messages, functions), sends_schema(request))
+    __slots__ = ("sse", "event", "reader")
 
-    async def _apost(self, request: ChatRequest, has_tools: bool) -> httpx.Response:
-        """`_post` on the async client."""
-        for _ in range(2):
-            try:
-                return await self._asend(request, has_tools)
-            except ModelServiceError as e:
-                drop_refused(e, request, self.endpoint())
-        return await self._asend(request, has_tools)
+    def __init__(self, reader: ReplyReader) -> None:
+        self.sse = SSESplitter()
+        self.event = reader.event
+        self.reader = reader
 
-    async def _asend(self, request: ChatRequest, has_tools: bool) -> httpx.Response:
-        """`_send` on the async client."""
-        client = await self._aclient()
-        try:
-            response = await client.send(http_request(client, request, self.url, self.api_key), stream=True)
-        except httpx.TimeoutException as e:
-            raise no_answer(self.endpoint(), e) from None
-        except httpx.HTTPError as e:
-            raise unreachable(self.endpoint(), e, self.api_key) from None
-        if response.status_code >= 400:
-            try:
-                data = await self._aread_body(response)
-            finally:
-                await response.aclose()
-            raise self.status_error(response.status_code, response, error_body(data), has_tools)
-        return response
+    def feed(self, chunk: bytes) -> list[list[Fragment]]:
+        event = self.event
+        return [out for out in map(event, self.sse.feed(chunk)) if out is not None]
 
-    async def _aread_body(self, response: Any) -> bytes:
-        """The whole response body; an httpx failure becomes a retryable ModelServiceError."""
-        try:
-            return await response.aread()
-        except Exception as e:
-            if not is_http_error(e):
-                raise
-            raise broken_body(self.endpoint(), e, self.api_key) from None
+    def finish(self, usage: Usage | None) -> list[list[Fragment]]:
+        event = self.event
+        return [out for out in map(event, self.sse.end()) if out is not None] + self.reader.finish(usage)
