@@ -59,7 +59,8 @@ def test_a_long_argument_grows_in_the_page_as_it_streams(openai_server: OpenAISe
             gate.release(5)  # the role, the text's two pieces, the call's start and its first piece
             wait_for(lambda: writing() > 0, timeout=30, what="the call's block with its first piece")
             counts.append(writing())
-            assert "line 00000" in chatbot.inner_text()  # the arguments so far, shown open
+            # the arguments so far, shown open (the block's text may come a render after its header)
+            wait_for(lambda: "line 00000" in chatbot.inner_text(), timeout=30, what="the call's first arguments")
             for _ in range(3):  # ten more pieces each time: the block grows
                 gate.release(10)
                 before = counts[-1]

@@ -88,6 +88,7 @@ class Memory:
         'drawn_from'); None when the run acts for no one (see `principal`)."""
         user, mine = principal(), self._mine()
         if user is None or (self.provider is None and mine is None):
+            _for_no_one("nothing is remembered")
             return None
         path = _scope(root_scope or self.root_scope, scope)
         crewai_event_bus.emit(self, ev.MemorySaveStartedEvent(value=content, metadata=metadata, agent_role=agent_role))
@@ -128,6 +129,7 @@ class Memory:
         crewai_event_bus.emit(self, ev.MemoryQueryStartedEvent(query=query, limit=limit))
         user = principal()
         if user is None:
+            _for_no_one("nothing is recalled")
             found = []
         elif self.provider is not None:
             found = _provider_matches(self.provider.search(query, user_id=user, limit=limit))
@@ -221,6 +223,11 @@ def agent_memory(memory: Any) -> Memory | None:
     if isinstance(memory, Memory):
         return memory
     raise TypeError(f"an Agent's memory is True, False or a Memory, got {type(memory).__name__}")
+
+
+def _for_no_one(what: str) -> None:
+    logger.warning("the memory is no one's here (a shared surface's run without a principal or a conversation): %s",
+                   what)  # fmt: skip
 
 
 def principal() -> str | None:

@@ -2,6 +2,7 @@
 that comes later; another process restores it with `from_pending` and resumes it with the feedback."""
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -81,7 +82,7 @@ def main(server: str, workdir: str) -> None:
     )
     env = {**os.environ, "OPENAI_API_KEY": "EMPTY"}  # (CrewAI rebuilds the reviewer's LLM without its key)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=workdir,
-                          env=env)  # fmt: skip
+                          env=env, preexec_fn=_default_sigint)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "'status': 'published'" in done.stdout and "Lovely, ship it to the blog" in done.stdout, done.stdout
     try:
@@ -90,6 +91,11 @@ def main(server: str, workdir: str) -> None:
         pass
     else:
         raise AssertionError("a flow that was resumed is no longer pending")
+
+
+def _default_sigint() -> None:
+    """The child takes SIGINT as usual even when this runs as a background job (which inherits it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 if __name__ == "__main__":
