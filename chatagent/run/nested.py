@@ -89,6 +89,10 @@ def paused_nested(messages: list[Message]) -> tuple[int, int] | None:
     of the caller's call that ran it, the index of its first message); else None."""
     if len(messages) < 3 or not is_approval(messages[-1]):
         return None
+    return _paused_at(messages)
+
+
+def _paused_at(messages: list[Message]) -> tuple[int, int] | None:
     last = messages[-2]
     if not (last.extra and NESTED in last.extra and PENDING_APPROVAL in last.extra):
         return None
