@@ -219,9 +219,11 @@ def unseen_controls(request: ToolBatch | ToolWait) -> list[ToolControl]:
     """The controls of `request`'s run it did not pass through, innermost first, now marked as seen: a driver hands it
     to them (`gate` a batch, `after_tool` an outcome), so that they hold wherever a tool runs (`ToolControl`)."""
     ctx = request.context
-    if ctx is None or not ctx.controls:
-        return []
-    unseen = [c for c in reversed(ctx.controls) if c not in request.seen]
+    return [] if ctx is None or not ctx.controls else _unseen(request, ctx.controls)
+
+
+def _unseen(request: ToolBatch | ToolWait, controls: tuple[ToolControl, ...]) -> list[ToolControl]:
+    unseen = [c for c in reversed(controls) if c not in request.seen]
     request.seen += unseen
     return unseen
 
