@@ -17,6 +17,7 @@ from tests.support.code_measures import (
     agent_getattrs,
     calls_named,
     complexities,
+    method_calls,
     pumps,
     py_files,
     twin_pairs,
@@ -53,6 +54,15 @@ def test_runnable_is_the_whole_contract_and_casts_are_few() -> None:
     assert len(calls_named(py_files(RUN), "cast")) <= MAX_CASTS
 
 
+TRANSPORT_CALLS = frozenset({"send", "iter_bytes", "aiter_bytes"})
+
+
+def test_every_http_backend_sends_through_the_one_transport() -> None:
+    """A request is sent and its stream read in llm/http_transport.py only: a backend writes its protocol."""
+    found = method_calls(py_files(PACKAGE / "llm"), TRANSPORT_CALLS)
+    assert found and {k.split(":")[0] for k in found} == {"http_transport.py"}, found
+
+
 def test_the_checkers_see_what_they_count(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text(
@@ -77,3 +87,4 @@ def test_the_checkers_see_what_they_count(tmp_path: Path) -> None:
     found = complexities([bad])
     assert found["bad.py:tangled"] == 9 and found["bad.py:tangled.inner"] == 2 and found["bad.py:stream"] == 1
     assert agent_getattrs([bad]) == ["bad.py:28"] and calls_named([bad], "cast") == ["bad.py:36"]
+    assert method_calls([bad], TRANSPORT_CALLS) == ["bad.py:6"]
