@@ -42,17 +42,20 @@ def split_calls(prepared: list[PreparedCall | ToolOutcome]) -> CallSteps:
         if isinstance(p, PreparedCall) and isinstance(p.tool, AgentTool):
             steps.agents.append(p)
         elif isinstance(p, PreparedCall) and isinstance(p.tool, HandoffTool):
-            if steps.transfer:
-                steps.tools.append(
-                    p.outcome.fail(ToolErrorKind.HANDOFF, ONE_TRANSFER.format(name=steps.transfer[0].tool.name))
-                )
-            elif too_many_handoffs():
-                steps.tools.append(p.outcome.fail(ToolErrorKind.HANDOFF, TOO_MANY))
-            else:
-                steps.transfer.append(p)
+            _add_transfer(steps, p)
         else:
             steps.tools.append(p)
     return steps
+
+
+def _add_transfer(steps: CallSteps, p: PreparedCall) -> None:
+    """A handoff's call: the reply's transfer, unless it has one (or the run is past the limit): then an error."""
+    if steps.transfer:
+        steps.tools.append(p.outcome.fail(ToolErrorKind.HANDOFF, ONE_TRANSFER.format(name=steps.transfer[0].tool.name)))
+    elif too_many_handoffs():
+        steps.tools.append(p.outcome.fail(ToolErrorKind.HANDOFF, TOO_MANY))
+    else:
+        steps.transfer.append(p)
 
 
 def run_agent_call(call: PreparedCall, response: list[Message], lang: str) -> Asking[ToolOutcome]:

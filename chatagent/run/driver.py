@@ -68,11 +68,17 @@ class ModelStream:
         self.error: str | None = None
         self.t0 = 0.0
         if self._observed:
-            found = handlers(ctx.callbacks, LLM_START)
-            if found:
-                data = {"messages": len(call.messages), "functions": [f.get("name") for f in call.functions or ()]}
-                deliver(found, make_event(LLM_START, _agent_name(ctx), ctx, data=data))
-            self.t0 = time.perf_counter()
+            self._started()
+
+    def _started(self) -> None:
+        """The call's start told to the run's callbacks (LLM_START), its clock started."""
+        call = self.call
+        ctx = call.context
+        found = handlers(ctx.callbacks, LLM_START)
+        if found:
+            data = {"messages": len(call.messages), "functions": [f.get("name") for f in call.functions or ()]}
+            deliver(found, make_event(LLM_START, _agent_name(ctx), ctx, data=data))
+        self.t0 = time.perf_counter()
 
     def push(self, fragments: Fragments) -> Fragments | None:
         self.reply.add(fragments)
@@ -104,19 +110,24 @@ class ModelStream:
         call = self.call
         reply = self.reply.messages()
         if self._observed:
-            ctx = call.context
-            ctx.usage.merge(self.usage)
-            found = handlers(ctx.callbacks, LLM_END)
-            if found:
-                data = {"model": call.llm.model, "model_type": call.llm.model_type, "input": call.messages,
-                        "output": reply, "functions": call.functions, "cfg": call.cfg}  # fmt: skip
-                duration = time.perf_counter() - self.t0
-                deliver(found, make_event(LLM_END, _agent_name(ctx), ctx, duration, self.usage, self.error, data))
-            trace = getattr(ctx, "trace", None)  # the run's RunTrace when it is traced (chatagent.run.telemetry)
-            if trace is not None:
-                trace.llm_end(call, self.usage, self.t0, self.error, reply)
+            self._ended(reply)
         call.done, call.result = True, reply
         return reply
+
+    def _ended(self, reply: list[Message]) -> None:
+        """The call's usage added to the run's, its end told to the run's callbacks (LLM_END) and its trace."""
+        call = self.call
+        ctx = call.context
+        ctx.usage.merge(self.usage)
+        found = handlers(ctx.callbacks, LLM_END)
+        if found:
+            data = {"model": call.llm.model, "model_type": call.llm.model_type, "input": call.messages,
+                    "output": reply, "functions": call.functions, "cfg": call.cfg}  # fmt: skip
+            duration = time.perf_counter() - self.t0
+            deliver(found, make_event(LLM_END, _agent_name(ctx), ctx, duration, self.usage, self.error, data))
+        trace = getattr(ctx, "trace", None)  # the run's RunTrace when it is traced (chatagent.run.telemetry)
+        if trace is not None:
+            trace.llm_end(call, self.usage, self.t0, self.error, reply)
 
 
 def _agent_name(ctx: Any) -> str | None:
@@ -208,9 +219,11 @@ def unseen_controls(request: ToolBatch | ToolWait) -> list[ToolControl]:
     """The controls of `request`'s run it did not pass through, innermost first, now marked as seen: a driver hands it
     to them (`gate` a batch, `after_tool` an outcome), so that they hold wherever a tool runs (`ToolControl`)."""
     ctx = request.context
-    if ctx is None or not ctx.controls:
-        return []
-    unseen = [c for c in reversed(ctx.controls) if c not in request.seen]
+    return [] if ctx is None or not ctx.controls else _unseen(request, ctx.controls)
+
+
+def _unseen(request: ToolBatch | ToolWait, controls: tuple[ToolControl, ...]) -> list[ToolControl]:
+    unseen = [c for c in reversed(controls) if c not in request.seen]
     request.seen += unseen
     return unseen
 

@@ -75,12 +75,9 @@ class Shifted(Stage):
 def own_loop(agent: Runnable, messages: list[Message], lang: str, kwargs: dict[str, Any],
              calls: list[Message] | None = None, waiting: list[dict[str, Any]] | None = None) -> AgentLoop:  # fmt: skip
     """The agent's own loop on `messages`; on a resumed turn with `calls` unanswered, those first (`resumed_loop`)."""
-    more = calls or waiting
-    return (
-        resumed_loop(agent, calls or [], messages, lang, kwargs, waiting)
-        if more
-        else agent.loop(messages, lang, kwargs)
-    )
+    if calls or waiting:
+        return resumed_loop(agent, calls or [], messages, lang, kwargs, waiting)
+    return agent.loop(messages, lang, kwargs)
 
 
 def resumed_loop(agent: Runnable, calls: list[Message], messages: list[Message], lang: str, kwargs: dict[str, Any],

@@ -109,12 +109,8 @@ def output(name: str | None, as_dicts: bool, delta_stream: bool, context: RunCon
            ) -> Callable[[list[Fragment]], Output]:  # fmt: skip
     """What turns each list of fragments into what the caller gets (a run's events, with `events=True`, as they
     are)."""
-    if context is not None and context.events is not None:
-        return _as_is
-    if delta_stream:
-        if as_dicts:
-            return lambda fragments: [f.model_dump() for f in named(fragments, name)]
-        return lambda fragments: named(fragments, name)
+    if delta_stream or (context is not None and context.events is not None):
+        return _as_they_are(name, as_dicts, context)
     response = DictResponse() if as_dicts else Response()
     add, msgs = response.add, response.messages
 
@@ -128,6 +124,16 @@ def output(name: str | None, as_dicts: bool, delta_stream: bool, context: RunCon
 def _no_events(context: RunContext) -> None:
     if context.events is not None:
         raise TypeError("run_nonstream returns the whole response: for the event stream, iterate run(..., events=True)")
+
+
+def _as_they_are(name: str | None, as_dicts: bool, context: RunContext | None) -> Callable[[list[Fragment]], Output]:
+    """`output` with `delta_stream`: each list of fragments as it is (as dicts when the caller gave dicts), or a
+    run's events."""
+    if context is not None and context.events is not None:
+        return _as_is
+    if as_dicts:
+        return lambda fragments: [f.model_dump() for f in named(fragments, name)]
+    return lambda fragments: named(fragments, name)
 
 
 def _as_is(item: Any) -> Any:

@@ -80,25 +80,27 @@ def prepare(
 def new_context(agent: Runnable, deadline: float | None, kwargs: dict[str, Any]) -> RunContext:
     """A run's context (its own `callbacks`, `generate_cfg`, `seed`, `plugins` and `response_format` out of
     `kwargs`)."""
-    own = agent.callbacks + tuple(kwargs.pop("callbacks", None) or ())
     listener = event_stream.Listener() if kwargs.pop("events", False) else None  # run(..., events=True)
-    if listener is not None:
-        own += (listener,)
+    own = agent.callbacks + tuple(kwargs.pop("callbacks", None) or ()) + ((listener,) if listener is not None else ())
     callbacks = events.with_global_callbacks(own) if own else events.global_callbacks  # the latter: see handlers
     context = RunContext(time.monotonic() + deadline if deadline else None, callbacks, agent.name)
     context.events = listener
-    run_cfg = dict(kwargs.pop("generate_cfg", None) or {})
-    seed = kwargs.pop("seed", None)  # Qwen-Agent's run(seed=...): the run's model calls sample with it
-    if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"seed must be an integer, got {seed!r}")
-        run_cfg["seed"] = seed
-    if run_cfg:
-        context.generate_cfg = run_cfg
+    if "generate_cfg" in kwargs or "seed" in kwargs:
+        context.generate_cfg = _run_cfg(kwargs.pop("generate_cfg", None), kwargs.pop("seed", None))
     plugins = agent.run_plugins(kwargs.pop("plugins", None), kwargs.pop("response_format", UNSET))
     if plugins:
         context.plugins = Plugins(plugins)
     return context
+
+
+def _run_cfg(given: dict[str, Any] | None, seed: Any) -> dict[str, Any] | None:
+    """The run's own generate_cfg (None when empty), with Qwen-Agent's run(seed=...): its model calls sample with it."""
+    run_cfg = dict(given or {})
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+        run_cfg["seed"] = seed
+    return run_cfg or None
 
 
 def loop(agent: Runnable, msgs: list[Message], lang: str | None, context: RunContext, kwargs: dict[str, Any],

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast, overloa
 
 from chatagent.llm.prepare import marked_data
 from chatagent.run import compat
-from chatagent.run.context import current_run
+from chatagent.run.context import RunContext, current_run
 from chatagent.run.driver import ask, drain
 from chatagent.run.nested import visible_to_model
 from chatagent.run.requests import Asking, Blocking, ModelCall, ToolBatch, ToolWait, View
@@ -100,16 +100,26 @@ class RunSteps:
         The reply streams out as fragments placed from `start` (through `view`, see `ModelCall`; none with
         `hide=True`), and the complete reply (a list of Messages) is the return value. Tool results reach the
         model marked as untrusted data, each once per run (`chatagent.llm.prepare.marked_data`), and the run's
-        provenance notes where the marked text came from (`chatagent.run.trust.Provenance`).
-
-        Qwen-Agent style works too (in an agent that is not `fragment_native`): `for rsp in self._call_llm(...)`
-        yields the reply so far as whole lists (an empty one first), and `stream=False` returns the whole reply.
+        provenance notes where the marked text came from (`chatagent.run.trust.Provenance`). Qwen-Agent's ways
+        work too (`_qwen_call`).
         """
         ctx = current_run()
         ctx.check_deadline()
         cfg = {**self.extra_generate_cfg, **(ctx.generate_cfg or {}), **(extra_generate_cfg or {})}
         messages = cast("list[Message]", marked_data(messages, ctx.marked))  # a Qwen-style loop's dicts stay dicts
         ctx.provenance.read(messages)  # where what the model reads came from, for what the run writes
+        if not stream or not self.fragment_native or "_call_llm" in self.overridden_steps:
+            return self._qwen_call(messages, functions, stream, cfg, ctx, start, view, hide)
+        # the request goes up to the driver, which sends the reply back
+        return self._asked(ModelCall(self.llm, visible_to_model(messages), functions, cfg, start, ctx, view, hide))
+
+    def _qwen_call(
+        self, messages: list[Message], functions: list[dict[str, Any]] | None, stream: bool, cfg: dict[str, Any],
+        ctx: RunContext, start: int, view: View | None, hide: bool,
+    ) -> Generator[list[Message], list[Message] | None, list[Message]] | list[Message]:  # fmt: skip
+        """`_call_llm` the Qwen-Agent ways: `stream=False` returns the whole reply; in an agent that is not
+        `fragment_native`, `for rsp in self._call_llm(...)` yields the reply so far as whole lists (an empty one
+        first); inside an override of `_call_llm` in a built-in loop, the call is placed as the loop's own."""
         if "_call_llm" in self.overridden_steps and stream and self.fragment_native and compat.placement():
             return compat.placed_call(self.llm, messages, functions, cfg, ctx)  # inside an override, in a built-in loop
         if not stream:
@@ -118,7 +128,6 @@ class RunSteps:
         call = ModelCall(self.llm, visible_to_model(messages), functions, cfg, start, ctx, view, hide)
         if not self.fragment_native:
             return compat.model_call(call)
-        # the request goes up to the driver, which sends the reply back (a Qwen-style loop never sees it)
         return self._asked(call)
 
     @staticmethod

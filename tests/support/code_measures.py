@@ -9,7 +9,8 @@ and the closing note of docs/architecture.md gives.
 - the *complexity* of a function: McCabe's, as flake8's `mccabe` and ruff's C901 count it: 1 + its branching
   statements (each `if` and `elif`, `for`, `while`, `except`, `case`); its nested functions and classes count on
   their own (C901 adds a nested function to its parent's figure);
-- `getattr(agent` and `cast(` calls: where run/ reaches past the Runnable contract or around the type checker.
+- `getattr(agent` and `cast(` calls: where run/ reaches past the Runnable contract or around the type checker;
+- method calls by name (`send`, `iter_bytes`): where llm/ sends a request and reads a stream (one transport).
 
     .venv/bin/python -m tests.support.code_measures            # prints them for chatagent/
 """
@@ -136,6 +137,16 @@ def calls_named(paths: list[Path], name: str) -> list[str]:
         for p in paths
         for node in ast.walk(_tree(p))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+    ]
+
+
+def method_calls(paths: list[Path], names: frozenset[str]) -> list[str]:
+    """`file:line` of every call of a method named in `names` (`client.send(...)`, `response.iter_bytes()`)."""
+    return [
+        f"{p.name}:{node.lineno}"
+        for p in paths
+        for node in ast.walk(_tree(p))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names
     ]
 
 

@@ -138,8 +138,13 @@ class EventReader:
         self.reader = reader
 
     def feed(self, chunk: bytes) -> list[list[Fragment]]:
+        out: list[list[Fragment]] = []
         event = self.event
-        return [out for out in map(event, self.sse.feed(chunk)) if out is not None]
+        for data in self.sse.feed(chunk):
+            fragments = event(data)
+            if fragments is not None:
+                out.append(fragments)
+        return out
 
     def finish(self, usage: Usage | None) -> list[list[Fragment]]:
         event = self.event
