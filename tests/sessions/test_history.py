@@ -91,7 +91,7 @@ def test_turns_stored_before_the_history_was_kept_are_listed_without_times(store
     s = Session("old", store_url)
     stepper([], FOUR).run_nonstream(ASK, session=s)
     close_stores()
-    _set_schema_version_raw(store_url, 2, "ALTER TABLE chatagent_turns DROP COLUMN steps")
+    _set_schema_version_raw(store_url, 2, "ALTER TABLE chatagent_turns DROP COLUMN times")
     s = Session("old", store_url)  # migrated: the column is back, empty
     assert s.store._read("SELECT value FROM chatagent_meta") == [(str(store_module.SCHEMA_VERSION),)]
     found = s.history()
