@@ -24,6 +24,13 @@ A call runs again from its start: what it did before asking must be safe to repe
 `current_run().idempotency_key` is the same in both runs: give it to the system that acts).
 
 A conversation that goes on without answering (a new user message) answers the waiting calls "not answered".
+
+Asked deeper in the run, a question pauses it all the same: in a nested run (an agent used as a tool) the nested
+run's marker (`extra[NESTED]`) ends the caller's response and the answer resumes the nested run
+(`chatagent.run.nested.paused_nested`); a handoff's receiver, a group chat member or a crew's task resumes its own
+pause (`resolve` leaves a pause whose calls are not the agent's tools to the agent they are); a plugin's hook asks
+as the call it is about or as the hook (`chatagent.run.plugin.Plugins.call`; before_run's answers are kept in
+later markers: `TURN_HOOK`).
 """
 
 from __future__ import annotations
