@@ -195,3 +195,13 @@ def test_a_plugins_hooks_ask_and_the_answers_resume_the_run_where_they_asked():
     out = bot.run_nonstream(conversation + rsp + [answer_message({q2["id"]: True})])
     assert [m["content"] for m in out] == ["paid 5", "Paid, Ann."] and len(llm.calls) == 2
     assert log == [("before_run", "Ann"), ("before_run", "Ann"), ("before_tool", True), ("paid", 5)]
+
+
+def test_the_event_stream_carries_the_nested_question_as_an_interrupt():
+    ran: list = []
+    bot = FnCallAgent(llm=ScriptedLLM([[tool_call("booker", {"task": "book Oslo"})]]),
+                      function_list=[booker(ran, [[tool_call("book", {"city": "Oslo"})]])])  # fmt: skip
+    events = list(bot.run(USER, events=True))
+    (interrupt,) = [e for e in events if e.type == "interrupt"]
+    assert [q["question"] for q in interrupt.data["questions"]] == ["Which date for Oslo?"]
+    assert events[-1].type == "run_end" and ran == [("start", "Oslo")] and len(bot.llm.calls) == 1  # it paused
