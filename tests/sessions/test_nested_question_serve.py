@@ -1,7 +1,8 @@
 """A question asked inside a nested run (a tool of an agent the served agent uses as a tool) over `chatagent serve`:
 the client gets it in `chatagent.pending_questions`, the replica that asked is killed, and another replica on the
-same store (SQLite, PostgreSQL) resumes the nested tool with the answer. The client holds only the conversation id and the question id
-(it reads the question again with `"resume": true`); another API key can neither see the question nor answer it."""
+same store (SQLite, PostgreSQL) resumes the nested tool with the answer. The client holds only the conversation id
+and the question id (it reads the question again with `"resume": true`); another API key can neither see the
+question nor answer it."""
 
 from __future__ import annotations
 
