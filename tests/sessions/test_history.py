@@ -4,6 +4,8 @@ principal reaches only its own conversations' history."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from chatagent import FnCallAgent, ScriptedLLM, Session, tool, tool_call
@@ -97,3 +99,16 @@ def test_turns_stored_before_the_history_was_kept_are_listed_without_times(store
     found = s.history()
     assert len(found) == 10 and {c.at for c in found} == {None} and found[2].kind == "tools"
     assert len(s.fork(found[-1].id).messages()) == 10
+
+
+def test_a_fork_keeps_the_attached_files_when_the_original_is_deleted(store_url: str, tmp_path) -> None:
+    doc = tmp_path / "notes.txt"
+    doc.write_text("the notes\n" * 50)
+    s = Session("files", store_url)
+    s.append([{"role": "user", "content": [{"text": "read this"}, {"file": str(doc)}]}])
+    s.append([{"role": "user", "content": "and then?"}])
+    branch = s.fork(s.history()[0].id)
+    assert [m["content"][0] for m in branch.messages()] == [{"text": "read this"}]
+    assert s.delete()
+    copy = Path(Session(branch.id, store_url).messages()[0]["content"][1]["file"])
+    assert copy.read_text() == "the notes\n" * 50
