@@ -48,10 +48,10 @@ class Checkpoint:
 def kind_of(message: dict[str, Any]) -> str:
     """The kind of step a stored message belongs to."""
     role, extra = message.get("role"), message.get("extra")
+    if extra and not _PAUSES.keys().isdisjoint(extra):  # (a nested run's pause too: it paused the whole run)
+        return PAUSE
     if role == "function" or (extra and "nested_in" in extra):
         return TOOLS
-    if extra and not _PAUSES.keys().isdisjoint(extra):
-        return PAUSE
     return MODEL if role == "assistant" else INPUT
 
 
@@ -120,7 +120,7 @@ def _cut(store: SQLStore, user: str, new_id: str, kept: list[dict[str, Any]], wh
         new = [system, *new]
     state, detail = RUNNING, None
     extra: dict[str, Any] = (response[-1].get("extra") or {}) if response else {}
-    pause = next((k for k in _PAUSES if k in extra and "nested_in" not in extra), None)
+    pause = next((k for k in _PAUSES if k in extra), None)
     if pause is not None:  # cut at a pause: the branch waits for the person, as the turn did
         state, detail = PAUSED, {"kind": _PAUSES[pause], "waiting": extra[pause]}
         if pause == "pending_user_input":
