@@ -44,7 +44,7 @@ from chatagent.run.requests import AgentLoop
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message
 from chatagent.schema.fragment import Fragment
 from chatagent.tools.validation import ToolArgumentError, validate_arguments
-from chatagent.utils.current_call import CALL_ID, PendingQuestion
+from chatagent.utils.current_call import ASKING_AS, CALL_ID, PendingQuestion
 
 if TYPE_CHECKING:
     from chatagent.run.context import RunContext
@@ -64,7 +64,9 @@ def ask_user(question: str, schema: dict[str, Any] | None = None) -> Any:
         raise TypeError("ask_user(question): the question is a non-empty string")
     if schema is not None and type(schema) is not dict:
         raise TypeError(f"ask_user(schema=...) is a JSON Schema (a dict), got {type(schema).__name__}")
-    cid = CALL_ID.get()
+    cid, hook = CALL_ID.get(), ASKING_AS.get()
+    if hook is not None and hook[1] == cid:  # a plugin's hook asks (not a tool call it started)
+        cid = hook[0]
     if cid is None:
         raise RuntimeError("ask_user is called from a tool's code while a run calls it (with the call's id)")
     ctx = current_run()

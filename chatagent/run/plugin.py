@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from chatagent.errors import ChatAgentError, LoopExit
-from chatagent.utils.current_call import CALL_ID
+from chatagent.utils.current_call import ASKING_AS, CALL_ID
 
 if TYPE_CHECKING:
     from chatagent.run.protocol import Runnable
@@ -198,7 +198,7 @@ class Plugins:
         """`fn(*args)`: Blocked gets the plugin's name; Retry passes; other errors as `plugin.on_error` says. The
         hook may ask a person something (`chatagent.ask_user`: its PendingQuestion passes, and the run pauses),
         as the call it is about (before_tool, after_tool) or as the hook."""
-        token = CALL_ID.set(_asking_as(hook, args))
+        token = ASKING_AS.set((_asking_as(hook, args), CALL_ID.get()))
         try:
             return fn(*args)
         except Blocked as b:
@@ -210,7 +210,7 @@ class Plugins:
             failed(plugin, hook, e)
             return None
         finally:
-            CALL_ID.reset(token)
+            ASKING_AS.reset(token)
 
 
 def _asking_as(hook: str, args: tuple[Any, ...]) -> str:

@@ -22,6 +22,7 @@ from chatagent import (
     tool_call,
 )
 from chatagent.agents.group_chat import GroupChat
+from chatagent.run.context import current_run
 from chatagent.sessions import SessionError
 
 USER = [{"role": "user", "content": "Book Lisbon."}]
@@ -166,6 +167,7 @@ class Confirm(Plugin):
         self.log.append(("before_run", ask_user("Your name?")))
 
     def before_tool(self, agent, call):
+        assert current_run().call_id is None  # a hook is not a tool call: asking as the call changes nothing else
         if call.tool.name == "pay":
             ok = ask_user(f"Pay {call.args['amount']}?", {"type": "boolean"})
             self.log.append(("before_tool", ok))
