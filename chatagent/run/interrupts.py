@@ -40,11 +40,12 @@ from typing import TYPE_CHECKING, Any
 
 from chatagent.run.approval import APPROVAL, PENDING_APPROVAL, call_id, is_approval, pending_approval
 from chatagent.run.context import current_run
+from chatagent.run.plugin import asking_as
 from chatagent.run.requests import AgentLoop
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message
 from chatagent.schema.fragment import Fragment
 from chatagent.tools.validation import ToolArgumentError, validate_arguments
-from chatagent.utils.current_call import ASKING_AS, CALL_ID, PendingQuestion
+from chatagent.utils.current_call import CALL_ID, PendingQuestion
 
 if TYPE_CHECKING:
     from chatagent.run.context import RunContext
@@ -64,12 +65,12 @@ def ask_user(question: str, schema: dict[str, Any] | None = None) -> Any:
         raise TypeError("ask_user(question): the question is a non-empty string")
     if schema is not None and type(schema) is not dict:
         raise TypeError(f"ask_user(schema=...) is a JSON Schema (a dict), got {type(schema).__name__}")
-    cid, hook = CALL_ID.get(), ASKING_AS.get()
-    if hook is not None and hook[1] == cid:  # a plugin's hook asks (not a tool call it started)
-        cid = hook[0]
+    cid, ctx = CALL_ID.get(), current_run()
+    hook = ctx.asking
+    if hook is not None and cid is None:  # a plugin's hook asks (a tool call it started asks as itself)
+        cid = asking_as(*hook)
     if cid is None:
         raise RuntimeError("ask_user is called from a tool's code while a run calls it (with the call's id)")
-    ctx = current_run()
     n = ctx.asked.get(cid, 0)
     ctx.asked[cid] = n + 1
     qid = f"{cid}#{n}"

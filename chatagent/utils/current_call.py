@@ -1,6 +1,5 @@
 """The tool call whose code is running in this context: its id as the model gave it (`CALL_ID`), set by the
-tool-call path (`chatagent.tools.calling`) around a tool's execution and read through `current_run().call_id`
-(`ASKING_AS`: what a plugin's hook asks as, while it runs); and
+tool-call path (`chatagent.tools.calling`) around a tool's execution and read through `current_run().call_id`; and
 `PendingQuestion`, what a tool's `chatagent.ask_user` raises to pause the run (the tool-call path turns it into the
 call's outcome)."""
 
@@ -11,9 +10,6 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 CALL_ID: ContextVar[str | None] = ContextVar("chatagent_tool_call", default=None)
-#: while a plugin's hook runs: what its questions (`chatagent.ask_user`) are asked as, and the tool call running when
-#: it began (a call started inside the hook asks as itself); see `chatagent.run.plugin`
-ASKING_AS: ContextVar[tuple[str, str | None] | None] = ContextVar("chatagent_asking_as", default=None)
 
 _T = TypeVar("_T")
 
@@ -37,4 +33,4 @@ def run_as_call(call_id: str | None, fn: Callable[..., _T], /, *args: Any, **kwa
         CALL_ID.reset(token)
 
 
-__all__ = ["ASKING_AS", "CALL_ID", "PendingQuestion", "run_as_call"]
+__all__ = ["CALL_ID", "PendingQuestion", "run_as_call"]
