@@ -72,7 +72,7 @@ class AgentTool(BaseTool):
             pass
         result = box[0]
         if result.paused:
-            return f"Error: {agent.name} stopped to wait for a person's approval, which cannot be given here."
+            return f"Error: {agent.name} stopped to wait for a person (an approval or an answer), which cannot be given here."
         return result.content
 
 

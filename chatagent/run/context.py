@@ -69,6 +69,7 @@ class RunContext:
         "answers",
         "asked",
         "events",
+        "asking",
     )
     trace: Any  # a traced run's RunTrace (chatagent.run.telemetry): told of its calls and its end
     recording: Any  # how a recorded run is kept in its trace (chatagent.run.traces)
@@ -101,6 +102,7 @@ class RunContext:
         self.answers: dict[str, Any] = {}  # a person's answers to the questions of paused calls (run.interrupts)
         self.asked: dict[str, int] = {}  # how many questions each tool call asked in this run (ask_user)
         self.events: Any = None  # run(..., events=True): the listener the event stream is made from (run.event_stream)
+        self.asking: tuple[str, tuple[Any, ...]] | None = None  # a plugin's hook running: (its name, its arguments)
 
     @property
     def egress(self) -> URLPolicy | None:

@@ -24,6 +24,13 @@ A call runs again from its start: what it did before asking must be safe to repe
 `current_run().idempotency_key` is the same in both runs: give it to the system that acts).
 
 A conversation that goes on without answering (a new user message) answers the waiting calls "not answered".
+
+Asked deeper in the run, a question pauses it all the same: in a nested run (an agent used as a tool) the nested
+run's marker (`extra[NESTED]`) ends the caller's response and the answer resumes the nested run
+(`chatagent.run.nested.paused_nested`); a handoff's receiver, a group chat member or a crew's task resumes its own
+pause (`resolve` leaves a pause whose calls are not the agent's tools to the agent they are); a plugin's hook asks
+as the call it is about or as the hook (`chatagent.run.plugin.Plugins.call`; before_run's answers are kept in
+later markers: `TURN_HOOK`).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from chatagent.run.approval import APPROVAL, PENDING_APPROVAL, call_id, is_approval, pending_approval
 from chatagent.run.context import current_run
+from chatagent.run.plugin import asking_as
 from chatagent.run.requests import AgentLoop
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message
 from chatagent.schema.fragment import Fragment
@@ -57,10 +65,12 @@ def ask_user(question: str, schema: dict[str, Any] | None = None) -> Any:
         raise TypeError("ask_user(question): the question is a non-empty string")
     if schema is not None and type(schema) is not dict:
         raise TypeError(f"ask_user(schema=...) is a JSON Schema (a dict), got {type(schema).__name__}")
-    cid = CALL_ID.get()
+    cid, ctx = CALL_ID.get(), current_run()
+    hook = ctx.asking
+    if hook is not None and cid is None:  # a plugin's hook asks (a tool call it started asks as itself)
+        cid = asking_as(*hook)
     if cid is None:
         raise RuntimeError("ask_user is called from a tool's code while a run calls it (with the call's id)")
-    ctx = current_run()
     n = ctx.asked.get(cid, 0)
     ctx.asked[cid] = n + 1
     qid = f"{cid}#{n}"

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from chatagent.errors import ChatAgentError, LoopExit
-from chatagent.utils.current_call import CALL_ID
+from chatagent.run.context import CURRENT
 
 if TYPE_CHECKING:
     from chatagent.run.protocol import Runnable
@@ -195,10 +195,12 @@ class Plugins:
 
     @staticmethod
     def call(plugin: Any, hook: str, fn: Hook, *args: Any) -> Any:
-        """`fn(*args)`: Blocked gets the plugin's name; Retry passes; other errors as `plugin.on_error` says. The
-        hook may ask a person something (`chatagent.ask_user`: its PendingQuestion passes, and the run pauses),
-        as the call it is about (before_tool, after_tool) or as the hook."""
-        token = CALL_ID.set(_asking_as(hook, args))
+        """`fn(*args)`: Blocked gets the plugin's name; Retry passes; other errors as `plugin.on_error` says. One
+        of the ASKING_HOOKS may ask a person something (`chatagent.ask_user`: its PendingQuestion passes, and the
+        run pauses), as the call it is about (before_tool, after_tool) or as the hook (`asking_as`)."""
+        ctx = CURRENT.get() if hook in ASKING_HOOKS else None  # (a context attribute: no context variable set)
+        if ctx is not None:
+            before, ctx.asking = ctx.asking, (hook, args)
         try:
             return fn(*args)
         except Blocked as b:
@@ -210,10 +212,14 @@ class Plugins:
             failed(plugin, hook, e)
             return None
         finally:
-            CALL_ID.reset(token)
+            if ctx is not None:
+                ctx.asking = before  # pyright: ignore[reportPossiblyUnboundVariable]
 
 
-def _asking_as(hook: str, args: tuple[Any, ...]) -> str:
+ASKING_HOOKS = frozenset(("before_run", "before_model", "after_model", "before_tool", "after_tool", "after_run"))
+
+
+def asking_as(hook: str, args: tuple[Any, ...]) -> str:
     """The id a hook's questions are asked under: the tool call's for before_tool and after_tool (the call runs
     again when answered), else the hook's and its agent's."""
     about = args[1] if len(args) > 1 else None

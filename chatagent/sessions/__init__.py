@@ -6,6 +6,7 @@
     bot.run([new_message], session=s)                           # runs on the stored conversation, saves the turn
     bot.resume(session=s)                                       # continues a turn whose process died
     Session.list(user='alice')                                  # SessionInfo: id, title, times, size
+    s.history(); s.fork(checkpoint_id)                          # every step (a Checkpoint); a branch from one
 
 See `chatagent.sessions.turn` for how a run is saved (whole, stopped, paused, failed; checkpointed as it goes) and
 `chatagent.sessions.store` for store URLs and the schema. psycopg is imported only for a postgresql:// store.
@@ -18,6 +19,7 @@ from chatagent.sessions.errors import (
     SessionPendingTurnError,
     SessionStoreError,
 )
+from chatagent.sessions.history import Checkpoint
 from chatagent.sessions.pending import PendingTurn
 from chatagent.sessions.session import Session
 from chatagent.sessions.store import DEFAULT_USER, SessionInfo
@@ -25,6 +27,7 @@ from chatagent.sessions.store_urls import close_stores, default_store_url, open_
 
 __all__ = [
     "DEFAULT_USER",
+    "Checkpoint",
     "PendingTurn",
     "Session",
     "SessionBusyError",

@@ -9,7 +9,7 @@ A *step* is what one phase of a turn added: the person's messages, or a decision
 reply ('model'), its tool calls' results with what nested runs showed ('tools'), a pause for a person ('pause'). A
 *checkpoint* is the conversation after a step: `id` is '<turn>.<messages>' (never reused: a removed turn's number is
 not given again), `messages` how many the conversation holds then, `at` when the step completed (Unix seconds; None
-for turns stored before chatagent kept it). The times are kept with each turn, in the same store.
+for turns stored before chatagent kept it). When each message was done is kept with its turn, in the same store.
 
 `fork(checkpoint)` copies the conversation up to it into a new session (same store, same user: a principal forks
 only its own conversations). From a checkpoint that ends a turn, the branch is ready for a new message (try another
@@ -47,12 +47,12 @@ class Checkpoint:
 
 def kind_of(message: dict[str, Any]) -> str:
     """The kind of step a stored message belongs to."""
-    extra: dict[str, Any] = message.get("extra") or {}
-    if message.get("role") == "function" or "nested_in" in extra:
-        return TOOLS
-    if any(k in extra for k in _PAUSES):
+    role, extra = message.get("role"), message.get("extra")
+    if extra and not _PAUSES.keys().isdisjoint(extra):  # (a nested run's pause too: it paused the whole run)
         return PAUSE
-    return MODEL if message.get("role") == "assistant" else INPUT
+    if role == "function" or (extra and "nested_in" in extra):
+        return TOOLS
+    return MODEL if role == "assistant" else INPUT
 
 
 def steps_of(turn: Sequence[dict[str, Any]], times: Sequence[float | None]) -> list[list[Any]]:
@@ -71,8 +71,8 @@ def history(store: SQLStore, user: str, session_id: str) -> list[Checkpoint]:
     """The checkpoints of `user`'s stored conversation `session_id`, oldest first ([] if it has none)."""
     out: list[Checkpoint] = []
     total = 0
-    for number, turn, steps in store.turns(user, session_id):
-        for k, (end, kind, at) in enumerate(steps or steps_of(turn, [None] * len(turn))):
+    for number, turn, times in store.turns(user, session_id):
+        for k, (end, kind, at) in enumerate(steps_of(turn, times or [None] * len(turn))):
             out.append(Checkpoint(f"{number}.{total + end}", number, k, kind, total + end, at))
         total += len(turn)
     return out
@@ -94,23 +94,23 @@ def fork(store: SQLStore, user: str, session_id: str, checkpoint: str, new_id: s
     title = info.title if info is not None else ""
     system: Any = loaded.system if loaded.system is not None else _UNCHANGED
     total = 0
-    for number, turn, steps in rows:
+    for number, turn, times in rows:
         messages = loaded.messages[total : total + len(turn)]
         if number < found.turn:
-            store.commit(user, new_id, None, messages, title, system, steps=steps)
+            store.commit(user, new_id, None, messages, title, system, times=times)
             system = _UNCHANGED
         elif number == found.turn:
-            _cut(store, user, new_id, messages[: found.messages - total], len(turn), title, system, steps)
+            _cut(store, user, new_id, messages[: found.messages - total], len(turn), title, system, times)
             break
         total += len(turn)
     return new_id
 
 
 def _cut(store: SQLStore, user: str, new_id: str, kept: list[dict[str, Any]], whole: int, title: str, system: Any,
-         steps: list[list[Any]] | None) -> None:  # fmt: skip
+         times: list[float] | None) -> None:  # fmt: skip
     """Store the turn that the checkpoint cuts: whole when it ends there, else pending at the cut."""
     if len(kept) == whole:
-        store.commit(user, new_id, None, kept, title, system, steps=steps)
+        store.commit(user, new_id, None, kept, title, system, times=times)
         return
     n = 0
     while n < len(kept) and kind_of(kept[n]) == INPUT:
@@ -120,7 +120,7 @@ def _cut(store: SQLStore, user: str, new_id: str, kept: list[dict[str, Any]], wh
         new = [system, *new]
     state, detail = RUNNING, None
     extra: dict[str, Any] = (response[-1].get("extra") or {}) if response else {}
-    pause = next((k for k in _PAUSES if k in extra and "nested_in" not in extra), None)
+    pause = next((k for k in _PAUSES if k in extra), None)
     if pause is not None:  # cut at a pause: the branch waits for the person, as the turn did
         state, detail = PAUSED, {"kind": _PAUSES[pause], "waiting": extra[pause]}
         if pause == "pending_user_input":

@@ -38,7 +38,7 @@ _UNCHANGED: Any = object()
 # dialect-neutral form of SCHEMA below.
 # 2: turns in progress and their checkpoints, and what a session's runs used (tokens, cost)
 _V2 = [*pending.SCHEMA, "ALTER TABLE chatagent_sessions ADD COLUMN usage {blob}"]
-_V3 = ["ALTER TABLE chatagent_turns ADD COLUMN steps {blob}"]  # 3: each turn's steps (chatagent.sessions.history)
+_V3 = ["ALTER TABLE chatagent_turns ADD COLUMN times {blob}"]  # 3: when each message was done (sessions.history)
 MIGRATIONS: dict[int, list[str]] = {1: _V2, 2: _V3}
 
 SCHEMA = [
@@ -71,8 +71,8 @@ ADVANCE = (
     "title = COALESCE(title, ?) WHERE sid = ? AND version = ?"
 )
 ADVANCE_WITH_SYSTEM = ADVANCE.replace(" WHERE", ", system_message = ? WHERE")
-ADD_TURN = "INSERT INTO chatagent_turns (sid, turn, body, steps) VALUES (?, ?, ?, ?)"
-TURNS = "SELECT t.turn, t.body, t.steps FROM chatagent_turns t JOIN chatagent_sessions s ON s.sid = t.sid " \
+ADD_TURN = "INSERT INTO chatagent_turns (sid, turn, body, times) VALUES (?, ?, ?, ?)"
+TURNS = "SELECT t.turn, t.body, t.times FROM chatagent_turns t JOIN chatagent_sessions s ON s.sid = t.sid " \
     "WHERE s.user_id = ? AND s.session_id = ? ORDER BY t.turn"  # fmt: skip
 PUT_BLOB = (
     "INSERT INTO chatagent_blobs (sha256, size, data) VALUES (?, ?, ?) "
@@ -243,8 +243,8 @@ class SQLStore:
             messages = attachments.restore(messages, self.blob, owned)
         return Loaded(sid, version, system_msg, messages)
 
-    def turns(self, user: str, session_id: str) -> list[tuple[int, list[dict], list[list[Any]] | None]]:
-        """Each stored turn: (its number, its messages as stored, its steps or None: `chatagent.sessions.history`)."""
+    def turns(self, user: str, session_id: str) -> list[tuple[int, list[dict], list[float] | None]]:
+        """Each stored turn: (its number, its messages as stored, when each was done or None: `sessions.history`)."""
         rows = self._read(TURNS, (user, session_id))
         return [(r[0], orjson.loads(r[1]), orjson.loads(r[2]) if r[2] is not None else None) for r in rows]
 
@@ -286,13 +286,13 @@ class SQLStore:
         system: dict | None = _UNCHANGED,
         pending_key: str | None = None,
         usage: dict | None = None,
-        steps: list[list[Any]] | None = None,
+        times: list[float] | None = None,
     ) -> None:
         """Append one turn, in one transaction, if the session is still at `expected.version` (else
         SessionConflictError); with `expected=None`, to whatever the session holds. `system` replaces the stored
         system message when given. `pending_key`: the turn was pending under this key; its rows go (and if they
         are gone, discarded meanwhile, nothing is stored: SessionConflictError). `usage` (USAGE_KEYS): what the
-        turn's run used, added to the session's. `steps`: its steps and their times (`history.steps_of`)."""
+        turn's run used, added to the session's. `times`: when each of its messages was done."""
         stored, files = attachments.stash(messages)
         body = orjson.dumps(stored)
         now = time.time()
@@ -321,7 +321,7 @@ class SQLStore:
                 cur.execute(pending.DELETE_PENDING, (sid,))
                 cur.execute(pending.DELETE_CHECKPOINTS, (sid,))
             turn = version + 1
-            cur.execute(ADD_TURN, (sid, turn, body, orjson.dumps(steps) if steps is not None else None))
+            cur.execute(ADD_TURN, (sid, turn, body, orjson.dumps(times) if times is not None else None))
             if usage:
                 row = cur.execute(pending.GET_USAGE, (sid,)).fetchone()
                 cur.execute(pending.SET_USAGE, (orjson.dumps(summed_usage(row[0] if row else None, usage)), sid))

@@ -37,7 +37,6 @@ from chatagent.schema import FUNCTION, SYSTEM, Message, drop_unanswered_calls, t
 from chatagent.schema.fragment import Fragment, fragment
 from chatagent.schema.stream import Collector
 from chatagent.sessions.errors import SessionError, SessionPendingTurnError
-from chatagent.sessions.history import steps_of
 from chatagent.sessions.pending import FAILED as PENDING_FAILED
 from chatagent.sessions.pending import PAUSED, PendingTurn
 from chatagent.sessions.session import INTERRUPTED, Session, stored_turn, title_of
@@ -286,8 +285,8 @@ class Turn:
             {"prompt_tokens": used.prompt_tokens, "completion_tokens": used.completion_tokens, "calls": used.calls,
              "cost": used.cost} if used is not None and used.calls else None
         )  # fmt: skip
-        steps = steps_of(turn, [*began[1:], time.time()])  # a message is done when the next begins
-        s.store.commit(s.user, s.id, self.loaded, turn, title_of(self.conversation), system, pending_key, usage, steps)
+        times = [*began[1:], time.time()]  # a message is done when the next begins (chatagent.sessions.history)
+        s.store.commit(s.user, s.id, self.loaded, turn, title_of(self.conversation), system, pending_key, usage, times)
 
 
 def _pending_error(session: Session, found: PendingTurn) -> SessionPendingTurnError:

@@ -4,12 +4,15 @@ principal reaches only its own conversations' history."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from chatagent import FnCallAgent, ScriptedLLM, Session, tool, tool_call
+from chatagent import FnCallAgent, ScriptedLLM, Session, answer_message, pending_questions, tool, tool_call
 from chatagent.sessions import SessionError, SessionPendingTurnError, close_stores
 from chatagent.sessions import store as store_module
 from tests.sessions.test_session_stores import _set_schema_version_raw
+from tests.tools.test_ask_nested import booker
 
 
 def stepper(ran: list, replies: list) -> FnCallAgent:
@@ -91,9 +94,41 @@ def test_turns_stored_before_the_history_was_kept_are_listed_without_times(store
     s = Session("old", store_url)
     stepper([], FOUR).run_nonstream(ASK, session=s)
     close_stores()
-    _set_schema_version_raw(store_url, 2, "ALTER TABLE chatagent_turns DROP COLUMN steps")
+    _set_schema_version_raw(store_url, 2, "ALTER TABLE chatagent_turns DROP COLUMN times")
     s = Session("old", store_url)  # migrated: the column is back, empty
     assert s.store._read("SELECT value FROM chatagent_meta") == [(str(store_module.SCHEMA_VERSION),)]
     found = s.history()
     assert len(found) == 10 and {c.at for c in found} == {None} and found[2].kind == "tools"
     assert len(s.fork(found[-1].id).messages()) == 10
+
+
+def test_a_fork_keeps_the_attached_files_when_the_original_is_deleted(store_url: str, tmp_path) -> None:
+    doc = tmp_path / "notes.txt"
+    doc.write_text("the notes\n" * 50)
+    s = Session("files", store_url)
+    s.append([{"role": "user", "content": [{"text": "read this"}, {"file": str(doc)}]}])
+    s.append([{"role": "user", "content": "and then?"}])
+    branch = s.fork(s.history()[0].id)
+    assert [m["content"][0] for m in branch.messages()] == [{"text": "read this"}]
+    assert s.delete()
+    copy = Path(Session(branch.id, store_url).messages()[0]["content"][1]["file"])
+    assert copy.read_text() == "the notes\n" * 50
+
+
+def test_a_fork_at_a_nested_runs_question_waits_for_the_answer_as_the_turn_did(store_url: str) -> None:
+    ran: list = []
+    outer = [[tool_call("booker", {"task": "book Lisbon"})], "All booked."]
+    inner = [[tool_call("book", {"city": "Lisbon"})], "Booked it."]
+    s = Session("nested", store_url)
+    bot = FnCallAgent(llm=ScriptedLLM(list(outer)), function_list=[booker(ran, inner)])
+    (q,) = pending_questions(bot.run_nonstream(ASK, session=s)) or []
+    out = bot.run_nonstream([answer_message({q["id"]: "May 3"})], session=s)
+    assert out[-1]["content"] == "All booked."
+    kinds = [c.kind for c in s.history()]
+    assert kinds == ["input", "model", "tools", "pause", "input", "tools", "model"]
+    branch = s.fork(s.history()[3].id)  # at the nested pause: the branch waits for the answer
+    assert branch.pending_turn is not None and branch.pending_turn.kind == "question"
+    again = FnCallAgent(llm=ScriptedLLM(outer[1:]), function_list=[booker(ran, inner[1:])])
+    out = again.run_nonstream([answer_message({q["id"]: "June 9"})], session=branch)
+    assert "booked Lisbon on June 9" in [m["content"] for m in out] and out[-1]["content"] == "All booked."
+    assert "booked Lisbon on May 3" in [m["content"] for m in s.messages()]  # the original is unchanged

@@ -56,14 +56,14 @@ def _call(port: int, method: str, path: str, key: str, body: dict | None = None)
     return httpx.request(method, f"http://127.0.0.1:{port}{path}", json=body, headers=headers, timeout=60)
 
 
-def test_a_principal_lists_forks_and_resumes_its_history_and_another_cannot(tmp_path: Path) -> None:
+def test_a_principal_lists_forks_and_resumes_its_history_and_another_cannot(store_url: str, tmp_path: Path) -> None:
     agent = tmp_path / "steps_agent.py"
     agent.write_text(textwrap.dedent(AGENT_MODULE))
     effects = tmp_path / "effects.txt"
     keys = tmp_path / "keys.txt"
     keys.write_text("key-alice-0123456789\nkey-bob-0123456789ab\n")
     ports = [_free_port(), _free_port()]
-    store = "sqlite:///" + str(tmp_path / "sessions.db")
+    store = store_url  # SQLite, and a real PostgreSQL server
     args = ["--agent", f"{agent}:agent", "--store", store, "--api-key-file", str(keys)]
     a, b = (Proc(["serve", *args, "--port", str(port)], EFFECTS=str(effects)) for port in ports)
     try:

@@ -1,7 +1,8 @@
 """A question asked inside a nested run (a tool of an agent the served agent uses as a tool) over `chatagent serve`:
 the client gets it in `chatagent.pending_questions`, the replica that asked is killed, and another replica on the
-same store resumes the nested tool with the answer. The client holds only the conversation id and the question id
-(it reads the question again with `"resume": true`); another API key can neither see the question nor answer it."""
+same store (SQLite, PostgreSQL) resumes the nested tool with the answer. The client holds only the conversation id
+and the question id (it reads the question again with `"resume": true`); another API key can neither see the
+question nor answer it."""
 
 from __future__ import annotations
 
@@ -72,14 +73,14 @@ def _post(port: int, body: dict, key: str) -> httpx.Response:
     return httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, headers=headers, timeout=60)
 
 
-def test_a_nested_question_is_answered_on_another_replica_by_its_principal_only(tmp_path: Path) -> None:
+def test_a_nested_question_is_answered_on_another_replica_by_its_principal_only(store_url: str, tmp_path: Path) -> None:
     agent = tmp_path / "nested_agent.py"
     agent.write_text(textwrap.dedent(AGENT_MODULE))
     effects = tmp_path / "effects.txt"
     keys = tmp_path / "keys.txt"
     keys.write_text("key-alice-0123456789\nkey-bob-0123456789ab\n")
     ports = [_free_port(), _free_port()]
-    store = "sqlite:///" + str(tmp_path / "sessions.db")
+    store = store_url  # SQLite, and a real PostgreSQL server
     args = ["--agent", f"{agent}:agent", "--store", store, "--api-key-file", str(keys)]
     a, b = (Proc(["serve", *args, "--port", str(port)], EFFECTS=str(effects)) for port in ports)
     try:

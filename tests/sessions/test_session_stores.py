@@ -171,7 +171,7 @@ def test_a_version_1_store_gets_the_tables_of_turns_in_progress_and_usage(store_
     before = stored_conversation(store_url)
     close_stores()
     version_2 = ["DROP TABLE chatagent_pending", "DROP TABLE chatagent_checkpoints",
-                 "ALTER TABLE chatagent_sessions DROP COLUMN usage", "ALTER TABLE chatagent_turns DROP COLUMN steps"]  # fmt: skip
+                 "ALTER TABLE chatagent_sessions DROP COLUMN usage", "ALTER TABLE chatagent_turns DROP COLUMN times"]  # fmt: skip
     _set_schema_version_raw(store_url, 1, *version_2)
     s = Session("kept", store_url)
     assert s.messages() == before and s.pending_turn is None and s.usage.calls == 0

@@ -22,6 +22,7 @@ from chatagent import (
     tool_call,
 )
 from chatagent.agents.group_chat import GroupChat
+from chatagent.run.context import current_run
 from chatagent.sessions import SessionError
 
 USER = [{"role": "user", "content": "Book Lisbon."}]
@@ -166,6 +167,7 @@ class Confirm(Plugin):
         self.log.append(("before_run", ask_user("Your name?")))
 
     def before_tool(self, agent, call):
+        assert current_run().call_id is None  # a hook is not a tool call: asking as the call changes nothing else
         if call.tool.name == "pay":
             ok = ask_user(f"Pay {call.args['amount']}?", {"type": "boolean"})
             self.log.append(("before_tool", ok))
@@ -195,3 +197,13 @@ def test_a_plugins_hooks_ask_and_the_answers_resume_the_run_where_they_asked():
     out = bot.run_nonstream(conversation + rsp + [answer_message({q2["id"]: True})])
     assert [m["content"] for m in out] == ["paid 5", "Paid, Ann."] and len(llm.calls) == 2
     assert log == [("before_run", "Ann"), ("before_run", "Ann"), ("before_tool", True), ("paid", 5)]
+
+
+def test_the_event_stream_carries_the_nested_question_as_an_interrupt():
+    ran: list = []
+    bot = FnCallAgent(llm=ScriptedLLM([[tool_call("booker", {"task": "book Oslo"})]]),
+                      function_list=[booker(ran, [[tool_call("book", {"city": "Oslo"})]])])  # fmt: skip
+    events = list(bot.run(USER, events=True))
+    (interrupt,) = [e for e in events if e.type == "interrupt"]
+    assert [q["question"] for q in interrupt.data["questions"]] == ["Which date for Oslo?"]
+    assert events[-1].type == "run_end" and ran == [("start", "Oslo")] and len(bot.llm.calls) == 1  # it paused

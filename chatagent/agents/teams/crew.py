@@ -201,7 +201,8 @@ class Crew:
         **kwargs: Any,
     ) -> Run[Any]:
         """The crew's run, streamed like `Agent.run` (see the module docstring). `done`: the outputs of the first
-        tasks, from an earlier run: the crew goes on from the task after them (a replay)."""
+        tasks, from an earlier run: the crew goes on from the task after them (a replay). `feedback`, `approval` or
+        `answers` (to a task's tools' questions) resume a crew paused in `session`."""
         return self._agent.run(self._start(inputs, feedback, approval, session, done, answers), session=session,
                                delta_stream=delta_stream, **kwargs)  # fmt: skip
 
