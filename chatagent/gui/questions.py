@@ -84,7 +84,7 @@ class QuestionForm:
         self.labels: list[Any] = []
         with gr.Column(visible=False, elem_id="question-form") as form:
             for n in range(MAX_FIELDS):
-                self.labels.append(gr.Markdown(visible=False, elem_id=f"question-{n}"))
+                self.labels.append(gr.Markdown("", visible=False, elem_id=f"question-{n}"))
                 self.fields += [
                     gr.Textbox(show_label=False, visible=False, elem_id=f"answer-{n}-text"),
                     gr.Number(show_label=False, visible=False, elem_id=f"answer-{n}-number"),
@@ -92,7 +92,7 @@ class QuestionForm:
                     gr.Dropdown(choices=[], show_label=False, visible=False, elem_id=f"answer-{n}-choice"),
                     gr.Textbox(show_label=False, visible=False, elem_id=f"answer-{n}-json", info="JSON"),
                 ]
-            self.error = gr.Markdown(visible=False, elem_id="question-error")
+            self.error = gr.Markdown("", visible=False, elem_id="question-error")
             self.asked = gr.State(())  # the ids of the questions the form shows (their fields keep what was typed)
             self.send = gr.Button("Answer", variant="primary", elem_id="answer-btn", size="sm")
         self.form = form
