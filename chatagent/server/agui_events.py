@@ -114,8 +114,12 @@ class AGUIEvents:
     # ---- parts -----------------------------------------------------------------------------------------------------
 
     def _text(self, ev: RunEvent, delta: str) -> list[Event]:
-        out = self._close_reasoning() + self._close_calls()
         mid = f"{ev.run_id}-{ev.data['index']}"
+        if self.text == mid and self.reasoning is None and not self.calls:  # the usual case: the message goes on
+            return [
+                {"type": "TEXT_MESSAGE_CONTENT", "timestamp": int(ev.time * 1000), "messageId": mid, "delta": delta}
+            ]
+        out = self._close_reasoning() + self._close_calls()
         if self.text != mid:
             out += self._close_text()
             out.append(_ev("TEXT_MESSAGE_START", ev, messageId=mid, role="assistant"))
@@ -216,7 +220,9 @@ def _ev(kind: str, at: RunEvent | None = None, **fields: Any) -> Event:
 
 def encoded(events: list[Event]) -> bytes:
     """AG-UI events as server-sent events (`data: <json>` each)."""
-    return b"".join(b"data: " + orjson.dumps(e) + b"\n\n" for e in events)
+    if len(events) == 1:  # the usual case: a piece of text
+        return b"data: " + orjson.dumps(events[0]) + b"\n\n"
+    return b"".join([b"data: " + orjson.dumps(e) + b"\n\n" for e in events])
 
 
 def _text_of(value: Any) -> str:

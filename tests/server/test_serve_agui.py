@@ -21,7 +21,7 @@ pytest.importorskip("ag_ui")
 from ag_ui.core import Event  # noqa: E402
 from pydantic import BaseModel, TypeAdapter  # noqa: E402
 
-from chatagent import FnCallAgent, ScriptedLLM, ask_user, handoff, tool, tool_call  # noqa: E402
+from chatagent import BasicAgent, FnCallAgent, ScriptedLLM, ask_user, handoff, tool, tool_call  # noqa: E402
 from chatagent.server import AgentServer  # noqa: E402
 from chatagent.server.runner import asgi_app  # noqa: E402
 from tests.support.openai_server import Reply as OpenAIReply  # noqa: E402
@@ -305,3 +305,17 @@ def test_a_client_that_goes_away_leaves_the_threads_turn_to_end_and_be_stored(
         assert time.monotonic() < deadline, "the turn was not stored"
         time.sleep(0.05)
     assert [m["role"] for m in session.messages()] == ["user", "assistant", "function", "assistant"]
+
+
+def test_another_key_naming_the_same_thread_sees_none_of_it(serve: Any) -> None:
+    server = serve(BasicAgent(llm=ScriptedLLM(default="Noted."), name="notes"))
+    status, _ = run(server, "notes", agent_input("shared-name", [user("My PIN is 4711.")]))
+    assert status == 200
+    status, events = run(server, "notes", agent_input("shared-name", [user("What did I say?")]), key="key-bob")
+    assert status == 200
+    (snapshot,) = [e for e in events if e["type"] == "MESSAGES_SNAPSHOT"]
+    assert [m.get("content") for m in snapshot["messages"]] == ["What did I say?", "Noted."]  # Bob's thread only
+    assert "4711" not in json.dumps(events)
+    status, events = run(server, "notes", agent_input("shared-name", [user("And now?")]))
+    (snapshot,) = [e for e in events if e["type"] == "MESSAGES_SNAPSHOT"]
+    assert [m.get("content") for m in snapshot["messages"]] == ["My PIN is 4711.", "Noted.", "And now?", "Noted."]
