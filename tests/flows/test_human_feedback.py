@@ -4,6 +4,7 @@ whom the run acts for, resumed with the feedback only by that owner, the questio
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -228,3 +229,23 @@ def test_chained_reviews_pause_twice_and_the_second_listener_gets_the_first_resu
         done = Chained.from_pending(second.context.flow_id, store).resume("ship")
     assert done == ["HumanFeedbackResult", "draft v1 final (good)", ["first_review", "final_review"],
                     "HumanFeedbackResult: good"]  # fmt: skip
+
+
+class AsyncNote(Flow):
+    @start()
+    @human_feedback(message="Any comment?")
+    async def write(self):
+        return "async text"
+
+    @listen(write)
+    async def read(self, result: HumanFeedbackResult):
+        return f"{result.output}: {result.feedback}"
+
+
+def test_an_async_method_is_reviewed_and_resumed_on_the_event_loop(store):
+    async def go():
+        with acting_as(ALICE):
+            paused = await AsyncNote(persistence=store).kickoff_async()
+            return await AsyncNote.from_pending(paused.context.flow_id, store).resume_async("fine")
+
+    assert asyncio.run(go()) == "async text: fine"

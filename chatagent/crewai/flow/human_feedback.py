@@ -46,6 +46,7 @@ from chatagent.crewai.flow.async_feedback import (
     PendingFeedbackContext,
 )
 from chatagent.crewai.llm import model_config
+from chatagent.errors import ChatAgentError
 from chatagent.llm.base import BaseChatModel
 from chatagent.llm.registry import get_chat_model
 from chatagent.run.context import current_trust
@@ -59,6 +60,10 @@ COLLAPSE = (
     "A person reviewed some work and said:\n\n{feedback}\n\nWhich one of these outcomes does that mean: {outcomes}? "
     "Answer with that outcome only, exactly as written."
 )
+
+
+class LearnUnsupported(ChatAgentError, NotImplementedError):
+    """`human_feedback(learn=True)`: CrewAI's lessons drawn from feedback are not carried over."""
 
 
 @dataclass
@@ -121,7 +126,7 @@ def human_feedback(
     if provider is not None and not isinstance(provider, HumanFeedbackProvider):
         raise TypeError("provider has a request_feedback(context, flow) method (a HumanFeedbackProvider)")
     if learn:
-        raise NotImplementedError(
+        raise LearnUnsupported(
             "human_feedback(learn=True) is not supported by chatagent.crewai: keep lessons with flow.remember()"
         )
     config = HumanFeedbackConfig(message, list(emit) if emit else None, llm, default_outcome, metadata, provider)
@@ -236,4 +241,4 @@ def _llm_name(spec: Any) -> str | None:
     return spec if isinstance(spec, str) or spec is None else str(getattr(spec, "model", type(spec).__name__))
 
 
-__all__ = ["HumanFeedbackConfig", "HumanFeedbackResult", "human_feedback"]
+__all__ = ["HumanFeedbackConfig", "HumanFeedbackResult", "LearnUnsupported", "human_feedback"]
