@@ -12,7 +12,7 @@ agent its messages back.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from chatagent.errors import RunDeadlineExceeded
 from chatagent.run.approval import PENDING_APPROVAL
@@ -92,7 +92,11 @@ def paused_nested(messages: list[Message]) -> tuple[int, int] | None:
     last = messages[-2].extra if len(messages) >= 3 and is_decision(messages[-1]) else None
     if not (last and NESTED in last and (PENDING_APPROVAL in last or PENDING_QUESTIONS in last)):
         return None
-    mark = last[NESTED]
+    return _paused_at(messages, last[NESTED])
+
+
+def _paused_at(messages: list[Message], mark: Any) -> tuple[int, int] | None:
+    """`paused_nested`'s search: where the nested run marked `mark` starts, and the call that ran it."""
     first = len(messages) - 2
     while first > 0 and (messages[first - 1].extra or {}).get(NESTED) == mark:
         first -= 1
