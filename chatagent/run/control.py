@@ -31,7 +31,7 @@ from chatagent.run.approval import PENDING_APPROVAL, Resume, call_id, may_pause,
 from chatagent.run.durable import own_loop
 from chatagent.run.holding import output_hold
 from chatagent.run.input_checks import InputChecks
-from chatagent.run.interrupts import Asked, marker
+from chatagent.run.interrupts import Asked, announce, marker
 from chatagent.run.plugin import BLOCKED_BY, BLOCKED_REASON, Blocked, Plugins, Retry, failed
 from chatagent.run.requests import (
     AgentLoop,
@@ -147,6 +147,7 @@ class _ControlledRun(Stage):
             yield self._paused(stop.waiting) if isinstance(stop, _Paused) else self._blocked(stop)
         except (Asked, PendingQuestion) as stop:  # a tool (or a hook: PendingQuestion) asked a person something
             asked = stop.questions if isinstance(stop, Asked) else [stop.question]
+            announce(self.ctx, asked)
             out = [marker(asked, self.ctx.answers, self._made_len())]
             self.shown.add(out)
             yield out
@@ -416,6 +417,7 @@ class _ControlledRun(Stage):
         else:
             out = [Fragment.unchecked(ASSISTANT, "", None, None, None, {PENDING_APPROVAL: waiting}, max(at - 1, 0))]
         self.shown.add(out)
+        announce(self.ctx, approval=waiting)
         return out
 
     def _blocked(self, b: Blocked) -> list[Fragment]:

@@ -27,7 +27,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
-from chatagent.run.events import KINDS, Callbacks, Event
+from chatagent.run.events import INTERRUPT, KINDS, Callbacks, Event
 from chatagent.schema.fragment import STREAMING_CALL, Fragment
 from chatagent.tools.calling import ToolErrorKind
 
@@ -118,7 +118,8 @@ class Listener(Callbacks):
 
 
 for _kind in KINDS:  # every kind, so that `handlers` finds an overridden method for each
-    setattr(Listener, "on_" + _kind, Listener.__call__)
+    if _kind != INTERRUPT:  # (the stream's interrupts are read from the fragments that pause the run)
+        setattr(Listener, "on_" + _kind, Listener.__call__)
 
 
 def fragment_events(

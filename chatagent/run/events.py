@@ -20,7 +20,8 @@ Steps that are neither a model call, a tool call nor a run come as `step_start` 
 case; `data['name']`; the end's `data['start']` is its start event, its `duration` and `error` as for the others);
 and as single events: `handoff` (`data['to']`: the agent the conversation goes to), `retrieval` (`data['query']`,
 `data['sources']`: what the Assistant found for the question) and `memory` (`data['op']`: 'recall' or 'store',
-`data['records']`). A step outside any run (a flow's, a case's) goes to the global callbacks, and the runs started
+`data['records']`), and `interrupt` when the run pauses for a person (`data['questions']`: what tools asked with
+`chatagent.ask_user`; `data['approval']`: the calls waiting for approval). A step outside any run (a flow's, a case's) goes to the global callbacks, and the runs started
 inside it see it as `STEP` (a context variable), so that a trace can place them under it.
 
 All callbacks run in the thread iterating the run, also for tools that ran in parallel (their start
@@ -49,8 +50,9 @@ TOOL_START, TOOL_END = "tool_start", "tool_end"
 PROGRESS = "progress"
 STEP_START, STEP_END = "step_start", "step_end"
 HANDOFF, RETRIEVAL, MEMORY = "handoff", "retrieval", "memory"
+INTERRUPT = "interrupt"  # the run pauses for a person: data 'questions' (chatagent.ask_user) and 'approval' (calls)
 KINDS = (RUN_START, RUN_END, LLM_START, LLM_END, TOOL_START, TOOL_END, PROGRESS, STEP_START, STEP_END, HANDOFF,
-         RETRIEVAL, MEMORY)  # fmt: skip
+         RETRIEVAL, MEMORY, INTERRUPT)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -116,6 +118,7 @@ class Callbacks:
     def on_handoff(self, event: Event) -> None: ...
     def on_retrieval(self, event: Event) -> None: ...
     def on_memory(self, event: Event) -> None: ...
+    def on_interrupt(self, event: Event) -> None: ...
 
 
 Callback = Callable[[Event], Any] | Callbacks
@@ -246,7 +249,7 @@ def end_step(
 
 
 def tell(callbacks: Iterable[Callback], kind: str, agent: str | None, run: Any, data: dict[str, Any]) -> None:
-    """A single event of `kind` (handoff, retrieval, memory) to the callbacks that handle it; built only if one does."""
+    """A single event of `kind` (handoff, retrieval, memory, interrupt) to the callbacks that handle it; built only if one does."""
     found = handlers(callbacks, kind)
     if found:
         deliver(found, make_event(kind, agent, run, data=data))

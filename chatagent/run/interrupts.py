@@ -35,11 +35,12 @@ later markers: `TURN_HOOK`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from chatagent.run.approval import APPROVAL, PENDING_APPROVAL, call_id, is_approval, pending_approval
 from chatagent.run.context import current_run
+from chatagent.run.events import INTERRUPT, tell
 from chatagent.run.plugin import asking_as
 from chatagent.run.requests import AgentLoop
 from chatagent.schema import ASSISTANT, FUNCTION, USER, Message
@@ -328,7 +329,20 @@ def interruptible(loop: AgentLoop, ctx: RunContext) -> AgentLoop:
     try:
         return (yield from loop)
     except Asked as stop:
-        yield [marker(stop.questions, ctx.answers, stop.placed())]
+        yield [_pausing(ctx, stop)]
+
+
+def _pausing(ctx: RunContext, stop: Asked) -> Fragment:
+    """The marker that pauses the run for `stop`'s questions, its listeners told."""
+    announce(ctx, stop.questions)
+    return marker(stop.questions, ctx.answers, stop.placed())
+
+
+def announce(
+    ctx: RunContext, questions: Sequence[dict[str, Any]] = (), approval: Sequence[dict[str, Any]] = ()
+) -> None:
+    """Tell the run's listeners that it pauses now, for `questions` (and calls waiting for `approval`)."""
+    tell(ctx.callbacks, INTERRUPT, ctx.agent_name, ctx, {"questions": list(questions), "approval": list(approval)})
 
 
 __all__ = [

@@ -8,7 +8,7 @@
 
 A model step also has "model_type", "cfg" (its generation settings), "usage" ({"input_tokens", "output_tokens",
 "cost"}); a tool step "call_id", "arguments", "result", "error_kind", "cached"; a step of a crew, a flow or an
-evaluation, or a handoff, retrieval or memory event, its "data". A text longer than MAX_TEXT characters is cut
+evaluation, or a handoff, retrieval, memory or interrupt event, its "data". A text longer than MAX_TEXT characters is cut
 there with a note saying how much was left out.
 
 `encode` writes it with orjson, which serializes the messages and the rest in C (a message object through
@@ -146,6 +146,11 @@ def summary(step: dict[str, Any], body: dict[str, Any], limit: int = 120) -> str
         return _cut(str(data.get("text") or data.get("records") or ""), limit)
     if kind == "handoff":
         return f"to {data.get('to')}"
+    if kind == "interrupt":
+        questions: list[dict[str, Any]] = data.get("questions") or []
+        waiting: list[dict[str, Any]] = data.get("approval") or []
+        asked = [str(q.get("question") or "") for q in questions] + [f"approval of {a.get('name')}" for a in waiting]
+        return _cut("; ".join(asked), limit)
     if kind == "run" and step.get("parent") is None:
         return _cut(str(body.get("title") or ""), limit)
     return ""

@@ -9,7 +9,8 @@ UI's trace page) and to evaluate with (`chatagent.evals`).
 A trace is a tree of steps: the run, its model calls (the messages, tools and settings each got, the reply, the
 tokens, the cost), its tool calls (arguments, result, error), the runs inside it (sub-agents, agents as tools,
 handed-over conversations), a crew's tasks, a flow's methods, what the Assistant retrieved (its sources) and
-remembered, each with its start, its duration and its error. The recorder is a listener of the run's events
+remembered, where the run paused for a person (`interrupt`: the questions asked, the calls waiting for approval),
+each with its start, its duration and its error. The recorder is a listener of the run's events
 (`chatagent.run.events`): it builds no second instrumentation, and a run nobody records builds nothing for it.
 
 While the run goes, the recorder keeps references only; when the outermost run (or flow, or evaluation case) ends,
@@ -256,6 +257,9 @@ class TraceRecorder(Callbacks):
 
     def on_memory(self, event: Event) -> None:
         self._point(event, "memory", f"memory {event.data.get('op')}")
+
+    def on_interrupt(self, event: Event) -> None:
+        self._point(event, "interrupt", "waiting for a person")
 
     def _point(self, event: Event, kind: str, name: str) -> None:
         rec = _mine(self, event)

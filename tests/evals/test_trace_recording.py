@@ -223,3 +223,38 @@ def test_a_callback_of_the_agent_still_sees_every_event_beside_the_recorder(sqli
 def test_a_bad_traces_option_is_a_clear_error() -> None:
     with pytest.raises(TypeError, match="traces must be"):
         BasicAgent(llm=ScriptedLLM(["x"]), traces=3)
+
+
+def test_a_run_that_pauses_for_a_person_records_what_it_waits_for(sqlite_url: str) -> None:
+    """A tool's question (chatagent.ask_user) and a call waiting for approval are steps of the trace, under the
+    run that paused, with what the person is asked; the typed event stream still gives one interrupt per pause."""
+    from chatagent import ask_user
+    from chatagent.run.trace_body import summary
+
+    @tool
+    def book(city: str) -> str:
+        """Book a trip."""
+        return f"booked {city} on {ask_user(f'Which date for {city}?')}"
+
+    @tool(requires_approval=True)
+    def pay(amount: int) -> str:
+        """Pay."""
+        return f"paid {amount}"
+
+    asker = FnCallAgent(llm=ScriptedLLM([tool_call("book", {"city": "Rome"})]), function_list=[book], name="trips",
+                        traces=sqlite_url)  # fmt: skip
+    events = [e for e in asker.run([{"role": "user", "content": "Book Rome."}], events=True) if e.type == "interrupt"]
+    payer = FnCallAgent(llm=ScriptedLLM([tool_call("pay", {"amount": 5})]), function_list=[pay], name="payer",
+                        traces=sqlite_url)  # fmt: skip
+    payer.run_nonstream([{"role": "user", "content": "Pay 5."}], approval="ask")
+    assert traces.flush_traces(30)
+    store = TraceStore(sqlite_url)
+    by_name = {t.name: store.get("local", t.id) for t in store.list("local")}
+    asked = [s for s in by_name["trips"]["steps"] if s["kind"] == "interrupt"]
+    assert len(asked) == 1 and asked[0]["parent"] == 1
+    assert asked[0]["data"]["questions"][0]["question"] == "Which date for Rome?"
+    assert summary(asked[0], by_name["trips"]) == "Which date for Rome?"
+    waiting = [s for s in by_name["payer"]["steps"] if s["kind"] == "interrupt"]
+    assert len(waiting) == 1 and waiting[0]["data"]["approval"][0]["name"] == "pay"
+    assert summary(waiting[0], by_name["payer"]) == "approval of pay"
+    assert len(events) == 1 and events[0].data["questions"][0]["question"] == "Which date for Rome?"
