@@ -44,7 +44,7 @@ def test_stop_loops_ends_and_closes_the_stream_and_says_why() -> None:
 
     reply = collect(stop_loops(backend()))
     assert reply[0].extra == {"stop_reason": "repetition"}
-    assert reply[0].content.startswith(LOOP + LOOP) and len(reply[0].content) < 3 * len(LOOP)
+    assert reply[0].text.startswith(LOOP + LOOP) and len(reply[0].content) < 3 * len(LOOP)
     assert closed == [True]
     plain = collect(stop_loops(fragments("A short answer that does not repeat itself.")))
     assert plain[0].content == "A short answer that does not repeat itself." and not plain[0].extra
