@@ -36,7 +36,10 @@ class closing_stream(Generic[_T]):
 
 class ReplyFilter:
     """Reads a stream of fragment lists (`push` each, `end` after the last) and yields what they become: `run` for a
-    stream, `arun` for an async one (closed when done or closed early)."""
+    stream, `arun` for an async one (closed when done or closed early). A filter that has read enough sets `stopped`
+    in `push`: the stream is then read no further."""
+
+    stopped = False
 
     def push(self, fragments: list[Fragment]) -> list[Fragment]:
         raise NotImplementedError
@@ -45,10 +48,17 @@ class ReplyFilter:
         raise NotImplementedError
 
     def run(self, stream: Iterable[list[Fragment]]) -> Iterator[list[Fragment]]:
-        for fragments in stream:
-            out = self.push(fragments)
-            if out:
-                yield out
+        try:
+            for fragments in stream:
+                out = self.push(fragments)
+                if out:
+                    yield out
+                if self.stopped:
+                    break
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
         out = self.end()
         if out:
             yield out
@@ -59,6 +69,8 @@ class ReplyFilter:
                 out = self.push(fragments)
                 if out:
                     yield out
+                if self.stopped:
+                    break
         out = self.end()
         if out:
             yield out

@@ -56,3 +56,27 @@ def test_back_to_back_async_requests_need_no_retries(
     with caplog.at_level(logging.WARNING, logger="chatagent"):
         asyncio.run(asyncio.wait_for(go(), 90))
     assert [r.getMessage() for r in caplog.records] == []
+
+
+LOOPING = [{"role": "user", "content": "Write the word 'hello' one hundred times."}]
+LOOPS = {"temperature": 0, "max_tokens": 200, "dry_multiplier": 0}  # greedy, no DRY: "Hello, hello, hello, ..."
+
+
+def test_a_looping_answer_is_ended_under_arun_and_achat_as_under_run_and_chat(local_server: LocalServer) -> None:
+    bot = BasicAgent(llm={"model_type": "local", "generate_cfg": LOOPS})
+    llm = bot.llm
+    assert isinstance(llm, LocalModel) and llm.server is local_server
+    ran = list(bot.run(LOOPING))[-1][-1]
+    assert ran["extra"]["stop_reason"] == "repetition", ran["content"][-80:]
+    assert llm.chat(LOOPING, stream=False)[-1]["extra"]["stop_reason"] == "repetition"
+
+    async def go():
+        arun = [rsp async for rsp in bot.arun(LOOPING)][-1][-1]
+        streamed = [rsp async for rsp in llm.achat(LOOPING)][-1][-1]
+        whole = (await llm.achat(LOOPING, stream=False))[-1]
+        return arun, streamed, whole
+
+    arun, streamed, whole = asyncio.run(asyncio.wait_for(go(), 90))
+    for answer in (arun, streamed, whole):
+        assert answer["extra"]["stop_reason"] == "repetition", answer["content"][-80:]
+    assert arun["content"] == ran["content"]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import AsyncIterator, Iterator
 
-from chatagent.llm.local.loop_guard import LoopGuard, stop_loops
+from chatagent.llm.local.loop_guard import LoopGuard, LoopStop, stop_loops
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import collect
 
@@ -43,10 +44,28 @@ def test_stop_loops_ends_and_closes_the_stream_and_says_why() -> None:
 
     reply = collect(stop_loops(backend()))
     assert reply[0].extra == {"stop_reason": "repetition"}
-    assert reply[0].content.startswith(LOOP + LOOP) and len(reply[0].content) < 3 * len(LOOP)
+    assert reply[0].text.startswith(LOOP + LOOP) and len(reply[0].content) < 3 * len(LOOP)
     assert closed == [True]
     plain = collect(stop_loops(fragments("A short answer that does not repeat itself.")))
     assert plain[0].content == "A short answer that does not repeat itself." and not plain[0].extra
+
+
+def test_the_async_stream_is_ended_and_closed_by_the_same_guards() -> None:
+    closed = []
+
+    async def backend() -> AsyncIterator[list[Fragment]]:
+        try:
+            for part in fragments(LOOP * 40):
+                yield part
+        finally:
+            closed.append(True)
+
+    async def read() -> list[list[Fragment]]:
+        return [part async for part in LoopStop().arun(backend())]
+
+    reply = collect(asyncio.run(asyncio.wait_for(read(), 30)))
+    assert reply == collect(stop_loops(fragments(LOOP * 40))) and reply[0].extra == {"stop_reason": "repetition"}
+    assert closed == [True]
 
 
 def test_going_round_in_circles_with_small_changes_is_a_loop_too() -> None:

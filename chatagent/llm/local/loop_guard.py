@@ -11,6 +11,8 @@ The cost is two tuple hashes per word.
 A small model may also recite its instructions instead of answering. `EchoGuard` watches for ECHO_WORDS words
 in a row of the system message: the recital is then taken back (the answer is replaced by what came before
 it) and the stream ended (`extra['stop_reason'] = 'prompt_echo'`).
+
+`LoopStop` is both guards as one reply filter: the embedded model reads `chat()`'s stream and `achat()`'s through it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import logging
 import re
 from collections.abc import Iterator
 
+from chatagent.llm.stream_modes import ReplyFilter
 from chatagent.schema import ASSISTANT
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stop_reason import StopReason
@@ -108,31 +111,41 @@ def _plain(word: str) -> str:
     return word.strip(_EDGES).lower()
 
 
+class LoopStop(ReplyFilter):
+    """The guards on one answer, as a reply filter (`run` for a stream, `arun` for an async one, the same checks):
+    once the answer's text at index 0 loops or recites `prompt` (the system message), the stream is ended (and
+    closed) and the answer carries `extra['stop_reason']`: 'repetition' or 'prompt_echo' (and the recital is taken
+    back: a fragment replaces the answer with what came before it)."""
+
+    __slots__ = ("guard", "echo")
+
+    def __init__(self, prompt: str = "") -> None:
+        self.guard = LoopGuard()
+        self.echo = EchoGuard(prompt)
+
+    def push(self, fragments: list[Fragment]) -> list[Fragment]:
+        for f in fragments:
+            content = f.content
+            if f.index != 0 or not isinstance(content, str) or not content:
+                continue
+            if self.echo.add(content):
+                logger.info("the model recites its instructions: the recital was taken back")
+                kept = self.echo.text[: self.echo.start].rstrip()
+                self.stopped = True
+                return [
+                    *fragments,
+                    Fragment(ASSISTANT, kept, extra={"stop_reason": StopReason.PROMPT_ECHO}, index=0, replace=True),
+                ]
+            if self.guard.add(content):
+                logger.info("the model repeats itself: its answer was ended after %d words", len(self.guard.words))
+                self.stopped = True
+                return [*fragments, Fragment(ASSISTANT, "", extra={"stop_reason": StopReason.REPETITION}, index=0)]
+        return fragments
+
+    def end(self) -> list[Fragment]:
+        return []
+
+
 def stop_loops(stream: Iterator[list[Fragment]], prompt: str = "") -> Iterator[list[Fragment]]:
-    """A backend's fragment stream, ended (and closed) once the answer's text at index 0 loops or recites `prompt`
-    (the system message); the answer then carries `extra['stop_reason']`: 'repetition' or 'prompt_echo' (and the
-    recital is taken back: a fragment replaces the answer with what came before it)."""
-    guard = LoopGuard()
-    echo = EchoGuard(prompt)
-    try:
-        for fragments in stream:
-            yield fragments
-            for f in fragments:
-                content = f.content
-                if f.index != 0 or not isinstance(content, str) or not content:
-                    continue
-                if echo.add(content):
-                    logger.info("the model recites its instructions: the recital was taken back")
-                    kept = echo.text[: echo.start].rstrip()
-                    yield [
-                        Fragment(ASSISTANT, kept, extra={"stop_reason": StopReason.PROMPT_ECHO}, index=0, replace=True)
-                    ]
-                    return
-                if guard.add(content):
-                    logger.info("the model repeats itself: its answer was ended after %d words", len(guard.words))
-                    yield [Fragment(ASSISTANT, "", extra={"stop_reason": StopReason.REPETITION}, index=0)]
-                    return
-    finally:
-        close = getattr(stream, "close", None)
-        if close is not None:
-            close()
+    """`stream` through a `LoopStop` on `prompt`."""
+    return LoopStop(prompt).run(stream)

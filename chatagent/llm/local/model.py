@@ -28,8 +28,8 @@ from importlib import metadata
 from typing import Any
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
-from chatagent.llm.base import DEFAULT_TOOL_CHOICE, ToolChoice, Usage, choice_args
-from chatagent.llm.local.loop_guard import stop_loops
+from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, Usage
+from chatagent.llm.local.loop_guard import LoopStop
 from chatagent.llm.local.tokenizer import LlamaTokenizer
 from chatagent.llm.local.tool_router import ToolRouter, shared_router
 from chatagent.llm.local.tools import aconstrained_stream, constrained_stream, has_calls
@@ -37,7 +37,6 @@ from chatagent.llm.openai.chat import OpenAICompatModel
 from chatagent.llm.registry import register_llm
 from chatagent.schema import SYSTEM, Message
 from chatagent.schema.fragment import Fragment
-from chatagent.schema.stream import collect
 from chatagent.utils.tokens import Tokenizer
 
 logger = logging.getLogger("chatagent.llm.local")
@@ -438,10 +437,8 @@ class LocalModel(OpenAICompatModel):
             stream = constrained_stream(super()._chat_stream, messages, functions, cfg, usage, tool_choice, router)
         else:
             stream = super()._chat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
-        if not self.stop_loops:
-            return stream
-        system = messages[0].text if messages and messages[0].role == SYSTEM else ""
-        return stop_loops(stream, system)
+        stop = self._loop_stop(messages)
+        return stop.run(stream) if stop else stream
 
     def _achat_stream(
         self,
@@ -452,11 +449,20 @@ class LocalModel(OpenAICompatModel):
         *,
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> AsyncIterator[list[Fragment]]:
-        """The server's async stream (tools through the grammar, as `_chat_stream`)."""
+        """The server's async stream, ended by the same guards and with tools the same way as `_chat_stream`."""
         if self.constrained_tools and (functions or has_calls(messages)):
             router = self._router(functions, tool_choice)
-            return aconstrained_stream(super()._achat_stream, messages, functions, cfg, usage, tool_choice, router)
-        return super()._achat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
+            stream = aconstrained_stream(super()._achat_stream, messages, functions, cfg, usage, tool_choice, router)
+        else:
+            stream = super()._achat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
+        stop = self._loop_stop(messages)
+        return stop.arun(stream) if stop else stream
+
+    def _loop_stop(self, messages: list[Message]) -> LoopStop | None:
+        """What ends this answer when it loops or recites the system message; None with `{'stop_loops': False}`."""
+        if not self.stop_loops:
+            return None
+        return LoopStop(messages[0].text if messages and messages[0].role == SYSTEM else "")
 
     def _router(self, functions: list[dict[str, Any]] | None, choice: ToolChoice) -> ToolRouter | None:
         """What chooses the tool for this call (`chatagent.llm.local.tool_router`), made on the first call that needs it;
@@ -465,17 +471,10 @@ class LocalModel(OpenAICompatModel):
             return None
         return shared_router()
 
-    def _chat_once(
-        self,
-        messages: list[Message],
-        functions: list[dict[str, Any]] | None,
-        cfg: dict[str, Any],
-        usage: Usage | None,
-        *,
-        tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
-    ) -> list[Message]:
-        """Streamed underneath too, so that a looping answer is ended there as well."""
-        return collect(self._chat_stream(messages, functions, cfg, usage, **choice_args(tool_choice)))
+    #: the whole answer too is the collected stream (the base's way, not the transport's), so that a looping
+    #: answer is ended there as well, by `chat(stream=False)` and `achat(stream=False)` alike
+    _chat_once = BaseChatModel._chat_once
+    _achat_once = BaseChatModel._achat_once
 
     @property
     def context_window(self) -> int:
