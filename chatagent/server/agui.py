@@ -220,10 +220,7 @@ class AGUIEndpoint:
         try:
             user = svc.user_of(headers)
             model, agent = svc.agent_for(scope.get("path_params", {}).get("name", ""))
-            if headers.get(b"content-type", b"").partition(b";")[0].strip().lower() != b"application/json":
-                raise RequestError(415, "the request body must be JSON (Content-Type: application/json)",
-                                   "unsupported_media_type")  # fmt: skip
-            body = await svc.read_body(headers, receive)
+            body = await svc.read_json_body(headers, receive)
             if body is None:
                 return
             given = parse_input(body, model, agent)

@@ -116,6 +116,14 @@ class Service:
                                "model")  # fmt: skip
         return name, agent
 
+    async def read_json_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes | None:
+        """`read_body` of a request that must say it is JSON: RequestError 415 for any other Content-Type (a web
+        page's form or text/plain POST is not an API client's)."""
+        if headers.get(b"content-type", b"").partition(b";")[0].strip().lower() != b"application/json":
+            raise RequestError(415, "the request body must be JSON (Content-Type: application/json)",
+                               "unsupported_media_type")  # fmt: skip
+        return await self.read_body(headers, receive)
+
     async def read_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes | None:
         """The request body (None if the client left); RequestError 413 when larger than allowed, 408 when it does
         not arrive within `body_timeout`."""
@@ -228,11 +236,7 @@ class ChatCompletions:
         body_read = False
         try:
             user = svc.user_of(headers)
-            kind = headers.get(b"content-type", b"").partition(b";")[0].strip().lower()
-            if kind != b"application/json":  # a web page's form or text/plain POST is not an API client's
-                raise RequestError(415, "the request body must be JSON (Content-Type: application/json)",
-                                   "unsupported_media_type")  # fmt: skip
-            body = await svc.read_body(headers, receive)
+            body = await svc.read_json_body(headers, receive)
             if body is None:
                 return  # the client left
             body_read = True

@@ -44,10 +44,7 @@ class HistoryEndpoint:
                 data = [{k: getattr(c, k) for k in c.__slots__} for c in found]
                 await send_json(send, 200, {"object": "list", "data": data})
                 return
-            if headers.get(b"content-type", b"").partition(b";")[0].strip().lower() != b"application/json":
-                raise RequestError(415, "the request body must be JSON (Content-Type: application/json)",
-                                   "unsupported_media_type")  # fmt: skip
-            body = await svc.read_body(headers, receive)
+            body = await svc.read_json_body(headers, receive)
             if body is None:
                 return  # the client left
             checkpoint = _checkpoint_of(body)

@@ -82,10 +82,7 @@ class JobsEndpoint:
     async def _submit(self, scope: dict, receive: Any, send: Any, user: str) -> None:
         svc = self.service
         headers = dict(scope["headers"])
-        if headers.get(b"content-type", b"").partition(b";")[0].strip().lower() != b"application/json":
-            raise RequestError(415, "the request body must be JSON (Content-Type: application/json)",
-                               "unsupported_media_type")  # fmt: skip
-        body = await svc.read_body(headers, receive)
+        body = await svc.read_json_body(headers, receive)
         if body is None:
             return
         await asyncio.to_thread(self._check_quota, user)
