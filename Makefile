@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test setup lint bench docs chat serve
 
-$(STAMP): pyproject.toml scripts/setup.sh
+$(STAMP): pyproject.toml scripts/setup.sh tests/support/agui_client/package-lock.json
 	bash scripts/setup.sh "$(PYTHON)" "$(VENV)"
 	touch $(STAMP)
 

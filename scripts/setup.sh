@@ -28,3 +28,11 @@ debian_package bwrap bubblewrap "the code interpreter refuses to run (or opt in 
 debian_package pg_ctlcluster postgresql "the PostgreSQL session tests are skipped"
 # HAProxy balances three `chatagent serve` replicas in the scale tests (tests/scale/) and bench/scale.py.
 debian_package haproxy haproxy "the load-balancer tests are skipped"
+# The official AG-UI client (@ag-ui/client on Node) for tests/server/test_agui_client.py, pinned by its lock file;
+# where npm is missing (or the registry cannot be reached) that test is skipped and says why.
+if command -v npm >/dev/null 2>&1; then
+  npm ci --prefix "$(dirname "$0")/../tests/support/agui_client" --no-audit --no-fund --loglevel=error >/dev/null \
+    || echo "warning: npm could not install the AG-UI client; its test is skipped" >&2
+else
+  echo "note: npm not found; install Debian's npm package, else the AG-UI client test is skipped" >&2
+fi
