@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Callable, Generator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from chatagent.llm.base import Usage
+from chatagent.run.context import CURRENT
+from chatagent.run.event_stream import awaiting, waited
 from chatagent.run.events import LLM_END, LLM_START, RUN_END, RUN_START, deliver, handlers, make_event
 from chatagent.run.handle import close_stream
 from chatagent.run.requests import (
@@ -158,7 +160,7 @@ def drive(gen: AgentLoop) -> Generator[Fragments, None, None]:
     """Run an agent's loop in this thread: yield its fragments, carry out its requests."""
     value: Any = None
     error: BaseException | None = None
-    send = gen.send
+    send, events = gen.send, getattr(CURRENT.get(), "events", None)  # run(..., events=True): the stream's Listener
     try:
         while True:
             try:
@@ -173,7 +175,7 @@ def drive(gen: AgentLoop) -> Generator[Fragments, None, None]:
                 continue
             try:
                 if type(item) is not ModelCall:
-                    value = carry_out(item)
+                    value = carry_out(item) if events is None else (yield from waited(events, item, carry_out))
                     continue
                 s = ModelStream(item)  # the model call, written out here (as in adrive): one layer less per chunk
                 push, stream = s.push, model_stream(item, s.usage)
@@ -276,6 +278,7 @@ async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
     import asyncio  # here, not at the top: `import chatagent` stays fast for code that never goes async
 
     value: Any = None
+    events = getattr(CURRENT.get(), "events", None)  # run(..., events=True): the stream's Listener
     error: BaseException | None = None
     tasks: list[asyncio.Future[Any]] = []
     try:
@@ -311,6 +314,9 @@ async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
                         await stream.aclose()  # at once, also when we are closed or cancelled
                         value = s.finish()
                 elif type(item) is ToolWait:
+                    if events is not None:  # what happens while the tool runs goes out as it happens
+                        async for _ in awaiting(events, item.handle[item.index]):
+                            yield []
                     value = await item.handle[item.index]
                     for control in unseen_controls(item):
                         control.after_tool(value)
@@ -320,7 +326,11 @@ async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
                     value = _astart_tools(item)
                     tasks.extend(value)
                 elif type(item) is Blocking:
-                    value = await asyncio.to_thread(item.fn, *item.args)
+                    work = asyncio.ensure_future(asyncio.to_thread(item.fn, *item.args))
+                    if events is not None:
+                        async for _ in awaiting(events, work):
+                            yield []
+                    value = await work
                 else:
                     raise TypeError(f"an agent's _run yielded {type(item).__name__}, not a list of messages")
                 item.done, item.result = True, value
