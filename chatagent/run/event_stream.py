@@ -274,33 +274,38 @@ def awaiting(listener: Listener, wait: Awaitable[Any]) -> AsyncIterator[None]:
 
 class Calls:
     """What a stream gave out of each streaming call's arguments, by message: the pieces sent, and in a retry that
-    starts them again (`Fragment.replace`) the new arguments so far while they are still a prefix of those sent."""
+    starts them again (`Fragment.replace`) the new arguments so far (with the call's id and name, which only the
+    first piece has) while they are still a prefix of those sent."""
 
     __slots__ = ("sent", "again")
 
     def __init__(self) -> None:
         self.sent: dict[int, list[str]] = {}
-        self.again: dict[int, str] = {}
+        self.again: dict[int, dict[str, Any]] = {}
 
     def piece(self, f: Fragment, data: dict[str, Any], out: list[RunEvent], agent: str | None,
               run_id: str | None) -> None:  # fmt: skip
         """The events of a streaming call's piece (`data` its delta's): the piece, or in a retry only what differs."""
-        i, arguments = f.index, data["arguments"]
+        i = f.index
         sent = self.sent.get(i)
         if sent is None:
-            self.sent[i] = [arguments]
+            self.sent[i] = [data["arguments"]]
         elif f.replace or i in self.again:
-            self._again(i, self.again.pop(i, "") + arguments, data, out, agent, run_id)
+            so_far = self.again.pop(i, None)
+            if so_far is not None:  # (the id and name the retry's first piece gave)
+                data = so_far | {k: v for k, v in data.items() if v is not None}
+                data["arguments"] = so_far["arguments"] + data["arguments"]
+            self._again(i, data, out, agent, run_id)
             return
         else:
-            sent.append(arguments)
+            sent.append(data["arguments"])
         out.append(RunEvent("tool_call_delta", agent, run_id, None, data))
 
-    def _again(self, i: int, new: str, data: dict[str, Any], out: list[RunEvent], agent: str | None,
-               run_id: str | None) -> None:  # fmt: skip
-        old = "".join(self.sent[i])
-        if old.startswith(new) and new != old:
-            self.again[i] = new  # the same so far: nothing new to say yet
+    def _again(self, i: int, data: dict[str, Any], out: list[RunEvent], agent: str | None,
+               run_id: str | None, final: bool = False) -> None:  # fmt: skip
+        old, new = "".join(self.sent[i]), data["arguments"]
+        if old.startswith(new) and new != old and not final:
+            self.again[i] = data  # the same so far: nothing new to say yet
             return
         if not new.startswith(old):
             out.append(RunEvent("tool_call_restart", agent, run_id, None,
@@ -320,7 +325,7 @@ class Calls:
             out.append(RunEvent("tool_call_restart", agent, run_id, None,
                                 {"index": i, "call_id": None, "name": None}))  # fmt: skip
         else:
-            self._again(i, data["arguments"], data, out, agent, run_id)
+            self._again(i, data, out, agent, run_id, final=True)
 
 
 def fragment_events(
