@@ -117,7 +117,7 @@ class ModelStream:
         return reply
 
     def _ended(self, reply: list[Message]) -> None:
-        """The call's usage added to the run's, its end told to the run's callbacks (LLM_END) and its trace."""
+        """The call's usage added to the run's, its end told to the run's callbacks (LLM_END)."""
         call = self.call
         ctx = call.context
         ctx.usage.merge(self.usage)
@@ -127,9 +127,6 @@ class ModelStream:
                     "output": reply, "functions": call.functions, "cfg": call.cfg}  # fmt: skip
             duration = time.perf_counter() - self.t0
             deliver(found, make_event(LLM_END, _agent_name(ctx), ctx, duration, self.usage, self.error, data))
-        trace = getattr(ctx, "trace", None)  # the run's RunTrace when it is traced (chatagent.run.telemetry)
-        if trace is not None:
-            trace.llm_end(call, self.usage, self.t0, self.error, reply)
 
 
 def _agent_name(ctx: Any) -> str | None:
@@ -364,7 +361,7 @@ def _astart_tools(batch: ToolBatch) -> list[asyncio.Future[Any]]:
 
 
 def observed(gen: AgentLoop, ctx: RunContext) -> AgentLoop:
-    """The run's stream, with run_start and run_end events around it (and its trace's end, when it is traced)."""
+    """The run's stream, with run_start and run_end events around it."""
     found = handlers(ctx.callbacks, RUN_START)
     if found:
         deliver(found, make_event(RUN_START, ctx.agent_name, ctx))
@@ -381,8 +378,6 @@ def observed(gen: AgentLoop, ctx: RunContext) -> AgentLoop:
         found = handlers(ctx.callbacks, RUN_END)
         if found:
             deliver(found, make_event(RUN_END, ctx.agent_name, ctx, duration, ctx.usage, error))
-        if ctx.trace is not None:
-            ctx.trace.end(ctx.usage, error)
 
 
 __all__ = [
