@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Callable, Generator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from chatagent.llm.base import Usage
+from chatagent.run.context import CURRENT
+from chatagent.run.event_stream import awaiting, waited
 from chatagent.run.events import LLM_END, LLM_START, RUN_END, RUN_START, deliver, handlers, make_event
 from chatagent.run.handle import close_stream
 from chatagent.run.requests import (
@@ -115,7 +117,7 @@ class ModelStream:
         return reply
 
     def _ended(self, reply: list[Message]) -> None:
-        """The call's usage added to the run's, its end told to the run's callbacks (LLM_END) and its trace."""
+        """The call's usage added to the run's, its end told to the run's callbacks (LLM_END)."""
         call = self.call
         ctx = call.context
         ctx.usage.merge(self.usage)
@@ -125,9 +127,6 @@ class ModelStream:
                     "output": reply, "functions": call.functions, "cfg": call.cfg}  # fmt: skip
             duration = time.perf_counter() - self.t0
             deliver(found, make_event(LLM_END, _agent_name(ctx), ctx, duration, self.usage, self.error, data))
-        trace = getattr(ctx, "trace", None)  # the run's RunTrace when it is traced (chatagent.run.telemetry)
-        if trace is not None:
-            trace.llm_end(call, self.usage, self.t0, self.error, reply)
 
 
 def _agent_name(ctx: Any) -> str | None:
@@ -158,7 +157,7 @@ def drive(gen: AgentLoop) -> Generator[Fragments, None, None]:
     """Run an agent's loop in this thread: yield its fragments, carry out its requests."""
     value: Any = None
     error: BaseException | None = None
-    send = gen.send
+    send, events = gen.send, getattr(CURRENT.get(), "events", None)  # run(..., events=True): the stream's Listener
     try:
         while True:
             try:
@@ -173,7 +172,7 @@ def drive(gen: AgentLoop) -> Generator[Fragments, None, None]:
                 continue
             try:
                 if type(item) is not ModelCall:
-                    value = carry_out(item)
+                    value = carry_out(item) if events is None else (yield from waited(events, item, carry_out))
                     continue
                 s = ModelStream(item)  # the model call, written out here (as in adrive): one layer less per chunk
                 push, stream = s.push, model_stream(item, s.usage)
@@ -276,6 +275,7 @@ async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
     import asyncio  # here, not at the top: `import chatagent` stays fast for code that never goes async
 
     value: Any = None
+    events = getattr(CURRENT.get(), "events", None)  # run(..., events=True): the stream's Listener
     error: BaseException | None = None
     tasks: list[asyncio.Future[Any]] = []
     try:
@@ -311,6 +311,9 @@ async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
                         await stream.aclose()  # at once, also when we are closed or cancelled
                         value = s.finish()
                 elif type(item) is ToolWait:
+                    if events is not None:  # what happens while the tool runs goes out as it happens
+                        async for _ in awaiting(events, item.handle[item.index]):
+                            yield []
                     value = await item.handle[item.index]
                     for control in unseen_controls(item):
                         control.after_tool(value)
@@ -320,7 +323,11 @@ async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
                     value = _astart_tools(item)
                     tasks.extend(value)
                 elif type(item) is Blocking:
-                    value = await asyncio.to_thread(item.fn, *item.args)
+                    work = asyncio.ensure_future(asyncio.to_thread(item.fn, *item.args))
+                    if events is not None:
+                        async for _ in awaiting(events, work):
+                            yield []
+                    value = await work
                 else:
                     raise TypeError(f"an agent's _run yielded {type(item).__name__}, not a list of messages")
                 item.done, item.result = True, value
@@ -354,7 +361,7 @@ def _astart_tools(batch: ToolBatch) -> list[asyncio.Future[Any]]:
 
 
 def observed(gen: AgentLoop, ctx: RunContext) -> AgentLoop:
-    """The run's stream, with run_start and run_end events around it (and its trace's end, when it is traced)."""
+    """The run's stream, with run_start and run_end events around it."""
     found = handlers(ctx.callbacks, RUN_START)
     if found:
         deliver(found, make_event(RUN_START, ctx.agent_name, ctx))
@@ -371,8 +378,6 @@ def observed(gen: AgentLoop, ctx: RunContext) -> AgentLoop:
         found = handlers(ctx.callbacks, RUN_END)
         if found:
             deliver(found, make_event(RUN_END, ctx.agent_name, ctx, duration, ctx.usage, error))
-        if ctx.trace is not None:
-            ctx.trace.end(ctx.usage, error)
 
 
 __all__ = [

@@ -5,13 +5,18 @@
             print(ev.data["text"], end="")
 
 The stream is the run's callback events (`chatagent.run.events`: the same ones callbacks, traces and OpenTelemetry
-listen to) and its streamed fragments, merged in the order they happen: both are made in the thread that iterates
-the run. Types:
+listen to) and its streamed fragments, merged in the order they happen. The events reach a queue (`Listener`) when
+they happen, in whatever thread: while the run waits for a tool (or a blocking call), the driver carries the wait out
+in a worker thread and the stream gives out each event as it arrives (a tool's start before the tool has ended, the
+events of a run nested in the tool as they happen). Types:
 
 - `run_start`, `run_end` (`usage`, `duration`, `error`); `model_start`, `model_end` (`usage` of the call, `model`,
   `duration`, `error`);
 - `text_delta`, `reasoning_delta` (`index`: the message, `text`); `tool_call_delta` (`index`, `call_id`, `name`,
-  `arguments`: the piece of the arguments this fragment adds, as the model streams them);
+  `arguments`: the piece of the arguments this fragment adds, as the model streams them); `tool_call_restart`
+  (`index`, `call_id`, `name`): a retried model stream starts that call's arguments again and they differ from what
+  was sent: forget the call's arguments so far, the deltas that follow are the new ones (a retry that sends the same
+  arguments again gives only what goes past what was sent: the deltas of a call always add up to its arguments);
 - `tool_start` (`tool`, `call_id`, `arguments`), `tool_end` (`tool`, `call_id`, `result`, `error`, `duration`);
 - `interrupt` (`questions`: what the run waits for, as `chatagent.pending_questions` lists it);
 - `step_start`, `step_end` (`step`: 'task', 'flow', 'flow_step', ...; `name`), `handoff` (`to`), `retrieval`
@@ -23,17 +28,22 @@ and `data`; `to_dict()` is its JSON form.
 
 from __future__ import annotations
 
+import contextvars
+import logging
+import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from chatagent.run.events import INTERRUPT, KINDS, Callbacks, Event
+from chatagent.run.requests import Blocking, ToolWait
 from chatagent.schema.fragment import STREAMING_CALL, Fragment
 from chatagent.tools.calling import ToolErrorKind
 
 if TYPE_CHECKING:
     from chatagent.run.context import RunContext
 
+logger = logging.getLogger("chatagent.events")
 _TYPES = {"llm_start": "model_start", "llm_end": "model_end"}
 
 
@@ -105,16 +115,146 @@ def from_event(e: Event) -> RunEvent:
     return RunEvent(_TYPES.get(kind, kind), e.agent, run_id, parent_id, data)
 
 
-class Listener(Callbacks):
-    """Keeps every callback event of a run, for the stream to give out in order."""
+#: how many events a thread other than the stream's may get ahead of it while the run waits (then it waits too)
+LIMIT = 1024
 
-    __slots__ = ("pending",)
+
+class Listener(Callbacks):
+    """The queue a run's callback events reach when they happen, in whatever thread, for its stream to give out in
+    order. While the run waits for a tool or a blocking call (`waited`, `awaiting`) each event wakes the stream, and
+    a thread other than the stream's that gets `LIMIT` events ahead of it waits for the stream to take them (bounded,
+    nothing dropped)."""
+
+    __slots__ = ("pending", "wake", "reader", "room", "blocked")
 
     def __init__(self) -> None:
         self.pending: list[Event] = []
+        self.wake: Callable[[], object] | None = None  # while the stream waits: tells it that an event arrived
+        self.reader = 0  # the thread the waiting stream is in
+        self.room = threading.Condition()  # a thread ahead of the stream by LIMIT events waits on it
+        self.blocked = 0  # how many do
 
     def __call__(self, event: Event) -> None:
-        self.pending.append(event)
+        pending = self.pending
+        pending.append(event)
+        wake = self.wake
+        if wake is not None:
+            wake()
+            if len(pending) >= LIMIT and threading.get_ident() != self.reader:
+                self._wait_for_room()
+
+    def _wait_for_room(self) -> None:
+        with self.room:
+            self.blocked += 1
+            try:
+                self.room.wait_for(lambda: len(self.pending) < LIMIT or self.wake is None)
+            finally:
+                self.blocked -= 1
+
+    def drained(self) -> list[RunEvent]:
+        """The events that arrived since the last call, as RunEvents (taken off the queue)."""
+        pending = self.pending
+        n = len(pending)  # (another thread may append meanwhile: only these n are taken)
+        out = [from_event(e) for e in pending[:n]]
+        del pending[:n]
+        if self.blocked:
+            with self.room:
+                self.room.notify_all()
+        return out
+
+    def _stopped_waiting(self) -> None:
+        self.wake = None
+        if self.blocked:
+            with self.room:
+                self.room.notify_all()
+
+    def waited(self, item: Any, carry_out: Callable[[Any], Any]) -> Generator[list[Fragment], None, Any]:
+        """`carry_out(item)` for the synchronous driver (`drive`), what happens meanwhile given out as it happens: it
+        yields an empty list (for the stream to give out the events that arrived) before the request, and while a
+        tool's wait or a blocking call runs in a worker thread (its context copied) at each event. A tool's hooks
+        (`ToolControl.after_tool`) still run here."""
+        if self.pending:
+            yield []  # what happened before (a tool's start, the model's end) goes out before it runs
+        if type(item) is ToolWait:
+            handle, index = item.handle, item.index
+            outcome = yield from self._aside(lambda: handle(index))
+            item.handle = _Carried(outcome)  # (this request's own: the batch's handle is left as it is)
+        elif type(item) is Blocking:
+            return (yield from self._aside(lambda: carry_out(item)))
+        return carry_out(item)
+
+    def _aside(self, fn: Callable[[], Any]) -> Generator[list[Fragment], None, Any]:
+        signal = threading.Event()
+        box: list[tuple[bool, Any]] = []
+        context = contextvars.copy_context()
+
+        def work() -> None:
+            try:
+                box.append((True, context.run(fn)))
+            except BaseException as e:
+                box.append((False, e))
+                if self.wake is None:  # the stream was closed while it ran: nobody else hears of it
+                    logger.warning("a tool's wait failed after its event stream was closed", exc_info=e)
+            finally:
+                signal.set()
+
+        self.wake, self.reader = signal.set, threading.get_ident()
+        threading.Thread(target=work, name="chatagent-events-wait", daemon=True).start()
+        try:
+            while not box:
+                signal.clear()
+                if self.pending:
+                    yield []
+                elif not box:
+                    signal.wait()
+        finally:
+            self._stopped_waiting()
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
+
+    async def awaiting(self, wait: Awaitable[Any]) -> AsyncIterator[None]:
+        """For the asynchronous driver (`adrive`): until `wait` (a tool call's future) is done, yield at each event
+        that happens meanwhile, in this loop or in a tool's worker thread, for the stream to give it out (and once
+        first if events wait already)."""
+        import asyncio
+
+        if self.pending:
+            yield
+        future = asyncio.ensure_future(wait)
+        if future.done():
+            return
+        loop = asyncio.get_running_loop()
+        signal = asyncio.Event()
+        future.add_done_callback(lambda _: signal.set())
+
+        def wake() -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(signal.set)
+
+        self.wake, self.reader = wake, threading.get_ident()
+        try:
+            while not future.done():
+                signal.clear()
+                if self.pending:
+                    yield
+                else:
+                    await signal.wait()
+        finally:
+            self._stopped_waiting()
+
+
+class _Carried:
+    """A ToolWait's handle once its outcome is in: `carry_out` takes it from there."""
+
+    __slots__ = ("outcome",)
+
+    def __init__(self, outcome: Any) -> None:
+        self.outcome = outcome
+
+    def __call__(self, index: int) -> Any:
+        return self.outcome
 
 
 for _kind in KINDS:  # every kind, so that `handlers` finds an overridden method for each
@@ -122,12 +262,78 @@ for _kind in KINDS:  # every kind, so that `handlers` finds an overridden method
         setattr(Listener, "on_" + _kind, Listener.__call__)
 
 
+def waited(listener: Listener, item: Any, carry_out: Callable[[Any], Any]) -> Generator[list[Fragment], None, Any]:
+    """`listener.waited(item, carry_out)`, typed for the driver (which finds the listener on the run's context)."""
+    return (yield from listener.waited(item, carry_out))
+
+
+def awaiting(listener: Listener, wait: Awaitable[Any]) -> AsyncIterator[None]:
+    """`listener.awaiting(wait)`, typed for the driver."""
+    return listener.awaiting(wait)
+
+
+class Calls:
+    """What a stream gave out of each streaming call's arguments, by message: the pieces sent, and in a retry that
+    starts them again (`Fragment.replace`) the new arguments so far (with the call's id and name, which only the
+    first piece has) while they are still a prefix of those sent."""
+
+    __slots__ = ("sent", "again")
+
+    def __init__(self) -> None:
+        self.sent: dict[int, list[str]] = {}
+        self.again: dict[int, dict[str, Any]] = {}
+
+    def piece(self, f: Fragment, data: dict[str, Any], out: list[RunEvent], agent: str | None,
+              run_id: str | None) -> None:  # fmt: skip
+        """The events of a streaming call's piece (`data` its delta's): the piece, or in a retry only what differs."""
+        i = f.index
+        sent = self.sent.get(i)
+        if sent is None:
+            self.sent[i] = [data["arguments"]]
+        elif f.replace or i in self.again:
+            so_far = self.again.pop(i, None)
+            if so_far is not None:  # (the id and name the retry's first piece gave)
+                data = so_far | {k: v for k, v in data.items() if v is not None}
+                data["arguments"] = so_far["arguments"] + data["arguments"]
+            self._again(i, data, out, agent, run_id)
+            return
+        else:
+            sent.append(data["arguments"])
+        out.append(RunEvent("tool_call_delta", agent, run_id, None, data))
+
+    def _again(self, i: int, data: dict[str, Any], out: list[RunEvent], agent: str | None,
+               run_id: str | None, final: bool = False) -> None:  # fmt: skip
+        old, new = "".join(self.sent[i]), data["arguments"]
+        if old.startswith(new) and new != old and not final:
+            self.again[i] = data  # the same so far: nothing new to say yet
+            return
+        if not new.startswith(old):
+            out.append(RunEvent("tool_call_restart", agent, run_id, None,
+                                {"index": i, "call_id": data["call_id"], "name": data["name"]}))  # fmt: skip
+            old = ""
+        self.sent[i] = [new]
+        if len(new) > len(old):
+            out.append(RunEvent("tool_call_delta", agent, run_id, None, data | {"arguments": new[len(old) :]}))
+
+    def complete(self, f: Fragment, data: dict[str, Any], out: list[RunEvent], agent: str | None,
+                 run_id: str | None) -> None:  # fmt: skip
+        """The complete call replacing streamed pieces (or a retry emptying their message): what differs from them."""
+        i = f.index
+        self.again.pop(i, None)
+        if f.function_call is None:  # emptied: the retry made no call there
+            del self.sent[i]
+            out.append(RunEvent("tool_call_restart", agent, run_id, None,
+                                {"index": i, "call_id": None, "name": None}))  # fmt: skip
+        else:
+            self._again(i, data, out, agent, run_id, final=True)
+
+
 def fragment_events(
-    fragments: list[Fragment], agent: str | None, run_id: str | None = None, streamed: set[int] | None = None
+    fragments: list[Fragment], agent: str | None, run_id: str | None = None, calls: Calls | None = None
 ) -> list[RunEvent]:
     """The deltas and interrupts a list of streamed fragments (of the run `run_id`) makes. A call whose arguments
     streamed (`extra['streaming_call']`) gives a `tool_call_delta` per piece; the complete call that then replaces
-    its message gives none (`streamed`: the messages whose calls streamed so far, kept by the caller)."""
+    its message gives only what differs from them (`calls`: what was sent so far, kept by the caller)."""
     out: list[RunEvent] = []
     for f in fragments:
         extra = f.extra
@@ -139,15 +345,23 @@ def fragment_events(
             text = f.content if isinstance(f.content, str) else f.text
             if text:
                 out.append(RunEvent("text_delta", agent, run_id, None, {"index": f.index, "text": text}))
+            if extra is None and f.function_call is None and not f.replace:
+                continue
             piece = (extra or {}).get(STREAMING_CALL)
             if piece is not None:
-                if streamed is not None:
-                    streamed.add(f.index)
                 data = {"index": f.index, "call_id": (extra or {}).get("function_id"), "name": piece.get("name"),
                         "arguments": piece.get("arguments", "")}  # fmt: skip
-                out.append(RunEvent("tool_call_delta", agent, run_id, None, data))
+                if calls is None:
+                    out.append(RunEvent("tool_call_delta", agent, run_id, None, data))
+                else:
+                    calls.piece(f, data, out, agent, run_id)
             fc = f.function_call
-            if fc is not None and not (f.replace and streamed is not None and f.index in streamed):
+            if f.replace and calls is not None and f.index in calls.sent and piece is None:
+                data = {"index": f.index, "call_id": (extra or {}).get("function_id"),
+                        "name": fc.name if fc is not None else None,
+                        "arguments": fc.arguments if fc is not None else ""}  # fmt: skip
+                calls.complete(f, data, out, agent, run_id)
+            elif fc is not None:
                 data = {"index": f.index, "call_id": (extra or {}).get("function_id"), "name": fc.name,
                         "arguments": fc.arguments}  # fmt: skip
                 out.append(RunEvent("tool_call_delta", agent, run_id, None, data))
@@ -163,20 +377,22 @@ def fragment_events(
 class Merged:
     """A run's events in order: those its listener kept since the last fragments, then those the fragments make."""
 
-    __slots__ = ("pending", "agent", "run_id", "streamed")
+    __slots__ = ("listener", "pending", "agent", "run_id", "calls")
 
     def __init__(self, ctx: RunContext) -> None:
-        self.pending: list[Event] = ctx.events.pending
+        self.listener: Listener = ctx.events
+        self.pending: list[Event] = self.listener.pending
         self.agent, self.run_id = ctx.agent_name, f"{id(ctx):x}"
-        self.streamed: set[int] = set()  # the messages whose calls streamed their arguments
+        self.calls = Calls()  # what was sent of the calls whose arguments streamed
 
     def take(self, fragments: list[Fragment]) -> list[RunEvent]:
-        out = _drained(self.pending) if self.pending else []
-        out += fragment_events(fragments, self.agent, self.run_id, self.streamed)
+        out = self.listener.drained() if self.pending else []
+        if fragments:
+            out += fragment_events(fragments, self.agent, self.run_id, self.calls)
         return out
 
     def rest(self) -> list[RunEvent]:
-        return _drained(self.pending)
+        return self.listener.drained()
 
 
 def events(stream: Iterator[list[Fragment]], ctx: RunContext) -> Iterator[RunEvent]:
@@ -221,10 +437,4 @@ class AsyncEvents(AsyncIterator[RunEvent]):
             await aclose()
 
 
-def _drained(pending: list[Event]) -> list[RunEvent]:
-    out = [from_event(e) for e in pending]
-    pending.clear()
-    return out
-
-
-__all__ = ["AsyncEvents", "Listener", "Merged", "RunEvent", "events", "fragment_events", "from_event"]
+__all__ = ["AsyncEvents", "Calls", "Listener", "Merged", "RunEvent", "events", "fragment_events", "from_event"]

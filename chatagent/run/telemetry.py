@@ -17,21 +17,20 @@ Sampling: `instrument(provider, sample=0.1)` traces one top-level run in ten, ch
 (the runs inside it follow it); a run left out makes no span and no OpenTelemetry call at all, which is cheaper
 than a sampler of the SDK (that still starts every span, only to drop it): `bench/control_overhead.py`.
 
-Off by default: until `instrument()` is called nothing here is imported and runs build no events. It is a global
-callback of the run's events (`chatagent.events`) for run_start only: there it decides whether the run is traced
-and starts its span, kept in the run's context (`RunContext.trace`, a `RunTrace`); the run then tells that
-directly of its model calls, tool calls and end (an Event for each cost more than the span's own work). So spans
-are made in the thread iterating the run, with the start and end times of what they measure (tools that ran in
-parallel overlap as they did), under `run()` and `arun()` alike. A run left out drops this callback from its
-callbacks (and so from the runs inside it): it builds no event for it. Needs the `otel` extra (opentelemetry-api;
-an SDK or distro to export the spans).
+Off by default: until `instrument()` is called nothing here is imported and runs build no events. It is a listener
+of the run's events (`chatagent.events`, the one place a run's events are emitted, which callbacks, the typed event
+stream and the trace recorder listen to as well), a global callback: on run_start it decides whether the run is
+traced and starts its span, kept in the run's context (`RunContext.trace`, a `RunTrace`); its llm_end, tool_end and
+run_end events each make their span (the run's own ends with run_end). So spans are made in the thread iterating
+the run, with the start and end times of what they measure (tools that ran in parallel overlap as they did), under
+`run()` and `arun()` alike. A run left out drops this callback from its callbacks (and so from the runs inside it):
+it builds no event for it. Needs the `otel` extra (opentelemetry-api; an SDK or distro to export the spans).
 """
 
 from __future__ import annotations
 
 import json
 import random
-import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -72,7 +71,7 @@ def uninstrument() -> None:
 
 class _Tracing(Callbacks):
     """Starts a span for each run it traces (on run_start) and keeps it, with how to make the spans under it, in
-    the run's context as a RunTrace."""
+    the run's context as a RunTrace, which the run's llm_end, tool_end and run_end events then go to."""
 
     def __init__(self, tracer: Any, capture_content: bool, sample: float = 1.0) -> None:
         from opentelemetry import trace
@@ -104,10 +103,30 @@ class _Tracing(Callbacks):
         )
         run.trace = RunTrace(self, span, self.in_context(span))
 
+    def on_llm_end(self, event: Event) -> None:
+        trace = self._trace(event)
+        if trace is not None:
+            trace.llm_end(event)
+
+    def on_tool_end(self, event: Event) -> None:
+        trace = self._trace(event)
+        if trace is not None:
+            trace.tool_end(event)
+
+    def on_run_end(self, event: Event) -> None:
+        trace = self._trace(event)
+        if trace is not None:
+            trace.end(event.usage, event.error)
+
+    def _trace(self, event: Event) -> RunTrace | None:
+        """The RunTrace this tracing keeps in the run `event` happened in, if it traces that run."""
+        trace = getattr(event.run, "trace", None)
+        return trace if isinstance(trace, RunTrace) and trace.tracing is self else None
+
 
 class RunTrace:
-    """A traced run's span and the context its children go under; the run calls `llm_end`, `tool_end` and `end`
-    as they happen, and each makes its span (the run's own ends with `end`)."""
+    """A traced run's span and the context its children go under; its run's events go to `llm_end`, `tool_end` and
+    `end` as they happen, and each makes its span (the run's own ends with `end`)."""
 
     __slots__ = ("tracing", "span", "context")
 
@@ -116,11 +135,10 @@ class RunTrace:
         self.span = span
         self.context = context
 
-    def llm_end(self, call: Any, usage: Any, started: float, error: str | None, reply: list[Any]) -> None:
-        """A model call ended: `call` is its ModelCall, `usage` its own, `started` its time.perf_counter() start."""
-        tracing = self.tracing
-        llm = call.llm
-        key = (llm.model or "unknown", llm.model_type or "")
+    def llm_end(self, event: Event) -> None:
+        """A model call ended (its llm_end event: `data` has its model, messages sent and reply; `usage` its own)."""
+        tracing, data, usage = self.tracing, event.data, event.usage
+        key = (data.get("model") or "unknown", data.get("model_type") or "")
         known = tracing.chats.get(key)
         if known is None:
             model, model_type = key
@@ -131,29 +149,32 @@ class RunTrace:
             "gen_ai.usage.input_tokens": usage.prompt_tokens, "gen_ai.usage.output_tokens": usage.completion_tokens,
         }  # fmt: skip
         if tracing.capture_content:
-            attributes["gen_ai.input.messages"] = _messages_json(call.messages)
-            attributes["gen_ai.output.messages"] = _messages_json(reply)
-        end = time.time_ns()
-        start = end - int((time.perf_counter() - started) * 1e9)
+            attributes["gen_ai.input.messages"] = _messages_json(data.get("input") or [])
+            attributes["gen_ai.output.messages"] = _messages_json(data.get("output") or [])
+        end = int(event.time * 1e9)
+        start = end - int((event.duration or 0.0) * 1e9)
+        error = event.error
         self._closed(name, tracing.client, attributes, start, end, error and (error, _error_type(error)))
 
-    def tool_end(self, outcome: Any) -> None:
-        """A tool call ended: `outcome` is its ToolOutcome (chatagent.tools.calling)."""
+    def tool_end(self, event: Event) -> None:
+        """A tool call ended (its tool_end event: `data['error_kind']` says how it failed, if it did)."""
         tracing = self.tracing
         attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": outcome.name or "",
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": event.tool or "",
             "gen_ai.tool.type": "function",
         }  # fmt: skip
-        if outcome.call_id:
-            attributes["gen_ai.tool.call.id"] = outcome.call_id
-        result = outcome.content
+        if event.call_id:
+            attributes["gen_ai.tool.call.id"] = event.call_id
+        result = event.result
         if tracing.capture_content:
-            attributes["gen_ai.tool.call.arguments"] = outcome.arguments or ""
+            attributes["gen_ai.tool.call.arguments"] = event.arguments or ""
             attributes["gen_ai.tool.call.result"] = result if isinstance(result, str) else _json(result)
-        end = time.time_ns()
-        start = end - int(outcome.duration * 1e9)
-        failed = outcome.error and (str(result), outcome.error)
-        self._closed(f"execute_tool {outcome.name}", tracing.internal, attributes, start, end, failed)
+        end = int(event.time * 1e9)
+        start = end - int((event.duration or 0.0) * 1e9)
+        kind = event.data.get("error_kind")
+        self._closed(
+            f"execute_tool {event.tool}", tracing.internal, attributes, start, end, kind and (str(result), kind)
+        )
 
     def end(self, usage: Any, error: str | None) -> None:
         """The run ended (`error`: why it failed, None if it did not), having used `usage` in all."""

@@ -69,10 +69,8 @@ def emit_tool_start(agent: str | None, tool: str, arguments: Any, call_id: str |
 
 
 def emit_tool_end(agent: str | None, outcome: Any, run: RunContext) -> None:
-    """Tell `run`'s callbacks that handle tool_end, and its trace, about a ToolOutcome (chatagent.tools.calling) of a
+    """Tell `run`'s callbacks that handle tool_end (OpenTelemetry's among them) about a ToolOutcome (chatagent.tools.calling) of a
     call made in it; the Event is built only if a callback handles it."""
-    if run.trace is not None:
-        run.trace.tool_end(outcome)
     found = events.handlers(run.callbacks, events.TOOL_END)
     if found:
         event = events.make_event(

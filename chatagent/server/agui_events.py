@@ -8,7 +8,11 @@ AG-UI says of it, `finished()` / `failed()` close it (RUN_FINISHED, RUN_ERROR). 
 - text and reasoning deltas: TEXT_MESSAGE_START/CONTENT/END, REASONING_START, REASONING_MESSAGE_START/CONTENT/END,
   REASONING_END (a message per model reply, its id made of the run's and the reply's);
 - a tool call's arguments as the model streams them: TOOL_CALL_START, TOOL_CALL_ARGS (one per piece),
-  TOOL_CALL_END when the model's reply ends; the tool's result: TOOL_CALL_RESULT (not for the client's own tools);
+  TOOL_CALL_END when the model's reply ends; the tool's result: TOOL_CALL_RESULT (not for the client's own tools).
+  A retried model stream sends only what goes past the arguments already sent; when it starts a call's arguments
+  again differently (`tool_call_restart`), the call sent so far ends and the new arguments go under a new
+  TOOL_CALL_START (its id `<the call's id>-<n>`, the id the call's result then has), so that each call's
+  TOOL_CALL_ARGS add up to its arguments;
 - a nested run (an agent called as a tool, a handoff's receiver) and a task's, crew's or flow's step:
   STEP_STARTED/STEP_FINISHED (the step's name: the nested agent's, or the step's; ids in `metadata`);
 - a handoff, a retrieval, a memory recall or store, progress: CUSTOM events named `chatagent.<type>`;
@@ -46,6 +50,7 @@ class AGUIEvents:
         self.text: str | None = None  # the open text message's id
         self.reasoning: str | None = None  # the open reasoning message's id
         self.calls: dict[tuple[str | None, int], str] = {}  # the calls whose arguments stream: (run, index) -> id
+        self.restarted: dict[str, str] = {}  # a call's id -> the id it went on under after a retry restarted it
         self.client_calls: set[str] = set()  # the calls of the client's tools in this run
         self.interrupts: list[dict[str, Any]] = []
         self.pending_calls: list[str] = []  # client tool calls left for the client to run
@@ -64,6 +69,8 @@ class AGUIEvents:
         out = self._close_text()
         if kind == "tool_call_delta":
             out += self._call_piece(ev)
+        elif kind == "tool_call_restart":
+            out += self._restart(ev)
         elif kind == "model_end":
             out += self._close_calls()
         elif kind == "tool_start" and data["tool"] in self.frontend and data["call_id"]:
@@ -75,8 +82,9 @@ class AGUIEvents:
             and (data["error"] != INTERRUPTED)
         ):
             content = data["result"] if data["error"] is None else data["error"]
-            out.append(_ev("TOOL_CALL_RESULT", ev, messageId=f"result-{data['call_id']}", toolCallId=str(data["call_id"]),
-                           content=_text_of(content), role="tool"))  # fmt: skip
+            cid = self.restarted.get(str(data["call_id"]), str(data["call_id"]))
+            out.append(_ev("TOOL_CALL_RESULT", ev, messageId=f"result-{cid}", toolCallId=cid, content=_text_of(content),
+                           role="tool"))  # fmt: skip
         elif kind in ("run_start", "run_end") and ev.parent_id is not None:  # a nested run: a step of this one
             step = "STEP_STARTED" if kind == "run_start" else "STEP_FINISHED"
             meta = {"run_id": ev.run_id, "parent_id": ev.parent_id}
@@ -149,6 +157,22 @@ class AGUIEvents:
             out.append(_ev("TOOL_CALL_START", ev, toolCallId=cid, toolCallName=str(data.get("name") or "")))
         if data.get("arguments"):
             out.append(_ev("TOOL_CALL_ARGS", ev, toolCallId=cid, delta=data["arguments"]))
+        return out
+
+    def _restart(self, ev: RunEvent) -> list[Event]:
+        """A retry started a call's arguments again, differently: the call sent so far ends; the new one (if any)
+        starts under an id of its own with the deltas that follow."""
+        data = ev.data
+        key = (ev.run_id, int(data["index"]))
+        old = self.calls.pop(key, None)
+        if old is None:
+            return []
+        out = [_ev("TOOL_CALL_END", ev, toolCallId=old)]
+        if data.get("name"):
+            given = str(data.get("call_id") or old)
+            cid = f"{given}-{len(self.restarted) + 2}"
+            self.restarted[given] = self.calls[key] = cid
+            out.append(_ev("TOOL_CALL_START", ev, toolCallId=cid, toolCallName=str(data["name"])))
         return out
 
     def _waiting(self, questions: list[dict[str, Any]]) -> None:

@@ -279,3 +279,16 @@ def test_a_run_left_out_builds_no_more_events_for_tracing(spans, monkeypatch):
     weather_bot().run_nonstream(USER, callbacks=[ends.append])
     assert [e.kind for e in ends].count("llm_end") == 2 and [e.kind for e in ends][-1] == "run_end"
     assert spans.get_finished_spans() == ()
+
+
+def test_the_spans_are_made_of_the_events_the_callbacks_get(spans):
+    """OpenTelemetry is a listener of the run's events, as callbacks are: each model call's and tool call's span is
+    the llm_end or tool_end event a callback of the run got, ending when the event happened, as long as it said."""
+    got: list[events.Event] = []
+    weather_bot().run_nonstream(USER, callbacks=[got.append])
+    found = by_name(spans)
+    check_tool_run(found)
+    for kind, name in (("llm_end", "chat test-model"), ("tool_end", "execute_tool weather")):
+        ends = [e for e in got if e.kind == kind]
+        made = [(s.start_time, s.end_time) for s in found[name]]
+        assert made == [(int(e.time * 1e9) - int(e.duration * 1e9), int(e.time * 1e9)) for e in ends]

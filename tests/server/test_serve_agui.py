@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -319,3 +320,63 @@ def test_another_key_naming_the_same_thread_sees_none_of_it(serve: Any) -> None:
     status, events = run(server, "notes", agent_input("shared-name", [user("And now?")]))
     (snapshot,) = [e for e in events if e["type"] == "MESSAGES_SNAPSHOT"]
     assert [m.get("content") for m in snapshot["messages"]] == ["My PIN is 4711.", "Noted.", "And now?", "Noted."]
+
+
+def test_a_calls_end_reaches_the_client_while_its_tool_still_runs(serve: Any) -> None:
+    seen = threading.Event()
+
+    @tool
+    def slow(city: str) -> str:
+        """Waits until the client saw the call's arguments end."""
+        if not seen.wait(30):  # a deadline, never reached when TOOL_CALL_END goes out as the model's reply ends
+            raise TimeoutError("TOOL_CALL_END did not reach the client while the tool ran")
+        return f"done for {city}"
+
+    llm = ScriptedLLM([[tool_call("slow", {"city": "Oslo"})], "All done."])
+    server = serve(FnCallAgent(llm=llm, function_list=[slow], name="slowpoke"))
+    headers = {"Authorization": "Bearer key-alice", "Accept": "text/event-stream"}
+    events: list[dict] = []
+    body = agent_input("slow-1", [user("Go.")])
+    with httpx.stream("POST", server.a2a_url + "/ag-ui/slowpoke", json=body, headers=headers, timeout=60) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                events.append(checked_json(line))
+                if events[-1]["type"] == "TOOL_CALL_END":
+                    seen.set()  # the tool goes on only now
+    kinds = types(events)
+    assert kinds.index("TOOL_CALL_END") < kinds.index("TOOL_CALL_RESULT")
+    assert events[kinds.index("TOOL_CALL_RESULT")]["content"] == "done for Oslo"
+
+
+def checked_json(line: str) -> dict[str, Any]:
+    raw = json.loads(line[len("data: ") :])
+    checked(raw)
+    return raw
+
+
+@pytest.mark.parametrize("retry", [{"path": "notes-a.txt"}, {"path": "other.txt"}])
+def test_a_retried_model_stream_sends_arguments_that_parse_once(
+    serve: Any, openai_server: Any, retry: dict[str, Any]
+) -> None:
+    def write_file(path: str) -> str:
+        """Write a file."""
+        return f"wrote {path}"
+
+    openai_server.add(
+        OpenAIReply(tool_calls=[("write_file", {"path": "notes-a.txt"})], chunk_size=2, drop_after=8),
+        OpenAIReply(tool_calls=[("write_file", retry)], chunk_size=2),
+        OpenAIReply(text="Saved."),
+    )
+    cfg = {"model": "test-model", "model_server": openai_server.base_url, "api_key": "k",
+           "generate_cfg": {"retry_delay": 0.01}}  # fmt: skip
+    server = serve(FnCallAgent(function_list=[write_file], llm=cfg, name="writer"))
+    status, events = run(server, "writer", agent_input("retry-1", [user("Save.")]))
+    assert status == 200 and len(openai_server.chat_requests) == 3  # the first stream broke and was retried
+    result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+    args = "".join(
+        e["delta"] for e in events if e["type"] == "TOOL_CALL_ARGS" and e["toolCallId"] == result["toolCallId"]
+    )
+    assert json.loads(args) == retry  # the call's arguments, once
+    starts = [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_START"]
+    ends = [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_END"]
+    assert sorted(starts) == sorted(ends) and len(starts) == (1 if retry == {"path": "notes-a.txt"} else 2)

@@ -1,0 +1,150 @@
+"""The typed event stream gives each event as it happens (issue 39): a tool's start reaches the consumer while the
+tool still runs, under run() and arun(), and the events a tool's own thread makes come out while it runs, the queue
+bounded, their order kept; a retried model stream that starts a call's arguments again lets the consumer rebuild
+exactly the final arguments (a restart event, or only what goes past what was sent)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from chatagent import FnCallAgent, ScriptedLLM, tool, tool_call
+from chatagent.run import event_stream
+from chatagent.run.context import current_run
+from chatagent.run.events import PROGRESS, tell
+from tests.support.openai_server import Reply as OpenAIReply
+
+USER = [{"role": "user", "content": "Go."}]
+WAIT = 30  # seconds: a deadline, never reached when the stream gives events as they happen
+
+
+def _blocking_bot(seen: threading.Event) -> FnCallAgent:
+    @tool
+    def slow(city: str) -> str:
+        """Waits until the consumer saw the call start."""
+        if not seen.wait(WAIT):
+            raise TimeoutError("tool_start did not reach the consumer while the tool ran")
+        return f"done for {city}"
+
+    llm = ScriptedLLM([[tool_call("slow", {"city": "Oslo"})], "All done."])
+    return FnCallAgent(llm=llm, function_list=[slow], name="bot")
+
+
+def _shape(types: list[str], results: list[Any]) -> None:
+    assert types.index("model_end") < types.index("tool_start") < types.index("tool_end")
+    assert results == ["done for Oslo"]  # the tool did not time out: its start came out while it waited
+
+
+def test_tool_start_reaches_run_events_while_the_tool_runs() -> None:
+    seen = threading.Event()
+    types, results = [], []
+    for ev in _blocking_bot(seen).run(USER, events=True):
+        types.append(ev.type)
+        if ev.type == "tool_start":
+            seen.set()
+        elif ev.type == "tool_end":
+            results.append(ev.data["result"])
+    _shape(types, results)
+
+
+def test_tool_start_reaches_arun_events_while_the_tool_runs_in_a_worker_thread() -> None:
+    seen = threading.Event()
+
+    async def main() -> tuple[list[str], list[Any]]:
+        types, results = [], []
+        async for ev in _blocking_bot(seen).arun(USER, events=True):
+            types.append(ev.type)
+            if ev.type == "tool_start":
+                seen.set()
+            elif ev.type == "tool_end":
+                results.append(ev.data["result"])
+        return types, results
+
+    _shape(*asyncio.run(main()))
+
+
+@pytest.mark.parametrize("driver", ["run", "arun"])
+def test_a_tools_own_events_come_out_while_it_runs_bounded_and_in_order(driver: str, monkeypatch: Any) -> None:
+    monkeypatch.setattr(event_stream, "LIMIT", 4)
+    told = threading.Event()
+    most: list[int] = []
+
+    @tool
+    def busy(n: int) -> str:
+        """Reports progress, then waits until the consumer saw the first report."""
+        ctx = current_run()
+        for i in range(n):
+            tell(ctx.callbacks, PROGRESS, ctx.agent_name, ctx, {"text": f"step {i}"})
+        if not told.wait(WAIT):
+            raise TimeoutError("the tool's progress did not come out while it ran")
+        return "busy done"
+
+    bot = FnCallAgent(llm=ScriptedLLM([[tool_call("busy", {"n": 40})], "Ok."]), function_list=[busy])
+    texts: list[str] = []
+
+    def saw(ev: Any, listener: Any) -> None:
+        most.append(len(listener.pending))
+        if ev.type == "progress":
+            texts.append(ev.data["text"])
+            if len(texts) == 40:
+                told.set()
+
+    if driver == "run":
+        run = bot.run(USER, events=True)
+        for ev in run:
+            saw(ev, run.context.events)
+    else:
+
+        async def main() -> None:
+            arun = bot.arun(USER, events=True)
+            async for ev in arun:
+                saw(ev, arun.context.events)
+
+        asyncio.run(main())
+    assert texts == [f"step {i}" for i in range(40)]  # none lost, in order
+    assert max(most) <= 5  # the tool's thread waited for the stream instead of running LIMIT ahead
+
+
+def _retried_call(server: Any, first: dict[str, Any], retry: dict[str, Any]) -> FnCallAgent:
+    written: list[str] = []
+
+    def write_file(path: str) -> str:
+        """Write a file."""
+        written.append(path)
+        return f"wrote {path}"
+
+    server.add(
+        OpenAIReply(tool_calls=[("write_file", first)], chunk_size=2, drop_after=8),
+        OpenAIReply(tool_calls=[("write_file", retry)], chunk_size=2),
+        OpenAIReply(text="Saved."),
+    )
+    cfg = {"model": "test-model", "model_server": server.base_url, "api_key": "k",
+           "generate_cfg": {"retry_delay": 0.01}}  # fmt: skip
+    return FnCallAgent(function_list=[write_file], llm=cfg)
+
+
+def rebuilt(events: list[Any]) -> dict[int, str]:
+    """Each call's arguments as a consumer of the stream rebuilds them (a restart forgets what came before)."""
+    calls: dict[int, str] = {}
+    for ev in events:
+        if ev.type == "tool_call_restart":
+            calls[ev.data["index"]] = ""
+        elif ev.type == "tool_call_delta":
+            calls[ev.data["index"]] = calls.get(ev.data["index"], "") + ev.data["arguments"]
+    return {i: a for i, a in calls.items() if a}
+
+
+@pytest.mark.parametrize("retry", [{"path": "notes-a.txt"}, {"path": "other.txt"}])
+def test_a_retried_stream_rebuilds_exactly_the_final_arguments(openai_server: Any, retry: dict[str, Any]) -> None:
+    bot = _retried_call(openai_server, {"path": "notes-a.txt"}, retry)
+    events = list(bot.run(USER, events=True))
+    assert len(openai_server.chat_requests) == 3  # the first stream broke while arguments showed, and was retried
+    (args,) = rebuilt(events).values()
+    assert json.loads(args) == retry
+    restarts = [ev for ev in events if ev.type == "tool_call_restart"]
+    assert len(restarts) == (0 if retry == {"path": "notes-a.txt"} else 1)  # the same prefix: only what is new
+    assert next(ev for ev in events if ev.type == "tool_start").data["arguments"] == args
