@@ -29,6 +29,7 @@ from chatagent.run.context import current_trust
 from chatagent.run.events import STEP, end_step, start_step
 from chatagent.run.traces import owner_of, scoped, trace_store, unscoped
 from chatagent.schema import to_messages
+from chatagent.sessions.traces import expanded
 from chatagent.utils.jsonlenient import ToolArgumentError, parse_json
 
 TRACE_WAIT_S = 60.0  # how long a case waits for its trace to be written before it is judged without it
@@ -107,8 +108,9 @@ async def _attempt(
     loop = asyncio.get_running_loop()
     traced: asyncio.Future[dict[str, Any] | None] = loop.create_future()
 
-    def on_trace(body: dict[str, Any] | None) -> None:  # in the trace writer's thread
-        loop.call_soon_threadsafe(lambda: traced.done() or traced.set_result(body))
+    def on_trace(body: dict[str, Any] | None) -> None:  # in the trace writer's thread (as stored: its shape to read)
+        shown = expanded(body) if body is not None else None
+        loop.call_soon_threadsafe(lambda: traced.done() or traced.set_result(shown))
 
     about = {"record": True, "recorder": recorder, "owner": owner, "title": case.name, "on_trace": on_trace,
              "dataset": ds.name, "attempt": attempt + 1, "inputs": case.inputs, "expected": case.expected}  # fmt: skip

@@ -1,17 +1,23 @@
-"""A finished trace (`chatagent.run.traces.Trace`) as the JSON the store keeps and the viewer shows.
+"""A finished trace (`chatagent.run.traces.Trace`) as the JSON the store keeps (version 2, compact: the
+per-call steps of a tool loop are arrays, what repeats is kept once), which `chatagent.sessions.traces.expanded`
+turns into the shape the viewer shows (version 1's, which old rows have already).
 
-    {"id", "owner", "kind", "name", "title", "started", "duration", "status": "ok" | "error", "error",
+    {"version": 2, "id", "owner", "kind", "name", "title", "started", "duration", "status": "ok" | "error", "error",
      "usage": {"input_tokens", "output_tokens", "cost", "calls"},
-     "messages": [message dicts],     # each message once: a model call's "input" and "output" are their indexes
-     "functions": [tool schema lists], # likewise: a model call's "functions" is an index (None: no tools)
-     "steps": [{"id", "parent", "kind", "name", "start", "duration", "error", ...}, ...]}
+     "messages": [[role, content, name, call name, call arguments, reasoning, extra]],  # each message once
+     "functions": [tool schema lists], "cfgs": [generation settings],  # each once; a model call holds indexes
+     "refs": [message indexes],       # the messages each model call added to an earlier call's input
+     "steps": [step, ...]}            # a step's id is its place, from 1
 
-A model step also has "model_type", "cfg" (its generation settings), "usage" ({"input_tokens", "output_tokens",
-"cost"}); a tool step "call_id", "arguments", "result", "error_kind", "cached"; a step of a crew, a flow or an
-evaluation, or a handoff, retrieval, memory or interrupt event, its "data". A text longer than MAX_TEXT characters is cut
-there with a note saying how much was left out.
+A model call is an array ["model", parent, start, duration, name, model_type, base, first, count, out, outs,
+input_tokens, output_tokens, cost, functions, cfg, error]: its input is step `base`'s input (null: none) and
+refs[first:first + count], its reply messages[out:out + outs]; a tool call ["tool", parent, start, duration, name,
+call_id, arguments, result, cached, error, error_kind]; their start (from the trace's) and duration in whole
+microseconds. Any other step (the run, a crew's task, a flow's step, an evaluation's case, a handoff, retrieval,
+memory or interrupt event) is a dict {"id", "parent", "kind", "name", "start", "duration", "error", "data", ...}
+as in version 1. A text longer than MAX_TEXT characters is cut there with a note saying how much was left out.
 
-`encode` writes it with orjson, which serializes the messages and the rest in C (a message object through
+`encode` writes it with orjson, which serializes the steps and the rest in C (a message object through
 `_default`): the recorder's cost is paid once per trace, and mostly not in Python.
 """
 
@@ -32,32 +38,38 @@ def trace_body(trace: Any, duration: float | None, error: str | None) -> dict[st
     tokens_in = tokens_out = calls = 0
     cost: float | None = None
     failed = error
-    for step in trace.steps:
-        kind = step["kind"]
-        if kind == "model":  # the trace's totals: its model calls'
-            usage = step["usage"]
-            tokens_in += usage["input_tokens"]
-            tokens_out += usage["output_tokens"]
-            calls += 1
-            if usage["cost"] is not None:
-                cost = (cost or 0.0) + usage["cost"]
-        elif kind == "tool":  # what a tool gave may be huge (a model's texts are cut when encoded)
-            arguments, result = step["arguments"], step["result"]
-            if arguments is not None and len(arguments) > MAX_TEXT:
-                step["arguments"] = _text(arguments)
-            if type(result) is str and len(result) > MAX_TEXT:
-                step["result"] = _text(result)
-        elif failed is None and kind == "run" and step.get("error"):
+    steps = trace.steps
+    step: Any
+    for at, step in enumerate(steps):
+        if step.__class__ is tuple:  # a model or tool call (see the module's docstring)
+            if step[0] == "model":  # the trace's totals: its model calls'
+                tokens_in += step[11]
+                tokens_out += step[12]
+                calls += 1
+                if step[13] is not None:
+                    cost = (cost or 0.0) + step[13]
+                if step[16] is not None and len(step[16]) > MAX_TEXT:
+                    steps[at] = (*step[:16], _text(step[16]))
+            else:  # what a tool gave may be huge (a model's texts are cut when encoded)
+                arguments, result, problem = step[6], step[7], step[9]
+                if (arguments is not None and len(arguments) > MAX_TEXT) or (type(result) is str and len(result) > MAX_TEXT
+                        ) or (problem is not None and len(problem) > MAX_TEXT):  # fmt: skip
+                    cut = _text(result) if type(result) is str else result
+                    steps[at] = (*step[:6], _text(arguments) if arguments is not None else None, cut, step[8],
+                                 _text(problem) if problem is not None else None, step[10])  # fmt: skip
+            continue
+        if failed is None and step["kind"] == "run" and step.get("error"):
             failed = step["error"]
         problem = step.get("error")
         if problem is not None and len(problem) > MAX_TEXT:
             step["error"] = _text(problem)
     return {
-        "version": 1, "id": trace.id, "owner": trace.owner, "kind": trace.kind, "name": trace.name,
+        "version": 2, "id": trace.id, "owner": trace.owner, "kind": trace.kind, "name": trace.name,
         "title": trace.title, "started": trace.started, "duration": duration,
         "status": "error" if failed else "ok", "error": _text(failed) if failed else None,
         "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out, "cost": cost, "calls": calls},
-        "messages": trace.messages, "functions": trace.functions, "steps": trace.steps,
+        "messages": trace.messages, "functions": trace.functions, "cfgs": trace.cfgs, "refs": trace.refs,
+        "steps": steps,
     }  # fmt: skip
 
 
@@ -70,23 +82,15 @@ def encode(body: dict[str, Any]) -> bytes:
 
 
 def _default(value: Any) -> Any:
-    """What orjson cannot write itself: a message as its dict (its text cut at MAX_TEXT; its parts written by orjson
-    in turn), a function call, a pydantic model as its dump, sets and tuples as lists, the rest as its text."""
-    if type(value) is Message:
-        d: dict[str, Any] = {"role": value.role, "content": value.content}
-        content = value.content
+    """What orjson cannot write itself: a message as its array (its text cut at MAX_TEXT; its parts written by
+    orjson in turn), a function call, a pydantic model as its dump, sets and tuples as lists, the rest as its text."""
+    if type(value) is Message:  # [role, content, name, call name, call arguments, reasoning, extra]
+        content, call = value.content, value.function_call
         if type(content) is str and len(content) > MAX_TEXT:
-            d["content"] = _text(content)
-        if value.name is not None:
-            d["name"] = value.name
-        call = value.function_call
-        if call is not None:
-            d["function_call"] = {"name": call.name, "arguments": call.arguments}
-        if value.reasoning_content is not None:
-            d["reasoning_content"] = value.reasoning_content
-        if value.extra is not None:
-            d["extra"] = value.extra
-        return d
+            content = _text(content)
+        if call is None:
+            return (value.role, content, value.name, None, None, value.reasoning_content, value.extra)
+        return (value.role, content, value.name, call.name, call.arguments, value.reasoning_content, value.extra)
     if isinstance(value, (FunctionCall, ContentItem)):
         return value.model_dump()
     dump = getattr(value, "model_dump", None)

@@ -47,24 +47,29 @@ _OFF = ("", "0", "false", "no", "off")
 
 
 class Trace:
-    """A trace being recorded: its steps (dicts in their final form, in the order they started; a step's 'parent'
-    is the id of the step it is part of), the messages its model calls got and gave (each once: a model step holds
-    their indexes) and the tool lists they were offered (likewise). Made into JSON once it ends (`trace_body`: the
-    totals of tokens and cost are its model calls')."""
+    """A trace being recorded: its steps (in the order they started, a step's id is its place from 1; a step's
+    'parent' is the id of the step it is part of), the messages its model calls got and gave, the tool lists they
+    were offered and their settings (each once: a model step holds their indexes). A model call or a tool call is a
+    tuple (`trace_body` says which fields; a tuple of texts and numbers the garbage collector stops walking), any
+    other step a dict; a model call's input is an earlier call's input (a tool loop's next call gets the same
+    messages again, and more) and the indexes it adds, kept in `refs`. Made into JSON once it ends (`trace_body`:
+    the totals of tokens and cost are its model calls')."""
 
     __slots__ = ("id", "owner", "kind", "name", "started", "steps", "title", "recorder", "done", "messages", "seen",
-                 "functions")  # fmt: skip
+                 "functions", "cfgs", "refs")  # fmt: skip
 
     def __init__(self, recorder: TraceRecorder, owner: str, kind: str, name: str, started: float) -> None:
         self.id = uuid.uuid4().hex
         self.owner, self.kind, self.name, self.started = owner, kind, name, started
-        self.steps: list[dict[str, Any]] = []
+        self.steps: list[Any] = []
         self.title = ""
         self.recorder = recorder
         self.done: Any = None  # called with the trace's JSON dict when it is written (an evaluation's case)
         self.messages: list[Any] = []
-        self.seen: dict[int, int] = {}  # id(message or tool list) -> its index (`messages`, `functions` keep them)
+        self.seen: dict[int, int] = {}  # id(message or tool list) -> its index in the list keeping it
         self.functions: list[Any] = []
+        self.cfgs: list[Any] = []
+        self.refs: list[int] = []  # the message indexes model calls added to an earlier call's input
 
     def add(self, step: dict[str, Any]) -> dict[str, Any]:
         steps = self.steps
@@ -75,14 +80,15 @@ class Trace:
 
 class _Recording:
     """A run as recorded: its trace, its step, the step its parts go under now (a crew's task while it runs), and
-    its last model call's messages and their indexes (the next call of a tool loop gets them again, and more)."""
+    its last model call's messages and that call's step id (the next call of a tool loop gets them again, and
+    more)."""
 
-    __slots__ = ("recorder", "trace", "step", "open", "given", "at")
+    __slots__ = ("recorder", "trace", "step", "open", "given", "call")
 
     def __init__(self, recorder: TraceRecorder, trace: Trace, step: dict[str, Any]) -> None:
         self.recorder, self.trace, self.step, self.open = recorder, trace, step, step["id"]
         self.given: Any = ()
-        self.at: list[int] = []
+        self.call: int | None = None
 
 
 class TraceRecorder(Callbacks):
@@ -145,44 +151,42 @@ class TraceRecorder(Callbacks):
             return
         data, usage, trace = event.data, event.usage, rec.trace
         given, before = data["input"], rec.given
-        seen, stored = trace.seen, trace.messages
+        seen, stored, refs = trace.seen, trace.messages, trace.refs
         known = len(before)
-        at: list[int]
         if known and given[:known] == before:  # a tool loop's next call gets the same messages again, and more
-            at, new = rec.at[:], given[known:]  # (a list compares its items by identity first, in C)
+            base, new = rec.call, given[known:]  # (a list compares its items by identity first, in C)
         else:
-            at, new = [], given
+            base, new = None, given
+        first = len(refs)
         for m in new:  # each message stored once, by identity
             i = seen.get(id(m))
             if i is None:
                 i = seen[id(m)] = len(stored)
                 stored.append(m)
-            at.append(i)
-        rec.given, rec.at = given, at
-        out: list[int] = []
-        for m in data["output"]:  # a reply is new
-            out.append(len(stored))
+            refs.append(i)
+        out = data["output"]
+        out_first = len(stored)
+        for m in out:  # a reply is new
             seen[id(m)] = len(stored)
             stored.append(m)
-        pt, ct, cost = usage.prompt_tokens, usage.completion_tokens, usage.cost
-        duration = event.duration or 0.0
-        step: dict[str, Any] = {"kind": "model", "name": data["model"] or "model", "parent": rec.open,
-                                "start": event.time - duration, "duration": duration, "model_type": data["model_type"],
-                                "input": at, "output": out, "usage": {"input_tokens": pt, "output_tokens": ct,
-                                "cost": cost}}  # fmt: skip
-        fns = data["functions"]
+        fns, cfg, steps = data["functions"], data["cfg"], trace.steps
         if fns is not None:
-            found = seen.get(id(fns))
-            if found is None:
-                found = seen[id(fns)] = len(trace.functions)
-                trace.functions.append(fns)
-            step["functions"] = found
-        if data["cfg"]:
-            step["cfg"] = data["cfg"]
-        if event.error:
-            step["error"] = event.error
-        step["id"] = len(trace.steps) + 1
-        trace.steps.append(step)
+            fns = seen.get(id(fns))
+            if fns is None:
+                fns = seen[id(data["functions"])] = len(trace.functions)
+                trace.functions.append(data["functions"])
+        if cfg:  # a tool loop's calls get equal settings (each its own dict): kept once while they repeat
+            cfgs = trace.cfgs
+            if not cfgs or cfgs[-1] != cfg:
+                cfgs.append(cfg)
+            cfg = len(cfgs) - 1
+        else:
+            cfg = None
+        duration = event.duration or 0.0
+        rec.given, rec.call = given, len(steps) + 1
+        steps.append(("model", rec.open, int((event.time - duration - trace.started) * 1e6), int(duration * 1e6),
+                      data["model"] or "model", data["model_type"], base, first, len(refs) - first, out_first,
+                      len(out), usage.prompt_tokens, usage.completion_tokens, usage.cost, fns, cfg, event.error))  # fmt: skip
         if not known:
             trace.title = trace.title or _question(given)
 
@@ -190,13 +194,11 @@ class TraceRecorder(Callbacks):
         rec = event.run.recording
         if rec is None or rec.recorder is not self:
             return
-        duration, steps = event.duration or 0.0, rec.trace.steps
-        step = {"kind": "tool", "name": event.tool or "tool", "parent": rec.open, "start": event.time - duration,
-                "duration": duration, "call_id": event.call_id, "arguments": event.arguments, "result": event.result,
-                "cached": event.data["cached"], "id": len(steps) + 1}  # fmt: skip
-        if event.error:
-            step["error"], step["error_kind"] = event.error, event.data["error_kind"]
-        steps.append(step)
+        duration, trace = event.duration or 0.0, rec.trace
+        error = event.error
+        trace.steps.append(("tool", rec.open, int((event.time - duration - trace.started) * 1e6),
+                            int(duration * 1e6), event.tool or "tool", event.call_id, event.arguments, event.result,
+                            event.data["cached"], error, event.data["error_kind"] if error else None))  # fmt: skip
 
     # ---- steps (tasks, flows, evaluation cases) and single events ----------------------------------------------
 

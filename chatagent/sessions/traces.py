@@ -3,7 +3,8 @@ with a postgresql:// URL: the same URLs as sessions; see `chatagent.sessions.sto
 
 A trace is one row: what the list of runs shows (its name, status, start, duration, tokens, cost, how many steps, a
 title) in columns, and the whole trace (its steps, the messages its model calls got) as one JSON body, written in
-one statement when the run ends (`chatagent.run.traces` records them). An evaluation report
+one statement when the run ends (`chatagent.run.traces` records them; `chatagent.run.trace_body` says what the
+compact version 2 body holds, `expanded` reads it, and version 1 bodies, in the shape readers take). An evaluation report
 (`chatagent.evals`) is a row the same way. Every read names the owner: another principal's trace is not found,
 as if it did not exist. A store keeps at most `keep` traces per owner (the oldest go).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +63,7 @@ GET_REPORT = "SELECT body FROM chatagent_eval_reports WHERE owner = ? AND report
 DELETE_REPORT = "DELETE FROM chatagent_eval_reports WHERE owner = ? AND report_id = ?"
 
 DEFAULT_KEEP = 10_000  # traces per owner; the oldest go
+_ZLIB = b"\x78"  # how a compressed body starts (a JSON one starts with "{")
 _PRUNE_EVERY = 100  # writes between two prunings of one store
 _ready: dict[int, SQLStore] = {}  # the stores whose tables exist, by id (held here, so that an id is not reused)
 _ready_lock = threading.Lock()
@@ -130,7 +133,7 @@ class TraceStore:
             trace.get("status") or "ok", float(trace["started"]), trace.get("duration"),
             int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0), usage.get("cost"),
             len(trace.get("steps") or ()), (trace.get("title") or "")[:200],
-            body if body is not None else orjson.dumps(trace, default=_jsonable),
+            zlib.compress(body if body is not None else orjson.dumps(trace, default=_jsonable), 1),
         )  # fmt: skip
         with self.store._write(sync=False) as cur:
             cur.execute(SAVE, row)
@@ -172,7 +175,7 @@ class TraceStore:
     def get(self, owner: str, trace_id: str) -> dict[str, Any] | None:
         """The whole trace `trace_id` of `owner`, or None (no such trace, or another owner's)."""
         rows = self.store._read(GET, (owner, trace_id))
-        return _loaded(self.store.url, "trace", trace_id, rows[0][0]) if rows else None
+        return expanded(_loaded(self.store.url, "trace", trace_id, rows[0][0])) if rows else None
 
     def delete(self, owner: str, trace_id: str) -> bool:
         with self.store._write() as cur:
@@ -215,13 +218,69 @@ def _info(r: tuple[Any, ...]) -> TraceInfo:
 
 
 def _loaded(url: str, what: str, key: str, body: Any) -> dict[str, Any]:
+    raw = bytes(body)
     try:
-        value = orjson.loads(bytes(body))
-    except orjson.JSONDecodeError as e:
+        value = orjson.loads(zlib.decompress(raw) if raw[:1] == _ZLIB else raw)  # (an older row: JSON as it is)
+    except (orjson.JSONDecodeError, zlib.error) as e:
         raise SessionStoreError(f"{url}: the {what} {key!r} is damaged: {e}") from None
     if not isinstance(value, dict):
         raise SessionStoreError(f"{url}: the {what} {key!r} is damaged: not a JSON object")
     return value
+
+
+def expanded(body: dict[str, Any]) -> dict[str, Any]:
+    """A stored trace in the shape readers take (version 1's: each step a dict with its id, a message a dict, a
+    model call's input and output lists of message indexes, its usage a dict, its times in seconds). A version 2
+    body (compact, see `chatagent.run.trace_body`) is rebuilt so; an older one is already so."""
+    if body.get("version", 1) < 2:
+        return body
+    try:
+        return _expanded(body)
+    except (TypeError, ValueError, IndexError, KeyError) as e:
+        raise SessionStoreError(f"the trace {body.get('id')!r} is damaged: {type(e).__name__}") from None
+
+
+def _expanded(body: dict[str, Any]) -> dict[str, Any]:
+    started, refs, cfgs = float(body["started"]), body.get("refs") or [], body.get("cfgs") or []
+    stored: list[Any] = body.get("messages") or []
+    rows: list[Any] = body.get("steps") or []
+    messages: list[dict[str, Any]] = []
+    for role, content, name, call, arguments, reasoning, extra in stored:
+        m: dict[str, Any] = {"role": role, "content": content}
+        for key, value in (("name", name), ("reasoning_content", reasoning), ("extra", extra)):
+            if value is not None:
+                m[key] = value
+        if call is not None:
+            m["function_call"] = {"name": call, "arguments": arguments}
+        messages.append(m)
+    steps: list[dict[str, Any]] = []
+    inputs: dict[int, list[int]] = {}  # a model call's id -> its input (a later call's may extend it)
+    for at, row in enumerate(rows, 1):
+        if isinstance(row, dict):
+            steps.append(row)
+            continue
+        kind, parent, start, duration, name = row[:5]
+        step: dict[str, Any] = {"id": at, "kind": kind, "name": name, "parent": parent, "start": started + start / 1e6,
+                                "duration": duration / 1e6}  # fmt: skip
+        if kind == "model":
+            model_type, base, first, count, out, outs, tokens_in, tokens_out, cost, functions, cfg, error = row[5:17]
+            given = inputs[at] = (inputs[base] if base is not None else []) + refs[first : first + count]
+            step.update(model_type=model_type, input=given, output=list(range(out, out + outs)),
+                        usage={"input_tokens": tokens_in, "output_tokens": tokens_out, "cost": cost})  # fmt: skip
+            if functions is not None:
+                step["functions"] = functions
+            if cfg is not None:
+                step["cfg"] = cfgs[cfg]
+        else:
+            call_id, arguments, result, cached, error, error_kind = row[5:11]
+            step.update(call_id=call_id, arguments=arguments, result=result, cached=cached)
+            if error:
+                step["error_kind"] = error_kind
+        if error:
+            step["error"] = error
+        steps.append(step)
+    whole = {k: v for k, v in body.items() if k not in ("refs", "cfgs")}
+    return {**whole, "messages": messages, "steps": steps}
 
 
 def _jsonable(value: Any) -> Any:
@@ -234,4 +293,4 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-__all__ = ["DEFAULT_KEEP", "ReportInfo", "TraceInfo", "TraceStore"]
+__all__ = ["DEFAULT_KEEP", "ReportInfo", "TraceInfo", "TraceStore", "expanded"]
