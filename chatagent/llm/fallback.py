@@ -13,16 +13,19 @@ own settings (retries, `max_rpm`, prices, the response cache, tool calling nativ
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from typing import Any, cast
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar, cast
 
 from chatagent.errors import ModelServiceError
 from chatagent.llm.base import BaseChatModel
 from chatagent.llm.registry import get_chat_model
 from chatagent.llm.request import Usage
+from chatagent.llm.stream_modes import Failed, afirst_answer, closing_stream, first_answer
 from chatagent.utils.tokens import Tokenizer
 
 logger = logging.getLogger("chatagent.llm")
+_S = TypeVar("_S")
+_T = TypeVar("_T")
 
 
 class FallbackModel(BaseChatModel):
@@ -61,29 +64,10 @@ class FallbackModel(BaseChatModel):
     ) -> Any:
         given, funcs, options = _call(messages, functions, extra_generate_cfg, usage, deadline)
         if not stream:
-            return self._whole(given, funcs, options)
-        return self._stream(given, funcs, delta_stream, options)
-
-    def _whole(self, messages: list[Any], funcs: list[Any] | None, options: dict[str, Any]) -> Any:
-        for k, model in enumerate(self.models):
-            try:
-                return model.chat(messages, funcs, stream=False, **options)
-            except ModelServiceError as e:
-                self._next(k, e, sent=False)
-        raise AssertionError("unreachable: the last model's error is raised")
-
-    def _stream(
-        self, messages: list[Any], funcs: list[Any] | None, delta: bool, options: dict[str, Any]
-    ) -> Iterator[Any]:
-        for k, model in enumerate(self.models):
-            sent = False
-            try:
-                for out in model.chat(messages, funcs, stream=True, delta_stream=delta, **options):
-                    sent = True
-                    yield out
-                return
-            except ModelServiceError as e:
-                self._next(k, e, sent)
+            return next(first_answer(*self._in_turn(lambda m: [m.chat(given, funcs, stream=False, **options)])))
+        return first_answer(
+            *self._in_turn(lambda m: m.chat(given, funcs, stream=True, delta_stream=delta_stream, **options))
+        )
 
     def achat(  # pyright: ignore[reportIncompatibleMethodOverride] (as chat)
         self,
@@ -98,34 +82,25 @@ class FallbackModel(BaseChatModel):
     ) -> Any:
         given, funcs, options = _call(messages, functions, extra_generate_cfg, usage, deadline)
         if not stream:
-            return self._awhole(given, funcs, options)
-        return self._astream(given, funcs, delta_stream, options)
+            return _first(
+                afirst_answer(*self._in_turn(lambda m: _awaited(m.achat(given, funcs, stream=False, **options))))
+            )
+        return afirst_answer(
+            *self._in_turn(lambda m: m.achat(given, funcs, stream=True, delta_stream=delta_stream, **options))
+        )
 
-    async def _awhole(self, messages: list[Any], funcs: list[Any] | None, options: dict[str, Any]) -> Any:
-        for k, model in enumerate(self.models):
-            try:
-                return await model.achat(messages, funcs, stream=False, **options)
-            except ModelServiceError as e:
-                self._next(k, e, sent=False)
-        raise AssertionError("unreachable: the last model's error is raised")
+    def _in_turn(self, ask: Callable[[BaseChatModel], _S]) -> tuple[Callable[[], _S], Failed[_S]]:
+        """How `first_answer` asks the models in turn: the first model's answer (`ask(model)`), and after model `k`
+        failed, the next one's (`_next` raises when there is none, or the failed answer had started)."""
+        k = 0
 
-    async def _astream(
-        self, messages: list[Any], funcs: list[Any] | None, delta: bool, options: dict[str, Any]
-    ) -> AsyncIterator[Any]:
-        for k, model in enumerate(self.models):
-            sent = False
-            parts: AsyncIterator[Any] = model.achat(messages, funcs, stream=True, delta_stream=delta, **options)
-            try:
-                async for out in parts:
-                    sent = True
-                    yield out
-                return
-            except ModelServiceError as e:
-                self._next(k, e, sent)
-            finally:
-                aclose = getattr(parts, "aclose", None)
-                if aclose is not None:
-                    await aclose()
+        def failed(e: ModelServiceError, sent: bool) -> Callable[[], _S]:
+            nonlocal k
+            self._next(k, e, sent)
+            k += 1
+            return lambda: ask(self.models[k])
+
+        return lambda: ask(self.models[0]), failed
 
     def _next(self, k: int, e: ModelServiceError, sent: bool) -> None:
         """After model `k` failed with `e`: raise it (the last model, or a reply already under way), else say which
@@ -165,3 +140,16 @@ def _call(
     again), and the keyword options."""
     funcs = list(functions) if functions is not None else None
     return list(messages), funcs, {"extra_generate_cfg": extra_generate_cfg, "usage": usage, "deadline": deadline}
+
+
+async def _awaited(answer: Awaitable[_T]) -> AsyncIterator[_T]:
+    """An awaited answer as a stream of one item."""
+    yield await answer
+
+
+async def _first(stream: AsyncIterator[_T]) -> _T:
+    """The first item of `stream` (closed then)."""
+    async with closing_stream(stream) as items:
+        async for item in items:
+            return item
+    raise AssertionError("unreachable: the last model's error is raised")

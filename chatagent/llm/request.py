@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 from chatagent.errors import ModelServiceError
 from chatagent.llm.retry import aretrying, retrying
 from chatagent.llm.settings import Settings
-from chatagent.llm.stream_modes import ReplyFilter, aas_fragments, as_fragments, closing_stream
+from chatagent.llm.stream_modes import Failed, ReplyFilter, aas_fragments, afirst_answer, first_answer, placed
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment
 
@@ -129,18 +129,19 @@ class Reading(Generic[ReplyStream]):
     (`achat()`), as `chatagent.run.start`'s `Driving` pair drives a run. Each member is one side of a sync/async pair
     the layers share, so that each layer is written once: a backend's stream (`stream(model)`, its `_chat_stream` or
     `_achat_stream`) and whole answer (`once(model)`, as fragments), the retries, a reply filter's pump, the response
-    cache, a plan's fallback."""
+    cache, streams tried in turn (`first_answer`: a plan's fallback)."""
 
-    __slots__ = ("on_loop", "stream", "once", "retrying", "filtered", "cached", "falling_back")
+    __slots__ = ("on_loop", "stream", "once", "retrying", "filtered", "cached", "first_answer")
 
     def __init__(
         self, on_loop: bool, stream: Callable[[Any], Callable[..., ReplyStream]], once: Callable[[Any], Callable[..., ReplyStream]],
         retrying: Callable[..., ReplyStream], filtered: Callable[[ReplyFilter, ReplyStream], ReplyStream],
-        cached: Callable[[ResponseCache, str, Callable[[], ReplyStream]], ReplyStream], falling_back: Callable[[ReplyPlan], ReplyStream],
+        cached: Callable[[ResponseCache, str, Callable[[], ReplyStream]], ReplyStream],
+        first_answer: Callable[[Callable[[], ReplyStream], Failed[ReplyStream]], ReplyStream],
     ) -> None:  # fmt: skip
         self.on_loop = on_loop
         self.stream, self.once, self.retrying, self.filtered = stream, once, retrying, filtered
-        self.cached, self.falling_back = cached, falling_back
+        self.cached, self.first_answer = cached, first_answer
 
 
 class Backend(Protocol):
@@ -190,33 +191,26 @@ class ReplyPlan(ReplyFilter):
             store, key, answer = self.cache
             return io.cached(store, key, lambda: answer().reply(io))
         if self.fallback is not None:
-            return io.falling_back(self)
+            return io.first_answer(lambda: io.filtered(self, self.backend.backend_reply(self.request, io)),
+                                   self._falling_back(self.fallback, io))  # fmt: skip
         stream = self.backend.backend_reply(self.request, io)
         return io.filtered(self, stream) if self.filters else stream  # (returned, not wrapped: one layer less a chunk)
 
+    @staticmethod
+    def _falling_back(
+        fallback: Callable[[ModelServiceError], ReplyPlan], io: Reading[ReplyStream]
+    ) -> Failed[ReplyStream]:
+        """After the backend's error: the reply of the plan `fallback` gives instead (its own error is raised)."""
+        tried: list[ModelServiceError] = []
 
-def _falling_back(plan: ReplyPlan) -> Iterator[list[Fragment]]:
-    assert plan.fallback is not None
-    try:
-        yield from plan.run(plan.backend.backend_reply(plan.request, SYNC))
-        return
-    except ModelServiceError as e:
-        instead = plan.fallback(e)
-    yield from instead.reply(SYNC)
+        def failed(e: ModelServiceError, sent: bool) -> Callable[[], ReplyStream]:
+            if tried:
+                raise e
+            tried.append(e)
+            instead = fallback(e)
+            return lambda: instead.reply(io)
 
-
-async def _afalling_back(plan: ReplyPlan) -> AsyncIterator[list[Fragment]]:
-    assert plan.fallback is not None
-    try:
-        async with closing_stream(plan.arun(plan.backend.backend_reply(plan.request, ASYNC))) as parts:
-            async for fragments in parts:
-                yield fragments
-        return
-    except ModelServiceError as e:
-        instead = plan.fallback(e)
-    async with closing_stream(instead.reply(ASYNC)) as parts:
-        async for fragments in parts:
-            yield fragments
+        return failed
 
 
 def _cache() -> Any:
@@ -227,13 +221,13 @@ def _cache() -> Any:
 
 #: `chat()`: the reply read in the calling thread
 SYNC: Reading[Iterator[list[Fragment]]] = Reading(
-    False, lambda model: model._chat_stream, lambda model: lambda *a, **k: as_fragments(model._chat_once(*a, **k)),
-    retrying, ReplyFilter.run, lambda store, key, answer: _cache().recording(store, key, answer), _falling_back,
+    False, lambda model: model._chat_stream, lambda model: lambda *a, **k: iter((placed(model._chat_once(*a, **k)),)),
+    retrying, ReplyFilter.run, lambda store, key, answer: _cache().recording(store, key, answer), first_answer,
 )  # fmt: skip
 #: `achat()`: the reply read on the running event loop
 ASYNC: Reading[AsyncIterator[list[Fragment]]] = Reading(
     True, lambda model: model._achat_stream, lambda model: lambda *a, **k: aas_fragments(model._achat_once(*a, **k)),
-    aretrying, ReplyFilter.arun, lambda store, key, answer: _cache().arecording(store, key, answer), _afalling_back,
+    aretrying, ReplyFilter.arun, lambda store, key, answer: _cache().arecording(store, key, answer), afirst_answer,
 )  # fmt: skip
 
 

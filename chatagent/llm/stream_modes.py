@@ -1,6 +1,7 @@
 """The stream modes of `chat()` / `achat()` over a model's fragments: dicts out, the whole reply so far, the reply
 collected, a whole reply as one fragment list, and a synchronous stream read from asyncio; `ReplyFilter`, the base of
-what reads a reply as it streams and turns it into other fragments."""
+what reads a reply as it streams and turns it into other fragments; `first_answer`, streams tried in turn until one
+answers (a plan's fallback, `FallbackModel`'s models)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
+from chatagent.errors import ModelServiceError
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment, fragment
 from chatagent.schema.stream import Collector, DictResponse, Response
@@ -90,12 +92,56 @@ def dict_accumulate(fragments: Iterator[list[Fragment]]) -> Iterator[list[dict[s
             yield list(response.messages)
 
 
-def as_fragments(msgs: list[Message]) -> Iterator[list[Fragment]]:
-    yield [fragment(m, i) for i, m in enumerate(msgs)]
+def placed(msgs: list[Message]) -> list[Fragment]:
+    """A whole reply as one list of fragments, each message at its place."""
+    return [fragment(m, i) for i, m in enumerate(msgs)]
 
 
 async def aas_fragments(reply: Awaitable[list[Message]]) -> AsyncIterator[list[Fragment]]:
-    yield [fragment(m, i) for i, m in enumerate(await reply)]
+    """An awaited whole reply as a stream of one list of fragments (`placed`)."""
+    yield placed(await reply)
+
+
+#: what `first_answer` is told of a failed stream: the error, whether the stream had yielded anything; it returns
+#: how to start the stream tried next, or raises (the error, when there is nothing left to try)
+Failed = Callable[[ModelServiceError, bool], Callable[[], _T]]
+
+
+def first_answer(start: Callable[[], Iterable[_T]], failed: Failed[Iterable[_T]]) -> Iterator[_T]:
+    """The items of the stream `start()` gives; when it fails with a ModelServiceError, those of the stream
+    `failed(error, sent)` starts instead, and so on (each stream closed when left)."""
+    while True:
+        sent, stream = False, None
+        try:
+            stream = start()
+            for item in stream:
+                sent = True
+                yield item
+            return
+        except ModelServiceError as e:
+            start = failed(e, sent)
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+
+
+async def afirst_answer(start: Callable[[], AsyncIterator[_T]], failed: Failed[AsyncIterator[_T]]) -> AsyncIterator[_T]:
+    """`first_answer` for async streams."""
+    while True:
+        sent, stream = False, None
+        try:
+            stream = start()
+            async for item in stream:
+                sent = True
+                yield item
+            return
+        except ModelServiceError as e:
+            start = failed(e, sent)
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
 
 async def acollect(

@@ -162,11 +162,7 @@ def typed(fragments: Sequence[Message]) -> list[Fragment]:
     for f in fragments:
         if type(f) is not Fragment:
             return [as_fragment(g) for g in fragments]
-    return (
-        cast("list[Fragment]", fragments)
-        if isinstance(fragments, list)
-        else list(cast("Sequence[Fragment]", fragments))
-    )
+    return cast("list[Fragment]", fragments if isinstance(fragments, list) else list(fragments))
 
 
 def shift(fragments: list[Fragment], offset: int) -> list[Fragment]:

@@ -101,10 +101,7 @@ def _extend_dict(d: dict[str, Any], f: Fragment) -> dict[str, Any]:
         if isinstance(c, str) and isinstance(old, str):
             d["content"] = old + c
         else:
-            old_items: list[dict[str, Any]] = (
-                [{"text": old}] if isinstance(old, str) and old else [] if isinstance(old, str) else old
-            )
-            d["content"] = old_items + [item.model_dump() for item in _as_list(c)]
+            d["content"] = _joined_items(old, c)
     if f.reasoning_content:
         d["reasoning_content"] = (d.get("reasoning_content") or "") + f.reasoning_content
     if f.name is not None:
@@ -114,6 +111,14 @@ def _extend_dict(d: dict[str, Any], f: Fragment) -> dict[str, Any]:
     if f.extra:
         d["extra"] = added_extra(d.get("extra"), f.extra)
     return d
+
+
+def _joined_items(old: str | list[dict[str, Any]], new: str | list[ContentItem]) -> list[dict[str, Any]]:
+    """A dumped message's content and a fragment's, one of them content items, as the items of both."""
+    old_items: list[dict[str, Any]] = (
+        [{"text": old}] if isinstance(old, str) and old else [] if isinstance(old, str) else old
+    )
+    return old_items + [item.model_dump() for item in _as_list(new)]
 
 
 def _extend(m: Message, f: Fragment) -> Message:
@@ -177,6 +182,13 @@ class _Parts:
         if len(extra) > 1 or len(piece) > 1:  # more than the next piece: set the rest
             self.extra = {**self.extra, **extra, STREAMING_CALL: {**self.extra[STREAMING_CALL], **piece}}
 
+    def named(self, f: Message) -> None:
+        """A later fragment's `name` or `function_call` set on the message."""
+        first = self.first
+        name = f.name if f.name is not None else first.name
+        call = f.function_call if f.function_call is not None else first.function_call
+        self.first = Message.unchecked(first.role, "", name, call)
+
     def whole_extra(self) -> dict[str, Any] | None:
         """The message's extra, a streaming call's arguments so far joined."""
         extra, arguments = self.extra, self.arguments
@@ -218,13 +230,7 @@ class Collector:
             if f.extra:
                 p.add_extra(f.extra)
             if f.name is not None or f.function_call is not None:
-                first = p.first
-                p.first = Message.unchecked(
-                    first.role,
-                    "",
-                    f.name if f.name is not None else first.name,
-                    f.function_call if f.function_call is not None else first.function_call,
-                )
+                p.named(f)
 
     def __len__(self) -> int:
         """The number of messages so far."""

@@ -188,14 +188,7 @@ def prepare_call(
     kwargs: dict[str, Any] | None = None,
 ) -> PreparedCall | ToolOutcome:
     """Check a call without running it: a finished ToolOutcome (an error or a cached result) or a PreparedCall."""
-    if isinstance(arguments, str):
-        raw = arguments
-    else:
-        try:
-            raw = orjson.dumps(arguments or {}).decode()
-        except TypeError:
-            raw = str(arguments)
-    outcome = ToolOutcome(name, raw, call_id)
+    outcome = ToolOutcome(name, arguments if isinstance(arguments, str) else _as_text(arguments), call_id)
     tool = tools.get(name)
     if tool is None:
         logger.warning("the model called an unknown tool %s", quote(name))
@@ -205,23 +198,39 @@ def prepare_call(
     except ToolArgumentError as e:
         logger.warning("bad arguments for %s: %s", name, e)
         return outcome.fail(ToolErrorKind.BAD_ARGUMENTS, _bad_arguments(name, str(e)))
-    if tool.max_calls is not None and counts is not None:
-        used = counts.get(name, 0)
-        if used >= tool.max_calls:
-            return outcome.fail(
-                ToolErrorKind.MAX_CALLS,
-                f"Error: {name} may be called at most {tool.max_calls} time(s) per conversation turn and was not "
-                "run again. Continue with the results you already have.",
-            )
-        counts[name] = used + 1
+    if tool.max_calls is not None and counts is not None and not _counted(name, tool.max_calls, counts):
+        return outcome.fail(ToolErrorKind.MAX_CALLS, _max_calls_message(name, tool.max_calls))
     outcome.return_direct = bool(tool.return_direct)
     kwargs = kwargs or {}
     if tool.file_access and "files" not in kwargs:  # Qwen-Agent's file tools get the conversation's files
         kwargs = {**kwargs, "files": conversation_files(kwargs.get("messages"))}
-    key = None
-    if tool.cache and cache is not None:  # looked up when the call runs: after approval and the before_tool hooks
-        key = call_key(name, args, kwargs.get("session_id"))
+    # a cached result is looked up when the call runs: after approval and the before_tool hooks
+    key = call_key(name, args, kwargs.get("session_id")) if tool.cache and cache is not None else None
     return PreparedCall(tool, args, outcome, key, kwargs)
+
+
+def _as_text(arguments: JSONObject | None) -> str:
+    """Arguments given as data (not as the model's text), as the text a call's outcome keeps."""
+    try:
+        return orjson.dumps(arguments or {}).decode()
+    except TypeError:
+        return str(arguments)
+
+
+def _counted(name: str, max_calls: int, counts: dict[str, int]) -> bool:
+    """Count a call of tool `name` in the turn's `counts`; False (not counted) when its `max_calls` are used up."""
+    used = counts.get(name, 0)
+    if used >= max_calls:
+        return False
+    counts[name] = used + 1
+    return True
+
+
+def _max_calls_message(name: str, max_calls: int) -> str:
+    return (
+        f"Error: {name} may be called at most {max_calls} time(s) per conversation turn and was not run again. "
+        "Continue with the results you already have."
+    )
 
 
 def _bad_arguments(name: str, problem: str) -> str:
@@ -234,16 +243,25 @@ def execute(call: PreparedCall, cache: ToolCache | None = None, deadline: float 
     Concurrent calls of a `cache=True` tool with the same arguments run it once: the others wait for
     that result (within their own time limit) and take it from the cache; if it failed, the next runs it.
     """
-    tool, outcome = call.tool, call.outcome
     if call.ready:
-        return outcome
-    limit = tool.timeout
-    if deadline is not None:
-        left = max(deadline - time.monotonic(), 0.0)
-        limit = left if limit is None else min(limit, left)
-    key = call.cache_key
+        return call.outcome
+    limit, key = time_limit(call.tool, deadline), call.cache_key
     if cache is None or key is None:
         return _execute(call, None, limit)
+    return _execute_cached(call, cache, key, limit)
+
+
+def time_limit(tool: BaseTool, deadline: float | None) -> float | None:
+    """The seconds a call of `tool` may run: its timeout, capped by what is left before the run's `deadline`."""
+    if deadline is None:
+        return tool.timeout
+    left = max(deadline - time.monotonic(), 0.0)
+    return left if tool.timeout is None else min(tool.timeout, left)
+
+
+def _execute_cached(call: PreparedCall, cache: ToolCache, key: str, limit: float | None) -> ToolOutcome:
+    """`execute` of a `cache=True` tool: the cached result, else the tool run once for every concurrent same call."""
+    tool, outcome = call.tool, call.outcome
     start = time.perf_counter()
     end = None if limit is None else time.monotonic() + limit
     while True:
@@ -265,27 +283,7 @@ def execute(call: PreparedCall, cache: ToolCache | None = None, deadline: float 
 def _execute(call: PreparedCall, cache: ToolCache | None, limit: float | None) -> ToolOutcome:
     tool, outcome = call.tool, call.outcome
     start = time.perf_counter()
-    if limit is None:
-        ok, value = _invoke(tool, call.args, call.kwargs, call.outcome.call_id)
-    else:
-        box: list[tuple[bool, Any] | BaseException] = []
-        done = threading.Event()
-
-        def target() -> None:
-            try:
-                box.append(_invoke(tool, call.args, call.kwargs, call.outcome.call_id))
-            except BaseException as e:  # ToolServiceError: handed to the run's thread
-                box.append(e)
-            done.set()
-
-        run_in_context = contextvars.copy_context().run  # the tool sees the run's context (its URL policy, ...)
-        threading.Thread(target=run_in_context, args=(target,), name=f"tool-{tool.name}", daemon=True).start()
-        if not done.wait(limit):
-            return _timed_out(outcome, tool, limit, start)
-        result = box[0]
-        if isinstance(result, BaseException):
-            raise result
-        ok, value = result
+    ok, value = _invoke(tool, call.args, call.kwargs, outcome.call_id) if limit is None else _in_thread(call, limit)
     outcome.duration = time.perf_counter() - start
     if not ok:
         return outcome.fail(*value)
@@ -293,6 +291,28 @@ def _execute(call: PreparedCall, cache: ToolCache | None, limit: float | None) -
     if call.cache_key is not None and cache is not None:
         cache.put(call.cache_key, outcome.content)
     return outcome
+
+
+def _in_thread(call: PreparedCall, limit: float) -> tuple[bool, Any]:
+    """`_invoke` in a thread of its own, waited for `limit` seconds: past them the call is abandoned (a timeout)."""
+    box: list[tuple[bool, Any] | BaseException] = []
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box.append(_invoke(call.tool, call.args, call.kwargs, call.outcome.call_id))
+        except BaseException as e:  # ToolServiceError: handed to the run's thread
+            box.append(e)
+        done.set()
+
+    run_in_context = contextvars.copy_context().run  # the tool sees the run's context (its URL policy, ...)
+    threading.Thread(target=run_in_context, args=(target,), name=f"tool-{call.tool.name}", daemon=True).start()
+    if not done.wait(limit):
+        return False, _timeout(call.tool, limit)
+    result = box[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 async def aexecute(call: PreparedCall, cache: ToolCache | None = None, deadline: float | None = None) -> ToolOutcome:
@@ -305,10 +325,7 @@ async def aexecute(call: PreparedCall, cache: ToolCache | None = None, deadline:
         return outcome
     if not tool.is_async:
         return await asyncio.to_thread(execute, call, cache, deadline)
-    limit = tool.timeout
-    if deadline is not None:
-        left = max(deadline - time.monotonic(), 0.0)
-        limit = left if limit is None else min(limit, left)
+    limit = time_limit(tool, deadline)
     start = time.perf_counter()
     end = None if limit is None else time.monotonic() + limit
     key = call.cache_key
@@ -363,11 +380,16 @@ def _timed_out(
     outcome: ToolOutcome, tool: BaseTool, limit: float, start: float, cancelled: bool = False
 ) -> ToolOutcome:
     outcome.duration = time.perf_counter() - start
+    return outcome.fail(*_timeout(tool, limit, cancelled))
+
+
+def _timeout(tool: BaseTool, limit: float, cancelled: bool = False) -> tuple[ToolErrorKind, str]:
+    """(TIMEOUT, the message for the model) of a call of `tool` not waited for past `limit` seconds (logged)."""
     if cancelled:
         logger.warning("tool %s did not finish within %.3gs: cancelled", tool.name, limit)
     else:
         logger.warning("tool %s did not finish within %.3gs: abandoned (its thread keeps running)", tool.name, limit)
-    return outcome.fail(
+    return (
         ToolErrorKind.TIMEOUT,
         f"Error: {tool.name} did not finish within {limit:.3g} seconds and was stopped waiting for. "
         "Try different arguments, another tool, or answer without it.",

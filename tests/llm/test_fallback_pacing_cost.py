@@ -65,6 +65,25 @@ def test_a_stream_that_sent_text_is_not_restarted_elsewhere(openai_server: OpenA
         llm.chat(HI, stream=False)
 
 
+def test_achat_moves_the_call_and_keeps_a_started_stream_as_chat_does(openai_server: OpenAIServer, backup) -> None:
+    llm = get_chat_model([cfg(openai_server), cfg(backup)])
+    openai_server.add(Reply(status=400, error={"message": "unsupported parameter"}))  # not retryable
+    backup.add("From the backup.")
+    openai_server.add(Reply(text="The answer is forty", chunk_size=4, drop_after=3))
+
+    async def both() -> tuple[list, list, ModelServiceError]:
+        whole = await llm.achat(HI, stream=False)
+        seen: list = []
+        with pytest.raises(ModelServiceError) as failed:
+            async for part in llm.achat(HI, stream=True, delta_stream=True):
+                seen += part
+        return whole, seen, failed.value
+
+    whole, seen, error = asyncio.run(both())
+    assert text(whole) == "From the backup."
+    assert error.partial and seen and len(backup.chat_requests) == 1  # the started stream was not restarted
+
+
 def test_fallback_under_threads_and_tasks_and_in_an_agent(openai_server: OpenAIServer, backup) -> None:
     openai_server.add(Reply(status=400, error={"message": "down for good"}, repeat=True))
     backup.add(Reply(text="ok", repeat=True))
