@@ -5,8 +5,6 @@ principal neither lists nor forks a flow."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from chatagent.flows.conditions import listen, start
