@@ -31,6 +31,9 @@ the machine's own user in your code): its record names that owner, and only a ru
 it (your own code, outside any surface, resumes any). `kickoff` starts a new flow: given the `id` of a stored one it
 refuses (going on is `resume`'s job, which checks the owner). A stored record's steps must be the flow's own: a
 pending or asked method that is not one of its start, listen or router methods is refused, never run.
+
+`flow.history()` lists the flow's checkpoints (its record after each step), `flow.fork(checkpoint, state=...)` starts
+a new flow run from one, its state edited, the original intact (`chatagent.flows.history`).
 """
 
 from __future__ import annotations
@@ -44,9 +47,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
 from chatagent.flows.conditions import ROLE, WHEN, Condition
+from chatagent.flows.history import FlowCheckpoint, branch_record, checkpoints
 from chatagent.flows.plot import write_plot
 from chatagent.run.context import current_trust
 from chatagent.run.events import STEP, end_step, start_step
+from chatagent.sessions.flow_checkpoints import DEFAULT_KEEP
 from chatagent.sessions.flow_states import FlowStates
 from chatagent.tools.base import is_pydantic_model
 from chatagent.utils.kwargs import reject_unknown
@@ -54,6 +59,7 @@ from chatagent.utils.kwargs import reject_unknown
 logger = logging.getLogger("chatagent.flow")
 
 StateT = TypeVar("StateT")
+FlowT = TypeVar("FlowT", bound="Flow[Any]")
 _RUNNING: ContextVar[tuple[Any, dict[str, Any]] | None] = ContextVar("chatagent_flow_method", default=None)
 RUNNING, PAUSED, DONE, FAILED = "running", "paused", "done", "failed"
 
@@ -80,6 +86,7 @@ class Flow(Generic[StateT]):
 
     initial_state: ClassVar[Any] = None  # a FlowState subclass or a dict; else taken from Flow[State]
     store: ClassVar[Any] = None
+    history_limit: ClassVar[int] = DEFAULT_KEEP  # the checkpoints each run keeps, its newest (0: none)
     _starts: ClassVar[list[str]] = []
     _triggered: ClassVar[dict[str, Condition]] = {}  # method -> the condition that runs it (listeners, routers)
     _routers: ClassVar[frozenset[str]] = frozenset()
@@ -192,6 +199,41 @@ class Flow(Generic[StateT]):
             self._asks[inv["id"]] = n + 1
             return answers[n]
         raise _Asked(str(question))
+
+    # ---- history ------------------------------------------------------------------------------------------------
+
+    def history(self, flow_id: str | None = None) -> list[FlowCheckpoint]:
+        """The checkpoints of this flow run (or the stored `flow_id`), oldest first: its record after each step."""
+        flow_id = self.id if flow_id is None else flow_id
+        if not self.persist or self._reachable(flow_id) is None:
+            return []
+        return checkpoints(self._flow_states(), flow_id, self.history_limit)
+
+    def fork(self: FlowT, checkpoint: str, state: Any = None, *, flow_id: str | None = None) -> FlowT:
+        """A new stored flow run at `checkpoint` (an id from `history()`) of this flow (or `flow_id`), `state`'s
+        fields set over the checkpoint's; this flow is left as it is. Run it on with `resume(branch.id)`."""
+        flow_id = self.id if flow_id is None else flow_id
+        found = self._reachable(flow_id)
+        if found is None or found[0] != _class_key(type(self)):
+            raise ValueError(f"no {type(self).__name__} {flow_id[:80]!r} is stored in {self._flow_states().store.url}")
+        record = branch_record(self._flow_states(), flow_id, checkpoint, state, self.history_limit)
+        branch = type(self)(store=self._store_arg)
+        kept = record["state"]
+        branch.state = kept if isinstance(branch.state, dict) else type(branch.state).model_validate(kept)  # type: ignore[assignment]
+        branch._record = {**record, "owner": flow_owner()}
+        branch._save(RUNNING, checkpoint=True)
+        return branch
+
+    def replay(self: FlowT, checkpoint: str, state: Any = None, *, flow_id: str | None = None) -> tuple[FlowT, Any]:
+        """`fork`, then the branch run on: (the branch, its last method's output or a FlowPaused)."""
+        return run_sync(self.areplay(checkpoint, state, flow_id=flow_id), "replay")
+
+    async def areplay(
+        self: FlowT, checkpoint: str, state: Any = None, *, flow_id: str | None = None
+    ) -> tuple[FlowT, Any]:
+        """`replay()` on the running asyncio event loop."""
+        branch = self.fork(checkpoint, state, flow_id=flow_id)
+        return branch, await branch._go([dict(i) for i in branch._record["pending"]])
 
     async def _go(self, batch: list[dict[str, Any]]) -> Any:
         self._paused = None
@@ -343,21 +385,24 @@ class Flow(Generic[StateT]):
             self._states = FlowStates(self._store_arg)
         return self._states
 
-    def _save(self, status: str, step: bool = False) -> None:
-        """Persist the record: a change of `status`, or (`step`) the record of the running flow as it starts and
-        after each method, written as a turn's checkpoints are (see `chatagent.sessions.flow_states`)."""
+    def _save(self, status: str, step: bool = False, checkpoint: bool = False) -> None:
+        """Persist the record: a change of `status` (with `checkpoint`, kept as a checkpoint too), or (`step`) the
+        record of the running flow as it starts and after each method, written as a turn's checkpoints are (see
+        `chatagent.sessions.flow_states`)."""
         if not self.persist:
             return
         state: Any = self.state
         self._record["state"] = dict(state) if isinstance(state, dict) else state.model_dump(mode="json")
+        keep = self.history_limit
         if step:
-            self._flow_states().step(self.id, _class_key(type(self)), self._record)
+            self._flow_states().step(self.id, _class_key(type(self)), self._record, keep=keep)
         else:
-            self._flow_states().save(self.id, _class_key(type(self)), status, self._record)
+            self._flow_states().save(self.id, _class_key(type(self)), status, self._record, keep=keep,
+                                     checkpoint=checkpoint)  # fmt: skip
 
-    def _restore(self, flow_id: str) -> str:
-        """Load a stored flow's record and state, when the running run acts for its owner and its steps are the
-        flow's own; its status."""
+    def _reachable(self, flow_id: str) -> tuple[str, str, dict[str, Any]] | None:
+        """The stored flow `flow_id` (class, status, record) if the running run acts for its owner, else None (as
+        if there were none: its id tells nothing)."""
         found = self._flow_states().load(flow_id)
         trust = current_trust()
         if (
@@ -365,7 +410,13 @@ class Flow(Generic[StateT]):
             and (trust.shared or trust.principal is not None)
             and found[2].get("owner") != flow_owner()
         ):
-            found = None  # another's flow: as if there were none (its id tells nothing)
+            return None
+        return found
+
+    def _restore(self, flow_id: str) -> str:
+        """Load a stored flow's record and state, when the running run acts for its owner and its steps are the
+        flow's own; its status."""
+        found = self._reachable(flow_id)
         if found is None:
             raise ValueError(f"no flow {flow_id[:80]!r} is stored in {self._flow_states().store.url}")
         flow_class, status, record = found

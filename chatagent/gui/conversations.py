@@ -34,11 +34,11 @@ class Conversations:
         # title being typed is not overwritten by the refresh that follows a turn
         self._shown: weakref.WeakKeyDictionary[ChatSession, str] = weakref.WeakKeyDictionary()
 
-    def attach(self, demo: Any, state: Any, chatbot: Any, textbox: Any, turn_events: Sequence[Any]) -> None:
+    def attach(self, demo: Any, state: Any, chatbot: Any, textbox: Any, turn_events: Sequence[Any]) -> list[Any]:
         """Render the sidebar in `demo` and wire it to the page's state and chatbot; `turn_events` are the
         events after which the list may have changed (a turn, a clear). The page's `textbox` (made not
         interactive) is enabled once the user's conversation is open: a message sent before would be kept in
-        no conversation, and the opening would then replace it."""
+        no conversation, and the opening would then replace it. Returns the events that open a conversation."""
         with gr.Sidebar(label="Conversations", elem_id="conversations"):
             new_btn = gr.Button("New conversation", elem_id="new-conversation", size="sm")
             listing = gr.Radio(choices=[], value=None, show_label=False, elem_id="conversation-list")
@@ -47,14 +47,15 @@ class Conversations:
                 rename_btn = gr.Button("Rename", elem_id="rename-conversation", size="sm", scale=1)
             delete_btn = gr.Button("Delete conversation", variant="stop", elem_id="delete-conversation", size="sm")
         opened = [chatbot, state, listing, title]
-        demo.load(self._on_load, [state], [*opened, textbox], queue=False)
-        new_btn.click(self._on_new, [state], opened, queue=False, api_visibility="private")
-        listing.input(self._on_switch, [listing, state], opened, queue=False, api_visibility="private")
+        loaded = demo.load(self._on_load, [state], [*opened, textbox], queue=False)
+        made = new_btn.click(self._on_new, [state], opened, queue=False, api_visibility="private")
+        switched = listing.input(self._on_switch, [listing, state], opened, queue=False, api_visibility="private")
         for renamed in (rename_btn.click, title.submit):
             renamed(self._on_rename, [title, state], [listing, title], queue=False, api_visibility="private")
-        delete_btn.click(self._on_delete, [state], opened, queue=False, api_visibility="private")
+        deleted = delete_btn.click(self._on_delete, [state], opened, queue=False, api_visibility="private")
         for event in turn_events:
             event.then(self._on_changed, [state], [listing, title], queue=False, api_visibility="private")
+        return [loaded, made, switched, deleted]
 
     # ---- handlers ------------------------------------------------------------------------------------------
 

@@ -243,10 +243,13 @@ class WebUI:
                 event.then(questions.shown, [state, *questions.inputs], questions.outputs, queue=False)
             page = None
             if self.conversations:
-                from chatagent.gui import conversations, memories, traces  # gradio parts: with a store only
+                from chatagent.gui import conversations, history, memories, traces  # gradio parts: with a store only
 
-                turns = [submitted, regenerated, cleared]
-                conversations.Conversations(self, self._store()).attach(demo, state, chatbot, textbox, turns)
+                panel = history.HistoryPanel(self, self._store())  # "try again from here" under the chat
+                retried = panel.wire(chatbot, textbox, state, selector)
+                turns = [submitted, regenerated, cleared, retried]
+                opening = conversations.Conversations(self, self._store()).attach(demo, state, chatbot, textbox, turns)
+                panel.show_after([*opening, submitted, regenerated, cleared, answered, *decided])
                 memory = memories.page_memory(self._agents)
                 if memory is not None:  # with conversations only: runs are then on the signed-in user's Session
                     memories.MemoryPanel(memory, self).attach(demo, turns)

@@ -13,6 +13,11 @@ paused calls come from the server's own record:
   taken before, so behind a load balancer send a paused conversation's decision to one replica, or use a session).
 
 Anything else that looks like an approval is a 400 that says what is expected (`EXPECTED`).
+
+A turn on a session that pauses (questions, calls waiting for approval) also carries `chatagent.resume_token`: the
+server's signature of the conversation's id, the principal that asked, the model and the time. The client may
+answer or decide with the token in its last message's `extra` instead of the `session_id` (valid for a day, for
+that principal and model only; what is paused comes from the store, as with a `session_id`).
 """
 
 from __future__ import annotations
@@ -29,9 +34,19 @@ import orjson
 
 from chatagent.run.approval import PENDING_APPROVAL
 from chatagent.schema import ASSISTANT, FunctionCall, Message
-from chatagent.server.openai_api import APPROVAL_TOKEN, EXPECTED, RequestError, checked_decision, client_messages
+from chatagent.server.openai_api import (
+    APPROVAL_TOKEN,
+    EXPECTED,
+    EXPECTED_ANSWER,
+    ChatRequest,
+    RequestError,
+    checked_decision,
+    client_messages,
+)
 
 TOKEN_LIFETIME_S = 24 * 3600
+RESUME_TOKEN = "resume_token"
+_PAUSES = frozenset(("pending_questions", PENDING_APPROVAL, "pending_user_input"))  # what a paused answer says
 
 PausedCall = tuple[str | None, str, str]  # (call id, tool name, arguments) of one call of the paused reply
 
@@ -81,23 +96,54 @@ class ApprovalTokens:
     def paused(self, token: str, principal: str, model: str) -> tuple[list[Message], list[str]]:
         """The paused reply a token stands for and the ids of its waiting calls, taking the token; RequestError 400
         for a token this server did not give this principal for this model, that has expired, or that was taken."""
+        data, mac = self._checked(token, principal, model, APPROVAL_TOKEN, "c", "invalid_approval")
+        self._take(mac, data["t"] + TOKEN_LIFETIME_S)
+        calls = [(c[0], c[1], c[2]) for c in data["c"]]
+        waiting = data["w"]
+        return paused_messages(calls, waiting), [str(w["id"]) for w in waiting]
+
+    def resume_token(self, principal: str, model: str, session_id: str) -> str:
+        """The token of a paused turn on the conversation `session_id` (see the module docstring)."""
+        payload = orjson.dumps({"m": model, "s": session_id, "t": int(time.time()), "n": secrets.token_hex(8)})
+        return base64.urlsafe_b64encode(payload).decode().rstrip("=") + "." + self._mac(principal, payload)
+
+    def mark_resumable(self, extra: dict[str, Any], principal: str, model: str, session_id: str) -> None:
+        """Add the resume token to a paused answer's `extra` (one that says what it waits for)."""
+        if not _PAUSES.isdisjoint(extra):
+            extra[RESUME_TOKEN] = self.resume_token(principal, model, session_id)
+
+    def session_of(self, request: ChatRequest, named: str | None, principal: str, model: str) -> str:
+        """The conversation the request's resume token names; RequestError 400 for a token this server did not give
+        this principal for this model or that has expired, on a request that neither answers nor decides, or
+        beside a `session_id` (`named`) of another conversation."""
+        if request.answers is None and request.decision is None:
+            raise RequestError(400, "a resume_token goes with an answer or an approval decision: " + EXPECTED_ANSWER,
+                               "invalid_resume_token", "messages")  # fmt: skip
+        data, _ = self._checked(request.resume_token or "", principal, model, RESUME_TOKEN, "s", "invalid_resume_token")
+        if named is not None and named != data["s"]:
+            raise RequestError(400, "the resume_token is for another conversation than session_id",
+                               "invalid_resume_token", "session_id")  # fmt: skip
+        return str(data["s"])
+
+    def _checked(self, token: str, principal: str, model: str, name: str, kind: str, code: str) -> tuple[Any, str]:
+        """(payload, MAC) of a token of `kind` (its payload's key) this server signed for `principal` and `model`,
+        not expired; else RequestError 400 (`code`)."""
         body, _, mac = token.partition(".")
         try:
             payload = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
         except ValueError:
             payload = b""
-        if not payload or not hmac.compare_digest(mac, self._mac(principal, payload)):
-            raise RequestError(400, "the approval_token is not one this server issued to you (replicas accept "
-                               "each other's only with a shared approval_secret)", "invalid_approval", "messages")  # fmt: skip
+        if not payload or not hmac.compare_digest(mac.encode(), self._mac(principal, payload).encode()):
+            raise RequestError(400, f"the {name} is not one this server issued to you (replicas accept each other's "
+                               "only with a shared approval_secret)", code, "messages")  # fmt: skip
         data = orjson.loads(payload)
+        if not isinstance(data, dict) or kind not in data:
+            raise RequestError(400, f"this token is not the {name} it was sent as", code, "messages")
         if data["m"] != model:
-            raise RequestError(400, f"the approval_token is for the model {data['m']!r}", "invalid_approval", "model")
+            raise RequestError(400, f"the {name} is for the model {data['m']!r}", code, "model")
         if time.time() - data["t"] > TOKEN_LIFETIME_S:
-            raise RequestError(400, "the approval_token has expired: ask again", "invalid_approval", "messages")
-        self._take(mac, data["t"] + TOKEN_LIFETIME_S)
-        calls = [(c[0], c[1], c[2]) for c in data["c"]]
-        waiting = data["w"]
-        return paused_messages(calls, waiting), [str(w["id"]) for w in waiting]
+            raise RequestError(400, f"the {name} has expired: ask again", code, "messages")
+        return data, mac
 
     def _take(self, mac: str, expires: float) -> None:
         """Record a token as taken; RequestError 400 when it was (a decision is carried out once)."""
@@ -117,6 +163,7 @@ class ApprovalTokens:
 __all__ = [
     "APPROVAL_TOKEN",
     "EXPECTED",
+    "RESUME_TOKEN",
     "ApprovalTokens",
     "PausedCall",
     "check_decided_calls",

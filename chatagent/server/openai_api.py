@@ -42,7 +42,8 @@ EXPECTED = (
 
 EXPECTED_ANSWER = (
     'an answer is the last message, {"role": "user", "content": "", "extra": {"answers": {question id: answer}}}, '
-    "sent alone with the session_id of the conversation whose questions (chatagent.pending_questions) it answers"
+    "sent alone with the session_id of the conversation whose questions (chatagent.pending_questions) it answers "
+    "(or, in the answer's extra, the paused answer's resume_token)"
 )
 
 MAX_SESSION_ID_CHARS = 128
@@ -77,6 +78,7 @@ class ChatRequest:
 
     __slots__ = (
         "messages", "stream", "include_usage", "model", "session_id", "resume", "decision", "approval_token", "answers",
+        "resume_token",
     )  # fmt: skip
 
     def __init__(
@@ -92,6 +94,7 @@ class ChatRequest:
         self.model, self.session_id, self.resume = model, session_id, resume
         self.decision: bool | dict[str, bool] | None = None
         self.approval_token: str | None = None
+        self.resume_token: str | None = None  # names the paused conversation instead of session_id (approvals)
         self.answers: dict[str, Any] | None = (
             None  # the answers to a paused turn's questions (chatagent.answer_message)
         )
@@ -131,6 +134,11 @@ def parse_request(body: bytes) -> ChatRequest:
     options = req.get("stream_options") or {}
     include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
     answers = client_answers(messages)
+    last: Any = messages[-1] if messages else None
+    last_extra: Any = last.get("extra") if isinstance(last, dict) else None
+    resume_token: Any = last_extra.get("resume_token") if isinstance(last_extra, dict) else None
+    if resume_token is not None and not isinstance(resume_token, str):
+        raise RequestError(400, "the resume_token is the string the paused answer carried", "invalid_resume_token")
     messages, decision, token = client_messages(messages)
     if answers is not None:
         if decision is not None:
@@ -143,6 +151,7 @@ def parse_request(body: bytes) -> ChatRequest:
         raise RequestError(400, str(e), "invalid_messages", "messages") from None
     request = ChatRequest(msgs, stream, include_usage, model, session_id, resume)
     request.decision, request.approval_token, request.answers = decision, token, answers
+    request.resume_token = resume_token
     return request
 
 

@@ -55,6 +55,7 @@ class Reply:
     def mark(self, extra: dict[str, Any], paused: list[PausedCall]) -> None:
         if self.session_id is not None:
             extra["session_id"] = self.session_id
+            self.tokens.mark_resumable(extra, self.principal, self.model, self.session_id)  # no session_id needed
         if self.stateless and paused:
             extra[APPROVAL_TOKEN] = self.tokens.issue(self.principal, self.model, paused, extra[PENDING_APPROVAL])
 
@@ -114,6 +115,8 @@ async def _started(
     events: bool,
 ) -> Turn:  # fmt: skip
     options: dict[str, Any] = {"callbacks": list(where.callbacks)} if where.callbacks else {}
+    if request.resume_token is not None:  # an answer or a decision naming its paused conversation by the token
+        named = where.tokens.session_of(request, named, user, model)
     if events:
         options["events"] = True
     if named is not None:

@@ -8,7 +8,8 @@ journal (`chatagent.sessions.journal`: a file mapping beside the database, `<dat
 no transaction, and it survives the death of the process), folded into the row by the next change of status; on
 PostgreSQL as a transaction that does not wait for the disk. Either way a process killed at any point leaves the
 record of the last completed method; records carry a step number, and the newer of the row's and the journal's
-is the flow's.
+is the flow's. Each step's record is also kept as one of the flow's checkpoints (`chatagent.sessions.flow_checkpoints`:
+its history, the newest `keep` of them).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from chatagent.sessions import journal
+from chatagent.sessions import flow_checkpoints, journal
 from chatagent.sessions.errors import SessionStoreError
 from chatagent.sessions.sqlite import SQLiteStore
 from chatagent.sessions.store import SQLStore
@@ -63,26 +64,39 @@ class FlowStates:
                 if key not in _ready:
                     with self.store._write() as cur:
                         cur.execute(TABLE.format(**self.store.dialect), ())
+                        cur.execute(flow_checkpoints.TABLE.format(**self.store.dialect), ())
                     _ready.add(key)
 
-    def save(self, flow_id: str, flow_class: str, status: str, record: dict[str, Any]) -> None:
-        """Write a flow's record (replacing the one before) in one transaction, and fold its journal in (see the
+    def save(self, flow_id: str, flow_class: str, status: str, record: dict[str, Any], *,
+             keep: int = flow_checkpoints.DEFAULT_KEEP, checkpoint: bool = False) -> None:  # fmt: skip
+        """Write a flow's record (replacing the one before) in one transaction, and fold its journal in, its steps
+        becoming checkpoints (`keep`: how many the flow keeps; with `checkpoint`, this record is one too; see the
         module docstring). The record's step number goes up by one."""
         record[STEP] = int(record.get(STEP, -1)) + 1
         body = orjson.dumps(record, default=_jsonable)
+        now = time.time()
+        rows = self._journal_rows(flow_id)
+        if checkpoint:
+            rows.append((record[STEP], flow_checkpoints.method_of(record), record, now))
         with self.store._write() as cur:
-            cur.execute(SAVE, (flow_id, flow_class, status, body, time.time()))
+            cur.execute(SAVE, (flow_id, flow_class, status, body, now))
+            flow_checkpoints.add(cur, flow_id, rows, keep, _jsonable)
         if self._journaled:
             self._drop_journal(flow_id)
 
-    def step(self, flow_id: str, flow_class: str, record: dict[str, Any]) -> None:
-        """Write the record of a running flow after one of its methods: into its journal on SQLite, else in a
-        transaction that does not wait for the disk. The record's step number goes up by one."""
+    def step(self, flow_id: str, flow_class: str, record: dict[str, Any], *,
+             keep: int = flow_checkpoints.DEFAULT_KEEP) -> None:  # fmt: skip
+        """Write the record of a running flow after one of its methods (a checkpoint too, the flow keeping the
+        newest `keep`): into its journal on SQLite, else in a transaction that does not wait for the disk. The
+        record's step number goes up by one."""
         record[STEP] = int(record.get(STEP, -1)) + 1
+        now = time.time()
         if not self._journaled:
             body = orjson.dumps(record, default=_jsonable)
+            row = (record[STEP], flow_checkpoints.method_of(record), record, now)
             with self.store._write(sync=False) as cur:
-                cur.execute(SAVE, (flow_id, flow_class, RUNNING, body, time.time()))
+                cur.execute(SAVE, (flow_id, flow_class, RUNNING, body, now))
+                flow_checkpoints.add(cur, flow_id, [row], keep, _jsonable)
             return
         path = self._journal_path(flow_id)
         try:
@@ -90,7 +104,7 @@ class FlowStates:
                 writer = _writers.get(path)
                 if writer is None:
                     writer = _writers[path] = journal.Writer(path, _key(flow_id))
-                writer.append(record[STEP], 0, [{"class": flow_class, "record": record}], _jsonable)
+                writer.append(record[STEP], 0, [{"class": flow_class, "record": record, "at": now}], _jsonable)
         except OSError as e:
             raise SessionStoreError(f"cannot write a flow's step beside {self.store.url}: {e.strerror or e}") from e
 
@@ -112,13 +126,38 @@ class FlowStates:
                     found = str(last["class"]), RUNNING, last["record"]
         return found
 
+    def checkpoints(
+        self, flow_id: str, keep: int = flow_checkpoints.DEFAULT_KEEP
+    ) -> list[tuple[int, str | None, float]]:
+        """(step, method, when) of the flow's checkpoints, oldest first (the newest `keep`)."""
+        return flow_checkpoints.listed(self.store, flow_id, self._journal_rows(flow_id), keep)
+
+    def checkpoint(self, flow_id: str, step: int) -> dict[str, Any] | None:
+        """The record of the flow's checkpoint `step` (None if it has none)."""
+        return flow_checkpoints.body(self.store, flow_id, step, self._journal_rows(flow_id))
+
     def delete(self, flow_id: str) -> bool:
+        """Delete a flow's row, its checkpoints and its journal; whether it had a row."""
         with self.store._write() as cur:
             cur.execute(DELETE, (flow_id,))
             deleted = cur.rowcount == 1
+            cur.execute(flow_checkpoints.DROP, (flow_id,))
         if self._journaled:
             self._drop_journal(flow_id)
         return deleted
+
+    def _journal_rows(self, flow_id: str) -> list[flow_checkpoints.Row]:
+        """The steps in the flow's journal, as checkpoints ([] without a journal)."""
+        if not self._journaled:
+            return []
+        contents = journal.read(self._journal_path(flow_id))
+        if contents.key != _key(flow_id):
+            return []
+        rows: list[flow_checkpoints.Row] = []
+        for step, _, (last,) in contents.records:
+            record = last["record"]
+            rows.append((step, flow_checkpoints.method_of(record), record, float(last.get("at") or 0.0)))
+        return rows
 
     def _journal_path(self, flow_id: str) -> Path:
         path = self._paths.get(flow_id)
