@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chatagent.errors import ChatAgentError
+from chatagent.flows.flow import PAUSED
 from chatagent.sessions import Session, open_store
 from chatagent.sessions.flow_states import FlowStates
 from chatagent.workers.jobs import (
@@ -32,10 +33,12 @@ from chatagent.workers.jobs import (
     QUEUED,
     RUNNING,
     WORKFLOWS,
+    FlowNotWaiting,
     JobSpec,
     database_url,
     new_job_id,
     turn_record,
+    waiting_for,
 )
 
 _ENDED = (DONE, PAUSED_STATE, FAILED_STATE, CANCELLED)
@@ -121,10 +124,16 @@ class Jobs:
         allow_hosts: tuple[str, ...] = (), public_only: bool = False,
     ) -> Job:  # fmt: skip
         """A run of the flow `flow` (a new one, whose id is the job's, unless `flow_id` names one to resume, with
-        `feedback` for a paused one)."""
+        `feedback` for the question it paused on: FlowNotWaiting if it waits on none)."""
         job_id = job_id or new_job_id()
+        answering = None
+        if feedback is not None:
+            found = FlowStates(self.store).load(flow_id) if flow_id is not None else None
+            answering = waiting_for(found[2]) if found is not None and found[1] == PAUSED else None
+            if answering is None:
+                raise FlowNotWaiting(f"flow {str(flow_id)[:80]!r} waits for no feedback now")
         spec = JobSpec("flow", flow, user, flow_id=flow_id or job_id, inputs=dict(inputs or {}), feedback=feedback,
-                       allow_hosts=allow_hosts, public_only=public_only)  # fmt: skip
+                       answering=answering, allow_hosts=allow_hosts, public_only=public_only)  # fmt: skip
         return self.submit(spec, job_id=job_id, queue=queue)
 
     def task(self, task: str, item: Any, *, user: str, job_id: str | None = None, queue: str | None = None) -> Job:
