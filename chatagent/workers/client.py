@@ -95,14 +95,15 @@ class Jobs:
     # ---- submitting -----------------------------------------------------------------------------------------
 
     def submit(self, spec: JobSpec, *, job_id: str | None = None, queue: str | None = None) -> Job:
-        """Put `spec` on its queue; the Job. A `job_id` already used names that job (its spec is not replaced):
-        submitting a batch again attaches to what it started."""
+        """Put `spec` on its queue, in its owner's partition (a queue with `per_principal` shares the workers
+        among owners by it; others ignore it); the Job. A `job_id` already used names that job (its spec is not
+        replaced): submitting a batch again attaches to what it started."""
         job_id = job_id or new_job_id()
         if spec.kind == "flow" and spec.flow_id is None:
             raise ValueError("a flow job needs its flow id")
         self.client.enqueue(
             {"workflow_name": WORKFLOWS[spec.kind], "queue_name": queue or self.queue, "workflow_id": job_id,
-             "authenticated_user": spec.owner},
+             "authenticated_user": spec.owner, "queue_partition_key": spec.owner},  # (fair shares: QueueLimits)
             spec.to_dict(),
         )  # fmt: skip
         return Job(self, job_id, spec)

@@ -73,13 +73,16 @@ _BUSY_WAIT_S = 60.0  # how long a recovered turn waits for a dead run's session 
 class QueueLimits:
     """A DBOS queue and its limits: `concurrency` jobs at once across every worker, `worker_concurrency` in one
     worker process, `rate` = (at most this many starts, per this many seconds); `polling` is how often a worker
-    looks for work on it (seconds)."""
+    looks for work on it (seconds). `per_principal`: at most this many jobs of one principal at once across
+    every worker (DBOS's partitioned queue, a partition per job owner, taken in random order): one that submits
+    a hundred jobs leaves the rest of the workers' room to the others."""
 
     name: str = DEFAULT_QUEUE
     concurrency: int | None = None
     worker_concurrency: int | None = 4
     rate: tuple[int, float] | None = None
     polling: float = 1.0
+    per_principal: int | None = None
 
 
 _current: Workers | None = None  # DBOS runs one instance per process: so do the workers
@@ -177,7 +180,7 @@ class Workers:
                 DBOS.register_queue(
                     q.name, global_concurrency=q.concurrency, worker_concurrency=q.worker_concurrency,
                     limiter={"limit": q.rate[0], "period": q.rate[1]} if q.rate else None,
-                    polling_interval_sec=q.polling, on_conflict="always_update",
+                    partition_concurrency=q.per_principal, polling_interval_sec=q.polling, on_conflict="always_update",
                 )  # fmt: skip
             self._liveness = Liveness(self.url, self.dbos_schema, self.executor_id, self.recovery_interval).start()
         except BaseException:

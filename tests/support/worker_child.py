@@ -4,6 +4,8 @@ test kills the process there (SIGKILL) and watches another worker recover the jo
 
     python tests/support/worker_child.py STORE_URL DBOS_SCHEMA MODEL_URL DIR [EXECUTOR_ID]
 
+($WORKER_PER_PRINCIPAL, if set, is its queue's `per_principal`.)
+
 DIR/hang (read at each place, so that a test sets it for the workers already running) names where to block (forever, after the ledger line is written, and only the first time any worker gets
 there): `record:N` inside the tool call record(N), `flow:METHOD` inside a flow method, `task:ITEM` inside the task
 on ITEM, `-` nowhere. Every line of
@@ -37,6 +39,7 @@ from tests.support.workers import make_crew, model  # noqa: E402
 STORE, SCHEMA, MODEL_URL, DIR = sys.argv[1:5]
 EXECUTOR = sys.argv[5] if len(sys.argv) > 5 else None
 LEDGER = os.path.join(DIR, "ledger")
+PER_PRINCIPAL = int(os.environ["WORKER_PER_PRINCIPAL"]) if os.environ.get("WORKER_PER_PRINCIPAL") else None
 
 
 def say(obj: dict) -> None:
@@ -157,6 +160,19 @@ class Announce(CrewFlow):
         return f"sent {result.output} ({result.feedback})"
 
 
+class Hold(Flow):
+    """A flow whose one method waits until DIR/gate exists (at most 300 s), unless its inputs say `wait: false`;
+    the ledger's attempts then say in which order the holds ended."""
+
+    @start()
+    def hold(self) -> str:
+        end = time.monotonic() + 300
+        while self.state.get("wait", True) and not Path(DIR, "gate").exists() and time.monotonic() < end:
+            time.sleep(0.05)
+        effect("hold", self.state["label"])
+        return self.state["label"]
+
+
 def square(item: dict) -> dict:
     """A task: the square of item['n'] (written to the ledger once per item)."""
     effect("task", str(item["n"]))
@@ -178,9 +194,10 @@ def main() -> None:
                         name="outer")  # fmt: skip
     agents = {"recorder": agent, "crew": crew.as_agent(), "coder": coder, "rememberer": rememberer, "outer": outer}
     workers = Workers(
-        STORE, agents=agents, flows={"trip": Trip, "review": Review, "announce": Announce},
+        STORE, agents=agents, flows={"trip": Trip, "review": Review, "announce": Announce, "hold": Hold},
         tasks={"square": square, "ingest": ingest_into(PostgresBackend(STORE, table="passages", embedder=None))},
-        queues=[QueueLimits("chatagent", worker_concurrency=4, polling=0.2)], executor_id=EXECUTOR,
+        queues=[QueueLimits("chatagent", worker_concurrency=4, polling=0.2, per_principal=PER_PRINCIPAL)],
+        executor_id=EXECUTOR,
         dbos_schema=SCHEMA, recovery_interval=0.3, grace=20,
     )  # fmt: skip
     workers.launch()
