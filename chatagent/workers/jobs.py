@@ -131,15 +131,19 @@ def waiting_for(record: dict[str, Any]) -> str | None:
 
 def feedback_for(spec: JobSpec, record: dict[str, Any]) -> str | None:
     """The feedback a flow job gives its stored flow now: its own if the flow waits on the question it answers;
-    None if it answered it already (a job recovered after it went on) or gives none; FlowNotWaiting otherwise.
-    A job without `answering` (from code that did not say) answers whatever the flow waits on."""
+    None if the question has this answer already (the job recovered after it went on) or the job gives none;
+    FlowNotWaiting otherwise (another answer came first, or the flow waits on something else). A job without
+    `answering` (from code that did not say) answers whatever the flow waits on."""
     if spec.feedback is None:
         return None
     if spec.answering is None:
         return spec.feedback if record.get("asked") is not None else None
     key, _, before = spec.answering.rpartition(":")
-    if len((record.get("answers") or {}).get(key) or ()) > int(before or 0):
-        return None  # given: the flow goes on from there
+    answers = (record.get("answers") or {}).get(key) or ()
+    if len(answers) > int(before):
+        if answers[int(before)] == spec.feedback:
+            return None  # given: the flow goes on from there
+        raise FlowNotWaiting(f"flow {str(spec.flow_id)[:80]!r} had another answer to that question first")
     if waiting_for(record) != spec.answering:
         raise FlowNotWaiting(f"flow {str(spec.flow_id)[:80]!r} no longer waits for that answer")
     return spec.feedback

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -155,3 +156,31 @@ def test_a_job_on_a_flow_that_is_not_the_principals_own_is_refused_before_it_rea
     assert unknown.status_code == 404
     assert principal not in str(forged.json()) + str(unknown.json())
     assert cluster.attempts(job["flow_id"]) == ["review:draft"]
+
+
+def test_two_answers_sent_at_once_to_two_replicas_resume_the_flow_once(cluster: Cluster) -> None:
+    replicas = cluster.replicas
+    job = post(replicas.url, ALICE, {"flow": "review", "inputs": {"topic": "seas"}}).json()
+    assert ended(replicas.url, ALICE, job["id"])["state"] == "paused"
+    answers: dict[str, httpx.Response] = {}
+
+    def answer(i: int, text: str) -> None:
+        answers[text] = post(replicas.replica_url(i), ALICE, {"flow": "review", "flow_id": job["flow_id"],
+                                                              "feedback": text})  # fmt: skip
+
+    threads = [threading.Thread(target=answer, args=(i, text)) for i, text in enumerate(("yes", "no"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(DEADLINE)
+    outcomes = {}
+    for text, got in answers.items():  # one resumes; the other is refused by serve, or by the worker after it
+        assert got.status_code in (202, 409), got.text
+        outcomes[text] = ended(replicas.url, ALICE, got.json()["id"]) if got.status_code == 202 else None
+    done = [text for text, status in outcomes.items() if status is not None and status["state"] == "done"]
+    assert len(done) == 1, outcomes
+    (other,) = set(outcomes) - set(done)
+    refused = outcomes[other]
+    assert refused is None or (refused["state"] == "failed" and refused["error"]["type"] == "FlowNotWaiting")
+    assert outcomes[done[0]]["output"] == f"published (draft on seas, {done[0]})"  # type: ignore[index]
+    assert cluster.attempts(job["flow_id"]) == ["review:draft", "review:approve", "review:publish"]  # once each
