@@ -30,6 +30,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--queue", default="chatagent", help="the DBOS queue to take jobs from")
     p.add_argument("--concurrency", type=int, help="jobs of the queue at once, across every worker")
     p.add_argument("--worker-concurrency", type=int, default=4, help="jobs at once in this worker")
+    p.add_argument("--per-principal", type=int, help="jobs of one principal at once, across every worker")
     p.add_argument("--rate", metavar="N/SECONDS", help="at most N jobs of the queue start per SECONDS")
     p.add_argument("--dbos-schema", default="dbos", help="the schema of DBOS's tables")
     p.add_argument("--executor-id", help="this worker's DBOS executor id (default: unique per process)")
@@ -67,7 +68,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         except ValueError:
             raise CliError(f"--rate {args.rate!r}: expected N/SECONDS, as 100/60") from None
     found = registry(load_object(args.agent))
-    queue = jobs_workers.QueueLimits(args.queue, args.concurrency, args.worker_concurrency, rate)
+    queue = jobs_workers.QueueLimits(args.queue, args.concurrency, args.worker_concurrency, rate,
+                                     per_principal=args.per_principal)  # fmt: skip
     try:
         workers = jobs_workers.Workers(
             store, agents=found["agents"], flows=found["flows"], tasks=found["tasks"], queues=[queue],

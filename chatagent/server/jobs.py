@@ -25,13 +25,15 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from chatagent.agents.teams.crew import CrewAgent
+from chatagent.flows.flow import PAUSED
 from chatagent.schema import to_messages
 from chatagent.server.app import Service, send_error, send_json
 from chatagent.server.conversations import NEW, open_conversation
 from chatagent.server.openai_api import PUBLIC_EXTRAS, RequestError, parse_request
 from chatagent.sessions import SessionError
+from chatagent.sessions.flow_states import FlowStates
 from chatagent.workers.client import Jobs, JobStatus
-from chatagent.workers.jobs import JobSpec, new_job_id
+from chatagent.workers.jobs import JobSpec, new_job_id, waiting_for
 
 if TYPE_CHECKING:
     from chatagent.workers.client import Job
@@ -156,7 +158,15 @@ class JobsEndpoint:
         mine = flow_id is None or (isinstance(flow_id, str) and self.jobs.get(flow_id, user=user) is not None)
         if not mine:  # a flow goes on only for the principal whose job started it (its id is that job's)
             raise RequestError(404, "no such flow", "flow_not_found", "flow_id")
-        return JobSpec("flow", name, user, flow_id=flow_id or job_id, inputs=inputs, feedback=feedback, **policy)
+        answering = None
+        if feedback is not None:  # for the question the flow waits on now, which the job carries
+            found = FlowStates(self.jobs.store).load(flow_id) if flow_id is not None else None
+            answering = waiting_for(found[2]) if found is not None and found[1] == PAUSED else None
+            if answering is None:
+                raise RequestError(409, "the flow waits for no feedback now (see its job's state)", "flow_not_waiting",
+                                   "feedback")  # fmt: skip
+        return JobSpec("flow", name, user, flow_id=flow_id or job_id, inputs=inputs, feedback=feedback,
+                       answering=answering, **policy)  # fmt: skip
 
     async def _events(self, job: Job, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": _SSE})

@@ -4,6 +4,7 @@ kept when a worker dies (DBOS holds each item's outcome; the dead worker's items
 
     pool = Pool(Jobs(url), user="alice", timeout=3600, progress=lambda done, total: print(done, total))
     squares = pool.map("square", [{"n": 1}, {"n": 2}])          # a task the workers registered (Workers(tasks=))
+    report = evaluate(pool.task("answer"), dataset)             # each case a job; judged here
     outputs = crew.kickoff_for_each([{"topic": "rivers"}, {"topic": "lakes"}], pool=pool)   # CrewOutputs
     ingest_folder("manuals/", "ingest:manuals", pool)           # Workers(tasks={"ingest:manuals": ingest_into(b)})
 
@@ -64,6 +65,18 @@ class Pool:
             self.jobs.submit(JobSpec("task", task, self.user, item=item), job_id=job_id, queue=self.queue)
         ended = self._wait(ids)
         return _results(ended, lambda s: s.result)
+
+    def task(self, task: str) -> Callable[[Any], Any]:
+        """`task` as a function of one item that runs it on the workers and gives its result (BatchFailed if it
+        failed): `evaluate(pool.task("answer"), dataset, concurrency=16)` runs each case on the workers, at most
+        16 submitted at once and as many running as the queue allows, and judges them here."""
+
+        def on_the_workers(item: Any) -> Any:
+            job = self.jobs.task(task, item, user=self.user, queue=self.queue)
+            return _results([job.wait(timeout=self.timeout, poll=_POLL_S)], lambda s: s.result)[0]
+
+        on_the_workers.__name__ = task
+        return on_the_workers
 
     def kickoff_for_each(self, crew: Crew, inputs: Sequence[dict[str, Any]], *, name: str | None = None,
                          batch: str | None = None) -> list[CrewOutput]:  # fmt: skip

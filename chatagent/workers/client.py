@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chatagent.errors import ChatAgentError
+from chatagent.flows.flow import PAUSED
 from chatagent.sessions import Session, open_store
 from chatagent.sessions.flow_states import FlowStates
 from chatagent.workers.jobs import (
@@ -32,10 +33,12 @@ from chatagent.workers.jobs import (
     QUEUED,
     RUNNING,
     WORKFLOWS,
+    FlowNotWaiting,
     JobSpec,
     database_url,
     new_job_id,
     turn_record,
+    waiting_for,
 )
 
 _ENDED = (DONE, PAUSED_STATE, FAILED_STATE, CANCELLED)
@@ -92,14 +95,15 @@ class Jobs:
     # ---- submitting -----------------------------------------------------------------------------------------
 
     def submit(self, spec: JobSpec, *, job_id: str | None = None, queue: str | None = None) -> Job:
-        """Put `spec` on its queue; the Job. A `job_id` already used names that job (its spec is not replaced):
-        submitting a batch again attaches to what it started."""
+        """Put `spec` on its queue, in its owner's partition (a queue with `per_principal` shares the workers
+        among owners by it; others ignore it); the Job. A `job_id` already used names that job (its spec is not
+        replaced): submitting a batch again attaches to what it started."""
         job_id = job_id or new_job_id()
         if spec.kind == "flow" and spec.flow_id is None:
             raise ValueError("a flow job needs its flow id")
         self.client.enqueue(
             {"workflow_name": WORKFLOWS[spec.kind], "queue_name": queue or self.queue, "workflow_id": job_id,
-             "authenticated_user": spec.owner},
+             "authenticated_user": spec.owner, "queue_partition_key": spec.owner},  # (fair shares: QueueLimits)
             spec.to_dict(),
         )  # fmt: skip
         return Job(self, job_id, spec)
@@ -121,10 +125,16 @@ class Jobs:
         allow_hosts: tuple[str, ...] = (), public_only: bool = False,
     ) -> Job:  # fmt: skip
         """A run of the flow `flow` (a new one, whose id is the job's, unless `flow_id` names one to resume, with
-        `feedback` for a paused one)."""
+        `feedback` for the question it paused on: FlowNotWaiting if it waits on none)."""
         job_id = job_id or new_job_id()
+        answering = None
+        if feedback is not None:
+            found = FlowStates(self.store).load(flow_id) if flow_id is not None else None
+            answering = waiting_for(found[2]) if found is not None and found[1] == PAUSED else None
+            if answering is None:
+                raise FlowNotWaiting(f"flow {str(flow_id)[:80]!r} waits for no feedback now")
         spec = JobSpec("flow", flow, user, flow_id=flow_id or job_id, inputs=dict(inputs or {}), feedback=feedback,
-                       allow_hosts=allow_hosts, public_only=public_only)  # fmt: skip
+                       answering=answering, allow_hosts=allow_hosts, public_only=public_only)  # fmt: skip
         return self.submit(spec, job_id=job_id, queue=queue)
 
     def task(self, task: str, item: Any, *, user: str, job_id: str | None = None, queue: str | None = None) -> Job:

@@ -21,6 +21,7 @@ never pickled by us.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import signal
@@ -32,12 +33,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from dbos import DBOS, DBOSPortableJSONSerializer
 
 from chatagent.agent import Agent
 from chatagent.flows.flow import DONE as FLOW_DONE
 from chatagent.flows.flow import PAUSED as FLOW_PAUSED
-from chatagent.flows.flow import Flow, FlowPaused
+from chatagent.flows.flow import Flow
 from chatagent.run.trust import Trust, acting_as, served
 from chatagent.sessions import Session, SessionBusyError, open_store
 from chatagent.sessions.flow_states import FlowStates
@@ -54,6 +56,7 @@ from chatagent.workers.jobs import (
     TURN,
     JobSpec,
     database_url,
+    feedback_for,
     marked,
     turn_record,
 )
@@ -70,13 +73,16 @@ _BUSY_WAIT_S = 60.0  # how long a recovered turn waits for a dead run's session 
 class QueueLimits:
     """A DBOS queue and its limits: `concurrency` jobs at once across every worker, `worker_concurrency` in one
     worker process, `rate` = (at most this many starts, per this many seconds); `polling` is how often a worker
-    looks for work on it (seconds)."""
+    looks for work on it (seconds). `per_principal`: at most this many jobs of one principal at once across
+    every worker (DBOS's partitioned queue, a partition per job owner, taken in random order): one that submits
+    a hundred jobs leaves the rest of the workers' room to the others."""
 
     name: str = DEFAULT_QUEUE
     concurrency: int | None = None
     worker_concurrency: int | None = 4
     rate: tuple[int, float] | None = None
     polling: float = 1.0
+    per_principal: int | None = None
 
 
 _current: Workers | None = None  # DBOS runs one instance per process: so do the workers
@@ -174,7 +180,7 @@ class Workers:
                 DBOS.register_queue(
                     q.name, global_concurrency=q.concurrency, worker_concurrency=q.worker_concurrency,
                     limiter={"limit": q.rate[0], "period": q.rate[1]} if q.rate else None,
-                    polling_interval_sec=q.polling, on_conflict="always_update",
+                    partition_concurrency=q.per_principal, polling_interval_sec=q.polling, on_conflict="always_update",
                 )  # fmt: skip
             self._liveness = Liveness(self.url, self.dbos_schema, self.executor_id, self.recovery_interval).start()
         except BaseException:
@@ -254,31 +260,34 @@ class Workers:
 
     def run_flow(self, spec: JobSpec) -> dict[str, Any]:
         """A flow job: started, or resumed from its record's last completed method (with `feedback` for a paused
-        one)."""
+        one). One job at a time goes on with a flow (a lock of the database's on its id): a job that came while
+        another runs it waits, then reads where that one left it."""
         cls = self.flows.get(spec.target)
         if cls is None:
             return _failed("UnknownFlow", f"this worker has no flow {spec.target!r}")
         flow_id = str(spec.flow_id)
-        found = FlowStates(self.store).load(flow_id)
-        try:
-            with _policy(spec):
-                if found is None:
-                    out = cls(store=self.store).kickoff({**spec.inputs, "id": flow_id})
-                else:
-                    _, status, record = found
-                    feedback = spec.feedback if record.get("asked") is not None else None
-                    if status == FLOW_DONE:
-                        out = record.get("output")
-                    elif status == FLOW_PAUSED and feedback is None:
-                        asked = record["asked"]
-                        out = FlowPaused(flow_id, asked["question"], asked["method"])
+        states = FlowStates(self.store)
+        with _flow_lock(self.url, self.dbos_schema, flow_id):
+            found = states.load(flow_id)
+            try:
+                with _policy(spec):
+                    if found is None:
+                        cls(store=self.store).kickoff({**spec.inputs, "id": flow_id})
                     else:
-                        out = cls.resume(flow_id, feedback, store=self.store)
-        except Exception as e:
-            logger.warning("flow job %s failed: %s", flow_id, type(e).__name__, exc_info=True)
-            return _failed(type(e).__name__, str(e))
-        if isinstance(out, FlowPaused):
-            return {"state": PAUSED_STATE, "question": out.question, "method": out.method, "error": None}
+                        _, status, record = found
+                        feedback = feedback_for(spec, record)
+                        if status != FLOW_DONE and (status != FLOW_PAUSED or feedback is not None):
+                            cls.resume(flow_id, feedback, store=self.store)
+            except Exception as e:
+                logger.warning("flow job %s failed: %s", flow_id, type(e).__name__, exc_info=True)
+                return _failed(type(e).__name__, str(e))
+            found = states.load(flow_id)  # how it ended, from its record (a paused CrewAI flow returns its own type)
+        if found is not None and found[1] == FLOW_PAUSED:
+            asked = found[2].get("asked") or {}
+            return {"state": PAUSED_STATE, "question": asked.get("question"), "method": asked.get("method"),
+                    "error": None}  # fmt: skip
+        if found is None or found[1] != FLOW_DONE:
+            return _failed("FlowNotEnded", f"flow {flow_id[:80]!r} is {found[1] if found else 'not stored'}")
         return {"state": DONE, "error": None}
 
     def run_task(self, spec: JobSpec) -> dict[str, Any]:
@@ -294,6 +303,16 @@ class Workers:
             logger.warning("task %s failed: %s", spec.target, type(e).__name__, exc_info=True)
             return _failed(type(e).__name__, str(e))
         return {"state": DONE, "result": result, "error": None}
+
+
+@contextlib.contextmanager
+def _flow_lock(url: str, schema: str, flow_id: str) -> Iterator[None]:
+    """Hold the database's advisory lock on `flow_id` (waiting for it): released when done, or when this process
+    dies (its connection ends with it)."""
+    digest = hashlib.blake2b(f"chatagent-flow\0{schema}\0{flow_id}".encode(), digest_size=8).digest()
+    with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (int.from_bytes(digest, "big", signed=True),))
+        yield
 
 
 def _policy(spec: JobSpec) -> contextlib.AbstractContextManager[Trust]:

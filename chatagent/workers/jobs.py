@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from chatagent.errors import ChatAgentError
 from chatagent.sessions import Session
 from chatagent.sessions.pending import FAILED, PAUSED
 
@@ -58,7 +59,9 @@ class JobSpec:
     """One job (see the module docstring). `target` names an agent, a flow class or a task as the workers
     registered it; `owner` is the principal it runs as; `session_id` the conversation a turn runs on;
     `messages` a turn's new messages (none with `resume`: continue the session's pending turn); `flow_id`,
-    `inputs` and `feedback` a flow's; `item` a task's input; `allow_hosts`/`public_only` the URL policy; `shared`:
+    `inputs` and `feedback` a flow's (`answering`: the question the feedback answers, `waiting_for` of the flow's
+    record when it was submitted: one the flow no longer waits on fails the job, never answers another); `item` a
+    task's input; `allow_hosts`/`public_only` the URL policy; `shared`:
     a shared surface took it (`chatagent serve`), whose rules the run keeps (`chatagent.run.trust.served`)."""
 
     kind: str
@@ -70,6 +73,7 @@ class JobSpec:
     flow_id: str | None = None
     inputs: dict[str, Any] = field(default_factory=lambda: {})
     feedback: str | None = None
+    answering: str | None = None
     item: Any = None
     allow_hosts: tuple[str, ...] = ()
     public_only: bool = False
@@ -91,6 +95,8 @@ class JobSpec:
                 raise TypeError("a turn job's messages are dicts")
         if self.kind == "flow" and not self.flow_id:
             raise ValueError("a flow job needs its flow id")
+        if self.answering is not None and not self.answering.rpartition(":")[2].isdigit():
+            raise ValueError("a flow job's 'answering' is the waiting_for() of the flow's record")
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -107,6 +113,40 @@ class JobSpec:
         values = dict(data)
         values["allow_hosts"] = tuple(values.get("allow_hosts") or ())
         return cls(**values)
+
+
+class FlowNotWaiting(ChatAgentError, ValueError):
+    """Feedback for a flow that does not wait for it (it runs, ended, or went on to another question)."""
+
+
+def waiting_for(record: dict[str, Any]) -> str | None:
+    """The question a paused flow's record waits on, as `<invocation id>:<answers it had before>` (the same
+    method may ask again); None when it waits for no one."""
+    asked = record.get("asked")
+    if not isinstance(asked, dict):
+        return None
+    key = str(asked.get("id"))
+    return f"{key}:{len((record.get('answers') or {}).get(key) or ())}"
+
+
+def feedback_for(spec: JobSpec, record: dict[str, Any]) -> str | None:
+    """The feedback a flow job gives its stored flow now: its own if the flow waits on the question it answers;
+    None if the question has this answer already (the job recovered after it went on) or the job gives none;
+    FlowNotWaiting otherwise (another answer came first, or the flow waits on something else). A job without
+    `answering` (from code that did not say) answers whatever the flow waits on."""
+    if spec.feedback is None:
+        return None
+    if spec.answering is None:
+        return spec.feedback if record.get("asked") is not None else None
+    key, _, before = spec.answering.rpartition(":")
+    answers = (record.get("answers") or {}).get(key) or ()
+    if len(answers) > int(before):
+        if answers[int(before)] == spec.feedback:
+            return None  # given: the flow goes on from there
+        raise FlowNotWaiting(f"flow {str(spec.flow_id)[:80]!r} had another answer to that question first")
+    if waiting_for(record) != spec.answering:
+        raise FlowNotWaiting(f"flow {str(spec.flow_id)[:80]!r} no longer waits for that answer")
+    return spec.feedback
 
 
 def marked(messages: list[dict[str, Any]], job_id: str) -> list[dict[str, Any]]:
@@ -174,4 +214,14 @@ def last_text(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
-__all__ = ["JOB_MARK", "JobSpec", "TurnRecord", "marked", "new_job_id", "turn_record"]
+__all__ = [
+    "JOB_MARK",
+    "FlowNotWaiting",
+    "JobSpec",
+    "TurnRecord",
+    "feedback_for",
+    "marked",
+    "new_job_id",
+    "turn_record",
+    "waiting_for",
+]

@@ -318,3 +318,24 @@ def test_serve_takes_jobs_that_only_their_owner_reads_streams_decides_or_cancels
         assert blocked.status_code == 400 and blocked.json()["error"]["code"] == "url_not_allowed"
         alice.close()
         bob.close()
+
+
+def test_an_evaluation_on_the_workers_judges_what_a_run_in_process_judges(pool: Pool) -> None:
+    from chatagent.evals import Case, evaluate
+
+    _again(pool)
+    pool.reset()
+    cases = [Case({"n": n}, expected={"n": n, "square": n * n}, name=f"square of {n}") for n in range(5)]
+    cases += [Case({"n": 3}, expected={"n": 3, "square": 10}, name="a wrong expectation"),
+              Case({"n": "x"}, expected=None, name="an item the task fails on")]  # fmt: skip
+
+    def square_here(item: dict) -> dict:
+        return {"n": item["n"], "square": item["n"] ** 2}
+
+    there = evaluate(BatchPool(pool.jobs, user="alice", timeout=DEADLINE).task("square"), cases, store=False)
+    here = evaluate(square_here, cases, store=False)
+    assert [[a.output for a in c.attempts] for c in there.cases] == [[a.output for a in c.attempts] for c in here.cases]
+    assert [c.attempts[0].passed for c in there.cases] == [True] * 5 + [False, False]
+    assert [c.attempts[0].passed for c in here.cases] == [True] * 5 + [False, False]
+    assert there.cases[-1].attempts[0].error and here.cases[-1].attempts[0].error  # failed in both, said why
+    assert sorted(line.split()[1] for line in pool.ledger()) == sorted(["0", "1", "2", "3", "4", "x"])  # ran there

@@ -218,3 +218,18 @@ def test_a_call_paused_on_one_replica_is_approved_on_another(cluster) -> None:
         assert done.json()["choices"][0]["message"]["content"] == "Refunded."
     refunds = _lines(Path(replicas.env["REPLICA_LEDGER"] + ".refunds"))
     assert refunds == [f"R{k}" for k in range(6)]  # each approved call ran once, on the replica that was asked
+
+
+def test_a_replica_told_to_stop_is_unready_at_once_still_alive_and_exits_0_once_drained(cluster) -> None:
+    replicas, _ = cluster
+    proc = replicas.procs[1]
+    assert proc is not None
+    url = replicas.replica_url(1)
+    assert httpx.get(f"{url}/readyz", timeout=DEADLINE).json() == {"status": "ready"}
+    proc.terminate()  # SIGTERM: the balancer is told at once, the replica stops taking connections after its drain
+    ready = httpx.get(f"{url}/readyz", timeout=DEADLINE)
+    assert ready.status_code == 503 and ready.json() == {"status": "draining"}
+    assert httpx.get(f"{url}/healthz", timeout=DEADLINE).json() == {"status": "ok"}  # alive: not to be restarted
+    assert proc.wait(DEADLINE) == 0
+    replicas.restart(1)
+    assert httpx.get(f"{url}/readyz", timeout=DEADLINE).status_code == 200

@@ -4,6 +4,8 @@ test kills the process there (SIGKILL) and watches another worker recover the jo
 
     python tests/support/worker_child.py STORE_URL DBOS_SCHEMA MODEL_URL DIR [EXECUTOR_ID]
 
+($WORKER_PER_PRINCIPAL, if set, is its queue's `per_principal`.)
+
 DIR/hang (read at each place, so that a test sets it for the workers already running) names where to block (forever, after the ledger line is written, and only the first time any worker gets
 there): `record:N` inside the tool call record(N), `flow:METHOD` inside a flow method, `task:ITEM` inside the task
 on ITEM, `-` nowhere. Every line of
@@ -25,6 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import openai  # noqa: E402, F401  (a worker is warm before its first job: the model client's SDK loaded)
 
 from chatagent import Assistant, Flow, FnCallAgent, LongTermMemory, listen, start, tool  # noqa: E402
+from chatagent.crewai.flow import Flow as CrewFlow  # noqa: E402
+from chatagent.crewai.flow import human_feedback  # noqa: E402
 from chatagent.rag.backends import PostgresBackend  # noqa: E402
 from chatagent.run.context import current_run  # noqa: E402
 from chatagent.tools.tool import BaseTool  # noqa: E402
@@ -35,6 +39,7 @@ from tests.support.workers import make_crew, model  # noqa: E402
 STORE, SCHEMA, MODEL_URL, DIR = sys.argv[1:5]
 EXECUTOR = sys.argv[5] if len(sys.argv) > 5 else None
 LEDGER = os.path.join(DIR, "ledger")
+PER_PRINCIPAL = int(os.environ["WORKER_PER_PRINCIPAL"]) if os.environ.get("WORKER_PER_PRINCIPAL") else None
 
 
 def say(obj: dict) -> None:
@@ -115,6 +120,59 @@ class Trip(Flow):
         return f"confirmed ({booked})"
 
 
+class Review(Flow):
+    """A flow that asks a person (`Flow.ask`) between its first and its last method."""
+
+    @start()
+    def draft(self) -> str:
+        effect("review:draft", self.id)
+        return f"draft on {self.state['topic']}"
+
+    @listen(draft)
+    def approve(self, draft: str) -> str:
+        verdict = self.ask(f"Publish the {draft}?")  # (nothing before it has an effect: it runs again on resume)
+        effect("review:approve", self.id)
+        return f"{draft}, {verdict}"
+
+    @listen(approve)
+    def publish(self, approved: str) -> str:
+        effect("review:publish", self.id)
+        return f"published ({approved})"
+
+
+class Announce(CrewFlow):
+    """CrewAI's flow whose method's output a person reviews (`@human_feedback`) before it goes on."""
+
+    @start()
+    def write(self) -> str:
+        effect("announce:write", self.id)
+        return f"announcement of {self.state['topic']}"
+
+    @human_feedback(message="Is the announcement right?")
+    @listen(write)
+    def check(self, text: str) -> str:
+        effect("announce:check", self.id)
+        return text.upper()
+
+    @listen(check)
+    def send(self, result) -> str:  # type: ignore[no-untyped-def]
+        effect("announce:send", self.id)
+        return f"sent {result.output} ({result.feedback})"
+
+
+class Hold(Flow):
+    """A flow whose one method waits until DIR/gate exists (at most 300 s), unless its inputs say `wait: false`;
+    the ledger's attempts then say in which order the holds ended."""
+
+    @start()
+    def hold(self) -> str:
+        end = time.monotonic() + 300
+        while self.state.get("wait", True) and not Path(DIR, "gate").exists() and time.monotonic() < end:
+            time.sleep(0.05)
+        effect("hold", self.state["label"])
+        return self.state["label"]
+
+
 def square(item: dict) -> dict:
     """A task: the square of item['n'] (written to the ledger once per item)."""
     effect("task", str(item["n"]))
@@ -136,9 +194,10 @@ def main() -> None:
                         name="outer")  # fmt: skip
     agents = {"recorder": agent, "crew": crew.as_agent(), "coder": coder, "rememberer": rememberer, "outer": outer}
     workers = Workers(
-        STORE, agents=agents, flows={"trip": Trip},
+        STORE, agents=agents, flows={"trip": Trip, "review": Review, "announce": Announce, "hold": Hold},
         tasks={"square": square, "ingest": ingest_into(PostgresBackend(STORE, table="passages", embedder=None))},
-        queues=[QueueLimits("chatagent", worker_concurrency=4, polling=0.2)], executor_id=EXECUTOR,
+        queues=[QueueLimits("chatagent", worker_concurrency=4, polling=0.2, per_principal=PER_PRINCIPAL)],
+        executor_id=EXECUTOR,
         dbos_schema=SCHEMA, recovery_interval=0.3, grace=20,
     )  # fmt: skip
     workers.launch()
