@@ -5,8 +5,11 @@ ones also stop a model from quoting the excerpts it was given ("the code is 7391
 stop the loops a 135M model falls into. `LoopGuard` watches only the answer: once REPEAT_RUN words in a
 row each continue a REPEAT_WORDS-word sequence the answer already holds, the answer is looping and the
 stream is ended (`extra['stop_reason'] = 'repetition'`); so is an answer that goes round in circles with
-small changes, once fewer than MIN_DISTINCT of its 4-word sequences are new (after MIN_WORDS words).
-The cost is two tuple hashes per word.
+small changes, once fewer than MIN_DISTINCT of its 4-word sequences are new (after MIN_WORDS words), and so is
+one that counts ("le 75, le 76, le 77, ..."): a unit of at most COUNT_UNIT words, the same but for its numbers,
+which go up (or down) by the same step each time, COUNT_RUN times in a row. A numbered list is no count: its
+items are longer than COUNT_UNIT words, or differ in more than their numbers. The cost is two tuple hashes and
+a few comparisons per word.
 
 A small model may also recite its instructions instead of answering. `EchoGuard` watches for ECHO_WORDS words
 in a row of the system message: the recital is then taken back (the answer is replaced by what came before
@@ -32,18 +35,23 @@ REPEAT_WORDS = 8  # a sequence this long seen twice in one answer is a repeat...
 REPEAT_RUN = 8  # ...and this many such sequences in a row (15 words copied verbatim) is a loop
 MIN_WORDS = 50  # an answer this long...
 MIN_DISTINCT = 0.6  # ...whose 4-word sequences are less than this share distinct is a loop
+COUNT_UNIT = 3  # a unit of at most this many words...
+COUNT_RUN = 16  # ...repeated this many times in a row, its numbers counting, is a loop
 ECHO_WORDS = 8  # this many words of the system message in a row, in its order, is a recital
 _WORD = re.compile(r"\S+")
+_NUMBER = re.compile(r"\d+")
 _EDGES = "\"'`*_()[]{}<>.,;:!?"
 
 
 class LoopGuard:
     """Feed it an answer's text as it streams; `add` returns True once the answer repeats itself."""
 
-    __slots__ = ("words", "seen", "run", "partial", "fours")
+    __slots__ = ("words", "seen", "run", "partial", "fours", "shapes", "counting")
 
     def __init__(self) -> None:
         self.words: list[str] = []
+        self.shapes: list[tuple[str, int | None]] = []  # each word with its digits as '#', and its first number
+        self.counting = [0] * (COUNT_UNIT + 1)  # per unit length: words in a row that continue a count
         self.seen: set[tuple[str, ...]] = set()
         self.fours: set[tuple[str, ...]] = set()  # the distinct 4-word sequences
         self.run = 0  # repeated sequences in a row
@@ -57,6 +65,8 @@ class LoopGuard:
         words = self.words
         for word in parts:
             words.append(word)
+            if self._counts(word):
+                return True
             n = len(words)
             if n >= 4:
                 self.fours.add(tuple(words[-4:]))
@@ -72,6 +82,31 @@ class LoopGuard:
             else:
                 self.seen.add(gram)
                 self.run = 0
+        return False
+
+    def _counts(self, word: str) -> bool:
+        """Whether `word` makes the answer's end a count: COUNT_RUN units of u <= COUNT_UNIT words in a row, each
+        the one before with its numbers one step on."""
+        number = _NUMBER.search(word)
+        shapes = self.shapes
+        shapes.append((_NUMBER.sub("#", word), int(number.group()) if number else None))
+        n = len(shapes)
+        shape, value = shapes[-1]
+        for u in range(1, COUNT_UNIT + 1):
+            if n <= u or shapes[-1 - u][0] != shape:
+                self.counting[u] = 0
+                continue
+            before = shapes[-1 - u][1]
+            if value is not None and before is not None:  # a number: one step on from the unit before, same step
+                step = value - before
+                if step == 0 or (
+                    n > 2 * u and (earlier := shapes[-1 - 2 * u][1]) is not None and before - earlier != step
+                ):
+                    self.counting[u] = 0
+                    continue
+            self.counting[u] += 1
+            if self.counting[u] >= u * (COUNT_RUN - 1) and any(v is not None for _, v in shapes[-u:]):
+                return True
         return False
 
 
