@@ -133,3 +133,17 @@ def test_numbered_lists_and_tables_of_numbers_are_no_count() -> None:
     same = "Version 3, version 3, " * 4 + "and version 4."
     for text in (steps, cities, table, same):
         assert caught_at(text) is None, text[:40]
+
+
+def test_an_answer_that_drifts_or_repeats_after_answering_ends_there() -> None:
+    """What SmolLM2 said under the passage on R-intro.pdf: the answer, then the passage's next heading and text."""
+    answer = "A factor is a vector object used to specify a discrete classification. R provides ordered factors.\n"
+    drift = answer + "4.2 A specific example\nThe example of the tax accountant is specified by a character vector."
+    repeat = "To quit R, use q(). Quit saves nothing unless asked.\nTo quit R, use q(), and quit saves nothing. Quit R."
+    for text, question, kept in (
+        (drift, "What is a factor?", answer.strip()),
+        (repeat, "How do I quit R?", "To quit R, use q(). Quit saves nothing unless asked."),
+    ):
+        reply = collect(LoopStop(question=question).run(fragments(text)))
+        assert reply[0].content == kept and not reply[0].extra
+    assert collect(LoopStop().run(fragments(drift)))[0].content == drift  # no question: nothing judged
