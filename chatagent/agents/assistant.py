@@ -268,7 +268,7 @@ class Assistant(FnCallAgent):
         if latest and latest.passage:
             extra["passage"] = latest.passage
             yield [Fragment.unchecked(ASSISTANT, "", None, None, None, {"passage": extra["passage"]}, 0)]
-            self._keep_short()
+            self._keep_short(question)
         response = yield from super()._run(_files_as_text(messages), lang=lang, **kwargs)
         if response and response[-1].role == ASSISTANT and response[-1].function_call is None:
             yield [Fragment.unchecked(ASSISTANT, "", None, None, None, extra, len(response) - 1)]
@@ -279,12 +279,12 @@ class Assistant(FnCallAgent):
             return self.passage_first
         return bool(getattr(llm, "default_weights", False))  # the embedded model's small default weights
 
-    def _keep_short(self) -> None:
+    def _keep_short(self, question: str | None) -> None:
         """Keep this run's answer to one paragraph of at most PASSAGE_ANSWER_TOKENS, unless the agent or the run
-        sets `max_tokens` (or `stop`)."""
+        sets `max_tokens` (or `stop`); the embedded model ends it where it has answered `question` (`answer_to`)."""
         run = current_run()
         given = {**self.extra_generate_cfg, **(run.generate_cfg or {})}
-        short: dict[str, Any] = {}
+        short: dict[str, Any] = {"answer_to": question} if question and self.llm.model_type == "local" else {}
         if "max_tokens" not in given:
             short["max_tokens"] = min(self.llm.max_tokens() or PASSAGE_ANSWER_TOKENS, PASSAGE_ANSWER_TOKENS)
         if "stop" not in given and "stop" not in self.llm.generate_cfg:

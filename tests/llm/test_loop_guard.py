@@ -107,3 +107,43 @@ def test_quoting_a_few_words_of_the_system_message_is_no_recital() -> None:
     reply = collect(stop_loops(fragments(answer), SYSTEM))
     assert reply[0].content == answer and not reply[0].extra
     assert collect(stop_loops(fragments(SYSTEM), ""))[0].content == SYSTEM  # no system message: nothing to recite
+
+
+def caught_at(text: str, size: int = 6) -> int | None:
+    """Where in `text` (read `size` characters at a time) the guard says the answer loops; None if it never does."""
+    guard = LoopGuard()
+    return next((i for i in range(0, len(text), size) if guard.add(text[i : i + size])), None)
+
+
+def test_a_count_is_a_loop_though_no_words_repeat() -> None:
+    """SmolLM2-135M on "What is the capital of France?": it counts to the token limit; no 8 words repeat and every
+    4 words are new, so only the count gives it away."""
+    counting = "La capitale de France est le 75, " + ", ".join(f"le {n}" for n in range(76, 400)) + "."
+    at = caught_at(counting)
+    assert at is not None and at < len("La capitale de France est le 75, ") + 20 * len("le 100, ")
+    bare = ", ".join(str(n) for n in range(3, 500, 2))  # a unit of one word, counting by two
+    assert caught_at(bare) is not None
+    assert caught_at(", ".join(str(n) for n in range(1, 13))) is None  # a short count is an answer
+
+
+def test_numbered_lists_and_tables_of_numbers_are_no_count() -> None:
+    steps = " ".join(f"Step {i}: open the panel number {i * 7} and check valve {i * 3} for leaks." for i in range(60))
+    cities = " ".join(f"{i}. {c}" for i, c in enumerate(["Paris", "Lyon", "Nice", "Lille", "Metz", "Nancy"] * 8, 1))
+    table = "\n".join(f"| {i * 37 % 101} | {i * 53 % 89} |" for i in range(60))  # numbers, but nothing counting
+    same = "Version 3, version 3, " * 4 + "and version 4."
+    for text in (steps, cities, table, same):
+        assert caught_at(text) is None, text[:40]
+
+
+def test_an_answer_that_drifts_or_repeats_after_answering_ends_there() -> None:
+    """What SmolLM2 said under the passage on R-intro.pdf: the answer, then the passage's next heading and text."""
+    answer = "A factor is a vector object used to specify a discrete classification. R provides ordered factors.\n"
+    drift = answer + "4.2 A specific example\nThe example of the tax accountant is specified by a character vector."
+    repeat = "To quit R, use q(). Quit saves nothing unless asked.\nTo quit R, use q(), and quit saves nothing. Quit R."
+    for text, question, kept in (
+        (drift, "What is a factor?", answer.strip()),
+        (repeat, "How do I quit R?", "To quit R, use q(). Quit saves nothing unless asked."),
+    ):
+        reply = collect(LoopStop(question=question).run(fragments(text)))
+        assert reply[0].content == kept and not reply[0].extra
+    assert collect(LoopStop().run(fragments(drift)))[0].content == drift  # no question: nothing judged

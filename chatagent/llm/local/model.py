@@ -432,12 +432,12 @@ class LocalModel(OpenAICompatModel):
         """The server's stream, ended early when the answer loops or recites the system message (stop_reason
         'repetition' or 'prompt_echo', see `chatagent.llm.local.loop_guard`); tools through the grammar when the chat
         template has none."""
+        stop, cfg = self._loop_stop(messages, cfg)
         if self.constrained_tools and (functions or has_calls(messages)):
             router = self._router(functions, tool_choice)
             stream = constrained_stream(super()._chat_stream, messages, functions, cfg, usage, tool_choice, router)
         else:
             stream = super()._chat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
-        stop = self._loop_stop(messages)
         return stop.run(stream) if stop else stream
 
     def _achat_stream(
@@ -450,19 +450,21 @@ class LocalModel(OpenAICompatModel):
         tool_choice: ToolChoice = DEFAULT_TOOL_CHOICE,
     ) -> AsyncIterator[list[Fragment]]:
         """The server's async stream, ended by the same guards and with tools the same way as `_chat_stream`."""
+        stop, cfg = self._loop_stop(messages, cfg)
         if self.constrained_tools and (functions or has_calls(messages)):
             router = self._router(functions, tool_choice)
             stream = aconstrained_stream(super()._achat_stream, messages, functions, cfg, usage, tool_choice, router)
         else:
             stream = super()._achat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
-        stop = self._loop_stop(messages)
         return stop.arun(stream) if stop else stream
 
-    def _loop_stop(self, messages: list[Message]) -> LoopStop | None:
-        """What ends this answer when it loops or recites the system message; None with `{'stop_loops': False}`."""
-        if not self.stop_loops:
-            return None
-        return LoopStop(messages[0].text if messages and messages[0].role == SYSTEM else "")
+    def _loop_stop(self, messages: list[Message], cfg: dict[str, Any]) -> tuple[LoopStop | None, dict[str, Any]]:
+        """What ends this answer when it loops, recites the system message or, given generate_cfg's `answer_to` (the
+        question, as the Assistant's passage summary gives it), has answered; None with `{'stop_loops': False}`."""
+        question = str(cfg.get("answer_to") or "")
+        cfg = {k: v for k, v in cfg.items() if k != "answer_to"}  # never sent: it is this filter's
+        system = messages[0].text if messages and messages[0].role == SYSTEM else ""
+        return (LoopStop(system, question) if self.stop_loops else None), cfg
 
     def _router(self, functions: list[dict[str, Any]] | None, choice: ToolChoice) -> ToolRouter | None:
         """What chooses the tool for this call (`chatagent.llm.local.tool_router`), made on the first call that needs it;
