@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from chatagent import Assistant, FnCallAgent, ScriptedLLM, get_chat_model, tool_call  # noqa: E402
 from chatagent.errors import ChatAgentError, ModelServiceError  # noqa: E402
+from chatagent.llm import retry  # noqa: E402
 from chatagent.llm.scripted import Reply as ScriptReply  # noqa: E402
 from chatagent.schema import FunctionCall, MessageError  # noqa: E402
 from tests.support.openai_server import OpenAIServer, Reply  # noqa: E402
@@ -172,6 +173,9 @@ def run_faults(log: LogTrap) -> tuple[int, int, list[str]]:
     def check(name: str, stream: bool, url: str, expect: str, bound: float, answer: str = ANSWER) -> None:
         nonlocal injected, survived
         injected += 1
+        # each case is its own backend: one server's shared retry budget (llm/retry.py) would otherwise be spent by
+        # the 50-odd faulty cases before it, made within seconds, and a late case would get no retry
+        retry._budgets.clear()  # pyright: ignore[reportPrivateUsage]
         llm = get_chat_model(
             {"model": "m", "model_server": url, "api_key": KEY,
              "generate_cfg": {"retry_delay": 0.01, "max_retries": 2, "request_timeout": 0.6}}
