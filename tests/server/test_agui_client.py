@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from tests.support.openai_server import Reply
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 CLIENT = Path(__file__).parents[1] / "support" / "agui_client"
-KEYS = {"alice": "key-alice", "bob": "key-bob"}
 NODE = shutil.which("node")
 if NODE is None or not (CLIENT / "node_modules" / "@ag-ui" / "client").is_dir():
     pytest.skip("the official AG-UI client needs Node and `npm ci` in tests/support/agui_client "
@@ -52,20 +50,6 @@ def kinds(run: dict) -> list[str]:
     return [e["type"] for e in run["events"]]
 
 
-@pytest.fixture
-def serve(tmp_path: Path) -> Iterator[Any]:
-    servers: list[AgentServer] = []
-
-    def start(*agents: Any) -> AgentServer:
-        server = AgentServer(list(agents), port=0, api_key=KEYS, ag_ui=True, store=f"sqlite:///{tmp_path}/s.db")
-        servers.append(server.start())
-        return server
-
-    yield start
-    for s in servers:
-        s.close()
-
-
 booked: list[str] = []
 
 
@@ -77,10 +61,10 @@ def book(city: str) -> str:
     return f"booked {city} on {day}"
 
 
-def test_the_client_answers_an_interrupt_and_the_run_resumes(serve: Any) -> None:
+def test_the_client_answers_an_interrupt_and_the_run_resumes(agui_serve: Any) -> None:
     booked.clear()
     llm = ScriptedLLM([[tool_call("book", {"city": "Rome"})], "Booked for May 3."])
-    server = serve(FnCallAgent(llm=llm, function_list=[book], name="travel"))
+    server = agui_serve(FnCallAgent(llm=llm, function_list=[book], name="travel"))
     out = converse(server, "travel", "key-alice", "trip", "Book Rome.", ["May 3"])
     assert "error" not in out, out.get("error")
     asked, resumed = out["runs"]
@@ -98,7 +82,7 @@ def test_the_client_answers_an_interrupt_and_the_run_resumes(serve: Any) -> None
                      ("assistant", "Booked for May 3.")]  # fmt: skip
 
 
-def test_the_client_accepts_a_long_argument_streamed_in_many_pieces(serve: Any, openai_server: Any) -> None:
+def test_the_client_accepts_a_long_argument_streamed_in_many_pieces(agui_serve: Any, openai_server: Any) -> None:
     body = "".join(f"line {n:04d}: the ferry to Skye leaves from pier four\n" for n in range(400))  # ~20 kB
     written: list[str] = []
 
@@ -110,7 +94,7 @@ def test_the_client_accepts_a_long_argument_streamed_in_many_pieces(serve: Any, 
     openai_server.add(Reply(tool_calls=[("write_file", {"path": "notes.txt", "content": body})], chunk_size=64),
                       Reply(text="Your notes are saved.", chunk_size=4))  # fmt: skip
     cfg = {"model": "test-model", "model_server": openai_server.base_url, "api_key": "k"}
-    server = serve(FnCallAgent(function_list=[write_file], llm=cfg, name="scribe"))
+    server = agui_serve(FnCallAgent(function_list=[write_file], llm=cfg, name="scribe"))
     out = converse(server, "scribe", "key-alice", "notes", "Save my notes.", [])
     assert "error" not in out, out.get("error")
     (run,) = out["runs"]
@@ -122,11 +106,11 @@ def test_the_client_accepts_a_long_argument_streamed_in_many_pieces(serve: Any, 
     assert out["messages"][-1] == {**out["messages"][-1], "role": "assistant", "content": "Your notes are saved."}
 
 
-def test_another_key_on_the_same_thread_id_gets_its_own_thread(serve: Any) -> None:
+def test_another_key_on_the_same_thread_id_gets_its_own_thread(agui_serve: Any) -> None:
     booked.clear()
     llm = ScriptedLLM([[tool_call("book", {"city": "Rome"})], [tool_call("book", {"city": "Oslo"})], "Oslo, May 4.",
                        "Rome, May 3."])  # fmt: skip
-    server = serve(FnCallAgent(llm=llm, function_list=[book], name="travel"))
+    server = agui_serve(FnCallAgent(llm=llm, function_list=[book], name="travel"))
     first = converse(server, "travel", "key-alice", "trip", "Book Rome.", [])  # Alice leaves her question open
     (alices,) = first["runs"][0]["interrupts"]
     assert alices["message"] == "Which date for Rome?"

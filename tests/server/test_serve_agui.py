@@ -10,7 +10,6 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,6 @@ from tests.support.openai_server import Reply as OpenAIReply  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
-KEYS = {"alice": "key-alice", "bob": "key-bob"}
 EVENT = TypeAdapter(Event)
 BODY = "".join(f"line {n:04d}: the ferry to Skye leaves from pier four\n" for n in range(200))  # ~10 kB
 
@@ -79,21 +77,7 @@ def types(events: list[dict]) -> list[str]:
     return [e["type"] for e in events]
 
 
-@pytest.fixture
-def serve(tmp_path: Path) -> Iterator[Any]:
-    servers: list[AgentServer] = []
-
-    def start(*agents: Any) -> AgentServer:
-        server = AgentServer(list(agents), port=0, api_key=KEYS, ag_ui=True, store=f"sqlite:///{tmp_path}/s.db")
-        servers.append(server.start())
-        return server
-
-    yield start
-    for s in servers:
-        s.close()
-
-
-def test_a_full_run_streams_the_calls_arguments_as_the_model_sends_them(serve: Any, openai_server: Any) -> None:
+def test_a_full_run_streams_the_calls_arguments_as_the_model_sends_them(agui_serve: Any, openai_server: Any) -> None:
     written: list[str] = []
 
     def write_file(path: str, content: str) -> str:
@@ -106,7 +90,7 @@ def test_a_full_run_streams_the_calls_arguments_as_the_model_sends_them(serve: A
         OpenAIReply(reasoning="The file is written; say so.", text="Your notes are saved.", chunk_size=4),
     )
     cfg = {"model": "test-model", "model_server": openai_server.base_url, "api_key": "k"}
-    server = serve(FnCallAgent(function_list=[write_file], llm=cfg, name="scribe"))
+    server = agui_serve(FnCallAgent(function_list=[write_file], llm=cfg, name="scribe"))
     status, events = run(server, "scribe", agent_input("t1", [user("Save my notes.")]))
     assert status == 200 and written == [BODY]
     kinds = types(events)
@@ -151,9 +135,9 @@ def book(city: str) -> str:
     return f"booked {city} on {day}"
 
 
-def test_a_question_is_an_interrupt_and_only_its_thread_owner_answers_it(serve: Any) -> None:
+def test_a_question_is_an_interrupt_and_only_its_thread_owner_answers_it(agui_serve: Any) -> None:
     llm = ScriptedLLM([[tool_call("book", {"city": "Rome"})], "Booked for May 3."])
-    server = serve(FnCallAgent(llm=llm, function_list=[book], name="travel"))
+    server = agui_serve(FnCallAgent(llm=llm, function_list=[book], name="travel"))
     status, events = run(server, "travel", agent_input("trip", [user("Book Rome.")]))
     assert status == 200 and "TOOL_CALL_RESULT" not in types(events)
     outcome = events[-1]["outcome"]
@@ -182,7 +166,7 @@ def test_a_question_is_an_interrupt_and_only_its_thread_owner_answers_it(serve: 
     assert roles == ["user", "assistant", "tool", "assistant"]
 
 
-def test_a_call_waiting_for_approval_is_an_interrupt_decided_by_resume(serve: Any) -> None:
+def test_a_call_waiting_for_approval_is_an_interrupt_decided_by_resume(agui_serve: Any) -> None:
     paid: list[str] = []
 
     @tool(requires_approval=True)
@@ -192,7 +176,7 @@ def test_a_call_waiting_for_approval_is_an_interrupt_decided_by_resume(serve: An
         return f"paid {to}"
 
     llm = ScriptedLLM([[tool_call("pay", {"to": "Bob"})], "Done."])
-    server = serve(FnCallAgent(llm=llm, function_list=[pay], name="bank"))
+    server = agui_serve(FnCallAgent(llm=llm, function_list=[pay], name="bank"))
     status, events = run(server, "bank", agent_input("pay-1", [user("Pay Bob.")]))
     (asked,) = events[-1]["outcome"]["interrupts"]
     assert asked["reason"] == "tool_approval" and asked["responseSchema"] == {"type": "boolean"} and paid == []
@@ -208,9 +192,9 @@ CONFIRM = {"name": "confirm", "description": "Ask the person on the page to conf
            "parameters": {"type": "object", "properties": {"what": {"type": "string"}}, "required": ["what"]}}  # fmt: skip
 
 
-def test_a_clients_tool_ends_the_run_and_only_its_result_for_that_call_continues_it(serve: Any) -> None:
+def test_a_clients_tool_ends_the_run_and_only_its_result_for_that_call_continues_it(agui_serve: Any) -> None:
     llm = ScriptedLLM([[tool_call("confirm", {"what": "the booking"})], "Confirmed, thank you."])
-    server = serve(FnCallAgent(llm=llm, function_list=[book], name="travel"))
+    server = agui_serve(FnCallAgent(llm=llm, function_list=[book], name="travel"))
     first = [user("Confirm my booking.")]
     status, events = run(server, "travel", agent_input("page", first, tools=[CONFIRM]))
     assert status == 200 and "TOOL_CALL_RESULT" not in types(events)
@@ -239,8 +223,8 @@ def test_a_clients_tool_ends_the_run_and_only_its_result_for_that_call_continues
     assert seen[0].text.startswith('<untrusted-data source="tool confirm">')  # marked as text from outside
 
 
-def test_a_client_cannot_replace_the_agents_own_tool_nor_send_what_the_agents_take_not(serve: Any) -> None:
-    server = serve(FnCallAgent(llm=ScriptedLLM(["hi"]), function_list=[book], name="travel"))
+def test_a_client_cannot_replace_the_agents_own_tool_nor_send_what_the_agents_take_not(agui_serve: Any) -> None:
+    server = agui_serve(FnCallAgent(llm=ScriptedLLM(["hi"]), function_list=[book], name="travel"))
     mine = {"name": "book", "description": "Book a trip, the client's way."}
     status, body = run(server, "travel", agent_input("x", [user("Book.")], tools=[mine]))
     assert status == 400 and body[0]["error"]["code"] == "tool_name_conflict"
@@ -252,11 +236,11 @@ def test_a_client_cannot_replace_the_agents_own_tool_nor_send_what_the_agents_ta
     assert status == 401
 
 
-def test_a_handoffs_receiver_is_a_step_and_the_handoff_a_custom_event(serve: Any) -> None:
+def test_a_handoffs_receiver_is_a_step_and_the_handoff_a_custom_event(agui_serve: Any) -> None:
     billing = FnCallAgent(llm=ScriptedLLM(["Refunded."]), name="billing", description="Refunds.")
     triage = FnCallAgent(llm=ScriptedLLM([tool_call("transfer_to_billing", {})]), name="triage",
                          handoffs=[handoff(billing)])  # fmt: skip
-    server = serve(triage)
+    server = agui_serve(triage)
     status, events = run(server, "triage", agent_input("h", [user("Refund me.")]))
     assert status == 200
     custom = next(e for e in events if e["type"] == "CUSTOM")
@@ -272,7 +256,7 @@ def test_ag_ui_needs_api_keys() -> None:
 
 
 def test_a_client_that_goes_away_leaves_the_threads_turn_to_end_and_be_stored(
-    serve: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    agui_serve: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     import threading
     import time
@@ -289,7 +273,9 @@ def test_a_client_that_goes_away_leaves_the_threads_turn_to_end_and_be_stored(
         release.wait(60)
         return "done"
 
-    server = serve(FnCallAgent(llm=ScriptedLLM([tool_call("slow", {}), "Finished."]), function_list=[slow], name="s"))
+    server = agui_serve(
+        FnCallAgent(llm=ScriptedLLM([tool_call("slow", {}), "Finished."]), function_list=[slow], name="s")
+    )
     url = server.a2a_url + "/ag-ui/s"
     with httpx.stream("POST", url, json=agent_input("away", [user("Go.")]), headers={"Authorization": "Bearer key-alice"},
                       timeout=60) as r:  # fmt: skip
@@ -308,8 +294,8 @@ def test_a_client_that_goes_away_leaves_the_threads_turn_to_end_and_be_stored(
     assert [m["role"] for m in session.messages()] == ["user", "assistant", "function", "assistant"]
 
 
-def test_another_key_naming_the_same_thread_sees_none_of_it(serve: Any) -> None:
-    server = serve(BasicAgent(llm=ScriptedLLM(default="Noted."), name="notes"))
+def test_another_key_naming_the_same_thread_sees_none_of_it(agui_serve: Any) -> None:
+    server = agui_serve(BasicAgent(llm=ScriptedLLM(default="Noted."), name="notes"))
     status, _ = run(server, "notes", agent_input("shared-name", [user("My PIN is 4711.")]))
     assert status == 200
     status, events = run(server, "notes", agent_input("shared-name", [user("What did I say?")]), key="key-bob")
@@ -322,7 +308,7 @@ def test_another_key_naming_the_same_thread_sees_none_of_it(serve: Any) -> None:
     assert [m.get("content") for m in snapshot["messages"]] == ["My PIN is 4711.", "Noted.", "And now?", "Noted."]
 
 
-def test_a_calls_end_reaches_the_client_while_its_tool_still_runs(serve: Any) -> None:
+def test_a_calls_end_reaches_the_client_while_its_tool_still_runs(agui_serve: Any) -> None:
     seen = threading.Event()
 
     @tool
@@ -333,7 +319,7 @@ def test_a_calls_end_reaches_the_client_while_its_tool_still_runs(serve: Any) ->
         return f"done for {city}"
 
     llm = ScriptedLLM([[tool_call("slow", {"city": "Oslo"})], "All done."])
-    server = serve(FnCallAgent(llm=llm, function_list=[slow], name="slowpoke"))
+    server = agui_serve(FnCallAgent(llm=llm, function_list=[slow], name="slowpoke"))
     headers = {"Authorization": "Bearer key-alice", "Accept": "text/event-stream"}
     events: list[dict] = []
     body = agent_input("slow-1", [user("Go.")])
@@ -356,7 +342,7 @@ def checked_json(line: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("retry", [{"path": "notes-a.txt"}, {"path": "other.txt"}])
 def test_a_retried_model_stream_sends_arguments_that_parse_once(
-    serve: Any, openai_server: Any, retry: dict[str, Any]
+    agui_serve: Any, openai_server: Any, retry: dict[str, Any]
 ) -> None:
     def write_file(path: str) -> str:
         """Write a file."""
@@ -369,7 +355,7 @@ def test_a_retried_model_stream_sends_arguments_that_parse_once(
     )
     cfg = {"model": "test-model", "model_server": openai_server.base_url, "api_key": "k",
            "generate_cfg": {"retry_delay": 0.01}}  # fmt: skip
-    server = serve(FnCallAgent(function_list=[write_file], llm=cfg, name="writer"))
+    server = agui_serve(FnCallAgent(function_list=[write_file], llm=cfg, name="writer"))
     status, events = run(server, "writer", agent_input("retry-1", [user("Save.")]))
     assert status == 200 and len(openai_server.chat_requests) == 3  # the first stream broke and was retried
     result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
