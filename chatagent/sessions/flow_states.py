@@ -43,8 +43,6 @@ DELETE = "DELETE FROM chatagent_flows WHERE flow_id = ?"
 RUNNING = "running"  # a step's status
 STEP = "step"  # the record's key holding its step number
 
-_ready: set[int] = set()  # the stores whose table exists (by id: stores live as long as the process)
-_ready_lock = threading.Lock()
 _writers: dict[Path, journal.Writer] = {}  # the journals this process has open, by path (one writer each)
 _writers_lock = threading.Lock()
 
@@ -58,14 +56,7 @@ class FlowStates:
         self.store = open_store(store)
         self._journaled = isinstance(self.store, SQLiteStore) and journal.fcntl is not None
         self._paths: dict[str, Path] = {}  # flow id -> its journal's path
-        key = id(self.store)
-        if key not in _ready:
-            with _ready_lock:
-                if key not in _ready:
-                    with self.store._write() as cur:
-                        cur.execute(TABLE.format(**self.store.dialect), ())
-                        cur.execute(flow_checkpoints.TABLE.format(**self.store.dialect), ())
-                    _ready.add(key)
+        self.store.ensure_tables("flows", (TABLE, flow_checkpoints.TABLE))
 
     def save(self, flow_id: str, flow_class: str, status: str, record: dict[str, Any], *,
              keep: int = flow_checkpoints.DEFAULT_KEEP, checkpoint: bool = False) -> None:  # fmt: skip

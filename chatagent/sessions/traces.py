@@ -12,7 +12,6 @@ as if it did not exist. A store keeps at most `keep` traces per owner (the oldes
 from __future__ import annotations
 
 import os
-import threading
 import time
 import zlib
 from dataclasses import dataclass
@@ -65,8 +64,6 @@ DELETE_REPORT = "DELETE FROM chatagent_eval_reports WHERE owner = ? AND report_i
 DEFAULT_KEEP = 10_000  # traces per owner; the oldest go
 _ZLIB = b"\x78"  # how a compressed body starts (a JSON one starts with "{")
 _PRUNE_EVERY = 100  # writes between two prunings of one store
-_ready: dict[int, SQLStore] = {}  # the stores whose tables exist, by id (held here, so that an id is not reused)
-_ready_lock = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,14 +109,7 @@ class TraceStore:
         self.store = open_store(store)
         self.keep = keep
         self._writes = 0
-        key = id(self.store)
-        if key not in _ready:
-            with _ready_lock:
-                if key not in _ready:
-                    with self.store._write() as cur:
-                        for statement in TABLES:
-                            cur.execute(statement.format(**self.store.dialect), ())
-                    _ready[key] = self.store
+        self.store.ensure_tables("traces", TABLES)
 
     # ---- traces -------------------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ import socket
 import stat
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,3 +81,50 @@ def test_the_stores_sqlite_files_are_private(tmp_path: Path) -> None:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     memory.close()
+
+
+def _open_flows_and_traces(url: str, start: Any, failures: Any) -> None:
+    """(A process of the test below.) Connect, wait for the others, open the store's flows and traces."""
+    from chatagent.sessions.flow_states import FlowStates
+    from chatagent.sessions.postgres import PostgresStore
+    from chatagent.sessions.traces import TraceStore
+
+    store = PostgresStore(url)
+    start.wait(timeout=120)
+    try:
+        FlowStates(store)
+        TraceStore(store)
+    except Exception as e:  # noqa: BLE001 (the test reports every failure)
+        failures.put(repr(e)[:300])
+    finally:
+        store.close()
+
+
+def test_processes_opening_one_postgres_store_at_once_create_the_flow_and_trace_tables_once(postgres) -> None:
+    """Processes opening one store's flows at once (a replica reading a flow the worker starts) each send
+    `CREATE TABLE IF NOT EXISTS`, which PostgreSQL fails on its catalogue's unique index when two overlap (17 of 20
+    rounds of eight connections did, unlocked): a store creates a feature's tables under the schema lock. Six
+    processes, connected, then released together, open the flows and traces of a new schema, three times."""
+    pytest.importorskip("psycopg")
+    import multiprocessing
+
+    from chatagent.sessions.flow_states import FlowStates
+    from chatagent.sessions.postgres import PostgresStore
+
+    ctx = multiprocessing.get_context("spawn")
+    for _ in range(3):
+        url = postgres.new_store_url()
+        start, failures = ctx.Barrier(6), ctx.Queue()
+        procs = [ctx.Process(target=_open_flows_and_traces, args=(url, start, failures)) for _ in range(6)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=180)
+        assert [p.exitcode for p in procs] == [0] * 6
+        found = []
+        while not failures.empty():
+            found.append(failures.get(timeout=10))
+        assert found == []
+        store = PostgresStore(url)
+        assert FlowStates(store).load("none") is None
+        store.close()
