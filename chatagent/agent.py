@@ -220,21 +220,6 @@ class Agent(RunSteps):
         self._llm_cfg = value
         self._llm = value if isinstance(value, BaseChatModel) else None
 
-    @property
-    def model_built(self) -> bool:
-        """Whether the model is built (on first use of `llm`, or by `build_model`)."""
-        return self._llm is not None
-
-    def build_model(self) -> None:
-        """Build the model from its config now, if it is not built (`arun` calls this in a worker thread: the first
-        build imports the model's backend, which would stall the event loop). A config error is left for the run
-        to raise, where the run reports it."""
-        if self._llm is None:
-            try:
-                _ = self.llm
-            except Exception:  # raised again, with the run's reporting, when the run reads `llm`
-                return
-
     def close(self) -> None:
         """Close the tools: end the processes and connections they hold (code sandboxes, MCP servers).
 

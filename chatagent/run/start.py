@@ -64,7 +64,16 @@ ASYNC: Driving[AsyncIterator[Fragments]] = Driving(
 
 def _model_build(agent: Runnable) -> Callable[[], object] | None:
     """The agent's model build when it is still to be done, for `adrive` to do off the event loop."""
-    return None if getattr(agent, "model_built", True) else getattr(agent, "build_model", None)
+    if getattr(agent, "model_built", True):
+        return None
+
+    def build() -> None:
+        try:
+            _ = agent.llm
+        except Exception:  # a config's error: raised again, with the run's reporting, when the run reads `llm`
+            return
+
+    return build
 
 
 def prepare(
