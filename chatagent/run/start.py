@@ -64,7 +64,7 @@ ASYNC: Driving[AsyncIterator[Fragments]] = Driving(
 
 def _model_build(agent: Runnable) -> Callable[[], object] | None:
     """The agent's model build when it is still to be done, for `adrive` to do off the event loop."""
-    if getattr(agent, "model_built", True):
+    if agent.model_built:
         return None
 
     def build() -> None:
