@@ -303,7 +303,8 @@ def test_a_core_install_first_error_names_the_local_extra(tmp_path: Path) -> Non
 def test_main_reports_mistakes_without_a_traceback(capsys, agent_file: Path) -> None:
     assert main(["chat", "--agent", f"{agent_file}:agent", "--model", "m"]) == 2
     assert "cannot be combined" in capsys.readouterr().err
-    assert main(["serve", "--agent", "nowhere_xyz:agent"]) == 2
+    # (a free port: the default 8000 may be another program's, and a busy port is said first)
+    assert main(["serve", "--agent", "nowhere_xyz:agent", "--port", str(_free_port())]) == 2
     assert "cannot import" in capsys.readouterr().err
 
 
