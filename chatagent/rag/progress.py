@@ -19,7 +19,8 @@ class Progress:
     - 'read': a page of `source` was read (`done` pages of `total`; PDFs, as they are parsed); `reader` names the
       second extractor when the page was read again with it ('pypdf': PDFium's text of it looked wrong);
     - 'prepare': `source`'s text is being cut into pieces and counted (`done` of `total` MB), after it was read;
-    - 'parse', 'cached', 'failed': file number `done` of `total` was parsed, found in the cache, or failed;
+    - 'parse', 'cached', 'failed': file number `done` of `total` was parsed, found in the cache (this content was
+      parsed before, maybe under another name or by another process), or failed;
     - 'indexing': the set's index is being built (`done` of `total` pieces);
     - 'index': the set's index is ready (`total` files); 'search': the set is being searched;
     - 'embed': the search is by keywords only, while `done` passages of `total` have vectors for search by meaning.
@@ -44,7 +45,7 @@ class Progress:
         if self.stage == "parse":
             return f"Read {self.source} (file {self.done} of {self.total}, {self.seconds:.1f} s)"
         if self.stage == "cached":
-            return f"{self.source}: read before (file {self.done} of {self.total})"
+            return f"{self.source}: taken from the cache of files parsed before (file {self.done} of {self.total})"
         if self.stage == "failed":
             return f"Could not read {self.source}"
         if self.stage == "index":

@@ -267,13 +267,18 @@ def _step(gen: AgentLoop, value: Any, error: BaseException | None) -> LoopItem |
         return _DONE
 
 
-async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
+async def adrive(
+    gen: AgentLoop, in_thread: bool, before: Callable[[], object] | None = None
+) -> AsyncIterator[Fragments]:
     """Run an agent's loop on the running event loop: yield its fragments, carry out its requests.
 
-    `in_thread`: step the loop's own code in a worker thread (for agents whose `_run` may block).
+    `in_thread`: step the loop's own code in a worker thread (for agents whose `_run` may block). `before`: work
+    done in a worker thread before the first step (building the agent's model: its first build imports a backend).
     """
     import asyncio  # here, not at the top: `import chatagent` stays fast for code that never goes async
 
+    if before is not None:
+        await asyncio.to_thread(before)
     value: Any = None
     events = getattr(CURRENT.get(), "events", None)  # run(..., events=True): the stream's Listener
     error: BaseException | None = None

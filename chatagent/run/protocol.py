@@ -72,6 +72,11 @@ class Runnable(Protocol):
         """Where its `cache=True` tools keep results (None without tools)."""
         ...
 
+    @property
+    def model_built(self) -> bool:
+        """Whether `llm` is built yet (`arun()` builds it in a worker thread first: a first build imports a backend)."""
+        ...
+
     def tools_need_approval(self) -> bool:
         """Whether a call of one of its tools may pause a run for a person's approval."""
         ...

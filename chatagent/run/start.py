@@ -57,9 +57,23 @@ SYNC: Driving[Iterator[Fragments]] = Driving(
 )
 #: `arun()`: the loop driven on the running event loop (its own code in a worker thread unless it is async-safe)
 ASYNC: Driving[AsyncIterator[Fragments]] = Driving(
-    lambda loop, agent: adrive(loop, not agent.async_safe), lambda turns: turns.arun_turn,
+    lambda loop, agent: adrive(loop, not agent.async_safe, _model_build(agent)), lambda turns: turns.arun_turn,
     event_stream.AsyncEvents,
 )  # fmt: skip
+
+
+def _model_build(agent: Runnable) -> Callable[[], object] | None:
+    """The agent's model build when it is still to be done, for `adrive` to do off the event loop."""
+    if agent.model_built:
+        return None
+
+    def build() -> None:
+        try:
+            _ = agent.llm
+        except Exception:  # a config's error: raised again, with the run's reporting, when the run reads `llm`
+            return
+
+    return build
 
 
 def prepare(

@@ -40,6 +40,8 @@ class RunSteps:
     #: which of `_call_llm`, `_call_tool`, `_detect_tool` a subclass overrides (see `chatagent.run.compat`)
     overridden_steps: ClassVar[frozenset[str]] = frozenset()
 
+    _llm: BaseChatModel | None  # Agent's model, once `llm` has built it from the config
+
     if TYPE_CHECKING:  # Agent's properties
 
         @property
@@ -47,6 +49,11 @@ class RunSteps:
 
         @property
         def tool_cache(self) -> ToolCache | None: ...
+
+    @property
+    def model_built(self) -> bool:
+        """Whether `llm` is built (`arun()` builds it in a worker thread first: a first build imports a backend)."""
+        return self._llm is not None
 
     @overload
     def _call_llm(

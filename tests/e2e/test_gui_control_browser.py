@@ -97,6 +97,21 @@ def test_approve_and_deny_buttons_resume_the_run(page, app) -> None:
     assert backend.wiped == ["sdb"] and "The user said: sda holds the system" in backend.seen[-1]
 
 
+def test_the_approval_prompt_shows_the_calls_arguments_unfolded(page, app) -> None:
+    """Issue 43.16: the arguments of a call waiting for approval were only inside the call's collapsed block, so a
+    person approved without seeing what the call would do; the prompt shows them in view."""
+    from playwright.sync_api import expect
+
+    _, backend = app
+    send(page, "please wipe sdz7")
+    expect(page.locator("#approval-row")).to_be_visible()
+    shown = page.locator("#chatbot code:visible", has_text='"disk": "sdz7"')
+    expect(shown.first).to_be_visible()
+    page.click("#deny-btn")
+    expect(page.locator("#approval-row")).to_be_hidden()
+    assert "sdz7" not in backend.wiped
+
+
 def test_a_blocked_answer_shows_as_blocked(page, app) -> None:
     from playwright.sync_api import expect
 

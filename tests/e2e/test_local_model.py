@@ -85,6 +85,40 @@ def test_stop_loops_is_a_config_key(local_server: LocalServer) -> None:
     assert llm.chat([{"role": "user", "content": "Say hello."}], stream=False)[0]["content"]
 
 
+async def _last_text(stream) -> str:
+    out = [r async for r in stream]
+    return out[-1][-1].text
+
+
+RUNS_ON = ("What is photosynthesis?", "Who wrote Romeo and Juliet?")  # SmolLM2 answers, then runs on
+
+
+def test_an_answer_ends_where_it_has_answered_on_the_real_runtime(local_server: LocalServer) -> None:
+    """Issue 43.8 (the Assistant's passage summary ran on to the token cap): with `answer_to` (the question, as the
+    Assistant gives it) the embedded model's answer ends at the sentence where it has answered, the drift after
+    it taken back: the same greedy answer, cut at a sentence's end. Sync and async read the stream the same way."""
+    import asyncio
+
+    from chatagent.schema import Message
+
+    llm = LocalModel({"model_type": "local"})
+    cut = 0
+    for question in RUNS_ON:
+        asked = [Message("user", question)]
+        *_, full = llm.chat(asked, stream=True, extra_generate_cfg={**GREEDY, "max_tokens": 120})
+        with_question = {**GREEDY, "max_tokens": 120, "answer_to": question}
+        *_, kept = llm.chat(asked, stream=True, extra_generate_cfg=with_question)
+        whole, answer = full[-1].text, kept[-1].text
+        assert answer and whole.startswith(answer), (whole, answer)  # only taken back, never changed
+        if len(answer) < len(whole):
+            cut += 1
+            assert answer.rstrip()[-1] in ".!?", answer  # at a sentence's end
+            assert (kept[-1].extra or {}).get("stop_reason") is None  # its natural end: no stop reason
+
+        assert asyncio.run(_last_text(llm.achat(asked, stream=True, extra_generate_cfg=with_question))) == answer
+    assert cut, "the answer guard cut no answer of the real model"
+
+
 def test_llama_tokenizer_counts_many_texts_as_one_by_one(local_server: LocalServer) -> None:
     tokenizer = local_server.tokenizer
     texts = ["Hello world.", "", "The quick brown fox", "Hello world.", "Zürich 東京 42"]

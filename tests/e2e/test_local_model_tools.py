@@ -160,3 +160,25 @@ def test_the_web_ui_shows_the_embedded_models_call_its_result_and_answer(local_s
             browser.close()
     finally:
         ui.close()
+
+
+def test_the_readme_approval_snippet_pays_bob_500_on_the_embedded_model(
+    local_server: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 43.10: the README's approval snippet, run as written with no key (so on the embedded model), waited
+    for approval of pay(to='Pay Bob 500', amount=500): the argument grammar quoted the whole request for a name.
+    The call that waits names the person."""
+    from chatagent import TextPolicy, pending_approval, tool
+
+    for name in ("DASHSCOPE_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+
+    @tool(requires_approval=True)
+    def pay(to: str, amount: float) -> str:
+        """Send money."""
+        return f"paid {amount} to {to}"
+
+    bot = FnCallAgent(function_list=[pay], plugins=[TextPolicy(redact=[r"sk-[A-Za-z0-9]{20,}"], on="input")])
+    response = bot.run_nonstream([{"role": "user", "content": "Pay Bob 500."}])
+    [waiting] = pending_approval(response) or []
+    assert waiting["name"] == "pay" and json.loads(waiting["arguments"]) == {"to": "Bob", "amount": 500}, waiting

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 from chatagent import FnCallAgent, Message, ScriptedLLM, tool, tool_call
 from chatagent.gui import WebUI
@@ -23,15 +24,28 @@ def test_a_blocked_answer_says_by_whom_and_why_escaped() -> None:
     assert texts(msg) == [f"No &lt;b>way&lt;/b>.\n\n{icon('blocked')} *Blocked by **piix**: an &lt;e-mail>*"]
 
 
-def test_a_call_waiting_for_approval_shows_the_call_then_the_wait() -> None:
-    call = Message("assistant", "", function_call={"name": "wipe", "arguments": '{"disk": "sda"}'},
-                   extra={"function_id": "c1", "pending_approval": [{"id": "c1", "name": "wipe", "arguments": "{}"}]})  # fmt: skip
+def test_a_call_waiting_for_approval_shows_the_call_then_the_wait_with_its_arguments() -> None:
+    args = '{"disk": "sda"}'
+    call = Message("assistant", "", function_call={"name": "wipe", "arguments": args},
+                   extra={"function_id": "c1", "pending_approval": [{"id": "c1", "name": "wipe", "arguments": args}]})  # fmt: skip
     views = render_message(call)
     assert views[0]["metadata"]["title"].endswith("wipe") and '"disk": "sda"' in message_text(views[0])
-    assert (
-        message_text(views[1])
-        == f"{icon('paused')} *Waiting for your approval to run **wipe**: Approve or Deny below.*"
+    assert "metadata" not in views[1]  # in view, not folded: the person decides on what it shows
+    assert message_text(views[1]) == (
+        f"{icon('paused')} *Waiting for your approval to run **wipe**: Approve or Deny below.*\n\n"
+        '```json\n{\n  "disk": "sda"\n}\n```'
     )
+
+
+def test_the_approval_prompt_names_each_of_several_calls_and_shortens_long_arguments() -> None:
+    long = json.dumps({"text": "x" * 10_000})
+    pending = [
+        {"id": "a", "name": "wipe", "arguments": '{"disk": "sda"}'},
+        {"id": "b", "name": "note", "arguments": long},
+    ]
+    shown = message_text(render_message(Message("assistant", "", extra={"pending_approval": pending}))[-1])
+    assert "**wipe**\n\n```json" in shown and "**note**\n\n```json" in shown and '"disk": "sda"' in shown
+    assert "characters more, in the call's block above" in shown and len(shown) < 9_000
 
 
 def test_decisions_render_as_the_persons_message() -> None:

@@ -206,6 +206,18 @@ def test_bad_files_are_reported_and_the_rest_still_answer(tmp_path: Path, store:
     assert [e.reason for e in again.errors] == ["broken"] and store.parses == 3
 
 
+def test_a_file_whose_content_is_in_the_cache_is_not_said_to_be_read_before(tmp_path: Path) -> None:
+    """Issue 43.16: a file uploaded for the first time was shown as 'read before' when its content was in the
+    disk cache (parsed earlier, under another name or by another process): the line says where it came from."""
+    write(tmp_path / "first.txt", manual_text("install"))
+    DocStore(tmp_path / "ws").retrieve([tmp_path / "first.txt"], "x", 100)
+    copy = write(tmp_path / "never_read.txt", manual_text("install"))  # the same content, a new name
+    events: list[Progress] = []
+    DocStore(tmp_path / "ws").retrieve([copy], "x", 100, on_progress=events.append)  # a new store: a new process
+    [cached] = [e for e in events if e.stage == "cached"]
+    assert cached.describe() == "never_read.txt: taken from the cache of files parsed before (file 1 of 1)"
+
+
 def test_too_large_limit_applies_in_the_store(tmp_path: Path) -> None:
     path = write(tmp_path / "big.txt", "word " * 1000)
     found = DocStore(tmp_path / "ws", max_bytes=100).retrieve([path], "word", 100)

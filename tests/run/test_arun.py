@@ -436,3 +436,64 @@ def test_a_backend_whose_async_stream_has_no_aclose_works_under_achat():
     streamed, whole = run(main())
     assert streamed == [[{"role": "assistant", "content": "no aclose"}]]
     assert whole == [{"role": "assistant", "content": "no aclose"}]
+
+
+COLD_FIRST_RUN = """
+import asyncio, json, sys, threading
+
+import chatagent.agents.basic  # what a program imports at its top: the model's backend is imported on first use
+from chatagent import BasicAgent
+
+BACKEND = "chatagent.llm.openai.chat"
+assert BACKEND not in sys.modules
+imported_on: list[str] = []
+
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == BACKEND:
+            imported_on.append(threading.current_thread().name)
+        return None
+
+
+sys.meta_path.insert(0, Watch())
+
+
+async def main() -> dict:
+    loop_thread = threading.current_thread().name
+    bot = BasicAgent(llm={"model": "m", "model_server": sys.argv[1], "api_key": "k"})
+    async for rsp in bot.arun([{"role": "user", "content": "hi"}]):
+        pass
+    return {"loop": loop_thread, "imported_on": imported_on, "answer": rsp[-1]["content"]}
+
+
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_new_process_first_arun_builds_its_model_off_the_event_loop(openai_server, tmp_path) -> None:
+    """Issue 43.20: a new agent's first `arun()` built its model on the event loop, importing the backend there
+    (16 ms of the loop's CPU in a fresh process: every task on the loop waited); the build now runs in a worker
+    thread before the first step."""
+    import json
+    import subprocess
+    import sys
+
+    openai_server.add("pong")
+    script = tmp_path / "cold.py"
+    script.write_text(COLD_FIRST_RUN)
+    out = subprocess.run([sys.executable, str(script), openai_server.base_url], capture_output=True, text=True,
+                         timeout=100, cwd=str(tmp_path.parent))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.splitlines()[-1])
+    assert got["answer"] == "pong"
+    assert len(got["imported_on"]) == 1 and got["imported_on"] != [got["loop"]], got
+
+
+def test_a_model_config_error_is_still_raised_by_the_run() -> None:
+    """The build off the loop leaves a bad config's error to the run, which raises it as before."""
+    bot = BasicAgent(llm={"model_type": "no-such-backend", "model": "m"})
+    with pytest.raises(ValueError, match="unknown model_type 'no-such-backend'"):
+        run(collect_arun(bot, USER))
+    assert not bot.model_built
