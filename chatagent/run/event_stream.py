@@ -31,8 +31,8 @@ from __future__ import annotations
 import contextvars
 import logging
 import threading
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
+from time import time as _now
 from typing import TYPE_CHECKING, Any
 
 from chatagent.run.events import INTERRUPT, KINDS, Callbacks, Event
@@ -55,7 +55,7 @@ class RunEvent:
     def __init__(self, type: str, agent: str | None, run_id: str | None, parent_id: str | None,
                  data: dict[str, Any]) -> None:  # fmt: skip
         self.type, self.agent, self.run_id, self.parent_id = type, agent, run_id, parent_id
-        self.time = time.time()
+        self.time = _now()
         self.data = data
 
     def to_dict(self) -> dict[str, Any]:
@@ -398,9 +398,20 @@ class Merged:
 def events(stream: Iterator[list[Fragment]], ctx: RunContext) -> Iterator[RunEvent]:
     """The run's events: `stream`'s fragments (a delta run's) and its listener's, in the order they happened."""
     merged = Merged(ctx)
+    pending, drained, agent, run_id = merged.pending, merged.listener.drained, merged.agent, merged.run_id
     try:
         for fragments in stream:
-            yield from merged.take(fragments)
+            if pending:
+                yield from drained()
+            if len(fragments) == 1:  # the common chunk, a piece of text, written out here: the per-chunk path
+                f = fragments[0]
+                text = f.content
+                if (f.extra is None and f.function_call is None and not f.reasoning_content and not f.replace
+                        and type(text) is str and text and f.role == "assistant"):  # fmt: skip
+                    yield RunEvent("text_delta", agent, run_id, None, {"index": f.index, "text": text})
+                    continue
+            if fragments:
+                yield from fragment_events(fragments, agent, run_id, merged.calls)
     finally:
         close = getattr(stream, "close", None)
         if close is not None:
