@@ -148,3 +148,52 @@ def test_a_retried_stream_rebuilds_exactly_the_final_arguments(openai_server: An
     restarts = [ev for ev in events if ev.type == "tool_call_restart"]
     assert len(restarts) == (0 if retry == {"path": "notes-a.txt"} else 1)  # the same prefix: only what is new
     assert next(ev for ev in events if ev.type == "tool_start").data["arguments"] == args
+
+
+class ThreadsStarted:
+    """Counts the threads started while it is entered (each calls the profile hook `threading.setprofile` gives new
+    threads once, at its start, and then drops it), with their names."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.lock = threading.Lock()
+
+    def _hook(self, frame: Any, event: str, arg: Any) -> None:
+        import sys
+
+        sys.setprofile(None)  # once a thread
+        with self.lock:
+            self.names.append(threading.current_thread().name)
+
+    def __enter__(self) -> ThreadsStarted:
+        threading.setprofile(self._hook)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        threading.setprofile(None)  # type: ignore[arg-type]
+
+
+def _many_calls_bot() -> FnCallAgent:
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return f"value of {key}"
+
+    script: list[Any] = [tool_call("lookup", {"key": f"k{i}"}) for i in range(12)]  # twelve turns of one call
+    script.append([tool_call("lookup", {"key": f"p{i}"}) for i in range(4)])  # then four calls at once
+    return FnCallAgent(llm=ScriptedLLM([*script, "All looked up."]), function_list=[lookup], max_llm_calls=20)
+
+
+def test_the_event_stream_waits_for_many_tool_calls_without_a_thread_per_call() -> None:
+    with ThreadsStarted() as plain:
+        list(_many_calls_bot().run(USER))
+    with ThreadsStarted() as stream:
+        events: list[Any] = list(_many_calls_bot().run(USER, events=True))
+    ends = [ev.data["result"] for ev in events if ev.type == "tool_end"]
+    assert ends == [f"value of k{i}" for i in range(12)] + [f"value of p{i}" for i in range(4)]
+    assert len(plain.names) == 4  # the four calls at once: the batch's workers
+    # the stream adds one worker thread of its own for the whole run, not one per wait (it was 16 more)
+    assert len(stream.names) <= len(plain.names) + 1, stream.names
+    for t in threading.enumerate():  # and it ends with the stream
+        if t.name == "chatagent-events-wait":
+            t.join(WAIT)
+            assert not t.is_alive()
