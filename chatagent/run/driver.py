@@ -177,6 +177,8 @@ def drive(gen: AgentLoop) -> Generator[Fragments, None, None]:
                 s = ModelStream(item)  # the model call, written out here (as in adrive): one layer less per chunk
                 push, stream = s.push, model_stream(item, s.usage)
                 try:
+                    if events is not None and events.pending:  # model_start goes out as the request leaves
+                        yield []
                     for fragments in stream:
                         out = push(fragments)
                         if out:
@@ -298,6 +300,8 @@ async def adrive(gen: AgentLoop, in_thread: bool) -> AsyncIterator[Fragments]:
                     push = s.push
                     stream = item.llm.achat(item.messages, item.functions, **chat_args(item, s.usage))
                     try:
+                        if events is not None and events.pending:  # model_start goes out as the request leaves
+                            yield []
                         async for fragments in stream:
                             out = push(fragments)
                             if out:

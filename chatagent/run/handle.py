@@ -39,9 +39,7 @@ class Run(Iterator[_Out]):
     def __init__(
         self, gen: Iterator[list[Fragment]], out: Callable[[list[Fragment]], _Out], context: RunContext
     ) -> None:
-        self._gen = gen
-        self._out = out
-        self.context = context
+        self._gen, self._out, self.context = gen, out, context
 
     @property
     def usage(self) -> Usage:
@@ -77,9 +75,7 @@ class ARun(AsyncIterator[_Out]):
     def __init__(
         self, agen: AsyncIterator[list[Fragment]], out: Callable[[list[Fragment]], _Out], context: RunContext
     ) -> None:
-        self._agen = agen
-        self._out = out
-        self.context = context
+        self._agen, self._out, self.context = agen, out, context
 
     @property
     def usage(self) -> Usage:

@@ -197,3 +197,35 @@ def test_the_event_stream_waits_for_many_tool_calls_without_a_thread_per_call() 
         if t.name == "chatagent-events-wait":
             t.join(WAIT)
             assert not t.is_alive()
+
+
+@pytest.mark.parametrize("driver", ["run", "arun"])
+def test_model_start_comes_out_before_the_models_first_chunk(openai_server: Any, driver: str) -> None:
+    seen = threading.Event()
+    held: list[bool] = []
+
+    def answer(request: Any) -> OpenAIReply:  # the server holds its whole reply until the test saw model_start
+        held.append(seen.wait(WAIT))
+        return OpenAIReply(text="Hello there.")
+
+    openai_server.add(answer)
+    bot = FnCallAgent(llm={"model": "m", "model_server": openai_server.base_url, "api_key": "k"}, name="bot")
+    types: list[str] = []
+
+    def saw(ev: Any) -> None:
+        types.append(ev.type)
+        if ev.type == "model_start":
+            seen.set()
+
+    if driver == "run":
+        for ev in bot.run(USER, events=True):
+            saw(ev)
+    else:
+
+        async def main() -> None:
+            async for ev in bot.arun(USER, events=True):
+                saw(ev)
+
+        asyncio.run(main())
+    assert held == [True], "model_start came out only with the model's first chunk"
+    assert types[:2] == ["run_start", "model_start"] and "text_delta" in types and types[-1] == "run_end"
