@@ -103,8 +103,7 @@ class ARun(AsyncIterator[_Out]):
 
 def output(name: str | None, as_dicts: bool, delta_stream: bool, context: RunContext | None = None
            ) -> Callable[[list[Fragment]], Output]:  # fmt: skip
-    """What turns each list of fragments into what the caller gets (a run's events, with `events=True`, as they
-    are)."""
+    """What the caller gets of each list of fragments (with `events=True`, the run's events as they are)."""
     if delta_stream or (context is not None and context.events is not None):
         return _as_they_are(name, as_dicts, context)
     response = DictResponse() if as_dicts else Response()

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from chatagent import FnCallAgent, ScriptedLLM, tool, tool_call
+from chatagent import Agent, FnCallAgent, Message, ScriptedLLM, tool, tool_call
 from chatagent.run import event_stream
+from chatagent.run.agent_tool import AgentTool
 from chatagent.run.context import current_run
 from chatagent.run.events import PROGRESS, tell
 from tests.support.openai_server import Reply as OpenAIReply
@@ -229,3 +230,73 @@ def test_model_start_comes_out_before_the_models_first_chunk(openai_server: Any,
         asyncio.run(main())
     assert held == [True], "model_start came out only with the model's first chunk"
     assert types[:2] == ["run_start", "model_start"] and "text_delta" in types and types[-1] == "run_end"
+
+
+class _QwenStyle(Agent):
+    """A `_run` written the Qwen-Agent way: it calls its tool in place (so `arun()` steps it in a worker thread)."""
+
+    def _run(self, messages: Any, lang: str = "en", **kwargs: Any) -> Any:
+        out = self._call_tool(self.tool_name, {"city": "Oslo"} if self.tool_name == "slow" else {"task": "look k"})
+        yield [Message(role="assistant", content=f"got {out}")]
+
+    tool_name = "slow"
+
+
+def test_an_in_thread_arun_step_gives_its_events_out_while_it_runs() -> None:
+    seen = threading.Event()
+
+    @tool
+    def slow(city: str) -> str:
+        """Waits until the consumer saw the call start."""
+        if not seen.wait(WAIT):
+            raise TimeoutError("tool_start did not reach the consumer while the step ran")
+        return f"done for {city}"
+
+    bot = _QwenStyle(function_list=[slow], llm=ScriptedLLM(["unused"]))
+    assert not bot.async_safe  # its own _run: arun() steps it in a worker thread
+
+    async def main() -> list[Any]:
+        out = []
+        async for ev in bot.arun(USER, events=True):
+            out.append(ev)
+            if ev.type == "tool_start":
+                seen.set()
+        return out
+
+    events = asyncio.run(main())
+    assert [ev.data["result"] for ev in events if ev.type == "tool_end"] == ["done for Oslo"]
+    assert events[-1].type == "run_end" and events[-1].data["error"] is None
+
+
+@pytest.mark.parametrize("driver", ["run", "arun"])
+def test_an_agent_tool_called_in_place_under_the_event_stream_ends(driver: str) -> None:
+    """A step that drives a loop of its own (a Qwen-style `_call_tool` of an agent used as a tool, whose agent calls a
+    tool) carries its waits out in place: they cannot wait for the stream's worker thread, which may be the one
+    running them."""
+    inner = FnCallAgent(llm=ScriptedLLM([tool_call("lookup_key", {"key": "k"}), "inner done"]),
+                        function_list=[lookup_key], name="inner", description="Looks keys up.")  # fmt: skip
+    bot = _QwenStyle(function_list=[AgentTool(inner)], llm=ScriptedLLM(["unused"]))
+    bot.tool_name = "inner"
+    box: list[list[Any]] = []
+
+    def consume() -> None:
+        if driver == "run":
+            box.append(list(bot.run(USER, events=True)))
+        else:
+
+            async def main() -> list[Any]:
+                return [ev async for ev in bot.arun(USER, events=True)]
+
+            box.append(asyncio.run(main()))
+
+    worker = threading.Thread(target=consume, daemon=True)
+    worker.start()
+    worker.join(WAIT)
+    assert box, "the run did not end: a nested loop's tool wait waited for the thread it ran in"
+    ends = [ev.data["result"] for ev in box[0] if ev.type == "tool_end"]
+    assert ends == ["value of k", "inner done"]
+
+
+def lookup_key(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"
