@@ -68,7 +68,7 @@ class AgentTool(BaseTool):
             box.append((yield from nested(agent, [Message.unchecked(USER, task)], self.name, 0, kwargs.get("lang")
                                           or "en", raise_errors=True)))  # fmt: skip
 
-        for _ in drive(whole(), False):  # (inside a tool call: the run's event stream waits for the call)
+        for _ in drive(whole()):
             pass
         result = box[0]
         if result.paused:

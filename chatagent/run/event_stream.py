@@ -176,7 +176,10 @@ class Listener(Callbacks):
         """`carry_out(item)` for the synchronous driver (`drive`), what happens meanwhile given out as it happens: it
         yields an empty list (for the stream to give out the events that arrived) before the request, and while a
         tool's wait or a blocking call runs in the stream's worker thread (in a copy of this context) at each event. A
-        tool's hooks (`ToolControl.after_tool`) still run here."""
+        tool's hooks (`ToolControl.after_tool`) still run here. Asked while the stream waits already (by a loop
+        driven inside what it waits for), it carries `item` out in place: the stream gives those events out."""
+        if self.wake is not None:
+            return carry_out(item)
         if self.pending:
             yield []  # what happened before (a tool's start, the model's end) goes out before it runs
         if type(item) is ToolWait:
