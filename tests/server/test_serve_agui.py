@@ -392,6 +392,8 @@ def test_a_client_tool_call_a_retry_restarted_goes_by_its_new_id_from_events_to_
     call = {"id": "a1", "role": "assistant", "toolCalls": [
         {"id": new, "type": "function", "function": {"name": "confirm", "arguments": args}}]}  # fmt: skip
     said = {"id": "r1", "role": "tool", "toolCallId": new, "content": "yes, confirmed"}
+    status, _ = run(server, "travel", agent_input("restarted", [*first, call, said], tools=[CONFIRM]), "key-bob")
+    assert status == 400  # Bob naming Alice's thread has a thread of his own, which waits for no call
     status, events = run(server, "travel", agent_input("restarted", [*first, call, said], tools=[CONFIRM]))
     assert status == 200 and events[-1]["outcome"] == {"type": "success"}  # the result under the new id answers it
     assert "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT") == "Confirmed, thank you."
