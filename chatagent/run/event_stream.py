@@ -10,8 +10,8 @@ they happen, in whatever thread: while the run waits for a tool (or a blocking c
 in the stream's worker thread (one a stream, not one a wait) and the stream gives out each event as it arrives (a
 tool's start before the tool has ended, the events of a run nested in the tool as they happen). Types:
 
-- `run_start`, `run_end` (`usage`, `duration`, `error`); `model_start`, `model_end` (`usage` of the call, `model`,
-  `duration`, `error`);
+- `run_start`, `run_end` (`usage`, `duration`, `error`); `model_start` (given out as the call's request leaves),
+  `model_end` (`usage` of the call, `model`, `duration`, `error`);
 - `text_delta`, `reasoning_delta` (`index`: the message, `text`); `tool_call_delta` (`index`, `call_id`, `name`,
   `arguments`: the piece of the arguments this fragment adds, as the model streams them); `tool_call_restart`
   (`index`, `call_id`, `name`): a retried model stream starts that call's arguments again and they differ from what
