@@ -463,12 +463,14 @@ class AsyncEvents(AsyncIterator[RunEvent]):
                 self.ready = self.merged.take(await self.stream.__anext__())
             except StopAsyncIteration:
                 self.ended, self.ready = True, self.merged.rest()
+                self.merged.listener.close()  # (a worker thread a loop inside a tool's thread may have started)
         return self.ready.pop(0)
 
     async def aclose(self) -> None:
         aclose = getattr(self.stream, "aclose", None)
         if aclose is not None:
             await aclose()
+        self.merged.listener.close()
 
 
 __all__ = ["AsyncEvents", "Calls", "Listener", "Merged", "RunEvent", "events", "fragment_events", "from_event"]
