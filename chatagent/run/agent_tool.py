@@ -68,7 +68,7 @@ class AgentTool(BaseTool):
             box.append((yield from nested(agent, [Message.unchecked(USER, task)], self.name, 0, kwargs.get("lang")
                                           or "en", raise_errors=True)))  # fmt: skip
 
-        for _ in drive(whole()):
+        for _ in drive(whole(), False):  # (a loop inside a tool call: its waits give no events out)
             pass
         result = box[0]
         if result.paused:

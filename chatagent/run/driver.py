@@ -153,11 +153,12 @@ def model_stream(call: ModelCall, usage: Usage) -> Generator[Fragments, None, No
 # ---- synchronous ----------------------------------------------------------------------------------------
 
 
-def drive(gen: AgentLoop) -> Generator[Fragments, None, None]:
-    """Run an agent's loop in this thread: yield its fragments, carry out its requests."""
+def drive(gen: AgentLoop, gives_events: bool = True) -> Generator[Fragments, None, None]:
+    """Run an agent's loop in this thread: yield its fragments, carry out its requests (`gives_events`: False for a
+    loop run inside a step of the run's, whose waits cannot give the run's events out: `drain`)."""
     value: Any = None
     error: BaseException | None = None
-    send, events = gen.send, getattr(CURRENT.get(), "events", None)  # run(..., events=True): the stream's Listener
+    send, events = gen.send, getattr(CURRENT.get(), "events", None) if gives_events else None  # (the Listener)
     try:
         while True:
             try:
@@ -177,6 +178,8 @@ def drive(gen: AgentLoop) -> Generator[Fragments, None, None]:
                 s = ModelStream(item)  # the model call, written out here (as in adrive): one layer less per chunk
                 push, stream = s.push, model_stream(item, s.usage)
                 try:
+                    if events is not None and events.pending:  # model_start goes out as the request leaves
+                        yield []
                     for fragments in stream:
                         out = push(fragments)
                         if out:
@@ -251,7 +254,7 @@ def drain(gen: Asking[_Result]) -> _Result:
     def returning() -> Generator[Any, Any, None]:
         box.append((yield from gen))
 
-    for _ in drive(returning()):
+    for _ in drive(returning(), False):
         pass
     return box[0]
 
@@ -283,10 +286,15 @@ async def adrive(
     events = getattr(CURRENT.get(), "events", None)  # run(..., events=True): the stream's Listener
     error: BaseException | None = None
     tasks: list[asyncio.Future[Any]] = []
+    stepping: asyncio.Future[LoopItem | _Done] | None = None  # the step running in a worker thread (`in_thread`)
     try:
         while True:
             if in_thread:
-                item = await asyncio.to_thread(_step, gen, value, error)
+                stepping = asyncio.ensure_future(asyncio.to_thread(_step, gen, value, error))
+                if events is not None:  # what the step's own code makes happen goes out as it happens
+                    async for _ in awaiting(events, stepping):
+                        yield []
+                item = await stepping
             else:
                 item = _step(gen, value, error)
             if item is _DONE:
@@ -303,6 +311,8 @@ async def adrive(
                     push = s.push
                     stream = item.llm.achat(item.messages, item.functions, **chat_args(item, s.usage))
                     try:
+                        if events is not None and events.pending:  # model_start goes out as the request leaves
+                            yield []
                         async for fragments in stream:
                             out = push(fragments)
                             if out:
@@ -342,6 +352,8 @@ async def adrive(
         for t in tasks:
             t.cancel()
         if in_thread:
+            if stepping is not None and not stepping.done():  # closed while a step runs: it ends first
+                await asyncio.wait([stepping])
             await asyncio.to_thread(gen.close)
         else:
             gen.close()

@@ -7,11 +7,11 @@
 The stream is the run's callback events (`chatagent.run.events`: the same ones callbacks, traces and OpenTelemetry
 listen to) and its streamed fragments, merged in the order they happen. The events reach a queue (`Listener`) when
 they happen, in whatever thread: while the run waits for a tool (or a blocking call), the driver carries the wait out
-in a worker thread and the stream gives out each event as it arrives (a tool's start before the tool has ended, the
-events of a run nested in the tool as they happen). Types:
+in the stream's worker thread (one a stream, not one a wait) and the stream gives out each event as it arrives (a
+tool's start before the tool has ended, the events of a run nested in the tool as they happen). Types:
 
-- `run_start`, `run_end` (`usage`, `duration`, `error`); `model_start`, `model_end` (`usage` of the call, `model`,
-  `duration`, `error`);
+- `run_start`, `run_end` (`usage`, `duration`, `error`); `model_start` (given out as the call's request leaves),
+  `model_end` (`usage` of the call, `model`, `duration`, `error`);
 - `text_delta`, `reasoning_delta` (`index`: the message, `text`); `tool_call_delta` (`index`, `call_id`, `name`,
   `arguments`: the piece of the arguments this fragment adds, as the model streams them); `tool_call_restart`
   (`index`, `call_id`, `name`): a retried model stream starts that call's arguments again and they differ from what
@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import queue
 import threading
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
+from time import time as _now
 from typing import TYPE_CHECKING, Any
 
 from chatagent.run.events import INTERRUPT, KINDS, Callbacks, Event
@@ -55,7 +56,7 @@ class RunEvent:
     def __init__(self, type: str, agent: str | None, run_id: str | None, parent_id: str | None,
                  data: dict[str, Any]) -> None:  # fmt: skip
         self.type, self.agent, self.run_id, self.parent_id = type, agent, run_id, parent_id
-        self.time = time.time()
+        self.time = _now()
         self.data = data
 
     def to_dict(self) -> dict[str, Any]:
@@ -115,6 +116,8 @@ def from_event(e: Event) -> RunEvent:
     return RunEvent(_TYPES.get(kind, kind), e.agent, run_id, parent_id, data)
 
 
+#: a wait the stream's worker thread carries out: in this context, this function, its outcome's box, the signal
+_Job = tuple[contextvars.Context, Callable[[], Any], list[tuple[bool, Any]], threading.Event]
 #: how many events a thread other than the stream's may get ahead of it while the run waits (then it waits too)
 LIMIT = 1024
 
@@ -125,7 +128,7 @@ class Listener(Callbacks):
     a thread other than the stream's that gets `LIMIT` events ahead of it waits for the stream to take them (bounded,
     nothing dropped)."""
 
-    __slots__ = ("pending", "wake", "reader", "room", "blocked")
+    __slots__ = ("pending", "wake", "reader", "room", "blocked", "jobs")
 
     def __init__(self) -> None:
         self.pending: list[Event] = []
@@ -133,6 +136,7 @@ class Listener(Callbacks):
         self.reader = 0  # the thread the waiting stream is in
         self.room = threading.Condition()  # a thread ahead of the stream by LIMIT events waits on it
         self.blocked = 0  # how many do
+        self.jobs: queue.SimpleQueue[_Job | None] | None = None  # the worker thread's, once started (`waited`)
 
     def __call__(self, event: Event) -> None:
         pending = self.pending
@@ -171,8 +175,11 @@ class Listener(Callbacks):
     def waited(self, item: Any, carry_out: Callable[[Any], Any]) -> Generator[list[Fragment], None, Any]:
         """`carry_out(item)` for the synchronous driver (`drive`), what happens meanwhile given out as it happens: it
         yields an empty list (for the stream to give out the events that arrived) before the request, and while a
-        tool's wait or a blocking call runs in a worker thread (its context copied) at each event. A tool's hooks
-        (`ToolControl.after_tool`) still run here."""
+        tool's wait or a blocking call runs in the stream's worker thread (in a copy of this context) at each event. A
+        tool's hooks (`ToolControl.after_tool`) still run here. Asked while the stream waits already (by a loop
+        driven inside what it waits for), it carries `item` out in place: the stream gives those events out."""
+        if self.wake is not None:
+            return carry_out(item)
         if self.pending:
             yield []  # what happened before (a tool's start, the model's end) goes out before it runs
         if type(item) is ToolWait:
@@ -186,20 +193,8 @@ class Listener(Callbacks):
     def _aside(self, fn: Callable[[], Any]) -> Generator[list[Fragment], None, Any]:
         signal = threading.Event()
         box: list[tuple[bool, Any]] = []
-        context = contextvars.copy_context()
-
-        def work() -> None:
-            try:
-                box.append((True, context.run(fn)))
-            except BaseException as e:
-                box.append((False, e))
-                if self.wake is None:  # the stream was closed while it ran: nobody else hears of it
-                    logger.warning("a tool's wait failed after its event stream was closed", exc_info=e)
-            finally:
-                signal.set()
-
         self.wake, self.reader = signal.set, threading.get_ident()
-        threading.Thread(target=work, name="chatagent-events-wait", daemon=True).start()
+        self._jobs().put((contextvars.copy_context(), fn, box, signal))
         try:
             while not box:
                 signal.clear()
@@ -213,6 +208,33 @@ class Listener(Callbacks):
         if not ok:
             raise value
         return value
+
+    def _jobs(self) -> queue.SimpleQueue[_Job | None]:
+        """The queue of the stream's worker thread (started at the first wait: one a stream, not one a wait)."""
+        jobs = self.jobs
+        if jobs is None:
+            jobs = self.jobs = queue.SimpleQueue()
+            threading.Thread(target=self._work, args=(jobs,), name="chatagent-events-wait", daemon=True).start()
+        return jobs
+
+    def _work(self, jobs: queue.SimpleQueue[_Job | None]) -> None:
+        """The worker thread: each wait in turn, in the context the stream had when it asked, until `close`."""
+        while (job := jobs.get()) is not None:
+            context, fn, box, signal = job
+            try:
+                box.append((True, context.run(fn)))
+            except BaseException as e:
+                box.append((False, e))
+                if self.wake is None:  # the stream was closed while it ran: nobody else hears of it
+                    logger.warning("a tool's wait failed after its event stream was closed", exc_info=e)
+            finally:
+                signal.set()
+
+    def close(self) -> None:
+        """The stream has ended: its worker thread ends once it has carried out what it was given."""
+        jobs, self.jobs = self.jobs, None
+        if jobs is not None:
+            jobs.put(None)
 
     async def awaiting(self, wait: Awaitable[Any]) -> AsyncIterator[None]:
         """For the asynchronous driver (`adrive`): until `wait` (a tool call's future) is done, yield at each event
@@ -398,13 +420,25 @@ class Merged:
 def events(stream: Iterator[list[Fragment]], ctx: RunContext) -> Iterator[RunEvent]:
     """The run's events: `stream`'s fragments (a delta run's) and its listener's, in the order they happened."""
     merged = Merged(ctx)
+    pending, drained, agent, run_id = merged.pending, merged.listener.drained, merged.agent, merged.run_id
     try:
         for fragments in stream:
-            yield from merged.take(fragments)
+            if pending:
+                yield from drained()
+            if len(fragments) == 1:  # the common chunk, a piece of text, written out here: the per-chunk path
+                f = fragments[0]
+                text = f.content
+                if (f.extra is None and f.function_call is None and not f.reasoning_content and not f.replace
+                        and type(text) is str and text and f.role == "assistant"):  # fmt: skip
+                    yield RunEvent("text_delta", agent, run_id, None, {"index": f.index, "text": text})
+                    continue
+            if fragments:
+                yield from fragment_events(fragments, agent, run_id, merged.calls)
     finally:
         close = getattr(stream, "close", None)
         if close is not None:
             close()
+        merged.listener.close()
     yield from merged.rest()
 
 
@@ -429,12 +463,14 @@ class AsyncEvents(AsyncIterator[RunEvent]):
                 self.ready = self.merged.take(await self.stream.__anext__())
             except StopAsyncIteration:
                 self.ended, self.ready = True, self.merged.rest()
+                self.merged.listener.close()  # (a worker thread a loop inside a tool's thread may have started)
         return self.ready.pop(0)
 
     async def aclose(self) -> None:
         aclose = getattr(self.stream, "aclose", None)
         if aclose is not None:
             await aclose()
+        self.merged.listener.close()
 
 
 __all__ = ["AsyncEvents", "Calls", "Listener", "Merged", "RunEvent", "events", "fragment_events", "from_event"]

@@ -39,9 +39,7 @@ class Run(Iterator[_Out]):
     def __init__(
         self, gen: Iterator[list[Fragment]], out: Callable[[list[Fragment]], _Out], context: RunContext
     ) -> None:
-        self._gen = gen
-        self._out = out
-        self.context = context
+        self._gen, self._out, self.context = gen, out, context
 
     @property
     def usage(self) -> Usage:
@@ -77,9 +75,7 @@ class ARun(AsyncIterator[_Out]):
     def __init__(
         self, agen: AsyncIterator[list[Fragment]], out: Callable[[list[Fragment]], _Out], context: RunContext
     ) -> None:
-        self._agen = agen
-        self._out = out
-        self.context = context
+        self._agen, self._out, self.context = agen, out, context
 
     @property
     def usage(self) -> Usage:
@@ -107,8 +103,7 @@ class ARun(AsyncIterator[_Out]):
 
 def output(name: str | None, as_dicts: bool, delta_stream: bool, context: RunContext | None = None
            ) -> Callable[[list[Fragment]], Output]:  # fmt: skip
-    """What turns each list of fragments into what the caller gets (a run's events, with `events=True`, as they
-    are)."""
+    """What the caller gets of each list of fragments (with `events=True`, the run's events as they are)."""
     if delta_stream or (context is not None and context.events is not None):
         return _as_they_are(name, as_dicts, context)
     response = DictResponse() if as_dicts else Response()

@@ -38,8 +38,9 @@ from typing import Any
 import orjson
 
 from chatagent.agent import Agent
+from chatagent.errors import ChatAgentError
 from chatagent.run.approval import APPROVAL
-from chatagent.run.interrupts import ANSWERS, ask_user
+from chatagent.run.interrupts import ANSWERS, ask_user, pending_questions
 from chatagent.run.trust import acting_as
 from chatagent.schema import SYSTEM, USER, Message, to_messages
 from chatagent.server.agui_events import AGUIEvents, Event, encoded, messages_snapshot
@@ -53,6 +54,7 @@ logger = logging.getLogger("chatagent.server")
 
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_RESTARTED = re.compile(r"(.+)-[0-9]+#0")  # a result for a call under the id a restarted stream gave it
 
 
 class ClientTool(BaseTool):
@@ -224,6 +226,8 @@ class AGUIEndpoint:
             if body is None:
                 return
             given = parse_input(body, model, agent)
+            if given.request.answers:
+                await asyncio.to_thread(_named_back, svc, user, given.thread_id, given.request)
             run_agent = with_client_tools(agent, given.tools)
             if svc.running >= svc.max_concurrency:
                 raise RequestError(429, "the server is busy; retry shortly", "busy")
@@ -243,6 +247,24 @@ class AGUIEndpoint:
                 await _stream(turn, mapped, lambda: _thread(svc, user, given.thread_id), receive, send)
         finally:
             svc.running -= 1
+
+
+def _named_back(svc: Service, user: str, thread: str, request: ChatRequest) -> None:
+    """The client's results for calls it knows by the id a restarted model stream gave them (`<call id>-<n>`, see
+    `chatagent.server.agui_events`) put under the id the thread's pending turn waits for (blocking)."""
+    try:
+        pending = Session(thread, svc.where.store(), user=user).pending_turn
+    except ChatAgentError as e:  # the store: the turn's start meets it again and reports it
+        logger.warning("could not read an AG-UI thread's pending turn (%s)", type(e).__name__)
+        return
+    waiting = {q["id"] for q in pending_questions(pending.response) or ()} if pending is not None else set()
+    answers = dict(request.answers or {})
+    for key in [k for k in answers if k not in waiting]:
+        found = _RESTARTED.fullmatch(key)
+        if found is not None and found[1] + "#0" in waiting and found[1] + "#0" not in answers:
+            answers[found[1] + "#0"] = answers.pop(key)
+    if answers != request.answers:
+        request.answers, request.messages = answers, [Message(USER, "", extra={ANSWERS: answers})]
 
 
 def _thread(svc: Service, user: str, thread: str) -> list[Message]:
@@ -268,7 +290,7 @@ async def _stream(
                 if out:
                     await _body(send, out)
             await asyncio.shield(turn.run.task)  # its turn is stored: the thread as the store has it goes out
-            tail = [messages_snapshot(await asyncio.to_thread(thread)), *mapped.finished()]
+            tail = [messages_snapshot(await asyncio.to_thread(thread), mapped.restarted), *mapped.finished()]
         except Exception as e:
             err = reported(e)
             tail = mapped.failed(err.message, err.code)

@@ -11,7 +11,8 @@ AG-UI says of it, `finished()` / `failed()` close it (RUN_FINISHED, RUN_ERROR). 
   TOOL_CALL_END when the model's reply ends; the tool's result: TOOL_CALL_RESULT (not for the client's own tools).
   A retried model stream sends only what goes past the arguments already sent; when it starts a call's arguments
   again differently (`tool_call_restart`), the call sent so far ends and the new arguments go under a new
-  TOOL_CALL_START (its id `<the call's id>-<n>`, the id the call's result then has), so that each call's
+  TOOL_CALL_START (its id `<the call's id>-<n>`, the id the call's result, the run's snapshot, its interrupt and
+  `pendingToolCallIds` then give it, and under which a client's result answers it), so that each call's
   TOOL_CALL_ARGS add up to its arguments;
 - a nested run (an agent called as a tool, a handoff's receiver) and a task's, crew's or flow's step:
   STEP_STARTED/STEP_FINISHED (the step's name: the nested agent's, or the step's; ids in `metadata`);
@@ -177,8 +178,10 @@ class AGUIEvents:
 
     def _waiting(self, questions: list[dict[str, Any]]) -> None:
         for q in questions:
-            if q.get("call_id") in self.client_calls:
-                self.pending_calls.append(q["call_id"])  # the client runs it: its result answers the question
+            given = q.get("call_id")
+            cid = self.restarted.get(given, given) if isinstance(given, str) else given  # the id the client knows
+            if isinstance(cid, str) and given in self.client_calls:
+                self.pending_calls.append(cid)  # the client runs it: its result answers the question
             elif q.get("kind") == "approval":
                 self.interrupts.append({"id": q["id"], "reason": "tool_approval", "toolCallId": q["id"],
                                         "message": f"Run {q['name']} with {q['arguments']}?",
@@ -186,7 +189,7 @@ class AGUIEvents:
             else:
                 schema = q.get("schema") or {"type": "string"}
                 self.interrupts.append({"id": q["id"], "reason": "input_required", "message": q.get("question"),
-                                        "toolCallId": q.get("call_id"), "responseSchema": schema})  # fmt: skip
+                                        "toolCallId": cid, "responseSchema": schema})  # fmt: skip
 
     def _close_text(self) -> list[Event]:
         out: list[Event] = self._close_reasoning()
@@ -207,10 +210,12 @@ class AGUIEvents:
         return out
 
 
-def messages_snapshot(messages: list[Message]) -> Event:
+def messages_snapshot(messages: list[Message], renamed: dict[str, str] | None = None) -> Event:
     """MESSAGES_SNAPSHOT of a thread's stored conversation: its user, system and assistant messages (a reply's calls
-    as the assistant message's `toolCalls`) and tool results, ids by position; what the server keeps to pause and
-    resume (questions waiting, answers, approvals) is left out."""
+    as the assistant message's `toolCalls`) and tool results, ids by position, a call's id the one the run's events
+    gave it (`renamed`: `AGUIEvents.restarted`); what the server keeps to pause and resume (questions waiting,
+    answers, approvals) is left out."""
+    renamed = renamed or {}
     out: list[dict[str, Any]] = []
     prev: str | None = None
     for n, m in enumerate(messages):
@@ -219,7 +224,8 @@ def messages_snapshot(messages: list[Message]) -> Event:
             out.append({"id": mid, "role": m.role, "content": m.text})
         elif m.role == ASSISTANT and m.function_call is not None:
             fc = m.function_call
-            call = {"id": str(extra.get("function_id") or mid), "type": "function",
+            cid = str(extra.get("function_id") or mid)
+            call = {"id": renamed.get(cid, cid), "type": "function",
                     "function": {"name": fc.name, "arguments": fc.arguments}}  # fmt: skip
             if prev == ASSISTANT and out and out[-1]["role"] == "assistant":  # the same reply's text or calls
                 out[-1].setdefault("toolCalls", []).append(call)
@@ -228,8 +234,8 @@ def messages_snapshot(messages: list[Message]) -> Event:
         elif m.role == ASSISTANT and m.text:
             out.append({"id": mid, "role": "assistant", "content": m.text})
         elif m.role == FUNCTION:
-            out.append({"id": mid, "role": "tool", "toolCallId": str(extra.get("function_id") or ""),
-                        "content": m.text})  # fmt: skip
+            cid = str(extra.get("function_id") or "")
+            out.append({"id": mid, "role": "tool", "toolCallId": renamed.get(cid, cid), "content": m.text})
         prev = m.role
     return _ev("MESSAGES_SNAPSHOT", messages=out)
 

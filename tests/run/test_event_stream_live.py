@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from chatagent import FnCallAgent, ScriptedLLM, tool, tool_call
+from chatagent import Agent, FnCallAgent, Message, ScriptedLLM, tool, tool_call
 from chatagent.run import event_stream
+from chatagent.run.agent_tool import AgentTool
 from chatagent.run.context import current_run
 from chatagent.run.events import PROGRESS, tell
 from tests.support.openai_server import Reply as OpenAIReply
@@ -148,3 +149,154 @@ def test_a_retried_stream_rebuilds_exactly_the_final_arguments(openai_server: An
     restarts = [ev for ev in events if ev.type == "tool_call_restart"]
     assert len(restarts) == (0 if retry == {"path": "notes-a.txt"} else 1)  # the same prefix: only what is new
     assert next(ev for ev in events if ev.type == "tool_start").data["arguments"] == args
+
+
+class ThreadsStarted:
+    """Counts the threads started while it is entered (each calls the profile hook `threading.setprofile` gives new
+    threads once, at its start, and then drops it), with their names."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.lock = threading.Lock()
+
+    def _hook(self, frame: Any, event: str, arg: Any) -> None:
+        import sys
+
+        sys.setprofile(None)  # once a thread
+        with self.lock:
+            self.names.append(threading.current_thread().name)
+
+    def __enter__(self) -> ThreadsStarted:
+        threading.setprofile(self._hook)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        threading.setprofile(None)  # type: ignore[arg-type]
+
+
+def _many_calls_bot() -> FnCallAgent:
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return f"value of {key}"
+
+    script: list[Any] = [tool_call("lookup", {"key": f"k{i}"}) for i in range(12)]  # twelve turns of one call
+    script.append([tool_call("lookup", {"key": f"p{i}"}) for i in range(4)])  # then four calls at once
+    return FnCallAgent(llm=ScriptedLLM([*script, "All looked up."]), function_list=[lookup], max_llm_calls=20)
+
+
+def test_the_event_stream_waits_for_many_tool_calls_without_a_thread_per_call() -> None:
+    with ThreadsStarted() as plain:
+        list(_many_calls_bot().run(USER))
+    with ThreadsStarted() as stream:
+        events: list[Any] = list(_many_calls_bot().run(USER, events=True))
+    ends = [ev.data["result"] for ev in events if ev.type == "tool_end"]
+    assert ends == [f"value of k{i}" for i in range(12)] + [f"value of p{i}" for i in range(4)]
+    assert len(plain.names) == 4  # the four calls at once: the batch's workers
+    # the stream adds one worker thread of its own for the whole run, not one per wait (it was 16 more)
+    assert len(stream.names) <= len(plain.names) + 1, stream.names
+    for t in threading.enumerate():  # and it ends with the stream
+        if t.name == "chatagent-events-wait":
+            t.join(WAIT)
+            assert not t.is_alive()
+
+
+@pytest.mark.parametrize("driver", ["run", "arun"])
+def test_model_start_comes_out_before_the_models_first_chunk(openai_server: Any, driver: str) -> None:
+    seen = threading.Event()
+    held: list[bool] = []
+
+    def answer(request: Any) -> OpenAIReply:  # the server holds its whole reply until the test saw model_start
+        held.append(seen.wait(WAIT))
+        return OpenAIReply(text="Hello there.")
+
+    openai_server.add(answer)
+    bot = FnCallAgent(llm={"model": "m", "model_server": openai_server.base_url, "api_key": "k"}, name="bot")
+    types: list[str] = []
+
+    def saw(ev: Any) -> None:
+        types.append(ev.type)
+        if ev.type == "model_start":
+            seen.set()
+
+    if driver == "run":
+        for ev in bot.run(USER, events=True):
+            saw(ev)
+    else:
+
+        async def main() -> None:
+            async for ev in bot.arun(USER, events=True):
+                saw(ev)
+
+        asyncio.run(main())
+    assert held == [True], "model_start came out only with the model's first chunk"
+    assert types[:2] == ["run_start", "model_start"] and "text_delta" in types and types[-1] == "run_end"
+
+
+class _QwenStyle(Agent):
+    """A `_run` written the Qwen-Agent way: it calls its tool in place (so `arun()` steps it in a worker thread)."""
+
+    def _run(self, messages: Any, lang: str = "en", **kwargs: Any) -> Any:
+        out = self._call_tool(self.tool_name, {"city": "Oslo"} if self.tool_name == "slow" else {"task": "look k"})
+        yield [Message(role="assistant", content=f"got {out}")]
+
+    tool_name = "slow"
+
+
+def test_an_in_thread_arun_step_gives_its_events_out_while_it_runs() -> None:
+    seen = threading.Event()
+
+    @tool
+    def slow(city: str) -> str:
+        """Waits until the consumer saw the call start."""
+        if not seen.wait(WAIT):
+            raise TimeoutError("tool_start did not reach the consumer while the step ran")
+        return f"done for {city}"
+
+    bot = _QwenStyle(function_list=[slow], llm=ScriptedLLM(["unused"]))
+    assert not bot.async_safe  # its own _run: arun() steps it in a worker thread
+
+    async def main() -> list[Any]:
+        out = []
+        async for ev in bot.arun(USER, events=True):
+            out.append(ev)
+            if ev.type == "tool_start":
+                seen.set()
+        return out
+
+    events = asyncio.run(main())
+    assert [ev.data["result"] for ev in events if ev.type == "tool_end"] == ["done for Oslo"]
+    assert events[-1].type == "run_end" and events[-1].data["error"] is None
+
+
+@pytest.mark.parametrize("driver", ["run", "arun"])
+def test_an_agent_tool_called_in_place_under_the_event_stream_ends(driver: str) -> None:
+    """A step that drives a loop of its own (a Qwen-style `_call_tool` of an agent used as a tool, whose agent calls a
+    tool) carries its waits out in place: they cannot wait for the stream's worker thread, which may be the one
+    running them."""
+    inner = FnCallAgent(llm=ScriptedLLM([tool_call("lookup_key", {"key": "k"}), "inner done"]),
+                        function_list=[lookup_key], name="inner", description="Looks keys up.")  # fmt: skip
+    bot = _QwenStyle(function_list=[AgentTool(inner)], llm=ScriptedLLM(["unused"]))
+    bot.tool_name = "inner"
+    box: list[list[Any]] = []
+
+    def consume() -> None:
+        if driver == "run":
+            box.append(list(bot.run(USER, events=True)))
+        else:
+
+            async def main() -> list[Any]:
+                return [ev async for ev in bot.arun(USER, events=True)]
+
+            box.append(asyncio.run(main()))
+
+    worker = threading.Thread(target=consume, daemon=True)
+    worker.start()
+    worker.join(WAIT)
+    assert box, "the run did not end: a nested loop's tool wait waited for the thread it ran in"
+    ends = [ev.data["result"] for ev in box[0] if ev.type == "tool_end"]
+    assert ends == ["value of k", "inner done"]
+
+
+def lookup_key(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"

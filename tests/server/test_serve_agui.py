@@ -366,3 +366,37 @@ def test_a_retried_model_stream_sends_arguments_that_parse_once(
     starts = [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_START"]
     ends = [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_END"]
     assert sorted(starts) == sorted(ends) and len(starts) == (1 if retry == {"path": "notes-a.txt"} else 2)
+
+
+def test_a_client_tool_call_a_retry_restarted_goes_by_its_new_id_from_events_to_snapshot_to_result(
+    agui_serve: Any, openai_server: Any
+) -> None:
+    openai_server.add(
+        OpenAIReply(tool_calls=[("confirm", {"what": "the booking"})], chunk_size=2, drop_after=8),
+        OpenAIReply(tool_calls=[("confirm", {"what": "a ride"})], chunk_size=2),  # the retry: other arguments
+        OpenAIReply(text="Confirmed, thank you."),
+    )
+    cfg = {"model": "test-model", "model_server": openai_server.base_url, "api_key": "k",
+           "generate_cfg": {"retry_delay": 0.01}}  # fmt: skip
+    server = agui_serve(FnCallAgent(llm=cfg, function_list=[book], name="travel"))
+    first = [user("Confirm my trip.")]
+    status, events = run(server, "travel", agent_input("restarted", first, tools=[CONFIRM]))
+    assert status == 200 and len(openai_server.chat_requests) == 2  # the first stream broke and was retried
+    old, new = (e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_START")
+    assert new != old and new.startswith(old)  # the restarted call goes on under an id of its own
+    args = "".join(e["delta"] for e in events if e["type"] == "TOOL_CALL_ARGS" and e["toolCallId"] == new)
+    assert json.loads(args) == {"what": "a ride"}
+    assert events[-1]["outcome"] == {"type": "success", "pendingToolCallIds": [new]}
+    (snapshot,) = [e for e in events if e["type"] == "MESSAGES_SNAPSHOT"]
+    assert [c["id"] for m in snapshot["messages"] for c in m.get("toolCalls", [])] == [new]  # as the events said
+    call = {"id": "a1", "role": "assistant", "toolCalls": [
+        {"id": new, "type": "function", "function": {"name": "confirm", "arguments": args}}]}  # fmt: skip
+    said = {"id": "r1", "role": "tool", "toolCallId": new, "content": "yes, confirmed"}
+    status, _ = run(server, "travel", agent_input("restarted", [*first, call, said], tools=[CONFIRM]), "key-bob")
+    assert status == 400  # Bob naming Alice's thread has a thread of his own, which waits for no call
+    status, events = run(server, "travel", agent_input("restarted", [*first, call, said], tools=[CONFIRM]))
+    assert status == 200 and events[-1]["outcome"] == {"type": "success"}  # the result under the new id answers it
+    assert "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT") == "Confirmed, thank you."
+    (snapshot,) = [e for e in events if e["type"] == "MESSAGES_SNAPSHOT"]
+    results = [m for m in snapshot["messages"] if m["role"] == "tool"]
+    assert len(results) == 1 and "yes, confirmed" in results[0]["content"]
