@@ -27,14 +27,18 @@ class Health:
         await send_json(send, 200, {"status": "ok"})
 
 
+_LATE_S = 10.0  # a ping still unanswered after this long: the store counts as down (as a connect timing out would)
+
+
 class Ready:
     """`GET /readyz`: 200 while the server takes requests; 503 while it drains (after SIGTERM) or when the session
-    store it was given did not answer its last ping (at most one a second, on a thread of its own: a server busy
-    with turns still answers its health checks at once; the reason is for the log)."""
+    store it was given failed its last ping or has not answered the one in progress within `_LATE_S` seconds (at
+    most one ping a second, on a thread of its own: a server busy with turns still answers its health checks
+    within a second; the reason is for the log)."""
 
     def __init__(self, service: Service) -> None:
         self.service = service
-        self.store_ok, self.checked = True, 0.0
+        self.store_ok, self.checked, self.started = True, 0.0, 0.0
         self.pinging: asyncio.Future[Any] | None = None
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
@@ -46,8 +50,11 @@ class Ready:
         if svc.store is not None and not isinstance(svc.store, str) and self.pinging is None and (
             loop.time() - self.checked > 1.0
         ):  # fmt: skip
-            self.pinging = asyncio.ensure_future(self._ping(svc.store))
+            self.pinging, self.started = asyncio.ensure_future(self._ping(svc.store)), loop.time()
             await asyncio.wait([self.pinging], timeout=1.0)
+        if self.pinging is not None and self.store_ok and loop.time() - self.started > _LATE_S:
+            logger.warning("not ready: the session store has not answered a ping for %g s", _LATE_S)
+            self.store_ok = False  # until a ping is answered
         if not self.store_ok:
             await send_json(send, 503, {"status": "unavailable"})
             return

@@ -5,7 +5,9 @@ Cut from its database, replica 0 answers `/readyz` 503 (alive on `/healthz`), th
 replica 1, and a turn sent to replica 0 meanwhile gets a 503 `session_store_unavailable` at once, naming neither the
 database's address nor its password; once the relay listens again replica 0 is ready and answers, the same process.
 With the database server itself stopped, both replicas are unready and a turn gets the same error; started again,
-both serve again, and the conversations stored before go on. Every wait has a deadline.
+both serve again, and the conversations stored before go on. A database that keeps the connections open but stops
+answering (the relay holding every byte) makes the replica unready too, once its ping has waited 10 s, and ready
+again when it answers. Every wait has a deadline.
 """
 
 from __future__ import annotations
@@ -169,4 +171,23 @@ def test_the_database_stopped_every_replica_is_unready_and_both_serve_again_when
     _assert_answered(_turn(urls[0], "stopped-before", "second"), "second", 2)  # stored before: goes on elsewhere
     _until(lambda: _ready(replicas.url).status_code == 200, "the balancer with replicas up")
     _assert_answered(_turn(replicas.url, "stopped-after", "third"), "third", 1)
+    _logs_hold_no_password(replicas)
+
+
+def test_a_replica_whose_database_stops_answering_is_unready_until_it_answers_again(setup) -> None:
+    replicas, relay = setup.replicas, setup.relay
+    setup.model.add(*[_echo] * 10)
+    r0 = replicas.replica_url(0)
+    _until(lambda: _ready(r0).status_code == 200, "replica 0 ready")
+    _assert_answered(_turn(r0, "frozen-before", "first"), "first", 1)
+    relay.freeze()  # connections stay open, nothing comes back: the replica's ping waits on it
+    try:
+        _until(lambda: _ready(r0).status_code == 503, "replica 0 unready while its database does not answer")
+        assert _ready(r0).json() == {"status": "unavailable"}
+        assert httpx.get(f"{r0}/healthz", timeout=DEADLINE).json() == {"status": "ok"}
+        assert _ready(replicas.replica_url(1)).status_code == 200
+    finally:
+        relay.thaw()
+    _until(lambda: _ready(r0).status_code == 200, "replica 0 ready again")
+    _assert_answered(_turn(r0, "frozen-before", "second"), "second", 2)
     _logs_hold_no_password(replicas)

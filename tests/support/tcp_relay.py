@@ -1,7 +1,8 @@
 """A TCP relay on loopback that a test can cut: `TcpRelay(port).start()` listens on a free port of 127.0.0.1 and
 copies bytes both ways between each client and 127.0.0.1:`port`; `cut()` closes every relayed connection and the
 listening socket (connecting then is refused: what a network failure between a replica and its database looks
-like to the replica), `restore()` listens again on the same port.
+like to the replica), `restore()` listens again on the same port; `freeze()` holds every byte, connections left
+open (a server that stops answering), `thaw()` delivers them and goes on.
 
     with TcpRelay(pg.port).start() as relay:
         url = f"postgresql://postgres@127.0.0.1:{relay.port}/postgres"
@@ -24,6 +25,8 @@ class TcpRelay:
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._flowing = threading.Event()
+        self._flowing.set()
 
     def start(self) -> Self:
         listener = socket.socket()
@@ -57,6 +60,7 @@ class TcpRelay:
     def _copy(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
+                self._flowing.wait()
                 sink.sendall(data)
         except OSError:
             pass
@@ -79,6 +83,14 @@ class TcpRelay:
                 s.shutdown(socket.SHUT_RDWR)
             s.close()
 
+    def freeze(self) -> None:
+        """Hold every byte from now on, in both directions, connections kept open."""
+        self._flowing.clear()
+
+    def thaw(self) -> None:
+        """Deliver what was held, and relay again."""
+        self._flowing.set()
+
     def restore(self) -> None:
         """Listen again on the same port."""
         self.start()
@@ -87,4 +99,5 @@ class TcpRelay:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.thaw()
         self.cut()
