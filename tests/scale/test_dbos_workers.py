@@ -217,7 +217,10 @@ def test_kickoff_for_each_on_the_workers_gives_what_it_gives_in_process(pool: Po
     server.add(*[_crew_reply] * 6)
     here = crew.kickoff_for_each(inputs)
     server.add(*[_crew_reply] * 6)
-    there = crew.kickoff_for_each(inputs, pool=BatchPool(pool.jobs, user="alice", timeout=DEADLINE * 2))
+    told: list[tuple[int, int]] = []
+    batch = BatchPool(pool.jobs, user="alice", timeout=DEADLINE * 2, progress=lambda *p: told.append(p))
+    there = crew.kickoff_for_each(inputs, pool=batch)
+    assert told[-1] == (3, 3) and [d for d, _ in told] == sorted({d for d, _ in told})  # each count told once
     assert [o.raw for o in there] == [o.raw for o in here]
     assert [[t.raw for t in o.tasks_output] for o in there] == [[t.raw for t in o.tasks_output] for o in here]
     assert here[0].tasks_output[0].raw == "A line about rivers."
@@ -232,7 +235,10 @@ def test_a_folder_ingested_on_the_workers_holds_what_ingesting_it_here_holds(poo
         (folder / f"part{k % 3}" / f"note{k}.txt").write_text(f"Note {k}. The ferry number {k} leaves from pier {k}.\n\n"
                                                               + "Filler sentence about harbours. " * 40)  # fmt: skip
     (folder / "ignored.bin").write_bytes(b"\0\1")
-    there = ingest_folder(folder, "ingest", BatchPool(pool.jobs, user="alice", timeout=DEADLINE * 2))
+    told: list[tuple[int, int]] = []
+    batch = BatchPool(pool.jobs, user="alice", timeout=DEADLINE * 2, progress=lambda *p: told.append(p))
+    there = ingest_folder(folder, "ingest", batch)
+    assert told[-1] == (12, 12) and [d for d, _ in told] == sorted({d for d, _ in told})
     theirs = _rows(pool.store, "passages")
     here_backend = PostgresBackend(pool.store, table="passages_here", embedder=None)
     here = ingest_folder(folder, ingest_into(here_backend))
@@ -320,7 +326,9 @@ def test_serve_takes_jobs_that_only_their_owner_reads_streams_decides_or_cancels
         bob.close()
 
 
-def test_an_evaluation_on_the_workers_judges_what_a_run_in_process_judges(pool: Pool) -> None:
+def test_an_evaluation_on_the_workers_judges_what_a_run_in_process_judges(
+    pool: Pool, capsys: pytest.CaptureFixture[str]
+) -> None:
     from chatagent.evals import Case, evaluate
 
     _again(pool)
@@ -332,7 +340,12 @@ def test_an_evaluation_on_the_workers_judges_what_a_run_in_process_judges(pool: 
     def square_here(item: dict) -> dict:
         return {"n": item["n"], "square": item["n"] ** 2}
 
-    there = evaluate(BatchPool(pool.jobs, user="alice", timeout=DEADLINE).task("square"), cases, store=False)
+    capsys.readouterr()
+    task = BatchPool(pool.jobs, user="alice", timeout=DEADLINE).task("square")
+    there = evaluate(task, cases, store=False, progress=True)
+    shown = capsys.readouterr().err.split("\r")  # the progress line, rewritten as cases end on the workers
+    assert [line.split()[0] for line in shown if line.strip()] == [f"{k}/7" for k in range(8)]
+    assert "5 passed" in shown[-1]
     here = evaluate(square_here, cases, store=False)
     assert [[a.output for a in c.attempts] for c in there.cases] == [[a.output for a in c.attempts] for c in here.cases]
     assert [c.attempts[0].passed for c in there.cases] == [True] * 5 + [False, False]
