@@ -7,13 +7,15 @@ database's address nor its password; once the relay listens again replica 0 is r
 With the database server itself stopped, both replicas are unready and a turn gets the same error; started again,
 both serve again, and the conversations stored before go on. A database that keeps the connections open but stops
 answering (the relay holding every byte) makes the replica unready too, once its ping has waited 10 s, and ready
-again when it answers. Every wait has a deadline.
+again when it answers. A replica told its store by $CHATAGENT_SESSION_STORE alone is unready while that store is
+down, before any request has opened it. Every wait has a deadline.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -191,3 +193,25 @@ def test_a_replica_whose_database_stops_answering_is_unready_until_it_answers_ag
     _until(lambda: _ready(r0).status_code == 200, "replica 0 ready again")
     _assert_answered(_turn(r0, "frozen-before", "second"), "second", 2)
     _logs_hold_no_password(replicas)
+
+
+def test_a_replica_told_its_store_by_the_environment_is_unready_while_it_is_down_before_any_request(
+    setup, tmp_path: Path
+) -> None:
+    pg = setup.pg
+    setup.model.add(*[_echo] * 4)
+    env = {"REPLICA_MODEL_URL": setup.model.base_url, "REPLICA_LEDGER": str(tmp_path / "ledger")}
+    replicas = Replicas(pg.new_store_url(), "tests.support.replica_agent:make", tmp_path, env, n=1, api_key=KEY,
+                        store_from_env=True)  # fmt: skip
+    try:
+        url = replicas.start().replica_url(0)  # no request yet: nothing has opened its store
+        pg.halt()
+        try:
+            _until(lambda: _ready(url).status_code == 503, "the replica unready")
+            _assert_store_unavailable(_turn(url, "env-during", "lost"), setup)
+        finally:
+            pg.resume()
+        _until(lambda: _ready(url).status_code == 200, "the replica ready again")
+        _assert_answered(_turn(url, "env-after", "first"), "first", 1)
+    finally:
+        replicas.close()
