@@ -1,8 +1,8 @@
 """DBOS as the durable engine, through real processes: two worker processes (tests/support/worker_child.py) on
 the fixture's PostgreSQL take jobs from one DBOS queue; the one that runs a job is killed with SIGKILL mid-way
-(inside a tool call, inside a flow method, inside a task of a batch), and the other one recovers the job on its
+(inside a tool call, inside a flow method, inside a crew's task, inside a task of a batch), and the other one recovers the job on its
 own: completed steps are not done again (the ledger sees each effect once), the job ends as if uninterrupted.
-A turn paused for approval stays paused through a kill. The model is the loopback OpenAI-compatible server.
+A turn paused for approval, and a flow paused on a question, stay paused through a kill. The model is the loopback OpenAI-compatible server.
 """
 
 from __future__ import annotations
@@ -200,6 +200,55 @@ def test_a_batch_keeps_what_ended_when_a_worker_dies_and_gives_what_a_run_in_pro
             assert attempts.count(str(k)) == 1  # an item that had ended was not run again
     assert sorted(line.split()[1] for line in pool.ledger()) == [str(n) for n in range(8)]
     assert told[-1] == (8, 8) and [d for d, _ in told] == sorted(d for d, _ in told)
+
+
+def test_a_crew_whose_worker_is_killed_inside_its_second_task_goes_on_from_its_first_tasks_output(pool: Pool) -> None:
+    import threading
+
+    _again(pool)
+    pool.reset()
+    server = _server(pool)
+    gate = threading.Event()  # set once the worker that asked was killed: its reply then goes nowhere
+    crew = make_crew(pool.model_url)
+    server.add(_crew_reply, _crew_reply)
+    here = crew.kickoff({"topic": "rivers"})  # what it gives in process, uninterrupted
+    server.add(_crew_reply, Reply(text="Shorter: never sent", gate=gate, gate_after=0, stall=DEADLINE), _crew_reply)
+    job = pool.jobs.turn("crew", crew.start_messages({"topic": "rivers"}), user="alice")
+    end = time.monotonic() + DEADLINE
+    while len(server.chat_requests) < 4:  # the job's second task asked the model
+        assert time.monotonic() < end, "the crew's second task did not start"
+        time.sleep(0.05)
+    holder = _worker_of(pool, job.id)
+    pool.kill(holder)  # SIGKILL inside the crew's second task
+    gate.set()
+    if not pool.workers:
+        pool.add()
+    done = job.wait(timeout=DEADLINE)
+    assert done.state == "done", done
+    out = crew.output_of(Session(done.session_id, pool.store, user="alice").messages())
+    assert [t.raw for t in out.tasks_output] == [t.raw for t in here.tasks_output] and out.raw == here.raw
+    assert here.tasks_output[0].raw == "A line about rivers."
+    assert len(server.chat_requests) == 5  # the first task was not asked again, the second once more
+    asked = server.chat_requests[-1].json["messages"]
+    assert "A line about rivers." in str(asked)  # asked from the first task's stored output
+
+
+def test_a_flow_paused_on_a_question_stays_paused_through_a_kill_and_goes_on_with_the_answer(pool: Pool) -> None:
+    _again(pool)
+    pool.reset()
+    job = pool.jobs.flow("review", {"topic": "lakes"}, user="alice")
+    paused = job.wait(timeout=DEADLINE)
+    assert paused.state == "paused" and paused.question == "Publish the draft on lakes?"
+    for w in list(pool.workers):
+        pool.kill(w)  # every worker, the one that ran the flow among them
+    pool.add()  # a new worker: it recovers what the dead ones held, and the question still waits
+    assert pool.jobs.task("square", {"n": 4}, user="alice").wait(timeout=DEADLINE).state == "done"  # it is at work
+    again = pool.jobs.get(job.id, user="alice").status()  # type: ignore[union-attr]
+    assert again.state == "paused" and again.question == "Publish the draft on lakes?"
+    answered = pool.jobs.flow("review", flow_id=paused.flow_id, feedback="yes", user="alice").wait(timeout=DEADLINE)
+    assert answered.state == "done" and answered.output == "published (draft on lakes, yes)"
+    ran = [line.split()[0] for line in pool.ledger(".attempts") if line.startswith("review:")]
+    assert ran == ["review:draft", "review:approve", "review:publish"]  # nothing ran twice
 
 
 def _crew_reply(request) -> str:
