@@ -28,6 +28,7 @@ from chatagent.sessions.errors import SessionStoreError
 from chatagent.sessions.sqlite import SQLiteStore
 from chatagent.sessions.store import SQLStore
 from chatagent.sessions.store_urls import open_store
+from chatagent.sessions.tables import ensure_tables
 
 TABLE = (
     "CREATE TABLE IF NOT EXISTS chatagent_flows (flow_id TEXT PRIMARY KEY, flow_class TEXT NOT NULL, "
@@ -56,7 +57,7 @@ class FlowStates:
         self.store = open_store(store)
         self._journaled = isinstance(self.store, SQLiteStore) and journal.fcntl is not None
         self._paths: dict[str, Path] = {}  # flow id -> its journal's path
-        self.store.ensure_tables("flows", (TABLE, flow_checkpoints.TABLE))
+        ensure_tables(self.store, "flows", (TABLE, flow_checkpoints.TABLE))
 
     def save(self, flow_id: str, flow_class: str, status: str, record: dict[str, Any], *,
              keep: int = flow_checkpoints.DEFAULT_KEEP, checkpoint: bool = False) -> None:  # fmt: skip

@@ -19,9 +19,8 @@ migrates the schema, and refuses, without changing anything, a store written by 
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,7 +113,6 @@ SIZE, USER_SIZE = _SIZE.format(where="user_id = ? AND session_id = ?"), _SIZE.fo
 READ_VERSION = "SELECT value FROM chatagent_meta WHERE key = 'schema_version'"
 WRITE_VERSION = "UPDATE chatagent_meta SET value = ? WHERE key = 'schema_version'"
 INIT_VERSION = "INSERT INTO chatagent_meta (key, value) VALUES ('schema_version', ?)"
-_tables_lock = threading.Lock()  # (`SQLStore.ensure_tables`: one thread creates a feature's tables)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,22 +202,6 @@ class SQLStore:
 
     def _lock_schema(self, cur: Any) -> None:
         """Serialise schema creation and migration between processes (SQLite's write transaction does)."""
-
-    def ensure_tables(self, name: str, statements: Sequence[str]) -> None:
-        """Create the tables of a feature (`name`: flows, traces, ...) once per store: `CREATE TABLE IF NOT EXISTS`
-        statements with the dialect's placeholders, run under the schema lock, since two processes creating one table
-        at once fail on PostgreSQL (a replica reading a flow while the worker writes its first)."""
-        made: set[str] = self.__dict__.setdefault("_tables_made", set())
-        if name in made:
-            return
-        with _tables_lock:
-            if name in made:
-                return
-            with self._write() as cur:
-                self._lock_schema(cur)
-                for statement in statements:
-                    cur.execute(statement.format(**self.dialect), ())
-            made.add(name)
 
     def _schema_version(self, read: Callable[[str, tuple], list[tuple]]) -> int | None:
         if not read(self.has_table, ("chatagent_meta",)):

@@ -22,6 +22,7 @@ import orjson
 from chatagent.sessions.errors import SessionStoreError
 from chatagent.sessions.store import SQLStore
 from chatagent.sessions.store_urls import open_store
+from chatagent.sessions.tables import ensure_tables
 
 TABLES = [
     "CREATE TABLE IF NOT EXISTS chatagent_traces (trace_id TEXT PRIMARY KEY, owner TEXT NOT NULL, "
@@ -109,7 +110,7 @@ class TraceStore:
         self.store = open_store(store)
         self.keep = keep
         self._writes = 0
-        self.store.ensure_tables("traces", TABLES)
+        ensure_tables(self.store, "traces", TABLES)
 
     # ---- traces -------------------------------------------------------------------------------------------
 
