@@ -2,7 +2,8 @@
 (tests/support/worker_child.py), each with room for 2 jobs, on a queue of `QueueLimits(concurrency=2)`. Six flow
 jobs that hold their slot until the test opens a gate: two start, the others wait while the two hold; once the gate
 opens all six end, each once, and the order in which the holds started and ended (written by the jobs themselves)
-never has more than two of them at once. `chatagent worker` asked for more room in one worker than the queue has in
+never has more than two of them at once. A queue's rate (2 starts per 2 s) spaces six tasks' starts on two workers
+as DBOS recorded them: no three within 2 s. `chatagent worker` asked for more room in one worker than the queue has in
 all says so and exits.
 """
 
@@ -29,15 +30,20 @@ JOBS = 6
 pytestmark = pytest.mark.timeout(900)
 
 
+def _workers(store: str, schema: str, directory: Path, **env: str) -> list[Worker]:
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        return [Worker(store, schema, "http://127.0.0.1:9/v1", directory) for _ in range(2)]  # no job asks a model
+
+
 @pytest.fixture(scope="module")
 def workers(
     postgres: PostgresCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Jobs, Path, str, str]]:
     directory = tmp_path_factory.mktemp("limits")
     store, schema = postgres.new_store_url(), f"dbos_limits_{os.getpid()}"
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("WORKER_CONCURRENCY", "2")
-        made = [Worker(store, schema, "http://127.0.0.1:9/v1", directory) for _ in range(2)]  # no job asks a model
+    made = _workers(store, schema, directory, WORKER_CONCURRENCY="2")
     jobs = Jobs(store, dbos_schema=schema)
     try:
         for w in made:
@@ -90,3 +96,25 @@ def test_a_worker_asked_for_more_room_than_its_queue_has_says_so_and_exits(worke
     assert done.returncode == 2, done.stderr[-2000:]
     assert "cannot exceed the queue's (2, across every worker): lower --worker-concurrency" in done.stderr
     assert "Traceback" not in done.stderr and "postgresql://" not in done.stderr
+
+
+def test_a_queues_rate_spaces_its_jobs_starts_across_every_worker(postgres: PostgresCluster, tmp_path: Path) -> None:
+    store, schema = postgres.new_store_url(), f"dbos_rate_{os.getpid()}"
+    made = _workers(store, schema, tmp_path, WORKER_RATE="2/2")
+    jobs = Jobs(store, dbos_schema=schema)
+    try:
+        for w in made:
+            w.ready()
+        submitted = [jobs.task("square", {"n": n}, user="alice") for n in range(JOBS)]
+        assert [job.wait(timeout=DEADLINE).result for job in submitted] == [{"n": n, "square": n * n}
+                                                                           for n in range(JOBS)]  # fmt: skip
+        ids = [job.id for job in submitted]
+        rows = postgres.admin(f"SELECT started_at_epoch_ms FROM {schema}.workflow_status WHERE workflow_uuid = ANY(%s)",
+                              (ids,))  # fmt: skip
+        starts = sorted(int(r[0]) for r in rows)
+        assert len(starts) == JOBS
+        assert all(b - a >= 2000 for a, b in zip(starts, starts[2:], strict=False)), starts  # 2 per 2 s at most
+    finally:
+        for w in made:
+            w.stop()
+        jobs.close()

@@ -4,7 +4,8 @@ test kills the process there (SIGKILL) and watches another worker recover the jo
 
     python tests/support/worker_child.py STORE_URL DBOS_SCHEMA MODEL_URL DIR [EXECUTOR_ID]
 
-($WORKER_PER_PRINCIPAL, if set, is its queue's `per_principal`; $WORKER_CONCURRENCY its `concurrency`.)
+($WORKER_PER_PRINCIPAL, if set, is its queue's `per_principal`; $WORKER_CONCURRENCY its `concurrency`, $WORKER_RATE
+(N/SECONDS) its `rate`.)
 
 DIR/hang (read at each place, so that a test sets it for the workers already running) names where to block (forever, after the ledger line is written, and only the first time any worker gets
 there): `record:N` inside the tool call record(N), `flow:METHOD` inside a flow method, `task:ITEM` inside the task
@@ -41,6 +42,8 @@ EXECUTOR = sys.argv[5] if len(sys.argv) > 5 else None
 LEDGER = os.path.join(DIR, "ledger")
 PER_PRINCIPAL = int(os.environ["WORKER_PER_PRINCIPAL"]) if os.environ.get("WORKER_PER_PRINCIPAL") else None
 CONCURRENCY = int(os.environ["WORKER_CONCURRENCY"]) if os.environ.get("WORKER_CONCURRENCY") else None
+_RATE = os.environ.get("WORKER_RATE", "").partition("/")
+RATE = (int(_RATE[0]), float(_RATE[2])) if _RATE[2] else None
 
 
 def say(obj: dict) -> None:
@@ -201,7 +204,7 @@ def main() -> None:
     workers = Workers(
         STORE, agents=agents, flows={"trip": Trip, "review": Review, "announce": Announce, "hold": Hold},
         tasks={"square": square, "ingest": ingest_into(PostgresBackend(STORE, table="passages", embedder=None))},
-        queues=[QueueLimits("chatagent", CONCURRENCY, worker_concurrency=min(4, CONCURRENCY or 4), polling=0.2,
+        queues=[QueueLimits("chatagent", CONCURRENCY, worker_concurrency=min(4, CONCURRENCY or 4), rate=RATE, polling=0.2,
                            per_principal=PER_PRINCIPAL)],
         executor_id=EXECUTOR,
         dbos_schema=SCHEMA, recovery_interval=0.3, grace=20,
