@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from chatagent.server.app import Service, send_json
@@ -27,14 +28,18 @@ class Health:
         await send_json(send, 200, {"status": "ok"})
 
 
+_LATE_S = 10.0  # a ping still unanswered after this long: the store counts as down (as a connect timing out would)
+
+
 class Ready:
     """`GET /readyz`: 200 while the server takes requests; 503 while it drains (after SIGTERM) or when the session
-    store it was given did not answer its last ping (at most one a second, on a thread of its own: a server busy
-    with turns still answers its health checks at once; the reason is for the log)."""
+    store it was given (or $CHATAGENT_SESSION_STORE names) failed its last ping or has not answered the one in
+    progress within `_LATE_S` seconds (at most one ping a second, on a thread of its own: a server busy with turns
+    still answers its health checks within a second; the reason is for the log)."""
 
     def __init__(self, service: Service) -> None:
         self.service = service
-        self.store_ok, self.checked = True, 0.0
+        self.store_ok, self.checked, self.started = True, 0.0, 0.0
         self.pinging: asyncio.Future[Any] | None = None
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
@@ -43,28 +48,34 @@ class Ready:
             await send_json(send, 503, {"status": "draining"})
             return
         loop = asyncio.get_running_loop()
-        if svc.store is not None and not isinstance(svc.store, str) and self.pinging is None and (
-            loop.time() - self.checked > 1.0
-        ):  # fmt: skip
-            self.pinging = asyncio.ensure_future(self._ping(svc.store))
+        # the store given, or the one $CHATAGENT_SESSION_STORE names (opened by the ping, if no request has yet)
+        named = svc.store is not None or bool(os.environ.get("CHATAGENT_SESSION_STORE"))
+        if named and self.pinging is None and loop.time() - self.checked > 1.0:
+            self.pinging, self.started = asyncio.ensure_future(self._ping(svc.session_store)), loop.time()
             await asyncio.wait([self.pinging], timeout=1.0)
+        if self.pinging is not None and self.store_ok and loop.time() - self.started > _LATE_S:
+            logger.warning("not ready: the session store has not answered a ping for %g s", _LATE_S)
+            self.store_ok = False  # until a ping is answered
         if not self.store_ok:
             await send_json(send, 503, {"status": "unavailable"})
             return
         await send_json(send, 200, {"status": "ready"})
 
-    async def _ping(self, store: Any) -> None:
+    async def _ping(self, store: Callable[[], Any]) -> None:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def ping() -> None:
+            ok = False
             try:
-                store.ping()
+                store().ping()
                 ok = True
             except SessionError as e:
                 logger.warning("not ready: %s", e)
-                ok = False
-            done.get_loop().call_soon_threadsafe(done.set_result, None)
-            self.store_ok = ok
+            except Exception as e:  # (its message may hold the store's URL: only its type)
+                logger.warning("not ready: the session store's ping failed (%s)", type(e).__name__)
+            finally:
+                done.get_loop().call_soon_threadsafe(done.set_result, None)
+                self.store_ok = ok
 
         threading.Thread(target=ping, name="chatagent-readyz", daemon=True).start()
         try:

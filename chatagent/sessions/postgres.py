@@ -226,22 +226,30 @@ class PostgresStore(SQLStore):
         return release
 
     def _try_lock(self, key: int) -> bool:
-        if self._lock_conn is None or self._lock_conn.closed or self._lock_conn.broken:
-            self._drop_lock_connection()
-            conn = self._connect()
-            try:  # a new connection holds nothing: take again the locks of the runs still going here
-                for held in self._held:
-                    conn.execute("SELECT pg_try_advisory_lock(%s)", (held,))
+        while True:
+            conn, fresh = self._lock_conn, False
+            if conn is None or conn.closed or conn.broken:
+                conn, fresh = self._open_lock_connection(), True
+            try:
+                return bool(conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
             except self._psycopg.Error as e:
-                conn.close()
-                raise self._error(e, lost=True) from e
-            self._lock_conn = conn
-        try:
-            return bool(self._lock_conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
+                lost = conn.closed or conn.broken
+                self._drop_lock_connection()
+                self._forget_idle()
+                if fresh or not lost:  # (one kept from before the server restarted or the network was cut: again)
+                    raise self._error(e, lost=True) from e
+
+    def _open_lock_connection(self) -> Any:
+        self._drop_lock_connection()
+        conn = self._connect()
+        try:  # a new connection holds nothing: take again the locks of the runs still going here
+            for held in self._held:
+                conn.execute("SELECT pg_try_advisory_lock(%s)", (held,))
         except self._psycopg.Error as e:
-            self._drop_lock_connection()
-            self._forget_idle()
+            conn.close()
             raise self._error(e, lost=True) from e
+        self._lock_conn = conn
+        return conn
 
     def _drop_lock_connection(self) -> None:
         conn, self._lock_conn = self._lock_conn, None

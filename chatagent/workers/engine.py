@@ -152,6 +152,10 @@ class Workers:
         self.queues = list(queues)
         if not self.queues:
             raise ValueError("a worker takes jobs from at least one queue")
+        for q in self.queues:
+            if q.concurrency is not None and q.worker_concurrency is not None and q.worker_concurrency > q.concurrency:
+                raise ValueError(f"queue {q.name!r}: a worker's concurrency ({q.worker_concurrency}) cannot exceed the "
+                                 f"queue's ({q.concurrency}, across every worker): lower --worker-concurrency")  # fmt: skip
         self.executor_id = executor_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.dbos_schema = dbos_schema
         self.recovery_interval = recovery_interval

@@ -1,8 +1,8 @@
 """DBOS as the durable engine, through real processes: two worker processes (tests/support/worker_child.py) on
 the fixture's PostgreSQL take jobs from one DBOS queue; the one that runs a job is killed with SIGKILL mid-way
-(inside a tool call, inside a flow method, inside a task of a batch), and the other one recovers the job on its
+(inside a tool call, inside a flow method, inside a crew's task, inside a task of a batch), and the other one recovers the job on its
 own: completed steps are not done again (the ledger sees each effect once), the job ends as if uninterrupted.
-A turn paused for approval stays paused through a kill. The model is the loopback OpenAI-compatible server.
+A turn paused for approval, and a flow paused on a question, stay paused through a kill. The model is the loopback OpenAI-compatible server.
 """
 
 from __future__ import annotations
@@ -202,6 +202,55 @@ def test_a_batch_keeps_what_ended_when_a_worker_dies_and_gives_what_a_run_in_pro
     assert told[-1] == (8, 8) and [d for d, _ in told] == sorted(d for d, _ in told)
 
 
+def test_a_crew_whose_worker_is_killed_inside_its_second_task_goes_on_from_its_first_tasks_output(pool: Pool) -> None:
+    import threading
+
+    _again(pool)
+    pool.reset()
+    server = _server(pool)
+    gate = threading.Event()  # set once the worker that asked was killed: its reply then goes nowhere
+    crew = make_crew(pool.model_url)
+    server.add(_crew_reply, _crew_reply)
+    here = crew.kickoff({"topic": "rivers"})  # what it gives in process, uninterrupted
+    server.add(_crew_reply, Reply(text="Shorter: never sent", gate=gate, gate_after=0, stall=DEADLINE), _crew_reply)
+    job = pool.jobs.turn("crew", crew.start_messages({"topic": "rivers"}), user="alice")
+    end = time.monotonic() + DEADLINE
+    while len(server.chat_requests) < 4:  # the job's second task asked the model
+        assert time.monotonic() < end, "the crew's second task did not start"
+        time.sleep(0.05)
+    holder = _worker_of(pool, job.id)
+    pool.kill(holder)  # SIGKILL inside the crew's second task
+    gate.set()
+    if not pool.workers:
+        pool.add()
+    done = job.wait(timeout=DEADLINE)
+    assert done.state == "done", done
+    out = crew.output_of(Session(done.session_id, pool.store, user="alice").messages())
+    assert [t.raw for t in out.tasks_output] == [t.raw for t in here.tasks_output] and out.raw == here.raw
+    assert here.tasks_output[0].raw == "A line about rivers."
+    assert len(server.chat_requests) == 5  # the first task was not asked again, the second once more
+    asked = server.chat_requests[-1].json["messages"]
+    assert "A line about rivers." in str(asked)  # asked from the first task's stored output
+
+
+def test_a_flow_paused_on_a_question_stays_paused_through_a_kill_and_goes_on_with_the_answer(pool: Pool) -> None:
+    _again(pool)
+    pool.reset()
+    job = pool.jobs.flow("review", {"topic": "lakes"}, user="alice")
+    paused = job.wait(timeout=DEADLINE)
+    assert paused.state == "paused" and paused.question == "Publish the draft on lakes?"
+    for w in list(pool.workers):
+        pool.kill(w)  # every worker, the one that ran the flow among them
+    pool.add()  # a new worker: it recovers what the dead ones held, and the question still waits
+    assert pool.jobs.task("square", {"n": 4}, user="alice").wait(timeout=DEADLINE).state == "done"  # it is at work
+    again = pool.jobs.get(job.id, user="alice").status()  # type: ignore[union-attr]
+    assert again.state == "paused" and again.question == "Publish the draft on lakes?"
+    answered = pool.jobs.flow("review", flow_id=paused.flow_id, feedback="yes", user="alice").wait(timeout=DEADLINE)
+    assert answered.state == "done" and answered.output == "published (draft on lakes, yes)"
+    ran = [line.split()[0] for line in pool.ledger(".attempts") if line.startswith("review:")]
+    assert ran == ["review:draft", "review:approve", "review:publish"]  # nothing ran twice
+
+
 def _crew_reply(request) -> str:
     asked = request.json["messages"][-1]["content"]
     topic = asked.split("Write about ", 1)[1].split()[0].strip(".") if "Write about " in asked else None
@@ -217,7 +266,10 @@ def test_kickoff_for_each_on_the_workers_gives_what_it_gives_in_process(pool: Po
     server.add(*[_crew_reply] * 6)
     here = crew.kickoff_for_each(inputs)
     server.add(*[_crew_reply] * 6)
-    there = crew.kickoff_for_each(inputs, pool=BatchPool(pool.jobs, user="alice", timeout=DEADLINE * 2))
+    told: list[tuple[int, int]] = []
+    batch = BatchPool(pool.jobs, user="alice", timeout=DEADLINE * 2, progress=lambda *p: told.append(p))
+    there = crew.kickoff_for_each(inputs, pool=batch)
+    assert told[-1] == (3, 3) and [d for d, _ in told] == sorted({d for d, _ in told})  # each count told once
     assert [o.raw for o in there] == [o.raw for o in here]
     assert [[t.raw for t in o.tasks_output] for o in there] == [[t.raw for t in o.tasks_output] for o in here]
     assert here[0].tasks_output[0].raw == "A line about rivers."
@@ -232,7 +284,10 @@ def test_a_folder_ingested_on_the_workers_holds_what_ingesting_it_here_holds(poo
         (folder / f"part{k % 3}" / f"note{k}.txt").write_text(f"Note {k}. The ferry number {k} leaves from pier {k}.\n\n"
                                                               + "Filler sentence about harbours. " * 40)  # fmt: skip
     (folder / "ignored.bin").write_bytes(b"\0\1")
-    there = ingest_folder(folder, "ingest", BatchPool(pool.jobs, user="alice", timeout=DEADLINE * 2))
+    told: list[tuple[int, int]] = []
+    batch = BatchPool(pool.jobs, user="alice", timeout=DEADLINE * 2, progress=lambda *p: told.append(p))
+    there = ingest_folder(folder, "ingest", batch)
+    assert told[-1] == (12, 12) and [d for d, _ in told] == sorted({d for d, _ in told})
     theirs = _rows(pool.store, "passages")
     here_backend = PostgresBackend(pool.store, table="passages_here", embedder=None)
     here = ingest_folder(folder, ingest_into(here_backend))
@@ -320,7 +375,9 @@ def test_serve_takes_jobs_that_only_their_owner_reads_streams_decides_or_cancels
         bob.close()
 
 
-def test_an_evaluation_on_the_workers_judges_what_a_run_in_process_judges(pool: Pool) -> None:
+def test_an_evaluation_on_the_workers_judges_what_a_run_in_process_judges(
+    pool: Pool, capsys: pytest.CaptureFixture[str]
+) -> None:
     from chatagent.evals import Case, evaluate
 
     _again(pool)
@@ -332,7 +389,12 @@ def test_an_evaluation_on_the_workers_judges_what_a_run_in_process_judges(pool: 
     def square_here(item: dict) -> dict:
         return {"n": item["n"], "square": item["n"] ** 2}
 
-    there = evaluate(BatchPool(pool.jobs, user="alice", timeout=DEADLINE).task("square"), cases, store=False)
+    capsys.readouterr()
+    task = BatchPool(pool.jobs, user="alice", timeout=DEADLINE).task("square")
+    there = evaluate(task, cases, store=False, progress=True)
+    shown = capsys.readouterr().err.split("\r")  # the progress line, rewritten as cases end on the workers
+    assert [line.split()[0] for line in shown if line.strip()] == [f"{k}/7" for k in range(8)]
+    assert "5 passed" in shown[-1]
     here = evaluate(square_here, cases, store=False)
     assert [[a.output for a in c.attempts] for c in there.cases] == [[a.output for a in c.attempts] for c in here.cases]
     assert [c.attempts[0].passed for c in there.cases] == [True] * 5 + [False, False]

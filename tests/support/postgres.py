@@ -1,5 +1,6 @@
 """A throwaway PostgreSQL server for tests: `initdb` and `pg_ctl` (Debian's postgresql package) make a cluster on a
-free port under a temporary directory; `stop()` ends its processes and removes the directory.
+free port under a temporary directory; `halt()` stops the server keeping its data (the port then refuses) and
+`resume()` starts it again on the same port; `stop()` ends its processes and removes the directory.
 
 Debian bookworm's PostgreSQL has no pgvector; the `pgserver` wheel (the dev extra) bundles a PostgreSQL 16 with
 pgvector, whose programs `PostgresCluster(bin_dir=pgvector_bin_dir())` runs the same way.
@@ -115,13 +116,8 @@ class PostgresCluster:
             self._run(initdb, "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
             for attempt in range(3):  # the free port may be taken between finding it and binding it
                 self.port = free_port()
-                options = (
-                    f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync={'on' if self.fsync else 'off'} "
-                    "-c max_connections=200 -c shared_buffers=16MB"
-                )
                 try:
-                    self._run(find_binary("pg_ctl", self.bin_dir), "-D", str(self.data), "-l", str(self.dir / "server.log"),
-                              "-o", options, "-w", "-t", "60", "start")  # fmt: skip
+                    self.resume()
                     break
                 except RuntimeError:
                     if attempt == 2:
@@ -152,6 +148,18 @@ class PostgresCluster:
             "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'"
         )
         return int(rows[0][0])
+
+    def halt(self) -> None:
+        """Stop the server (immediately), keeping its data: its port refuses connections until `resume()`."""
+        self._run(find_binary("pg_ctl", self.bin_dir), "-D", str(self.data), "-m", "immediate", "-w", "-t", "60",
+                  "stop")  # fmt: skip
+
+    def resume(self) -> None:
+        """Start the server on `self.port` (again, on the same data, after `halt()`)."""
+        options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync={'on' if self.fsync else 'off'} " \
+            "-c max_connections=200 -c shared_buffers=16MB"  # fmt: skip
+        self._run(find_binary("pg_ctl", self.bin_dir), "-D", str(self.data), "-l", str(self.dir / "server.log"),
+                  "-o", options, "-w", "-t", "60", "start")  # fmt: skip
 
     def stop(self) -> None:
         """Stop the server (immediately) and remove its directory."""

@@ -57,12 +57,16 @@ def unavailable() -> str | None:
 
 
 class Replicas:
-    """`n` serve processes of `agent` (MODULE:FUNCTION) on `store`, behind HAProxy; `env` is given to them."""
+    """`n` serve processes of `agent` (MODULE:FUNCTION) on `store`, behind HAProxy; `env` is given to them.
+    `stores`, when given, is each replica's own URL of that store (one reaching it through a `TcpRelay`); with
+    `store_from_env` a replica is told it by $CHATAGENT_SESSION_STORE instead of `--store`."""
 
     def __init__(self, store: str, agent: str, directory: Path, env: dict[str, str], n: int = 3,
-                 api_key: str = "replica-key", extra: tuple[str, ...] = ()) -> None:  # fmt: skip
+                 api_key: str = "replica-key", extra: tuple[str, ...] = (), stores: tuple[str, ...] = (),
+                 store_from_env: bool = False) -> None:  # fmt: skip
         self.store, self.agent, self.dir, self.env, self.n = store, agent, directory, env, n
         self.api_key, self.extra = api_key, extra
+        self.stores, self.store_from_env = stores or (store,) * n, store_from_env
         self.ports = [free_port() for _ in range(n)]
         self.port = free_port()
         self.procs: list[subprocess.Popen | None] = [None] * n
@@ -92,12 +96,13 @@ class Replicas:
         return self
 
     def _spawn(self, i: int) -> None:
-        argv = [sys.executable, "-m", "chatagent", "serve", "--agent", self.agent, "--store", self.store,
-                "--port", str(self.ports[i]), "--api-key-file", str(self.dir / "keys"), "--drain-delay", "15",
+        where = {"CHATAGENT_SESSION_STORE": self.stores[i]} if self.store_from_env else {}
+        argv = [sys.executable, "-m", "chatagent", "serve", "--agent", self.agent,
+                *([] if where else ["--store", self.stores[i]]), "--port", str(self.ports[i]), "--api-key-file", str(self.dir / "keys"), "--drain-delay", "15",
                 "--grace", "60", "--max-concurrency", "1000", *self.extra]  # fmt: skip
         with open(self.dir / f"replica{i}.log", "a") as log:
             self.procs[i] = processes.popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                            env={**os.environ, **self.env},
+                                            env={**os.environ, **self.env, **where},
                                             cwd=str(Path(__file__).resolve().parents[2]))  # fmt: skip
 
     def wait_ready(self, i: int, deadline: float = 180.0) -> None:

@@ -4,7 +4,8 @@ test kills the process there (SIGKILL) and watches another worker recover the jo
 
     python tests/support/worker_child.py STORE_URL DBOS_SCHEMA MODEL_URL DIR [EXECUTOR_ID]
 
-($WORKER_PER_PRINCIPAL, if set, is its queue's `per_principal`.)
+($WORKER_PER_PRINCIPAL, if set, is its queue's `per_principal`; $WORKER_CONCURRENCY its `concurrency`, $WORKER_RATE
+(N/SECONDS) its `rate`.)
 
 DIR/hang (read at each place, so that a test sets it for the workers already running) names where to block (forever, after the ledger line is written, and only the first time any worker gets
 there): `record:N` inside the tool call record(N), `flow:METHOD` inside a flow method, `task:ITEM` inside the task
@@ -40,6 +41,9 @@ STORE, SCHEMA, MODEL_URL, DIR = sys.argv[1:5]
 EXECUTOR = sys.argv[5] if len(sys.argv) > 5 else None
 LEDGER = os.path.join(DIR, "ledger")
 PER_PRINCIPAL = int(os.environ["WORKER_PER_PRINCIPAL"]) if os.environ.get("WORKER_PER_PRINCIPAL") else None
+CONCURRENCY = int(os.environ["WORKER_CONCURRENCY"]) if os.environ.get("WORKER_CONCURRENCY") else None
+_RATE = os.environ.get("WORKER_RATE", "").partition("/")
+RATE = (int(_RATE[0]), float(_RATE[2])) if _RATE[2] else None
 
 
 def say(obj: dict) -> None:
@@ -162,13 +166,17 @@ class Announce(CrewFlow):
 
 class Hold(Flow):
     """A flow whose one method waits until DIR/gate exists (at most 300 s), unless its inputs say `wait: false`;
-    the ledger's attempts then say in which order the holds ended."""
+    the ledger's attempts then say in which order the holds ended, LEDGER.holds when each started and ended."""
 
     @start()
     def hold(self) -> str:
+        with open(LEDGER + ".holds", "a") as f:  # when each hold starts and ends, in the order they did
+            f.write(f"start {self.state['label']}\n")
         end = time.monotonic() + 300
         while self.state.get("wait", True) and not Path(DIR, "gate").exists() and time.monotonic() < end:
             time.sleep(0.05)
+        with open(LEDGER + ".holds", "a") as f:
+            f.write(f"end {self.state['label']}\n")
         effect("hold", self.state["label"])
         return self.state["label"]
 
@@ -196,7 +204,8 @@ def main() -> None:
     workers = Workers(
         STORE, agents=agents, flows={"trip": Trip, "review": Review, "announce": Announce, "hold": Hold},
         tasks={"square": square, "ingest": ingest_into(PostgresBackend(STORE, table="passages", embedder=None))},
-        queues=[QueueLimits("chatagent", worker_concurrency=4, polling=0.2, per_principal=PER_PRINCIPAL)],
+        queues=[QueueLimits("chatagent", CONCURRENCY, worker_concurrency=min(4, CONCURRENCY or 4), rate=RATE, polling=0.2,
+                           per_principal=PER_PRINCIPAL)],
         executor_id=EXECUTOR,
         dbos_schema=SCHEMA, recovery_interval=0.3, grace=20,
     )  # fmt: skip
