@@ -13,7 +13,6 @@ down, before any request has opened it. Every wait has a deadline.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ import pytest
 from tests.support import postgres as pg_support
 from tests.support.openai_server import OpenAIServer
 from tests.support.postgres import PostgresCluster
-from tests.support.replicas import Replicas, unavailable
+from tests.support.replicas import Replicas, unavailable, wait_until
 from tests.support.tcp_relay import TcpRelay
 
 KEY = "store-down-key"
@@ -78,15 +77,7 @@ def _turn(url: str, session: str, text: str, stream: bool = False) -> httpx.Resp
 
 
 def _until(check: Callable[[], bool], what: str) -> None:
-    end = time.monotonic() + DEADLINE
-    while time.monotonic() < end:
-        try:
-            if check():
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {DEADLINE} s")
+    wait_until(check, DEADLINE, what)
 
 
 def _ready(url: str) -> httpx.Response:

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -92,7 +93,9 @@ class Replicas:
         with open(self.dir / "haproxy.log", "w") as log:  # the child has its own copy of the descriptor
             self.balancer = processes.popen(["haproxy", "-db", "-f", str(config)], stdout=subprocess.DEVNULL,
                                             stderr=log)  # fmt: skip
-        self._wait(lambda: httpx.get(self.url + "/readyz", timeout=5).status_code == 200, deadline, "the balancer")
+        wait_until(
+            lambda: httpx.get(self.url + "/readyz", timeout=5).status_code == 200, deadline, "the balancer ready"
+        )
         return self
 
     def _spawn(self, i: int) -> None:
@@ -113,19 +116,7 @@ class Replicas:
             assert proc is not None and proc.poll() is None, (self.dir / f"replica{i}.log").read_text()[-3000:]
             return httpx.get(url, timeout=5).status_code == 200
 
-        self._wait(ready, deadline, f"replica {i}")
-
-    @staticmethod
-    def _wait(check, deadline: float, what: str) -> None:
-        end = time.monotonic() + deadline
-        while time.monotonic() < end:
-            try:
-                if check():
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"{what} was not ready within {deadline} s")
+        wait_until(ready, deadline, f"replica {i} ready")
 
     def kill(self, i: int) -> None:
         """SIGKILL replica `i` and reap it."""
@@ -150,3 +141,16 @@ class Replicas:
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait(60)
+
+
+def wait_until(check: Callable[[], bool], deadline: float, what: str) -> None:
+    """Return once `check()` is true (an HTTP error counts as not yet); AssertionError naming `what` after `deadline` s."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        try:
+            if check():
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not within {deadline} s")
