@@ -197,7 +197,9 @@ def replay(stored: Pieces) -> Iterator[list[Fragment]]:
 def recording(store: ResponseCache, key: str, call: Callable[[], object]) -> Plan:
     """The stored reply under `key` if there is one, else `call()`'s fragments, stored once they have run to their
     end (a plan: on an event loop, `aplayed` reads and writes the store in a worker thread)."""
-    stored: Pieces | None = yield Blocking(store.get, key)
+    found = Blocking(store.get, key)
+    yield found
+    stored: Pieces | None = found.result
     if stored is not None:
         yield Give(replay(stored))
         return

@@ -107,12 +107,13 @@ class Give:
 
 
 class Blocking:
-    """A plan's step: `fn(*args)`, whose result the plan is sent (in a worker thread on the event loop)."""
+    """A plan's step: `fn(*args)` (in a worker thread on the event loop); afterwards `result` holds what it returned."""
 
-    __slots__ = ("fn", "args")
+    __slots__ = ("fn", "args", "result")
 
     def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
         self.fn, self.args = fn, args
+        self.result: Any = None
 
 
 class Sleep:
@@ -125,21 +126,20 @@ class Sleep:
 
 
 Step = Relay | Give | Blocking | Sleep
-#: a stream's logic: the steps it takes, each sent its result (a `Blocking` step's; None for the others)
-Plan = Generator[Step, Any, None]
+#: a stream's logic: the steps it takes (what a step gives back is on the step: `Relay.sent`, `Blocking.result`)
+Plan = Generator[Step, None, None]
 
 
 def played(plan: Plan) -> Iterator[Any]:
     """The items of `plan`, its steps carried out in the calling thread; the plan is closed when left."""
-    value: Any = None
     error: Exception | None = None
     try:
         while True:
             try:
-                step = plan.send(value) if error is None else plan.throw(error)
+                step = next(plan) if error is None else plan.throw(error)
             except StopIteration:
                 return
-            value = error = None
+            error = None
             try:
                 if type(step) is Relay:
                     stream = step.start()
@@ -157,7 +157,7 @@ def played(plan: Plan) -> Iterator[Any]:
                 elif type(step) is Give:
                     yield from step.items
                 elif type(step) is Blocking:
-                    value = step.fn(*step.args)
+                    step.result = step.fn(*step.args)
                 elif type(step) is Sleep:
                     time.sleep(step.seconds)
                 else:
@@ -170,15 +170,14 @@ def played(plan: Plan) -> Iterator[Any]:
 
 async def aplayed(plan: Plan) -> AsyncIterator[Any]:
     """`played` on the running event loop: a `Blocking` step in a worker thread, a `Sleep` with asyncio."""
-    value: Any = None
     error: Exception | None = None
     try:
         while True:
             try:
-                step = plan.send(value) if error is None else plan.throw(error)
+                step = next(plan) if error is None else plan.throw(error)
             except StopIteration:
                 return
-            value = error = None
+            error = None
             try:
                 if type(step) is Relay:
                     stream = step.start()
@@ -197,7 +196,7 @@ async def aplayed(plan: Plan) -> AsyncIterator[Any]:
                     for item in step.items:
                         yield item
                 elif type(step) is Blocking:
-                    value = await asyncio.to_thread(step.fn, *step.args)
+                    step.result = await asyncio.to_thread(step.fn, *step.args)
                 elif type(step) is Sleep:
                     await asyncio.sleep(step.seconds)
                 else:

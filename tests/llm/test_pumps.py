@@ -58,7 +58,9 @@ class Source:
 
 
 def the_plan(broken: Source, good: Source, on_loop: bool, seen: dict[str, Any]) -> Plan:
-    seen["thread"] = yield Blocking(lambda: threading.current_thread().name)
+    thread = Blocking(lambda: threading.current_thread().name)
+    yield thread
+    seen["thread"] = thread.result
     relay = Relay(broken.aio if on_loop else broken.sync, each=lambda frs: frs)
     try:
         yield relay

@@ -435,10 +435,8 @@ class LocalModel(OpenAICompatModel):
         template has none."""
         stop, cfg = self._loop_stop(messages, cfg)
         if self.constrained_tools and (functions or has_calls(messages)):
-            router = self._router(functions, tool_choice)
-            stream = played(
-                constrained_stream(super()._chat_stream, messages, functions, cfg, usage, tool_choice, router)
-            )
+            ask, router = super()._chat_stream, self._router(functions, tool_choice)
+            stream = played(constrained_stream(ask, messages, functions, cfg, usage, tool_choice, router))
         else:
             stream = super()._chat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
         return stop.run(stream) if stop else stream
@@ -455,10 +453,8 @@ class LocalModel(OpenAICompatModel):
         """The server's async stream, ended by the same guards and with tools the same way as `_chat_stream`."""
         stop, cfg = self._loop_stop(messages, cfg)
         if self.constrained_tools and (functions or has_calls(messages)):
-            router = self._router(functions, tool_choice)
-            stream = aplayed(
-                constrained_stream(super()._achat_stream, messages, functions, cfg, usage, tool_choice, router)
-            )
+            ask, router = super()._achat_stream, self._router(functions, tool_choice)
+            stream = aplayed(constrained_stream(ask, messages, functions, cfg, usage, tool_choice, router))
         else:
             stream = super()._achat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
         return stop.arun(stream) if stop else stream

@@ -339,7 +339,10 @@ def constrained_stream(
     if router is None:
         msgs, grammar, reader = _request(messages, functions, choice, router)
     else:
-        msgs, grammar, reader = yield Blocking(_request, messages, functions, choice, router)
+        routed = Blocking(_request, messages, functions, choice, router)
+        yield routed
+        request: tuple[list[Message], dict[str, Any], ConstrainedReply | None] = routed.result
+        msgs, grammar, reader = request
     yield Relay(lambda: stream(msgs, None, {**cfg, **grammar}, usage), through=reader)
 
 
