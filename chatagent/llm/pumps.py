@@ -135,11 +135,16 @@ def played(plan: Plan) -> Iterator[Any]:
     error: Exception | None = None
     try:
         while True:
-            try:
-                step = next(plan) if error is None else plan.throw(error)
-            except StopIteration:
+            if error is None:
+                step = next(plan, None)  # (None when it ends: no StopIteration to raise and catch, one a call)
+            else:
+                try:
+                    step = plan.throw(error)
+                except StopIteration:
+                    return
+                error = None
+            if step is None:
                 return
-            error = None
             try:
                 if type(step) is Relay:
                     stream = step.start()
@@ -173,11 +178,16 @@ async def aplayed(plan: Plan) -> AsyncIterator[Any]:
     error: Exception | None = None
     try:
         while True:
-            try:
-                step = next(plan) if error is None else plan.throw(error)
-            except StopIteration:
+            if error is None:
+                step = next(plan, None)  # (None when it ends: no StopIteration to raise and catch, one a call)
+            else:
+                try:
+                    step = plan.throw(error)
+                except StopIteration:
+                    return
+                error = None
+            if step is None:
                 return
-            error = None
             try:
                 if type(step) is Relay:
                     stream = step.start()
