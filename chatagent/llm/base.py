@@ -18,8 +18,9 @@ from chatagent.llm.budget import DEFAULT_MAX_INPUT_TOKENS, TokenBudget, truncate
 from chatagent.llm.cut_off import cut_call_error as cut_call_error  # re-exported where it was
 from chatagent.llm.pacing import Pace, pace_of
 from chatagent.llm.prepare import normalize_functions, valid_unicode, without_media
+from chatagent.llm.pumps import aplayed, played
 from chatagent.llm.request import ASYNC, SYNC, ModelRequest, Reading, ReplyStream, Usage
-from chatagent.llm.retry import RetryBudget, budget_of
+from chatagent.llm.retry import RetryBudget, budget_of, retrying
 from chatagent.llm.routing import plan
 from chatagent.llm.settings import (
     DEFAULT_TOOL_CHOICE,
@@ -37,7 +38,6 @@ from chatagent.llm.settings import (
 from chatagent.llm.stream_modes import (
     aaccumulate,
     acollect,
-    adumped,
     closing_stream,
     dict_accumulate,
     dumped,
@@ -235,7 +235,7 @@ class BaseChatModel(TokenBudget):
             reply = collect(fragments)
             return [m.model_dump() for m in reply] if as_dicts else reply
         if delta_stream:
-            return dumped(fragments) if as_dicts else fragments
+            return played(dumped(fragments)) if as_dicts else fragments
         return dict_accumulate(fragments) if as_dicts else accumulate(fragments)
 
     def quick_chat(self, prompt: str) -> str:
@@ -265,7 +265,7 @@ class BaseChatModel(TokenBudget):
         if not stream:
             return acollect(fragments, as_dicts)
         if delta_stream:
-            return adumped(fragments) if as_dicts else fragments
+            return aplayed(dumped(fragments)) if as_dicts else fragments
         return aaccumulate(fragments, as_dicts)
 
     def _inputs(
@@ -378,10 +378,10 @@ class BaseChatModel(TokenBudget):
         choice = backend_choice(funcs, settings)
         ask = io.stream(self) if request.stream else io.once(self)
         name = self.model or self.model_type
-        return io.retrying(
+        return io.played(retrying(
             lambda: ask(msgs, funcs, attempt_cfg(request.cfg, settings), usage, **choice),
             settings, name, self.api_key, self._pace(settings), self._retry_budget(),
-        )  # fmt: skip
+        ))  # fmt: skip
 
     def _retry_budget(self) -> RetryBudget:
         """The retry budget every model on this server shares (`chatagent.llm.retry.RetryBudget`)."""

@@ -22,13 +22,14 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 from urllib.parse import unquote, urlsplit
 
 import orjson
 
+from chatagent.llm.pumps import Blocking, Give, Plan, Relay
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment, as_fragment
 from chatagent.utils.sql import connect_sqlite, private_sqlite_file
@@ -193,56 +194,29 @@ def replay(stored: Pieces) -> Iterator[list[Fragment]]:
         yield [as_fragment(d) for d in piece]
 
 
-def recording(store: ResponseCache, key: str, call: Callable[[], Iterator[list[Fragment]]]) -> Iterator[list[Fragment]]:
+def recording(store: ResponseCache, key: str, call: Callable[[], object]) -> Plan:
     """The stored reply under `key` if there is one, else `call()`'s fragments, stored once they have run to their
-    end."""
-    stored = store.get(key)
+    end (a plan: on an event loop, `aplayed` reads and writes the store in a worker thread)."""
+    found = Blocking(store.get, key)
+    yield found
+    stored: Pieces | None = found.result
     if stored is not None:
-        yield from replay(stored)
+        yield Give(replay(stored))
         return
     recorded: Pieces = []
-    stream = call()
-    try:
-        for fragments in stream:
-            recorded.append([f.model_dump() for f in fragments])  # now: the consumer may move their indexes
-            yield fragments
-    finally:
-        close = getattr(stream, "close", None)
-        if close is not None:
-            close()
-    store.put(key, recorded)
 
+    def record(fragments: list[Fragment]) -> list[Fragment]:
+        recorded.append([f.model_dump() for f in fragments])  # now: the consumer may move their indexes
+        return fragments
 
-async def arecording(
-    store: ResponseCache, key: str, call: Callable[[], AsyncIterator[list[Fragment]]]
-) -> AsyncIterator[list[Fragment]]:
-    """For asyncio: the stored reply under `key` if there is one, else `call()`'s fragments, stored when they end
-    (the store is read and written in a worker thread)."""
-    import asyncio
-
-    stored = await asyncio.to_thread(store.get, key)
-    if stored is not None:
-        for fragments in replay(stored):
-            yield fragments
-        return
-    recorded: Pieces = []
-    stream = call()
-    try:
-        async for fragments in stream:
-            recorded.append([f.model_dump() for f in fragments])
-            yield fragments
-    finally:
-        aclose = getattr(stream, "aclose", None)  # an async generator's (as `recording` closes a generator)
-        if aclose is not None:
-            await aclose()
-    await asyncio.to_thread(store.put, key, recorded)
+    yield Relay(call, each=record)
+    yield Blocking(store.put, key, recorded)
 
 
 __all__ = [
     "DirectoryCache",
     "ResponseCache",
     "SQLiteCache",
-    "arecording",
     "cache_key",
     "deterministic",
     "lookup",

@@ -18,9 +18,9 @@ from typing import Any, TypeVar, cast
 
 from chatagent.errors import ModelServiceError
 from chatagent.llm.base import BaseChatModel
+from chatagent.llm.pumps import Failed, aplayed, closing_stream, first_answer, played
 from chatagent.llm.registry import get_chat_model
 from chatagent.llm.request import Usage
-from chatagent.llm.stream_modes import Failed, afirst_answer, closing_stream, first_answer
 from chatagent.utils.tokens import Tokenizer
 
 logger = logging.getLogger("chatagent.llm")
@@ -64,9 +64,11 @@ class FallbackModel(BaseChatModel):
     ) -> Any:
         given, funcs, options = _call(messages, functions, extra_generate_cfg, usage, deadline)
         if not stream:
-            return next(first_answer(*self._in_turn(lambda m: [m.chat(given, funcs, stream=False, **options)])))
-        return first_answer(
-            *self._in_turn(lambda m: m.chat(given, funcs, stream=True, delta_stream=delta_stream, **options))
+            return next(played(first_answer(*self._in_turn(lambda m: [m.chat(given, funcs, stream=False, **options)]))))
+        return played(
+            first_answer(
+                *self._in_turn(lambda m: m.chat(given, funcs, stream=True, delta_stream=delta_stream, **options))
+            )
         )
 
     def achat(  # pyright: ignore[reportIncompatibleMethodOverride] (as chat)
@@ -83,10 +85,14 @@ class FallbackModel(BaseChatModel):
         given, funcs, options = _call(messages, functions, extra_generate_cfg, usage, deadline)
         if not stream:
             return _first(
-                afirst_answer(*self._in_turn(lambda m: _awaited(m.achat(given, funcs, stream=False, **options))))
+                aplayed(
+                    first_answer(*self._in_turn(lambda m: _awaited(m.achat(given, funcs, stream=False, **options))))
+                )
             )
-        return afirst_answer(
-            *self._in_turn(lambda m: m.achat(given, funcs, stream=True, delta_stream=delta_stream, **options))
+        return aplayed(
+            first_answer(
+                *self._in_turn(lambda m: m.achat(given, funcs, stream=True, delta_stream=delta_stream, **options))
+            )
         )
 
     def _in_turn(self, ask: Callable[[BaseChatModel], _S]) -> tuple[Callable[[], _S], Failed[_S]]:

@@ -9,7 +9,6 @@ raises RunDeadlineExceeded at once instead of waiting for nothing.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 
@@ -29,8 +28,9 @@ class Pace:
         self._next = 0.0  # time.monotonic() of the next free slot
         self._lock = threading.Lock()
 
-    def _take(self, deadline: float | None) -> float:
-        """Take the next slot; how long to wait for it."""
+    def take(self, deadline: float | None = None) -> float:
+        """Take the next slot; how long to wait for it (a plan's `Sleep`: `time.sleep` in a thread, `asyncio.sleep` on
+        an event loop)."""
         with self._lock:
             now = time.monotonic()
             slot = max(now, self._next)
@@ -38,16 +38,6 @@ class Pace:
                 raise RunDeadlineExceeded("the run's deadline comes before this model's next request slot (max_rpm)")
             self._next = slot + self.interval
         return slot - now
-
-    def wait(self, deadline: float | None = None) -> None:
-        wait = self._take(deadline)
-        if wait > 0:
-            time.sleep(wait)
-
-    async def await_turn(self, deadline: float | None = None) -> None:
-        wait = self._take(deadline)
-        if wait > 0:
-            await asyncio.sleep(wait)
 
 
 def pace_of(model_key: str, max_rpm: float) -> Pace:

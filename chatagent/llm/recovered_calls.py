@@ -37,9 +37,9 @@ from urllib.parse import urlsplit
 
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.fncall.calls import parse_call_text
+from chatagent.llm.pumps import ReplyFilter
 from chatagent.llm.quoted_calls import QuotedCalls
 from chatagent.llm.request import ModelRequest
-from chatagent.llm.stream_modes import ReplyFilter
 from chatagent.schema import ASSISTANT, FunctionCall, Message, content_text
 from chatagent.schema.fragment import STREAMING_CALL, Fragment
 from chatagent.schema.stop_reason import StopReason

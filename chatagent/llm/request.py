@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
 from chatagent.errors import ModelServiceError
-from chatagent.llm.retry import aretrying, retrying
+from chatagent.llm.pumps import Failed, Plan, ReplyFilter, aplayed, first_answer, played
 from chatagent.llm.settings import Settings
-from chatagent.llm.stream_modes import Failed, ReplyFilter, aas_fragments, afirst_answer, first_answer, placed
+from chatagent.llm.stream_modes import aas_fragments, placed
 from chatagent.schema import Message
 from chatagent.schema.fragment import Fragment
 
@@ -128,20 +128,17 @@ class Reading(Generic[ReplyStream]):
     """How a model call's reply is read: `SYNC` in the calling thread (`chat()`), `ASYNC` on the running event loop
     (`achat()`), as `chatagent.run.start`'s `Driving` pair drives a run. Each member is one side of a sync/async pair
     the layers share, so that each layer is written once: a backend's stream (`stream(model)`, its `_chat_stream` or
-    `_achat_stream`) and whole answer (`once(model)`, as fragments), the retries, a reply filter's pump, the response
-    cache, streams tried in turn (`first_answer`: a plan's fallback)."""
+    `_achat_stream`) and whole answer (`once(model)`, as fragments), a reply filter's pump, and a plan's
+    (`chatagent.llm.pumps`: the retries, the response cache, streams tried in turn)."""
 
-    __slots__ = ("on_loop", "stream", "once", "retrying", "filtered", "cached", "first_answer")
+    __slots__ = ("on_loop", "stream", "once", "filtered", "played")
 
     def __init__(
         self, on_loop: bool, stream: Callable[[Any], Callable[..., ReplyStream]], once: Callable[[Any], Callable[..., ReplyStream]],
-        retrying: Callable[..., ReplyStream], filtered: Callable[[ReplyFilter, ReplyStream], ReplyStream],
-        cached: Callable[[ResponseCache, str, Callable[[], ReplyStream]], ReplyStream],
-        first_answer: Callable[[Callable[[], ReplyStream], Failed[ReplyStream]], ReplyStream],
+        filtered: Callable[[ReplyFilter, ReplyStream], ReplyStream], played: Callable[[Plan], ReplyStream],
     ) -> None:  # fmt: skip
         self.on_loop = on_loop
-        self.stream, self.once, self.retrying, self.filtered = stream, once, retrying, filtered
-        self.cached, self.first_answer = cached, first_answer
+        self.stream, self.once, self.filtered, self.played = stream, once, filtered, played
 
 
 class Backend(Protocol):
@@ -189,10 +186,10 @@ class ReplyPlan(ReplyFilter):
         cache read and written in worker threads)."""
         if self.cache is not None:
             store, key, answer = self.cache
-            return io.cached(store, key, lambda: answer().reply(io))
+            return io.played(_cache().recording(store, key, lambda: answer().reply(io)))
         if self.fallback is not None:
-            return io.first_answer(lambda: io.filtered(self, self.backend.backend_reply(self.request, io)),
-                                   self._falling_back(self.fallback, io))  # fmt: skip
+            return io.played(first_answer(lambda: io.filtered(self, self.backend.backend_reply(self.request, io)),
+                                          self._falling_back(self.fallback, io)))  # fmt: skip
         stream = self.backend.backend_reply(self.request, io)
         return io.filtered(self, stream) if self.filters else stream  # (returned, not wrapped: one layer less a chunk)
 
@@ -222,12 +219,12 @@ def _cache() -> Any:
 #: `chat()`: the reply read in the calling thread
 SYNC: Reading[Iterator[list[Fragment]]] = Reading(
     False, lambda model: model._chat_stream, lambda model: lambda *a, **k: iter((placed(model._chat_once(*a, **k)),)),
-    retrying, ReplyFilter.run, lambda store, key, answer: _cache().recording(store, key, answer), first_answer,
+    ReplyFilter.run, played,
 )  # fmt: skip
 #: `achat()`: the reply read on the running event loop
 ASYNC: Reading[AsyncIterator[list[Fragment]]] = Reading(
     True, lambda model: model._achat_stream, lambda model: lambda *a, **k: aas_fragments(model._achat_once(*a, **k)),
-    aretrying, ReplyFilter.arun, lambda store, key, answer: _cache().arecording(store, key, answer), afirst_answer,
+    ReplyFilter.arun, aplayed,
 )  # fmt: skip
 
 

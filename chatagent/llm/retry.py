@@ -9,17 +9,16 @@ flight) a warning is held back, and the next one logged says how many it stands 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
 from chatagent.errors import ModelServiceError, RunDeadlineExceeded
 from chatagent.llm.pacing import Pace
+from chatagent.llm.pumps import Give, Plan, Relay, Sleep
 from chatagent.llm.settings import Settings
-from chatagent.llm.stream_modes import closing_stream
 from chatagent.schema import ASSISTANT, Message
 from chatagent.schema.fragment import STREAMING_CALL, Fragment, typed
 
@@ -110,7 +109,9 @@ class Shown:
         self.final = False  # something a retry cannot take back was shown
         self.again: set[int] = set()  # in a retry: the places shown before it has not reached yet
 
-    def see(self, fragments: list[Fragment]) -> list[Fragment]:
+    def see(self, given: Sequence[Message]) -> list[Fragment]:
+        """A try's fragments as shown (typed: backends may still mark them the older way)."""
+        fragments = typed(given)
         if self.final and not self.again:  # the usual case after the first text: nothing to take back
             return fragments
         for f in fragments:
@@ -134,14 +135,15 @@ class Shown:
 
 
 def retrying(
-    attempt: Callable[[], Iterable[Sequence[Message]]],
+    attempt: Callable[[], Iterable[Sequence[Message]] | AsyncIterator[Sequence[Message]]],
     settings: Settings,
     model: str,
     api_key: str | None,
     pace: Pace | None = None,
     budget: RetryBudget | None = None,
-) -> Iterator[list[Fragment]]:
-    """Run `attempt`, retrying transient failures that happen before anything was yielded.
+) -> Plan:
+    """Run `attempt` (a plan: `played` in the calling thread, `aplayed` on the event loop), retrying transient
+    failures that happen before anything was yielded.
 
     A stream that breaks after content was yielded is not replayed (the caller would see the
     start twice): it raises ModelServiceError with `partial=True`; one that showed only a call's arguments as they
@@ -157,55 +159,21 @@ def retrying(
     try:
         while True:
             if pace is not None:
-                pace.wait(settings.deadline)
+                slot = pace.take(settings.deadline)
+                if slot > 0:
+                    yield Sleep(slot)
             try:
-                for fragments in attempt():
-                    yield shown.see(typed(fragments))  # (typed: backends may still mark them the older way)
+                yield Relay(attempt, each=shown.see)
                 rest = shown.rest()
                 if rest:
-                    yield rest
+                    yield Give((rest,))
                 return
             except ModelServiceError as e:
                 e.partial = e.partial or bool(shown.places)  # (kept only if it is raised)
                 wait = retry_wait(e, tries, settings, shown.final, model, api_key, budget)
             tries += 1
             shown.retry()
-            time.sleep(wait)
-    finally:
-        budget.finished()
-
-
-async def aretrying(
-    attempt: Callable[[], AsyncIterator[Sequence[Message]]],
-    settings: Settings,
-    model: str,
-    api_key: str | None,
-    pace: Pace | None = None,
-    budget: RetryBudget | None = None,
-) -> AsyncIterator[list[Fragment]]:
-    """`retrying` for asyncio (the same rules)."""
-    budget = budget or RetryBudget()
-    budget.requested()
-    tries = 0
-    shown = Shown()
-    try:
-        while True:
-            if pace is not None:
-                await pace.await_turn(settings.deadline)
-            try:
-                async with closing_stream(attempt()) as stream:
-                    async for fragments in stream:
-                        yield shown.see(typed(fragments))
-                rest = shown.rest()
-                if rest:
-                    yield rest
-                return
-            except ModelServiceError as e:
-                e.partial = e.partial or bool(shown.places)  # (kept only if it is raised)
-                wait = retry_wait(e, tries, settings, shown.final, model, api_key, budget)
-            tries += 1
-            shown.retry()
-            await asyncio.sleep(wait)
+            yield Sleep(wait)
     finally:
         budget.finished()
 

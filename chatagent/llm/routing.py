@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from chatagent.errors import ModelServiceError
 from chatagent.llm import fncall_prompt
 from chatagent.llm.prices import PricedUsage, checked_price, price_of
+from chatagent.llm.pumps import ReplyFilter
 from chatagent.llm.recovered_calls import CallRecovery, recovers_calls
 from chatagent.llm.request import Backend, ModelRequest, ReplyPlan
-from chatagent.llm.stream_modes import ReplyFilter
 from chatagent.schema import FUNCTION, Message
 
 

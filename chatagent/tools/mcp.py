@@ -57,7 +57,9 @@ if TYPE_CHECKING:
         BlobResourceContents,
         CallToolResult,
         GetPromptResult,
+        ListPromptsResult,
         Prompt,
+        ReadResourceResult,
         Resource,
         ServerCapabilities,
         TextResourceContents,
@@ -255,34 +257,6 @@ class MCPConnection:
         MCPServerError when the session broke (the next call opens a new one)."""
         return await self._arequest(lambda c: c.call_tool(tool, arguments, read_timeout_seconds=self.timeout))
 
-    async def alist_resources(self) -> list[Resource]:
-        """The server's resources (every page), on the running loop; errors as `acall`."""
-
-        async def pages(client: Client) -> list[Resource]:
-            found: list[Resource] = []
-            cursor: str | None = None
-            while True:
-                page = await client.list_resources(cursor=cursor)
-                found.extend(page.resources)
-                cursor = page.next_cursor
-                if not cursor:
-                    return found
-
-        return await self._arequest(pages)
-
-    async def aread_resource(self, uri: str) -> list[TextResourceContents | BlobResourceContents]:
-        """The contents of one resource, on the running loop; errors as `acall`."""
-        result = await self._arequest(lambda c: c.read_resource(uri))
-        return list(result.contents)
-
-    async def alist_prompts(self) -> list[Prompt]:
-        """The server's prompts, on the running loop; errors as `acall`."""
-        return list((await self._arequest(lambda c: c.list_prompts())).prompts)
-
-    async def aget_prompt(self, name: str, arguments: dict[str, str] | None = None) -> GetPromptResult:
-        """One prompt filled in with `arguments`, on the running loop; errors as `acall`."""
-        return await self._arequest(lambda c: c.get_prompt(name, arguments))
-
     async def _arequest(self, ask: Callable[[Client], Awaitable[Any]]) -> Any:
         """`ask(client)` in this loop's session, within the timeout; TimeoutError or MCPServerError."""
         from mcp.shared.exceptions import MCPError
@@ -317,21 +291,40 @@ class MCPConnection:
         """`acall` for synchronous code (on the background loop)."""
         return run_coroutine(self.acall(tool, arguments), self.connect_timeout + self.timeout + 2.0)
 
+    # the resources and prompts, for synchronous code (the tools of chatagent.tools.mcp_content, code): each request
+    # written once, as what it asks of the session's client, sent by `_arequest` on the background loop
+
     def list_resources(self) -> list[Resource]:
-        """`alist_resources` for synchronous code."""
-        return run_coroutine(self.alist_resources(), self.connect_timeout + self.timeout + 2.0)
+        """The server's resources (every page); errors as `call`."""
+
+        async def pages(client: Client) -> list[Resource]:
+            found: list[Resource] = []
+            cursor: str | None = None
+            while True:
+                page = await client.list_resources(cursor=cursor)
+                found.extend(page.resources)
+                cursor = page.next_cursor
+                if not cursor:
+                    return found
+
+        return run_coroutine(self._arequest(pages), self.connect_timeout + self.timeout + 2.0)
 
     def read_resource(self, uri: str) -> list[TextResourceContents | BlobResourceContents]:
-        """`aread_resource` for synchronous code."""
-        return run_coroutine(self.aread_resource(uri), self.connect_timeout + self.timeout + 2.0)
+        """The contents of one resource; errors as `call`."""
+        ask = self._arequest(lambda c: c.read_resource(uri))
+        result: ReadResourceResult = run_coroutine(ask, self.connect_timeout + self.timeout + 2.0)
+        return list(result.contents)
 
     def list_prompts(self) -> list[Prompt]:
-        """`alist_prompts` for synchronous code."""
-        return run_coroutine(self.alist_prompts(), self.connect_timeout + self.timeout + 2.0)
+        """The server's prompts; errors as `call`."""
+        ask = self._arequest(lambda c: c.list_prompts())
+        result: ListPromptsResult = run_coroutine(ask, self.connect_timeout + self.timeout + 2.0)
+        return list(result.prompts)
 
     def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> GetPromptResult:
-        """`aget_prompt` for synchronous code."""
-        return run_coroutine(self.aget_prompt(name, arguments), self.connect_timeout + self.timeout + 2.0)
+        """One prompt filled in with `arguments`; errors as `call`."""
+        ask = self._arequest(lambda c: c.get_prompt(name, arguments))
+        return run_coroutine(ask, self.connect_timeout + self.timeout + 2.0)
 
     def failure(self, tool: str, e: Exception) -> str:
         """What the model reads when a request for `tool` failed (a timeout, a broken session, an error)."""

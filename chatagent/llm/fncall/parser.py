@@ -27,7 +27,7 @@ from chatagent.llm.fncall.formats import (
     THINK_CLOSE,
     THINK_OPEN,
 )
-from chatagent.llm.stream_modes import ReplyFilter
+from chatagent.llm.pumps import ReplyFilter
 from chatagent.schema import ASSISTANT, FunctionCall, content_text
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stop_reason import StopReason

@@ -31,7 +31,7 @@ import logging
 import re
 from collections.abc import Iterator
 
-from chatagent.llm.stream_modes import ReplyFilter
+from chatagent.llm.pumps import ReplyFilter
 from chatagent.schema import ASSISTANT
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stop_reason import StopReason

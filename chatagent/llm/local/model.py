@@ -32,8 +32,9 @@ from chatagent.llm.base import DEFAULT_TOOL_CHOICE, BaseChatModel, ToolChoice, U
 from chatagent.llm.local.loop_guard import LoopStop
 from chatagent.llm.local.tokenizer import LlamaTokenizer
 from chatagent.llm.local.tool_router import ToolRouter, shared_router
-from chatagent.llm.local.tools import aconstrained_stream, constrained_stream, has_calls
+from chatagent.llm.local.tools import constrained_stream, has_calls
 from chatagent.llm.openai.chat import OpenAICompatModel
+from chatagent.llm.pumps import aplayed, played
 from chatagent.llm.registry import register_llm
 from chatagent.schema import SYSTEM, Message
 from chatagent.schema.fragment import Fragment
@@ -434,8 +435,8 @@ class LocalModel(OpenAICompatModel):
         template has none."""
         stop, cfg = self._loop_stop(messages, cfg)
         if self.constrained_tools and (functions or has_calls(messages)):
-            router = self._router(functions, tool_choice)
-            stream = constrained_stream(super()._chat_stream, messages, functions, cfg, usage, tool_choice, router)
+            ask, router = super()._chat_stream, self._router(functions, tool_choice)
+            stream = played(constrained_stream(ask, messages, functions, cfg, usage, tool_choice, router))
         else:
             stream = super()._chat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
         return stop.run(stream) if stop else stream
@@ -452,8 +453,8 @@ class LocalModel(OpenAICompatModel):
         """The server's async stream, ended by the same guards and with tools the same way as `_chat_stream`."""
         stop, cfg = self._loop_stop(messages, cfg)
         if self.constrained_tools and (functions or has_calls(messages)):
-            router = self._router(functions, tool_choice)
-            stream = aconstrained_stream(super()._achat_stream, messages, functions, cfg, usage, tool_choice, router)
+            ask, router = super()._achat_stream, self._router(functions, tool_choice)
+            stream = aplayed(constrained_stream(ask, messages, functions, cfg, usage, tool_choice, router))
         else:
             stream = super()._achat_stream(messages, functions, cfg, usage, tool_choice=tool_choice)
         return stop.arun(stream) if stop else stream

@@ -23,7 +23,6 @@ above (said once in the log).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import uuid
@@ -33,9 +32,9 @@ from typing import Any
 from chatagent.llm.cut_off import cut_call_error
 from chatagent.llm.local.argument_grammar import argument_grammar
 from chatagent.llm.local.tool_router import ToolRouter
+from chatagent.llm.pumps import Blocking, Plan, Relay, ReplyFilter
 from chatagent.llm.request import Usage
 from chatagent.llm.settings import ToolChoice
-from chatagent.llm.stream_modes import ReplyFilter
 from chatagent.schema import ASSISTANT, FUNCTION, SYSTEM, USER, FunctionCall, Message, content_text
 from chatagent.schema.fragment import STREAMING_CALL, Fragment
 from chatagent.schema.stop_reason import StopReason
@@ -326,57 +325,29 @@ def _request(
 
 
 def constrained_stream(
-    stream: Callable[..., Iterator[list[Fragment]]],
+    stream: Callable[..., Iterator[list[Fragment]] | AsyncIterator[list[Fragment]]],
     messages: list[Message],
     functions: list[dict[str, Any]] | None,
     cfg: dict[str, Any],
     usage: Usage | None,
     choice: ToolChoice,
     router: ToolRouter | None = None,
-) -> Iterator[list[Fragment]]:
-    """The reply of `stream` (a backend's `_chat_stream`, asked without tools) to `messages` with `functions`
-    offered: the tool chosen by `router` or the model under the grammar (see the module docstring)."""
-    msgs, grammar, reader = _request(messages, functions, choice, router)
-    replies = stream(msgs, None, {**cfg, **grammar}, usage)
-    return reader.run(replies) if reader else replies
-
-
-def aconstrained_stream(
-    stream: Callable[..., AsyncIterator[list[Fragment]]],
-    messages: list[Message],
-    functions: list[dict[str, Any]] | None,
-    cfg: dict[str, Any],
-    usage: Usage | None,
-    choice: ToolChoice,
-    router: ToolRouter | None = None,
-) -> AsyncIterator[list[Fragment]]:
-    """`constrained_stream` for asyncio: a router's embedding of the question (~20 ms of CPU) runs in a worker
-    thread, not on the event loop."""
+) -> Plan:
+    """The reply of `stream` (a backend's `_chat_stream` or `_achat_stream`, asked without tools) to `messages` with
+    `functions` offered: the tool chosen by `router` or the model under the grammar (see the module docstring). A
+    plan: on an event loop (`aplayed`) a router's embedding of the question (~20 ms of CPU) runs in a worker thread."""
     if router is None:
         msgs, grammar, reader = _request(messages, functions, choice, router)
-        replies = stream(msgs, None, {**cfg, **grammar}, usage)
-        return reader.arun(replies) if reader else replies
-    return _arouted(stream, messages, functions, cfg, usage, choice, router)
-
-
-async def _arouted(
-    stream: Callable[..., AsyncIterator[list[Fragment]]],
-    messages: list[Message],
-    functions: list[dict[str, Any]] | None,
-    cfg: dict[str, Any],
-    usage: Usage | None,
-    choice: ToolChoice,
-    router: ToolRouter,
-) -> AsyncIterator[list[Fragment]]:
-    msgs, grammar, reader = await asyncio.to_thread(_request, messages, functions, choice, router)
-    replies = stream(msgs, None, {**cfg, **grammar}, usage)
-    async for fragments in reader.arun(replies) if reader else replies:
-        yield fragments
+    else:
+        routed = Blocking(_request, messages, functions, choice, router)
+        yield routed
+        request: tuple[list[Message], dict[str, Any], ConstrainedReply | None] = routed.result
+        msgs, grammar, reader = request
+    yield Relay(lambda: stream(msgs, None, {**cfg, **grammar}, usage), through=reader)
 
 
 __all__ = [
     "ConstrainedReply",
-    "aconstrained_stream",
     "constrained_request",
     "constrained_stream",
     "has_calls",
