@@ -20,7 +20,8 @@ tool's start before the tool has ended, the events of a run nested in the tool a
 - `tool_start` (`tool`, `call_id`, `arguments`), `tool_end` (`tool`, `call_id`, `result`, `error`, `duration`);
 - `interrupt` (`questions`: what the run waits for, as `chatagent.pending_questions` lists it);
 - `step_start`, `step_end` (`step`: 'task', 'flow', 'flow_step', ...; `name`), `handoff` (`to`), `retrieval`
-  (`query`, `sources`), `memory` (`op`, `records`), `progress` (`text`).
+  (`query`, `sources`), `memory` (`op`: 'recall', with `text`, what the model was given; 'store', with `records`: how
+  many were kept), `progress` (`text`).
 
 Each event has `type`, `agent`, `run_id` and `parent_id` (the run a nested run is part of; None at the top), `time`
 and `data`; `to_dict()` is its JSON form.
@@ -109,7 +110,7 @@ def from_event(e: Event) -> RunEvent:
     elif kind == "retrieval":
         data = {"query": e.data.get("query"), "sources": e.data.get("sources")}
     elif kind == "memory":
-        data = {"op": e.data.get("op"), "records": e.data.get("records")}
+        data = {"op": e.data.get("op"), "records": e.data.get("records"), "text": e.data.get("text")}
     elif kind == "progress":
         data = {"text": e.data.get("text")}
     run_id, parent_id = _run_ids(e.run)

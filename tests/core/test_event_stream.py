@@ -103,3 +103,81 @@ def test_an_output_check_holds_the_text_events_as_it_holds_text():
 def test_run_nonstream_has_no_event_stream():
     with pytest.raises(TypeError, match="iterate run"):
         BasicAgent(llm=ScriptedLLM(["x"])).run_nonstream(USER, events=True)
+
+
+def test_a_crews_run_with_a_tool_a_handoff_and_a_memory_recall_event_by_event(tmp_path):
+    """Issue 39: a crew's stream, asserted event by event: the tasks as steps, a tool-using agent that hands off, an
+    Assistant recalling and storing memories; each nested run names its agent and the run it is part of, and the
+    streamed deltas are the crew's (the run being streamed), by message index."""
+    from chatagent import Assistant, Crew, Task
+    from chatagent.memories.longterm import LongTermMemory
+
+    memory = LongTermMemory(user="alice", store=str(tmp_path / "memories.db"), embedder=None)
+    memory.remember("Alice prefers trips by train.")
+    forecaster = FnCallAgent(llm=ScriptedLLM(["Oslo: sunny."]), name="forecaster", description="Forecasts.")
+    scout = FnCallAgent(llm=ScriptedLLM([[tool_call("weather", {"city": "Oslo"})], tool_call("transfer_to_forecaster", {})]),
+                        name="scout", function_list=[weather], handoffs=[handoff(forecaster)])  # fmt: skip
+    writer = Assistant(llm=ScriptedLLM(["By train."]), name="writer", memory=memory)
+    crew = Crew(agents=[scout, writer], tasks=[
+        Task("Check the weather in {city}.", agent=scout, expected_output="a forecast"),
+        Task("Plan Alice's trip to {city}.", agent=writer, expected_output="a plan"),
+    ])  # fmt: skip
+    evs = list(crew.as_agent().run([{"role": "user", "content": '{"city": "Oslo"}'}], events=True))
+
+    def seen(ev) -> tuple:
+        d = ev.to_dict()
+        keep = {k: v for k, v in d.items() if k in ("tool", "text", "name", "arguments", "result", "to", "op", "index")}
+        if ev.type == "memory":
+            keep.pop("text", None)  # (what was recalled: asserted below)
+        return (ev.type, ev.agent, keep) if keep else (ev.type, ev.agent)
+
+    delta = ("text_delta", "crew")
+    assert [seen(e) for e in evs] == [
+        ("run_start", "crew"),
+        (*delta, {"index": 0, "text": "Task 1/2 (scout): Check the weather in Oslo."}),
+        ("step_start", "crew", {"name": "Task 1"}),
+        ("run_start", "scout"),
+        ("model_start", "scout"),
+        ("tool_call_delta", "crew", {"index": 1, "name": "weather", "arguments": '{"city": "Oslo"}'}),
+        ("model_end", "scout"),
+        ("tool_start", "scout", {"tool": "weather", "arguments": '{"city": "Oslo"}'}),
+        ("tool_end", "scout", {"tool": "weather", "result": "sunny"}),
+        ("model_start", "scout"),
+        ("tool_call_delta", "crew", {"index": 3, "name": "transfer_to_forecaster", "arguments": "{}"}),
+        ("model_end", "scout"),
+        ("tool_start", "scout", {"tool": "transfer_to_forecaster", "arguments": "{}"}),
+        ("tool_end", "scout", {"tool": "transfer_to_forecaster", "result": ""}),
+        ("handoff", "scout", {"to": "forecaster"}),
+        ("run_start", "forecaster"),
+        ("model_start", "forecaster"),
+        (*delta, {"index": 5, "text": "Oslo"}),
+        (*delta, {"index": 5, "text": ": su"}),
+        (*delta, {"index": 5, "text": "nny."}),
+        ("model_end", "forecaster"),
+        ("run_end", "forecaster"),
+        ("run_end", "scout"),
+        ("step_end", "crew", {"name": "Task 1"}),
+        (*delta, {"index": 6, "text": "Task 2/2 (writer): Plan Alice's trip to Oslo."}),
+        ("step_start", "crew", {"name": "Task 2"}),
+        ("run_start", "writer"),
+        ("memory", "writer", {"op": "recall"}),
+        ("model_start", "writer"),
+        (*delta, {"index": 7, "text": "By t"}),
+        (*delta, {"index": 7, "text": "rain"}),
+        (*delta, {"index": 7, "text": "."}),
+        ("model_end", "writer"),
+        ("memory", "writer", {"op": "store"}),
+        ("run_end", "writer"),
+        ("step_end", "crew", {"name": "Task 2"}),
+        ("run_end", "crew"),
+    ]
+    recall = next(e for e in evs if e.type == "memory")
+    assert "Alice prefers trips by train." in recall.data["text"] and recall.data["records"] is None  # as given
+    assert [e for e in evs if e.type == "memory"][1].data["records"] == 1  # the task's question kept for alice
+    assert any("Plan Alice's trip" in r.text for r in memory.list())
+    runs = {e.agent: (e.run_id, e.parent_id) for e in evs if e.type == "run_start"}
+    assert runs["crew"][1] is None and len({run for run, _ in runs.values()}) == 4  # four runs, the crew's on top
+    assert runs["scout"][1] == runs["writer"][1] == runs["crew"][0] and runs["forecaster"][1] == runs["scout"][0]
+    assert all(e.run_id == runs[e.agent][0] for e in evs if e.agent != "crew")  # each event in its own run
+    assert all(e.data.get("error") is None for e in evs if e.type.endswith("_end"))
+    orjson.dumps([e.to_dict() for e in evs])
