@@ -477,14 +477,15 @@ def test_a_new_process_first_arun_builds_its_model_off_the_event_loop(openai_ser
     (16 ms of the loop's CPU in a fresh process: every task on the loop waited); the build now runs in a worker
     thread before the first step."""
     import json
-    import subprocess
     import sys
+
+    from tests.support import processes
 
     openai_server.add("pong")
     script = tmp_path / "cold.py"
     script.write_text(COLD_FIRST_RUN)
-    out = subprocess.run([sys.executable, str(script), openai_server.base_url], capture_output=True, text=True,
-                         timeout=100, cwd=str(tmp_path.parent))  # fmt: skip
+    out = processes.run([sys.executable, str(script), openai_server.base_url], capture_output=True, text=True,
+                        timeout=100, cwd=str(tmp_path.parent))  # fmt: skip
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.splitlines()[-1])
     assert got["answer"] == "pong"

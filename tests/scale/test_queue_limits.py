@@ -10,7 +10,6 @@ all says so and exits.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ import pytest
 pytest.importorskip("dbos", reason="the DBOS engine needs chatagent[dbos] (scripts/setup.sh installs it)")
 
 from chatagent.workers import Jobs  # noqa: E402
+from tests.support import processes  # noqa: E402
 from tests.support.line_child import DEADLINE  # noqa: E402
 from tests.support.postgres import PostgresCluster  # noqa: E402
 from tests.support.workers import Worker, lines  # noqa: E402
@@ -91,8 +91,8 @@ def test_a_worker_asked_for_more_room_than_its_queue_has_says_so_and_exits(worke
     argv = [sys.executable, "-m", "chatagent", "worker", "--agent", "tests.support.replica_agent:make",
             "--store", store, "--dbos-schema", schema, "--concurrency", "2", "--worker-concurrency", "4"]  # fmt: skip
     env = {**os.environ, "REPLICA_MODEL_URL": "http://127.0.0.1:9/v1"}
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=DEADLINE, cwd=Path(__file__).parents[2],
-                          env=env)  # fmt: skip
+    done = processes.run(argv, capture_output=True, text=True, timeout=DEADLINE, cwd=Path(__file__).parents[2],
+                         env=env)  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
     assert "cannot exceed the queue's (2, across every worker): lower --worker-concurrency" in done.stderr
     assert "Traceback" not in done.stderr and "postgresql://" not in done.stderr
