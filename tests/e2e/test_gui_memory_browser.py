@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chatagent import LongTermMemory
-from tests.e2e.test_gui_conversations_browser import USERS, GuiProcess, open_as, send
+from tests.e2e.test_gui_conversations_browser import USERS, GuiProcess, expect_titles, open_as, send
 from tests.e2e.test_gui_conversations_browser import browser as browser  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -54,8 +54,12 @@ def expect_shown(page, predicate, what: str) -> None:
 def test_an_assistant_remembers_the_signed_in_user_and_forgets_on_request(gui: GuiProcess, browser, tmp_path) -> None:
     assert set(USERS) == {"alice", "bob"}
     alice = open_as(browser, gui.url, "alice")
+    from playwright.sync_api import expect
+
     send(alice, "I am allergic to peanuts.", "Noted.")
+    expect_titles(alice, ["I am allergic to peanuts."])  # the conversation is stored, then a new one is started
     alice.click("#new-conversation")
+    expect(alice.locator("#chatbot")).not_to_contain_text("Noted.")  # (else the question went on the first one)
     send(alice, "Can I eat peanuts at the party?", "You told me before: you are allergic to peanuts.")
     alice.click("#memories button >> nth=0")  # open the right-hand sidebar
     expect_shown(alice, lambda items: any("I am allergic to peanuts." in t for t in items), "the allergy")
