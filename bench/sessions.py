@@ -79,7 +79,7 @@ class RawSQLite:
                 found = conn.execute(sql.FIND, (USER, session_id)).fetchone()
             sid, version = found
             conn.execute(sql.ADVANCE, (now, len(messages), "title", sid, version))
-            conn.execute(sql.ADD_TURN, (sid, version + 1, body))
+            conn.execute(sql.ADD_TURN, (sid, version + 1, body, orjson.dumps([now] * len(messages))))
             conn.execute("COMMIT")
 
 
@@ -116,7 +116,7 @@ class RawPsycopg:
                 found = conn.execute(find, (USER, session_id)).fetchone()
             sid, version = found
             conn.execute(_pg(sql.ADVANCE), (now, len(messages), "title", sid, version))
-            conn.execute(_pg(sql.ADD_TURN), (sid, version + 1, body))
+            conn.execute(_pg(sql.ADD_TURN), (sid, version + 1, body, orjson.dumps([now] * len(messages))))
 
     def close(self) -> None:
         for conn in self.all:
