@@ -130,19 +130,22 @@ Step = Relay | Give | Blocking | Sleep
 Plan = Generator[Step, None, None]
 
 
+def _advance(plan: Plan, error: Exception | None) -> Step | None:
+    """The plan's next step, `error` thrown into it first if a step failed; None once it ends."""
+    if error is None:
+        return next(plan, None)  # (None when it ends: no StopIteration to raise and catch, one a call)
+    try:
+        return plan.throw(error)
+    except StopIteration:
+        return None
+
+
 def played(plan: Plan) -> Iterator[Any]:
     """The items of `plan`, its steps carried out in the calling thread; the plan is closed when left."""
     error: Exception | None = None
     try:
         while True:
-            if error is None:
-                step = next(plan, None)  # (None when it ends: no StopIteration to raise and catch, one a call)
-            else:
-                try:
-                    step = plan.throw(error)
-                except StopIteration:
-                    return
-                error = None
+            step, error = _advance(plan, error), None
             if step is None:
                 return
             try:
@@ -178,14 +181,7 @@ async def aplayed(plan: Plan) -> AsyncIterator[Any]:
     error: Exception | None = None
     try:
         while True:
-            if error is None:
-                step = next(plan, None)  # (None when it ends: no StopIteration to raise and catch, one a call)
-            else:
-                try:
-                    step = plan.throw(error)
-                except StopIteration:
-                    return
-                error = None
+            step, error = _advance(plan, error), None
             if step is None:
                 return
             try:
