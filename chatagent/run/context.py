@@ -35,7 +35,7 @@ class CallKeys(Protocol):
 
 
 class RunContext:
-    """Per-run state, readable while and after the run: token usage, the deadline, the callbacks,
+    """Per-run state, readable while and after the run: its id (`run_id`, an event's), token usage, the deadline, the callbacks,
     how often each tool was called, generate_cfg for this run only, the agent it belongs to, the conversation's
     session_id, the plugins, how often a plugin retried the run (`attempt`), the validated structured answer
     (`output`, with `response_format`), the run this one is part of (`parent`, for a sub-agent's part), the
@@ -46,6 +46,7 @@ class RunContext:
     (`answers`, see `chatagent.run.interrupts`)."""
 
     __slots__ = (
+        "run_id",
         "usage",
         "deadline",
         "callbacks",
@@ -78,10 +79,12 @@ class RunContext:
     marked: Marked  # the run's tool results as the model gets them (chatagent.llm.prepare.marked_data)
     trust: Trust  # whom the run acts for, what waits for a person, where it may connect (chatagent.run.trust)
     provenance: Provenance  # the untrusted sources its models (and those of the runs nested in it) have read
+    output: Any  # the validated answer, with response_format
 
     def __init__(
         self, deadline: float | None = None, callbacks: tuple[Callback, ...] = (), agent_name: str | None = None
     ) -> None:
+        self.run_id = uuid.uuid4().hex[:16]  # the run's id in its events, unique (never a reused memory address)
         self.usage = Usage()
         self.deadline = deadline  # time.monotonic() value, or None
         self.callbacks = callbacks  # see chatagent.events; empty means no Event is ever built
@@ -91,8 +94,7 @@ class RunContext:
         self.session_id: str | None = None  # run(..., session_id=...): tools keep per-conversation state under it
         self.session: Any = None  # run(..., session=...): the chatagent.Session (its user, its id)
         self.plugins: Any = None  # a chatagent.plugins.Plugins, or None when the run has none
-        self.attempt = 0  # retries asked for by a plugin (chatagent.plugins.Retry)
-        self.output: Any = None  # the validated answer, with response_format
+        self.attempt, self.output = 0, None  # retries asked for by a plugin (chatagent.plugins.Retry); the answer
         self.parent: RunContext | None = None
         self.trace, self.recording = None, None
         self.controls: tuple[ToolControl, ...] = ()  # the controlled runs this one is part of, outermost first

@@ -71,8 +71,8 @@ class RunEvent:
 def _run_ids(run: Any) -> tuple[str | None, str | None]:
     if run is None:
         return None, None
-    parent = getattr(run, "parent", None)
-    return f"{id(run):x}", f"{id(parent):x}" if parent is not None else None
+    parent = run.parent
+    return run.run_id, parent.run_id if parent is not None else None
 
 
 def _usage(u: Any) -> dict[str, Any] | None:
@@ -405,7 +405,7 @@ class Merged:
     def __init__(self, ctx: RunContext) -> None:
         self.listener: Listener = ctx.events
         self.pending: list[Event] = self.listener.pending
-        self.agent, self.run_id = ctx.agent_name, f"{id(ctx):x}"
+        self.agent, self.run_id = ctx.agent_name, ctx.run_id
         self.calls = Calls()  # what was sent of the calls whose arguments streamed
 
     def take(self, fragments: list[Fragment]) -> list[RunEvent]:

@@ -4,6 +4,7 @@ fragments), with interrupts, handoffs and nested runs, held by output checks as 
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import orjson
 import pytest
@@ -181,3 +182,16 @@ def test_a_crews_run_with_a_tool_a_handoff_and_a_memory_recall_event_by_event(tm
     assert all(e.run_id == runs[e.agent][0] for e in evs if e.agent != "crew")  # each event in its own run
     assert all(e.data.get("error") is None for e in evs if e.type.endswith("_end"))
     orjson.dumps([e.to_dict() for e in evs])
+
+
+def test_runs_one_after_another_never_share_a_run_id() -> None:
+    """An event's run_id names its run: two runs of a process, the first one's context already freed, differ (the
+    id was once the context's memory address, which CPython hands to the next context)."""
+    ids = []
+    for _ in range(20):
+        bot = BasicAgent(llm=ScriptedLLM(["Hello."]), name="bot")
+        ids.append({e.run_id for e in bot.run(USER, events=True)})
+        del bot
+        gc.collect()
+    assert all(len(one) == 1 for one in ids)
+    assert len({one.pop() for one in ids}) == 20
