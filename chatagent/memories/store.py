@@ -5,7 +5,9 @@
 Without a URL: $CHATAGENT_MEMORY_STORE, else `<workspace>/memory/memory.db`. A SQLite file (and its journal) is
 created readable by its owner only (0600). Every statement names the user: one user's records are never read,
 changed or deleted through another's. Each user has a version, bumped by every change, so that a process keeps
-a user's records in memory and reloads them only when someone (any process) changed them.
+a user's records in memory and reloads them only when someone (any process) changed them. A PostgreSQL call the
+server gives no answer within the URL's `answer_timeout` seconds (default 30, as a session store's) fails with a
+MemoryStoreError (`chatagent.utils.sql_watch`): the turn then goes on without memories.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from chatagent.sessions.errors import SessionStoreError
 from chatagent.sessions.sqlite import parse_sqlite_url
 from chatagent.utils.keys import redact
 from chatagent.utils.sql import connect_postgres, connect_sqlite, lock_schema, private_sqlite_file
+from chatagent.utils.sql_watch import answer_timeout, watching
 from chatagent.utils.workspace import workspace_root
 
 __all__ = ["MemoryStore", "MemoryStoreError", "default_memory_url", "open_memory_store"]
@@ -69,6 +72,12 @@ class MemoryStore:
         if scheme not in ("sqlite", "postgresql", "postgres"):
             raise MemoryStoreError(f"unknown memory store URL {redact(url)!r}: use sqlite:///path.db or postgresql://")
         self.postgres = scheme != "sqlite"
+        self.answer_timeout = 0.0  # seconds a PostgreSQL call may wait for an answer (0: no deadline)
+        if self.postgres:
+            try:
+                self._conninfo, self.answer_timeout = answer_timeout(url)
+            except ValueError as e:
+                raise MemoryStoreError(f"bad memory store URL {redact(url)!r}: {e}") from None
         self.path: Path | None = None if self.postgres else _sqlite_path(url)  # the SQLite file
         self._lock = threading.Lock()
         self._conn: Any = None
@@ -113,7 +122,7 @@ class MemoryStore:
     def _connect(self) -> Any:
         if self.postgres:
             return connect_postgres(
-                self.url, needed_for="a PostgreSQL memory store", autocommit=False, error=MemoryStoreError
+                self._conninfo, needed_for="a PostgreSQL memory store", autocommit=False, error=MemoryStoreError
             )
         path = _sqlite_path(self.url)
         try:
@@ -128,9 +137,10 @@ class MemoryStore:
             if self._conn is None or self._pid != os.getpid():
                 self._conn, self._pid = self._connect(), os.getpid()
             conn = self._conn
+            watched = watching(conn, self.answer_timeout)
             try:
                 if self.postgres:
-                    with conn.transaction(), conn.cursor() as cur:
+                    with watched, conn.transaction(), conn.cursor() as cur:
                         yield cur
                 else:
                     cur = conn.cursor()
@@ -146,7 +156,10 @@ class MemoryStore:
             except Exception as e:
                 if type(e).__module__.startswith("psycopg"):
                     self._conn = None  # a lost connection: the next call opens a new one
-                    raise MemoryStoreError(f"memory store {redact(self.url)}: {str(e).splitlines()[0]}") from None
+                    why = str(e).splitlines()[0]
+                    if watched.fired:
+                        why = f"no answer in {self.answer_timeout:g} s (its answer_timeout)"
+                    raise MemoryStoreError(f"memory store {redact(self.url)}: {why}") from None
                 raise
 
     def close(self) -> None:

@@ -3,7 +3,9 @@ locks as session-level advisory locks on one connection of their own, which the 
 connection ends, however the process ended.
 
 A lost connection (server restarted, network cut, backend terminated) fails the call in progress with a
-SessionStoreError saying so; the connection is dropped and the next call opens a new one.
+SessionStoreError saying so; the connection is dropped and the next call opens a new one. So does a call the
+server gives no answer within `answer_timeout` seconds (30; the URL's `answer_timeout=SECONDS` changes it, 0: no
+deadline): a server that keeps its connections open and answers nothing never holds a turn (`chatagent.utils.sql_watch`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from chatagent.sessions.store import FIND, SQLStore
 from chatagent.utils.extras import missing_dependency
 from chatagent.utils.keys import redact
 from chatagent.utils.sql import SCHEMA_LOCK, connect_postgres, first_line
+from chatagent.utils.sql_watch import answer_timeout, watching
 
 _POOL_SIZE = 10
 _POOL_WAIT_S = 60.0
@@ -55,7 +58,8 @@ class _Cursor:
 
 class PostgresStore(SQLStore):
     """Sessions in a PostgreSQL database (see `chatagent.sessions.store`). Tables go into the first schema of the
-    connection's search_path (`?options=-csearch_path%3Dmyschema` in the URL picks one)."""
+    connection's search_path (`?options=-csearch_path%3Dmyschema` in the URL picks one); `answer_timeout=SECONDS`
+    in the URL: how long a call may wait for the server's answer (see the module docstring)."""
 
     dialect = {
         "id_pk": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
@@ -78,8 +82,11 @@ class PostgresStore(SQLStore):
         except ModuleNotFoundError as e:
             raise missing_dependency(e, "a postgresql:// session store") from None
         self._psycopg = psycopg
-        self._conninfo = url
         self.url = redact(url)
+        try:
+            self._conninfo, self.answer_timeout = answer_timeout(url)
+        except ValueError as e:
+            raise SessionStoreError(f"bad PostgreSQL store URL {self.url!r}: {e}") from None
         self._idle: list[Any] = []
         self._open = 0  # connections of the pool, idle or in use
         self._pool = threading.Condition(threading.RLock())
@@ -107,8 +114,15 @@ class PostgresStore(SQLStore):
         conn = self._take()
         healthy = False
         try:
-            yield conn
-            healthy = True
+            with watching(conn, self.answer_timeout) as watch:
+                try:
+                    yield conn
+                except self._psycopg.Error as e:
+                    if watch.fired:
+                        self._forget_idle()  # (they wait on the same server)
+                        raise self._unanswered() from e
+                    raise
+            healthy = not watch.fired  # (an answer came as the watchdog ended it: the connection is broken)
         except self._psycopg.Error as e:
             healthy = not (conn.closed or conn.broken)
             if not healthy:
@@ -179,6 +193,12 @@ class PostgresStore(SQLStore):
         fn = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
         cur.execute(f"SELECT {fn}(?)", (_BLOB_LOCK,))
 
+    def _unanswered(self) -> SessionStoreError:
+        return SessionStoreError(
+            f"PostgreSQL at {self.url} gave no answer in {self.answer_timeout:g} s (its answer_timeout); "
+            "the next call reconnects"
+        )
+
     def _error(self, e: Exception, lost: bool) -> SessionStoreError:
         if lost:
             return SessionStoreError(
@@ -219,7 +239,8 @@ class PostgresStore(SQLStore):
                 self._held.discard(key)
                 if self._lock_conn is not None:
                     try:
-                        self._lock_conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                        with watching(self._lock_conn, self.answer_timeout):
+                            self._lock_conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
                     except self._psycopg.Error:
                         self._drop_lock_connection()  # the server released its locks with it
 
@@ -230,24 +251,28 @@ class PostgresStore(SQLStore):
             conn, fresh = self._lock_conn, False
             if conn is None or conn.closed or conn.broken:
                 conn, fresh = self._open_lock_connection(), True
-            try:
-                return bool(conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
-            except self._psycopg.Error as e:
-                lost = conn.closed or conn.broken
-                self._drop_lock_connection()
-                self._forget_idle()
-                if fresh or not lost:  # (one kept from before the server restarted or the network was cut: again)
-                    raise self._error(e, lost=True) from e
+            with watching(conn, self.answer_timeout) as watch:
+                try:
+                    return bool(conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
+                except self._psycopg.Error as e:
+                    lost = conn.closed or conn.broken
+                    self._drop_lock_connection()
+                    self._forget_idle()
+                    if watch.fired:
+                        raise self._unanswered() from e
+                    if fresh or not lost:  # (one kept from before the server restarted or the network was cut: again)
+                        raise self._error(e, lost=True) from e
 
     def _open_lock_connection(self) -> Any:
         self._drop_lock_connection()
         conn = self._connect()
         try:  # a new connection holds nothing: take again the locks of the runs still going here
-            for held in self._held:
-                conn.execute("SELECT pg_try_advisory_lock(%s)", (held,))
+            with watching(conn, self.answer_timeout) as watch:
+                for held in self._held:
+                    conn.execute("SELECT pg_try_advisory_lock(%s)", (held,))
         except self._psycopg.Error as e:
             conn.close()
-            raise self._error(e, lost=True) from e
+            raise (self._unanswered() if watch.fired else self._error(e, lost=True)) from e
         self._lock_conn = conn
         return conn
 

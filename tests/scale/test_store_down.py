@@ -6,8 +6,9 @@ replica 1, and a turn sent to replica 0 meanwhile gets a 503 `session_store_unav
 database's address nor its password; once the relay listens again replica 0 is ready and answers, the same process.
 With the database server itself stopped, both replicas are unready and a turn gets the same error; started again,
 both serve again, and the conversations stored before go on. A database that keeps the connections open but stops
-answering (the relay holding every byte) makes the replica unready too, once its ping has waited 10 s, and ready
-again when it answers. A replica told its store by $CHATAGENT_SESSION_STORE alone is unready while that store is
+answering (the relay holding every byte) makes the replica unready too, once its ping has waited 10 s (or its
+store's answer_timeout, 5 s here, ended it), a turn sent to it then gets the same 503 once answer_timeout has
+passed (rather than waiting as long as the database does), and it is ready again when the database answers. A replica told its store by $CHATAGENT_SESSION_STORE alone is unready while that store is
 down, before any request has opened it. Every wait has a deadline.
 """
 
@@ -29,6 +30,7 @@ from tests.support.tcp_relay import TcpRelay
 KEY = "store-down-key"
 PASSWORD = "pw-7f3a9c-secret"  # in the replicas' store URLs (the test server trusts loopback: it is not checked)
 DEADLINE = 120.0  # seconds any one wait may take
+ANSWER_TIMEOUT_S = 5  # replica 0's store URL: a call its database does not answer fails after this long
 
 _why = unavailable() or pg_support.unavailable()
 pytestmark = [pytest.mark.skipif(_why is not None, reason=_why or ""), pytest.mark.timeout(900)]
@@ -46,7 +48,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     relay = TcpRelay(pg.port).start()
     directory = tmp_path_factory.mktemp("store-down")
     direct = pg.new_store_url().replace("postgres@", f"postgres:{PASSWORD}@")
-    relayed = direct.replace(f":{pg.port}/", f":{relay.port}/")
+    relayed = direct.replace(f":{pg.port}/", f":{relay.port}/") + f"&answer_timeout={ANSWER_TIMEOUT_S}"
     env = {"REPLICA_MODEL_URL": model.base_url, "REPLICA_LEDGER": str(directory / "ledger")}
     replicas = Replicas(direct, "tests.support.replica_agent:make", directory, env, n=2, api_key=KEY,
                         stores=(relayed, direct))  # fmt: skip
@@ -179,6 +181,8 @@ def test_a_replica_whose_database_stops_answering_is_unready_until_it_answers_ag
         assert _ready(r0).json() == {"status": "unavailable"}
         assert httpx.get(f"{r0}/healthz", timeout=DEADLINE).json() == {"status": "ok"}
         assert _ready(replicas.replica_url(1)).status_code == 200
+        _assert_store_unavailable(_turn(r0, "frozen-during", "held"), setup)  # after answer_timeout, not never
+        _assert_store_unavailable(_turn(r0, "frozen-during", "held", stream=True), setup)
     finally:
         relay.thaw()
     _until(lambda: _ready(r0).status_code == 200, "replica 0 ready again")
