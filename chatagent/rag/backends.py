@@ -17,13 +17,19 @@ searched through an HNSW index on their cosine (approximate: `hnsw.ef_search` at
 when the extension can be created; else in a `real[]` column, compared in SQL (exact, every row read: install
 pgvector for large corpora). The best candidates of both sides are fused as the in-process index fuses them
 (`chatagent.rag.fusion`, the meaning side weighted by how much of the query the best keyword match covers).
+
+A lost connection (a server restart, a failover, a network cut) fails the call in progress with a
+RetrievalBackendError saying so, and the next call connects again; a search the server does not answer within the
+URL's `answer_timeout` seconds (30 by default, as the stores': `chatagent.utils.sql_watch`) fails the same way.
+Indexing (`add_texts`, `delete`) has no such deadline: a large batch may take the server longer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -32,13 +38,19 @@ from chatagent.errors import ChatAgentError
 from chatagent.rag.analysis import analyze
 from chatagent.rag.embedders import Embedder, default_embedder, query_vector
 from chatagent.rag.fusion import coverage, fuse
-from chatagent.utils.sql import connect_postgres, lock_schema
+from chatagent.utils.keys import redact
+from chatagent.utils.sql import connect_postgres, first_line, lock_schema
+from chatagent.utils.sql_watch import answer_timeout, watching
 
-__all__ = ["IndexingError", "PostgresBackend", "RetrievalBackend"]
+__all__ = ["IndexingError", "PostgresBackend", "RetrievalBackend", "RetrievalBackendError"]
 
 CANDIDATES = 100  # per side, fused
 MAX_EF_SEARCH = 1000  # pgvector's ceiling for hnsw.ef_search: more candidates than this are found exactly
 _TABLE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+class RetrievalBackendError(ChatAgentError, RuntimeError):
+    """The retrieval backend's server was lost or did not answer in time (the next call connects again)."""
 
 
 class IndexingError(ChatAgentError, ValueError):
@@ -87,7 +99,9 @@ class PostgresBackend:
             raise ValueError(f"table must be lower-case letters, digits and _, not {table!r}")
         self.table = table
         self.embedder: Embedder | None = default_embedder() if embedder == "default" else embedder  # type: ignore[assignment]
-        self._conn: Any = connect_postgres(url, needed_for="the PostgreSQL retrieval backend", autocommit=True)
+        self.url = redact(url)
+        self._conninfo, self.answer_timeout = answer_timeout(url)
+        self._conn: Any = self._connect()
         self._lock = threading.Lock()
         self._vector = self._pgvector_type()  # the schema-qualified type, or None: vectors in real[]
         self.pgvector = self._vector is not None
@@ -96,15 +110,41 @@ class PostgresBackend:
         self._ef_search = 0
         self._ensure_table()
 
+    def _connect(self) -> Any:
+        return connect_postgres(self._conninfo, needed_for="the PostgreSQL retrieval backend", autocommit=True)
+
+    @contextlib.contextmanager
+    def _connection(self, watched: bool = False) -> Iterator[Any]:
+        """The connection, the lock held: a new one when the last was lost (its session settings made again), a
+        call on it failing with RetrievalBackendError when it is lost, or not answered in time when `watched`."""
+        with self._lock:
+            if self._conn.closed or self._conn.broken:
+                self._conn, self._ef_search = self._connect(), 0
+            conn = self._conn
+            with watching(conn, self.answer_timeout if watched else 0) as watch:
+                try:
+                    yield conn
+                except Exception as e:
+                    if watch.fired:
+                        raise RetrievalBackendError(
+                            f"PostgreSQL at {self.url} gave no answer in {self.answer_timeout:g} s (its "
+                            "answer_timeout); the next call reconnects"
+                        ) from e
+                    if type(e).__module__.startswith("psycopg") and conn.broken:
+                        raise RetrievalBackendError(
+                            f"lost the connection to PostgreSQL at {self.url}: {first_line(e)}; the next call reconnects"
+                        ) from e
+                    raise
+
     def _pgvector_type(self) -> str | None:
         """pgvector's type, qualified by the schema the extension lives in (it may be off this search_path)."""
         import psycopg
 
         try:
-            with self._lock, self._conn.transaction():
-                lock_schema(self._conn)
-                self._conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                row = self._conn.execute(
+            with self._connection() as conn, conn.transaction():
+                lock_schema(conn)
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                row = conn.execute(
                     "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
                     "WHERE e.extname = 'vector'"
                 ).fetchone()
@@ -113,21 +153,21 @@ class PostgresBackend:
         return '"' + row[0].replace('"', '""') + '".vector'
 
     def _ensure_table(self) -> None:
-        with self._lock, self._conn.transaction():
-            lock_schema(self._conn)  # processes opening one table at once
-            self._conn.execute(
+        with self._connection() as conn, conn.transaction():
+            lock_schema(conn)  # processes opening one table at once
+            conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.table} (id TEXT PRIMARY KEY, title TEXT, text TEXT NOT NULL, "
                 "terms TSVECTOR NOT NULL, embedding " + (self._vector or "REAL[]") + ")"
             )
-            self._conn.execute(f"CREATE INDEX IF NOT EXISTS {self.table}_terms ON {self.table} USING GIN (terms)")
+            conn.execute(f"CREATE INDEX IF NOT EXISTS {self.table}_terms ON {self.table} USING GIN (terms)")
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
 
     def __len__(self) -> int:
-        with self._lock:
-            return int(self._conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0])
+        with self._connection(watched=True) as conn:
+            return int(conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0])
 
     def add_texts(self, ids: Sequence[Any], texts: Sequence[str], titles: Sequence[str | None] | None = None) -> None:
         """Add or replace passages: analysed and embedded (in batches) here, stored in one transaction.
@@ -153,7 +193,7 @@ class PostgresBackend:
         )
         refused = self._store_rows(sql, rows)
         if self.embedder is not None and texts:
-            with self._lock:
+            with self._connection():
                 self._hnsw()  # made as the first vectors come, not by the first search
         if refused:
             raise IndexingError(refused)
@@ -164,9 +204,9 @@ class PostgresBackend:
         import psycopg  # (installed: __init__ connected with it)
 
         bad_data = (psycopg.DataError, psycopg.errors.ProgramLimitExceeded)
-        with self._lock:
+        with self._connection() as conn:
             try:
-                with self._conn.transaction(), self._conn.cursor() as cur:
+                with conn.transaction(), conn.cursor() as cur:
                     cur.executemany(sql, rows)
                 return {}
             except bad_data:
@@ -174,15 +214,15 @@ class PostgresBackend:
             refused: dict[str, str] = {}
             for row in rows:
                 try:
-                    with self._conn.transaction():
-                        self._conn.execute(sql, row)
+                    with conn.transaction():
+                        conn.execute(sql, row)
                 except bad_data as e:
                     refused[row[0]] = str(e).splitlines()[0] if str(e) else type(e).__name__
         return refused
 
     def delete(self, ids: Sequence[Any]) -> int:
-        with self._lock:
-            cur = self._conn.execute(f"DELETE FROM {self.table} WHERE id = ANY(%s)", ([str(i) for i in ids],))
+        with self._connection() as conn:
+            cur = conn.execute(f"DELETE FROM {self.table} WHERE id = ANY(%s)", ([str(i) for i in ids],))
             return cur.rowcount
 
     def search(self, query: str, top_k: int = 10) -> list[tuple[str, float]]:
@@ -195,8 +235,8 @@ class PostgresBackend:
         if self.embedder is None:
             if not tsquery:  # a question of no term ('???', emoji) matches no passage by keywords
                 return []
-            with self._lock:
-                rows = self._conn.execute(
+            with self._connection(watched=True) as conn:
+                rows = conn.execute(
                     f"SELECT id, ts_rank_cd(terms, q) AS r FROM {self.table}, CAST(%s AS tsquery) q "
                     "WHERE terms @@ q ORDER BY r DESC, id LIMIT %s",
                     (tsquery, top_k),
@@ -204,8 +244,8 @@ class PostgresBackend:
             return [(r[0], float(r[1])) for r in rows]
         v = self._vector_param(query_vector(self.embedder, query))
         n = max(CANDIDATES, top_k)
-        with self._lock:
-            rows = self._conn.execute(self._hybrid_sql(n), {"q": tsquery, "v": v, "n": n}).fetchall()
+        with self._connection(watched=self._indexed or not self._vector) as conn:  # (not while it makes the index)
+            rows = conn.execute(self._hybrid_sql(n), {"q": tsquery, "v": v, "n": n}).fetchall()
         if not rows:
             return []
         ids = [r[0] for r in rows]

@@ -6,17 +6,19 @@ PostgreSQL (no pgvector in bookworm: real[]) and on the PostgreSQL 16 with pgvec
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
 
-from chatagent.rag.backends import MAX_EF_SEARCH, PostgresBackend, RetrievalBackend
+from chatagent.rag.backends import MAX_EF_SEARCH, PostgresBackend, RetrievalBackend, RetrievalBackendError
 from chatagent.rag.embedders import OpenAIEmbedder
 from chatagent.rag.index import Index
 from tests.support.embeddings import toy_vector
 from tests.support.openai_server import OpenAIServer
 from tests.support.postgres import PostgresCluster, pgvector_bin_dir, unavailable
+from tests.support.tcp_relay import TcpRelay
 
 pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
 
@@ -127,3 +129,54 @@ def test_pgvector_searches_through_an_hnsw_index(
         assert len(set(through_index) & set(every_row)) >= 8  # approximate, but not on 300 vectors at ef_search 100
     finally:
         corpus.close()
+
+
+def test_a_lost_or_silent_server_fails_one_search_clearly_and_the_next_connects_again(
+    server: PostgresCluster, openai_server: OpenAIServer
+) -> None:
+    """A server restart (every client's connection ended) fails the search in progress with RetrievalBackendError,
+    naming the server without its password; the next search connects again, its session settings made anew
+    (pgvector's ef_search). A server that keeps the connection open and answers nothing fails a search after the
+    URL's answer_timeout, and the next one (once it answers) works. Before, every later search failed for ever."""
+    embedder = OpenAIEmbedder(openai_server.base_url, "toy", api_key="k")
+    password = "pw-backend-4e1"
+    url = server.new_store_url().replace("postgres@", f"postgres:{password}@")
+    with TcpRelay(server.port).start() as relay:
+        relayed = url.replace(f":{server.port}/", f":{relay.port}/") + "&answer_timeout=2"
+        corpus = PostgresBackend(relayed, table="manual", embedder=embedder)
+        try:
+            corpus.add_texts(list(TEXTS), list(TEXTS.values()))
+            assert corpus.search("tyre pressure", top_k=1)[0][0] == "tyres"
+            assert server.terminate_clients() >= 1
+            with pytest.raises(RetrievalBackendError, match="lost the connection to PostgreSQL") as lost:
+                corpus.search("tyre pressure", top_k=1)
+            assert password not in str(lost.value)
+            assert corpus.search("tyre pressure", top_k=1)[0][0] == "tyres"  # connected again
+            relay.freeze()
+            try:
+                silent = _raised_within(lambda: corpus.search("brake pads", top_k=1))
+            finally:
+                relay.thaw()
+            assert isinstance(silent, RetrievalBackendError) and "gave no answer in 2 s" in str(silent), silent
+            assert password not in str(silent)
+            assert corpus.search("brake pads", top_k=1)[0][0] == "brakes"
+        finally:
+            corpus.close()
+
+
+def _raised_within(call: Callable[[], object], deadline: float = 60.0) -> BaseException | None:
+    """What `call()` raised (None: it returned), on a thread that must end within `deadline` seconds."""
+    raised: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            raised.append(None)
+        except BaseException as e:
+            raised.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(deadline)
+    assert raised, f"the search was still waiting for the server after {deadline:g} s"
+    return raised[0]
