@@ -6,8 +6,7 @@ PostgreSQL (no pgvector in bookworm: real[]) and on the PostgreSQL 16 with pgvec
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from tests.support.embeddings import toy_vector
 from tests.support.openai_server import OpenAIServer
 from tests.support.postgres import PostgresCluster, pgvector_bin_dir, unavailable
 from tests.support.tcp_relay import TcpRelay
+from tests.support.threads import raised_within
 
 pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
 
@@ -154,7 +154,7 @@ def test_a_lost_or_silent_server_fails_one_search_clearly_and_the_next_connects_
             assert corpus.search("tyre pressure", top_k=1)[0][0] == "tyres"  # connected again
             relay.freeze()
             try:
-                silent = _raised_within(lambda: corpus.search("brake pads", top_k=1))
+                silent = raised_within(lambda: corpus.search("brake pads", top_k=1))
             finally:
                 relay.thaw()
             assert isinstance(silent, RetrievalBackendError) and "gave no answer in 2 s" in str(silent), silent
@@ -162,21 +162,3 @@ def test_a_lost_or_silent_server_fails_one_search_clearly_and_the_next_connects_
             assert corpus.search("brake pads", top_k=1)[0][0] == "brakes"
         finally:
             corpus.close()
-
-
-def _raised_within(call: Callable[[], object], deadline: float = 60.0) -> BaseException | None:
-    """What `call()` raised (None: it returned), on a thread that must end within `deadline` seconds."""
-    raised: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            call()
-            raised.append(None)
-        except BaseException as e:
-            raised.append(e)
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(deadline)
-    assert raised, f"the search was still waiting for the server after {deadline:g} s"
-    return raised[0]

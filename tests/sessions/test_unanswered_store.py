@@ -6,8 +6,7 @@ a TCP relay that holds every byte (tests/support/tcp_relay.py); every wait has a
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,8 +18,8 @@ from chatagent.sessions.errors import SessionStoreError
 from chatagent.utils.sql_watch import answer_timeout
 from tests.support.postgres import PostgresCluster
 from tests.support.tcp_relay import TcpRelay
+from tests.support.threads import raised_within
 
-DEADLINE = 60.0  # seconds: far past the 2 s answer_timeout; reached only when the call waits for ever
 PASSWORD = "pw-unanswered-9d2"
 
 
@@ -31,24 +30,6 @@ def relayed(postgres: PostgresCluster) -> Iterator[tuple[str, TcpRelay]]:
     url = postgres.new_store_url().replace("postgres@", f"postgres:{PASSWORD}@")
     with relay:
         yield url.replace(f":{postgres.port}/", f":{relay.port}/") + "&answer_timeout=2", relay
-
-
-def _within_deadline(call: Callable[[], Any]) -> BaseException | None:
-    """What `call()` raised (None: it returned), run on a thread that must end within DEADLINE."""
-    raised: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            call()
-            raised.append(None)
-        except BaseException as e:
-            raised.append(e)
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(DEADLINE)
-    assert raised, f"the call was still waiting for the server after {DEADLINE:g} s"
-    return raised[0]
 
 
 def _says_unanswered(e: BaseException | None, kind: type[Exception]) -> None:
@@ -69,8 +50,8 @@ def test_a_session_store_call_and_a_run_lock_fail_when_the_server_stops_answerin
     release = store.lock("alice", "held")  # the lock connection is open: the next lock asks the server
     relay.freeze()
     try:
-        _says_unanswered(_within_deadline(lambda: store.count("alice")), SessionStoreError)
-        _says_unanswered(_within_deadline(lambda: store.lock("alice", "other")), SessionStoreError)
+        _says_unanswered(raised_within(lambda: store.count("alice")), SessionStoreError)
+        _says_unanswered(raised_within(lambda: store.lock("alice", "other")), SessionStoreError)
     finally:
         relay.thaw()
     assert store.count("alice") == 1  # a new connection: the conversation is there
@@ -93,7 +74,7 @@ def test_a_memory_store_that_stops_answering_costs_the_turn_its_memories_not_the
     relay.freeze()
     try:
         answered: list[Any] = []
-        raised = _within_deadline(
+        raised = raised_within(
             lambda: answered.append(bot.run_nonstream(asked, session=alice, callbacks=[events.append]))
         )
     finally:
@@ -104,7 +85,7 @@ def test_a_memory_store_that_stops_answering_costs_the_turn_its_memories_not_the
     failures = [e for e in events if e.kind == "progress" and e.error]
     assert failures and failures[0].data["memory"] == "recall", failures
     store = MemoryStore(url)
-    _says_unanswered(_within_deadline(lambda: (relay.freeze(), store.version("alice"))), MemoryStoreError)
+    _says_unanswered(raised_within(lambda: (relay.freeze(), store.version("alice"))), MemoryStoreError)
     relay.thaw()
     assert store.version("alice") >= 1  # the next call reconnects
 
