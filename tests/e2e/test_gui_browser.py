@@ -20,6 +20,7 @@ from chatagent.gui import WebUI
 from chatagent.llm.base import BaseChatModel, Usage
 from chatagent.llm.prepare import unmarked
 
+HELD_S = 120  # seconds the held answer waits for the test (a deadline: the test releases it once it saw half)
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -60,13 +61,15 @@ class Call:
 
 
 class BrowserLLM(BaseChatModel):
-    """A model whose reply depends on the user's text: 'slow N' streams N words slowly; 'xss' answers with
-    HTML; 'files' lists the file items it received; 'fail' fails; anything else is echoed."""
+    """A model whose reply depends on the user's text: 'slow N' streams N words slowly; 'held N' streams half of
+    N words, then waits for `release` (set by the test) before the rest; 'xss' answers with HTML; 'files' lists
+    the file items it received; 'fail' fails; anything else is echoed."""
 
     def __init__(self, delay: float = 0.03) -> None:
         super().__init__({"model": "browser-test"})
         self.delay = delay
         self.calls: list[Call] = []
+        self.release = threading.Event()
 
     def _chat_stream(self, messages, functions, cfg, usage: Usage | None) -> Iterator[list[Message]]:
         call = Call(messages)
@@ -86,6 +89,12 @@ class BrowserLLM(BaseChatModel):
             finally:
                 if call.sent < n:
                     call.closed_early.set()
+        elif text.startswith("held"):
+            n = int(text.split()[1])
+            for i in range(n):
+                if i == n // 2 and not self.release.wait(HELD_S):
+                    raise TimeoutError(f"the test did not release the answer within {HELD_S} s")
+                yield say(f"w{i} ")
         elif text == "xss":
             yield say(XSS)
         elif text.startswith("files"):
@@ -214,11 +223,13 @@ def wait_for(condition, timeout: float = 15.0, what: str = "condition") -> None:
 def test_a_reply_streams_into_the_page(page, app: App) -> None:
     from playwright.sync_api import expect
 
-    send(page, "slow 60")
+    app.llm.release.clear()
+    send(page, "held 60")  # the model gives w0..w29, then holds the rest until released
     bot = page.locator("#chatbot")
-    expect(bot).to_contain_text("w5")
-    assert "w59" not in bot_text(page), "the whole answer arrived at once: not streamed"
-    expect(bot).to_contain_text("w59", timeout=30_000)
+    expect(bot).to_contain_text("w29", timeout=60_000)  # shown while the answer is still being made
+    assert "w59" not in bot_text(page)
+    app.llm.release.set()
+    expect(bot).to_contain_text("w59", timeout=60_000)
     expect(page.locator("#chat-input textarea")).to_be_enabled()
 
 
