@@ -16,8 +16,9 @@ from chatagent.errors import ModelServiceError
 from chatagent.llm import qwen_backend
 from chatagent.llm.budget import DEFAULT_MAX_INPUT_TOKENS, TokenBudget, truncate_messages
 from chatagent.llm.cut_off import cut_call_error as cut_call_error  # re-exported where it was
+from chatagent.llm.inputs import Prepared
 from chatagent.llm.pacing import Pace, pace_of
-from chatagent.llm.prepare import normalize_functions, valid_unicode, without_media
+from chatagent.llm.prepare import normalize_functions
 from chatagent.llm.pumps import aplayed, played
 from chatagent.llm.request import ASYNC, SYNC, ModelRequest, Reading, ReplyStream, Usage
 from chatagent.llm.retry import RetryBudget, budget_of, retrying
@@ -44,7 +45,7 @@ from chatagent.llm.stream_modes import (
     in_worker_thread,
     on_the_loop,
 )
-from chatagent.schema import USER, Message, content_text, to_messages
+from chatagent.schema import USER, Message, content_text
 from chatagent.schema.fragment import Fragment
 from chatagent.schema.stream import accumulate, collect
 from chatagent.utils.keys import clean_api_key, remember_endpoint
@@ -284,7 +285,7 @@ class BaseChatModel(TokenBudget):
             raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
         listed = list(messages)
         as_dicts = bool(listed) and not any(isinstance(m, Message) for m in listed)
-        msgs = to_messages(listed)
+        msgs, most = self._prepared().messages(listed, self.support_multimodal_input)
         if not msgs:
             raise ValueError("messages is empty: give at least one user message")
         settings, gen_cfg = split_generate_cfg({**self.generate_cfg, **(extra_generate_cfg or {})})
@@ -293,7 +294,8 @@ class BaseChatModel(TokenBudget):
         if deadline is not None:
             settings.deadline = deadline
         funcs = normalize_functions(functions)
-        return ModelRequest(self._prepare(msgs, settings, funcs), funcs, gen_cfg, settings, usage, stream), as_dicts
+        msgs = self._prepare(msgs, settings, funcs, most)
+        return ModelRequest(msgs, funcs, gen_cfg, settings, usage, stream), as_dicts
 
     # ---- what backends implement -------------------------------------------------------------------------
 
@@ -356,18 +358,27 @@ class BaseChatModel(TokenBudget):
 
     # ---- shared machinery ------------------------------------------------------------------------------
 
+    def _prepared(self) -> Prepared:
+        """This model's input messages as prepared (`chatagent.llm.inputs`): each copied, its text made valid and its
+        media replaced for a text-only model once, not at every call that gives it again."""
+        kept = self.__dict__.get("_prepared_inputs")
+        if kept is None:
+            kept = self.__dict__["_prepared_inputs"] = Prepared()
+        return kept
+
     def _prepare(
-        self, msgs: list[Message], settings: Settings, funcs: list[dict[str, Any]] | None = None
+        self,
+        msgs: list[Message],
+        settings: Settings,
+        funcs: list[dict[str, Any]] | None = None,
+        most: int | None = None,
     ) -> list[Message]:
-        """Valid text, media the model can take, and the conversation fitted to the input limit, tool schemas
-        (native or in the prompt) counted."""
-        msgs = [valid_unicode(m) for m in msgs]
-        if not self.support_multimodal_input:
-            msgs = [without_media(m) for m in msgs]
+        """The prepared messages (`_prepared`) fitted to the input limit, tool schemas (native or in the prompt)
+        counted; `most`: their most tokens, when known."""
         limit = settings.max_input_tokens or DEFAULT_MAX_INPUT_TOKENS
         if funcs:
             limit -= self.tokenizer.count(self._tools_text(funcs, settings))
-        return truncate_messages(msgs, limit, self.tokenizer, long_input=settings.long_input)
+        return truncate_messages(msgs, limit, self.tokenizer, long_input=settings.long_input, most=most)
 
     def backend_reply(self, request: ModelRequest, io: Reading[ReplyStream]) -> ReplyStream:
         """The backend's own reply to `request` as fragment lists, read as `io` says, with the retry and deadline rules,

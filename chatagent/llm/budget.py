@@ -91,7 +91,7 @@ def message_text(m: Message) -> str:
     return text
 
 
-def _most_tokens(m: Message) -> int:
+def most_tokens(m: Message) -> int:
     """More tokens than any tokenizer makes of `m` (one per UTF-8 byte at most, four bytes a character at most),
     counted without tokenizing."""
     content = m.content
@@ -120,7 +120,12 @@ def prompt_tokens(msgs: Sequence[Message], tokenizer: Tokenizer = ESTIMATE, extr
 
 
 def truncate_messages(
-    msgs: list[Message], max_tokens: int, tokenizer: Tokenizer = ESTIMATE, *, long_input: str = SHORTEN
+    msgs: list[Message],
+    max_tokens: int,
+    tokenizer: Tokenizer = ESTIMATE,
+    *,
+    long_input: str = SHORTEN,
+    most: int | None = None,
 ) -> list[Message]:
     """Fit the conversation into `max_tokens` (counted by `tokenizer`, template overhead included) by a fixed rule.
 
@@ -132,9 +137,11 @@ def truncate_messages(
     5. If the kept part is still too long, the latest user message is shortened in the middle, its beginning
        and end kept (as Qwen-Agent does); with `long_input='raise'`, or when even that cannot make it fit,
        ModelServiceError('context_too_long') is raised instead.
+
+    `most`: the sum of the messages' `most_tokens`, when the caller has it (`chatagent.llm.inputs.Prepared`).
     """
     budget = max_tokens - tokenizer.prompt_overhead
-    if sum(map(_most_tokens, msgs)) <= budget:  # surely fits: no need to count (the common case, every call)
+    if (sum(map(most_tokens, msgs)) if most is None else most) <= budget:  # surely fits: not counted (every call)
         return msgs
     sizes = messages_tokens(msgs, tokenizer)
     total = sum(sizes)

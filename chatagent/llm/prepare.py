@@ -12,6 +12,7 @@ between them, any dash or none), as a reader would still take it for the marker.
 from __future__ import annotations
 
 import logging
+import operator
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -183,14 +184,21 @@ def marked_data(messages: Sequence[Message | dict[str, Any]], memo: Marked) -> l
             out.append(m)
             continue
         known = memo.get(id(m))  # (the memo holds the message: its id is not reused while it is there)
-        if known is None or known[1] != _fields(m) or _fields(known[2]) != known[3]:
-            data = as_data(m)
-            known = memo[id(m)] = (m, _fields(m), cast("Message", data), _fields(cast("Message", data)))
+        if known is None or LIVE_FIELDS(m) != known[1] or LIVE_FIELDS(known[2]) != known[3]:
+            data = cast("Message", as_data(m))
+            known = memo[id(m)] = (m, fields(m), data, fields(data))
         out.append(known[2])
     return out
 
 
-def _fields(m: Message) -> tuple[Any, ...]:
-    """What a message is, to tell whether it changed (its `extra` copied: it may change in place)."""
-    extra = dict(m.extra) if m.extra is not None else None
-    return m.role, m.content, m.name, m.function_call, m.reasoning_content, extra
+#: a message's fields as they are now, in the order `fields` keeps them: compared with what `fields` kept, they tell
+#: a change (one comparison, no call, for each message a model call is given again)
+LIVE_FIELDS = operator.attrgetter("role", "content", "name", "function_call", "reasoning_content", "extra")
+
+
+def fields(m: Message) -> tuple[Any, ...]:
+    """What a message is, kept to tell whether it changed: its fields, its content list and its extra copied (they
+    may change in place)."""
+    content, extra = m.content, m.extra
+    return (m.role, content if type(content) is str else list(content), m.name, m.function_call,
+            m.reasoning_content, dict(extra) if extra is not None else None)  # fmt: skip

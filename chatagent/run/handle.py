@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
+from functools import partial
 from typing import Any, TypeVar
 
 from chatagent.errors import StructuredOutputError
@@ -51,7 +52,8 @@ class Run(Iterator[_Out]):
     def __next__(self) -> _Out:
         token = CURRENT.set(self.context)
         try:
-            return self._out(next(self._gen))
+            item: Any = next(self._gen)
+            return item if self._out is _as_is else self._out(item)  # (events as they are: no call an event)
         finally:
             CURRENT.reset(token)
 
@@ -87,7 +89,8 @@ class ARun(AsyncIterator[_Out]):
     async def __anext__(self) -> _Out:
         token = CURRENT.set(self.context)
         try:
-            return self._out(await self._agen.__anext__())
+            item: Any = await self._agen.__anext__()
+            return item if self._out is _as_is else self._out(item)
         finally:
             CURRENT.reset(token)
 
@@ -127,8 +130,17 @@ def _as_they_are(name: str | None, as_dicts: bool, context: RunContext | None) -
     if context is not None and context.events is not None:
         return _as_is
     if as_dicts:
-        return lambda fragments: [f.model_dump() for f in named(fragments, name)]
-    return lambda fragments: named(fragments, name)
+
+        def dumped(fragments: list[Fragment]) -> list[dict[str, Any]]:  # (named, then dumped: one call a chunk)
+            out: list[dict[str, Any]] = []
+            for f in fragments:
+                if name is not None and f.name is None:
+                    f.name = name
+                out.append(f.model_dump())
+            return out
+
+        return dumped
+    return partial(named, name=name)
 
 
 def _as_is(item: Any) -> Any:

@@ -9,7 +9,7 @@ convert such messages wherever fragments come in.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 from chatagent.schema import ContentItem, FunctionCall, Message, to_message
 
@@ -157,12 +157,11 @@ def _placed(m: Message, extra: dict[str, Any] | None, index: object, replace: ob
 
 
 def typed(fragments: Sequence[Message]) -> list[Fragment]:
-    """`fragments` as a list of Fragments: the list itself when it holds only Fragments (the usual case,
-    checked in one pass), else a new list with the older-style ones converted (`as_fragment`)."""
+    """`fragments` as a list of Fragments: itself when it holds only Fragments, else the older-style ones converted."""
     for f in fragments:
         if type(f) is not Fragment:
             return [as_fragment(g) for g in fragments]
-    return cast("list[Fragment]", fragments if isinstance(fragments, list) else list(fragments))
+    return fragments if isinstance(fragments, list) else list(fragments)  # pyright: ignore[reportReturnType]
 
 
 def shift(fragments: list[Fragment], offset: int) -> list[Fragment]:

@@ -32,35 +32,43 @@ def to_openai(
     out: list[dict[str, Any]] = []
     placeholders = set(placeholder_kinds)
     held: list[dict[str, Any]] = []  # media of tool results, for the user message after them (tool_media='user')
-    open_calls: list[tuple[str, str]] = []  # (id, name) of calls not yet answered
+    open_calls: dict[str, str] = {}  # id -> name of the calls not yet answered, oldest first
+    # (each message costs the loop's own steps and no call: the conversation so far is sent again at every call)
     for n, m in enumerate(messages):
-        content = _openai_content(m.content, image_url, placeholders)
-        if held and m.role != FUNCTION:
+        content = m.content
+        if type(content) is not str:
+            content = _openai_content(content, image_url, placeholders)
+        role, extra = m.role, m.extra
+        if held and role != FUNCTION:
             out.append(_tool_media_message(held))
             held = []
-        if m.role == FUNCTION:
-            fid = (m.extra or {}).get("function_id")
+        if role == FUNCTION:
+            fid = extra.get("function_id") if extra else None
             if fid is None:  # answer the oldest unanswered call of that name
-                match = next((c for c in open_calls if c[1] == m.name), open_calls[0] if open_calls else None)
-                fid = match[0] if match else f"call_{n}"
-            open_calls = [c for c in open_calls if c[0] != fid]
+                fid = next((c for c, name in open_calls.items() if name == m.name), next(iter(open_calls), None))
+                fid = f"call_{n}" if fid is None else fid
+            open_calls.pop(fid, None)
             if not isinstance(content, str) and (tool_media == "user" or all(p["type"] == "text" for p in content)):
                 held += [p for p in content if p["type"] != "text"]
                 content = content_text(m.content)
             out.append({"role": "tool", "tool_call_id": fid, "content": content})
             continue
-        if m.role == ASSISTANT:
+        if role == ASSISTANT:
             prev: dict[str, Any] | None = out[-1] if out and out[-1]["role"] == "assistant" else None
-            if m.function_call is not None:
-                fid = (m.extra or {}).get("function_id") or f"call_{n}"
-                open_calls.append((fid, m.function_call.name))
-                call = {"id": fid, "type": "function", "function": m.function_call.model_dump()}
+            fc = m.function_call
+            if fc is not None:
+                fid = (extra.get("function_id") if extra else None) or f"call_{n}"
+                open_calls[fid] = fc.name
+                call = {"id": fid, "type": "function", "function": {"name": fc.name, "arguments": fc.arguments}}
                 if prev is not None and not (isinstance(content, str) and not content):
                     prev = None  # text after a call: keep it in its own message
                 if prev is None:
-                    prev = {"role": "assistant", "content": content or None}
+                    prev = {"role": "assistant", "content": content or None, "tool_calls": [call]}
                     out.append(prev)
-                prev.setdefault("tool_calls", []).append(call)
+                elif "tool_calls" in prev:
+                    prev["tool_calls"].append(call)
+                else:
+                    prev["tool_calls"] = [call]
                 continue
             if prev is not None and isinstance(content, str):
                 if "tool_calls" not in prev and isinstance(prev["content"], str):
@@ -69,8 +77,8 @@ def to_openai(
                 if "tool_calls" in prev and not prev["content"] and m.name is None:
                     prev["content"] = content or None  # text a server sent after a call: the turn's text
                     continue
-        d: dict[str, Any] = {"role": m.role, "content": content}
-        if m.name is not None and m.role in (USER, ASSISTANT):
+        d: dict[str, Any] = {"role": role, "content": content}
+        if m.name is not None and role in (USER, ASSISTANT):
             d["name"] = m.name
         out.append(d)
     if held:
