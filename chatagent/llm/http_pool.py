@@ -29,6 +29,8 @@ import asyncio
 import contextlib
 import importlib
 import os
+import select
+import socket
 import sys
 import threading
 import weakref
@@ -197,7 +199,7 @@ class ShardedTransport(httpx.AsyncBaseTransport):
     requests in flight; a request counts until its response is closed. At most `connecting` connections are
     made at once, over all the pools."""
 
-    def __init__(self, per_pool: int = 32, connecting: int = CONNECTING, **options: Any) -> None:
+    def __init__(self, per_pool: int = 8, connecting: int = CONNECTING, **options: Any) -> None:
         if "verify" not in options:  # one SSL context for all pools: loading the CA bundle once
             options["verify"] = _ssl_context(options.get("trust_env", True))
         self._options = options
@@ -252,10 +254,47 @@ class _ConnectGate:
 
     async def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
         async with self._transport.gate():
-            return await self._backend.connect_tcp(*args, **kwargs)
+            return _Stream(await self._backend.connect_tcp(*args, **kwargs))
 
     def __getattr__(self, name: str) -> Any:  # connect_unix_socket, sleep: as they are
         return getattr(self._backend, name)
+
+
+class _Stream:
+    """httpcore's network stream, with its socket looked up once: the pool asks every idle connection whether its
+    socket is readable (closed by the server) at every request's start and end, and anyio makes a dict of all its
+    attributes at each lookup (a third of the loop's work with 50 agents at once)."""
+
+    __slots__ = ("_stream", "_socket")
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._socket = stream.get_extra_info("socket")
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable" and self._socket is not None:
+            return _readable(self._socket)
+        if info == "socket":
+            return self._socket
+        return self._stream.get_extra_info(info)
+
+    async def start_tls(self, *args: Any, **kwargs: Any) -> Any:
+        return _Stream(await self._stream.start_tls(*args, **kwargs))
+
+    def __getattr__(self, name: str) -> Any:  # read, write, aclose: as they are
+        return getattr(self._stream, name)
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether `sock` has something to read (for an idle connection: the server closed it), as httpcore asks."""
+    fd = sock.fileno()
+    if fd < 0:
+        return True
+    if not hasattr(select, "poll"):  # Windows
+        return bool(select.select([fd], [], [], 0)[0])
+    poll = select.poll()
+    poll.register(fd, select.POLLIN)
+    return bool(poll.poll(0))
 
 
 class _Counted(httpx.AsyncByteStream):
