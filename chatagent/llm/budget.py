@@ -9,7 +9,6 @@ prompt the way chat templates lay it out; `truncate_messages` fits a conversatio
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 from collections.abc import Iterable, Sequence
@@ -21,6 +20,7 @@ from chatagent.llm.prepare import normalize_functions
 from chatagent.llm.prices import bare_model_name
 from chatagent.llm.settings import Settings, split_generate_cfg
 from chatagent.schema import FUNCTION, SYSTEM, USER, ContentItem, Message, content_text, to_messages
+from chatagent.utils.jsonlenient import json_copy
 from chatagent.utils.tokens import ESTIMATE, Tokenizer, tokenizer_for
 
 logger = logging.getLogger("chatagent.llm")
@@ -293,20 +293,21 @@ class TokenBudget:
         return self.input_limit(extra_generate_cfg) - used
 
 
-#: a tool schema's JSON as counted (`_tool_json`): id of its parameters -> (them, a copy, name, description, JSON)
-_TOOL_JSON: dict[int, tuple[Any, Any, Any, Any, str]] = {}
+#: a tool schema's JSON as counted (`_tool_json`): its name -> (its description, a copy of its parameters, JSON)
+_TOOL_JSON: dict[Any, tuple[Any, Any, str]] = {}
 _TOOL_JSON_MAX = 1024
 
 
 def _tool_json(f: dict[str, Any]) -> str:
     """The JSON of a normalised function schema as a native `tools` entry, made once per schema while it is unchanged
-    (every model call counts the tools it offers: the same schemas each time)."""
-    params = f["parameters"]
-    known = _TOOL_JSON.get(id(params))  # (kept there, `params` keeps its id: compared, it tells a change)
-    if known is not None and known[0] is params and known[1] == params and known[2:4] == (f["name"], f["description"]):
-        return known[4]
+    (every model call counts the tools it offers: the same schemas each time, and every agent made of the same
+    functions offers equal ones, each its own copy: found by name, compared by value)."""
+    params, name = f["parameters"], f["name"]
+    known = _TOOL_JSON.get(name)
+    if known is not None and known[1] == params and known[0] == f["description"]:
+        return known[2]
     text = json.dumps({"type": "function", "function": f}, ensure_ascii=False)
     if len(_TOOL_JSON) >= _TOOL_JSON_MAX:
         _TOOL_JSON.clear()
-    _TOOL_JSON[id(params)] = (params, copy.deepcopy(params), f["name"], f["description"], text)
+    _TOOL_JSON[name] = (f["description"], json_copy(params), text)
     return text

@@ -18,6 +18,7 @@ import orjson
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
 from chatagent.llm.http_errors import error_body, error_from_status, snippet
+from chatagent.llm.http_pool import request_url
 from chatagent.llm.http_transport import HTTPCall, Prompt, StreamReader, Transported
 from chatagent.llm.request import Usage
 from chatagent.schema.fragment import Fragment, fragment
@@ -66,7 +67,9 @@ class HTTPModel(Transported):
     def http_request(self, client: httpx.Client | httpx.AsyncClient, call: HTTPCall) -> httpx.Request:
         self.sign(call)
         timeout = httpx.Timeout(call.timeout) if call.timeout is not None else httpx.USE_CLIENT_DEFAULT
-        return client.build_request("POST", call.url, content=call.body, headers=call.headers, timeout=timeout)
+        return client.build_request(
+            "POST", request_url(call.url), content=call.body, headers=call.headers, timeout=timeout
+        )
 
     def refused(self, call: HTTPCall, response: httpx.Response, body: bytes) -> None:
         raise self.status_error(response.status_code, response.headers, body, call.has_tools)

@@ -6,7 +6,9 @@ the loop and spread over several small connection pools (`shared_client`).
 event loop the same `httpx.AsyncClient`: its connections are reused across agents, and the first one is built
 in a worker thread (with its SSL context, whose CA bundle takes ~20 ms of CPU to load, one per process and
 settings), so that a new agent's first call does not stall the loop. The clients keep no cookies: a cookie one
-model's server sets must not reach another model (another key) on the same endpoint.
+model's server sets must not reach another model (another key) on the same endpoint; nor do they read any (httpx
+would parse every answer's headers through urllib for a jar that keeps nothing). `request_url` parses a request's
+URL once per process, not at every request.
 
 A burst of requests (a thousand runs started at once) would open a thousand connections at once, and their connect
 timeouts would count the time each waits for the busy event loop to run it: most would time out. `ShardedTransport`
@@ -27,6 +29,9 @@ import asyncio
 import contextlib
 import importlib
 import os
+import select
+import socket
+import sys
 import threading
 import weakref
 from collections.abc import AsyncIterator
@@ -34,6 +39,8 @@ from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
 import httpx
+
+from chatagent.utils.lazy import settle_imports
 
 _lock = threading.Lock()
 _ssl_contexts: dict[tuple[Any, ...], Any] = {}  # (trust_env, SSL_CERT_FILE, SSL_CERT_DIR) -> ssl.SSLContext
@@ -55,7 +62,7 @@ def shared_sync_client(endpoint: str, options: dict[str, Any]) -> httpx.Client:
             if client is None:
                 trust_env = options.get("trust_env", True)
                 given: dict[str, Any] = {"timeout": TIMEOUT, **options}
-                client = httpx.Client(verify=_ssl_context(trust_env), cookies=no_cookies(), **given)
+                client = _Client(verify=_ssl_context(trust_env), cookies=no_cookies(), **given)
                 _sync_clients[key] = client
     return client
 
@@ -87,6 +94,7 @@ async def shared_client(endpoint: str, options: dict[str, Any]) -> httpx.AsyncCl
 def _new_client(options: dict[str, Any]) -> httpx.AsyncClient:
     """A client of several small connection pools sharing one SSL context, keeping no cookies (in any thread).
     Timeouts: 5 s to connect, 600 s between two reads, unless `options` say otherwise (a request's own win)."""
+    modules = len(sys.modules)
     trust_env = options.get("trust_env", True)
     ssl_context = _ssl_context(trust_env)
     # several small connection pools: one pool's bookkeeping grows with the square of its streams
@@ -94,13 +102,81 @@ def _new_client(options: dict[str, Any]) -> httpx.AsyncClient:
     transport.add_pool()  # httpcore is imported here, not on the loop at the first request
     with contextlib.suppress(ImportError):  # nor anyio's asyncio backend, which httpcore's locks load on first use
         importlib.import_module("anyio._backends._asyncio")
+        _first_exchange(importlib.import_module("h11"))  # (httpcore's, as anyio is: not chatagent's dependencies)
     options = {"timeout": TIMEOUT, **options}
-    return httpx.AsyncClient(transport=transport, verify=ssl_context, cookies=no_cookies(), **options)
+    client = _AsyncClient(transport=transport, verify=ssl_context, cookies=no_cookies(), **options)
+    settle_imports(modules)  # (httpcore, anyio, h11, imported here)
+    return client
+
+
+def _first_exchange(h11: Any) -> None:
+    """One HTTP/1.1 request and streamed answer through h11 (httpcore's HTTP/1.1), in memory: what its first use
+    does once (typing's unions built by its casts) done here, off the loop, not at the first answer."""
+    conn = h11.Connection(h11.CLIENT)
+    put = conn.send  # (bytes made in memory: nothing is sent)
+    put(h11.Request(method="POST", target="/", headers=[("Host", "x"), ("Content-Length", "2")]))
+    put(h11.Data(data=b"{}"))
+    put(h11.EndOfMessage())
+    conn.receive_data(_ANSWER)
+    while type(conn.next_event()) is not h11.EndOfMessage:
+        pass
+
+
+_ANSWER = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+)
 
 
 def no_cookies() -> CookieJar:
     """A cookie jar that keeps none: a cookie one model's server sets must not reach another model on it."""
     return CookieJar(DefaultCookiePolicy(allowed_domains=[]))
+
+
+class _NoCookies(httpx.Cookies):
+    """The cookies of the shared clients: none, and an answer's `Set-Cookie` not even read (httpx's reading makes a
+    urllib request and an email message of every answer's headers, and compiles urllib's patterns at the first)."""
+
+    def __init__(self) -> None:
+        super().__init__(no_cookies())
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        pass
+
+
+class _KeepsNoCookies:
+    """A client whose `cookies` are `_NoCookies` (httpx reads `self.cookies` at every request and answer)."""
+
+    _none = _NoCookies()
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return self._none
+
+    @cookies.setter
+    def cookies(self, cookies: Any) -> None:
+        raise TypeError("the shared model clients keep no cookies")
+
+
+class _Client(_KeepsNoCookies, httpx.Client):
+    pass
+
+
+class _AsyncClient(_KeepsNoCookies, httpx.AsyncClient):
+    pass
+
+
+_urls: dict[str, httpx.URL] = {}
+
+
+def request_url(url: str) -> httpx.URL:
+    """`url` parsed (once per process: httpx would parse the string at every request; an `httpx.URL` it takes as
+    it is)."""
+    parsed = _urls.get(url)
+    if parsed is None:
+        if len(_urls) >= 256:  # a process calls a few servers; one that makes up URLs does not grow this
+            _urls.clear()
+        parsed = _urls[url] = httpx.URL(url)
+    return parsed
 
 
 def _ssl_context(trust_env: bool) -> Any:
@@ -123,7 +199,7 @@ class ShardedTransport(httpx.AsyncBaseTransport):
     requests in flight; a request counts until its response is closed. At most `connecting` connections are
     made at once, over all the pools."""
 
-    def __init__(self, per_pool: int = 32, connecting: int = CONNECTING, **options: Any) -> None:
+    def __init__(self, per_pool: int = 8, connecting: int = CONNECTING, **options: Any) -> None:
         if "verify" not in options:  # one SSL context for all pools: loading the CA bundle once
             options["verify"] = _ssl_context(options.get("trust_env", True))
         self._options = options
@@ -178,10 +254,47 @@ class _ConnectGate:
 
     async def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
         async with self._transport.gate():
-            return await self._backend.connect_tcp(*args, **kwargs)
+            return _Stream(await self._backend.connect_tcp(*args, **kwargs))
 
     def __getattr__(self, name: str) -> Any:  # connect_unix_socket, sleep: as they are
         return getattr(self._backend, name)
+
+
+class _Stream:
+    """httpcore's network stream, with its socket looked up once: the pool asks every idle connection whether its
+    socket is readable (closed by the server) at every request's start and end, and anyio makes a dict of all its
+    attributes at each lookup (a third of the loop's work with 50 agents at once)."""
+
+    __slots__ = ("_stream", "_socket")
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._socket = stream.get_extra_info("socket")
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable" and self._socket is not None:
+            return _readable(self._socket)
+        if info == "socket":
+            return self._socket
+        return self._stream.get_extra_info(info)
+
+    async def start_tls(self, *args: Any, **kwargs: Any) -> Any:
+        return _Stream(await self._stream.start_tls(*args, **kwargs))
+
+    def __getattr__(self, name: str) -> Any:  # read, write, aclose: as they are
+        return getattr(self._stream, name)
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether `sock` has something to read (for an idle connection: the server closed it), as httpcore asks."""
+    fd = sock.fileno()
+    if fd < 0:
+        return True
+    if not hasattr(select, "poll"):  # Windows
+        return bool(select.select([fd], [], [], 0)[0])
+    poll = select.poll()
+    poll.register(fd, select.POLLIN)
+    return bool(poll.poll(0))
 
 
 class _Counted(httpx.AsyncByteStream):
@@ -204,4 +317,4 @@ class _Counted(httpx.AsyncByteStream):
         await self._stream.aclose()
 
 
-__all__ = ["ShardedTransport", "no_cookies", "shared_client", "shared_sync_client"]
+__all__ = ["ShardedTransport", "no_cookies", "request_url", "shared_client", "shared_sync_client"]

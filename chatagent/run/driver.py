@@ -10,6 +10,8 @@ handled like an exception raised in place.
 
 from __future__ import annotations
 
+# asyncio's default executor (the first `to_thread`'s) imports this at its first use, on the event loop
+import concurrent.futures.thread  # noqa: F401  # pyright: ignore[reportUnusedImport]
 import time
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import TYPE_CHECKING, Any, TypeVar, cast

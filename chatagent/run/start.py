@@ -10,6 +10,7 @@ around it; `stream` drives it, on a stored conversation when given a session (th
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from types import ModuleType
@@ -27,6 +28,7 @@ from chatagent.run.protocol import UNSET, Runnable
 from chatagent.run.requests import AgentLoop, Fragments
 from chatagent.schema import Message, not_a_message_list, to_messages
 from chatagent.schema.history import conversation_lang
+from chatagent.utils.lazy import settle_imports
 
 # CHATAGENT_TRACES=1: every run of the process is recorded (chatagent.run.traces)
 if os.environ.get("CHATAGENT_TRACES"):
@@ -68,10 +70,12 @@ def _model_build(agent: Runnable) -> Callable[[], object] | None:
         return None
 
     def build() -> None:
+        modules = len(sys.modules)
         try:
             _ = agent.llm
         except Exception:  # a config's error: raised again, with the run's reporting, when the run reads `llm`
             return
+        settle_imports(modules)  # a first build imports its backend
 
     return build
 

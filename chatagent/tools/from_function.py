@@ -21,6 +21,7 @@ across calls).
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import inspect
@@ -28,11 +29,13 @@ import logging
 import re
 import types
 import typing
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, Union, get_args, get_origin, get_type_hints, overload
 
 from chatagent.tools.arguments import JSONObject, ToolArgumentError, is_json_array
 from chatagent.tools.tool import TOOL_SETTINGS, BaseTool, is_pydantic_model, pydantic_schema, validate_with_pydantic
+from chatagent.utils.jsonlenient import json_copy
 
 logger = logging.getLogger("chatagent.tools")
 
@@ -258,6 +261,31 @@ def _converter(tp: object) -> Callable[[Any], Any] | None:
     return None
 
 
+_Facts = tuple[JSONObject, dict[str, Callable[[Any], Any]], bool]
+_FACTS: weakref.WeakKeyDictionary[Any, _Facts] = weakref.WeakKeyDictionary()
+
+
+def _function_facts(fn: Callable[..., object]) -> _Facts:
+    """What a tool takes from its function: its schema (under a placeholder name), its arguments' converters,
+    whether it takes **kwargs; worked out once per function (kept while the function lives). Every agent given
+    the same functions makes tools of its own of them, and resolving a function's type hints (string annotations
+    are compiled) and reading its signature and docstring was most of an agent's build: 50 agents built at once
+    on an event loop with 20 tools each held it for a quarter of a second."""
+    try:
+        facts = _FACTS.get(fn)
+    except TypeError:  # a callable that is unhashable or cannot be weakly referenced: worked out each time
+        facts = None
+    if facts is None:
+        sig = inspect.signature(fn)
+        hints = _type_hints(fn, warn=False)
+        converters = {k: c for k, tp in hints.items() if k in sig.parameters and (c := _converter(tp))}
+        accepts_kwargs = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+        facts = (function_schema(fn, "_"), converters, accepts_kwargs)
+        with contextlib.suppress(TypeError):
+            _FACTS[fn] = facts
+    return facts
+
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -281,15 +309,11 @@ class FunctionTool(BaseTool, Generic[_P, _R]):
         self.name = name or cfg.get("name") or getattr(self, "name", "") or getattr(fn, "__name__", "")
         if not self.name:
             raise TypeError(f"{fn!r:.80} has no __name__: name the tool, e.g. tool(fn, name='lookup')")
-        schema = function_schema(fn, self.name, description)
-        self.description = schema["description"]
-        self.parameters = parameters = schema["parameters"]
+        schema, self._converters, self._accepts_kwargs = _function_facts(fn)
+        self.description = description if description is not None else schema["description"]
+        self.parameters = parameters = json_copy(schema["parameters"])  # this tool's own
         self._properties: JSONObject = parameters["properties"]  # the arguments the function takes
         super().__init__(cfg)
-        sig = inspect.signature(fn)
-        hints = _type_hints(fn, warn=False)
-        self._converters = {k: c for k, tp in hints.items() if k in sig.parameters and (c := _converter(tp))}
-        self._accepts_kwargs = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
         self.is_async = inspect.iscoroutinefunction(fn)
         functools.update_wrapper(self, fn, updated=())
 

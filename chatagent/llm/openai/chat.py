@@ -26,6 +26,7 @@ import httpx
 from chatagent.errors import ModelServiceError
 from chatagent.llm.base import ToolChoice, Usage
 from chatagent.llm.http_errors import error_body, error_from_status
+from chatagent.llm.http_pool import request_url
 from chatagent.llm.http_transport import HTTPCall, StreamReader, Transported
 from chatagent.llm.openai.reply import Prompt, ReplyReader, non_sse_reply, parse_completion
 from chatagent.llm.openai.request import chat_request, drop_refused, image_url, looks_multimodal, sends_schema
@@ -70,6 +71,7 @@ class OpenAICompatModel(Transported):
         if "multimodal" not in cfg:
             self.support_multimodal_input = looks_multimodal(self.model)
         self.url = (self.base_url or "https://api.openai.com/v1") + "/chat/completions"
+        request_url(self.url)  # parsed where the model is built (off the event loop under arun), not at a request
 
     def pool(self) -> tuple[str, dict[str, Any]]:
         """The shared client of every model calling this server with the same options (`http_pool`)."""

@@ -15,6 +15,7 @@ import httpx
 import orjson
 
 from chatagent.errors import ModelErrorCode, ModelServiceError
+from chatagent.llm.http_pool import request_url
 from chatagent.llm.settings import ToolChoice
 from chatagent.schema import Message, to_openai
 from chatagent.utils import keys
@@ -158,7 +159,12 @@ def http_request(client: Any, request: ChatRequest, url: str, api_key: str | Non
         headers.update(request.headers)
     timeout = request.timeout if request.timeout is not None else _USE_CLIENT_DEFAULT
     return client.build_request(
-        "POST", url, content=orjson.dumps(request.body), headers=headers, params=request.query, timeout=timeout
+        "POST",
+        request_url(url),
+        content=orjson.dumps(request.body),
+        headers=headers,
+        params=request.query,
+        timeout=timeout,
     )
 
 
