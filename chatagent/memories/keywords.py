@@ -11,6 +11,8 @@ spellings too); the weights are worked out when a query asks, from term frequenc
 the collection may change between two queries. Postings are kept in two parts: `main`, compressed arrays (for
 each term, its positions and frequencies), and `recent`, the postings of records added since; `compact()` folds
 recent into main, leaving out removed records (searching calls it once recent outgrows a tenth of main).
+Each position's terms are kept the same way: one array of the terms of positions 0..base-1 end to end (as compacted,
+or as a saved index holds them: no array per record to make when it is loaded), then an array per position added.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from chatagent.rag.fusion import coverage
 __all__ = ["Keywords"]
 
 K1, B = 1.2, 0.75
+_NONE = np.zeros(0, dtype=np.int32)
 
 
 class Keywords:
@@ -31,7 +34,9 @@ class Keywords:
     def __init__(self) -> None:
         self.vocab: dict[str, int] = {}
         self.names: list[str] = []  # term id -> term
-        self.terms: list[np.ndarray] = []  # per position: its term ids in order (empty once removed)
+        self.flat = np.zeros(0, dtype=np.int32)  # the term ids of positions 0..base-1, end to end ...
+        self.offsets = np.zeros(1, dtype=np.int64)  # ... position p's being flat[offsets[p]:offsets[p + 1]]
+        self.added: list[np.ndarray] = []  # the term ids of each position from base on
         self.lengths = np.zeros(
             16, dtype=np.float64
         )  # per position (and room for more): its number of terms (0 once removed)
@@ -45,7 +50,26 @@ class Keywords:
         self.recent_postings = 0
 
     def __len__(self) -> int:
-        return len(self.terms)
+        return len(self.offsets) - 1 + len(self.added)
+
+    def terms_of(self, position: int) -> np.ndarray:
+        """The term ids of `position`, in order (none once removed)."""
+        base = len(self.offsets) - 1
+        if position >= len(self) or not self.lengths[position]:
+            return _NONE
+        if position < base:
+            return self.flat[self.offsets[position] : self.offsets[position + 1]]
+        return self.added[position - base]
+
+    def _gather(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The term ids of `positions` (ascending) end to end, and each one's number of terms."""
+        base = len(self.offsets) - 1
+        lengths = self.lengths[positions].astype(np.int64)
+        saved = positions < base
+        first, counts = self.offsets[positions[saved]], lengths[saved]
+        at = np.repeat(first - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()), dtype=np.int64)
+        parts = [self.flat[at], *(self.added[p - base] for p in positions[~saved].tolist())]
+        return np.concatenate(parts).astype(np.int32, copy=False), lengths
 
     @staticmethod
     def analyze(text: str) -> list[str]:
@@ -56,9 +80,9 @@ class Keywords:
 
     def add(self, terms: list[str]) -> int:
         """A new position holding these terms (positions are never reused: a removed one's postings stay)."""
-        position = len(self.terms)
+        position = len(self)
         ids = np.fromiter((self._term_id(t) for t in terms), dtype=np.int32, count=len(terms))
-        self.terms.append(ids)
+        self.added.append(ids)
         if len(self.lengths) <= position:
             grown = np.zeros(max(16, 2 * len(self.lengths)), dtype=np.float64)
             grown[: len(self.lengths)] = self.lengths
@@ -80,20 +104,21 @@ class Keywords:
 
     def remove(self, position: int) -> None:
         """Take `position`'s terms out of the collection (its postings stay until `compact`, scoring nothing)."""
-        ids = self.terms[position] if position < len(self.terms) else np.zeros(0, dtype=np.int32)
+        ids = self.terms_of(position)
         if not len(ids):
             return
         self.df[np.unique(ids)] -= 1
         self.live -= 1
         self.total -= len(ids)
         self.lengths[position] = 0.0
-        self.terms[position] = np.zeros(0, dtype=np.int32)
+        base = len(self.offsets) - 1
+        if position >= base:
+            self.added[position - base] = _NONE
 
     def compact(self) -> None:
         """Fold the recent postings into main, without the removed positions'."""
-        n = len(self.terms)
-        lengths = np.fromiter((len(t) for t in self.terms), dtype=np.int64, count=n)
-        flat = np.concatenate(self.terms) if n else np.zeros(0, dtype=np.int32)
+        n = len(self)
+        flat, lengths = self._gather(np.arange(n))
         keys, tf = np.unique(flat.astype(np.int64) * max(n, 1) + np.repeat(np.arange(n, dtype=np.int64), lengths),
                              return_counts=True)  # fmt: skip
         terms = keys // max(n, 1)
@@ -102,6 +127,7 @@ class Keywords:
         self.indptr = np.zeros(len(self.names) + 1, dtype=np.int64)
         np.cumsum(np.bincount(terms, minlength=len(self.names)), out=self.indptr[1:])
         self.recent, self.recent_postings = {}, 0
+        self.flat, self.offsets, self.added = flat, np.concatenate(([0], np.cumsum(lengths))), []
 
     def _term_id(self, term: str) -> int:
         found = self.vocab.get(term)
@@ -118,7 +144,7 @@ class Keywords:
 
     def scores(self, query: str) -> np.ndarray:
         """The BM25 score of every position for `query` (0 for removed positions and those matching no term)."""
-        n = len(self.terms)
+        n = len(self)
         out = np.zeros(n, dtype=np.float64)
         if not self.live or not n:
             return out
@@ -150,20 +176,21 @@ class Keywords:
         if not len(scores) or float(scores.max()) <= 0:
             return 0.0
         names = self.names
-        return coverage(analyze(query), {names[t] for t in self.terms[int(np.argmax(scores))].tolist()})
+        return coverage(analyze(query), {names[t] for t in self.terms_of(int(np.argmax(scores))).tolist()})
 
     # ---- saving --------------------------------------------------------------------------------------------
 
     def arrays(self, keep: np.ndarray) -> dict[str, np.ndarray]:
-        """The positions `keep` (in that order, numbered 0..) as arrays `from_arrays` makes the index again from,
+        """The positions `keep` (ascending, numbered 0.. in that order) as arrays `from_arrays` makes the index again from,
         compacted: their terms, and the postings (of the same vocabulary)."""
-        kept = [self.terms[i] for i in keep.tolist()]
+        flat, lengths = self._gather(keep)
         made = Keywords()
-        made.names, made.terms = self.names, kept
+        made.names, made.flat, made.offsets = self.names, flat, np.concatenate(([0], np.cumsum(lengths)))
+        made.lengths = lengths.astype(np.float64)
         made.compact()
         return {
-            "kw_terms": np.concatenate(kept) if kept else np.zeros(0, dtype=np.int32),
-            "kw_lengths": np.fromiter((len(t) for t in kept), dtype=np.int64, count=len(kept)),
+            "kw_terms": flat,
+            "kw_lengths": lengths,
             "kw_indptr": made.indptr,
             "kw_docs": made.docs,
             "kw_tfs": made.tfs,
@@ -177,20 +204,22 @@ class Keywords:
         made.vocab = {name: i for i, name in enumerate(made.names)}
         lengths = arrays["kw_lengths"]
         offsets = np.concatenate(([0], np.cumsum(lengths)))
-        flat = arrays["kw_terms"].astype(np.int32)
-        indptr, docs = arrays["kw_indptr"].astype(np.int64), arrays["kw_docs"].astype(np.int32)
+        flat = np.asarray(arrays["kw_terms"], dtype=np.int32)
+        indptr, docs = np.asarray(arrays["kw_indptr"], dtype=np.int64), np.asarray(arrays["kw_docs"], dtype=np.int32)
         if len(flat) and (int(flat.max()) >= len(names) or int(flat.min()) < 0):
             raise ValueError("a term id outside the vocabulary")
         if len(indptr) != len(names) + 1 or int(indptr[-1]) != len(docs) or len(docs) != len(arrays["kw_tfs"]):
             raise ValueError("inconsistent postings")
         if len(docs) and (int(docs.max()) >= len(lengths) or int(docs.min()) < 0):
             raise ValueError("a posting outside the records")
-        made.terms = [flat[offsets[i] : offsets[i + 1]] for i in range(len(lengths))]
+        if (len(lengths) and int(lengths.min()) < 0) or int(offsets[-1]) != len(flat):
+            raise ValueError("inconsistent terms")
+        made.flat, made.offsets = flat, offsets.astype(np.int64)
         made.lengths = np.zeros(max(16, len(lengths)), dtype=np.float64)
         made.lengths[: len(lengths)] = lengths
         made.live = int(np.count_nonzero(lengths))
         made.total = float(lengths.sum())
-        made.indptr, made.docs, made.tfs = indptr, docs, arrays["kw_tfs"].astype(np.float32)
+        made.indptr, made.docs, made.tfs = indptr, docs, np.asarray(arrays["kw_tfs"], dtype=np.float32)
         made.df = np.zeros(max(16, len(names)), dtype=np.int64)
         made.df[: len(names)] = np.diff(indptr)
         return made

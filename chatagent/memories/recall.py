@@ -27,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from chatagent.memories.keywords import Keywords
+from chatagent.memories.rows import Rows
 from chatagent.rag.fusion import dense_weight, fuse, separation, standardised
 
 __all__ = ["RecallWeights", "Row", "UserIndex", "text_key"]
@@ -83,11 +84,9 @@ class UserIndex:
         self.scope = np.zeros(0, dtype=np.int32)  # index into scopes
         self.key = np.zeros(0, dtype=np.int64)  # text_key
         self.embedded = np.zeros(0, dtype=bool)
-        self.vectors: np.ndarray | None = None  # (capacity, dim) float32
+        self.vectors: Rows | None = None  # per position (chatagent.memories.rows)
         self.scopes: list[str] = []
         self._scope_codes: dict[str, int] = {}
-        self._groups: dict[tuple[int, int], set[int]] | None = {}  # (scope or -1, key) -> live positions (None:
-        # to be made from the arrays, as after loading a saved index)
         self.distinct = np.zeros(0, dtype=bool)  # the latest record of each text
         self.distinct_in_scope = np.zeros(0, dtype=bool)  # ... of each text in each scope
         self._codes: np.ndarray | None = None  # (capacity, words) uint64: sign bits of vector - centre
@@ -123,26 +122,28 @@ class UserIndex:
     def apply(self, version: int, rows: list[Row], forgotten: list[str]) -> None:
         """The store's changes since this index's version: rows added or changed, ids deleted."""
         with self.lock:
+            texts: list[int] = []  # the text keys whose latest record may have changed
             for rid in forgotten:
                 at = self.position.pop(rid, None)
                 if at is not None:
+                    texts.append(int(self.key[at]))
                     self._drop(at)
             for row in rows:
                 at = self.position.get(row.id)
                 key = text_key(row.text)
                 if at is not None and self.key[at] != key:  # a new text: a new position, its own terms
                     del self.position[row.id]
+                    texts.append(int(self.key[at]))
                     self._drop(at)
                     at = None
                 if at is None:
                     at = self._append(row, key)
-                else:
-                    self._ungroup(at)
                 self.importance[at] = row.importance
                 self.stamp[at] = row.updated or row.created
                 self.scope[at] = self._scope_code(row.scope)
                 self._set_vector(at, row.vector if row.model == self.model else None)
-                self._group(at)
+                texts.append(key)
+            self._elect(np.asarray(texts, dtype=np.int64), bulk=len(texts) > len(self.ids) // 8)
             self.version = max(self.version, version)
             self.changed += len(rows) + len(forgotten)
             if rows or forgotten:
@@ -159,10 +160,8 @@ class UserIndex:
         return at
 
     def _drop(self, at: int) -> None:
-        self._ungroup(at)
         self.keywords.remove(at)
-        self.alive[at] = False
-        self.embedded[at] = False
+        self.alive[at] = self.embedded[at] = self.distinct[at] = self.distinct_in_scope[at] = False
 
     def _grow(self, size: int) -> None:
         def grown(a: np.ndarray) -> np.ndarray:
@@ -174,7 +173,7 @@ class UserIndex:
         self.scope, self.key, self.embedded = grown(self.scope), grown(self.key), grown(self.embedded)
         self.distinct, self.distinct_in_scope = grown(self.distinct), grown(self.distinct_in_scope)
         if self.vectors is not None:
-            self.vectors = grown(self.vectors)
+            self.vectors.grow(size)  # a block more: the vectors are not copied
         if self._codes is not None:
             self._codes = grown(self._codes)
 
@@ -191,8 +190,9 @@ class UserIndex:
             return
         vector = np.frombuffer(blob, dtype=np.float16).astype(np.float32)
         if self.vectors is None:
-            self.vectors = np.zeros((len(self.alive), len(vector)), dtype=np.float32)
-        if len(vector) != self.vectors.shape[1]:
+            self.vectors = Rows(len(vector))
+            self.vectors.grow(len(self.alive))
+        if len(vector) != self.vectors.dim:
             self.embedded[at] = False
             return
         self.vectors[at] = vector
@@ -200,45 +200,24 @@ class UserIndex:
         if self._codes is not None and self._centre is not None:
             self._codes[at] = _signs(vector[None, :], self._centre)[0]
 
-    def _groups_of(self, at: int) -> tuple[tuple[int, int], tuple[int, int]]:
-        key = int(self.key[at])
-        return (-1, key), (int(self.scope[at]), key)
-
-    def _groups_now(self) -> dict[tuple[int, int], set[int]]:
-        if self._groups is None:
-            groups: dict[tuple[int, int], set[int]] = {}
-            n = len(self.ids)
-            for at, key, scope in zip(range(n), self.key[:n].tolist(), self.scope[:n].tolist(), strict=True):
-                if self.alive[at]:
-                    groups.setdefault((-1, key), set()).add(at)
-                    groups.setdefault((scope, key), set()).add(at)
-            self._groups = groups
-        return self._groups
-
-    def _ungroup(self, at: int) -> None:
-        for group in self._groups_of(at):
-            members = self._groups_now().get(group)
-            if members is not None and at in members:
-                members.discard(at)
-                self._elect(group)
-        self.distinct[at] = self.distinct_in_scope[at] = False
-
-    def _group(self, at: int) -> None:
-        for group in self._groups_of(at):
-            self._groups_now().setdefault(group, set()).add(at)
-            self._elect(group)
-
-    def _elect(self, group: tuple[int, int]) -> None:
-        """Mark the group's latest record (then the most important; then the last stored) as its candidate."""
-        groups = self._groups_now()
-        members = groups.get(group)
-        mask = self.distinct if group[0] < 0 else self.distinct_in_scope
-        if not members:
-            groups.pop(group, None)
+    def _elect(self, texts: np.ndarray, *, bulk: bool = False) -> None:
+        """Mark the latest record (then the most important; then the last stored) of each text among `texts`
+        (every text with `bulk`) as its candidate, and of each text in each scope: one sort of their records."""
+        n = len(self.ids)
+        if not len(texts) or not n:
             return
-        order = sorted(members, key=lambda i: (self.stamp[i], self.importance[i], i))
-        mask[order] = False
-        mask[order[-1]] = True
+        touched = np.arange(n) if bulk else np.flatnonzero(np.isin(self.key[:n], texts))
+        self.distinct[touched] = self.distinct_in_scope[touched] = False
+        live = touched[self.alive[touched]]
+        key, scope = self.key[live], self.scope[live]
+        for mask, within in ((self.distinct, None), (self.distinct_in_scope, scope)):
+            columns = (live, self.importance[live], self.stamp[live]) + ((within,) if within is not None else ())
+            order = np.lexsort((*columns, key))  # by text (and scope), then oldest to latest
+            last = np.ones(len(order), dtype=bool)
+            last[:-1] = key[order][1:] != key[order][:-1]
+            if within is not None:
+                last[:-1] |= within[order][1:] != within[order][:-1]
+            mask[live[order[last]]] = True
 
     # ---- searching -----------------------------------------------------------------------------------------
 
@@ -297,7 +276,7 @@ class UserIndex:
         if vectors is None or vector is None:
             scores = standardised(bm25[live])
         else:
-            cosine = np.einsum("ij,j->i", vectors[:n], vector)[live]
+            cosine = vectors.dot(vector, n)[live]
             embedded = self.embedded[live]
             if not embedded.all():
                 dense_part = standardised(cosine[embedded]) if embedded.any() else cosine[:0]
@@ -312,7 +291,7 @@ class UserIndex:
     def _approximate(
         self,
         query: str,
-        vectors: np.ndarray,
+        vectors: Rows,
         vector: np.ndarray,
         bm25: np.ndarray,
         live: np.ndarray,
@@ -329,10 +308,13 @@ class UserIndex:
         near = pool[np.argpartition(distance, CANDIDATES)[:CANDIDATES]] if len(pool) > CANDIDATES else pool
         wanted = np.flatnonzero(eligible)
         best = wanted[np.argpartition(-bm25[wanted], KEYWORD_CANDIDATES)[:KEYWORD_CANDIDATES]]
-        candidates = np.union1d(near, best) if len(wanted) > KEYWORD_CANDIDATES else np.union1d(near, wanted)
+        chosen = np.zeros(n, dtype=bool)  # their union, in order (np.union1d would sort, and import numpy.ma)
+        chosen[near] = True
+        chosen[best if len(wanted) > KEYWORD_CANDIDATES else wanted] = True
+        candidates = np.flatnonzero(chosen)
         sample = self._sample_now(np.flatnonzero(self.alive[:n] & self.embedded[:n]))
-        cosine = vectors[candidates] @ vector
-        crowd = vectors[sample] @ vector
+        cosine = vectors.take(candidates) @ vector
+        crowd = vectors.take(sample) @ vector
         mean, spread = float(crowd.mean()), float(crowd.std()) or 1.0
         live_bm25 = bm25[live]
         mean_bm25, spread_bm25 = float(live_bm25.mean()), float(live_bm25.std()) or 1.0
@@ -351,12 +333,33 @@ class UserIndex:
             vectors = self.vectors
             assert vectors is not None
             mask = self.alive[:n] & self.embedded[:n]
-            centre = vectors[:n][mask].mean(axis=0)
-            codes = np.zeros((len(self.alive), _words(vectors.shape[1])), dtype=np.uint64)
-            codes[:n] = _signs(vectors[:n], centre)
+            total = np.zeros(vectors.dim, dtype=np.float64)
+            for start, block in vectors.chunks(n):
+                total += block[mask[start : start + len(block)]].sum(axis=0, dtype=np.float64)
+            centre = (total / max(count, 1)).astype(np.float32)
+            codes = np.zeros((len(self.alive), _words(vectors.dim)), dtype=np.uint64)
+            for start, block in vectors.chunks(n):
+                codes[start : start + len(block)] = _signs(block, centre)
             self._centre, self._codes, self._coded = centre, codes, count
             return codes, centre
         return self._codes, self._centre
+
+    def signs(self) -> tuple[np.ndarray | None, np.ndarray | None, int]:
+        """The sign bits (per position), their centre and the embedded records it was taken over: saved with the
+        index (`chatagent.memories.snapshot`), so that a new process does not read every vector to make them; made
+        now above EXACT records (where the search uses them)."""
+        n = len(self.ids)
+        if self.vectors is not None and len(self) > EXACT and bool((self.alive[:n] & self.embedded[:n]).any()):
+            self._signs_now()
+        return self._codes, self._centre, self._coded
+
+    def set_signs(self, codes: np.ndarray, centre: np.ndarray, coded: int) -> None:
+        """The saved sign bits of positions 0..len(codes)-1 (see `signs`)."""
+        if codes.shape[1] != _words(len(centre)):
+            raise ValueError("sign bits of another size")
+        self._codes = np.zeros((len(self.alive), codes.shape[1]), dtype=np.uint64)
+        self._codes[: len(codes)] = codes
+        self._centre, self._coded = np.asarray(centre, dtype=np.float32), coded
 
     def _sample_now(self, embedded: np.ndarray) -> np.ndarray:
         """SAMPLE embedded records (drawn again after each change): the crowd the cosines are standardised over."""

@@ -15,10 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from chatagent import LongTermMemory
-from chatagent.memories import indexes, recall, snapshot
+from chatagent.memories import indexes, recall, rows, snapshot
 from chatagent.memories.keywords import Keywords
 from chatagent.memories.records import MemoryRecord
+from chatagent.memories.rows import Rows
 from chatagent.memories.store import MemoryStore
+from chatagent.rag.analysis import analyze
 from chatagent.rag.index import Index
 from tests.support import processes
 from tests.support.embeddings import toy_vector
@@ -162,6 +164,78 @@ def test_a_new_process_starts_from_the_saved_index_and_reads_only_what_changed(t
     assert asked == [0] and found[0] == "A red kite over the garden."
 
 
+def test_a_loaded_index_reads_the_vectors_and_terms_a_recall_needs_not_every_records(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Issue 43.2: a new process's first recall at 100k records took 1.66 s loading the saved index (every vector
+    made float32, an array of terms and a set per record, the sign bits made again from every vector). Now it is a
+    memory map read where a recall looks: above EXACT, the candidates' and the sample's vectors; a record stored
+    meanwhile costs its own terms."""
+    monkeypatch.setattr(recall, "EXACT", 300)  # the two-step search, on a small store
+    monkeypatch.setattr(recall, "CANDIDATES", 40)
+    monkeypatch.setattr(recall, "KEYWORD_CANDIDATES", 20)
+    monkeypatch.setattr(recall, "SAMPLE", 60)
+    monkeypatch.setattr(rows, "MERGE_BELOW", 100)  # the saved vectors stay in their file
+    url = str(tmp_path / "m.db")
+    store = MemoryStore(url)
+    fill(store, "alice", texts(snapshot.SAVE_FROM + 200))
+    mem = LongTermMemory(user="alice", store=url, embedder=ToyEmbedder())
+    queries = ["peanut allergy", "a flight to lisbon", "note 1050", "red kite garden"]
+    path = snapshot.snapshot_path(store.url, store.path, "alice", "toy")
+    snapshot.save(mem._index(), path, store.epoch, "alice")
+    fill(store, "alice", ["A red kite over the garden."], start=1_900_000_000)  # stored after the save
+    seen = ranked(mem, queries)
+    taken: list[int] = []
+    read_through: list[int] = []
+    take, chunks = Rows.take, Rows.chunks
+    monkeypatch.setattr(Rows, "take", lambda self, positions: taken.append(len(positions)) or take(self, positions))
+    monkeypatch.setattr(Rows, "chunks", lambda self, n, **kw: read_through.append(n) or chunks(self, n, **kw))
+    analyzed: list[str] = []
+    monkeypatch.setattr(Keywords, "analyze", staticmethod(lambda text: analyzed.append(text) or analyze(text)))
+    indexes._indexes.clear()  # a new process
+    assert ranked(mem, queries) == seen
+    assert read_through == [] and 0 < sum(taken) <= len(queries) * (40 + 20 + 60)  # of 1,201 records' vectors
+    assert analyzed == ["A red kite over the garden."]  # the saved records' terms are not made again
+    index = mem._index()
+    assert len(index.keywords.added) == 1 and index.vectors is not None and not index.vectors.blocks[0].flags.owndata
+
+
+def test_a_text_said_many_times_is_one_candidate_as_the_changes_come(tmp_path: Path) -> None:
+    """The latest record of each text (and of each text in each scope) is elected again for the texts a change
+    touches, and the index agrees with one built from scratch after each change."""
+    url = str(tmp_path / "m.db")
+    store = MemoryStore(url)
+    said = ["I walk the dog.", "i walk  the DOG.", "Tea at five.", "I walk the dog."]
+    records = [
+        MemoryRecord(uuid.uuid4().hex, "alice", said[i % 4], ["", "home"][i % 3 == 0], 0.5, {}, 1.7e9 + i, 1.7e9 + i)
+        for i in range(12)
+    ]
+    store.add(records)
+    mem = LongTermMemory(user="alice", store=url, embedder=None)
+
+    def candidates(index: recall.UserIndex) -> tuple[set[str], set[str]]:
+        n = len(index.ids)
+        return ({index.ids[i] for i in np.flatnonzero(index.distinct[:n])},
+                {index.ids[i] for i in np.flatnonzero(index.distinct_in_scope[:n])})  # fmt: skip
+
+    def agrees() -> tuple[set[str], set[str]]:
+        ours = candidates(mem._index())
+        fresh = recall.UserIndex(None)
+        latest, changed, _ = store.changes("alice")
+        fresh.apply(latest, [indexes.Row(*row) for row in changed], [])
+        assert ours == candidates(fresh)
+        return ours
+
+    latest, in_scope = agrees()
+    assert len(latest) == 2 and len(in_scope) == 4  # the dog and the tea; each in "" and "home"
+    store.update("alice", records[11].id, "Tea at six.", 0.5, 1.8e9)  # the latest tea in "" changes its text
+    assert records[11].id in agrees()[0]
+    store.delete("alice", [records[9].id, records[10].id])  # the latest dog of "home" and of ""
+    assert not {records[9].id, records[10].id} & agrees()[1]
+    store.add([MemoryRecord(uuid.uuid4().hex, "alice", "I WALK the dog.", "home", 0.9, {}, 1.6e9, 1.6e9)])  # older
+    agrees()
+
+
 def test_forgetting_removes_the_saved_index(tmp_path: Path) -> None:
     """A saved index holds the records' terms and vectors: what is forgotten must not stay there."""
     url = str(tmp_path / "m.db")
@@ -171,8 +245,10 @@ def test_forgetting_removes_the_saved_index(tmp_path: Path) -> None:
     path = snapshot.snapshot_path(store.url, store.path, "alice", "toy")
     snapshot.save(mem._index(), path, store.epoch, "alice")
     assert records[3].id in path.read_bytes().decode("latin-1")
+    old = path.with_suffix(".npz")  # the first format's file, in the same place
+    old.write_bytes(records[3].id.encode())
     assert mem.forget(records[3].id)
-    assert not path.exists()
+    assert not path.exists() and not old.exists()
     assert records[3].id not in [m.record.id for m in mem.recall(records[3].text, k=10)]
 
 
