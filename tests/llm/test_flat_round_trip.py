@@ -6,16 +6,14 @@ instructions of a trip in a 40-trip run beside the bare httpx loop)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 import pytest
 
 import chatagent
 from chatagent import FnCallAgent, Message, get_chat_model, tool
 from chatagent.llm.prepare import untrusted
+from tests.support.calls import counted_calls
 from tests.support.loopback import Request
 from tests.support.openai_server import OpenAIServer, Reply
 
@@ -58,18 +56,7 @@ def _calls(server: OpenAIServer, trips: int) -> int:
     bot = FnCallAgent(llm={"model": f"tools-{trips}", "model_server": server.base_url, "api_key": "k"},
                       function_list=TOOLS, max_llm_calls=100)  # fmt: skip
     assert bot.run_nonstream(USER)[-1]["content"] == FINAL
-    count = 0
-
-    def profile(frame: FrameType, event: str, arg: Any) -> None:
-        nonlocal count
-        if event == "call" and frame.f_code.co_filename.startswith(PACKAGE):
-            count += 1
-
-    sys.setprofile(profile)
-    try:
-        out = bot.run_nonstream(USER)
-    finally:
-        sys.setprofile(None)
+    out, count = counted_calls(lambda: bot.run_nonstream(USER), lambda code: code.co_filename.startswith(PACKAGE))
     assert out[-1]["content"] == FINAL and sum(m["role"] == "function" for m in out) == trips
     return count
 

@@ -5,11 +5,10 @@ the general path (`fragment_events`, the merge) for every chunk."""
 
 from __future__ import annotations
 
-import sys
-from types import FrameType
 from typing import Any
 
 from chatagent import BasicAgent, Message, Reply, ScriptedLLM
+from tests.support.calls import counted_calls
 
 USER = [Message(role="user", content="Tell me a long story.")]
 SIZES = (50, 250)
@@ -23,18 +22,7 @@ def _calls(events: bool, chunks: int) -> int:
         return list(bot.run(USER, events=True) if events else bot.run(USER, delta_stream=True))
 
     one()
-    count = 0
-
-    def profile(frame: FrameType, event: str, arg: Any) -> None:
-        nonlocal count
-        if event == "call":
-            count += 1
-
-    sys.setprofile(profile)
-    try:
-        out = one()
-    finally:
-        sys.setprofile(None)
+    out, count = counted_calls(one)
     texts = (
         [ev.data["text"] for ev in out if ev.type == "text_delta"] if events else [f.content for fs in out for f in fs]
     )

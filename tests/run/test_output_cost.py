@@ -6,14 +6,13 @@ loop, bench/stream_overhead.py)."""
 from __future__ import annotations
 
 import asyncio
-import sys
-from types import FrameType
 from typing import Any
 
 import pytest
 
 import chatagent.run.handle as handle
 from chatagent import BasicAgent, Message, Reply, ScriptedLLM
+from tests.support.calls import counted_calls
 
 SIZES = (50, 250)
 STEPS = ("__next__", "__anext__")  # the handle's own step: once a chunk whatever it gives out
@@ -32,19 +31,7 @@ def _handle_calls(chunks: int, aio: bool, dicts: bool, events: bool) -> int:
         return asyncio.run(adrain()) if aio else list(bot.run(user, **kwargs))
 
     one()
-    count = 0
-
-    def profile(frame: FrameType, event: str, arg: Any) -> None:
-        nonlocal count
-        code = frame.f_code
-        if event == "call" and code.co_filename == handle.__file__ and code.co_name not in STEPS:
-            count += 1
-
-    sys.setprofile(profile)
-    try:
-        out = one()
-    finally:
-        sys.setprofile(None)
+    out, count = counted_calls(one, lambda code: code.co_filename == handle.__file__ and code.co_name not in STEPS)
     if not events:
         texts = [f["content"] if dicts else f.content for fs in out for f in fs]
         assert "".join(texts) == "tok " * chunks
